@@ -1,0 +1,101 @@
+/*
+ * schema: the HSDS storage schema as pure functions (spec/hsds-format.md §1-§3, §9, §11).
+ *
+ * No I/O, no global state, no FUSE: everything here is unit-tested on strings. Functions that
+ * write into a caller's buffer return 0 on success, -ENAMETOOLONG when the buffer is too small,
+ * -EINVAL when the input is not valid; functions that answer a question return 1/0 or -EINVAL.
+ */
+#ifndef H5OSFS_SCHEMA_H
+#define H5OSFS_SCHEMA_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define SCHEMA_ID_LEN 38            /* an id without chunk partition digits or index suffix */
+#define SCHEMA_ID_BUF 39
+#define SCHEMA_DOMAIN_KEY_SUFFIX "/.domain.json"
+
+/* ---- ids (§1) ---- */
+
+/* 1 for v1 (UUID 8-4-4-4-12), 2 for v2 (8-8-4-6-6), -EINVAL for anything else. Accepts the
+ * classes g, d, t and chunk ids ("c-…_i_j" or "c<N>-…_i_j"); hex must be lowercase. */
+int schema_id_version(const char *id);
+
+/* Class letter of a valid id: 'g', 'd', 't' or 'c'; -EINVAL if the id is not valid. */
+int schema_id_class(const char *id);
+
+/* 1 if id is a v2 root group id (rotation rule §1.3), 0 if a valid non-root v2 id,
+ * -EINVAL for v1 ids (the rule does not apply) and invalid ids. */
+int schema_id_is_root(const char *id);
+
+/* The root group id of any v2 id (§1.4) into out[SCHEMA_ID_BUF]. */
+int schema_root_of(const char *id, char out[SCHEMA_ID_BUF]);
+
+/* (d + 8) mod 16 on a lowercase hex digit; -EINVAL if c is not one. */
+int schema_hex_rot(int c);
+
+/* ---- keys (§2, §11) ---- */
+
+/* Storage key of a group, dataset, datatype or chunk id, v1 or v2 (§2.1, §11). */
+int schema_obj_key(const char *id, char *buf, size_t len);
+
+/* Key of a dataset's chunk: index[0..rank-1] slowest first, partition < 0 for none (§2.4). */
+int schema_chunk_key(const char *dset_id, const uint64_t *index, int rank, int partition,
+                     char *buf, size_t len);
+
+/* Key of the domain summary db/A-B/.info.json of a v2 root id (§3.7). */
+int schema_info_key(const char *root_id, char *buf, size_t len);
+
+/* "/home/u/x.h5" -> "home/u/x.h5/.domain.json". The path must start with '/', not end with
+ * '/', and have no empty, "." or ".." component. */
+int schema_domain_key(const char *path, char *buf, size_t len);
+
+/* The domain path of a key ending in "/.domain.json" (inverse of schema_domain_key). */
+int schema_domain_path(const char *key, char *buf, size_t len);
+
+/* 1 if name may be a domain or folder name: non-empty, at most 255 bytes, valid UTF-8, no
+ * '/', no control characters, not "." or "..". */
+int schema_name_valid(const char *name, size_t len);
+
+/* ---- domain JSON (§3.1) and ACLs (§9) ---- */
+
+enum schema_right {
+    SCHEMA_ACL_CREATE = 1u << 0,
+    SCHEMA_ACL_READ = 1u << 1,
+    SCHEMA_ACL_UPDATE = 1u << 2,
+    SCHEMA_ACL_DELETE = 1u << 3,
+    SCHEMA_ACL_READ_ACL = 1u << 4,
+    SCHEMA_ACL_UPDATE_ACL = 1u << 5,
+};
+#define SCHEMA_ACL_ALL 0x3fu
+
+struct schema_acl {
+    char *user;            /* user name, "default", or "g:<group>" */
+    unsigned rights;       /* enum schema_right bits */
+};
+
+struct schema_domain {
+    char *root;            /* root group id; NULL for a folder */
+    char *owner;
+    struct schema_acl *acls;
+    size_t n_acls;
+    double created;
+    double last_modified;
+};
+
+/*
+ * Parse and validate a .domain.json. On failure returns -EINVAL and writes a short reason
+ * ("not a JSON object", "root is not a root group id", ...) into why. Unknown members, and
+ * unknown keys inside ACL entries (HSDS's stray "domain"), are ignored.
+ */
+int schema_domain_parse(const char *json, size_t len, struct schema_domain *out,
+                        char *why, size_t why_len);
+void schema_domain_free(struct schema_domain *dom);
+
+/* Rights of user on the domain, decided as HSDS decides (§9): admin_user gets everything;
+ * the user's own entry is authoritative; then "default"; then "g:<group>" entries for each
+ * of the n_groups groups; otherwise nothing. */
+unsigned schema_acl_rights(const struct schema_domain *dom, const char *user,
+                           const char *admin_user, const char *const *groups, size_t n_groups);
+
+#endif

@@ -1,0 +1,92 @@
+/*
+ * store: the object-store interface every backend implements (posix now, S3 next).
+ *
+ * Keys are UTF-8 strings without a leading '/', as HSDS writes them (spec §2). Every function
+ * returns 0 or a negative errno: -ENOENT (no such object), -EACCES (refused), -EINVAL (a key
+ * that may not be used: empty, absolute, with "." / ".." / empty components, or longer than
+ * STORE_KEY_MAX), -EFBIG (object larger than the caller's limit), -EISDIR (the key names a
+ * "directory" where an object is expected), -EIO (anything else, already logged with the key
+ * and the reason). Backends are thread-safe: any number of calls may run at once.
+ *
+ * put is whole-object and atomic: a reader sees the old object or the new one, never a part.
+ */
+#ifndef H5OSFS_STORE_H
+#define H5OSFS_STORE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define STORE_KEY_MAX 1024          /* S3's limit, in bytes */
+#define STORE_RANGE_TO_END UINT64_MAX
+
+struct store;
+
+/* A buffer owned by the caller after a successful get; free with store_buf_free. */
+struct store_buf {
+    unsigned char *data;
+    size_t len;
+};
+
+struct store_stat {
+    uint64_t size;
+    double mtime;          /* seconds since the epoch */
+    char etag[65];         /* opaque change token; equal etags mean equal content */
+};
+
+struct store_entry {
+    char *key;             /* full key (objects) or common prefix ending in the delimiter */
+    struct store_stat st;  /* zero for common prefixes */
+};
+
+/* One page of a listing; entries and prefixes are each sorted by key (byte order). */
+struct store_list {
+    struct store_entry *objects;
+    size_t n_objects;
+    char **prefixes;
+    size_t n_prefixes;
+    char *next_token;      /* NULL when this was the last page */
+};
+
+struct store_ops {
+    const char *name;
+    int (*get)(struct store *st, const char *key, uint64_t off, uint64_t len, size_t max,
+               struct store_buf *out);
+    int (*put)(struct store *st, const char *key, const void *data, size_t len);
+    int (*del)(struct store *st, const char *key);
+    int (*head)(struct store *st, const char *key, struct store_stat *out);
+    int (*list)(struct store *st, const char *prefix, const char *delimiter, const char *token,
+                size_t max_keys, struct store_list *out);
+    void (*destroy)(struct store *st);
+};
+
+struct store {
+    const struct store_ops *ops;
+};
+
+/* A local directory as a bucket (HSDS's POSIX layout: key a/b/c is file <dir>/a/b/c). */
+int store_posix_open(const char *dir, struct store **out);
+
+/* Whole object; -EFBIG if it is larger than max bytes. */
+int store_get(struct store *st, const char *key, size_t max, struct store_buf *out);
+/* Bytes [off, off+len) (len may be STORE_RANGE_TO_END); a short result means end of object. */
+int store_get_range(struct store *st, const char *key, uint64_t off, uint64_t len,
+                    struct store_buf *out);
+int store_put(struct store *st, const char *key, const void *data, size_t len);
+int store_delete(struct store *st, const char *key);
+int store_head(struct store *st, const char *key, struct store_stat *out);
+/*
+ * One page of keys starting with prefix. With a delimiter, keys that contain it after the
+ * prefix are folded into common prefixes. token: NULL for the first page, then next_token.
+ * max_keys 0 means no limit (one page).
+ */
+int store_list(struct store *st, const char *prefix, const char *delimiter, const char *token,
+               size_t max_keys, struct store_list *out);
+void store_close(struct store *st);
+
+void store_buf_free(struct store_buf *buf);
+void store_list_free(struct store_list *list);
+
+/* 0 if key may be used with any backend, -EINVAL otherwise (see above). */
+int store_key_check(const char *key);
+
+#endif

@@ -1,0 +1,26 @@
+#!/usr/bin/env bash
+# Installs what building and testing h5osfs needs on Debian 12, and nothing when it is
+# all there already. Runs as root (CI) or through sudo.
+set -euo pipefail
+
+packages=(
+  build-essential meson ninja-build pkg-config
+  libfuse3-dev fuse3
+  libjansson-dev libhdf5-dev hdf5-tools zlib1g-dev
+  libcurl4-openssl-dev libssl-dev libexpat1-dev
+  libblosc-dev liblz4-dev libzstd-dev
+  python3-pytest python3-h5py python3-numpy
+  valgrind
+)
+
+missing=()
+for p in "${packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")
+done
+[ ${#missing[@]} -eq 0 ] && exit 0
+
+sudo=""
+[ "$(id -u)" -eq 0 ] || sudo="sudo"
+echo "install-deps: installing ${missing[*]}" >&2
+$sudo apt-get update -qq
+DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
