@@ -1,0 +1,242 @@
+/* schema domain JSON and ACLs: see include/h5osfs/schema.h and spec/hsds-format.md §3.1, §9. */
+#include "h5osfs/schema.h"
+
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <jansson.h>
+
+/* authUtil.ACL_KEYS, in HSDS's order. */
+static const struct {
+    const char *name;
+    unsigned bit;
+} acl_keys[] = {
+    { "create", SCHEMA_ACL_CREATE },     { "read", SCHEMA_ACL_READ },
+    { "update", SCHEMA_ACL_UPDATE },     { "delete", SCHEMA_ACL_DELETE },
+    { "readACL", SCHEMA_ACL_READ_ACL },  { "updateACL", SCHEMA_ACL_UPDATE_ACL },
+};
+
+#define N_ACL_KEYS (sizeof(acl_keys) / sizeof(acl_keys[0]))
+
+__attribute__((format(printf, 3, 4)))
+static int reject(char *why, size_t why_len, const char *fmt, ...)
+{
+    if (why && why_len > 0) {
+        va_list ap;
+        va_start(ap, fmt);
+        if (vsnprintf(why, why_len, fmt, ap) < 0)
+            why[0] = '\0';
+        va_end(ap);
+    }
+    return -EINVAL;
+}
+
+static int out_of_memory(char *why, size_t why_len)
+{
+    reject(why, why_len, "out of memory");
+    return -ENOMEM;
+}
+
+/* ---- members ---- */
+
+/* HSDS refuses a domain without a root group it can load, and a v1 root cannot be checked
+ * beyond its class, so: any v1 group id, or a v2 id that passes the rotation rule. */
+static int root_id_acceptable(const char *id)
+{
+    int version = schema_id_version(id);
+    if (version == 1)
+        return id[0] == 'g';
+    return version == 2 && schema_id_is_root(id) == 1;
+}
+
+static int parse_root(json_t *doc, struct schema_domain *out, char *why, size_t why_len)
+{
+    json_t *root = json_object_get(doc, "root");
+    if (!root)
+        return 0; /* a folder */
+    if (!json_is_string(root))
+        return reject(why, why_len, "root is not a string");
+    if (!root_id_acceptable(json_string_value(root)))
+        return reject(why, why_len, "root is not a root group id");
+    out->root = strdup(json_string_value(root));
+    return out->root ? 0 : out_of_memory(why, why_len);
+}
+
+static int parse_owner(json_t *doc, struct schema_domain *out, char *why, size_t why_len)
+{
+    json_t *owner = json_object_get(doc, "owner");
+    if (!owner)
+        return reject(why, why_len, "owner missing");
+    if (!json_is_string(owner))
+        return reject(why, why_len, "owner is not a string");
+    out->owner = strdup(json_string_value(owner));
+    return out->owner ? 0 : out_of_memory(why, why_len);
+}
+
+/* Timestamps are floats when HSDS writes them but ints are accepted on read (§3.0). */
+static int parse_time(json_t *doc, const char *member, double *out, char *why, size_t why_len)
+{
+    json_t *value = json_object_get(doc, member);
+    if (!value)
+        return 0;
+    if (!json_is_number(value))
+        return reject(why, why_len, "%s is not a number", member);
+    *out = json_number_value(value);
+    return 0;
+}
+
+/* ---- ACLs ---- */
+
+/* Missing actions deny, as in authUtil.aclCheck; other members (the stray "domain") are
+ * ignored. */
+static int parse_acl_rights(const char *user, json_t *entry, unsigned *rights, char *why,
+                            size_t why_len)
+{
+    if (!json_is_object(entry))
+        return reject(why, why_len, "ACL of \"%s\" is not an object", user);
+    *rights = 0;
+    for (size_t i = 0; i < N_ACL_KEYS; i++) {
+        json_t *value = json_object_get(entry, acl_keys[i].name);
+        if (!value)
+            continue;
+        if (!json_is_boolean(value))
+            return reject(why, why_len, "ACL of \"%s\": %s is not a boolean", user,
+                          acl_keys[i].name);
+        if (json_is_true(value))
+            *rights |= acl_keys[i].bit;
+    }
+    return 0;
+}
+
+static int parse_acl_entries(json_t *acls, struct schema_domain *out, char *why,
+                             size_t why_len)
+{
+    const char *user;
+    json_t *entry;
+    json_object_foreach(acls, user, entry) {
+        struct schema_acl *acl = &out->acls[out->n_acls];
+        int rc = parse_acl_rights(user, entry, &acl->rights, why, why_len);
+        if (rc < 0)
+            return rc;
+        acl->user = strdup(user);
+        if (!acl->user)
+            return out_of_memory(why, why_len);
+        out->n_acls++;
+    }
+    return 0;
+}
+
+static int parse_acls(json_t *doc, struct schema_domain *out, char *why, size_t why_len)
+{
+    json_t *acls = json_object_get(doc, "acls");
+    if (!acls)
+        return reject(why, why_len, "acls missing");
+    if (!json_is_object(acls))
+        return reject(why, why_len, "acls is not an object");
+    size_t n = json_object_size(acls);
+    if (n == 0)
+        return 0;
+    out->acls = calloc(n, sizeof(*out->acls));
+    if (!out->acls)
+        return out_of_memory(why, why_len);
+    return parse_acl_entries(acls, out, why, why_len);
+}
+
+/* ---- document ---- */
+
+static int parse_members(json_t *doc, struct schema_domain *out, char *why, size_t why_len)
+{
+    int rc;
+    if ((rc = parse_root(doc, out, why, why_len)) < 0 ||
+        (rc = parse_owner(doc, out, why, why_len)) < 0 ||
+        (rc = parse_acls(doc, out, why, why_len)) < 0 ||
+        (rc = parse_time(doc, "created", &out->created, why, why_len)) < 0 ||
+        (rc = parse_time(doc, "lastModified", &out->last_modified, why, why_len)) < 0)
+        return rc;
+    return 0;
+}
+
+int schema_domain_parse(const char *json, size_t len, struct schema_domain *out, char *why,
+                        size_t why_len)
+{
+    json_error_t error;
+    int rc;
+    if (!out)
+        return reject(why, why_len, "no output");
+    memset(out, 0, sizeof(*out));
+    if (!json)
+        return reject(why, why_len, "no JSON");
+    json_t *doc = json_loadb(json, len, 0, &error);
+    if (!doc)
+        return reject(why, why_len, "invalid JSON: %s", error.text);
+    if (!json_is_object(doc))
+        rc = reject(why, why_len, "not a JSON object");
+    else
+        rc = parse_members(doc, out, why, why_len);
+    json_decref(doc);
+    if (rc < 0)
+        schema_domain_free(out);
+    return rc;
+}
+
+void schema_domain_free(struct schema_domain *dom)
+{
+    if (!dom)
+        return;
+    for (size_t i = 0; i < dom->n_acls; i++)
+        free(dom->acls[i].user);
+    free(dom->acls);
+    free(dom->root);
+    free(dom->owner);
+    memset(dom, 0, sizeof(*dom));
+}
+
+/* ---- decisions (§9) ---- */
+
+static const struct schema_acl *find_acl(const struct schema_domain *dom, const char *name)
+{
+    for (size_t i = 0; i < dom->n_acls; i++) {
+        if (strcmp(dom->acls[i].user, name) == 0)
+            return &dom->acls[i];
+    }
+    return NULL;
+}
+
+static unsigned rights_of(const struct schema_domain *dom, const char *name)
+{
+    const struct schema_acl *acl = find_acl(dom, name);
+    return acl ? acl->rights : 0;
+}
+
+/* HSDS names group entries "g:<group>"; comparing in place avoids building that name. */
+static unsigned group_rights(const struct schema_domain *dom, const char *group)
+{
+    if (!group)
+        return 0;
+    for (size_t i = 0; i < dom->n_acls; i++) {
+        const char *name = dom->acls[i].user;
+        if (strncmp(name, "g:", 2) == 0 && strcmp(name + 2, group) == 0)
+            return dom->acls[i].rights;
+    }
+    return 0;
+}
+
+unsigned schema_acl_rights(const struct schema_domain *dom, const char *user,
+                           const char *admin_user, const char *const *groups, size_t n_groups)
+{
+    if (!dom || !user)
+        return 0;
+    if (admin_user && admin_user[0] && strcmp(user, admin_user) == 0)
+        return SCHEMA_ACL_ALL;
+    const struct schema_acl *own = find_acl(dom, user);
+    if (own)
+        return own->rights;
+    /* Each action is checked on its own: "default" or any group granting it allows it. */
+    unsigned rights = rights_of(dom, "default");
+    for (size_t i = 0; groups && i < n_groups; i++)
+        rights |= group_rights(dom, groups[i]);
+    return rights;
+}

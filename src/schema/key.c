@@ -1,0 +1,345 @@
+/* schema keys: see include/h5osfs/schema.h and spec/hsds-format.md §2, §11. */
+#include "h5osfs/schema.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+
+#include <openssl/evp.h>
+
+#define NAME_MAX_BYTES 255
+#define V1_HASH_CHARS 5
+#define V1_KEY_PREFIX_LEN (V1_HASH_CHARS + 1) /* "hhhhh-" */
+#define MAX_RANK 32                           /* H5S_MAX_RANK */
+#define PARTITION_MAX 999999999               /* the 9 digits id.c accepts in "c<N>-" */
+
+/* ---- bounded key writer ---- */
+
+/* Appends into the caller's buffer and remembers the first failure, so key builders can
+ * write piece by piece and check once at the end. */
+struct key_writer {
+    char *buf;
+    size_t len;
+    size_t used;
+    int err;
+};
+
+static void writer_init(struct key_writer *w, char *buf, size_t len)
+{
+    w->buf = buf;
+    w->len = len;
+    w->used = 0;
+    w->err = (buf && len > 0) ? 0 : -ENAMETOOLONG;
+    if (w->err == 0)
+        buf[0] = '\0';
+}
+
+__attribute__((format(printf, 2, 3)))
+static void writer_printf(struct key_writer *w, const char *fmt, ...)
+{
+    if (w->err)
+        return;
+    va_list ap;
+    va_start(ap, fmt);
+    int n = vsnprintf(w->buf + w->used, w->len - w->used, fmt, ap);
+    va_end(ap);
+    if (n < 0)
+        w->err = -EINVAL;
+    else if ((size_t)n >= w->len - w->used)
+        w->err = -ENAMETOOLONG;
+    else
+        w->used += (size_t)n;
+}
+
+static void writer_put(struct key_writer *w, const char *s, size_t n)
+{
+    if (w->err)
+        return;
+    if (n >= w->len - w->used) {
+        w->err = -ENAMETOOLONG;
+        return;
+    }
+    memcpy(w->buf + w->used, s, n);
+    w->used += n;
+    w->buf[w->used] = '\0';
+}
+
+/* A half-written key must never be mistaken for a real one, so failures leave "". */
+static int writer_finish(struct key_writer *w)
+{
+    if (w->err && w->buf && w->len > 0)
+        w->buf[0] = '\0';
+    return w->err;
+}
+
+static int fail_with_empty(char *buf, size_t len, int err)
+{
+    if (buf && len > 0)
+        buf[0] = '\0';
+    return err;
+}
+
+/* ---- id pieces (the id has already been validated) ---- */
+
+/* The 8-8-4-6-6 hex after "<class>-" or "c<N>-". */
+static const char *id_hex(const char *id)
+{
+    return strchr(id, '-') + 1;
+}
+
+/* Chunk ids carry their partition as "c<N>-"; -1 when there is none. */
+static int chunk_id_partition(const char *id)
+{
+    int partition = -1;
+    if (id[1] != '-' && sscanf(id + 1, "%d", &partition) != 1)
+        return -1;
+    return partition;
+}
+
+/* ---- schema v1 (§11) ---- */
+
+/* HSDS files every v1 object under the first 5 hex digits of MD5(id) to spread S3 prefixes;
+ * the id written after "hhhhh-" is what gets hashed, and the digits replace the blanks. */
+static void v1_stamp_hash(struct key_writer *w)
+{
+    static const char hex[] = "0123456789abcdef";
+    unsigned char md[EVP_MAX_MD_SIZE];
+    unsigned int md_len = 0;
+    if (w->err)
+        return;
+    const char *id = w->buf + V1_KEY_PREFIX_LEN;
+    if (EVP_Digest(id, strlen(id), md, &md_len, EVP_md5(), NULL) != 1 || md_len < 3) {
+        w->err = -EIO;
+        return;
+    }
+    for (int i = 0; i < V1_HASH_CHARS; i++)
+        w->buf[i] = hex[(md[i / 2] >> (i % 2 ? 0 : 4)) & 0xf];
+    w->buf[V1_HASH_CHARS] = '-';
+}
+
+static int v1_obj_key(const char *id, char *buf, size_t len)
+{
+    struct key_writer w;
+    writer_init(&w, buf, len);
+    writer_printf(&w, "%*s%s", V1_KEY_PREFIX_LEN, "", id);
+    v1_stamp_hash(&w);
+    return writer_finish(&w);
+}
+
+/* ---- schema v2 (§2.1) ---- */
+
+/* "db/A-B/" shared by every object of one domain. */
+static void v2_write_domain_dir(struct key_writer *w, const char *id)
+{
+    writer_printf(w, "db/%.17s/", id_hex(id));
+}
+
+/* "<c>/C-D-E/": the object's own directory under the domain's. */
+static void v2_write_object_dir(struct key_writer *w, char collection, const char *id)
+{
+    writer_printf(w, "%c/%.18s/", collection, id_hex(id) + 18);
+}
+
+static void v2_write_partition_dir(struct key_writer *w, int partition)
+{
+    if (partition >= 0)
+        writer_printf(w, "p%d/", partition);
+}
+
+static const char *v2_json_name(int cls)
+{
+    switch (cls) {
+    case 'g': return ".group.json";
+    case 'd': return ".dataset.json";
+    default: return ".datatype.json";
+    }
+}
+
+static int v2_obj_key(const char *id, int cls, char *buf, size_t len)
+{
+    struct key_writer w;
+    writer_init(&w, buf, len);
+    v2_write_domain_dir(&w, id);
+    if (schema_id_is_root(id) == 1) {
+        writer_printf(&w, "%s", v2_json_name(cls));
+        return writer_finish(&w);
+    }
+    /* Chunks live beside their dataset's JSON, so they use the 'd' directory. */
+    v2_write_object_dir(&w, cls == 'c' ? 'd' : (char)cls, id);
+    if (cls == 'c') {
+        v2_write_partition_dir(&w, chunk_id_partition(id));
+        writer_printf(&w, "%s", strchr(id, '_') + 1);
+    } else {
+        writer_printf(&w, "%s", v2_json_name(cls));
+    }
+    return writer_finish(&w);
+}
+
+int schema_obj_key(const char *id, char *buf, size_t len)
+{
+    int version = schema_id_version(id);
+    if (version < 0)
+        return fail_with_empty(buf, len, version);
+    if (version == 1)
+        return v1_obj_key(id, buf, len);
+    return v2_obj_key(id, id[0], buf, len);
+}
+
+/* ---- chunks (§2.4, §5.6) ---- */
+
+static void write_index_string(struct key_writer *w, const uint64_t *index, int rank)
+{
+    for (int k = 0; k < rank; k++)
+        writer_printf(w, k ? "_%" PRIu64 : "%" PRIu64, index[k]);
+}
+
+/* A v1 chunk key hashes the chunk id, which must be spelled the way HSDS spells it:
+ * "c" + optional partition + the dataset id without its "d" + "_" + index string. */
+static int v1_chunk_key(const char *dset_id, const uint64_t *index, int rank, int partition,
+                        char *buf, size_t len)
+{
+    struct key_writer w;
+    writer_init(&w, buf, len);
+    writer_printf(&w, "%*sc", V1_KEY_PREFIX_LEN, "");
+    if (partition >= 0)
+        writer_printf(&w, "%d", partition);
+    writer_printf(&w, "%s_", dset_id + 1);
+    write_index_string(&w, index, rank);
+    v1_stamp_hash(&w);
+    return writer_finish(&w);
+}
+
+static int v2_chunk_key(const char *dset_id, const uint64_t *index, int rank, int partition,
+                        char *buf, size_t len)
+{
+    struct key_writer w;
+    writer_init(&w, buf, len);
+    v2_write_domain_dir(&w, dset_id);
+    v2_write_object_dir(&w, 'd', dset_id);
+    v2_write_partition_dir(&w, partition);
+    write_index_string(&w, index, rank);
+    return writer_finish(&w);
+}
+
+int schema_chunk_key(const char *dset_id, const uint64_t *index, int rank, int partition,
+                     char *buf, size_t len)
+{
+    int version = schema_id_version(dset_id);
+    if (version < 0 || dset_id[0] != 'd' || !index || rank < 1 || rank > MAX_RANK ||
+        partition > PARTITION_MAX)
+        return fail_with_empty(buf, len, -EINVAL);
+    if (version == 1)
+        return v1_chunk_key(dset_id, index, rank, partition, buf, len);
+    return v2_chunk_key(dset_id, index, rank, partition, buf, len);
+}
+
+int schema_info_key(const char *root_id, char *buf, size_t len)
+{
+    struct key_writer w;
+    if (schema_id_is_root(root_id) != 1)
+        return fail_with_empty(buf, len, -EINVAL);
+    writer_init(&w, buf, len);
+    v2_write_domain_dir(&w, root_id);
+    writer_printf(&w, ".info.json");
+    return writer_finish(&w);
+}
+
+/* ---- names and domains (§2.3) ---- */
+
+/* Length of the UTF-8 sequence at s (at most avail bytes), or 0 if it is not a valid
+ * encoding: overlong forms, UTF-16 surrogates and code points past U+10FFFF are refused,
+ * so two spellings can never name the same domain. */
+static size_t utf8_sequence_len(const unsigned char *s, size_t avail)
+{
+    unsigned char lo = 0x80, hi = 0xbf; /* allowed range of the second byte */
+    size_t n;
+    if (s[0] < 0x80)
+        return 1;
+    if (s[0] >= 0xc2 && s[0] <= 0xdf)
+        n = 2;
+    else if (s[0] >= 0xe0 && s[0] <= 0xef)
+        n = 3;
+    else if (s[0] >= 0xf0 && s[0] <= 0xf4)
+        n = 4;
+    else
+        return 0;
+    if (s[0] == 0xe0)
+        lo = 0xa0;
+    else if (s[0] == 0xed)
+        hi = 0x9f;
+    else if (s[0] == 0xf0)
+        lo = 0x90;
+    else if (s[0] == 0xf4)
+        hi = 0x8f;
+    if (n > avail || s[1] < lo || s[1] > hi)
+        return 0;
+    for (size_t i = 2; i < n; i++) {
+        if ((s[i] & 0xc0) != 0x80)
+            return 0;
+    }
+    return n;
+}
+
+static int is_dot_or_dotdot(const char *name, size_t len)
+{
+    return (len == 1 && name[0] == '.') || (len == 2 && name[0] == '.' && name[1] == '.');
+}
+
+int schema_name_valid(const char *name, size_t len)
+{
+    if (!name || len == 0 || len > NAME_MAX_BYTES || is_dot_or_dotdot(name, len))
+        return 0;
+    const unsigned char *s = (const unsigned char *)name;
+    for (size_t i = 0; i < len;) {
+        if (s[i] == '/' || s[i] < 0x20 || s[i] == 0x7f)
+            return 0;
+        size_t n = utf8_sequence_len(s + i, len - i);
+        if (n == 0)
+            return 0;
+        i += n;
+    }
+    return 1;
+}
+
+/* 1 if rel is "<name>(/<name>)*" with every name valid: no empty, "." or ".." part, no
+ * leading or trailing '/'. */
+static int path_names_valid(const char *rel, size_t len)
+{
+    const char *end = rel + len;
+    for (const char *part = rel;;) {
+        const char *slash = memchr(part, '/', (size_t)(end - part));
+        const char *part_end = slash ? slash : end;
+        if (!schema_name_valid(part, (size_t)(part_end - part)))
+            return 0;
+        if (!slash)
+            return 1;
+        part = slash + 1;
+    }
+}
+
+int schema_domain_key(const char *path, char *buf, size_t len)
+{
+    struct key_writer w;
+    if (!path || path[0] != '/' || !path_names_valid(path + 1, strlen(path + 1)))
+        return fail_with_empty(buf, len, -EINVAL);
+    writer_init(&w, buf, len);
+    writer_printf(&w, "%s%s", path + 1, SCHEMA_DOMAIN_KEY_SUFFIX);
+    return writer_finish(&w);
+}
+
+int schema_domain_path(const char *key, char *buf, size_t len)
+{
+    static const size_t suffix_len = sizeof(SCHEMA_DOMAIN_KEY_SUFFIX) - 1;
+    struct key_writer w;
+    size_t key_len = key ? strlen(key) : 0;
+    if (key_len <= suffix_len ||
+        strcmp(key + key_len - suffix_len, SCHEMA_DOMAIN_KEY_SUFFIX) != 0 ||
+        !path_names_valid(key, key_len - suffix_len))
+        return fail_with_empty(buf, len, -EINVAL);
+    writer_init(&w, buf, len);
+    writer_put(&w, "/", 1);
+    writer_put(&w, key, key_len - suffix_len);
+    return writer_finish(&w);
+}
