@@ -1,0 +1,905 @@
+/*
+ * posix: a local directory as a bucket, laid out as HSDS's own POSIX driver does (spec §2.5):
+ * key a/b/c is the file <dir>/a/b/c, intermediate directories are created on put and an
+ * emptied parent directory is removed on delete (one level, never the bucket itself).
+ *
+ * Confinement. The bucket is opened once as an O_PATH directory fd and every key is resolved
+ * relative to it with openat2(RESOLVE_BENEATH | RESOLVE_NO_MAGICLINKS), so neither ".." nor a
+ * symlink (absolute or relative) can lead outside the bucket; such keys fail with -EACCES.
+ * Where openat2 does not exist (kernels before 5.6, valgrind) keys are walked one component at
+ * a time with O_NOFOLLOW instead, which is stricter: every symlink is refused, even one that
+ * stays inside the bucket. Listings never follow symlinks and skip them.
+ *
+ * Atomic put: the object is written to ".h5osfs-tmp.<random>" in the target directory, fsynced
+ * and renamed over the final name, then the directory is fsynced. Such temporary names are
+ * never listed and may not be used as keys.
+ *
+ * The etag is a change token, not HSDS's MD5 of the content: hex of (inode, size, mtime in ns).
+ * Every put renames a new inode into place, so a rewrite changes it; computing it costs one
+ * stat instead of reading the whole object.
+ *
+ * No mutable state is shared: the struct is written once by store_posix_open, so any number
+ * of threads may use one store.
+ */
+#include "h5osfs/log.h"
+#include "h5osfs/store.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <limits.h>
+#include <linux/openat2.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#define PX_TMP_PREFIX ".h5osfs-tmp."
+#define PX_TMP_PREFIX_LEN (sizeof PX_TMP_PREFIX - 1)
+#define PX_TMP_LEN (PX_TMP_PREFIX_LEN + 16)   /* prefix + 64 random bits in hex */
+#define PX_RETRIES 16
+#define PX_DIR_MODE 0755
+#define PX_FILE_MODE 0644
+
+struct posix_store {
+    struct store base;     /* first member: a struct store * is a struct posix_store * */
+    int root;              /* O_PATH | O_DIRECTORY fd of the bucket directory */
+    int have_openat2;      /* decided once by store_posix_open */
+    char *dir;             /* the bucket's path, for log lines */
+};
+
+static const struct posix_store *px(const struct store *st)
+{
+    return (const struct posix_store *)st;
+}
+
+static const char *px_strerror(int err)
+{
+    const char *s = strerrordesc_np(err);
+    return s ? s : "unknown error";
+}
+
+/*
+ * Turn errno err from step `what` of operation `op` on key into the store contract's code,
+ * logging everything that is a real failure rather than an answer (missing, a directory).
+ */
+static int px_fail(const struct posix_store *ps, const char *op, const char *key,
+                   const char *what, int err)
+{
+    switch (err) {
+    case ENOENT:
+    case ENOTDIR:          /* a middle component is an object: the key does not exist */
+        return -ENOENT;
+    case EISDIR:
+        return -EISDIR;
+    case ENAMETOOLONG:
+        log_debug("store %s: %s %s: %s: %s", ps->dir, op, key, what, px_strerror(err));
+        return -EINVAL;
+    case EXDEV:            /* openat2 RESOLVE_BENEATH: the path would leave the bucket */
+    case ELOOP:            /* magic link, symlink loop, or a symlink under the fallback */
+        log_warn("store %s: %s %s: refused: %s leads outside the bucket or through a symlink",
+                 ps->dir, op, key, what);
+        return -EACCES;
+    case EACCES:
+    case EPERM:
+        log_error("store %s: %s %s: %s: %s", ps->dir, op, key, what, px_strerror(err));
+        return -EACCES;
+    case ENOMEM:
+        log_error("store %s: %s %s: %s: %s", ps->dir, op, key, what, px_strerror(err));
+        return -ENOMEM;
+    default:
+        log_error("store %s: %s %s: %s: %s", ps->dir, op, key, what, px_strerror(err));
+        return -EIO;
+    }
+}
+
+/* The last component of key is one of our temporary names (which no key may use). */
+static int px_reserved(const char *key)
+{
+    const char *slash = strrchr(key, '/');
+    const char *name = slash ? slash + 1 : key;
+    return strncmp(name, PX_TMP_PREFIX, PX_TMP_PREFIX_LEN) == 0;
+}
+
+/* ---- resolving keys beneath the bucket ---------------------------------------------- */
+
+static int px_openat2(int root, const char *path, int flags, mode_t mode)
+{
+    struct open_how how;
+    memset(&how, 0, sizeof how);
+    how.flags = (uint64_t)(flags | O_CLOEXEC);
+    how.mode = (flags & O_CREAT) ? mode : 0;
+    how.resolve = RESOLVE_BENEATH | RESOLVE_NO_MAGICLINKS;
+    for (int tries = 0;; tries++) {
+        long fd = syscall(SYS_openat2, root, path, &how, sizeof how);
+        if (fd >= 0)
+            return (int)fd;
+        /* EAGAIN: a concurrent rename kept the kernel from proving ".." safe; retry. */
+        if ((errno != EINTR && errno != EAGAIN) || tries == PX_RETRIES)
+            return -errno;
+    }
+}
+
+static int px_sys_openat(int dfd, const char *name, int flags, mode_t mode)
+{
+    int fd;
+    do
+        fd = openat(dfd, name, flags | O_CLOEXEC, mode);
+    while (fd < 0 && errno == EINTR);
+    return fd < 0 ? -errno : fd;
+}
+
+/* A no-follow open of name in dfd failed with err: -EXDEV if name is a symlink, else -err. */
+static int px_nofollow_err(int dfd, const char *name, int err)
+{
+    struct stat sb;
+    if (fstatat(dfd, name, &sb, AT_SYMLINK_NOFOLLOW) == 0 && S_ISLNK(sb.st_mode))
+        return -EXDEV;
+    return -err;
+}
+
+static int px_walk_step(int dfd, const char *name)
+{
+    int fd = px_sys_openat(dfd, name, O_PATH | O_DIRECTORY | O_NOFOLLOW, 0);
+    if (fd == -ELOOP || fd == -ENOTDIR)
+        return px_nofollow_err(dfd, name, -fd);
+    return fd;
+}
+
+static int px_walk_last(int dfd, const char *name, int flags, mode_t mode)
+{
+    int fd = px_sys_openat(dfd, name, flags | O_NOFOLLOW, mode);
+    if (fd == -ELOOP || fd == -ENOTDIR)
+        return px_nofollow_err(dfd, name, -fd);
+    if (fd < 0 || !(flags & O_PATH))
+        return fd;
+    /* O_PATH | O_NOFOLLOW opens a symlink itself instead of failing. */
+    struct stat sb;
+    int err = fstat(fd, &sb) < 0 ? -errno : S_ISLNK(sb.st_mode) ? -EXDEV : 0;
+    if (!err)
+        return fd;
+    close(fd);
+    return err;
+}
+
+/* The openat2 fallback: one component at a time, never following a symlink. */
+static int px_open_walk(int root, const char *path, int flags, mode_t mode)
+{
+    char name[NAME_MAX + 1];
+    int cur = root;
+    for (;;) {
+        const char *slash = strchr(path, '/');
+        size_t n = slash ? (size_t)(slash - path) : strlen(path);
+        int fd = -ENAMETOOLONG;
+        if (n <= NAME_MAX) {
+            memcpy(name, path, n);
+            name[n] = '\0';
+            fd = slash ? px_walk_step(cur, name) : px_walk_last(cur, name, flags, mode);
+        }
+        if (cur != root)
+            close(cur);
+        if (!slash || fd < 0)
+            return fd;
+        cur = fd;
+        path = slash + 1;
+    }
+}
+
+/* Open path (relative, already checked: no "." / ".." / empty components) beneath the bucket. */
+static int px_open(const struct posix_store *ps, const char *path, int flags, mode_t mode)
+{
+    if (ps->have_openat2)
+        return px_openat2(ps->root, path, flags, mode);
+    return px_open_walk(ps->root, path, flags, mode);
+}
+
+/* ---- get / head ---------------------------------------------------------------------- */
+
+static int px_check_regular(const struct stat *sb)
+{
+    if (S_ISDIR(sb->st_mode))
+        return -EISDIR;
+    return S_ISREG(sb->st_mode) ? 0 : -ENOENT;     /* fifos, sockets, devices: no object */
+}
+
+static void px_fill_stat(const struct stat *sb, struct store_stat *out)
+{
+    uint64_t ns = (uint64_t)sb->st_mtim.tv_sec * 1000000000u + (uint64_t)sb->st_mtim.tv_nsec;
+    out->size = (uint64_t)sb->st_size;
+    out->mtime = (double)sb->st_mtim.tv_sec + (double)sb->st_mtim.tv_nsec / 1e9;
+    snprintf(out->etag, sizeof out->etag, "%016" PRIx64 "%016" PRIx64 "%016" PRIx64,
+             (uint64_t)sb->st_ino, (uint64_t)sb->st_size, ns);
+}
+
+/* Read n bytes at off into a new buffer (one NUL after the data); short at end of file. */
+static int px_read(const struct posix_store *ps, const char *key, int fd, uint64_t off,
+                   size_t n, struct store_buf *out)
+{
+    unsigned char *buf = malloc(n + 1);
+    if (!buf)
+        return px_fail(ps, "get", key, "allocate", ENOMEM);
+    size_t got = 0;
+    while (got < n) {
+        ssize_t r = pread(fd, buf + got, n - got, (off_t)(off + got));
+        if (r < 0 && errno == EINTR)
+            continue;
+        if (r < 0) {
+            int err = errno;
+            free(buf);
+            return px_fail(ps, "get", key, "read", err);
+        }
+        if (r == 0)
+            break;
+        got += (size_t)r;
+    }
+    buf[got] = '\0';
+    out->data = buf;
+    out->len = got;
+    return 0;
+}
+
+static int px_get_fd(const struct posix_store *ps, const char *key, int fd, uint64_t off,
+                     uint64_t len, size_t max, struct store_buf *out)
+{
+    struct stat sb;
+    if (fstat(fd, &sb) < 0)
+        return px_fail(ps, "get", key, "fstat", errno);
+    int err = px_check_regular(&sb);
+    if (err)
+        return err;
+    uint64_t size = (uint64_t)sb.st_size;
+    uint64_t n = off < size ? size - off : 0;
+    if (len < n)
+        n = len;
+    if (n > max || n >= SIZE_MAX)
+        return -EFBIG;
+    return px_read(ps, key, fd, off, (size_t)n, out);
+}
+
+static int px_get(struct store *st, const char *key, uint64_t off, uint64_t len, size_t max,
+                  struct store_buf *out)
+{
+    const struct posix_store *ps = px(st);
+    if (px_reserved(key))
+        return -EINVAL;
+    /* O_NONBLOCK: opening a fifo someone left in the bucket must not hang. */
+    int fd = px_open(ps, key, O_RDONLY | O_NONBLOCK | O_NOCTTY, 0);
+    if (fd < 0)
+        return px_fail(ps, "get", key, "open", -fd);
+    int err = px_get_fd(ps, key, fd, off, len, max, out);
+    close(fd);
+    return err;
+}
+
+static int px_head(struct store *st, const char *key, struct store_stat *out)
+{
+    const struct posix_store *ps = px(st);
+    if (px_reserved(key))
+        return -EINVAL;
+    int fd = px_open(ps, key, O_PATH, 0);
+    if (fd < 0)
+        return px_fail(ps, "head", key, "open", -fd);
+    struct stat sb;
+    int err = fstat(fd, &sb) < 0 ? px_fail(ps, "head", key, "fstat", errno)
+                                 : px_check_regular(&sb);
+    if (!err)
+        px_fill_stat(&sb, out);
+    close(fd);
+    return err;
+}
+
+/* ---- put ------------------------------------------------------------------------------- */
+
+struct px_put {
+    const struct posix_store *ps;
+    const char *key;
+    const void *data;
+    size_t len;
+    const char *what;      /* the step that failed, for the log line */
+};
+
+/* Create and open (O_RDONLY) directory path one level at a time beneath the bucket. */
+static int px_mkdirs(struct px_put *p, char *path)
+{
+    int parent = p->ps->root;
+    for (char *name = path;;) {
+        char *slash = strchr(name, '/');
+        int fd;
+        if (slash)
+            *slash = '\0';
+        /* mkdirat never follows a symlink in its last component; parent is beneath root. */
+        if (mkdirat(parent, name, PX_DIR_MODE) < 0 && errno != EEXIST) {
+            p->what = "mkdir";
+            fd = -errno;
+        } else {
+            p->what = "open directory";
+            fd = px_open(p->ps, path, O_RDONLY | O_DIRECTORY, 0);
+        }
+        if (slash)
+            *slash = '/';
+        if (parent != p->ps->root)
+            close(parent);
+        if (fd < 0 || !slash)
+            return fd;
+        parent = fd;
+        name = slash + 1;
+    }
+}
+
+/* The directory that will hold the object (dir NULL: the bucket itself, never created). */
+static int px_open_parent(struct px_put *p, char *dir)
+{
+    p->what = "open directory";
+    int fd = px_open(p->ps, dir ? dir : ".", O_RDONLY | O_DIRECTORY, 0);
+    if (fd != -ENOENT || !dir)
+        return fd;
+    return px_mkdirs(p, dir);
+}
+
+static int px_random(uint64_t *r)
+{
+    ssize_t n;
+    do
+        n = getrandom(r, sizeof *r, 0);
+    while (n < 0 && errno == EINTR);
+    if (n < 0)
+        return -errno;
+    return n == (ssize_t)sizeof *r ? 0 : -EIO;
+}
+
+static int px_tmp_create(struct px_put *p, int dfd, char *tmp)
+{
+    for (int tries = 0; tries < PX_RETRIES; tries++) {
+        uint64_t r;
+        p->what = "random temporary name";
+        int fd = px_random(&r);
+        if (fd < 0)
+            return fd;
+        snprintf(tmp, PX_TMP_LEN + 1, PX_TMP_PREFIX "%016" PRIx64, r);
+        p->what = "create temporary file";
+        fd = px_sys_openat(dfd, tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW, PX_FILE_MODE);
+        if (fd != -EEXIST)
+            return fd;
+    }
+    return -EEXIST;
+}
+
+static int px_write_all(int fd, const unsigned char *buf, size_t len)
+{
+    while (len > 0) {
+        ssize_t w = write(fd, buf, len);
+        if (w < 0 && errno == EINTR)
+            continue;
+        if (w < 0)
+            return -errno;
+        if (w == 0)
+            return -EIO;
+        buf += w;
+        len -= (size_t)w;
+    }
+    return 0;
+}
+
+/* Write, fsync and close the temporary file fd; 0 or -errno with p->what set. */
+static int px_tmp_fill(struct px_put *p, int fd)
+{
+    p->what = "write";
+    int err = px_write_all(fd, p->data, p->len);
+    if (!err && fsync(fd) < 0) {
+        p->what = "fsync";
+        err = -errno;
+    }
+    if (close(fd) < 0 && !err) {
+        p->what = "close";
+        err = -errno;
+    }
+    return err;
+}
+
+static int px_put_in(struct px_put *p, int dfd, const char *base)
+{
+    char tmp[PX_TMP_LEN + 1];
+    int err, fd = px_tmp_create(p, dfd, tmp);
+    if (fd < 0)
+        return fd;
+    err = px_tmp_fill(p, fd);
+    if (err)
+        goto out_unlink_tmp;
+    if (renameat(dfd, tmp, dfd, base) < 0) {
+        p->what = "rename";
+        err = -errno;
+        goto out_unlink_tmp;
+    }
+    if (fsync(dfd) < 0) {      /* the object is in place, but maybe not durable */
+        p->what = "fsync directory";
+        return -errno;
+    }
+    return 0;
+
+out_unlink_tmp:
+    if (unlinkat(dfd, tmp, 0) < 0)
+        log_warn("store %s: put %s: remove temporary file %s: %s", p->ps->dir, p->key, tmp,
+                 px_strerror(errno));
+    return err;
+}
+
+static int px_put_once(struct px_put *p, char *dir, const char *base)
+{
+    int dfd = px_open_parent(p, dir);
+    if (dfd < 0)
+        return dfd;
+    int err = px_put_in(p, dfd, base);
+    close(dfd);
+    return err;
+}
+
+static int px_put(struct store *st, const char *key, const void *data, size_t len)
+{
+    struct px_put p = { .ps = px(st), .key = key, .data = data, .len = len, .what = "" };
+    if (px_reserved(key))
+        return -EINVAL;
+    char *dir = strdup(key);
+    if (!dir)
+        return px_fail(p.ps, "put", key, "allocate", ENOMEM);
+    char *slash = strrchr(dir, '/');
+    if (slash)
+        *slash = '\0';
+    const char *base = slash ? slash + 1 : dir;
+    int err;
+    /* -ENOENT: a concurrent delete removed the emptied directory under us; start over. */
+    for (int tries = 0; tries < PX_RETRIES; tries++) {
+        err = px_put_once(&p, slash ? dir : NULL, base);
+        if (err != -ENOENT)
+            break;
+    }
+    free(dir);
+    if (err == -ENOTDIR) {     /* an object where the key needs a directory */
+        log_error("store %s: put %s: %s: a component of the key is an object", p.ps->dir,
+                  key, p.what);
+        return -EIO;
+    }
+    return err ? px_fail(p.ps, "put", key, p.what, -err) : 0;
+}
+
+/* ---- delete ---------------------------------------------------------------------------- */
+
+static int px_unlink(const struct posix_store *ps, const char *key, const char *dir,
+                     const char *base)
+{
+    int dfd = px_open(ps, dir, O_PATH | O_DIRECTORY, 0);
+    if (dfd < 0)
+        return px_fail(ps, "delete", key, "open directory", -dfd);
+    int err = 0;
+    if (unlinkat(dfd, base, 0) < 0)
+        err = px_fail(ps, "delete", key, "unlink", errno);
+    close(dfd);
+    return err;
+}
+
+/* Errors of the empty-directory cleanup that just mean "nothing to clean up". */
+static int px_prune_benign(int err)
+{
+    return err == ENOTEMPTY || err == EEXIST || err == ENOENT || err == ENOTDIR ||
+           err == EBUSY;
+}
+
+/* Remove directory dir (a key's parent, never the bucket) if the delete left it empty. */
+static void px_prune(const struct posix_store *ps, const char *key, char *dir)
+{
+    char *slash = strrchr(dir, '/');
+    if (slash)
+        *slash = '\0';
+    const char *name = slash ? slash + 1 : dir;
+    int gfd = px_open(ps, slash ? dir : ".", O_PATH | O_DIRECTORY, 0);
+    if (gfd < 0)
+        return;                /* gone already, or refused: nothing of ours to remove */
+    if (unlinkat(gfd, name, AT_REMOVEDIR) < 0 && !px_prune_benign(errno))
+        log_warn("store %s: delete %s: remove empty directory: %s", ps->dir, key,
+                 px_strerror(errno));
+    close(gfd);
+}
+
+static int px_del(struct store *st, const char *key)
+{
+    const struct posix_store *ps = px(st);
+    if (px_reserved(key))
+        return -EINVAL;
+    char *dir = strdup(key);
+    if (!dir)
+        return px_fail(ps, "delete", key, "allocate", ENOMEM);
+    char *slash = strrchr(dir, '/');
+    if (slash)
+        *slash = '\0';
+    int err = px_unlink(ps, key, slash ? dir : ".", slash ? slash + 1 : dir);
+    if (!err && slash)
+        px_prune(ps, key, dir);
+    free(dir);
+    return err;
+}
+
+/* ---- list ------------------------------------------------------------------------------ */
+
+struct px_dirent {
+    char *name;
+    size_t len;
+    int is_dir;
+};
+
+struct px_dirents {
+    struct px_dirent *v;
+    size_t n, cap;
+};
+
+struct px_walk {
+    const struct posix_store *ps;
+    int delim;             /* fold sub-directories into common prefixes */
+    size_t max;            /* 0: no limit */
+    size_t count;          /* items (objects + prefixes) in out so far */
+    int truncated;         /* a further item exists beyond max */
+    const char *last;      /* the last item added (owned by out) */
+    size_t obj_cap, pfx_cap;
+    struct store_list *out;
+    size_t keylen;
+    char key[STORE_KEY_MAX + 1];   /* the key (or prefix) being visited */
+};
+
+static void *px_grow(void *v, size_t *cap, size_t size)
+{
+    size_t ncap = *cap ? *cap * 2 : 16;
+    if (ncap > SIZE_MAX / size)
+        return NULL;
+    void *nv = realloc(v, ncap * size);
+    if (nv)
+        *cap = ncap;
+    return nv;
+}
+
+static void px_dirents_free(struct px_dirents *d)
+{
+    for (size_t i = 0; i < d->n; i++)
+        free(d->v[i].name);
+    free(d->v);
+}
+
+static int px_dirents_add(struct px_dirents *d, const char *name, int is_dir)
+{
+    if (d->n == d->cap) {
+        void *nv = px_grow(d->v, &d->cap, sizeof *d->v);
+        if (!nv)
+            return -ENOMEM;
+        d->v = nv;
+    }
+    struct px_dirent *e = &d->v[d->n];
+    e->name = strdup(name);
+    if (!e->name)
+        return -ENOMEM;
+    e->len = strlen(name);
+    e->is_dir = is_dir;
+    d->n++;
+    return 0;
+}
+
+/* Byte i of the entry's sort name: name + "/" for a directory; -1 past the end. */
+static int px_sort_byte(const struct px_dirent *e, size_t i)
+{
+    if (i < e->len)
+        return (unsigned char)e->name[i];
+    return i == e->len && e->is_dir ? '/' : -1;
+}
+
+/*
+ * Entries of one directory are sorted by name for files and name + "/" for directories,
+ * which makes the depth-first walk yield keys in global byte order. Every key below
+ * directory d starts with "d/", so it sorts against a sibling exactly as "d/" does: two sort
+ * names either differ at a byte both have (and the keys differ at that same byte), or one is
+ * a proper prefix of the other, which (names holding no '/') only happens for a file "m" and
+ * a sort name "m..." -- and then the key "m" is also a prefix of, so before, every key in the
+ * other block. So each subtree is one contiguous, correctly placed run of keys. Sorting by
+ * bare names would not do: for "a/c" and "a-b" it puts directory "a" first although
+ * "a-b" < "a/c" ('-' is 0x2d, '/' is 0x2f).
+ */
+static int px_dirent_cmp(const void *a, const void *b)
+{
+    const struct px_dirent *x = a, *y = b;
+    for (size_t i = 0;; i++) {
+        int cx = px_sort_byte(x, i), cy = px_sort_byte(y, i);
+        if (cx != cy)
+            return cx < cy ? -1 : 1;
+        if (cx < 0)
+            return 0;
+    }
+}
+
+static int px_skip_name(const char *name)
+{
+    return strcmp(name, ".") == 0 || strcmp(name, "..") == 0 ||
+           strncmp(name, PX_TMP_PREFIX, PX_TMP_PREFIX_LEN) == 0;
+}
+
+/* 1 directory, 0 regular file, -1 anything else (symlinks included) or already gone. */
+static int px_entry_type(int dfd, const struct dirent *de)
+{
+    struct stat sb;
+    if (de->d_type == DT_DIR)
+        return 1;
+    if (de->d_type == DT_REG)
+        return 0;
+    if (de->d_type != DT_UNKNOWN || fstatat(dfd, de->d_name, &sb, AT_SYMLINK_NOFOLLOW) < 0)
+        return -1;
+    return S_ISDIR(sb.st_mode) ? 1 : S_ISREG(sb.st_mode) ? 0 : -1;
+}
+
+static int px_read_dir(struct px_walk *w, DIR *d, const char *partial, struct px_dirents *ents)
+{
+    size_t plen = strlen(partial);
+    for (;;) {
+        errno = 0;
+        struct dirent *de = readdir(d);
+        if (!de)
+            return errno ? px_fail(w->ps, "list", w->key, "readdir", errno) : 0;
+        if (strncmp(de->d_name, partial, plen) != 0 || px_skip_name(de->d_name))
+            continue;
+        int type = px_entry_type(dirfd(d), de);
+        if (type < 0)
+            continue;
+        if (px_dirents_add(ents, de->d_name, type) < 0)
+            return px_fail(w->ps, "list", w->key, "allocate", ENOMEM);
+    }
+}
+
+/* Count one more item, or note that the page is full and a further item exists. */
+static int px_walk_full(struct px_walk *w)
+{
+    if (w->max && w->count >= w->max) {
+        w->truncated = 1;
+        return 1;
+    }
+    return 0;
+}
+
+static int px_add_object(struct px_walk *w, const struct stat *sb)
+{
+    struct store_list *l = w->out;
+    if (l->n_objects == w->obj_cap) {
+        void *nv = px_grow(l->objects, &w->obj_cap, sizeof *l->objects);
+        if (!nv)
+            return px_fail(w->ps, "list", w->key, "allocate", ENOMEM);
+        l->objects = nv;
+    }
+    struct store_entry *e = &l->objects[l->n_objects];
+    memset(e, 0, sizeof *e);
+    e->key = strdup(w->key);
+    if (!e->key)
+        return px_fail(w->ps, "list", w->key, "allocate", ENOMEM);
+    px_fill_stat(sb, &e->st);
+    l->n_objects++;
+    w->last = e->key;
+    w->count++;
+    return 0;
+}
+
+static int px_add_prefix(struct px_walk *w)
+{
+    struct store_list *l = w->out;
+    if (l->n_prefixes == w->pfx_cap) {
+        void *nv = px_grow(l->prefixes, &w->pfx_cap, sizeof *l->prefixes);
+        if (!nv)
+            return px_fail(w->ps, "list", w->key, "allocate", ENOMEM);
+        l->prefixes = nv;
+    }
+    char *p = strdup(w->key);
+    if (!p)
+        return px_fail(w->ps, "list", w->key, "allocate", ENOMEM);
+    l->prefixes[l->n_prefixes++] = p;
+    w->last = p;
+    w->count++;
+    return 0;
+}
+
+static int px_walk_file(struct px_walk *w, int dfd, const char *name, const char *token)
+{
+    struct stat sb;
+    if ((token && strcmp(w->key, token) <= 0) || px_walk_full(w))
+        return 0;
+    if (fstatat(dfd, name, &sb, AT_SYMLINK_NOFOLLOW) < 0)
+        return errno == ENOENT ? 0 : px_fail(w->ps, "list", w->key, "stat", errno);
+    if (!S_ISREG(sb.st_mode))
+        return 0;              /* replaced by something else since readdir */
+    return px_add_object(w, &sb);
+}
+
+/*
+ * With a delimiter a sub-directory is one common prefix (HSDS lists even empty ones). It is
+ * one item, returned when it sorts after the token; tokens come from our own pages, so a
+ * token inside the prefix ("a/b" for "a/") only happens when the caller changed delimiter.
+ */
+static int px_walk_prefix(struct px_walk *w, const char *token)
+{
+    if ((token && strcmp(w->key, token) <= 0) || px_walk_full(w))
+        return 0;
+    return px_add_prefix(w);
+}
+
+static int px_walk_dir(struct px_walk *w, int fd, const char *partial, const char *token);
+
+/* Without a delimiter: every key below the directory (w->key ends in '/'). */
+static int px_walk_subtree(struct px_walk *w, int dfd, const char *name, const char *token)
+{
+    if (token && strncmp(token, w->key, w->keylen) != 0) {
+        if (strcmp(w->key, token) < 0)
+            return 0;          /* every key below sorts before the token: skip it all */
+        token = NULL;          /* every key below sorts after it: no more comparisons */
+    }
+    if (w->keylen >= STORE_KEY_MAX)
+        return 0;              /* no room for a valid key below */
+    int fd = px_sys_openat(dfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW, 0);
+    if (fd == -ENOENT || fd == -ENOTDIR || fd == -ELOOP)
+        return 0;              /* removed or replaced since readdir */
+    if (fd < 0)
+        return px_fail(w->ps, "list", w->key, "open directory", -fd);
+    return px_walk_dir(w, fd, "", token);
+}
+
+static int px_walk_entry(struct px_walk *w, int dfd, const struct px_dirent *e,
+                         const char *token)
+{
+    size_t old = w->keylen, add = e->len + (e->is_dir ? 1 : 0);
+    if (old + add > STORE_KEY_MAX)
+        return 0;              /* longer than any usable key */
+    memcpy(w->key + old, e->name, e->len);
+    if (e->is_dir)
+        w->key[old + e->len] = '/';
+    w->keylen = old + add;
+    w->key[w->keylen] = '\0';
+    int err;
+    if (!e->is_dir)
+        err = px_walk_file(w, dfd, e->name, token);
+    else if (w->delim)
+        err = px_walk_prefix(w, token);
+    else
+        err = px_walk_subtree(w, dfd, e->name, token);
+    w->keylen = old;
+    w->key[old] = '\0';
+    return err;
+}
+
+/* Visit the directory fd (consumed) whose key prefix is w->key, names starting with partial. */
+static int px_walk_dir(struct px_walk *w, int fd, const char *partial, const char *token)
+{
+    DIR *d = fdopendir(fd);
+    if (!d) {
+        int err = errno;
+        close(fd);
+        return px_fail(w->ps, "list", w->key, "opendir", err);
+    }
+    struct px_dirents ents = { 0 };
+    int err = px_read_dir(w, d, partial, &ents);
+    if (err)
+        goto out_free_ents;
+    if (ents.n > 1)
+        qsort(ents.v, ents.n, sizeof *ents.v, px_dirent_cmp);
+    for (size_t i = 0; i < ents.n && !err && !w->truncated; i++)
+        err = px_walk_entry(w, dirfd(d), &ents.v[i], token);
+
+out_free_ents:
+    px_dirents_free(&ents);
+    closedir(d);
+    return err;
+}
+
+/* The directory part of prefix (up to its last '/'): fd, -ENOENT if absent, or an error. */
+static int px_list_open(const struct posix_store *ps, const char *prefix, size_t dirlen)
+{
+    char dir[STORE_KEY_MAX + 1];
+    if (dirlen == 0) {
+        strcpy(dir, ".");
+    } else {
+        memcpy(dir, prefix, dirlen - 1);
+        dir[dirlen - 1] = '\0';
+    }
+    int fd = px_open(ps, dir, O_RDONLY | O_DIRECTORY, 0);
+    return fd >= 0 ? fd : px_fail(ps, "list", prefix, "open directory", -fd);
+}
+
+static int px_list(struct store *st, const char *prefix, const char *delimiter,
+                   const char *token, size_t max_keys, struct store_list *out)
+{
+    const struct posix_store *ps = px(st);
+    memset(out, 0, sizeof *out);
+    if (delimiter && *delimiter && strcmp(delimiter, "/") != 0)
+        return -EINVAL;
+    const char *slash = strrchr(prefix, '/');
+    size_t dirlen = slash ? (size_t)(slash - prefix) + 1 : 0;
+    int fd = px_list_open(ps, prefix, dirlen);
+    if (fd == -ENOENT)
+        return 0;              /* nothing under this prefix: an empty listing */
+    if (fd < 0)
+        return fd;
+
+    struct px_walk w = { .ps = ps, .delim = delimiter && *delimiter, .max = max_keys,
+                         .out = out, .keylen = dirlen };
+    memcpy(w.key, prefix, dirlen);
+    w.key[dirlen] = '\0';
+    int err = px_walk_dir(&w, fd, prefix + dirlen, token);
+    if (!err && w.truncated && !(out->next_token = strdup(w.last)))
+        err = px_fail(ps, "list", prefix, "allocate", ENOMEM);
+    if (err)
+        store_list_free(out);
+    return err;
+}
+
+/* ---- open / close ---------------------------------------------------------------------- */
+
+static void px_destroy(struct store *st)
+{
+    struct posix_store *ps = (struct posix_store *)st;
+    close(ps->root);
+    free(ps->dir);
+    free(ps);
+}
+
+static const struct store_ops px_ops = {
+    .name = "posix",
+    .get = px_get,
+    .put = px_put,
+    .del = px_del,
+    .head = px_head,
+    .list = px_list,
+    .destroy = px_destroy,
+};
+
+/* 1 if openat2 works here, 0 if the kernel (or valgrind, or a seccomp filter) lacks it. */
+static int px_probe_openat2(const struct posix_store *ps)
+{
+    int fd = px_openat2(ps->root, ".", O_PATH | O_DIRECTORY, 0);
+    if (fd >= 0) {
+        close(fd);
+        return 1;
+    }
+    log_info("store %s: openat2 unavailable (%s): resolving keys without following symlinks",
+             ps->dir, px_strerror(-fd));
+    return 0;
+}
+
+/* Map the failure to open the bucket directory itself. */
+static int px_root_err(const char *dir, int err)
+{
+    if (err == ENOENT || err == ENOTDIR)
+        return -ENOENT;        /* HSDS never creates buckets, and neither do we */
+    log_error("store %s: open bucket directory: %s", dir, px_strerror(err));
+    return err == EACCES || err == EPERM ? -EACCES : -EIO;
+}
+
+int store_posix_open(const char *dir, struct store **out)
+{
+    int err = -ENOMEM;
+    if (!out || !dir)
+        return -EINVAL;
+    *out = NULL;
+    struct posix_store *ps = calloc(1, sizeof *ps);
+    if (!ps)
+        return err;
+    ps->base.ops = &px_ops;
+    ps->dir = strdup(dir);
+    if (!ps->dir)
+        goto out_free_ps;
+    ps->root = open(dir, O_PATH | O_DIRECTORY | O_CLOEXEC);
+    if (ps->root < 0) {
+        err = px_root_err(dir, errno);
+        goto out_free_dir;
+    }
+    ps->have_openat2 = px_probe_openat2(ps);
+    *out = &ps->base;
+    return 0;
+
+out_free_dir:
+    free(ps->dir);
+out_free_ps:
+    free(ps);
+    return err;
+}

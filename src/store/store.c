@@ -1,0 +1,163 @@
+/*
+ * store: the backend-independent half of include/h5osfs/store.h.
+ *
+ * Every wrapper clears its output first (so the caller may always free it), checks the key
+ * with store_key_check (a listing's prefix with prefix_check) and only then calls the backend,
+ * so no backend ever sees a key that could name something outside its bucket.
+ */
+#include "h5osfs/store.h"
+
+#include <errno.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* A complete key component: not empty, not "." and not "..". */
+static int component_ok(const char *p, size_t n)
+{
+    if (n == 0)
+        return 0;
+    if (p[0] == '.' && (n == 1 || (n == 2 && p[1] == '.')))
+        return 0;
+    return 1;
+}
+
+/*
+ * Check s component by component. The last component (the text after the last '/') must be
+ * a complete component for a key; for a listing prefix it is a partial name, only used to
+ * filter names, so anything goes there (including nothing, after a trailing '/').
+ */
+static int path_check(const char *s, int is_prefix)
+{
+    if (!s)
+        return -EINVAL;
+    size_t len = strnlen(s, STORE_KEY_MAX + 1);
+    if (len > STORE_KEY_MAX || s[0] == '/')
+        return -EINVAL;
+    if (len == 0)
+        return is_prefix ? 0 : -EINVAL;
+    for (const char *p = s;;) {
+        const char *slash = strchr(p, '/');
+        if (!slash)
+            return is_prefix || component_ok(p, strlen(p)) ? 0 : -EINVAL;
+        if (!component_ok(p, (size_t)(slash - p)))
+            return -EINVAL;
+        p = slash + 1;
+    }
+}
+
+int store_key_check(const char *key)
+{
+    return path_check(key, 0);
+}
+
+static int prefix_check(const char *prefix)
+{
+    return path_check(prefix, 1);
+}
+
+int store_get(struct store *st, const char *key, size_t max, struct store_buf *out)
+{
+    int err = store_key_check(key);
+    if (out) {
+        out->data = NULL;
+        out->len = 0;
+    }
+    if (err)
+        return err;
+    if (!st || !out)
+        return -EINVAL;
+    return st->ops->get(st, key, 0, STORE_RANGE_TO_END, max, out);
+}
+
+int store_get_range(struct store *st, const char *key, uint64_t off, uint64_t len,
+                    struct store_buf *out)
+{
+    int err = store_key_check(key);
+    if (out) {
+        out->data = NULL;
+        out->len = 0;
+    }
+    if (err)
+        return err;
+    if (!st || !out)
+        return -EINVAL;
+    return st->ops->get(st, key, off, len, SIZE_MAX, out);
+}
+
+int store_put(struct store *st, const char *key, const void *data, size_t len)
+{
+    int err = store_key_check(key);
+    if (err)
+        return err;
+    if (!st || (!data && len > 0))
+        return -EINVAL;
+    return st->ops->put(st, key, data, len);
+}
+
+int store_delete(struct store *st, const char *key)
+{
+    int err = store_key_check(key);
+    if (err)
+        return err;
+    if (!st)
+        return -EINVAL;
+    return st->ops->del(st, key);
+}
+
+int store_head(struct store *st, const char *key, struct store_stat *out)
+{
+    int err = store_key_check(key);
+    if (out)
+        memset(out, 0, sizeof *out);
+    if (err)
+        return err;
+    if (!st || !out)
+        return -EINVAL;
+    return st->ops->head(st, key, out);
+}
+
+/* prefix NULL is the empty prefix (the whole bucket); delimiter NULL or "" is none. */
+int store_list(struct store *st, const char *prefix, const char *delimiter, const char *token,
+               size_t max_keys, struct store_list *out)
+{
+    if (!prefix)
+        prefix = "";
+    int err = prefix_check(prefix);
+    if (out)
+        memset(out, 0, sizeof *out);
+    if (err)
+        return err;
+    if (!st || !out)
+        return -EINVAL;
+    return st->ops->list(st, prefix, delimiter, token, max_keys, out);
+}
+
+void store_close(struct store *st)
+{
+    if (st)
+        st->ops->destroy(st);
+}
+
+void store_buf_free(struct store_buf *buf)
+{
+    if (!buf)
+        return;
+    free(buf->data);
+    buf->data = NULL;
+    buf->len = 0;
+}
+
+void store_list_free(struct store_list *list)
+{
+    if (!list)
+        return;
+    for (size_t i = 0; i < list->n_objects; i++)
+        free(list->objects[i].key);
+    for (size_t i = 0; i < list->n_prefixes; i++)
+        free(list->prefixes[i]);
+    free(list->objects);
+    free(list->prefixes);
+    free(list->next_token);
+    memset(list, 0, sizeof *list);
+}
