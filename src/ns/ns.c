@@ -1,0 +1,460 @@
+/* ns: see include/h5osfs/ns.h. */
+#include "h5osfs/ns.h"
+
+#include <errno.h>
+#include <jansson.h>
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "h5osfs/log.h"
+#include "h5osfs/strmap.h"
+
+#define NS_DOMAIN_JSON_MAX (1u << 20)   /* HSDS domain JSON is < 1 KiB; more is hostile */
+#define NS_INFO_JSON_MAX (64u << 20)    /* .info.json grows with the dataset count */
+#define NS_LIST_PAGE 1000
+#define NS_SCAN_PAGES_MAX 100           /* bound on the search for domains below a prefix */
+#define NS_CACHE_PRUNE_AT 20000
+#define NS_WARNED_MAX 4096
+#define DOMAIN_JSON_NAME (SCHEMA_DOMAIN_KEY_SUFFIX + 1)
+
+struct ns_cached {
+    int err;                    /* 0 or -ENOENT */
+    struct ns_info info;
+    double expires;             /* CLOCK_MONOTONIC seconds */
+};
+
+struct ns {
+    struct store *store;
+    char *user;
+    char *admin_user;
+    double ttl;
+    double mount_time;
+    pthread_mutex_t lock;       /* guards cache and warned */
+    struct strmap *cache;       /* path -> struct ns_cached */
+    struct strmap *warned;      /* keys already reported as unusable names */
+};
+
+static double monotonic_now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+int ns_new(struct store *store, const struct ns_config *cfg, struct ns **out)
+{
+    struct ns *ns = calloc(1, sizeof *ns);
+    if (!ns)
+        return -ENOMEM;
+    ns->store = store;
+    ns->ttl = cfg->ttl;
+    ns->mount_time = (double)time(NULL);
+    ns->user = strdup(cfg->user);
+    ns->admin_user = strdup(cfg->admin_user);
+    ns->cache = strmap_new();
+    ns->warned = strmap_new();
+    if (!ns->user || !ns->admin_user || !ns->cache || !ns->warned ||
+        pthread_mutex_init(&ns->lock, NULL) != 0) {
+        strmap_free(ns->cache, NULL);
+        strmap_free(ns->warned, NULL);
+        free(ns->user);
+        free(ns->admin_user);
+        free(ns);
+        return -ENOMEM;
+    }
+    *out = ns;
+    return 0;
+}
+
+void ns_free(struct ns *ns)
+{
+    if (!ns)
+        return;
+    strmap_free(ns->cache, free);
+    strmap_free(ns->warned, NULL);
+    pthread_mutex_destroy(&ns->lock);
+    free(ns->user);
+    free(ns->admin_user);
+    free(ns);
+}
+
+/* ---- what a path may be, before asking the store ---- */
+
+/* Every component a valid name, and nothing under the top-level db/ (HSDS's object tree). */
+static bool path_may_be_visible(const char *path)
+{
+    if (path[0] != '/')
+        return false;
+    if (strcmp(path, "/db") == 0 || strncmp(path, "/db/", 4) == 0)
+        return false;
+    const char *p = path + 1;
+    while (*p) {
+        const char *slash = strchr(p, '/');
+        size_t len = slash ? (size_t)(slash - p) : strlen(p);
+        if (schema_name_valid(p, len) != 1)
+            return false;
+        if (len == strlen(DOMAIN_JSON_NAME) && memcmp(p, DOMAIN_JSON_NAME, len) == 0)
+            return false;       /* the key of the parent's own domain object */
+        p += len + (slash ? 1 : 0);
+        if (slash && !*p)
+            return false;       /* trailing slash */
+    }
+    return true;
+}
+
+/* Report an unusable name once (per NS_WARNED_MAX distinct keys), not on every listing. */
+static void warn_once(struct ns *ns, const char *key, const char *why)
+{
+    bool first;
+    pthread_mutex_lock(&ns->lock);
+    if (strmap_count(ns->warned) >= NS_WARNED_MAX) {
+        strmap_free(ns->warned, NULL);
+        ns->warned = strmap_new();
+    }
+    first = ns->warned && !strmap_get(ns->warned, key);
+    if (first && strmap_put(ns->warned, key, (void *)1, NULL) != 0)
+        first = true;
+    pthread_mutex_unlock(&ns->lock);
+    if (first)
+        log_warn("%s: hidden: %s", key, why);
+}
+
+/* ---- resolving one path against the store ---- */
+
+static void fill_from_domain(struct ns *ns, const struct schema_domain *dom, struct ns_info *out)
+{
+    out->kind = dom->root ? NS_DOMAIN : NS_FOLDER;
+    out->rights = schema_acl_rights(dom, ns->user, ns->admin_user, NULL, 0);
+    out->mtime = dom->last_modified;
+    out->ctime = dom->created;
+    if (dom->root)
+        snprintf(out->root, sizeof out->root, "%s", dom->root);
+    snprintf(out->owner, sizeof out->owner, "%s", dom->owner);
+}
+
+/*
+ * Until the image module gives the exact size of the synthesised file, a domain's size is
+ * estimated from HSDS's own summary (db/A-B/.info.json): chunk bytes plus metadata bytes.
+ * Without a summary (v1 domains, domains HSDS never scanned) the estimate is 0.
+ */
+static uint64_t estimate_domain_size(struct ns *ns, const char *root)
+{
+    char key[STORE_KEY_MAX + 1];
+    struct store_buf buf = { 0 };
+    uint64_t size = 0;
+    if (schema_info_key(root, key, sizeof key) != 0)
+        return 0;
+    if (store_get(ns->store, key, NS_INFO_JSON_MAX, &buf) != 0)
+        return 0;
+    json_t *info = json_loadb((const char *)buf.data, buf.len, 0, NULL);
+    if (json_is_object(info)) {
+        json_t *alloc = json_object_get(info, "allocated_bytes");
+        json_t *meta = json_object_get(info, "metadata_bytes");
+        if (json_is_integer(alloc) && json_integer_value(alloc) > 0)
+            size += (uint64_t)json_integer_value(alloc);
+        if (json_is_integer(meta) && json_integer_value(meta) > 0)
+            size += (uint64_t)json_integer_value(meta);
+    }
+    json_decref(info);
+    store_buf_free(&buf);
+    return size;
+}
+
+/* Plain directories have no ACL: anyone may list them, only the admin may create in them
+ * (HSDS lets only admins create domains where no parent folder grants it). */
+static unsigned plain_dir_rights(const struct ns *ns)
+{
+    return strcmp(ns->user, ns->admin_user) == 0 ? SCHEMA_ACL_ALL : SCHEMA_ACL_READ;
+}
+
+/* 1 if some key below prefix is a usable .domain.json, 0 if none, <0 on store errors. */
+static int prefix_holds_domains(struct ns *ns, const char *prefix)
+{
+    char *token = NULL;
+    int found = 0, rc = 0;
+    for (int page = 0; page < NS_SCAN_PAGES_MAX && !found; page++) {
+        struct store_list list = { 0 };
+        rc = store_list(ns->store, prefix, NULL, token, NS_LIST_PAGE, &list);
+        free(token);
+        token = NULL;
+        if (rc != 0)
+            break;
+        for (size_t i = 0; i < list.n_objects && !found; i++) {
+            char path[STORE_KEY_MAX + 2];
+            found = schema_domain_path(list.objects[i].key, path, sizeof path) == 0 &&
+                    path_may_be_visible(path);
+        }
+        token = list.next_token;
+        list.next_token = NULL;
+        store_list_free(&list);
+        if (!token)
+            break;
+    }
+    if (token && !found)
+        log_warn("%s: more than %d pages of keys without a domain; shown as empty",
+                 prefix, NS_SCAN_PAGES_MAX);
+    free(token);
+    return rc < 0 ? rc : found;
+}
+
+static void mark_broken(struct ns_info *out, const char *key, const char *why)
+{
+    memset(out, 0, sizeof *out);
+    out->kind = NS_BROKEN;
+    log_warn("%s: unusable domain object: %s", key, why);
+}
+
+static int resolve_domain_json(struct ns *ns, const char *key, const struct store_buf *buf,
+                               struct ns_info *out)
+{
+    struct schema_domain dom;
+    char why[160];
+    if (schema_domain_parse((const char *)buf->data, buf->len, &dom, why, sizeof why) != 0) {
+        mark_broken(out, key, why);
+        return 0;
+    }
+    fill_from_domain(ns, &dom, out);
+    if (dom.root)
+        out->size = estimate_domain_size(ns, dom.root);
+    schema_domain_free(&dom);
+    return 0;
+}
+
+static int resolve_without_domain_json(struct ns *ns, const char *key, struct ns_info *out)
+{
+    /* key is "P/.domain.json"; the prefix to search is "P/" */
+    size_t plen = strlen(key) - strlen(SCHEMA_DOMAIN_KEY_SUFFIX) + 1;
+    char prefix[STORE_KEY_MAX + 1];
+    memcpy(prefix, key, plen);
+    prefix[plen] = '\0';
+    int rc = prefix_holds_domains(ns, prefix);
+    if (rc <= 0)
+        return rc == 0 ? -ENOENT : -EIO;
+    out->kind = NS_DIR;
+    out->rights = plain_dir_rights(ns);
+    out->mtime = out->ctime = ns->mount_time;
+    return 0;
+}
+
+static int resolve(struct ns *ns, const char *path, struct ns_info *out)
+{
+    char key[STORE_KEY_MAX + 1];
+    struct store_buf buf = { 0 };
+    memset(out, 0, sizeof *out);
+    if (schema_domain_key(path, key, sizeof key) != 0)
+        return -ENOENT;
+    int rc = store_get(ns->store, key, NS_DOMAIN_JSON_MAX, &buf);
+    switch (rc) {
+    case 0:
+        rc = resolve_domain_json(ns, key, &buf, out);
+        store_buf_free(&buf);
+        return rc;
+    case -ENOENT:
+        return resolve_without_domain_json(ns, key, out);
+    case -EISDIR:
+        mark_broken(out, key, "a directory where an object was expected");
+        return 0;
+    case -EFBIG:
+        mark_broken(out, key, "larger than 1 MiB");
+        return 0;
+    case -EINVAL:
+        return -ENOENT;         /* not a usable key: nothing there to show */
+    default:
+        return -EIO;            /* the store logged what failed */
+    }
+}
+
+/* ---- the cache ---- */
+
+static int lookup_cached(struct ns *ns, const char *path, struct ns_info *out)
+{
+    int rc = 1;
+    pthread_mutex_lock(&ns->lock);
+    struct ns_cached *c = strmap_get(ns->cache, path);
+    if (c && c->expires > monotonic_now()) {
+        rc = c->err;
+        if (rc == 0)
+            *out = c->info;
+    }
+    pthread_mutex_unlock(&ns->lock);
+    return rc;
+}
+
+static int drop_expired(const char *key, void *value, void *ctx)
+{
+    (void)key;
+    struct ns_cached *c = value;
+    if (c->expires > *(double *)ctx)
+        return 0;
+    free(c);
+    return 1;
+}
+
+static void remember(struct ns *ns, const char *path, int err, const struct ns_info *info)
+{
+    if (ns->ttl <= 0)
+        return;
+    struct ns_cached *c = calloc(1, sizeof *c), *old = NULL;
+    if (!c)
+        return;                 /* caching is an optimisation; skip it */
+    double now = monotonic_now();
+    c->err = err;
+    if (err == 0)
+        c->info = *info;
+    c->expires = now + ns->ttl;
+    pthread_mutex_lock(&ns->lock);
+    if (strmap_count(ns->cache) >= NS_CACHE_PRUNE_AT)
+        strmap_filter(ns->cache, drop_expired, &now);
+    if (strmap_put(ns->cache, path, c, (void **)&old) != 0)
+        old = c;
+    pthread_mutex_unlock(&ns->lock);
+    free(old);
+}
+
+void ns_invalidate(struct ns *ns, const char *path)
+{
+    char parent[STORE_KEY_MAX + 2];
+    snprintf(parent, sizeof parent, "%s", path);
+    char *slash = strrchr(parent, '/');
+    if (slash)
+        slash[slash == parent ? 1 : 0] = '\0';
+    pthread_mutex_lock(&ns->lock);
+    free(strmap_remove(ns->cache, path));
+    free(strmap_remove(ns->cache, parent));
+    pthread_mutex_unlock(&ns->lock);
+}
+
+static void root_info(struct ns *ns, struct ns_info *out)
+{
+    memset(out, 0, sizeof *out);
+    out->kind = NS_DIR;
+    out->rights = plain_dir_rights(ns);
+    out->mtime = out->ctime = ns->mount_time;
+}
+
+int ns_stat(struct ns *ns, const char *path, struct ns_info *out)
+{
+    if (strcmp(path, "/") == 0) {
+        root_info(ns, out);
+        return 0;
+    }
+    if (!path_may_be_visible(path))
+        return -ENOENT;
+    int rc = lookup_cached(ns, path, out);
+    if (rc <= 0)
+        return rc;
+    rc = resolve(ns, path, out);
+    if (rc == 0 || rc == -ENOENT)
+        remember(ns, path, rc, out);
+    return rc;
+}
+
+/* ---- listing a directory ---- */
+
+static int dir_append(struct ns_dir *dir, size_t *cap, const char *name, const struct ns_info *info)
+{
+    if (dir->n == *cap) {
+        size_t ncap = *cap ? *cap * 2 : 16;
+        struct ns_dirent *e = realloc(dir->entries, ncap * sizeof *e);
+        if (!e)
+            return -ENOMEM;
+        dir->entries = e;
+        *cap = ncap;
+    }
+    char *copy = strdup(name);
+    if (!copy)
+        return -ENOMEM;
+    dir->entries[dir->n].name = copy;
+    dir->entries[dir->n].info = *info;
+    dir->n++;
+    return 0;
+}
+
+/* One common prefix "…/name/" of the listing of dir_path: add it if it is visible. */
+static int add_child(struct ns *ns, const char *dir_path, const char *list_prefix,
+                     const char *common, struct ns_dir *dir, size_t *cap)
+{
+    const char *name = common + strlen(list_prefix);
+    size_t len = strlen(name);
+    if (len == 0 || name[len - 1] != '/')
+        return 0;
+    len--;
+    if (schema_name_valid(name, len) != 1) {
+        warn_once(ns, common, "the name is not valid UTF-8, is too long or has control characters");
+        return 0;
+    }
+    char path[STORE_KEY_MAX + 2];
+    int n = snprintf(path, sizeof path, "%s/%.*s", strcmp(dir_path, "/") == 0 ? "" : dir_path,
+                     (int)len, name);
+    if (n < 0 || (size_t)n >= sizeof path) {
+        warn_once(ns, common, "the path is longer than a key may be");
+        return 0;
+    }
+    struct ns_info info;
+    int rc = ns_stat(ns, path, &info);
+    if (rc == -ENOENT || rc == -EIO)
+        return 0;               /* hidden, or the store error is logged: list the rest */
+    if (rc != 0)
+        return rc;
+    return dir_append(dir, cap, path + n - (int)len, &info);
+}
+
+static int list_prefix_of(const char *path, char *buf, size_t len)
+{
+    if (strcmp(path, "/") == 0) {
+        buf[0] = '\0';
+        return 0;
+    }
+    int n = snprintf(buf, len, "%s/", path + 1);
+    return n < 0 || (size_t)n >= len ? -ENAMETOOLONG : 0;
+}
+
+int ns_readdir(struct ns *ns, const char *path, struct ns_dir *out)
+{
+    struct ns_info self;
+    char prefix[STORE_KEY_MAX + 2];
+    char *token = NULL;
+    size_t cap = 0;
+    memset(out, 0, sizeof *out);
+    int rc = ns_stat(ns, path, &self);
+    if (rc != 0)
+        return rc;
+    if (self.kind != NS_DIR && self.kind != NS_FOLDER)
+        return -ENOTDIR;
+    if (list_prefix_of(path, prefix, sizeof prefix) != 0)
+        return -ENAMETOOLONG;
+    do {
+        struct store_list list = { 0 };
+        rc = store_list(ns->store, prefix, "/", token, NS_LIST_PAGE, &list);
+        free(token);
+        token = NULL;
+        if (rc != 0)
+            break;
+        for (size_t i = 0; i < list.n_prefixes && rc == 0; i++) {
+            if (prefix[0] == '\0' && strcmp(list.prefixes[i], "db/") == 0)
+                continue;
+            rc = add_child(ns, path, prefix, list.prefixes[i], out, &cap);
+        }
+        token = list.next_token;
+        list.next_token = NULL;
+        store_list_free(&list);
+    } while (token && rc == 0);
+    free(token);
+    if (rc != 0) {
+        ns_dir_free(out);
+        return rc == -ENOENT ? -ENOENT : (rc == -ENOMEM ? -ENOMEM : -EIO);
+    }
+    return 0;
+}
+
+void ns_dir_free(struct ns_dir *dir)
+{
+    for (size_t i = 0; i < dir->n; i++)
+        free(dir->entries[i].name);
+    free(dir->entries);
+    dir->entries = NULL;
+    dir->n = 0;
+}
