@@ -1,0 +1,30 @@
+/*
+ * fs: the FUSE low-level front end. Every request gets exactly one reply; internal errors are
+ * negative errnos until the reply. Namespace questions go to ns; no store I/O happens here.
+ */
+#ifndef H5OSFS_FS_H
+#define H5OSFS_FS_H
+
+#include <sys/types.h>
+
+#include <fuse_lowlevel.h>
+
+#include "h5osfs/ns.h"
+
+struct fs_config {
+    struct ns *ns;
+    double ttl;                 /* kernel entry/attribute timeout, seconds */
+    int read_only;              /* -o ro: no w bits, every change is EROFS */
+    uid_t uid;                  /* owner shown for every entry: the mounting user */
+    gid_t gid;
+};
+
+struct fs;
+
+int fs_new(const struct fs_config *cfg, struct fs **out);
+void fs_free(struct fs *fs);
+
+/* The operations table; the userdata given to fuse_session_new must be the struct fs. */
+const struct fuse_lowlevel_ops *fs_operations(void);
+
+#endif

@@ -1,0 +1,484 @@
+/* fs: see include/h5osfs/fs.h. */
+#include "h5osfs/fs.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/statvfs.h>
+
+#include "h5osfs/log.h"
+#include "inode.h"
+
+#define FS_BLOCK_SIZE 4096
+#define FS_NAME_MAX 255
+#define FS_UNKNOWN_INO 0xffffffffu   /* readdir: "ask lookup", as libfuse's high-level API does */
+#define FS_XATTR_ROOT "user.h5osfs.root"
+#define FS_XATTR_OWNER "user.h5osfs.owner"
+
+struct fs {
+    struct fs_config cfg;
+    struct inode_table *inodes;
+};
+
+/* The listing a directory handle serves, taken once at opendir so offsets stay stable. */
+struct fs_dir_handle {
+    struct ns_dir dir;
+};
+
+int fs_new(const struct fs_config *cfg, struct fs **out)
+{
+    struct fs *fs = calloc(1, sizeof *fs);
+    if (!fs)
+        return -ENOMEM;
+    fs->cfg = *cfg;
+    int rc = inode_table_new(&fs->inodes);
+    if (rc != 0) {
+        free(fs);
+        return rc;
+    }
+    *out = fs;
+    return 0;
+}
+
+void fs_free(struct fs *fs)
+{
+    if (!fs)
+        return;
+    inode_table_free(fs->inodes);
+    free(fs);
+}
+
+static struct fs *fs_of(fuse_req_t req)
+{
+    return fuse_req_userdata(req);
+}
+
+/* ---- attributes ---- */
+
+
+static int is_dir_kind(enum ns_kind kind)
+{
+    return kind == NS_DIR || kind == NS_FOLDER;
+}
+
+/* read -> r for everyone; update or create -> w for the owner; directories x when readable. */
+static mode_t mode_of(const struct fs *fs, const struct ns_info *info)
+{
+    mode_t mode = is_dir_kind(info->kind) ? S_IFDIR : S_IFREG;
+    if (info->rights & SCHEMA_ACL_READ)
+        mode |= is_dir_kind(info->kind) ? 0555 : 0444;
+    if (!fs->cfg.read_only && (info->rights & (SCHEMA_ACL_UPDATE | SCHEMA_ACL_CREATE)))
+        mode |= 0200;
+    return mode;
+}
+
+static struct timespec timespec_of(double t)
+{
+    struct timespec ts = { 0, 0 };
+    if (!(t > 0) || t > 1e15)
+        return ts;              /* absent or absurd timestamps show as the epoch */
+    ts.tv_sec = (time_t)t;
+    ts.tv_nsec = (long)((t - floor(t)) * 1e9);
+    return ts;
+}
+
+static void fill_stat(const struct fs *fs, fuse_ino_t ino, const struct ns_info *info,
+                      struct stat *st)
+{
+    memset(st, 0, sizeof *st);
+    st->st_ino = ino;
+    st->st_mode = mode_of(fs, info);
+    st->st_nlink = is_dir_kind(info->kind) ? 2 : 1;
+    st->st_uid = fs->cfg.uid;
+    st->st_gid = fs->cfg.gid;
+    st->st_size = is_dir_kind(info->kind) ? 0 : (off_t)info->size;
+    st->st_blksize = FS_BLOCK_SIZE;
+    st->st_blocks = (blkcnt_t)((info->size + 511) / 512);
+    st->st_mtim = timespec_of(info->mtime);
+    st->st_atim = st->st_mtim;
+    st->st_ctim = timespec_of(info->ctime);
+}
+
+/* ---- helpers that every request uses ---- */
+
+/* Path and namespace answer for ino; 0 or -errno. *path is the caller's to free. */
+static int stat_ino(struct fs *fs, fuse_ino_t ino, char **path, struct ns_info *info)
+{
+    *path = inode_path(fs->inodes, ino);
+    if (!*path)
+        return -ENOMEM;
+    int rc = ns_stat(fs->cfg.ns, *path, info);
+    if (rc != 0) {
+        free(*path);
+        *path = NULL;
+    }
+    return rc;
+}
+
+static char *child_path(const char *parent, const char *name)
+{
+    char *path = NULL;
+    if (asprintf(&path, "%s/%s", strcmp(parent, "/") == 0 ? "" : parent, name) < 0)
+        return NULL;
+    return path;
+}
+
+/* ---- lookup and attributes ---- */
+
+static void op_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
+{
+    struct fs *fs = fs_of(req);
+    struct fuse_entry_param e = { .attr_timeout = fs->cfg.ttl, .entry_timeout = fs->cfg.ttl };
+    struct ns_info info;
+    char *dir = inode_path(fs->inodes, parent);
+    char *path = dir ? child_path(dir, name) : NULL;
+    int rc = path ? ns_stat(fs->cfg.ns, path, &info) : -ENOMEM;
+    if (rc == 0)
+        rc = inode_lookup(fs->inodes, path, &e.ino, &e.generation);
+    if (rc == 0) {
+        fill_stat(fs, e.ino, &info, &e.attr);
+        fuse_reply_entry(req, &e);
+    } else if (rc == -ENOENT) {
+        e.ino = 0;              /* a negative entry: the kernel remembers the absence for ttl */
+        fuse_reply_entry(req, &e);
+    } else {
+        fuse_reply_err(req, -rc);
+    }
+    free(path);
+    free(dir);
+}
+
+static void op_forget(fuse_req_t req, fuse_ino_t ino, uint64_t nlookup)
+{
+    inode_forget(fs_of(req)->inodes, ino, nlookup);
+    fuse_reply_none(req);
+}
+
+static void op_forget_multi(fuse_req_t req, size_t count, struct fuse_forget_data *forgets)
+{
+    struct fs *fs = fs_of(req);
+    for (size_t i = 0; i < count; i++)
+        inode_forget(fs->inodes, forgets[i].ino, forgets[i].nlookup);
+    fuse_reply_none(req);
+}
+
+static void op_getattr(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
+{
+    (void)fi;
+    struct fs *fs = fs_of(req);
+    struct ns_info info;
+    struct stat st;
+    char *path;
+    int rc = stat_ino(fs, ino, &path, &info);
+    if (rc != 0) {
+        fuse_reply_err(req, -rc);
+        return;
+    }
+    fill_stat(fs, ino, &info, &st);
+    fuse_reply_attr(req, &st, fs->cfg.ttl);
+    free(path);
+}
+
+static void op_access(fuse_req_t req, fuse_ino_t ino, int mask)
+{
+    struct fs *fs = fs_of(req);
+    struct ns_info info;
+    char *path;
+    int rc = stat_ino(fs, ino, &path, &info);
+    if (rc == 0) {
+        free(path);
+        mode_t mode = mode_of(fs, &info);
+        if ((mask & W_OK) && fs->cfg.read_only)
+            rc = -EROFS;
+        else if (((mask & R_OK) && !(mode & S_IRUSR)) || ((mask & W_OK) && !(mode & S_IWUSR)) ||
+                 ((mask & X_OK) && !(mode & S_IXUSR)))
+            rc = -EACCES;
+    }
+    fuse_reply_err(req, -rc);
+}
+
+/* ---- directories ---- */
+
+static void op_opendir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
+{
+    struct fs *fs = fs_of(req);
+    struct ns_info info;
+    char *path;
+    int rc = stat_ino(fs, ino, &path, &info);
+    if (rc != 0) {
+        fuse_reply_err(req, -rc);
+        return;
+    }
+    struct fs_dir_handle *h = NULL;
+    if (!is_dir_kind(info.kind))
+        rc = -ENOTDIR;
+    else if (!(info.rights & SCHEMA_ACL_READ))
+        rc = -EACCES;
+    else if (!(h = calloc(1, sizeof *h)))
+        rc = -ENOMEM;
+    else
+        rc = ns_readdir(fs->cfg.ns, path, &h->dir);
+    free(path);
+    if (rc != 0) {
+        free(h);
+        fuse_reply_err(req, -rc);
+        return;
+    }
+    fi->fh = (uint64_t)(uintptr_t)h;
+    if (fuse_reply_open(req, fi) != 0) {
+        ns_dir_free(&h->dir);   /* the opener is gone: no releasedir will come */
+        free(h);
+    }
+}
+
+/* Entry i of a listing: ".", "..", then the children. */
+static const char *dir_entry_name(const struct fs_dir_handle *h, size_t i, mode_t *type)
+{
+    *type = S_IFDIR;
+    if (i < 2)
+        return i == 0 ? "." : "..";
+    const struct ns_dirent *e = &h->dir.entries[i - 2];
+    *type = is_dir_kind(e->info.kind) ? S_IFDIR : S_IFREG;
+    return e->name;
+}
+
+static void op_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
+                       struct fuse_file_info *fi)
+{
+    (void)ino;
+    struct fs_dir_handle *h = (struct fs_dir_handle *)(uintptr_t)fi->fh;
+    char *buf = malloc(size);
+    if (!buf) {
+        fuse_reply_err(req, ENOMEM);
+        return;
+    }
+    size_t used = 0, total = h->dir.n + 2;
+    for (size_t i = off < 0 ? 0 : (size_t)off; i < total; i++) {
+        struct stat st = { .st_ino = FS_UNKNOWN_INO };
+        const char *name = dir_entry_name(h, i, &st.st_mode);
+        size_t n = fuse_add_direntry(req, buf + used, size - used, name, &st, (off_t)(i + 1));
+        if (n > size - used)
+            break;
+        used += n;
+    }
+    fuse_reply_buf(req, buf, used);
+    free(buf);
+}
+
+static void op_releasedir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
+{
+    (void)ino;
+    struct fs_dir_handle *h = (struct fs_dir_handle *)(uintptr_t)fi->fh;
+    ns_dir_free(&h->dir);
+    free(h);
+    fuse_reply_err(req, 0);
+}
+
+/* ---- files ---- */
+
+static int check_open(const struct fs *fs, const struct ns_info *info, int flags)
+{
+    if (is_dir_kind(info->kind))
+        return -EISDIR;
+    if ((flags & O_ACCMODE) != O_RDONLY || (flags & O_TRUNC))
+        return -EROFS;          /* the write path does not exist yet */
+    if (info->kind == NS_BROKEN)
+        return -EIO;            /* logged when the domain object was read */
+    if (!(mode_of(fs, info) & S_IRUSR))
+        return -EACCES;
+    return -EOPNOTSUPP;         /* reading a domain arrives with the image module */
+}
+
+static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
+{
+    struct fs *fs = fs_of(req);
+    struct ns_info info;
+    char *path;
+    int rc = stat_ino(fs, ino, &path, &info);
+    if (rc == 0) {
+        rc = check_open(fs, &info, fi->flags);
+        log_debug("open %s: %s", path, strerror(-rc));
+        free(path);
+    }
+    fuse_reply_err(req, -rc);
+}
+
+static void op_statfs(fuse_req_t req, fuse_ino_t ino)
+{
+    (void)ino;
+    struct statvfs st = {
+        .f_bsize = FS_BLOCK_SIZE,
+        .f_frsize = FS_BLOCK_SIZE,
+        .f_namemax = FS_NAME_MAX,
+    };
+    fuse_reply_statfs(req, &st);
+}
+
+/* ---- extended attributes: the domain's root id and owner, read-only ---- */
+
+static int xattr_value(const struct ns_info *info, const char *name, const char **value)
+{
+    if (strcmp(name, FS_XATTR_ROOT) == 0 && info->kind == NS_DOMAIN)
+        *value = info->root;
+    else if (strcmp(name, FS_XATTR_OWNER) == 0 &&
+             (info->kind == NS_DOMAIN || info->kind == NS_FOLDER))
+        *value = info->owner;
+    else
+        return -ENODATA;
+    return 0;
+}
+
+static void reply_sized(fuse_req_t req, const char *data, size_t len, size_t size)
+{
+    if (size == 0)
+        fuse_reply_xattr(req, len);
+    else if (size < len)
+        fuse_reply_err(req, ERANGE);
+    else
+        fuse_reply_buf(req, data, len);
+}
+
+static void op_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name, size_t size)
+{
+    struct fs *fs = fs_of(req);
+    struct ns_info info;
+    const char *value = NULL;
+    char *path;
+    int rc = stat_ino(fs, ino, &path, &info);
+    if (rc == 0) {
+        free(path);
+        rc = xattr_value(&info, name, &value);
+    }
+    if (rc != 0)
+        fuse_reply_err(req, -rc);
+    else
+        reply_sized(req, value, strlen(value), size);
+}
+
+static void op_listxattr(fuse_req_t req, fuse_ino_t ino, size_t size)
+{
+    static const char names_domain[] = FS_XATTR_ROOT "\0" FS_XATTR_OWNER;
+    static const char names_folder[] = FS_XATTR_OWNER;
+    struct fs *fs = fs_of(req);
+    struct ns_info info;
+    char *path;
+    int rc = stat_ino(fs, ino, &path, &info);
+    if (rc != 0) {
+        fuse_reply_err(req, -rc);
+        return;
+    }
+    free(path);
+    if (info.kind == NS_DOMAIN)
+        reply_sized(req, names_domain, sizeof names_domain, size);
+    else if (info.kind == NS_FOLDER)
+        reply_sized(req, names_folder, sizeof names_folder, size);
+    else
+        reply_sized(req, "", 0, size);
+}
+
+/* ---- every change: EROFS until the write path exists ---- */
+
+static void reply_erofs(fuse_req_t req)
+{
+    fuse_reply_err(req, EROFS);
+}
+
+static void op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int to_set,
+                       struct fuse_file_info *fi)
+{
+    (void)ino, (void)attr, (void)to_set, (void)fi;
+    reply_erofs(req);
+}
+
+static void op_mknod(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode,
+                     dev_t rdev)
+{
+    (void)parent, (void)name, (void)mode, (void)rdev;
+    reply_erofs(req);
+}
+
+static void op_mkdir(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode)
+{
+    (void)parent, (void)name, (void)mode;
+    reply_erofs(req);
+}
+
+static void op_remove(fuse_req_t req, fuse_ino_t parent, const char *name)
+{
+    (void)parent, (void)name;
+    reply_erofs(req);
+}
+
+static void op_symlink(fuse_req_t req, const char *link, fuse_ino_t parent, const char *name)
+{
+    (void)link, (void)parent, (void)name;
+    reply_erofs(req);
+}
+
+static void op_rename(fuse_req_t req, fuse_ino_t parent, const char *name, fuse_ino_t newparent,
+                      const char *newname, unsigned int flags)
+{
+    (void)parent, (void)name, (void)newparent, (void)newname, (void)flags;
+    reply_erofs(req);
+}
+
+static void op_link(fuse_req_t req, fuse_ino_t ino, fuse_ino_t newparent, const char *newname)
+{
+    (void)ino, (void)newparent, (void)newname;
+    reply_erofs(req);
+}
+
+static void op_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode,
+                      struct fuse_file_info *fi)
+{
+    (void)parent, (void)name, (void)mode, (void)fi;
+    reply_erofs(req);
+}
+
+static void op_setxattr(fuse_req_t req, fuse_ino_t ino, const char *name, const char *value,
+                        size_t size, int flags)
+{
+    (void)ino, (void)name, (void)value, (void)size, (void)flags;
+    reply_erofs(req);
+}
+
+static void op_removexattr(fuse_req_t req, fuse_ino_t ino, const char *name)
+{
+    (void)ino, (void)name;
+    reply_erofs(req);
+}
+
+static const struct fuse_lowlevel_ops fs_ops = {
+    .lookup = op_lookup,
+    .forget = op_forget,
+    .forget_multi = op_forget_multi,
+    .getattr = op_getattr,
+    .access = op_access,
+    .opendir = op_opendir,
+    .readdir = op_readdir,
+    .releasedir = op_releasedir,
+    .open = op_open,
+    .statfs = op_statfs,
+    .getxattr = op_getxattr,
+    .listxattr = op_listxattr,
+    .setattr = op_setattr,
+    .mknod = op_mknod,
+    .mkdir = op_mkdir,
+    .unlink = op_remove,
+    .rmdir = op_remove,
+    .symlink = op_symlink,
+    .rename = op_rename,
+    .link = op_link,
+    .create = op_create,
+    .setxattr = op_setxattr,
+    .removexattr = op_removexattr,
+};
+
+const struct fuse_lowlevel_ops *fs_operations(void)
+{
+    return &fs_ops;
+}

@@ -1,0 +1,189 @@
+/*
+ * main: h5osfs [options] BUCKET MOUNTPOINT.
+ *
+ * Everything that can be wrong with the command line is found and reported in one line, with
+ * exit status 1, before anything is mounted. Then the store, the namespace and the FUSE
+ * session are built, the filesystem is mounted and served by libfuse's multi-threaded loop
+ * until unmounted or signalled.
+ */
+#include <dirent.h>
+#include <errno.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <fuse_lowlevel.h>
+
+#include "h5osfs/fs.h"
+#include "h5osfs/log.h"
+#include "h5osfs/ns.h"
+#include "h5osfs/store.h"
+#include "options.h"
+
+static int check_bucket(const char *bucket)
+{
+    struct stat st;
+    if (strncmp(bucket, "s3://", 5) == 0) {
+        fprintf(stderr, "h5osfs: S3 buckets are not supported by this version: '%s'\n", bucket);
+        return -1;
+    }
+    if (stat(bucket, &st) != 0) {
+        fprintf(stderr, "h5osfs: bucket directory '%s': %s\n", bucket, strerror(errno));
+        return -1;
+    }
+    if (!S_ISDIR(st.st_mode)) {
+        fprintf(stderr, "h5osfs: bucket '%s' is not a directory\n", bucket);
+        return -1;
+    }
+    return 0;
+}
+
+/* The mountpoint must be an existing, empty directory: mounting over files hides them. */
+static int check_mountpoint(const char *mnt)
+{
+    DIR *d = opendir(mnt);
+    if (!d) {
+        fprintf(stderr, "h5osfs: mountpoint '%s': %s\n", mnt, strerror(errno));
+        return -1;
+    }
+    struct dirent *e;
+    int empty = 1;
+    while ((e = readdir(d)) != NULL)
+        if (strcmp(e->d_name, ".") != 0 && strcmp(e->d_name, "..") != 0)
+            empty = 0;
+    closedir(d);
+    if (!empty) {
+        fprintf(stderr, "h5osfs: mountpoint '%s' is not empty\n", mnt);
+        return -1;
+    }
+    return 0;
+}
+
+static int setup_logging(const struct options *opts, const struct fuse_cmdline_opts *cmd)
+{
+    enum log_level level = cmd->debug ? LOG_LVL_DEBUG : LOG_LVL_INFO;
+    enum log_sink sink = opts->log_file ? LOG_SINK_FILE
+                         : cmd->foreground ? LOG_SINK_STDERR : LOG_SINK_SYSLOG;
+    int rc = log_setup(level, sink, opts->log_file);
+    if (rc != 0)
+        fprintf(stderr, "h5osfs: log file '%s': %s\n", opts->log_file, strerror(-rc));
+    return rc;
+}
+
+static int run_loop(struct fuse_session *se, const struct fuse_cmdline_opts *cmd)
+{
+    if (cmd->singlethread)
+        return fuse_session_loop(se);
+    struct fuse_loop_config *cfg = fuse_loop_cfg_create();
+    if (!cfg)
+        return -ENOMEM;
+    fuse_loop_cfg_set_clone_fd(cfg, (unsigned)cmd->clone_fd);
+    fuse_loop_cfg_set_max_threads(cfg, cmd->max_threads);
+    if (cmd->max_idle_threads != UINT_MAX)
+        fuse_loop_cfg_set_idle_threads(cfg, cmd->max_idle_threads);
+    int rc = fuse_session_loop_mt(se, cfg);
+    fuse_loop_cfg_destroy(cfg);
+    return rc;
+}
+
+/* Mount and serve until unmounted; 0 or -1 (reported). */
+static int serve(struct fuse_args *args, const struct options *opts,
+                 const struct fuse_cmdline_opts *cmd, struct fs *fs)
+{
+    int rc = -1;
+    struct fuse_session *se = fuse_session_new(args, fs_operations(), sizeof *fs_operations(), fs);
+    if (!se)
+        return -1;              /* libfuse printed why (an unknown option, typically) */
+    if (fuse_set_signal_handlers(se) != 0)
+        goto out_destroy;
+    if (fuse_session_mount(se, cmd->mountpoint) != 0)
+        goto out_signals;
+    log_info("mounted %s on %s (user %s%s)", opts->bucket, cmd->mountpoint, opts->user,
+             opts->read_only ? ", read-only" : "");
+    if (fuse_daemonize(cmd->foreground) != 0)
+        goto out_unmount;
+    rc = run_loop(se, cmd) == 0 ? 0 : -1;
+    log_info("unmounted %s", cmd->mountpoint);
+out_unmount:
+    fuse_session_unmount(se);
+out_signals:
+    fuse_remove_signal_handlers(se);
+out_destroy:
+    fuse_session_destroy(se);
+    return rc;
+}
+
+static int mount_bucket(struct fuse_args *args, const struct options *opts,
+                        const struct fuse_cmdline_opts *cmd)
+{
+    struct store *store = NULL;
+    struct ns *ns = NULL;
+    struct fs *fs = NULL;
+    int rc = store_posix_open(opts->bucket, &store);
+    if (rc != 0) {
+        fprintf(stderr, "h5osfs: bucket directory '%s': %s\n", opts->bucket, strerror(-rc));
+        return -1;
+    }
+    struct ns_config ns_cfg = { .user = opts->user, .admin_user = opts->admin_user,
+                                .ttl = opts->ttl };
+    rc = ns_new(store, &ns_cfg, &ns);
+    if (rc != 0)
+        goto out_store;
+    struct fs_config fs_cfg = { .ns = ns, .ttl = opts->ttl, .read_only = opts->read_only,
+                                .uid = getuid(), .gid = getgid() };
+    rc = fs_new(&fs_cfg, &fs);
+    if (rc != 0)
+        goto out_ns;
+    rc = serve(args, opts, cmd, fs);
+    fs_free(fs);
+out_ns:
+    ns_free(ns);
+out_store:
+    store_close(store);
+    if (rc != 0 && rc != -1)
+        fprintf(stderr, "h5osfs: %s\n", strerror(-rc));
+    return rc == 0 ? 0 : -1;
+}
+
+int main(int argc, char *argv[])
+{
+    struct fuse_args args = FUSE_ARGS_INIT(argc, argv);
+    struct fuse_cmdline_opts cmd = { 0 };
+    struct options opts = { 0 };
+    int status = 1;
+
+    if (options_parse(&args, &opts) != 0 || fuse_parse_cmdline(&args, &cmd) != 0)
+        goto out;
+    if (cmd.show_help) {
+        options_usage(argv[0]);
+        printf("FUSE options:\n");
+        fuse_cmdline_help();
+        fuse_lowlevel_help();
+        status = 0;
+        goto out;
+    }
+    if (cmd.show_version) {
+        printf("h5osfs %s\n", H5OSFS_VERSION);
+        fuse_lowlevel_version();
+        status = 0;
+        goto out;
+    }
+    if (!opts.bucket || !cmd.mountpoint) {
+        fprintf(stderr, "h5osfs: missing %s (usage: h5osfs [options] BUCKET MOUNTPOINT)\n",
+                opts.bucket ? "MOUNTPOINT" : "BUCKET");
+        goto out;
+    }
+    if (options_finish(&opts) != 0 || check_bucket(opts.bucket) != 0 ||
+        check_mountpoint(cmd.mountpoint) != 0 || setup_logging(&opts, &cmd) != 0)
+        goto out;
+    status = mount_bucket(&args, &opts, &cmd) == 0 ? 0 : 1;
+    log_teardown();
+out:
+    free(cmd.mountpoint);
+    options_free(&opts);
+    fuse_opt_free_args(&args);
+    return status;
+}

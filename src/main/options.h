@@ -1,0 +1,44 @@
+/*
+ * options: the command line, `h5osfs [options] BUCKET MOUNTPOINT`.
+ *
+ * Our own -o options are taken out of the argument list; what remains (-f, -d, -s, libfuse's
+ * -o options, the mountpoint) is for fuse_parse_cmdline and fuse_session_new, so an unknown
+ * option is refused by libfuse before anything is mounted.
+ */
+#ifndef H5OSFS_MAIN_OPTIONS_H
+#define H5OSFS_MAIN_OPTIONS_H
+
+#include <stdint.h>
+
+#include <fuse_lowlevel.h>
+
+struct options {
+    char *bucket;
+    char *user;                 /* HSDS user for ACL checks; default: the local user name */
+    char *admin_user;           /* HSDS admin user name; default "admin" */
+    char *cache_dir;
+    char *log_file;
+    char *ttl_text;             /* raw -o ttl= and -o cache_size=, validated after parsing */
+    char *cache_size_text;
+    double ttl;
+    uint64_t cache_size;
+    int read_only;
+    int bad_option;             /* set by the parser; the message is already printed */
+};
+
+#define OPTIONS_DEFAULT_TTL 5.0
+#define OPTIONS_DEFAULT_CACHE_SIZE (1024ull << 20)
+
+/* Parse args (consuming our options). 0 or -1 after printing one line to stderr. */
+int options_parse(struct fuse_args *args, struct options *opts);
+/* Fill defaults and check values; 0 or -1 after printing one line. */
+int options_finish(struct options *opts);
+void options_free(struct options *opts);
+void options_usage(const char *prog);
+
+/* "1024", "64K", "512M", "2G" (powers of 1024). 0 or -EINVAL. */
+int options_parse_size(const char *text, uint64_t *out);
+/* A non-negative finite number of seconds. 0 or -EINVAL. */
+int options_parse_seconds(const char *text, double *out);
+
+#endif
