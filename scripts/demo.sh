@@ -1,0 +1,26 @@
+#!/usr/bin/env bash
+# The main job on an embedded default: installs what is missing, builds, mounts the sample
+# bucket that ships with the repository (written by the real HSDS), shows it, unmounts.
+# Another bucket: scripts/demo.sh BUCKET_DIR [HSDS_USER]
+set -euo pipefail
+cd "$(dirname "$0")/.."
+./scripts/install-deps.sh
+./scripts/build.sh
+bucket=${1:-tests/data/hsds-v2/hsdstest}
+user=${2:-test_user1}
+mnt=$(mktemp -d /tmp/h5osfs-demo.XXXXXX)
+log=$(mktemp /tmp/h5osfs-demo-log.XXXXXX)
+cleanup() { fusermount3 -u "$mnt" 2>/dev/null || true; rmdir "$mnt" 2>/dev/null || true; }
+trap cleanup EXIT
+
+./build/h5osfs -o "user=$user,ro,log_file=$log" "$bucket" "$mnt"
+echo "\$ h5osfs -o user=$user,ro $bucket $mnt"
+echo "\$ ls -l $mnt $mnt/home"; ls -l "$mnt" "$mnt/home"
+echo "\$ ls -l $mnt/home/test_user1"; ls -l "$mnt/home/test_user1" || true
+first=$(find "$mnt" -maxdepth 3 -type f | sort | head -n 1)
+if [ -n "$first" ]; then
+  echo "\$ stat $first"; stat "$first"
+  echo "\$ getfattr -n user.h5osfs.root $first"
+  /usr/bin/python3 -c 'import os,sys; print(os.getxattr(sys.argv[1], "user.h5osfs.root").decode())' "$first"
+fi
+echo "\$ fusermount3 -u $mnt"
