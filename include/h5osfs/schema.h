@@ -3,7 +3,8 @@
  *
  * No I/O, no global state, no FUSE: everything here is unit-tested on strings. Functions that
  * write into a caller's buffer return 0 on success, -ENAMETOOLONG when the buffer is too small,
- * -EINVAL when the input is not valid; functions that answer a question return 1/0 or -EINVAL.
+ * -EINVAL when the input is not valid (-ENOMEM and, for v1 keys without MD5, -EIO are possible
+ * too); functions that answer a question return 1/0 or -EINVAL.
  */
 #ifndef H5OSFS_SCHEMA_H
 #define H5OSFS_SCHEMA_H
