@@ -105,7 +105,8 @@ static int serve(struct fuse_args *args, const struct options *opts,
              opts->read_only ? ", read-only" : "");
     if (fuse_daemonize(cmd->foreground) != 0)
         goto out_unmount;
-    rc = run_loop(se, cmd) == 0 ? 0 : -1;
+    /* libfuse returns the signal number when SIGINT/SIGTERM/SIGHUP ended the loop: a clean exit */
+    rc = run_loop(se, cmd) >= 0 ? 0 : -1;
     log_info("unmounted %s", cmd->mountpoint);
 out_unmount:
     fuse_session_unmount(se);

@@ -32,10 +32,13 @@ struct ns {
     char *admin_user;
     double ttl;
     double mount_time;
-    pthread_mutex_t lock;       /* guards cache and warned */
+    pthread_mutex_t lock;       /* guards cache, warned and listings */
     struct strmap *cache;       /* path -> struct ns_cached */
     struct strmap *warned;      /* keys already reported as unusable names */
+    struct strmap *listings;    /* path -> struct ns_cached_dir */
 };
+
+static void cached_dir_free(void *value);
 
 static double monotonic_now(void)
 {
@@ -56,10 +59,12 @@ int ns_new(struct store *store, const struct ns_config *cfg, struct ns **out)
     ns->admin_user = strdup(cfg->admin_user);
     ns->cache = strmap_new();
     ns->warned = strmap_new();
-    if (!ns->user || !ns->admin_user || !ns->cache || !ns->warned ||
+    ns->listings = strmap_new();
+    if (!ns->user || !ns->admin_user || !ns->cache || !ns->warned || !ns->listings ||
         pthread_mutex_init(&ns->lock, NULL) != 0) {
         strmap_free(ns->cache, NULL);
         strmap_free(ns->warned, NULL);
+        strmap_free(ns->listings, NULL);
         free(ns->user);
         free(ns->admin_user);
         free(ns);
@@ -75,6 +80,7 @@ void ns_free(struct ns *ns)
         return;
     strmap_free(ns->cache, free);
     strmap_free(ns->warned, NULL);
+    strmap_free(ns->listings, cached_dir_free);
     pthread_mutex_destroy(&ns->lock);
     free(ns->user);
     free(ns->admin_user);
@@ -261,6 +267,7 @@ static int resolve(struct ns *ns, const char *path, struct ns_info *out)
         mark_broken(out, key, "larger than 1 MiB");
         return 0;
     case -EINVAL:
+    case -EACCES:               /* refused by the store (a symlink out of the bucket): logged */
         return -ENOENT;         /* not a usable key: nothing there to show */
     default:
         return -EIO;            /* the store logged what failed */
@@ -324,7 +331,13 @@ void ns_invalidate(struct ns *ns, const char *path)
     pthread_mutex_lock(&ns->lock);
     free(strmap_remove(ns->cache, path));
     free(strmap_remove(ns->cache, parent));
+    void *listing = strmap_remove(ns->listings, parent);
+    void *own = strmap_remove(ns->listings, path);
     pthread_mutex_unlock(&ns->lock);
+    if (listing)
+        cached_dir_free(listing);
+    if (own)
+        cached_dir_free(own);
 }
 
 static void root_info(struct ns *ns, struct ns_info *out)
@@ -412,7 +425,7 @@ static int list_prefix_of(const char *path, char *buf, size_t len)
     return n < 0 || (size_t)n >= len ? -ENAMETOOLONG : 0;
 }
 
-int ns_readdir(struct ns *ns, const char *path, struct ns_dir *out)
+static int list_from_store(struct ns *ns, const char *path, struct ns_dir *out)
 {
     struct ns_info self;
     char prefix[STORE_KEY_MAX + 2];
@@ -448,6 +461,83 @@ int ns_readdir(struct ns *ns, const char *path, struct ns_dir *out)
         return rc == -ENOENT ? -ENOENT : (rc == -ENOMEM ? -ENOMEM : -EIO);
     }
     return 0;
+}
+
+/* ---- the listing cache: a directory's entries are trusted for ttl, like its stat ---- */
+
+struct ns_cached_dir {
+    struct ns_dir dir;
+    double expires;
+};
+
+static int dir_copy(const struct ns_dir *src, struct ns_dir *dst)
+{
+    size_t cap = 0;
+    memset(dst, 0, sizeof *dst);
+    for (size_t i = 0; i < src->n; i++)
+        if (dir_append(dst, &cap, src->entries[i].name, &src->entries[i].info) != 0) {
+            ns_dir_free(dst);
+            return -ENOMEM;
+        }
+    return 0;
+}
+
+static void cached_dir_free(void *value)
+{
+    struct ns_cached_dir *c = value;
+    ns_dir_free(&c->dir);
+    free(c);
+}
+
+static int drop_expired_dir(const char *key, void *value, void *ctx)
+{
+    (void)key;
+    if (((struct ns_cached_dir *)value)->expires > *(double *)ctx)
+        return 0;
+    cached_dir_free(value);
+    return 1;
+}
+
+static int listing_cached(struct ns *ns, const char *path, struct ns_dir *out)
+{
+    int rc = 1;
+    pthread_mutex_lock(&ns->lock);
+    struct ns_cached_dir *c = strmap_get(ns->listings, path);
+    if (c && c->expires > monotonic_now())
+        rc = dir_copy(&c->dir, out);
+    pthread_mutex_unlock(&ns->lock);
+    return rc;
+}
+
+static void remember_listing(struct ns *ns, const char *path, const struct ns_dir *dir)
+{
+    struct ns_cached_dir *c = calloc(1, sizeof *c);
+    void *old = NULL;
+    if (ns->ttl <= 0 || !c || dir_copy(dir, &c->dir) != 0) {
+        free(c);
+        return;                 /* caching is an optimisation; skip it */
+    }
+    double now = monotonic_now();
+    c->expires = now + ns->ttl;
+    pthread_mutex_lock(&ns->lock);
+    if (strmap_count(ns->listings) >= NS_CACHE_PRUNE_AT / 10)
+        strmap_filter(ns->listings, drop_expired_dir, &now);
+    if (strmap_put(ns->listings, path, c, &old) != 0)
+        old = c;
+    pthread_mutex_unlock(&ns->lock);
+    if (old)
+        cached_dir_free(old);
+}
+
+int ns_readdir(struct ns *ns, const char *path, struct ns_dir *out)
+{
+    int rc = listing_cached(ns, path, out);
+    if (rc <= 0)
+        return rc;
+    rc = list_from_store(ns, path, out);
+    if (rc == 0)
+        remember_listing(ns, path, out);
+    return rc;
 }
 
 void ns_dir_free(struct ns_dir *dir)

@@ -1,0 +1,56 @@
+/*
+ * codec: chunk object bytes -> the chunk's array bytes (spec §5.2, §6.4-§6.6, §8).
+ *
+ * HSDS decides how to decode a chunk from the dataset's filters plus sniffing, and so does this
+ * module: with a compressor filter, bytes that look like a Blosc-1 frame (byte 0 == 2, byte 3
+ * != 0) are blosc-decoded (any codec c-blosc knows; the frame's codec wins over the filter's
+ * name); otherwise a gzip/deflate/zlib compressor means a zlib (RFC 1950) stream; then byte
+ * shuffle or bitshuffle (12-byte big-endian header, LZ4 blocks) is undone if still pending.
+ *
+ * Every decoder checks sizes before it allocates or copies: a frame or header that states a size
+ * other than the expected one, a truncated stream, trailing garbage, a size beyond the caller's
+ * limit: -EINVAL (with a reason) and no partial output is ever reported as success.
+ * Pure and thread-safe (c-blosc is used through its _ctx functions only).
+ */
+#ifndef H5OSFS_CODEC_H
+#define H5OSFS_CODEC_H
+
+#include <stddef.h>
+
+#include <jansson.h>
+
+enum codec_shuffle { CODEC_SHUFFLE_NONE = 0, CODEC_SHUFFLE_BYTE, CODEC_SHUFFLE_BIT };
+
+/* Where the bytes come from: an HSDS chunk object, or a byte range of an HDF5 file that a
+ * *_REF layout points at. They differ for shuffle-only datasets: HSDS stores such chunks
+ * unshuffled (spec §6.5, an HSDS bug), HDF5 files store them shuffled. */
+enum codec_source { CODEC_SOURCE_HSDS = 0, CODEC_SOURCE_HDF5 };
+
+struct codec_spec {
+    int compressed;             /* a compressor filter (not scaleoffset) is present */
+    int zlib_fallback;          /* the compressor is gzip/deflate/zlib: non-blosc = zlib stream */
+    enum codec_shuffle shuffle; /* pending after decompression (never for vlen types) */
+    size_t itemsize;            /* element size in bytes, for the shuffles */
+    enum codec_source source;
+};
+
+/*
+ * The spec of a dataset from its creationProperties.filters (a JSON array or NULL), its stored
+ * element size, and whether the type holds variable-length data (then shuffles are ignored, as
+ * HSDS ignores them). Entries may be objects, names or numeric ids (§5.2). 0 or -EINVAL with a
+ * reason: a filter that no HSDS reader can decode (szip, lzf, snappy stream, …) is refused.
+ */
+int codec_spec_from_filters(const json_t *filters, size_t itemsize, int is_vlen,
+                            enum codec_source source, struct codec_spec *out, char *why,
+                            size_t why_len);
+
+/* Decode a fixed-size chunk: the result must be exactly out_len bytes (the full chunk). */
+int codec_decode(const struct codec_spec *spec, const void *in, size_t in_len, void *out,
+                 size_t out_len, char *why, size_t why_len);
+
+/* Decode a chunk of variable-length data, whose decoded size is only known from the stream:
+ * a new buffer (free()) of at most max bytes. */
+int codec_decode_alloc(const struct codec_spec *spec, const void *in, size_t in_len, size_t max,
+                       unsigned char **out, size_t *out_len, char *why, size_t why_len);
+
+#endif

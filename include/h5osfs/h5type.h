@@ -1,0 +1,41 @@
+/*
+ * h5type: HSDS type JSON (spec §4) -> HDF5 datatypes.
+ *
+ * The HDF5 type built here is used both as file and memory type, so its memory layout is what
+ * h5value produces: fixed strings inline, compound fields packed in declaration order with no
+ * padding (as HSDS packs them), enums and booleans over their base integer, arrays inline,
+ * opaque bytes inline, vlen strings as char *, vlen sequences as hvl_t, object references as
+ * hobj_ref_t (8 bytes; HSDS stores 48-byte strings, so stored and memory sizes differ there).
+ * Half floats are built as 2-byte IEEE types (HDF5 1.10 has no predefined F16).
+ *
+ * Invalid JSON is refused with a reason, never half-built: unknown classes or names, sizes of
+ * 0, array ranks above 32 or element counts that overflow, compounds without fields or with
+ * duplicate names, enums without mapping, vlen of vlen, region references (HSDS cannot store
+ * them, §4), nesting deeper than 16 levels, elements larger than 64 MiB.
+ */
+#ifndef H5OSFS_H5TYPE_H
+#define H5OSFS_H5TYPE_H
+
+#include <stddef.h>
+
+#include <hdf5.h>
+#include <jansson.h>
+
+#define H5TYPE_MAX_ELEMENT (64u << 20)
+
+enum h5type_trait {
+    H5TYPE_HAS_VLEN = 1u << 0,  /* a vlen string or sequence anywhere in the type */
+    H5TYPE_HAS_REF = 1u << 1,   /* an object reference anywhere in the type */
+};
+
+/* A new HDF5 type (H5Tclose it), or H5I_INVALID_HID with a reason in why. A member "id" (the
+ * committed type the JSON was copied from) is ignored here. */
+hid_t h5type_from_json(const json_t *type, char *why, size_t why_len);
+
+/* Bytes one element takes in an HSDS chunk (§6.2); -EINVAL for types with vlen parts. */
+int h5type_stored_size(const json_t *type, size_t *out);
+
+/* enum h5type_trait bits of a valid type. */
+unsigned h5type_traits(const json_t *type);
+
+#endif

@@ -1,0 +1,139 @@
+"""The command line: every mistake is exit status 1 with one line on stderr and nothing mounted;
+-h and -V answer on stdout with status 0."""
+import re
+import subprocess
+
+import pytest
+
+from conftest import BUCKET, REPO, h5osfs_bin, is_mounted
+
+
+def run(*args):
+    """h5osfs in the foreground (so that a wrongly accepted command line would block and time
+    out instead of leaving a daemon behind)."""
+    return subprocess.run([str(h5osfs_bin()), *map(str, args)], stdin=subprocess.DEVNULL,
+                          capture_output=True, text=True, timeout=10)
+
+
+@pytest.fixture
+def mnt(tmp_path):
+    path = tmp_path / "mnt"
+    path.mkdir()
+    yield path
+    if is_mounted(path):
+        subprocess.run(["fusermount3", "-u", str(path)], timeout=10)
+        pytest.fail(f"{path} was left mounted")
+
+
+def assert_refused(result, mnt, *mentions):
+    assert result.returncode == 1, (result.returncode, result.stderr)
+    lines = result.stderr.splitlines()
+    assert len(lines) == 1, f"expected one line of stderr, got {lines!r}"
+    for text in mentions:
+        assert str(text) in lines[0], (text, lines[0])
+    assert result.stdout == ""
+    if mnt is not None:
+        assert not is_mounted(mnt)
+
+
+def project_version():
+    text = (REPO / "meson.build").read_text()
+    return re.search(r"version\s*:\s*'([^']+)'", text).group(1)
+
+
+def test_missing_bucket_dir(tmp_path, mnt):
+    missing = tmp_path / "no-such-bucket"
+    assert_refused(run("-f", missing, mnt), mnt, missing)
+
+
+def test_bucket_is_a_file(tmp_path, mnt):
+    file = tmp_path / "bucket-file"
+    file.write_text("not a directory\n")
+    assert_refused(run("-f", file, mnt), mnt, file)
+
+
+def test_mountpoint_missing(tmp_path):
+    missing = tmp_path / "no-such-mnt"
+    assert_refused(run("-f", BUCKET, missing), None, missing)
+    assert not missing.exists()
+
+
+def test_mountpoint_is_a_file(tmp_path):
+    file = tmp_path / "mnt-file"
+    file.write_text("")
+    assert_refused(run("-f", BUCKET, file), None, file)
+
+
+def test_mountpoint_not_empty(mnt):
+    (mnt / "keep").write_text("mine\n")
+    assert_refused(run("-f", BUCKET, mnt), mnt, mnt)
+    assert (mnt / "keep").read_text() == "mine\n"
+
+
+def test_mountpoint_with_only_hidden_file_is_not_empty(mnt):
+    (mnt / ".hidden").write_text("")
+    assert_refused(run("-f", BUCKET, mnt), mnt, mnt)
+
+
+@pytest.mark.parametrize("option", ["bogus_option", "ro,bogus_option"])
+def test_unknown_option(mnt, option):
+    assert_refused(run("-f", "-o", option, BUCKET, mnt), mnt, "bogus_option")
+
+
+def test_unknown_dash_option(mnt):
+    result = run("-f", "--bogus-flag", BUCKET, mnt)
+    assert result.returncode == 1
+    assert not is_mounted(mnt)
+
+
+def test_no_arguments():
+    result = run()
+    assert_refused(result, None)
+
+
+def test_only_bucket():
+    assert_refused(run(BUCKET), None, "MOUNTPOINT")
+
+
+def test_extra_argument(tmp_path, mnt):
+    result = run("-f", BUCKET, mnt, tmp_path / "extra")
+    assert result.returncode == 1
+    assert not is_mounted(mnt)
+
+
+@pytest.mark.parametrize("value", ["-1", "abc", "", "1e10", "nan", "inf", "5s"])
+def test_bad_ttl(mnt, value):
+    assert_refused(run("-f", "-o", f"ttl={value}", BUCKET, mnt), mnt, "ttl")
+
+
+@pytest.mark.parametrize("value", ["12Q", "", "-1", "abc", "1KB", "99999999999T"])
+def test_bad_cache_size(mnt, value):
+    assert_refused(run("-f", "-o", f"cache_size={value}", BUCKET, mnt), mnt, "cache_size")
+
+
+def test_empty_user(mnt):
+    assert_refused(run("-f", "-o", "user=", BUCKET, mnt), mnt, "user")
+
+
+def test_log_file_in_missing_directory(tmp_path, mnt):
+    log = tmp_path / "no-such-dir" / "h5osfs.log"
+    assert_refused(run("-f", "-o", f"log_file={log}", BUCKET, mnt), mnt, log)
+
+
+@pytest.mark.parametrize("flag", ["-h", "--help"])
+def test_help(flag):
+    result = run(flag)
+    assert result.returncode == 0, result.stderr
+    assert "usage:" in result.stdout
+    assert "user=" in result.stdout and "ttl=" in result.stdout
+    for option in ("admin_user=", "cache_dir=", "cache_size=", "log_file=", "-o ro"):
+        assert option in result.stdout, option
+
+
+@pytest.mark.parametrize("flag", ["-V", "--version"])
+def test_version(flag):
+    result = run(flag)
+    assert result.returncode == 0, result.stderr
+    version = project_version()
+    assert version == "0.1.0"
+    assert f"h5osfs {version}" in result.stdout.splitlines()

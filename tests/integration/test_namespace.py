@@ -1,0 +1,568 @@
+"""The namespace a mount shows: tree, stat fields, ACL modes, xattrs, refused writes, caching,
+concurrency and unmounting, all checked against the fixture bucket's own JSON objects."""
+import errno
+import json
+import os
+import shutil
+import signal
+import stat
+import subprocess
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from conftest import BUCKET, Mount, bucket_snapshot, h5osfs_bin, is_mounted
+
+DOMAIN_JSON = ".domain.json"
+XATTR_ROOT = "user.h5osfs.root"
+XATTR_OWNER = "user.h5osfs.owner"
+ALL_RIGHTS = {"create", "read", "update", "delete", "readACL", "updateACL"}
+
+
+# ---- expectations, derived from the bucket's files ----
+
+def bucket_tree(bucket=BUCKET):
+    """{"/home": ("folder", doc), "/home/u/x.h5": ("domain", doc), "/a": ("plain", None)}:
+    every P/.domain.json outside db/ (with "root" a domain, without a folder) and every prefix
+    above one that has no .domain.json of its own (a plain directory)."""
+    tree = {}
+    for dirpath, dirnames, filenames in os.walk(bucket):
+        rel = os.path.relpath(dirpath, bucket)
+        if rel == ".":
+            if "db" in dirnames:
+                dirnames.remove("db")
+            continue
+        if DOMAIN_JSON in filenames:
+            with open(os.path.join(dirpath, DOMAIN_JSON), "rb") as f:
+                doc = json.load(f)
+            tree["/" + rel] = ("domain" if "root" in doc else "folder", doc)
+    for path in list(tree):
+        parts = path.split("/")[1:]
+        for i in range(1, len(parts)):
+            tree.setdefault("/" + "/".join(parts[:i]), ("plain", None))
+    # nothing below a domain (a file) can be reached
+    domains = [p for p, (k, _) in tree.items() if k == "domain"]
+    return {p: v for p, v in tree.items() if not any(p.startswith(d + "/") for d in domains)}
+
+
+def is_dir_kind(kind):
+    return kind in ("folder", "plain")
+
+
+def rights_of(kind, doc, user, admin_user):
+    """The documented ACL rule (HSDS's): the admin may do everything; else the user's own
+    entry, else "default"; plain directories (no ACL) grant read."""
+    if user == admin_user:
+        return set(ALL_RIGHTS)
+    if kind == "plain":
+        return {"read"}
+    acls = doc["acls"]
+    entry = acls[user] if user in acls else acls.get("default", {})
+    return {name for name, value in entry.items() if value is True}
+
+
+def expected_mode(kind, doc, user, admin_user="admin", ro=False):
+    rights = rights_of(kind, doc, user, admin_user)
+    mode = 0
+    if "read" in rights:
+        mode |= 0o555 if is_dir_kind(kind) else 0o444
+    if not ro and rights & {"update", "create"}:
+        mode |= 0o200
+    return mode
+
+
+def estimated_size(bucket, doc):
+    """allocated_bytes + metadata_bytes of db/<A-B>/.info.json (A-B: the root id's first two
+    hex groups), or 0 without one."""
+    a, b = doc["root"].split("-")[1:3]
+    info = Path(bucket) / "db" / f"{a}-{b}" / ".info.json"
+    if not info.exists():
+        return 0
+    summary = json.loads(info.read_text())
+    return summary.get("allocated_bytes", 0) + summary.get("metadata_bytes", 0)
+
+
+def mounted_tree(root):
+    """{"/home": "dir", "/home/u/x.h5": "file"} as os.walk sees the mount."""
+    seen = {}
+
+    def fail(err):
+        raise err
+
+    for dirpath, dirnames, filenames in os.walk(root, onerror=fail):
+        rel = os.path.relpath(dirpath, root)
+        prefix = "" if rel == "." else "/" + rel
+        for name in dirnames:
+            seen[f"{prefix}/{name}"] = "dir"
+        for name in filenames:
+            seen[f"{prefix}/{name}"] = "file"
+    return seen
+
+
+def assert_errno(expected, func, *args, **kwargs):
+    with pytest.raises(OSError) as info:
+        func(*args, **kwargs)
+    assert info.value.errno == expected, (
+        f"{func.__name__}{args}: expected {errno.errorcode[expected]}, "
+        f"got {errno.errorcode.get(info.value.errno, info.value.errno)}")
+
+
+def close_ns(st_ns, seconds):
+    return abs(st_ns - round(seconds * 1e9)) <= 1000
+
+
+def first_domain(tree):
+    return sorted(p for p, (k, _) in tree.items() if k == "domain")[0]
+
+
+def first_folder(tree):
+    """The deepest folder (the one holding domains in the fixture)."""
+    return max(sorted(p for p, (k, _) in tree.items() if k == "folder"),
+               key=lambda p: p.count("/"))
+
+
+# ---- the listed tree ----
+
+def test_tree_equals_fixture_domains(mount_bucket):
+    tree = bucket_tree()
+    assert any(k == "domain" for k, _ in tree.values()) and any(
+        k == "folder" for k, _ in tree.values()), "the fixture has domains and folders"
+    m = mount_bucket(BUCKET, "-o", "user=test_user1")
+    expected = {p: "dir" if is_dir_kind(k) else "file" for p, (k, _) in tree.items()}
+    assert mounted_tree(m.mnt) == expected
+
+
+@pytest.mark.parametrize("hidden", ["/db", "/linked", "/linked/sample_link.h5",
+                                    "/home/.domain.json", "/home/test_user1/.domain.json"])
+def test_hidden_keys_do_not_stat(mount_bucket, hidden):
+    assert (BUCKET / hidden.lstrip("/")).exists()
+    m = mount_bucket(BUCKET, "-o", "user=test_user1")
+    assert_errno(errno.ENOENT, os.stat, m.path(hidden))
+    parent = os.path.dirname(hidden)
+    if os.path.exists(m.path(parent)):
+        assert os.path.basename(hidden) not in os.listdir(m.path(parent))
+
+
+def test_nothing_below_a_domain(mount_bucket):
+    tree = bucket_tree()
+    m = mount_bucket(BUCKET, "-o", "user=test_user1")
+    dom = first_domain(tree)
+    assert_errno(errno.ENOTDIR, os.stat, m.path(dom) / DOMAIN_JSON)
+    assert_errno(errno.ENOTDIR, os.listdir, m.path(dom))
+
+
+def test_db_info_json_is_hidden(mount_bucket):
+    m = mount_bucket(BUCKET, "-o", "user=test_user1")
+    for info in sorted(BUCKET.glob("db/*/.info.json")):
+        rel = "/" + str(info.relative_to(BUCKET))
+        assert_errno(errno.ENOENT, os.stat, m.path(rel))
+    assert "db" not in os.listdir(m.mnt)
+
+
+def test_stat_fields(mount_bucket):
+    tree = bucket_tree()
+    before = time.time()
+    m = mount_bucket(BUCKET, "-o", "user=test_user1")
+    after = time.time()
+    for path, (kind, doc) in sorted(tree.items()):
+        st = os.stat(m.path(path))
+        assert st.st_uid == os.getuid() and st.st_gid == os.getgid(), path
+        if is_dir_kind(kind):
+            assert stat.S_ISDIR(st.st_mode), path
+            assert st.st_nlink == 2, path
+            assert st.st_size == 0, path
+        else:
+            assert stat.S_ISREG(st.st_mode), path
+            assert st.st_nlink == 1, path
+            assert st.st_size == estimated_size(BUCKET, doc), path
+        if kind == "plain":
+            assert int(before) - 1 <= st.st_mtime <= after + 1, path
+        else:
+            assert close_ns(st.st_mtime_ns, doc["lastModified"]), (
+                path, st.st_mtime_ns, doc["lastModified"])
+            assert close_ns(st.st_ctime_ns, doc["created"]), (path, st.st_ctime_ns, doc["created"])
+    root = os.stat(m.mnt)
+    assert stat.S_ISDIR(root.st_mode) and root.st_nlink == 2
+    assert root.st_uid == os.getuid() and root.st_gid == os.getgid()
+    assert int(before) - 1 <= root.st_mtime <= after + 1
+
+
+def test_every_fixture_domain_has_a_size_estimate(mount_bucket):
+    """The fixture's domains were all scanned by HSDS: each has a non-zero estimate."""
+    tree = bucket_tree()
+    m = mount_bucket(BUCKET, "-o", "user=test_user1")
+    for path, (kind, doc) in tree.items():
+        if kind == "domain":
+            assert estimated_size(BUCKET, doc) > 0
+            assert os.stat(m.path(path)).st_size == estimated_size(BUCKET, doc)
+
+
+def test_domain_without_info_json_has_size_zero(mount_bucket, bucket_copy):
+    tree = bucket_tree(bucket_copy)
+    path = first_domain(tree)
+    a, b = tree[path][1]["root"].split("-")[1:3]
+    (bucket_copy / "db" / f"{a}-{b}" / ".info.json").unlink()
+    m = mount_bucket(bucket_copy, "-o", "user=test_user1")
+    assert os.stat(m.path(path)).st_size == 0
+
+
+# ---- ACL modes ----
+
+ACL_CASES = {
+    "test_user1": (["-o", "user=test_user1"], "test_user1", "admin", False),
+    "other": (["-o", "user=other"], "other", "admin", False),
+    "admin": (["-o", "user=admin"], "admin", "admin", False),
+    "ro": (["-o", "ro", "-o", "user=test_user1"], "test_user1", "admin", True),
+    "boss": (["-o", "admin_user=boss,user=boss"], "boss", "boss", False),
+}
+
+
+@pytest.mark.parametrize("case", list(ACL_CASES))
+def test_acl_modes(mount_bucket, case):
+    args, user, admin, ro = ACL_CASES[case]
+    tree = bucket_tree()
+    tree["/"] = ("plain", None)
+    m = mount_bucket(BUCKET, *args)
+    for path, (kind, doc) in sorted(tree.items()):
+        p = m.path(path)
+        mode = expected_mode(kind, doc, user, admin, ro)
+        st = os.stat(p)
+        assert stat.S_IMODE(st.st_mode) == mode, (path, oct(st.st_mode), oct(mode))
+        assert os.access(p, os.R_OK) == bool(mode & 0o400), path
+        assert os.access(p, os.W_OK) == (bool(mode & 0o200) and not ro), path
+        if is_dir_kind(kind):
+            assert os.access(p, os.X_OK) == bool(mode & 0o100), path
+
+
+@pytest.mark.parametrize("case", list(ACL_CASES))
+def test_acl_modes_documented_examples(mount_bucket, case):
+    """The man page's examples, spelled out for the fixture's ACLs."""
+    args, user, admin, ro = ACL_CASES[case]
+    tree = bucket_tree()
+    m = mount_bucket(BUCKET, *args)
+    domains = [p for p, (k, _) in tree.items() if k == "domain"]
+    want = {
+        "test_user1": (0o644, 0o755, 0o555, 0o555),
+        "other": (0o000, 0o555, 0o555, 0o555),
+        "admin": (0o644, 0o755, 0o755, 0o755),
+        "ro": (0o444, 0o555, 0o555, 0o555),
+        "boss": (0o644, 0o755, 0o755, 0o755),
+    }[case]
+    got_domains = {stat.S_IMODE(os.stat(m.path(p)).st_mode) for p in domains}
+    assert got_domains == {want[0]}
+    assert stat.S_IMODE(os.stat(m.path("/home/test_user1")).st_mode) == want[1]
+    assert stat.S_IMODE(os.stat(m.path("/home")).st_mode) == want[2]
+    assert stat.S_IMODE(os.stat(m.mnt).st_mode) == want[3]
+
+
+def test_unreadable_domain_open_is_refused(mount_bucket):
+    """user other has no right on the domains: opening one for reading is EACCES."""
+    tree = bucket_tree()
+    m = mount_bucket(BUCKET, "-o", "user=other")
+    assert_errno(errno.EACCES, os.open, m.path(first_domain(tree)), os.O_RDONLY)
+
+
+# ---- extended attributes ----
+
+def test_xattrs(mount_bucket):
+    tree = bucket_tree()
+    m = mount_bucket(BUCKET, "-o", "user=test_user1")
+    for path, (kind, doc) in sorted(tree.items()):
+        p = m.path(path)
+        if kind == "domain":
+            assert os.getxattr(p, XATTR_ROOT) == doc["root"].encode()
+            assert os.getxattr(p, XATTR_OWNER) == doc["owner"].encode()
+            assert sorted(os.listxattr(p)) == sorted([XATTR_ROOT, XATTR_OWNER])
+        elif kind == "folder":
+            assert os.getxattr(p, XATTR_OWNER) == doc["owner"].encode()
+            assert_errno(errno.ENODATA, os.getxattr, p, XATTR_ROOT)
+            assert os.listxattr(p) == [XATTR_OWNER]
+        assert_errno(errno.ENODATA, os.getxattr, p, "user.h5osfs.nothing")
+        assert_errno(errno.ENODATA, os.getxattr, p, "user.other")
+    assert os.listxattr(m.mnt) == []
+    assert_errno(errno.ENODATA, os.getxattr, m.mnt, XATTR_OWNER)
+    assert_errno(errno.ENODATA, os.getxattr, m.mnt, XATTR_ROOT)
+
+
+def test_xattr_small_buffer(mount_bucket):
+    """A buffer too small for the value is ERANGE (libc asks for the size first, so use the
+    raw call through ctypes)."""
+    import ctypes
+    libc = ctypes.CDLL(None, use_errno=True)
+    tree = bucket_tree()
+    path = first_domain(tree)
+    m = mount_bucket(BUCKET, "-o", "user=test_user1")
+    buf = ctypes.create_string_buffer(4)
+    n = libc.getxattr(str(m.path(path)).encode(), XATTR_ROOT.encode(), buf, 4)
+    assert n == -1 and ctypes.get_errno() == errno.ERANGE
+    n = libc.getxattr(str(m.path(path)).encode(), XATTR_ROOT.encode(), None, 0)
+    assert n == len(tree[path][1]["root"])
+
+
+# ---- writes ----
+
+def write_attempts(m, tree):
+    dom = m.path(first_domain(tree))
+    other = m.path(sorted(p for p, (k, _) in tree.items() if k == "domain")[1])
+    folder = m.path(first_folder(tree))
+    new = folder / "new.h5"
+    return {
+        "create": lambda: os.open(new, os.O_CREAT | os.O_WRONLY, 0o644),
+        "create_excl": lambda: os.open(new, os.O_CREAT | os.O_EXCL | os.O_RDWR, 0o644),
+        "create_in_root": lambda: os.open(m.path("/x.h5"), os.O_CREAT | os.O_WRONLY, 0o644),
+        "open_wronly": lambda: os.open(dom, os.O_WRONLY),
+        "open_rdwr": lambda: os.open(dom, os.O_RDWR),
+        "open_append": lambda: os.open(dom, os.O_WRONLY | os.O_APPEND),
+        "open_rdonly_trunc": lambda: os.open(dom, os.O_RDONLY | os.O_TRUNC),
+        "open_wronly_trunc": lambda: os.open(dom, os.O_WRONLY | os.O_TRUNC),
+        "truncate": lambda: os.truncate(dom, 0),
+        "mkdir": lambda: os.mkdir(folder / "newdir"),
+        "mkdir_in_root": lambda: os.mkdir(m.path("/newdir")),
+        "rmdir": lambda: os.rmdir(folder),
+        "unlink": lambda: os.unlink(dom),
+        "rename": lambda: os.rename(dom, folder / "renamed.h5"),
+        "rename_over": lambda: os.rename(dom, other),
+        "rename_dir": lambda: os.rename(folder, m.path("/renamed")),
+        "chmod": lambda: os.chmod(dom, 0o600),
+        "chmod_dir": lambda: os.chmod(folder, 0o700),
+        "chown": lambda: os.chown(dom, os.getuid(), os.getgid()),
+        "utime": lambda: os.utime(dom, (0, 0)),
+        "utime_now": lambda: os.utime(dom),
+        "setxattr": lambda: os.setxattr(dom, XATTR_ROOT, b"g-0"),
+        "setxattr_new": lambda: os.setxattr(dom, "user.test", b"x"),
+        "removexattr": lambda: os.removexattr(dom, XATTR_OWNER),
+        "symlink": lambda: os.symlink("sample1.h5", folder / "sym"),
+        "link": lambda: os.link(dom, folder / "hard.h5"),
+        "mknod": lambda: os.mknod(folder / "fifo", stat.S_IFIFO | 0o644),
+    }
+
+
+@pytest.mark.parametrize("ro", [False, True], ids=["rw", "ro"])
+def test_writes_are_erofs(mount_bucket, bucket_copy, ro):
+    tree = bucket_tree(bucket_copy)
+    before = bucket_snapshot(bucket_copy.parent)
+    args = ["-o", "user=test_user1"] + (["-o", "ro"] if ro else [])
+    m = mount_bucket(bucket_copy, *args)
+    failures = []
+    for name, attempt in write_attempts(m, tree).items():
+        try:
+            fd = attempt()
+        except OSError as e:
+            if e.errno != errno.EROFS:
+                failures.append(f"{name}: {errno.errorcode.get(e.errno, e.errno)}, not EROFS")
+        else:
+            if isinstance(fd, int):
+                os.close(fd)
+            failures.append(f"{name}: succeeded")
+    assert not failures, failures
+    assert mounted_tree(m.mnt) == {p: "dir" if is_dir_kind(k) else "file"
+                                   for p, (k, _) in tree.items()}
+    assert bucket_snapshot(bucket_copy.parent) == before
+    assert m.unmount() == 0
+    assert bucket_snapshot(bucket_copy.parent) == before
+
+
+# ---- concurrency ----
+
+def snapshot_mount(m, dirs):
+    result = {}
+    for d in dirs:
+        names = sorted(os.listdir(m.path(d)))
+        result[d] = names
+        for name in names:
+            st = os.stat(m.path(d) / name)
+            result[f"{d.rstrip('/')}/{name}"] = (st.st_mode, st.st_size, st.st_mtime_ns,
+                                                 st.st_ctime_ns, st.st_nlink, st.st_uid,
+                                                 st.st_gid)
+    return result
+
+
+def test_concurrent_listing_and_stat(mount_bucket):
+    tree = bucket_tree()
+    dirs = ["/"] + sorted(p for p, (k, _) in tree.items() if is_dir_kind(k))
+    m = mount_bucket(BUCKET, "-o", "user=test_user1", "-o", "ttl=0")
+    reference = snapshot_mount(m, dirs)
+    assert len(reference) == len(tree) + 1
+    errors, mismatches = [], []
+    start = threading.Barrier(16)
+
+    def worker():
+        try:
+            start.wait()
+            for _ in range(50):
+                got = snapshot_mount(m, dirs)
+                if got != reference:
+                    mismatches.append(got)
+                    return
+        except Exception as e:     # noqa: BLE001 - every failure is reported
+            errors.append(repr(e))
+
+    threads = [threading.Thread(target=worker) for _ in range(16)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=120)
+    assert not any(t.is_alive() for t in threads), "threads hung"
+    assert not errors, errors[:5]
+    assert not mismatches, mismatches[:1]
+    assert m.proc.poll() is None, "the daemon died"
+    assert snapshot_mount(m, dirs) == reference
+
+
+# ---- caching ----
+
+def add_domain(bucket, rel, template):
+    """Write a new .domain.json at rel (a domain path) copying template's bytes."""
+    target = bucket / rel.lstrip("/") / DOMAIN_JSON
+    target.parent.mkdir(parents=True)
+    shutil.copyfile(bucket / template.lstrip("/") / DOMAIN_JSON, target)
+
+
+def test_ttl_zero_sees_changes_at_once(mount_bucket, bucket_copy):
+    tree = bucket_tree(bucket_copy)
+    template = first_domain(tree)
+    doc = tree[template][1]
+    folder = first_folder(tree)
+    m = mount_bucket(bucket_copy, "-o", "user=test_user1", "-o", "ttl=0")
+    before = sorted(os.listdir(m.path(folder)))
+    assert "newsub" not in before
+    assert_errno(errno.ENOENT, os.stat, m.path(folder) / "newsub" / "new.h5")
+    add_domain(bucket_copy, f"{folder}/newsub/new.h5", template)
+    assert sorted(os.listdir(m.path(folder))) == sorted(before + ["newsub"])
+    assert os.listdir(m.path(folder) / "newsub") == ["new.h5"]
+    st = os.stat(m.path(folder) / "newsub" / "new.h5")
+    assert stat.S_ISREG(st.st_mode)
+    assert close_ns(st.st_mtime_ns, doc["lastModified"])
+    assert st.st_size == estimated_size(bucket_copy, doc)
+    assert os.getxattr(m.path(folder) / "newsub" / "new.h5", XATTR_ROOT) == doc["root"].encode()
+    # and removal shows at once too
+    shutil.rmtree(bucket_copy / folder.lstrip("/") / "newsub")
+    assert sorted(os.listdir(m.path(folder))) == before
+    assert_errno(errno.ENOENT, os.stat, m.path(folder) / "newsub" / "new.h5")
+    assert_errno(errno.ENOENT, os.stat, m.path(folder) / "newsub")
+
+
+def test_ttl_keeps_negative_lookup(mount_bucket, bucket_copy):
+    """-o ttl=3600: a path looked up and found absent stays absent; a fresh mount sees it."""
+    tree = bucket_tree(bucket_copy)
+    template = first_domain(tree)
+    folder = first_folder(tree)
+    m = mount_bucket(bucket_copy, "-o", "user=test_user1", "-o", "ttl=3600")
+    new = m.path(folder) / "newsub" / "new.h5"
+    assert_errno(errno.ENOENT, os.stat, new)
+    add_domain(bucket_copy, f"{folder}/newsub/new.h5", template)
+    for _ in range(3):
+        assert_errno(errno.ENOENT, os.stat, new)
+    fresh = mount_bucket(bucket_copy, "-o", "user=test_user1", "-o", "ttl=3600")
+    assert stat.S_ISREG(os.stat(fresh.path(folder) / "newsub" / "new.h5").st_mode)
+    assert "newsub" in os.listdir(fresh.path(folder))
+
+
+def test_ttl_keeps_listing(mount_bucket, bucket_copy):
+    """-o ttl=3600: a directory already listed keeps its listing (the man page: "how long
+    listings ... are trusted before they are read again"); a fresh mount sees the new domain."""
+    tree = bucket_tree(bucket_copy)
+    template = first_domain(tree)
+    folder = first_folder(tree)
+    m = mount_bucket(bucket_copy, "-o", "user=test_user1", "-o", "ttl=3600")
+    before = sorted(os.listdir(m.path(folder)))
+    for name in before:
+        os.stat(m.path(folder) / name)
+    add_domain(bucket_copy, f"{folder}/newsub/new.h5", template)
+    add_domain(bucket_copy, f"{folder}/new2.h5", template)
+    listed = sorted(os.listdir(m.path(folder)))
+    assert listed == before, (
+        f"a listing taken within ttl=3600 changed: new entries {sorted(set(listed) - set(before))}")
+    fresh = mount_bucket(bucket_copy, "-o", "user=test_user1", "-o", "ttl=3600")
+    assert sorted(os.listdir(fresh.path(folder))) == sorted(before + ["newsub", "new2.h5"])
+    assert os.listdir(fresh.path(folder) / "newsub") == ["new.h5"]
+
+
+# ---- unmounting ----
+
+PR_SET_CHILD_SUBREAPER = 36
+
+
+def set_child_subreaper(on):
+    """Make this process adopt orphaned descendants, so that a daemonised h5osfs becomes our
+    child once its launcher exits: we can then reap it and read its exit status."""
+    import ctypes
+    libc = ctypes.CDLL(None, use_errno=True)
+    assert libc.prctl(PR_SET_CHILD_SUBREAPER, int(on), 0, 0, 0) == 0, ctypes.get_errno()
+
+
+def wait_exit(pid, timeout):
+    """The exit status of our child pid, or None if it is still running after timeout."""
+    deadline = time.monotonic() + timeout
+    while True:
+        done, status = os.waitpid(pid, os.WNOHANG)
+        if done == pid:
+            return os.waitstatus_to_exitcode(status)
+        if time.monotonic() > deadline:
+            return None
+        time.sleep(0.05)
+
+
+def test_daemonised_unmount_leaves_nothing(tmp_path):
+    mnt = tmp_path / "daemon-mnt-unique"
+    mnt.mkdir()
+    log = tmp_path / "daemon.log"
+    pid = None
+    set_child_subreaper(True)
+    try:
+        r = subprocess.run([str(h5osfs_bin()), "-o", f"log_file={log}", "-o", "user=test_user1",
+                            str(BUCKET), str(mnt)], stdin=subprocess.DEVNULL,
+                           stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, timeout=10)
+        assert r.returncode == 0, r.stderr
+        deadline = time.monotonic() + 10
+        while not is_mounted(mnt):
+            assert time.monotonic() < deadline, "not mounted within 10 s"
+            time.sleep(0.02)
+        pg = subprocess.run(["pgrep", "-f", str(mnt)], capture_output=True, text=True,
+                            timeout=10)
+        pids = [int(p) for p in pg.stdout.split()]
+        assert len(pids) == 1, pg.stdout
+        pid = pids[0]
+        assert os.getsid(pid) == pid, "the daemon runs in its own session"
+        assert "home" in os.listdir(mnt)
+        subprocess.run(["fusermount3", "-u", str(mnt)], check=True, timeout=10)
+        status = wait_exit(pid, 10)
+        assert status is not None, f"h5osfs {pid} still running 10 s after unmount"
+        pid = None
+        assert status == 0
+        assert not is_mounted(mnt)
+        text = log.read_text()
+        assert "mounted" in text and "unmounted" in text
+    finally:
+        if is_mounted(mnt):
+            subprocess.run(["fusermount3", "-u", str(mnt)], timeout=10)
+        if pid is not None and wait_exit(pid, 0) is None:
+            os.kill(pid, signal.SIGKILL)
+            wait_exit(pid, 10)
+        set_child_subreaper(False)
+
+
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT], ids=["TERM", "INT"])
+def test_signal_unmounts_cleanly(tmp_path, sig):
+    """SIGTERM (or SIGINT) to a foreground daemon: it unmounts and exits with status 0 (the man page: "0
+    after a clean unmount"). Run outside the mount_bucket fixture so that a wrong exit status
+    is reported once, here."""
+    mnt = tmp_path / "mnt"
+    mnt.mkdir()
+    m = Mount(BUCKET, mnt, tmp_path / "h5osfs.log", ["-o", "user=test_user1"])
+    try:
+        assert "home" in os.listdir(m.mnt)
+        m.proc.send_signal(sig)
+        rc = m.proc.wait(timeout=10)
+        assert not is_mounted(m.mnt)
+        assert os.listdir(m.mnt) == []
+        assert "unmounted" in m.log()
+        assert rc == 0, f"exit status {rc} after {sig!r}; stderr: {m.proc.communicate()[1]!r}"
+    finally:
+        if is_mounted(mnt):
+            subprocess.run(["fusermount3", "-u", str(mnt)], timeout=10)
+        if m.proc.poll() is None:
+            m.proc.kill()
+            m.proc.wait()
