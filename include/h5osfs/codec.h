@@ -9,7 +9,8 @@
  *
  * Every decoder checks sizes before it allocates or copies: a frame or header that states a size
  * other than the expected one, a truncated stream, trailing garbage, a size beyond the caller's
- * limit: -EINVAL (with a reason) and no partial output is ever reported as success.
+ * limit: -EINVAL (with a reason; -ENOMEM when memory runs out) and no partial output is ever
+ * reported as success.
  * Pure and thread-safe (c-blosc is used through its _ctx functions only).
  */
 #ifndef H5OSFS_CODEC_H
@@ -38,7 +39,7 @@ struct codec_spec {
  * The spec of a dataset from its creationProperties.filters (a JSON array or NULL), its stored
  * element size, and whether the type holds variable-length data (then shuffles are ignored, as
  * HSDS ignores them). Entries may be objects, names or numeric ids (§5.2). 0 or -EINVAL with a
- * reason: a filter that no HSDS reader can decode (szip, lzf, snappy stream, …) is refused.
+ * reason: a filter that no HSDS reader can decode (szip, lzf, unknown ids) is refused.
  */
 int codec_spec_from_filters(const json_t *filters, size_t itemsize, int is_vlen,
                             enum codec_source source, struct codec_spec *out, char *why,
