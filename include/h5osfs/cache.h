@@ -1,0 +1,34 @@
+/*
+ * cache: decoded chunks, shared by every image and reader, bounded in bytes (LRU).
+ *
+ * One fetch per chunk however many readers want it at once: the first caller loads it, the
+ * others wait for that load and share its result (or its error). Entries are reference
+ * counted; eviction never frees an entry a reader still holds. Thread-safe.
+ */
+#ifndef H5OSFS_CACHE_H
+#define H5OSFS_CACHE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+struct chunk_cache;
+struct chunk_entry;
+
+/* Fill buf (size bytes) with the chunk's decoded bytes; 0 or -errno (logged by the loader). */
+typedef int (*chunk_load_fn)(void *ctx, void *buf, size_t size);
+
+struct chunk_cache *chunk_cache_new(uint64_t max_bytes);
+void chunk_cache_free(struct chunk_cache *cache);
+
+/* The entry for key, loaded with load(ctx, …) if absent. 0 or the loader's -errno. */
+int chunk_cache_get(struct chunk_cache *cache, const char *key, size_t size, chunk_load_fn load,
+                    void *ctx, struct chunk_entry **out);
+const void *chunk_entry_data(const struct chunk_entry *e);
+void chunk_entry_put(struct chunk_cache *cache, struct chunk_entry *e);
+
+struct chunk_cache_stats {
+    uint64_t hits, misses, waits, evictions, bytes, entries;
+};
+void chunk_cache_stats(struct chunk_cache *cache, struct chunk_cache_stats *out);
+
+#endif

@@ -1,0 +1,299 @@
+/*
+ * chunk_cache: see include/h5osfs/cache.h.
+ *
+ * One mutex guards everything; one condition variable announces finished loads. Every entry
+ * that is loading or loaded sits in the map, so a second caller for the same key finds it and
+ * waits instead of fetching again. Loaded entries no reader holds also sit on the idle list,
+ * most recently released first; eviction takes from its tail, so an entry a reader holds is
+ * never a candidate. A failed load leaves the map at once (not cached: the next get retries);
+ * its waiters still hold it, and the last of them frees it.
+ */
+#include "h5osfs/cache.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "h5osfs/log.h"
+#include "h5osfs/strmap.h"
+
+enum entry_state { ENTRY_LOADING, ENTRY_READY, ENTRY_FAILED };
+
+struct chunk_entry {
+    struct chunk_entry *prev, *next; /* idle list links; meaningful only while idle */
+    void *data;                      /* written by the loader before READY, read-only after */
+    size_t size;
+    unsigned long refs;              /* the loader, waiters and readers holding it */
+    enum entry_state state;
+    int err;                         /* the loader's -errno once FAILED */
+    int in_map;                      /* 0 once a failed load removed it */
+    int idle;                        /* on the idle list (READY, refs 0) */
+    char key[];                      /* our own copy: eviction removes by key */
+};
+
+struct chunk_cache {
+    pthread_mutex_t lock;
+    pthread_cond_t loaded;           /* broadcast whenever a load finishes, either way */
+    struct strmap *map;              /* key -> struct chunk_entry, loading or loaded */
+    struct chunk_entry *idle_head;   /* most recently released */
+    struct chunk_entry *idle_tail;   /* next to evict */
+    uint64_t max_bytes;
+    struct chunk_cache_stats st;     /* bytes and entries count loaded entries in the map */
+};
+
+/* A failing lock primitive means a corrupted or misused lock: nothing sane is left to do. */
+static void must(int rc, const char *what)
+{
+    if (rc != 0) {
+        log_error("cache: %s failed: %s", what, strerror(rc));
+        abort();
+    }
+}
+
+static void cache_lock(struct chunk_cache *c)
+{
+    must(pthread_mutex_lock(&c->lock), "pthread_mutex_lock");
+}
+
+static void cache_unlock(struct chunk_cache *c)
+{
+    must(pthread_mutex_unlock(&c->lock), "pthread_mutex_unlock");
+}
+
+static void free_entry(struct chunk_entry *e)
+{
+    free(e->data);
+    free(e);
+}
+
+/* strmap_free wants a void * callback. */
+static void free_entry_value(void *v)
+{
+    free_entry(v);
+}
+
+struct chunk_cache *chunk_cache_new(uint64_t max_bytes)
+{
+    struct chunk_cache *c = calloc(1, sizeof *c);
+    if (!c)
+        return NULL;
+    c->max_bytes = max_bytes;
+    c->map = strmap_new();
+    if (!c->map)
+        goto fail_map;
+    if (pthread_mutex_init(&c->lock, NULL) != 0)
+        goto fail_lock;
+    if (pthread_cond_init(&c->loaded, NULL) != 0)
+        goto fail_cond;
+    return c;
+
+fail_cond:
+    pthread_mutex_destroy(&c->lock);
+fail_lock:
+    strmap_free(c->map, NULL);
+fail_map:
+    free(c);
+    return NULL;
+}
+
+void chunk_cache_free(struct chunk_cache *cache)
+{
+    if (!cache)
+        return;
+    /* No reader holds anything now, so every live entry is in the map. */
+    strmap_free(cache->map, free_entry_value);
+    pthread_cond_destroy(&cache->loaded);
+    pthread_mutex_destroy(&cache->lock);
+    free(cache);
+}
+
+static void idle_push(struct chunk_cache *c, struct chunk_entry *e)
+{
+    e->prev = NULL;
+    e->next = c->idle_head;
+    if (c->idle_head)
+        c->idle_head->prev = e;
+    else
+        c->idle_tail = e;
+    c->idle_head = e;
+    e->idle = 1;
+}
+
+static void idle_unlink(struct chunk_cache *c, struct chunk_entry *e)
+{
+    if (e->prev)
+        e->prev->next = e->next;
+    else
+        c->idle_head = e->next;
+    if (e->next)
+        e->next->prev = e->prev;
+    else
+        c->idle_tail = e->prev;
+    e->prev = e->next = NULL;
+    e->idle = 0;
+}
+
+/* Drop least recently used idle entries until the total fits; held entries are not idle. */
+static void evict(struct chunk_cache *c)
+{
+    while (c->st.bytes > c->max_bytes && c->idle_tail) {
+        struct chunk_entry *v = c->idle_tail;
+        idle_unlink(c, v);
+        strmap_remove(c->map, v->key);
+        c->st.bytes -= v->size;
+        c->st.entries--;
+        c->st.evictions++;
+        free_entry(v);
+    }
+}
+
+/* Drop one reference (locked). The last one idles a cached entry or frees a failed one. */
+static void release(struct chunk_cache *c, struct chunk_entry *e)
+{
+    if (--e->refs > 0)
+        return;
+    if (!e->in_map) {
+        free_entry(e);
+        return;
+    }
+    idle_push(c, e);
+    evict(c);
+}
+
+/* Share an entry already in the map (locked): a hit, or a wait for another caller's load. */
+static int join(struct chunk_cache *c, struct chunk_entry *e)
+{
+    if (e->state == ENTRY_READY) {
+        c->st.hits++;
+        if (e->idle)
+            idle_unlink(c, e);
+        e->refs++;
+        return 0;
+    }
+    c->st.waits++;
+    e->refs++;          /* keeps a failed entry alive until this waiter has read its error */
+    while (e->state == ENTRY_LOADING)
+        must(pthread_cond_wait(&c->loaded, &c->lock), "pthread_cond_wait");
+    if (e->state == ENTRY_READY)
+        return 0;
+    int err = e->err;
+    release(c, e);
+    return err;
+}
+
+/* Allocate and fill the buffer, without the lock: the loader may do network I/O. */
+static int fill(struct chunk_entry *e, chunk_load_fn load, void *ctx)
+{
+    e->data = malloc(e->size ? e->size : 1);    /* malloc(0) may be NULL, not a failure */
+    if (!e->data) {
+        log_error("cache: cannot allocate %zu bytes for chunk %s", e->size, e->key);
+        return -ENOMEM;
+    }
+    int rc = load(ctx, e->data, e->size);
+    /* The loader promises 0 or -errno; a positive value must not pass for success. */
+    return rc > 0 ? -EIO : rc;
+}
+
+/* Publish a finished load (locked) and wake everyone waiting for any load. */
+static void finish_load(struct chunk_cache *c, struct chunk_entry *e, int rc)
+{
+    if (rc == 0) {
+        e->state = ENTRY_READY;
+        c->st.bytes += e->size;
+        c->st.entries++;
+        evict(c);       /* e is held by its loader, so only older idle entries go */
+    } else {
+        e->state = ENTRY_FAILED;
+        e->err = rc;
+        strmap_remove(c->map, e->key);  /* not cached: the next get loads afresh */
+        e->in_map = 0;
+    }
+    must(pthread_cond_broadcast(&c->loaded), "pthread_cond_broadcast");
+}
+
+/* Create the entry and load it (called and returns locked; unlocked while loading). */
+static int load_new(struct chunk_cache *c, const char *key, size_t size, chunk_load_fn load,
+                    void *ctx, struct chunk_entry **out)
+{
+    size_t klen = strlen(key);
+    struct chunk_entry *e = calloc(1, sizeof *e + klen + 1);
+    if (!e) {
+        log_error("cache: cannot allocate an entry for chunk %s", key);
+        return -ENOMEM;
+    }
+    memcpy(e->key, key, klen + 1);
+    e->size = size;
+    e->refs = 1;
+    e->state = ENTRY_LOADING;
+    e->in_map = 1;
+    int rc = strmap_put(c->map, key, e, NULL);
+    if (rc < 0) {
+        log_error("cache: cannot index chunk %s: %s", key, strerror(-rc));
+        free(e);
+        return rc;
+    }
+    c->st.misses++;
+
+    cache_unlock(c);
+    rc = fill(e, load, ctx);
+    cache_lock(c);
+
+    finish_load(c, e, rc);
+    if (rc < 0) {
+        release(c, e);
+        return rc;
+    }
+    *out = e;
+    return 0;
+}
+
+int chunk_cache_get(struct chunk_cache *cache, const char *key, size_t size, chunk_load_fn load,
+                    void *ctx, struct chunk_entry **out)
+{
+    struct chunk_entry *e = NULL;
+    size_t have = 0;
+    int mismatch = 0, rc;
+
+    *out = NULL;
+    cache_lock(cache);
+    struct chunk_entry *found = strmap_get(cache->map, key);
+    if (found && found->size != size) {
+        have = found->size;     /* a caller bug: two sizes for one chunk; never mix them */
+        mismatch = 1;
+        rc = -EINVAL;
+    } else if (found) {
+        rc = join(cache, found);
+        e = found;
+    } else {
+        rc = load_new(cache, key, size, load, ctx, &e);
+    }
+    cache_unlock(cache);
+
+    if (mismatch)     /* logged outside the lock: the cache's log is no reason to wait */
+        log_error("cache: chunk %s requested as %zu bytes but cached as %zu", key, size, have);
+    if (rc == 0)
+        *out = e;
+    return rc;
+}
+
+const void *chunk_entry_data(const struct chunk_entry *e)
+{
+    return e->data;
+}
+
+void chunk_entry_put(struct chunk_cache *cache, struct chunk_entry *e)
+{
+    if (!e)
+        return;
+    cache_lock(cache);
+    release(cache, e);
+    cache_unlock(cache);
+}
+
+void chunk_cache_stats(struct chunk_cache *cache, struct chunk_cache_stats *out)
+{
+    cache_lock(cache);
+    *out = cache->st;
+    cache_unlock(cache);
+}

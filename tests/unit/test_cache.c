@@ -1,0 +1,492 @@
+/*
+ * The chunk cache alone: hits, LRU order by bytes, held entries surviving eviction, no-cache
+ * mode, failed loads (shared, not cached, retried), single flight, and a many-thread random
+ * workload whose every read is checked against a pattern derived from the key.
+ */
+#include <errno.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "check.h"
+#include "h5osfs/cache.h"
+
+/* What a test loader does; every field but key is optional. */
+struct load_ctx {
+    const char *key;
+    atomic_int *calls;          /* loads started */
+    atomic_int *ok;             /* loads that succeeded */
+    int fail;                   /* -errno to return instead of loading */
+    int sleep_ms;
+    struct chunk_cache *cache;  /* with wait_for: stall until that many callers wait */
+    uint64_t wait_for;
+    const char *nested;         /* get and put this key from inside the loader */
+};
+
+static uint64_t key_hash(const char *key)
+{
+    uint64_t h = 0xcbf29ce484222325ull;
+    for (const unsigned char *p = (const unsigned char *)key; *p; p++)
+        h = (h ^ *p) * 0x100000001b3ull;
+    return h;
+}
+
+static unsigned char pattern_byte(uint64_t h, size_t i)
+{
+    return (unsigned char)((h >> ((i % 8) * 8)) ^ i);
+}
+
+static int pattern_ok(const char *key, const void *data, size_t size)
+{
+    const unsigned char *b = data;
+    uint64_t h = key_hash(key);
+    for (size_t i = 0; i < size; i++)
+        if (b[i] != pattern_byte(h, i))
+            return 0;
+    return 1;
+}
+
+static void sleep_ms(int ms)
+{
+    struct timespec ts = { ms / 1000, (long)(ms % 1000) * 1000000L };
+    while (nanosleep(&ts, &ts) != 0 && errno == EINTR)
+        ;
+}
+
+/* Single-flight tests stall the load until every other thread is waiting, so "exactly one
+ * load" does not depend on thread start-up timing; the deadline keeps a bug from hanging. */
+static void wait_for_waiters(struct chunk_cache *cache, uint64_t n)
+{
+    for (int i = 0; i < 10000; i++) {
+        struct chunk_cache_stats st;
+        chunk_cache_stats(cache, &st);
+        if (st.waits >= n)
+            return;
+        sleep_ms(1);
+    }
+}
+
+static int nested_load(void *ctx, void *buf, size_t size);
+
+static int test_load(void *arg, void *buf, size_t size)
+{
+    struct load_ctx *ctx = arg;
+    if (ctx->calls)
+        atomic_fetch_add(ctx->calls, 1);
+    if (ctx->sleep_ms)
+        sleep_ms(ctx->sleep_ms);
+    if (ctx->cache && ctx->wait_for)
+        wait_for_waiters(ctx->cache, ctx->wait_for);
+    if (ctx->nested) {
+        /* Would deadlock if the cache held its lock around the loader. */
+        struct load_ctx inner = { .key = ctx->nested };
+        struct chunk_entry *e;
+        int rc = chunk_cache_get(ctx->cache, ctx->nested, 16, nested_load, &inner, &e);
+        if (rc < 0)
+            return rc;
+        chunk_entry_put(ctx->cache, e);
+    }
+    if (ctx->fail)
+        return ctx->fail;
+    uint64_t h = key_hash(ctx->key);
+    unsigned char *b = buf;
+    for (size_t i = 0; i < size; i++)
+        b[i] = pattern_byte(h, i);
+    if (ctx->ok)
+        atomic_fetch_add(ctx->ok, 1);
+    return 0;
+}
+
+static int nested_load(void *ctx, void *buf, size_t size)
+{
+    return test_load(ctx, buf, size);
+}
+
+/* Get and put key, checking its data; returns how many loads it started (0 or 1). */
+static int touch(struct chunk_cache *c, const char *key, size_t size)
+{
+    atomic_int calls = 0;
+    struct load_ctx ctx = { .key = key, .calls = &calls };
+    struct chunk_entry *e;
+    CHECK_INT(chunk_cache_get(c, key, size, test_load, &ctx, &e), 0);
+    CHECK(pattern_ok(key, chunk_entry_data(e), size));
+    chunk_entry_put(c, e);
+    return atomic_load(&calls);
+}
+
+static struct chunk_cache_stats stats(struct chunk_cache *c)
+{
+    struct chunk_cache_stats st;
+    chunk_cache_stats(c, &st);
+    return st;
+}
+
+static void test_basic(void)
+{
+    struct chunk_cache *c = chunk_cache_new(1 << 20);
+    CHECK(c != NULL);
+    CHECK_INT(touch(c, "a", 100), 1);
+    CHECK_INT(touch(c, "a", 100), 0);
+    CHECK_INT(touch(c, "b", 0), 1);             /* an empty chunk is still a chunk */
+    CHECK_INT(touch(c, "b", 0), 0);
+    struct chunk_cache_stats st = stats(c);
+    CHECK_INT(st.hits, 2);
+    CHECK_INT(st.misses, 2);
+    CHECK_INT(st.waits, 0);
+    CHECK_INT(st.entries, 2);
+    CHECK_INT(st.bytes, 100);
+    CHECK_INT(st.evictions, 0);
+
+    /* Two holders share one buffer. */
+    struct load_ctx ctx = { .key = "a" };
+    struct chunk_entry *e1, *e2;
+    CHECK_INT(chunk_cache_get(c, "a", 100, test_load, &ctx, &e1), 0);
+    CHECK_INT(chunk_cache_get(c, "a", 100, test_load, &ctx, &e2), 0);
+    CHECK(e1 == e2);
+    chunk_entry_put(c, e1);
+    chunk_entry_put(c, e2);
+    chunk_entry_put(c, NULL);                   /* harmless */
+    chunk_cache_free(c);
+    chunk_cache_free(NULL);
+}
+
+static void test_size_mismatch(void)
+{
+    struct chunk_cache *c = chunk_cache_new(1 << 20);
+    CHECK_INT(touch(c, "a", 100), 1);
+    struct load_ctx ctx = { .key = "a" };
+    struct chunk_entry *e = (struct chunk_entry *)&ctx;
+    fprintf(stderr, "(an error about chunk a's size is expected next)\n");
+    CHECK_INT(chunk_cache_get(c, "a", 50, test_load, &ctx, &e), -EINVAL);
+    CHECK(e == NULL);
+    struct chunk_cache_stats st = stats(c);
+    CHECK_INT(st.hits, 0);
+    CHECK_INT(st.entries, 1);
+    CHECK_INT(touch(c, "a", 100), 0);           /* the cached entry is untouched */
+    chunk_cache_free(c);
+}
+
+static void test_lru_order(void)
+{
+    struct chunk_cache *c = chunk_cache_new(300);
+    CHECK_INT(touch(c, "a", 100), 1);
+    CHECK_INT(touch(c, "b", 100), 1);
+    CHECK_INT(touch(c, "c", 100), 1);
+    CHECK_INT(stats(c).bytes, 300);
+    CHECK_INT(touch(c, "a", 100), 0);           /* a is now newer than b and c */
+    CHECK_INT(touch(c, "d", 100), 1);           /* evicts b, the oldest */
+    CHECK_INT(stats(c).evictions, 1);
+    CHECK_INT(stats(c).entries, 3);
+    CHECK_INT(stats(c).bytes, 300);
+    CHECK_INT(touch(c, "c", 100), 0);           /* order, newest first: c d a */
+    CHECK_INT(touch(c, "a", 100), 0);           /* a c d */
+    CHECK_INT(touch(c, "b", 100), 1);           /* b back, d out: b a c */
+    CHECK_INT(touch(c, "d", 100), 1);           /* d back, c out: d b a */
+    CHECK_INT(touch(c, "a", 100), 0);
+    CHECK_INT(touch(c, "b", 100), 0);
+    CHECK_INT(touch(c, "c", 100), 1);
+    CHECK_INT(stats(c).evictions, 4);
+    CHECK_INT(touch(c, "big", 1000), 1);        /* larger than the limit: loaded, not kept */
+    struct chunk_cache_stats st = stats(c);
+    CHECK_INT(st.entries, 0);                   /* and it pushed everything else out first */
+    CHECK_INT(st.bytes, 0);
+    CHECK_INT(st.evictions, 8);
+    chunk_cache_free(c);
+}
+
+static void test_held_not_evicted(void)
+{
+    struct chunk_cache *c = chunk_cache_new(200);
+    struct load_ctx ca = { .key = "a" }, cb = { .key = "b" }, cc = { .key = "c" };
+    struct chunk_entry *a, *b, *e;
+    CHECK_INT(chunk_cache_get(c, "a", 100, test_load, &ca, &a), 0);
+    CHECK_INT(chunk_cache_get(c, "b", 100, test_load, &cb, &b), 0);
+    CHECK_INT(chunk_cache_get(c, "c", 100, test_load, &cc, &e), 0);
+    struct chunk_cache_stats st = stats(c);
+    CHECK_INT(st.bytes, 300);                   /* over the limit while all are held */
+    CHECK_INT(st.entries, 3);
+    CHECK_INT(st.evictions, 0);
+    CHECK(pattern_ok("a", chunk_entry_data(a), 100));
+    CHECK(pattern_ok("b", chunk_entry_data(b), 100));
+    CHECK(pattern_ok("c", chunk_entry_data(e), 100));
+
+    chunk_entry_put(c, e);                      /* c is the only idle one: it goes */
+    st = stats(c);
+    CHECK_INT(st.bytes, 200);
+    CHECK_INT(st.evictions, 1);
+    CHECK_INT(touch(c, "c", 100), 1);           /* and a, b held: c goes again at once */
+    CHECK_INT(stats(c).evictions, 2);
+    CHECK(pattern_ok("a", chunk_entry_data(a), 100));
+    chunk_entry_put(c, a);
+    chunk_entry_put(c, b);
+    st = stats(c);
+    CHECK_INT(st.bytes, 200);                   /* fits: nothing more goes */
+    CHECK_INT(st.evictions, 2);
+    CHECK_INT(touch(c, "a", 100), 0);
+    CHECK_INT(touch(c, "b", 100), 0);
+    chunk_cache_free(c);
+}
+
+static void test_no_caching(void)
+{
+    struct chunk_cache *c = chunk_cache_new(0);
+    CHECK_INT(touch(c, "a", 100), 1);
+    CHECK_INT(touch(c, "a", 100), 1);
+    struct chunk_cache_stats st = stats(c);
+    CHECK_INT(st.entries, 0);
+    CHECK_INT(st.bytes, 0);
+    CHECK_INT(st.misses, 2);
+
+    /* A buffer still held is shared rather than fetched twice, then dropped with the last. */
+    struct load_ctx ctx = { .key = "a" };
+    struct chunk_entry *e1, *e2;
+    CHECK_INT(chunk_cache_get(c, "a", 100, test_load, &ctx, &e1), 0);
+    CHECK_INT(chunk_cache_get(c, "a", 100, test_load, &ctx, &e2), 0);
+    CHECK(e1 == e2);
+    CHECK_INT(stats(c).entries, 1);
+    chunk_entry_put(c, e1);
+    CHECK_INT(stats(c).entries, 1);
+    chunk_entry_put(c, e2);
+    CHECK_INT(stats(c).entries, 0);
+    CHECK_INT(touch(c, "a", 100), 1);
+    chunk_cache_free(c);
+}
+
+static void test_failing_loader(void)
+{
+    struct chunk_cache *c = chunk_cache_new(1 << 20);
+    atomic_int calls = 0;
+    struct load_ctx bad = { .key = "a", .calls = &calls, .fail = -EIO };
+    struct chunk_entry *e = (struct chunk_entry *)&bad;
+    CHECK_INT(chunk_cache_get(c, "a", 100, test_load, &bad, &e), -EIO);
+    CHECK(e == NULL);
+    struct chunk_cache_stats st = stats(c);
+    CHECK_INT(st.entries, 0);
+    CHECK_INT(st.bytes, 0);
+    bad.fail = -ENOENT;
+    CHECK_INT(chunk_cache_get(c, "a", 100, test_load, &bad, &e), -ENOENT); /* tried again */
+    CHECK_INT(atomic_load(&calls), 2);
+    CHECK_INT(touch(c, "a", 100), 1);           /* a good load after failures is cached */
+    CHECK_INT(touch(c, "a", 100), 0);
+    st = stats(c);
+    CHECK_INT(st.misses, 3);
+    CHECK_INT(st.hits, 1);
+    CHECK_INT(st.entries, 1);
+    chunk_cache_free(c);
+}
+
+static void test_nested_get(void)
+{
+    struct chunk_cache *c = chunk_cache_new(1 << 20);
+    struct load_ctx ctx = { .key = "outer", .cache = c, .nested = "inner" };
+    struct chunk_entry *e;
+    CHECK_INT(chunk_cache_get(c, "outer", 64, test_load, &ctx, &e), 0);
+    CHECK(pattern_ok("outer", chunk_entry_data(e), 64));
+    chunk_entry_put(c, e);
+    CHECK_INT(stats(c).entries, 2);
+    CHECK_INT(touch(c, "inner", 16), 0);
+    chunk_cache_free(c);
+}
+
+/* ---- single flight ---- */
+
+#define FLIGHT_THREADS 16
+
+struct flight {
+    struct chunk_cache *cache;
+    struct load_ctx ctx;        /* shared: whichever thread loads uses it */
+    pthread_barrier_t start;
+    int rc[FLIGHT_THREADS];
+    const void *data[FLIGHT_THREADS];
+    int bad_data[FLIGHT_THREADS];
+};
+
+struct flight_arg {
+    struct flight *f;
+    int i;
+};
+
+static void *flight_thread(void *arg)
+{
+    struct flight_arg *a = arg;
+    struct flight *f = a->f;
+    struct chunk_entry *e;
+    int rc = pthread_barrier_wait(&f->start);
+    if (rc != 0 && rc != PTHREAD_BARRIER_SERIAL_THREAD)
+        abort();
+    f->rc[a->i] = chunk_cache_get(f->cache, "k", 4096, test_load, &f->ctx, &e);
+    if (f->rc[a->i] == 0) {
+        f->data[a->i] = chunk_entry_data(e);
+        f->bad_data[a->i] = !pattern_ok("k", f->data[a->i], 4096);
+        chunk_entry_put(f->cache, e);
+    }
+    return NULL;
+}
+
+/* nthreads get one key at once; the one load sleeps 50 ms, then fails with fail or succeeds. */
+static void run_flight(uint64_t max_bytes, int nthreads, int fail)
+{
+    static struct flight f;     /* static: the barrier and arrays are large for a stack */
+    atomic_int calls = 0;
+    pthread_t th[FLIGHT_THREADS];
+    struct flight_arg args[FLIGHT_THREADS];
+
+    memset(&f, 0, sizeof f);
+    f.cache = chunk_cache_new(max_bytes);
+    f.ctx = (struct load_ctx){ .key = "k", .calls = &calls, .fail = fail, .sleep_ms = 50,
+                               .cache = f.cache, .wait_for = (uint64_t)nthreads - 1 };
+    CHECK_INT(pthread_barrier_init(&f.start, NULL, (unsigned)nthreads), 0);
+    for (int i = 0; i < nthreads; i++) {
+        args[i] = (struct flight_arg){ &f, i };
+        CHECK_INT(pthread_create(&th[i], NULL, flight_thread, &args[i]), 0);
+    }
+    for (int i = 0; i < nthreads; i++)
+        CHECK_INT(pthread_join(th[i], NULL), 0);
+    CHECK_INT(pthread_barrier_destroy(&f.start), 0);
+
+    CHECK_INT(atomic_load(&calls), 1);
+    int same = 1;
+    for (int i = 0; i < nthreads; i++) {
+        same &= f.rc[i] == fail && !f.bad_data[i] && f.data[i] == f.data[0];
+    }
+    CHECK(same);
+    struct chunk_cache_stats st = stats(f.cache);
+    CHECK_INT(st.misses, 1);
+    CHECK_INT(st.waits, nthreads - 1);
+    CHECK_INT(st.hits, 0);
+    CHECK_INT(st.entries, fail || max_bytes == 0 ? 0 : 1);
+    if (fail) {
+        CHECK_INT(touch(f.cache, "k", 4096), 1);     /* the failure was not cached */
+    }
+    chunk_cache_free(f.cache);
+}
+
+static void test_single_flight(void)
+{
+    run_flight(1 << 20, FLIGHT_THREADS, 0);
+    run_flight(1 << 20, 8, -EIO);
+    run_flight(0, 8, 0);
+}
+
+/* ---- random workload ---- */
+
+#define STRESS_THREADS 8
+#define STRESS_OPS 3000
+#define STRESS_KEYS 48
+#define STRESS_HOLD 3
+#define STRESS_LIMIT 2048
+
+struct stress {
+    struct chunk_cache *cache;
+    atomic_int calls, ok;
+    atomic_long gets, failed, bad;
+};
+
+struct held {
+    struct chunk_entry *e;
+    char key[16];
+    size_t size;
+};
+
+static uint32_t next_rand(uint32_t *s)
+{
+    *s ^= *s << 13;             /* xorshift32: per-thread, no shared state */
+    *s ^= *s >> 17;
+    *s ^= *s << 5;
+    return *s;
+}
+
+static void stress_release(struct stress *s, struct held *h)
+{
+    if (!pattern_ok(h->key, chunk_entry_data(h->e), h->size))
+        atomic_fetch_add(&s->bad, 1);           /* changed or freed while held */
+    chunk_entry_put(s->cache, h->e);
+    h->e = NULL;
+}
+
+static void stress_get(struct stress *s, struct held *h, uint32_t *rnd)
+{
+    int k = (int)(next_rand(rnd) % STRESS_KEYS);
+    snprintf(h->key, sizeof h->key, "key/%d", k);
+    h->size = 64 + (size_t)(k % 7) * 48;        /* one size per key, 64..352 bytes */
+    /* Every 11th key fails a third of its loads: errors must reach waiters, never stick. */
+    int fail = k % 11 == 0 && next_rand(rnd) % 3 == 0 ? -EIO : 0;
+    struct load_ctx ctx = { .key = h->key, .calls = &s->calls, .ok = &s->ok, .fail = fail };
+    atomic_fetch_add(&s->gets, 1);
+    int rc = chunk_cache_get(s->cache, h->key, h->size, test_load, &ctx, &h->e);
+    if (rc == -EIO && k % 11 == 0) {
+        atomic_fetch_add(&s->failed, 1);
+        h->e = NULL;
+    } else if (rc != 0 || !pattern_ok(h->key, chunk_entry_data(h->e), h->size)) {
+        atomic_fetch_add(&s->bad, 1);
+        if (rc == 0)
+            chunk_entry_put(s->cache, h->e);
+        h->e = NULL;
+    }
+}
+
+static void *stress_thread(void *arg)
+{
+    struct stress *s = arg;
+    struct held held[STRESS_HOLD] = { 0 };
+    static atomic_uint seeds = 1;
+    uint32_t rnd = 0x9e3779b9u * atomic_fetch_add(&seeds, 1);
+
+    for (int op = 0; op < STRESS_OPS; op++) {
+        struct held *h = &held[next_rand(&rnd) % STRESS_HOLD];
+        if (h->e)
+            stress_release(s, h);
+        if (next_rand(&rnd) % 4 != 0)           /* sometimes leave the slot empty */
+            stress_get(s, h, &rnd);
+    }
+    for (int i = 0; i < STRESS_HOLD; i++)
+        if (held[i].e)
+            stress_release(s, &held[i]);
+    return NULL;
+}
+
+static void test_stress(void)
+{
+    static struct stress s;
+    pthread_t th[STRESS_THREADS];
+
+    memset(&s, 0, sizeof s);
+    s.cache = chunk_cache_new(STRESS_LIMIT);
+    CHECK(s.cache != NULL);
+    for (int i = 0; i < STRESS_THREADS; i++)
+        CHECK_INT(pthread_create(&th[i], NULL, stress_thread, &s), 0);
+    for (int i = 0; i < STRESS_THREADS; i++)
+        CHECK_INT(pthread_join(th[i], NULL), 0);
+
+    struct chunk_cache_stats st = stats(s.cache);
+    CHECK_INT(atomic_load(&s.bad), 0);
+    CHECK_INT(st.hits + st.misses + st.waits, atomic_load(&s.gets));
+    CHECK_INT(st.misses, atomic_load(&s.calls));
+    /* Every good load made one entry; every entry is still here or was evicted. */
+    CHECK_INT(atomic_load(&s.ok), st.evictions + st.entries);
+    CHECK(st.bytes <= STRESS_LIMIT);
+    CHECK(st.entries <= STRESS_KEYS);
+    CHECK(st.evictions > 0);                    /* the limit really was exercised */
+    CHECK(atomic_load(&s.failed) > 0);          /* and so were failures */
+    chunk_cache_free(s.cache);
+}
+
+int main(int argc, char **argv)
+{
+    (void)argc;
+    (void)argv;                                 /* no data files needed */
+    test_basic();
+    test_size_mismatch();
+    test_lru_order();
+    test_held_not_evicted();
+    test_no_caching();
+    test_failing_loader();
+    test_nested_get();
+    test_single_flight();
+    test_stress();
+    return check_done("cache");
+}
