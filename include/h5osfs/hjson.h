@@ -2,10 +2,12 @@
  * hjson: parse JSON as HSDS writes it (Python's json.dumps, spec §3.0).
  *
  * Python writes NaN and infinities as the bare tokens NaN, Infinity and -Infinity, which jansson
- * (strict RFC 8259) refuses. hjson_loadb rewrites those tokens, outside strings only, into the
- * reserved strings HJSON_NAN, HJSON_INF and HJSON_NINF (which cannot occur in HSDS JSON: they
- * start with a NUL character) and parses the result with jansson. hjson_number reads a number
- * back, accepting those markers and the numeric strings HSDS stores ("nan", "1.5", …).
+ * (strict RFC 8259) refuses, and integers beyond int64 (uint64 attribute values), which
+ * jansson cannot hold. hjson_loadb rewrites those tokens, outside strings only, into reserved
+ * strings that start with the control character \x01 (which HSDS never writes unescaped in a
+ * name or value it makes): HJSON_NAN, HJSON_INF, HJSON_NINF, and HJSON_BIGINT_PREFIX followed by
+ * the decimal digits; then it parses the result with jansson. hjson_number reads a number back,
+ * accepting those markers and the numeric strings HSDS stores ("nan", "1.5", …).
  */
 #ifndef H5OSFS_HJSON_H
 #define H5OSFS_HJSON_H
@@ -17,6 +19,9 @@
 #define HJSON_NAN "\x01NaN"
 #define HJSON_INF "\x01Infinity"
 #define HJSON_NINF "\x01-Infinity"
+/* Integers outside json_int_t (uint64 values above INT64_MAX) become the string
+ * HJSON_BIGINT_PREFIX followed by their decimal digits. */
+#define HJSON_BIGINT_PREFIX "\x01"
 
 /* A new reference, or NULL with a reason (jansson's message with line and column) in why. */
 json_t *hjson_loadb(const char *text, size_t len, char *why, size_t why_len);

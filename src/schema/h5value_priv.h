@@ -1,0 +1,28 @@
+/* h5value_priv: what h5value.c (stored bytes, base64, free) and h5value_json.c (JSON values)
+ * share. Private to src/schema. */
+#ifndef H5OSFS_H5VALUE_PRIV_H
+#define H5OSFS_H5VALUE_PRIV_H
+
+#include <stddef.h>
+
+#include "h5osfs/h5value.h"
+
+#include "h5type_desc.h"
+
+/* A reason of an inner failure, before "element N: " is put in front of it. */
+#define H5VALUE_MSG_LEN 200
+
+__attribute__((format(printf, 3, 4))) int h5value_reject(char *why, size_t why_len, const char *fmt,
+                                                         ...);
+
+/* Parse type_json, check that tid has its memory size, and allocate a zeroed buffer for n
+ * elements (at least one byte). 0, -EINVAL or -ENOMEM with a reason. */
+int h5value_begin(const json_t *type_json, hid_t tid, size_t n, struct h5type_desc **desc,
+                  unsigned char **buf, char *why, size_t why_len);
+
+/* An object reference as HSDS writes it ("groups/<id>", "datasets/<id>", "datatypes/<id>" or
+ * a bare id; len bytes, no NUL inside; empty = null reference) -> hobj_ref_t. */
+int h5value_ref_from_text(const struct h5value_refs *refs, const char *text, size_t len,
+                          hobj_ref_t *out, char *why, size_t why_len);
+
+#endif

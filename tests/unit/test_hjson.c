@@ -1,0 +1,338 @@
+/*
+ * Unit tests of hjson (include/h5osfs/hjson.h, spec/hsds-format.md §3.0): Python's NaN and
+ * Infinity tokens, integers beyond int64, everything else passed to jansson unchanged.
+ * argv[1] is tests/data: every JSON document of the fixture bucket hsds-v2/hsdstest (written by
+ * real HSDS) must load.
+ */
+#include "h5osfs/hjson.h"
+
+#include <errno.h>
+#include <ftw.h>
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "check.h"
+
+#define WHY_LEN 256
+
+static json_t *load(const char *text, char *why)
+{
+    why[0] = '\0';
+    return hjson_loadb(text, strlen(text), why, WHY_LEN);
+}
+
+static const char *str_at(json_t *doc, const char *key)
+{
+    return json_string_value(json_object_get(doc, key));
+}
+
+static double num(const json_t *v)
+{
+    double x = -12345.0;
+    if (hjson_number(v, &x) != 0)
+        return -12345.0;
+    return x;
+}
+
+static void test_tokens(void)
+{
+    char why[WHY_LEN];
+    json_t *doc = load("{\"a\": NaN, \"b\": Infinity, \"c\": -Infinity, \"d\": [1, NaN, "
+                       "[Infinity, [-Infinity, -1.5]]], \"e\":NaN}",
+                       why);
+    CHECK(doc != NULL);
+    CHECK_STR(str_at(doc, "a"), HJSON_NAN);
+    CHECK_STR(str_at(doc, "b"), HJSON_INF);
+    CHECK_STR(str_at(doc, "c"), HJSON_NINF);
+    CHECK_STR(str_at(doc, "e"), HJSON_NAN);
+    json_t *d = json_object_get(doc, "d");
+    CHECK_INT(json_array_size(d), 3);
+    CHECK_INT(json_integer_value(json_array_get(d, 0)), 1);
+    CHECK_STR(json_string_value(json_array_get(d, 1)), HJSON_NAN);
+    json_t *inner = json_array_get(json_array_get(d, 2), 1);
+    CHECK_STR(json_string_value(json_array_get(json_array_get(d, 2), 0)), HJSON_INF);
+    CHECK_STR(json_string_value(json_array_get(inner, 0)), HJSON_NINF);
+    CHECK(json_real_value(json_array_get(inner, 1)) == -1.5);
+    CHECK(isnan(num(json_object_get(doc, "a"))));
+    CHECK(isinf(num(json_object_get(doc, "b"))) && num(json_object_get(doc, "b")) > 0);
+    CHECK(isinf(num(json_object_get(doc, "c"))) && num(json_object_get(doc, "c")) < 0);
+    json_decref(doc);
+
+    /* bare tokens as the whole document, with blanks around */
+    doc = load("  NaN\n", why);
+    CHECK_STR(json_string_value(doc), HJSON_NAN);
+    json_decref(doc);
+    doc = load("-Infinity", why);
+    CHECK_STR(json_string_value(doc), HJSON_NINF);
+    json_decref(doc);
+    doc = load("[NaN,Infinity,-Infinity]", why);
+    CHECK_INT(json_array_size(doc), 3);
+    CHECK_STR(json_string_value(json_array_get(doc, 2)), HJSON_NINF);
+    json_decref(doc);
+}
+
+static void test_strings_untouched(void)
+{
+    char why[WHY_LEN];
+    json_t *doc = load("{\"s\": \"NaN\", \"t\": \"a NaN b -Infinity\", \"NaN\": NaN, "
+                       "\"q\": \"he said \\\"NaN\\\" Infinity\", \"b\": \"back\\\\\", "
+                       "\"v\": Infinity, \"n\": 18000000000000000000, "
+                       "\"big\": \"18000000000000000000\", "
+                       "\"u\": \"\\u00e9NaN\\ud83d\\ude00\"}",
+                       why);
+    CHECK(doc != NULL);
+    CHECK_STR(str_at(doc, "s"), "NaN");
+    CHECK_STR(str_at(doc, "t"), "a NaN b -Infinity");
+    CHECK_STR(str_at(doc, "NaN"), HJSON_NAN);
+    CHECK_STR(str_at(doc, "q"), "he said \"NaN\" Infinity");
+    CHECK_STR(str_at(doc, "b"), "back\\");
+    CHECK_STR(str_at(doc, "v"), HJSON_INF);
+    CHECK_STR(str_at(doc, "big"), "18000000000000000000");
+    CHECK_STR(str_at(doc, "u"), "\xc3\xa9NaN\xf0\x9f\x98\x80");
+    CHECK(json_is_string(json_object_get(doc, "n")));
+    json_decref(doc);
+}
+
+static void test_big_integers(void)
+{
+    char why[WHY_LEN];
+    json_t *doc = load("{\"u64\": 18000000000000000000, \"max\": 18446744073709551615, "
+                       "\"i64max\": 9223372036854775807, \"i64min\": -9223372036854775808, "
+                       "\"below\": -9223372036854775809, \"above\": 9223372036854775808, "
+                       "\"huge\": 123456789012345678901234567890, \"real\": 1e+30, "
+                       "\"r2\": 18446744073709551615.0}",
+                       why);
+    CHECK(doc != NULL);
+    CHECK_STR(str_at(doc, "u64"), "\x01"
+                                  "18000000000000000000");
+    CHECK_STR(str_at(doc, "max"), "\x01"
+                                  "18446744073709551615");
+    CHECK_STR(str_at(doc, "below"), "\x01-9223372036854775809");
+    CHECK_STR(str_at(doc, "above"), "\x01"
+                                    "9223372036854775808");
+    CHECK_STR(str_at(doc, "huge"), "\x01"
+                                   "123456789012345678901234567890");
+    CHECK(json_is_integer(json_object_get(doc, "i64max")));
+    CHECK(json_integer_value(json_object_get(doc, "i64max")) == INT64_MAX);
+    CHECK(json_integer_value(json_object_get(doc, "i64min")) == INT64_MIN);
+    CHECK(json_is_real(json_object_get(doc, "real")));
+    CHECK(json_is_real(json_object_get(doc, "r2")));
+    CHECK(num(json_object_get(doc, "u64")) == 18000000000000000000.0);
+    CHECK(num(json_object_get(doc, "below")) == -9223372036854775809.0);
+    json_decref(doc);
+
+    /* not valid JSON integers: left for jansson to refuse */
+    CHECK(load("[00000000000000000000000]", why) == NULL);
+    CHECK(load("[-]", why) == NULL);
+}
+
+static void test_invalid(void)
+{
+    char why[WHY_LEN];
+    const char *bad[] = {
+        "{\"a\": NaNx}",
+        "{\"a\": - Infinity}",
+        "{\"a\": nan}",
+        "{\"a\": Inf}",
+        "{\"a\": 1,}",
+        "[1, 2",
+        "{\"a\": \"unterminated}",
+        "{\"a\": -NaN}",
+        "{\"a\": Infinityy}",
+        "{\"a\": NaN NaN}",
+        "\"\\",
+        "{\"a\": \"x\\u0000y\"}",
+    };
+    for (size_t k = 0; k < sizeof(bad) / sizeof(bad[0]); k++) {
+        json_t *doc = load(bad[k], why);
+        CHECK(doc == NULL);
+        CHECK(why[0] != '\0');
+        json_decref(doc);
+    }
+    /* the reason is jansson's, with the position in the caller's text */
+    CHECK(load("{\"a\": 123, \"b\": x}", why) == NULL);
+    char plain[WHY_LEN];
+    snprintf(plain, sizeof(plain), "%s", why);
+    CHECK(strstr(plain, "line 1") != NULL);
+    CHECK(load("{\"a\": NaN, \"b\": x}", why) == NULL);
+    CHECK_STR(why, plain);
+    CHECK(load("{\"a\": 123,\n \"b\": x}", why) == NULL);
+    snprintf(plain, sizeof(plain), "%s", why);
+    CHECK(strstr(plain, "line 2") != NULL);
+    CHECK(load("{\"a\": NaN,\n \"b\": x}", why) == NULL);
+    CHECK_STR(why, plain);
+    CHECK(load("[18446744073709551615, NaN, x]", why) == NULL);
+    CHECK(strstr(why, "column 29") != NULL);
+
+    /* empty input, and no text at all */
+    CHECK(load("", why) == NULL);
+    CHECK(why[0] != '\0');
+    CHECK(load("   ", why) == NULL);
+    why[0] = '\0';
+    CHECK(hjson_loadb(NULL, 0, why, WHY_LEN) == NULL);
+    CHECK(why[0] != '\0');
+    CHECK(hjson_loadb("[1", 2, NULL, 0) == NULL);         /* no reason buffer: no crash */
+    json_t *doc = hjson_loadb("[1]xyz", 3, why, WHY_LEN); /* len is respected */
+    CHECK(json_array_size(doc) == 1);
+    json_decref(doc);
+    CHECK(hjson_loadb("[NaN]", 4, why, WHY_LEN) == NULL);
+}
+
+static void test_numbers(void)
+{
+    json_t *v;
+    double x;
+#define NUM_OF(expr, want)                                                                         \
+    do {                                                                                           \
+        v = (expr);                                                                                \
+        x = -1;                                                                                    \
+        CHECK_INT(hjson_number(v, &x), 0);                                                         \
+        CHECK(x == (want));                                                                        \
+        json_decref(v);                                                                            \
+    } while (0)
+    NUM_OF(json_integer(-7), -7.0);
+    NUM_OF(json_real(2.5), 2.5);
+    NUM_OF(json_string("1.5"), 1.5);
+    NUM_OF(json_string(" -2e3 "), -2000.0);
+    NUM_OF(json_string("inf"), INFINITY);
+    NUM_OF(json_string("-Infinity"), -INFINITY);
+    NUM_OF(json_string("+INF"), INFINITY);
+    NUM_OF(json_string("1e400"), INFINITY);
+    NUM_OF(json_string(HJSON_INF), INFINITY);
+    NUM_OF(json_string(HJSON_NINF), -INFINITY);
+    NUM_OF(json_string("\x01"
+                       "18446744073709551615"),
+           18446744073709551615.0);
+#undef NUM_OF
+    const char *nans[] = {"nan", "NaN", " nan", "-nan", HJSON_NAN};
+    for (size_t k = 0; k < sizeof(nans) / sizeof(nans[0]); k++) {
+        v = json_string(nans[k]);
+        x = 0;
+        CHECK_INT(hjson_number(v, &x), 0);
+        CHECK(isnan(x));
+        json_decref(v);
+    }
+    const char *bad[] = {"",    " ",    "abc",   "0x10",  "nan(1)",  "1.5x",
+                         "--1", "\x01", "\x01x", "1\x01", "infinit", "1 2"};
+    for (size_t k = 0; k < sizeof(bad) / sizeof(bad[0]); k++) {
+        v = json_string(bad[k]);
+        CHECK_INT(hjson_number(v, &x), -EINVAL);
+        json_decref(v);
+    }
+    v = json_true();
+    CHECK_INT(hjson_number(v, &x), -EINVAL);
+    v = json_null();
+    CHECK_INT(hjson_number(v, &x), -EINVAL);
+    v = json_array();
+    CHECK_INT(hjson_number(v, &x), -EINVAL);
+    json_decref(v);
+    CHECK_INT(hjson_number(NULL, &x), -EINVAL);
+}
+
+/* ---- fixture documents ---- */
+
+static char *read_file(const char *path, size_t *len)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f)
+        return NULL;
+    char *buf = NULL;
+    size_t cap = 0, n = 0;
+    for (;;) {
+        if (n == cap) {
+            cap = cap ? cap * 2 : 4096;
+            char *grown = realloc(buf, cap);
+            if (!grown)
+                break;
+            buf = grown;
+        }
+        size_t got = fread(buf + n, 1, cap - n, f);
+        n += got;
+        if (got == 0)
+            break;
+    }
+    fclose(f);
+    *len = n;
+    return buf;
+}
+
+static int n_docs, n_nan_docs;
+
+static int visit(const char *path, const struct stat *st, int flag, struct FTW *ftw)
+{
+    (void)st;
+    (void)ftw;
+    size_t len = strlen(path);
+    if (flag != FTW_F || len < 5 || strcmp(path + len - 5, ".json") != 0)
+        return 0;
+    char why[WHY_LEN] = "";
+    size_t n;
+    char *text = read_file(path, &n);
+    CHECK(text != NULL);
+    json_t *doc = text ? hjson_loadb(text, n, why, WHY_LEN) : NULL;
+    if (!doc)
+        fprintf(stderr, "%s: %s\n", path, why);
+    CHECK(json_is_object(doc));
+    n_docs++;
+    /* where jansson alone can read the text, the result is the same */
+    json_error_t err;
+    json_t *plain = text ? json_loadb(text, n, 0, &err) : NULL;
+    if (plain)
+        CHECK(json_equal(plain, doc));
+    else if (text && memmem(text, n, "NaN", 3))
+        n_nan_docs++;
+    json_decref(plain);
+    json_decref(doc);
+    free(text);
+    return 0;
+}
+
+static void test_fixtures(const char *data)
+{
+    char path[4096];
+    snprintf(path, sizeof(path), "%s/hsds-v2/hsdstest", data);
+    n_docs = n_nan_docs = 0;
+    CHECK_INT(nftw(path, visit, 16, FTW_PHYS), 0);
+    CHECK(n_docs >= 100);
+    CHECK(n_nan_docs >= 2);
+
+    /* sample2's NaN fill value, and sample1's uint64 attribute */
+    char why[WHY_LEN];
+    size_t n;
+    snprintf(path, sizeof(path),
+             "%s/hsds-v2/hsdstest/db/5897df5c-0a297b92/d/7ddb-a25fe1-850616/.dataset.json", data);
+    char *text = read_file(path, &n);
+    json_t *doc = text ? hjson_loadb(text, n, why, WHY_LEN) : NULL;
+    json_t *cp = json_object_get(doc, "creationProperties");
+    CHECK_STR(json_string_value(json_object_get(cp, "fillValue")), HJSON_NAN);
+    CHECK_STR(json_string_value(json_object_get(cp, "fillTime")), "H5D_FILL_TIME_ALLOC");
+    json_decref(doc);
+    free(text);
+
+    snprintf(path, sizeof(path), "%s/hsds-v2/hsdstest/db/d64bf735-c43d061d/.group.json", data);
+    text = read_file(path, &n);
+    doc = text ? hjson_loadb(text, n, why, WHY_LEN) : NULL;
+    json_t *u64 =
+        json_object_get(json_object_get(json_object_get(doc, "attributes"), "u64"), "value");
+    CHECK_STR(json_string_value(u64), "\x01"
+                                      "18000000000000000000");
+    json_decref(doc);
+    free(text);
+}
+
+int main(int argc, char **argv)
+{
+    test_tokens();
+    test_strings_untouched();
+    test_big_integers();
+    test_invalid();
+    test_numbers();
+    if (argc > 1)
+        test_fixtures(argv[1]);
+    else
+        CHECK(!"argv[1] (tests/data) missing");
+    return check_done("hjson");
+}
