@@ -1,6 +1,7 @@
 /*
  * fs: the FUSE low-level front end. Every request gets exactly one reply; internal errors are
- * negative errnos until the reply. Namespace questions go to ns; no store I/O happens here.
+ * negative errnos until the reply. Namespace questions go to ns, file contents to image;
+ * no store I/O happens here.
  */
 #ifndef H5OSFS_FS_H
 #define H5OSFS_FS_H
@@ -9,10 +10,14 @@
 
 #include <fuse_lowlevel.h>
 
+#include "h5osfs/cache.h"
+#include "h5osfs/image.h"
 #include "h5osfs/ns.h"
 
 struct fs_config {
     struct ns *ns;
+    struct image_source images;  /* where domains' files are built from */
+    struct chunk_cache *cache;   /* decoded chunks, shared by every open file */
     double ttl;                 /* kernel entry/attribute timeout, seconds */
     int read_only;              /* -o ro: no w bits, every change is EROFS */
     uid_t uid;                  /* owner shown for every entry: the mounting user */

@@ -11,6 +11,7 @@
 #include <sys/statvfs.h>
 
 #include "h5osfs/log.h"
+#include "images.h"
 #include "inode.h"
 
 #define FS_BLOCK_SIZE 4096
@@ -22,6 +23,7 @@
 struct fs {
     struct fs_config cfg;
     struct inode_table *inodes;
+    struct image_table *images;
 };
 
 /* The listing a directory handle serves, taken once at opendir so offsets stay stable. */
@@ -36,6 +38,8 @@ int fs_new(const struct fs_config *cfg, struct fs **out)
         return -ENOMEM;
     fs->cfg = *cfg;
     int rc = inode_table_new(&fs->inodes);
+    if (rc == 0 && (rc = image_table_new(&cfg->images, cfg->ttl, &fs->images)) != 0)
+        inode_table_free(fs->inodes);
     if (rc != 0) {
         free(fs);
         return rc;
@@ -48,6 +52,7 @@ void fs_free(struct fs *fs)
 {
     if (!fs)
         return;
+    image_table_free(fs->images);
     inode_table_free(fs->inodes);
     free(fs);
 }
@@ -105,13 +110,29 @@ static void fill_stat(const struct fs *fs, fuse_ino_t ino, const struct ns_info 
 
 /* ---- helpers that every request uses ---- */
 
+/* Namespace answer for path, with the exact file size once the domain's file was built. */
+static int stat_path(struct fs *fs, const char *path, struct ns_info *info)
+{
+    int rc = ns_stat(fs->cfg.ns, path, info);
+    if (rc == 0 && info->kind == NS_DOMAIN)
+        image_table_size(fs->images, path, info->root, &info->size);
+    return rc;
+}
+
+/* A domain's attributes are not cached by the kernel: its size becomes exact at open, and
+ * fstat after open must see that. Lookups (names) are cached for the ttl. */
+static double attr_timeout(const struct fs *fs, const struct ns_info *info)
+{
+    return info->kind == NS_DOMAIN ? 0 : fs->cfg.ttl;
+}
+
 /* Path and namespace answer for ino; 0 or -errno. *path is the caller's to free. */
 static int stat_ino(struct fs *fs, fuse_ino_t ino, char **path, struct ns_info *info)
 {
     *path = inode_path(fs->inodes, ino);
     if (!*path)
         return -ENOMEM;
-    int rc = ns_stat(fs->cfg.ns, *path, info);
+    int rc = stat_path(fs, *path, info);
     if (rc != 0) {
         free(*path);
         *path = NULL;
@@ -136,11 +157,12 @@ static void op_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
     struct ns_info info;
     char *dir = inode_path(fs->inodes, parent);
     char *path = dir ? child_path(dir, name) : NULL;
-    int rc = path ? ns_stat(fs->cfg.ns, path, &info) : -ENOMEM;
+    int rc = path ? stat_path(fs, path, &info) : -ENOMEM;
     if (rc == 0)
         rc = inode_lookup(fs->inodes, path, &e.ino, &e.generation);
     if (rc == 0) {
         fill_stat(fs, e.ino, &info, &e.attr);
+        e.attr_timeout = attr_timeout(fs, &info);
         fuse_reply_entry(req, &e);
     } else if (rc == -ENOENT) {
         e.ino = 0;              /* a negative entry: the kernel remembers the absence for ttl */
@@ -179,7 +201,7 @@ static void op_getattr(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi
         return;
     }
     fill_stat(fs, ino, &info, &st);
-    fuse_reply_attr(req, &st, fs->cfg.ttl);
+    fuse_reply_attr(req, &st, attr_timeout(fs, &info));
     free(path);
 }
 
@@ -290,21 +312,58 @@ static int check_open(const struct fs *fs, const struct ns_info *info, int flags
         return -EIO;            /* logged when the domain object was read */
     if (!(mode_of(fs, info) & S_IRUSR))
         return -EACCES;
-    return -EOPNOTSUPP;         /* reading a domain arrives with the image module */
+    return 0;
 }
 
 static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
     struct fs *fs = fs_of(req);
     struct ns_info info;
+    struct image *img = NULL;
+    int reused = 0;
     char *path;
     int rc = stat_ino(fs, ino, &path, &info);
     if (rc == 0) {
         rc = check_open(fs, &info, fi->flags);
-        log_debug("open %s: %s", path, strerror(-rc));
+        if (rc == 0)
+            rc = image_table_get(fs->images, path, info.root, &img, &reused);
         free(path);
     }
-    fuse_reply_err(req, -rc);
+    if (rc != 0) {
+        fuse_reply_err(req, -rc);
+        return;
+    }
+    fi->fh = (uint64_t)(uintptr_t)img;
+    fi->keep_cache = reused;    /* a changed file drops what the kernel cached of it */
+    if (fuse_reply_open(req, fi) != 0)
+        image_put(img);         /* the opener is gone: no release will come */
+}
+
+static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
+                    struct fuse_file_info *fi)
+{
+    (void)ino;
+    struct fs *fs = fs_of(req);
+    struct image *img = (struct image *)(uintptr_t)fi->fh;
+    char *buf = malloc(size ? size : 1);
+    if (!buf || off < 0) {
+        free(buf);
+        fuse_reply_err(req, buf ? EINVAL : ENOMEM);
+        return;
+    }
+    ssize_t n = image_read(img, fs->cfg.cache, (uint64_t)off, buf, size);
+    if (n < 0)
+        fuse_reply_err(req, (int)-n);
+    else
+        fuse_reply_buf(req, buf, (size_t)n);
+    free(buf);
+}
+
+static void op_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
+{
+    (void)ino;
+    image_put((struct image *)(uintptr_t)fi->fh);
+    fuse_reply_err(req, 0);
 }
 
 static void op_statfs(fuse_req_t req, fuse_ino_t ino)
@@ -462,6 +521,8 @@ static const struct fuse_lowlevel_ops fs_ops = {
     .readdir = op_readdir,
     .releasedir = op_releasedir,
     .open = op_open,
+    .read = op_read,
+    .release = op_release,
     .statfs = op_statfs,
     .getxattr = op_getxattr,
     .listxattr = op_listxattr,

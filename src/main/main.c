@@ -17,6 +17,7 @@
 
 #include <fuse_lowlevel.h>
 
+#include "h5osfs/cache.h"
 #include "h5osfs/fs.h"
 #include "h5osfs/log.h"
 #include "h5osfs/ns.h"
@@ -117,13 +118,27 @@ out_destroy:
     return rc;
 }
 
+/* The bucket's name is its directory's name: linked layouts name files as "bucket/key". */
+static char *bucket_name(const char *dir)
+{
+    char *real = realpath(dir, NULL);
+    if (!real)
+        return strdup(dir);
+    char *slash = strrchr(real, '/');
+    char *name = strdup(slash && slash[1] ? slash + 1 : real);
+    free(real);
+    return name;
+}
+
 static int mount_bucket(struct fuse_args *args, const struct options *opts,
                         const struct fuse_cmdline_opts *cmd)
 {
     struct store *store = NULL;
     struct ns *ns = NULL;
     struct fs *fs = NULL;
-    int rc = store_posix_open(opts->bucket, &store);
+    struct chunk_cache *cache = NULL;
+    char *name = bucket_name(opts->bucket);
+    int rc = name ? store_posix_open(opts->bucket, &store) : -ENOMEM;
     if (rc != 0) {
         fprintf(stderr, "h5osfs: bucket directory '%s': %s\n", opts->bucket, strerror(-rc));
         return -1;
@@ -133,17 +148,26 @@ static int mount_bucket(struct fuse_args *args, const struct options *opts,
     rc = ns_new(store, &ns_cfg, &ns);
     if (rc != 0)
         goto out_store;
+    cache = chunk_cache_new(opts->cache_size);
+    if (!cache) {
+        rc = -ENOMEM;
+        goto out_ns;
+    }
     struct fs_config fs_cfg = { .ns = ns, .ttl = opts->ttl, .read_only = opts->read_only,
-                                .uid = getuid(), .gid = getgid() };
+                                .uid = getuid(), .gid = getgid(), .cache = cache,
+                                .images = { .store = store, .bucket_name = name } };
     rc = fs_new(&fs_cfg, &fs);
     if (rc != 0)
-        goto out_ns;
+        goto out_cache;
     rc = serve(args, opts, cmd, fs);
     fs_free(fs);
+out_cache:
+    chunk_cache_free(cache);
 out_ns:
     ns_free(ns);
 out_store:
     store_close(store);
+    free(name);
     if (rc != 0 && rc != -1)
         fprintf(stderr, "h5osfs: %s\n", strerror(-rc));
     return rc == 0 ? 0 : -1;

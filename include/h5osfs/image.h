@@ -1,0 +1,58 @@
+/*
+ * image: one version of a domain as a valid HDF5 file, synthesised from its objects.
+ *
+ * The HDF5 library writes the file (groups, links, attributes, committed types, datasets and
+ * their chunk indexes) through an in-memory driver; chunk data is never copied in: each chunk
+ * object that exists becomes an extent of the file, fetched and decoded from the store when
+ * that extent is read. The result is an extent map (metadata runs in RAM, chunk extents,
+ * holes) that is immutable, shared by every handle of the version (reference counted) and
+ * byte-identical when rebuilt from unchanged objects. doc/image.md explains the choices.
+ *
+ * Building fails (-EIO, logged) only when the domain has no usable root group or the store
+ * fails; a bad object, link, attribute or chunk key inside the domain is logged, left out or
+ * made unreadable (reads of its data fail with EIO), and the rest of the domain still reads.
+ */
+#ifndef H5OSFS_IMAGE_H
+#define H5OSFS_IMAGE_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "h5osfs/cache.h"
+#include "h5osfs/store.h"
+
+struct image;
+
+struct image_source {
+    struct store *store;
+    const char *bucket_name;    /* resolves *_REF file_uri "bucket/key" to keys of this store */
+};
+
+/* Build the image of the domain at domain_path whose root group is root_id. */
+int image_build(const struct image_source *src, const char *domain_path, const char *root_id,
+                struct image **out);
+
+void image_get(struct image *img);
+void image_put(struct image *img);
+
+uint64_t image_size(const struct image *img);
+/* True when both images have the same bytes (same layout, metadata and chunk sources). */
+int image_equal(const struct image *a, const struct image *b);
+
+/* Copy up to len bytes at off into buf, fetching chunks through cache. Returns the number of
+ * bytes (short only at the end of the file) or -EIO (a chunk that cannot be read; logged). */
+ssize_t image_read(struct image *img, struct chunk_cache *cache, uint64_t off, void *buf,
+                   size_t len);
+
+/* Figures for the benchmark and the debug log. */
+struct image_stats {
+    uint64_t size;              /* file size */
+    uint64_t memory;            /* bytes of RAM the image holds */
+    uint64_t datasets;
+    uint64_t chunks;            /* chunk extents */
+    double build_seconds;
+};
+void image_stats(const struct image *img, struct image_stats *out);
+
+#endif

@@ -1,0 +1,29 @@
+/*
+ * images: the synthesised file of each domain path, built on first open and kept for reuse.
+ *
+ * An entry is reused while it is younger than the ttl and the domain's root id is unchanged.
+ * An older entry is rebuilt on the next open; when the rebuild is identical to it, the old
+ * image stays (so the kernel may keep its page cache and the chunk cache stays warm). Builds
+ * are serialised, so concurrent opens of one domain build it once. Thread-safe.
+ */
+#ifndef H5OSFS_FS_IMAGES_H
+#define H5OSFS_FS_IMAGES_H
+
+#include <stdint.h>
+
+#include "h5osfs/image.h"
+
+struct image_table;
+
+int image_table_new(const struct image_source *src, double ttl, struct image_table **out);
+void image_table_free(struct image_table *t);
+
+/* The image of the domain at path with root id root (a new reference). *reused is 1 when it
+ * is the image the previous open got. 0, -EIO or -ENOMEM. */
+int image_table_get(struct image_table *t, const char *path, const char *root, struct image **out,
+                    int *reused);
+
+/* The exact size of the domain's file when an image of it is known. 0 or -ENOENT. */
+int image_table_size(struct image_table *t, const char *path, const char *root, uint64_t *size);
+
+#endif

@@ -1,0 +1,647 @@
+/*
+ * build: domain objects -> an HDF5 file written through the image driver.
+ *
+ * 1. discover: from the root group, breadth first over hard links (links in file order),
+ *    load every object's JSON once; an object's first path is where it was first reached.
+ * 2. create every object anonymously: groups, then committed types, then datasets (which may
+ *    use the committed types);
+ * 3. link: each group's links in its order, hard links with H5Olink (so an object linked from
+ *    several groups stays one object), soft and external links as they are;
+ * 4. attributes of every object (references need every path to exist);
+ * 5. dataset data: chunk placeholders, or values written for real (build_data.c).
+ * Everything is done in a fixed order, so unchanged objects rebuild to identical bytes.
+ */
+#include <errno.h>
+#include <inttypes.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "build.h"
+#include "h5osfs/h5type.h"
+#include "h5osfs/h5value.h"
+#include "h5osfs/hjson.h"
+#include "h5osfs/log.h"
+
+/* HDF5's global state is not worth contending on: one build at a time. */
+static pthread_mutex_t build_lock = PTHREAD_MUTEX_INITIALIZER;
+
+/* ---- objects ---- */
+
+struct build_obj *build_find(struct builder *b, const char *id)
+{
+    uintptr_t i = (uintptr_t)strmap_get(b->by_id, id);
+    return i ? &b->objs[i - 1] : NULL;
+}
+
+int build_load_json(struct builder *b, const char *id, json_t **out)
+{
+    char key[STORE_KEY_MAX + 1], why[200];
+    struct store_buf buf = { 0 };
+    *out = NULL;
+    if (schema_obj_key(id, key, sizeof key) != 0)
+        return -EINVAL;
+    int rc = store_get(b->src->store, key, IMAGE_JSON_MAX, &buf);
+    if (rc == -ENOENT || rc == -EFBIG || rc == -EISDIR) {
+        log_error("%s: object %s (%s): %s", b->domain_path, id, key,
+                  rc == -ENOENT ? "missing" : rc == -EFBIG ? "larger than 64 MiB" : "a directory");
+        return rc == -ENOENT ? -ENOENT : -EIO;
+    }
+    if (rc != 0)
+        return -EIO;
+    json_t *j = hjson_loadb((const char *)buf.data, buf.len, why, sizeof why);
+    store_buf_free(&buf);
+    const json_t *jid = json_object_get(j, "id");
+    if (!json_is_object(j) || !json_is_string(jid) || strcmp(json_string_value(jid), id) != 0) {
+        log_error("%s: object %s (%s): %s", b->domain_path, id, key,
+                  !j ? why : "not an object with a matching \"id\"");
+        json_decref(j);
+        return -EIO;
+    }
+    *out = j;
+    return 0;
+}
+
+static int add_obj(struct builder *b, const char *id, const char *path, json_t *json)
+{
+    if (b->n_objs == b->cap_objs) {
+        size_t ncap = b->cap_objs ? b->cap_objs * 2 : 64;
+        struct build_obj *n = realloc(b->objs, ncap * sizeof *n);
+        if (!n)
+            return -ENOMEM;
+        b->objs = n;
+        b->cap_objs = ncap;
+    }
+    struct build_obj *o = &b->objs[b->n_objs];
+    memset(o, 0, sizeof *o);
+    o->hid = H5I_INVALID_HID;
+    o->id = strdup(id);
+    o->path = strdup(path);
+    o->cls = id[0];
+    o->json = json;
+    if (!o->id || !o->path || strmap_put(b->by_id, id, (void *)(uintptr_t)(b->n_objs + 1), NULL)) {
+        free(o->id);
+        free(o->path);
+        return -ENOMEM;
+    }
+    b->n_objs++;
+    return 0;
+}
+
+/* ---- links in file order ---- */
+
+struct link_ref {
+    const char *name;
+    json_t *json;
+    double created;
+};
+
+static int creation_ordered(const json_t *obj_json)
+{
+    const json_t *cp = json_object_get(obj_json, "creationProperties");
+    const json_t *co = json_object_get(cp, "CreateOrder");
+    return json_is_true(co) || (json_is_integer(co) && json_integer_value(co) != 0);
+}
+
+static int by_name(const void *a, const void *b)
+{
+    return strcmp(((const struct link_ref *)a)->name, ((const struct link_ref *)b)->name);
+}
+
+static int by_created(const void *a, const void *b)
+{
+    const struct link_ref *x = a, *y = b;
+    if (x->created != y->created)
+        return x->created < y->created ? -1 : 1;
+    return strcmp(x->name, y->name);
+}
+
+/* The members of an object (links or attributes) in the order the file should list them. */
+static struct link_ref *ordered_members(const json_t *members, int by_creation, size_t *n)
+{
+    *n = json_is_object(members) ? json_object_size(members) : 0;
+    struct link_ref *v = calloc(*n ? *n : 1, sizeof *v);
+    if (!v)
+        return NULL;
+    size_t i = 0;
+    const char *name;
+    json_t *value;
+    json_object_foreach((json_t *)members, name, value) {
+        v[i].name = name;
+        v[i].json = value;
+        v[i].created = json_real_value(json_object_get(value, "created"));
+        i++;
+    }
+    qsort(v, *n, sizeof *v, by_creation ? by_created : by_name);
+    return v;
+}
+
+/* A link name HDF5 accepts and a user can type: no '/', not "." . */
+static int link_name_ok(const char *name)
+{
+    return name[0] && !strchr(name, '/') && strcmp(name, ".") != 0;
+}
+
+static const char *hard_target(const json_t *link)
+{
+    const char *cls = json_string_value(json_object_get(link, "class"));
+    const char *id = json_string_value(json_object_get(link, "id"));
+    if (cls && strcmp(cls, "H5L_TYPE_HARD") != 0)
+        return NULL;
+    return id;
+}
+
+/* ---- 1. discovery ---- */
+
+static char *child_path(const char *parent, const char *name)
+{
+    char *p = NULL;
+    if (asprintf(&p, "%s/%s", strcmp(parent, "/") == 0 ? "" : parent, name) < 0)
+        return NULL;
+    return p;
+}
+
+/* id may be linked here if it is an object id of this domain (same 16-digit prefix). */
+static int member_id_ok(const struct builder *b, const char *id)
+{
+    int cls = schema_id_class(id);
+    if (cls != 'g' && cls != 'd' && cls != 't')
+        return 0;
+    if (schema_id_version(id) == 2 && schema_id_version(b->root_id) == 2)
+        return strncmp(id + 2, b->root_id + 2, 17) == 0;
+    return 1;
+}
+
+static int discover_link(struct builder *b, size_t parent, const struct link_ref *l)
+{
+    const char *id = hard_target(l->json);
+    if (!id || build_find(b, id))
+        return 0;
+    if (!member_id_ok(b, id)) {
+        log_error("%s: %s/%s: link to %s, which is not an object of this domain: left out",
+                  b->domain_path, b->objs[parent].path, l->name, id);
+        return 0;
+    }
+    json_t *j;
+    int rc = build_load_json(b, id, &j);
+    if (rc != 0)
+        return rc == -ENOENT || rc == -EIO ? 0 : rc;    /* logged; the link is left out */
+    char *path = child_path(b->objs[parent].path, l->name);
+    rc = path ? add_obj(b, id, path, j) : -ENOMEM;
+    free(path);
+    if (rc != 0)
+        json_decref(j);
+    return rc;
+}
+
+static int discover(struct builder *b)
+{
+    json_t *root;
+    int rc = build_load_json(b, b->root_id, &root);
+    if (rc != 0)
+        return rc == -ENOMEM ? rc : -EIO;
+    rc = add_obj(b, b->root_id, "/", root);
+    if (rc != 0) {
+        json_decref(root);
+        return rc;
+    }
+    for (size_t i = 0; i < b->n_objs && rc == 0; i++) {
+        if (b->objs[i].cls != 'g')
+            continue;
+        size_t n;
+        struct link_ref *links = ordered_members(json_object_get(b->objs[i].json, "links"),
+                                                 creation_ordered(b->objs[i].json), &n);
+        if (!links)
+            return -ENOMEM;
+        for (size_t k = 0; k < n && rc == 0; k++)
+            if (link_name_ok(links[k].name))
+                rc = discover_link(b, i, &links[k]);
+        free(links);
+    }
+    return rc;
+}
+
+/* ---- 2. anonymous objects ---- */
+
+static hid_t group_plist(hid_t cls, const json_t *json)
+{
+    hid_t pl = H5Pcreate(cls);
+    if (pl < 0)
+        return pl;
+    int ok = H5Pset_obj_track_times(pl, 0) >= 0;
+    if (ok && creation_ordered(json)) {
+        unsigned flags = H5P_CRT_ORDER_TRACKED | H5P_CRT_ORDER_INDEXED;
+        ok = H5Pset_link_creation_order(pl, flags) >= 0 && H5Pset_attr_creation_order(pl, flags) >= 0;
+    }
+    if (!ok) {
+        H5Pclose(pl);
+        return H5I_INVALID_HID;
+    }
+    return pl;
+}
+
+static int create_group(struct builder *b, struct build_obj *o)
+{
+    if (strcmp(o->path, "/") == 0) {
+        o->hid = H5Gopen2(b->file, "/", H5P_DEFAULT);
+        return o->hid < 0 ? -EIO : 0;
+    }
+    hid_t gcpl = group_plist(H5P_GROUP_CREATE, o->json);
+    o->hid = gcpl < 0 ? gcpl : H5Gcreate_anon(b->file, gcpl, H5P_DEFAULT);
+    if (gcpl >= 0)
+        H5Pclose(gcpl);
+    return o->hid < 0 ? -EIO : 0;
+}
+
+static int create_datatype(struct builder *b, struct build_obj *o)
+{
+    char why[200];
+    hid_t tid = h5type_from_json(json_object_get(o->json, "type"), why, sizeof why);
+    if (tid < 0) {
+        log_error("%s: datatype %s (%s): %s: left out", b->domain_path, o->path, o->id, why);
+        o->dropped = 1;
+        return 0;
+    }
+    hid_t tcpl = H5Pcreate(H5P_DATATYPE_CREATE);
+    if (tcpl < 0 || H5Pset_obj_track_times(tcpl, 0) < 0 ||
+        H5Tcommit_anon(b->file, tid, tcpl, H5P_DEFAULT) < 0) {
+        if (tcpl >= 0)
+            H5Pclose(tcpl);
+        H5Tclose(tid);
+        return -EIO;
+    }
+    H5Pclose(tcpl);
+    o->hid = tid;
+    return 0;
+}
+
+hid_t build_type(struct builder *b, const json_t *type, char *why, size_t why_len)
+{
+    const char *tref = json_string_value(json_object_get(type, "id"));
+    struct build_obj *t = tref ? build_find(b, tref) : NULL;
+    if (t && t->cls == 't' && !t->dropped && t->hid >= 0)
+        return H5Tcopy(t->hid) >= 0 ? H5Iinc_ref(t->hid), t->hid : H5I_INVALID_HID;
+    return h5type_from_json(type, why, why_len);
+}
+
+static int create_objects(struct builder *b)
+{
+    int rc = 0;
+    for (int pass = 0; pass < 3 && rc == 0; pass++) {
+        char want = "gtd"[pass];
+        for (size_t i = 0; i < b->n_objs && rc == 0; i++) {
+            struct build_obj *o = &b->objs[i];
+            if (o->cls != want)
+                continue;
+            rc = want == 'g' ? create_group(b, o)
+               : want == 't' ? create_datatype(b, o)
+                             : build_dataset_create(b, o);
+        }
+    }
+    return rc;
+}
+
+/* ---- 3. links ---- */
+
+static hid_t link_plist(const char *name)
+{
+    hid_t lcpl = H5Pcreate(H5P_LINK_CREATE);
+    for (const unsigned char *p = (const unsigned char *)name; lcpl >= 0 && *p; p++)
+        if (*p >= 0x80) {
+            if (H5Pset_char_encoding(lcpl, H5T_CSET_UTF8) < 0) {
+                H5Pclose(lcpl);
+                return H5I_INVALID_HID;
+            }
+            break;
+        }
+    return lcpl;
+}
+
+static herr_t make_link(struct builder *b, hid_t group, const struct link_ref *l, hid_t lcpl)
+{
+    const char *cls = json_string_value(json_object_get(l->json, "class"));
+    const char *h5path = json_string_value(json_object_get(l->json, "h5path"));
+    const char *domain = json_string_value(json_object_get(l->json, "h5domain"));
+    const char *id = hard_target(l->json);
+    if (id) {
+        struct build_obj *o = build_find(b, id);
+        if (!o || o->dropped || o->hid < 0)
+            return 1;           /* missing or unusable target: logged when it was loaded */
+        return H5Olink(o->hid, group, l->name, lcpl, H5P_DEFAULT);
+    }
+    if (h5path && domain && (!cls || strcmp(cls, "H5L_TYPE_EXTERNAL") == 0)) {
+        if (strncmp(domain, "hdf5:/", 6) == 0)
+            domain += 5;        /* "hdf5://home/u/x.h5" names the domain "/home/u/x.h5" */
+        return H5Lcreate_external(domain, h5path, group, l->name, lcpl, H5P_DEFAULT);
+    }
+    if (h5path && (!cls || strcmp(cls, "H5L_TYPE_SOFT") == 0))
+        return H5Lcreate_soft(h5path, group, l->name, lcpl, H5P_DEFAULT);
+    return 2;
+}
+
+static void link_group(struct builder *b, struct build_obj *g)
+{
+    size_t n;
+    struct link_ref *links = ordered_members(json_object_get(g->json, "links"),
+                                             creation_ordered(g->json), &n);
+    for (size_t k = 0; links && k < n; k++) {
+        if (!link_name_ok(links[k].name)) {
+            log_error("%s: %s: link name \"%s\" is not usable in HDF5: left out",
+                      b->domain_path, g->path, links[k].name);
+            continue;
+        }
+        hid_t lcpl = link_plist(links[k].name);
+        herr_t rc = lcpl < 0 ? -1 : make_link(b, g->hid, &links[k], lcpl);
+        if (lcpl >= 0)
+            H5Pclose(lcpl);
+        if (rc < 0 || rc == 2)
+            log_error("%s: %s: link \"%s\" %s: left out", b->domain_path, g->path,
+                      links[k].name, rc == 2 ? "is of no known class" : "could not be made");
+    }
+    free(links);
+}
+
+/* ---- 4. attributes ---- */
+
+static hid_t shape_space(const json_t *shape, size_t *n, char *why, size_t why_len);
+
+static int attr_value(struct builder *b, const json_t *a, hid_t tid, size_t n, void **buf,
+                      char *why, size_t why_len)
+{
+    const json_t *type = json_object_get(a, "type"), *value = json_object_get(a, "value");
+    const char *enc = json_string_value(json_object_get(a, "encoding"));
+    struct h5value_refs refs = { build_resolve_ref, b };
+    if (enc && strcmp(enc, "base64") == 0 && json_is_string(value)) {
+        unsigned char *bytes;
+        size_t len;
+        if (h5value_base64_decode(json_string_value(value), json_string_length(value), &bytes,
+                                  &len) != 0) {
+            snprintf(why, why_len, "value is not valid base64");
+            return -EINVAL;
+        }
+        int rc = h5value_from_stored(type, tid, bytes, len, n, &refs, buf, why, why_len);
+        free(bytes);
+        return rc;
+    }
+    return h5value_from_json(type, tid, value, n, &refs, buf, why, why_len);
+}
+
+static int make_attribute(struct builder *b, struct build_obj *o, const struct link_ref *a,
+                          char *why, size_t why_len)
+{
+    size_t n = 0;
+    void *buf = NULL;
+    int rc = -EINVAL;
+    hid_t tid = build_type(b, json_object_get(a->json, "type"), why, why_len);
+    hid_t space = tid < 0 ? H5I_INVALID_HID
+                          : shape_space(json_object_get(a->json, "shape"), &n, why, why_len);
+    if (space < 0)
+        goto out;
+    int has_value = n > 0 && !json_is_null(json_object_get(a->json, "value"));
+    if (has_value && (rc = attr_value(b, a->json, tid, n, &buf, why, why_len)) != 0)
+        goto out;
+    hid_t acpl = link_plist(a->name);
+    hid_t attr = acpl < 0 ? acpl : H5Acreate2(o->hid, a->name, tid, space, acpl, H5P_DEFAULT);
+    rc = attr >= 0 && (!has_value || H5Awrite(attr, tid, buf) >= 0) ? 0 : -EIO;
+    if (rc != 0)
+        snprintf(why, why_len, "HDF5 refused it");
+    if (attr >= 0)
+        H5Aclose(attr);
+    if (acpl >= 0)
+        H5Pclose(acpl);
+out:
+    if (buf)
+        h5value_free(tid, buf, n);
+    if (space >= 0)
+        H5Sclose(space);
+    if (tid >= 0)
+        H5Tclose(tid);
+    return rc;
+}
+
+static void attributes_of(struct builder *b, struct build_obj *o)
+{
+    size_t n;
+    struct link_ref *attrs = ordered_members(json_object_get(o->json, "attributes"),
+                                             creation_ordered(o->json), &n);
+    for (size_t k = 0; attrs && k < n; k++) {
+        char why[200] = "";
+        if (make_attribute(b, o, &attrs[k], why, sizeof why) != 0)
+            log_error("%s: %s: attribute \"%s\": %s: left out", b->domain_path, o->path,
+                      attrs[k].name, why);
+    }
+    free(attrs);
+}
+
+/* ---- shapes (shared with build_data.c through build_dataspace) ---- */
+
+static hid_t shape_space(const json_t *shape, size_t *n, char *why, size_t why_len)
+{
+    const char *cls = json_string_value(json_object_get(shape, "class"));
+    const json_t *dims = json_object_get(shape, "dims");
+    *n = 0;
+    if (cls && strcmp(cls, "H5S_NULL") == 0)
+        return H5Screate(H5S_NULL);
+    if (!cls || strcmp(cls, "H5S_SCALAR") == 0) {
+        *n = 1;
+        return H5Screate(H5S_SCALAR);
+    }
+    size_t rank = json_array_size(dims);
+    hsize_t d[IMAGE_MAX_RANK];
+    uint64_t total = 1;
+    if (strcmp(cls, "H5S_SIMPLE") != 0 || rank < 1 || rank > IMAGE_MAX_RANK) {
+        snprintf(why, why_len, "shape is not NULL, SCALAR or SIMPLE with 1 to 32 dims");
+        return H5I_INVALID_HID;
+    }
+    for (size_t k = 0; k < rank; k++) {
+        json_int_t v = json_integer_value(json_array_get(dims, k));
+        if (!json_is_integer(json_array_get(dims, k)) || v < 0 ||
+            (v > 0 && total > (UINT64_C(1) << 40) / (uint64_t)v)) {
+            snprintf(why, why_len, "shape dims are not non-negative integers of sane size");
+            return H5I_INVALID_HID;
+        }
+        d[k] = (hsize_t)v;
+        total *= (uint64_t)v;
+    }
+    *n = (size_t)total;
+    return H5Screate_simple((int)rank, d, NULL);
+}
+
+/* ---- 5. data ---- */
+
+/* Remove every link to o: its data cannot be served, so it must not be seen at all. */
+static void unlink_object(struct builder *b, const struct build_obj *o)
+{
+    for (size_t i = 0; i < b->n_objs; i++) {
+        if (b->objs[i].cls != 'g' || b->objs[i].hid < 0)
+            continue;
+        const char *name;
+        json_t *link;
+        json_object_foreach(json_object_get(b->objs[i].json, "links"), name, link) {
+            const char *id = hard_target(link);
+            if (id && strcmp(id, o->id) == 0 && link_name_ok(name) &&
+                H5Lexists(b->objs[i].hid, name, H5P_DEFAULT) > 0 &&
+                H5Ldelete(b->objs[i].hid, name, H5P_DEFAULT) < 0)
+                log_error("%s: %s/%s: cannot remove the link", b->domain_path, b->objs[i].path, name);
+        }
+    }
+}
+
+static int fill_or_unlink(struct builder *b, struct build_obj *o)
+{
+    int rc = build_dataset_fill(b, o);
+    if (rc != -EINVAL)
+        return rc;
+    unlink_object(b, o);        /* the reason is logged */
+    o->dropped = 1;
+    return 0;
+}
+
+/* ---- the whole build ---- */
+
+static void close_objects(struct builder *b)
+{
+    for (size_t i = 0; i < b->n_objs; i++) {
+        struct build_obj *o = &b->objs[i];
+        if (o->hid >= 0)
+            H5Oclose(o->hid) < 0 ? (void)H5Tclose(o->hid) : (void)0;
+        o->hid = H5I_INVALID_HID;
+    }
+}
+
+static void free_objects(struct builder *b)
+{
+    for (size_t i = 0; i < b->n_objs; i++) {
+        free(b->objs[i].id);
+        free(b->objs[i].path);
+        json_decref(b->objs[i].json);
+    }
+    free(b->objs);
+    strmap_free(b->by_id, NULL);
+}
+
+static hid_t create_file(struct builder *b)
+{
+    hid_t fapl = vfd_fapl(&b->target);
+    hid_t fcpl = group_plist(H5P_FILE_CREATE, b->objs[0].json);
+    hid_t file = H5I_INVALID_HID;
+    if (fapl >= 0 && fcpl >= 0 &&
+        H5Pset_libver_bounds(fapl, H5F_LIBVER_V110, H5F_LIBVER_V110) >= 0)
+        file = H5Fcreate(b->domain_path, H5F_ACC_TRUNC, fcpl, fapl);
+    if (fapl >= 0)
+        H5Pclose(fapl);
+    if (fcpl >= 0)
+        H5Pclose(fcpl);
+    return file;
+}
+
+static int build_steps(struct builder *b)
+{
+    int rc = discover(b);
+    if (rc != 0)
+        return rc;
+    b->file = create_file(b);
+    if (b->file < 0)
+        return -EIO;
+    rc = create_objects(b);
+    for (size_t i = 0; i < b->n_objs && rc == 0; i++)
+        if (b->objs[i].cls == 'g' && b->objs[i].hid >= 0)
+            link_group(b, &b->objs[i]);
+    for (size_t i = 0; i < b->n_objs && rc == 0; i++)
+        if (b->objs[i].hid >= 0 && !b->objs[i].dropped)
+            attributes_of(b, &b->objs[i]);
+    for (size_t i = 0; i < b->n_objs && rc == 0; i++)
+        if (b->objs[i].cls == 'd' && b->objs[i].hid >= 0 && !b->objs[i].dropped)
+            rc = fill_or_unlink(b, &b->objs[i]);
+    close_objects(b);
+    if (H5Fclose(b->file) < 0 && rc == 0)
+        rc = -EIO;
+    if (rc == 0 && b->target.failed)
+        rc = b->target.failed;
+    if (rc == 0)
+        rc = extent_finish(b->img->map, b->target.eoa);
+    return rc;
+}
+
+static double now_seconds(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+static int builder_init(struct builder *b, const struct image_source *src, const char *domain,
+                        const char *root_id, struct image **img)
+{
+    static uint64_t next_serial;    /* guarded by build_lock */
+    memset(b, 0, sizeof *b);
+    b->src = src;
+    b->domain_path = domain;
+    b->root_id = root_id;
+    b->file = H5I_INVALID_HID;
+    b->by_id = strmap_new();
+    *img = calloc(1, sizeof **img);
+    if (!b->by_id || !*img)
+        return -ENOMEM;
+    (*img)->refs = 1;
+    (*img)->serial = ++next_serial;
+    (*img)->store = src->store;
+    (*img)->domain_path = strdup(domain);
+    (*img)->map = extent_map_new();
+    if (!(*img)->domain_path || !(*img)->map)
+        return -ENOMEM;
+    b->img = *img;
+    b->target.map = (*img)->map;
+    return 0;
+}
+
+int image_build(const struct image_source *src, const char *domain_path, const char *root_id,
+                struct image **out)
+{
+    struct builder b;
+    struct image *img = NULL;
+    double t0 = now_seconds();
+    *out = NULL;
+    pthread_mutex_lock(&build_lock);
+    H5Eset_auto2(H5E_DEFAULT, NULL, NULL);  /* failures are logged by us, once */
+    int rc = builder_init(&b, src, domain_path, root_id, &img);
+    if (rc == 0)
+        rc = build_steps(&b);
+    if (rc != 0 && b.file >= 0) {
+        close_objects(&b);
+        H5Fclose(b.file);
+    }
+    free_objects(&b);
+    free(b.placeholder);
+    pthread_mutex_unlock(&build_lock);
+    if (rc != 0) {
+        log_error("%s: cannot build the HDF5 file: %s", domain_path, strerror(-rc));
+        if (img)
+            image_put(img);
+        return rc == -ENOMEM ? rc : -EIO;
+    }
+    img->build_seconds = now_seconds() - t0;
+    struct image_stats st;
+    image_stats(img, &st);
+    log_info("%s: built the HDF5 file: %" PRIu64 " bytes, %" PRIu64 " datasets with %" PRIu64
+             " chunk extents, %" PRIu64 " bytes of RAM, %.3f s", domain_path, st.size, st.datasets,
+             st.chunks, st.memory, st.build_seconds);
+    *out = img;
+    return 0;
+}
+
+int build_resolve_ref(void *ctx, const char *id, hobj_ref_t *out)
+{
+    struct builder *b = ctx;
+    struct build_obj *o = build_find(b, id);
+    if (!o || o->dropped || o->hid < 0)
+        return -ENOENT;
+    return H5Rcreate(out, b->file, o->path, H5R_OBJECT, -1) < 0 ? -ENOENT : 0;
+}
+
+hid_t build_dataspace(const json_t *shape, size_t *n, char *why, size_t why_len);
+hid_t build_dataspace(const json_t *shape, size_t *n, char *why, size_t why_len)
+{
+    return shape_space(shape, n, why, why_len);
+}

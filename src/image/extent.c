@@ -1,0 +1,309 @@
+/* extent: see extent.h. Two vectors sorted by offset whose items never overlap. */
+#include "extent.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+struct run {
+    uint64_t off, len, cap;
+    unsigned char *data;
+};
+
+struct chunk_extent {
+    uint64_t off, len;
+    struct extent_tag tag;
+};
+
+struct extent_map {
+    struct run *runs;
+    size_t n_runs, cap_runs;
+    struct chunk_extent *chunks;
+    size_t n_chunks, cap_chunks;
+    struct segment *segs;       /* after extent_finish */
+    size_t n_segs;
+    uint64_t size;
+};
+
+struct extent_map *extent_map_new(void)
+{
+    return calloc(1, sizeof(struct extent_map));
+}
+
+void extent_map_free(struct extent_map *map)
+{
+    if (!map)
+        return;
+    for (size_t i = 0; i < map->n_runs; i++)
+        free(map->runs[i].data);
+    free(map->runs);
+    free(map->chunks);
+    free(map->segs);
+    free(map);
+}
+
+static int grow(void **v, size_t *cap, size_t need, size_t size)
+{
+    if (need <= *cap)
+        return 0;
+    size_t ncap = *cap ? *cap * 2 : 64;
+    while (ncap < need)
+        ncap *= 2;
+    void *nv = realloc(*v, ncap * size);
+    if (!nv)
+        return -ENOMEM;
+    *v = nv;
+    *cap = ncap;
+    return 0;
+}
+
+/* ---- binary searches: first item that ends after off ---- */
+
+static size_t first_run_ending_after(const struct extent_map *m, uint64_t off)
+{
+    size_t lo = 0, hi = m->n_runs;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (m->runs[mid].off + m->runs[mid].len <= off)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo;
+}
+
+static size_t first_chunk_ending_after(const struct extent_map *m, uint64_t off)
+{
+    size_t lo = 0, hi = m->n_chunks;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (m->chunks[mid].off + m->chunks[mid].len <= off)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo;
+}
+
+/* ---- making room for a write ---- */
+
+static void remove_run(struct extent_map *m, size_t i)
+{
+    free(m->runs[i].data);
+    memmove(&m->runs[i], &m->runs[i + 1], (m->n_runs - i - 1) * sizeof *m->runs);
+    m->n_runs--;
+}
+
+static int insert_run(struct extent_map *m, size_t i, struct run r)
+{
+    if (grow((void **)&m->runs, &m->cap_runs, m->n_runs + 1, sizeof *m->runs) != 0)
+        return -ENOMEM;
+    memmove(&m->runs[i + 1], &m->runs[i], (m->n_runs - i) * sizeof *m->runs);
+    m->runs[i] = r;
+    m->n_runs++;
+    return 0;
+}
+
+/* Split run i around [off, end): keep the head in place, insert the tail as a new run. */
+static int split_run(struct extent_map *m, size_t i, uint64_t off, uint64_t end)
+{
+    struct run *r = &m->runs[i];
+    uint64_t tail_len = r->off + r->len - end;
+    struct run tail = { end, tail_len, tail_len, malloc(tail_len) };
+    if (!tail.data)
+        return -ENOMEM;
+    memcpy(tail.data, r->data + (end - r->off), tail_len);
+    r->len = off - r->off;
+    int rc = insert_run(m, i + 1, tail);
+    if (rc != 0)
+        free(tail.data);
+    return rc;
+}
+
+/* Remove the bytes [off, end) from every run, trimming or splitting runs that straddle it. */
+static int cut_runs(struct extent_map *m, uint64_t off, uint64_t end)
+{
+    size_t i = first_run_ending_after(m, off);
+    while (i < m->n_runs && m->runs[i].off < end) {
+        struct run *r = &m->runs[i];
+        uint64_t r_end = r->off + r->len;
+        if (r->off < off && r_end > end)
+            return split_run(m, i, off, end);
+        if (r->off < off) {
+            r->len = off - r->off;
+            i++;
+        } else if (r_end > end) {
+            memmove(r->data, r->data + (end - r->off), r_end - end);
+            r->len = r_end - end;
+            r->off = end;
+            return 0;
+        } else {
+            remove_run(m, i);
+        }
+    }
+    return 0;
+}
+
+/* A chunk extent that is overwritten in part is gone: its space was freed and reused. */
+static void drop_chunks(struct extent_map *m, uint64_t off, uint64_t end)
+{
+    size_t i = first_chunk_ending_after(m, off), j = i;
+    while (j < m->n_chunks && m->chunks[j].off < end)
+        j++;
+    memmove(&m->chunks[i], &m->chunks[j], (m->n_chunks - j) * sizeof *m->chunks);
+    m->n_chunks -= j - i;
+}
+
+/* ---- writes ---- */
+
+/* Appending to the run that ends at off is the common case (the library writes in order). */
+static int append_to_run(struct run *r, const void *buf, uint64_t len)
+{
+    if (r->len + len > r->cap) {
+        uint64_t ncap = r->cap * 2 > r->len + len ? r->cap * 2 : r->len + len;
+        unsigned char *nd = realloc(r->data, ncap);
+        if (!nd)
+            return -ENOMEM;
+        r->data = nd;
+        r->cap = ncap;
+    }
+    memcpy(r->data + r->len, buf, len);
+    r->len += len;
+    return 0;
+}
+
+int extent_write_bytes(struct extent_map *map, uint64_t off, const void *buf, uint64_t len)
+{
+    if (len == 0)
+        return 0;
+    drop_chunks(map, off, off + len);
+    int rc = cut_runs(map, off, off + len);
+    if (rc != 0)
+        return rc;
+    size_t i = first_run_ending_after(map, off);
+    if (i > 0 && map->runs[i - 1].off + map->runs[i - 1].len == off)
+        return append_to_run(&map->runs[i - 1], buf, len);
+    struct run r = { off, len, len, malloc(len) };
+    if (!r.data)
+        return -ENOMEM;
+    memcpy(r.data, buf, len);
+    rc = insert_run(map, i, r);
+    if (rc != 0)
+        free(r.data);
+    return rc;
+}
+
+int extent_write_chunk(struct extent_map *map, uint64_t off, uint64_t len, struct extent_tag tag)
+{
+    if (len == 0)
+        return 0;
+    drop_chunks(map, off, off + len);
+    int rc = cut_runs(map, off, off + len);
+    if (rc != 0)
+        return rc;
+    if (grow((void **)&map->chunks, &map->cap_chunks, map->n_chunks + 1, sizeof *map->chunks))
+        return -ENOMEM;
+    size_t i = first_chunk_ending_after(map, off);
+    memmove(&map->chunks[i + 1], &map->chunks[i], (map->n_chunks - i) * sizeof *map->chunks);
+    map->chunks[i] = (struct chunk_extent){ off, len, tag };
+    map->n_chunks++;
+    return 0;
+}
+
+void extent_read(const struct extent_map *map, uint64_t off, void *buf, uint64_t len)
+{
+    unsigned char *out = buf;
+    memset(out, 0, len);
+    for (size_t i = first_run_ending_after(map, off); i < map->n_runs; i++) {
+        const struct run *r = &map->runs[i];
+        if (r->off >= off + len)
+            break;
+        uint64_t from = r->off > off ? r->off : off;
+        uint64_t to = r->off + r->len < off + len ? r->off + r->len : off + len;
+        memcpy(out + (from - off), r->data + (from - r->off), to - from);
+    }
+}
+
+/* ---- freezing ---- */
+
+static void drop_beyond(struct extent_map *m, uint64_t eof)
+{
+    while (m->n_runs > 0 && m->runs[m->n_runs - 1].off >= eof)
+        remove_run(m, m->n_runs - 1);
+    if (m->n_runs > 0 && m->runs[m->n_runs - 1].off + m->runs[m->n_runs - 1].len > eof)
+        m->runs[m->n_runs - 1].len = eof - m->runs[m->n_runs - 1].off;
+    while (m->n_chunks > 0 && m->chunks[m->n_chunks - 1].off + m->chunks[m->n_chunks - 1].len > eof)
+        m->n_chunks--;
+}
+
+static void push_segment(struct extent_map *m, uint64_t *pos, struct segment s)
+{
+    if (s.off > *pos)
+        m->segs[m->n_segs++] = (struct segment){ .off = *pos, .len = s.off - *pos,
+                                                 .kind = SEGMENT_HOLE };
+    m->segs[m->n_segs++] = s;
+    *pos = s.off + s.len;
+}
+
+int extent_finish(struct extent_map *map, uint64_t eof)
+{
+    drop_beyond(map, eof);
+    size_t cap = 2 * (map->n_runs + map->n_chunks) + 2;
+    map->segs = malloc(cap * sizeof *map->segs);
+    if (!map->segs)
+        return -ENOMEM;
+    uint64_t pos = 0;
+    size_t r = 0, c = 0;
+    while (r < map->n_runs || c < map->n_chunks) {
+        int take_run = c == map->n_chunks ||
+                       (r < map->n_runs && map->runs[r].off < map->chunks[c].off);
+        if (take_run) {
+            const struct run *x = &map->runs[r++];
+            push_segment(map, &pos, (struct segment){ .off = x->off, .len = x->len,
+                                                      .kind = SEGMENT_BYTES, .u.bytes = x->data });
+        } else {
+            const struct chunk_extent *x = &map->chunks[c++];
+            push_segment(map, &pos, (struct segment){ .off = x->off, .len = x->len,
+                                                      .kind = SEGMENT_CHUNK, .u.tag = x->tag });
+        }
+    }
+    if (pos < eof)
+        push_segment(map, &pos, (struct segment){ .off = eof, .len = 0, .kind = SEGMENT_HOLE });
+    if (map->n_segs > 0 && map->segs[map->n_segs - 1].len == 0)
+        map->n_segs--;          /* the zero-length marker that closed the last hole */
+    map->size = eof;
+    return 0;
+}
+
+uint64_t extent_size(const struct extent_map *map)
+{
+    return map->size;
+}
+
+const struct segment *extent_segments(const struct extent_map *map, size_t *n)
+{
+    *n = map->n_segs;
+    return map->segs;
+}
+
+size_t extent_find(const struct extent_map *map, uint64_t off)
+{
+    size_t lo = 0, hi = map->n_segs;
+    while (hi - lo > 1) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (map->segs[mid].off <= off)
+            lo = mid;
+        else
+            hi = mid;
+    }
+    return lo;
+}
+
+uint64_t extent_memory(const struct extent_map *map)
+{
+    uint64_t total = sizeof *map + map->cap_runs * sizeof *map->runs +
+                     map->cap_chunks * sizeof *map->chunks + map->n_segs * sizeof *map->segs;
+    for (size_t i = 0; i < map->n_runs; i++)
+        total += map->runs[i].cap;
+    return total;
+}

@@ -1,0 +1,63 @@
+/*
+ * extent: the byte layout of a synthesised file while it is being written and after.
+ *
+ * While the HDF5 library writes the file (through vfd.c), two kinds of writes arrive: metadata
+ * (and other bytes that must be kept: small raw data, the global heap of vlen data), stored as
+ * runs of bytes; and chunk placeholders, recorded as (offset, size, tag) without bytes. The
+ * library frees and reuses space within one build, so every write replaces whatever it overlaps:
+ * overlapped runs are trimmed, an overlapped chunk extent is dropped whole (its chunk was
+ * rewritten elsewhere or deleted). Last write wins.
+ *
+ * extent_finish freezes the layout at the final end of allocation into a sorted, gap-free list
+ * of segments (runs, chunks, holes), which is what a read walks. Not thread-safe while being
+ * built; immutable and freely shared after extent_finish.
+ */
+#ifndef H5OSFS_IMAGE_EXTENT_H
+#define H5OSFS_IMAGE_EXTENT_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+/* What a chunk extent serves: chunk `chunk` (linear index in the grid) of dataset `dset`. */
+struct extent_tag {
+    uint32_t dset;
+    uint64_t chunk;
+};
+
+enum segment_kind { SEGMENT_HOLE = 0, SEGMENT_BYTES, SEGMENT_CHUNK };
+
+struct segment {
+    uint64_t off;
+    uint64_t len;
+    enum segment_kind kind;
+    union {
+        const unsigned char *bytes;     /* SEGMENT_BYTES: len bytes */
+        struct extent_tag tag;          /* SEGMENT_CHUNK: the extent is the whole chunk */
+    } u;
+};
+
+struct extent_map;
+
+struct extent_map *extent_map_new(void);
+void extent_map_free(struct extent_map *map);
+
+/* Keep len bytes at off. 0 or -ENOMEM. */
+int extent_write_bytes(struct extent_map *map, uint64_t off, const void *buf, uint64_t len);
+/* Record a chunk placeholder at off. 0 or -ENOMEM. */
+int extent_write_chunk(struct extent_map *map, uint64_t off, uint64_t len, struct extent_tag tag);
+/* Bytes at [off, off+len) as currently known (runs; zeros for chunks and holes). */
+void extent_read(const struct extent_map *map, uint64_t off, void *buf, uint64_t len);
+
+/* Freeze at file size eof (items beyond it are dropped or trimmed). 0 or -ENOMEM. */
+int extent_finish(struct extent_map *map, uint64_t eof);
+
+/* After extent_finish: the file size, and the segments covering [0, size) in order. */
+uint64_t extent_size(const struct extent_map *map);
+const struct segment *extent_segments(const struct extent_map *map, size_t *n);
+/* Index of the segment holding byte off (off < size). */
+size_t extent_find(const struct extent_map *map, uint64_t off);
+
+/* Bytes of RAM the map holds (runs and tables), for the memory figures. */
+uint64_t extent_memory(const struct extent_map *map);
+
+#endif

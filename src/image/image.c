@@ -1,0 +1,248 @@
+/* image: reading a built image (see include/h5osfs/image.h); building is in build*.c. */
+#include <errno.h>
+#include <inttypes.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "h5osfs/log.h"
+#include "image_int.h"
+
+static pthread_mutex_t image_lock = PTHREAD_MUTEX_INITIALIZER;   /* guards every refs count */
+
+static const unsigned PARTITION_PRIMES[10] = { 29, 31, 37, 41, 43, 47, 53, 59, 61, 67 };
+
+void image_dataset_clear(struct image_dataset *ds)
+{
+    free(ds->id);
+    free(ds->path);
+    free(ds->fill);
+    for (size_t i = 0; i < ds->n_uris; i++)
+        free(ds->uris[i]);
+    free(ds->uris);
+    free(ds->pieces);
+    memset(ds, 0, sizeof *ds);
+}
+
+void image_get(struct image *img)
+{
+    pthread_mutex_lock(&image_lock);
+    img->refs++;
+    pthread_mutex_unlock(&image_lock);
+}
+
+void image_put(struct image *img)
+{
+    if (!img)
+        return;
+    pthread_mutex_lock(&image_lock);
+    int last = --img->refs == 0;
+    pthread_mutex_unlock(&image_lock);
+    if (!last)
+        return;
+    for (size_t i = 0; i < img->n_datasets; i++)
+        image_dataset_clear(&img->datasets[i]);
+    free(img->datasets);
+    extent_map_free(img->map);
+    free(img->domain_path);
+    free(img);
+}
+
+uint64_t image_size(const struct image *img)
+{
+    return extent_size(img->map);
+}
+
+/* ---- chunk keys ---- */
+
+void image_chunk_index(const struct image_dataset *ds, uint64_t linear, uint64_t *idx)
+{
+    for (int k = ds->rank - 1; k >= 0; k--) {
+        idx[k] = linear % ds->grid[k];
+        linear /= ds->grid[k];
+    }
+}
+
+int image_chunk_key(const struct image_dataset *ds, uint64_t linear, char *key, size_t len)
+{
+    uint64_t idx[IMAGE_MAX_RANK];
+    int partition = -1;
+    image_chunk_index(ds, linear, idx);
+    if (ds->partition_count > 0) {
+        uint64_t sum = 0;
+        for (int k = 0; k < ds->rank; k++)
+            sum += idx[k] * PARTITION_PRIMES[k % 10];
+        partition = (int)(sum % (uint64_t)ds->partition_count);
+    }
+    return schema_chunk_key(ds->id, idx, ds->rank, partition, key, len);
+}
+
+/* ---- loading one chunk ---- */
+
+void image_fill(const struct image_dataset *ds, unsigned char *buf, uint64_t bytes)
+{
+    if (!ds->fill || ds->itemsize == 0) {
+        memset(buf, 0, bytes);
+        return;
+    }
+    for (uint64_t off = 0; off + ds->itemsize <= bytes; off += ds->itemsize)
+        memcpy(buf + off, ds->fill, ds->itemsize);
+}
+
+static int load_hsds(const struct chunk_job *job, unsigned char *buf, size_t size)
+{
+    char key[STORE_KEY_MAX + 1], why[160] = "";
+    struct store_buf raw = { 0 };
+    const struct image_dataset *ds = job->ds;
+    if (image_chunk_key(ds, job->linear, key, sizeof key) != 0)
+        return -EIO;
+    int rc = store_get(job->img->store, key, size + size / 8 + 65536, &raw);
+    if (rc == -ENOENT) {
+        image_fill(ds, buf, size);   /* deleted since the build: as HSDS reads it */
+        return 0;
+    }
+    if (rc != 0) {
+        if (rc == -EFBIG || rc == -EISDIR)
+            log_error("%s: %s: chunk %s: %s", job->img->domain_path, ds->path, key,
+                      rc == -EFBIG ? "larger than any encoding of the chunk" : "a directory");
+        return -EIO;
+    }
+    rc = codec_decode(&ds->codec, raw.data, raw.len, buf, size, why, sizeof why);
+    if (rc != 0)
+        log_error("%s: %s: chunk %s: %s", job->img->domain_path, ds->path, key, why);
+    store_buf_free(&raw);
+    return rc ? -EIO : 0;
+}
+
+static int load_chunk(void *ctx, void *buf, size_t size)
+{
+    const struct chunk_job *job = ctx;
+    switch (job->ds->origin) {
+    case ORIGIN_HSDS:
+        return load_hsds(job, buf, size);
+    case ORIGIN_REF_CONTIG:
+    case ORIGIN_REF_PIECES:
+        return image_load_ref(job, buf, size);
+    default:
+        log_error("%s: %s: chunk %" PRIu64 ": the dataset's data cannot be served (see the "
+                  "build's log line)", job->img->domain_path, job->ds->path, job->linear);
+        return -EIO;
+    }
+}
+
+/* ---- reads ---- */
+
+static int copy_chunk(struct image *img, struct chunk_cache *cache, const struct segment *s,
+                      uint64_t from, unsigned char *out, uint64_t n)
+{
+    char key[64];
+    struct chunk_entry *e;
+    if (s->u.tag.dset >= img->n_datasets)
+        return -EIO;
+    struct chunk_job job = { img, &img->datasets[s->u.tag.dset], s->u.tag.chunk };
+    if (job.ds->chunk_bytes != s->len)
+        return -EIO;            /* the driver declared what the table says: cannot happen */
+    snprintf(key, sizeof key, "%" PRIu64 ":%" PRIu32 ":%" PRIu64, img->serial, s->u.tag.dset,
+             s->u.tag.chunk);
+    int rc = chunk_cache_get(cache, key, s->len, load_chunk, &job, &e);
+    if (rc != 0)
+        return -EIO;
+    memcpy(out, (const unsigned char *)chunk_entry_data(e) + (from - s->off), n);
+    chunk_entry_put(cache, e);
+    return 0;
+}
+
+ssize_t image_read(struct image *img, struct chunk_cache *cache, uint64_t off, void *buf,
+                   size_t len)
+{
+    uint64_t size = extent_size(img->map);
+    if (off >= size)
+        return 0;
+    if (len > size - off)
+        len = (size_t)(size - off);
+    size_t n_segs, done = 0;
+    const struct segment *segs = extent_segments(img->map, &n_segs);
+    for (size_t i = extent_find(img->map, off); done < len && i < n_segs; i++) {
+        const struct segment *s = &segs[i];
+        uint64_t pos = off + done;
+        uint64_t n = s->off + s->len - pos < len - done ? s->off + s->len - pos : len - done;
+        unsigned char *out = (unsigned char *)buf + done;
+        if (s->kind == SEGMENT_BYTES)
+            memcpy(out, s->u.bytes + (pos - s->off), n);
+        else if (s->kind == SEGMENT_HOLE)
+            memset(out, 0, n);
+        else if (copy_chunk(img, cache, s, pos, out, n) != 0)
+            return -EIO;
+        done += n;
+    }
+    return (ssize_t)done;
+}
+
+/* ---- comparing versions ---- */
+
+static int same_dataset(const struct image_dataset *a, const struct image_dataset *b)
+{
+    if (strcmp(a->id, b->id) != 0 || strcmp(a->key_prefix, b->key_prefix) != 0 ||
+        a->origin != b->origin || a->rank != b->rank || a->itemsize != b->itemsize ||
+        a->chunk_bytes != b->chunk_bytes || a->partition_count != b->partition_count ||
+        memcmp(&a->codec, &b->codec, sizeof a->codec) != 0 || a->n_uris != b->n_uris ||
+        a->n_sub != b->n_sub || a->contig_off != b->contig_off ||
+        memcmp(a->chunk_dims, b->chunk_dims, sizeof a->chunk_dims) != 0 ||
+        memcmp(a->grid, b->grid, sizeof a->grid) != 0)
+        return 0;
+    if ((a->fill == NULL) != (b->fill == NULL) ||
+        (a->fill && memcmp(a->fill, b->fill, a->itemsize) != 0))
+        return 0;
+    for (size_t i = 0; i < a->n_uris; i++)
+        if (strcmp(a->uris[i], b->uris[i]) != 0)
+            return 0;
+    if ((a->pieces == NULL) != (b->pieces == NULL))
+        return 0;
+    uint64_t chunks = 1;
+    for (int k = 0; k < a->rank; k++)
+        chunks *= a->grid[k];
+    return !a->pieces || memcmp(a->pieces, b->pieces, chunks * a->n_sub * sizeof *a->pieces) == 0;
+}
+
+int image_equal(const struct image *a, const struct image *b)
+{
+    size_t na, nb;
+    const struct segment *sa = extent_segments(a->map, &na), *sb = extent_segments(b->map, &nb);
+    if (extent_size(a->map) != extent_size(b->map) || na != nb ||
+        a->n_datasets != b->n_datasets)
+        return 0;
+    for (size_t i = 0; i < na; i++) {
+        if (sa[i].off != sb[i].off || sa[i].len != sb[i].len || sa[i].kind != sb[i].kind)
+            return 0;
+        if (sa[i].kind == SEGMENT_BYTES && memcmp(sa[i].u.bytes, sb[i].u.bytes, sa[i].len) != 0)
+            return 0;
+        if (sa[i].kind == SEGMENT_CHUNK && (sa[i].u.tag.dset != sb[i].u.tag.dset ||
+                                            sa[i].u.tag.chunk != sb[i].u.tag.chunk))
+            return 0;
+    }
+    for (size_t i = 0; i < a->n_datasets; i++)
+        if (!same_dataset(&a->datasets[i], &b->datasets[i]))
+            return 0;
+    return 1;
+}
+
+void image_stats(const struct image *img, struct image_stats *out)
+{
+    size_t n;
+    const struct segment *s = extent_segments(img->map, &n);
+    memset(out, 0, sizeof *out);
+    out->size = extent_size(img->map);
+    out->memory = extent_memory(img->map) + img->n_datasets * sizeof *img->datasets;
+    out->datasets = img->n_datasets;
+    for (size_t i = 0; i < n; i++)
+        out->chunks += s[i].kind == SEGMENT_CHUNK;
+    for (size_t i = 0; i < img->n_datasets; i++) {
+        uint64_t chunks = 1;
+        for (int k = 0; k < img->datasets[i].rank; k++)
+            chunks *= img->datasets[i].grid[k];
+        if (img->datasets[i].pieces)
+            out->memory += chunks * img->datasets[i].n_sub * sizeof(struct ref_piece);
+    }
+    out->build_seconds = img->build_seconds;
+}

@@ -1,0 +1,93 @@
+/*
+ * image_int.h: what the image module's files share (build*.c make an image, image.c reads it).
+ */
+#ifndef H5OSFS_IMAGE_INT_H
+#define H5OSFS_IMAGE_INT_H
+
+#include <stdint.h>
+
+#include <hdf5.h>
+#include <jansson.h>
+
+#include "extent.h"
+#include "h5osfs/codec.h"
+#include "h5osfs/image.h"
+#include "h5osfs/schema.h"
+#include "h5osfs/store.h"
+#include "vfd.h"
+
+#define IMAGE_MAX_RANK 32
+#define IMAGE_JSON_MAX (64u << 20)      /* largest object JSON we parse */
+#define IMAGE_CHUNK_MAX (1ull << 31)    /* largest decoded chunk we serve (HDF5: < 4 GiB) */
+
+/* Where the bytes of a dataset's chunks come from. */
+enum chunk_origin {
+    ORIGIN_HSDS = 0,            /* chunk objects db/A-B/d/C-D-E/[pN/]i_j */
+    ORIGIN_POISON,              /* declared, but its data cannot be served: reads fail EIO */
+    ORIGIN_REF_CONTIG,          /* H5D_CONTIGUOUS_REF: a byte range of a linked HDF5 file */
+    ORIGIN_REF_PIECES,          /* H5D_CHUNKED_REF(_INDIRECT): filtered chunks of linked files */
+};
+
+/* One filtered HDF5 chunk of a linked file; size 0: absent (fill value). */
+struct ref_piece {
+    uint64_t off;
+    uint32_t size;
+    uint32_t uri;               /* index into image_dataset.uris */
+};
+
+/* A dataset whose chunk extents are served from the store. */
+struct image_dataset {
+    char *id;
+    char *path;                 /* first path in the file, for log lines */
+    char key_prefix[STORE_KEY_MAX + 1];   /* "db/A-B/d/C-D-E/" */
+    enum chunk_origin origin;
+    int rank;
+    int partition_count;        /* 0: none */
+    uint64_t dims[IMAGE_MAX_RANK];        /* the shape */
+    uint64_t chunk_dims[IMAGE_MAX_RANK];
+    uint64_t grid[IMAGE_MAX_RANK];        /* chunks per dimension over the current shape */
+    size_t itemsize;
+    uint64_t chunk_bytes;
+    struct codec_spec codec;
+    unsigned char *fill;        /* one element: what a chunk deleted since the build reads as */
+    /* *_REF layouts */
+    char **uris;                /* store keys of the linked files */
+    size_t n_uris;
+    uint64_t contig_off;        /* ORIGIN_REF_CONTIG: where the data starts in uris[0] */
+    uint64_t contig_size;
+    struct ref_piece *pieces;   /* ORIGIN_REF_PIECES: chunk linear index * n_sub + j */
+    uint32_t n_sub;             /* pieces per chunk: prod(dims / hyper_dims), 1 without */
+    uint64_t sub_dims[IMAGE_MAX_RANK];
+};
+
+struct image {
+    int refs;                   /* guarded by image_lock in image.c */
+    uint64_t serial;            /* unique per build: the chunk cache key space */
+    struct extent_map *map;
+    struct image_dataset *datasets;
+    size_t n_datasets;
+    struct store *store;
+    char *domain_path;
+    double build_seconds;
+};
+
+/* A chunk to load: which image, dataset and chunk (linear index in the grid). */
+struct chunk_job {
+    struct image *img;
+    const struct image_dataset *ds;
+    uint64_t linear;
+};
+
+/* Load a chunk of a *_REF dataset (refs.c) into buf (size = chunk_bytes). 0 or -EIO. */
+int image_load_ref(const struct chunk_job *job, unsigned char *buf, size_t size);
+/* Fill bytes with the dataset's fill value. */
+void image_fill(const struct image_dataset *ds, unsigned char *buf, uint64_t bytes);
+/* Chunk coordinates of a linear index. */
+void image_chunk_index(const struct image_dataset *ds, uint64_t linear, uint64_t *idx);
+
+/* Index string of chunk `linear` of ds ("3_0_12"), and its key. 0 or -ENAMETOOLONG. */
+int image_chunk_key(const struct image_dataset *ds, uint64_t linear, char *key, size_t len);
+
+void image_dataset_clear(struct image_dataset *ds);
+
+#endif
