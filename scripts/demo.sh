@@ -23,4 +23,11 @@ if [ -n "$first" ]; then
   echo "\$ getfattr -n user.h5osfs.root $first"
   /usr/bin/python3 -c 'import os,sys; print(os.getxattr(sys.argv[1], "user.h5osfs.root").decode())' "$first"
 fi
+s3="$mnt/home/test_user1/sample3.h5"
+if [ -e "$s3" ]; then
+  echo "\$ h5ls -r $s3"; h5ls -r "$s3"
+  echo "\$ h5dump -d /sub/small_u16 -c 8 $s3"; h5dump -d /sub/small_u16 -c 8 "$s3"
+  echo "\$ h5diff tests/data/hsds-v2/source/sample3.h5 $s3 && echo equal"
+  h5diff tests/data/hsds-v2/source/sample3.h5 "$s3" && echo equal
+fi
 echo "\$ fusermount3 -u $mnt"
