@@ -13,11 +13,13 @@
 #include "h5osfs/cache.h"
 #include "h5osfs/image.h"
 #include "h5osfs/ns.h"
+#include "h5osfs/prefetch.h"
 
 struct fs_config {
     struct ns *ns;
     struct image_source images;  /* where domains' files are built from */
     struct chunk_cache *cache;   /* decoded chunks, shared by every open file */
+    struct prefetcher *prefetch; /* loads chunks ahead of sequential readers; may be NULL */
     double ttl;                 /* kernel entry/attribute timeout, seconds */
     int read_only;              /* -o ro: no w bits, every change is EROFS */
     uid_t uid;                  /* owner shown for every entry: the mounting user */
@@ -28,6 +30,9 @@ struct fs;
 
 int fs_new(const struct fs_config *cfg, struct fs **out);
 void fs_free(struct fs *fs);
+
+/* Start read-ahead with p (made after daemonising: its threads would not survive the fork). */
+void fs_set_prefetcher(struct fs *fs, struct prefetcher *p);
 
 /* The operations table; the userdata given to fuse_session_new must be the struct fs. */
 const struct fuse_lowlevel_ops *fs_operations(void);

@@ -20,6 +20,7 @@
 #include <sys/types.h>
 
 #include "h5osfs/cache.h"
+#include "h5osfs/prefetch.h"
 #include "h5osfs/store.h"
 
 struct image;
@@ -40,9 +41,22 @@ uint64_t image_size(const struct image *img);
 /* True when both images have the same bytes (same layout, metadata and chunk sources). */
 int image_equal(const struct image *a, const struct image *b);
 
-/* Copy up to len bytes at off into buf, fetching chunks through cache. Returns the number of
- * bytes (short only at the end of the file) or -EIO (a chunk that cannot be read; logged). */
-ssize_t image_read(struct image *img, struct chunk_cache *cache, uint64_t off, void *buf,
+/* What one open file's reads share: the caches, and how sequential its reads have been. A
+ * sequential reader gets the next chunks in file order loaded ahead (a window that doubles up
+ * to IMAGE_PREFETCH_MAX while reads stay sequential). Several threads may read at once. */
+#define IMAGE_PREFETCH_MAX 16
+struct image_reader {
+    struct chunk_cache *cache;
+    struct prefetcher *prefetch;        /* NULL: no read-ahead */
+    _Atomic uint64_t expect;            /* where a sequential read continues */
+    _Atomic unsigned window;            /* chunks to load ahead */
+    _Atomic uint64_t ahead;             /* segments before this index are already queued */
+};
+
+/* Copy up to len bytes at off into buf, fetching chunks through the reader's cache. Returns
+ * the number of bytes (short only at the end of the file) or -EIO (a chunk that cannot be
+ * read; logged). */
+ssize_t image_read(struct image *img, struct image_reader *r, uint64_t off, void *buf,
                    size_t len);
 
 /* Figures for the benchmark and the debug log. */

@@ -26,6 +26,12 @@ struct fs {
     struct image_table *images;
 };
 
+/* An open domain file: its version and its reads' state. */
+struct fs_file {
+    struct image *img;
+    struct image_reader reader;
+};
+
 /* The listing a directory handle serves, taken once at opendir so offsets stay stable. */
 struct fs_dir_handle {
     struct ns_dir dir;
@@ -55,6 +61,11 @@ void fs_free(struct fs *fs)
     image_table_free(fs->images);
     inode_table_free(fs->inodes);
     free(fs);
+}
+
+void fs_set_prefetcher(struct fs *fs, struct prefetcher *p)
+{
+    fs->cfg.prefetch = p;       /* before the loop starts: no request reads it yet */
 }
 
 static struct fs *fs_of(fuse_req_t req)
@@ -333,25 +344,35 @@ static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
         fuse_reply_err(req, -rc);
         return;
     }
-    fi->fh = (uint64_t)(uintptr_t)img;
+    struct fs_file *f = calloc(1, sizeof *f);
+    if (!f) {
+        image_put(img);
+        fuse_reply_err(req, ENOMEM);
+        return;
+    }
+    f->img = img;
+    f->reader.cache = fs->cfg.cache;
+    f->reader.prefetch = fs->cfg.prefetch;
+    fi->fh = (uint64_t)(uintptr_t)f;
     fi->keep_cache = reused;    /* a changed file drops what the kernel cached of it */
-    if (fuse_reply_open(req, fi) != 0)
+    if (fuse_reply_open(req, fi) != 0) {
         image_put(img);         /* the opener is gone: no release will come */
+        free(f);
+    }
 }
 
 static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
                     struct fuse_file_info *fi)
 {
     (void)ino;
-    struct fs *fs = fs_of(req);
-    struct image *img = (struct image *)(uintptr_t)fi->fh;
+    struct fs_file *f = (struct fs_file *)(uintptr_t)fi->fh;
     char *buf = malloc(size ? size : 1);
     if (!buf || off < 0) {
         free(buf);
         fuse_reply_err(req, buf ? EINVAL : ENOMEM);
         return;
     }
-    ssize_t n = image_read(img, fs->cfg.cache, (uint64_t)off, buf, size);
+    ssize_t n = image_read(f->img, &f->reader, (uint64_t)off, buf, size);
     if (n < 0)
         fuse_reply_err(req, (int)-n);
     else
@@ -362,7 +383,9 @@ static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 static void op_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
     (void)ino;
-    image_put((struct image *)(uintptr_t)fi->fh);
+    struct fs_file *f = (struct fs_file *)(uintptr_t)fi->fh;
+    image_put(f->img);
+    free(f);
     fuse_reply_err(req, 0);
 }
 

@@ -150,6 +150,8 @@ static void drop_chunks(struct extent_map *m, uint64_t off, uint64_t end)
     size_t i = first_chunk_ending_after(m, off), j = i;
     while (j < m->n_chunks && m->chunks[j].off < end)
         j++;
+    if (i == j)
+        return;                 /* nothing overlaps (and chunks may still be NULL) */
     memmove(&m->chunks[i], &m->chunks[j], (m->n_chunks - j) * sizeof *m->chunks);
     m->n_chunks -= j - i;
 }

@@ -133,6 +133,13 @@ static int load_chunk(void *ctx, void *buf, size_t size)
 
 /* ---- reads ---- */
 
+static void chunk_cache_key(const struct image *img, const struct segment *s, char *key,
+                            size_t len)
+{
+    snprintf(key, len, "%" PRIu64 ":%" PRIu32 ":%" PRIu64, img->serial, s->u.tag.dset,
+             s->u.tag.chunk);
+}
+
 static int copy_chunk(struct image *img, struct chunk_cache *cache, const struct segment *s,
                       uint64_t from, unsigned char *out, uint64_t n)
 {
@@ -143,8 +150,7 @@ static int copy_chunk(struct image *img, struct chunk_cache *cache, const struct
     struct chunk_job job = { img, &img->datasets[s->u.tag.dset], s->u.tag.chunk };
     if (job.ds->chunk_bytes != s->len)
         return -EIO;            /* the driver declared what the table says: cannot happen */
-    snprintf(key, sizeof key, "%" PRIu64 ":%" PRIu32 ":%" PRIu64, img->serial, s->u.tag.dset,
-             s->u.tag.chunk);
+    chunk_cache_key(img, s, key, sizeof key);
     int rc = chunk_cache_get(cache, key, s->len, load_chunk, &job, &e);
     if (rc != 0)
         return -EIO;
@@ -153,7 +159,58 @@ static int copy_chunk(struct image *img, struct chunk_cache *cache, const struct
     return 0;
 }
 
-ssize_t image_read(struct image *img, struct chunk_cache *cache, uint64_t off, void *buf,
+static void prefetch_done(void *ctx)
+{
+    struct chunk_job *job = ctx;
+    image_put(job->img);
+    free(job);
+}
+
+/* Queue the chunk segments after segment `last`, up to the reader's window of chunks; the
+ * ones queued by earlier reads are not queued again. */
+static void read_ahead(struct image *img, struct image_reader *r, size_t last)
+{
+    size_t n_segs, end = last + 1;
+    const struct segment *segs = extent_segments(img->map, &n_segs);
+    for (unsigned seen = 0; end < n_segs && seen < r->window; end++)
+        seen += segs[end].kind == SEGMENT_CHUNK;
+    size_t i = last + 1 > r->ahead ? last + 1 : (size_t)r->ahead;
+    for (; i < end; i++) {
+        const struct segment *s = &segs[i];
+        if (s->kind != SEGMENT_CHUNK || s->u.tag.dset >= img->n_datasets)
+            continue;
+        struct chunk_job *job = malloc(sizeof *job);
+        char key[64];
+        if (!job)
+            break;
+        *job = (struct chunk_job){ img, &img->datasets[s->u.tag.dset], s->u.tag.chunk };
+        image_get(img);
+        chunk_cache_key(img, s, key, sizeof key);
+        if (prefetcher_add(r->prefetch, key, s->len, load_chunk, job, prefetch_done) != 0)
+            break;              /* queue full: the reader fetches for itself */
+    }
+    if (i > r->ahead)
+        r->ahead = i;
+}
+
+/* Sequential reads widen the window; a jump closes it. */
+static int note_access(struct image_reader *r, uint64_t off, size_t len)
+{
+    uint64_t expect = r->expect;
+    /* the kernel's parallel read-ahead arrives slightly out of order: allow some slack */
+    int sequential = off <= expect + (4u << 20) && off + (4u << 20) >= expect;
+    r->expect = off + len;
+    unsigned w = r->window;
+    if (!sequential) {
+        r->window = 0;
+        r->ahead = 0;
+        return 0;
+    }
+    r->window = w == 0 ? 2 : w < IMAGE_PREFETCH_MAX ? w * 2 : IMAGE_PREFETCH_MAX;
+    return 1;
+}
+
+ssize_t image_read(struct image *img, struct image_reader *r, uint64_t off, void *buf,
                    size_t len)
 {
     uint64_t size = extent_size(img->map);
@@ -161,18 +218,23 @@ ssize_t image_read(struct image *img, struct chunk_cache *cache, uint64_t off, v
         return 0;
     if (len > size - off)
         len = (size_t)(size - off);
-    size_t n_segs, done = 0;
+    int sequential = r->prefetch && note_access(r, off, len);
+    size_t n_segs, done = 0, i;
     const struct segment *segs = extent_segments(img->map, &n_segs);
-    for (size_t i = extent_find(img->map, off); done < len && i < n_segs; i++) {
+    for (i = extent_find(img->map, off); done < len && i < n_segs; i++) {
         const struct segment *s = &segs[i];
         uint64_t pos = off + done;
         uint64_t n = s->off + s->len - pos < len - done ? s->off + s->len - pos : len - done;
         unsigned char *out = (unsigned char *)buf + done;
+        if (s->kind == SEGMENT_CHUNK && sequential) {
+            read_ahead(img, r, i);
+            sequential = 0;     /* once per read */
+        }
         if (s->kind == SEGMENT_BYTES)
             memcpy(out, s->u.bytes + (pos - s->off), n);
         else if (s->kind == SEGMENT_HOLE)
             memset(out, 0, n);
-        else if (copy_chunk(img, cache, s, pos, out, n) != 0)
+        else if (copy_chunk(img, r->cache, s, pos, out, n) != 0)
             return -EIO;
         done += n;
     }

@@ -18,11 +18,16 @@
 #include <fuse_lowlevel.h>
 
 #include "h5osfs/cache.h"
+#include "h5osfs/prefetch.h"
 #include "h5osfs/fs.h"
 #include "h5osfs/log.h"
 #include "h5osfs/ns.h"
 #include "h5osfs/store.h"
 #include "options.h"
+
+#define READ_AHEAD_KIB 8192
+#define PREFETCH_WORKERS 4
+#define PREFETCH_QUEUE 256
 
 static int check_bucket(const char *bucket)
 {
@@ -90,9 +95,37 @@ static int run_loop(struct fuse_session *se, const struct fuse_cmdline_opts *cmd
     return rc;
 }
 
+/*
+ * The kernel reads ahead only 128 KiB on a FUSE mount unless its bdi says more, and FUSE's INIT
+ * can only lower that. A sequential reader of 1-4 MiB chunks wants several chunks requested at
+ * once, so raise it (root only; others keep the default, and the prefetcher still works).
+ */
+static void raise_read_ahead(const char *mountpoint, unsigned kib)
+{
+    char *real = realpath(mountpoint, NULL), line[4096], path[128];
+    FILE *f = real ? fopen("/proc/self/mountinfo", "r") : NULL;
+    unsigned major = 0, minor = 0;
+    int found = 0;
+    while (f && !found && fgets(line, sizeof line, f)) {
+        char point[4096];
+        found = sscanf(line, "%*s %*s %u:%u %*s %4095s", &major, &minor, point) == 3 &&
+                strcmp(point, real) == 0;
+    }
+    if (f)
+        fclose(f);
+    free(real);
+    snprintf(path, sizeof path, "/sys/class/bdi/%u:%u/read_ahead_kb", major, minor);
+    FILE *ra = found ? fopen(path, "w") : NULL;
+    if (!ra || fprintf(ra, "%u\n", kib) < 0)
+        log_debug("read-ahead of %s stays at the kernel's default (%s)", mountpoint, path);
+    if (ra)
+        fclose(ra);
+}
+
 /* Mount and serve until unmounted; 0 or -1 (reported). */
 static int serve(struct fuse_args *args, const struct options *opts,
-                 const struct fuse_cmdline_opts *cmd, struct fs *fs)
+                 const struct fuse_cmdline_opts *cmd, struct fs *fs, struct chunk_cache *cache,
+                 struct prefetcher **prefetch)
 {
     int rc = -1;
     struct fuse_session *se = fuse_session_new(args, fs_operations(), sizeof *fs_operations(), fs);
@@ -104,8 +137,14 @@ static int serve(struct fuse_args *args, const struct options *opts,
         goto out_signals;
     log_info("mounted %s on %s (user %s%s)", opts->bucket, cmd->mountpoint, opts->user,
              opts->read_only ? ", read-only" : "");
+    raise_read_ahead(cmd->mountpoint, READ_AHEAD_KIB);
     if (fuse_daemonize(cmd->foreground) != 0)
         goto out_unmount;
+    /* threads only now: fuse_daemonize forks, and a fork keeps none of them */
+    if (prefetcher_new(cache, PREFETCH_WORKERS, PREFETCH_QUEUE, prefetch) == 0)
+        fs_set_prefetcher(fs, *prefetch);
+    else
+        log_warn("no read-ahead threads: chunks are fetched when read");
     /* libfuse returns the signal number when SIGINT/SIGTERM/SIGHUP ended the loop: a clean exit */
     rc = run_loop(se, cmd) >= 0 ? 0 : -1;
     log_info("unmounted %s", cmd->mountpoint);
@@ -137,6 +176,7 @@ static int mount_bucket(struct fuse_args *args, const struct options *opts,
     struct ns *ns = NULL;
     struct fs *fs = NULL;
     struct chunk_cache *cache = NULL;
+    struct prefetcher *prefetch = NULL;     /* made by serve, after the fork */
     char *name = bucket_name(opts->bucket);
     int rc = name ? store_posix_open(opts->bucket, &store) : -ENOMEM;
     if (rc != 0) {
@@ -159,8 +199,9 @@ static int mount_bucket(struct fuse_args *args, const struct options *opts,
     rc = fs_new(&fs_cfg, &fs);
     if (rc != 0)
         goto out_cache;
-    rc = serve(args, opts, cmd, fs);
+    rc = serve(args, opts, cmd, fs, cache, &prefetch);
     fs_free(fs);
+    prefetcher_free(prefetch);
 out_cache:
     chunk_cache_free(cache);
 out_ns:

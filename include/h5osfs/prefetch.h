@@ -1,0 +1,28 @@
+/*
+ * prefetch: load chunks into the cache ahead of a sequential reader, on worker threads.
+ *
+ * A job is a chunk the reader will probably want next; a worker runs chunk_cache_get on it (so
+ * a job for a chunk already cached or being loaded costs nothing) and drops the entry again.
+ * The queue is bounded: when it is full new jobs are dropped, never waited for. Thread-safe.
+ */
+#ifndef H5OSFS_PREFETCH_H
+#define H5OSFS_PREFETCH_H
+
+#include <stddef.h>
+
+#include "h5osfs/cache.h"
+
+struct prefetcher;
+
+/* workers threads, at most queue_max jobs waiting. */
+int prefetcher_new(struct chunk_cache *cache, unsigned workers, size_t queue_max,
+                   struct prefetcher **out);
+/* Stops the workers (waiting jobs are dropped, their ctx released with done). */
+void prefetcher_free(struct prefetcher *p);
+
+/* Queue a load of key (size bytes) with load(ctx); done(ctx) is called when the job is over
+ * or dropped. 0, or -EAGAIN when the queue is full (done was called), -ENOMEM. */
+int prefetcher_add(struct prefetcher *p, const char *key, size_t size, chunk_load_fn load,
+                   void *ctx, void (*done)(void *ctx));
+
+#endif

@@ -1,0 +1,147 @@
+/* prefetch: see include/h5osfs/prefetch.h. A bounded FIFO served by a few threads. */
+#include "h5osfs/prefetch.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "h5osfs/log.h"
+
+struct job {
+    struct job *next;
+    char *key;
+    size_t size;
+    chunk_load_fn load;
+    void *ctx;
+    void (*done)(void *ctx);
+};
+
+struct prefetcher {
+    struct chunk_cache *cache;
+    pthread_mutex_t lock;
+    pthread_cond_t work;
+    struct job *head, *tail;
+    size_t queued, queue_max;
+    int stopping;
+    pthread_t *threads;
+    unsigned n_threads;
+};
+
+static void job_free(struct job *j)
+{
+    if (j->done)
+        j->done(j->ctx);
+    free(j->key);
+    free(j);
+}
+
+static struct job *next_job(struct prefetcher *p)
+{
+    pthread_mutex_lock(&p->lock);
+    while (!p->head && !p->stopping)
+        pthread_cond_wait(&p->work, &p->lock);
+    struct job *j = p->stopping ? NULL : p->head;
+    if (j) {
+        p->head = j->next;
+        if (!p->head)
+            p->tail = NULL;
+        p->queued--;
+    }
+    pthread_mutex_unlock(&p->lock);
+    return j;
+}
+
+static void *worker(void *arg)
+{
+    struct prefetcher *p = arg;
+    struct job *j;
+    while ((j = next_job(p)) != NULL) {
+        struct chunk_entry *e;
+        if (chunk_cache_get(p->cache, j->key, j->size, j->load, j->ctx, &e) == 0)
+            chunk_entry_put(p->cache, e);
+        job_free(j);            /* a failed load was logged; the reader will retry it */
+    }
+    return NULL;
+}
+
+int prefetcher_new(struct chunk_cache *cache, unsigned workers, size_t queue_max,
+                   struct prefetcher **out)
+{
+    struct prefetcher *p = calloc(1, sizeof *p);
+    if (!p)
+        return -ENOMEM;
+    p->cache = cache;
+    p->queue_max = queue_max;
+    p->threads = calloc(workers ? workers : 1, sizeof *p->threads);
+    if (!p->threads || pthread_mutex_init(&p->lock, NULL) != 0 ||
+        pthread_cond_init(&p->work, NULL) != 0) {
+        free(p->threads);
+        free(p);
+        return -ENOMEM;
+    }
+    for (unsigned i = 0; i < workers; i++) {
+        if (pthread_create(&p->threads[i], NULL, worker, p) != 0)
+            break;
+        p->n_threads++;
+    }
+    if (p->n_threads == 0 && workers > 0) {
+        prefetcher_free(p);
+        return -EAGAIN;
+    }
+    *out = p;
+    return 0;
+}
+
+void prefetcher_free(struct prefetcher *p)
+{
+    if (!p)
+        return;
+    pthread_mutex_lock(&p->lock);
+    p->stopping = 1;
+    pthread_cond_broadcast(&p->work);
+    pthread_mutex_unlock(&p->lock);
+    for (unsigned i = 0; i < p->n_threads; i++)
+        pthread_join(p->threads[i], NULL);
+    while (p->head) {
+        struct job *j = p->head;
+        p->head = j->next;
+        job_free(j);
+    }
+    pthread_cond_destroy(&p->work);
+    pthread_mutex_destroy(&p->lock);
+    free(p->threads);
+    free(p);
+}
+
+int prefetcher_add(struct prefetcher *p, const char *key, size_t size, chunk_load_fn load,
+                   void *ctx, void (*done)(void *ctx))
+{
+    struct job *j = calloc(1, sizeof *j);
+    char *k = strdup(key);
+    if (!j || !k) {
+        free(j);
+        free(k);
+        if (done)
+            done(ctx);
+        return -ENOMEM;
+    }
+    *j = (struct job){ NULL, k, size, load, ctx, done };
+    pthread_mutex_lock(&p->lock);
+    int full = p->queued >= p->queue_max || p->stopping;
+    if (!full) {
+        if (p->tail)
+            p->tail->next = j;
+        else
+            p->head = j;
+        p->tail = j;
+        p->queued++;
+        pthread_cond_signal(&p->work);
+    }
+    pthread_mutex_unlock(&p->lock);
+    if (full) {
+        job_free(j);
+        return -EAGAIN;
+    }
+    return 0;
+}
