@@ -67,6 +67,25 @@ struct store {
 /* A local directory as a bucket (HSDS's POSIX layout: key a/b/c is file <dir>/a/b/c). */
 int store_posix_open(const char *dir, struct store **out);
 
+/* A bucket of an S3-compatible object store (store/s3*.c). */
+struct store_s3_config {
+    const char *bucket;
+    const char *prefix;         /* where the HSDS tree starts inside the bucket: "" or "a/b/" */
+    const char *endpoint;       /* "http://127.0.0.1:9000"; NULL: AWS's regional endpoint */
+    const char *region;         /* signing region, and the AWS endpoint's */
+    int path_style;             /* 1: endpoint/bucket/key; 0: bucket.endpoint/key */
+    int no_sign;                /* anonymous requests */
+    const char *access_key_id;
+    const char *secret_access_key;
+    const char *session_token;  /* NULL when none */
+    const char *ca_file;        /* NULL: the system CA store */
+    unsigned max_requests;      /* requests in flight at once (connections kept alive) */
+    double timeout;             /* seconds one attempt may take */
+    unsigned retries;           /* further attempts after a retryable failure */
+    double retry_time;          /* seconds all attempts of one request may take */
+};
+int store_s3_open(const struct store_s3_config *cfg, struct store **out);
+
 /* Whole object; -EFBIG if it is larger than max bytes. */
 int store_get(struct store *st, const char *key, size_t max, struct store_buf *out);
 /* Bytes [off, off+len) (len may be STORE_RANGE_TO_END); a short result means end of object. */
@@ -78,7 +97,8 @@ int store_head(struct store *st, const char *key, struct store_stat *out);
 /*
  * One page of keys starting with prefix. With a delimiter, keys that contain it after the
  * prefix are folded into common prefixes. token: NULL for the first page, then next_token.
- * max_keys 0 means no limit (one page).
+ * max_keys 0 means no limit: one page with every key (a backend that pages internally gathers
+ * all pages).
  */
 int store_list(struct store *st, const char *prefix, const char *delimiter, const char *token,
                size_t max_keys, struct store_list *out);

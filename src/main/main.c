@@ -23,19 +23,43 @@
 #include "h5osfs/log.h"
 #include "h5osfs/ns.h"
 #include "h5osfs/store.h"
+#include "credentials.h"
 #include "options.h"
 
 #define READ_AHEAD_KIB 8192
 #define PREFETCH_WORKERS 4
 #define PREFETCH_QUEUE 256
 
+/* "s3://bucket/a/b" -> bucket "bucket", prefix "a/b/". 0 or -1 (reported). */
+static int split_s3_url(const char *url, char **bucket, char **prefix)
+{
+    const char *b = url + 5, *slash = strchr(b, '/');
+    size_t blen = slash ? (size_t)(slash - b) : strlen(b);
+    const char *p = slash ? slash + 1 : "";
+    size_t plen = strlen(p);
+    while (plen > 0 && p[plen - 1] == '/')
+        plen--;
+    int ok = blen >= 3 && blen <= 63;
+    for (size_t i = 0; i < blen && ok; i++)
+        ok = (b[i] >= 'a' && b[i] <= 'z') || (b[i] >= '0' && b[i] <= '9') || b[i] == '.' ||
+             b[i] == '-' || b[i] == '_' || (b[i] >= 'A' && b[i] <= 'Z');
+    if (!ok) {
+        fprintf(stderr, "h5osfs: '%s' does not name an S3 bucket (s3://bucket[/prefix])\n", url);
+        return -1;
+    }
+    if (asprintf(bucket, "%.*s", (int)blen, b) < 0 ||
+        asprintf(prefix, "%.*s%s", (int)plen, p, plen ? "/" : "") < 0) {
+        fprintf(stderr, "h5osfs: out of memory\n");
+        return -1;
+    }
+    return 0;
+}
+
 static int check_bucket(const char *bucket)
 {
     struct stat st;
-    if (strncmp(bucket, "s3://", 5) == 0) {
-        fprintf(stderr, "h5osfs: S3 buckets are not supported by this version: '%s'\n", bucket);
-        return -1;
-    }
+    if (strncmp(bucket, "s3://", 5) == 0)
+        return 0;               /* checked when the store is opened */
     if (stat(bucket, &st) != 0) {
         fprintf(stderr, "h5osfs: bucket directory '%s': %s\n", bucket, strerror(errno));
         return -1;
@@ -169,6 +193,52 @@ static char *bucket_name(const char *dir)
     return name;
 }
 
+static int open_s3(const struct options *opts, struct store **store, char **name)
+{
+    char *prefix = NULL, why[400];
+    struct credentials cred = { 0 };
+    int rc = -1;
+    if (split_s3_url(opts->bucket, name, &prefix) != 0)
+        goto out;
+    rc = credentials_load(opts->profile, opts->region, &cred, why, sizeof why);
+    if (rc != 0 && !(rc == -ENOENT && opts->no_sign)) {
+        fprintf(stderr, "h5osfs: %s\n", rc == -ENOENT ? why : strerror(-rc));
+        rc = -1;
+        goto out;
+    }
+    struct store_s3_config cfg = {
+        .bucket = *name, .prefix = prefix, .endpoint = opts->endpoint, .region = cred.region,
+        .path_style = opts->path_style >= 0 ? opts->path_style
+                      : opts->endpoint != NULL || strchr(*name, '.') != NULL,
+        .no_sign = opts->no_sign, .access_key_id = cred.access_key_id,
+        .secret_access_key = cred.secret_access_key, .session_token = cred.session_token,
+        .ca_file = opts->ca_file, .max_requests = opts->max_requests, .timeout = opts->timeout,
+        .retries = opts->retries, .retry_time = opts->retry_time,
+    };
+    rc = store_s3_open(&cfg, store);
+    if (rc != 0) {
+        fprintf(stderr, "h5osfs: S3 bucket '%s': %s\n", opts->bucket, strerror(-rc));
+        rc = -1;
+    }
+out:
+    credentials_free(&cred);
+    free(prefix);
+    return rc;
+}
+
+static int open_store(const struct options *opts, struct store **store, char **name)
+{
+    if (strncmp(opts->bucket, "s3://", 5) == 0)
+        return open_s3(opts, store, name);
+    *name = bucket_name(opts->bucket);
+    int rc = *name ? store_posix_open(opts->bucket, store) : -ENOMEM;
+    if (rc != 0) {
+        fprintf(stderr, "h5osfs: bucket directory '%s': %s\n", opts->bucket, strerror(-rc));
+        return -1;
+    }
+    return 0;
+}
+
 static int mount_bucket(struct fuse_args *args, const struct options *opts,
                         const struct fuse_cmdline_opts *cmd)
 {
@@ -177,10 +247,10 @@ static int mount_bucket(struct fuse_args *args, const struct options *opts,
     struct fs *fs = NULL;
     struct chunk_cache *cache = NULL;
     struct prefetcher *prefetch = NULL;     /* made by serve, after the fork */
-    char *name = bucket_name(opts->bucket);
-    int rc = name ? store_posix_open(opts->bucket, &store) : -ENOMEM;
+    char *name = NULL;
+    int rc = open_store(opts, &store, &name);
     if (rc != 0) {
-        fprintf(stderr, "h5osfs: bucket directory '%s': %s\n", opts->bucket, strerror(-rc));
+        free(name);
         return -1;
     }
     struct ns_config ns_cfg = { .user = opts->user, .admin_user = opts->admin_user,

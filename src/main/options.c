@@ -20,6 +20,17 @@ enum option_key {
     KEY_CACHE_DIR,
     KEY_CACHE_SIZE,
     KEY_LOG_FILE,
+    KEY_ENDPOINT,
+    KEY_REGION,
+    KEY_PROFILE,
+    KEY_CA_FILE,
+    KEY_NO_SIGN,
+    KEY_PATH_STYLE,
+    KEY_VIRTUAL_HOST,
+    KEY_MAX_REQUESTS,
+    KEY_TIMEOUT,
+    KEY_RETRIES,
+    KEY_RETRY_TIME,
 };
 
 static const struct fuse_opt option_spec[] = {
@@ -30,6 +41,17 @@ static const struct fuse_opt option_spec[] = {
     FUSE_OPT_KEY("cache_dir=", KEY_CACHE_DIR),
     FUSE_OPT_KEY("cache_size=", KEY_CACHE_SIZE),
     FUSE_OPT_KEY("log_file=", KEY_LOG_FILE),
+    FUSE_OPT_KEY("endpoint=", KEY_ENDPOINT),
+    FUSE_OPT_KEY("region=", KEY_REGION),
+    FUSE_OPT_KEY("profile=", KEY_PROFILE),
+    FUSE_OPT_KEY("ca_file=", KEY_CA_FILE),
+    FUSE_OPT_KEY("no_sign", KEY_NO_SIGN),
+    FUSE_OPT_KEY("path_style", KEY_PATH_STYLE),
+    FUSE_OPT_KEY("virtual_host", KEY_VIRTUAL_HOST),
+    FUSE_OPT_KEY("max_requests=", KEY_MAX_REQUESTS),
+    FUSE_OPT_KEY("timeout=", KEY_TIMEOUT),
+    FUSE_OPT_KEY("retries=", KEY_RETRIES),
+    FUSE_OPT_KEY("retry_time=", KEY_RETRY_TIME),
     FUSE_OPT_END,
 };
 
@@ -37,7 +59,8 @@ void options_usage(const char *prog)
 {
     printf("usage: %s [options] BUCKET MOUNTPOINT\n"
            "\n"
-           "Mount an HSDS bucket (a local directory) so that every domain is an HDF5 file.\n"
+           "Mount an HSDS bucket (a local directory or s3://bucket[/prefix]) so that every domain\n"
+           "is an HDF5 file.\n"
            "\n"
            "h5osfs options:\n"
            "    -f                     stay in the foreground, log to stderr\n"
@@ -49,6 +72,19 @@ void options_usage(const char *prog)
            "    -o cache_dir=PATH      staging and cache directory (default: ~/.cache/h5osfs)\n"
            "    -o cache_size=BYTES    chunk cache size, K/M/G suffixes (default: 1G)\n"
            "    -o log_file=PATH       log here instead of syslog when in the background\n"
+           "\n"
+           "S3 buckets (BUCKET is s3://bucket or s3://bucket/prefix):\n"
+           "    -o endpoint=URL        an S3-compatible server (default: AWS's regional endpoint)\n"
+           "    -o region=NAME         signing region (default: AWS_REGION, ~/.aws/config, us-east-1)\n"
+           "    -o profile=NAME        credentials of this profile of ~/.aws/credentials\n"
+           "    -o no_sign             anonymous requests (public buckets)\n"
+           "    -o path_style          endpoint/bucket/key URLs (default with -o endpoint)\n"
+           "    -o virtual_host        bucket.endpoint/key URLs (default for AWS)\n"
+           "    -o ca_file=PATH        CA certificates for TLS (default: the system's)\n"
+           "    -o max_requests=N      requests in flight at once (default 16)\n"
+           "    -o timeout=SECONDS     one attempt of one request (default 30)\n"
+           "    -o retries=N           further attempts after 5xx, 429, timeouts (default 5)\n"
+           "    -o retry_time=SECONDS  all attempts of one request (default 60)\n"
            "    -h, --help             this help\n"
            "    -V, --version          version\n"
            "\n",
@@ -96,6 +132,29 @@ static int option_proc(void *data, const char *arg, int key, struct fuse_args *o
         return set_value(&opts->cache_size_text, arg);
     case KEY_LOG_FILE:
         return set_value(&opts->log_file, arg);
+    case KEY_ENDPOINT:
+        return set_value(&opts->endpoint, arg);
+    case KEY_REGION:
+        return set_value(&opts->region, arg);
+    case KEY_PROFILE:
+        return set_value(&opts->profile, arg);
+    case KEY_CA_FILE:
+        return set_value(&opts->ca_file, arg);
+    case KEY_NO_SIGN:
+        opts->no_sign = 1;
+        return 0;
+    case KEY_PATH_STYLE:
+    case KEY_VIRTUAL_HOST:
+        opts->path_style = key == KEY_PATH_STYLE;
+        return 0;
+    case KEY_MAX_REQUESTS:
+        return set_value(&opts->max_requests_text, arg);
+    case KEY_TIMEOUT:
+        return set_value(&opts->timeout_text, arg);
+    case KEY_RETRIES:
+        return set_value(&opts->retries_text, arg);
+    case KEY_RETRY_TIME:
+        return set_value(&opts->retry_time_text, arg);
     default:
         return 1;
     }
@@ -103,6 +162,7 @@ static int option_proc(void *data, const char *arg, int key, struct fuse_args *o
 
 int options_parse(struct fuse_args *args, struct options *opts)
 {
+    opts->path_style = -1;
     if (fuse_opt_parse(args, opts, option_spec, option_proc) != 0) {
         fprintf(stderr, "h5osfs: cannot parse the command line\n");
         return -1;
@@ -174,6 +234,38 @@ static int fail(const char *what, const char *value)
     return -1;
 }
 
+/* A whole number in [min, max]. */
+static int parse_count(const char *text, unsigned min, unsigned max, unsigned *out)
+{
+    uint64_t v;
+    if (options_parse_size(text, &v) != 0 || v < min || v > max)
+        return -EINVAL;
+    *out = (unsigned)v;
+    return 0;
+}
+
+static int finish_s3(struct options *opts)
+{
+    opts->max_requests = OPTIONS_DEFAULT_MAX_REQUESTS;
+    opts->timeout = OPTIONS_DEFAULT_TIMEOUT;
+    opts->retries = OPTIONS_DEFAULT_RETRIES;
+    opts->retry_time = OPTIONS_DEFAULT_RETRY_TIME;
+    if (opts->max_requests_text &&
+        parse_count(opts->max_requests_text, 1, 1024, &opts->max_requests) != 0)
+        return fail("max_requests must be a number from 1 to 1024", opts->max_requests_text);
+    if (opts->retries_text && parse_count(opts->retries_text, 0, 100, &opts->retries) != 0)
+        return fail("retries must be a number from 0 to 100", opts->retries_text);
+    if (opts->timeout_text && (options_parse_seconds(opts->timeout_text, &opts->timeout) != 0 ||
+                               opts->timeout < 0.1))
+        return fail("timeout must be a number of seconds, at least 0.1", opts->timeout_text);
+    if (opts->retry_time_text && options_parse_seconds(opts->retry_time_text, &opts->retry_time))
+        return fail("retry_time must be a number of seconds", opts->retry_time_text);
+    if (opts->endpoint && strncmp(opts->endpoint, "http://", 7) != 0 &&
+        strncmp(opts->endpoint, "https://", 8) != 0)
+        return fail("endpoint must be an http:// or https:// URL", opts->endpoint);
+    return 0;
+}
+
 int options_finish(struct options *opts)
 {
     opts->ttl = OPTIONS_DEFAULT_TTL;
@@ -191,7 +283,7 @@ int options_finish(struct options *opts)
         return fail("out of memory", "admin_user");
     if (!opts->cache_dir && !(opts->cache_dir = default_cache_dir()))
         return fail("out of memory", "cache_dir");
-    return 0;
+    return finish_s3(opts);
 }
 
 void options_free(struct options *opts)
@@ -203,5 +295,13 @@ void options_free(struct options *opts)
     free(opts->log_file);
     free(opts->ttl_text);
     free(opts->cache_size_text);
+    free(opts->endpoint);
+    free(opts->region);
+    free(opts->profile);
+    free(opts->ca_file);
+    free(opts->max_requests_text);
+    free(opts->timeout_text);
+    free(opts->retries_text);
+    free(opts->retry_time_text);
     memset(opts, 0, sizeof *opts);
 }

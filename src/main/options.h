@@ -23,11 +23,27 @@ struct options {
     double ttl;
     uint64_t cache_size;
     int read_only;
+    /* S3 buckets (s3://bucket/prefix) */
+    char *endpoint;
+    char *region;
+    char *profile;
+    char *ca_file;
+    char *max_requests_text, *timeout_text, *retries_text, *retry_time_text;
+    int no_sign;
+    int path_style;             /* -1: decide from the endpoint, 0: virtual-hosted, 1: path */
+    unsigned max_requests;
+    double timeout;
+    unsigned retries;
+    double retry_time;
     int bad_option;             /* set by the parser; the message is already printed */
 };
 
 #define OPTIONS_DEFAULT_TTL 5.0
 #define OPTIONS_DEFAULT_CACHE_SIZE (1024ull << 20)
+#define OPTIONS_DEFAULT_MAX_REQUESTS 16
+#define OPTIONS_DEFAULT_TIMEOUT 30.0
+#define OPTIONS_DEFAULT_RETRIES 5
+#define OPTIONS_DEFAULT_RETRY_TIME 60.0
 
 /* Parse args (consuming our options). 0 or -1 after printing one line to stderr. */
 int options_parse(struct fuse_args *args, struct options *opts);

@@ -238,7 +238,7 @@ static int resolve_without_domain_json(struct ns *ns, const char *key, struct ns
     prefix[plen] = '\0';
     int rc = prefix_holds_domains(ns, prefix);
     if (rc <= 0)
-        return rc == 0 ? -ENOENT : -EIO;
+        return rc == 0 ? -ENOENT : rc == -EACCES ? -EACCES : -EIO;
     out->kind = NS_DIR;
     out->rights = plain_dir_rights(ns);
     out->mtime = out->ctime = ns->mount_time;
@@ -267,8 +267,9 @@ static int resolve(struct ns *ns, const char *path, struct ns_info *out)
         mark_broken(out, key, "larger than 1 MiB");
         return 0;
     case -EINVAL:
-    case -EACCES:               /* refused by the store (a symlink out of the bucket): logged */
         return -ENOENT;         /* not a usable key: nothing there to show */
+    case -EACCES:
+        return -EACCES;         /* the store refused us (logged): say so, do not hide it */
     default:
         return -EIO;            /* the store logged what failed */
     }
@@ -408,7 +409,7 @@ static int add_child(struct ns *ns, const char *dir_path, const char *list_prefi
     }
     struct ns_info info;
     int rc = ns_stat(ns, path, &info);
-    if (rc == -ENOENT || rc == -EIO)
+    if (rc == -ENOENT || rc == -EIO || rc == -EACCES)
         return 0;               /* hidden, or the store error is logged: list the rest */
     if (rc != 0)
         return rc;
@@ -458,7 +459,7 @@ static int list_from_store(struct ns *ns, const char *path, struct ns_dir *out)
     free(token);
     if (rc != 0) {
         ns_dir_free(out);
-        return rc == -ENOENT ? -ENOENT : (rc == -ENOMEM ? -ENOMEM : -EIO);
+        return rc == -ENOENT || rc == -ENOMEM || rc == -EACCES ? rc : -EIO;
     }
     return 0;
 }

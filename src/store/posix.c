@@ -5,7 +5,8 @@
  *
  * Confinement. The bucket is opened once as an O_PATH directory fd and every key is resolved
  * relative to it with openat2(RESOLVE_BENEATH | RESOLVE_NO_MAGICLINKS), so neither ".." nor a
- * symlink (absolute or relative) can lead outside the bucket; such keys fail with -EACCES.
+ * symlink (absolute or relative) can lead outside the bucket; such keys do not exist (-ENOENT,
+ * with a warning in the log).
  * Where openat2 does not exist (kernels before 5.6, valgrind) keys are walked one component at
  * a time with O_NOFOLLOW instead, which is stricter: every symlink is refused, even one that
  * stays inside the bucket. Listings never follow symlinks and skip them.
@@ -73,7 +74,7 @@ int px_fail(const struct posix_store *ps, const char *op, const char *key,
     case ELOOP:            /* magic link, symlink loop, or a symlink under the fallback */
         log_warn("store %s: %s %s: refused: %s leads outside the bucket or through a symlink",
                  ps->dir, op, key, what);
-        return -EACCES;
+        return -ENOENT;    /* nothing outside the bucket is an object of it */
     case EACCES:
     case EPERM:
         log_error("store %s: %s %s: %s: %s", ps->dir, op, key, what, px_strerror(err));

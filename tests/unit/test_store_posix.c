@@ -405,13 +405,13 @@ static void test_escapes(void)
     path_of(path, dir, "a/rel");
     CHECK_INT(symlink("../../", path), 0);
 
-    CHECK_INT(store_get(st, "link", SIZE_MAX, &b), -EACCES);
+    CHECK_INT(store_get(st, "link", SIZE_MAX, &b), -ENOENT);
     CHECK(b.data == NULL && b.len == 0);
-    CHECK_INT(store_get_range(st, "link", 0, 3, &b), -EACCES);
-    CHECK_INT(store_head(st, "link", &ss), -EACCES);
-    CHECK_INT(store_get(st, "ldir/secret", SIZE_MAX, &b), -EACCES);
+    CHECK_INT(store_get_range(st, "link", 0, 3, &b), -ENOENT);
+    CHECK_INT(store_head(st, "link", &ss), -ENOENT);
+    CHECK_INT(store_get(st, "ldir/secret", SIZE_MAX, &b), -ENOENT);
     CHECK(b.data == NULL);
-    CHECK_INT(store_head(st, "ldir/secret", &ss), -EACCES);
+    CHECK_INT(store_head(st, "ldir/secret", &ss), -ENOENT);
     CHECK(put_str(st, "ldir/new", "evil") < 0);
     CHECK(put_str(st, "ldir/sub/new", "evil") < 0);
     CHECK(!exists(outside, "new"));
@@ -421,7 +421,9 @@ static void test_escapes(void)
     CHECK(store_get(st, "a/rel/" "h5osfs-x", SIZE_MAX, &b) < 0);
     {
         struct store_list l;
-        CHECK_INT(store_list(st, "ldir/", "/", NULL, 0, &l), -EACCES);
+        /* nothing outside the bucket is listed: the prefix holds no object */
+        CHECK_INT(store_list(st, "ldir/", "/", NULL, 0, &l), 0);
+        CHECK_INT(l.n_objects + l.n_prefixes, 0);
         store_list_free(&l);
     }
     CHECK_INT(count_temp_files(dir), 0);

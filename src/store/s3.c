@@ -1,0 +1,397 @@
+/*
+ * s3: the store interface over an S3-compatible object store (see include/h5osfs/store.h).
+ *
+ * Keys are the HSDS keys below cfg.prefix. Status codes become the store's errnos here:
+ * 404 -> -ENOENT, 403 -> -EACCES (logged by s3_http with the server's reason), 416 on a range
+ * past the end -> an empty result, anything else unexpected -> -EIO with one log line.
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <curl/curl.h>
+
+#include "h5osfs/log.h"
+#include "h5osfs/sigv4.h"
+#include "s3.h"
+
+#define S3_LIST_PAGE 1000
+#define S3_JSON_LIST_MAX (16u << 20)    /* one ListObjectsV2 page: ~1000 keys of 1 KiB */
+
+static struct s3_store *s3_of(struct store *st)
+{
+    return (struct s3_store *)st;
+}
+
+static int unexpected(const struct s3_store *s3, const char *op, const char *key,
+                      const struct s3_response *resp)
+{
+    char code[64], msg[160];
+    s3_parse_error((const char *)resp->body.data, resp->body.len, code, sizeof code, msg,
+                   sizeof msg);
+    log_error("s3 %s %s/%s%s: unexpected HTTP %ld %s%s%s", op, s3->bucket, s3->prefix,
+              key ? key : "", resp->status, code, msg[0] ? ": " : "", msg);
+    return -EIO;
+}
+
+static int status_errno(const struct s3_store *s3, const char *op, const char *key,
+                        const struct s3_response *resp)
+{
+    if (resp->status / 100 == 2)
+        return 0;
+    if (resp->status == 404)
+        return -ENOENT;
+    if (resp->status == 403)
+        return -EACCES;
+    return unexpected(s3, op, key, resp);
+}
+
+/* ---- get / head ---- */
+
+static int s3_get(struct store *st, const char *key, uint64_t off, uint64_t len, size_t max,
+                  struct store_buf *out)
+{
+    struct s3_store *s3 = s3_of(st);
+    char range[64];
+    struct s3_response resp;
+    struct s3_request req = { .method = "GET", .key = key, .max_body = max };
+    int ranged = off > 0 || len != STORE_RANGE_TO_END;
+    if (ranged && len == 0) {
+        out->data = calloc(1, 1);
+        return out->data ? 0 : -ENOMEM;
+    }
+    if (ranged && len != STORE_RANGE_TO_END)
+        snprintf(range, sizeof range, "bytes=%llu-%llu", (unsigned long long)off,
+                 (unsigned long long)(off + len - 1));
+    else
+        snprintf(range, sizeof range, "bytes=%llu-", (unsigned long long)off);
+    req.range = ranged ? range : NULL;
+    if (ranged && len != STORE_RANGE_TO_END && len < max)
+        req.max_body = (size_t)len + 1;     /* a server that ignores Range sends it all */
+    int rc = s3_perform(s3, &req, &resp);
+    if (rc != 0)
+        return rc;
+    if (resp.status == 416) {               /* the range starts past the end */
+        s3_response_free(&resp);
+        out->data = calloc(1, 1);
+        return out->data ? 0 : -ENOMEM;
+    }
+    rc = status_errno(s3, "GET", key, &resp);
+    if (rc == 0 && ranged && resp.status == 200) {
+        /* the whole object came back: keep the asked range */
+        size_t from = off < resp.body.len ? (size_t)off : resp.body.len;
+        size_t n = resp.body.len - from < len ? resp.body.len - from : (size_t)len;
+        memmove(resp.body.data, resp.body.data + from, n);
+        resp.body.len = n;
+        resp.body.data[n] = '\0';
+    }
+    if (rc != 0) {
+        s3_response_free(&resp);
+        return rc;
+    }
+    *out = resp.body;
+    return 0;
+}
+
+static int s3_head(struct store *st, const char *key, struct store_stat *out)
+{
+    struct s3_store *s3 = s3_of(st);
+    struct s3_response resp;
+    struct s3_request req = { .method = "HEAD", .key = key, .max_body = 0 };
+    int rc = s3_perform(s3, &req, &resp);
+    if (rc != 0)
+        return rc;
+    rc = status_errno(s3, "HEAD", key, &resp);
+    if (rc == 0) {
+        out->size = resp.content_length;
+        out->mtime = resp.mtime;
+        snprintf(out->etag, sizeof out->etag, "%s", resp.etag);
+    }
+    s3_response_free(&resp);
+    return rc;
+}
+
+/* ---- put / delete ---- */
+
+static int s3_put(struct store *st, const char *key, const void *data, size_t len)
+{
+    struct s3_store *s3 = s3_of(st);
+    struct s3_response resp;
+    struct s3_request req = { .method = "PUT", .key = key, .body = data ? data : "",
+                              .body_len = len, .max_body = 1u << 20 };
+    int rc = s3_perform(s3, &req, &resp);
+    if (rc != 0)
+        return rc;
+    rc = status_errno(s3, "PUT", key, &resp);
+    s3_response_free(&resp);
+    return rc;
+}
+
+static int s3_del(struct store *st, const char *key)
+{
+    struct s3_store *s3 = s3_of(st);
+    struct s3_response resp;
+    struct s3_request req = { .method = "DELETE", .key = key, .max_body = 1u << 20 };
+    int rc = s3_perform(s3, &req, &resp);
+    if (rc != 0)
+        return rc;
+    rc = status_errno(s3, "DELETE", key, &resp);
+    s3_response_free(&resp);
+    return rc;
+}
+
+/* ---- list ---- */
+
+static int add_param(char **q, const char *name, const char *value)
+{
+    char *enc = NULL, *n = NULL;
+    if (!value)
+        return 0;
+    if (sigv4_uri_encode(value, strlen(value), 0, &enc) != 0)
+        return -ENOMEM;
+    int rc = asprintf(&n, "%s%s%s=%s", *q ? *q : "", *q ? "&" : "", name, enc) < 0 ? -ENOMEM : 0;
+    free(enc);
+    if (rc == 0) {
+        free(*q);
+        *q = n;
+    }
+    return rc;
+}
+
+/* The query in SigV4's canonical order (names sorted). */
+static int list_query(const char *prefix, const char *delimiter, const char *token, size_t max,
+                      char **out)
+{
+    char maxs[24];
+    char *q = NULL;
+    snprintf(maxs, sizeof maxs, "%zu", max);
+    int rc = add_param(&q, "continuation-token", token);
+    if (rc == 0)
+        rc = add_param(&q, "delimiter", delimiter);
+    if (rc == 0)
+        rc = add_param(&q, "list-type", "2");
+    if (rc == 0)
+        rc = add_param(&q, "max-keys", maxs);
+    if (rc == 0)
+        rc = add_param(&q, "prefix", prefix);
+    if (rc != 0)
+        free(q);
+    *out = rc == 0 ? q : NULL;
+    return rc;
+}
+
+/* Keys and prefixes come back with the bucket prefix: take it off (and drop any without). */
+static void strip_prefix(const struct s3_store *s3, struct store_list *l)
+{
+    size_t plen = strlen(s3->prefix), w = 0;
+    for (size_t i = 0; i < l->n_objects; i++) {
+        struct store_entry e = l->objects[i];
+        if (strncmp(e.key, s3->prefix, plen) != 0 || !e.key[plen]) {
+            free(e.key);
+            continue;
+        }
+        memmove(e.key, e.key + plen, strlen(e.key + plen) + 1);
+        l->objects[w++] = e;
+    }
+    l->n_objects = w;
+    w = 0;
+    for (size_t i = 0; i < l->n_prefixes; i++) {
+        char *p = l->prefixes[i];
+        if (strncmp(p, s3->prefix, plen) != 0 || !p[plen]) {
+            free(p);
+            continue;
+        }
+        memmove(p, p + plen, strlen(p + plen) + 1);
+        l->prefixes[w++] = p;
+    }
+    l->n_prefixes = w;
+}
+
+static int list_page(struct s3_store *s3, const char *prefix, const char *delimiter,
+                     const char *token, size_t max, struct store_list *out)
+{
+    char *full = NULL, *query = NULL;
+    struct s3_response resp;
+    int truncated = 0;
+    if (asprintf(&full, "%s%s", s3->prefix, prefix ? prefix : "") < 0)
+        return -ENOMEM;
+    int rc = list_query(full, delimiter, token, max, &query);
+    free(full);
+    if (rc != 0)
+        return rc;
+    struct s3_request req = { .method = "GET", .key = NULL, .query = query,
+                              .max_body = S3_JSON_LIST_MAX };
+    rc = s3_perform(s3, &req, &resp);
+    free(query);
+    if (rc != 0)
+        return rc;
+    rc = status_errno(s3, "LIST", prefix, &resp);
+    if (rc == 0 && (rc = s3_parse_list((const char *)resp.body.data, resp.body.len, out,
+                                       &truncated)) != 0)
+        log_error("s3 LIST %s/%s%s: the listing is not ListObjectsV2 XML", s3->bucket,
+                  s3->prefix, prefix ? prefix : "");
+    s3_response_free(&resp);
+    if (rc == 0)
+        strip_prefix(s3, out);
+    return rc == -ENOENT ? -EIO : rc;
+}
+
+static int append_list(struct store_list *dst, struct store_list *src)
+{
+    struct store_entry *o = realloc(dst->objects, (dst->n_objects + src->n_objects + 1) * sizeof *o);
+    if (o)
+        dst->objects = o;
+    char **p = realloc(dst->prefixes, (dst->n_prefixes + src->n_prefixes + 1) * sizeof *p);
+    if (p)
+        dst->prefixes = p;
+    if (!o || !p)
+        return -ENOMEM;
+    memcpy(dst->objects + dst->n_objects, src->objects, src->n_objects * sizeof *o);
+    memcpy(dst->prefixes + dst->n_prefixes, src->prefixes, src->n_prefixes * sizeof *p);
+    dst->n_objects += src->n_objects;
+    dst->n_prefixes += src->n_prefixes;
+    free(src->objects);
+    free(src->prefixes);
+    free(src->next_token);
+    memset(src, 0, sizeof *src);
+    return 0;
+}
+
+static int s3_list(struct store *st, const char *prefix, const char *delimiter, const char *token,
+                   size_t max_keys, struct store_list *out)
+{
+    struct s3_store *s3 = s3_of(st);
+    if (max_keys > 0)
+        return list_page(s3, prefix, delimiter, token, max_keys, out);
+    /* no limit: gather every page */
+    char *next = token ? strdup(token) : NULL;
+    int rc = 0;
+    memset(out, 0, sizeof *out);
+    do {
+        struct store_list page;
+        rc = list_page(s3, prefix, delimiter, next, S3_LIST_PAGE, &page);
+        free(next);
+        next = NULL;
+        if (rc != 0)
+            break;
+        next = page.next_token;
+        page.next_token = NULL;
+        rc = append_list(out, &page);
+        if (rc != 0)
+            store_list_free(&page);
+    } while (next && rc == 0);
+    free(next);
+    if (rc != 0)
+        store_list_free(out);
+    return rc;
+}
+
+/* ---- open / close ---- */
+
+static void s3_destroy(struct store *st)
+{
+    struct s3_store *s3 = s3_of(st);
+    s3_pool_free(s3->pool);
+    free(s3->bucket);
+    free(s3->prefix);
+    free(s3->endpoint);
+    free(s3->region);
+    free(s3->key_id);
+    free(s3->secret);
+    free(s3->token);
+    free(s3->ca_file);
+    free(s3->host);
+    free(s3->base_url);
+    free(s3->path_base);
+    free(s3);
+}
+
+static const struct store_ops s3_ops = {
+    .name = "s3",
+    .get = s3_get,
+    .put = s3_put,
+    .del = s3_del,
+    .head = s3_head,
+    .list = s3_list,
+    .destroy = s3_destroy,
+};
+
+static char *dup_or_null(const char *s)
+{
+    return s ? strdup(s) : NULL;
+}
+
+/* Host header and URLs: path style ("endpoint/bucket/key") or virtual-hosted
+ * ("bucket.endpoint/key"). An endpoint may carry a path of its own. */
+static int build_urls(struct s3_store *s3)
+{
+    char aws[128];
+    const char *endpoint = s3->endpoint;
+    if (!endpoint) {
+        snprintf(aws, sizeof aws, "https://s3.%s.amazonaws.com", s3->region);
+        endpoint = aws;
+    }
+    const char *sep = strstr(endpoint, "://");
+    if (!sep || !sep[3])
+        return -EINVAL;
+    int scheme_len = (int)(sep + 3 - endpoint);
+    const char *host = sep + 3;
+    int host_len = (int)strcspn(host, "/");
+    const char *path = host + host_len;
+    int path_len = (int)strlen(path);
+    while (path_len > 0 && path[path_len - 1] == '/')
+        path_len--;
+    int bad;
+    if (s3->cfg.path_style)
+        bad = asprintf(&s3->host, "%.*s", host_len, host) < 0 ||
+              asprintf(&s3->path_base, "%.*s/%s", path_len, path, s3->bucket) < 0 ||
+              asprintf(&s3->base_url, "%.*s%.*s%s", scheme_len, endpoint, host_len, host,
+                       s3->path_base) < 0;
+    else
+        bad = asprintf(&s3->host, "%s.%.*s", s3->bucket, host_len, host) < 0 ||
+              asprintf(&s3->path_base, "%.*s", path_len, path) < 0 ||
+              asprintf(&s3->base_url, "%.*s%s%s", scheme_len, endpoint, s3->host,
+                       s3->path_base) < 0;
+    return bad ? -ENOMEM : 0;
+}
+
+static pthread_once_t curl_once = PTHREAD_ONCE_INIT;
+static CURLcode curl_init_result = CURLE_FAILED_INIT;  /* written once under curl_once */
+
+static void init_curl(void)
+{
+    curl_init_result = curl_global_init(CURL_GLOBAL_ALL);
+}
+
+int store_s3_open(const struct store_s3_config *cfg, struct store **out)
+{
+    if (pthread_once(&curl_once, init_curl) != 0 || curl_init_result != CURLE_OK)
+        return -EIO;
+    struct s3_store *s3 = calloc(1, sizeof *s3);
+    if (!s3)
+        return -ENOMEM;
+    s3->base.ops = &s3_ops;
+    s3->cfg = *cfg;
+    s3->bucket = dup_or_null(cfg->bucket);
+    s3->prefix = strdup(cfg->prefix ? cfg->prefix : "");
+    s3->endpoint = dup_or_null(cfg->endpoint);
+    s3->region = strdup(cfg->region ? cfg->region : "us-east-1");
+    s3->key_id = dup_or_null(cfg->access_key_id);
+    s3->secret = dup_or_null(cfg->secret_access_key);
+    s3->token = dup_or_null(cfg->session_token);
+    s3->ca_file = dup_or_null(cfg->ca_file);
+    int rc = !s3->bucket || !s3->prefix || !s3->region ? -ENOMEM : 0;
+    if (rc == 0 && !cfg->no_sign && (!s3->key_id || !s3->secret))
+        rc = -EACCES;           /* no credentials and not anonymous */
+    if (rc == 0)
+        rc = build_urls(s3);
+    if (rc == 0)
+        rc = s3_pool_new(cfg->max_requests ? cfg->max_requests : 16, &s3->pool);
+    if (rc != 0) {
+        s3_destroy(&s3->base);
+        return rc;
+    }
+    *out = &s3->base;
+    return 0;
+}

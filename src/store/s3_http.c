@@ -1,0 +1,450 @@
+/*
+ * s3_http: one S3 request, signed, over a pool of curl easy handles, with retries.
+ *
+ * Parallelism comes from the callers: every FUSE worker (and every prefetch) that needs an
+ * object takes a handle from the pool and performs its request; at most max_requests run at
+ * once and the rest wait for a handle. A handle keeps its connection alive between requests.
+ *
+ * Retries: connection failures, timeouts, truncated bodies, 5xx, 429 and SlowDown are retried
+ * with full-jitter exponential backoff (100 ms doubling, at most 5 s a wait), bounded by the
+ * attempt count and by the total time of the request. One log line says what finally failed.
+ */
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+#include <time.h>
+
+#include <curl/curl.h>
+
+#include "h5osfs/log.h"
+#include "h5osfs/sigv4.h"
+#include "s3.h"
+
+#define BACKOFF_BASE 0.1
+#define BACKOFF_MAX 5.0
+
+/* ---- the pool ---- */
+
+struct s3_pool {
+    pthread_mutex_t lock;
+    pthread_cond_t freed;
+    CURL **idle;                /* handles not in use */
+    size_t n_idle;
+    unsigned size, created;
+};
+
+int s3_pool_new(unsigned size, struct s3_pool **out)
+{
+    struct s3_pool *p = calloc(1, sizeof *p);
+    if (!p)
+        return -ENOMEM;
+    p->size = size ? size : 1;
+    p->idle = calloc(p->size, sizeof *p->idle);
+    if (!p->idle || pthread_mutex_init(&p->lock, NULL) != 0 ||
+        pthread_cond_init(&p->freed, NULL) != 0) {
+        free(p->idle);
+        free(p);
+        return -ENOMEM;
+    }
+    *out = p;
+    return 0;
+}
+
+void s3_pool_free(struct s3_pool *p)
+{
+    if (!p)
+        return;
+    for (size_t i = 0; i < p->n_idle; i++)
+        curl_easy_cleanup(p->idle[i]);
+    free(p->idle);
+    pthread_cond_destroy(&p->freed);
+    pthread_mutex_destroy(&p->lock);
+    free(p);
+}
+
+static CURL *pool_take(struct s3_pool *p)
+{
+    CURL *h = NULL;
+    pthread_mutex_lock(&p->lock);
+    while (p->n_idle == 0 && p->created >= p->size)
+        pthread_cond_wait(&p->freed, &p->lock);
+    if (p->n_idle > 0) {
+        h = p->idle[--p->n_idle];
+    } else {
+        h = curl_easy_init();
+        if (h)
+            p->created++;
+    }
+    pthread_mutex_unlock(&p->lock);
+    return h;
+}
+
+static void pool_give(struct s3_pool *p, CURL *h)
+{
+    pthread_mutex_lock(&p->lock);
+    p->idle[p->n_idle++] = h;
+    pthread_cond_signal(&p->freed);
+    pthread_mutex_unlock(&p->lock);
+}
+
+/* A handle whose transfer failed may hold a broken connection: replace it. */
+static void pool_discard(struct s3_pool *p, CURL *h)
+{
+    curl_easy_cleanup(h);
+    pthread_mutex_lock(&p->lock);
+    p->created--;
+    pthread_cond_signal(&p->freed);
+    pthread_mutex_unlock(&p->lock);
+}
+
+/* ---- building a request ---- */
+
+struct transfer {
+    const struct s3_request *req;
+    struct s3_response *resp;
+    size_t cap;
+    size_t sent;                /* PUT body bytes handed to curl */
+    int too_big;
+};
+
+static double now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+static void amz_date(char out[17])
+{
+    time_t t = time(NULL);
+    struct tm tm;
+    gmtime_r(&t, &tm);
+    strftime(out, 17, "%Y%m%dT%H%M%SZ", &tm);
+}
+
+static int object_path(const struct s3_store *s3, const char *key, char **out)
+{
+    char *enc = NULL, *full = NULL;
+    if (!key)
+        return asprintf(out, "%s/", s3->path_base) < 0 ? -ENOMEM : 0;
+    if (asprintf(&full, "%s%s", s3->prefix, key) < 0)
+        return -ENOMEM;
+    int rc = sigv4_uri_encode(full, strlen(full), 1, &enc);
+    free(full);
+    if (rc != 0)
+        return rc;
+    rc = asprintf(out, "%s/%s", s3->path_base, enc) < 0 ? -ENOMEM : 0;
+    free(enc);
+    return rc;
+}
+
+static struct curl_slist *add_header(struct curl_slist *list, const char *name,
+                                     const char *value, int *failed)
+{
+    char *line = NULL;
+    if (asprintf(&line, "%s: %s", name, value) < 0) {
+        *failed = 1;
+        return list;
+    }
+    struct curl_slist *n = curl_slist_append(list, line);
+    free(line);
+    if (!n)
+        *failed = 1;
+    return n ? n : list;
+}
+
+/* Every header we send, signed (except what curl adds itself, which S3 does not need signed). */
+static int build_headers(const struct s3_store *s3, const struct s3_request *req,
+                         const char *path, struct curl_slist **out)
+{
+    char date[17], hash[65];
+    struct sigv4_header h[8];
+    size_t n = 0;
+    int failed = 0;
+    amz_date(date);
+    if (req->body && sigv4_sha256_hex(req->body, req->body_len, hash) != 0)
+        return -ENOMEM;
+    if (!req->body)
+        snprintf(hash, sizeof hash, "UNSIGNED-PAYLOAD");
+    h[n++] = (struct sigv4_header){ "host", s3->host };
+    h[n++] = (struct sigv4_header){ "x-amz-content-sha256", hash };
+    h[n++] = (struct sigv4_header){ "x-amz-date", date };
+    if (req->range)
+        h[n++] = (struct sigv4_header){ "range", req->range };
+    if (req->content_md5)
+        h[n++] = (struct sigv4_header){ "content-md5", req->content_md5 };
+    if (s3->token && !s3->cfg.no_sign)
+        h[n++] = (struct sigv4_header){ "x-amz-security-token", s3->token };
+    struct curl_slist *list = NULL;
+    for (size_t i = 1; i < n; i++)  /* curl sends Host itself, from the URL */
+        list = add_header(list, h[i].name, h[i].value, &failed);
+    list = add_header(list, "Expect", "", &failed);   /* no 100-continue round trip */
+    if (!s3->cfg.no_sign) {
+        struct sigv4_request sr = { req->method, path, req->query, h, n, hash };
+        struct sigv4_credentials cred = { s3->key_id, s3->secret, s3->token };
+        struct sigv4_scope scope = { date, s3->region, "s3" };
+        char *auth = NULL;
+        if (sigv4_authorization(&sr, 0, &cred, &scope, &auth) != 0)
+            failed = 1;
+        else
+            list = add_header(list, "Authorization", auth, &failed);
+        free(auth);
+    }
+    if (failed) {
+        curl_slist_free_all(list);
+        return -ENOMEM;
+    }
+    *out = list;
+    return 0;
+}
+
+/* ---- curl callbacks ---- */
+
+static size_t on_body(char *data, size_t size, size_t nmemb, void *ctx)
+{
+    struct transfer *t = ctx;
+    size_t n = size * nmemb;
+    struct store_buf *b = &t->resp->body;
+    if (b->len + n > t->req->max_body) {
+        t->too_big = 1;
+        return 0;               /* aborts the transfer */
+    }
+    if (b->len + n + 1 > t->cap) {
+        size_t ncap = t->cap ? t->cap * 2 : 16384;
+        while (ncap < b->len + n + 1)
+            ncap *= 2;
+        unsigned char *nd = realloc(b->data, ncap);
+        if (!nd)
+            return 0;
+        b->data = nd;
+        t->cap = ncap;
+    }
+    memcpy(b->data + b->len, data, n);
+    b->len += n;
+    b->data[b->len] = '\0';
+    return n;
+}
+
+static size_t on_header(char *data, size_t size, size_t nmemb, void *ctx)
+{
+    struct transfer *t = ctx;
+    size_t n = size * nmemb;
+    char line[512];
+    snprintf(line, sizeof line, "%.*s", (int)(n < sizeof line ? n : sizeof line - 1), data);
+    line[strcspn(line, "\r\n")] = '\0';
+    if (strncasecmp(line, "HTTP/", 5) == 0) {     /* a new response (after a redirect) */
+        t->resp->has_length = 0;
+        t->resp->etag[0] = '\0';
+    } else if (strncasecmp(line, "content-length:", 15) == 0) {
+        t->resp->content_length = strtoull(line + 15, NULL, 10);
+        t->resp->has_length = 1;
+        if (t->resp->content_length > t->req->max_body && strcmp(t->req->method, "HEAD") != 0) {
+            t->too_big = 1;
+            return 0;
+        }
+    } else if (strncasecmp(line, "etag:", 5) == 0) {
+        const char *v = line + 5 + strspn(line + 5, " \t\"");
+        snprintf(t->resp->etag, sizeof t->resp->etag, "%.*s", (int)strcspn(v, "\""), v);
+    } else if (strncasecmp(line, "last-modified:", 14) == 0) {
+        time_t when = curl_getdate(line + 14, NULL);
+        t->resp->mtime = when > 0 ? (double)when : 0;
+    }
+    return n;
+}
+
+static size_t on_upload(char *buf, size_t size, size_t nmemb, void *ctx)
+{
+    struct transfer *t = ctx;
+    size_t room = size * nmemb, left = t->req->body_len - t->sent;
+    size_t n = left < room ? left : room;
+    memcpy(buf, (const char *)t->req->body + t->sent, n);
+    t->sent += n;
+    return n;
+}
+
+static void set_method(CURL *h, const struct s3_request *req, struct transfer *t)
+{
+    if (strcmp(req->method, "HEAD") == 0) {
+        curl_easy_setopt(h, CURLOPT_NOBODY, 1L);
+    } else if (strcmp(req->method, "PUT") == 0) {
+        curl_easy_setopt(h, CURLOPT_UPLOAD, 1L);
+        curl_easy_setopt(h, CURLOPT_READFUNCTION, on_upload);
+        curl_easy_setopt(h, CURLOPT_READDATA, t);
+        curl_easy_setopt(h, CURLOPT_INFILESIZE_LARGE, (curl_off_t)req->body_len);
+    } else if (strcmp(req->method, "POST") == 0) {
+        curl_easy_setopt(h, CURLOPT_POST, 1L);
+        curl_easy_setopt(h, CURLOPT_POSTFIELDS, req->body);
+        curl_easy_setopt(h, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)req->body_len);
+    } else if (strcmp(req->method, "GET") != 0) {
+        curl_easy_setopt(h, CURLOPT_CUSTOMREQUEST, req->method);
+    }
+}
+
+static int setup(const struct s3_store *s3, CURL *h, const struct s3_request *req,
+                 struct transfer *t, struct curl_slist *headers, const char *url)
+{
+    curl_easy_reset(h);
+    int ok = curl_easy_setopt(h, CURLOPT_URL, url) == CURLE_OK;
+    curl_easy_setopt(h, CURLOPT_HTTPHEADER, headers);
+    curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);          /* threads: no SIGALRM timeouts */
+    curl_easy_setopt(h, CURLOPT_TIMEOUT_MS, (long)(s3->cfg.timeout * 1000));
+    curl_easy_setopt(h, CURLOPT_CONNECTTIMEOUT_MS, (long)(s3->cfg.timeout * 1000));
+    curl_easy_setopt(h, CURLOPT_TCP_KEEPALIVE, 1L);
+    curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, on_body);
+    curl_easy_setopt(h, CURLOPT_WRITEDATA, t);
+    curl_easy_setopt(h, CURLOPT_HEADERFUNCTION, on_header);
+    curl_easy_setopt(h, CURLOPT_HEADERDATA, t);
+    curl_easy_setopt(h, CURLOPT_USERAGENT, "h5osfs/" H5OSFS_VERSION);
+    curl_easy_setopt(h, CURLOPT_PROTOCOLS_STR, "http,https");
+    if (s3->ca_file)
+        curl_easy_setopt(h, CURLOPT_CAINFO, s3->ca_file);
+    set_method(h, req, t);
+    return ok ? 0 : -EINVAL;
+}
+
+/* ---- one attempt, and the retry loop ---- */
+
+enum outcome { DONE, RETRY, FAIL };
+
+struct attempt {
+    CURLcode curl;
+    int too_big;                /* the body exceeded the caller's limit */
+    char code[64], msg[160];
+};
+
+static enum outcome classify(const struct s3_response *resp, struct attempt *a,
+                             const struct transfer *t)
+{
+    if (t->too_big) {
+        a->too_big = 1;
+        return FAIL;
+    }
+    if (a->curl != CURLE_OK)
+        return a->curl == CURLE_URL_MALFORMAT || a->curl == CURLE_UNSUPPORTED_PROTOCOL ||
+               a->curl == CURLE_OUT_OF_MEMORY ? FAIL : RETRY;
+    if (resp->status >= 300 && resp->body.len > 0)
+        s3_parse_error((const char *)resp->body.data, resp->body.len, a->code, sizeof a->code,
+                       a->msg, sizeof a->msg);
+    if (resp->status >= 500 || resp->status == 429 || strcmp(a->code, "SlowDown") == 0 ||
+        strcmp(a->code, "RequestTimeout") == 0 || strcmp(a->code, "InternalError") == 0)
+        return RETRY;
+    /* a body shorter than its Content-Length that curl did not notice (HEAD has none) */
+    if (resp->status / 100 == 2 && resp->has_length && strcmp(t->req->method, "HEAD") != 0 &&
+        resp->body.len != resp->content_length)
+        return RETRY;
+    return DONE;
+}
+
+static enum outcome attempt_once(struct s3_store *s3, const struct s3_request *req,
+                                 const char *url, const char *path, struct s3_response *resp,
+                                 struct attempt *a)
+{
+    struct curl_slist *headers = NULL;
+    struct transfer t = { req, resp, 0, 0, 0 };
+    memset(resp, 0, sizeof *resp);
+    memset(a, 0, sizeof *a);
+    CURL *h = pool_take(s3->pool);
+    if (!h || build_headers(s3, req, path, &headers) != 0 || setup(s3, h, req, &t, headers, url)) {
+        if (h)
+            pool_give(s3->pool, h);
+        curl_slist_free_all(headers);
+        a->curl = CURLE_OUT_OF_MEMORY;
+        return FAIL;
+    }
+    a->curl = curl_easy_perform(h);
+    curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &resp->status);
+    curl_slist_free_all(headers);
+    if (a->curl == CURLE_OK)
+        pool_give(s3->pool, h);
+    else
+        pool_discard(s3->pool, h);
+    if (!resp->body.data && (resp->body.data = malloc(1)) != NULL)
+        resp->body.data[0] = '\0';
+    return classify(resp, a, &t);
+}
+
+static double backoff(unsigned attempt)
+{
+    unsigned r = 0;
+    if (getrandom(&r, sizeof r, 0) != (ssize_t)sizeof r)
+        r = (unsigned)time(NULL);
+    double cap = BACKOFF_BASE * (double)(1u << (attempt < 10 ? attempt : 10));
+    if (cap > BACKOFF_MAX)
+        cap = BACKOFF_MAX;
+    return cap * ((double)r / 4294967296.0);      /* full jitter */
+}
+
+static void sleep_for(double s)
+{
+    struct timespec ts = { (time_t)s, (long)((s - (double)(time_t)s) * 1e9) };
+    while (nanosleep(&ts, &ts) != 0 && errno == EINTR)
+        ;
+}
+
+static void log_failure(const struct s3_store *s3, const struct s3_request *req,
+                        const struct s3_response *resp, const struct attempt *a, unsigned tries)
+{
+    const char *key = req->key ? req->key : "";
+    if (a->curl != CURLE_OK)
+        log_error("s3 %s %s/%s%s: %s after %u attempt%s", req->method, s3->bucket, s3->prefix,
+                  key, curl_easy_strerror(a->curl), tries, tries == 1 ? "" : "s");
+    else if (resp->status == 403)
+        log_error("s3 %s %s/%s%s: HTTP 403 %s: %s", req->method, s3->bucket, s3->prefix, key,
+                  a->code[0] ? a->code : "Forbidden",
+                  strcmp(a->code, "SignatureDoesNotMatch") == 0
+                      ? "the server refused the request signature (wrong secret key?)"
+                      : a->msg[0] ? a->msg : "access denied");
+    else
+        log_error("s3 %s %s/%s%s: HTTP %ld %s%s%s after %u attempt%s", req->method, s3->bucket,
+                  s3->prefix, key, resp->status, a->code, a->msg[0] ? ": " : "", a->msg, tries,
+                  tries == 1 ? "" : "s");
+}
+
+int s3_perform(struct s3_store *s3, const struct s3_request *req, struct s3_response *resp)
+{
+    char *path = NULL, *url = NULL;
+    struct attempt a;
+    int rc = object_path(s3, req->key, &path);
+    if (rc != 0)
+        return rc;
+    if (asprintf(&url, "%s%s%s%s", s3->base_url, path + strlen(s3->path_base),
+                 req->query && *req->query ? "?" : "", req->query ? req->query : "") < 0) {
+        free(path);
+        return -ENOMEM;
+    }
+    double start = now();
+    unsigned tries = 0;
+    enum outcome o;
+    for (;;) {
+        o = attempt_once(s3, req, url, path, resp, &a);
+        tries++;
+        if (o != RETRY || tries > s3->cfg.retries)
+            break;
+        double wait = backoff(tries);
+        if (now() - start + wait > s3->cfg.retry_time)
+            break;
+        log_debug("s3 %s %s: retrying (%s, HTTP %ld %s)", req->method, req->key ? req->key : "/",
+                  curl_easy_strerror(a.curl), resp->status, a.code);
+        s3_response_free(resp);
+        sleep_for(wait);
+    }
+    free(path);
+    free(url);
+    if (o == DONE) {
+        if (resp->status == 403)
+            log_failure(s3, req, resp, &a, tries);
+        return 0;               /* the caller maps the status */
+    }
+    if (!a.too_big)
+        log_failure(s3, req, resp, &a, tries);
+    s3_response_free(resp);
+    return a.too_big ? -EFBIG : -EIO;
+}
+
+void s3_response_free(struct s3_response *resp)
+{
+    store_buf_free(&resp->body);
+}

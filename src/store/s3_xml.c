@@ -1,0 +1,254 @@
+/* s3_xml: S3 response bodies parsed with expat (see s3.h). */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include <expat.h>
+
+#include "s3.h"
+
+#define XML_TEXT_MAX 4096       /* keys are at most 1024 bytes; tokens and messages less */
+
+/* The path of open elements is tracked as a short stack of names; text is collected for the
+ * element being closed. */
+struct xml_walk {
+    const char *path[8];
+    char names[8][40];
+    int depth;
+    char text[XML_TEXT_MAX + 1];
+    size_t text_len;
+    int overflow;
+    void (*on_end)(struct xml_walk *w, const char *name);
+    void *ctx;
+};
+
+static void XMLCALL on_start(void *data, const XML_Char *name, const XML_Char **attrs)
+{
+    (void)attrs;
+    struct xml_walk *w = data;
+    if (w->depth < 8) {
+        snprintf(w->names[w->depth], sizeof w->names[0], "%s", name);
+        w->path[w->depth] = w->names[w->depth];
+    }
+    w->depth++;
+    w->text_len = 0;
+    w->overflow = 0;
+}
+
+static void XMLCALL on_text(void *data, const XML_Char *s, int len)
+{
+    struct xml_walk *w = data;
+    if (w->text_len + (size_t)len > XML_TEXT_MAX) {
+        w->overflow = 1;
+        return;
+    }
+    memcpy(w->text + w->text_len, s, (size_t)len);
+    w->text_len += (size_t)len;
+}
+
+static void XMLCALL on_end(void *data, const XML_Char *name)
+{
+    struct xml_walk *w = data;
+    w->text[w->text_len] = '\0';
+    if (w->on_end)
+        w->on_end(w, name);
+    w->depth--;
+    w->text_len = 0;
+}
+
+/* 1 if the open elements end with parent/name (name is the one closing). */
+static int at(const struct xml_walk *w, const char *parent, const char *name)
+{
+    return w->depth >= 2 && w->depth <= 8 && strcmp(w->path[w->depth - 1], name) == 0 &&
+           strcmp(w->path[w->depth - 2], parent) == 0;
+}
+
+static int walk(const char *xml, size_t len, struct xml_walk *w)
+{
+    XML_Parser p = XML_ParserCreate("UTF-8");
+    if (!p)
+        return -ENOMEM;
+    XML_SetUserData(p, w);
+    XML_SetElementHandler(p, on_start, on_end);
+    XML_SetCharacterDataHandler(p, on_text);
+    int ok = XML_Parse(p, xml, (int)len, 1) == XML_STATUS_OK;
+    XML_ParserFree(p);
+    return ok ? 0 : -EINVAL;
+}
+
+/* ---- ListObjectsV2 ---- */
+
+struct list_ctx {
+    struct store_list *out;
+    size_t cap_objects, cap_prefixes;
+    struct store_entry cur;
+    int truncated;
+    int failed;
+};
+
+static double parse_iso8601(const char *s)
+{
+    struct tm tm;
+    memset(&tm, 0, sizeof tm);
+    const char *rest = strptime(s, "%Y-%m-%dT%H:%M:%S", &tm);
+    if (!rest)
+        return 0;
+    double frac = *rest == '.' ? strtod(rest, NULL) : 0;
+    return (double)timegm(&tm) + frac;
+}
+
+static void copy_etag(char *dst, size_t len, const char *src)
+{
+    size_t n = strlen(src);
+    if (n >= 2 && src[0] == '"' && src[n - 1] == '"') {
+        src++;
+        n -= 2;
+    }
+    snprintf(dst, len, "%.*s", (int)n, src);
+}
+
+static int push_object(struct list_ctx *c)
+{
+    struct store_list *o = c->out;
+    if (o->n_objects == c->cap_objects) {
+        size_t ncap = c->cap_objects ? c->cap_objects * 2 : 64;
+        struct store_entry *n = realloc(o->objects, ncap * sizeof *n);
+        if (!n)
+            return -ENOMEM;
+        o->objects = n;
+        c->cap_objects = ncap;
+    }
+    o->objects[o->n_objects++] = c->cur;
+    memset(&c->cur, 0, sizeof c->cur);
+    return 0;
+}
+
+static int push_prefix(struct list_ctx *c, const char *prefix)
+{
+    struct store_list *o = c->out;
+    if (o->n_prefixes == c->cap_prefixes) {
+        size_t ncap = c->cap_prefixes ? c->cap_prefixes * 2 : 16;
+        char **n = realloc(o->prefixes, ncap * sizeof *n);
+        if (!n)
+            return -ENOMEM;
+        o->prefixes = n;
+        c->cap_prefixes = ncap;
+    }
+    if (!(o->prefixes[o->n_prefixes] = strdup(prefix)))
+        return -ENOMEM;
+    o->n_prefixes++;
+    return 0;
+}
+
+static void list_end(struct xml_walk *w, const char *name)
+{
+    struct list_ctx *c = w->ctx;
+    if (w->overflow) {
+        c->failed = -EINVAL;
+        return;
+    }
+    if (at(w, "Contents", "Key")) {
+        free(c->cur.key);
+        c->cur.key = strdup(w->text);
+        if (!c->cur.key)
+            c->failed = -ENOMEM;
+    } else if (at(w, "Contents", "Size")) {
+        c->cur.st.size = strtoull(w->text, NULL, 10);
+    } else if (at(w, "Contents", "LastModified")) {
+        c->cur.st.mtime = parse_iso8601(w->text);
+    } else if (at(w, "Contents", "ETag")) {
+        copy_etag(c->cur.st.etag, sizeof c->cur.st.etag, w->text);
+    } else if (strcmp(name, "Contents") == 0 && c->cur.key) {
+        if (push_object(c) != 0)
+            c->failed = -ENOMEM;
+    } else if (at(w, "CommonPrefixes", "Prefix")) {
+        if (push_prefix(c, w->text) != 0)
+            c->failed = -ENOMEM;
+    } else if (at(w, "ListBucketResult", "IsTruncated")) {
+        c->truncated = strcmp(w->text, "true") == 0;
+    } else if (at(w, "ListBucketResult", "NextContinuationToken")) {
+        free(c->out->next_token);
+        c->out->next_token = strdup(w->text);
+        if (!c->out->next_token)
+            c->failed = -ENOMEM;
+    }
+}
+
+int s3_parse_list(const char *xml, size_t len, struct store_list *out, int *truncated)
+{
+    struct list_ctx c = { .out = out };
+    struct xml_walk w = { .on_end = list_end, .ctx = &c };
+    memset(out, 0, sizeof *out);
+    int rc = walk(xml, len, &w);
+    free(c.cur.key);
+    if (rc == 0)
+        rc = c.failed;
+    if (rc != 0) {
+        store_list_free(out);
+        return rc;
+    }
+    *truncated = c.truncated;
+    if (!c.truncated) {
+        free(out->next_token);
+        out->next_token = NULL;
+    }
+    return 0;
+}
+
+/* ---- <Error> ---- */
+
+struct error_ctx {
+    char *code, *msg;
+    size_t code_len, msg_len;
+};
+
+static void error_end(struct xml_walk *w, const char *name)
+{
+    (void)name;
+    struct error_ctx *c = w->ctx;
+    if (at(w, "Error", "Code"))
+        snprintf(c->code, c->code_len, "%s", w->text);
+    else if (at(w, "Error", "Message"))
+        snprintf(c->msg, c->msg_len, "%s", w->text);
+}
+
+void s3_parse_error(const char *xml, size_t len, char *code, size_t code_len, char *msg,
+                    size_t msg_len)
+{
+    struct error_ctx c = { code, msg, code_len, msg_len };
+    struct xml_walk w = { .on_end = error_end, .ctx = &c };
+    code[0] = msg[0] = '\0';
+    if (xml && len > 0)
+        (void)walk(xml, len, &w);   /* not XML (a proxy's page): no code, the status says it */
+}
+
+/* ---- DeleteObjects ---- */
+
+struct delete_ctx {
+    int errors;
+    char *key, *code;
+    size_t key_len, code_len;
+};
+
+static void delete_end(struct xml_walk *w, const char *name)
+{
+    struct delete_ctx *c = w->ctx;
+    if (strcmp(name, "Error") == 0 && w->depth == 2)
+        c->errors++;
+    else if (c->errors == 0 && at(w, "Error", "Key"))
+        snprintf(c->key, c->key_len, "%s", w->text);
+    else if (c->errors == 0 && at(w, "Error", "Code"))
+        snprintf(c->code, c->code_len, "%s", w->text);
+}
+
+int s3_parse_delete_result(const char *xml, size_t len, char *key, size_t key_len, char *code,
+                           size_t code_len)
+{
+    struct delete_ctx c = { 0, key, code, key_len, code_len };
+    struct xml_walk w = { .on_end = delete_end, .ctx = &c };
+    key[0] = code[0] = '\0';
+    int rc = walk(xml, len, &w);
+    return rc ? rc : c.errors;
+}
