@@ -165,7 +165,10 @@ static int serve(struct fuse_args *args, const struct options *opts,
     if (fuse_daemonize(cmd->foreground) != 0)
         goto out_unmount;
     /* threads only now: fuse_daemonize forks, and a fork keeps none of them */
-    if (prefetcher_new(cache, PREFETCH_WORKERS, PREFETCH_QUEUE, prefetch) == 0)
+    /* an object store answers many requests at once; a local disk gains little past a few */
+    unsigned workers = strncmp(opts->bucket, "s3://", 5) == 0 ? opts->max_requests
+                                                             : PREFETCH_WORKERS;
+    if (prefetcher_new(cache, workers, PREFETCH_QUEUE, prefetch) == 0)
         fs_set_prefetcher(fs, *prefetch);
     else
         log_warn("no read-ahead threads: chunks are fetched when read");

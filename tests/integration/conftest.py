@@ -116,3 +116,29 @@ def bucket_snapshot(root):
             data = p.read_bytes() if p.is_file() else None
             snap[str(p.relative_to(root))] = (st.st_mode, st.st_size, st.st_mtime_ns, data)
     return snap
+
+
+# ---- shared by the image tests (test_image*.py) ----
+
+SOURCE = FIXTURE / "source"
+
+
+@pytest.fixture(scope="module")
+def shared_mount(tmp_path_factory):
+    """One mount of the read-only fixture bucket as test_user1, shared by a module's tests that
+    only read. Checked like mount_bucket's mounts when the module is done."""
+    root = tmp_path_factory.mktemp("shared")
+    mnt = root / "mnt"
+    mnt.mkdir()
+    m = Mount(BUCKET, mnt, root / "h5osfs.log", ("-o", "user=test_user1"))
+    yield m
+    rc = m.unmount()
+    assert rc == 0, f"{mnt}: exit status {rc}"
+    assert not is_mounted(mnt), f"{mnt}: still mounted"
+
+
+def assert_serving(m):
+    """The daemon of mount m is alive, still mounted and answering."""
+    assert m.proc.poll() is None, f"h5osfs exited with {m.proc.returncode}"
+    assert is_mounted(m.mnt)
+    assert os.listdir(m.path("home/test_user1"))
