@@ -1,0 +1,282 @@
+"""pytest fixtures for the S3 backend: a real S3 server (s3rver, tests/s3/server.js) on
+127.0.0.1, the HSDS fixture bucket loaded into it, and a fault-injecting proxy in front of it.
+
+    from s3fixtures import s3_server, s3_bucket, fault_proxy   # or in conftest.py
+
+s3_server (session): S3Server — .endpoint ("http://127.0.0.1:PORT"), .access_key,
+    .secret_key, .region, .env() (AWS_* variables for a daemon), .client() (an S3Client),
+    .load(bucket, directory), .new_bucket(directory=None), .stop(). Authentication is on:
+    requests must be signed (SigV4 verified against the secret) with its key pair or s3rver's
+    S3RVER/S3RVER; unsigned requests get 403, except GET/HEAD in bucket PUBLIC_BUCKET.
+s3_bucket (session): S3Bucket — tests/data/hsds-v2/hsdstest loaded as bucket "hsdstest":
+    .name, .url ("s3://hsdstest"), .endpoint, .server, .source (the directory), .sizes
+    ({key: size}). Read-only by convention: tests that write use s3_server.new_bucket().
+fault_proxy (function): FaultProxy in front of s3_server — .endpoint, .add_rule(action, **kw)
+    (fault_proxy.py documents the fields) -> the rule with its id, .rules(), .counters(),
+    .fired(rule_id), .log(), .clear(), .stop().
+
+When node or s3rver is missing, the fixtures skip with the reason (scripts/install-deps.sh
+installs both); with H5OSFS_S3_REQUIRED=1 in the environment they fail instead.
+"""
+import http.client
+import itertools
+import json
+import os
+import selectors
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+S3DIR = REPO / "tests" / "s3"
+FIXTURE_BUCKET = REPO / "tests" / "data" / "hsds-v2" / "hsdstest"
+S3RVER_VERSION = "3.7.1"
+ACCESS_KEY = "H5OSFSTESTACCESSKEY1"
+SECRET_KEY = "h5osfs/Test+Secret=Key0123456789abcdefghi"
+REGION = "us-east-1"
+PUBLIC_BUCKET = "hsdspublic"  # unsigned GET/HEAD allowed (for -o no_sign tests)
+
+if str(S3DIR) not in sys.path:
+    sys.path.insert(0, str(S3DIR))
+from s3client import S3Client  # noqa: E402
+import load_bucket  # noqa: E402
+
+
+def _unavailable(reason):
+    if os.environ.get("H5OSFS_S3_REQUIRED") == "1":
+        pytest.fail(f"S3 test server unavailable: {reason}")
+    pytest.skip(f"S3 test server unavailable: {reason}")
+
+
+def node_binary():
+    return shutil.which("node") or shutil.which("nodejs")
+
+
+def s3rver_problem():
+    """None when node and the pinned s3rver are installed, else why not."""
+    if node_binary() is None:
+        return "node is not on PATH (scripts/install-deps.sh installs Debian's nodejs)"
+    pkg = S3DIR / "node_modules" / "s3rver" / "package.json"
+    if not pkg.is_file():
+        return f"{pkg} is missing (run scripts/install-s3rver.sh)"
+    version = json.loads(pkg.read_text()).get("version")
+    if version != S3RVER_VERSION:
+        return (f"s3rver {version} installed, {S3RVER_VERSION} pinned "
+                "(run scripts/install-s3rver.sh)")
+    return None
+
+
+def _read_port(proc, what, log_path, timeout=20.0):
+    """Waits for the "PORT <n>" line a child prints once it listens."""
+    sel = selectors.DefaultSelector()
+    sel.register(proc.stdout, selectors.EVENT_READ)
+    deadline = time.monotonic() + timeout
+    buf = b""
+    while b"\n" not in buf:
+        left = deadline - time.monotonic()
+        if left <= 0 or not sel.select(left):
+            proc.kill()
+            raise RuntimeError(f"{what} did not start within {timeout} s: {_tail(log_path)}")
+        chunk = os.read(proc.stdout.fileno(), 4096)
+        if not chunk:
+            proc.wait()
+            raise RuntimeError(f"{what} exited with {proc.returncode}: {_tail(log_path)}")
+        buf += chunk
+    sel.close()
+    line = buf.split(b"\n", 1)[0].decode()
+    if not line.startswith("PORT "):
+        proc.kill()
+        raise RuntimeError(f"{what} printed {line!r}")
+    return int(line.split()[1])
+
+
+def _tail(path, n=2000):
+    try:
+        return Path(path).read_text(errors="replace")[-n:]
+    except OSError:
+        return ""
+
+
+def _stop(proc, timeout=5):
+    if proc.poll() is None:
+        proc.terminate()
+        try:
+            proc.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+    for f in (proc.stdin, proc.stdout):
+        if f is not None:
+            f.close()
+    return proc.returncode
+
+
+class S3Server:
+    """One s3rver process (tests/s3/server.js) on 127.0.0.1 with a fresh data directory."""
+
+    def __init__(self, workdir, verify_sigv4=True, extra_args=()):
+        """extra_args: more server.js options (e.g. "--keep-alive-ms", "200")."""
+        problem = s3rver_problem()
+        if problem:
+            raise FileNotFoundError(problem)
+        self.workdir = Path(workdir)
+        self.workdir.mkdir(parents=True, exist_ok=True)
+        self.data_dir = self.workdir / "data"
+        self.log_path = self.workdir / "server.log"
+        self.access_key, self.secret_key, self.region = ACCESS_KEY, SECRET_KEY, REGION
+        self.public_bucket = PUBLIC_BUCKET
+        env = dict(os.environ)
+        opts = env.get("NODE_OPTIONS", "")
+        if "--openssl-legacy-provider" not in opts:
+            env["NODE_OPTIONS"] = (opts + " --openssl-legacy-provider").strip()
+        env["S3_ACCESS_KEY_ID"], env["S3_SECRET_ACCESS_KEY"] = ACCESS_KEY, SECRET_KEY
+        cmd = [node_binary(), str(S3DIR / "server.js"), "--directory", str(self.data_dir),
+               "--port", "0", "--exit-on-stdin-eof", "--public-bucket", PUBLIC_BUCKET]
+        if not verify_sigv4:
+            cmd.append("--no-verify-sigv4")
+        cmd += list(extra_args)
+        with open(self.log_path, "wb") as log:
+            # stdin stays open: the server exits when this process does, however it ends.
+            self.proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                         stderr=log, cwd=S3DIR, env=env)
+        self.port = _read_port(self.proc, "s3rver", self.log_path)
+        self.endpoint = f"http://127.0.0.1:{self.port}"
+        self._names = itertools.count(1)
+
+    def client(self, **kw):
+        kw.setdefault("access_key", self.access_key)
+        kw.setdefault("secret_key", self.secret_key)
+        endpoint = kw.pop("endpoint", self.endpoint)
+        return S3Client(endpoint, **kw)
+
+    def env(self):
+        """Environment variables for a process that talks to this server (h5osfs)."""
+        return {"AWS_ACCESS_KEY_ID": self.access_key,
+                "AWS_SECRET_ACCESS_KEY": self.secret_key,
+                "AWS_DEFAULT_REGION": self.region, "AWS_REGION": self.region}
+
+    def load(self, bucket, directory):
+        """Creates bucket and uploads every file of directory (key = relative path)."""
+        return load_bucket.load(self.endpoint, bucket, directory, self.access_key,
+                                self.secret_key)
+
+    def new_bucket(self, directory=None):
+        """A fresh bucket with a unique name (loaded from directory if given): for tests
+        that write."""
+        name = f"h5osfs-test-{next(self._names)}"
+        if directory is None:
+            with self.client() as c:
+                c.create_bucket(name)
+        else:
+            self.load(name, directory)
+        return name
+
+    def log(self):
+        return _tail(self.log_path, 100000)
+
+    def stop(self):
+        return _stop(self.proc)
+
+
+class S3Bucket:
+    def __init__(self, server, name, source, sizes):
+        self.server, self.name, self.source, self.sizes = server, name, Path(source), sizes
+        self.endpoint = server.endpoint
+        self.url = f"s3://{name}"
+
+
+class FaultProxy:
+    """One tests/s3/fault_proxy.py process in front of an S3 server."""
+
+    def __init__(self, upstream, workdir):
+        self.log_path = Path(workdir) / "fault_proxy.log"
+        with open(self.log_path, "wb") as log:
+            self.proc = subprocess.Popen(
+                ["/usr/bin/python3", str(S3DIR / "fault_proxy.py"), "--upstream", upstream,
+                 "--port", "0", "--verbose", "--exit-on-stdin-eof"],
+                stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=log)
+        self.port = _read_port(self.proc, "fault_proxy", self.log_path)
+        self.endpoint = f"http://127.0.0.1:{self.port}"
+
+    def _call(self, method, name, obj=None):
+        c = http.client.HTTPConnection("127.0.0.1", self.port, timeout=10)
+        try:
+            body = None if obj is None else json.dumps(obj).encode()
+            c.request(method, "/__fault__/" + name, body=body,
+                      headers={"Content-Type": "application/json"})
+            r = c.getresponse()
+            data = json.loads(r.read() or b"null")
+            if r.status != 200:
+                raise ValueError(f"fault_proxy {method} {name}: {data}")
+            return data
+        finally:
+            c.close()
+
+    def add_rule(self, action, **fields):
+        """add_rule("slowdown", method="GET", key="/0_0", times=2) -> the rule (with "id")."""
+        return self._call("POST", "rules", {"action": action, **fields})[0]
+
+    def add_rules(self, rules):
+        return self._call("POST", "rules", rules)
+
+    def remove_rule(self, rule_id):
+        return self._call("DELETE", f"rules/{rule_id}")
+
+    def rules(self):
+        return self._call("GET", "rules")
+
+    def counters(self):
+        """{"connections", "requests", "upstream_connections", "faults": {action: n},
+        "rules": [{..., "seen": n, "fired": n}]}"""
+        return self._call("GET", "stats")
+
+    def fired(self, rule_id):
+        for r in self.rules():
+            if r["id"] == rule_id:
+                return r["fired"]
+        raise KeyError(rule_id)
+
+    def log(self):
+        return self._call("GET", "log")
+
+    def clear(self):
+        return self._call("POST", "clear")
+
+    def stop(self):
+        return _stop(self.proc)
+
+
+@pytest.fixture(scope="session")
+def s3_server(tmp_path_factory):
+    problem = s3rver_problem()
+    if problem:
+        _unavailable(problem)
+    server = S3Server(tmp_path_factory.mktemp("s3server"))
+    yield server
+    rc = server.stop()
+    assert rc == 0, f"s3rver exited with {rc}: {server.log()[-2000:]}"
+
+
+@pytest.fixture(scope="session")
+def s3_bucket(s3_server):
+    name = FIXTURE_BUCKET.name  # "hsdstest": linked domains name their bucket
+    s3_server.load(name, FIXTURE_BUCKET)
+    sizes = {k: p.stat().st_size for k, p in load_bucket.local_objects(FIXTURE_BUCKET).items()}
+    return S3Bucket(s3_server, name, FIXTURE_BUCKET, sizes)
+
+
+@pytest.fixture
+def fault_proxy(s3_server, tmp_path):
+    proxy = FaultProxy(s3_server.endpoint, tmp_path)
+    yield proxy
+    rc = proxy.stop()
+    assert rc == 0, f"fault_proxy exited with {rc}: {_tail(proxy.log_path)}"
+
+
+__all__ = ["s3_server", "s3_bucket", "fault_proxy", "S3Server", "S3Bucket", "FaultProxy",
+           "S3Client", "s3rver_problem", "ACCESS_KEY", "SECRET_KEY", "REGION",
+           "PUBLIC_BUCKET", "FIXTURE_BUCKET"]

@@ -1,0 +1,538 @@
+"""Tests of the S3 test infrastructure itself (tests/s3, s3fixtures.py): the server, its
+authentication, the loaded fixture bucket, ranges, the s3rver quirks the daemon must live with,
+and every fault of the proxy. No h5osfs here: when these pass, an S3 test that fails is about
+h5osfs."""
+import datetime
+import hashlib
+import http.client
+import json
+import os
+import socket
+import subprocess
+import time
+import urllib.parse
+from pathlib import Path
+
+import pytest
+
+import conftest
+from s3fixtures import PUBLIC_BUCKET, S3DIR, FaultProxy, S3Client, S3Server, node_binary
+
+if not hasattr(conftest, "s3_server"):
+    # Until conftest.py imports the S3 fixtures itself (importing them here as well would
+    # start a second session server).
+    from s3fixtures import fault_proxy, s3_bucket, s3_server  # noqa: F401,F811
+from s3client import sign_v4, uri_encode
+
+VECTORS = Path(__file__).resolve().parents[3] / "shared" / "testdata" / "aws-sigv4"
+CHUNK = "db/55dd170e-0f0e83c7/d/78af-cfea7b-d7a279/0_0"  # any object of the fixture bucket
+
+
+def md5_etag(data):
+    return '"' + hashlib.md5(data).hexdigest() + '"'
+
+
+@pytest.fixture(scope="module")
+def client(s3_server):
+    with s3_server.client() as c:
+        yield c
+
+
+def test_server_answers(s3_server, client):
+    r = client.request("GET")
+    assert r.status == 200, r.body
+    assert b"ListAllMyBucketsResult" in r.body
+    assert client.connections == 1
+
+
+# ---- authentication ----
+
+def test_builtin_and_extra_keys_work(s3_server, s3_bucket):
+    for key, secret in (("S3RVER", "S3RVER"), (s3_server.access_key, s3_server.secret_key)):
+        with S3Client(s3_server.endpoint, key, secret) as c:
+            assert "hsdstest" in c.list_buckets()
+
+
+def test_unknown_key_is_refused(s3_server, s3_bucket):
+    with S3Client(s3_server.endpoint, "NOSUCHKEY", "whatever") as c:
+        r = c.get_object("hsdstest", CHUNK)
+        assert (r.status, r.error_code()) == (403, "InvalidAccessKeyId")
+
+
+def test_wrong_secret_is_refused(s3_server, s3_bucket):
+    with S3Client(s3_server.endpoint, s3_server.access_key, "wrong-secret") as c:
+        r = c.get_object("hsdstest", CHUNK)
+        assert (r.status, r.error_code()) == (403, "SignatureDoesNotMatch")
+        # The answer explains itself, as AWS's does: the server's canonical request.
+        assert b"<CanonicalRequest>GET\n/hsdstest/" in r.body
+        r = c.request("PUT", "hsdstest", "should-not-exist", body=b"x")
+        assert r.status == 403
+    with s3_server.client() as c:
+        assert c.head_object("hsdstest", "should-not-exist").status == 404
+
+
+def test_tampered_request_is_refused(s3_server, s3_bucket, client):
+    """The signature covers the signed headers: a Range changed after signing is refused."""
+    ok = client.get_object("hsdstest", CHUNK, byte_range=(0, 9))
+    assert ok.status == 206
+    amz_date = datetime.datetime.now(datetime.timezone.utc).strftime("%Y%m%dT%H%M%SZ")
+    path = "/hsdstest/" + uri_encode(CHUNK, True)
+    empty = hashlib.sha256(b"").hexdigest()
+    signed = [("host", f"127.0.0.1:{s3_server.port}"), ("range", "bytes=0-9"),
+              ("x-amz-content-sha256", empty), ("x-amz-date", amz_date)]
+    auth, _, _ = sign_v4("GET", path, [], signed, empty, s3_server.access_key,
+                         s3_server.secret_key, "us-east-1", amz_date)
+    c = http.client.HTTPConnection("127.0.0.1", s3_server.port, timeout=10)
+    try:
+        c.request("GET", path, headers={"Range": "bytes=0-99", "x-amz-date": amz_date,
+                                        "x-amz-content-sha256": empty, "Authorization": auth})
+        r = c.getresponse()
+        assert r.status == 403 and b"SignatureDoesNotMatch" in r.read()
+    finally:
+        c.close()
+
+
+def test_unsigned_requests(s3_server, s3_bucket, client):
+    """Unsigned requests are refused (a private bucket), except GET/HEAD of the public one."""
+    anon = S3Client(s3_server.endpoint)  # no key: no Authorization header
+    with anon:
+        r = anon.get_object("hsdstest", CHUNK)
+        assert (r.status, r.error_code()) == (403, "AccessDenied")
+        assert anon.request("PUT", PUBLIC_BUCKET).status == 403
+    r = client.request("PUT", PUBLIC_BUCKET)
+    assert r.status == 200 or r.error_code() == "BucketAlreadyOwnedByYou", r.body
+    client.put_object(PUBLIC_BUCKET, "hello", b"hello world")
+    with anon:
+        r = anon.get_object(PUBLIC_BUCKET, "hello", byte_range=(0, 4))
+        assert (r.status, r.body) == (206, b"hello")
+        assert anon.list_objects_v2(PUBLIC_BUCKET)["keys"][0][0] == "hello"
+        assert anon.request("PUT", PUBLIC_BUCKET, "other", body=b"x").status == 403
+
+
+def _vector_cases():
+    if not VECTORS.is_dir():
+        return []
+    return sorted(p.name for p in VECTORS.iterdir() if (p / "request.txt").is_file())
+
+
+def _needs_normalising(path):
+    return "//" in path or any(seg in (".", "..") for seg in path.split("/"))
+
+
+@pytest.mark.parametrize("case", _vector_cases())
+def test_python_signer_matches_aws_vectors(case):
+    """s3client's signer (used to load and check buckets) against the AWS test suite."""
+    d = VECTORS / case
+    ctx = json.loads((d / "context.json").read_text())
+    head, _, body = (d / "request.txt").read_text().partition("\n\n")
+    lines = head.split("\n")
+    method, target = lines[0].split(" ")[0], lines[0].split(" ", 1)[1].rsplit(" HTTP/", 1)[0]
+    path, _, query = target.partition("?")
+    if ctx["normalize"] and _needs_normalising(path):
+        pytest.skip("path normalisation: S3 never normalises")
+    headers = []
+    for line in lines[1:]:
+        if line[:1] in (" ", "\t"):
+            headers[-1] = (headers[-1][0], headers[-1][1] + " " + line.strip())
+        elif line:
+            name, _, value = line.partition(":")
+            headers.append((name, value))
+    expected = (d / "header-canonical-request.txt").read_text()
+    ts = datetime.datetime.strptime(ctx["timestamp"], "%Y-%m-%dT%H:%M:%SZ")
+    amz_date = ts.strftime("%Y%m%dT%H%M%SZ")
+    headers.append(("X-Amz-Date", amz_date))
+    token = ctx["credentials"].get("token")
+    if token and "x-amz-security-token:" in expected:
+        headers.append(("X-Amz-Security-Token", token))
+    payload = hashlib.sha256(body.encode()).hexdigest()
+    if ctx["sign_body"]:
+        headers.append(("X-Amz-Content-Sha256", payload))
+    pairs = [(urllib.parse.unquote(n), urllib.parse.unquote(v))
+             for n, _, v in (p.partition("=") for p in query.split("&") if p)]
+    canonical_uri = uri_encode(urllib.parse.unquote(path), True)
+    _, creq, sts = sign_v4(method, canonical_uri, pairs, headers, payload,
+                           ctx["credentials"]["access_key_id"],
+                           ctx["credentials"]["secret_access_key"], ctx["region"], amz_date,
+                           service=ctx["service"])
+    assert creq == expected
+    assert sts == (d / "header-string-to-sign.txt").read_text()
+
+
+def test_server_verifier_matches_aws_vectors():
+    """server.js's SigV4 verifier (sigv4.js) accepts every applicable signed request of the
+    AWS test suite and refuses each with a wrong secret."""
+    if node_binary() is None or not VECTORS.is_dir():
+        pytest.skip("node or the AWS test vectors are missing")
+    out = subprocess.run([node_binary(), str(S3DIR / "check_sigv4_vectors.js"), str(VECTORS)],
+                         check=True, capture_output=True, text=True, cwd=S3DIR).stdout
+    results = [json.loads(line) for line in out.splitlines()]
+    applicable = [r for r in results if r["applies"]]
+    assert len(applicable) >= 30
+    bad = [r for r in applicable if not (r["ok"] and r["canonicalMatches"])]
+    assert not bad
+    assert all(r["wrongSecretRefused"] for r in results)
+    # The cases left out are exactly those that normalise the path.
+    assert all("normalized" in r["case"] for r in results if not r["applies"])
+
+
+# ---- the fixture bucket ----
+
+def test_bucket_lists_every_fixture_key(s3_bucket, client):
+    keys, _ = client.list_all("hsdstest")
+    listed = {k: size for k, size, _ in keys}
+    assert listed == s3_bucket.sizes
+    assert [k for k, _, _ in keys] == sorted(listed)  # no prefix-of-another keys here
+    # Small pages cover it all too.
+    keys7, _ = client.list_all("hsdstest", max_keys=7)
+    assert [k for k, _, _ in keys7] == [k for k, _, _ in keys]
+
+
+def test_bucket_holds_the_fixture_bytes(s3_bucket, client):
+    keys, _ = client.list_all("hsdstest")
+    etags = {k: etag for k, _, etag in keys}
+    for key in s3_bucket.sizes:
+        data = (s3_bucket.source / key).read_bytes()
+        r = client.get_object("hsdstest", key)
+        assert r.status == 200, (key, r.status)
+        assert r.body == data, key
+        assert r.headers["etag"] == etags[key] == md5_etag(data)
+    assert client.connections == 1  # all of it over one keep-alive connection
+
+
+def test_delimiter_listing(s3_bucket, client):
+    page = client.list_objects_v2("hsdstest", prefix="home/test_user1/", delimiter="/")
+    assert [k for k, _, _ in page["keys"]] == ["home/test_user1/.domain.json"]
+    domains = sorted({k.split("/")[2] for k in s3_bucket.sizes
+                      if k.startswith("home/test_user1/") and k.count("/") == 3})
+    assert page["prefixes"] == [f"home/test_user1/{d}/" for d in domains]
+    page = client.list_objects_v2("hsdstest", delimiter="/")
+    # s3rver quirk: db/ holds no object directly (only db/<root>/...), so it is left out.
+    # AWS, MinIO and HSDS's own listing return ["db/", "home/", "linked/"].
+    assert page["prefixes"] == ["home/", "linked/"]
+
+
+# ---- ranges ----
+
+def test_ranged_get(s3_bucket, client):
+    data = (s3_bucket.source / CHUNK).read_bytes()
+    n = len(data)
+    assert n > 1000
+    for first, last in ((0, 0 + 99), (1, 1), (n // 3, n // 2), (n - 10, n - 1), (5, n - 1)):
+        r = client.get_object("hsdstest", CHUNK, byte_range=(first, last))
+        assert r.status == 206
+        assert r.headers["content-range"] == f"bytes {first}-{last}/{n}"
+        assert r.body == data[first:last + 1]
+    r = client.get_object("hsdstest", CHUNK, byte_range=(n - 5, n + 100))  # clipped
+    assert (r.status, r.body) == (206, data[n - 5:])
+    r = client.get_object("hsdstest", CHUNK, range_header=f"bytes={n - 7}-")
+    assert (r.status, r.body) == (206, data[n - 7:])
+    r = client.get_object("hsdstest", CHUNK, byte_range=(n, n + 10))
+    assert (r.status, r.error_code()) == (416, "InvalidRange")
+
+
+# ---- s3rver quirks (if one of these fails, s3rver changed: update tests/s3/README.md) ----
+
+@pytest.fixture(scope="module")
+def quirks(s3_server):
+    with s3_server.client() as c:
+        name = s3_server.new_bucket()
+        for key in ("a", "a-b", "a/c", "x/y/z", "sp ace+plus=eq%/ü"):
+            c.put_object(name, key, key.encode() * 10)
+        yield c, name
+
+
+def test_quirk_listing_order_and_paging(quirks):
+    c, b = quirks
+    keys = [k for k, _, _ in c.list_objects_v2(b, prefix="a")["keys"]]
+    assert keys == ["a/c", "a-b", "a"]  # S3 order: a, a-b, a/c
+    paged = [k for k, _, _ in c.list_all(b, prefix="a", max_keys=1)[0]]
+    assert paged == ["a/c"]  # pages continue after the last key in S3 order: a-b, a skipped
+
+
+def test_quirk_delimiter_omits_deeper_prefixes(quirks):
+    c, b = quirks
+    page = c.list_objects_v2(b, delimiter="/")
+    # x/ holds only x/y/z: no "x/" prefix, although S3 returns one.
+    assert "x/" not in page["prefixes"] and "a/" in page["prefixes"]
+    assert c.list_objects_v2(b, prefix="x/", delimiter="/")["prefixes"] == ["x/y/"]
+
+
+def test_quirk_xml_namespace_and_keycount(quirks):
+    c, b = quirks
+    r = c.request("GET", b, query=[("list-type", "2"), ("prefix", "a"), ("delimiter", "/")])
+    assert b'xmlns="http://doc.s3.amazonaws.com/2006-03-01/"' in r.body  # AWS: s3.amazonaws.com/doc
+    assert b"<KeyCount>2</KeyCount>" in r.body  # AWS counts the common prefix too: 3
+
+
+def test_quirk_encoding_type_url_ignored(quirks):
+    c, b = quirks
+    r = c.request("GET", b, query=[("list-type", "2"), ("prefix", "sp"),
+                                   ("encoding-type", "url")])
+    assert "<Key>sp ace+plus=eq%/ü</Key>".encode() in r.body  # raw, not URL-encoded
+    assert b"<EncodingType>" not in r.body
+
+
+def test_quirk_ranges(quirks):
+    c, b = quirks
+    data = b"a-b" * 10
+    r = c.get_object(b, "a-b", range_header="bytes=-5")  # suffix range: wrong bytes
+    assert (r.status, r.body) == (206, data[0:6])
+    r = c.get_object(b, "a-b", range_header="bytes=0-0")  # one byte asked, all sent
+    assert (r.status, r.headers["content-range"], r.body) == (206, "bytes 0-29/30", data)
+    r = c.get_object(b, "a-b", range_header="bytes=0-4,6-7")  # multi-range: all sent
+    assert (r.status, r.body) == (206, data)
+
+
+def test_quirk_range_of_empty_object_hangs(s3_server, quirks):
+    """A range of a 0-byte object: s3rver announces Content-Length 1 and sends nothing (AWS
+    answers 416). A client without a timeout waits forever."""
+    c, b = quirks
+    c.put_object(b, "empty", b"")
+    assert c.get_object(b, "empty").body == b""
+    with s3_server.client(timeout=0.5) as t:
+        with pytest.raises(socket.timeout):
+            t.get_object(b, "empty", byte_range=(0, 10))
+
+
+def test_odd_keys_round_trip(quirks):
+    c, b = quirks
+    key = "sp ace+plus=eq%/ü"
+    r = c.get_object(b, key)
+    assert (r.status, r.body) == (200, key.encode() * 10)
+    assert c.head_object(b, "a").headers["content-length"] == "10"
+    r = c.head_object(b, "nope")
+    assert r.status == 404 and r.body == b""
+
+
+# ---- the fault proxy ----
+
+def _get(c, key=CHUNK, **kw):
+    return c.get_object("hsdstest", key, **kw)
+
+
+def test_proxy_passes_requests_through(s3_bucket, s3_server, fault_proxy):
+    data = (s3_bucket.source / CHUNK).read_bytes()
+    with s3_server.client(endpoint=fault_proxy.endpoint) as c:
+        assert _get(c).body == data
+        assert _get(c, byte_range=(10, 20)).body == data[10:21]
+        assert c.head_object("hsdstest", CHUNK).headers["content-length"] == str(len(data))
+        keys, _ = c.list_all("hsdstest")
+        assert len(keys) == len(s3_bucket.sizes)
+        name = s3_server.new_bucket()
+        c.put_object(name, "k", b"x" * 100000)
+        assert c.get_object(name, "k").body == b"x" * 100000
+        assert c.connections == 1
+    st = fault_proxy.counters()
+    assert (st["connections"], st["requests"], st["upstream_connections"]) == (1, 6, 1)
+    assert st["faults"] == {}
+
+
+def test_proxy_keep_alive(s3_bucket, s3_server, fault_proxy):
+    with s3_server.client(endpoint=fault_proxy.endpoint) as c:
+        for i in range(50):
+            assert _get(c, byte_range=(i, i + 9)).status == 206
+        fault_proxy.add_rule("error", times=1)  # an error answer keeps the connection
+        assert _get(c).status == 500
+        assert _get(c).status == 200
+        assert c.connections == 1
+    st = fault_proxy.counters()
+    assert (st["connections"], st["requests"], st["upstream_connections"]) == (1, 52, 1)
+
+
+def test_idle_connections_closed_by_the_server(s3_server, tmp_path):
+    """The server closes idle keep-alive connections (node 20: keepAliveTimeout + 1 s, so
+    about 6 s by default; 1.1 s here); the proxy and the test client reconnect without
+    failing a request."""
+    srv = S3Server(tmp_path / "srv", extra_args=("--keep-alive-ms", "100"))
+    proxy = FaultProxy(srv.endpoint, tmp_path)
+    try:
+        name = srv.new_bucket()
+        for endpoint in (srv.endpoint, proxy.endpoint):
+            with srv.client(endpoint=endpoint) as c:
+                c.put_object(name, "k", b"data")
+                time.sleep(1.6)
+                assert c.get_object(name, "k").body == b"data"
+                connections = c.connections
+        assert connections == 1  # through the proxy: one client connection ...
+        st = proxy.counters()
+        # ... and two upstream ones: the proxy reconnected when the server had closed one.
+        assert (st["connections"], st["requests"], st["upstream_connections"]) == (1, 2, 2)
+    finally:
+        assert proxy.stop() == 0
+        assert srv.stop() == 0
+
+
+@pytest.mark.parametrize("action,status,code", [
+    ("error", 500, "InternalError"),
+    ("slowdown", 503, "SlowDown"),
+    ("signature", 403, "SignatureDoesNotMatch"),
+])
+def test_proxy_error_answers(s3_bucket, s3_server, fault_proxy, action, status, code):
+    rule = fault_proxy.add_rule(action, method="GET", key="/0_0", times=2)
+    with s3_server.client(endpoint=fault_proxy.endpoint) as c:
+        assert c.head_object("hsdstest", CHUNK).status == 200  # method does not match
+        assert _get(c, key="home/.domain.json").status == 200  # key does not match
+        for _ in range(2):
+            r = _get(c)
+            assert (r.status, r.error_code()) == (status, code)
+        assert _get(c).status == 200  # the rule fired twice: then the server answers
+        assert c.connections == 1
+    [r] = fault_proxy.rules()
+    assert (r["id"], r["seen"], r["fired"]) == (rule["id"], 3, 2)
+    assert fault_proxy.counters()["faults"] == {action: 2}
+    log = fault_proxy.log()
+    assert [(e["action"], e["method"]) for e in log] == [(action, "GET")] * 2
+    assert log[0]["path"] == "/hsdstest/" + CHUNK
+
+
+def test_proxy_error_with_custom_status(s3_bucket, s3_server, fault_proxy):
+    fault_proxy.add_rule("error", status=429, code="TooManyRequests", times=None)
+    with s3_server.client(endpoint=fault_proxy.endpoint) as c:
+        for _ in range(3):
+            r = _get(c)
+            assert (r.status, r.error_code()) == (429, "TooManyRequests")
+    assert fault_proxy.counters()["faults"] == {"error": 3}
+
+
+def test_proxy_every_nth_and_skip(s3_bucket, s3_server, fault_proxy):
+    fault_proxy.add_rule("error", id="third", every=3, times=None)
+    fault_proxy.add_rule("slowdown", id="late", skip=7, times=1)
+    with s3_server.client(endpoint=fault_proxy.endpoint) as c:
+        statuses = [_get(c, byte_range=(0, 0 + 9)).status for _ in range(10)]
+    # third: requests 3, 6, 9; late: the 8th request (the first after 7 skipped)
+    assert statuses == [206, 206, 500, 206, 206, 500, 206, 503, 500, 206]
+    by_id = {r["id"]: r for r in fault_proxy.rules()}
+    assert (by_id["third"]["fired"], by_id["late"]["fired"]) == (3, 1)
+
+
+def test_proxy_delay_past_client_timeout(s3_bucket, s3_server, fault_proxy):
+    rule = fault_proxy.add_rule("delay", delay=1.5, times=1)
+    data = (s3_bucket.source / CHUNK).read_bytes()
+    with s3_server.client(endpoint=fault_proxy.endpoint, timeout=0.5) as c:
+        t0 = time.monotonic()
+        with pytest.raises(socket.timeout):
+            _get(c)
+        assert time.monotonic() - t0 < 1.4
+        assert _get(c).body == data  # the retry, on a new connection, is not delayed
+    assert fault_proxy.fired(rule["id"]) == 1
+    with s3_server.client(endpoint=fault_proxy.endpoint, timeout=5) as c:
+        fault_proxy.add_rule("delay", delay=0.3, times=1)
+        t0 = time.monotonic()
+        assert _get(c).body == data  # a delay within the timeout: late but right
+        assert time.monotonic() - t0 >= 0.3
+
+
+def test_proxy_drop(s3_bucket, s3_server, fault_proxy):
+    fault_proxy.add_rule("drop", times=1)
+    with s3_server.client(endpoint=fault_proxy.endpoint) as c:
+        with pytest.raises(http.client.RemoteDisconnected):
+            _get(c)
+        assert _get(c).status == 200
+    assert fault_proxy.counters()["faults"] == {"drop": 1}
+
+
+def test_proxy_reset(s3_bucket, s3_server, fault_proxy):
+    fault_proxy.add_rule("reset", times=1)
+    with s3_server.client(endpoint=fault_proxy.endpoint) as c:
+        with pytest.raises(ConnectionResetError):
+            _get(c)
+        assert _get(c).status == 200
+    assert fault_proxy.counters()["faults"] == {"reset": 1}
+
+
+def test_proxy_drop_after_headers(s3_bucket, s3_server, fault_proxy):
+    fault_proxy.add_rule("drop_after_headers", times=1)
+    n = s3_bucket.sizes[CHUNK]
+    with s3_server.client(endpoint=fault_proxy.endpoint) as c:
+        with pytest.raises(http.client.IncompleteRead) as e:
+            _get(c)
+        assert (len(e.value.partial), e.value.expected) == (0, n)
+        assert _get(c).status == 200
+    assert fault_proxy.counters()["faults"] == {"drop_after_headers": 1}
+
+
+def test_proxy_truncate(s3_bucket, s3_server, fault_proxy):
+    data = (s3_bucket.source / CHUNK).read_bytes()
+    fault_proxy.add_rule("truncate", bytes=1000, times=1)
+    fault_proxy.add_rule("truncate", key="home/", times=1)  # default: half of the body
+    with s3_server.client(endpoint=fault_proxy.endpoint) as c:
+        with pytest.raises(http.client.IncompleteRead) as e:
+            _get(c)
+        assert e.value.partial == data[:1000]  # the right bytes, too few of them
+        assert _get(c).body == data
+        d = (s3_bucket.source / "home/.domain.json").read_bytes()
+        with pytest.raises(http.client.IncompleteRead) as e:
+            _get(c, key="home/.domain.json")
+        assert e.value.partial == d[:len(d) // 2]
+    assert fault_proxy.counters()["faults"] == {"truncate": 2}
+
+
+def test_proxy_stall_mid_body(s3_bucket, s3_server, fault_proxy):
+    data = (s3_bucket.source / CHUNK).read_bytes()
+    fault_proxy.add_rule("stall", bytes=4096, delay=1.5, times=1)
+    with s3_server.client(endpoint=fault_proxy.endpoint, timeout=0.5) as c:
+        with pytest.raises(socket.timeout):
+            _get(c)
+        assert _get(c).body == data
+    fault_proxy.add_rule("stall", bytes=4096, delay=0.3, times=1)
+    with s3_server.client(endpoint=fault_proxy.endpoint, timeout=5) as c:
+        assert _get(c).body == data  # a stall within the timeout: the body completes
+    assert fault_proxy.counters()["faults"] == {"stall": 2}
+
+
+def test_proxy_forwarded_put_is_executed(s3_server, fault_proxy):
+    """forward=True: the server executes the request, the client sees the fault."""
+    name = s3_server.new_bucket()
+    fault_proxy.add_rule("error", method="PUT", key="/lost-answer", forward=True)
+    fault_proxy.add_rule("slowdown", method="PUT", key="/refused")
+    with s3_server.client(endpoint=fault_proxy.endpoint) as c:
+        assert c.request("PUT", name, "lost-answer", body=b"1234").status == 500
+        assert c.request("PUT", name, "refused", body=b"1234").status == 503
+    with s3_server.client() as c:
+        assert c.get_object(name, "lost-answer").body == b"1234"
+        assert c.head_object(name, "refused").status == 404
+
+
+def test_proxy_expect_100_continue(s3_server, fault_proxy):
+    """curl sends Expect: 100-continue for big PUTs; the proxy answers it."""
+    name = s3_server.new_bucket()
+    body = os.urandom(300000)
+    with s3_server.client(endpoint=fault_proxy.endpoint) as c:
+        # Sign as the client would, then send by hand to wait for the interim answer.
+        amz_date = datetime.datetime.now(datetime.timezone.utc).strftime("%Y%m%dT%H%M%SZ")
+        path = f"/{name}/big"
+        h = hashlib.sha256(body).hexdigest()
+        signed = [("host", f"127.0.0.1:{fault_proxy.endpoint.rsplit(':', 1)[1]}"),
+                  ("x-amz-content-sha256", h), ("x-amz-date", amz_date)]
+        auth, _, _ = sign_v4("PUT", path, [], signed, h, s3_server.access_key,
+                             s3_server.secret_key, "us-east-1", amz_date)
+    port = int(fault_proxy.endpoint.rsplit(":", 1)[1])
+    with socket.create_connection(("127.0.0.1", port), timeout=5) as s:
+        s.sendall((f"PUT {path} HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\n"
+                   f"Content-Length: {len(body)}\r\nExpect: 100-continue\r\n"
+                   f"x-amz-content-sha256: {h}\r\nx-amz-date: {amz_date}\r\n"
+                   f"Authorization: {auth}\r\n\r\n").encode())
+        assert s.recv(100).startswith(b"HTTP/1.1 100 Continue\r\n\r\n")
+        s.sendall(body)
+        answer = b""
+        while b"\r\n\r\n" not in answer:
+            answer += s.recv(4096)
+        assert answer.startswith(b"HTTP/1.1 200"), answer
+    with s3_server.client() as c:
+        assert c.get_object(name, "big").body == body
+
+
+def test_proxy_control(fault_proxy):
+    a = fault_proxy.add_rule("error", id="a", times=None)
+    assert a["id"] == "a" and a["fired"] == 0
+    b = fault_proxy.add_rule("drop")
+    assert [r["id"] for r in fault_proxy.rules()] == ["a", b["id"]]
+    fault_proxy.remove_rule("a")
+    assert [r["id"] for r in fault_proxy.rules()] == [b["id"]]
+    with pytest.raises(ValueError):
+        fault_proxy.add_rule("explode")
+    with pytest.raises(ValueError):
+        fault_proxy.add_rule("error", colour="red")
+    fault_proxy.clear()
+    st = fault_proxy.counters()
+    assert st["rules"] == [] and st["requests"] == 0 and fault_proxy.log() == []

@@ -1,0 +1,163 @@
+#!/usr/bin/env node
+'use strict';
+// The S3 server of h5osfs's tests: s3rver 3.7.1 (tests/s3/node_modules, scripts/install-s3rver.sh)
+// on 127.0.0.1, path-style buckets, silent, with authentication.
+//
+//   NODE_OPTIONS=--openssl-legacy-provider node tests/s3/server.js --directory DIR [--port 0]
+//
+// Prints "PORT <n>" on stdout once it is listening, then nothing. SIGTERM or SIGINT (or stdin
+// closing, with --exit-on-stdin-eof) stops it with status 0.
+//
+// Options:
+//   --directory DIR        s3rver's data directory (its own layout; use a fresh one per run)
+//   --port N               0 (default) = any free port
+//   --address A            default 127.0.0.1
+//   --no-verify-sigv4      let s3rver alone check requests: known access key, any signature
+//   --anonymous-ok         serve unsigned requests as s3rver does (all of them, writes too);
+//                          by default they get 403 AccessDenied, as from a private bucket
+//   --public-bucket NAME   unsigned GET and HEAD of bucket NAME and its objects are served
+//                          (a public-read bucket); repeatable
+//   --keep-alive-ms N      idle keep-alive timeout of the HTTP server (node's default: 5000)
+//   --exit-on-stdin-eof    stop when stdin closes (so a killed parent never leaves it behind)
+// Environment:
+//   S3_ACCESS_KEY_ID, S3_SECRET_ACCESS_KEY   one more key pair, beside s3rver's S3RVER/S3RVER
+//
+// Signature V4 verification (on by default) is done here, in front of s3rver, which itself only
+// checks that the access key exists: a wrong secret gets 403 SignatureDoesNotMatch with the
+// canonical request and string to sign in the error body, as from AWS.
+
+const crypto = require('crypto');
+const fs = require('fs');
+const http = require('http');
+const path = require('path');
+
+const S3rver = require('s3rver');
+const AWSAccount = require('s3rver/lib/models/account');
+const sigv4 = require('./sigv4');
+
+function usage(msg) {
+  process.stderr.write(`server.js: ${msg}\n`);
+  process.exit(2);
+}
+
+const opts = {
+  port: 0, address: '127.0.0.1', directory: null, verify: true, anonymousOk: false,
+  publicBuckets: [], keepAliveMs: null, exitOnStdinEof: false,
+};
+const argv = process.argv.slice(2);
+for (let i = 0; i < argv.length; i++) {
+  const a = argv[i];
+  const value = () => {
+    if (i + 1 >= argv.length) usage(`${a} needs a value`);
+    return argv[++i];
+  };
+  if (a === '--port') opts.port = Number(value());
+  else if (a === '--address') opts.address = value();
+  else if (a === '--directory') opts.directory = path.resolve(value());
+  else if (a === '--no-verify-sigv4') opts.verify = false;
+  else if (a === '--anonymous-ok') opts.anonymousOk = true;
+  else if (a === '--public-bucket') opts.publicBuckets.push(value());
+  else if (a === '--keep-alive-ms') opts.keepAliveMs = Number(value());
+  else if (a === '--exit-on-stdin-eof') opts.exitOnStdinEof = true;
+  else usage(`unknown argument ${a}`);
+}
+if (!opts.directory) usage('--directory is required');
+fs.mkdirSync(opts.directory, { recursive: true });
+if (!Number.isInteger(opts.port) || opts.port < 0 || opts.port > 65535) usage('bad --port');
+
+// s3rver's continuation tokens are DES-encrypted; OpenSSL 3 (Node >= 17) only has DES in its
+// legacy provider. Without it every paginated listing answers 500: refuse to start instead.
+try {
+  crypto.createCipheriv('des', Buffer.alloc(8), Buffer.alloc(8));
+} catch (err) {
+  usage('DES is unavailable (s3rver needs it for listings): ' +
+        'run with NODE_OPTIONS=--openssl-legacy-provider');
+}
+
+const extraKey = process.env.S3_ACCESS_KEY_ID;
+const extraSecret = process.env.S3_SECRET_ACCESS_KEY;
+if (extraKey || extraSecret) {
+  if (!extraKey || !extraSecret) usage('set both S3_ACCESS_KEY_ID and S3_SECRET_ACCESS_KEY');
+  // s3rver 3.7.1 has no option for credentials: its account registry is the API
+  // (lib/models/account.js). The extra key belongs to the same dummy account as S3RVER.
+  AWSAccount.DUMMY_ACCOUNT.createKeyPair(extraKey, extraSecret);
+}
+
+function secretFor(accessKeyId) {
+  const account = AWSAccount.registry.get(accessKeyId);
+  return account ? account.accessKeys.get(accessKeyId) : undefined;
+}
+
+function xmlEscape(s) {
+  return String(s).replace(/[&<>"']/g, c => ({
+    '&': '&amp;', '<': '&lt;', '>': '&gt;', '"': '&quot;', "'": '&apos;' }[c]));
+}
+
+function sendError(req, res, status, code, message, extra) {
+  let body = '<?xml version="1.0" encoding="UTF-8"?>\n<Error>' +
+    `<Code>${code}</Code><Message>${xmlEscape(message)}</Message>`;
+  for (const [name, value] of Object.entries(extra || {})) {
+    if (value !== undefined) body += `<${name}>${xmlEscape(value)}</${name}>`;
+  }
+  body += `<RequestId>${crypto.randomBytes(8).toString('hex').toUpperCase()}</RequestId></Error>`;
+  const buf = Buffer.from(body, 'utf8');
+  // The request body (if any) is drained so that the connection stays usable.
+  req.resume();
+  res.writeHead(status, { 'Content-Type': 'application/xml', 'Content-Length': buf.length });
+  res.end(buf);
+}
+
+const s3rver = new S3rver({
+  directory: opts.directory,
+  silent: true,
+  vhostBuckets: false, // path-style only: http://127.0.0.1:PORT/BUCKET/KEY
+  resetOnClose: false,
+});
+const handler = s3rver.callback();
+
+const server = http.createServer((req, res) => {
+  const hasAuthHeader = req.headers.authorization !== undefined;
+  const hasQueryAuth = /[?&](X-Amz-Algorithm|Signature)=/.test(req.url);
+  if (!hasAuthHeader && !hasQueryAuth) {
+    let bucket = req.url.split('?')[0].split('/')[1] || '';
+    try { bucket = decodeURIComponent(bucket); } catch (err) { /* keep it raw */ }
+    const publicRead = (req.method === 'GET' || req.method === 'HEAD') &&
+      opts.publicBuckets.includes(bucket);
+    if (!opts.anonymousOk && !publicRead) {
+      return sendError(req, res, 403, 'AccessDenied', 'Access Denied');
+    }
+  } else if (opts.verify && hasAuthHeader &&
+             /^AWS4-HMAC-SHA256\s/.test(req.headers.authorization)) {
+    const r = sigv4.verify({ method: req.method, url: req.url, rawHeaders: req.rawHeaders },
+                           secretFor);
+    if (!r.ok && r.code !== 'InvalidRequest') {
+      // InvalidRequest (no x-amz-content-sha256) is left to s3rver, which answers 400.
+      const status = r.code === 'AuthorizationHeaderMalformed' ? 400 : 403;
+      return sendError(req, res, status, r.code, r.message, {
+        AWSAccessKeyId: r.accessKeyId,
+        StringToSign: r.stringToSign,
+        CanonicalRequest: r.canonicalRequest,
+      });
+    }
+  }
+  return handler(req, res);
+});
+if (opts.keepAliveMs !== null) server.keepAliveTimeout = opts.keepAliveMs;
+
+function stop() {
+  server.close(() => process.exit(0));
+  server.closeAllConnections();
+  setTimeout(() => process.exit(0), 2000).unref();
+}
+process.on('SIGTERM', stop);
+process.on('SIGINT', stop);
+if (opts.exitOnStdinEof) {
+  process.stdin.on('end', stop);
+  process.stdin.on('error', stop);
+  process.stdin.resume();
+}
+
+server.on('error', err => usage(`cannot listen: ${err.message}`));
+server.listen(opts.port, opts.address, () => {
+  process.stdout.write(`PORT ${server.address().port}\n`);
+});
