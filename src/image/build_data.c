@@ -84,7 +84,7 @@ static int plan_layout(struct dset_plan *p, char *why, size_t why_len)
     uint64_t bytes = p->stored_size ? p->stored_size : 16;
     if (p->rank == 0)
         return 0;
-    if (json_array_size(dims) != (size_t)p->rank || read_dims(dims, p->rank, c, 1) != 0) {
+    if (json_array_size(dims) != (size_t)p->rank || read_dims(dims, p->rank, c, 0) != 0) {
         snprintf(why, why_len, "layout dims are missing, not positive or of the wrong rank");
         return -EINVAL;
     }

@@ -280,7 +280,7 @@ static int table_chunk(struct builder *b, struct table *t, struct image_dataset 
     unsigned char *bytes = NULL;
     void *buf = NULL;
     size_t len, n = 1;
-    int vlen = t->has_uri_field && (h5type_traits(json_object_get(t->json, "type")) & H5TYPE_HAS_VLEN);
+    int vlen = (h5type_traits(json_object_get(t->json, "type")) & H5TYPE_HAS_VLEN) != 0;
     for (int k = 0; k < t->ds.rank; k++)
         n *= t->ds.chunk_dims[k];
     int rc = image_chunk_key(&t->ds, linear, key, sizeof key);
@@ -365,19 +365,25 @@ static int table_open(struct builder *b, const char *table_id, struct image_data
             snprintf(why, why_len, "chunk table %s has a bad shape or layout", table_id);
             return -EINVAL;
         }
+        if (t->ds.chunk_bytes > REF_RANGE_MAX / c) {   /* decoded whole before use */
+            snprintf(why, why_len, "chunk table %s has chunks of more than %u bytes", table_id,
+                     REF_RANGE_MAX);
+            return -EINVAL;
+        }
         t->ds.dims[k] = d;
         t->ds.chunk_dims[k] = c;
         t->ds.grid[k] = (d + c - 1) / c;
         t->ds.chunk_bytes *= c;
     }
-    size_t stored;
+    size_t stored = 0;
+    int vlen = (h5type_traits(type) & H5TYPE_HAS_VLEN) != 0;
     if (!t->ds.id)
         return -ENOMEM;
     if (h5type_stored_size(type, &stored) == 0)
         t->ds.chunk_bytes = t->ds.chunk_bytes / H5Tget_size(t->tid) * stored;
     const json_t *filters = json_object_get(json_object_get(t->json, "creationProperties"), "filters");
-    return codec_spec_from_filters(filters, stored, t->has_uri_field, CODEC_SOURCE_HSDS,
-                                   &t->ds.codec, why, why_len);
+    return codec_spec_from_filters(filters, stored, vlen, CODEC_SOURCE_HSDS, &t->ds.codec, why,
+                                   why_len);
 }
 
 static void table_close(struct table *t)

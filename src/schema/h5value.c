@@ -32,26 +32,30 @@ static int out_of_memory(char *why, size_t why_len)
     return -ENOMEM;
 }
 
-int h5value_begin(const json_t *type_json, hid_t tid, size_t n, struct h5type_desc **desc,
-                  unsigned char **buf, char *why, size_t why_len)
+int h5value_begin(const json_t *type_json, hid_t tid, struct h5type_desc **desc, char *why,
+                  size_t why_len)
 {
     *desc = NULL;
-    *buf = NULL;
     int rc = h5type_desc_parse(type_json, desc, why, why_len);
     if (rc != 0)
         return rc;
-    size_t size = (*desc)->mem_size;
-    if (tid < 0 || H5Tget_size(tid) != size)
-        rc = h5value_reject(why, why_len, "the HDF5 type does not match the type JSON");
-    else if (n > SIZE_MAX / size)
-        rc = h5value_reject(why, why_len, "%zu elements overflow memory", n);
-    else if (!(*buf = calloc(n ? n : 1, size)))
-        rc = out_of_memory(why, why_len);
-    if (rc != 0) {
+    if (tid < 0 || H5Tget_size(tid) != (*desc)->mem_size) {
         h5type_desc_free(*desc);
         *desc = NULL;
+        return h5value_reject(why, why_len, "the HDF5 type does not match the type JSON");
     }
-    return rc;
+    return 0;
+}
+
+int h5value_alloc(const struct h5type_desc *d, size_t n, unsigned char **buf, char *why,
+                  size_t why_len)
+{
+    *buf = NULL;
+    if (n > SIZE_MAX / d->mem_size)
+        return h5value_reject(why, why_len, "%zu elements overflow memory", n);
+    if (!(*buf = calloc(n ? n : 1, d->mem_size)))
+        return out_of_memory(why, why_len);
+    return 0;
 }
 
 /* ---- object references ---- */
@@ -237,6 +241,28 @@ static int stored_elem(struct cursor *c, const struct h5type_desc *d, unsigned c
     }
 }
 
+/* The fewest stored bytes an element of d takes: its size, or 4 for each variable part's byte
+ * count (at least 1: every part has a size or a count). */
+static size_t min_stored(const struct h5type_desc *d)
+{
+    size_t sum = 0;
+    if (d->stored_size)
+        return d->stored_size;
+    switch (d->kind) {
+    case H5TYPE_K_VSTR:
+    case H5TYPE_K_VLEN:
+        return 4;
+    case H5TYPE_K_ARRAY:
+        return d->count * min_stored(d->base);
+    case H5TYPE_K_COMPOUND:
+        for (size_t k = 0; k < d->n_fields; k++)
+            sum += min_stored(d->fields[k].type);
+        return sum ? sum : 1;
+    default:
+        return 1;
+    }
+}
+
 static int stored_all(const struct h5type_desc *d, struct cursor *c, size_t n, unsigned char *buf,
                       char *why, size_t why_len)
 {
@@ -271,9 +297,18 @@ int h5value_from_stored(const json_t *type_json, hid_t tid, const void *bytes, s
     if (!buf || (!bytes && len > 0))
         return h5value_reject(why, why_len, "no data");
     *buf = NULL;
-    int rc = h5value_begin(type_json, tid, n, &d, &b, why, why_len);
+    int rc = h5value_begin(type_json, tid, &d, why, why_len);
     if (rc != 0)
         return rc;
+    /* n elements need at least n * min_stored bytes: check before allocating for them */
+    if (len / min_stored(d) < n)
+        rc = h5value_reject(why, why_len, "%zu bytes cannot hold %zu elements", len, n);
+    if (rc == 0)
+        rc = h5value_alloc(d, n, &b, why, why_len);
+    if (rc != 0) {
+        h5type_desc_free(d);
+        return rc;
+    }
     struct cursor c = {.p = bytes, .left = len, .refs = refs};
     rc = stored_all(d, &c, n, b, why, why_len);
     h5type_desc_free(d);

@@ -336,19 +336,29 @@ static int walk_value(struct walk *w, const json_t *v, int level)
     return 0;
 }
 
-static int fill(const struct h5type_desc *d, const json_t *value, size_t n,
-                const struct h5value_refs *refs, unsigned char *buf, char *why, size_t why_len)
+/* The value's dimensions around its elements, which must number exactly n (checked before
+ * anything is allocated for them). rank -1: an empty value for n == 0, nothing to walk. */
+static int value_shape(const struct h5type_desc *d, const json_t *value, size_t n, hsize_t *dims,
+                       int *rank, char *why, size_t why_len)
 {
-    hsize_t dims[H5S_MAX_RANK];
-    int rank;
     size_t count;
-    if (n == 0 && json_is_array(value) && json_array_size(value) == 0)
+    if (n == 0 && json_is_array(value) && json_array_size(value) == 0) {
+        *rank = -1;
         return 0;
-    int rc = shape_of(d, value, dims, &rank, why, why_len);
+    }
+    int rc = shape_of(d, value, dims, rank, why, why_len);
     if (rc != 0)
         return rc;
-    if (count_of(dims, rank, &count) != 0 || count != n)
+    if (count_of(dims, *rank, &count) != 0 || count != n)
         return h5value_reject(why, why_len, "value has %zu elements, expected %zu", count, n);
+    return 0;
+}
+
+static int fill(const struct h5type_desc *d, const json_t *value, const hsize_t *dims, int rank,
+                const struct h5value_refs *refs, unsigned char *buf, char *why, size_t why_len)
+{
+    if (rank < 0)
+        return 0;
     struct walk w = {.ctx = {.refs = refs},
                      .d = d,
                      .dims = dims,
@@ -363,17 +373,24 @@ int h5value_from_json(const json_t *type_json, hid_t tid, const json_t *value, s
                       const struct h5value_refs *refs, void **buf, char *why, size_t why_len)
 {
     struct h5type_desc *d;
-    unsigned char *b;
+    unsigned char *b = NULL;
+    hsize_t dims[H5S_MAX_RANK];
+    int rank = 0;
     if (!buf || !value)
         return h5value_reject(why, why_len, "no value");
     *buf = NULL;
-    int rc = h5value_begin(type_json, tid, n, &d, &b, why, why_len);
+    int rc = h5value_begin(type_json, tid, &d, why, why_len);
     if (rc != 0)
         return rc;
-    rc = fill(d, value, n, refs, b, why, why_len);
+    rc = value_shape(d, value, n, dims, &rank, why, why_len);
+    if (rc == 0)
+        rc = h5value_alloc(d, n, &b, why, why_len);
+    if (rc == 0)
+        rc = fill(d, value, dims, rank, refs, b, why, why_len);
     h5type_desc_free(d);
     if (rc != 0) {
-        h5value_free(tid, b, n);
+        if (b)
+            h5value_free(tid, b, n);
         return rc;
     }
     *buf = b;

@@ -15,10 +15,16 @@
 __attribute__((format(printf, 3, 4))) int h5value_reject(char *why, size_t why_len, const char *fmt,
                                                          ...);
 
-/* Parse type_json, check that tid has its memory size, and allocate a zeroed buffer for n
- * elements (at least one byte). 0, -EINVAL or -ENOMEM with a reason. */
-int h5value_begin(const json_t *type_json, hid_t tid, size_t n, struct h5type_desc **desc,
-                  unsigned char **buf, char *why, size_t why_len);
+/* Parse type_json and check that tid has its memory size. 0, -EINVAL or -ENOMEM with a
+ * reason. */
+int h5value_begin(const json_t *type_json, hid_t tid, struct h5type_desc **desc, char *why,
+                  size_t why_len);
+
+/* A zeroed buffer for n elements of d (at least one byte). 0, -EINVAL or -ENOMEM with a reason.
+ * Called only once the value or data is known to hold n elements: n comes from a shape the
+ * caller read from untrusted JSON, and must not decide an allocation on its own. */
+int h5value_alloc(const struct h5type_desc *d, size_t n, unsigned char **buf, char *why,
+                  size_t why_len);
 
 /* An object reference as HSDS writes it ("groups/<id>", "datasets/<id>", "datatypes/<id>" or
  * a bare id; len bytes, no NUL inside; empty = null reference) -> hobj_ref_t. */

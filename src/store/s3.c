@@ -49,6 +49,24 @@ static int status_errno(const struct s3_store *s3, const char *op, const char *k
 
 /* ---- get / head ---- */
 
+/* Some servers answer a range with more than asked (the whole object, as 200 or even as 206):
+ * keep the asked bytes, using Content-Range to know where the body starts. */
+#define RANGE_SLACK (64u << 20)
+
+static void keep_range(struct s3_response *resp, uint64_t off, uint64_t len)
+{
+    uint64_t start = resp->status == 206 && resp->range_start >= 0 ? (uint64_t)resp->range_start
+                     : resp->status == 206 ? off : 0;
+    uint64_t skip = off > start ? off - start : 0;
+    size_t from = skip < resp->body.len ? (size_t)skip : resp->body.len;
+    size_t n = resp->body.len - from;
+    if (len != STORE_RANGE_TO_END && n > len)
+        n = (size_t)len;
+    memmove(resp->body.data, resp->body.data + from, n);
+    resp->body.len = n;
+    resp->body.data[n] = '\0';
+}
+
 static int s3_get(struct store *st, const char *key, uint64_t off, uint64_t len, size_t max,
                   struct store_buf *out)
 {
@@ -67,8 +85,8 @@ static int s3_get(struct store *st, const char *key, uint64_t off, uint64_t len,
     else
         snprintf(range, sizeof range, "bytes=%llu-", (unsigned long long)off);
     req.range = ranged ? range : NULL;
-    if (ranged && len != STORE_RANGE_TO_END && len < max)
-        req.max_body = (size_t)len + 1;     /* a server that ignores Range sends it all */
+    if (ranged && max > RANGE_SLACK && (len == STORE_RANGE_TO_END || len + RANGE_SLACK < max))
+        req.max_body = len == STORE_RANGE_TO_END ? max : (size_t)len + RANGE_SLACK;
     int rc = s3_perform(s3, &req, &resp);
     if (rc != 0)
         return rc;
@@ -78,14 +96,8 @@ static int s3_get(struct store *st, const char *key, uint64_t off, uint64_t len,
         return out->data ? 0 : -ENOMEM;
     }
     rc = status_errno(s3, "GET", key, &resp);
-    if (rc == 0 && ranged && resp.status == 200) {
-        /* the whole object came back: keep the asked range */
-        size_t from = off < resp.body.len ? (size_t)off : resp.body.len;
-        size_t n = resp.body.len - from < len ? resp.body.len - from : (size_t)len;
-        memmove(resp.body.data, resp.body.data + from, n);
-        resp.body.len = n;
-        resp.body.data[n] = '\0';
-    }
+    if (rc == 0 && ranged)
+        keep_range(&resp, off, len);
     if (rc != 0) {
         s3_response_free(&resp);
         return rc;

@@ -40,6 +40,7 @@ struct s3_response {
     int has_length;
     uint64_t content_length;    /* from Content-Length (HEAD: the object's size) */
     double mtime;               /* from Last-Modified */
+    int64_t range_start;        /* first byte of the body per Content-Range; -1: none */
     char etag[65];
 };
 

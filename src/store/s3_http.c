@@ -237,6 +237,7 @@ static size_t on_header(char *data, size_t size, size_t nmemb, void *ctx)
     line[strcspn(line, "\r\n")] = '\0';
     if (strncasecmp(line, "HTTP/", 5) == 0) {     /* a new response (after a redirect) */
         t->resp->has_length = 0;
+        t->resp->range_start = -1;
         t->resp->etag[0] = '\0';
     } else if (strncasecmp(line, "content-length:", 15) == 0) {
         t->resp->content_length = strtoull(line + 15, NULL, 10);
@@ -245,6 +246,10 @@ static size_t on_header(char *data, size_t size, size_t nmemb, void *ctx)
             t->too_big = 1;
             return 0;
         }
+    } else if (strncasecmp(line, "content-range:", 14) == 0) {
+        const char *v = line + 14 + strspn(line + 14, " \t");
+        if (strncasecmp(v, "bytes ", 6) == 0 && v[6] >= '0' && v[6] <= '9')
+            t->resp->range_start = (int64_t)strtoull(v + 6, NULL, 10);
     } else if (strncasecmp(line, "etag:", 5) == 0) {
         const char *v = line + 5 + strspn(line + 5, " \t\"");
         snprintf(t->resp->etag, sizeof t->resp->etag, "%.*s", (int)strcspn(v, "\""), v);
@@ -345,6 +350,7 @@ static enum outcome attempt_once(struct s3_store *s3, const struct s3_request *r
     struct curl_slist *headers = NULL;
     struct transfer t = { req, resp, 0, 0, 0 };
     memset(resp, 0, sizeof *resp);
+    resp->range_start = -1;
     memset(a, 0, sizeof *a);
     CURL *h = pool_take(s3->pool);
     if (!h || build_headers(s3, req, path, &headers) != 0 || setup(s3, h, req, &t, headers, url)) {
