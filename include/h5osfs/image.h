@@ -43,8 +43,10 @@ int image_equal(const struct image *a, const struct image *b);
 
 /* What one open file's reads share: the caches, and how sequential its reads have been. A
  * sequential reader gets the next chunks in file order loaded ahead (a window that doubles up
- * to IMAGE_PREFETCH_MAX while reads stay sequential). Several threads may read at once. */
-#define IMAGE_PREFETCH_MAX 16
+ * to IMAGE_PREFETCH_MAX chunks or IMAGE_PREFETCH_BYTES while reads stay sequential). Several
+ * threads may read at once. */
+#define IMAGE_PREFETCH_MAX 64
+#define IMAGE_PREFETCH_BYTES (64u << 20)
 struct image_reader {
     struct chunk_cache *cache;
     struct prefetcher *prefetch;        /* NULL: no read-ahead */

@@ -172,8 +172,12 @@ static void read_ahead(struct image *img, struct image_reader *r, size_t last)
 {
     size_t n_segs, end = last + 1;
     const struct segment *segs = extent_segments(img->map, &n_segs);
-    for (unsigned seen = 0; end < n_segs && seen < r->window; end++)
+    uint64_t bytes = 0;
+    for (unsigned seen = 0; end < n_segs && seen < r->window && bytes < IMAGE_PREFETCH_BYTES;
+         end++) {
         seen += segs[end].kind == SEGMENT_CHUNK;
+        bytes += segs[end].kind == SEGMENT_CHUNK ? segs[end].len : 0;
+    }
     size_t i = last + 1 > r->ahead ? last + 1 : (size_t)r->ahead;
     for (; i < end; i++) {
         const struct segment *s = &segs[i];

@@ -8,6 +8,7 @@
  */
 #include <dirent.h>
 #include <errno.h>
+#include <inttypes.h>
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -275,6 +276,10 @@ static int mount_bucket(struct fuse_args *args, const struct options *opts,
     rc = serve(args, opts, cmd, fs, cache, &prefetch);
     fs_free(fs);
     prefetcher_free(prefetch);
+    struct chunk_cache_stats cs;
+    chunk_cache_stats(cache, &cs);
+    log_info("chunk cache: %" PRIu64 " hits, %" PRIu64 " loads, %" PRIu64 " waits for a load, %"
+             PRIu64 " evictions", cs.hits, cs.misses, cs.waits, cs.evictions);
 out_cache:
     chunk_cache_free(cache);
 out_ns:
