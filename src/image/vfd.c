@@ -20,6 +20,7 @@ struct vfd_info {
 };
 
 #define VFD_MAXADDR (((haddr_t)1 << 62) - 1)
+#define VFD_PAGE 4096
 
 static H5FD_t *vfd_open(const char *name, unsigned flags, hid_t fapl, haddr_t maxaddr)
 {
@@ -51,10 +52,29 @@ static int vfd_cmp(const H5FD_t *a, const H5FD_t *b)
 static herr_t vfd_query(const H5FD_t *file, unsigned long *flags)
 {
     (void)file;
-    /* Aggregation keeps metadata in few, large runs: fewer segments to search on read. */
-    *flags = H5FD_FEAT_AGGREGATE_METADATA | H5FD_FEAT_ACCUMULATE_METADATA |
-             H5FD_FEAT_AGGREGATE_SMALLDATA;
+    /* Aggregating metadata keeps it in few, large runs: fewer segments to search on read.
+     * Small raw data is not aggregated: every chunk gets its own page-aligned allocation
+     * (vfd_alloc), so no page holds bytes of two chunks. */
+    *flags = H5FD_FEAT_AGGREGATE_METADATA | H5FD_FEAT_ACCUMULATE_METADATA;
     return 0;
+}
+
+/*
+ * The kernel reads a FUSE file in whole pages. Every allocation from the end of the file
+ * starts on a page, so a chunk that cannot be read never shares a page with another object's
+ * bytes, and its EIO stays its own. The holes cost no memory. (HDF5's own H5Pset_alignment
+ * does the same through its free-space manager and made a 100,000-chunk build 250 times
+ * slower.)
+ */
+static haddr_t vfd_alloc(H5FD_t *file, H5FD_mem_t type, hid_t dxpl, hsize_t size)
+{
+    (void)type, (void)dxpl;
+    struct vfd_file *f = (struct vfd_file *)file;
+    haddr_t addr = (f->eoa + VFD_PAGE - 1) & ~(haddr_t)(VFD_PAGE - 1);
+    if (addr + size > VFD_MAXADDR || addr + size < addr)
+        return HADDR_UNDEF;
+    f->eoa = addr + size;
+    return addr;
 }
 
 static haddr_t vfd_get_eoa(const H5FD_t *file, H5FD_mem_t type)
@@ -135,6 +155,7 @@ static const H5FD_class_t vfd_class = {
     .close = vfd_close,
     .cmp = vfd_cmp,
     .query = vfd_query,
+    .alloc = vfd_alloc,
     .get_eoa = vfd_get_eoa,
     .set_eoa = vfd_set_eoa,
     .get_eof = vfd_get_eof,

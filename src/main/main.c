@@ -175,7 +175,11 @@ static int serve(struct fuse_args *args, const struct options *opts,
         log_warn("no read-ahead threads: chunks are fetched when read");
     /* libfuse returns the signal number when SIGINT/SIGTERM/SIGHUP ended the loop: a clean exit */
     rc = run_loop(se, cmd) >= 0 ? 0 : -1;
-    log_info("unmounted %s", cmd->mountpoint);
+    struct chunk_cache_stats cs;
+    chunk_cache_stats(cache, &cs);
+    log_info("unmounted %s; chunk cache: %" PRIu64 " hits, %" PRIu64 " loads, %" PRIu64
+             " waits for a load, %" PRIu64 " evictions", cmd->mountpoint, cs.hits, cs.misses,
+             cs.waits, cs.evictions);
 out_unmount:
     fuse_session_unmount(se);
 out_signals:
@@ -276,10 +280,6 @@ static int mount_bucket(struct fuse_args *args, const struct options *opts,
     rc = serve(args, opts, cmd, fs, cache, &prefetch);
     fs_free(fs);
     prefetcher_free(prefetch);
-    struct chunk_cache_stats cs;
-    chunk_cache_stats(cache, &cs);
-    log_info("chunk cache: %" PRIu64 " hits, %" PRIu64 " loads, %" PRIu64 " waits for a load, %"
-             PRIu64 " evictions", cs.hits, cs.misses, cs.waits, cs.evictions);
 out_cache:
     chunk_cache_free(cache);
 out_ns:

@@ -1,0 +1,468 @@
+"""Bad objects inside a domain (src/image): a bad chunk makes only its dataset unreadable (EIO,
+never wrong bytes or fill values), a bad dataset, link or linked file is left out or made
+unreadable and logged, and everything else still reads equal to the source. Only a domain
+without a usable root group fails to open. The bucket is never modified and the daemon keeps
+serving.
+
+Each test corrupts a copy of the fixture bucket (bucket_copy) and mounts it with a long ttl, so
+that every domain is built once and each problem is logged once."""
+import errno
+import json
+import random
+import shutil
+import struct
+import time
+
+import h5py
+import numpy as np
+import pytest
+
+from conftest import assert_serving, bucket_snapshot
+from test_image import (
+    DOMAINS, USER, check_h5diff, chunk_dir, compare_dataset, compare_file, domain_file,
+    domain_objects, object_json_path, source_file, unique_objects)
+
+ARGS = USER + ("-o", "ttl=3600")
+
+
+def log_lines(m, text):
+    return [line for line in m.log().splitlines() if text in line]
+
+
+def wait_for_log(m, *parts, timeout=10):
+    """A log line with every part. Chunks may be loaded (and their failures logged) by the
+    daemon's read-ahead threads, after the read that needed them has failed: poll a little."""
+    deadline = time.monotonic() + timeout
+    while True:
+        lines = [line for line in m.log().splitlines() if all(p in line for p in parts)]
+        if lines or time.monotonic() > deadline:
+            assert lines, f"no log line with {parts}:\n{m.log()}"
+            return lines
+        time.sleep(0.05)
+
+
+def assert_eio(func, *args):
+    with pytest.raises(OSError) as info:
+        func(*args)
+    assert info.value.errno == errno.EIO, (
+        f"expected EIO, got {errno.errorcode.get(info.value.errno, info.value.errno)}: "
+        f"{info.value}")
+
+
+def read_all(ds):
+    return ds[()]
+
+
+def other_domain(domain):
+    """A domain of different sources to prove the problem stays inside its domain."""
+    return next(d for d in ("sample3", "sample_link", "sample1") if DOMAINS[d] != DOMAINS[domain])
+
+
+def assert_domain_equals_source(m, domain, hyperslabs=3):
+    compare_file(source_file(domain), domain_file(m, domain), domain, hyperslabs=hyperslabs)
+
+
+def rest_of_domain_failures(m, domain, bad_paths):
+    """Every dataset of the domain but bad_paths compared with the source: the failures."""
+    failures = []
+    with h5py.File(source_file(domain), "r") as fs, h5py.File(domain_file(m, domain), "r") as fd:
+        for path, kind in unique_objects(fs).items():
+            if kind != "dataset" or path in bad_paths:
+                continue
+            try:
+                compare_dataset(fs, fd, path, hyperslabs=3)
+            except OSError as e:
+                failures.append(f"{path}: OSError {errno.errorcode.get(e.errno, e.errno)}")
+            except AssertionError as e:
+                failures.append(f"{path}: {str(e)[:160]}")
+    return failures
+
+
+# ---- bad chunk objects ----
+
+def cut_half(b):
+    return b[:len(b) // 2]
+
+
+def garbage(b):
+    return random.Random(len(b)).randbytes(len(b))
+
+
+def blosc_nbytes(scale=None, value=None):
+    """A blosc frame whose header states another uncompressed size than its data has."""
+    def mutate(b):
+        assert b[0] == 2 and b[3] != 0, "not a blosc frame"
+        n = struct.unpack_from("<I", b, 4)[0]
+        new = value if value is not None else int(n * scale)
+        return b[:4] + struct.pack("<I", new) + b[8:]
+    return mutate
+
+
+def longer(b):
+    return b + b"\0\0\0\0"
+
+
+def shorter(b):
+    return b[:-4]
+
+
+def empty(b):
+    return b""
+
+
+# (id, domain, dataset, chunk index, mutation)
+CHUNK_CASES = [
+    ("truncated-blosc-zlib", "sample2", "/chunked_f32_gzip", "0_0", cut_half),
+    ("truncated-blosc-zstd", "sample2_z_zstd", "/multichunk_f32_gzip", "2_1", cut_half),
+    ("truncated-raw", "sample3", "/ramp_i32", "0_0", cut_half),
+    ("garbage-blosc-lz4", "sample3_z_lz4", "/noise_f32", "0_0", garbage),
+    ("garbage-blosc-zlib", "partial", "/data", "1_1", garbage),
+    ("blosc-nbytes-larger", "sample3_z_gzip", "/ramp_i32", "0_0", blosc_nbytes(scale=2)),
+    ("blosc-nbytes-smaller", "sample3_z_gzip", "/smooth_f64_contig", "0_0",
+     blosc_nbytes(scale=0.5)),
+    ("blosc-nbytes-huge", "sample2_z_zstd", "/cube_u8", "0_0_0", blosc_nbytes(value=0xfffffff0)),
+    ("raw-too-long", "sample3", "/noise_f32", "0_0", longer),
+    ("raw-too-short", "partial", "/raw", "1_1", shorter),
+    ("raw-empty", "sample2", "/cube_u8", "0_0_0", empty),
+]
+
+
+def corrupt_chunk(bucket, domain, path, index, mutate):
+    """Mutate one chunk object; returns its key."""
+    _, ids = domain_objects(bucket, domain)
+    obj = chunk_dir(bucket, ids[path]) / index
+    obj.write_bytes(mutate(obj.read_bytes()))
+    return str(obj.relative_to(bucket))
+
+
+@pytest.mark.parametrize("case", CHUNK_CASES, ids=[c[0] for c in CHUNK_CASES])
+def test_bad_chunk_fails_with_eio(mount_bucket, bucket_copy, case):
+    _, domain, path, index, mutate = case
+    key = corrupt_chunk(bucket_copy, domain, path, index, mutate)
+    before = bucket_snapshot(bucket_copy)
+    m = mount_bucket(bucket_copy, *ARGS)
+    with h5py.File(domain_file(m, domain), "r") as f:
+        assert_eio(read_all, f[path])
+        assert_eio(read_all, f[path])       # a failure is not remembered as data
+    lines = log_lines(m, key)
+    assert lines, m.log()
+    assert all(" error: " in line and path in line for line in lines), lines
+    assert_domain_equals_source(m, other_domain(domain))
+    assert bucket_snapshot(bucket_copy) == before
+    assert_serving(m)
+
+
+@pytest.mark.parametrize("case", CHUNK_CASES, ids=[c[0] for c in CHUNK_CASES])
+def test_bad_chunk_leaves_other_datasets_readable(mount_bucket, bucket_copy, case):
+    _, domain, path, index, mutate = case
+    corrupt_chunk(bucket_copy, domain, path, index, mutate)
+    m = mount_bucket(bucket_copy, *ARGS)
+    with h5py.File(domain_file(m, domain), "r") as f:
+        assert_eio(read_all, f[path])
+    failures = rest_of_domain_failures(m, domain, {path})
+    assert not failures, f"{domain}: bad chunk {path} {index} broke other datasets: {failures}"
+    assert_serving(m)
+
+
+def vlen_count(count):
+    """A vlen chunk whose first element states count bytes (spec 6.3)."""
+    def mutate(b):
+        return struct.pack("<i", count) + b[4:]
+    return mutate
+
+
+# Datasets written as values (vlen, references, scalars) read their chunks when the file is
+# built: a bad chunk leaves the dataset out. (id, domain, dataset, chunk index, mutation)
+VALUE_CHUNK_CASES = [
+    ("vlen-str-truncated", "sample2", "/vlen_str", "0", cut_half),
+    ("vlen-int-garbage", "sample2", "/vlen_int", "0", garbage),
+    ("vlen-negative-count", "sample2", "/vlen_str", "0", vlen_count(-5)),
+    ("vlen-huge-count", "sample2", "/vlen_str_2d", "0_0", vlen_count(0x7fffffff)),
+    ("compound-vlen-blosc-truncated", "sample2_z_zstd", "/compound_vlen_str", "0", cut_half),
+    ("scalar-wrong-size", "sample2", "/scalar", "0", shorter),
+    ("references-garbage", "sample1", "/object_refs", "0", garbage),
+]
+
+
+@pytest.mark.parametrize("case", VALUE_CHUNK_CASES, ids=[c[0] for c in VALUE_CHUNK_CASES])
+def test_bad_chunk_of_value_dataset_is_left_out(mount_bucket, bucket_copy, case):
+    _, domain, path, index, mutate = case
+    key = corrupt_chunk(bucket_copy, domain, path, index, mutate)
+    before = bucket_snapshot(bucket_copy)
+    m = mount_bucket(bucket_copy, *ARGS)
+    with h5py.File(domain_file(m, domain), "r") as f:
+        with pytest.raises(KeyError):
+            f[path]
+    lines = log_lines(m, key)
+    assert len(lines) == 1 and " error: " in lines[0] and path in lines[0], m.log()
+    failures = rest_of_domain_failures(m, domain, {path})
+    assert not failures, failures
+    assert_domain_equals_source(m, other_domain(domain))
+    assert bucket_snapshot(bucket_copy) == before
+    assert_serving(m)
+
+
+def test_stray_keys_beside_chunks_are_ignored(mount_bucket, bucket_copy):
+    """Keys in a dataset's prefix that are no chunk of its grid: logged, not served."""
+    domain, path = "sample2", "/multichunk_f32_gzip"
+    _, ids = domain_objects(bucket_copy, domain)
+    d = chunk_dir(bucket_copy, ids[path])
+    good = (d / "0_0").read_bytes()
+    for name in ("0_0.bak", "x_1", "0_1_2", "0"):
+        (d / name).write_bytes(good)
+    (d / "9_0").write_bytes(good)       # beyond the shape: not part of this version
+    m = mount_bucket(bucket_copy, *ARGS)
+    with h5py.File(domain_file(m, domain), "r") as f:
+        assert f[path].id.get_num_chunks() == 8
+    compare_file(source_file(domain), domain_file(m, domain), domain, hyperslabs=10)
+    assert log_lines(m, "is not a chunk of its grid"), m.log()
+    assert_serving(m)
+
+
+# ---- bad dataset objects ----
+
+BAD_DOMAIN, BAD_PATH = "sample2", "/cube_u8"
+
+
+def edit_doc(change):
+    def mutate(text):
+        doc = json.loads(text)
+        change(doc)
+        return json.dumps(doc)
+    return mutate
+
+
+def set_key(*keys, value):
+    def change(doc):
+        d = doc
+        for k in keys[:-1]:
+            d = d[k]
+        d[keys[-1]] = value
+    return edit_doc(change)
+
+
+def rank40(doc):
+    doc["shape"] = {"class": "H5S_SIMPLE", "dims": [1] * 40, "maxdims": [1] * 40}
+    doc["layout"] = {"class": "H5D_CHUNKED", "dims": [1] * 40}
+
+
+U8 = {"class": "H5T_INTEGER", "base": "H5T_STD_U8LE"}
+DATASET_CASES = {
+    "malformed-json": lambda text: text[:len(text) // 2],
+    "not-an-object": lambda text: "[1, 2, 3]",
+    "negative-dims": set_key("shape", "dims", value=[16, -16, 16]),
+    "dims-not-integers": set_key("shape", "dims", value=[16, "16", 16]),
+    "chunk-dims-zero": set_key("layout", "dims", value=[8, 0, 8]),
+    "chunk-rank-mismatch": set_key("layout", "dims", value=[16, 16]),
+    "rank-40": edit_doc(rank40),
+    "zero-size-string-field": set_key("type", value={"class": "H5T_COMPOUND", "fields": [
+        {"name": "a", "type": U8},
+        {"name": "z", "type": {"class": "H5T_STRING", "charSet": "H5T_CSET_ASCII",
+                               "length": 0, "strPad": "H5T_STR_NULLPAD"}}]}),
+    "zero-size-compound-field": set_key("type", value={"class": "H5T_COMPOUND", "fields": [
+        {"name": "a", "type": U8},
+        {"name": "z", "type": {"class": "H5T_COMPOUND", "fields": []}}]}),
+    "unknown-type-class": set_key("type", value={"class": "H5T_MYSTERY",
+                                                 "base": "H5T_STD_U8LE"}),
+    "no-type": edit_doc(lambda doc: doc.pop("type")),
+    "unknown-shape-class": set_key("shape", "class", value="H5S_MYSTERY"),
+    "chunk-dims-negative": set_key("layout", "dims", value=[8, -8, 8]),
+    "chunk-over-2GiB": set_key("layout", "dims", value=[1 << 20, 1 << 12, 16]),
+    "maxdims-smaller-than-dims": set_key("shape", "maxdims", value=[16, 8, 16]),
+}
+
+
+@pytest.mark.parametrize("case", sorted(DATASET_CASES))
+def test_bad_dataset_object_is_left_out(mount_bucket, bucket_copy, case):
+    root, ids = domain_objects(bucket_copy, BAD_DOMAIN)
+    obj_id = ids[BAD_PATH]
+    p = object_json_path(bucket_copy, obj_id, root)
+    p.write_text(DATASET_CASES[case](p.read_text()))
+    before = bucket_snapshot(bucket_copy)
+    m = mount_bucket(bucket_copy, *ARGS)
+    with h5py.File(domain_file(m, BAD_DOMAIN), "r") as f:
+        with pytest.raises(KeyError):
+            f[BAD_PATH]
+        assert BAD_PATH.lstrip("/") not in f
+    lines = [line for line in m.log().splitlines() if obj_id in line or BAD_PATH in line]
+    assert len(lines) == 1, m.log()
+    assert " error: " in lines[0]
+    compare_file(source_file(BAD_DOMAIN), domain_file(m, BAD_DOMAIN), BAD_DOMAIN,
+                 hyperslabs=3, skip=(BAD_PATH,))
+    check_h5diff(source_file(BAD_DOMAIN), domain_file(m, BAD_DOMAIN), exclude=(BAD_PATH,))
+    assert bucket_snapshot(bucket_copy) == before
+    assert_serving(m)
+
+
+# ---- links to objects that are not there ----
+
+def add_link(target):
+    def setup(bucket):
+        root, _ = domain_objects(bucket, BAD_DOMAIN)
+        p = object_json_path(bucket, root, root)
+        doc = json.loads(p.read_text())
+        doc["links"]["ghost"] = {"id": target(bucket), "class": "H5L_TYPE_HARD",
+                                 "created": 1795302887.0}
+        p.write_text(json.dumps(doc))
+        return "ghost", target(bucket)
+    return setup
+
+
+def delete_dataset(bucket):
+    root, ids = domain_objects(bucket, BAD_DOMAIN)
+    object_json_path(bucket, ids[BAD_PATH], root).unlink()
+    return BAD_PATH.lstrip("/"), ids[BAD_PATH]
+
+
+LINK_CASES = {
+    "missing-dataset": add_link(lambda b: "d-5897df5c-0a297b92-0000-000000-000000"),
+    "missing-group": add_link(lambda b: "g-5897df5c-0a297b92-0000-000000-000001"),
+    "missing-datatype": add_link(lambda b: "t-5897df5c-0a297b92-0000-000000-000002"),
+    "object-of-another-domain": add_link(lambda b: domain_objects(b, "sample3")[1]["/ramp_i32"]),
+    "deleted-dataset-object": delete_dataset,
+}
+
+
+@pytest.mark.parametrize("case", sorted(LINK_CASES))
+def test_link_to_missing_object_is_left_out(mount_bucket, bucket_copy, case):
+    name, target = LINK_CASES[case](bucket_copy)
+    before = bucket_snapshot(bucket_copy)
+    m = mount_bucket(bucket_copy, *ARGS)
+    with h5py.File(domain_file(m, BAD_DOMAIN), "r") as f:
+        assert f.get(name, getlink=True) is None
+        with pytest.raises(KeyError):
+            f[name]
+    assert log_lines(m, target), m.log()
+    skip = ("/" + name,) if name != "ghost" else ()
+    compare_file(source_file(BAD_DOMAIN), domain_file(m, BAD_DOMAIN), BAD_DOMAIN,
+                 hyperslabs=3, skip=skip)
+    check_h5diff(source_file(BAD_DOMAIN), domain_file(m, BAD_DOMAIN), exclude=skip)
+    assert bucket_snapshot(bucket_copy) == before
+    assert_serving(m)
+
+
+# ---- a root group that cannot be used ----
+
+ROOT_CASES = {
+    "missing": None,
+    "malformed-json": b'{"id": "g-',
+    "not-an-object": b"[]",
+    "empty": b"",
+    "id-mismatch": "id",
+}
+
+
+@pytest.mark.parametrize("case", sorted(ROOT_CASES))
+def test_unusable_root_group_fails_open_with_eio(mount_bucket, bucket_copy, case):
+    domain = "sample3"
+    root, _ = domain_objects(bucket_copy, domain)
+    p = object_json_path(bucket_copy, root, root)
+    change = ROOT_CASES[case]
+    if change is None:
+        p.unlink()
+    elif change == "id":
+        doc = json.loads(p.read_text())
+        doc["id"] = doc["id"][:-1] + ("0" if doc["id"][-1] != "0" else "1")
+        p.write_text(json.dumps(doc))
+    else:
+        p.write_bytes(change)
+    before = bucket_snapshot(bucket_copy)
+    m = mount_bucket(bucket_copy, *ARGS)
+    path = domain_file(m, domain)
+    assert_eio(open, path, "rb")
+    assert_eio(h5py.File, path, "r")
+    lines = log_lines(m, root)
+    assert lines, m.log()
+    why = {"missing": "missing"}.get(case)
+    if why:
+        assert any(why in line for line in lines), lines
+    assert log_lines(m, f"/home/test_user1/{domain}.h5: cannot build the HDF5 file"), m.log()
+    assert_domain_equals_source(m, "sample3_z_gzip")
+    assert_domain_equals_source(m, "sample1", hyperslabs=0)
+    assert bucket_snapshot(bucket_copy) == before
+    assert_serving(m)
+
+
+# ---- linked files outside the bucket ----
+
+LINK_DOMAIN = "sample_link"
+REF_DATASETS = ["/contig_f64", "/chunked_6_i32", "/chunked_64_u16"]
+OUTSIDE_URIS = [
+    "otherbucket/linked/sample_link.h5",
+    "s3://otherbucket/linked/sample_link.h5",
+    "hsdstest/../otherbucket/linked/sample_link.h5",
+    "hsdstest/../../etc/passwd",
+    "/etc/passwd",
+    "file:///etc/passwd",
+]
+
+
+def plant_other_bucket(bucket):
+    """The linked file, also in a neighbouring bucket: a daemon that followed a file_uri out of
+    its bucket would serve the right bytes, so only EIO proves it did not."""
+    other = bucket.parent / "otherbucket" / "linked"
+    other.mkdir(parents=True)
+    shutil.copyfile(bucket / "linked" / "sample_link.h5", other / "sample_link.h5")
+
+
+def link_outside(bucket, path, uri):
+    plant_other_bucket(bucket)
+    root, ids = domain_objects(bucket, LINK_DOMAIN)
+    p = object_json_path(bucket, ids[path], root)
+    doc = json.loads(p.read_text())
+    doc["creationProperties"]["layout"]["file_uri"] = uri
+    p.write_text(json.dumps(doc))
+
+
+@pytest.mark.parametrize("uri", OUTSIDE_URIS)
+@pytest.mark.parametrize("path", REF_DATASETS)
+def test_file_uri_outside_the_bucket_fails_with_eio(mount_bucket, bucket_copy, path, uri):
+    link_outside(bucket_copy, path, uri)
+    before = bucket_snapshot(bucket_copy)
+    m = mount_bucket(bucket_copy, *ARGS)
+    with h5py.File(domain_file(m, LINK_DOMAIN), "r") as f:
+        assert f[path].shape is not None
+        assert_eio(read_all, f[path])
+        sel = tuple(slice(0, 3) for _ in f[path].shape)
+        assert_eio(f[path].__getitem__, sel)
+    lines = log_lines(m, path)
+    assert lines and all(" error: " in line for line in lines), m.log()
+    assert any(uri in line for line in lines), lines
+    assert_domain_equals_source(m, "sample_fastlink")
+    assert bucket_snapshot(bucket_copy) == before
+    assert_serving(m)
+
+
+@pytest.mark.parametrize("path", REF_DATASETS)
+def test_file_uri_outside_the_bucket_leaves_other_datasets_readable(mount_bucket, bucket_copy,
+                                                                    path):
+    link_outside(bucket_copy, path, OUTSIDE_URIS[0])
+    m = mount_bucket(bucket_copy, *ARGS)
+    with h5py.File(domain_file(m, LINK_DOMAIN), "r") as f:
+        assert_eio(read_all, f[path])
+    failures = rest_of_domain_failures(m, LINK_DOMAIN, {path})
+    assert not failures, f"unreadable {path} broke other datasets: {failures}"
+    assert_serving(m)
+
+
+LINKED_DOMAINS = ("sample_link", "sample_fastlink")
+
+
+def test_linked_file_removed(mount_bucket, bucket_copy):
+    (bucket_copy / "linked" / "sample_link.h5").unlink()
+    before = bucket_snapshot(bucket_copy)
+    m = mount_bucket(bucket_copy, *ARGS)
+    for domain in LINKED_DOMAINS:
+        with h5py.File(domain_file(m, domain), "r") as f, \
+                h5py.File(source_file(domain), "r") as s:
+            assert sorted(f) == sorted(s)
+            for name in s:
+                assert f[name].shape == s[name].shape and f[name].dtype == s[name].dtype
+                assert_eio(read_all, f[name])
+            # chunks that have no linked data are the fill value, as ever
+            assert np.all(f["chunked_sparse"][0:20, 30:60] == -1)
+        assert wait_for_log(m, f"{domain}.h5: /", "linked file linked/sample_link.h5 is missing")
+    assert_domain_equals_source(m, "sample3")
+    assert_domain_equals_source(m, "sample1", hyperslabs=0)
+    assert bucket_snapshot(bucket_copy) == before
+    assert_serving(m)
