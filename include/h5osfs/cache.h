@@ -18,6 +18,10 @@ struct chunk_entry;
 typedef int (*chunk_load_fn)(void *ctx, void *buf, size_t size);
 
 struct chunk_cache *chunk_cache_new(uint64_t max_bytes);
+/* Remember a failed load for this many seconds (default 0): gets within that time return the
+ * same error at once. The kernel re-reads a page whose read failed; that re-read must not
+ * start another round of store retries. */
+void chunk_cache_set_retry_after(struct chunk_cache *cache, double seconds);
 void chunk_cache_free(struct chunk_cache *cache);
 
 /* The entry for key, loaded with load(ctx, …) if absent. 0 or the loader's -errno. */

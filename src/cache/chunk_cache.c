@@ -5,8 +5,10 @@
  * that is loading or loaded sits in the map, so a second caller for the same key finds it and
  * waits instead of fetching again. Loaded entries no reader holds also sit on the idle list,
  * most recently released first; eviction takes from its tail, so an entry a reader holds is
- * never a candidate. A failed load leaves the map at once (not cached: the next get retries);
- * its waiters still hold it, and the last of them frees it.
+ * never a candidate. A failed load stays in the map for the retry-after time (0 by default),
+ * so the kernel's immediate re-read of a page whose read just failed gets the same error at
+ * once instead of a second round of store retries; after that the next get loads afresh. Its
+ * waiters hold it, and the last reference frees it once it has left the map.
  */
 #include "h5osfs/cache.h"
 
@@ -14,6 +16,7 @@
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "h5osfs/log.h"
 #include "h5osfs/strmap.h"
@@ -29,6 +32,7 @@ struct chunk_entry {
     int err;                         /* the loader's -errno once FAILED */
     int in_map;                      /* 0 once a failed load removed it */
     int idle;                        /* on the idle list (READY, refs 0) */
+    double failed_at;                /* CLOCK_MONOTONIC seconds, once FAILED */
     char key[];                      /* our own copy: eviction removes by key */
 };
 
@@ -39,6 +43,7 @@ struct chunk_cache {
     struct chunk_entry *idle_head;   /* most recently released */
     struct chunk_entry *idle_tail;   /* next to evict */
     uint64_t max_bytes;
+    double retry_after;              /* seconds a failed load is remembered */
     struct chunk_cache_stats st;     /* bytes and entries count loaded entries in the map */
 };
 
@@ -59,6 +64,20 @@ static void cache_lock(struct chunk_cache *c)
 static void cache_unlock(struct chunk_cache *c)
 {
     must(pthread_mutex_unlock(&c->lock), "pthread_mutex_unlock");
+}
+
+static double monotonic_now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+void chunk_cache_set_retry_after(struct chunk_cache *cache, double seconds)
+{
+    cache_lock(cache);
+    cache->retry_after = seconds;
+    cache_unlock(cache);
 }
 
 static void free_entry(struct chunk_entry *e)
@@ -157,6 +176,8 @@ static void release(struct chunk_cache *c, struct chunk_entry *e)
         free_entry(e);
         return;
     }
+    if (e->state == ENTRY_FAILED)
+        return;                 /* remembered in the map until forgotten */
     idle_push(c, e);
     evict(c);
 }
@@ -195,6 +216,15 @@ static int fill(struct chunk_entry *e, chunk_load_fn load, void *ctx)
     return rc > 0 ? -EIO : rc;
 }
 
+/* Take a failed entry out of the map (locked); the last reference frees it. */
+static void forget(struct chunk_cache *c, struct chunk_entry *e)
+{
+    strmap_remove(c->map, e->key);
+    e->in_map = 0;
+    if (e->refs == 0)
+        free_entry(e);
+}
+
 /* Publish a finished load (locked) and wake everyone waiting for any load. */
 static void finish_load(struct chunk_cache *c, struct chunk_entry *e, int rc)
 {
@@ -206,8 +236,11 @@ static void finish_load(struct chunk_cache *c, struct chunk_entry *e, int rc)
     } else {
         e->state = ENTRY_FAILED;
         e->err = rc;
-        strmap_remove(c->map, e->key);  /* not cached: the next get loads afresh */
-        e->in_map = 0;
+        e->failed_at = monotonic_now();
+        free(e->data);
+        e->data = NULL;
+        if (c->retry_after <= 0)
+            forget(c, e);       /* not remembered: the next get loads afresh */
     }
     must(pthread_cond_broadcast(&c->loaded), "pthread_cond_broadcast");
 }
@@ -262,6 +295,13 @@ int chunk_cache_get(struct chunk_cache *cache, const char *key, size_t size, chu
         have = found->size;     /* a caller bug: two sizes for one chunk; never mix them */
         mismatch = 1;
         rc = -EINVAL;
+    } else if (found && found->state == ENTRY_FAILED &&
+               monotonic_now() - found->failed_at < cache->retry_after) {
+        rc = found->err;        /* failed a moment ago: the same answer, without the wait */
+        cache->st.hits++;
+    } else if (found && found->state == ENTRY_FAILED) {
+        forget(cache, found);   /* failed long enough ago: try again */
+        rc = load_new(cache, key, size, load, ctx, &e);
     } else if (found) {
         rc = join(cache, found);
         e = found;

@@ -28,6 +28,7 @@
 #include "options.h"
 
 #define READ_AHEAD_KIB 8192
+#define CHUNK_RETRY_AFTER 1.0   /* seconds a chunk that failed to load fails without a retry */
 #define PREFETCH_WORKERS 4
 #define PREFETCH_QUEUE 256
 
@@ -271,6 +272,7 @@ static int mount_bucket(struct fuse_args *args, const struct options *opts,
         rc = -ENOMEM;
         goto out_ns;
     }
+    chunk_cache_set_retry_after(cache, CHUNK_RETRY_AFTER);
     struct fs_config fs_cfg = { .ns = ns, .ttl = opts->ttl, .read_only = opts->read_only,
                                 .uid = getuid(), .gid = getgid(), .cache = cache,
                                 .images = { .store = store, .bucket_name = name } };

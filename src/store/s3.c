@@ -259,8 +259,10 @@ static int append_list(struct store_list *dst, struct store_list *src)
         dst->prefixes = p;
     if (!o || !p)
         return -ENOMEM;
-    memcpy(dst->objects + dst->n_objects, src->objects, src->n_objects * sizeof *o);
-    memcpy(dst->prefixes + dst->n_prefixes, src->prefixes, src->n_prefixes * sizeof *p);
+    if (src->n_objects)             /* memcpy from NULL is undefined even for 0 bytes */
+        memcpy(dst->objects + dst->n_objects, src->objects, src->n_objects * sizeof *o);
+    if (src->n_prefixes)
+        memcpy(dst->prefixes + dst->n_prefixes, src->prefixes, src->n_prefixes * sizeof *p);
     dst->n_objects += src->n_objects;
     dst->n_prefixes += src->n_prefixes;
     free(src->objects);

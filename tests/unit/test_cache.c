@@ -279,6 +279,30 @@ static void test_failing_loader(void)
     chunk_cache_free(c);
 }
 
+/* A failure is remembered for the retry-after time, then retried; a success then caches. */
+static void test_retry_after(void)
+{
+    struct chunk_cache *c = chunk_cache_new(1 << 20);
+    atomic_int calls = 0;
+    struct load_ctx bad = { .key = "a", .calls = &calls, .fail = -EIO };
+    struct chunk_entry *e;
+    chunk_cache_set_retry_after(c, 0.3);
+    CHECK_INT(chunk_cache_get(c, "a", 100, test_load, &bad, &e), -EIO);
+    bad.fail = -ENOENT;
+    CHECK_INT(chunk_cache_get(c, "a", 100, test_load, &bad, &e), -EIO);  /* remembered */
+    CHECK_INT(atomic_load(&calls), 1);
+    CHECK_INT(stats(c).entries, 0);
+    sleep_ms(350);
+    CHECK_INT(chunk_cache_get(c, "a", 100, test_load, &bad, &e), -ENOENT); /* tried again */
+    CHECK_INT(atomic_load(&calls), 2);
+    sleep_ms(350);
+    CHECK_INT(touch(c, "a", 100), 1);           /* a good load after the wait is cached */
+    CHECK_INT(touch(c, "a", 100), 0);
+    CHECK_INT(stats(c).entries, 1);
+    CHECK_INT(chunk_cache_get(c, "b", 10, test_load, &bad, &e), -ENOENT);
+    chunk_cache_free(c);                        /* a remembered failure is freed with the cache */
+}
+
 static void test_nested_get(void)
 {
     struct chunk_cache *c = chunk_cache_new(1 << 20);
@@ -485,6 +509,7 @@ int main(int argc, char **argv)
     test_held_not_evicted();
     test_no_caching();
     test_failing_loader();
+    test_retry_after();
     test_nested_get();
     test_single_flight();
     test_stress();

@@ -1,0 +1,829 @@
+"""The S3 backend (src/store/s3*.c) through the real daemon on a real FUSE mount, against a real
+S3 server (s3rver behind a SigV4 verifier, tests/s3) and a fault-injecting proxy.
+
+The reference is a mount of the same fixture bucket as a POSIX directory: an S3 mount must show
+the same tree (names, kinds, modes, times, sizes) and serve byte-identical HDF5 images, whatever
+the backend. Faults must be retried into correct bytes or, once retries are exhausted, give EIO
+in bounded time with one log line naming the key, while the daemon keeps serving.
+
+Every mount here is started by S3Mounts (not conftest's Mount: an S3 daemon needs its own
+environment): h5osfs -f -o log_file=..., AWS_* from the test server, HOME in a temporary
+directory (no ~/.aws of the machine's), waited for in /proc/self/mountinfo; on teardown
+unmounted with fusermount3 -u, the daemon must exit 0, and no secret may appear in its log or
+its standard error.
+"""
+import errno
+import hashlib
+import json
+import os
+import re
+import stat
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import h5py
+import pytest
+
+import conftest
+from s3fixtures import FIXTURE_BUCKET, PUBLIC_BUCKET, load_bucket
+
+if not hasattr(conftest, "s3_server"):
+    # Until conftest.py imports the S3 fixtures itself (importing them here as well would
+    # start a second session server).
+    from s3fixtures import fault_proxy, s3_bucket, s3_server  # noqa: F401,F811
+
+REPO = Path(__file__).resolve().parents[2]
+SOURCE = REPO / "tests" / "data" / "hsds-v2" / "source"
+HOME = "home/test_user1"
+USER = ("-o", "user=test_user1")
+DOMAINS = ["partial", "sample1", "sample2", "sample2_z_zstd", "sample3", "sample3_z_gzip",
+           "sample3_z_lz4", "sample_fastlink", "sample_link"]
+ERROR_LINE = re.compile(r"^\S+ h5osfs\[\d+\] error: ", re.M)
+MOUNT_TIMEOUT = 15
+
+
+def h5osfs_bin():
+    return Path(os.environ.get("H5OSFS_BIN", REPO / "build" / "h5osfs"))
+
+
+def is_mounted(path):
+    path = os.path.realpath(path)
+    with open("/proc/self/mountinfo") as f:
+        for line in f:
+            point = line.split()[4].encode().decode("unicode_escape")
+            if point == path:
+                return True
+    return False
+
+
+def error_lines(text):
+    return [l for l in text.splitlines() if ERROR_LINE.match(l)]
+
+
+# ---- running the daemon ----
+
+class Daemon:
+    """One h5osfs -f process and its mountpoint."""
+
+    def __init__(self, bucket, mnt, workdir, args, env, secrets=()):
+        self.bucket, self.mnt = str(bucket), Path(mnt)
+        self.log_path = Path(workdir) / f"{self.mnt.name}.log"
+        self.err_path = Path(workdir) / f"{self.mnt.name}.stderr"
+        self.secrets = [s for s in secrets if s]
+        self.cmd = [str(h5osfs_bin()), "-f", "-o", f"log_file={self.log_path}"] + [
+            str(a) for a in args] + [self.bucket, str(self.mnt)]
+        with open(self.err_path, "wb") as err:
+            self.proc = subprocess.Popen(self.cmd, stdin=subprocess.DEVNULL,
+                                         stdout=subprocess.DEVNULL, stderr=err, env=env)
+        deadline = time.monotonic() + MOUNT_TIMEOUT
+        while not is_mounted(self.mnt):
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"h5osfs exited with {self.proc.returncode}: {self.stderr()}")
+            if time.monotonic() > deadline:
+                self.proc.kill()
+                self.proc.wait()
+                raise RuntimeError(f"h5osfs did not mount within {MOUNT_TIMEOUT} s")
+            time.sleep(0.02)
+
+    def path(self, rel=""):
+        return self.mnt / rel
+
+    def log(self):
+        return self.log_path.read_text(errors="replace") if self.log_path.exists() else ""
+
+    def stderr(self):
+        return self.err_path.read_text(errors="replace") if self.err_path.exists() else ""
+
+    def unmount(self):
+        """fusermount3 -u (retried while busy, then lazily); returns the daemon's status."""
+        problems = []
+        for _ in range(50):
+            if not is_mounted(self.mnt):
+                break
+            r = subprocess.run(["fusermount3", "-u", str(self.mnt)], capture_output=True,
+                               text=True)
+            if r.returncode == 0:
+                break
+            time.sleep(0.1)
+        else:
+            problems.append("busy: unmounted lazily")
+            subprocess.run(["fusermount3", "-uz", str(self.mnt)], capture_output=True)
+        try:
+            self.proc.wait(timeout=15)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+            problems.append("did not exit after unmount")
+        return self.proc.returncode, problems
+
+    def assert_serving(self):
+        assert self.proc.poll() is None, f"h5osfs exited with {self.proc.returncode}"
+        assert is_mounted(self.mnt)
+
+
+@pytest.fixture(scope="session")
+def clean_home(tmp_path_factory):
+    """An empty HOME: the daemon must not find the machine's ~/.aws."""
+    return tmp_path_factory.mktemp("home")
+
+
+def daemon_env(home, extra=None):
+    env = {k: v for k, v in os.environ.items() if not k.startswith("AWS_")}
+    env["HOME"] = str(home)
+    env["XDG_CACHE_HOME"] = str(Path(home) / ".cache")
+    env.update(extra or {})
+    return env
+
+
+class S3Mounts:
+    def __init__(self, tmp_path, home, server):
+        self.tmp_path, self.home, self.server = tmp_path, home, server
+        self.mounts = []
+
+    def start(self, bucket, *args, endpoint=None, env=None, creds=True, secrets=(),
+              user=True):
+        """bucket: "s3://..." or a directory; endpoint None = the server itself (S3 only);
+        env: more variables; creds: AWS_* of the test server in the environment."""
+        extra = dict(self.server.env()) if creds else {}
+        extra.update(env or {})
+        opts = list(USER) if user else []
+        if str(bucket).startswith("s3://"):
+            opts += ["-o", f"endpoint={endpoint or self.server.endpoint}"]
+        mnt = self.tmp_path / f"mnt{len(self.mounts)}"
+        mnt.mkdir()
+        d = Daemon(bucket, mnt, self.tmp_path, opts + list(args), daemon_env(self.home, extra),
+                   secrets=[self.server.secret_key, *secrets])
+        self.mounts.append(d)
+        return d
+
+    def finish(self):
+        failures = []
+        for d in self.mounts:
+            rc, problems = d.unmount()
+            failures += [f"{d.mnt}: {p}" for p in problems]
+            if rc != 0:
+                failures.append(f"{d.mnt}: exit status {rc}: {d.stderr()[-500:]}")
+            if is_mounted(d.mnt):
+                failures.append(f"{d.mnt}: still mounted")
+            for s in d.secrets:
+                if s in d.log() or s in d.stderr():
+                    failures.append(f"{d.mnt}: a secret appears in the log or on stderr")
+            # with a sanitizer build (H5OSFS_BIN): UBSan reports and goes on
+            for line in d.stderr().splitlines():
+                if "runtime error:" in line or "Sanitizer" in line:
+                    failures.append(f"{d.mnt}: {line}")
+                    break
+        return failures
+
+
+@pytest.fixture
+def s3_mount(tmp_path, clean_home, s3_server):
+    """Factory: s3_mount(bucket, *args, endpoint=, env=, creds=, secrets=) -> Daemon; every
+    daemon is unmounted and checked at teardown."""
+    mounts = S3Mounts(tmp_path, clean_home, s3_server)
+    yield mounts.start
+    failures = mounts.finish()
+    assert not failures, failures
+
+
+def run_refused(cmd, env, mnt, timeout=10):
+    """Runs a command line that must be refused: -> (status, stderr). Never leaves a mount."""
+    proc = subprocess.Popen([str(c) for c in cmd], stdin=subprocess.DEVNULL,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
+    try:
+        out, err = proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        if is_mounted(mnt):
+            subprocess.run(["fusermount3", "-u", str(mnt)], capture_output=True)
+        proc.kill()
+        out, err = proc.communicate()
+        pytest.fail(f"h5osfs was not refused: it ran (and mounted: {cmd})")
+    mounted = is_mounted(mnt)
+    if mounted:
+        subprocess.run(["fusermount3", "-u", str(mnt)], capture_output=True)
+    assert not mounted, f"{cmd} mounted something"
+    return proc.returncode, err.decode(errors="replace")
+
+
+# ---- what a mount shows ----
+
+def tree(root):
+    """{relative path: (kind, permission bits, mtime_ns, ctime_ns, size before any open,
+    xattrs)} of every entry below root."""
+    out = {}
+    root = Path(root)
+    for dirpath, dirnames, filenames in os.walk(root):
+        dirnames.sort()
+        for name in sorted(dirnames + filenames):
+            p = Path(dirpath) / name
+            st = os.lstat(p)
+            xattrs = {n: os.getxattr(p, n) for n in sorted(os.listxattr(p))}
+            out[str(p.relative_to(root))] = (stat.S_IFMT(st.st_mode), stat.S_IMODE(st.st_mode),
+                                             st.st_mtime_ns, st.st_ctime_ns, st.st_size, xattrs)
+    return out
+
+
+def open_sizes(root):
+    """{relative path: size seen through an open descriptor} of every regular file."""
+    sizes = {}
+    for rel, (kind, mode, *_rest) in tree(root).items():
+        if kind == stat.S_IFREG and mode:
+            fd = os.open(Path(root) / rel, os.O_RDONLY)
+            try:
+                sizes[rel] = os.fstat(fd).st_size
+            finally:
+                os.close(fd)
+    return sizes
+
+
+def sha256_path(path, bufsize=1 << 20):
+    h, n = hashlib.sha256(), 0
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        while True:
+            b = os.read(fd, bufsize)
+            if not b:
+                return h.hexdigest(), n
+            h.update(b)
+            n += len(b)
+    finally:
+        os.close(fd)
+
+
+def domain_file(m, domain):
+    return m.path(f"{HOME}/{domain}.h5")
+
+
+def domain_shas(m, domains=DOMAINS):
+    return {d: sha256_path(domain_file(m, d)) for d in domains}
+
+
+class Reference:
+    """What the POSIX mount of the fixture bucket shows: the truth for every S3 mount."""
+
+
+@pytest.fixture(scope="module")
+def ref(tmp_path_factory, clean_home):
+    """The fixture bucket mounted as a directory: its tree before any open, the sizes once
+    open, every domain's bytes, and where each dataset of sample3 lies in its image."""
+    work = tmp_path_factory.mktemp("posix")
+    mnt = work / "mnt"
+    mnt.mkdir()
+    d = Daemon(FIXTURE_BUCKET, mnt, work, USER, daemon_env(clean_home))
+    try:
+        r = Reference()
+        r.tree = tree(mnt)
+        r.sizes = open_sizes(mnt)
+        r.tree_after = tree(mnt)
+        r.shas = domain_shas(d)
+        r.extents = {}          # sample3: dataset -> (offset, length) of its one chunk
+        r.extent_sha = {}
+        with h5py.File(domain_file(d, "sample3"), "r") as f:
+            for name in ("ramp_i32", "noise_f32", "smooth_f64_contig", "zeros_i16",
+                         "sub/small_u16"):
+                ds = f[name]
+                assert ds.id.get_num_chunks() == 1
+                info = ds.id.get_chunk_info(0)
+                r.extents[name] = (info.byte_offset, info.size)
+        fd = os.open(domain_file(d, "sample3"), os.O_RDONLY)
+        try:
+            for name, (off, n) in r.extents.items():
+                r.extent_sha[name] = hashlib.sha256(os.pread(fd, n, off)).hexdigest()
+        finally:
+            os.close(fd)
+        r.h5ls = {}
+        for dom in ("sample3", "sample1"):
+            p = subprocess.run(["h5ls", "-r", str(domain_file(d, dom))], capture_output=True,
+                               text=True, timeout=60)
+            assert p.returncode == 0, p.stderr
+            r.h5ls[dom] = p.stdout
+        assert not error_lines(d.log()), d.log()
+    except BaseException:
+        d.unmount()
+        raise
+    yield r
+    rc, problems = d.unmount()
+    assert rc == 0 and not problems, (rc, problems)
+
+
+def assert_tree_equal(got, want):
+    assert sorted(got) == sorted(want), "different names"
+    diffs = {p: (got[p], want[p]) for p in want if got[p] != want[p]}
+    assert not diffs, f"entries that differ (S3, POSIX): {diffs}"
+
+
+# ---- reading in a child process (a read that hangs cannot hang the test) ----
+
+READER = r"""
+import hashlib, json, mmap, os, sys, time
+path, off, length, direct = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4] == "1"
+out = {}
+t = time.monotonic()
+try:
+    fd = os.open(path, os.O_RDONLY | (os.O_DIRECT if direct else 0))
+    try:
+        if direct:   # one aligned read: one FUSE request, the kernel's page cache bypassed
+            start = off - off % 4096
+            end = -(-(off + length) // 4096) * 4096
+            buf = mmap.mmap(-1, end - start)
+            os.lseek(fd, start, 0)
+            n = os.readv(fd, [buf])
+            data = bytes(buf[off - start:min(n, off - start + length)])
+        else:
+            parts, done = [], 0
+            while done < length:
+                b = os.pread(fd, length - done, off + done)
+                if not b:
+                    break
+                parts.append(b)
+                done += len(b)
+            data = b"".join(parts)
+    finally:
+        os.close(fd)
+    out["sha"] = hashlib.sha256(data).hexdigest()
+    out["len"] = len(data)
+except OSError as e:
+    out["errno"] = e.errno
+out["elapsed"] = time.monotonic() - t
+print(json.dumps(out))
+"""
+
+H5PY_READER = r"""
+import json, sys, time
+import h5py
+out = {}
+with h5py.File(sys.argv[1], "r") as f:
+    ds = f[sys.argv[2]]
+    t = time.monotonic()
+    try:
+        ds[()]
+        out["ok"] = True
+    except OSError as e:
+        out["error"] = str(e)
+    out["elapsed"] = time.monotonic() - t
+print(json.dumps(out))
+"""
+
+
+def child_read(path, off, length, direct=False, timeout=60):
+    """-> {"sha", "len"} or {"errno"}, with "elapsed" seconds of the read itself."""
+    t = time.monotonic()
+    try:
+        p = subprocess.run([sys.executable, "-c", READER, str(path), str(off), str(length),
+                            "1" if direct else "0"], capture_output=True, text=True,
+                           timeout=timeout)
+    except subprocess.TimeoutExpired:
+        pytest.fail(f"a read of {path} hung for {time.monotonic() - t:.0f} s")
+    assert p.returncode == 0, p.stderr
+    return json.loads(p.stdout)
+
+
+# ---- the fixture bucket's keys ----
+
+@pytest.fixture(scope="module")
+def sample3_keys(s3_bucket):
+    """The keys of sample3.h5 in the bucket, found with an S3 listing: {"domain": the
+    .domain.json key, "root": db/<root>/, "chunks": {dataset name: chunk key}}."""
+    dom_key = f"{HOME}/sample3.h5/.domain.json"
+    with s3_bucket.server.client() as c:
+        doc = json.loads(c.get_object(s3_bucket.name, dom_key).check().body)
+        root = doc["root"]                           # g-AAAAAAAA-BBBBBBBB-...
+        prefix = "db/" + "-".join(root.split("-")[1:3]) + "/"
+        keys, _ = c.list_all(s3_bucket.name, prefix=prefix)
+        group = json.loads(c.get_object(s3_bucket.name, prefix + ".group.json").check().body)
+    by_id = {link["id"]: name for name, link in group["links"].items() if "id" in link}
+    chunks = {}
+    for key, size, _ in keys:
+        m = re.fullmatch(re.escape(prefix) + r"d/([0-9a-f-]+)/(\d+(?:_\d+)*)", key)
+        if not m:
+            continue
+        ds_id = "d-" + "-".join(root.split("-")[1:3]) + "-" + m.group(1)
+        if ds_id in by_id:
+            chunks[by_id[ds_id]] = key
+    assert "ramp_i32" in chunks and "noise_f32" in chunks, (keys, by_id)
+    return {"domain": dom_key, "root": prefix, "chunks": chunks,
+            "objects": {k: s for k, s, _ in keys}}
+
+
+def copy_objects(server, src_bucket, dst_bucket, keys, rename=lambda k: k):
+    """Copies objects between buckets of the test server, in 8 threads."""
+    keys = list(keys)
+
+    def work(part):
+        with server.client() as c:
+            for k in part:
+                data = c.get_object(src_bucket, k).check().body
+                c.put_object(dst_bucket, rename(k), data)
+    threads = [threading.Thread(target=work, args=(keys[i::8],)) for i in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+
+
+# ==== 1. the tree and the bytes equal the POSIX mount's ====
+
+def test_tree_and_bytes_equal_posix(s3_bucket, ref, s3_mount):
+    m = s3_mount(s3_bucket.url)
+    assert_tree_equal(tree(m.mnt), ref.tree)            # sizes here: the estimates
+    assert open_sizes(m.mnt) == ref.sizes
+    assert_tree_equal(tree(m.mnt), ref.tree_after)      # sizes here: exact
+    shas = domain_shas(m)
+    assert shas == ref.shas
+    for dom, (_, n) in shas.items():
+        assert n == ref.sizes[f"{HOME}/{dom}.h5"]
+    assert not error_lines(m.log()), m.log()
+
+
+# ==== 2. h5diff against the source files ====
+
+@pytest.mark.parametrize("domain", ["sample3", "sample2", "sample_link"])
+def test_h5diff_equals_source(s3_bucket, fault_proxy, s3_mount, domain):
+    """Through the proxy (no faults): sample_link's linked layouts must read ranges of the
+    linked file linked/sample_link.h5 from the server."""
+    linked = fault_proxy.add_rule("error", method="GET", key="/linked/sample_link.h5",
+                                  times=0)        # counts, never fires
+    m = s3_mount(s3_bucket.url, endpoint=fault_proxy.endpoint)
+    p = subprocess.run(["h5diff", str(SOURCE / f"{domain}.h5"), str(domain_file(m, domain))],
+                       capture_output=True, text=True, timeout=120)
+    assert p.returncode == 0, p.stdout + p.stderr
+    seen = [r for r in fault_proxy.rules() if r["id"] == linked["id"]][0]["seen"]
+    if domain == "sample_link":
+        assert seen > 0, "no GET of linked/sample_link.h5 went to the server"
+    else:
+        assert seen == 0
+    assert not error_lines(m.log()), m.log()
+
+
+# ==== 3. faults on a chunk ====
+
+FAULTS = {
+    "500": ({"action": "error"}, r"HTTP 500 InternalError"),
+    "503-slowdown": ({"action": "slowdown"}, r"HTTP 503 SlowDown"),
+    "429": ({"action": "error", "status": 429, "code": "TooManyRequests",
+             "message": "Please slow down."}, r"HTTP 429 TooManyRequests"),
+    "drop": ({"action": "drop"}, r"Server returned nothing"),
+    "reset": ({"action": "reset"},
+              r"Failure when receiving data from the peer|Server returned nothing|"
+              r"Send failure|Connection reset"),
+    "truncate": ({"action": "truncate"}, r"Transferred a partial file"),
+    "delay": ({"action": "delay", "delay": 3.0}, r"Timeout was reached"),
+}
+FAST = ("-o", "timeout=1")
+EXHAUST = ("-o", "retries=2,retry_time=10,timeout=1")
+
+
+@pytest.mark.parametrize("fault", list(FAULTS))
+def test_chunk_fault_twice_is_retried(s3_bucket, ref, sample3_keys, fault_proxy, s3_mount,
+                                      fault):
+    key = sample3_keys["chunks"]["ramp_i32"]
+    rule = fault_proxy.add_rule(**FAULTS[fault][0], method="GET", key=key, times=2)
+    m = s3_mount(s3_bucket.url, *FAST, endpoint=fault_proxy.endpoint)
+    r = child_read(domain_file(m, "sample3"), 0, ref.sizes[f"{HOME}/sample3.h5"])
+    assert "errno" not in r, f"the read failed: {os.strerror(r['errno'])}\n{m.log()}"
+    assert r["sha"] == ref.shas["sample3"][0]
+    assert fault_proxy.fired(rule["id"]) == 2
+    assert not error_lines(m.log()), m.log()
+    m.assert_serving()
+
+
+@pytest.mark.parametrize("fault", list(FAULTS))
+def test_chunk_fault_always_gives_eio(s3_bucket, ref, sample3_keys, fault_proxy, s3_mount,
+                                      fault):
+    """Retries exhausted: one read (one FUSE request: O_DIRECT) fails with EIO in bounded time,
+    one error line names the key and the status or curl error; the daemon keeps serving, and
+    the chunk reads again once the server recovers (a failure is not cached)."""
+    key = sample3_keys["chunks"]["ramp_i32"]
+    spec, pattern = FAULTS[fault]
+    rule = fault_proxy.add_rule(**spec, method="GET", key=key, times=None)
+    m = s3_mount(s3_bucket.url, *EXHAUST, endpoint=fault_proxy.endpoint)
+    path = domain_file(m, "sample3")
+    off, n = ref.extents["ramp_i32"]
+    r = child_read(path, off, n, direct=True)
+    assert r.get("errno") == errno.EIO, r
+    assert r["elapsed"] < 20, r
+    lines = error_lines(m.log())
+    assert len(lines) == 1, m.log()
+    assert f"hsdstest/{key}" in lines[0] and re.search(pattern, lines[0]), lines[0]
+    fired = fault_proxy.fired(rule["id"])
+    # 1 + retries=2 attempts (curl itself may resend once on a reused connection that died)
+    assert 3 <= fired <= (6 if fault in ("drop", "reset") else 3), fired
+
+    # still serving: the other datasets, another domain, listings
+    for name, (o, k) in ref.extents.items():
+        if name != "ramp_i32":
+            assert child_read(path, o, k)["sha"] == ref.extent_sha[name], name
+    assert sha256_path(domain_file(m, "sample1")) == ref.shas["sample1"]
+    assert sorted(os.listdir(m.path(HOME))) == sorted(f"{d}.h5" for d in DOMAINS)
+    m.assert_serving()
+    # the server recovers: once the daemon's memory of the failure (1 s) has passed, the
+    # chunk reads, right
+    fault_proxy.remove_rule(rule["id"])
+    time.sleep(1.2)
+    r = child_read(path, off, n)
+    assert r.get("sha") == ref.extent_sha["ramp_i32"], (r, m.log())
+
+
+def test_failed_dataset_read_logs_once_within_bound(s3_bucket, ref, sample3_keys, fault_proxy,
+                                                    s3_mount):
+    """A reader's read of the dataset (h5py: through the page cache) whose chunk always times
+    out: EIO, one error line for the key, and no longer than the configured bound (retry_time
+    plus one attempt's timeout) plus the reader's own overhead."""
+    key = sample3_keys["chunks"]["ramp_i32"]
+    rule = fault_proxy.add_rule("delay", delay=3.0, method="GET", key=key, times=None)
+    retry_time, timeout = 3, 1
+    m = s3_mount(s3_bucket.url, "-o", f"retries=20,retry_time={retry_time},timeout={timeout}",
+                 endpoint=fault_proxy.endpoint)
+    t = time.monotonic()
+    try:
+        p = subprocess.run([sys.executable, "-c", H5PY_READER, str(domain_file(m, "sample3")),
+                            "ramp_i32"], capture_output=True, text=True, timeout=60)
+    except subprocess.TimeoutExpired:
+        pytest.fail(f"h5py's read hung for {time.monotonic() - t:.0f} s")
+    assert p.returncode == 0, p.stderr
+    r = json.loads(p.stdout)
+    assert "errno = 5" in r.get("error", ""), r
+    lines = error_lines(m.log())
+    problems = []
+    if len(lines) != 1:
+        problems.append(f"{len(lines)} error lines for one failed read(2), "
+                        f"{fault_proxy.fired(rule['id'])} GETs of the key")
+    if r["elapsed"] > retry_time + timeout + 1.0:
+        problems.append(f"the read took {r['elapsed']:.1f} s; bound: retry_time={retry_time} "
+                        f"+ timeout={timeout}")
+    assert not problems, "; ".join(problems) + "\n" + m.log()
+    assert f"hsdstest/{key}" in lines[0] and "Timeout was reached" in lines[0]
+    m.assert_serving()
+
+
+# ==== 4. faults on listings and on .domain.json ====
+
+META_FAULTS = [
+    ("listing", "error"), ("listing", "slowdown"), ("listing", "reset"),
+    ("listing", "truncate"), ("listing", "delay"),
+    ("domain", "error"), ("domain", "drop"), ("domain", "truncate"), ("domain", "delay"),
+]
+
+
+@pytest.mark.parametrize("target,action", META_FAULTS, ids=[f"{t}-{a}" for t, a in META_FAULTS])
+def test_metadata_fault_twice_is_retried(s3_bucket, ref, fault_proxy, s3_mount, target, action):
+    spec = FAULTS["delay"][0] if action == "delay" else {"action": action}
+    where = {"query": "list-type=2"} if target == "listing" else {"key": "/.domain.json"}
+    rule = fault_proxy.add_rule(**spec, method="GET", times=2, **where)
+    m = s3_mount(s3_bucket.url, *FAST, endpoint=fault_proxy.endpoint)
+    assert_tree_equal(tree(m.mnt), ref.tree)
+    assert fault_proxy.fired(rule["id"]) == 2
+    assert not error_lines(m.log()), m.log()
+    assert os.stat(domain_file(m, "sample1")).st_mtime_ns == ref.tree[f"{HOME}/sample1.h5"][2]
+
+
+# ==== 5. refused credentials ====
+
+@pytest.mark.parametrize("case", ["wrong-secret", "unknown-key"])
+def test_refused_credentials_give_eacces(s3_bucket, s3_server, s3_mount, case):
+    if case == "wrong-secret":
+        secret = "Wr0ng/Secret+Key=ABCDEFGHIJKLMNOPQRSTUVWXYZ"
+        env = {"AWS_SECRET_ACCESS_KEY": secret}
+        expect = (r"HTTP 403 SignatureDoesNotMatch\b.*"
+                  r"((refus|reject)\w* .*signature|signature .*(refus|reject)\w*)")
+    else:
+        secret = "Some/Other+Secret=0123456789abcdefghijklmn"
+        env = {"AWS_ACCESS_KEY_ID": "NOSUCHACCESSKEY00000", "AWS_SECRET_ACCESS_KEY": secret}
+        expect = r"HTTP 403 InvalidAccessKeyId"
+    m = s3_mount(s3_bucket.url, env=env, secrets=[secret])
+    with pytest.raises(PermissionError) as e:
+        os.listdir(m.mnt)
+    assert e.value.errno == errno.EACCES
+    lines = error_lines(m.log())
+    assert lines and all(re.search(expect, l) for l in lines), m.log()
+    m.assert_serving()
+
+
+# ==== 6. where credentials come from ====
+
+def write_profiles(tmp_path, server, name="h5test"):
+    creds = tmp_path / "credentials"
+    creds.write_text(
+        "[default]\naws_access_key_id = NOTTHISKEY0000000000\n"
+        "aws_secret_access_key = not/this+secret=either0000000000000000\n\n"
+        f"# the test profile\n[{name}]\naws_access_key_id = {server.access_key}\n"
+        f"aws_secret_access_key = {server.secret_key}\n")
+    config = tmp_path / "config"
+    config.write_text(f"[default]\nregion = us-east-1\n\n[profile {name}]\n"
+                      f"region = {server.region}\n")
+    return {"AWS_SHARED_CREDENTIALS_FILE": str(creds), "AWS_CONFIG_FILE": str(config)}
+
+
+def assert_reads_fixture(m, ref, domains=("sample1", "sample3")):
+    assert sorted(os.listdir(m.path(HOME))) == sorted(f"{d}.h5" for d in DOMAINS)
+    for d in domains:
+        assert sha256_path(domain_file(m, d)) == ref.shas[d], d
+    assert not error_lines(m.log()), m.log()
+
+
+def test_credentials_from_aws_profile(s3_bucket, s3_server, ref, s3_mount, tmp_path):
+    env = write_profiles(tmp_path, s3_server)
+    env["AWS_PROFILE"] = "h5test"
+    m = s3_mount(s3_bucket.url, env=env, creds=False)
+    assert_reads_fixture(m, ref)
+
+
+@pytest.mark.parametrize("decoys", [False, True], ids=["alone", "over-env-keys"])
+def test_credentials_from_profile_option(s3_bucket, s3_server, ref, s3_mount, tmp_path, decoys):
+    """-o profile=NAME, also when AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY (wrong ones) and
+    AWS_PROFILE name something else: the explicit option wins, as with aws --profile."""
+    env = write_profiles(tmp_path, s3_server)
+    if decoys:
+        env.update({"AWS_ACCESS_KEY_ID": "NOTTHISKEY1111111111",
+                    "AWS_SECRET_ACCESS_KEY": "decoy/secret+1111111111111111111111111",
+                    "AWS_PROFILE": "default"})
+    m = s3_mount(s3_bucket.url, "-o", "profile=h5test", env=env, creds=False,
+                 secrets=["decoy/secret+1111111111111111111111111"])
+    assert_reads_fixture(m, ref)
+
+
+def test_no_credentials_is_refused_before_mounting(s3_bucket, s3_server, clean_home, tmp_path):
+    mnt = tmp_path / "mnt"
+    mnt.mkdir()
+    log = tmp_path / "h5osfs.log"
+    env = daemon_env(clean_home, {"AWS_SHARED_CREDENTIALS_FILE": str(tmp_path / "none"),
+                                  "AWS_CONFIG_FILE": str(tmp_path / "none")})
+    cmd = [h5osfs_bin(), "-f", "-o", f"log_file={log}", *USER, "-o",
+           f"endpoint={s3_server.endpoint}", s3_bucket.url, mnt]
+    rc, err = run_refused(cmd, env, mnt)
+    assert rc == 1
+    assert len(err.splitlines()) == 1 and "credentials" in err, err
+    assert not os.listdir(mnt)
+
+
+@pytest.fixture
+def public_bucket(s3_server):
+    """The fixture loaded into the public bucket (unsigned GET/HEAD allowed), removed again
+    after the test: other tests keep their own objects there."""
+    summary = s3_server.load(PUBLIC_BUCKET, FIXTURE_BUCKET)
+    assert summary["objects"] == len(load_bucket.local_objects(FIXTURE_BUCKET))
+    yield PUBLIC_BUCKET
+    with s3_server.client() as c:
+        for key in load_bucket.local_objects(FIXTURE_BUCKET):
+            c.delete_object(PUBLIC_BUCKET, key).check(f"DELETE {key}")
+
+
+def test_no_sign_reads_public_bucket(public_bucket, ref, s3_mount):
+    m = s3_mount(f"s3://{public_bucket}", "-o", "no_sign", creds=False)
+    assert_tree_equal(tree(m.mnt), ref.tree)
+    assert_reads_fixture(m, ref, domains=("sample1", "sample2", "sample3", "partial"))
+
+
+def test_no_sign_on_private_bucket_gives_eacces(s3_bucket, s3_mount):
+    # with keys in the environment too: no_sign must not use them
+    m = s3_mount(s3_bucket.url, "-o", "no_sign")
+    with pytest.raises(PermissionError) as e:
+        os.listdir(m.mnt)
+    assert e.value.errno == errno.EACCES
+    lines = error_lines(m.log())
+    assert lines and all("HTTP 403 AccessDenied" in l for l in lines), m.log()
+    m.assert_serving()
+
+
+# ==== 7. a key prefix ====
+
+@pytest.fixture(scope="module")
+def prefixed_bucket(s3_bucket):
+    server = s3_bucket.server
+    name = server.new_bucket()
+    copy_objects(server, s3_bucket.name, name, s3_bucket.sizes, rename=lambda k: "deep/er/" + k)
+    with server.client() as c:
+        keys, _ = c.list_all(name)
+    assert len(keys) == len(s3_bucket.sizes)
+    return name
+
+
+@pytest.mark.parametrize("suffix", ["deep/er", "deep/er/"])
+def test_key_prefix(prefixed_bucket, ref, s3_mount, suffix):
+    m = s3_mount(f"s3://{prefixed_bucket}/{suffix}")
+    assert_tree_equal(tree(m.mnt), ref.tree)
+    for d in ("sample1", "sample2", "sample3", "partial"):
+        assert sha256_path(domain_file(m, d)) == ref.shas[d], d
+    assert not error_lines(m.log()), m.log()
+
+
+# ==== 8. keys that need encoding ====
+
+HOSTILE = ["a b+c=d%e ü.h5", "x%20y%2Bz.h5", "plus+eq=amp&semi;.h5", "q?h#é€~.h5"]
+HOSTILE_FOLDER = "dir with space+eq=pct%25 ü"
+
+
+@pytest.fixture(scope="module")
+def hostile_bucket(s3_bucket, sample3_keys):
+    """A bucket with sample3 under names that need URL encoding, in a folder whose name does
+    too, and the folders above them."""
+    server = s3_bucket.server
+    name = server.new_bucket()
+    copy_objects(server, s3_bucket.name, name,
+                 ["home/.domain.json", f"{HOME}/.domain.json", *sample3_keys["objects"]])
+    with server.client() as c:
+        dom = c.get_object(s3_bucket.name, sample3_keys["domain"]).check().body
+        folder = c.get_object(s3_bucket.name, f"{HOME}/.domain.json").check().body
+        for n in HOSTILE:
+            c.put_object(name, f"{HOME}/{n}/.domain.json", dom)
+        c.put_object(name, f"{HOME}/{HOSTILE_FOLDER}/.domain.json", folder)
+        c.put_object(name, f"{HOME}/{HOSTILE_FOLDER}/{HOSTILE[0]}/.domain.json", dom)
+        keys = {k for k, _, _ in c.list_all(name)[0]}
+    assert f"{HOME}/{HOSTILE[1]}/.domain.json" in keys
+    return name
+
+
+def test_hostile_key_names(hostile_bucket, ref, s3_mount):
+    m = s3_mount(f"s3://{hostile_bucket}")
+    assert sorted(os.listdir(m.path(HOME))) == sorted(HOSTILE + [HOSTILE_FOLDER])
+    assert os.listdir(m.path(f"{HOME}/{HOSTILE_FOLDER}")) == [HOSTILE[0]]
+    assert stat.S_ISDIR(os.stat(m.path(f"{HOME}/{HOSTILE_FOLDER}")).st_mode)
+    ref_st = ref.tree[f"{HOME}/sample3.h5"]
+    paths = [f"{HOME}/{n}" for n in HOSTILE] + [f"{HOME}/{HOSTILE_FOLDER}/{HOSTILE[0]}"]
+    for rel in paths:
+        p = m.path(rel)
+        st = os.stat(p)
+        assert (stat.S_IFMT(st.st_mode), stat.S_IMODE(st.st_mode), st.st_mtime_ns) == \
+            ref_st[:3], rel
+        r = subprocess.run(["h5ls", "-r", str(p)], capture_output=True, text=True, timeout=60)
+        assert r.returncode == 0, (rel, r.stdout, r.stderr)
+        assert r.stdout == ref.h5ls["sample3"], rel
+        with h5py.File(p, "r") as f:
+            off, n = ref.extents["ramp_i32"]
+            assert f["ramp_i32"].id.get_chunk_info(0).byte_offset == off
+        assert child_read(p, 0, 1 << 30)["sha"] == ref.shas["sample3"][0], rel
+    assert not error_lines(m.log()), m.log()
+
+
+# ==== 9. requests in flight ====
+
+def test_max_requests_1_reads_everything(s3_bucket, ref, fault_proxy, s3_mount):
+    m = s3_mount(s3_bucket.url, "-o", "max_requests=1", endpoint=fault_proxy.endpoint)
+    assert_tree_equal(tree(m.mnt), ref.tree)
+    results = {}
+
+    def read(d):
+        results[d] = sha256_path(domain_file(m, d))
+    threads = [threading.Thread(target=read, args=(d,)) for d in DOMAINS]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(60)
+    assert results == ref.shas
+    stats = fault_proxy.counters()
+    assert stats["connections"] == 1, stats     # one request at a time, kept alive
+    assert not error_lines(m.log()), m.log()
+
+
+def test_max_requests_8_runs_requests_at_once(s3_bucket, ref, fault_proxy, s3_mount):
+    """9 readers of 9 domains at once (and the read-ahead threads): several requests in
+    flight, on several kept-alive connections, never more than max_requests."""
+    m = s3_mount(s3_bucket.url, "-o", "max_requests=8", endpoint=fault_proxy.endpoint)
+    results = {}
+
+    def read(d):
+        results[d] = sha256_path(domain_file(m, d))
+    threads = [threading.Thread(target=read, args=(d,)) for d in DOMAINS]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(60)
+    assert results == ref.shas
+    stats = fault_proxy.counters()
+    assert 2 <= stats["connections"] <= 8, stats
+    assert not error_lines(m.log()), m.log()
+
+
+# ==== 10. refused command lines ====
+
+BAD = [
+    (["-o", "endpoint=ftp://x"], "s3://hsdstest", "endpoint"),
+    (["-o", "max_requests=0"], "s3://hsdstest", "max_requests"),
+    (["-o", "max_requests=1025"], "s3://hsdstest", "max_requests"),
+    (["-o", "timeout=0"], "s3://hsdstest", "timeout"),
+    (["-o", "retries=many"], "s3://hsdstest", "retries"),
+    ([], "s3://Bad_Bucket!!", "Bad_Bucket"),
+    ([], "s3://ab", "s3://ab"),
+    ([], "s3://", "s3://"),
+]
+
+
+@pytest.mark.parametrize("args,bucket,mention", BAD,
+                         ids=["ftp-endpoint", "max_requests=0", "max_requests=1025",
+                              "timeout=0", "retries=many", "bad-bucket", "short-bucket",
+                              "no-bucket"])
+def test_bad_command_line(s3_server, clean_home, tmp_path, args, bucket, mention):
+    mnt = tmp_path / "mnt"
+    mnt.mkdir()
+    log = tmp_path / "h5osfs.log"
+    cmd = [h5osfs_bin(), "-f", "-o", f"log_file={log}", *USER,
+           *(["-o", f"endpoint={s3_server.endpoint}"] if "endpoint=ftp://x" not in args
+             else []), *args, bucket, mnt]
+    rc, err = run_refused(cmd, daemon_env(clean_home, s3_server.env()), mnt)
+    assert rc == 1, err
+    assert len(err.splitlines()) == 1 and mention in err, err
+    assert s3_server.secret_key not in err
+    assert not os.listdir(mnt)
