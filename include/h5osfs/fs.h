@@ -24,6 +24,9 @@ struct fs_config {
     int read_only;              /* -o ro: no w bits, every change is EROFS */
     uid_t uid;                  /* owner shown for every entry: the mounting user */
     gid_t gid;
+    const char *user;           /* HSDS user name and admin name, for changes */
+    const char *admin_user;
+    double gc_grace;            /* seconds before a deleted domain's objects are removed */
 };
 
 struct fs;
@@ -31,8 +34,9 @@ struct fs;
 int fs_new(const struct fs_config *cfg, struct fs **out);
 void fs_free(struct fs *fs);
 
-/* Start read-ahead with p (made after daemonising: its threads would not survive the fork). */
-void fs_set_prefetcher(struct fs *fs, struct prefetcher *p);
+/* Start read-ahead with p and the collector's thread (after daemonising: threads would not
+ * survive the fork). */
+void fs_start_threads(struct fs *fs, struct prefetcher *p);
 
 /* The operations table; the userdata given to fuse_session_new must be the struct fs. */
 const struct fuse_lowlevel_ops *fs_operations(void);

@@ -36,6 +36,8 @@ int image_build(const struct image_source *src, const char *domain_path, const c
 
 void image_get(struct image *img);
 void image_put(struct image *img);
+/* References held now (a snapshot: for "is anyone reading this version?"). */
+int image_refs(struct image *img);
 
 uint64_t image_size(const struct image *img);
 /* True when both images have the same bytes (same layout, metadata and chunk sources). */

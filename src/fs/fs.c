@@ -10,6 +10,8 @@
 #include <sys/stat.h>
 #include <sys/statvfs.h>
 
+#include "h5osfs/domops.h"
+#include "h5osfs/gc.h"
 #include "h5osfs/log.h"
 #include "images.h"
 #include "inode.h"
@@ -24,18 +26,29 @@ struct fs {
     struct fs_config cfg;
     struct inode_table *inodes;
     struct image_table *images;
+    struct gc *gc;
+    struct domops ops;
 };
 
 /* An open domain file: its version and its reads' state. */
 struct fs_file {
     struct image *img;
     struct image_reader reader;
+    char root[SCHEMA_ID_BUF];
+    struct ns_info info;        /* the domain as it was opened: fstat answers from it */
 };
 
 /* The listing a directory handle serves, taken once at opendir so offsets stay stable. */
 struct fs_dir_handle {
     struct ns_dir dir;
 };
+
+/* The collector asks: may root's objects go? Not while an open file reads them. */
+static int root_in_use(void *ctx, const char *root)
+{
+    struct fs *fs = ctx;
+    return image_table_root_in_use(fs->images, root);
+}
 
 int fs_new(const struct fs_config *cfg, struct fs **out)
 {
@@ -46,10 +59,15 @@ int fs_new(const struct fs_config *cfg, struct fs **out)
     int rc = inode_table_new(&fs->inodes);
     if (rc == 0 && (rc = image_table_new(&cfg->images, cfg->ttl, &fs->images)) != 0)
         inode_table_free(fs->inodes);
+    if (rc == 0 && (rc = gc_new(cfg->images.store, cfg->gc_grace, root_in_use, fs, &fs->gc))) {
+        image_table_free(fs->images);
+        inode_table_free(fs->inodes);
+    }
     if (rc != 0) {
         free(fs);
         return rc;
     }
+    fs->ops = (struct domops){ cfg->images.store, cfg->ns, cfg->user, cfg->admin_user, fs->gc };
     *out = fs;
     return 0;
 }
@@ -58,14 +76,18 @@ void fs_free(struct fs *fs)
 {
     if (!fs)
         return;
+    gc_drain(fs->gc);           /* unmounted: no reader is left to wait for */
+    gc_free(fs->gc);
     image_table_free(fs->images);
     inode_table_free(fs->inodes);
     free(fs);
 }
 
-void fs_set_prefetcher(struct fs *fs, struct prefetcher *p)
+void fs_start_threads(struct fs *fs, struct prefetcher *p)
 {
     fs->cfg.prefetch = p;       /* before the loop starts: no request reads it yet */
+    if (gc_start(fs->gc) != 0)
+        log_warn("no collector thread: deleted domains' objects stay in the bucket");
 }
 
 static struct fs *fs_of(fuse_req_t req)
@@ -201,15 +223,20 @@ static void op_forget_multi(fuse_req_t req, size_t count, struct fuse_forget_dat
 
 static void op_getattr(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
-    (void)fi;
     struct fs *fs = fs_of(req);
     struct ns_info info;
     struct stat st;
-    char *path;
-    int rc = stat_ino(fs, ino, &path, &info);
+    char *path = NULL;
+    /* an open file is its version, even after the domain was replaced or removed */
+    const struct fs_file *f = fi ? (const struct fs_file *)(uintptr_t)fi->fh : NULL;
+    int rc = f ? 0 : stat_ino(fs, ino, &path, &info);
     if (rc != 0) {
         fuse_reply_err(req, -rc);
         return;
+    }
+    if (f) {
+        info = f->info;
+        info.size = image_size(f->img);
     }
     fill_stat(fs, ino, &info, &st);
     fuse_reply_attr(req, &st, attr_timeout(fs, &info));
@@ -351,11 +378,15 @@ static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
         return;
     }
     f->img = img;
+    f->info = info;
+    snprintf(f->root, sizeof f->root, "%s", info.root);
+    image_table_hold(fs->images, f->root, +1);
     f->reader.cache = fs->cfg.cache;
     f->reader.prefetch = fs->cfg.prefetch;
     fi->fh = (uint64_t)(uintptr_t)f;
     fi->keep_cache = reused;    /* a changed file drops what the kernel cached of it */
     if (fuse_reply_open(req, fi) != 0) {
+        image_table_hold(fs->images, f->root, -1);
         image_put(img);         /* the opener is gone: no release will come */
         free(f);
     }
@@ -384,6 +415,7 @@ static void op_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi
 {
     (void)ino;
     struct fs_file *f = (struct fs_file *)(uintptr_t)fi->fh;
+    image_table_hold(fs_of(req)->images, f->root, -1);
     image_put(f->img);
     free(f);
     fuse_reply_err(req, 0);
@@ -483,16 +515,61 @@ static void op_mknod(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t
     reply_erofs(req);
 }
 
-static void op_mkdir(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode)
+/* The path of name in directory parent (new string) or NULL. */
+static char *path_in(struct fs *fs, fuse_ino_t parent, const char *name)
 {
-    (void)parent, (void)name, (void)mode;
-    reply_erofs(req);
+    char *dir = inode_path(fs->inodes, parent);
+    char *path = dir ? child_path(dir, name) : NULL;
+    free(dir);
+    return path;
 }
 
-static void op_remove(fuse_req_t req, fuse_ino_t parent, const char *name)
+static void reply_entry_for(fuse_req_t req, struct fs *fs, const char *path)
 {
-    (void)parent, (void)name;
-    reply_erofs(req);
+    struct fuse_entry_param e = { .attr_timeout = 0, .entry_timeout = fs->cfg.ttl };
+    struct ns_info info;
+    int rc = stat_path(fs, path, &info);
+    if (rc == 0)
+        rc = inode_lookup(fs->inodes, path, &e.ino, &e.generation);
+    if (rc != 0) {
+        fuse_reply_err(req, -rc);
+        return;
+    }
+    fill_stat(fs, e.ino, &info, &e.attr);
+    e.attr_timeout = attr_timeout(fs, &info);
+    if (fuse_reply_entry(req, &e) != 0)
+        inode_forget(fs->inodes, e.ino, 1);
+}
+
+static void op_mkdir(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode)
+{
+    (void)mode;                 /* rights come from the folder's ACL, not from a mode */
+    struct fs *fs = fs_of(req);
+    char *path = fs->cfg.read_only ? NULL : path_in(fs, parent, name);
+    int rc = fs->cfg.read_only ? -EROFS : path ? domops_mkdir(&fs->ops, path) : -ENOMEM;
+    if (rc == 0)
+        reply_entry_for(req, fs, path);
+    else
+        fuse_reply_err(req, -rc);
+    free(path);
+}
+
+static void op_rmdir(fuse_req_t req, fuse_ino_t parent, const char *name)
+{
+    struct fs *fs = fs_of(req);
+    char *path = fs->cfg.read_only ? NULL : path_in(fs, parent, name);
+    int rc = fs->cfg.read_only ? -EROFS : path ? domops_rmdir(&fs->ops, path) : -ENOMEM;
+    fuse_reply_err(req, -rc);
+    free(path);
+}
+
+static void op_unlink(fuse_req_t req, fuse_ino_t parent, const char *name)
+{
+    struct fs *fs = fs_of(req);
+    char *path = fs->cfg.read_only ? NULL : path_in(fs, parent, name);
+    int rc = fs->cfg.read_only ? -EROFS : path ? domops_unlink(&fs->ops, path) : -ENOMEM;
+    fuse_reply_err(req, -rc);
+    free(path);
 }
 
 static void op_symlink(fuse_req_t req, const char *link, fuse_ino_t parent, const char *name)
@@ -504,8 +581,19 @@ static void op_symlink(fuse_req_t req, const char *link, fuse_ino_t parent, cons
 static void op_rename(fuse_req_t req, fuse_ino_t parent, const char *name, fuse_ino_t newparent,
                       const char *newname, unsigned int flags)
 {
-    (void)parent, (void)name, (void)newparent, (void)newname, (void)flags;
-    reply_erofs(req);
+    struct fs *fs = fs_of(req);
+    char *from = NULL, *to = NULL;
+    int rc = -EROFS;
+    if (!fs->cfg.read_only) {
+        from = path_in(fs, parent, name);
+        to = path_in(fs, newparent, newname);
+        rc = from && to ? domops_rename(&fs->ops, from, to, flags) : -ENOMEM;
+        if (rc == 0 && inode_rename(fs->inodes, from, to) != 0)
+            log_warn("rename %s -> %s: open handles keep the old name", from, to);
+    }
+    fuse_reply_err(req, -rc);
+    free(from);
+    free(to);
 }
 
 static void op_link(fuse_req_t req, fuse_ino_t ino, fuse_ino_t newparent, const char *newname)
@@ -552,8 +640,8 @@ static const struct fuse_lowlevel_ops fs_ops = {
     .setattr = op_setattr,
     .mknod = op_mknod,
     .mkdir = op_mkdir,
-    .unlink = op_remove,
-    .rmdir = op_remove,
+    .unlink = op_unlink,
+    .rmdir = op_rmdir,
     .symlink = op_symlink,
     .rename = op_rename,
     .link = op_link,

@@ -8,6 +8,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "h5osfs/log.h"
 #include "h5osfs/schema.h"
 #include "h5osfs/strmap.h"
 
@@ -25,6 +26,7 @@ struct image_table {
     pthread_mutex_t lock;       /* guards slots */
     pthread_mutex_t build_lock; /* one build at a time: concurrent opens build once */
     struct strmap *slots;       /* path -> struct image_slot */
+    struct strmap *open_roots;  /* root id -> number of open files (as a pointer value) */
 };
 
 static double now(void)
@@ -42,9 +44,11 @@ int image_table_new(const struct image_source *src, double ttl, struct image_tab
     t->src = *src;
     t->ttl = ttl;
     t->slots = strmap_new();
-    if (!t->slots || pthread_mutex_init(&t->lock, NULL) != 0 ||
+    t->open_roots = strmap_new();
+    if (!t->slots || !t->open_roots || pthread_mutex_init(&t->lock, NULL) != 0 ||
         pthread_mutex_init(&t->build_lock, NULL) != 0) {
         strmap_free(t->slots, NULL);
+        strmap_free(t->open_roots, NULL);
         free(t);
         return -ENOMEM;
     }
@@ -64,6 +68,7 @@ void image_table_free(struct image_table *t)
     if (!t)
         return;
     strmap_free(t->slots, slot_free);
+    strmap_free(t->open_roots, NULL);
     pthread_mutex_destroy(&t->lock);
     pthread_mutex_destroy(&t->build_lock);
     free(t);
@@ -162,4 +167,25 @@ int image_table_size(struct image_table *t, const char *path, const char *root, 
     }
     pthread_mutex_unlock(&t->lock);
     return rc;
+}
+
+/* Open files per root: the collector must not delete a version someone still reads. */
+void image_table_hold(struct image_table *t, const char *root, int delta)
+{
+    pthread_mutex_lock(&t->lock);
+    uintptr_t n = (uintptr_t)strmap_get(t->open_roots, root);
+    n = delta > 0 ? n + 1 : n > 0 ? n - 1 : 0;
+    if (n == 0)
+        strmap_remove(t->open_roots, root);
+    else if (strmap_put(t->open_roots, root, (void *)n, NULL) != 0)
+        log_warn("open files of root %s are not counted (out of memory)", root);
+    pthread_mutex_unlock(&t->lock);
+}
+
+int image_table_root_in_use(struct image_table *t, const char *root)
+{
+    pthread_mutex_lock(&t->lock);
+    int used = strmap_get(t->open_roots, root) != NULL;
+    pthread_mutex_unlock(&t->lock);
+    return used;
 }

@@ -2,6 +2,7 @@
 #include "inode.h"
 
 #include <errno.h>
+#include <stdio.h>
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
@@ -11,7 +12,7 @@
 struct inode {
     uint64_t nlookup;
     uint64_t generation;
-    char path[];
+    char *path;                 /* changes on rename; the node (its ino) does not */
 };
 
 struct inode_table {
@@ -19,6 +20,13 @@ struct inode_table {
     struct strmap *by_path;     /* path -> struct inode */
     uint64_t next_generation;
 };
+
+static void free_node(void *v)
+{
+    struct inode *node = v;
+    free(node->path);
+    free(node);
+}
 
 int inode_table_new(struct inode_table **out)
 {
@@ -40,7 +48,7 @@ void inode_table_free(struct inode_table *table)
 {
     if (!table)
         return;
-    strmap_free(table->by_path, free);
+    strmap_free(table->by_path, free_node);
     pthread_mutex_destroy(&table->lock);
     free(table);
 }
@@ -67,17 +75,17 @@ int inode_lookup(struct inode_table *table, const char *path, fuse_ino_t *ino, u
     pthread_mutex_lock(&table->lock);
     struct inode *node = strmap_get(table->by_path, path);
     if (!node) {
-        size_t len = strlen(path);
-        node = malloc(sizeof *node + len + 1);
-        if (!node) {
+        node = calloc(1, sizeof *node);
+        if (node)
+            node->path = strdup(path);
+        if (!node || !node->path) {
+            free(node);
             rc = -ENOMEM;
             goto out_unlock;
         }
-        memcpy(node->path, path, len + 1);
-        node->nlookup = 0;
         node->generation = table->next_generation++;
         if (strmap_put(table->by_path, path, node, NULL) != 0) {
-            free(node);
+            free_node(node);
             rc = -ENOMEM;
             goto out_unlock;
         }
@@ -99,7 +107,65 @@ void inode_forget(struct inode_table *table, fuse_ino_t ino, uint64_t n)
     node->nlookup = node->nlookup > n ? node->nlookup - n : 0;
     if (node->nlookup == 0) {
         strmap_remove(table->by_path, node->path);
-        free(node);
+        free_node(node);
     }
     pthread_mutex_unlock(&table->lock);
+}
+
+/* ---- rename ---- */
+
+struct moved {
+    const char *from;
+    size_t from_len;
+    struct inode **nodes;
+    size_t n, cap;
+    int failed;
+};
+
+static int collect_moved(const char *key, void *value, void *ctx)
+{
+    struct moved *m = ctx;
+    if (strncmp(key, m->from, m->from_len) != 0 || (key[m->from_len] && key[m->from_len] != '/'))
+        return 0;
+    if (m->n == m->cap) {
+        size_t ncap = m->cap ? m->cap * 2 : 16;
+        struct inode **n = realloc(m->nodes, ncap * sizeof *n);
+        if (!n) {
+            m->failed = 1;
+            return 0;
+        }
+        m->nodes = n;
+        m->cap = ncap;
+    }
+    m->nodes[m->n++] = value;
+    return 1;                   /* out of the map; put back under the new path below */
+}
+
+int inode_rename(struct inode_table *table, const char *from, const char *to)
+{
+    struct moved m = { from, strlen(from), NULL, 0, 0, 0 };
+    int rc = 0;
+    pthread_mutex_lock(&table->lock);
+    strmap_filter(table->by_path, collect_moved, &m);
+    for (size_t i = 0; i < m.n; i++) {
+        struct inode *node = m.nodes[i];
+        char *path = NULL;
+        if (asprintf(&path, "%s%s", to, node->path + m.from_len) < 0) {
+            rc = -ENOMEM;
+            path = NULL;
+        }
+        if (path) {
+            free(node->path);
+            node->path = path;
+        }
+        /* a node displaced here (the target's old node) keeps its ino but loses its name */
+        struct inode *old = NULL;
+        if (strmap_put(table->by_path, node->path, node, (void **)&old) != 0)
+            rc = -ENOMEM;
+        if (old && old != node)
+            old->path[0] = '\0';
+    }
+    pthread_mutex_unlock(&table->lock);
+    free(m.nodes);
+    return rc ? rc : m.failed ? -ENOMEM : 0;
 }

@@ -24,6 +24,9 @@ char *inode_path(struct inode_table *table, fuse_ino_t ino);
 /* Count one lookup of path and give its inode number and generation. 0 or -ENOMEM. */
 int inode_lookup(struct inode_table *table, const char *path, fuse_ino_t *ino, uint64_t *gen);
 
+/* A rename: path from (and every path below it) is now to. 0 or -ENOMEM. */
+int inode_rename(struct inode_table *table, const char *from, const char *to);
+
 /* The kernel dropped n lookups of ino. */
 void inode_forget(struct inode_table *table, fuse_ino_t ino, uint64_t n);
 

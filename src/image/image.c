@@ -32,6 +32,14 @@ void image_get(struct image *img)
     pthread_mutex_unlock(&image_lock);
 }
 
+int image_refs(struct image *img)
+{
+    pthread_mutex_lock(&image_lock);
+    int refs = img->refs;
+    pthread_mutex_unlock(&image_lock);
+    return refs;
+}
+
 void image_put(struct image *img)
 {
     if (!img)

@@ -29,6 +29,7 @@
 
 #define READ_AHEAD_KIB 8192
 #define CHUNK_RETRY_AFTER 1.0   /* seconds a chunk that failed to load fails without a retry */
+#define GC_GRACE 30.0           /* seconds a deleted domain's objects stay for open readers */
 #define PREFETCH_WORKERS 4
 #define PREFETCH_QUEUE 256
 
@@ -171,7 +172,7 @@ static int serve(struct fuse_args *args, const struct options *opts,
     unsigned workers = strncmp(opts->bucket, "s3://", 5) == 0 ? opts->max_requests
                                                              : PREFETCH_WORKERS;
     if (prefetcher_new(cache, workers, PREFETCH_QUEUE, prefetch) == 0)
-        fs_set_prefetcher(fs, *prefetch);
+        fs_start_threads(fs, *prefetch);
     else
         log_warn("no read-ahead threads: chunks are fetched when read");
     /* libfuse returns the signal number when SIGINT/SIGTERM/SIGHUP ended the loop: a clean exit */
@@ -275,6 +276,8 @@ static int mount_bucket(struct fuse_args *args, const struct options *opts,
     chunk_cache_set_retry_after(cache, CHUNK_RETRY_AFTER);
     struct fs_config fs_cfg = { .ns = ns, .ttl = opts->ttl, .read_only = opts->read_only,
                                 .uid = getuid(), .gid = getgid(), .cache = cache,
+                                .user = opts->user, .admin_user = opts->admin_user,
+                                .gc_grace = GC_GRACE,
                                 .images = { .store = store, .bucket_name = name } };
     rc = fs_new(&fs_cfg, &fs);
     if (rc != 0)

@@ -1,0 +1,44 @@
+/*
+ * domops: changes to the namespace, as HSDS makes them (spec §2.3, §3.1, §9): folders are
+ * created and removed, domains and folders renamed, domains deleted. Every change is a few
+ * whole-object writes or deletes, ordered so that no reader ever sees a half-made domain:
+ * a domain appears when its .domain.json is written and disappears when it is deleted; its
+ * objects (db/A-B/...) are removed afterwards by the collector (gc.h), once open readers have
+ * had time to finish.
+ *
+ * Rights are the domain ACLs of the mount's user: creating needs "create" on the parent
+ * folder (plain directories and the bucket root: the admin only, as in HSDS), deleting and
+ * renaming away need "delete" on the object. Errors are negative errnos: -EACCES, -EEXIST,
+ * -ENOENT, -ENOTEMPTY, -ENOTDIR, -EISDIR, -EINVAL (a name HSDS cannot hold), -EIO.
+ */
+#ifndef H5OSFS_DOMOPS_H
+#define H5OSFS_DOMOPS_H
+
+#include "h5osfs/ns.h"
+#include "h5osfs/store.h"
+
+struct gc;
+
+struct domops {
+    struct store *store;
+    struct ns *ns;
+    const char *user;
+    const char *admin_user;
+    struct gc *gc;              /* where a deleted domain's objects go; NULL: left in place */
+};
+
+int domops_mkdir(const struct domops *d, const char *path);
+int domops_rmdir(const struct domops *d, const char *path);
+int domops_unlink(const struct domops *d, const char *path);
+/* flags: RENAME_NOREPLACE, RENAME_EXCHANGE (refused with -EINVAL). */
+int domops_rename(const struct domops *d, const char *from, const char *to, unsigned flags);
+
+/* May the user create a domain at path (parent folder's "create", no folder there)? 0 or
+ * -errno. An existing domain at path needs "update" instead (a replacement). */
+int domops_may_create(const struct domops *d, const char *path);
+
+/* The .domain.json HSDS would write for a new domain (root != NULL) or folder at path by the
+ * mount's user: owner, ACLs inherited from the parent folder as HSDS does, timestamps. */
+int domops_domain_json(const struct domops *d, const char *path, const char *root, char **out);
+
+#endif

@@ -1,0 +1,316 @@
+/* domops: see include/h5osfs/domops.h. */
+#include "h5osfs/domops.h"
+
+#include <errno.h>
+#include <jansson.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/time.h>
+
+#include "h5osfs/gc.h"
+#include "h5osfs/log.h"
+#include "h5osfs/schema.h"
+
+#ifndef RENAME_NOREPLACE
+#define RENAME_NOREPLACE (1 << 0)
+#define RENAME_EXCHANGE (1 << 1)
+#endif
+
+#define DOMAIN_JSON_MAX (1u << 20)
+
+static const char *const acl_names[] = { "create", "read", "update", "delete", "readACL",
+                                         "updateACL" };
+
+/* ---- paths ---- */
+
+static void parent_of(const char *path, char *out, size_t len)
+{
+    snprintf(out, len, "%s", path);
+    char *slash = strrchr(out, '/');
+    if (slash)
+        slash[slash == out ? 1 : 0] = '\0';
+}
+
+static int key_of(const char *path, char *key, size_t len)
+{
+    return schema_domain_key(path, key, len) == 0 ? 0 : -EINVAL;
+}
+
+static int is_dir(enum ns_kind k)
+{
+    return k == NS_DIR || k == NS_FOLDER;
+}
+
+/* ---- rights ---- */
+
+int domops_may_create(const struct domops *d, const char *path)
+{
+    char parent[STORE_KEY_MAX + 2], key[STORE_KEY_MAX + 1];
+    struct ns_info info;
+    if (key_of(path, key, sizeof key) != 0)
+        return -EINVAL;
+    parent_of(path, parent, sizeof parent);
+    int rc = ns_stat(d->ns, parent, &info);
+    if (rc != 0)
+        return rc;
+    if (!is_dir(info.kind))
+        return -ENOTDIR;
+    return info.rights & SCHEMA_ACL_CREATE ? 0 : -EACCES;
+}
+
+/* ---- the .domain.json of a new domain or folder ---- */
+
+static json_t *acl_json(unsigned rights)
+{
+    json_t *a = json_object();
+    for (size_t i = 0; a && i < 6; i++)
+        if (json_object_set_new(a, acl_names[i], json_boolean(rights & (1u << i))) != 0) {
+            json_decref(a);
+            return NULL;
+        }
+    return a;
+}
+
+/* HSDS (§9): the parent's entries except default, all-false ones, admins and the owner;
+ * then the owner with every right; then default read-only for folders. */
+static int inherit_acls(const struct domops *d, const char *path, json_t *acls)
+{
+    char parent[STORE_KEY_MAX + 2], key[STORE_KEY_MAX + 1], why[160];
+    struct store_buf buf = { 0 };
+    struct schema_domain dom;
+    parent_of(path, parent, sizeof parent);
+    if (strcmp(parent, "/") == 0 || key_of(parent, key, sizeof key) != 0 ||
+        store_get(d->store, key, DOMAIN_JSON_MAX, &buf) != 0)
+        return 0;               /* no parent folder object: nothing to inherit */
+    int rc = schema_domain_parse((const char *)buf.data, buf.len, &dom, why, sizeof why);
+    store_buf_free(&buf);
+    if (rc != 0)
+        return 0;
+    for (size_t i = 0; i < dom.n_acls && rc == 0; i++) {
+        const struct schema_acl *a = &dom.acls[i];
+        if (strcmp(a->user, "default") == 0 || a->rights == 0 ||
+            strcmp(a->user, d->admin_user) == 0 || strcmp(a->user, d->user) == 0)
+            continue;
+        rc = json_object_set_new(acls, a->user, acl_json(a->rights)) == 0 ? 0 : -ENOMEM;
+    }
+    schema_domain_free(&dom);
+    return rc;
+}
+
+static double now_seconds(void)
+{
+    struct timeval tv;
+    gettimeofday(&tv, NULL);
+    return (double)tv.tv_sec + (double)tv.tv_usec / 1e6;
+}
+
+int domops_domain_json(const struct domops *d, const char *path, const char *root, char **out)
+{
+    double now = now_seconds();
+    json_t *j = json_object(), *acls = json_object();
+    int rc = j && acls ? 0 : -ENOMEM;
+    if (rc == 0 && root)
+        rc = json_object_set_new(j, "root", json_string(root));
+    if (rc == 0)
+        rc = json_object_set_new(j, "owner", json_string(d->user));
+    if (rc == 0)
+        rc = inherit_acls(d, path, acls);
+    if (rc == 0)
+        rc = json_object_set_new(acls, d->user, acl_json(SCHEMA_ACL_ALL));
+    if (rc == 0 && !root)
+        rc = json_object_set_new(acls, "default", acl_json(SCHEMA_ACL_READ));
+    if (rc == 0) {
+        rc = json_object_set(j, "acls", acls);
+        rc |= json_object_set_new(j, "created", json_real(now));
+        rc |= json_object_set_new(j, "lastModified", json_real(now));
+    }
+    *out = rc == 0 ? json_dumps(j, JSON_REAL_PRECISION(17)) : NULL;
+    json_decref(acls);
+    json_decref(j);
+    return *out ? 0 : -ENOMEM;
+}
+
+/* ---- mkdir / rmdir ---- */
+
+int domops_mkdir(const struct domops *d, const char *path)
+{
+    char key[STORE_KEY_MAX + 1], *json = NULL;
+    struct ns_info info;
+    if (key_of(path, key, sizeof key) != 0)
+        return -EINVAL;
+    int rc = ns_stat(d->ns, path, &info);
+    if (rc == 0)
+        return -EEXIST;
+    if (rc != -ENOENT)
+        return rc;
+    rc = domops_may_create(d, path);
+    if (rc == 0)
+        rc = domops_domain_json(d, path, NULL, &json);
+    if (rc == 0)
+        rc = store_put(d->store, key, json, strlen(json));
+    free(json);
+    ns_invalidate(d->ns, path);
+    return rc == 0 ? 0 : rc == -EACCES || rc == -ENOTDIR || rc == -ENOENT ? rc : -EIO;
+}
+
+int domops_rmdir(const struct domops *d, const char *path)
+{
+    char key[STORE_KEY_MAX + 1];
+    struct ns_info info;
+    struct ns_dir dir;
+    ns_invalidate(d->ns, path);     /* decide on what the store says now */
+    int rc = ns_stat(d->ns, path, &info);
+    if (rc != 0)
+        return rc;
+    if (!is_dir(info.kind))
+        return -ENOTDIR;
+    if (info.kind == NS_DIR)
+        return -ENOTEMPTY;      /* a plain directory exists only because domains are below */
+    if (!(info.rights & SCHEMA_ACL_DELETE))
+        return -EACCES;
+    rc = ns_readdir(d->ns, path, &dir);
+    if (rc != 0)
+        return rc;
+    int empty = dir.n == 0;
+    ns_dir_free(&dir);
+    if (!empty)
+        return -ENOTEMPTY;
+    rc = key_of(path, key, sizeof key) == 0 ? store_delete(d->store, key) : -EINVAL;
+    ns_invalidate(d->ns, path);
+    return rc == 0 || rc == -ENOENT ? 0 : -EIO;
+}
+
+/* ---- unlink ---- */
+
+int domops_unlink(const struct domops *d, const char *path)
+{
+    char key[STORE_KEY_MAX + 1];
+    struct ns_info info;
+    ns_invalidate(d->ns, path);
+    int rc = ns_stat(d->ns, path, &info);
+    if (rc != 0)
+        return rc;
+    if (is_dir(info.kind))
+        return -EISDIR;
+    int admin = strcmp(d->user, d->admin_user) == 0;
+    if (info.kind == NS_BROKEN ? !admin : !(info.rights & SCHEMA_ACL_DELETE))
+        return -EACCES;
+    if (key_of(path, key, sizeof key) != 0)
+        return -EINVAL;
+    rc = store_delete(d->store, key);       /* first: the domain is gone for every reader */
+    ns_invalidate(d->ns, path);
+    if (rc != 0 && rc != -ENOENT)
+        return -EIO;
+    if (info.kind == NS_DOMAIN && d->gc && gc_add(d->gc, info.root) != 0)
+        log_warn("%s: deleted; its objects (root %s) stay in the bucket", path, info.root);
+    return 0;
+}
+
+/* ---- rename ---- */
+
+/* Copy the object at from_key to to_key (whole, atomic). */
+static int copy_object(const struct domops *d, const char *from_key, const char *to_key)
+{
+    struct store_buf buf = { 0 };
+    int rc = store_get(d->store, from_key, DOMAIN_JSON_MAX, &buf);
+    if (rc == 0)
+        rc = store_put(d->store, to_key, buf.data, buf.len);
+    store_buf_free(&buf);
+    return rc;
+}
+
+/* Every .domain.json below the folder at from (its own included) moves below to. New ones
+ * are written before old ones are deleted, so nothing disappears in between. */
+static int move_tree(const struct domops *d, const char *from, const char *to)
+{
+    char prefix[STORE_KEY_MAX + 2], from_key[STORE_KEY_MAX + 1], to_key[STORE_KEY_MAX + 1];
+    struct store_list list = { 0 };
+    snprintf(prefix, sizeof prefix, "%s/", from + 1);
+    int rc = store_list(d->store, prefix, NULL, NULL, 0, &list);
+    size_t plen = strlen(prefix);
+    for (size_t i = 0; i < list.n_objects && rc == 0; i++) {
+        const char *rel = list.objects[i].key + plen;
+        const char *tail = strrchr(rel, '/');
+        if (strcmp(tail ? tail + 1 : rel, ".domain.json") != 0)
+            continue;           /* stray keys stay where they are */
+        if (snprintf(to_key, sizeof to_key, "%s/%s", to + 1, rel) >= (int)sizeof to_key)
+            rc = -ENAMETOOLONG;
+        else
+            rc = copy_object(d, list.objects[i].key, to_key);
+    }
+    for (size_t i = 0; i < list.n_objects && rc == 0; i++) {
+        const char *rel = list.objects[i].key + plen, *tail = strrchr(rel, '/');
+        if (strcmp(tail ? tail + 1 : rel, ".domain.json") == 0)
+            store_delete(d->store, list.objects[i].key);
+    }
+    store_list_free(&list);
+    (void)from_key;
+    return rc;
+}
+
+static int check_target(const struct domops *d, const struct ns_info *src, const char *to,
+                        unsigned flags, struct ns_info *dst, int *exists)
+{
+    int rc = ns_stat(d->ns, to, dst);
+    *exists = rc == 0;
+    if (rc != 0 && rc != -ENOENT)
+        return rc;
+    if (*exists && (flags & RENAME_NOREPLACE))
+        return -EEXIST;
+    if (*exists && is_dir(src->kind) != is_dir(dst->kind))
+        return is_dir(src->kind) ? -ENOTDIR : -EISDIR;
+    if (*exists && is_dir(dst->kind)) {
+        struct ns_dir dir;
+        if ((rc = ns_readdir(d->ns, to, &dir)) != 0)
+            return rc;
+        int empty = dir.n == 0;
+        ns_dir_free(&dir);
+        if (!empty)
+            return -ENOTEMPTY;
+    }
+    if (*exists && !(dst->rights & (is_dir(dst->kind) ? SCHEMA_ACL_DELETE : SCHEMA_ACL_UPDATE)))
+        return -EACCES;
+    return domops_may_create(d, to);
+}
+
+int domops_rename(const struct domops *d, const char *from, const char *to, unsigned flags)
+{
+    char from_key[STORE_KEY_MAX + 1], to_key[STORE_KEY_MAX + 1];
+    struct ns_info src, dst;
+    int exists;
+    if (flags & ~(unsigned)RENAME_NOREPLACE)
+        return -EINVAL;
+    if (key_of(from, from_key, sizeof from_key) || key_of(to, to_key, sizeof to_key))
+        return -EINVAL;
+    size_t flen = strlen(from);
+    if (strncmp(to, from, flen) == 0 && to[flen] == '/')
+        return -EINVAL;         /* into itself */
+    ns_invalidate(d->ns, from);
+    ns_invalidate(d->ns, to);
+    int rc = ns_stat(d->ns, from, &src);
+    if (rc != 0)
+        return rc;
+    if (strcmp(from, to) == 0)
+        return 0;
+    if (src.kind == NS_BROKEN || !(src.rights & SCHEMA_ACL_DELETE))
+        return -EACCES;
+    rc = check_target(d, &src, to, flags, &dst, &exists);
+    if (rc != 0)
+        return rc;
+    if (is_dir(src.kind)) {
+        if (exists && dst.kind == NS_FOLDER)
+            store_delete(d->store, to_key);     /* an empty folder is replaced */
+        rc = move_tree(d, from, to);
+    } else {
+        rc = copy_object(d, from_key, to_key);
+        if (rc == 0)
+            rc = store_delete(d->store, from_key);
+        if (rc == 0 && exists && dst.kind == NS_DOMAIN && d->gc &&
+            strcmp(dst.root, src.root) != 0 && gc_add(d->gc, dst.root) != 0)
+            log_warn("%s: replaced; its objects (root %s) stay in the bucket", to, dst.root);
+    }
+    ns_invalidate(d->ns, from);
+    ns_invalidate(d->ns, to);
+    return rc == 0 ? 0 : rc == -ENAMETOOLONG ? rc : -EIO;
+}

@@ -1,0 +1,177 @@
+/* gc: see include/h5osfs/gc.h. A list of (root, not before) served by one thread. */
+#include "h5osfs/gc.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "h5osfs/log.h"
+#include "h5osfs/schema.h"
+
+#define GC_POSTPONE 10.0        /* seconds before a root in use is looked at again */
+
+struct gc_item {
+    struct gc_item *next;
+    double not_before;
+    char root[SCHEMA_ID_BUF];
+};
+
+struct gc {
+    struct store *store;
+    double grace;
+    gc_in_use_fn in_use;
+    void *ctx;
+    pthread_mutex_t lock;
+    pthread_cond_t wake;
+    struct gc_item *items;
+    int stopping, started, draining;
+    pthread_t thread;
+};
+
+static double now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+int gc_new(struct store *store, double grace, gc_in_use_fn in_use, void *ctx, struct gc **out)
+{
+    struct gc *g = calloc(1, sizeof *g);
+    if (!g)
+        return -ENOMEM;
+    g->store = store;
+    g->grace = grace;
+    g->in_use = in_use;
+    g->ctx = ctx;
+    if (pthread_mutex_init(&g->lock, NULL) != 0 || pthread_cond_init(&g->wake, NULL) != 0) {
+        free(g);
+        return -ENOMEM;
+    }
+    *out = g;
+    return 0;
+}
+
+/* Delete every key of root's domain: db/A-B/ holds all of them (spec §2.1). */
+static void remove_root(struct gc *g, const char *root)
+{
+    char prefix[64];
+    struct store_list list = { 0 };
+    if (schema_id_version(root) != 2) {
+        log_warn("gc: objects of v1 root %s cannot be listed; left in the bucket", root);
+        return;
+    }
+    snprintf(prefix, sizeof prefix, "db/%.17s/", root + 2);
+    if (store_list(g->store, prefix, NULL, NULL, 0, &list) != 0) {
+        log_error("gc: cannot list %s: objects of root %s left in the bucket", prefix, root);
+        return;
+    }
+    size_t failed = 0;
+    for (size_t i = 0; i < list.n_objects; i++)
+        failed += store_delete(g->store, list.objects[i].key) != 0;
+    if (failed)
+        log_error("gc: %zu of %zu objects of root %s could not be deleted", failed,
+                  list.n_objects, root);
+    else
+        log_info("gc: deleted the %zu objects of root %s", list.n_objects, root);
+    store_list_free(&list);
+}
+
+/* The first item that is due (and not in use), taken off the list; NULL if none. */
+static struct gc_item *take_due(struct gc *g)
+{
+    double t = now();
+    for (struct gc_item **pp = &g->items; *pp; pp = &(*pp)->next) {
+        struct gc_item *it = *pp;
+        if (!g->draining && it->not_before > t)
+            continue;
+        if (g->in_use && g->in_use(g->ctx, it->root)) {
+            it->not_before = t + GC_POSTPONE;
+            continue;
+        }
+        *pp = it->next;
+        return it;
+    }
+    return NULL;
+}
+
+static void *gc_thread(void *arg)
+{
+    struct gc *g = arg;
+    pthread_mutex_lock(&g->lock);
+    while (!g->stopping) {
+        struct gc_item *it = take_due(g);
+        if (!it) {
+            struct timespec until;
+            clock_gettime(CLOCK_REALTIME, &until);
+            until.tv_sec += 1;
+            g->draining = 0;
+            pthread_cond_broadcast(&g->wake);
+            pthread_cond_timedwait(&g->wake, &g->lock, &until);
+            continue;
+        }
+        pthread_mutex_unlock(&g->lock);
+        remove_root(g, it->root);
+        free(it);
+        pthread_mutex_lock(&g->lock);
+    }
+    pthread_mutex_unlock(&g->lock);
+    return NULL;
+}
+
+int gc_start(struct gc *g)
+{
+    if (pthread_create(&g->thread, NULL, gc_thread, g) != 0)
+        return -EAGAIN;
+    g->started = 1;
+    return 0;
+}
+
+void gc_free(struct gc *g)
+{
+    if (!g)
+        return;
+    pthread_mutex_lock(&g->lock);
+    g->stopping = 1;
+    pthread_cond_broadcast(&g->wake);
+    pthread_mutex_unlock(&g->lock);
+    if (g->started)
+        pthread_join(g->thread, NULL);
+    while (g->items) {
+        struct gc_item *it = g->items;
+        g->items = it->next;
+        log_warn("gc: stopping; objects of root %s stay in the bucket", it->root);
+        free(it);
+    }
+    pthread_cond_destroy(&g->wake);
+    pthread_mutex_destroy(&g->lock);
+    free(g);
+}
+
+int gc_add(struct gc *g, const char *root)
+{
+    struct gc_item *it = calloc(1, sizeof *it);
+    if (!it)
+        return -ENOMEM;
+    snprintf(it->root, sizeof it->root, "%s", root);
+    it->not_before = now() + g->grace;
+    pthread_mutex_lock(&g->lock);
+    it->next = g->items;
+    g->items = it;
+    pthread_cond_broadcast(&g->wake);
+    pthread_mutex_unlock(&g->lock);
+    return 0;
+}
+
+void gc_drain(struct gc *g)
+{
+    pthread_mutex_lock(&g->lock);
+    g->draining = 1;
+    pthread_cond_broadcast(&g->wake);
+    while (g->started && g->draining && !g->stopping)
+        pthread_cond_wait(&g->wake, &g->lock);
+    pthread_mutex_unlock(&g->lock);
+}
