@@ -29,6 +29,8 @@ enum codec_source { CODEC_SOURCE_HSDS = 0, CODEC_SOURCE_HDF5 };
 
 struct codec_spec {
     int compressed;             /* a compressor filter (not scaleoffset) is present */
+    char compressor[16];        /* for encoding: blosc codec name ("zlib", "lz4", "zstd", ...) */
+    int level;                  /* for encoding: the filter's level (default 5) */
     int zlib_fallback;          /* the compressor is gzip/deflate/zlib: non-blosc = zlib stream */
     enum codec_shuffle shuffle; /* pending after decompression (never for vlen types) */
     size_t itemsize;            /* element size in bytes, for the shuffles */
@@ -53,5 +55,19 @@ int codec_decode(const struct codec_spec *spec, const void *in, size_t in_len, v
  * a new buffer (free()) of at most max bytes. */
 int codec_decode_alloc(const struct codec_spec *spec, const void *in, size_t in_len, size_t max,
                        unsigned char **out, size_t *out_len, char *why, size_t why_len);
+
+/*
+ * Encode a chunk's array bytes the way HSDS stores them for this spec (spec §6.4): raw when
+ * there is no compressor (byte shuffle alone is NOT applied: HSDS stores such chunks
+ * unshuffled); otherwise a Blosc-1 frame with typesize 1, the compressor's codec (gzip/deflate
+ * -> zlib, lz4, lz4hc, zstd, blosclz, snappy), its level (default 5) and the blosc shuffle flag
+ * when byte shuffle is requested; bitshuffle is written as HSDS writes it (bitshuffle+LZ4
+ * framing, then blosc without shuffle when a compressor is also set). *out is malloc'd.
+ * Anything codec_decode(spec) reads back equal. Only spec->source == CODEC_SOURCE_HSDS.
+ * -EINVAL with a reason for another source, an empty chunk, a length that is not whole
+ * elements, an unknown codec or a level outside 0..9, a blosc failure; -ENOMEM.
+ */
+int codec_encode(const struct codec_spec *spec, const void *in, size_t in_len,
+                 unsigned char **out, size_t *out_len, char *why, size_t why_len);
 
 #endif

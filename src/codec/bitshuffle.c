@@ -1,6 +1,8 @@
 /*
  * bitshuffle: decode the bitshuffle/LZ4 stream of spec §6.6 (the framing of bitshuffle's
- * compress_lz4 behind the HDF5 filter's 12-byte header) and undo its bit transposition.
+ * compress_lz4 behind the HDF5 filter's 12-byte header) and undo its bit transposition; and
+ * write such a stream the way HSDS does (bit transposition, then LZ4_compress_default per block
+ * into a buffer of LZ4_compressBound: what bitshuffle's compress_lz4 calls).
  *
  * Every length in the stream is checked against what the header and the caller imply before it
  * is used; LZ4 blocks go through LZ4_decompress_safe, which never reads or writes out of bounds.
@@ -198,4 +200,147 @@ int bitshuffle_decode(const void *in, size_t in_len, size_t itemsize, void *out,
     struct cursor c = {(const unsigned char *)in + BITSHUFFLE_HEADER_LEN,
                        in_len - BITSHUFFLE_HEADER_LEN};
     return decode_body(&c, total / itemsize, itemsize, block, out, why, why_len);
+}
+
+/* ---- encoding ---- */
+
+static void write_be(unsigned char *p, uint64_t v, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        p[n - 1 - i] = (unsigned char)(v >> (8 * i));
+}
+
+void bitshuffle_transpose(const unsigned char *in, unsigned char *out, size_t n, size_t itemsize)
+{
+    size_t row_len = n / GROUP; /* bytes per bit-row: one bit per element */
+    for (size_t g = 0; g < row_len; g++) {
+        for (size_t byte = 0; byte < itemsize; byte++) {
+            /* Byte e of x holds this byte of element e of the group; transposed, byte k holds
+             * bit k of the 8 elements: byte g of bit-row byte * 8 + k. */
+            const unsigned char *src = in + g * GROUP * itemsize + byte;
+            uint64_t x = 0;
+            for (unsigned e = 0; e < GROUP; e++)
+                x |= (uint64_t)src[e * itemsize] << (8 * e);
+            x = transpose_8x8(x);
+            unsigned char *rows = out + byte * GROUP * row_len + g;
+            for (unsigned k = 0; k < GROUP; k++)
+                rows[k * row_len] = (unsigned char)(x >> (8 * k));
+        }
+    }
+}
+
+/* Sizes an encoder can write: whole elements, blocks of whole groups that LZ4 and the 4-byte
+ * header field can express, and a total whose worst-case stream (below 4 bytes per byte, see
+ * bitshuffle_stream_max) fits in a size_t. */
+static int encode_check(size_t in_len, size_t itemsize, size_t block_elems, char *why,
+                        size_t why_len)
+{
+    if (itemsize == 0 || in_len % itemsize)
+        return fail(why, why_len, "%zu bytes are not whole elements of %zu bytes", in_len,
+                    itemsize);
+    if (block_elems == 0 || block_elems % GROUP)
+        return fail(why, why_len, "bitshuffle block of %zu elements is not a multiple of 8",
+                    block_elems);
+    if (block_elems > LZ4_MAX_INPUT_SIZE / itemsize)
+        return fail(why, why_len,
+                    "bitshuffle block of %zu elements of %zu bytes is larger "
+                    "than LZ4 allows",
+                    block_elems, itemsize);
+    if (in_len > SIZE_MAX / 4 - 64)
+        return fail(why, why_len, "%zu bytes are too many to bitshuffle", in_len);
+    return 0;
+}
+
+/* The largest stream for n elements: every block at LZ4's bound (block sizes fit an int,
+ * checked by encode_check). */
+static size_t encode_bound(size_t n, size_t itemsize, size_t block)
+{
+    size_t full = n / block, rest = n % block, last = rest - rest % GROUP;
+    size_t bound = BITSHUFFLE_HEADER_LEN +
+                   full * (BLOCK_LEN_BYTES + (size_t)LZ4_compressBound((int)(block * itemsize)));
+    if (last)
+        bound += BLOCK_LEN_BYTES + (size_t)LZ4_compressBound((int)(last * itemsize));
+    return bound + (rest % GROUP) * itemsize;
+}
+
+struct wcursor {
+    unsigned char *p;
+    size_t left;
+};
+
+/* One block of n elements: transposed into tmp, LZ4 behind its 4-byte length at the cursor. */
+static int encode_block(const unsigned char *in, size_t n, size_t itemsize, unsigned char *tmp,
+                        struct wcursor *c, char *why, size_t why_len)
+{
+    int raw = (int)(n * itemsize); /* <= block bytes <= LZ4_MAX_INPUT_SIZE */
+    int cap = LZ4_compressBound(raw);
+    if ((size_t)cap > c->left - BLOCK_LEN_BYTES) /* cannot happen: the buffer is the bound */
+        return fail(why, why_len, "bitshuffle output buffer is too small");
+    bitshuffle_transpose(in, tmp, n, itemsize);
+    int got = LZ4_compress_default((const char *)tmp, (char *)c->p + BLOCK_LEN_BYTES, raw, cap);
+    if (got <= 0)
+        return fail(why, why_len, "LZ4 cannot compress a bitshuffle block of %d bytes", raw);
+    write_be(c->p, (uint64_t)got, BLOCK_LEN_BYTES);
+    c->p += BLOCK_LEN_BYTES + (size_t)got;
+    c->left -= BLOCK_LEN_BYTES + (size_t)got;
+    return 0;
+}
+
+/* The blocks and the raw tail of n elements, as decode_body reads them. */
+static int encode_body(const unsigned char *in, size_t n, size_t itemsize, size_t block,
+                       struct wcursor *c, char *why, size_t why_len)
+{
+    size_t first = n < block ? n - n % GROUP : block; /* the largest block this stream has */
+    unsigned char *tmp = NULL;
+    if (first && !(tmp = malloc(first * itemsize))) {
+        (void)fail(why, why_len, "cannot allocate %zu bytes", first * itemsize);
+        return -ENOMEM;
+    }
+    size_t done = 0;
+    int rc = 0;
+    while (rc == 0 && n - done >= GROUP) {
+        size_t cnt = n - done < block ? (n - done) - (n - done) % GROUP : block;
+        rc = encode_block(in + done * itemsize, cnt, itemsize, tmp, c, why, why_len);
+        done += cnt;
+    }
+    free(tmp);
+    if (rc)
+        return rc;
+    size_t tail = (n - done) * itemsize;
+    if (tail > c->left)
+        return fail(why, why_len, "bitshuffle output buffer is too small");
+    if (tail)
+        memcpy(c->p, in + done * itemsize, tail);
+    c->p += tail;
+    c->left -= tail;
+    return 0;
+}
+
+int bitshuffle_encode(const void *in, size_t in_len, size_t itemsize, size_t block_elems,
+                      unsigned char **out, size_t *out_len, char *why, size_t why_len)
+{
+    *out = NULL;
+    *out_len = 0;
+    int rc = encode_check(in_len, itemsize, block_elems, why, why_len);
+    if (rc)
+        return rc;
+    size_t n = in_len / itemsize, cap = encode_bound(n, itemsize, block_elems);
+    unsigned char *buf = malloc(cap);
+    if (!buf) {
+        (void)fail(why, why_len, "cannot allocate %zu bytes", cap);
+        return -ENOMEM;
+    }
+    write_be(buf, in_len, 8);
+    write_be(buf + 8, block_elems * itemsize, 4);
+    struct wcursor c = {buf + BITSHUFFLE_HEADER_LEN, cap - BITSHUFFLE_HEADER_LEN};
+    rc = encode_body(in, n, itemsize, block_elems, &c, why, why_len);
+    if (rc) {
+        free(buf);
+        return rc;
+    }
+    size_t len = cap - c.left;
+    unsigned char *shrunk = realloc(buf, len); /* give back LZ4's worst case; keep buf if not */
+    *out = shrunk ? shrunk : buf;
+    *out_len = len;
+    return 0;
 }

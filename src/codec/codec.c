@@ -5,6 +5,9 @@
  * stream for gzip datasets), then undo a shuffle that is still pending. Each stage knows the
  * exact size it must produce (fixed types) or an upper bound (vlen data, a bitshuffle stream
  * inside a frame), checks every header against it before allocating, and fails as a whole.
+ *
+ * Encoding is what HSDS's storUtil._compress writes: bitshuffle first when asked, then a blosc
+ * frame (typesize 1, the blosc shuffle flag for a byte shuffle) when there is a compressor.
  */
 #include "h5osfs/codec.h"
 
@@ -103,12 +106,65 @@ static const struct filter_def *def_by_name(const char *name)
 }
 
 /* What one entry of the list does: its role and, for a compressor, the codec name HSDS would
- * use (DEFLATE is zlib; another class uses its name, lz4 when it has none). */
+ * use (DEFLATE is zlib; another class uses its name, lz4 when it has none) and its level. */
 struct entry {
     enum role role;
     const char *compressor;
     int scaleoffset;
+    int level;
 };
+
+#define DEFAULT_LEVEL 5
+/* A level Python's int() refuses (HSDS fails such a dataset) or that does not fit an int:
+ * reading does not need the level, so only codec_encode refuses it. */
+#define BAD_LEVEL INT_MIN
+
+static int is_blank(char c)
+{
+    return c && strchr(" \t\n\r\v\f", c) != NULL;
+}
+
+static int is_digit(char c)
+{
+    return c >= '0' && c <= '9';
+}
+
+/* int(s) for a decimal string: surrounding blanks and a sign allowed, nothing else. */
+static int string_level(const char *s)
+{
+    char *end = NULL;
+    while (is_blank(*s))
+        s++;
+    if (!is_digit(*s) && !((*s == '+' || *s == '-') && is_digit(s[1])))
+        return BAD_LEVEL;
+    errno = 0;
+    long long v = strtoll(s, &end, 10);
+    while (is_blank(*end))
+        end++;
+    if (errno || *end || v <= INT_MIN || v > INT_MAX)
+        return BAD_LEVEL;
+    return (int)v;
+}
+
+/* getFilterOps: int(level), 5 when absent; int() of a float truncates, of a bool is 0 or 1. */
+static int entry_level(const json_t *level)
+{
+    if (!level)
+        return DEFAULT_LEVEL;
+    if (json_is_integer(level)) {
+        json_int_t v = json_integer_value(level);
+        return v > INT_MIN && v <= INT_MAX ? (int)v : BAD_LEVEL;
+    }
+    if (json_is_real(level)) {
+        double v = json_real_value(level);
+        return v > (double)INT_MIN && v < (double)INT_MAX + 1.0 ? (int)v : BAD_LEVEL;
+    }
+    if (json_is_boolean(level))
+        return json_is_true(level);
+    if (json_is_string(level))
+        return string_level(json_string_value(level));
+    return BAD_LEVEL;
+}
 
 /* An H5Z_FILTER_USER entry is a compressor only with one of these names (getFilterOps). */
 static int user_compressor_name(const char *name)
@@ -161,6 +217,7 @@ static int object_entry(const json_t *f, struct entry *e, char *why, size_t why_
     if (id && !json_is_integer(id))
         return EINVAL_WHY("filter %s has an id that is not an integer", json_string_value(cls));
     const char *n = name ? json_string_value(name) : NULL;
+    e->level = entry_level(json_object_get(f, "level"));
     if (strcmp(json_string_value(cls), USER_CLASS) == 0)
         return user_entry(n, id ? json_integer_value(id) : 0, id != NULL, e, why, why_len);
     const struct filter_def *def = def_by_class(json_string_value(cls));
@@ -174,6 +231,7 @@ static int object_entry(const json_t *f, struct entry *e, char *why, size_t why_
 static int parse_entry(const json_t *f, struct entry *e, char *why, size_t why_len)
 {
     memset(e, 0, sizeof(*e));
+    e->level = DEFAULT_LEVEL;
     if (json_is_object(f))
         return object_entry(f, e, why, why_len);
     const struct filter_def *def = NULL;
@@ -209,7 +267,13 @@ static int apply_compressor(const struct entry *e, struct codec_spec *out, char 
     } else if (blosc_compname_to_compcode(c) < 0) {
         return EINVAL_WHY("this c-blosc cannot decode %s", c);
     }
+    /* the blosc codec _compress uses (every name that got here fits the field) */
+    const char *codec = is_zlib_name(c) ? "zlib" : c;
+    int n = snprintf(out->compressor, sizeof(out->compressor), "%s", codec);
+    if (n < 0 || (size_t)n >= sizeof(out->compressor))
+        return EINVAL_WHY("compressor name %s is too long", codec);
     out->compressed = 1;
+    out->level = e->level;
     return 0;
 }
 
@@ -621,4 +685,110 @@ int codec_decode_alloc(const struct codec_spec *spec, const void *in, size_t in_
                           why_len);
     free(data);
     return rc;
+}
+
+/* ---- encoding (spec §6.4, §6.6): what HSDS's storUtil._compress writes ---- */
+
+/* The blosc codec and level of a spec with a compressor, checked before c-blosc sees them
+ * (it would only print a complaint and fail). */
+static int encode_codec(const struct codec_spec *spec, char *why, size_t why_len)
+{
+    const char *c = spec->compressor;
+    if (!memchr(c, '\0', sizeof(spec->compressor)) || !c[0])
+        return EINVAL_WHY("no blosc codec to compress with");
+    if (blosc_compname_to_compcode(c) < 0)
+        return EINVAL_WHY("this c-blosc cannot compress with %s", c);
+    if (spec->level == BAD_LEVEL)
+        return EINVAL_WHY("the compressor's level is not a number");
+    if (spec->level < 0 || spec->level > 9)
+        return EINVAL_WHY("compression level %d is not between 0 and 9", spec->level);
+    return 0;
+}
+
+static int encode_args(const struct codec_spec *spec, const void *in, size_t in_len,
+                       unsigned char **out, size_t *out_len, char *why, size_t why_len)
+{
+    if (!spec || !in || !out || !out_len)
+        return EINVAL_WHY("missing argument");
+    if (spec->source != CODEC_SOURCE_HSDS)
+        return EINVAL_WHY("only HSDS chunk objects are encoded");
+    if (in_len == 0)
+        return EINVAL_WHY("empty chunk"); /* codec_decode refuses empty chunks too */
+    if (spec->shuffle != CODEC_SHUFFLE_NONE && (spec->itemsize == 0 || in_len % spec->itemsize))
+        return EINVAL_WHY("%zu bytes are not whole elements of %zu bytes", in_len, spec->itemsize);
+    return spec->compressed ? encode_codec(spec, why, why_len) : 0;
+}
+
+static int copy_raw(const void *in, size_t len, unsigned char **out, size_t *out_len, char *why,
+                    size_t why_len)
+{
+    unsigned char *buf = malloc(len);
+    if (!buf)
+        return ENOMEM_WHY(len);
+    memcpy(buf, in, len);
+    *out = buf;
+    *out_len = len;
+    return 0;
+}
+
+/* numcodecs Blosc(cname, clevel, shuffle).encode(bytes): typesize 1, automatic block size;
+ * one thread through the _ctx call (the frame does not depend on the thread count). */
+static int blosc_frame(const struct codec_spec *spec, int doshuffle, const unsigned char *in,
+                       size_t len, unsigned char **out, size_t *out_len, char *why, size_t why_len)
+{
+    if (len > BLOSC_MAX_BUFFERSIZE)
+        return EINVAL_WHY("%zu bytes are more than blosc can compress", len);
+    size_t cap = len + BLOSC_MAX_OVERHEAD;
+    unsigned char *buf = malloc(cap);
+    if (!buf)
+        return ENOMEM_WHY(cap);
+    int n =
+        blosc_compress_ctx(spec->level, doshuffle, 1, len, in, buf, cap, spec->compressor, 0, 1);
+    if (n <= 0) { /* never stored raw instead, unlike HSDS (spec §12) */
+        free(buf);
+        return EINVAL_WHY("blosc cannot compress %zu bytes with %s (error %d)", len,
+                          spec->compressor, n);
+    }
+    unsigned char *shrunk = realloc(buf, (size_t)n); /* give back the overhead; keep buf if not */
+    *out = shrunk ? shrunk : buf;
+    *out_len = (size_t)n;
+    return 0;
+}
+
+/* Bitshuffle first (HSDS's block of 2048 elements); then blosc without shuffle if compressed. */
+static int bitshuffle_chunk(const struct codec_spec *spec, const void *in, size_t in_len,
+                            unsigned char **out, size_t *out_len, char *why, size_t why_len)
+{
+    unsigned char *stream = NULL;
+    size_t len = 0;
+    int rc = bitshuffle_encode(in, in_len, spec->itemsize, BITSHUFFLE_HSDS_BLOCK, &stream, &len,
+                               why, why_len);
+    if (rc)
+        return rc;
+    if (!spec->compressed) {
+        *out = stream;
+        *out_len = len;
+        return 0;
+    }
+    rc = blosc_frame(spec, BLOSC_NOSHUFFLE, stream, len, out, out_len, why, why_len);
+    free(stream);
+    return rc;
+}
+
+int codec_encode(const struct codec_spec *spec, const void *in, size_t in_len, unsigned char **out,
+                 size_t *out_len, char *why, size_t why_len)
+{
+    if (out)
+        *out = NULL;
+    if (out_len)
+        *out_len = 0;
+    int rc = encode_args(spec, in, in_len, out, out_len, why, why_len);
+    if (rc)
+        return rc;
+    if (spec->shuffle == CODEC_SHUFFLE_BIT)
+        return bitshuffle_chunk(spec, in, in_len, out, out_len, why, why_len);
+    if (!spec->compressed) /* byte shuffle alone is not applied: HSDS stores such chunks raw */
+        return copy_raw(in, in_len, out, out_len, why, why_len);
+    int doshuffle = spec->shuffle == CODEC_SHUFFLE_BYTE ? BLOSC_SHUFFLE : BLOSC_NOSHUFFLE;
+    return blosc_frame(spec, doshuffle, in, in_len, out, out_len, why, why_len);
 }

@@ -7,16 +7,23 @@
  * (tools/make_codec_vectors.py, codec/vectors.txt). Corrupt inputs are derived in memory from
  * those valid ones and must all fail with -EINVAL and a reason, never crash (run under
  * valgrind too: meson test --setup valgrind).
+ *
+ * codec_encode is checked by round trips over every filter combination, by the frame and
+ * stream layout the spec states, against the reference bitshuffle's output, and against frames
+ * it wrote that numcodecs and bitshuffle (HSDS's decoders) read back
+ * (tools/check_codec_encode.py, codec/encode.txt).
  */
 #include "h5osfs/codec.h"
 
 #include <errno.h>
+#include <limits.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include <blosc.h>
+#include <lz4.h>
 #include <zlib.h>
 
 #include "../../src/codec/bitshuffle.h"
@@ -82,7 +89,11 @@ static struct buf dup_buf(const void *p, size_t len, size_t extra)
 static struct codec_spec spec_of(int compressed, int zlib, enum codec_shuffle shuffle,
                                  size_t itemsize, enum codec_source source)
 {
-    struct codec_spec s = {compressed, zlib, shuffle, itemsize, source};
+    struct codec_spec s = {.compressed = compressed,
+                           .zlib_fallback = zlib,
+                           .shuffle = shuffle,
+                           .itemsize = itemsize,
+                           .source = source};
     return s;
 }
 
@@ -287,10 +298,93 @@ static void test_spec_case(const struct spec_case *c)
     json_decref(j);
 }
 
+/* compressor and level: the blosc codec _compress uses, int(level) or 5 (getFilterOps) */
+struct codec_case {
+    const char *json;
+    const char *compressor;
+    int level; /* INT_MIN: none that encoding accepts */
+};
+
+#define NO_LEVEL INT_MIN
+
+static const struct codec_case codec_cases[] = {
+    {"[{\"class\": \"H5Z_FILTER_SHUFFLE\", \"id\": 2, \"name\": \"shuffle\"}, "
+     "{\"class\": \"H5Z_FILTER_DEFLATE\", \"id\": 1, \"level\": 6, \"name\": \"gzip\"}]",
+     "zlib", 6},
+    {"[{\"class\": \"H5Z_FILTER_USER\", \"name\": \"lz4\", \"level\": 5, \"id\": 32004}]", "lz4",
+     5},
+    {"[{\"class\": \"H5Z_FILTER_USER\", \"name\": \"zstd\", \"level\": 3, \"id\": 32015}]", "zstd",
+     3},
+    {NULL, "", 0},
+    {"[]", "", 0},
+    {"[\"shuffle\"]", "", 0},
+    {"[\"bitshuffle\"]", "", 0},
+    {"[1]", "zlib", 5},
+    {"[\"gzip\"]", "zlib", 5},
+    {"[\"deflate\"]", "zlib", 5},
+    {"[{\"class\": \"H5Z_FILTER_USER\", \"name\": \"gzip\", \"level\": 9}]", "zlib", 9},
+    {"[{\"class\": \"H5Z_FILTER_LZ4\", \"name\": \"gzip\"}]", "zlib", 5},
+    {"[{\"class\": \"H5Z_FILTER_DEFLATE\", \"name\": \"lz4\", \"level\": 1}]", "zlib", 1},
+    {"[{\"class\": \"H5Z_FILTER_USER\", \"name\": \"deflate\"}]", "", 0},
+    {"[32001]", "blosclz", 5},
+    {"[32003]", "snappy", 5},
+    {"[\"lz4hc\", \"shuffle\"]", "lz4hc", 5},
+    {"[\"bitshuffle\", \"zstd\"]", "zstd", 5},
+    {"[{\"class\": \"H5Z_FILTER_LZ4\"}]", "lz4", 5},
+    {"[{\"class\": \"H5Z_FILTER_ZSTD\", \"id\": 32015}]", "lz4", 5}, /* no name: lz4 */
+    {"[\"scaleoffset\", \"gzip\"]", "", 0},
+    /* only the first compressor's level; other entries' levels are not looked at */
+    {"[{\"class\": \"H5Z_FILTER_DEFLATE\", \"level\": 2}, "
+     "{\"class\": \"H5Z_FILTER_USER\", \"name\": \"lz4\", \"level\": 7}]",
+     "zlib", 2},
+    {"[{\"class\": \"H5Z_FILTER_SHUFFLE\", \"name\": \"shuffle\", \"level\": 1}, \"lz4\"]", "lz4",
+     5},
+    /* int(): floats truncate, numeric strings and booleans convert */
+    {"[{\"class\": \"H5Z_FILTER_DEFLATE\", \"level\": 0}]", "zlib", 0},
+    {"[{\"class\": \"H5Z_FILTER_DEFLATE\", \"level\": 9.7}]", "zlib", 9},
+    {"[{\"class\": \"H5Z_FILTER_DEFLATE\", \"level\": \"7\"}]", "zlib", 7},
+    {"[{\"class\": \"H5Z_FILTER_DEFLATE\", \"level\": \" +3 \"}]", "zlib", 3},
+    {"[{\"class\": \"H5Z_FILTER_DEFLATE\", \"level\": true}]", "zlib", 1},
+    {"[{\"class\": \"H5Z_FILTER_DEFLATE\", \"level\": false}]", "zlib", 0},
+    {"[{\"class\": \"H5Z_FILTER_DEFLATE\", \"level\": 10}]", "zlib", 10},
+    {"[{\"class\": \"H5Z_FILTER_DEFLATE\", \"level\": -2}]", "zlib", -2},
+    /* what int() refuses, or beyond an int: kept out of reach of encoding */
+    {"[{\"class\": \"H5Z_FILTER_DEFLATE\", \"level\": \"9.5\"}]", "zlib", NO_LEVEL},
+    {"[{\"class\": \"H5Z_FILTER_DEFLATE\", \"level\": \"\"}]", "zlib", NO_LEVEL},
+    {"[{\"class\": \"H5Z_FILTER_DEFLATE\", \"level\": \"nine\"}]", "zlib", NO_LEVEL},
+    {"[{\"class\": \"H5Z_FILTER_DEFLATE\", \"level\": null}]", "zlib", NO_LEVEL},
+    {"[{\"class\": \"H5Z_FILTER_DEFLATE\", \"level\": [5]}]", "zlib", NO_LEVEL},
+    {"[{\"class\": \"H5Z_FILTER_DEFLATE\", \"level\": 99999999999}]", "zlib", NO_LEVEL},
+    {"[{\"class\": \"H5Z_FILTER_DEFLATE\", \"level\": 1e300}]", "zlib", NO_LEVEL},
+};
+
+/* The whole struct is set: two calls on differently filled memory give equal bytes. */
+static void test_codec_case(const struct codec_case *c)
+{
+    json_t *j = c->json ? json_loads(c->json, 0, NULL) : NULL;
+    CHECK(!c->json || j);
+    struct codec_spec a, b;
+    memset(&a, 0xA5, sizeof(a));
+    memset(&b, 0x00, sizeof(b));
+    CHECK_INT(codec_spec_from_filters(j, 4, 0, CODEC_SOURCE_HSDS, &a, NULL, 0), 0);
+    CHECK_INT(codec_spec_from_filters(j, 4, 0, CODEC_SOURCE_HSDS, &b, NULL, 0), 0);
+    CHECK(memcmp(&a, &b, sizeof(a)) == 0);
+    int level_ok = c->level == NO_LEVEL ? a.level < 0 || a.level > 9 : a.level == c->level;
+    if (strcmp(a.compressor, c->compressor) || !level_ok)
+        fprintf(stderr, "codec case %s: compressor \"%s\" level %d\n", c->json ? c->json : "(none)",
+                a.compressor, a.level);
+    CHECK_STR(a.compressor, c->compressor);
+    CHECK(level_ok);
+    CHECK_INT(a.compressed, c->compressor[0] != '\0');
+    json_decref(j);
+}
+
 static void test_spec(void)
 {
     for (size_t i = 0; i < sizeof(spec_cases) / sizeof(spec_cases[0]); i++)
         test_spec_case(&spec_cases[i]);
+    for (size_t i = 0; i < sizeof(codec_cases) / sizeof(codec_cases[0]); i++)
+        test_codec_case(&codec_cases[i]);
 
     /* a shuffle needs an element size; the source is kept; why may be NULL */
     json_t *j = json_loads("[\"shuffle\"]", 0, NULL);
@@ -407,6 +501,68 @@ static void test_noise_pair(const char *dir)
 
 /* ---- encoded vectors (codec/vectors.txt) ---- */
 
+/* Whether this machine's c-blosc and LZ4 are the ones codec/encode.txt was made with: then our
+ * encoder must reproduce the vectors byte for byte (other versions may compress differently,
+ * and only the decodings are compared). */
+struct versions {
+    int blosc, lz4;
+};
+
+static struct versions vector_versions(const char *dir)
+{
+    struct versions v = {0, 0};
+    char path[PATH_LEN], line[256], blosc[32] = "", lz4[32] = "";
+    snprintf(path, sizeof(path), "%s/codec/encode.txt", dir);
+    FILE *fp = fopen(path, "r");
+    CHECK(fp != NULL);
+    while (fp && fgets(line, sizeof(line), fp))
+        if (sscanf(line, "# versions blosc=%31s lz4=%31s", blosc, lz4) == 2)
+            break;
+    if (fp)
+        fclose(fp);
+    CHECK(blosc[0] && lz4[0]);
+    v.blosc = strcmp(blosc, blosc_get_version_string()) == 0;
+    v.lz4 = strcmp(lz4, LZ4_versionString()) == 0;
+    if (!v.blosc || !v.lz4)
+        fprintf(stderr,
+                "note: vectors made with c-blosc %s, LZ4 %s; this is c-blosc %s, LZ4 %s: "
+                "byte-exact encoding checks skipped\n",
+                blosc, lz4, blosc_get_version_string(), LZ4_versionString());
+    return v;
+}
+
+/* codec_encode(raw) must be exactly want. */
+static void expect_encoding(const char *what, const struct codec_spec *s, const struct buf *raw,
+                            const struct buf *want)
+{
+    unsigned char *enc = NULL;
+    size_t len = 0;
+    char why[WHY_LEN] = "";
+    int rc = codec_encode(s, raw->p, raw->len, &enc, &len, why, sizeof(why));
+    int same = rc == 0 && len == want->len && memcmp(enc, want->p, len) == 0;
+    if (!same)
+        fprintf(stderr, "%s: encode: rc %d (%s), %zu bytes where the vector has %zu\n", what, rc,
+                why, len, want->len);
+    CHECK(same);
+    free(enc);
+}
+
+static uint64_t get_be(const unsigned char *p, size_t n)
+{
+    uint64_t v = 0;
+    for (size_t i = 0; i < n; i++)
+        v = (v << 8) | p[i];
+    return v;
+}
+
+static uint64_t get_le(const unsigned char *p, size_t n)
+{
+    uint64_t v = 0;
+    for (size_t i = n; i > 0; i--)
+        v = (v << 8) | p[i - 1];
+    return v;
+}
+
 /* Wrap bytes in a blosc frame the way numcodecs does for HSDS (lz4, typesize and shuffle as
  * given); returns the frame or an empty buffer. */
 static struct buf blosc_wrap(const void *p, size_t len, size_t typesize, int doshuffle)
@@ -432,7 +588,7 @@ static struct buf zlib_wrap(const void *p, size_t len)
 }
 
 static void vec_bitshuffle(const char *name, const struct buf *enc, const struct buf *raw,
-                           size_t itemsize)
+                           size_t itemsize, const struct versions *v)
 {
     struct codec_spec hsds = spec_of(0, 0, CODEC_SHUFFLE_BIT, itemsize, CODEC_SOURCE_HSDS);
     struct codec_spec hdf5 = spec_of(0, 0, CODEC_SHUFFLE_BIT, itemsize, CODEC_SOURCE_HDF5);
@@ -448,6 +604,27 @@ static void vec_bitshuffle(const char *name, const struct buf *enc, const struct
     struct buf z = zlib_wrap(enc->p, enc->len);
     expect_decode(name, &zb, z.p, z.len, raw->p, raw->len);
     free(z.p);
+    /* our encoder writes what bitshuffle's compress_lz4 wrote for HSDS */
+    if (v->lz4)
+        expect_encoding(name, &hsds, raw, enc);
+}
+
+/* HDF5's bitshuffle filter (same framing, its own block size): our encoder with that block. */
+static void vec_h5bitshuffle(const char *name, const struct buf *enc, const struct buf *raw,
+                             size_t itemsize, const struct versions *v)
+{
+    CHECK(enc->len >= BITSHUFFLE_HEADER_LEN);
+    if (!v->lz4 || enc->len < BITSHUFFLE_HEADER_LEN)
+        return;
+    unsigned char *out = NULL;
+    size_t len = 0;
+    int rc = bitshuffle_encode(raw->p, raw->len, itemsize, get_be(enc->p + 8, 4) / itemsize, &out,
+                               &len, NULL, 0);
+    if (rc || len != enc->len || memcmp(out, enc->p, len))
+        fprintf(stderr, "%s: bitshuffle_encode: rc %d, %zu bytes of %zu\n", name, rc, len,
+                enc->len);
+    CHECK(rc == 0 && len == enc->len && memcmp(out, enc->p, len) == 0);
+    free(out);
 }
 
 static void vec_transpose(const struct buf *enc, const struct buf *raw, size_t itemsize)
@@ -457,6 +634,8 @@ static void vec_transpose(const struct buf *enc, const struct buf *raw, size_t i
     if (out && enc->len == raw->len) {
         bitshuffle_untranspose(enc->p, out, raw->len / itemsize, itemsize);
         CHECK(memcmp(out, raw->p, raw->len) == 0);
+        bitshuffle_transpose(raw->p, out, raw->len / itemsize, itemsize);
+        CHECK(memcmp(out, enc->p, raw->len) == 0); /* the reference's bitshuffle() */
     }
     free(out);
 }
@@ -478,12 +657,12 @@ static void vec_shuffle(const char *name, const struct buf *enc, const struct bu
 
 /* One vectors.txt case: kind, then its spec as the decoder sees it. */
 static void test_vector(const char *kind, const char *name, const struct buf *enc,
-                        const struct buf *raw, size_t itemsize)
+                        const struct buf *raw, size_t itemsize, const struct versions *v)
 {
     struct codec_spec s;
     json_t *f = NULL;
     if (strcmp(kind, "bitshuffle") == 0)
-        vec_bitshuffle(name, enc, raw, itemsize);
+        vec_bitshuffle(name, enc, raw, itemsize, v);
     else if (strcmp(kind, "transpose") == 0)
         vec_transpose(enc, raw, itemsize);
     else if (strcmp(kind, "shuffle") == 0)
@@ -498,6 +677,8 @@ static void test_vector(const char *kind, const char *name, const struct buf *en
         f = json_loads("[32008]", 0, NULL);
     else
         CHECK(!"unknown vector kind");
+    if (strcmp(kind, "hdf5-bitshuffle") == 0)
+        vec_h5bitshuffle(name, enc, raw, itemsize, v);
     if (f) {
         CHECK_INT(codec_spec_from_filters(f, itemsize, 0, CODEC_SOURCE_HDF5, &s, NULL, 0), 0);
         expect_decode(name, &s, enc->p, enc->len, raw->p, raw->len);
@@ -505,7 +686,7 @@ static void test_vector(const char *kind, const char *name, const struct buf *en
     }
 }
 
-static void test_vectors(const char *dir)
+static void test_vectors(const char *dir, const struct versions *v)
 {
     char path[PATH_LEN], line[1024], kind[32], encf[256], rawf[256], rel[PATH_LEN];
     size_t itemsize;
@@ -523,7 +704,7 @@ static void test_vectors(const char *dir)
         struct buf raw = load(dir, rel, 0, 0);
         CHECK(enc.p && raw.p);
         if (enc.p && raw.p)
-            test_vector(kind, encf, &enc, &raw, itemsize);
+            test_vector(kind, encf, &enc, &raw, itemsize, v);
         free(enc.p);
         free(raw.p);
         n++;
@@ -547,6 +728,448 @@ static void test_spec_example(const char *dir)
     CHECK(enc.p && bitshuffle_decode(enc.p, enc.len, 4, got, sizeof(got), NULL, 0) == 0 &&
           memcmp(got, want, sizeof(want)) == 0);
     free(enc.p);
+}
+
+/* ---- encoding (codec_encode, spec §6.4-§6.6) ---- */
+
+/* Flag bits of a Blosc-1 frame's byte 2 as the spec states them (§6.4). */
+#define FLAG_SHUFFLE 0x01
+#define FLAG_MEMCPYED 0x02
+#define FLAG_BITSHUFFLE 0x04
+#define FRAME_HEADER 16
+
+static const char *const enc_compressors[] = {NULL,   "gzip",    "lz4",   "lz4hc",
+                                              "zstd", "blosclz", "snappy"};
+static const char *const enc_shuffles[] = {NULL, "shuffle", "bitshuffle"};
+static const size_t enc_itemsizes[] = {1, 2, 4, 8, 3};
+static const size_t enc_counts[] = {1, 7, 8, 2047, 2048, 2049};
+#define N_OF(a) (sizeof(a) / sizeof((a)[0]))
+
+/* The codec number in bits 5-7 of the flags for a blosc codec name (§6.4). */
+static int codec_format(const char *name)
+{
+    static const struct {
+        const char *name;
+        int format;
+    } formats[] = {{"blosclz", 0}, {"lz4", 1},  {"lz4hc", 1},
+                   {"snappy", 2},  {"zlib", 3}, {"zstd", 4}};
+    for (size_t i = 0; i < N_OF(formats); i++)
+        if (strcmp(formats[i].name, name) == 0)
+            return formats[i].format;
+    return -1;
+}
+
+/* The spec of an HSDS dataset whose filters are shuffle (a name or NULL) and compressor (a
+ * filter name or NULL) at level, written as HSDS stores such lists (§5.2). */
+static int spec_for(const char *compressor, int level, const char *shuffle, size_t itemsize,
+                    int is_vlen, struct codec_spec *s)
+{
+    char text[512], shuf[64] = "", comp[256] = "", why[WHY_LEN] = "";
+    if (shuffle)
+        snprintf(shuf, sizeof(shuf), "\"%s\"%s", shuffle, compressor ? ", " : "");
+    if (compressor && strcmp(compressor, "gzip") == 0)
+        snprintf(
+            comp, sizeof(comp),
+            "{\"class\": \"H5Z_FILTER_DEFLATE\", \"id\": 1, \"level\": %d, \"name\": \"gzip\"}",
+            level);
+    else if (compressor)
+        snprintf(comp, sizeof(comp),
+                 "{\"class\": \"H5Z_FILTER_USER\", \"name\": \"%s\", \"level\": %d}", compressor,
+                 level);
+    snprintf(text, sizeof(text), "[%s%s]", shuf, comp);
+    json_t *j = json_loads(text, 0, NULL);
+    CHECK(j != NULL);
+    int rc =
+        j ? codec_spec_from_filters(j, itemsize, is_vlen, CODEC_SOURCE_HSDS, s, why, sizeof(why))
+          : -1;
+    if (rc)
+        fprintf(stderr, "spec of %s: rc %d (%s)\n", text, rc, why);
+    CHECK_INT(rc, 0);
+    json_decref(j);
+    return rc;
+}
+
+/* Smooth little-endian counts with a low bit that is sometimes noisy (compressible), or random
+ * bytes. */
+static unsigned char *make_data(size_t len, size_t itemsize, int random, uint64_t seed)
+{
+    unsigned char *p = malloc(len ? len : 1);
+    uint64_t st = seed * 0x9E3779B97F4A7C15ull + 1;
+    for (size_t i = 0; p && i < len; i++) {
+        size_t e = i / itemsize, b = i % itemsize;
+        uint64_t r = next_rand(&st);
+        if (random)
+            p[i] = (unsigned char)r;
+        else
+            p[i] = (unsigned char)(b == 0 ? e / 16 + ((r & 63) == 0) : b == 1 ? e / 4096 : 0);
+    }
+    CHECK(p != NULL);
+    return p;
+}
+
+/* A Blosc-1 frame as numcodecs writes it for HSDS: version 2, typesize 1, the requested
+ * shuffle flag, never bitshuffle, the codec's number, sizes that agree with the object. */
+static void check_frame(const struct codec_spec *s, const unsigned char *f, size_t len,
+                        size_t nbytes)
+{
+    CHECK(len >= FRAME_HEADER);
+    if (len < FRAME_HEADER)
+        return;
+    CHECK_INT(f[0], 2);
+    CHECK_INT(f[3], 1);
+    CHECK_INT(f[2] & FLAG_SHUFFLE, s->shuffle == CODEC_SHUFFLE_BYTE ? FLAG_SHUFFLE : 0);
+    CHECK_INT(f[2] & FLAG_BITSHUFFLE, 0);
+    CHECK_INT(f[2] >> 5, codec_format(s->compressor));
+    CHECK_INT(get_le(f + 4, 4), nbytes);
+    CHECK_INT(get_le(f + 12, 4), len);
+    if (f[2] & FLAG_MEMCPYED)
+        CHECK_INT(len, nbytes + FRAME_HEADER);
+}
+
+/* The framing of §6.6 checked on its own: header, the length and LZ4 size of every block
+ * (2048 elements, then floor((N mod 2048)/8)*8), and the last N mod 8 elements raw. */
+static void check_bs_stream(const unsigned char *st, size_t st_len, const unsigned char *data,
+                            size_t len, size_t itemsize)
+{
+    CHECK(st_len >= BITSHUFFLE_HEADER_LEN);
+    if (st_len < BITSHUFFLE_HEADER_LEN)
+        return;
+    CHECK_INT(get_be(st, 8), len);
+    CHECK_INT(get_be(st + 8, 4), BITSHUFFLE_HSDS_BLOCK * itemsize);
+    size_t n = len / itemsize, pos = BITSHUFFLE_HEADER_LEN, done = 0;
+    unsigned char *tmp = malloc(BITSHUFFLE_HSDS_BLOCK * itemsize);
+    while (tmp && n - done >= 8 && st_len - pos >= 4) {
+        size_t cnt = n - done >= BITSHUFFLE_HSDS_BLOCK ? BITSHUFFLE_HSDS_BLOCK : (n - done) / 8 * 8;
+        size_t clen = get_be(st + pos, 4);
+        int got = clen <= st_len - pos - 4
+                      ? LZ4_decompress_safe((const char *)st + pos + 4, (char *)tmp, (int)clen,
+                                            (int)(cnt * itemsize))
+                      : -1;
+        CHECK_INT(got, cnt * itemsize);
+        if (got < 0)
+            break;
+        pos += 4 + clen;
+        done += cnt;
+    }
+    free(tmp);
+    size_t tail = (n % 8) * itemsize;
+    CHECK_INT(done, n - n % 8);
+    CHECK(pos <= st_len && st_len - pos == tail);
+    CHECK(pos <= st_len && st_len - pos == tail && memcmp(st + pos, data + len - tail, tail) == 0);
+}
+
+/* What codec_encode must have written for this spec (§6.4): raw, a bitshuffle stream, or a
+ * frame around the data or around the stream. */
+static void check_encoded(const struct codec_spec *s, const unsigned char *data, size_t len,
+                          const unsigned char *enc, size_t enc_len)
+{
+    if (!s->compressed && s->shuffle != CODEC_SHUFFLE_BIT) {
+        CHECK(enc_len == len && memcmp(enc, data, len) == 0); /* unshuffled, as HSDS stores */
+        return;
+    }
+    if (!s->compressed) {
+        check_bs_stream(enc, enc_len, data, len, s->itemsize);
+        return;
+    }
+    size_t nbytes = enc_len >= FRAME_HEADER ? get_le(enc + 4, 4) : 0;
+    check_frame(s, enc, enc_len, nbytes);
+    if (s->shuffle != CODEC_SHUFFLE_BIT) {
+        CHECK_INT(nbytes, len);
+        return;
+    }
+    unsigned char *inner = malloc(nbytes ? nbytes : 1);
+    int got = inner ? blosc_decompress_ctx(enc, inner, nbytes, 1) : -1;
+    CHECK(got >= 0 && (size_t)got == nbytes);
+    if (got >= 0 && (size_t)got == nbytes)
+        check_bs_stream(inner, nbytes, data, len, s->itemsize);
+    free(inner);
+}
+
+/* Encode, check the layout, decode both ways: returns the encoded size (0 on failure). */
+static size_t roundtrip(const char *what, const struct codec_spec *s, const unsigned char *data,
+                        size_t len)
+{
+    unsigned char *enc = NULL;
+    size_t enc_len = 0;
+    char why[WHY_LEN] = "";
+    int rc = codec_encode(s, data, len, &enc, &enc_len, why, sizeof(why));
+    if (rc)
+        fprintf(stderr, "%s: encode of %zu bytes: rc %d (%s)\n", what, len, rc, why);
+    CHECK_INT(rc, 0);
+    if (rc == 0) {
+        check_encoded(s, data, len, enc, enc_len);
+        expect_decode(what, s, enc, enc_len, data, len);
+    }
+    free(enc);
+    return rc ? 0 : enc_len;
+}
+
+/* An encode that must fail with -EINVAL, a reason, and no output. */
+static void expect_encode_fail(const char *what, const struct codec_spec *s, const void *in,
+                               size_t in_len)
+{
+    unsigned char *out = (unsigned char *)1;
+    size_t out_len = 1;
+    char why[WHY_LEN] = "";
+    int rc = codec_encode(s, in, in_len, &out, &out_len, why, sizeof(why));
+    if (rc != -EINVAL || !why[0])
+        fprintf(stderr, "%s: expected -EINVAL, got %d (%s)\n", what, rc, why);
+    CHECK_INT(rc, -EINVAL);
+    CHECK(why[0] != '\0');
+    CHECK(out == NULL && out_len == 0);
+    if (rc == 0)
+        free(out);
+}
+
+/* One filter combination over every item size and element count (and an empty chunk). */
+static void encode_combination(const char *comp, const char *shuf, int level)
+{
+    for (size_t i = 0; i < N_OF(enc_itemsizes); i++) {
+        size_t itemsize = enc_itemsizes[i];
+        struct codec_spec s;
+        if (spec_for(comp, level, shuf, itemsize, 0, &s))
+            continue;
+        for (size_t k = 0; k < N_OF(enc_counts); k++) {
+            size_t len = enc_counts[k] * itemsize;
+            char what[128];
+            snprintf(what, sizeof(what), "encode %s/%s level %d, %zu x %zu", comp ? comp : "none",
+                     shuf ? shuf : "none", level, enc_counts[k], itemsize);
+            unsigned char *data = make_data(len, itemsize, k % 2, len);
+            if (data)
+                roundtrip(what, &s, data, len);
+            free(data);
+        }
+        expect_encode_fail("encode of an empty chunk", &s, "", 0);
+    }
+}
+
+static void test_encode_matrix(void)
+{
+    for (size_t c = 0; c < N_OF(enc_compressors); c++)
+        for (size_t h = 0; h < N_OF(enc_shuffles); h++)
+            encode_combination(enc_compressors[c], enc_shuffles[h], (int)((c * 3 + h) % 10));
+}
+
+/* 1 MiB of random and of compressible int32 through every combination at the default level;
+ * what compresses must come out smaller. */
+static void test_encode_big(void)
+{
+    const size_t len = 1 << 20;
+    unsigned char *smooth = make_data(len, 4, 0, 1), *noise = make_data(len, 4, 1, 2);
+    for (size_t c = 0; smooth && noise && c < N_OF(enc_compressors); c++) {
+        for (size_t h = 0; h < N_OF(enc_shuffles); h++) {
+            const char *comp = enc_compressors[c], *shuf = enc_shuffles[h];
+            struct codec_spec s;
+            if (spec_for(comp, 5, shuf, 4, 0, &s))
+                continue;
+            char what[128];
+            snprintf(what, sizeof(what), "encode 1 MiB %s/%s", comp ? comp : "none",
+                     shuf ? shuf : "none");
+            size_t n = roundtrip(what, &s, smooth, len);
+            if ((comp || shuf == enc_shuffles[2]) && !(n > 0 && n < len / 2))
+                fprintf(stderr, "%s: %zu bytes\n", what, n);
+            if (comp || shuf == enc_shuffles[2])
+                CHECK(n > 0 && n < len / 2);
+            n = roundtrip(what, &s, noise, len);
+            CHECK(n > 0 && n <= len + len / 64 + 4096);
+        }
+    }
+    free(smooth);
+    free(noise);
+}
+
+/* The spec's samples (§6.4): 80 bytes of int32 are stored (memcpyed); gzip with shuffle sets
+ * the shuffle flag (0x73 against 0x72), lz4 is codec 1. Bits, not whole bytes, are checked. */
+static void test_encode_spec_sample(void)
+{
+    unsigned char v[80];
+    for (size_t i = 0; i < 20; i++)
+        put_le32(v + 4 * i, (uint32_t)i);
+    static const struct {
+        const char *comp, *shuf;
+        int shuffle_flag, format;
+    } cases[] = {{"gzip", "shuffle", 1, 3}, {"gzip", NULL, 0, 3}, {"lz4", NULL, 0, 1}};
+    for (size_t i = 0; i < N_OF(cases); i++) {
+        struct codec_spec s;
+        if (spec_for(cases[i].comp, 6, cases[i].shuf, 4, 0, &s))
+            continue;
+        unsigned char *f = NULL;
+        size_t len = 0;
+        CHECK_INT(codec_encode(&s, v, sizeof(v), &f, &len, NULL, 0), 0);
+        CHECK_INT(len, 96);
+        if (len != 96) {
+            free(f);
+            continue;
+        }
+        CHECK_INT(f[0], 2);
+        CHECK_INT(f[3], 1);
+        CHECK_INT(f[2] & FLAG_SHUFFLE, cases[i].shuffle_flag);
+        CHECK_INT(f[2] & FLAG_MEMCPYED, FLAG_MEMCPYED);
+        CHECK_INT(f[2] >> 5, cases[i].format);
+        CHECK_INT(get_le(f + 4, 4), 80);
+        CHECK_INT(get_le(f + 12, 4), 96);
+        CHECK(memcmp(f + FRAME_HEADER, v, sizeof(v)) == 0);
+        free(f);
+    }
+}
+
+/* The level reaches blosc: 0 stores, 9 compresses at least as well as 1. */
+static void test_encode_levels(void)
+{
+    const size_t len = 64 * 1024;
+    unsigned char *data = make_data(len, 4, 0, 3);
+    size_t got[3] = {0, 0, 0};
+    const int levels[3] = {0, 1, 9};
+    for (size_t i = 0; data && i < 3; i++) {
+        struct codec_spec s;
+        if (spec_for("zstd", levels[i], NULL, 4, 0, &s))
+            continue;
+        got[i] = roundtrip("encode zstd level", &s, data, len);
+    }
+    CHECK_INT(got[0], len + FRAME_HEADER);
+    CHECK(got[1] > 0 && got[2] > 0 && got[2] <= got[1] && got[1] < len / 2);
+    free(data);
+}
+
+/* Variable-length data: shuffles are ignored, the frame holds the stream as it is. */
+static void test_encode_vlen(void)
+{
+    static const unsigned char stream[] = {2, 0, 0, 0, 'a', 'b', 0,    0,
+                                           0, 0, 2, 0, 0,   0,   0xc3, 0xa9};
+    for (size_t h = 0; h < N_OF(enc_shuffles); h++) {
+        struct codec_spec s;
+        if (spec_for("zstd", 5, enc_shuffles[h], 0, 1, &s) == 0) {
+            CHECK_INT(s.shuffle, CODEC_SHUFFLE_NONE);
+            roundtrip("encode vlen zstd", &s, stream, sizeof(stream));
+        }
+        if (spec_for(NULL, 5, enc_shuffles[h], 0, 1, &s) == 0)
+            roundtrip("encode vlen raw", &s, stream, sizeof(stream));
+    }
+}
+
+static void encode_fail_levels(void)
+{
+    static const char *const lists[] = {
+        "[{\"class\": \"H5Z_FILTER_USER\", \"name\": \"lz4\", \"level\": 10}]",
+        "[{\"class\": \"H5Z_FILTER_USER\", \"name\": \"lz4\", \"level\": -1}]",
+        "[{\"class\": \"H5Z_FILTER_USER\", \"name\": \"lz4\", \"level\": \"high\"}]",
+        "[{\"class\": \"H5Z_FILTER_DEFLATE\", \"level\": null}]",
+        "[{\"class\": \"H5Z_FILTER_DEFLATE\", \"level\": 4294967296}]",
+    };
+    unsigned char data[16] = {0};
+    for (size_t i = 0; i < N_OF(lists); i++) {
+        json_t *j = json_loads(lists[i], 0, NULL);
+        struct codec_spec s;
+        /* reading does not need the level: the spec is fine for decoding */
+        CHECK_INT(codec_spec_from_filters(j, 4, 0, CODEC_SOURCE_HSDS, &s, NULL, 0), 0);
+        expect_encode_fail(lists[i], &s, data, sizeof(data));
+        json_decref(j);
+    }
+}
+
+static void encode_fail_specs(void)
+{
+    unsigned char data[16] = {0};
+    struct codec_spec s;
+    if (spec_for("lz4", 5, "shuffle", 4, 0, &s))
+        return;
+    struct codec_spec t = s;
+    t.source = CODEC_SOURCE_HDF5;
+    expect_encode_fail("encode for an HDF5 file", &t, data, sizeof(data));
+    t = s;
+    t.compressor[0] = '\0';
+    expect_encode_fail("encode without a codec name", &t, data, sizeof(data));
+    memset(t.compressor, 'z', sizeof(t.compressor));
+    expect_encode_fail("encode with an unterminated codec name", &t, data, sizeof(data));
+    snprintf(t.compressor, sizeof(t.compressor), "lzf");
+    expect_encode_fail("encode with lzf", &t, data, sizeof(data));
+    t = spec_of(1, 0, CODEC_SHUFFLE_NONE, 4, CODEC_SOURCE_HSDS); /* compressed, no name */
+    expect_encode_fail("encode of a hand-made spec", &t, data, sizeof(data));
+    expect_encode_fail("encode not whole elements", &s, data, 10);
+    t = spec_of(0, 0, CODEC_SHUFFLE_BIT, 0, CODEC_SOURCE_HSDS);
+    expect_encode_fail("bitshuffle without an element size", &t, data, sizeof(data));
+    t = spec_of(0, 0, CODEC_SHUFFLE_BIT, 3, CODEC_SOURCE_HSDS);
+    expect_encode_fail("bitshuffle not whole elements", &t, data, sizeof(data));
+}
+
+static void encode_fail_args(void)
+{
+    unsigned char data[16] = {0}, *out = NULL;
+    size_t out_len = 0;
+    struct codec_spec s;
+    if (spec_for("zstd", 5, NULL, 4, 0, &s))
+        return;
+    CHECK_INT(codec_encode(NULL, data, 16, &out, &out_len, NULL, 0), -EINVAL);
+    CHECK_INT(codec_encode(&s, NULL, 16, &out, &out_len, NULL, 0), -EINVAL);
+    CHECK_INT(codec_encode(&s, data, 16, NULL, &out_len, NULL, 0), -EINVAL);
+    CHECK_INT(codec_encode(&s, data, 16, &out, NULL, NULL, 0), -EINVAL);
+    CHECK(out == NULL);
+    /* a block of 2048 elements of 1 MiB is more than LZ4 takes */
+    size_t big = 1 << 20;
+    unsigned char *elem = calloc(1, big);
+    struct codec_spec t = spec_of(0, 0, CODEC_SHUFFLE_BIT, big, CODEC_SOURCE_HSDS);
+    if (elem)
+        expect_encode_fail("bitshuffle of huge elements", &t, elem, big);
+    free(elem);
+}
+
+static void test_encode_errors(void)
+{
+    encode_fail_levels();
+    encode_fail_specs();
+    encode_fail_args();
+}
+
+/* codec/encode.txt: frames our encoder wrote, with what numcodecs and bitshuffle (HSDS's own
+ * decoders) made of them (tools/check_codec_encode.py). We must read them back the same, and
+ * with the same c-blosc and LZ4, write them again byte for byte. */
+static void encode_vector(const char *dir, const char *kind, size_t itemsize, const char *framef,
+                          const char *rawf, const char *filters, const struct versions *v)
+{
+    char rel[PATH_LEN], why[WHY_LEN] = "";
+    snprintf(rel, sizeof(rel), "codec/%s", framef);
+    struct buf frame = load(dir, rel, 0, 0);
+    snprintf(rel, sizeof(rel), "codec/%s", rawf);
+    struct buf raw = load(dir, rel, 0, 0);
+    json_t *j = json_loads(filters, 0, NULL);
+    struct codec_spec s;
+    int rc = j ? codec_spec_from_filters(j, itemsize, strcmp(kind, "vlen") == 0, CODEC_SOURCE_HSDS,
+                                         &s, why, sizeof(why))
+               : -1;
+    if (rc)
+        fprintf(stderr, "%s: %s: rc %d (%s)\n", framef, filters, rc, why);
+    CHECK(frame.p && raw.p && rc == 0);
+    if (frame.p && raw.p && rc == 0) {
+        expect_decode(framef, &s, frame.p, frame.len, raw.p, raw.len);
+        if (v->blosc && v->lz4)
+            expect_encoding(framef, &s, &raw, &frame);
+    }
+    json_decref(j);
+    free(frame.p);
+    free(raw.p);
+}
+
+static void test_encode_vectors(const char *dir, const struct versions *v)
+{
+    char path[PATH_LEN], line[2048], kind[8], framef[256], rawf[256], filters[1024];
+    size_t itemsize;
+    snprintf(path, sizeof(path), "%s/codec/encode.txt", dir);
+    FILE *fp = fopen(path, "r");
+    CHECK(fp != NULL);
+    int n = 0;
+    while (fp && fgets(line, sizeof(line), fp)) {
+        if (line[0] == '#')
+            continue;
+        int got =
+            sscanf(line, "%7s %zu %255s %255s %1023s", kind, &itemsize, framef, rawf, filters);
+        CHECK_INT(got, 5);
+        if (got == 5)
+            encode_vector(dir, kind, itemsize, framef, rawf, filters, v);
+        n++;
+    }
+    if (fp)
+        fclose(fp);
+    CHECK(n >= 21);
 }
 
 /* ---- corrupt input ---- */
@@ -686,6 +1309,9 @@ static void corrupt_bitshuffle_blocks(const struct buf *enc)
     struct codec_spec s = spec_of(0, 0, CODEC_SHUFFLE_BIT, 4, CODEC_SOURCE_HSDS);
     const size_t n = 20000;
     struct buf b = dup_buf(enc->p, enc->len, 4);
+    CHECK(b.p != NULL);
+    if (!b.p)
+        return;
     put_be(b.p + 12, b.len, 4); /* first block's length past the end */
     expect_fail("bs block length past end", &s, b.p, b.len, n);
     put_be(b.p + 12, 0xFFFFFFFFu, 4);
@@ -809,9 +1435,17 @@ int main(int argc, char **argv)
     test_spec();
     test_fixtures(argv[1]);
     test_noise_pair(argv[1]);
-    test_vectors(argv[1]);
+    struct versions v = vector_versions(argv[1]);
+    test_vectors(argv[1], &v);
     test_spec_example(argv[1]);
     test_corrupt(argv[1]);
     test_fuzz(argv[1]);
+    test_encode_matrix();
+    test_encode_big();
+    test_encode_spec_sample();
+    test_encode_levels();
+    test_encode_vlen();
+    test_encode_errors();
+    test_encode_vectors(argv[1], &v);
     return check_done("codec");
 }
