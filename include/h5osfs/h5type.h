@@ -38,4 +38,18 @@ int h5type_stored_size(const json_t *type, size_t *out);
 /* enum h5type_trait bits of a valid type. */
 unsigned h5type_traits(const json_t *type);
 
+/*
+ * The other way, for writing domains: the type JSON HSDS would store for an HDF5 type (as
+ * h5pyd/hsload send it and HSDS expands it, spec §4): every class above, big-endian types as
+ * ...BE names, compound fields in member order (HSDS packs them: member offsets are not kept),
+ * enums with their mapping, booleans as the FALSE/TRUE enum over I8, references as h5pyd
+ * sends them (class, base H5T_STD_REF_OBJ, charSet, length 48, strPad), and h5pyd's quirks
+ * where the bucket shows them (vlen bases of LE I32/I64/F64 as bare names without byte order,
+ * "size": "H5T_VARIABLE" on vlen types). A committed type's JSON is the same (the caller adds
+ * "id" where a dataset uses it). Types HSDS cannot hold (region references,
+ * bitfields, time, 128-bit numbers, vlen of vlen, non-IEEE floats other than half) give NULL
+ * and a reason.
+ */
+json_t *h5type_to_json(hid_t tid, char *why, size_t why_len);
+
 #endif

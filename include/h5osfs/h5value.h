@@ -48,6 +48,39 @@ int h5value_from_stored(const json_t *type_json, hid_t tid, const void *bytes, s
 /* base64 text (attribute "encoding": "base64", "fillValue_encoding": "base64") -> bytes. */
 int h5value_base64_decode(const char *text, size_t len, unsigned char **out, size_t *out_len);
 
+/* ---- the other way, for writing domains ---- */
+
+/* Resolve a reference read from a file to the HSDS object id it points at ("g-…"): 0, or
+ * -ENOENT for a null or dangling reference. */
+typedef int (*h5value_ref_id_fn)(void *ctx, const hobj_ref_t *ref, char id[39]);
+
+struct h5value_ids {
+    h5value_ref_id_fn id_of;
+    void *ctx;
+};
+
+/*
+ * n elements in the memory layout of tid (as H5Aread/H5Dread with tid as memory type give
+ * them; tid is h5type_from_json(h5type_to_json(file type)), so compounds are packed) -> the
+ * JSON value HSDS stores for an attribute of that shape (§3.6): a bare element when scalar
+ * (rank 0), nested arrays of dims otherwise. References become "groups/<id>",
+ * "datasets/<id>", "datatypes/<id>" (null references: ""). Strings that are not valid UTF-8
+ * give -EINVAL (the caller then stores the value base64-encoded).
+ */
+int h5value_to_json(const json_t *type_json, hid_t tid, const void *buf, int rank,
+                    const hsize_t *dims, const struct h5value_ids *ids, json_t **out,
+                    char *why, size_t why_len);
+
+/* n elements in tid's memory layout -> HSDS stored bytes (§6.2, §6.3: fixed parts packed,
+ * vlen items as 4-byte little-endian byte counts + bytes, references as 48-byte strings).
+ * *out is malloc'd. */
+int h5value_to_stored(const json_t *type_json, hid_t tid, const void *buf, size_t n,
+                      const struct h5value_ids *ids, unsigned char **out, size_t *out_len,
+                      char *why, size_t why_len);
+
+/* bytes -> base64 text (malloc'd, NUL-terminated). */
+int h5value_base64_encode(const void *bytes, size_t len, char **out);
+
 /* Free a buffer of n elements made by the functions above, vlen parts included. */
 void h5value_free(hid_t tid, void *buf, size_t n);
 

@@ -1,5 +1,5 @@
 /*
- * hjson: parse JSON as HSDS writes it (Python's json.dumps, spec §3.0).
+ * hjson: parse and write JSON as HSDS writes it (Python's json.dumps, spec §3.0).
  *
  * Python writes NaN and infinities as the bare tokens NaN, Infinity and -Infinity, which jansson
  * (strict RFC 8259) refuses, and integers beyond int64 (uint64 attribute values), which
@@ -28,5 +28,18 @@ json_t *hjson_loadb(const char *text, size_t len, char *why, size_t why_len);
 
 /* A JSON number, a marker, or a numeric string as a double. 0 or -EINVAL. */
 int hjson_number(const json_t *value, double *out);
+
+/*
+ * The other way: value as Python's json.dumps(value) writes it with its default settings, the
+ * way HSDS writes every JSON object (§3.0): separators ", " and ": ", object keys in insertion
+ * order, ensure_ascii (non-ASCII as lowercase \uXXXX escapes, astral characters as surrogate
+ * pairs, control characters as \n \r \t \b \f or \u00XX), integers as digits, reals in
+ * Python's repr (shortest round-trip digits: 0.1, 1e-05, 1e+16, 2.0, -0.0). The markers of
+ * hjson_loadb become bare tokens again: HJSON_NAN -> NaN, HJSON_INF -> Infinity,
+ * HJSON_NINF -> -Infinity, HJSON_BIGINT_PREFIX + digits -> the digits. *out is malloc'd and
+ * NUL-terminated. 0, -EINVAL (no value, a string that is not UTF-8, nesting deeper than 2048)
+ * or -ENOMEM.
+ */
+int hjson_dumps(const json_t *value, char **out);
 
 #endif

@@ -331,3 +331,346 @@ int hjson_number(const json_t *value, double *out)
         return -EINVAL;
     return parse_numeric_string(s, out);
 }
+
+/* ---- writing: Python's json.dumps ---- */
+
+#define DUMP_MAX_DEPTH 2048
+
+struct sbuf {
+    char *p;
+    size_t len, cap;
+};
+
+static int sb_put(struct sbuf *b, const char *s, size_t n)
+{
+    if (n >= b->cap - b->len) {
+        size_t cap = b->cap ? b->cap : 256;
+        while (n >= cap - b->len) {
+            if (cap > SIZE_MAX / 2)
+                return -ENOMEM;
+            cap *= 2;
+        }
+        char *grown = realloc(b->p, cap);
+        if (!grown)
+            return -ENOMEM;
+        b->p = grown;
+        b->cap = cap;
+    }
+    memcpy(b->p + b->len, s, n);
+    b->len += n;
+    b->p[b->len] = '\0';
+    return 0;
+}
+
+static int sb_puts(struct sbuf *b, const char *s)
+{
+    return sb_put(b, s, strlen(s));
+}
+
+/* One UTF-8 sequence at s (n bytes left): its length, or 0 if it is not valid (overlong forms,
+ * surrogates and code points above U+10FFFF are not). */
+static size_t utf8_next(const unsigned char *s, size_t n, uint32_t *cp)
+{
+    static const uint32_t min_of[] = {0, 0, 0x80, 0x800, 0x10000};
+    size_t len = s[0] >= 0xf0 ? 4 : s[0] >= 0xe0 ? 3 : s[0] >= 0xc0 ? 2 : 0;
+    if (len == 0 || s[0] > 0xf4 || len > n)
+        return 0;
+    uint32_t c = s[0] & (0x3fu >> (len - 1));
+    for (size_t k = 1; k < len; k++) {
+        if ((s[k] & 0xc0) != 0x80)
+            return 0;
+        c = c << 6 | (s[k] & 0x3fu);
+    }
+    if (c < min_of[len] || c > 0x10ffff || (c >= 0xd800 && c <= 0xdfff))
+        return 0;
+    *cp = c;
+    return len;
+}
+
+static int put_u_escape(struct sbuf *b, uint32_t unit)
+{
+    char esc[8];
+    snprintf(esc, sizeof(esc), "\\u%04x", (unsigned)unit);
+    return sb_put(b, esc, 6);
+}
+
+/* An ASCII byte that Python escapes, or any byte outside 0x20..0x7e. */
+static int put_escaped_ascii(struct sbuf *b, unsigned char c)
+{
+    switch (c) {
+    case '"':
+        return sb_put(b, "\\\"", 2);
+    case '\\':
+        return sb_put(b, "\\\\", 2);
+    case '\n':
+        return sb_put(b, "\\n", 2);
+    case '\r':
+        return sb_put(b, "\\r", 2);
+    case '\t':
+        return sb_put(b, "\\t", 2);
+    case '\b':
+        return sb_put(b, "\\b", 2);
+    case '\f':
+        return sb_put(b, "\\f", 2);
+    default:
+        return put_u_escape(b, c);
+    }
+}
+
+static int put_code_point(struct sbuf *b, uint32_t cp)
+{
+    if (cp < 0x10000)
+        return put_u_escape(b, cp);
+    cp -= 0x10000;
+    int rc = put_u_escape(b, 0xd800 | (cp >> 10));
+    return rc == 0 ? put_u_escape(b, 0xdc00 | (cp & 0x3ff)) : rc;
+}
+
+static int dump_string(struct sbuf *b, const char *text, size_t n)
+{
+    const unsigned char *s = (const unsigned char *)text;
+    int rc = sb_put(b, "\"", 1);
+    size_t i = 0;
+    while (rc == 0 && i < n) {
+        size_t run = 0;
+        while (i + run < n && s[i + run] >= 0x20 && s[i + run] < 0x7f && s[i + run] != '"' &&
+               s[i + run] != '\\')
+            run++;
+        if (run > 0) {
+            rc = sb_put(b, text + i, run);
+            i += run;
+        } else if (s[i] < 0x80) {
+            rc = put_escaped_ascii(b, s[i++]);
+        } else {
+            uint32_t cp;
+            size_t len = utf8_next(s + i, n - i, &cp);
+            if (len == 0)
+                return -EINVAL;
+            rc = put_code_point(b, cp);
+            i += len;
+        }
+    }
+    return rc == 0 ? sb_put(b, "\"", 1) : rc;
+}
+
+/* The markers of hjson_loadb as the bare tokens they stand for; 1 if s was one. */
+static int dump_marker(struct sbuf *b, const char *s, size_t n)
+{
+    static const struct {
+        const char *marker, *token;
+    } tokens[] = {{HJSON_NAN, "NaN"}, {HJSON_INF, "Infinity"}, {HJSON_NINF, "-Infinity"}};
+    size_t prefix = strlen(HJSON_BIGINT_PREFIX);
+    if (n <= prefix || memcmp(s, HJSON_BIGINT_PREFIX, prefix) != 0)
+        return 0;
+    for (size_t k = 0; k < sizeof(tokens) / sizeof(tokens[0]); k++) {
+        if (n == strlen(tokens[k].marker) && memcmp(s, tokens[k].marker, n) == 0)
+            return sb_puts(b, tokens[k].token) == 0 ? 1 : -ENOMEM;
+    }
+    size_t digits = s[prefix] == '-' ? prefix + 1 : prefix;
+    if (digits == n || strspn(s + digits, "0123456789") != n - digits ||
+        (s[digits] == '0' && n - digits > 1))
+        return 0; /* not a JSON integer ("\x01" "007"): written as the string it is */
+    return sb_put(b, s + prefix, n - prefix) == 0 ? 1 : -ENOMEM;
+}
+
+/* ---- Python's float repr ---- */
+
+/* Digits of x > 0 in "%.*e" form with p significant digits: the digits (no dot) and the
+ * decimal exponent of the first. */
+static void sci_digits(double x, int p, char digits[24], int *exp10)
+{
+    char buf[40];
+    snprintf(buf, sizeof(buf), "%.*e", p - 1, x);
+    size_t d = 0;
+    char *c = buf;
+    for (; *c && *c != 'e'; c++) {
+        if (*c != '.')
+            digits[d++] = *c;
+    }
+    digits[d] = '\0';
+    *exp10 = atoi(c + 1);
+}
+
+static bool digits_equal(const char *digits, int exp10, double x)
+{
+    char buf[48];
+    snprintf(buf, sizeof(buf), "%c.%se%d", digits[0], digits + 1, exp10);
+    return strtod(buf, NULL) == x;
+}
+
+/* The next larger number of as many digits (carrying into a new leading 1). */
+static void digits_up(char *digits, int *exp10)
+{
+    size_t k = strlen(digits);
+    while (k > 0 && digits[k - 1] == '9')
+        digits[--k] = '0';
+    if (k > 0) {
+        digits[k - 1]++;
+        return;
+    }
+    digits[0] = '1'; /* all nines: 99 -> 100, one digit more before the dot */
+    (*exp10)++;
+}
+
+/*
+ * The shortest digits that read back as x > 0 (Python's repr, David Gay's mode 0): for each
+ * length, the correctly rounded digits; at a power of two the gap below x is half the gap
+ * above, so the next larger number of that length may read back when the rounded one (below
+ * x) does not.
+ */
+static void shortest_digits(double x, char digits[24], int *exp10)
+{
+    int e2;
+    bool power_of_two = frexp(x, &e2) == 0.5;
+    for (int p = 1; p < 17; p++) {
+        sci_digits(x, p, digits, exp10);
+        if (digits_equal(digits, *exp10, x))
+            return;
+        if (power_of_two) {
+            char up[24];
+            int up_exp = *exp10;
+            memcpy(up, digits, sizeof(up));
+            digits_up(up, &up_exp);
+            if (digits_equal(up, up_exp, x)) {
+                memcpy(digits, up, sizeof(up));
+                *exp10 = up_exp;
+                return;
+            }
+        }
+    }
+    sci_digits(x, 17, digits, exp10); /* 17 digits always read back */
+}
+
+/* repr(x) of a finite double into out (at most 25 bytes with the NUL). */
+static void float_repr(double x, char out[32])
+{
+    char digits[24];
+    int exp10;
+    char *o = out;
+    if (signbit(x))
+        *o++ = '-';
+    x = fabs(x);
+    if (x == 0) {
+        strcpy(o, "0.0");
+        return;
+    }
+    shortest_digits(x, digits, &exp10);
+    size_t n = strlen(digits);
+    while (n > 1 && digits[n - 1] == '0')
+        digits[--n] = '\0';
+    int decpt = exp10 + 1; /* x = 0.digits * 10^decpt */
+    if (decpt <= -4 || decpt > 16) {
+        *o++ = digits[0];
+        if (n > 1)
+            o += sprintf(o, ".%s", digits + 1);
+        sprintf(o, "e%c%02d", exp10 < 0 ? '-' : '+', exp10 < 0 ? -exp10 : exp10);
+    } else if (decpt <= 0) {
+        o += sprintf(o, "0.");
+        for (int k = 0; k < -decpt; k++)
+            *o++ = '0';
+        strcpy(o, digits);
+    } else if ((size_t)decpt >= n) {
+        o += sprintf(o, "%s", digits);
+        for (size_t k = n; k < (size_t)decpt; k++)
+            *o++ = '0';
+        strcpy(o, ".0");
+    } else {
+        sprintf(o, "%.*s.%s", decpt, digits, digits + decpt);
+    }
+}
+
+static int dump_real(struct sbuf *b, double x)
+{
+    char text[32];
+    if (isnan(x))
+        return sb_puts(b, "NaN");
+    if (isinf(x))
+        return sb_puts(b, x > 0 ? "Infinity" : "-Infinity");
+    float_repr(x, text);
+    return sb_puts(b, text);
+}
+
+/* ---- values ---- */
+
+static int dump_value(struct sbuf *b, const json_t *v, int depth);
+
+static int dump_array(struct sbuf *b, const json_t *v, int depth)
+{
+    int rc = sb_put(b, "[", 1);
+    for (size_t k = 0; rc == 0 && k < json_array_size(v); k++) {
+        if (k > 0)
+            rc = sb_put(b, ", ", 2);
+        if (rc == 0)
+            rc = dump_value(b, json_array_get(v, k), depth + 1);
+    }
+    return rc == 0 ? sb_put(b, "]", 1) : rc;
+}
+
+static int dump_object(struct sbuf *b, const json_t *v, int depth)
+{
+    const char *key;
+    json_t *member;
+    bool first = true;
+    int rc = sb_put(b, "{", 1);
+    json_object_foreach((json_t *)v, key, member)
+    {
+        if (rc == 0 && !first)
+            rc = sb_put(b, ", ", 2);
+        if (rc == 0)
+            rc = dump_string(b, key, strlen(key));
+        if (rc == 0)
+            rc = sb_put(b, ": ", 2);
+        if (rc == 0)
+            rc = dump_value(b, member, depth + 1);
+        if (rc != 0)
+            return rc;
+        first = false;
+    }
+    return rc == 0 ? sb_put(b, "}", 1) : rc;
+}
+
+static int dump_value(struct sbuf *b, const json_t *v, int depth)
+{
+    char text[32];
+    if (!v || depth > DUMP_MAX_DEPTH)
+        return -EINVAL;
+    switch (json_typeof(v)) {
+    case JSON_OBJECT:
+        return dump_object(b, v, depth);
+    case JSON_ARRAY:
+        return dump_array(b, v, depth);
+    case JSON_STRING: {
+        int rc = dump_marker(b, json_string_value(v), json_string_length(v));
+        if (rc != 0)
+            return rc < 0 ? rc : 0;
+        return dump_string(b, json_string_value(v), json_string_length(v));
+    }
+    case JSON_INTEGER:
+        snprintf(text, sizeof(text), "%" JSON_INTEGER_FORMAT, json_integer_value(v));
+        return sb_puts(b, text);
+    case JSON_REAL:
+        return dump_real(b, json_real_value(v));
+    case JSON_TRUE:
+        return sb_puts(b, "true");
+    case JSON_FALSE:
+        return sb_puts(b, "false");
+    case JSON_NULL:
+        return sb_puts(b, "null");
+    }
+    return -EINVAL;
+}
+
+int hjson_dumps(const json_t *value, char **out)
+{
+    struct sbuf b = {NULL, 0, 0};
+    if (!out)
+        return -EINVAL;
+    *out = NULL;
+    int rc = dump_value(&b, value, 0);
+    if (rc != 0) {
+        free(b.p);
+        return rc;
+    }
+    *out = b.p;
+    return 0;
+}

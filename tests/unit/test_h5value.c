@@ -719,6 +719,10 @@ static void test_shapes(void)
     refused(T_I16, "5", 0, NULL);
     refused(T_I16, "5", 2, NULL);
     refused(T_I16, "[{}]", 1, NULL);
+    /* a count that no value backs is refused before anything is allocated for it (fuzzing:
+     * a 2^40-element shape with the value 5 asked for 2 TiB and failed with -ENOMEM) */
+    refused(T_I16, "5", (size_t)1 << 40, NULL);
+    refused(T_I16, "[1, 2]", SIZE_MAX / 2, NULL);
     value_from_json(&v, T_I16, "[1, 2, 3]", 2, NULL);
     CHECK(strstr(v.why, "3 elements") != NULL);
     value_done(&v);
@@ -977,6 +981,10 @@ static void test_stored_refusals(void)
     refused_stored(T_I32, fixed, sizeof(fixed), 1);
     refused_stored(T_I32, fixed, 4, 2);
     refused_stored(T_I32, fixed, 0, 1);
+    /* nor does a count that the bytes cannot hold (each vlen needs at least its 4-byte count) */
+    refused_stored(T_VSTR, two, sizeof(two), (size_t)1 << 40);
+    refused_stored(T_VSTR_COMPOUND, comp_short, sizeof(comp_short), 2);
+    refused_stored(T_I32, fixed, 4, SIZE_MAX / 2);
     struct value v;
     value_from_stored(&v, T_I32, fixed, 0, 0, NULL);
     CHECK_INT(v.rc, 0);
