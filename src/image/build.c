@@ -364,6 +364,8 @@ static void link_group(struct builder *b, struct build_obj *g)
 
 /* ---- 4. attributes ---- */
 
+#define ATTR_DATA_MAX (64u << 20)       /* largest attribute value, as IMAGE_JSON_MAX */
+
 static hid_t shape_space(const json_t *shape, size_t *n, char *why, size_t why_len);
 
 static int attr_value(struct builder *b, const json_t *a, hid_t tid, size_t n, void **buf,
@@ -398,6 +400,13 @@ static int make_attribute(struct builder *b, struct build_obj *o, const struct l
                           : shape_space(json_object_get(a->json, "shape"), &n, why, why_len);
     if (space < 0)
         goto out;
+    /* the value is written into the image, which lives in RAM: a shape alone (a null value,
+     * or short strings of a long fixed string type) must not decide gigabytes */
+    size_t elem = H5Tget_size(tid);
+    if (elem == 0 || n > ATTR_DATA_MAX / elem) {
+        snprintf(why, why_len, "value of more than %u bytes", ATTR_DATA_MAX);
+        goto out;
+    }
     int has_value = n > 0 && !json_is_null(json_object_get(a->json, "value"));
     if (has_value && (rc = attr_value(b, a->json, tid, n, &buf, why, why_len)) != 0)
         goto out;
@@ -527,7 +536,8 @@ static hid_t create_file(struct builder *b)
     hid_t fcpl = group_plist(H5P_FILE_CREATE, b->objs[0].json);
     hid_t file = H5I_INVALID_HID;
     if (fapl >= 0 && fcpl >= 0 &&
-        H5Pset_libver_bounds(fapl, H5F_LIBVER_V110, H5F_LIBVER_V110) >= 0)
+        H5Pset_libver_bounds(fapl, H5F_LIBVER_V110, H5F_LIBVER_V110) >= 0 &&
+        H5Pset_meta_block_size(fapl, IMAGE_META_BLOCK) >= 0)
         file = H5Fcreate(b->domain_path, H5F_ACC_TRUNC, fcpl, fapl);
     if (fapl >= 0)
         H5Pclose(fapl);

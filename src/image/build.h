@@ -49,6 +49,11 @@ int build_dataset_fill(struct builder *b, struct build_obj *o);
 int build_ref_chunks(struct builder *b, struct build_obj *o, struct image_dataset *ds,
                      uint64_t **chunks, size_t *n, char *why, size_t why_len);
 
+/* The sorted linear indexes of ds's chunk objects (ds->id, key_prefix, rank, grid and
+ * partition_count set): listed for v2 ids, every index of the grid for v1 ids (which cannot be
+ * listed; -EFBIG beyond a million). A new array in *v (free it). 0, -EFBIG, -ENOMEM, -EIO. */
+int build_list_chunks(struct builder *b, const struct image_dataset *ds, uint64_t **v, size_t *n);
+
 /* "3_0_12" -> linear index in ds's grid: 0, 1 when outside the current shape, -EINVAL. */
 int build_parse_index(const struct image_dataset *ds, const char *s, uint64_t *linear);
 

@@ -330,6 +330,19 @@ static int all_chunks(const struct image_dataset *ds, struct chunk_list *out)
     return 0;
 }
 
+int build_list_chunks(struct builder *b, const struct image_dataset *ds, uint64_t **v, size_t *n)
+{
+    struct chunk_list l = { 0 };
+    int rc = schema_id_version(ds->id) == 1 ? all_chunks(ds, &l) : list_chunks(b, ds, &l);
+    if (rc != 0) {
+        free(l.v);
+        return rc;
+    }
+    *v = l.v;
+    *n = l.n;
+    return 0;
+}
+
 static int all_chunks_nonzero(const struct image_dataset *ds)
 {
     for (int k = 0; k < ds->rank; k++)

@@ -19,6 +19,7 @@
 #define IMAGE_MAX_RANK 32
 #define IMAGE_JSON_MAX (64u << 20)      /* largest object JSON we parse */
 #define IMAGE_CHUNK_MAX (1ull << 31)    /* largest decoded chunk we serve (HDF5: < 4 GiB) */
+#define IMAGE_META_BLOCK (64u << 10)    /* metadata comes in blocks this large */
 
 /* Where the bytes of a dataset's chunks come from. */
 enum chunk_origin {

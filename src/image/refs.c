@@ -357,6 +357,7 @@ static int table_open(struct builder *b, const char *table_id, struct image_data
     t->has_uri_field = nfields >= 3;
     t->ds.rank = ds->rank;
     t->ds.id = strdup(table_id);
+    t->ds.path = strdup(table_id);      /* for log lines about its chunk keys */
     t->ds.chunk_bytes = H5Tget_size(t->tid);
     for (int k = 0; k < ds->rank; k++) {
         uint64_t d, c;
@@ -377,8 +378,18 @@ static int table_open(struct builder *b, const char *table_id, struct image_data
     }
     size_t stored = 0;
     int vlen = (h5type_traits(type) & H5TYPE_HAS_VLEN) != 0;
-    if (!t->ds.id)
+    if (!t->ds.id || !t->ds.path)
         return -ENOMEM;
+    /* the prefix its chunk keys share, to list them (as build_data does for datasets) */
+    uint64_t zero[IMAGE_MAX_RANK] = { 0 };
+    char probe[STORE_KEY_MAX + 1], *cut;
+    if (schema_chunk_key(table_id, zero, ds->rank, -1, probe, sizeof probe) != 0 ||
+        !(cut = strrchr(probe, '/'))) {
+        snprintf(why, why_len, "chunk table %s has no chunk keys", table_id);
+        return -EINVAL;
+    }
+    cut[1] = '\0';
+    snprintf(t->ds.key_prefix, sizeof t->ds.key_prefix, "%s", probe);
     if (h5type_stored_size(type, &stored) == 0)
         t->ds.chunk_bytes = t->ds.chunk_bytes / H5Tget_size(t->tid) * stored;
     const json_t *filters = json_object_get(json_object_get(t->json, "creationProperties"), "filters");
@@ -437,9 +448,18 @@ static int indirect(struct builder *b, const json_t *lay, struct image_dataset *
     }
     if (rc == 0)
         rc = alloc_pieces(ds, grid_total(ds), why, why_len);
-    uint64_t table_chunks = grid_total(&t.ds);
-    for (uint64_t c = 0; rc == 0 && c < table_chunks; c++)
-        rc = table_chunk(b, &t, ds, c, default_uri, why, why_len);
+    /* only the table chunks that exist: probing every index of a large grid is a GET each */
+    uint64_t *table_chunks = NULL;
+    size_t n_table_chunks = 0;
+    if (rc == 0)
+        rc = build_list_chunks(b, &t.ds, &table_chunks, &n_table_chunks);
+    if (rc == -EFBIG) {
+        snprintf(why, why_len, "chunk table %s has too many chunks to probe", table_id);
+        rc = -EINVAL;
+    }
+    for (size_t c = 0; rc == 0 && c < n_table_chunks; c++)
+        rc = table_chunk(b, &t, ds, table_chunks[c], default_uri, why, why_len);
+    free(table_chunks);
     table_close(&t);
     ds->origin = ORIGIN_REF_PIECES;
     return rc ? rc : present_chunks(ds, grid_total(ds), chunks, n);

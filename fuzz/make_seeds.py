@@ -1,0 +1,410 @@
+#!/usr/bin/env python3
+"""Write the seed corpora of the fuzz targets from the project's test data.
+
+    fuzz/make_seeds.py [OUTDIR]     (default: fuzz/seeds; fuzz/run.sh merges them into
+                                     fuzz/corpus/<target>/ when that is empty)
+
+Sources: the HSDS fixture bucket tests/data/hsds-v2/hsdstest (real .group.json, .dataset.json,
+.datatype.json and chunk objects written by HSDS) and the codec vectors tests/data/codec. The
+input formats are described at the top of each fuzz_*.c. Python's json writes what HSDS writes
+(HSDS is Python): NaN and Infinity tokens, integers beyond int64.
+"""
+import json
+import os
+import struct
+import sys
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+DATA = os.path.join(HERE, "..", "tests", "data")
+BUCKET = os.path.join(DATA, "hsds-v2", "hsdstest")
+OUT = sys.argv[1] if len(sys.argv) > 1 else os.path.join(HERE, "seeds")
+
+SEP = b"\n@@\n"
+
+
+def read(path):
+    with open(path, "rb") as f:
+        return f.read()
+
+
+def write(target, name, data):
+    d = os.path.join(OUT, target)
+    os.makedirs(d, exist_ok=True)
+    with open(os.path.join(d, name), "wb") as f:
+        f.write(data)
+
+
+def obj_path(oid):
+    """Storage path of a v2 id (spec §2.1): db/A-B/<cls>/C-D-E/.<kind>.json."""
+    cls = oid[0]
+    parts = oid[2:].split("-")
+    base = os.path.join(BUCKET, "db", parts[0] + "-" + parts[1])
+    if cls == "g" and is_root(oid):
+        return os.path.join(base, ".group.json")
+    kind = {"g": ".group.json", "d": ".dataset.json", "t": ".datatype.json"}[cls]
+    return os.path.join(base, cls, "-".join(parts[2:]), kind)
+
+
+def is_root(oid):
+    d = oid[2:].replace("-", "")
+    return all(int(d[i + 16], 16) == (int(d[i], 16) + 8) % 16 for i in range(16))
+
+
+def load(oid):
+    with open(obj_path(oid)) as f:
+        return json.load(f)
+
+
+def chunk_dir(oid):
+    return os.path.dirname(obj_path(oid))
+
+
+def chunks_of(oid):
+    d = chunk_dir(oid)
+    out = []
+    for root, _, files in os.walk(d):
+        for f in files:
+            if f.startswith("."):
+                continue
+            p = os.path.join(root, f)
+            out.append((os.path.relpath(p, d), p))
+    return sorted(out)
+
+
+def domains():
+    out = []
+    home = os.path.join(BUCKET, "home", "test_user1")
+    for name in sorted(os.listdir(home)):
+        if name.startswith("."):
+            continue
+        with open(os.path.join(home, name, ".domain.json")) as f:
+            out.append((name, json.load(f)["root"]))
+    return out
+
+
+def all_objects(root):
+    """id -> json of every object reachable from root by hard links."""
+    seen, todo = {}, [root]
+    while todo:
+        oid = todo.pop(0)
+        if oid in seen:
+            continue
+        try:
+            seen[oid] = load(oid)
+        except FileNotFoundError:
+            continue
+        for link in seen[oid].get("links", {}).values():
+            if link.get("class", "H5L_TYPE_HARD") == "H5L_TYPE_HARD" and "id" in link:
+                todo.append(link["id"])
+    return seen
+
+
+# ---- fuzz_codec ----
+
+COMP = {"deflate": 4, "gzip": 4, "blosclz": 5, "lz4": 6, "lz4hc": 7, "zstd": 8}
+
+
+def codec_header(b0, itemsize, flags, expect):
+    assert itemsize <= 16
+    return bytes([b0, itemsize, flags]) + struct.pack("<I", expect) + b"\0"
+
+
+def filters_b0(filters):
+    b0 = 0
+    for f in filters or []:
+        name = f.get("name", "") if isinstance(f, dict) else str(f)
+        cls = f.get("class", "") if isinstance(f, dict) else ""
+        if "SHUFFLE" in cls and "BIT" not in cls or name == "shuffle":
+            b0 |= 0x30
+        elif "BITSHUFFLE" in cls or name == "bitshuffle":
+            b0 |= 0x20
+        elif "DEFLATE" in cls:
+            b0 |= COMP["gzip"]
+        elif name in COMP:
+            b0 |= COMP[name]
+    return b0
+
+
+def codec_seeds():
+    kinds = {
+        "bitshuffle": (0x20, 0),
+        "shuffle": (0x10, 1),
+        "zlib": (0x01, 0),
+        "zlib-shuffle": (0x11, 0),
+        "hdf5-shuffle": (0x10, 1),
+        "hdf5-deflate": (0x01, 1),
+        "hdf5-deflate-shuffle": (0x11, 1),
+        "hdf5-bitshuffle": (0x20, 1),
+    }
+    for line in open(os.path.join(DATA, "codec", "vectors.txt")):
+        if line.startswith("#") or not line.strip():
+            continue
+        kind, enc, raw, itemsize = line.split()
+        if kind not in kinds:
+            continue
+        e, r = read(os.path.join(DATA, "codec", enc)), read(os.path.join(DATA, "codec", raw))
+        if len(e) > 70000:
+            continue
+        b0, flags = kinds[kind]
+        write("fuzz_codec", "vec-" + enc, codec_header(b0, int(itemsize), flags, len(r)) + e)
+        # the alloc decoder on the same bytes, compared with the fixed one
+        write("fuzz_codec", "vec-both-" + enc,
+              codec_header(b0, int(itemsize), flags | 8, len(r)) + e)
+    # zlib streams that decode past the alloc decoder's first 64 KiB buffer
+    import zlib
+    big = bytes(range(256)) * 800
+    write("fuzz_codec", "gen-zlib-alloc-200k",
+          codec_header(0x01, 4, 0x04 | 0x08, len(big)) + zlib.compress(big, 9))
+    write("fuzz_codec", "gen-zlib-vlen-200k",
+          codec_header(0x01, 0, 0x06, 300000) + zlib.compress(big, 9))
+    for line in open(os.path.join(DATA, "codec", "fixtures.txt")):
+        if line.startswith("#") or not line.strip():
+            continue
+        src, kind, obj, off, length, dset, itemsize, decoded, _ = line.split()
+        off, length, itemsize, decoded = int(off), int(length), int(itemsize), int(decoded)
+        if length > 70000:
+            continue
+        with open(os.path.join(DATA, obj), "rb") as f:
+            f.seek(off)
+            chunk = f.read(length)
+        with open(os.path.join(DATA, dset)) as f:
+            filters = json.load(f).get("creationProperties", {}).get("filters", [])
+        flags = (1 if src == "hdf5" else 0) | (6 if kind == "vlen" else 0)
+        limit = decoded if kind == "fixed" else 4096
+        name = "fix-" + obj.replace("/", "_")[-40:]
+        write("fuzz_codec", name, codec_header(filters_b0(filters), itemsize, flags, limit) + chunk)
+
+
+# ---- fuzz_hjson_types ----
+
+def dumps(v):
+    return json.dumps(v).encode()
+
+
+def hjson_seeds():
+    n = 0
+    hand = [
+        {"type": "H5T_IEEE_F16LE", "shape": {"class": "H5S_SIMPLE", "dims": [4]},
+         "value": [1.5, float("nan"), float("inf"), -65504.0]},
+        {"type": {"class": "H5T_INTEGER", "base": "H5T_STD_U64BE"}, "value": 18446744073709551615},
+        {"type": {"class": "H5T_INTEGER", "base": "H5T_STD_I64LE"}, "value": -9223372036854775808},
+        {"type": {"class": "H5T_ENUM", "base": {"class": "H5T_INTEGER", "base": "H5T_STD_I8LE"},
+                  "mapping": {"FALSE": 0, "TRUE": 1}},
+         "shape": {"class": "H5S_SIMPLE", "dims": [3]}, "value": [True, False, 1]},
+        {"type": {"class": "H5T_ARRAY", "dims": [2, 2], "base": {
+            "class": "H5T_STRING", "charSet": "H5T_CSET_ASCII", "length": 3,
+            "strPad": "H5T_STR_NULLPAD"}}, "value": [["ab", "cde"], ["fghi", ""]]},
+        {"type": {"class": "H5T_COMPOUND", "fields": [
+            {"name": "a", "type": "H5T_STD_I32LE"},
+            {"name": "s", "type": {"class": "H5T_STRING", "charSet": "H5T_CSET_UTF8",
+                                   "length": "H5T_VARIABLE"}},
+            {"name": "v", "type": {"class": "H5T_VLEN", "base": "H5T_IEEE_F32LE"}},
+            {"name": "r", "type": {"class": "H5T_REFERENCE", "base": "H5T_STD_REF_OBJ"}}]},
+         "shape": {"class": "H5S_SIMPLE", "dims": [2]},
+         "value": [[1, "x", [1.0, 2.0], "groups/g-5897df5c-0a297b92-d01f-57d482-a1f31a"],
+                   [2, "", [], ""]]},
+        {"type": {"class": "H5T_OPAQUE", "size": 4, "tag": "raw"}, "value": "AAECAw==",
+         "encoding": "base64"},
+        {"type": {"class": "H5T_VLEN", "base": {"class": "H5T_REFERENCE",
+                                                "base": "H5T_STD_REF_OBJ"}},
+         "value": [["datasets/d-5897df5c-0a297b92-76c1-4d1b3f-0a99df"]]},
+        {"type": "H5T_IEEE_F64LE", "value": "-Infinity"},
+        {"type": "H5T_IEEE_F32BE", "shape": {"class": "H5S_SIMPLE", "dims": [2, 2]},
+         "value": [[1e39, -1e-50], ["1.5", "nan"]]},
+    ]
+    for h in hand:
+        write("fuzz_hjson_types", "hand-%02d" % n, dumps(h))
+        n += 1
+    # stored bytes: a vlen string chunk and a reference chunk as HSDS stores them
+    vstr = {"type": {"class": "H5T_STRING", "charSet": "H5T_CSET_UTF8", "length": "H5T_VARIABLE"},
+            "shape": {"class": "H5S_SIMPLE", "dims": [2]}}
+    write("fuzz_hjson_types", "stored-vstr",
+          dumps(vstr) + b"\0" + struct.pack("<i", 3) + b"abc" + struct.pack("<i", 0))
+    ref = {"type": {"class": "H5T_REFERENCE", "base": "H5T_STD_REF_OBJ"}}
+    write("fuzz_hjson_types", "stored-ref",
+          dumps(ref) + b"\0" + b"groups/g-5897df5c-0a297b92-d01f-57d482-a1f31a".ljust(48, b"\0"))
+
+    for dirpath, _, files in os.walk(os.path.join(BUCKET, "home")):
+        if ".domain.json" in files:
+            rel = os.path.relpath(dirpath, BUCKET).replace("/", "_")
+            write("fuzz_hjson_types", "domain-" + rel, read(os.path.join(dirpath, ".domain.json")))
+    seen = set()
+    for name, root in domains():
+        for oid, obj in all_objects(root).items():
+            for aname, attr in obj.get("attributes", {}).items():
+                doc = {k: attr[k] for k in ("type", "shape", "value", "encoding") if k in attr}
+                text = dumps(doc)
+                if text in seen:
+                    continue
+                seen.add(text)
+                write("fuzz_hjson_types", "attr-%s-%s" % (name[:-3], aname[:24]), text)
+            if oid[0] == "t":
+                write("fuzz_hjson_types", "type-" + oid[-6:], dumps({"type": obj["type"]}))
+            if oid[0] != "d":
+                continue
+            cp = obj.get("creationProperties", {})
+            if "fillValue" in cp:
+                doc = {"type": obj["type"], "value": cp["fillValue"]}
+                if cp.get("fillValue_encoding") == "base64":
+                    doc["encoding"] = "base64"
+                write("fuzz_hjson_types", "fill-" + oid[-6:], dumps(doc))
+            # uncompressed chunks: the type, the chunk's shape, then its stored bytes
+            if cp.get("filters"):
+                continue
+            dims = obj.get("layout", {}).get("dims")
+            for rel, path in chunks_of(oid)[:1]:
+                data = read(path)
+                if len(data) > 8192:
+                    continue
+                doc = {"type": obj["type"]}
+                if dims:
+                    doc["shape"] = {"class": "H5S_SIMPLE", "dims": dims}
+                write("fuzz_hjson_types", "chunk-%s-%s" % (name[:-3], oid[-6:]),
+                      dumps(doc) + b"\0" + data)
+
+
+# ---- fuzz_image ----
+
+PLACE = {}
+
+
+def placeholders(text, ids):
+    for oid, ph in ids.items():
+        text = text.replace(oid, ph)
+    return text
+
+
+def image_seed(name, root_json, dsets, dtype=None, extra=()):
+    """dsets: [(id, json)] (at most 2); the root's links are cut to the objects included."""
+    ids = {root_json["id"]: "@R"}
+    for k, (oid, _) in enumerate(dsets):
+        ids[oid] = "@D%d" % (k + 1)
+    if dtype:
+        ids[dtype[0]] = "@T1"
+    root = dict(root_json)
+    links = {}
+    for lname, link in root.get("links", {}).items():
+        if link.get("class", "H5L_TYPE_HARD") != "H5L_TYPE_HARD" or link.get("id") in ids:
+            links[lname] = link
+    for k, (oid, _) in enumerate(dsets):   # datasets found deeper are linked from the root
+        if oid not in [l.get("id") for l in links.values()]:
+            links["d%d" % (k + 1)] = {"id": oid, "class": "H5L_TYPE_HARD", "created": 1.0}
+    if dtype and dtype[0] not in [l.get("id") for l in links.values()]:
+        links["t1"] = {"id": dtype[0], "class": "H5L_TYPE_HARD", "created": 1.0}
+    root["links"] = links
+    parts = [dumps(root)]
+    for k in range(2):
+        parts.append(dumps(dsets[k][1]) if k < len(dsets) else b"")
+    parts.append(dumps(dtype[1]) if dtype else b"")
+    parts = [placeholders(p.decode(), ids).encode() for p in parts]
+    budget = 60000
+    for k, (oid, _) in enumerate(dsets):
+        for rel, path in chunks_of(oid)[:3]:
+            data = read(path)
+            if len(data) > budget:
+                continue
+            budget -= len(data)
+            parts.append(b"%d %s\n" % (k + 1, rel.encode()) + data)
+    parts.extend(extra)
+    write("fuzz_image", name, SEP.join(parts))
+
+
+def image_seeds():
+    for name, root in domains():
+        objs = all_objects(root)
+        short = name[:-3]
+        dsets = [(o, j) for o, j in objs.items() if o[0] == "d" and "_REF" not in
+                 json.dumps(j.get("creationProperties", {}).get("layout", {}))]
+        types = [(o, j) for o, j in objs.items() if o[0] == "t"]
+        # the root with everything but datasets and types (groups are not carried: links to
+        # them are left out, which is a path too)
+        image_seed("%s-root" % short, objs[root], [], types[0] if types else None)
+        for k in range(0, len(dsets), 2):
+            image_seed("%s-%02d" % (short, k // 2), objs[root], dsets[k:k + 2],
+                       types[(k // 2) % len(types)] if types else None)
+    link_seeds()
+    vector_seeds()
+
+
+def vector_seeds():
+    """Datasets whose chunks are codec vectors: HSDS bitshuffle and a zlib stream (gzip
+    filter, no blosc frame), which the fixture bucket does not have."""
+    root = {"id": "@R", "root": "@R", "links": {
+        "bs": {"id": "@D1", "class": "H5L_TYPE_HARD"},
+        "gz": {"id": "@D2", "class": "H5L_TYPE_HARD"}}}
+    def dset(oid, base, n, filters):
+        return {"id": oid, "root": "@R", "type": {"class": "H5T_INTEGER" if "STD" in base
+                                                   else "H5T_FLOAT", "base": base},
+                "shape": {"class": "H5S_SIMPLE", "dims": [n]},
+                "creationProperties": {"filters": filters},
+                "layout": {"class": "H5D_CHUNKED", "dims": [n]}}
+    codec = os.path.join(DATA, "codec")
+    parts = [dumps(root),
+             dumps(dset("@D1", "H5T_STD_I32LE", 5000,
+                        [{"class": "H5Z_FILTER_BITSHUFFLE", "id": 32008, "name": "bitshuffle"}])),
+             dumps(dset("@D2", "H5T_IEEE_F32LE", 1000,
+                        [{"class": "H5Z_FILTER_SHUFFLE", "id": 2, "name": "shuffle"},
+                         {"class": "H5Z_FILTER_DEFLATE", "id": 1, "name": "gzip", "level": 6}])),
+             b"",
+             b"1 0\n" + read(os.path.join(codec, "bs_i32_5000.bs")),
+             b"2 0\n" + read(os.path.join(codec, "zlibshuf_f32_1000.zlib"))]
+    write("fuzz_image", "vec-bitshuffle-zlib", SEP.join(parts))
+
+
+def link_seeds():
+    """*_REF layouts of sample_link.h5, their ranges packed into a small linked file."""
+    root = domains_by_name()["sample_link.h5"]
+    objs = all_objects(root)
+    h5 = read(os.path.join(BUCKET, "linked", "sample_link.h5"))
+    uri = "fuzzb/linked/f.h5"
+    for oid, j in objs.items():
+        lay = j.get("creationProperties", {}).get("layout", {})
+        cls = lay.get("class", "")
+        if oid[0] != "d" or "_REF" not in cls:
+            continue
+        j = json.loads(json.dumps(j))
+        lay = j["creationProperties"]["layout"]
+        lay["file_uri"] = uri
+        packed = b""
+        extra_dsets = []
+        if cls == "H5D_CONTIGUOUS_REF":
+            packed = h5[lay["offset"]:lay["offset"] + lay["size"]]
+            lay["offset"] = 0
+        elif cls == "H5D_CHUNKED_REF":
+            for idx, (off, size) in sorted(lay["chunks"].items()):
+                lay["chunks"][idx] = [len(packed), size]
+                packed += h5[off:off + size]
+        else:   # INDIRECT: keep 4 entries of the chunk table, pack their ranges
+            table_id = lay["chunk_table"]
+            table = load(table_id)
+            raw = read(os.path.join(chunk_dir(table_id), "0_0"))
+            entries = [struct.unpack_from("<qi", raw, 12 * i) for i in range(len(raw) // 12)]
+            out = b""
+            for i, (off, size) in enumerate(entries):
+                if i in (0, 1, 9, 63) and size > 0:
+                    out += struct.pack("<qi", len(packed), size)
+                    packed += h5[off:off + size]
+                else:
+                    out += struct.pack("<qi", 0, 0)
+            extra_dsets = [(table_id, table)]
+            table_chunk = b"2 0_0\n" + out
+        name = "link-" + cls.lower().replace("h5d_", "")
+        if extra_dsets:
+            image_seed(name, objs[root], [(oid, j)] + extra_dsets, None,
+                       [table_chunk, b"L x\n" + packed])
+        else:
+            image_seed(name, objs[root], [(oid, j)], None, [b"L x\n" + packed])
+
+
+def domains_by_name():
+    return dict(domains())
+
+
+def main():
+    codec_seeds()
+    hjson_seeds()
+    image_seeds()
+
+
+if __name__ == "__main__":
+    main()
