@@ -3,10 +3,43 @@
 The binary is $H5OSFS_BIN, or build/h5osfs in the repository. Every mount is started in the
 foreground with a log file, waited for in /proc/self/mountinfo, and on teardown unmounted with
 fusermount3; the daemon must then exit by itself with status 0.
+
+Backends. In a module marked `pytestmark = pytest.mark.backends("posix", "s3")` (the read-path
+suite: test_namespace, test_bad_input, test_image, test_image_bad_input), every test that mounts
+through mount_bucket, shared_mount or mount_source (or asks for `backend`) runs twice: [posix]
+mounts the bucket directory itself, [s3] uploads that directory to a real S3 server (s3rver,
+tests/s3) and mounts it from there. Elsewhere these fixtures mount the directory (posix), and
+test ids do not change.
+
+The S3 server of these runs is a session server of its own (backend_s3), not test_s3.py's
+s3_server. Its bucket "hsdstest" holds the read-only fixture under the prefix base/ (loaded
+once), and every other bucket directory a test mounts under a prefix of its own, c<n>/: uploaded
+right before the mount, re-synchronised before every later mount of the same directory (a copy
+that an earlier test left exactly as uploaded, checked in a listing, serves a later test with
+the same files instead). The prefix mirrors the directory's parent: tmp_path/bucket/hsdstest is
+c<n>/hsdstest/, and a neighbouring tmp_path/bucket/otherbucket is c<n>/otherbucket/, so the S3
+layout is the POSIX one. The bucket has to be called hsdstest with every copy below a prefix:
+linked domains name their file "hsdstest/linked/sample_link.h5", which the daemon resolves below
+the mount's prefix. A second bucket, "otherbucket", holds the fixture's linked file
+(linked/sample_link.h5): a daemon that followed a file_uri out of its bucket would read the
+right bytes there.
+
+To change a bucket while it is mounted, tests use m.put(key, bytes), m.delete(key) and
+m.delete_tree(prefix): they change the directory and, on s3, the objects. To prove that nothing
+was changed, assert_unchanged(m, before) compares bucket_snapshot()s and, on s3, every object
+(a listing: keys, sizes, ETags = MD5 of the stored bytes, Last-Modified).
+
+A test that cannot run on S3 carries @pytest.mark.posix_only(reason="..."): its [s3] instance
+is deselected, and the terminal summary lists it with the reason.
 """
+import concurrent.futures
+import hashlib
+import itertools
 import os
 import shutil
+import stat
 import subprocess
+import threading
 import time
 from pathlib import Path
 
@@ -17,6 +50,12 @@ DATA = REPO / "tests" / "data"
 FIXTURE = DATA / "hsds-v2"
 BUCKET = FIXTURE / "hsdstest"
 SHARED = REPO.parent / "shared"
+
+BACKENDS = ("posix", "s3")
+S3_BUCKET = "hsdstest"          # linked domains name it in their file_uri
+S3_BASE_PREFIX = "base/"        # the read-only fixture bucket
+OTHER_BUCKET = "otherbucket"    # another bucket, holding the fixture's linked file
+S3RVER_KEEP = ".s3rver-keep"    # see list_like_aws()
 
 
 def h5osfs_bin():
@@ -34,17 +73,360 @@ def is_mounted(path):
     return False
 
 
-class Mount:
-    """One running h5osfs daemon and its mountpoint."""
+# ---- the backend parameter ----
 
-    def __init__(self, bucket, mnt, log, args):
-        self.bucket = Path(bucket)
+def pytest_configure(config):
+    config.addinivalue_line(
+        "markers", "posix_only(reason): the test cannot run on the S3 backend (why, in "
+        "reason=); its [s3] instance is deselected and listed in the summary")
+    config.addinivalue_line(
+        "markers", "backends(*names): run the tests that mount on each of these backends "
+        "(\"posix\", \"s3\"), as the parameter `backend`")
+    config._h5osfs_posix_only = []
+
+
+def pytest_generate_tests(metafunc):
+    marker = metafunc.definition.get_closest_marker("backends")
+    if marker is not None and "backend" in metafunc.fixturenames:
+        unknown = set(marker.args) - set(BACKENDS)
+        if unknown or not marker.args:
+            raise pytest.UsageError(f"backends{marker.args}: known are {BACKENDS}")
+        metafunc.parametrize("backend", marker.args, indirect=True, scope="module")
+
+
+@pytest.hookimpl(trylast=True)       # after -k and -m have deselected theirs
+def pytest_collection_modifyitems(config, items):
+    keep, dropped = [], []
+    for item in items:
+        marker = item.get_closest_marker("posix_only")
+        if marker is None:
+            keep.append(item)
+            continue
+        reason = marker.kwargs.get("reason") or (marker.args[0] if marker.args else "")
+        if not reason:
+            raise pytest.UsageError(f"{item.nodeid}: posix_only needs reason=")
+        params = getattr(getattr(item, "callspec", None), "params", {})
+        if params.get("backend") == "s3":
+            dropped.append(item)
+            config._h5osfs_posix_only.append((item.nodeid, reason))
+        else:
+            keep.append(item)
+    if dropped:
+        config.hook.pytest_deselected(items=dropped)
+        items[:] = keep
+
+
+def pytest_terminal_summary(terminalreporter, exitstatus, config):
+    dropped = getattr(config, "_h5osfs_posix_only", [])
+    if dropped:
+        terminalreporter.section(f"posix-only: {len(dropped)} [s3] instances not run")
+        for nodeid, reason in dropped:
+            terminalreporter.write_line(f"{nodeid}: {reason}")
+
+
+@pytest.fixture(scope="module")
+def backend(request):
+    """"posix" or "s3" (parametrised by pytest_generate_tests in modules marked backends(...);
+    "posix" elsewhere)."""
+    return getattr(request, "param", "posix")
+
+
+def list_like_aws(backend, put, *dirs):
+    """s3rver 3.7.1 leaves out of a delimiter listing every common prefix that holds no object
+    directly (tests/s3/README.md, "quirks"); AWS and MinIO list it. On s3, put(key, bytes)
+    writes a stray object S3RVER_KEEP directly in each of dirs (relative to the bucket), so
+    that s3rver lists them as AWS would; the daemon hides stray keys. Nothing on posix."""
+    if backend == "s3":
+        for d in dirs:
+            put(f"{d.strip('/')}/{S3RVER_KEEP}", b"keeps this prefix in s3rver's listings\n")
+
+
+# ---- S3: the server of the [s3] runs ----
+
+def _md5(data):
+    return hashlib.md5(data).hexdigest()
+
+
+def local_files(root):
+    """{relative posix path: Path} of every regular file below root (no symlinks followed,
+    mount points skipped). S3 has no directories: empty ones are not kept."""
+    out = {}
+    for dirpath, dirnames, filenames in os.walk(root):
+        dirnames[:] = [d for d in dirnames if not os.path.ismount(os.path.join(dirpath, d))]
+        for name in filenames:
+            p = Path(dirpath) / name
+            if stat.S_ISREG(p.lstat().st_mode):
+                rel = p.relative_to(root).as_posix()
+                try:
+                    rel.encode("utf-8")
+                except UnicodeEncodeError:
+                    raise ValueError(f"{p}: an S3 key must be UTF-8 (mark the test "
+                                     "posix_only)") from None
+                out[rel] = p
+    return out
+
+
+class S3Backend:
+    """One S3 server for the [s3] runs, its buckets, and a pool of clients for uploads."""
+
+    JOBS = 8
+
+    def __init__(self, workdir):
+        from s3fixtures import S3Server
+        self.workdir = Path(workdir)
+        self.server = S3Server(self.workdir / "server")
+        self.endpoint = self.server.endpoint
+        self.secret = self.server.secret_key
+        self.home = self.workdir / "home"      # no ~/.aws of the machine's
+        self.home.mkdir()
+        self._ids = itertools.count(1)
+        self._idle = {}         # digest of a copy's files -> its prefix, unused
+        self._local = threading.local()
+        self._clients, self._clients_lock = [], threading.Lock()
+        self.pool = concurrent.futures.ThreadPoolExecutor(self.JOBS)
+        c = self.client()
+        c.create_bucket(S3_BUCKET)
+        c.create_bucket(OTHER_BUCKET)
+        c.put_object(OTHER_BUCKET, "linked/sample_link.h5",
+                     (BUCKET / "linked" / "sample_link.h5").read_bytes())
+        self.base = S3Mirror(self, BUCKET, S3_BASE_PREFIX, read_only=True)
+        self.base.sync()
+
+    def client(self):
+        """This thread's client (one keep-alive connection)."""
+        c = getattr(self._local, "client", None)
+        if c is None:
+            c = self._local.client = self.server.client()
+            with self._clients_lock:
+                self._clients.append(c)
+        return c
+
+    def env(self):
+        env = {k: v for k, v in os.environ.items() if not k.startswith("AWS_")}
+        env["HOME"] = str(self.home)
+        env["XDG_CACHE_HOME"] = str(self.home / ".cache")
+        env.update(self.server.env())
+        return env
+
+    def new_prefix(self):
+        return f"c{next(self._ids)}/"
+
+    # A copy that a finished test left as it was uploaded can serve the next test that
+    # uploads the same files (the same corruption of the fixture, say): its prefix is handed
+    # over once a listing shows every key with the right ETag, and to one test at a time.
+
+    @staticmethod
+    def _digest(md5s):
+        return hashlib.sha256(repr(sorted(md5s.items())).encode()).hexdigest()
+
+    def release(self, mirror):
+        if mirror.prefix is not None and not mirror.read_only:
+            self._idle[self._digest(mirror.remote)] = mirror.prefix
+
+    def reuse(self, md5s):
+        """A prefix holding exactly md5s ({relative key: md5}) and its listing, or None."""
+        prefix = self._idle.pop(self._digest(md5s), None)
+        if prefix is None:
+            return None
+        listed = {k[len(prefix):]: v for k, v in self.listing(prefix).items()}
+        if {k: v[1] for k, v in listed.items()} != md5s:
+            return None         # changed since (by a daemon that writes): not used again
+        return prefix, listed
+
+    def map(self, func, items):
+        return list(self.pool.map(func, items))
+
+    def put(self, key, data):
+        self.client().put_object(S3_BUCKET, key, data)
+
+    def delete(self, key):
+        r = self.client().delete_object(S3_BUCKET, key)
+        if r.status not in (200, 204):
+            r.check(f"DELETE {key}")
+
+    def listing(self, prefix):
+        """{key: (size, etag, last_modified)} of every key below prefix."""
+        from s3client import parse_xml
+        out, token = {}, None
+        while True:
+            q = [("list-type", "2"), ("prefix", prefix)]
+            if token:
+                q.append(("continuation-token", token))
+            r = self.client().request("GET", S3_BUCKET, query=q).check(f"LIST {prefix}")
+            root = parse_xml(r.body)
+            for c in root.iter("Contents"):
+                out[c.findtext("Key")] = (int(c.findtext("Size")), c.findtext("ETag").strip('"'),
+                                          c.findtext("LastModified"))
+            if root.findtext("IsTruncated") != "true":
+                return out
+            token = root.findtext("NextContinuationToken")
+            assert token, "truncated listing without a continuation token"
+
+    def stop(self):
+        self.pool.shutdown()
+        for c in self._clients:
+            c.close()
+        return self.server.stop()
+
+
+class S3Mirror:
+    """A local directory tree kept equal to the objects below prefix of bucket hsdstest: every
+    regular file is the object prefix + its relative path."""
+
+    def __init__(self, s3, root, prefix=None, read_only=False):
+        """prefix None: a new one, or a released copy of the same files, at the first sync.
+        read_only: the fixture's copy (never released for reuse; put/delete refused)."""
+        self.s3, self.root, self.prefix = s3, Path(root), prefix
+        self.remote = {}        # relative key -> md5 of what was uploaded
+        self.listed = {}        # relative key -> (size, etag, last_modified) after the upload
+        self.read_only = read_only
+
+    def url(self, bucket_dir):
+        rel = Path(bucket_dir).relative_to(self.root).as_posix()
+        prefix = self.prefix + ("" if rel == "." else rel + "/")
+        return f"s3://{S3_BUCKET}/{prefix.rstrip('/')}"
+
+    def sync(self):
+        """Uploads what changed in the directory since the last sync, deletes what is gone,
+        and checks the result in a listing."""
+        files = local_files(self.root)
+        data = {rel: p.read_bytes() for rel, p in files.items()}
+        want = {rel: _md5(b) for rel, b in data.items()}
+        if self.prefix is None:
+            reused = self.s3.reuse(want)
+            if reused:
+                self.prefix, self.listed = reused
+                self.remote = dict(want)
+                return
+            self.prefix = self.s3.new_prefix()
+        puts = [rel for rel in want if self.remote.get(rel) != want[rel]]
+        gone = [rel for rel in self.remote if rel not in want]
+        self.s3.map(lambda rel: self.s3.put(self.prefix + rel, data[rel]), puts)
+        for rel in gone:       # one at a time: s3rver's DELETE races with itself (500)
+            self.s3.delete(self.prefix + rel)
+        self.remote = want
+        listed = {k[len(self.prefix):]: v for k, v in self.s3.listing(self.prefix).items()}
+        problems = sorted(set(listed) ^ set(want)) + [
+            rel for rel in want if rel in listed and listed[rel][:2] != (len(data[rel]), want[rel])]
+        assert not problems, f"s3 copy of {self.root} under {self.prefix}: {problems[:10]}"
+        self.listed = listed
+
+    def put(self, path, data):
+        assert not self.read_only, "the fixture bucket is read-only"
+        rel = Path(path).relative_to(self.root).as_posix()
+        self.s3.put(self.prefix + rel, data)
+        self.remote[rel] = _md5(data)
+        self.listed.pop(rel, None)
+
+    def delete_below(self, path):
+        """Deletes the object at path, or every object below it."""
+        assert not self.read_only, "the fixture bucket is read-only"
+        rel = Path(path).relative_to(self.root).as_posix()
+        gone = [k for k in self.remote if k == rel or k.startswith(rel + "/")]
+        for k in gone:         # one at a time: s3rver's DELETE races with itself (500)
+            self.s3.delete(self.prefix + k)
+            self.remote.pop(k)
+            self.listed.pop(k, None)
+        return gone
+
+    def check_unchanged(self, root, before):
+        """The objects below root (a directory inside the mirror) are exactly the regular files
+        of snapshot before (bucket_snapshot(root)), and none was written since it was uploaded.
+        From one listing: keys, sizes, ETags (s3rver's is the MD5 of the bytes it stores, so
+        this compares contents) and Last-Modified (seconds: catches a rewrite with the same
+        bytes a second later)."""
+        rel_root = Path(root).relative_to(self.root).as_posix()
+        sub = "" if rel_root == "." else rel_root + "/"
+        want = {rel: v[3] for rel, v in before.items()
+                if stat.S_ISREG(v[0]) and v[3] is not None}
+        listed = {k[len(self.prefix) + len(sub):]: v
+                  for k, v in self.s3.listing(self.prefix + sub).items()}
+        problems = [f"{k}: in S3, not in the directory" for k in sorted(set(listed) - set(want))]
+        problems += [f"{k}: missing in S3" for k in sorted(set(want) - set(listed))]
+        for k in sorted(set(want) & set(listed)):
+            size, etag, modified = listed[k]
+            if (size, etag) != (len(want[k]), _md5(want[k])):
+                problems.append(f"{k}: listed as {size} bytes, ETag {etag}")
+            was = self.listed.get(sub + k)
+            if was is not None and was[2] != modified:
+                problems.append(f"{k}: Last-Modified {was[2]} -> {modified}")
+        assert not problems, f"{self.url(root)} changed: {problems[:20]}"
+
+
+@pytest.fixture(scope="session")
+def backend_s3(tmp_path_factory):
+    """The S3 server of the [s3] runs (see the module docstring)."""
+    from s3fixtures import _unavailable, s3rver_problem
+    problem = s3rver_problem()
+    if problem:
+        _unavailable(problem)
+    s3 = S3Backend(tmp_path_factory.mktemp("s3backend"))
+    yield s3
+    try:
+        s3.base.check_unchanged(BUCKET, bucket_snapshot(BUCKET))   # mounted rw by many tests
+    finally:
+        rc = s3.stop()
+    assert rc == 0, f"s3rver exited with {rc}: {s3.server.log()[-2000:]}"
+
+
+class MountSource:
+    """What to give h5osfs to mount a bucket directory on a backend: the bucket argument,
+    more options, the environment (None: this process's)."""
+
+    def __init__(self, backend, local, source, args=(), env=None, mirror=None, secret=None):
+        self.backend, self.local, self.source = backend, Path(local), str(source)
+        self.args, self.env, self.mirror, self.secret = tuple(args), env, mirror, secret
+
+
+@pytest.fixture
+def mount_source(backend, request, tmp_path):
+    """Factory: mount_source(bucket_dir=BUCKET) -> MountSource for the test's backend. On s3
+    the directory is uploaded (or re-synchronised) first, or a copy of the same files that an
+    earlier test left unchanged is used (S3Backend.reuse). The objects stay (the server's data
+    directory is under pytest's basetemp; deleting ~200 objects one by one would cost more than
+    the upload)."""
+    if backend == "posix":
+        yield lambda bucket=BUCKET: MountSource("posix", bucket, bucket)
+        return
+    s3 = request.getfixturevalue("backend_s3")
+    mirrors = {}
+
+    def get(bucket=BUCKET):
+        bucket = Path(bucket)
+        if bucket.resolve() == BUCKET.resolve():
+            mirror = s3.base
+        else:
+            # the parent too (neighbouring buckets), unless that is the test's own directory
+            root = bucket if bucket.parent == tmp_path else bucket.parent
+            if root not in mirrors:
+                mirrors[root] = S3Mirror(s3, root)
+            mirror = mirrors[root]
+            mirror.sync()
+        return MountSource("s3", bucket, mirror.url(bucket), ("-o", f"endpoint={s3.endpoint}"),
+                           s3.env(), mirror, s3.secret)
+
+    yield get
+    for mirror in mirrors.values():
+        s3.release(mirror)
+
+
+# ---- mounts ----
+
+class Mount:
+    """One running h5osfs daemon and its mountpoint. bucket: a directory, or a MountSource."""
+
+    def __init__(self, bucket, mnt, log, args, env=None):
+        src = bucket if isinstance(bucket, MountSource) else MountSource("posix", bucket, bucket)
+        self.src = src
+        self.backend = src.backend
+        self.bucket = src.local         # the bucket directory (on s3: the uploaded one)
         self.mnt = Path(mnt)
         self.log_path = Path(log)
-        cmd = [str(h5osfs_bin()), "-f", "-o", f"log_file={log}"] + list(args) + [
-            str(bucket), str(mnt)]
-        self.proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL,
-                                     stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        self.stderr = ""
+        cmd = [str(h5osfs_bin()), "-f", "-o", f"log_file={log}"] + list(args) + list(
+            src.args) + [src.source, str(mnt)]
+        self.proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                                     stderr=subprocess.PIPE, env=env or src.env)
         deadline = time.monotonic() + 15
         while not is_mounted(mnt):
             if self.proc.poll() is not None:
@@ -61,6 +443,32 @@ class Mount:
     def log(self):
         return self.log_path.read_text(errors="replace") if self.log_path.exists() else ""
 
+    # changing the bucket under the daemon: the directory, and on s3 the objects
+
+    def put(self, key, data):
+        """Writes object key (relative to the bucket) with bytes data."""
+        assert self.bucket.resolve() != BUCKET.resolve(), "the fixture bucket is read-only"
+        p = self.bucket / key.lstrip("/")
+        p.parent.mkdir(parents=True, exist_ok=True)
+        p.write_bytes(data)
+        if self.src.mirror is not None:
+            self.src.mirror.put(p, data)
+
+    def delete(self, key):
+        assert self.bucket.resolve() != BUCKET.resolve(), "the fixture bucket is read-only"
+        p = self.bucket / key.lstrip("/")
+        p.unlink()
+        if self.src.mirror is not None:
+            assert self.src.mirror.delete_below(p), f"{key}: no such object"
+
+    def delete_tree(self, prefix):
+        """Deletes every object below prefix (a directory of the bucket)."""
+        assert self.bucket.resolve() != BUCKET.resolve(), "the fixture bucket is read-only"
+        p = self.bucket / prefix.strip("/")
+        shutil.rmtree(p)
+        if self.src.mirror is not None:
+            self.src.mirror.delete_below(p)
+
     def unmount(self):
         if is_mounted(self.mnt):
             subprocess.run(["fusermount3", "-u", str(self.mnt)], check=True)
@@ -70,19 +478,30 @@ class Mount:
             self.proc.kill()
             self.proc.wait()
             raise AssertionError("h5osfs did not exit after unmount")
-        self.proc.communicate()
+        if self.proc.stderr is not None and not self.proc.stderr.closed:
+            self.stderr = self.proc.communicate()[1].decode(errors="replace")
         return self.proc.returncode
+
+    def problems(self):
+        """After unmount: what the teardown must report."""
+        out = []
+        if is_mounted(self.mnt):
+            out.append(f"{self.mnt}: still mounted")
+        if self.src.secret and (self.src.secret in self.log() or self.src.secret in self.stderr):
+            out.append(f"{self.mnt}: the secret key appears in the log or on stderr")
+        return out
 
 
 @pytest.fixture
-def mount_bucket(tmp_path):
-    """Factory: mount_bucket(bucket, *args) -> Mount; every mount is checked at teardown."""
+def mount_bucket(tmp_path, mount_source):
+    """Factory: mount_bucket(bucket, *args) -> Mount on the test's backend; every mount is
+    checked at teardown."""
     mounts = []
 
     def start(bucket=BUCKET, *args):
         mnt = tmp_path / f"mnt{len(mounts)}"
         mnt.mkdir()
-        m = Mount(bucket, mnt, tmp_path / f"h5osfs{len(mounts)}.log", args)
+        m = Mount(mount_source(bucket), mnt, tmp_path / f"h5osfs{len(mounts)}.log", args)
         mounts.append(m)
         return m
 
@@ -92,8 +511,7 @@ def mount_bucket(tmp_path):
         rc = m.unmount()
         if rc != 0:
             failures.append(f"{m.mnt}: exit status {rc}")
-        if is_mounted(m.mnt):
-            failures.append(f"{m.mnt}: still mounted")
+        failures += m.problems()
     assert not failures, failures
 
 
@@ -118,23 +536,38 @@ def bucket_snapshot(root):
     return snap
 
 
+def assert_unchanged(m, before, root=None):
+    """Nothing of the bucket of mount m changed since bucket_snapshot(root) gave before (root:
+    the bucket directory, or its parent): the directory, and on s3 the objects."""
+    root = Path(root) if root is not None else m.bucket
+    assert bucket_snapshot(root) == before
+    if m.src.mirror is not None:
+        m.src.mirror.check_unchanged(root, before)
+
+
 # ---- shared by the image tests (test_image*.py) ----
 
 SOURCE = FIXTURE / "source"
 
 
 @pytest.fixture(scope="module")
-def shared_mount(tmp_path_factory):
+def shared_mount(tmp_path_factory, backend, request):
     """One mount of the read-only fixture bucket as test_user1, shared by a module's tests that
     only read. Checked like mount_bucket's mounts when the module is done."""
     root = tmp_path_factory.mktemp("shared")
     mnt = root / "mnt"
     mnt.mkdir()
-    m = Mount(BUCKET, mnt, root / "h5osfs.log", ("-o", "user=test_user1"))
+    if backend == "s3":
+        s3 = request.getfixturevalue("backend_s3")
+        src = MountSource("s3", BUCKET, s3.base.url(BUCKET), ("-o", f"endpoint={s3.endpoint}"),
+                          s3.env(), s3.base, s3.secret)
+    else:
+        src = MountSource("posix", BUCKET, BUCKET)
+    m = Mount(src, mnt, root / "h5osfs.log", ("-o", "user=test_user1"))
     yield m
     rc = m.unmount()
     assert rc == 0, f"{mnt}: exit status {rc}"
-    assert not is_mounted(mnt), f"{mnt}: still mounted"
+    assert not m.problems(), m.problems()
 
 
 def assert_serving(m):

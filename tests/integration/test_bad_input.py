@@ -1,5 +1,7 @@
 """Buckets that HSDS would not have written: malformed domain objects, unusable names, stray
-keys, symlinks. Each test builds its own small bucket (named hsdstest) in tmp_path."""
+keys, symlinks. Each test builds its own small bucket (named hsdstest) in tmp_path, and runs on
+both backends (conftest.py: [posix] mounts the directory, [s3] its upload) unless it is marked
+posix_only."""
 import errno
 import json
 import os
@@ -7,7 +9,9 @@ import stat
 
 import pytest
 
-from conftest import BUCKET, bucket_snapshot
+from conftest import BUCKET, assert_unchanged, bucket_snapshot, list_like_aws
+
+pytestmark = pytest.mark.backends("posix", "s3")
 
 DOMAIN_JSON = ".domain.json"
 USER = ("-o", "user=test_user1")
@@ -124,9 +128,15 @@ MALFORMED = {
     "two_mib": big_object,
     "directory": None,
 }
+POSIX_ONLY_VARIANTS = {
+    "directory": "a directory where the object should be: S3 has no directories (an empty "
+                 "one cannot be uploaded, and a key below it would make it a prefix)",
+}
 
 
-@pytest.mark.parametrize("variant", list(MALFORMED))
+@pytest.mark.parametrize("variant", [
+    pytest.param(v, marks=pytest.mark.posix_only(reason=POSIX_ONLY_VARIANTS[v]))
+    if v in POSIX_ONLY_VARIANTS else v for v in MALFORMED])
 def test_malformed_domain_object(tmp_path, mount_bucket, variant):
     bucket = make_bucket(tmp_path)
     target = bucket / "home" / "x.h5" / DOMAIN_JSON
@@ -161,7 +171,7 @@ def test_malformed_domain_object(tmp_path, mount_bucket, variant):
     assert m.proc.poll() is None, "the daemon died"
     assert_good_domain(m)
     assert m.unmount() == 0
-    assert bucket_snapshot(bucket) == before
+    assert_unchanged(m, before)
 
 
 def test_malformed_folder_object_hides_nothing_else(tmp_path, mount_bucket):
@@ -185,9 +195,16 @@ def add_domain(bucket, rel):
         f.write(good_bytes())
 
 
-@pytest.mark.parametrize("name", [b"bad\xffname.h5", b"bad\xc0\xafname.h5",
-                                  b"bad\nname.h5", b"bad\x7fname.h5"],
-                         ids=["invalid_utf8", "overlong_utf8", "newline", "del"])
+NOT_UTF8 = "not UTF-8: an S3 key is a UTF-8 string, so no S3 bucket can hold this name"
+
+
+@pytest.mark.parametrize("name", [
+    pytest.param(b"bad\xffname.h5", id="invalid_utf8",
+                 marks=pytest.mark.posix_only(reason=NOT_UTF8)),
+    pytest.param(b"bad\xc0\xafname.h5", id="overlong_utf8",
+                 marks=pytest.mark.posix_only(reason=NOT_UTF8)),
+    pytest.param(b"bad\nname.h5", id="newline"),
+    pytest.param(b"bad\x7fname.h5", id="del")])
 def test_unusable_name_is_hidden(tmp_path, mount_bucket, name):
     bucket = make_bucket(tmp_path)
     add_domain(bucket, b"home/" + name)
@@ -204,7 +221,7 @@ def test_unusable_name_is_hidden(tmp_path, mount_bucket, name):
     assert len(lines) == 1, m.log()
     assert_good_domain(m)
     assert m.unmount() == 0
-    assert bucket_snapshot(bucket) == before
+    assert_unchanged(m, before)
 
 
 def test_longest_name_is_shown(tmp_path, mount_bucket):
@@ -226,7 +243,7 @@ def test_longest_name_is_shown(tmp_path, mount_bucket):
     assert m.log().count("hidden") == 0
 
 
-def test_stray_keys_are_hidden(tmp_path, mount_bucket):
+def test_stray_keys_are_hidden(tmp_path, mount_bucket, backend):
     bucket = make_bucket(tmp_path)
     (bucket / "home" / "notes.txt").write_text("not a domain\n")
     (bucket / "notes.txt").write_text("not a domain\n")
@@ -237,6 +254,8 @@ def test_stray_keys_are_hidden(tmp_path, mount_bucket):
     (bucket / "home" / "summary" / ".info.json").write_text("{}")
     (bucket / "db").mkdir()
     add_domain(bucket, "db/hidden.h5")
+    # on s3, home/stray/ and db/ are listed too, as AWS would
+    list_like_aws(backend, lambda key, data: (bucket / key).write_bytes(data), "home/stray", "db")
     before = bucket_snapshot(bucket)
     m = mount_bucket(bucket, *USER)
     assert os.listdir(m.mnt) == ["home"]
@@ -247,12 +266,13 @@ def test_stray_keys_are_hidden(tmp_path, mount_bucket):
         assert_errno(errno.ENOENT, os.stat, m.path(rel))
     assert_good_domain(m)
     assert m.unmount() == 0
-    assert bucket_snapshot(bucket) == before
+    assert_unchanged(m, before)
 
 
-def test_prefix_without_domain_object_is_a_directory(tmp_path, mount_bucket):
+def test_prefix_without_domain_object_is_a_directory(tmp_path, mount_bucket, backend):
     bucket = make_bucket(tmp_path)
     add_domain(bucket, "a/b/c.h5")
+    list_like_aws(backend, lambda key, data: (bucket / key).write_bytes(data), "a", "a/b")
     doc, _ = template_domain()
     m = mount_bucket(bucket, *USER)
     assert sorted(os.listdir(m.mnt)) == ["a", "home"]
@@ -287,6 +307,10 @@ SYMLINKED = ["/home/etc", "/home/etc/passwd", "/home/dir", "/home/dir/x.h5", "/h
              "/home/file.h5", "/top", "/top/x.h5"]
 
 
+NO_SYMLINKS = "symlinks in the bucket directory: S3 has no symlinks (an upload would copy the file)"
+
+
+@pytest.mark.posix_only(reason=NO_SYMLINKS)
 def test_symlinks_are_not_followed(tmp_path, mount_bucket):
     bucket = symlink_bucket(tmp_path)
     before = bucket_snapshot(bucket)
@@ -301,9 +325,10 @@ def test_symlinks_are_not_followed(tmp_path, mount_bucket):
     assert m.proc.poll() is None
     assert_good_domain(m)
     assert m.unmount() == 0
-    assert bucket_snapshot(bucket) == before
+    assert_unchanged(m, before)
 
 
+@pytest.mark.posix_only(reason=NO_SYMLINKS)
 def test_symlinks_are_hidden_like_other_stray_keys(tmp_path, mount_bucket):
     """What the listing hides, stat must not find: ENOENT, as for every other hidden key
     (not EIO, which says that the store failed)."""

@@ -5,7 +5,8 @@ from many readers and many domains at once.
 
 Comparisons are against tests/data/hsds-v2/source/ (DOMAINS says which file each domain came from).
 The h5diff checks accept exactly the differences the README documents, derived from the source
-file with h5py (see h5diff_notes), so any new difference fails.
+file with h5py (see h5diff_notes), so any new difference fails. Every test runs on both backends
+(conftest.py: [posix] mounts the fixture bucket directory, [s3] its copy in an S3 server).
 """
 import hashlib
 import json
@@ -23,6 +24,8 @@ import numpy as np
 import pytest
 
 from conftest import BUCKET, SOURCE, assert_serving
+
+pytestmark = pytest.mark.backends("posix", "s3")
 
 USER = ("-o", "user=test_user1")
 HOME = "home/test_user1"
