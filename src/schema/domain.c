@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include <jansson.h>
+#include "h5osfs/why.h"
 
 /* authUtil.ACL_KEYS, in HSDS's order. */
 static const struct {
@@ -21,24 +22,7 @@ static const struct {
 
 #define N_ACL_KEYS (sizeof(acl_keys) / sizeof(acl_keys[0]))
 
-__attribute__((format(printf, 3, 4)))
-static int reject(char *why, size_t why_len, const char *fmt, ...)
-{
-    if (why && why_len > 0) {
-        va_list ap;
-        va_start(ap, fmt);
-        if (vsnprintf(why, why_len, fmt, ap) < 0)
-            why[0] = '\0';
-        va_end(ap);
-    }
-    return -EINVAL;
-}
 
-static int out_of_memory(char *why, size_t why_len)
-{
-    reject(why, why_len, "out of memory");
-    return -ENOMEM;
-}
 
 /* ---- members ---- */
 
@@ -58,22 +42,22 @@ static int parse_root(json_t *doc, struct schema_domain *out, char *why, size_t 
     if (!root)
         return 0; /* a folder */
     if (!json_is_string(root))
-        return reject(why, why_len, "root is not a string");
+        return why_reject(why, why_len, "root is not a string");
     if (!root_id_acceptable(json_string_value(root)))
-        return reject(why, why_len, "root is not a root group id");
+        return why_reject(why, why_len, "root is not a root group id");
     out->root = strdup(json_string_value(root));
-    return out->root ? 0 : out_of_memory(why, why_len);
+    return out->root ? 0 : why_oom(why, why_len);
 }
 
 static int parse_owner(json_t *doc, struct schema_domain *out, char *why, size_t why_len)
 {
     json_t *owner = json_object_get(doc, "owner");
     if (!owner)
-        return reject(why, why_len, "owner missing");
+        return why_reject(why, why_len, "owner missing");
     if (!json_is_string(owner))
-        return reject(why, why_len, "owner is not a string");
+        return why_reject(why, why_len, "owner is not a string");
     out->owner = strdup(json_string_value(owner));
-    return out->owner ? 0 : out_of_memory(why, why_len);
+    return out->owner ? 0 : why_oom(why, why_len);
 }
 
 /* Timestamps are floats when HSDS writes them but ints are accepted on read (§3.0). */
@@ -83,7 +67,7 @@ static int parse_time(json_t *doc, const char *member, double *out, char *why, s
     if (!value)
         return 0;
     if (!json_is_number(value))
-        return reject(why, why_len, "%s is not a number", member);
+        return why_reject(why, why_len, "%s is not a number", member);
     *out = json_number_value(value);
     return 0;
 }
@@ -96,14 +80,14 @@ static int parse_acl_rights(const char *user, json_t *entry, unsigned *rights, c
                             size_t why_len)
 {
     if (!json_is_object(entry))
-        return reject(why, why_len, "ACL of \"%s\" is not an object", user);
+        return why_reject(why, why_len, "ACL of \"%s\" is not an object", user);
     *rights = 0;
     for (size_t i = 0; i < N_ACL_KEYS; i++) {
         json_t *value = json_object_get(entry, acl_keys[i].name);
         if (!value)
             continue;
         if (!json_is_boolean(value))
-            return reject(why, why_len, "ACL of \"%s\": %s is not a boolean", user,
+            return why_reject(why, why_len, "ACL of \"%s\": %s is not a boolean", user,
                           acl_keys[i].name);
         if (json_is_true(value))
             *rights |= acl_keys[i].bit;
@@ -123,7 +107,7 @@ static int parse_acl_entries(json_t *acls, struct schema_domain *out, char *why,
             return rc;
         acl->user = strdup(user);
         if (!acl->user)
-            return out_of_memory(why, why_len);
+            return why_oom(why, why_len);
         out->n_acls++;
     }
     return 0;
@@ -133,15 +117,15 @@ static int parse_acls(json_t *doc, struct schema_domain *out, char *why, size_t 
 {
     json_t *acls = json_object_get(doc, "acls");
     if (!acls)
-        return reject(why, why_len, "acls missing");
+        return why_reject(why, why_len, "acls missing");
     if (!json_is_object(acls))
-        return reject(why, why_len, "acls is not an object");
+        return why_reject(why, why_len, "acls is not an object");
     size_t n = json_object_size(acls);
     if (n == 0)
         return 0;
     out->acls = calloc(n, sizeof(*out->acls));
     if (!out->acls)
-        return out_of_memory(why, why_len);
+        return why_oom(why, why_len);
     return parse_acl_entries(acls, out, why, why_len);
 }
 
@@ -165,15 +149,15 @@ int schema_domain_parse(const char *json, size_t len, struct schema_domain *out,
     json_error_t error;
     int rc;
     if (!out)
-        return reject(why, why_len, "no output");
+        return why_reject(why, why_len, "no output");
     memset(out, 0, sizeof(*out));
     if (!json)
-        return reject(why, why_len, "no JSON");
+        return why_reject(why, why_len, "no JSON");
     json_t *doc = json_loadb(json, len, 0, &error);
     if (!doc)
-        return reject(why, why_len, "invalid JSON: %s", error.text);
+        return why_reject(why, why_len, "invalid JSON: %s", error.text);
     if (!json_is_object(doc))
-        rc = reject(why, why_len, "not a JSON object");
+        rc = why_reject(why, why_len, "not a JSON object");
     else
         rc = parse_members(doc, out, why, why_len);
     json_decref(doc);

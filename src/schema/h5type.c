@@ -11,19 +11,8 @@
 #include <string.h>
 
 #include "h5type_desc.h"
+#include "h5osfs/why.h"
 
-__attribute__((format(printf, 3, 4))) static int reject(char *why, size_t why_len, const char *fmt,
-                                                        ...)
-{
-    if (why && why_len > 0) {
-        va_list ap;
-        va_start(ap, fmt);
-        if (vsnprintf(why, why_len, fmt, ap) < 0)
-            why[0] = '\0';
-        va_end(ap);
-    }
-    return -EINVAL;
-}
 
 /* ---- building HDF5 types ---- */
 
@@ -38,7 +27,7 @@ static hid_t failed(struct builder *b, hid_t tid, const char *what)
 {
     if (tid >= 0)
         (void)H5Tclose(tid); /* already failing: nothing more to do if this fails too */
-    reject(b->why, b->why_len, "HDF5 refused to build the %s type", what);
+    why_reject(b->why, b->why_len, "HDF5 refused to build the %s type", what);
     return H5I_INVALID_HID;
 }
 

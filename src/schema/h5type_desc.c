@@ -13,25 +13,9 @@
 #include <string.h>
 
 #include "h5osfs/h5type.h"
+#include "h5osfs/why.h"
 
-__attribute__((format(printf, 3, 4))) static int reject(char *why, size_t why_len, const char *fmt,
-                                                        ...)
-{
-    if (why && why_len > 0) {
-        va_list ap;
-        va_start(ap, fmt);
-        if (vsnprintf(why, why_len, fmt, ap) < 0)
-            why[0] = '\0';
-        va_end(ap);
-    }
-    return -EINVAL;
-}
 
-static int out_of_memory(char *why, size_t why_len)
-{
-    reject(why, why_len, "out of memory");
-    return -ENOMEM;
-}
 
 /* ---- predefined names (§4): H5T_STD_[IU]{8,16,32,64} and H5T_IEEE_F{16,32,64}, each with
  * LE or BE; HSDS (getNumpyTypename) also takes them without a suffix, as little-endian. ---- */
@@ -90,7 +74,7 @@ static int parse_named(struct parser *p, const char *name, struct h5type_desc *d
                        enum h5type_kind want)
 {
     if (parse_name(name, d) != 0 || d->kind != want)
-        return reject(p->why, p->why_len, "unknown %s type name \"%s\"",
+        return why_reject(p->why, p->why_len, "unknown %s type name \"%s\"",
                       want == H5TYPE_K_INT ? "integer" : "float", name);
     return 0;
 }
@@ -100,7 +84,7 @@ static int parse_number_class(struct parser *p, const json_t *type, struct h5typ
 {
     const json_t *base = json_object_get(type, "base");
     if (!json_is_string(base))
-        return reject(p->why, p->why_len, "%s type without a base name",
+        return why_reject(p->why, p->why_len, "%s type without a base name",
                       want == H5TYPE_K_INT ? "integer" : "float");
     return parse_named(p, json_string_value(base), d, want);
 }
@@ -126,12 +110,12 @@ static int parse_string(struct parser *p, const json_t *type, struct h5type_desc
     else if (cset && strcmp(cset, "H5T_CSET_UTF8") == 0)
         d->cset = H5T_CSET_UTF8;
     else
-        return reject(p->why, p->why_len, "string type without a valid charSet");
+        return why_reject(p->why, p->why_len, "string type without a valid charSet");
 
     bool variable =
         json_is_string(length) && strcmp(json_string_value(length), "H5T_VARIABLE") == 0;
     if (!variable && size_member(length, &d->length) != 0)
-        return reject(p->why, p->why_len, "string length is not H5T_VARIABLE or 1..%u",
+        return why_reject(p->why, p->why_len, "string length is not H5T_VARIABLE or 1..%u",
                       H5TYPE_MAX_ELEMENT);
 
     d->pad = variable ? H5T_STR_NULLTERM : H5T_STR_NULLPAD;
@@ -142,7 +126,7 @@ static int parse_string(struct parser *p, const json_t *type, struct h5type_desc
     else if (pad && strcmp(pad, "H5T_STR_SPACEPAD") == 0)
         d->pad = H5T_STR_SPACEPAD;
     else if (json_object_get(type, "strPad"))
-        return reject(p->why, p->why_len, "unknown strPad");
+        return why_reject(p->why, p->why_len, "unknown strPad");
 
     if (variable) {
         d->kind = H5TYPE_K_VSTR;
@@ -159,9 +143,9 @@ static int parse_opaque(struct parser *p, const json_t *type, struct h5type_desc
 {
     const json_t *tag = json_object_get(type, "tag");
     if (size_member(json_object_get(type, "size"), &d->mem_size) != 0)
-        return reject(p->why, p->why_len, "opaque size is not 1..%u", H5TYPE_MAX_ELEMENT);
+        return why_reject(p->why, p->why_len, "opaque size is not 1..%u", H5TYPE_MAX_ELEMENT);
     if (tag && (!json_is_string(tag) || json_string_length(tag) >= H5T_OPAQUE_TAG_MAX))
-        return reject(p->why, p->why_len, "opaque tag is not a string of < %d bytes",
+        return why_reject(p->why, p->why_len, "opaque tag is not a string of < %d bytes",
                       H5T_OPAQUE_TAG_MAX);
     d->kind = H5TYPE_K_OPAQUE;
     d->stored_size = d->mem_size;
@@ -173,9 +157,9 @@ static int parse_reference(struct parser *p, const json_t *type, struct h5type_d
 {
     const char *base = json_string_value(json_object_get(type, "base"));
     if (base && strcmp(base, "H5T_STD_REF_DSETREG") == 0)
-        return reject(p->why, p->why_len, "region references are not supported");
+        return why_reject(p->why, p->why_len, "region references are not supported");
     if (!base || strcmp(base, "H5T_STD_REF_OBJ") != 0)
-        return reject(p->why, p->why_len, "reference type without base H5T_STD_REF_OBJ");
+        return why_reject(p->why, p->why_len, "reference type without base H5T_STD_REF_OBJ");
     d->kind = H5TYPE_K_REF;
     d->mem_size = sizeof(hobj_ref_t);
     d->stored_size = H5TYPE_DESC_REF_STORED;
@@ -205,18 +189,19 @@ static int check_mapping(struct parser *p, const json_t *mapping, const struct h
     size_t n = json_object_size(mapping), i = 0;
     uint64_t *seen = calloc(n, sizeof(*seen));
     if (!seen)
-        return out_of_memory(p->why, p->why_len);
+        return why_oom(p->why, p->why_len);
     int rc = 0;
     json_object_foreach((json_t *)mapping, name, value)
     {
         struct h5type_int v;
         if (name[0] == '\0') {
-            rc = reject(p->why, p->why_len, "enum with an empty name");
+            rc = why_reject(p->why, p->why_len, "enum with an empty name");
             break;
         }
         if (h5type_int_from_json(value, false, &v) != 0 || h5type_int_bits(d, v, &seen[i++]) != 0) {
             rc =
-                reject(p->why, p->why_len, "enum value of \"%s\" is not an integer in range", name);
+                why_reject(p->why, p->why_len, "enum value of \"%s\" is not an integer in range",
+                           name);
             break;
         }
     }
@@ -224,7 +209,7 @@ static int check_mapping(struct parser *p, const json_t *mapping, const struct h
         qsort(seen, n, sizeof(*seen), cmp_u64);
         for (size_t k = 1; k < n && rc == 0; k++) {
             if (seen[k] == seen[k - 1])
-                rc = reject(p->why, p->why_len, "enum values are not distinct");
+                rc = why_reject(p->why, p->why_len, "enum values are not distinct");
         }
     }
     free(seen);
@@ -239,9 +224,9 @@ static int parse_enum(struct parser *p, const json_t *type, int depth, struct h5
     struct h5type_desc *base = NULL;
 
     if (!json_is_object(base_json) || !base_class || strcmp(base_class, "H5T_INTEGER") != 0)
-        return reject(p->why, p->why_len, "enum base is not an H5T_INTEGER object");
+        return why_reject(p->why, p->why_len, "enum base is not an H5T_INTEGER object");
     if (!json_is_object(mapping) || json_object_size(mapping) == 0)
-        return reject(p->why, p->why_len, "enum without mapping");
+        return why_reject(p->why, p->why_len, "enum without mapping");
     int rc = parse_node(p, base_json, depth + 1, &base);
     if (rc != 0)
         return rc;
@@ -260,7 +245,7 @@ static int parse_dims(struct parser *p, const json_t *dims, struct h5type_desc *
 {
     size_t n = json_is_integer(dims) ? 1 : json_array_size(dims);
     if (n == 0 || n > H5TYPE_DESC_MAX_RANK)
-        return reject(p->why, p->why_len, "array dims is not an integer or a list of 1..%d",
+        return why_reject(p->why, p->why_len, "array dims is not an integer or a list of 1..%d",
                       H5TYPE_DESC_MAX_RANK);
     d->rank = (int)n;
     d->count = 1;
@@ -268,7 +253,7 @@ static int parse_dims(struct parser *p, const json_t *dims, struct h5type_desc *
         const json_t *dim = json_is_integer(dims) ? dims : json_array_get(dims, k);
         size_t v;
         if (size_member(dim, &v) != 0 || d->count > H5TYPE_MAX_ELEMENT / v)
-            return reject(p->why, p->why_len, "array dims must be positive, product <= %u",
+            return why_reject(p->why, p->why_len, "array dims must be positive, product <= %u",
                           H5TYPE_MAX_ELEMENT);
         d->dims[k] = v;
         d->count *= v;
@@ -287,7 +272,7 @@ static int check_base_class(struct parser *p, const json_t *base, const char *co
         if (strcmp(cls, allowed[k]) == 0)
             return 0;
     }
-    return reject(p->why, p->why_len, "%s base of class %s not supported", what,
+    return why_reject(p->why, p->why_len, "%s base of class %s not supported", what,
                   cls ? cls : "(none)");
 }
 
@@ -307,7 +292,8 @@ static int parse_array(struct parser *p, const json_t *type, int depth, struct h
     d->traits = d->base->traits;
     if (d->base->mem_size > H5TYPE_MAX_ELEMENT / d->count ||
         d->base->stored_size > H5TYPE_MAX_ELEMENT / d->count)
-        return reject(p->why, p->why_len, "array element larger than %u bytes", H5TYPE_MAX_ELEMENT);
+        return why_reject(p->why, p->why_len, "array element larger than %u bytes",
+                          H5TYPE_MAX_ELEMENT);
     d->mem_size = d->count * d->base->mem_size;
     d->stored_size = d->count * d->base->stored_size;
     return 0;
@@ -325,7 +311,7 @@ static int parse_vlen(struct parser *p, const json_t *type, int depth, struct h5
     if (rc != 0)
         return rc;
     if (d->base->traits & H5TYPE_HAS_VLEN)
-        return reject(p->why, p->why_len, "vlen of variable-length data not supported");
+        return why_reject(p->why, p->why_len, "vlen of variable-length data not supported");
     d->kind = H5TYPE_K_VLEN;
     d->mem_size = sizeof(hvl_t);
     d->traits = H5TYPE_HAS_VLEN | d->base->traits;
@@ -337,14 +323,14 @@ static int parse_field(struct parser *p, const json_t *field, int depth, struct 
     const json_t *name = json_object_get(field, "name");
     if (!json_is_string(name) || json_string_length(name) == 0 ||
         strlen(json_string_value(name)) != json_string_length(name))
-        return reject(p->why, p->why_len, "compound field without a name");
+        return why_reject(p->why, p->why_len, "compound field without a name");
     for (const unsigned char *c = (const unsigned char *)json_string_value(name); *c; c++) {
         if (*c >= 0x80)
-            return reject(p->why, p->why_len, "compound field name is not ASCII");
+            return why_reject(p->why, p->why_len, "compound field name is not ASCII");
     }
     f->name = json_string_value(name);
     if (!json_object_get(field, "type"))
-        return reject(p->why, p->why_len, "compound field \"%s\" without a type", f->name);
+        return why_reject(p->why, p->why_len, "compound field \"%s\" without a type", f->name);
     return parse_node(p, json_object_get(field, "type"), depth + 1, &f->type);
 }
 
@@ -353,11 +339,11 @@ static int add_field(struct parser *p, struct h5type_desc *d, size_t k)
     struct h5type_field *f = &d->fields[k];
     for (size_t j = 0; j < k; j++) {
         if (strcmp(d->fields[j].name, f->name) == 0)
-            return reject(p->why, p->why_len, "compound field \"%s\" repeated", f->name);
+            return why_reject(p->why, p->why_len, "compound field \"%s\" repeated", f->name);
     }
     if (f->type->mem_size > H5TYPE_MAX_ELEMENT - d->mem_size ||
         f->type->stored_size > H5TYPE_MAX_ELEMENT - d->stored_size)
-        return reject(p->why, p->why_len, "compound larger than %u bytes", H5TYPE_MAX_ELEMENT);
+        return why_reject(p->why, p->why_len, "compound larger than %u bytes", H5TYPE_MAX_ELEMENT);
     f->offset = d->mem_size;
     d->mem_size += f->type->mem_size;
     d->stored_size += f->type->stored_size;
@@ -370,11 +356,11 @@ static int parse_compound(struct parser *p, const json_t *type, int depth, struc
     const json_t *fields = json_object_get(type, "fields");
     size_t n = json_array_size(fields);
     if (n == 0)
-        return reject(p->why, p->why_len, "compound without fields");
+        return why_reject(p->why, p->why_len, "compound without fields");
     d->kind = H5TYPE_K_COMPOUND;
     d->fields = calloc(n, sizeof(*d->fields));
     if (!d->fields)
-        return out_of_memory(p->why, p->why_len);
+        return why_oom(p->why, p->why_len);
     d->n_fields = n;
     bool variable = false;
     for (size_t k = 0; k < n; k++) {
@@ -394,9 +380,9 @@ static int parse_object(struct parser *p, const json_t *type, int depth, struct 
 {
     const char *cls = json_string_value(json_object_get(type, "class"));
     if (!cls)
-        return reject(p->why, p->why_len, "type without a class");
+        return why_reject(p->why, p->why_len, "type without a class");
     if (json_object_get(type, "dims") && strcmp(cls, "H5T_ARRAY") != 0)
-        return reject(p->why, p->why_len, "dims in a type of class %s", cls);
+        return why_reject(p->why, p->why_len, "dims in a type of class %s", cls);
     if (strcmp(cls, "H5T_INTEGER") == 0)
         return parse_number_class(p, type, d, H5TYPE_K_INT);
     if (strcmp(cls, "H5T_FLOAT") == 0)
@@ -415,30 +401,31 @@ static int parse_object(struct parser *p, const json_t *type, int depth, struct 
         return parse_vlen(p, type, depth, d);
     if (strcmp(cls, "H5T_COMPOUND") == 0)
         return parse_compound(p, type, depth, d);
-    return reject(p->why, p->why_len, "unknown type class \"%s\"", cls);
+    return why_reject(p->why, p->why_len, "unknown type class \"%s\"", cls);
 }
 
 static int parse_node(struct parser *p, const json_t *type, int depth, struct h5type_desc **out)
 {
     *out = NULL;
     if (depth > H5TYPE_DESC_MAX_DEPTH)
-        return reject(p->why, p->why_len, "type nested deeper than %d levels",
+        return why_reject(p->why, p->why_len, "type nested deeper than %d levels",
                       H5TYPE_DESC_MAX_DEPTH);
     if (!json_is_string(type) && !json_is_object(type))
-        return reject(p->why, p->why_len, "type is not a name or an object");
+        return why_reject(p->why, p->why_len, "type is not a name or an object");
     struct h5type_desc *d = calloc(1, sizeof(*d));
     if (!d)
-        return out_of_memory(p->why, p->why_len);
+        return why_oom(p->why, p->why_len);
     int rc;
     if (json_is_string(type)) {
         rc = parse_name(json_string_value(type), d);
         if (rc != 0)
-            rc = reject(p->why, p->why_len, "unknown type name \"%s\"", json_string_value(type));
+            rc = why_reject(p->why, p->why_len, "unknown type name \"%s\"",
+                            json_string_value(type));
     } else {
         rc = parse_object(p, type, depth, d);
     }
     if (rc == 0 && (d->mem_size == 0 || d->mem_size > H5TYPE_MAX_ELEMENT))
-        rc = reject(p->why, p->why_len, "element size not 1..%u", H5TYPE_MAX_ELEMENT);
+        rc = why_reject(p->why, p->why_len, "element size not 1..%u", H5TYPE_MAX_ELEMENT);
     if (rc != 0) {
         h5type_desc_free(d);
         return rc;
@@ -451,7 +438,7 @@ int h5type_desc_parse(const json_t *type, struct h5type_desc **out, char *why, s
 {
     struct parser p = {why, why_len};
     if (!out)
-        return reject(why, why_len, "no output");
+        return why_reject(why, why_len, "no output");
     return parse_node(&p, type, 0, out);
 }
 

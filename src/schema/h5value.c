@@ -13,24 +13,9 @@
 #include "h5osfs/schema.h"
 
 #include "h5value_priv.h"
+#include "h5osfs/why.h"
 
-int h5value_reject(char *why, size_t why_len, const char *fmt, ...)
-{
-    if (why && why_len > 0) {
-        va_list ap;
-        va_start(ap, fmt);
-        if (vsnprintf(why, why_len, fmt, ap) < 0)
-            why[0] = '\0';
-        va_end(ap);
-    }
-    return -EINVAL;
-}
 
-static int out_of_memory(char *why, size_t why_len)
-{
-    h5value_reject(why, why_len, "out of memory");
-    return -ENOMEM;
-}
 
 int h5value_begin(const json_t *type_json, hid_t tid, struct h5type_desc **desc, char *why,
                   size_t why_len)
@@ -42,7 +27,7 @@ int h5value_begin(const json_t *type_json, hid_t tid, struct h5type_desc **desc,
     if (tid < 0 || H5Tget_size(tid) != (*desc)->mem_size) {
         h5type_desc_free(*desc);
         *desc = NULL;
-        return h5value_reject(why, why_len, "the HDF5 type does not match the type JSON");
+        return why_reject(why, why_len, "the HDF5 type does not match the type JSON");
     }
     return 0;
 }
@@ -52,9 +37,9 @@ int h5value_alloc(const struct h5type_desc *d, size_t n, unsigned char **buf, ch
 {
     *buf = NULL;
     if (n > SIZE_MAX / d->mem_size)
-        return h5value_reject(why, why_len, "%zu elements overflow memory", n);
+        return why_reject(why, why_len, "%zu elements overflow memory", n);
     if (!(*buf = calloc(n ? n : 1, d->mem_size)))
-        return out_of_memory(why, why_len);
+        return why_oom(why, why_len);
     return 0;
 }
 
@@ -83,23 +68,23 @@ int h5value_ref_from_text(const struct h5value_refs *refs, const char *text, siz
         }
     }
     if (len >= sizeof(id) || memchr(text, '\0', len))
-        return h5value_reject(why, why_len, "reference is not an object id");
+        return why_reject(why, why_len, "reference is not an object id");
     memcpy(id, text, len);
     id[len] = '\0';
     int cls = schema_id_class(id);
     if ((want && cls != want) || (!want && cls != 'g' && cls != 'd' && cls != 't'))
-        return h5value_reject(why, why_len, "reference \"%s\" is not a %s id", id,
+        return why_reject(why, why_len, "reference \"%s\" is not a %s id", id,
                               want == 'g'   ? "group"
                               : want == 'd' ? "dataset"
                               : want == 't' ? "datatype"
                                             : "object");
     if (!refs || !refs->resolve)
-        return h5value_reject(why, why_len, "reference to %s but no resolver", id);
+        return why_reject(why, why_len, "reference to %s but no resolver", id);
     int rc = refs->resolve(refs->ctx, id, out);
     if (rc == -ENOENT)
-        return h5value_reject(why, why_len, "reference to unknown object %s", id);
+        return why_reject(why, why_len, "reference to unknown object %s", id);
     if (rc < 0) {
-        h5value_reject(why, why_len, "resolving reference to %s failed", id);
+        why_reject(why, why_len, "resolving reference to %s failed", id);
         return rc;
     }
     return 0;
@@ -119,7 +104,7 @@ static int stored_elem(struct cursor *c, const struct h5type_desc *d, unsigned c
 static int take(struct cursor *c, size_t n, const unsigned char **out)
 {
     if (c->left < n)
-        return h5value_reject(c->msg, sizeof(c->msg), "data ends %zu bytes short", n - c->left);
+        return why_reject(c->msg, sizeof(c->msg), "data ends %zu bytes short", n - c->left);
     *out = c->p;
     c->p += n;
     c->left -= n;
@@ -135,12 +120,12 @@ static int take_count(struct cursor *c, size_t *count)
         return rc;
     uint32_t u = (uint32_t)b[0] | (uint32_t)b[1] << 8 | (uint32_t)b[2] << 16 | (uint32_t)b[3] << 24;
     if (u & 0x80000000u)
-        return h5value_reject(c->msg, sizeof(c->msg), "negative vlen count");
+        return why_reject(c->msg, sizeof(c->msg), "negative vlen count");
     if (u > H5TYPE_DESC_MAX_VLEN)
-        return h5value_reject(c->msg, sizeof(c->msg), "vlen count %u above %u", (unsigned)u,
+        return why_reject(c->msg, sizeof(c->msg), "vlen count %u above %u", (unsigned)u,
                               (unsigned)H5TYPE_DESC_MAX_VLEN);
     if (u > c->left)
-        return h5value_reject(c->msg, sizeof(c->msg), "vlen count %u past the end of data",
+        return why_reject(c->msg, sizeof(c->msg), "vlen count %u past the end of data",
                               (unsigned)u);
     *count = u;
     return 0;
@@ -173,7 +158,7 @@ static int stored_vlen(struct cursor *c, const struct h5type_desc *d, unsigned c
     if (rc != 0)
         return rc;
     if (count % base->stored_size != 0)
-        return h5value_reject(c->msg, sizeof(c->msg),
+        return why_reject(c->msg, sizeof(c->msg),
                               "vlen count %zu is not a multiple of the base size %zu", count,
                               base->stored_size);
     vl.len = count / base->stored_size;
@@ -202,7 +187,7 @@ static int stored_ref(struct cursor *c, unsigned char *dst)
     size_t len = strnlen((const char *)b, H5TYPE_DESC_REF_STORED);
     for (size_t k = len; k < H5TYPE_DESC_REF_STORED; k++) {
         if (b[k] != 0)
-            return h5value_reject(c->msg, sizeof(c->msg), "reference is not NUL-padded");
+            return why_reject(c->msg, sizeof(c->msg), "reference is not NUL-padded");
     }
     hobj_ref_t ref;
     rc = h5value_ref_from_text(c->refs, (const char *)b, len, &ref, c->msg, sizeof(c->msg));
@@ -237,7 +222,7 @@ static int stored_elem(struct cursor *c, const struct h5type_desc *d, unsigned c
             rc = stored_elem(c, d->fields[k].type, dst + d->fields[k].offset);
         return rc;
     default:
-        return h5value_reject(c->msg, sizeof(c->msg), "unexpected type");
+        return why_reject(c->msg, sizeof(c->msg), "unexpected type");
     }
 }
 
@@ -268,7 +253,7 @@ static int stored_all(const struct h5type_desc *d, struct cursor *c, size_t n, u
 {
     if (d->stored_size) {
         if (c->left / d->stored_size != n || c->left % d->stored_size != 0)
-            return h5value_reject(why, why_len, "%zu bytes for %zu elements of %zu bytes", c->left,
+            return why_reject(why, why_len, "%zu bytes for %zu elements of %zu bytes", c->left,
                                   n, d->stored_size);
         if (d->traits == 0) {
             memcpy(buf, c->p, c->left);
@@ -278,14 +263,14 @@ static int stored_all(const struct h5type_desc *d, struct cursor *c, size_t n, u
     for (size_t k = 0; k < n; k++) {
         int rc = stored_elem(c, d, buf + k * d->mem_size);
         if (rc == -ENOMEM)
-            return out_of_memory(why, why_len);
+            return why_oom(why, why_len);
         if (rc != 0) {
-            h5value_reject(why, why_len, "element %zu: %s", k, c->msg);
+            why_reject(why, why_len, "element %zu: %s", k, c->msg);
             return rc;
         }
     }
     if (c->left != 0)
-        return h5value_reject(why, why_len, "%zu trailing bytes after %zu elements", c->left, n);
+        return why_reject(why, why_len, "%zu trailing bytes after %zu elements", c->left, n);
     return 0;
 }
 
@@ -295,14 +280,14 @@ int h5value_from_stored(const json_t *type_json, hid_t tid, const void *bytes, s
     struct h5type_desc *d;
     unsigned char *b;
     if (!buf || (!bytes && len > 0))
-        return h5value_reject(why, why_len, "no data");
+        return why_reject(why, why_len, "no data");
     *buf = NULL;
     int rc = h5value_begin(type_json, tid, &d, why, why_len);
     if (rc != 0)
         return rc;
     /* n elements need at least n * min_stored bytes: check before allocating for them */
     if (len / min_stored(d) < n)
-        rc = h5value_reject(why, why_len, "%zu bytes cannot hold %zu elements", len, n);
+        rc = why_reject(why, why_len, "%zu bytes cannot hold %zu elements", len, n);
     if (rc == 0)
         rc = h5value_alloc(d, n, &b, why, why_len);
     if (rc != 0) {

@@ -15,13 +15,14 @@
 #include "h5osfs/hjson.h"
 
 #include "h5value_priv.h"
+#include "h5osfs/why.h"
 
 struct jctx {
     const struct h5value_refs *refs;
     char msg[H5VALUE_MSG_LEN];
 };
 
-#define FAIL(c, ...) h5value_reject((c)->msg, sizeof((c)->msg), __VA_ARGS__)
+#define FAIL(c, ...) why_reject((c)->msg, sizeof((c)->msg), __VA_ARGS__)
 
 /* ---- shape ---- */
 
@@ -74,9 +75,9 @@ static int shape_of(const struct h5type_desc *d, const json_t *v, hsize_t *dims,
     *rank = 0;
     while (!fits(d, v)) {
         if (!json_is_array(v))
-            return h5value_reject(why, why_len, "value does not match the type");
+            return why_reject(why, why_len, "value does not match the type");
         if (*rank == H5S_MAX_RANK)
-            return h5value_reject(why, why_len, "value nested deeper than %d", H5S_MAX_RANK);
+            return why_reject(why, why_len, "value nested deeper than %d", H5S_MAX_RANK);
         dims[(*rank)++] = json_array_size(v);
         if (json_array_size(v) == 0)
             break;
@@ -317,9 +318,9 @@ static int walk_value(struct walk *w, const json_t *v, int level)
         int rc = put_elem(&w->ctx, w->d, v, w->dst);
         if (rc != 0) {
             if (rc == -ENOMEM)
-                h5value_reject(w->why, w->why_len, "out of memory");
+                why_reject(w->why, w->why_len, "out of memory");
             else
-                h5value_reject(w->why, w->why_len, "element %zu: %s", w->index, w->ctx.msg);
+                why_reject(w->why, w->why_len, "element %zu: %s", w->index, w->ctx.msg);
             return rc;
         }
         w->dst += w->d->mem_size;
@@ -327,7 +328,7 @@ static int walk_value(struct walk *w, const json_t *v, int level)
         return 0;
     }
     if (!json_is_array(v) || json_array_size(v) != w->dims[level])
-        return h5value_reject(w->why, w->why_len, "nested arrays of the value are not regular");
+        return why_reject(w->why, w->why_len, "nested arrays of the value are not regular");
     for (size_t k = 0; k < w->dims[level]; k++) {
         int rc = walk_value(w, json_array_get(v, k), level + 1);
         if (rc != 0)
@@ -350,7 +351,7 @@ static int value_shape(const struct h5type_desc *d, const json_t *value, size_t 
     if (rc != 0)
         return rc;
     if (count_of(dims, *rank, &count) != 0 || count != n)
-        return h5value_reject(why, why_len, "value has %zu elements, expected %zu", count, n);
+        return why_reject(why, why_len, "value has %zu elements, expected %zu", count, n);
     return 0;
 }
 
@@ -377,7 +378,7 @@ int h5value_from_json(const json_t *type_json, hid_t tid, const json_t *value, s
     hsize_t dims[H5S_MAX_RANK];
     int rank = 0;
     if (!buf || !value)
-        return h5value_reject(why, why_len, "no value");
+        return why_reject(why, why_len, "no value");
     *buf = NULL;
     int rc = h5value_begin(type_json, tid, &d, why, why_len);
     if (rc != 0)

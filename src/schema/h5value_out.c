@@ -18,12 +18,8 @@
 #include "h5osfs/schema.h"
 
 #include "h5value_priv.h"
+#include "h5osfs/why.h"
 
-static int out_of_memory(char *why, size_t why_len)
-{
-    h5value_reject(why, why_len, "out of memory");
-    return -ENOMEM;
-}
 
 /* ---- object references ---- */
 
@@ -36,23 +32,23 @@ int h5value_ref_to_text(const struct h5value_ids *ids, const hobj_ref_t *ref,
     if (memcmp(ref, &null_ref, sizeof(null_ref)) == 0)
         return 0;
     if (!ids || !ids->id_of)
-        return h5value_reject(why, why_len, "reference but no id resolver");
+        return why_reject(why, why_len, "reference but no id resolver");
     memset(id, 0, sizeof(id));
     int rc = ids->id_of(ids->ctx, ref, id);
     if (rc == -ENOENT)
         return 0; /* dangling: HSDS's null reference */
     if (rc < 0) {
-        h5value_reject(why, why_len, "resolving a reference failed");
+        why_reject(why, why_len, "resolving a reference failed");
         return rc;
     }
     int cls = id[SCHEMA_ID_BUF - 1] == '\0' ? schema_id_class(id) : -EINVAL;
     const char *prefix = cls == 'g' ? "groups/" : cls == 'd' ? "datasets/" : "datatypes/";
     if (cls != 'g' && cls != 'd' && cls != 't')
-        return h5value_reject(why, why_len, "reference resolved to \"%.*s\", not an object id",
+        return why_reject(why, why_len, "reference resolved to \"%.*s\", not an object id",
                               SCHEMA_ID_LEN, id);
     if (snprintf(text, H5VALUE_REF_TEXT, "%s%s", prefix, id) >= H5VALUE_REF_TEXT) {
         text[0] = '\0';
-        return h5value_reject(why, why_len, "reference to %s longer than %d bytes", id,
+        return why_reject(why, why_len, "reference to %s longer than %d bytes", id,
                               H5TYPE_DESC_REF_STORED);
     }
     return 0;
@@ -92,7 +88,7 @@ static int put(struct out *o, const void *bytes, size_t n)
 static int put_count(struct out *o, size_t count)
 {
     if (count > H5TYPE_DESC_MAX_VLEN)
-        return h5value_reject(o->msg, sizeof(o->msg), "vlen item of %zu bytes, above %u", count,
+        return why_reject(o->msg, sizeof(o->msg), "vlen item of %zu bytes, above %u", count,
                               (unsigned)H5TYPE_DESC_MAX_VLEN);
     unsigned char b[4] = {(unsigned char)count, (unsigned char)(count >> 8),
                           (unsigned char)(count >> 16), (unsigned char)(count >> 24)};
@@ -116,9 +112,9 @@ static int vlen_stored(struct out *o, const struct h5type_desc *d, const unsigne
     hvl_t vl;
     memcpy(&vl, src, sizeof(vl));
     if (vl.len > 0 && !vl.p)
-        return h5value_reject(o->msg, sizeof(o->msg), "vlen of %zu items without data", vl.len);
+        return why_reject(o->msg, sizeof(o->msg), "vlen of %zu items without data", vl.len);
     if (vl.len > H5TYPE_DESC_MAX_VLEN / base->stored_size)
-        return h5value_reject(o->msg, sizeof(o->msg), "vlen of %zu items, above %u bytes", vl.len,
+        return why_reject(o->msg, sizeof(o->msg), "vlen of %zu items, above %u bytes", vl.len,
                               (unsigned)H5TYPE_DESC_MAX_VLEN);
     int rc = put_count(o, vl.len * base->stored_size);
     for (size_t k = 0; k < vl.len && rc == 0; k++)
@@ -160,7 +156,7 @@ static int elem_stored(struct out *o, const struct h5type_desc *d, const unsigne
             rc = elem_stored(o, d->fields[k].type, src + d->fields[k].offset);
         return rc;
     default:
-        return h5value_reject(o->msg, sizeof(o->msg), "unexpected type");
+        return why_reject(o->msg, sizeof(o->msg), "unexpected type");
     }
 }
 
@@ -168,14 +164,14 @@ static int all_stored(const struct h5type_desc *d, struct out *o, const unsigned
                       size_t n, char *why, size_t why_len)
 {
     if (d->stored_size && n > SIZE_MAX / d->stored_size)
-        return h5value_reject(why, why_len, "%zu elements overflow memory", n);
+        return why_reject(why, why_len, "%zu elements overflow memory", n);
     if (n > SIZE_MAX / d->mem_size)
-        return h5value_reject(why, why_len, "%zu elements overflow memory", n);
+        return why_reject(why, why_len, "%zu elements overflow memory", n);
     /* fixed sizes: exactly the bytes needed; variable: a guess (at most 1 MiB) that grows */
     size_t guess = d->stored_size ? n * d->stored_size : (n < (1u << 16) ? n * 16 : 1u << 20);
     o->p = malloc(guess ? guess : 1);
     if (!o->p)
-        return out_of_memory(why, why_len);
+        return why_oom(why, why_len);
     o->cap = guess ? guess : 1;
     if (d->traits == 0) {
         if (n > 0)
@@ -186,9 +182,9 @@ static int all_stored(const struct h5type_desc *d, struct out *o, const unsigned
     for (size_t k = 0; k < n; k++) {
         int rc = elem_stored(o, d, buf + k * d->mem_size);
         if (rc == -ENOMEM)
-            return out_of_memory(why, why_len);
+            return why_oom(why, why_len);
         if (rc != 0) {
-            h5value_reject(why, why_len, "element %zu: %s", k, o->msg);
+            why_reject(why, why_len, "element %zu: %s", k, o->msg);
             return rc;
         }
     }
@@ -201,7 +197,7 @@ int h5value_to_stored(const json_t *type_json, hid_t tid, const void *buf, size_
 {
     struct h5type_desc *d;
     if (!out || !out_len || (!buf && n > 0))
-        return h5value_reject(why, why_len, "no value or no output");
+        return why_reject(why, why_len, "no value or no output");
     *out = NULL;
     *out_len = 0;
     int rc = h5value_begin(type_json, tid, &d, why, why_len);

@@ -23,13 +23,14 @@
 #include "h5osfs/hjson.h"
 
 #include "h5value_priv.h"
+#include "h5osfs/why.h"
 
 struct jout {
     const struct h5value_ids *ids;
     char msg[H5VALUE_MSG_LEN];
 };
 
-#define FAIL(c, ...) h5value_reject((c)->msg, sizeof((c)->msg), __VA_ARGS__)
+#define FAIL(c, ...) why_reject((c)->msg, sizeof((c)->msg), __VA_ARGS__)
 
 static int elem_json(struct jout *c, const struct h5type_desc *d, const unsigned char *src,
                      json_t **out);
@@ -259,9 +260,9 @@ static int walk_value(struct walk *w, int level, json_t **out)
     if (level == w->rank) {
         int rc = elem_json(&w->ctx, w->d, w->src, out);
         if (rc == -ENOMEM)
-            h5value_reject(w->why, w->why_len, "out of memory");
+            why_reject(w->why, w->why_len, "out of memory");
         else if (rc != 0)
-            h5value_reject(w->why, w->why_len, "element %zu: %s", w->index, w->ctx.msg);
+            why_reject(w->why, w->why_len, "element %zu: %s", w->index, w->ctx.msg);
         w->src += w->d->mem_size;
         w->index++;
         return rc;
@@ -275,7 +276,7 @@ static int walk_value(struct walk *w, int level, json_t **out)
             rc = -ENOMEM;
     }
     if (rc == -ENOMEM)
-        h5value_reject(w->why, w->why_len, "out of memory");
+        why_reject(w->why, w->why_len, "out of memory");
     if (rc != 0)
         json_decref(list);
     *out = rc == 0 ? list : NULL;
@@ -288,14 +289,14 @@ static int check_shape(const struct h5type_desc *d, int rank, const hsize_t *dim
 {
     size_t count = 1;
     if (rank < 0 || rank > H5S_MAX_RANK || (rank > 0 && !dims))
-        return h5value_reject(why, why_len, "rank %d is not 0..%d", rank, H5S_MAX_RANK);
+        return why_reject(why, why_len, "rank %d is not 0..%d", rank, H5S_MAX_RANK);
     for (int k = 0; k < rank; k++) {
         if (dims[k] > SIZE_MAX || (dims[k] != 0 && count > SIZE_MAX / dims[k]))
-            return h5value_reject(why, why_len, "shape overflows memory");
+            return why_reject(why, why_len, "shape overflows memory");
         count *= (size_t)dims[k];
     }
     if (count > SIZE_MAX / d->mem_size)
-        return h5value_reject(why, why_len, "shape overflows memory");
+        return why_reject(why, why_len, "shape overflows memory");
     *n = count;
     return 0;
 }
@@ -306,7 +307,7 @@ int h5value_to_json(const json_t *type_json, hid_t tid, const void *buf, int ran
 {
     struct h5type_desc *d;
     if (!out)
-        return h5value_reject(why, why_len, "no output");
+        return why_reject(why, why_len, "no output");
     *out = NULL;
     int rc = h5value_begin(type_json, tid, &d, why, why_len);
     if (rc != 0)
@@ -314,7 +315,7 @@ int h5value_to_json(const json_t *type_json, hid_t tid, const void *buf, int ran
     size_t n = 0;
     rc = check_shape(d, rank, dims, &n, why, why_len);
     if (rc == 0 && !buf && n > 0)
-        rc = h5value_reject(why, why_len, "no value");
+        rc = why_reject(why, why_len, "no value");
     if (rc == 0) {
         struct walk w = {.ctx = {.ids = ids},
                          .d = d,

@@ -8,12 +8,10 @@
 #include "h5osfs/h5value.h"
 
 #include "h5type_desc.h"
+#include "h5osfs/why.h"
 
 /* A reason of an inner failure, before "element N: " is put in front of it. */
 #define H5VALUE_MSG_LEN 200
-
-__attribute__((format(printf, 3, 4))) int h5value_reject(char *why, size_t why_len, const char *fmt,
-                                                         ...);
 
 /* Parse type_json and check that tid has its memory size. 0, -EINVAL or -ENOMEM with a
  * reason. */

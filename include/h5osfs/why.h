@@ -1,0 +1,18 @@
+/*
+ * why: the short reason that goes with an -EINVAL (or -ENOMEM) from a parser or converter.
+ * Callers pass a buffer (why, why_len) that may be NULL or empty; it is always left a valid
+ * string. One helper for every module, so every reason is written the same way.
+ */
+#ifndef H5OSFS_WHY_H
+#define H5OSFS_WHY_H
+
+#include <stddef.h>
+
+/* Write the reason; returns -EINVAL, so "return why_reject(why, len, ...);" reads naturally. */
+int why_reject(char *why, size_t why_len, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+/* "out of memory"; returns -ENOMEM. */
+int why_oom(char *why, size_t why_len);
+
+#endif
