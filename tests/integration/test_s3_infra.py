@@ -24,7 +24,7 @@ if not hasattr(conftest, "s3_server"):
     from s3fixtures import fault_proxy, s3_bucket, s3_server  # noqa: F401,F811
 from s3client import sign_v4, uri_encode
 
-VECTORS = Path(__file__).resolve().parents[3] / "shared" / "testdata" / "aws-sigv4"
+VECTORS = Path(__file__).resolve().parents[1] / "data" / "aws-sigv4"   # copy of shared/testdata
 CHUNK = "db/55dd170e-0f0e83c7/d/78af-cfea7b-d7a279/0_0"  # any object of the fixture bucket
 
 

@@ -1,7 +1,7 @@
 #!/usr/bin/env node
 'use strict';
 // Runs sigv4.js's verifier over the AWS SigV4 test suite (header-signed requests):
-//   node tests/s3/check_sigv4_vectors.js ../shared/testdata/aws-sigv4
+//   node tests/s3/check_sigv4_vectors.js tests/data/aws-sigv4
 // Prints one JSON object per line: {case, applies, ok, code, canonicalMatches}. A case does not
 // apply to S3 when it expects path normalisation that S3 never does (dot segments, '//').
 
