@@ -318,6 +318,30 @@ static hid_t link_plist(const char *name)
     return lcpl;
 }
 
+/*
+ * The file name of domain `to` (a domain path such as "/home/v/x.h5") relative to the
+ * directory of domain `from`: "../v/x.h5". HDF5 readers resolve a relative external file name
+ * next to the file that holds the link, which in the mount is the other domain.
+ */
+static int relative_domain(const char *from, const char *to, char *out, size_t len)
+{
+    size_t common = 0, i;
+    for (i = 0; from[i] && from[i] == to[i]; i++)
+        if (from[i] == '/')
+            common = i + 1;     /* both paths agree up to and including this slash */
+    size_t n = 0;
+    out[0] = '\0';
+    for (i = common; from[i]; i++)
+        if (from[i] == '/') {   /* each further directory of `from` is one "../" */
+            if (n + 3 >= len)
+                return -ENAMETOOLONG;
+            memcpy(out + n, "../", 4);
+            n += 3;
+        }
+    int w = snprintf(out + n, len - n, "%s", to + common);
+    return w < 0 || (size_t)w >= len - n ? -ENAMETOOLONG : 0;
+}
+
 static herr_t make_link(struct builder *b, hid_t group, const struct link_ref *l, hid_t lcpl)
 {
     const char *cls = json_string_value(json_object_get(l->json, "class"));
@@ -331,8 +355,13 @@ static herr_t make_link(struct builder *b, hid_t group, const struct link_ref *l
         return H5Olink(o->hid, group, l->name, lcpl, H5P_DEFAULT);
     }
     if (h5path && domain && (!cls || strcmp(cls, "H5L_TYPE_EXTERNAL") == 0)) {
-        if (strncmp(domain, "hdf5:/", 6) == 0)
-            domain += 5;        /* "hdf5://home/u/x.h5" names the domain "/home/u/x.h5" */
+        char rel[STORE_KEY_MAX + 64];
+        if (strncmp(domain, "hdf5://", 7) == 0)
+            domain += 6;        /* "hdf5://home/u/x.h5" names the domain "/home/u/x.h5" */
+        else if (strncmp(domain, "hdf5:/", 6) == 0)
+            domain += 5;
+        if (domain[0] == '/' && relative_domain(b->domain_path, domain, rel, sizeof rel) == 0)
+            domain = rel;       /* a domain of this bucket: a path that resolves in the mount */
         return H5Lcreate_external(domain, h5path, group, l->name, lcpl, H5P_DEFAULT);
     }
     if (h5path && (!cls || strcmp(cls, "H5L_TYPE_SOFT") == 0))
