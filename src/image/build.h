@@ -31,6 +31,7 @@ struct builder {
     size_t cap_datasets;
     unsigned char *placeholder; /* the buffer every chunk placeholder is written from */
     size_t placeholder_size;
+    uint64_t declared;          /* chunk extents declared so far, against IMAGE_CHUNKS_MAX */
 };
 
 /* Load and parse an object's JSON by id: a JSON object whose "id" is id. 0, -ENOENT, -EIO. */

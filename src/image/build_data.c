@@ -422,6 +422,9 @@ static int declare_chunks(struct builder *b, struct build_obj *o, uint32_t dset_
                           const struct chunk_list *chunks)
 {
     struct image_dataset *ds = &b->img->datasets[dset_index];
+    if (chunks->n > IMAGE_CHUNKS_MAX - b->declared)
+        return -E2BIG;          /* the dataset goes, the rest of the domain stays readable */
+    b->declared += chunks->n;
     int rc = ensure_placeholder(b, ds->chunk_bytes);
     for (size_t i = 0; i < chunks->n && rc == 0; i++) {
         hsize_t offset[IMAGE_MAX_RANK];
@@ -463,7 +466,8 @@ static int is_ref_layout(const struct dset_plan *p)
     return cls && strstr(cls, "_REF") != NULL;
 }
 
-static int fill_extents(struct builder *b, struct build_obj *o, const struct dset_plan *p)
+static int fill_extents(struct builder *b, struct build_obj *o, const struct dset_plan *p,
+                        char *out_why, size_t out_why_len)
 {
     struct image_dataset *ds;
     struct chunk_list chunks = { 0 };
@@ -496,8 +500,11 @@ static int fill_extents(struct builder *b, struct build_obj *o, const struct dse
         rc = chunk_list_add(&chunks, 0);
     if (rc == 0)
         rc = declare_chunks(b, o, index, &chunks);
+    if (rc == -E2BIG)
+        snprintf(out_why, out_why_len, "%zu more chunks would pass the image's limit of %u",
+                 chunks.n, IMAGE_CHUNKS_MAX);
     free(chunks.v);
-    return rc == -EFBIG ? -EINVAL : rc;
+    return rc == -EFBIG || rc == -E2BIG ? -EINVAL : rc;
 }
 
 /* ---- values written for real ---- */
@@ -644,7 +651,7 @@ int build_dataset_fill(struct builder *b, struct build_obj *o)
     if (rc == 0 && is_null_space(p.shape))
         rc = 0;                 /* a NULL dataspace has no data */
     else if (rc == 0 && p.rank > 0 && !p.by_value)
-        rc = fill_extents(b, o, &p);
+        rc = fill_extents(b, o, &p, why, sizeof why);
     else if (rc == 0)
         rc = write_values(b, o, &p, why, sizeof why);
     if (rc == -EINVAL)

@@ -20,6 +20,9 @@
 #define IMAGE_JSON_MAX (64u << 20)      /* largest object JSON we parse */
 #define IMAGE_CHUNK_MAX (1ull << 31)    /* largest decoded chunk we serve (HDF5: < 4 GiB) */
 #define IMAGE_META_BLOCK (64u << 10)    /* metadata comes in blocks this large */
+/* Chunk extents one image may declare (each costs ~24 bytes here and HDF5 index metadata):
+ * a few hundred bytes of JSON must not be able to ask for gigabytes (found by fuzzing). */
+#define IMAGE_CHUNKS_MAX 20000000u
 
 /* Where the bytes of a dataset's chunks come from. */
 enum chunk_origin {
