@@ -8,6 +8,7 @@
  */
 #include "h5osfs/sigv4.h"
 #include "h5osfs/log.h"
+#include "sigv4_int.h"
 
 #include <errno.h>
 #include <limits.h>
@@ -19,20 +20,9 @@
 #include <openssl/evp.h>
 #include <openssl/hmac.h>
 
-#define SIGV4_ALGORITHM "AWS4-HMAC-SHA256"
-#define SIGV4_TERMINATOR "aws4_request"
-#define SIGV4_UNSIGNED "UNSIGNED-PAYLOAD"
-#define SHA256_LEN 32
-#define AMZ_DATE_LEN 16 /* "YYYYMMDDTHHMMSSZ" */
-#define DATE8_LEN 8
 
 /* ---- growable string with a sticky error ---- */
 
-struct sbuf {
-    char *p;
-    size_t len, cap;
-    int err;
-};
 
 static void sb_reserve(struct sbuf *b, size_t more)
 {
@@ -57,7 +47,7 @@ static void sb_reserve(struct sbuf *b, size_t more)
     b->cap = cap;
 }
 
-static void sb_putn(struct sbuf *b, const char *s, size_t n)
+void sigv4_sb_putn(struct sbuf *b, const char *s, size_t n)
 {
     sb_reserve(b, n);
     if (b->err)
@@ -68,18 +58,18 @@ static void sb_putn(struct sbuf *b, const char *s, size_t n)
     b->p[b->len] = '\0';
 }
 
-static void sb_puts(struct sbuf *b, const char *s)
+void sigv4_sb_puts(struct sbuf *b, const char *s)
 {
-    sb_putn(b, s, strlen(s));
+    sigv4_sb_putn(b, s, strlen(s));
 }
 
-static void sb_putc(struct sbuf *b, char c)
+void sigv4_sb_putc(struct sbuf *b, char c)
 {
-    sb_putn(b, &c, 1);
+    sigv4_sb_putn(b, &c, 1);
 }
 
 /* Hands the string (possibly "") to the caller, or frees it and returns the sticky error. */
-static int sb_finish(struct sbuf *b, char **out)
+int sigv4_sb_finish(struct sbuf *b, char **out)
 {
     sb_reserve(b, 0);
     if (b->err) {
@@ -94,20 +84,20 @@ static int sb_finish(struct sbuf *b, char **out)
 
 /* ---- character classes (by hand, not <ctype.h>: the locale must not change a signature) ---- */
 
-static int is_alnum(unsigned char c)
+int sigv4_is_alnum(unsigned char c)
 {
     return (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9');
 }
 
 static int is_unreserved(unsigned char c)
 {
-    return is_alnum(c) || c == '-' || c == '.' || c == '_' || c == '~';
+    return sigv4_is_alnum(c) || c == '-' || c == '.' || c == '_' || c == '~';
 }
 
 /* RFC 9110 token characters: what a method or a header name may be made of. */
 static int is_tchar(unsigned char c)
 {
-    return is_alnum(c) || (c && strchr("!#$%&'*+-.^_`|~", c) != NULL);
+    return sigv4_is_alnum(c) || (c && strchr("!#$%&'*+-.^_`|~", c) != NULL);
 }
 
 static int is_token(const char *s)
@@ -131,7 +121,7 @@ static int hex_value(unsigned char c)
     return -1;
 }
 
-static void hex_lower(const unsigned char *bin, size_t n, char *out)
+void sigv4_hex_lower(const unsigned char *bin, size_t n, char *out)
 {
     static const char digits[] = "0123456789abcdef";
     for (size_t i = 0; i < n; i++) {
@@ -149,10 +139,10 @@ static void sb_put_encoded(struct sbuf *b, const char *in, size_t len, int keep_
     for (size_t i = 0; i < len; i++) {
         unsigned char c = (unsigned char)in[i];
         if (is_unreserved(c) || (keep_slash && c == '/')) {
-            sb_putc(b, (char)c);
+            sigv4_sb_putc(b, (char)c);
         } else {
             char esc[3] = {'%', digits[c >> 4], digits[c & 15]};
-            sb_putn(b, esc, sizeof esc);
+            sigv4_sb_putn(b, esc, sizeof esc);
         }
     }
 }
@@ -167,7 +157,7 @@ int sigv4_uri_encode(const char *in, size_t len, int keep_slash, char **out)
     struct sbuf b = {0};
     sb_reserve(&b, len * 3); /* worst case, so the loop never reallocates */
     sb_put_encoded(&b, in, len, keep_slash);
-    return sb_finish(&b, out);
+    return sigv4_sb_finish(&b, out);
 }
 
 /* Percent-decodes in[0..len) into b. '+' stays '+': SigV4 query strings are RFC 3986, not HTML
@@ -176,14 +166,14 @@ static int sb_put_decoded(struct sbuf *b, const char *in, size_t len)
 {
     for (size_t i = 0; i < len; i++) {
         if (in[i] != '%') {
-            sb_putc(b, in[i]);
+            sigv4_sb_putc(b, in[i]);
             continue;
         }
         int hi = i + 2 < len ? hex_value((unsigned char)in[i + 1]) : -1;
         int lo = hi >= 0 ? hex_value((unsigned char)in[i + 2]) : -1;
         if (lo < 0)
             return -EINVAL;
-        sb_putc(b, (char)(hi << 4 | lo));
+        sigv4_sb_putc(b, (char)(hi << 4 | lo));
         i += 2;
     }
     return 0;
@@ -203,11 +193,11 @@ int sigv4_sha256_hex(const void *data, size_t len, char out[65])
         log_error("sigv4: SHA-256 failed in OpenSSL");
         return -ENOMEM;
     }
-    hex_lower(md, SHA256_LEN, out);
+    sigv4_hex_lower(md, SHA256_LEN, out);
     return 0;
 }
 
-static int hmac_sha256(const void *key, size_t key_len, const void *msg, size_t msg_len,
+int sigv4_hmac_sha256(const void *key, size_t key_len, const void *msg, size_t msg_len,
                        unsigned char out[SHA256_LEN])
 {
     unsigned int out_len = 0;
@@ -278,11 +268,11 @@ static int normalize_path(const char *path, struct sbuf *out)
         s = e;
     }
     for (size_t i = 0; i < depth; i++) {
-        sb_putc(out, '/');
-        sb_putn(out, stack[i].p, stack[i].n);
+        sigv4_sb_putc(out, '/');
+        sigv4_sb_putn(out, stack[i].p, stack[i].n);
     }
     if (depth == 0 || dir)
-        sb_putc(out, '/');
+        sigv4_sb_putc(out, '/');
     free(stack);
     return 0;
 }
@@ -296,7 +286,7 @@ static int append_path(struct sbuf *b, const char *path, int normalize)
             log_error("sigv4: path \"%s\" is not URI-encoded as S3 signs it", path);
             return -EINVAL;
         }
-        sb_puts(b, path);
+        sigv4_sb_puts(b, path);
         return 0;
     }
     struct sbuf norm = {0};
@@ -337,7 +327,7 @@ static int canon_component(const char *s, size_t n, char **out)
         free(enc.p);
         return rc;
     }
-    return sb_finish(&enc, out);
+    return sigv4_sb_finish(&enc, out);
 }
 
 /* One "key[=value]" piece; a bare key signs as "key=" (S3's "?lifecycle"). */
@@ -402,10 +392,10 @@ static int append_query(struct sbuf *b, const char *query)
     qsort(qp, n, sizeof *qp, qparam_cmp);
     for (size_t i = 0; i < n; i++) {
         if (i)
-            sb_putc(b, '&');
-        sb_puts(b, qp[i].key);
-        sb_putc(b, '=');
-        sb_puts(b, qp[i].value);
+            sigv4_sb_putc(b, '&');
+        sigv4_sb_puts(b, qp[i].key);
+        sigv4_sb_putc(b, '=');
+        sigv4_sb_puts(b, qp[i].value);
     }
     free_qparams(qp, n);
     return 0;
@@ -444,11 +434,11 @@ static int canon_value(const char *v, char **out)
             return -EINVAL;
         }
         if (pending_space)
-            sb_putc(&b, ' ');
+            sigv4_sb_putc(&b, ' ');
         pending_space = 0;
-        sb_putc(&b, (char)*p);
+        sigv4_sb_putc(&b, (char)*p);
     }
-    return sb_finish(&b, out);
+    return sigv4_sb_finish(&b, out);
 }
 
 static int canon_header(const struct sigv4_header *h, size_t order, struct chdr *out)
@@ -517,19 +507,19 @@ static int append_headers(struct sbuf *b, struct sbuf *names, const struct sigv4
         return rc;
     for (size_t i = 0; i < req->n_headers; i++) {
         if (i > 0 && strcmp(h[i].name, h[i - 1].name) == 0) {
-            sb_putc(b, ',');
+            sigv4_sb_putc(b, ',');
         } else {
             if (i > 0) {
-                sb_putc(b, '\n');
-                sb_putc(names, ';');
+                sigv4_sb_putc(b, '\n');
+                sigv4_sb_putc(names, ';');
             }
-            sb_puts(b, h[i].name);
-            sb_putc(b, ':');
-            sb_puts(names, h[i].name);
+            sigv4_sb_puts(b, h[i].name);
+            sigv4_sb_putc(b, ':');
+            sigv4_sb_puts(names, h[i].name);
         }
-        sb_puts(b, h[i].value);
+        sigv4_sb_puts(b, h[i].value);
     }
-    sb_putc(b, '\n');
+    sigv4_sb_putc(b, '\n');
     free_chdrs(h, req->n_headers);
     return 0;
 }
@@ -561,26 +551,26 @@ static int check_request(const struct sigv4_request *req)
 }
 
 /* The canonical request and, apart, the signed header list the Authorization header repeats. */
-static int build_canonical(const struct sigv4_request *req, int normalize_path, char **creq,
+int sigv4_build_canonical(const struct sigv4_request *req, int normalize_path, char **creq,
                            char **signed_names)
 {
     struct sbuf b = {0}, names = {0};
     int rc = check_request(req);
     if (rc)
         return rc;
-    sb_puts(&b, req->method);
-    sb_putc(&b, '\n');
+    sigv4_sb_puts(&b, req->method);
+    sigv4_sb_putc(&b, '\n');
     rc = append_path(&b, req->path, normalize_path);
-    sb_putc(&b, '\n');
+    sigv4_sb_putc(&b, '\n');
     if (rc == 0)
         rc = append_query(&b, req->query);
-    sb_putc(&b, '\n');
+    sigv4_sb_putc(&b, '\n');
     if (rc == 0)
         rc = append_headers(&b, &names, req);
-    sb_putc(&b, '\n');
-    sb_puts(&b, names.p ? names.p : "");
-    sb_putc(&b, '\n');
-    sb_puts(&b, req->payload_hash);
+    sigv4_sb_putc(&b, '\n');
+    sigv4_sb_puts(&b, names.p ? names.p : "");
+    sigv4_sb_putc(&b, '\n');
+    sigv4_sb_puts(&b, req->payload_hash);
     if (rc == 0)
         rc = names.err;
     if (rc) {
@@ -588,9 +578,9 @@ static int build_canonical(const struct sigv4_request *req, int normalize_path, 
         free(names.p);
         return rc;
     }
-    rc = sb_finish(&b, creq);
+    rc = sigv4_sb_finish(&b, creq);
     if (rc == 0 && signed_names)
-        return sb_finish(&names, signed_names);
+        return sigv4_sb_finish(&names, signed_names);
     free(names.p);
     return rc;
 }
@@ -600,165 +590,6 @@ int sigv4_canonical_request(const struct sigv4_request *req, int normalize_path,
     if (!out)
         return -EINVAL;
     *out = NULL;
-    return build_canonical(req, normalize_path, out, NULL);
+    return sigv4_build_canonical(req, normalize_path, out, NULL);
 }
 
-/* ---- string to sign, signature, Authorization ---- */
-
-/* Region and service go into the credential scope between '/': no '/', blank or control. */
-static int is_scope_part(const char *s)
-{
-    if (!s || !*s)
-        return 0;
-    for (const unsigned char *p = (const unsigned char *)s; *p; p++)
-        if (*p <= ' ' || *p == '/' || *p >= 0x7f)
-            return 0;
-    return 1;
-}
-
-static int is_amz_date(const char *d)
-{
-    if (!d || strlen(d) != AMZ_DATE_LEN || d[DATE8_LEN] != 'T' || d[AMZ_DATE_LEN - 1] != 'Z')
-        return 0;
-    for (int i = 0; i < AMZ_DATE_LEN - 1; i++)
-        if (i != DATE8_LEN && !(d[i] >= '0' && d[i] <= '9'))
-            return 0;
-    return 1;
-}
-
-static int check_scope(const struct sigv4_scope *scope)
-{
-    if (!scope || !is_amz_date(scope->amz_date) || !is_scope_part(scope->region) ||
-        !is_scope_part(scope->service)) {
-        log_error("sigv4: scope needs a YYYYMMDDTHHMMSSZ date, a region and a service");
-        return -EINVAL;
-    }
-    return 0;
-}
-
-/* "<date8>/<region>/<service>/aws4_request" */
-static void sb_put_scope(struct sbuf *b, const struct sigv4_scope *scope)
-{
-    sb_putn(b, scope->amz_date, DATE8_LEN);
-    sb_putc(b, '/');
-    sb_puts(b, scope->region);
-    sb_putc(b, '/');
-    sb_puts(b, scope->service);
-    sb_puts(b, "/" SIGV4_TERMINATOR);
-}
-
-int sigv4_string_to_sign(const char *canonical_request, const struct sigv4_scope *scope, char **out)
-{
-    char hash[2 * SHA256_LEN + 1];
-    if (!out)
-        return -EINVAL;
-    *out = NULL;
-    if (!canonical_request)
-        return -EINVAL;
-    int rc = check_scope(scope);
-    if (rc == 0)
-        rc = sigv4_sha256_hex(canonical_request, strlen(canonical_request), hash);
-    if (rc)
-        return rc;
-    struct sbuf b = {0};
-    sb_puts(&b, SIGV4_ALGORITHM "\n");
-    sb_puts(&b, scope->amz_date);
-    sb_putc(&b, '\n');
-    sb_put_scope(&b, scope);
-    sb_putc(&b, '\n');
-    sb_puts(&b, hash);
-    return sb_finish(&b, out);
-}
-
-/* kSigning = HMAC(HMAC(HMAC(HMAC("AWS4" + secret, date8), region), service), "aws4_request") */
-static int derive_signing_key(const char *secret, const struct sigv4_scope *scope,
-                              unsigned char key[SHA256_LEN])
-{
-    size_t secret_len = strlen(secret);
-    if (secret_len > INT_MAX - 4)
-        return -EINVAL;
-    char *k_secret = malloc(secret_len + 4);
-    if (!k_secret)
-        return -ENOMEM;
-    memcpy(k_secret, "AWS4", 4);
-    memcpy(k_secret + 4, secret, secret_len);
-    unsigned char k[SHA256_LEN];
-    int rc = hmac_sha256(k_secret, secret_len + 4, scope->amz_date, DATE8_LEN, k);
-    OPENSSL_cleanse(k_secret, secret_len + 4);
-    free(k_secret);
-    if (rc == 0)
-        rc = hmac_sha256(k, sizeof k, scope->region, strlen(scope->region), key);
-    if (rc == 0)
-        rc = hmac_sha256(key, SHA256_LEN, scope->service, strlen(scope->service), k);
-    if (rc == 0)
-        rc = hmac_sha256(k, sizeof k, SIGV4_TERMINATOR, strlen(SIGV4_TERMINATOR), key);
-    OPENSSL_cleanse(k, sizeof k);
-    return rc;
-}
-
-int sigv4_signature(const struct sigv4_credentials *cred, const struct sigv4_scope *scope,
-                    const char *string_to_sign, char out[65])
-{
-    if (!cred || !cred->secret_access_key || !string_to_sign || !out) {
-        log_error("sigv4: no secret key or no string to sign");
-        return -EINVAL;
-    }
-    int rc = check_scope(scope);
-    if (rc)
-        return rc;
-    unsigned char key[SHA256_LEN], sig[SHA256_LEN];
-    rc = derive_signing_key(cred->secret_access_key, scope, key);
-    if (rc == 0)
-        rc = hmac_sha256(key, sizeof key, string_to_sign, strlen(string_to_sign), sig);
-    OPENSSL_cleanse(key, sizeof key);
-    if (rc == 0)
-        hex_lower(sig, sizeof sig, out);
-    return rc;
-}
-
-/* The key id goes into "Credential=<id>/<scope>, ": no '/', ',', blank or control. */
-static int is_access_key_id(const char *id)
-{
-    return is_scope_part(id) && strchr(id, ',') == NULL;
-}
-
-static int format_authorization(const char *key_id, const struct sigv4_scope *scope,
-                                const char *signed_names, const char *sig, char **out)
-{
-    struct sbuf b = {0};
-    sb_puts(&b, SIGV4_ALGORITHM " Credential=");
-    sb_puts(&b, key_id);
-    sb_putc(&b, '/');
-    sb_put_scope(&b, scope);
-    sb_puts(&b, ", SignedHeaders=");
-    sb_puts(&b, signed_names);
-    sb_puts(&b, ", Signature=");
-    sb_puts(&b, sig);
-    return sb_finish(&b, out);
-}
-
-int sigv4_authorization(const struct sigv4_request *req, int normalize_path,
-                        const struct sigv4_credentials *cred, const struct sigv4_scope *scope,
-                        char **out)
-{
-    char *creq = NULL, *names = NULL, *sts = NULL;
-    char sig[2 * SHA256_LEN + 1];
-    if (!out)
-        return -EINVAL;
-    *out = NULL;
-    if (!cred || !is_access_key_id(cred->access_key_id)) {
-        log_error("sigv4: no credentials or an invalid access key id");
-        return -EINVAL;
-    }
-    int rc = build_canonical(req, normalize_path, &creq, &names);
-    if (rc == 0)
-        rc = sigv4_string_to_sign(creq, scope, &sts);
-    if (rc == 0)
-        rc = sigv4_signature(cred, scope, sts, sig);
-    if (rc == 0)
-        rc = format_authorization(cred->access_key_id, scope, names, sig, out);
-    free(creq);
-    free(names);
-    free(sts);
-    return rc;
-}
