@@ -45,18 +45,8 @@ ERROR_LINE = re.compile(r"^\S+ h5osfs\[\d+\] error: ", re.M)
 MOUNT_TIMEOUT = 15
 
 
-def h5osfs_bin():
-    return Path(os.environ.get("H5OSFS_BIN", REPO / "build" / "h5osfs"))
-
-
-def is_mounted(path):
-    path = os.path.realpath(path)
-    with open("/proc/self/mountinfo") as f:
-        for line in f:
-            point = line.split()[4].encode().decode("unicode_escape")
-            if point == path:
-                return True
-    return False
+h5osfs_bin = conftest.h5osfs_bin
+is_mounted = conftest.is_mounted
 
 
 def error_lines(text):
