@@ -554,22 +554,25 @@ static void op_mkdir(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t
     free(path);
 }
 
-static void op_rmdir(fuse_req_t req, fuse_ino_t parent, const char *name)
+/* rmdir and unlink: one namespace change on name in parent, answered with its errno. */
+static void reply_change(fuse_req_t req, fuse_ino_t parent, const char *name,
+                         int (*change)(const struct domops *d, const char *path))
 {
     struct fs *fs = fs_of(req);
     char *path = fs->cfg.read_only ? NULL : path_in(fs, parent, name);
-    int rc = fs->cfg.read_only ? -EROFS : path ? domops_rmdir(&fs->ops, path) : -ENOMEM;
+    int rc = fs->cfg.read_only ? -EROFS : path ? change(&fs->ops, path) : -ENOMEM;
     fuse_reply_err(req, -rc);
     free(path);
 }
 
+static void op_rmdir(fuse_req_t req, fuse_ino_t parent, const char *name)
+{
+    reply_change(req, parent, name, domops_rmdir);
+}
+
 static void op_unlink(fuse_req_t req, fuse_ino_t parent, const char *name)
 {
-    struct fs *fs = fs_of(req);
-    char *path = fs->cfg.read_only ? NULL : path_in(fs, parent, name);
-    int rc = fs->cfg.read_only ? -EROFS : path ? domops_unlink(&fs->ops, path) : -ENOMEM;
-    fuse_reply_err(req, -rc);
-    free(path);
+    reply_change(req, parent, name, domops_unlink);
 }
 
 static void op_symlink(fuse_req_t req, const char *link, fuse_ino_t parent, const char *name)

@@ -56,7 +56,9 @@ static int prefix_check(const char *prefix)
     return path_check(prefix, 1);
 }
 
-int store_get(struct store *st, const char *key, size_t max, struct store_buf *out)
+/* Both kinds of get: the caller's buffer is always left empty on failure. */
+static int get_checked(struct store *st, const char *key, uint64_t off, uint64_t len,
+                       size_t max, struct store_buf *out)
 {
     int err = store_key_check(key);
     if (out) {
@@ -67,22 +69,18 @@ int store_get(struct store *st, const char *key, size_t max, struct store_buf *o
         return err;
     if (!st || !out)
         return -EINVAL;
-    return st->ops->get(st, key, 0, STORE_RANGE_TO_END, max, out);
+    return st->ops->get(st, key, off, len, max, out);
+}
+
+int store_get(struct store *st, const char *key, size_t max, struct store_buf *out)
+{
+    return get_checked(st, key, 0, STORE_RANGE_TO_END, max, out);
 }
 
 int store_get_range(struct store *st, const char *key, uint64_t off, uint64_t len,
                     struct store_buf *out)
 {
-    int err = store_key_check(key);
-    if (out) {
-        out->data = NULL;
-        out->len = 0;
-    }
-    if (err)
-        return err;
-    if (!st || !out)
-        return -EINVAL;
-    return st->ops->get(st, key, off, len, SIZE_MAX, out);
+    return get_checked(st, key, off, len, SIZE_MAX, out);
 }
 
 int store_put(struct store *st, const char *key, const void *data, size_t len)
