@@ -1,0 +1,64 @@
+/*
+ * journal: the staging area's records on local disk, so that no staged byte is lost and every
+ * commit can be finished or undone after a crash.
+ *
+ * Under the cache directory (created 0700 when missing):
+ *   staging/<name>.h5    the staged HDF5 file of a domain being written
+ *   journal/<name>.json  its record: domain path, mode, state and the roots involved
+ *   rejected/<name>.h5   staged bytes that were not an HDF5 file, kept for the user
+ * A record is replaced atomically (temporary file, fsync, rename, fsync of the directory), so
+ * after a crash each record is either the old or the new one. Thread-safe: records of
+ * different names may be written at once; one name is written by one thread at a time.
+ */
+#ifndef H5OSFS_JOURNAL_H
+#define H5OSFS_JOURNAL_H
+
+#include "h5osfs/schema.h"
+
+#define JOURNAL_NAME_LEN 16
+
+/* How the staged file becomes the domain. */
+enum journal_mode {
+    JOURNAL_NEW,        /* no domain there yet: a new root and a new .domain.json */
+    JOURNAL_REPLACE,    /* O_TRUNC over a domain: a new root, then the .domain.json swap */
+    JOURNAL_IN_PLACE,   /* r+ of a domain: changed objects rewritten under its root */
+};
+
+enum journal_state {
+    JOURNAL_CLEAN,      /* everything staged is committed (or nothing was written yet) */
+    JOURNAL_DIRTY,      /* staged bytes not committed yet: commit them at restart */
+    JOURNAL_COMMITTING, /* a commit was under way: finish or undo it at restart */
+};
+
+struct journal_rec {
+    char name[JOURNAL_NAME_LEN + 1];
+    char *domain;                       /* "/home/u/x.h5" (owned) */
+    enum journal_mode mode;
+    enum journal_state state;
+    char base_root[SCHEMA_ID_BUF];      /* the domain's root when staging began ("" if new) */
+    char new_root[SCHEMA_ID_BUF];       /* COMMITTING, NEW/REPLACE: the root being written */
+};
+
+struct journal;
+
+int journal_open(const char *cache_dir, struct journal **out);
+void journal_close(struct journal *j);
+
+/* A new record (state CLEAN, not yet written) and its empty staged file, opened O_RDWR: *fd.
+ * 0 or -errno. */
+int journal_stage(struct journal *j, const char *domain, enum journal_mode mode,
+                  const char *base_root, struct journal_rec *rec, int *fd);
+/* Write (or replace) the record durably. 0 or -errno (logged). */
+int journal_write(struct journal *j, const struct journal_rec *rec);
+/* The staged file's path (malloc'd) or NULL. */
+char *journal_staged_path(const struct journal *j, const struct journal_rec *rec);
+/* Remove the record and its staged file: the staged bytes are committed or abandoned. */
+void journal_remove(struct journal *j, const struct journal_rec *rec);
+/* Move the staged file to rejected/ and remove the record; *kept (malloc'd) says where. */
+int journal_reject(struct journal *j, const struct journal_rec *rec, char **kept);
+/* Every record on disk (for recovery at mount); unreadable records are logged and skipped. */
+int journal_list(struct journal *j, struct journal_rec **recs, size_t *n);
+void journal_rec_free(struct journal_rec *rec);
+void journal_recs_free(struct journal_rec *recs, size_t n);
+
+#endif

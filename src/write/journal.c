@@ -1,0 +1,348 @@
+/* journal: see include/h5osfs/journal.h. */
+#include "h5osfs/journal.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <jansson.h>
+
+#include "h5osfs/log.h"
+
+#define JOURNAL_REC_MAX (64u << 10)
+
+struct journal {
+    char *root;                 /* the cache directory */
+    int staging, records, rejected;     /* directory fds */
+};
+
+static const char *const mode_names[] = { "new", "replace", "in_place" };
+static const char *const state_names[] = { "clean", "dirty", "committing" };
+
+/* mkdir -p with mode 0700 for what we create; existing directories are kept as they are. */
+static int make_dirs(const char *path)
+{
+    char *copy = strdup(path);
+    if (!copy)
+        return -ENOMEM;
+    int rc = 0;
+    for (char *p = copy + 1; rc == 0; p++) {
+        char c = *p;
+        if (c != '/' && c != '\0')
+            continue;
+        *p = '\0';
+        if (mkdir(copy, 0700) != 0 && errno != EEXIST)
+            rc = -errno;
+        *p = c;
+        if (c == '\0')
+            break;
+    }
+    free(copy);
+    return rc;
+}
+
+static int open_subdir(const char *root, const char *name, int *fd)
+{
+    char *path = NULL;
+    if (asprintf(&path, "%s/%s", root, name) < 0)
+        return -ENOMEM;
+    int rc = make_dirs(path);
+    if (rc == 0 && (*fd = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC)) < 0)
+        rc = -errno;
+    if (rc != 0)
+        log_error("cache directory %s: %s", path, strerror(-rc));
+    free(path);
+    return rc;
+}
+
+int journal_open(const char *cache_dir, struct journal **out)
+{
+    struct journal *j = calloc(1, sizeof *j);
+    if (!j)
+        return -ENOMEM;
+    j->staging = j->records = j->rejected = -1;
+    j->root = strdup(cache_dir);
+    int rc = j->root ? 0 : -ENOMEM;
+    if (rc == 0)
+        rc = open_subdir(cache_dir, "staging", &j->staging);
+    if (rc == 0)
+        rc = open_subdir(cache_dir, "journal", &j->records);
+    if (rc == 0)
+        rc = open_subdir(cache_dir, "rejected", &j->rejected);
+    if (rc != 0) {
+        journal_close(j);
+        return rc;
+    }
+    *out = j;
+    return 0;
+}
+
+void journal_close(struct journal *j)
+{
+    if (!j)
+        return;
+    if (j->staging >= 0)
+        close(j->staging);
+    if (j->records >= 0)
+        close(j->records);
+    if (j->rejected >= 0)
+        close(j->rejected);
+    free(j->root);
+    free(j);
+}
+
+static int random_name(char out[JOURNAL_NAME_LEN + 1])
+{
+    unsigned char bytes[JOURNAL_NAME_LEN / 2];
+    if (getrandom(bytes, sizeof bytes, 0) != (ssize_t)sizeof bytes)
+        return -EIO;
+    for (size_t i = 0; i < sizeof bytes; i++)
+        snprintf(out + 2 * i, 3, "%02x", bytes[i]);
+    return 0;
+}
+
+static void file_name(const struct journal_rec *rec, const char *suffix, char *buf, size_t len)
+{
+    snprintf(buf, len, "%s%s", rec->name, suffix);
+}
+
+int journal_stage(struct journal *j, const char *domain, enum journal_mode mode,
+                  const char *base_root, struct journal_rec *rec, int *fd)
+{
+    memset(rec, 0, sizeof *rec);
+    rec->mode = mode;
+    rec->state = JOURNAL_CLEAN;
+    snprintf(rec->base_root, sizeof rec->base_root, "%s", base_root ? base_root : "");
+    if (!(rec->domain = strdup(domain)))
+        return -ENOMEM;
+    char name[64];
+    for (int tries = 0; tries < 8; tries++) {
+        int rc = random_name(rec->name);
+        if (rc != 0)
+            break;
+        file_name(rec, ".h5", name, sizeof name);
+        *fd = openat(j->staging, name, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+        if (*fd >= 0)
+            return 0;
+        if (errno != EEXIST) {
+            rc = -errno;
+            log_error("%s: cannot create a staged file in %s/staging: %s", domain, j->root,
+                      strerror(-rc));
+            journal_rec_free(rec);
+            return rc;
+        }
+    }
+    journal_rec_free(rec);
+    return -EIO;
+}
+
+char *journal_staged_path(const struct journal *j, const struct journal_rec *rec)
+{
+    char *path = NULL;
+    if (asprintf(&path, "%s/staging/%s.h5", j->root, rec->name) < 0)
+        return NULL;
+    return path;
+}
+
+static char *rec_text(const struct journal_rec *rec)
+{
+    json_t *o = json_pack("{s:s, s:s, s:s, s:s, s:s}", "domain", rec->domain,
+                          "mode", mode_names[rec->mode], "state", state_names[rec->state],
+                          "base_root", rec->base_root, "new_root", rec->new_root);
+    char *text = o ? json_dumps(o, JSON_COMPACT) : NULL;
+    json_decref(o);
+    return text;
+}
+
+static int write_all(int fd, const char *data, size_t len)
+{
+    while (len > 0) {
+        ssize_t n = write(fd, data, len);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n <= 0)
+            return n < 0 ? -errno : -EIO;
+        data += n;
+        len -= (size_t)n;
+    }
+    return 0;
+}
+
+int journal_write(struct journal *j, const struct journal_rec *rec)
+{
+    char tmp[64], final[64];
+    file_name(rec, ".json.tmp", tmp, sizeof tmp);
+    file_name(rec, ".json", final, sizeof final);
+    char *text = rec_text(rec);
+    if (!text)
+        return -ENOMEM;
+    int rc = 0, fd = openat(j->records, tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+    if (fd < 0)
+        rc = -errno;
+    if (rc == 0)
+        rc = write_all(fd, text, strlen(text));
+    if (rc == 0 && fsync(fd) != 0)
+        rc = -errno;
+    if (fd >= 0 && close(fd) != 0 && rc == 0)
+        rc = -errno;
+    if (rc == 0 && renameat(j->records, tmp, j->records, final) != 0)
+        rc = -errno;
+    if (rc == 0 && fsync(j->records) != 0)
+        rc = -errno;
+    if (rc != 0) {
+        unlinkat(j->records, tmp, 0);
+        log_error("%s: cannot write the journal record %s/journal/%s: %s", rec->domain, j->root,
+                  final, strerror(-rc));
+    }
+    free(text);
+    return rc;
+}
+
+void journal_remove(struct journal *j, const struct journal_rec *rec)
+{
+    char name[64];
+    file_name(rec, ".json", name, sizeof name);
+    if (unlinkat(j->records, name, 0) != 0 && errno != ENOENT)
+        log_warn("%s: cannot remove the journal record %s: %s", rec->domain, name,
+                 strerror(errno));
+    file_name(rec, ".h5", name, sizeof name);
+    if (unlinkat(j->staging, name, 0) != 0 && errno != ENOENT)
+        log_warn("%s: cannot remove the staged file %s: %s", rec->domain, name, strerror(errno));
+}
+
+int journal_reject(struct journal *j, const struct journal_rec *rec, char **kept)
+{
+    char name[64];
+    file_name(rec, ".h5", name, sizeof name);
+    *kept = NULL;
+    if (renameat(j->staging, name, j->rejected, name) != 0) {
+        int rc = -errno;
+        log_error("%s: cannot move the staged file %s to %s/rejected: %s", rec->domain, name,
+                  j->root, strerror(-rc));
+        return rc;
+    }
+    if (asprintf(kept, "%s/rejected/%s", j->root, name) < 0)
+        *kept = NULL;
+    fsync(j->rejected);
+    journal_remove(j, rec);
+    return 0;
+}
+
+void journal_rec_free(struct journal_rec *rec)
+{
+    free(rec->domain);
+    rec->domain = NULL;
+}
+
+void journal_recs_free(struct journal_rec *recs, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        journal_rec_free(&recs[i]);
+    free(recs);
+}
+
+static int index_of(const char *const *names, size_t n, const char *name)
+{
+    for (size_t i = 0; i < n; i++)
+        if (name && strcmp(names[i], name) == 0)
+            return (int)i;
+    return -1;
+}
+
+static int copy_root(char out[SCHEMA_ID_BUF], const char *id)
+{
+    if (!id || (*id && schema_id_version(id) < 0))
+        return -EINVAL;
+    snprintf(out, SCHEMA_ID_BUF, "%s", id);
+    return 0;
+}
+
+/* Parse one record; -EINVAL for anything not written by journal_write. */
+static int parse_rec(const char *text, const char *name, struct journal_rec *rec)
+{
+    json_t *o = json_loads(text, 0, NULL);
+    const char *domain = json_string_value(json_object_get(o, "domain"));
+    int mode = index_of(mode_names, 3, json_string_value(json_object_get(o, "mode")));
+    int state = index_of(state_names, 3, json_string_value(json_object_get(o, "state")));
+    int rc = domain && domain[0] == '/' && mode >= 0 && state >= 0 ? 0 : -EINVAL;
+    memset(rec, 0, sizeof *rec);
+    if (rc == 0)
+        rc = copy_root(rec->base_root, json_string_value(json_object_get(o, "base_root")));
+    if (rc == 0)
+        rc = copy_root(rec->new_root, json_string_value(json_object_get(o, "new_root")));
+    if (rc == 0 && !(rec->domain = strdup(domain)))
+        rc = -ENOMEM;
+    rec->mode = (enum journal_mode)mode;
+    rec->state = (enum journal_state)state;
+    snprintf(rec->name, sizeof rec->name, "%.*s", JOURNAL_NAME_LEN, name);
+    json_decref(o);
+    return rc;
+}
+
+static int read_rec(struct journal *j, const char *file, struct journal_rec *rec)
+{
+    char text[JOURNAL_REC_MAX + 1];
+    int fd = openat(j->records, file, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return -errno;
+    ssize_t n = read(fd, text, JOURNAL_REC_MAX);
+    close(fd);
+    if (n < 0)
+        return -EIO;
+    text[n] = '\0';
+    return parse_rec(text, file, rec);
+}
+
+static int is_record_name(const char *name)
+{
+    size_t len = strlen(name);
+    if (len != JOURNAL_NAME_LEN + 5 || strcmp(name + JOURNAL_NAME_LEN, ".json") != 0)
+        return 0;
+    return strspn(name, "0123456789abcdef") == JOURNAL_NAME_LEN;
+}
+
+int journal_list(struct journal *j, struct journal_rec **recs, size_t *n)
+{
+    *recs = NULL;
+    *n = 0;
+    int fd = dup(j->records);
+    DIR *dir = fd >= 0 ? fdopendir(fd) : NULL;
+    if (!dir) {
+        if (fd >= 0)
+            close(fd);
+        return -errno;
+    }
+    rewinddir(dir);
+    size_t cap = 0;
+    int rc = 0;
+    for (struct dirent *e; rc == 0 && (e = readdir(dir));) {
+        if (!is_record_name(e->d_name))
+            continue;
+        if (*n == cap) {
+            struct journal_rec *bigger = realloc(*recs, (cap = cap ? 2 * cap : 8) * sizeof **recs);
+            if (!bigger) {
+                rc = -ENOMEM;
+                break;
+            }
+            *recs = bigger;
+        }
+        if (read_rec(j, e->d_name, &(*recs)[*n]) == 0)
+            (*n)++;
+        else
+            log_error("journal record %s/journal/%s is unreadable: left as it is", j->root,
+                      e->d_name);
+    }
+    closedir(dir);
+    if (rc != 0) {
+        journal_recs_free(*recs, *n);
+        *recs = NULL;
+        *n = 0;
+    }
+    return rc;
+}

@@ -1,0 +1,147 @@
+/*
+ * test_journal: the staging area's records on a real temporary cache directory: what is
+ * created, what survives a "crash" (a new journal object over the same directory), rejects,
+ * removal, and records that are not ours.
+ */
+#include "h5osfs/journal.h"
+
+#include "check.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <ftw.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+static int rm_one(const char *path, const struct stat *sb, int flag, struct FTW *ftw)
+{
+    (void)sb, (void)flag, (void)ftw;
+    return remove(path);
+}
+
+static int exists(const char *dir, const char *sub, const char *name, const char *suffix)
+{
+    char path[4096];
+    snprintf(path, sizeof path, "%s/%s/%s%s", dir, sub, name, suffix);
+    return access(path, F_OK) == 0;
+}
+
+static size_t file_size(const char *path)
+{
+    struct stat st;
+    return stat(path, &st) == 0 ? (size_t)st.st_size : (size_t)-1;
+}
+
+static void test_records_survive_a_restart(const char *dir)
+{
+    struct journal *j = NULL;
+    struct journal_rec rec, other;
+    int fd = -1, fd2 = -1;
+    CHECK_INT(journal_open(dir, &j), 0);
+    CHECK_INT(journal_stage(j, "/home/u/a.h5", JOURNAL_NEW, NULL, &rec, &fd), 0);
+    CHECK(fd >= 0);
+    CHECK_INT(strlen(rec.name), JOURNAL_NAME_LEN);
+    CHECK_INT(write(fd, "abc", 3), 3);
+    close(fd);
+    rec.state = JOURNAL_COMMITTING;
+    snprintf(rec.new_root, sizeof rec.new_root, "g-b03b24ef-69f244b6-38b3-ac67e1-7acc3e");
+    CHECK_INT(journal_write(j, &rec), 0);
+    CHECK_INT(journal_stage(j, "/home/u/b \"q\".h5", JOURNAL_IN_PLACE,
+                            "g-b03b24ef-69f244b6-38b3-ac67e1-7acc3e", &other, &fd2), 0);
+    close(fd2);
+    CHECK(strcmp(rec.name, other.name) != 0);
+    CHECK_INT(journal_write(j, &other), 0);
+    char *staged = journal_staged_path(j, &rec);
+    CHECK_INT(file_size(staged), 3);
+    free(staged);
+    journal_close(j);
+
+    /* a new journal over the same directory: what a restart sees */
+    struct journal_rec *recs = NULL;
+    size_t n = 0;
+    CHECK_INT(journal_open(dir, &j), 0);
+    CHECK_INT(journal_list(j, &recs, &n), 0);
+    CHECK_INT(n, 2);
+    for (size_t i = 0; i < n; i++) {
+        const struct journal_rec *r = &recs[i];
+        const struct journal_rec *want = strcmp(r->name, rec.name) == 0 ? &rec : &other;
+        CHECK_STR(r->domain, want->domain);
+        CHECK_INT(r->mode, want->mode);
+        CHECK_INT(r->state, want->state);
+        CHECK_STR(r->base_root, want->base_root);
+        CHECK_STR(r->new_root, want->new_root);
+    }
+    journal_recs_free(recs, n);
+
+    char *kept = NULL;
+    CHECK_INT(journal_reject(j, &rec, &kept), 0);
+    CHECK(kept && strstr(kept, "/rejected/") && file_size(kept) == 3);
+    CHECK(!exists(dir, "journal", rec.name, ".json"));
+    CHECK(!exists(dir, "staging", rec.name, ".h5"));
+    free(kept);
+    journal_remove(j, &other);
+    CHECK(!exists(dir, "journal", other.name, ".json"));
+    CHECK(!exists(dir, "staging", other.name, ".h5"));
+    CHECK_INT(journal_list(j, &recs, &n), 0);
+    CHECK_INT(n, 0);
+    journal_recs_free(recs, n);
+    journal_rec_free(&rec);
+    journal_rec_free(&other);
+    journal_close(j);
+}
+
+/* Files in journal/ that journal_write did not write are skipped (and left alone). */
+static void test_foreign_records_are_skipped(const char *dir)
+{
+    static const char *const bad[] = {
+        "{", "[]", "{\"domain\": \"relative\", \"mode\": \"new\", \"state\": \"dirty\", "
+        "\"base_root\": \"\", \"new_root\": \"\"}",
+        "{\"domain\": \"/a\", \"mode\": \"sideways\", \"state\": \"dirty\", "
+        "\"base_root\": \"\", \"new_root\": \"\"}",
+        "{\"domain\": \"/a\", \"mode\": \"new\", \"state\": \"dirty\", "
+        "\"base_root\": \"not-an-id\", \"new_root\": \"\"}",
+    };
+    struct journal *j = NULL;
+    CHECK_INT(journal_open(dir, &j), 0);
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        char path[8192];
+        snprintf(path, sizeof path, "%s/journal/%016zx.json", dir, i);
+        FILE *f = fopen(path, "w");
+        CHECK(f != NULL);
+        if (f) {
+            fputs(bad[i], f);
+            fclose(f);
+        }
+    }
+    char path[8192];
+    snprintf(path, sizeof path, "%s/journal/README.json", dir);    /* not a record name */
+    FILE *f = fopen(path, "w");
+    if (f)
+        fclose(f);
+    struct journal_rec *recs = NULL;
+    size_t n = 99;
+    CHECK_INT(journal_list(j, &recs, &n), 0);
+    CHECK_INT(n, 0);
+    journal_recs_free(recs, n);
+    journal_close(j);
+}
+
+int main(void)
+{
+    char tmpl[] = "/tmp/h5osfs-journal-XXXXXX";
+    char *base = mkdtemp(tmpl);
+    if (!base)
+        return 2;
+    char dir[4096];
+    snprintf(dir, sizeof dir, "%s/deep/cache", base);      /* created on open, 0700 */
+    test_records_survive_a_restart(dir);
+    struct stat st;
+    CHECK(stat(dir, &st) == 0 && (st.st_mode & 0777) == 0700);
+    snprintf(dir, sizeof dir, "%s/other", base);
+    test_foreign_records_are_skipped(dir);
+    nftw(base, rm_one, 16, FTW_DEPTH | FTW_PHYS);
+    return check_done("journal");
+}
