@@ -9,6 +9,7 @@
 #include <sys/time.h>
 
 #include "h5osfs/gc.h"
+#include "h5osfs/hjson.h"
 #include "h5osfs/log.h"
 #include "h5osfs/schema.h"
 
@@ -125,10 +126,12 @@ int domops_domain_json(const struct domops *d, const char *path, const char *roo
         rc |= json_object_set_new(j, "created", json_real(now));
         rc |= json_object_set_new(j, "lastModified", json_real(now));
     }
-    *out = rc == 0 ? json_dumps(j, JSON_REAL_PRECISION(17)) : NULL;
+    *out = NULL;
+    if (rc == 0)
+        rc = hjson_dumps(j, out);       /* as HSDS writes it: Python's json.dumps */
     json_decref(acls);
     json_decref(j);
-    return *out ? 0 : -ENOMEM;
+    return rc == 0 ? 0 : -ENOMEM;
 }
 
 /* ---- mkdir / rmdir ---- */

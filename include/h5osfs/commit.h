@@ -1,0 +1,46 @@
+/*
+ * commit: a staged HDF5 file becomes a domain, in an order that no reader and no crash can
+ * observe half-done (doc/design.md, "Writing").
+ *
+ * New domain or replacement (O_TRUNC): a new root id is journaled, the file is ingested under
+ * it (chunks, then JSON, root group last), then the domain's .domain.json is written (new) or
+ * swapped to the new root (replacement: owner, ACLs and created are kept); the replaced root's
+ * objects go to the collector. Until that one put, readers see the old domain (or none).
+ * In place (r+): the journal says so, then ingest_in_place rewrites what changed.
+ *
+ * Failures leave the journal record DIRTY and the staged file in place: the next flush, or the
+ * next mount, tries again. Recovery at mount (commit_recover) looks at each record: a commit
+ * whose .domain.json already names the new root is finished (old root collected); one that
+ * never got there is undone (its new root collected) and retried; in-place commits are re-run
+ * (they are idempotent); dirty staged files are committed; staged bytes that are not HDF5 are
+ * moved to the cache directory's rejected/ folder, with one log line saying where.
+ *
+ * Test hook: with the environment variable H5OSFS_TEST_CRASH_AT set to one of "committing",
+ * "chunks", "metadata", "root" or "domain", the daemon kills itself (SIGKILL) at that point of
+ * the next commit: right after the journal says COMMITTING, after the chunk objects, after the
+ * JSON objects but the root group, after the root group, after the .domain.json put.
+ */
+#ifndef H5OSFS_COMMIT_H
+#define H5OSFS_COMMIT_H
+
+#include "h5osfs/domops.h"
+#include "h5osfs/ingest.h"
+#include "h5osfs/journal.h"
+
+struct commit_ctx {
+    const struct domops *ops;   /* store, namespace, user, collector */
+    struct journal *journal;
+    unsigned workers;           /* parallel chunk puts */
+};
+
+/* Commit the staged file of rec. Updates rec (and its journal record): after success the
+ * mode is IN_PLACE on the domain's new root and the state CLEAN. 0 or -errno: -EINVAL when the
+ * staged bytes are not an HDF5 file, -EIO, -ENOSPC, -ENOMEM, -EISDIR (a folder was made at
+ * the path meanwhile). */
+int commit_staged(const struct commit_ctx *c, struct journal_rec *rec);
+
+/* At mount, before any request: finish, undo and retry what the journal holds. Returns the
+ * number of records left for a later mount (logged each). */
+size_t commit_recover(const struct commit_ctx *c);
+
+#endif

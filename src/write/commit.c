@@ -1,0 +1,263 @@
+/* commit: see include/h5osfs/commit.h. */
+#include "h5osfs/commit.h"
+
+#include <errno.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <jansson.h>
+
+#include "h5osfs/gc.h"
+#include "h5osfs/hjson.h"
+#include "h5osfs/log.h"
+
+#define DOMAIN_JSON_MAX (1u << 20)
+
+/* The crash tests' hook: die here, as kill -9 would, when asked to. */
+static void crash_point(const char *stage)
+{
+    const char *want = getenv("H5OSFS_TEST_CRASH_AT");
+    if (want && strcmp(want, stage) == 0) {
+        log_warn("test hook H5OSFS_TEST_CRASH_AT=%s: killing the daemon", stage);
+        raise(SIGKILL);
+    }
+}
+
+static void on_ingest_stage(void *ctx, enum ingest_stage stage)
+{
+    (void)ctx;
+    static const char *const names[] = { "chunks", "metadata", "root" };
+    if ((unsigned)stage < sizeof names / sizeof names[0])
+        crash_point(names[stage]);
+}
+
+static void collect(const struct commit_ctx *c, const char *root, const char *domain)
+{
+    if (!*root)
+        return;
+    if (!c->ops->gc || gc_add(c->ops->gc, root) != 0)
+        log_warn("%s: the objects of root %s stay in the bucket (nothing collects them)",
+                 domain, root);
+}
+
+static int set_state(const struct commit_ctx *c, struct journal_rec *rec,
+                     enum journal_state state)
+{
+    rec->state = state;
+    return journal_write(c->journal, rec);
+}
+
+/* The .domain.json naming root: a new one, or the current one with its root swapped (owner,
+ * ACLs, timestamps and unknown members kept). *old gets the root it named before. */
+static int domain_text(const struct commit_ctx *c, const char *path, const char *key,
+                       const char *root, char old[SCHEMA_ID_BUF], char **text)
+{
+    struct store_buf buf;
+    char why[200];
+    old[0] = '\0';
+    int rc = store_get(c->ops->store, key, DOMAIN_JSON_MAX, &buf);
+    if (rc == -ENOENT)
+        return domops_domain_json(c->ops, path, root, text);
+    if (rc != 0)
+        return rc;
+    json_t *dom = hjson_loadb((const char *)buf.data, buf.len, why, sizeof why);
+    store_buf_free(&buf);
+    const char *was = json_string_value(json_object_get(dom, "root"));
+    if (!json_is_object(dom))
+        rc = -EIO;
+    else if (!was)
+        rc = -EISDIR;           /* a folder was made at this path meanwhile */
+    if (rc == 0) {
+        snprintf(old, SCHEMA_ID_BUF, "%s", was);
+        rc = json_object_set_new(dom, "root", json_string(root)) == 0 ? hjson_dumps(dom, text)
+                                                                       : -ENOMEM;
+    }
+    if (rc == -EIO)
+        log_error("%s: %s is not a domain object: not replaced", path, key);
+    json_decref(dom);
+    return rc;
+}
+
+/* The one put that makes the new root the domain. */
+static int swap_domain(const struct commit_ctx *c, const char *path, const char *root,
+                       char old[SCHEMA_ID_BUF])
+{
+    char key[STORE_KEY_MAX + 1], *text = NULL;
+    int rc = schema_domain_key(path, key, sizeof key) == 0 ? 0 : -EINVAL;
+    if (rc == 0)
+        rc = domain_text(c, path, key, root, old, &text);
+    if (rc == 0)
+        rc = store_put(c->ops->store, key, text, strlen(text));
+    free(text);
+    ns_invalidate(c->ops->ns, path);
+    return rc;
+}
+
+static struct ingest_config ingest_cfg(const struct commit_ctx *c)
+{
+    return (struct ingest_config){ .store = c->ops->store, .workers = c->workers,
+                                   .on_stage = on_ingest_stage };
+}
+
+static void log_done(const struct journal_rec *rec, const struct ingest_stats *st)
+{
+    log_info("%s: committed (root %s): %llu groups, %llu datasets, %llu datatypes, "
+             "%llu chunks written (%llu copied raw, %llu all-fill left out), %llu objects "
+             "unchanged, %llu deleted, %llu bytes, %llu objects stored differently",
+             rec->domain, rec->base_root, (unsigned long long)st->groups,
+             (unsigned long long)st->datasets, (unsigned long long)st->datatypes,
+             (unsigned long long)st->chunks_written, (unsigned long long)st->chunks_raw,
+             (unsigned long long)st->chunks_fill, (unsigned long long)st->objects_unchanged,
+             (unsigned long long)st->objects_deleted, (unsigned long long)st->bytes_written,
+             (unsigned long long)st->changes);
+}
+
+/* A new root for the staged file, then the swap. */
+static int commit_new_root(const struct commit_ctx *c, struct journal_rec *rec,
+                           const char *staged)
+{
+    struct ingest_config cfg = ingest_cfg(c);
+    struct ingest_stats st = { 0 };
+    char old[SCHEMA_ID_BUF];
+    int rc = ingest_new_root_id(rec->new_root);
+    if (rc == 0)
+        rc = set_state(c, rec, JOURNAL_COMMITTING);
+    if (rc != 0)
+        return rc;
+    crash_point("committing");
+    rc = ingest_new(&cfg, staged, rec->domain, rec->new_root, &st);
+    if (rc == 0)
+        rc = swap_domain(c, rec->domain, rec->new_root, old);
+    if (rc != 0) {
+        collect(c, rec->new_root, rec->domain);     /* never named by a .domain.json */
+        rec->new_root[0] = '\0';
+        set_state(c, rec, JOURNAL_DIRTY);
+        return rc;
+    }
+    crash_point("domain");
+    collect(c, old, rec->domain);
+    snprintf(rec->base_root, sizeof rec->base_root, "%s", rec->new_root);
+    rec->new_root[0] = '\0';
+    rec->mode = JOURNAL_IN_PLACE;
+    log_done(rec, &st);
+    set_state(c, rec, JOURNAL_CLEAN);   /* a lost record only means one idempotent rerun */
+    return 0;
+}
+
+static int commit_in_place(const struct commit_ctx *c, struct journal_rec *rec,
+                           const char *staged)
+{
+    struct ingest_config cfg = ingest_cfg(c);
+    struct ingest_stats st = { 0 };
+    int rc = set_state(c, rec, JOURNAL_COMMITTING);
+    if (rc != 0)
+        return rc;
+    crash_point("committing");
+    rc = ingest_in_place(&cfg, staged, rec->domain, rec->base_root, &st);
+    ns_invalidate(c->ops->ns, rec->domain);
+    if (rc != 0) {
+        set_state(c, rec, JOURNAL_DIRTY);
+        return rc;
+    }
+    log_done(rec, &st);
+    set_state(c, rec, JOURNAL_CLEAN);
+    return 0;
+}
+
+int commit_staged(const struct commit_ctx *c, struct journal_rec *rec)
+{
+    char *staged = journal_staged_path(c->journal, rec);
+    if (!staged)
+        return -ENOMEM;
+    int rc = 0;
+    if (rec->mode == JOURNAL_IN_PLACE && schema_id_version(rec->base_root) == 2) {
+        rc = commit_in_place(c, rec, staged);
+        if (rc == -ENOTSUP)
+            rec->mode = JOURNAL_REPLACE;
+    }
+    if (rec->mode != JOURNAL_IN_PLACE || schema_id_version(rec->base_root) != 2)
+        rc = commit_new_root(c, rec, staged);
+    if (rc != 0)
+        log_error("%s: commit of the staged file %s failed: %s (kept; retried at the next "
+                  "flush or mount)", rec->domain, staged, strerror(-rc));
+    free(staged);
+    return rc;
+}
+
+/* ---- recovery ---- */
+
+/* The root the domain's .domain.json names now ("" when none). */
+static void current_root(const struct commit_ctx *c, const char *path, char out[SCHEMA_ID_BUF])
+{
+    char key[STORE_KEY_MAX + 1], why[200];
+    struct store_buf buf;
+    out[0] = '\0';
+    if (schema_domain_key(path, key, sizeof key) != 0 ||
+        store_get(c->ops->store, key, DOMAIN_JSON_MAX, &buf) != 0)
+        return;
+    json_t *dom = hjson_loadb((const char *)buf.data, buf.len, why, sizeof why);
+    const char *root = json_string_value(json_object_get(dom, "root"));
+    snprintf(out, SCHEMA_ID_BUF, "%s", root ? root : "");
+    json_decref(dom);
+    store_buf_free(&buf);
+}
+
+/* An interrupted new-root commit: finished when the swap happened, else undone. 1 when
+ * there is nothing left to commit. */
+static int settle_new_root(const struct commit_ctx *c, struct journal_rec *rec)
+{
+    char now[SCHEMA_ID_BUF];
+    current_root(c, rec->domain, now);
+    if (*rec->new_root && strcmp(now, rec->new_root) == 0) {
+        if (strcmp(rec->base_root, rec->new_root) != 0)
+            collect(c, rec->base_root, rec->domain);
+        log_info("%s: the interrupted commit of root %s had finished", rec->domain, now);
+        return 1;
+    }
+    log_info("%s: undoing the interrupted commit of root %s; committing again", rec->domain,
+             rec->new_root);
+    collect(c, rec->new_root, rec->domain);
+    rec->new_root[0] = '\0';
+    if (rec->mode == JOURNAL_NEW && *now) {
+        rec->mode = JOURNAL_REPLACE;    /* someone made the domain meanwhile */
+    }
+    return 0;
+}
+
+static int recover_one(const struct commit_ctx *c, struct journal_rec *rec)
+{
+    if (rec->state == JOURNAL_CLEAN)
+        return 0;
+    if (rec->state == JOURNAL_COMMITTING && rec->mode != JOURNAL_IN_PLACE &&
+        settle_new_root(c, rec))
+        return 0;
+    return commit_staged(c, rec);
+}
+
+size_t commit_recover(const struct commit_ctx *c)
+{
+    struct journal_rec *recs;
+    size_t n, left = 0;
+    if (journal_list(c->journal, &recs, &n) != 0) {
+        log_error("the journal cannot be read: staged files are not recovered");
+        return 0;
+    }
+    for (size_t i = 0; i < n; i++) {
+        struct journal_rec *rec = &recs[i];
+        int rc = recover_one(c, rec);
+        char *kept = NULL;
+        if (rc == 0) {
+            journal_remove(c->journal, rec);
+        } else if (rc == -EINVAL && journal_reject(c->journal, rec, &kept) == 0) {
+            log_error("%s: the staged bytes are not an HDF5 file: kept as %s", rec->domain,
+                      kept ? kept : "(unknown)");
+        } else {
+            left++;
+        }
+        free(kept);
+    }
+    journal_recs_free(recs, n);
+    return left;
+}
