@@ -27,6 +27,8 @@ struct fs_config {
     const char *user;           /* HSDS user name and admin name, for changes */
     const char *admin_user;
     double gc_grace;            /* seconds before a deleted domain's objects are removed */
+    const char *cache_dir;      /* the staging area and its journal (not used when read-only) */
+    unsigned write_workers;     /* chunk objects put in parallel by a commit */
 };
 
 struct fs;

@@ -9,18 +9,23 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <sys/statvfs.h>
+#include <unistd.h>
 
+#include "h5osfs/commit.h"
 #include "h5osfs/domops.h"
 #include "h5osfs/gc.h"
+#include "h5osfs/journal.h"
 #include "h5osfs/log.h"
 #include "images.h"
 #include "inode.h"
+#include "staging.h"
 
 #define FS_BLOCK_SIZE 4096
 #define FS_NAME_MAX 255
 #define FS_UNKNOWN_INO 0xffffffffu   /* readdir: "ask lookup", as libfuse's high-level API does */
 #define FS_XATTR_ROOT "user.h5osfs.root"
 #define FS_XATTR_OWNER "user.h5osfs.owner"
+#define FS_FILL_PIECE (1u << 20)
 
 struct fs {
     struct fs_config cfg;
@@ -28,10 +33,14 @@ struct fs {
     struct image_table *images;
     struct gc *gc;
     struct domops ops;
+    struct journal *journal;    /* NULL on a read-only mount */
+    struct staging *staging;    /* NULL on a read-only mount */
 };
 
-/* An open domain file: its version and its reads' state. */
+/* An open domain file: its version and its reads' state; or, for writing (and for reading a
+ * new file that is still being written), its staged entry. */
 struct fs_file {
+    struct staged *stg;
     struct image *img;
     struct image_reader reader;
     char root[SCHEMA_ID_BUF];
@@ -47,7 +56,52 @@ struct fs_dir_handle {
 static int root_in_use(void *ctx, const char *root)
 {
     struct fs *fs = ctx;
-    return image_table_root_in_use(fs->images, root);
+    return image_table_root_in_use(fs->images, root) ||
+           (fs->staging && staging_root_in_use(fs->staging, root));
+}
+
+/* r+ starts from the domain's current bytes: copy its file into the staged one. */
+static int fill_staged(void *ctx, const char *path, const char *root, int fd)
+{
+    struct fs *fs = ctx;
+    struct image *img = NULL;
+    int reused;
+    int rc = image_table_get(fs->images, path, root, &img, &reused);
+    char *buf = rc == 0 ? malloc(FS_FILL_PIECE) : NULL;
+    if (rc == 0 && !buf)
+        rc = -ENOMEM;
+    struct image_reader reader = { .cache = fs->cfg.cache };
+    uint64_t size = rc == 0 ? image_size(img) : 0;
+    for (uint64_t off = 0; rc == 0 && off < size;) {
+        ssize_t n = image_read(img, &reader, off, buf, FS_FILL_PIECE);
+        if (n <= 0)
+            rc = n < 0 ? (int)n : -EIO;
+        else if (pwrite(fd, buf, (size_t)n, (off_t)off) != n)
+            rc = -EIO;
+        off += n > 0 ? (uint64_t)n : 0;
+    }
+    free(buf);
+    if (img)
+        image_put(img);
+    if (rc != 0)
+        log_error("%s: cannot copy the domain into the staging area: %s", path, strerror(-rc));
+    return rc;
+}
+
+static int fs_new_staging(struct fs *fs)
+{
+    if (fs->cfg.read_only)
+        return 0;
+    int rc = journal_open(fs->cfg.cache_dir, &fs->journal);
+    if (rc != 0)
+        return rc;
+    struct commit_ctx commit = { &fs->ops, fs->journal, fs->cfg.write_workers };
+    rc = staging_new(&commit, fill_staged, fs, &fs->staging);
+    if (rc != 0) {
+        journal_close(fs->journal);
+        fs->journal = NULL;
+    }
+    return rc;
 }
 
 int fs_new(const struct fs_config *cfg, struct fs **out)
@@ -68,6 +122,11 @@ int fs_new(const struct fs_config *cfg, struct fs **out)
         return rc;
     }
     fs->ops = (struct domops){ cfg->images.store, cfg->ns, cfg->user, cfg->admin_user, fs->gc };
+    rc = fs_new_staging(fs);
+    if (rc != 0) {
+        fs_free(fs);
+        return rc;
+    }
     *out = fs;
     return 0;
 }
@@ -76,6 +135,8 @@ void fs_free(struct fs *fs)
 {
     if (!fs)
         return;
+    staging_free(fs->staging);
+    journal_close(fs->journal);
     gc_drain(fs->gc);           /* unmounted: no reader is left to wait for */
     gc_free(fs->gc);
     image_table_free(fs->images);
@@ -86,6 +147,13 @@ void fs_free(struct fs *fs)
 void fs_start_threads(struct fs *fs, struct prefetcher *p)
 {
     fs->cfg.prefetch = p;       /* before the loop starts: no request reads it yet */
+    if (fs->staging) {
+        struct commit_ctx commit = { &fs->ops, fs->journal, fs->cfg.write_workers };
+        size_t left = commit_recover(&commit);
+        if (left)
+            log_warn("%zu staged files could not be committed yet: kept for the next mount",
+                     left);
+    }
     if (gc_start(fs->gc) != 0)
         log_warn("no collector thread: deleted domains' objects stay in the bucket");
 }
@@ -146,6 +214,12 @@ static void fill_stat(const struct fs *fs, fuse_ino_t ino, const struct ns_info 
 /* Namespace answer for path, with the exact file size once the domain's file was built. */
 static int stat_path(struct fs *fs, const char *path, struct ns_info *info)
 {
+    struct staged *s = fs->staging ? staging_find(fs->staging, path) : NULL;
+    if (s) {
+        staging_info(s, info);
+        staging_release(fs->staging, s);
+        return 0;
+    }
     int rc = ns_stat(fs->cfg.ns, path, info);
     if (rc == 0 && info->kind == NS_DOMAIN)
         image_table_size(fs->images, path, info->root, &info->size);
@@ -234,7 +308,9 @@ static void op_getattr(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi
         fuse_reply_err(req, -rc);
         return;
     }
-    if (f) {
+    if (f && f->stg) {
+        staging_info(f->stg, &info);
+    } else if (f) {
         info = f->info;
         info.size = image_size(f->img);
     }
@@ -263,6 +339,40 @@ static void op_access(fuse_req_t req, fuse_ino_t ino, int mask)
 
 /* ---- directories ---- */
 
+static int has_entry(const struct ns_dir *dir, const char *name)
+{
+    for (size_t i = 0; i < dir->n; i++)
+        if (strcmp(dir->entries[i].name, name) == 0)
+            return 1;
+    return 0;
+}
+
+/* Files being written for the first time are listed too (the writer's ls must see them). */
+static int add_staged_children(struct fs *fs, const char *path, struct ns_dir *dir)
+{
+    char **names = NULL;
+    size_t n = 0;
+    int rc = staging_children(fs->staging, path, &names, &n);
+    for (size_t i = 0; i < n; i++) {
+        struct ns_dirent *bigger = NULL;
+        if (rc == 0 && !has_entry(dir, names[i]) &&
+            (bigger = realloc(dir->entries, (dir->n + 1) * sizeof *bigger))) {
+            dir->entries = bigger;
+            dir->entries[dir->n] = (struct ns_dirent){ .name = names[i],
+                                                       .info = { .kind = NS_DOMAIN } };
+            dir->n++;
+            names[i] = NULL;
+        } else if (rc == 0 && !has_entry(dir, names[i])) {
+            rc = -ENOMEM;
+        }
+        free(names[i]);
+    }
+    free(names);
+    if (rc != 0)
+        ns_dir_free(dir);
+    return rc;
+}
+
 static void op_opendir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
     struct fs *fs = fs_of(req);
@@ -282,6 +392,8 @@ static void op_opendir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi
         rc = -ENOMEM;
     else
         rc = ns_readdir(fs->cfg.ns, path, &h->dir);
+    if (rc == 0 && fs->staging)
+        rc = add_staged_children(fs, path, &h->dir);
     free(path);
     if (rc != 0) {
         free(h);
@@ -340,56 +452,100 @@ static void op_releasedir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info 
 
 /* ---- files ---- */
 
+static int open_for_writing(int flags)
+{
+    return (flags & O_ACCMODE) != O_RDONLY || (flags & O_TRUNC);
+}
+
 static int check_open(const struct fs *fs, const struct ns_info *info, int flags)
 {
     if (is_dir_kind(info->kind))
         return -EISDIR;
-    if ((flags & O_ACCMODE) != O_RDONLY || (flags & O_TRUNC))
-        return -EROFS;          /* the write path does not exist yet */
+    if (open_for_writing(flags) && fs->cfg.read_only)
+        return -EROFS;
     if (info->kind == NS_BROKEN)
         return -EIO;            /* logged when the domain object was read */
-    if (!(mode_of(fs, info) & S_IRUSR))
+    mode_t need = open_for_writing(flags) ? S_IWUSR : 0;
+    if ((flags & O_ACCMODE) != O_WRONLY)
+        need |= S_IRUSR;
+    if ((mode_of(fs, info) & need) != need)
         return -EACCES;
+    if (open_for_writing(flags) && !(info->rights & SCHEMA_ACL_UPDATE))
+        return -EACCES;         /* "create" on a folder is not "update" on a domain */
     return 0;
+}
+
+static void fs_file_free(struct fs *fs, struct fs_file *f)
+{
+    if (f->stg)
+        staging_release(fs->staging, f->stg);
+    if (f->img) {
+        image_table_hold(fs->images, f->root, -1);
+        image_put(f->img);
+    }
+    free(f);
+}
+
+/* A reader of a committed version: its image. */
+static int open_image(struct fs *fs, const char *path, const struct ns_info *info,
+                      struct fs_file *f, int *reused)
+{
+    int rc = image_table_get(fs->images, path, info->root, &f->img, reused);
+    if (rc != 0)
+        return rc;
+    snprintf(f->root, sizeof f->root, "%s", info->root);
+    image_table_hold(fs->images, f->root, +1);
+    f->reader.cache = fs->cfg.cache;
+    f->reader.prefetch = fs->cfg.prefetch;
+    return 0;
+}
+
+/* Writers share the path's staged file; so do readers of a file not committed yet. */
+static int open_file(struct fs *fs, const char *path, const struct ns_info *info, int flags,
+                     struct fs_file *f, int *reused)
+{
+    struct staged *s = fs->staging ? staging_find(fs->staging, path) : NULL;
+    int rc = 0;
+    if (open_for_writing(flags)) {
+        rc = staging_open(fs->staging, path, info->root[0] ? info->root : NULL,
+                          (flags & O_TRUNC) != 0, &f->stg);
+    } else if (s && staging_is_new(s)) {
+        f->stg = s;
+        s = NULL;
+    } else {
+        rc = open_image(fs, path, info, f, reused);
+    }
+    if (s)
+        staging_release(fs->staging, s);
+    return rc;
 }
 
 static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
     struct fs *fs = fs_of(req);
     struct ns_info info;
-    struct image *img = NULL;
     int reused = 0;
     char *path;
-    int rc = stat_ino(fs, ino, &path, &info);
+    struct fs_file *f = calloc(1, sizeof *f);
+    int rc = f ? stat_ino(fs, ino, &path, &info) : -ENOMEM;
     if (rc == 0) {
         rc = check_open(fs, &info, fi->flags);
         if (rc == 0)
-            rc = image_table_get(fs->images, path, info.root, &img, &reused);
+            rc = open_file(fs, path, &info, fi->flags, f, &reused);
         free(path);
     }
     if (rc != 0) {
+        if (f)
+            fs_file_free(fs, f);
         fuse_reply_err(req, -rc);
         return;
     }
-    struct fs_file *f = calloc(1, sizeof *f);
-    if (!f) {
-        image_put(img);
-        fuse_reply_err(req, ENOMEM);
-        return;
-    }
-    f->img = img;
     f->info = info;
-    snprintf(f->root, sizeof f->root, "%s", info.root);
-    image_table_hold(fs->images, f->root, +1);
-    f->reader.cache = fs->cfg.cache;
-    f->reader.prefetch = fs->cfg.prefetch;
     fi->fh = (uint64_t)(uintptr_t)f;
     fi->keep_cache = reused;    /* a changed file drops what the kernel cached of it */
-    if (fuse_reply_open(req, fi) != 0) {
-        image_table_hold(fs->images, f->root, -1);
-        image_put(img);         /* the opener is gone: no release will come */
-        free(f);
-    }
+    fi->direct_io = f->stg != NULL;     /* staged bytes change under other handles */
+    if (fuse_reply_open(req, fi) != 0)
+        fs_file_free(fs, f);    /* the opener is gone: no release will come */
 }
 
 static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
@@ -403,7 +559,8 @@ static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
         fuse_reply_err(req, buf ? EINVAL : ENOMEM);
         return;
     }
-    ssize_t n = image_read(f->img, &f->reader, (uint64_t)off, buf, size);
+    ssize_t n = f->stg ? staging_read(f->stg, buf, size, (uint64_t)off)
+                       : image_read(f->img, &f->reader, (uint64_t)off, buf, size);
     if (n < 0)
         fuse_reply_err(req, (int)-n);
     else
@@ -411,13 +568,46 @@ static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
     free(buf);
 }
 
+static void op_write(fuse_req_t req, fuse_ino_t ino, const char *buf, size_t size, off_t off,
+                     struct fuse_file_info *fi)
+{
+    (void)ino;
+    struct fs *fs = fs_of(req);
+    struct fs_file *f = (struct fs_file *)(uintptr_t)fi->fh;
+    ssize_t n = !f->stg || (fi->flags & O_ACCMODE) == O_RDONLY ? -EBADF
+              : off < 0 ? -EINVAL
+              : staging_write(fs->staging, f->stg, buf, size, (uint64_t)off);
+    if (n < 0)
+        fuse_reply_err(req, (int)-n);
+    else
+        fuse_reply_write(req, (size_t)n);
+}
+
+/* close() and fsync(): the moment a changed file becomes the domain. */
+static void reply_commit(fuse_req_t req, struct fuse_file_info *fi)
+{
+    struct fs *fs = fs_of(req);
+    struct fs_file *f = (struct fs_file *)(uintptr_t)fi->fh;
+    int rc = f->stg ? staging_commit(fs->staging, f->stg) : 0;
+    fuse_reply_err(req, -rc);
+}
+
+static void op_flush(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
+{
+    (void)ino;
+    reply_commit(req, fi);
+}
+
+static void op_fsync(fuse_req_t req, fuse_ino_t ino, int datasync, struct fuse_file_info *fi)
+{
+    (void)ino, (void)datasync;
+    reply_commit(req, fi);
+}
+
 static void op_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
     (void)ino;
-    struct fs_file *f = (struct fs_file *)(uintptr_t)fi->fh;
-    image_table_hold(fs_of(req)->images, f->root, -1);
-    image_put(f->img);
-    free(f);
+    fs_file_free(fs_of(req), (struct fs_file *)(uintptr_t)fi->fh);
     fuse_reply_err(req, 0);
 }
 
@@ -501,11 +691,62 @@ static void reply_erofs(fuse_req_t req)
     fuse_reply_err(req, EROFS);
 }
 
+/* truncate(2) without an open handle: staged, committed and released at once. */
+static int truncate_path(struct fs *fs, const char *path, const struct ns_info *info,
+                         uint64_t size)
+{
+    struct staged *s = NULL;
+    int rc = check_open(fs, info, O_WRONLY);
+    if (rc == 0)
+        rc = staging_open(fs->staging, path, info->root[0] ? info->root : NULL, size == 0, &s);
+    if (rc == 0)
+        rc = staging_truncate(fs->staging, s, size);
+    if (rc == 0)
+        rc = staging_commit(fs->staging, s);
+    if (s)
+        staging_release(fs->staging, s);
+    return rc;
+}
+
+/* Sizes change the staged file; times and modes are accepted and not kept (rights come from
+ * ACLs, times from the store); owners cannot change. */
+static int set_attributes(struct fs *fs, const char *path, struct ns_info *info,
+                          const struct fs_file *f, const struct stat *attr, int to_set)
+{
+    if (((to_set & FUSE_SET_ATTR_UID) && attr->st_uid != fs->cfg.uid) ||
+        ((to_set & FUSE_SET_ATTR_GID) && attr->st_gid != fs->cfg.gid))
+        return -EPERM;
+    if (!(to_set & FUSE_SET_ATTR_SIZE))
+        return 0;
+    if (fs->cfg.read_only)
+        return -EROFS;
+    if (is_dir_kind(info->kind))
+        return -EISDIR;
+    int rc = f && f->stg ? staging_truncate(fs->staging, f->stg, (uint64_t)attr->st_size)
+                         : truncate_path(fs, path, info, (uint64_t)attr->st_size);
+    if (rc == 0)
+        rc = stat_path(fs, path, info);
+    return rc;
+}
+
 static void op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int to_set,
                        struct fuse_file_info *fi)
 {
-    (void)ino, (void)attr, (void)to_set, (void)fi;
-    reply_erofs(req);
+    struct fs *fs = fs_of(req);
+    const struct fs_file *f = fi ? (const struct fs_file *)(uintptr_t)fi->fh : NULL;
+    struct ns_info info;
+    struct stat st;
+    char *path = NULL;
+    int rc = stat_ino(fs, ino, &path, &info);
+    if (rc == 0)
+        rc = set_attributes(fs, path, &info, f, attr, to_set);
+    if (rc == 0) {
+        fill_stat(fs, ino, &info, &st);
+        fuse_reply_attr(req, &st, attr_timeout(fs, &info));
+    } else {
+        fuse_reply_err(req, -rc);
+    }
+    free(path);
 }
 
 static void op_mknod(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode,
@@ -593,6 +834,8 @@ static void op_rename(fuse_req_t req, fuse_ino_t parent, const char *name, fuse_
         rc = from && to ? domops_rename(&fs->ops, from, to, flags) : -ENOMEM;
         if (rc == 0 && inode_rename(fs->inodes, from, to) != 0)
             log_warn("rename %s -> %s: open handles keep the old name", from, to);
+        if (rc == 0 && fs->staging)
+            staging_rename(fs->staging, from, to);
     }
     fuse_reply_err(req, -rc);
     free(from);
@@ -605,11 +848,56 @@ static void op_link(fuse_req_t req, fuse_ino_t ino, fuse_ino_t newparent, const 
     reply_erofs(req);
 }
 
+/* A new domain's staged file, or an existing domain opened as open(2) says. */
+static int create_file(struct fs *fs, const char *path, int flags, struct fs_file *f)
+{
+    struct ns_info info;
+    int rc = stat_path(fs, path, &info);
+    if (rc == 0 && (flags & O_EXCL))
+        return -EEXIST;
+    if (rc == 0)
+        rc = check_open(fs, &info, flags);
+    if (rc == 0)
+        return open_file(fs, path, &info, flags, f, &(int){ 0 });
+    if (rc != -ENOENT)
+        return rc;
+    rc = domops_may_create(&fs->ops, path);
+    if (rc == 0)
+        rc = staging_open(fs->staging, path, NULL, 1, &f->stg);
+    return rc;
+}
+
 static void op_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode,
                       struct fuse_file_info *fi)
 {
-    (void)parent, (void)name, (void)mode, (void)fi;
-    reply_erofs(req);
+    (void)mode;                 /* rights come from the folder's ACL, not from a mode */
+    struct fs *fs = fs_of(req);
+    struct fuse_entry_param e = { .attr_timeout = 0, .entry_timeout = fs->cfg.ttl };
+    struct fs_file *f = calloc(1, sizeof *f);
+    char *path = f && !fs->cfg.read_only ? path_in(fs, parent, name) : NULL;
+    int rc = !f ? -ENOMEM : fs->cfg.read_only ? -EROFS : !path ? -ENOMEM : 0;
+    if (rc == 0 && !schema_name_valid(name, strlen(name)))
+        rc = -EINVAL;
+    if (rc == 0)
+        rc = create_file(fs, path, fi->flags, f);
+    if (rc == 0)
+        rc = stat_path(fs, path, &f->info);
+    if (rc == 0)
+        rc = inode_lookup(fs->inodes, path, &e.ino, &e.generation);
+    free(path);
+    if (rc != 0) {
+        if (f)
+            fs_file_free(fs, f);
+        fuse_reply_err(req, -rc);
+        return;
+    }
+    fill_stat(fs, e.ino, &f->info, &e.attr);
+    fi->fh = (uint64_t)(uintptr_t)f;
+    fi->direct_io = f->stg != NULL;
+    if (fuse_reply_create(req, &e, fi) != 0) {
+        inode_forget(fs->inodes, e.ino, 1);
+        fs_file_free(fs, f);
+    }
 }
 
 static void op_setxattr(fuse_req_t req, fuse_ino_t ino, const char *name, const char *value,
@@ -637,6 +925,9 @@ static const struct fuse_lowlevel_ops fs_ops = {
     .open = op_open,
     .read = op_read,
     .release = op_release,
+    .write = op_write,
+    .flush = op_flush,
+    .fsync = op_fsync,
     .statfs = op_statfs,
     .getxattr = op_getxattr,
     .listxattr = op_listxattr,

@@ -30,6 +30,7 @@
 #define READ_AHEAD_KIB 8192
 #define CHUNK_RETRY_AFTER 1.0   /* seconds a chunk that failed to load fails without a retry */
 #define GC_GRACE 30.0           /* seconds a deleted domain's objects stay for open readers */
+#define WRITE_WORKERS 4          /* chunk objects a commit encodes and puts at once */
 #define PREFETCH_WORKERS 4
 #define PREFETCH_QUEUE 256
 
@@ -277,7 +278,8 @@ static int mount_bucket(struct fuse_args *args, const struct options *opts,
     struct fs_config fs_cfg = { .ns = ns, .ttl = opts->ttl, .read_only = opts->read_only,
                                 .uid = getuid(), .gid = getgid(), .cache = cache,
                                 .user = opts->user, .admin_user = opts->admin_user,
-                                .gc_grace = GC_GRACE,
+                                .gc_grace = GC_GRACE, .cache_dir = opts->cache_dir,
+                                .write_workers = WRITE_WORKERS,
                                 .images = { .store = store, .bucket_name = name } };
     rc = fs_new(&fs_cfg, &fs);
     if (rc != 0)

@@ -1,0 +1,407 @@
+/* staging: see staging.h. */
+#include "staging.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/time.h>
+#include <unistd.h>
+
+#include "h5osfs/log.h"
+#include "h5osfs/strmap.h"
+
+/* Lock order: the table's lock may be taken while holding an entry's, never the reverse
+ * (except on a new entry nobody else can have locked yet). */
+struct staged {
+    pthread_mutex_t lock;       /* serialises its writes, truncates, commits and record */
+    unsigned refs;              /* guarded by the table's lock, as are path and root */
+    char *path;                 /* the key in the table */
+    char root[SCHEMA_ID_BUF];   /* the root it edits, for the collector's question */
+    int fd;
+    int broken;                 /* -errno: the entry could not be prepared */
+    uint64_t size;
+    int dirty;                  /* changed since the last commit */
+    int rejected;               /* the last commit found no HDF5 file, nothing changed since */
+    int committed;              /* a commit succeeded: a domain exists behind it */
+    double mtime, ctime;
+    struct journal_rec rec;     /* rec.domain is the entry's path */
+};
+
+struct staging {
+    pthread_mutex_t lock;       /* guards the map and every refs */
+    struct strmap *by_path;
+    struct commit_ctx commit;
+    staging_fill_fn fill;
+    void *fill_ctx;
+};
+
+static double now_seconds(void)
+{
+    struct timeval tv;
+    gettimeofday(&tv, NULL);
+    return (double)tv.tv_sec + (double)tv.tv_usec / 1e6;
+}
+
+int staging_new(const struct commit_ctx *commit, staging_fill_fn fill, void *fill_ctx,
+                struct staging **out)
+{
+    struct staging *t = calloc(1, sizeof *t);
+    if (!t || !(t->by_path = strmap_new())) {
+        free(t);
+        return -ENOMEM;
+    }
+    pthread_mutex_init(&t->lock, NULL);
+    t->commit = *commit;
+    t->fill = fill;
+    t->fill_ctx = fill_ctx;
+    *out = t;
+    return 0;
+}
+
+void staging_free(struct staging *t)
+{
+    if (!t)
+        return;
+    if (strmap_count(t->by_path) != 0)
+        log_warn("%zu staged files still open at unmount", strmap_count(t->by_path));
+    strmap_free(t->by_path, NULL);
+    pthread_mutex_destroy(&t->lock);
+    free(t);
+}
+
+static void staged_free(struct staged *s)
+{
+    free(s->path);
+    if (s->fd >= 0)
+        close(s->fd);
+    journal_rec_free(&s->rec);
+    pthread_mutex_destroy(&s->lock);
+    free(s);
+}
+
+struct staged *staging_find(struct staging *t, const char *path)
+{
+    pthread_mutex_lock(&t->lock);
+    struct staged *s = strmap_get(t->by_path, path);
+    if (s)
+        s->refs++;
+    pthread_mutex_unlock(&t->lock);
+    return s;
+}
+
+/* A new entry, journaled, in the map and locked (the caller prepares its content). */
+static int staged_create(struct staging *t, const char *path, const char *root, int truncate,
+                         struct staged **out)
+{
+    struct staged *s = calloc(1, sizeof *s);
+    if (!s)
+        return -ENOMEM;
+    pthread_mutex_init(&s->lock, NULL);
+    s->refs = 1;
+    s->ctime = s->mtime = now_seconds();
+    snprintf(s->root, sizeof s->root, "%s", root ? root : "");
+    if (!(s->path = strdup(path))) {
+        s->fd = -1;
+        staged_free(s);
+        return -ENOMEM;
+    }
+    enum journal_mode mode = !root ? JOURNAL_NEW : truncate ? JOURNAL_REPLACE : JOURNAL_IN_PLACE;
+    int rc = journal_stage(t->commit.journal, path, mode, root, &s->rec, &s->fd);
+    if (rc != 0) {
+        s->fd = -1;
+        staged_free(s);
+        return rc;
+    }
+    rc = journal_write(t->commit.journal, &s->rec);
+    if (rc == 0)
+        rc = strmap_put(t->by_path, path, s, NULL);
+    if (rc != 0) {
+        journal_remove(t->commit.journal, &s->rec);
+        staged_free(s);
+        return rc;
+    }
+    pthread_mutex_lock(&s->lock);
+    *out = s;
+    return 0;
+}
+
+/* Copy the domain's bytes in (r+), outside the table's lock: a big domain takes a while. */
+static int staged_fill(struct staging *t, struct staged *s, const char *root)
+{
+    int rc = t->fill(t->fill_ctx, s->rec.domain, root, s->fd);
+    off_t end = rc == 0 ? lseek(s->fd, 0, SEEK_END) : -1;
+    if (rc == 0 && end < 0)
+        rc = -errno;
+    if (rc == 0)
+        s->size = (uint64_t)end;
+    return rc;
+}
+
+static int join_entry(struct staging *t, struct staged *s, int truncate)
+{
+    pthread_mutex_lock(&s->lock);
+    int rc = s->broken;
+    pthread_mutex_unlock(&s->lock);
+    if (rc == 0 && truncate)
+        rc = staging_truncate(t, s, 0);
+    return rc;
+}
+
+int staging_open(struct staging *t, const char *path, const char *root, int truncate,
+                 struct staged **out)
+{
+    pthread_mutex_lock(&t->lock);
+    struct staged *s = strmap_get(t->by_path, path);
+    int rc = 0, created = !s;
+    if (s)
+        s->refs++;
+    else
+        rc = staged_create(t, path, root, truncate, &s);
+    pthread_mutex_unlock(&t->lock);
+    if (rc != 0)
+        return rc;
+    if (created) {
+        /* staged_create returned it locked: joiners wait until its content is there */
+        if (root && !truncate)
+            s->broken = rc = staged_fill(t, s, root);
+        pthread_mutex_unlock(&s->lock);
+    } else {
+        rc = join_entry(t, s, truncate);
+    }
+    if (rc != 0) {
+        staging_release(t, s);
+        return rc;
+    }
+    *out = s;
+    return 0;
+}
+
+/* Mark the entry changed; the first change after a commit is journaled (restart commits it). */
+static int mark_dirty(struct staging *t, struct staged *s)
+{
+    s->mtime = now_seconds();
+    s->rejected = 0;
+    if (s->dirty)
+        return 0;
+    s->rec.state = JOURNAL_DIRTY;
+    int rc = journal_write(t->commit.journal, &s->rec);
+    if (rc == 0)
+        s->dirty = 1;
+    return rc;
+}
+
+ssize_t staging_read(struct staged *s, void *buf, size_t len, uint64_t off)
+{
+    ssize_t n = pread(s->fd, buf, len, (off_t)off);
+    return n < 0 ? -errno : n;
+}
+
+ssize_t staging_write(struct staging *t, struct staged *s, const void *buf, size_t len,
+                      uint64_t off)
+{
+    pthread_mutex_lock(&s->lock);
+    int rc = mark_dirty(t, s);
+    ssize_t n = rc == 0 ? pwrite(s->fd, buf, len, (off_t)off) : rc;
+    if (rc == 0 && n < 0)
+        n = -errno;
+    else if (n > 0 && off + (uint64_t)n > s->size)
+        s->size = off + (uint64_t)n;
+    pthread_mutex_unlock(&s->lock);
+    return n;
+}
+
+int staging_truncate(struct staging *t, struct staged *s, uint64_t size)
+{
+    pthread_mutex_lock(&s->lock);
+    int rc = mark_dirty(t, s);
+    if (rc == 0 && ftruncate(s->fd, (off_t)size) != 0)
+        rc = -errno;
+    if (rc == 0) {
+        s->size = size;
+        if (size == 0 && s->rec.mode == JOURNAL_IN_PLACE)
+            s->rec.mode = JOURNAL_REPLACE;      /* all new content: a new root, one swap */
+    }
+    pthread_mutex_unlock(&s->lock);
+    return rc;
+}
+
+static int commit_locked(struct staging *t, struct staged *s)
+{
+    if (!s->dirty)
+        return 0;
+    int rc = commit_staged(&t->commit, &s->rec);
+    if (rc == 0) {
+        s->dirty = 0;
+        s->committed = 1;
+        pthread_mutex_lock(&t->lock);
+        snprintf(s->root, sizeof s->root, "%s", s->rec.base_root);
+        pthread_mutex_unlock(&t->lock);
+    }
+    s->rejected = rc == -EINVAL;
+    return rc;
+}
+
+int staging_commit(struct staging *t, struct staged *s)
+{
+    pthread_mutex_lock(&s->lock);
+    int rc = s->rejected ? -EINVAL : commit_locked(t, s);
+    pthread_mutex_unlock(&s->lock);
+    return rc;
+}
+
+/* The last handle is gone: commit what is left, then drop or keep the staged file. */
+static void staged_finish(struct staging *t, struct staged *s)
+{
+    int rc = s->broken || s->rejected ? 0 : commit_locked(t, s);
+    char *kept = NULL;
+    if (!s->dirty || s->broken) {
+        journal_remove(t->commit.journal, &s->rec);
+    } else if ((s->rejected || rc == -EINVAL) &&
+               journal_reject(t->commit.journal, &s->rec, &kept) == 0) {
+        log_error("%s: not an HDF5 file: not stored; the bytes written are kept as %s",
+                  s->rec.domain, kept ? kept : "(unknown)");
+    } else {
+        log_error("%s: closed with uncommitted changes: kept in the staging area, committed "
+                  "at the next mount", s->rec.domain);
+    }
+    free(kept);
+}
+
+void staging_release(struct staging *t, struct staged *s)
+{
+    pthread_mutex_lock(&t->lock);
+    int last = --s->refs == 0;
+    if (last)
+        strmap_remove(t->by_path, s->path);
+    pthread_mutex_unlock(&t->lock);
+    if (!last)
+        return;
+    pthread_mutex_lock(&s->lock);
+    staged_finish(t, s);
+    pthread_mutex_unlock(&s->lock);
+    staged_free(s);
+}
+
+void staging_info(struct staged *s, struct ns_info *info)
+{
+    pthread_mutex_lock(&s->lock);
+    memset(info, 0, sizeof *info);
+    info->kind = NS_DOMAIN;
+    info->rights = SCHEMA_ACL_ALL;
+    info->size = s->size;
+    info->mtime = s->mtime;
+    info->ctime = s->ctime;
+    snprintf(info->root, sizeof info->root, "%s", s->rec.base_root);
+    pthread_mutex_unlock(&s->lock);
+}
+
+int staging_is_new(struct staged *s)
+{
+    pthread_mutex_lock(&s->lock);
+    int fresh = !s->committed && s->rec.mode == JOURNAL_NEW;
+    pthread_mutex_unlock(&s->lock);
+    return fresh;
+}
+
+/* ---- walks over the table ---- */
+
+struct children_walk {
+    const char *dir;
+    size_t dir_len;
+    char **names;
+    size_t n;
+    int rc;
+};
+
+static int child_of(const char *key, void *value, void *ctx)
+{
+    (void)value;
+    struct children_walk *w = ctx;
+    const char *name = key + w->dir_len;
+    if (w->rc != 0 || strncmp(key, w->dir, w->dir_len) != 0 || !*name || strchr(name, '/'))
+        return 0;
+    char **bigger = realloc(w->names, (w->n + 1) * sizeof *bigger);
+    if (!bigger || !(bigger[w->n] = strdup(name))) {
+        if (bigger)
+            w->names = bigger;
+        w->rc = -ENOMEM;
+        return 0;
+    }
+    w->names = bigger;
+    w->n++;
+    return 0;
+}
+
+int staging_children(struct staging *t, const char *dir, char ***names, size_t *n)
+{
+    char prefix[4096];
+    snprintf(prefix, sizeof prefix, "%s/", strcmp(dir, "/") == 0 ? "" : dir);
+    struct children_walk w = { .dir = prefix, .dir_len = strlen(prefix) };
+    pthread_mutex_lock(&t->lock);
+    strmap_filter(t->by_path, child_of, &w);
+    pthread_mutex_unlock(&t->lock);
+    if (w.rc != 0) {
+        for (size_t i = 0; i < w.n; i++)
+            free(w.names[i]);
+        free(w.names);
+        return w.rc;
+    }
+    *names = w.names;
+    *n = w.n;
+    return 0;
+}
+
+struct root_walk {
+    const char *root;
+    int found;
+};
+
+static int uses_root(const char *key, void *value, void *ctx)
+{
+    (void)key;
+    struct staged *s = value;
+    struct root_walk *w = ctx;
+    if (strcmp(s->root, w->root) == 0)
+        w->found = 1;
+    return 0;
+}
+
+int staging_root_in_use(struct staging *t, const char *root)
+{
+    struct root_walk w = { root, 0 };
+    pthread_mutex_lock(&t->lock);
+    strmap_filter(t->by_path, uses_root, &w);
+    pthread_mutex_unlock(&t->lock);
+    return w.found;
+}
+
+void staging_rename(struct staging *t, const char *from, const char *to)
+{
+    pthread_mutex_lock(&t->lock);
+    struct staged *s = strmap_get(t->by_path, from);
+    char *key = s ? strdup(to) : NULL, *domain = s ? strdup(to) : NULL;
+    int moved = s && key && domain && strmap_put(t->by_path, to, s, NULL) == 0;
+    if (moved) {
+        strmap_remove(t->by_path, from);
+        free(s->path);
+        s->path = key;
+        key = NULL;
+        s->refs++;
+    }
+    pthread_mutex_unlock(&t->lock);
+    free(key);
+    if (!moved) {
+        if (s)
+            log_warn("rename %s -> %s: the staged file keeps the old name", from, to);
+        free(domain);
+        return;
+    }
+    pthread_mutex_lock(&s->lock);
+    free(s->rec.domain);
+    s->rec.domain = domain;
+    journal_write(t->commit.journal, &s->rec);
+    pthread_mutex_unlock(&s->lock);
+    staging_release(t, s);
+}

@@ -1,0 +1,65 @@
+/*
+ * staging: domains open for writing, each a local file in the cache directory (journal.h)
+ * that the handles of that path share. Writes, reads and truncates go to that file; a flush or
+ * fsync of a handle that changed it commits it (commit.h); the entry goes away with its last
+ * handle. A commit that fails keeps the staged bytes and the journal record: a later flush, or
+ * the next mount, tries again; bytes that are not HDF5 are moved to rejected/ at the last close.
+ *
+ * The writer sees its file from creation on (stat, readdir, reads of its handles); the bucket
+ * and every other mount see nothing until the commit's .domain.json put. Thread-safe.
+ */
+#ifndef H5OSFS_FS_STAGING_H
+#define H5OSFS_FS_STAGING_H
+
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "h5osfs/commit.h"
+#include "h5osfs/ns.h"
+
+struct staging;
+struct staged;
+
+/* Fills the staged file (fd) with the domain's current bytes: r+ starts from what is there. */
+typedef int (*staging_fill_fn)(void *ctx, const char *path, const char *root, int fd);
+
+int staging_new(const struct commit_ctx *commit, staging_fill_fn fill, void *fill_ctx,
+                struct staging **out);
+/* Every entry must be released before. */
+void staging_free(struct staging *t);
+
+/*
+ * The staged entry of path for a new handle (a reference: staging_release it). An existing
+ * entry is shared. Otherwise one is made: with truncate (O_TRUNC, or a domain that does not
+ * exist yet: root NULL) it starts empty and replaces the domain; else it starts as a copy of
+ * the domain whose root is root and is committed in place.
+ */
+int staging_open(struct staging *t, const char *path, const char *root, int truncate,
+                 struct staged **out);
+/* The entry of path if one exists (a reference), else NULL. */
+struct staged *staging_find(struct staging *t, const char *path);
+/* Drop a reference; the last one of an entry commits what is still uncommitted and removes
+ * the entry (see above). */
+void staging_release(struct staging *t, struct staged *s);
+
+ssize_t staging_read(struct staged *s, void *buf, size_t len, uint64_t off);
+ssize_t staging_write(struct staging *t, struct staged *s, const void *buf, size_t len,
+                      uint64_t off);
+int staging_truncate(struct staging *t, struct staged *s, uint64_t size);
+/* Commit if anything changed since the last commit. 0 or -errno (see commit_staged). */
+int staging_commit(struct staging *t, struct staged *s);
+
+/* What a staged entry looks like in the namespace: a domain of the staged size. */
+void staging_info(struct staged *s, struct ns_info *info);
+/* 1 if the entry has never been committed (no domain in the bucket is behind it). */
+int staging_is_new(struct staged *s);
+
+/* Names of staged entries directly inside directory dir (for readdir); *names is an array of
+ * malloc'd strings (free each, then the array). */
+int staging_children(struct staging *t, const char *dir, char ***names, size_t *n);
+/* Move an entry to a new path after a rename of its domain. */
+void staging_rename(struct staging *t, const char *from, const char *to);
+/* 1 if an open staged entry edits the domain whose root is root (the collector waits). */
+int staging_root_in_use(struct staging *t, const char *root);
+
+#endif

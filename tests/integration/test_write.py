@@ -1,0 +1,294 @@
+"""Writing domains (issue 5): cp and h5py into a real mount, staged locally and committed as
+HSDS objects on close/fsync; read back through the mount (live and after a remount) and
+compared with the source by h5diff and h5py; replacements, in-place changes, bad bytes,
+rights, concurrent writers, and a kill -9 at every stage of a commit."""
+import errno
+import json
+import os
+import shutil
+import subprocess
+import threading
+from pathlib import Path
+
+import h5py
+import numpy as np
+import pytest
+
+from conftest import SOURCE, Mount, MountSource, is_mounted
+
+pytestmark = pytest.mark.backends("posix", "s3")
+
+HOME = "home/test_user1"
+SAMPLES = sorted(p.name for p in SOURCE.glob("sample*.h5"))
+
+
+def h5diff(a, b, *opts):
+    r = subprocess.run(["h5diff", *opts, str(a), str(b)], capture_output=True, text=True)
+    return r.returncode, r.stdout + r.stderr
+
+
+def assert_equal_files(a, b):
+    rc, out = h5diff(a, b)
+    assert rc == 0, out[-3000:]
+
+
+def make_rich_file(path):
+    """One file with much of what HDF5 users store: groups, links of every kind, committed
+    types, references, attributes of many types, fill values, chunked+gzip, contiguous, compact,
+    scalar, empty and resizable datasets."""
+    with h5py.File(path, "w", track_order=True) as f:
+        g = f.create_group("grp/sub")
+        f.attrs["title"] = "rich file"
+        f.attrs["version"] = np.int16(3)
+        f.attrs["vec"] = np.arange(4, dtype="<f8")
+        g.attrs["utf8"] = "héllo"
+        x = np.linspace(0, 1, 300 * 400, dtype="<f4").reshape(300, 400)
+        f.create_dataset("grp/gz", data=x, chunks=(64, 100), compression="gzip",
+                         compression_opts=4, shuffle=True)
+        f.create_dataset("contig_be", data=np.arange(1000, dtype=">i4"))
+        dcpl = h5py.h5p.create(h5py.h5p.DATASET_CREATE)
+        dcpl.set_layout(h5py.h5d.COMPACT)
+        sid = h5py.h5s.create_simple((10,))
+        h5py.h5d.create(f.id, b"compact", h5py.h5t.STD_U8LE, sid, dcpl=dcpl).write(
+            h5py.h5s.ALL, h5py.h5s.ALL, np.arange(10, dtype="u1"))
+        f.create_dataset("scalar", data=np.float64(2.5))
+        f.create_dataset("empty", shape=(0,), dtype="i8", maxshape=(None,))
+        f.create_dataset("fill", shape=(50, 50), dtype="i4", chunks=(10, 10), fillvalue=-7)
+        f["fill"][0:5, 0:5] = 1
+        f.create_dataset("resizable", data=np.arange(20, dtype="i2"), maxshape=(None,),
+                         chunks=(8,))
+        comp = np.dtype([("id", "<i4"), ("val", "<f8"), ("tag", "S6")])
+        f["ctype"] = comp
+        f.create_dataset("table", data=np.array([(i, i / 2, b"t%d" % i) for i in range(30)],
+                                                dtype=comp), dtype=f["ctype"])
+        f.create_dataset("vlen_str", data=["a", "bb", "ccc", ""],
+                         dtype=h5py.string_dtype())
+        f.create_dataset("fixed_str", data=np.array([b"ab", b"cde"], dtype="S5"))
+        f.create_dataset("enum", data=np.array([0, 1, 2, 1], dtype="i1"),
+                         dtype=h5py.enum_dtype({"RED": 0, "GREEN": 1, "BLUE": 2}, "i1"))
+        f.create_dataset("bools", data=np.array([True, False, True]))
+        f.create_dataset("arr", data=np.zeros((3,), dtype=np.dtype(("<i4", (2, 2)))))
+        f.create_dataset("vlen_int", data=[np.arange(i, dtype="i4") for i in range(5)],
+                         dtype=h5py.vlen_dtype("i4"))
+        refs = f.create_dataset("refs", shape=(2,), dtype=h5py.ref_dtype)
+        refs[0] = f["grp/gz"].ref
+        refs[1] = f["grp"].ref
+        f.attrs["ref_attr"] = f["table"].ref
+        f["soft"] = h5py.SoftLink("/grp/gz")
+        f["dangling"] = h5py.SoftLink("/nowhere")
+        f["ext"] = h5py.ExternalLink("other.h5", "/x")
+        f["hard_again"] = f["contig_be"]
+
+
+@pytest.fixture
+def writable(bucket_copy, mount_bucket, tmp_path):
+    """A read-write mount of a copy of the fixture bucket as test_user1."""
+    return mount_bucket(bucket_copy, "-o", f"user=test_user1,ttl=0,cache_dir={tmp_path}/cache")
+
+
+def staged_files(tmp_path):
+    d = tmp_path / "cache" / "staging"
+    return sorted(p.name for p in d.iterdir()) if d.exists() else []
+
+
+def remount(m, mount_bucket, tmp_path):
+    assert m.unmount() == 0
+    return mount_bucket(m.bucket, "-o", f"user=test_user1,ttl=0,cache_dir={tmp_path}/cache")
+
+
+def test_cp_stores_domains_equal_to_their_sources(writable, mount_bucket, tmp_path):
+    rich = tmp_path / "rich.h5"
+    make_rich_file(rich)
+    sources = [SOURCE / s for s in SAMPLES] + [rich]
+    os.mkdir(writable.path(f"{HOME}/new"))
+    for src in sources:
+        subprocess.run(["cp", str(src), str(writable.path(f"{HOME}/new/{src.name}"))],
+                       check=True)
+    assert staged_files(tmp_path) == []         # committed at close, staged bytes dropped
+    for src in sources:
+        assert_equal_files(src, writable.path(f"{HOME}/new/{src.name}"))
+    m2 = remount(writable, mount_bucket, tmp_path)
+    assert sorted(os.listdir(m2.path(f"{HOME}/new"))) == sorted(s.name for s in sources)
+    for src in sources:
+        assert_equal_files(src, m2.path(f"{HOME}/new/{src.name}"))
+    with h5py.File(m2.path(f"{HOME}/new/rich.h5"), "r") as f:
+        assert f["table"].dtype.names == ("id", "val", "tag")
+        assert f["fill"][40, 40] == -7 and f["fill"][0, 0] == 1
+        assert f[f["refs"][0]].name == "/grp/gz" and f[f.attrs["ref_attr"]].name == "/table"
+        assert f["soft"].name == "/soft" and f.get("dangling", getlink=True).path == "/nowhere"
+        assert f.get("ext", getlink=True).filename == "other.h5"
+        assert f["ctype"].dtype == f["table"].dtype
+        assert f["hard_again"].id == f["contig_be"].id
+        assert list(f.attrs) == ["title", "version", "vec", "ref_attr"]
+
+
+def test_h5py_creates_then_changes_in_place(writable, mount_bucket, tmp_path):
+    path = writable.path(f"{HOME}/new.h5")
+    with h5py.File(path, "w") as f:
+        f["x"] = [1, 2, 3]
+    with h5py.File(path, "r") as f:
+        assert list(f["x"][:]) == [1, 2, 3]
+    root = os.getxattr(path, "user.h5osfs.root")
+    with h5py.File(path, "r+") as f:
+        f["x"][0] = 9
+        f.attrs["note"] = "changed"
+    assert os.getxattr(path, "user.h5osfs.root") == root       # in place: same domain root
+    with h5py.File(path, "r") as f:
+        assert list(f["x"][:]) == [9, 2, 3] and f.attrs["note"] == "changed"
+    m2 = remount(writable, mount_bucket, tmp_path)
+    with h5py.File(m2.path(f"{HOME}/new.h5"), "r") as f:
+        assert list(f["x"][:]) == [9, 2, 3] and f.attrs["note"] == "changed"
+
+
+def test_in_place_rewrites_only_what_changed(bucket_copy, mount_bucket, tmp_path):
+    m = mount_bucket(bucket_copy, "-o", f"user=test_user1,ttl=0,cache_dir={tmp_path}/cache")
+    if m.backend != "posix":
+        pytest.skip("reads the bucket directory's files (posix only)")
+    path = m.path(f"{HOME}/inplace.h5")
+    with h5py.File(path, "w") as f:
+        f.create_dataset("big", data=np.arange(4 * 1024 * 1024, dtype="<f4"),
+                         chunks=(262144,))
+        f.create_dataset("small", data=np.arange(10))
+    root = os.getxattr(path, "user.h5osfs.root").decode()
+    db = bucket_copy / "db" / root[2:19]
+    before = {p: p.stat().st_mtime_ns for p in db.rglob("*") if p.is_file()}
+    with h5py.File(path, "r+") as f:
+        f["big"][5] = -1.0
+    after = {p: p.stat().st_mtime_ns for p in db.rglob("*") if p.is_file()}
+    changed = [p for p in after if before.get(p) != after[p]]
+    assert set(after) == set(before)
+    assert len(changed) == 1 and not changed[0].name.endswith(".json"), changed  # one chunk
+    with h5py.File(path, "r") as f:
+        assert f["big"][5] == -1.0 and f["big"][6] == 6.0
+
+
+def test_replacement_readers_see_old_or_new(writable, tmp_path):
+    target = writable.path(f"{HOME}/target.h5")
+    shutil.copyfile(SOURCE / "sample1.h5", target)
+    old_bytes = target.read_bytes()
+    old_root = os.getxattr(target, "user.h5osfs.root")
+    with open(target, "rb") as reader:
+        shutil.copyfile(SOURCE / "sample3.h5", target)     # O_TRUNC: a replacement
+        assert os.getxattr(target, "user.h5osfs.root") != old_root
+        assert reader.read() == old_bytes                   # the open version, whole
+    assert_equal_files(SOURCE / "sample3.h5", target)
+
+
+def test_workloads_random_writes_and_appends(writable, tmp_path):
+    """The same h5py operations on a local file and on the mount give equal files."""
+    local = tmp_path / "local.h5"
+    mounted = writable.path(f"{HOME}/work.h5")
+    rng = np.random.default_rng(7)
+    for path in (local, mounted):
+        with h5py.File(path, "w") as f:
+            f.create_dataset("log", shape=(0, 3), maxshape=(None, 3), chunks=(64, 3), dtype="f8")
+            f.create_dataset("grid", shape=(200, 300), chunks=(50, 50), dtype="i4", fillvalue=3)
+    ops = [(int(rng.integers(0, 200)), int(rng.integers(0, 300)), int(rng.integers(-99, 99)))
+           for _ in range(40)]
+    for round_ in range(3):
+        for path in (local, mounted):
+            with h5py.File(path, "r+") as f:
+                log = f["log"]
+                n = log.shape[0]
+                log.resize((n + 50, 3))
+                log[n:] = np.arange(150, dtype="f8").reshape(50, 3) + round_
+                for i, j, v in ops[round_ * 10:(round_ + 1) * 10]:
+                    f["grid"][i, j] = v
+    assert_equal_files(local, mounted)
+
+
+def test_concurrent_writers_to_different_domains(writable, tmp_path):
+    errors = []
+
+    def copy(i):
+        try:
+            src = SOURCE / SAMPLES[i % len(SAMPLES)]
+            shutil.copyfile(src, writable.path(f"{HOME}/par{i}.h5"))
+        except Exception as e:          # reported by the assertion below
+            errors.append(repr(e))
+
+    threads = [threading.Thread(target=copy, args=(i,)) for i in range(6)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors
+    for i in range(6):
+        assert_equal_files(SOURCE / SAMPLES[i % len(SAMPLES)], writable.path(f"{HOME}/par{i}.h5"))
+
+
+def test_bytes_that_are_not_hdf5_are_refused_and_kept(writable, tmp_path):
+    path = writable.path(f"{HOME}/notes.h5")
+    f = open(path, "wb")
+    f.write(b"these are not the bytes of an HDF5 file\n")
+    with pytest.raises(OSError) as e:
+        f.close()
+    assert e.value.errno == errno.EINVAL
+    assert not path.exists()
+    kept = list((tmp_path / "cache" / "rejected").iterdir())
+    assert [p.read_bytes() for p in kept] == [b"these are not the bytes of an HDF5 file\n"]
+    assert "not an HDF5 file" in writable.log()
+
+
+def test_no_staging_without_rights(bucket_copy, mount_bucket, tmp_path):
+    ro = mount_bucket(bucket_copy, "-o", f"user=test_user1,ro,cache_dir={tmp_path}/cache")
+    with pytest.raises(OSError) as e:
+        open(ro.path(f"{HOME}/new.h5"), "wb")
+    assert e.value.errno == errno.EROFS
+    intruder = mount_bucket(bucket_copy, "-o", f"user=intruder,cache_dir={tmp_path}/cache")
+    for target in (f"{HOME}/new.h5", f"{HOME}/sample1.h5"):
+        with pytest.raises(PermissionError):
+            open(intruder.path(target), "r+b" if "sample" in target else "wb")
+    assert staged_files(tmp_path) == []
+
+
+# ---- crashes ----
+
+STAGES = ["committing", "chunks", "metadata", "root", "domain"]
+
+
+def crash_mount(bucket, mnt, log, cache, env_extra):
+    env = dict(os.environ, **env_extra)
+    return Mount(MountSource("posix", bucket, bucket, env=env), mnt, log,
+                 ("-o", f"user=test_user1,ttl=0,cache_dir={cache}"))
+
+
+def live_roots(bucket):
+    roots = set()
+    for p in bucket.rglob(".domain.json"):
+        root = json.loads(p.read_text()).get("root")
+        if root:
+            roots.add(root[2:19])
+    return roots
+
+
+@pytest.mark.parametrize("replace", [False, True], ids=["new", "replace"])
+@pytest.mark.parametrize("stage", STAGES)
+def test_kill_at_each_commit_stage(bucket_copy, backend, tmp_path, stage, replace):
+    if backend != "posix":
+        pytest.skip("the crash hook is the same code on both backends; posix is enough")
+    cache = tmp_path / "cache"
+    mnt = tmp_path / "mnt"
+    mnt.mkdir()
+    target = f"{HOME}/crash.h5"
+    if replace:
+        m = crash_mount(bucket_copy, mnt, tmp_path / "0.log", cache, {})
+        shutil.copyfile(SOURCE / "sample1.h5", m.path(target))
+        assert m.unmount() == 0
+    m = crash_mount(bucket_copy, mnt, tmp_path / "1.log", cache, {"H5OSFS_TEST_CRASH_AT": stage})
+    with pytest.raises(OSError):
+        shutil.copyfile(SOURCE / "sample2.h5", m.path(target))
+    m.proc.wait(timeout=30)
+    assert m.proc.returncode == -9
+    subprocess.run(["fusermount3", "-uz", str(mnt)], check=False)
+    assert not is_mounted(mnt)
+    # no staged byte lost: the whole file waits in the staging area
+    staged = list((cache / "staging").iterdir())
+    assert [p.read_bytes() for p in staged] == [(SOURCE / "sample2.h5").read_bytes()]
+    m = crash_mount(bucket_copy, mnt, tmp_path / "2.log", cache, {})
+    assert_equal_files(SOURCE / "sample2.h5", m.path(target))
+    assert m.unmount() == 0                     # the collector drains at unmount
+    assert list((cache / "staging").iterdir()) == []
+    assert list((cache / "journal").iterdir()) == []
+    on_disk = {p.name for p in (bucket_copy / "db").iterdir()}
+    assert on_disk == live_roots(bucket_copy), "objects of undone or replaced roots remain"
