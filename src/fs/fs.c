@@ -135,10 +135,10 @@ void fs_free(struct fs *fs)
 {
     if (!fs)
         return;
+    gc_drain(fs->gc);           /* unmounted: no reader is left to wait for */
+    gc_free(fs->gc);            /* before the tables its in_use question reads */
     staging_free(fs->staging);
     journal_close(fs->journal);
-    gc_drain(fs->gc);           /* unmounted: no reader is left to wait for */
-    gc_free(fs->gc);
     image_table_free(fs->images);
     inode_table_free(fs->inodes);
     free(fs);

@@ -8,6 +8,7 @@ import os
 import shutil
 import subprocess
 import threading
+import time
 from pathlib import Path
 
 import h5py
@@ -84,6 +85,13 @@ def make_rich_file(path):
 def writable(bucket_copy, mount_bucket, tmp_path):
     """A read-write mount of a copy of the fixture bucket as test_user1."""
     return mount_bucket(bucket_copy, "-o", f"user=test_user1,ttl=0,cache_dir={tmp_path}/cache")
+
+
+def wait_for(cond, timeout=10):
+    deadline = time.monotonic() + timeout
+    while not cond():
+        assert time.monotonic() < deadline, "timed out"
+        time.sleep(0.02)
 
 
 def staged_files(tmp_path):
@@ -225,9 +233,12 @@ def test_bytes_that_are_not_hdf5_are_refused_and_kept(writable, tmp_path):
         f.close()
     assert e.value.errno == errno.EINVAL
     assert not path.exists()
-    kept = list((tmp_path / "cache" / "rejected").iterdir())
+    rejected = tmp_path / "cache" / "rejected"
+    wait_for(lambda: list(rejected.iterdir()))      # moved at release, which close() does not await
+    kept = list(rejected.iterdir())
     assert [p.read_bytes() for p in kept] == [b"these are not the bytes of an HDF5 file\n"]
-    assert "not an HDF5 file" in writable.log()
+    assert f"kept as {kept[0]}" in writable.log()
+    assert staged_files(tmp_path) == []
 
 
 def test_no_staging_without_rights(bucket_copy, mount_bucket, tmp_path):
