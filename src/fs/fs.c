@@ -21,6 +21,8 @@
 #include "staging.h"
 
 #define FS_BLOCK_SIZE 4096
+#define FS_IO_SIZE (1u << 20)       /* st_blksize of files: cp and stdio move 1 MiB at a time,
+                                       as many FUSE requests as the 1 MiB max_write allows */
 #define FS_NAME_MAX 255
 #define FS_UNKNOWN_INO 0xffffffffu   /* readdir: "ask lookup", as libfuse's high-level API does */
 #define FS_XATTR_ROOT "user.h5osfs.root"
@@ -202,7 +204,7 @@ static void fill_stat(const struct fs *fs, fuse_ino_t ino, const struct ns_info 
     st->st_uid = fs->cfg.uid;
     st->st_gid = fs->cfg.gid;
     st->st_size = is_dir_kind(info->kind) ? 0 : (off_t)info->size;
-    st->st_blksize = FS_BLOCK_SIZE;
+    st->st_blksize = is_dir_kind(info->kind) ? FS_BLOCK_SIZE : FS_IO_SIZE;
     st->st_blocks = (blkcnt_t)((info->size + 511) / 512);
     st->st_mtim = timespec_of(info->mtime);
     st->st_atim = st->st_mtim;
