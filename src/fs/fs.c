@@ -90,6 +90,12 @@ static int fill_staged(void *ctx, const char *path, const char *root, int fd)
     return rc;
 }
 
+static void forget_image(void *ctx, const char *path)
+{
+    struct fs *fs = ctx;
+    image_table_expire(fs->images, path);
+}
+
 static int fs_new_staging(struct fs *fs)
 {
     if (fs->cfg.read_only)
@@ -98,7 +104,8 @@ static int fs_new_staging(struct fs *fs)
     if (rc != 0)
         return rc;
     struct commit_ctx commit = { &fs->ops, fs->journal, fs->cfg.write_workers };
-    rc = staging_new(&commit, fill_staged, fs, &fs->staging);
+    struct staging_hooks hooks = { fill_staged, forget_image, fs };
+    rc = staging_new(&commit, &hooks, &fs->staging);
     if (rc != 0) {
         journal_close(fs->journal);
         fs->journal = NULL;

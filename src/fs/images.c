@@ -93,6 +93,15 @@ static struct image *lookup(struct image_table *t, const char *path, const char 
     return img;
 }
 
+void image_table_expire(struct image_table *t, const char *path)
+{
+    pthread_mutex_lock(&t->lock);
+    struct image_slot *s = strmap_get(t->slots, path);
+    if (s)
+        s->built_at = -1e18;    /* older than any ttl */
+    pthread_mutex_unlock(&t->lock);
+}
+
 static int drop_stale(const char *key, void *value, void *ctx)
 {
     (void)key;

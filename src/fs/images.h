@@ -26,6 +26,9 @@ int image_table_get(struct image_table *t, const char *path, const char *root, s
 /* The exact size of the domain's file when an image of it is known. 0 or -ENOENT. */
 int image_table_size(struct image_table *t, const char *path, const char *root, uint64_t *size);
 
+/* The next open of path rebuilds its image (its objects changed in place, same root). */
+void image_table_expire(struct image_table *t, const char *path);
+
 /* Count an open file of root (delta +1) or its release (-1). */
 void image_table_hold(struct image_table *t, const char *root, int delta);
 /* 1 if an open file reads a version of the domain whose root is root. */

@@ -33,8 +33,7 @@ struct staging {
     pthread_mutex_t lock;       /* guards the map and every refs */
     struct strmap *by_path;
     struct commit_ctx commit;
-    staging_fill_fn fill;
-    void *fill_ctx;
+    struct staging_hooks hooks;
 };
 
 static double now_seconds(void)
@@ -44,7 +43,7 @@ static double now_seconds(void)
     return (double)tv.tv_sec + (double)tv.tv_usec / 1e6;
 }
 
-int staging_new(const struct commit_ctx *commit, staging_fill_fn fill, void *fill_ctx,
+int staging_new(const struct commit_ctx *commit, const struct staging_hooks *hooks,
                 struct staging **out)
 {
     struct staging *t = calloc(1, sizeof *t);
@@ -54,8 +53,7 @@ int staging_new(const struct commit_ctx *commit, staging_fill_fn fill, void *fil
     }
     pthread_mutex_init(&t->lock, NULL);
     t->commit = *commit;
-    t->fill = fill;
-    t->fill_ctx = fill_ctx;
+    t->hooks = *hooks;
     *out = t;
     return 0;
 }
@@ -130,7 +128,7 @@ static int staged_create(struct staging *t, const char *path, const char *root, 
 /* Copy the domain's bytes in (r+), outside the table's lock: a big domain takes a while. */
 static int staged_fill(struct staging *t, struct staged *s, const char *root)
 {
-    int rc = t->fill(t->fill_ctx, s->rec.domain, root, s->fd);
+    int rc = t->hooks.fill(t->hooks.ctx, s->rec.domain, root, s->fd);
     off_t end = rc == 0 ? lseek(s->fd, 0, SEEK_END) : -1;
     if (rc == 0 && end < 0)
         rc = -errno;
@@ -238,6 +236,7 @@ static int commit_locked(struct staging *t, struct staged *s)
         pthread_mutex_lock(&t->lock);
         snprintf(s->root, sizeof s->root, "%s", s->rec.base_root);
         pthread_mutex_unlock(&t->lock);
+        t->hooks.committed(t->hooks.ctx, s->rec.domain);
     }
     s->rejected = rc == -EINVAL;
     return rc;

@@ -20,10 +20,16 @@
 struct staging;
 struct staged;
 
-/* Fills the staged file (fd) with the domain's current bytes: r+ starts from what is there. */
-typedef int (*staging_fill_fn)(void *ctx, const char *path, const char *root, int fd);
+/* What staging asks of the file system around it (ctx is theirs). */
+struct staging_hooks {
+    /* Fill the staged file (fd) with the domain's current bytes: r+ starts from what is there. */
+    int (*fill)(void *ctx, const char *path, const char *root, int fd);
+    /* path's domain changed (a commit succeeded): forget what was built from it. */
+    void (*committed)(void *ctx, const char *path);
+    void *ctx;
+};
 
-int staging_new(const struct commit_ctx *commit, staging_fill_fn fill, void *fill_ctx,
+int staging_new(const struct commit_ctx *commit, const struct staging_hooks *hooks,
                 struct staging **out);
 /* Every entry must be released before. */
 void staging_free(struct staging *t);

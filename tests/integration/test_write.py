@@ -148,10 +148,9 @@ def test_h5py_creates_then_changes_in_place(writable, mount_bucket, tmp_path):
         assert list(f["x"][:]) == [9, 2, 3] and f.attrs["note"] == "changed"
 
 
+@pytest.mark.posix_only(reason="compares the bucket directory's files before and after")
 def test_in_place_rewrites_only_what_changed(bucket_copy, mount_bucket, tmp_path):
     m = mount_bucket(bucket_copy, "-o", f"user=test_user1,ttl=0,cache_dir={tmp_path}/cache")
-    if m.backend != "posix":
-        pytest.skip("reads the bucket directory's files (posix only)")
     path = m.path(f"{HOME}/inplace.h5")
     with h5py.File(path, "w") as f:
         f.create_dataset("big", data=np.arange(4 * 1024 * 1024, dtype="<f4"),
@@ -273,11 +272,11 @@ def live_roots(bucket):
     return roots
 
 
+@pytest.mark.posix_only(reason="looks for leftover roots in the bucket directory; the commit "
+                        "protocol is the same code on both backends")
 @pytest.mark.parametrize("replace", [False, True], ids=["new", "replace"])
 @pytest.mark.parametrize("stage", STAGES)
 def test_kill_at_each_commit_stage(bucket_copy, backend, tmp_path, stage, replace):
-    if backend != "posix":
-        pytest.skip("the crash hook is the same code on both backends; posix is enough")
     cache = tmp_path / "cache"
     mnt = tmp_path / "mnt"
     mnt.mkdir()
