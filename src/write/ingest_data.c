@@ -383,7 +383,7 @@ static int decoded_chunk(struct dset_io *io, const struct chunk_at *c, unsigned 
     int rc = read_region(io, c, buf);
     if (rc != 0) {
         reclaim_vlen(io, buf);
-        return rc;
+        return -ENODATA;        /* HDF5 cannot read the values: the caller decides */
     }
     rc = h5value_to_stored(io->type, io->mem, buf, io->n, &ids, &s, &len, why, sizeof why);
     reclaim_vlen(io, buf);
@@ -491,11 +491,12 @@ int ingest_dataset_chunks(struct ingest *g, struct ingest_obj *o)
         ingest_change(g, o->path, "virtual dataset or external raw data stored as a regular "
                       "dataset");
     rc = all_chunks(&io);
-    if (rc == -EIO && io.virt) {
+    if (rc == -ENODATA && io.virt) {
         ingest_change(g, o->path, "values cannot be read: stored without them");
         rc = 0;
-    } else if (rc == -EIO) {
+    } else if (rc == -ENODATA) {
         log_error("%s: %s: values cannot be read", g->log_name, o->path);
+        rc = -EIO;
     }
     io_close(&io);
     return rc;

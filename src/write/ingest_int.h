@@ -136,6 +136,8 @@ int ingest_pool_submit(struct ingest_pool *p, struct ingest_job *job);
 int ingest_pool_drain(struct ingest_pool *p);
 /* Drain, stop the threads and free. The first error, or 0. */
 int ingest_pool_stop(struct ingest_pool *p);
+/* A store error as ingest reports it: -ENOSPC and -ENOMEM as they are, anything else -EIO. */
+int ingest_store_error(int rc);
 /* Put a JSON object (hjson_dumps) at key, counting bytes. 0 or -errno (logged). */
 int ingest_put_json(struct ingest *g, const char *key, const json_t *doc, const char *path);
 

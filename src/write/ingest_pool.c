@@ -48,6 +48,7 @@ static int run_job(struct ingest_pool *p, struct ingest_job *job, size_t *put_by
     if (rc != 0)
         log_error("%s: %s: chunk %s could not be stored (%s)", p->g->log_name, job->path,
                   job->key, strerror(-rc));
+    rc = ingest_store_error(rc);
     *put_bytes = len;
     free(enc);
     return rc;
@@ -162,6 +163,11 @@ int ingest_pool_stop(struct ingest_pool *p)
     return rc;
 }
 
+int ingest_store_error(int rc)
+{
+    return rc == 0 || rc == -ENOSPC || rc == -ENOMEM ? rc : -EIO;
+}
+
 int ingest_put_json(struct ingest *g, const char *key, const json_t *doc, const char *path)
 {
     char *text = NULL;
@@ -176,7 +182,7 @@ int ingest_put_json(struct ingest *g, const char *key, const json_t *doc, const 
     free(text);
     if (rc != 0) {
         log_error("%s: %s: %s could not be stored (%s)", g->log_name, path, key, strerror(-rc));
-        return rc;
+        return ingest_store_error(rc);
     }
     g->stats->bytes_written += len;
     return 0;
