@@ -473,3 +473,26 @@ def test_one_domain_only(bucket_copy):
     assert objcheck.problems(bucket_copy, S1)
     assert objcheck.problems(bucket_copy, "/home/nobody.h5") == [
         "home/nobody.h5/.domain.json: no such domain"]
+
+
+def test_bitshuffle_chunks(bucket_copy):
+    """Bitshuffle+LZ4 framing (§6.6), checked against Debian's bitshuffle module."""
+    bitshuffle = pytest.importorskip("bitshuffle")
+    import numpy as np
+    key = obj_key(bucket_copy, S3, "/ramp_i32")
+    d = load(key)
+    d["creationProperties"]["filters"] = [{"class": "H5Z_FILTER_BITSHUFFLE", "id": 32008,
+                                           "name": "bitshuffle"}]
+    dump(key, d)
+    c = key.parent / "0_0"
+    arr = np.frombuffer(c.read_bytes(), "<i4")
+    framed = (arr.nbytes.to_bytes(8, "big") + (2048 * 4).to_bytes(4, "big") +
+              bitshuffle.compress_lz4(arr, 2048).tobytes())
+    c.write_bytes(framed)
+    rep = objcheck.check(bucket_copy)
+    assert rep.problems == []
+    assert any("bitshuffle: served by HSDS but refused" in w for w in rep.warnings)
+    c.write_bytes(framed[:-3])
+    assert_flagged(bucket_copy, rel(bucket_copy, c), "does not decode")
+    c.write_bytes(framed[:8] + (2048 * 8).to_bytes(4, "big") + framed[12:])
+    assert_flagged(bucket_copy, rel(bucket_copy, c), "does not decode")
