@@ -1,0 +1,503 @@
+/*
+ * ingest_data: a dataset's values -> its chunk objects.
+ *
+ * The chunk shape is HSDS's (§5.4), which often differs from the source's, so each chunk is
+ * read with H5Dread as a hyperslab into a buffer of the full chunk shape prefilled with the
+ * fill value (§6.1: edges hold the fill value), turned into stored bytes (§6.2, §6.3) and
+ * handed to the workers to compress and put. A chunk holding nothing but the fill value is not
+ * stored (HSDS reads a missing chunk as the fill value, §7).
+ *
+ * Raw copy: when the shape is the source's and the source's filters are [deflate] or
+ * [shuffle, deflate], a chunk inside the dataspace is copied as the file stores it (a zlib
+ * stream HSDS decodes and then unshuffles, §6.5) without decoding: that is most of the time
+ * of a large compressed file saved.
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "h5osfs/h5type.h"
+#include "h5osfs/h5value.h"
+#include "h5osfs/log.h"
+#include "ingest_int.h"
+
+/* ---- §5.4 chunk dims ---- */
+
+static uint64_t chunk_bytes(int rank, const uint64_t *c, size_t itemsize)
+{
+    uint64_t s = itemsize;
+    for (int k = 0; k < rank; k++)
+        s = c[k] && s > UINT64_MAX / c[k] ? UINT64_MAX : s * c[k];
+    return s;
+}
+
+/* chunkUtil.expandChunk; maxdims NULL: the shape states none (not extensible) */
+static void expand_chunk(int rank, const uint64_t *dims, const uint64_t *maxdims,
+                         size_t itemsize, uint64_t *c)
+{
+    int extendable = 0;
+    uint64_t dset = itemsize;
+    for (int k = 0; k < rank; k++) {
+        extendable += maxdims && (maxdims[k] == 0 || maxdims[k] > dims[k]);
+        if (dims[k])
+            dset *= dims[k];
+    }
+    if (dset <= INGEST_CHUNK_MIN && extendable == 0) {
+        memcpy(c, dims, (size_t)rank * sizeof *c);
+        return;
+    }
+    uint64_t size = chunk_bytes(rank, c, itemsize);
+    while (size < INGEST_CHUNK_MIN) {
+        uint64_t old = size;
+        for (int k = rank - 1; k >= 0; k--) {
+            if (extendable > 0) {
+                if (maxdims[k] == 0) {
+                    c[k] *= 2;
+                } else if (maxdims[k] > c[k]) {
+                    c[k] *= 2;
+                    if (c[k] >= dims[k]) {
+                        c[k] = maxdims[k];
+                        extendable--;
+                    }
+                } else {
+                    continue;
+                }
+            } else if (dims[k] > c[k]) {
+                c[k] = c[k] * 2 > dims[k] ? dims[k] : c[k] * 2;
+            } else {
+                continue;
+            }
+            size = chunk_bytes(rank, c, itemsize);
+            if (size > INGEST_CHUNK_MIN)
+                break;
+        }
+        if (size <= old || size > INGEST_CHUNK_MIN)
+            break;
+    }
+}
+
+/* chunkUtil.shrinkChunk */
+static void shrink_chunk(int rank, size_t itemsize, uint64_t *c)
+{
+    uint64_t size = chunk_bytes(rank, c, itemsize);
+    while (size > INGEST_CHUNK_MAX) {
+        uint64_t old = size;
+        for (int k = 0; k < rank; k++) {
+            if (c[k] <= 1)
+                continue;
+            c[k] = (c[k] + 1) / 2;
+            size = chunk_bytes(rank, c, itemsize);
+            if (size <= INGEST_CHUNK_MAX)
+                break;
+        }
+        if (size >= old)
+            break;
+    }
+}
+
+void ingest_chunk_dims(int rank, const uint64_t *dims, const uint64_t *maxdims, size_t itemsize,
+                       const uint64_t *request, uint64_t *out)
+{
+    if (rank == 0) {
+        out[0] = 1;
+        return;
+    }
+    if (itemsize == 0)
+        itemsize = INGEST_VLEN_ITEMSIZE;
+    const uint64_t *guess = maxdims ? maxdims : dims;
+    for (int k = 0; k < rank; k++)        /* guessChunk: 0 (unlimited) guesses 1024 */
+        out[k] = request ? request[k] : guess[k] ? guess[k] : 1024;
+    if (chunk_bytes(rank, out, itemsize) < INGEST_CHUNK_MIN)
+        expand_chunk(rank, dims, maxdims, itemsize, out);
+    if (chunk_bytes(rank, out, itemsize) > INGEST_CHUNK_MAX)
+        shrink_chunk(rank, itemsize, out);
+}
+
+/* ---- one dataset ---- */
+
+struct dset_io {
+    struct ingest *g;
+    struct ingest_obj *o;
+    hid_t dset, space, dcpl, mem;
+    const json_t *type;
+    int rank;                   /* 1 for scalars (one chunk of one element) */
+    int scalar;
+    hsize_t dims[INGEST_MAX_RANK], cdims[INGEST_MAX_RANK];
+    size_t memsize, n;          /* element size in memory, elements per chunk */
+    unsigned char *fill;        /* one element in memory layout */
+    unsigned char *fill_stored; /* one element as stored */
+    size_t fill_len;
+    struct codec_spec spec;
+    int raw;                    /* raw copies possible */
+    int same_grid;              /* the source's chunks are these chunks */
+    int compare;                /* in place: stored chunks decode with spec to the same shape */
+    int virt;                   /* virtual or external: reading may fail */
+};
+
+static int layout_dims(const json_t *layout, int rank, hsize_t *out)
+{
+    const json_t *d = json_object_get(layout, "dims");
+    if (json_array_size(d) != (size_t)rank)
+        return -EINVAL;
+    for (int k = 0; k < rank; k++)
+        out[k] = (hsize_t)json_integer_value(json_array_get(d, (size_t)k));
+    return 0;
+}
+
+static int same_member(const json_t *a, const json_t *b, const char *name)
+{
+    const json_t *x = json_object_get(a, name), *y = json_object_get(b, name);
+    return (!x && !y) || (x && y && json_equal(x, y));
+}
+
+/* In place: the stored chunks of the object this dataset replaces are comparable with ours. */
+static int comparable(const struct ingest_obj *o)
+{
+    if (!o->old || strcmp(json_string_value(json_object_get(o->old, "id")), o->id) != 0)
+        return 0;
+    const json_t *a = json_object_get(o->old, "creationProperties");
+    const json_t *b = json_object_get(o->json, "creationProperties");
+    return same_member(o->old, o->json, "type") && same_member(o->old, o->json, "layout") &&
+           same_member(a, b, "filters") && same_member(a, b, "fillValue");
+}
+
+/* The fill value: the file's when the JSON states one, else zeros (what HSDS assumes). */
+static int io_fill(struct dset_io *io, char *why, size_t why_len)
+{
+    const json_t *cp = json_object_get(io->o->json, "creationProperties");
+    io->fill = calloc(1, io->memsize);
+    if (!io->fill)
+        return -ENOMEM;
+    if (json_object_get(cp, "fillValue") && H5Pget_fill_value(io->dcpl, io->mem, io->fill) < 0) {
+        snprintf(why, why_len, "the fill value cannot be read");
+        return -EIO;
+    }
+    struct h5value_ids ids = { ingest_ref_id, io->g };
+    return h5value_to_stored(io->type, io->mem, io->fill, 1, &ids, &io->fill_stored,
+                             &io->fill_len, why, why_len) ? -EIO : 0;
+}
+
+static int io_grid(struct dset_io *io)
+{
+    const json_t *layout = json_object_get(io->o->json, "layout");
+    if (io->scalar) {
+        io->rank = 1;
+        io->dims[0] = io->cdims[0] = 1;
+    } else {
+        io->rank = H5Sget_simple_extent_ndims(io->space);
+        if (io->rank < 1 || io->rank > INGEST_MAX_RANK ||
+            H5Sget_simple_extent_dims(io->space, io->dims, NULL) < 0 ||
+            layout_dims(layout, io->rank, io->cdims) != 0)
+            return -EIO;
+    }
+    io->n = 1;
+    for (int k = 0; k < io->rank; k++)
+        io->n *= io->cdims[k];
+    hsize_t src[INGEST_MAX_RANK];
+    io->same_grid = !io->scalar && H5Pget_layout(io->dcpl) == H5D_CHUNKED &&
+                    H5Pget_chunk(io->dcpl, io->rank, src) == io->rank &&
+                    memcmp(src, io->cdims, (size_t)io->rank * sizeof *src) == 0;
+    return 0;
+}
+
+/* Raw copies need the file's element bytes to be the stored ones: a fixed-size type that
+ * HDF5 considers equal to the packed type the JSON describes. */
+static int raw_possible(struct dset_io *io)
+{
+    size_t stored;
+    if (!io->same_grid || !ingest_filters_raw(io->dcpl) ||
+        (h5type_traits(io->type) & (H5TYPE_HAS_VLEN | H5TYPE_HAS_REF)) ||
+        h5type_stored_size(io->type, &stored) != 0)
+        return 0;
+    hid_t ft = H5Dget_type(io->dset);
+    int ok = ft >= 0 && H5Tget_size(ft) == stored && H5Tequal(ft, io->mem) > 0;
+    if (ft >= 0)
+        H5Tclose(ft);
+    return ok;
+}
+
+static int io_open(struct dset_io *io, char *why, size_t why_len)
+{
+    const json_t *cp = json_object_get(io->o->json, "creationProperties");
+    io->dset = H5Dopen2(io->g->file, io->o->path, H5P_DEFAULT);
+    io->space = io->dset < 0 ? -1 : H5Dget_space(io->dset);
+    io->dcpl = io->dset < 0 ? -1 : H5Dget_create_plist(io->dset);
+    io->type = json_object_get(io->o->json, "type");
+    io->mem = h5type_from_json(io->type, why, why_len);
+    if (io->dset < 0 || io->space < 0 || io->dcpl < 0 || io->mem < 0)
+        return -EIO;
+    io->scalar = H5Sget_simple_extent_type(io->space) == H5S_SCALAR;
+    io->memsize = H5Tget_size(io->mem);
+    unsigned traits = h5type_traits(io->type);
+    size_t itemsize = 0;
+    if (!(traits & H5TYPE_HAS_VLEN) && h5type_stored_size(io->type, &itemsize) != 0)
+        return -EIO;
+    if (codec_spec_from_filters(json_object_get(cp, "filters"), itemsize,
+                                (traits & H5TYPE_HAS_VLEN) != 0, CODEC_SOURCE_HSDS, &io->spec,
+                                why, why_len) != 0 || io_grid(io) != 0)
+        return -EIO;
+    io->virt = H5Pget_layout(io->dcpl) == H5D_VIRTUAL || H5Pget_external_count(io->dcpl) > 0;
+    io->raw = raw_possible(io);
+    io->compare = io->g->in_place && comparable(io->o);
+    return io_fill(io, why, why_len);
+}
+
+static void io_close(struct dset_io *io)
+{
+    free(io->fill);
+    free(io->fill_stored);
+    if (io->mem >= 0)
+        H5Tclose(io->mem);
+    if (io->dcpl >= 0)
+        H5Pclose(io->dcpl);
+    if (io->space >= 0)
+        H5Sclose(io->space);
+    if (io->dset >= 0)
+        H5Dclose(io->dset);
+}
+
+/* ---- one chunk ---- */
+
+struct chunk_at {
+    uint64_t idx[INGEST_MAX_RANK];
+    hsize_t off[INGEST_MAX_RANK], count[INGEST_MAX_RANK];
+    int inside;                 /* the whole chunk lies inside the dataspace */
+    char key[STORE_KEY_MAX + 1];
+};
+
+/* Read the chunk's region into buf (n elements, prefilled with the fill value). */
+static int read_region(struct dset_io *io, const struct chunk_at *c, void *buf)
+{
+    for (size_t i = 0; i < io->n; i++)
+        memcpy((unsigned char *)buf + i * io->memsize, io->fill, io->memsize);
+    if (io->scalar)
+        return H5Dread(io->dset, io->mem, H5S_ALL, H5S_ALL, H5P_DEFAULT, buf) < 0 ? -EIO : 0;
+    hsize_t zero[INGEST_MAX_RANK] = { 0 };
+    hid_t ms = H5Screate_simple(io->rank, io->cdims, NULL);
+    hid_t fs = H5Scopy(io->space);
+    int rc = -EIO;
+    if (ms >= 0 && fs >= 0 &&
+        H5Sselect_hyperslab(ms, H5S_SELECT_SET, zero, NULL, c->count, NULL) >= 0 &&
+        H5Sselect_hyperslab(fs, H5S_SELECT_SET, c->off, NULL, c->count, NULL) >= 0 &&
+        H5Dread(io->dset, io->mem, ms, fs, H5P_DEFAULT, buf) >= 0)
+        rc = 0;
+    if (ms >= 0)
+        H5Sclose(ms);
+    if (fs >= 0)
+        H5Sclose(fs);
+    return rc;
+}
+
+static int all_fill(const struct dset_io *io, const unsigned char *s, size_t len)
+{
+    if (io->fill_len == 0 || len % io->fill_len != 0)
+        return 0;
+    for (size_t at = 0; at < len; at += io->fill_len)
+        if (memcmp(s + at, io->fill_stored, io->fill_len) != 0)
+            return 0;
+    return 1;
+}
+
+/* In place: 1 if the stored chunk decodes to exactly these bytes (absent = fill). */
+static int stored_equal(struct dset_io *io, const char *key, const unsigned char *s, size_t len,
+                        int is_fill)
+{
+    struct store_buf old = { 0 };
+    char why[160];
+    int rc = store_get(io->g->cfg->store, key, INGEST_CHUNK_MAX * 4 + 4096, &old);
+    if (rc == -ENOENT)
+        return is_fill;
+    if (rc != 0 || is_fill)
+        return rc == 0 ? 0 : rc;
+    unsigned char *dec = NULL;
+    size_t dlen = 0;
+    if (h5type_traits(io->type) & H5TYPE_HAS_VLEN)
+        rc = codec_decode_alloc(&io->spec, old.data, old.len, len + 1, &dec, &dlen, why,
+                                sizeof why);
+    else if ((dec = malloc(len ? len : 1)) != NULL)
+        rc = codec_decode(&io->spec, old.data, old.len, dec, dlen = len, why, sizeof why);
+    int same = rc == 0 && dec && dlen == len && memcmp(dec, s, len) == 0;
+    free(dec);
+    store_buf_free(&old);
+    return same;
+}
+
+static int submit(struct dset_io *io, const struct chunk_at *c, unsigned char *bytes, size_t len,
+                  int raw)
+{
+    struct ingest_job job = { .bytes = bytes, .len = len, .encode = !raw, .raw = raw,
+                              .spec = io->spec, .path = io->o->path };
+    memcpy(job.key, c->key, sizeof job.key);
+    int rc = ingest_keep(io->g, c->key);
+    if (rc != 0) {
+        free(bytes);
+        return rc;
+    }
+    return ingest_pool_submit(io->g->pool, &job);
+}
+
+/* The file's own bytes of a chunk; 1 when it cannot be copied that way. */
+static int copy_raw(struct dset_io *io, const struct chunk_at *c)
+{
+    hsize_t size = 0;
+    uint32_t mask = 0;
+    if (H5Dget_chunk_storage_size(io->dset, c->off, &size) < 0 || size == 0 ||
+        size > INGEST_CHUNK_MAX * 4)
+        return 1;
+    unsigned char *buf = malloc(size);
+    if (!buf)
+        return -ENOMEM;
+    if (H5Dread_chunk(io->dset, H5P_DEFAULT, c->off, &mask, buf) < 0 || mask != 0) {
+        free(buf);
+        return 1;
+    }
+    return submit(io, c, buf, size, 1);
+}
+
+/* Not allocated in the file: the chunk is the fill value everywhere. */
+static int unallocated(struct dset_io *io, const struct chunk_at *c)
+{
+    hsize_t size = 1;
+    return io->same_grid && H5Dget_chunk_storage_size(io->dset, c->off, &size) >= 0 && size == 0;
+}
+
+/* Free what H5Dread allocated for vlen elements; buf itself is reused for the next chunk. */
+static void reclaim_vlen(struct dset_io *io, unsigned char *buf)
+{
+    if (!(h5type_traits(io->type) & H5TYPE_HAS_VLEN))
+        return;
+    hsize_t n = io->n;
+    hid_t space = H5Screate_simple(1, &n, NULL);
+    if (space < 0 || H5Dvlen_reclaim(io->mem, space, H5P_DEFAULT, buf) < 0)
+        log_error("%s: %s: variable-length values leaked", io->g->log_name, io->o->path);
+    if (space >= 0)
+        H5Sclose(space);
+}
+
+static int decoded_chunk(struct dset_io *io, const struct chunk_at *c, unsigned char *buf)
+{
+    unsigned char *s = NULL;
+    size_t len = 0;
+    char why[200];
+    struct h5value_ids ids = { ingest_ref_id, io->g };
+    int rc = read_region(io, c, buf);
+    if (rc != 0) {
+        reclaim_vlen(io, buf);
+        return -ENODATA;        /* HDF5 cannot read the values: the caller decides */
+    }
+    rc = h5value_to_stored(io->type, io->mem, buf, io->n, &ids, &s, &len, why, sizeof why);
+    reclaim_vlen(io, buf);
+    if (rc != 0) {
+        log_error("%s: %s: chunk %s cannot be converted: %s", io->g->log_name, io->o->path,
+                  c->key, why);
+        return -EIO;
+    }
+    int is_fill = all_fill(io, s, len);
+    if (io->compare) {
+        int same = stored_equal(io, c->key, s, len, is_fill);
+        if (same < 0) {
+            free(s);
+            return same;
+        }
+        if (same && !is_fill) {
+            io->g->stats->objects_unchanged++;
+            free(s);
+            return ingest_keep(io->g, c->key);
+        }
+    }
+    if (is_fill) {
+        io->g->stats->chunks_fill++;
+        free(s);
+        return 0;
+    }
+    if (io->compare && io->raw && c->inside && (rc = copy_raw(io, c)) <= 0) {
+        free(s);
+        return rc;
+    }
+    return submit(io, c, s, len, 0);
+}
+
+static int one_chunk(struct dset_io *io, struct chunk_at *c, unsigned char *buf)
+{
+    int rc;
+    if (schema_chunk_key(io->o->id, c->idx, io->rank, -1, c->key, sizeof c->key) != 0)
+        return -EIO;
+    if (unallocated(io, c) && !io->compare) {
+        io->g->stats->chunks_fill++;
+        return 0;
+    }
+    if (io->raw && c->inside && !io->compare && (rc = copy_raw(io, c)) <= 0)
+        return rc;
+    return decoded_chunk(io, c, buf);
+}
+
+/* Next chunk in C order; 0 when done. */
+static int next_chunk(const struct dset_io *io, const uint64_t *grid, struct chunk_at *c)
+{
+    for (int k = io->rank - 1; k >= 0; k--) {
+        if (++c->idx[k] < grid[k])
+            return 1;
+        c->idx[k] = 0;
+    }
+    return 0;
+}
+
+static void place_chunk(const struct dset_io *io, struct chunk_at *c)
+{
+    c->inside = 1;
+    for (int k = 0; k < io->rank; k++) {
+        c->off[k] = c->idx[k] * io->cdims[k];
+        c->count[k] = io->dims[k] - c->off[k] < io->cdims[k] ? io->dims[k] - c->off[k]
+                                                              : io->cdims[k];
+        c->inside &= c->count[k] == io->cdims[k];
+    }
+}
+
+static int all_chunks(struct dset_io *io)
+{
+    uint64_t grid[INGEST_MAX_RANK];
+    struct chunk_at c;
+    memset(&c, 0, sizeof c);
+    for (int k = 0; k < io->rank; k++) {
+        grid[k] = io->cdims[k] ? (io->dims[k] + io->cdims[k] - 1) / io->cdims[k] : 0;
+        if (grid[k] == 0)
+            return 0;           /* an empty dataset has no chunks */
+    }
+    unsigned char *buf = malloc(io->n * io->memsize);
+    if (!buf)
+        return -ENOMEM;
+    int rc = 0;
+    do {
+        place_chunk(io, &c);
+        rc = one_chunk(io, &c, buf);
+    } while (rc == 0 && next_chunk(io, grid, &c));
+    free(buf);
+    return rc;
+}
+
+int ingest_dataset_chunks(struct ingest *g, struct ingest_obj *o)
+{
+    struct dset_io io = { .g = g, .o = o, .dset = -1, .space = -1, .dcpl = -1, .mem = -1 };
+    char why[200] = "HDF5 cannot open it";
+    if (o->dropped || !json_object_get(o->json, "layout"))
+        return 0;               /* left out, or H5S_NULL: no chunks */
+    int rc = io_open(&io, why, sizeof why);
+    if (rc != 0) {
+        log_error("%s: %s: dataset cannot be read: %s", g->log_name, o->path, why);
+        io_close(&io);
+        return rc == -ENOMEM ? rc : -EIO;
+    }
+    if (io.virt)
+        ingest_change(g, o->path, "virtual dataset or external raw data stored as a regular "
+                      "dataset");
+    rc = all_chunks(&io);
+    if (rc == -ENODATA && io.virt) {
+        ingest_change(g, o->path, "values cannot be read: stored without them");
+        rc = 0;
+    } else if (rc == -ENODATA) {
+        log_error("%s: %s: values cannot be read", g->log_name, o->path);
+        rc = -EIO;
+    }
+    io_close(&io);
+    return rc;
+}

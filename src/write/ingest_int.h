@@ -1,0 +1,144 @@
+/*
+ * ingest_int.h: what the ingest files share.
+ *
+ *   ingest.c        entry points, ids, the order of puts, in-place comparison and deletion
+ *   ingest_walk.c   the HDF5 file -> objects (first path, id, links) in file order
+ *   ingest_json.c   objects -> the JSON HSDS stores (§3.2-§3.6), attributes
+ *   ingest_filters.c  HDF5 filters -> HSDS filters (§5.2)
+ *   ingest_data.c   datasets -> chunk objects (§5.4 chunk dims, §6 bytes, raw copies)
+ *   ingest_pool.c   worker threads that encode and put chunks, behind a bounded queue
+ *
+ * Only the thread that called ingest_new/ingest_in_place touches HDF5; the workers see bytes.
+ */
+#ifndef H5OSFS_INGEST_INT_H
+#define H5OSFS_INGEST_INT_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include <hdf5.h>
+#include <jansson.h>
+
+#include "h5osfs/codec.h"
+#include "h5osfs/ingest.h"
+#include "h5osfs/strmap.h"
+
+#define INGEST_MAX_RANK 32
+#define INGEST_CHUNK_MIN (1u << 20)     /* HSDS's min_chunk_size (§5.4) */
+#define INGEST_CHUNK_MAX (4u << 20)     /* HSDS's max_chunk_size */
+#define INGEST_VLEN_ITEMSIZE 128        /* chunkUtil.DEFAULT_TYPE_SIZE */
+#define INGEST_JSON_MAX (64u << 20)
+
+/* A link of a group, in the group's order. */
+struct ingest_link {
+    char *name;
+    H5L_type_t type;            /* HARD, SOFT or EXTERNAL (user-defined links are left out) */
+    size_t target;              /* HARD: index into ingest.objs */
+    char *h5path;               /* SOFT, EXTERNAL */
+    char *file;                 /* EXTERNAL: the file name as the link stores it */
+};
+
+/* An object reached by hard links from the root, once, under the first path found. */
+struct ingest_obj {
+    char id[SCHEMA_ID_BUF];
+    char cls;                   /* 'g', 'd' or 't' */
+    haddr_t addr;
+    char *path;
+    struct ingest_link *links;  /* groups */
+    size_t n_links;
+    int track_order;            /* groups: links tracked in creation order */
+    int dropped;                /* a dataset or datatype whose type has no HSDS JSON */
+    json_t *json;               /* what will be (or is) stored */
+    json_t *old;                /* in place: the stored JSON of the object this one replaces */
+    int unchanged;              /* in place: json equals old: not written */
+};
+
+struct ingest_pool;
+
+struct ingest {
+    const struct ingest_config *cfg;
+    const char *log_name;
+    const char *h5path;
+    char root[SCHEMA_ID_BUF];
+    hid_t file;
+    struct ingest_obj *objs;    /* objs[0] is the root group */
+    size_t n_objs, cap_objs;
+    struct strmap *by_addr;     /* "%llx" address -> index + 1 */
+    struct ingest_stats *stats;
+    double last_time;           /* timestamps only increase */
+    int in_place;
+    struct strmap *old_by_path; /* in place: "<cls><path>" -> json_t of the stored object */
+    struct strmap *keep;        /* in place: every key the domain has after this ingest */
+    struct ingest_pool *pool;
+};
+
+/* ---- ingest.c ---- */
+double ingest_now(struct ingest *g);
+/* A new non-root id of class cls ('g', 'd', 't') sharing the root's first 16 digits. */
+int ingest_new_id(const struct ingest *g, char cls, char out[SCHEMA_ID_BUF]);
+/* Count a change (something stored differently from the file) and log it. */
+void ingest_change(struct ingest *g, const char *path, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+/* Remember key as part of the domain (in place), 0 or -ENOMEM. */
+int ingest_keep(struct ingest *g, const char *key);
+/* The object a reference or committed type points at: index, or -1. */
+long ingest_find_addr(const struct ingest *g, haddr_t addr);
+/* The id of the object hid is (an open object of the file), or NULL. */
+const char *ingest_id_of_object(const struct ingest *g, hid_t hid);
+/* h5value_ref_id_fn over the ingest. */
+int ingest_ref_id(void *ctx, const hobj_ref_t *ref, char id[39]);
+
+/* ---- ingest_walk.c ---- */
+/* Discover every object and link from the root; ids are assigned by assign_id. */
+int ingest_walk(struct ingest *g);
+void ingest_objs_free(struct ingest *g);
+
+/* ---- ingest_json.c ---- */
+/* The JSON of object o (o->json), created/lastModified set to now. 0, -EIO, -ENOMEM. */
+int ingest_build_json(struct ingest *g, struct ingest_obj *o);
+/* HSDS's type JSON of tid, with "id" when it is a committed type of the file; NULL with
+ * a reason in why when HSDS has none. */
+json_t *ingest_type_json(struct ingest *g, hid_t tid, char *why, size_t why_len);
+
+/* ---- ingest_filters.c ---- */
+/* The dataset's filters in HSDS form (NULL: none); what cannot be kept is logged. */
+json_t *ingest_filters_json(struct ingest *g, const char *path, hid_t dcpl);
+/* 1 if the source's chunk bytes can be copied as they are: exactly [deflate] or
+ * [shuffle, deflate]. */
+int ingest_filters_raw(hid_t dcpl);
+/* 1 if a and b are equal once every "created" and "lastModified" is left out. */
+int ingest_json_same(const json_t *a, const json_t *b);
+
+/* ---- ingest_data.c ---- */
+/* §5.4: chunk dims for a dataset of rank (0: scalar) with dims and maxdims as the shape JSON
+ * states them (maxdims NULL: none stated; 0 = unlimited), element size (0: variable length),
+ * starting from the requested chunk dims (NULL: guessChunk). */
+void ingest_chunk_dims(int rank, const uint64_t *dims, const uint64_t *maxdims, size_t itemsize,
+                       const uint64_t *request, uint64_t *out);
+/* Store the chunks of dataset o (its JSON built). 0 or -errno (logged). */
+int ingest_dataset_chunks(struct ingest *g, struct ingest_obj *o);
+
+/* ---- ingest_pool.c ---- */
+struct ingest_job {
+    char key[STORE_KEY_MAX + 1];
+    unsigned char *bytes;       /* owned by the job: freed by the worker */
+    size_t len;
+    int encode;                 /* 1: codec_encode(spec) first; 0: put as it is */
+    int raw;                    /* a copy of the file's bytes (for the stats) */
+    struct codec_spec spec;
+    const char *path;           /* for log lines: lives as long as the ingest */
+};
+int ingest_pool_start(struct ingest *g, unsigned workers, struct ingest_pool **out);
+/* Queue a job (waits while the queue is full). Takes bytes in any case. 0, or the first
+ * error any worker has met (then the caller stops). */
+int ingest_pool_submit(struct ingest_pool *p, struct ingest_job *job);
+/* Wait for every queued job; the first error, or 0. */
+int ingest_pool_drain(struct ingest_pool *p);
+/* Drain, stop the threads and free. The first error, or 0. */
+int ingest_pool_stop(struct ingest_pool *p);
+/* A store error as ingest reports it: -ENOSPC and -ENOMEM as they are, anything else -EIO. */
+int ingest_store_error(int rc);
+/* Put a JSON object (hjson_dumps) at key, counting bytes. 0 or -errno (logged). */
+int ingest_put_json(struct ingest *g, const char *key, const json_t *doc, const char *path);
+
+#endif

