@@ -478,8 +478,9 @@ static int px_prune_benign(int err)
            err == EBUSY;
 }
 
-/* Remove directory dir (a key's parent, never the bucket) if the delete left it empty. */
-static void px_prune(const struct posix_store *ps, const char *key, char *dir)
+/* Remove directory dir (a key's parent, never the bucket) if the delete left it empty. 0 when
+ * it was removed, so the caller may try its parent next. */
+static int px_prune_one(const struct posix_store *ps, const char *key, char *dir)
 {
     char *slash = strrchr(dir, '/');
     if (slash)
@@ -487,11 +488,21 @@ static void px_prune(const struct posix_store *ps, const char *key, char *dir)
     const char *name = slash ? slash + 1 : dir;
     int gfd = px_open(ps, slash ? dir : ".", O_PATH | O_DIRECTORY, 0);
     if (gfd < 0)
-        return;                /* gone already, or refused: nothing of ours to remove */
-    if (unlinkat(gfd, name, AT_REMOVEDIR) < 0 && !px_prune_benign(errno))
+        return -1;             /* gone already, or refused: nothing of ours to remove */
+    int rc = unlinkat(gfd, name, AT_REMOVEDIR);
+    if (rc < 0 && !px_prune_benign(errno))
         log_warn("store %s: delete %s: remove empty directory: %s", ps->dir, key,
                  px_strerror(errno));
     close(gfd);
+    return rc == 0 && slash ? 0 : -1;
+}
+
+/* Empty directories left by a delete go too, up to the bucket (S3 has no directories: a
+ * domain's deleted db/A-B/ must not stay behind as one). */
+static void px_prune(const struct posix_store *ps, const char *key, char *dir)
+{
+    while (px_prune_one(ps, key, dir) == 0)
+        ;
 }
 
 static int px_del(struct store *st, const char *key)

@@ -112,7 +112,7 @@ def test_cp_stores_domains_equal_to_their_sources(writable, mount_bucket, tmp_pa
     for src in sources:
         subprocess.run(["cp", str(src), str(writable.path(f"{HOME}/new/{src.name}"))],
                        check=True)
-    assert staged_files(tmp_path) == []         # committed at close, staged bytes dropped
+    wait_for(lambda: staged_files(tmp_path) == [])  # committed at close, dropped at release
     for src in sources:
         assert_equal_files(src, writable.path(f"{HOME}/new/{src.name}"))
     m2 = remount(writable, mount_bucket, tmp_path)
@@ -237,7 +237,7 @@ def test_bytes_that_are_not_hdf5_are_refused_and_kept(writable, tmp_path):
     kept = list(rejected.iterdir())
     assert [p.read_bytes() for p in kept] == [b"these are not the bytes of an HDF5 file\n"]
     assert f"kept as {kept[0]}" in writable.log()
-    assert staged_files(tmp_path) == []
+    wait_for(lambda: staged_files(tmp_path) == [])
 
 
 def test_no_staging_without_rights(bucket_copy, mount_bucket, tmp_path):
@@ -249,7 +249,7 @@ def test_no_staging_without_rights(bucket_copy, mount_bucket, tmp_path):
     for target in (f"{HOME}/new.h5", f"{HOME}/sample1.h5"):
         with pytest.raises(PermissionError):
             open(intruder.path(target), "r+b" if "sample" in target else "wb")
-    assert staged_files(tmp_path) == []
+    wait_for(lambda: staged_files(tmp_path) == [])
 
 
 # ---- crashes ----

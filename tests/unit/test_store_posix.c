@@ -558,7 +558,7 @@ static void test_delete(void)
 
     CHECK_INT(store_delete(st, "p/q/r"), 0);
     CHECK(!exists(dir, "p/q"));         /* the emptied parent goes */
-    CHECK(is_dir(dir, "p"));            /* one level only */
+    CHECK(!exists(dir, "p"));           /* and its emptied parents: S3 has no directories */
     CHECK_INT(store_delete(st, "x/y"), 0);
     CHECK(is_dir(dir, "x"));            /* not empty yet */
     CHECK_INT(store_delete(st, "x/z"), 0);
@@ -567,7 +567,10 @@ static void test_delete(void)
     CHECK(is_dir(dir, "."));            /* never the bucket */
     CHECK_INT(store_delete(st, "top"), -ENOENT);
     CHECK_INT(store_delete(st, "no/such"), -ENOENT);
+    CHECK_INT(store_delete(st, "p"), -ENOENT);
+    CHECK_INT(put_str(st, "p/q/r", "1"), 0);
     CHECK_INT(store_delete(st, "p"), -EISDIR);
+    CHECK_INT(store_delete(st, "p/q/r"), 0);
 
     /* the store still works after its directories came and went */
     CHECK_INT(put_str(st, "x/y", "again"), 0);
