@@ -95,11 +95,14 @@ static struct image *lookup(struct image_table *t, const char *path, const char 
 
 void image_table_expire(struct image_table *t, const char *path)
 {
+    /* Dropped, not just aged: a rebuild would compare equal to it (same keys, same layout)
+     * and be replaced by it, chunk cache entries and the kernel's pages included, although
+     * the chunk objects behind those keys have new bytes. */
     pthread_mutex_lock(&t->lock);
-    struct image_slot *s = strmap_get(t->slots, path);
-    if (s)
-        s->built_at = -1e18;    /* older than any ttl */
+    struct image_slot *s = strmap_remove(t->slots, path);
     pthread_mutex_unlock(&t->lock);
+    if (s)
+        slot_free(s);
 }
 
 static int drop_stale(const char *key, void *value, void *ctx)
