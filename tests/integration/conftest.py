@@ -495,13 +495,15 @@ class Mount:
 @pytest.fixture
 def mount_bucket(tmp_path, mount_source):
     """Factory: mount_bucket(bucket, *args) -> Mount on the test's backend; every mount is
-    checked at teardown."""
+    checked at teardown. mount_bucket(m, *args) mounts what Mount m mounted again, as it is now
+    (on s3: the objects the first mount wrote, with no upload of the directory)."""
     mounts = []
 
     def start(bucket=BUCKET, *args):
         mnt = tmp_path / f"mnt{len(mounts)}"
         mnt.mkdir()
-        m = Mount(mount_source(bucket), mnt, tmp_path / f"h5osfs{len(mounts)}.log", args)
+        src = bucket.src if isinstance(bucket, Mount) else mount_source(bucket)
+        m = Mount(src, mnt, tmp_path / f"h5osfs{len(mounts)}.log", args)
         mounts.append(m)
         return m
 

@@ -101,7 +101,7 @@ def staged_files(tmp_path):
 
 def remount(m, mount_bucket, tmp_path):
     assert m.unmount() == 0
-    return mount_bucket(m.bucket, "-o", f"user=test_user1,ttl=0,cache_dir={tmp_path}/cache")
+    return mount_bucket(m, "-o", f"user=test_user1,ttl=0,cache_dir={tmp_path}/cache")
 
 
 def test_cp_stores_domains_equal_to_their_sources(writable, mount_bucket, tmp_path):
