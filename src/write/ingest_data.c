@@ -475,6 +475,20 @@ static int all_chunks(struct dset_io *io)
     return rc;
 }
 
+/* The first filter of the pipeline HDF5 cannot apply here (no plugin), or -1. */
+static int missing_filter(hid_t dcpl)
+{
+    int nf = H5Pget_nfilters(dcpl);
+    for (int i = 0; i < nf; i++) {
+        unsigned flags, cd[8], config;
+        size_t n = 8;
+        H5Z_filter_t id = H5Pget_filter2(dcpl, (unsigned)i, &flags, &n, cd, 0, NULL, &config);
+        if (id >= 0 && H5Zfilter_avail(id) <= 0)
+            return (int)id;
+    }
+    return -1;
+}
+
 int ingest_dataset_chunks(struct ingest *g, struct ingest_obj *o)
 {
     struct dset_io io = { .g = g, .o = o, .dset = -1, .space = -1, .dcpl = -1, .mem = -1 };
@@ -495,7 +509,12 @@ int ingest_dataset_chunks(struct ingest *g, struct ingest_obj *o)
         ingest_change(g, o->path, "values cannot be read: stored without them");
         rc = 0;
     } else if (rc == -ENODATA) {
-        log_error("%s: %s: values cannot be read", g->log_name, o->path);
+        int missing = missing_filter(io.dcpl);
+        if (missing >= 0)
+            log_error("%s: %s: values cannot be read: HDF5 has no decoder for filter %d",
+                      g->log_name, o->path, missing);
+        else
+            log_error("%s: %s: values cannot be read", g->log_name, o->path);
         rc = -EIO;
     }
     io_close(&io);
