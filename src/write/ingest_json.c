@@ -32,10 +32,13 @@ static json_t *class_json(const char *cls)
     return json_pack("{s:s}", "class", cls);
 }
 
-/* {"class": ..., "dims": [...]} and, for datasets, "maxdims" where they differ. */
+/* {"class": ..., "dims": [...]} and, for datasets, "maxdims" as hsload sends them: always,
+ * 0 for unlimited (§3.4). A fixed extent of 0 would then read as unlimited, so a dataset with
+ * one and no unlimited dimension states none (*stated 0). */
 static json_t *shape_json(hid_t space, int with_maxdims, int *rank, hsize_t *dims,
-                          hsize_t *maxdims)
+                          hsize_t *maxdims, int *stated)
 {
+    *stated = 0;
     H5S_class_t cls = H5Sget_simple_extent_type(space);
     *rank = 0;
     if (cls == H5S_NULL)
@@ -48,13 +51,17 @@ static json_t *shape_json(hid_t space, int with_maxdims, int *rank, hsize_t *dim
         return NULL;
     *rank = r;
     json_t *s = json_pack("{s:s,s:o*}", "class", "H5S_SIMPLE", "dims", dims_json(r, dims));
-    int differ = 0;
+    int unlimited = 0, fixed_zero = 0;
     for (int k = 0; k < r; k++) {
         if (maxdims[k] == H5S_UNLIMITED)
-            maxdims[k] = 0;     /* HSDS writes 0 for unlimited (§3.4) */
-        differ |= maxdims[k] != dims[k];
+            unlimited = 1;
+        else
+            fixed_zero |= maxdims[k] == 0;
+        if (maxdims[k] == H5S_UNLIMITED)
+            maxdims[k] = 0;
     }
-    if (s && with_maxdims && differ &&
+    *stated = with_maxdims && (unlimited || !fixed_zero);
+    if (s && *stated &&
         json_object_set_new(s, "maxdims", dims_json(r, maxdims)) != 0) {
         json_decref(s);
         return NULL;
@@ -239,7 +246,8 @@ static json_t *attribute_json(struct ingest *g, hid_t attr, char *why, size_t wh
     }
     if (!(type = ingest_type_json(g, ftype, why, why_len)))
         goto out;
-    if (!(shape = shape_json(space, 0, &rank, dims, maxdims))) {
+    int stated;
+    if (!(shape = shape_json(space, 0, &rank, dims, maxdims, &stated))) {
         snprintf(why, why_len, "a dataspace HSDS cannot hold");
         goto out;
     }
@@ -436,10 +444,9 @@ static int dataset_cprops(struct ingest *g, struct ingest_obj *o, hid_t dcpl, co
 
 /* The chunk shape HSDS would choose (§5.4), starting from the source's chunks. */
 static json_t *layout_json(hid_t dcpl, const json_t *type, int rank, const hsize_t *dims,
-                           const hsize_t *maxdims)
+                           const hsize_t *maxdims, int stated)
 {
     uint64_t d[INGEST_MAX_RANK], m[INGEST_MAX_RANK], req[INGEST_MAX_RANK], out[INGEST_MAX_RANK];
-    int stated = 0;             /* the shape JSON has maxdims (they differ from dims) */
     hsize_t c[INGEST_MAX_RANK];
     size_t itemsize = 0;
     if (!(h5type_traits(type) & H5TYPE_HAS_VLEN) && h5type_stored_size(type, &itemsize) != 0)
@@ -449,7 +456,6 @@ static json_t *layout_json(hid_t dcpl, const json_t *type, int rank, const hsize
     for (int k = 0; k < rank; k++) {
         d[k] = dims[k];
         m[k] = maxdims[k];
-        stated |= m[k] != d[k];
         req[k] = chunked ? c[k] : 0;
     }
     ingest_chunk_dims(rank, d, stated ? m : NULL, itemsize, chunked ? req : NULL, out);
@@ -467,14 +473,14 @@ static int dataset_json(struct ingest *g, struct ingest_obj *o, hid_t dset)
     hid_t ftype = H5Dget_type(dset), space = H5Dget_space(dset), dcpl = H5Dget_create_plist(dset);
     json_t *j = NULL, *type = NULL, *shape = NULL, *attrs = NULL, *cp = NULL, *lay = NULL;
     hsize_t dims[INGEST_MAX_RANK], maxdims[INGEST_MAX_RANK];
-    int rank = 0, rc = -EIO;
+    int rank = 0, rc = -EIO, stated = 0;
     if (ftype < 0 || space < 0 || dcpl < 0) {
         log_error("%s: %s: dataset cannot be read", g->log_name, o->path);
         goto out;
     }
     rc = 0;
     if (!(type = ingest_type_json(g, ftype, why, sizeof why)) ||
-        !(shape = shape_json(space, 1, &rank, dims, maxdims))) {
+        !(shape = shape_json(space, 1, &rank, dims, maxdims, &stated))) {
         o->dropped = 1;
         ingest_change(g, o->path, "dataset left out: %s", type ? "a dataspace HSDS cannot hold"
                                                               : why);
@@ -485,7 +491,7 @@ static int dataset_json(struct ingest *g, struct ingest_obj *o, hid_t dset)
         dataset_cprops(g, o, dcpl, type, rank, dims, &cp) != 0)
         goto out;
     if (H5Sget_simple_extent_type(space) != H5S_NULL &&
-        !(lay = layout_json(dcpl, type, rank, dims, maxdims)))
+        !(lay = layout_json(dcpl, type, rank, dims, maxdims, stated)))
         goto out;
     if (json_object_set(j, "type", type) || json_object_set(j, "shape", shape) ||
         json_object_set(j, "attributes", attrs) ||
