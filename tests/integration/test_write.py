@@ -56,6 +56,11 @@ def make_rich_file(path):
         f.create_dataset("empty", shape=(0,), dtype="i8", maxshape=(None,))
         f.create_dataset("fill", shape=(50, 50), dtype="i4", chunks=(10, 10), fillvalue=-7)
         f["fill"][0:5, 0:5] = 1
+        sparse = f.create_dataset("sparse", shape=(2000, 3000), dtype="<i4", chunks=(50, 50),
+                                  fillvalue=11)      # a few chunks written: listed, not scanned
+        sparse[0, 0] = 1
+        sparse[1234:1300, 2990:3000] = 2
+        sparse[1999, 2999] = 3
         f.create_dataset("resizable", data=np.arange(20, dtype="i2"), maxshape=(None,),
                          chunks=(8,))
         comp = np.dtype([("id", "<i4"), ("val", "<f8"), ("tag", "S6")])
