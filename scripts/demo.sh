@@ -31,3 +31,23 @@ if [ -e "$s3" ]; then
   h5diff tests/data/hsds-v2/source/sample3.h5 "$s3" && echo equal
 fi
 echo "\$ fusermount3 -u $mnt"
+fusermount3 -u "$mnt"
+
+# Writing: a read-write mount of a copy of the sample bucket, a cp into it, what it holds now.
+[ "$bucket" = tests/data/hsds-v2/hsdstest ] || exit 0
+work=$(mktemp -d /tmp/h5osfs-demo-rw.XXXXXX)
+cleanup() { fusermount3 -u "$mnt" 2>/dev/null || true; rmdir "$mnt" 2>/dev/null || true;
+            rm -rf "$work"; }
+cp -r "$bucket" "$work/bucket"
+./build/h5osfs -o "user=$user,log_file=$log,cache_dir=$work/cache" "$work/bucket" "$mnt"
+echo "\$ h5osfs -o user=$user,cache_dir=$work/cache $work/bucket $mnt"
+src=tests/data/hsds-v2/source/sample2.h5
+dst="$mnt/home/$user/copied.h5"
+echo "\$ cp $src $dst"; cp "$src" "$dst"
+echo "\$ h5diff $src $dst && echo equal"; h5diff "$src" "$dst" && echo equal
+root=$(/usr/bin/python3 -c 'import os,sys; print(os.getxattr(sys.argv[1], "user.h5osfs.root").decode())' "$dst")
+echo "\$ cat $work/bucket/home/$user/copied.h5/.domain.json"
+cat "$work/bucket/home/$user/copied.h5/.domain.json"; echo
+echo "\$ find $work/bucket/db/${root:2:17} -type f | head"
+find "$work/bucket/db/${root:2:17}" -type f | sort | head
+echo "\$ fusermount3 -u $mnt"
