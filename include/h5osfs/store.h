@@ -53,6 +53,12 @@ struct store_ops {
     int (*get)(struct store *st, const char *key, uint64_t off, uint64_t len, size_t max,
                struct store_buf *out);
     int (*put)(struct store *st, const char *key, const void *data, size_t len);
+    /* Optional (NULL: put is used): a put that need not be durable until the next sync. */
+    int (*put_lazy)(struct store *st, const char *key, const void *data, size_t len);
+    /* Optional (NULL: put_lazy, else put): a lazy put of a key no reader can reach yet. */
+    int (*put_new)(struct store *st, const char *key, const void *data, size_t len);
+    /* Optional (NULL: nothing to do): make every lazy put durable. */
+    int (*sync)(struct store *st);
     int (*del)(struct store *st, const char *key);
     int (*head)(struct store *st, const char *key, struct store_stat *out);
     int (*list)(struct store *st, const char *prefix, const char *delimiter, const char *token,
@@ -92,6 +98,17 @@ int store_get(struct store *st, const char *key, size_t max, struct store_buf *o
 int store_get_range(struct store *st, const char *key, uint64_t off, uint64_t len,
                     struct store_buf *out);
 int store_put(struct store *st, const char *key, const void *data, size_t len);
+/*
+ * The same, still atomic (a reader sees the old object or the new one), but durable only once
+ * store_sync returns: for the many objects of a commit, made durable together before the one
+ * put that publishes them (a local disk pays one sync instead of two per object; an object
+ * store's puts are durable anyway).
+ */
+int store_put_lazy(struct store *st, const char *key, const void *data, size_t len);
+/* A lazy put of a key that no reader can reach yet (an object of a root that no .domain.json
+ * names): it need not even be atomic. After a failure or a crash the root is collected. */
+int store_put_new(struct store *st, const char *key, const void *data, size_t len);
+int store_sync(struct store *st);
 int store_delete(struct store *st, const char *key);
 int store_head(struct store *st, const char *key, struct store_stat *out);
 /*

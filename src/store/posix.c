@@ -1,7 +1,7 @@
 /*
  * posix: a local directory as a bucket, laid out as HSDS's own POSIX driver does (spec §2.5):
- * key a/b/c is the file <dir>/a/b/c, intermediate directories are created on put and an
- * emptied parent directory is removed on delete (one level, never the bucket itself).
+ * key a/b/c is the file <dir>/a/b/c, intermediate directories are created on put and the
+ * directories a delete empties are removed (never the bucket itself).
  *
  * Confinement. The bucket is opened once as an O_PATH directory fd and every key is resolved
  * relative to it with openat2(RESOLVE_BENEATH | RESOLVE_NO_MAGICLINKS), so neither ".." nor a
@@ -13,7 +13,10 @@
  *
  * Atomic put: the object is written to ".h5osfs-tmp.<random>" in the target directory, fsynced
  * and renamed over the final name, then the directory is fsynced. Such temporary names are
- * never listed and may not be used as keys.
+ * never listed and may not be used as keys. A lazy put skips both fsyncs (the rename alone
+ * keeps it atomic); a new put (a key nobody reads yet) writes the final name directly, which
+ * spares the rename's directory lock that parallel puts into one dataset's directory contend
+ * for; sync is one syncfs of the bucket's filesystem.
  *
  * The etag is a change token, not HSDS's MD5 of the content: hex of (inode, size, mtime in ns).
  * Every put renames a new inode into place, so a rewrite changes it; computing it costs one
@@ -290,6 +293,8 @@ struct px_put {
     const char *key;
     const void *data;
     size_t len;
+    int lazy;              /* no fsync: durable at the next px_sync */
+    int direct;            /* no temporary name either: nobody reads the key yet */
     const char *what;      /* the step that failed, for the log line */
 };
 
@@ -380,7 +385,7 @@ static int px_tmp_fill(struct px_put *p, int fd)
 {
     p->what = "write";
     int err = px_write_all(fd, p->data, p->len);
-    if (!err && fsync(fd) < 0) {
+    if (!err && !p->lazy && fsync(fd) < 0) {
         p->what = "fsync";
         err = -errno;
     }
@@ -391,8 +396,24 @@ static int px_tmp_fill(struct px_put *p, int fd)
     return err;
 }
 
+/* A key nobody reads yet: written where it goes; a failure removes what was written. */
+static int px_put_direct(struct px_put *p, int dfd, const char *base)
+{
+    p->what = "create";
+    int fd = px_sys_openat(dfd, base, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW, PX_FILE_MODE);
+    if (fd < 0)
+        return fd;
+    int err = px_tmp_fill(p, fd);
+    if (err && unlinkat(dfd, base, 0) < 0)
+        log_warn("store %s: put %s: remove the partial object: %s", p->ps->dir, p->key,
+                 px_strerror(errno));
+    return err;
+}
+
 static int px_put_in(struct px_put *p, int dfd, const char *base)
 {
+    if (p->direct)
+        return px_put_direct(p, dfd, base);
     char tmp[PX_TMP_LEN + 1];
     int err, fd = px_tmp_create(p, dfd, tmp);
     if (fd < 0)
@@ -405,7 +426,7 @@ static int px_put_in(struct px_put *p, int dfd, const char *base)
         err = -errno;
         goto out_unlink_tmp;
     }
-    if (fsync(dfd) < 0) {      /* the object is in place, but maybe not durable */
+    if (!p->lazy && fsync(dfd) < 0) {  /* the object is in place, but maybe not durable */
         p->what = "fsync directory";
         return -errno;
     }
@@ -428,9 +449,11 @@ static int px_put_once(struct px_put *p, char *dir, const char *base)
     return err;
 }
 
-static int px_put(struct store *st, const char *key, const void *data, size_t len)
+static int px_put_with(struct store *st, const char *key, const void *data, size_t len,
+                      int lazy, int direct)
 {
-    struct px_put p = { .ps = px(st), .key = key, .data = data, .len = len, .what = "" };
+    struct px_put p = { .ps = px(st), .key = key, .data = data, .len = len, .lazy = lazy,
+                        .direct = direct, .what = "" };
     if (px_reserved(key))
         return -EINVAL;
     char *dir = strdup(key);
@@ -454,6 +477,32 @@ static int px_put(struct store *st, const char *key, const void *data, size_t le
         return -EIO;
     }
     return err ? px_fail(p.ps, "put", key, p.what, -err) : 0;
+}
+
+static int px_put(struct store *st, const char *key, const void *data, size_t len)
+{
+    return px_put_with(st, key, data, len, 0, 0);
+}
+
+static int px_put_lazy(struct store *st, const char *key, const void *data, size_t len)
+{
+    return px_put_with(st, key, data, len, 1, 0);
+}
+
+static int px_put_new(struct store *st, const char *key, const void *data, size_t len)
+{
+    return px_put_with(st, key, data, len, 1, 1);
+}
+
+static int px_sync(struct store *st)
+{
+    const struct posix_store *ps = px(st);
+    int fd = px_open(ps, ".", O_RDONLY | O_DIRECTORY, 0);   /* syncfs wants no O_PATH fd */
+    if (fd < 0)
+        return px_fail(ps, "sync", ".", "open", -fd);
+    int err = syncfs(fd) < 0 ? px_fail(ps, "sync", ".", "syncfs", errno) : 0;
+    close(fd);
+    return err;
 }
 
 /* ---- delete ---------------------------------------------------------------------------- */
@@ -537,6 +586,9 @@ static const struct store_ops px_ops = {
     .name = "posix",
     .get = px_get,
     .put = px_put,
+    .put_lazy = px_put_lazy,
+    .put_new = px_put_new,
+    .sync = px_sync,
     .del = px_del,
     .head = px_head,
     .list = px_list,

@@ -93,6 +93,35 @@ int store_put(struct store *st, const char *key, const void *data, size_t len)
     return st->ops->put(st, key, data, len);
 }
 
+int store_put_lazy(struct store *st, const char *key, const void *data, size_t len)
+{
+    int err = store_key_check(key);
+    if (err)
+        return err;
+    if (!st || (!data && len > 0))
+        return -EINVAL;
+    return (st->ops->put_lazy ? st->ops->put_lazy : st->ops->put)(st, key, data, len);
+}
+
+int store_put_new(struct store *st, const char *key, const void *data, size_t len)
+{
+    if (st && !st->ops->put_new)
+        return store_put_lazy(st, key, data, len);
+    int err = store_key_check(key);
+    if (err)
+        return err;
+    if (!st || (!data && len > 0))
+        return -EINVAL;
+    return st->ops->put_new(st, key, data, len);
+}
+
+int store_sync(struct store *st)
+{
+    if (!st)
+        return -EINVAL;
+    return st->ops->sync ? st->ops->sync(st) : 0;
+}
+
 int store_delete(struct store *st, const char *key)
 {
     int err = store_key_check(key);

@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include <jansson.h>
 
@@ -31,6 +32,13 @@ static void on_ingest_stage(void *ctx, enum ingest_stage stage)
     static const char *const names[] = { "chunks", "metadata", "root" };
     if ((unsigned)stage < sizeof names / sizeof names[0])
         crash_point(names[stage]);
+}
+
+static double now_seconds(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
 }
 
 static void collect(const struct commit_ctx *c, const char *root, const char *domain)
@@ -127,7 +135,12 @@ static int commit_new_root(const struct commit_ctx *c, struct journal_rec *rec,
     if (rc != 0)
         return rc;
     crash_point("committing");
+    double t0 = now_seconds();
     rc = ingest_new(&cfg, staged, rec->domain, rec->new_root, &st);
+    double t1 = now_seconds();
+    if (rc == 0)
+        rc = store_sync(c->ops->store);     /* every object durable before it is named */
+    log_debug("%s: ingest %.3f s, sync %.3f s", rec->domain, t1 - t0, now_seconds() - t1);
     if (rc == 0)
         rc = swap_domain(c, rec->domain, rec->new_root, old);
     if (rc != 0) {
@@ -156,6 +169,8 @@ static int commit_in_place(const struct commit_ctx *c, struct journal_rec *rec,
         return rc;
     crash_point("committing");
     rc = ingest_in_place(&cfg, staged, rec->domain, rec->base_root, &st);
+    if (rc == 0)
+        rc = store_sync(c->ops->store);     /* before the journal calls it done */
     ns_invalidate(c->ops->ns, rec->domain);
     if (rc != 0) {
         set_state(c, rec, JOURNAL_DIRTY);

@@ -44,7 +44,8 @@ static int run_job(struct ingest_pool *p, struct ingest_job *job, size_t *put_by
         data = enc;
         len = enc_len;
     }
-    int rc = store_put(p->g->cfg->store, job->key, data, len);
+    int rc = p->g->in_place ? store_put_lazy(p->g->cfg->store, job->key, data, len)
+                            : store_put_new(p->g->cfg->store, job->key, data, len);
     if (rc != 0)
         log_error("%s: %s: chunk %s could not be stored (%s)", p->g->log_name, job->path,
                   job->key, strerror(-rc));
@@ -178,7 +179,8 @@ int ingest_put_json(struct ingest *g, const char *key, const json_t *doc, const 
         return rc == -ENOMEM ? -ENOMEM : -EIO;
     }
     size_t len = strlen(text);
-    rc = store_put(g->cfg->store, key, text, len);
+    rc = g->in_place ? store_put_lazy(g->cfg->store, key, text, len)
+                     : store_put_new(g->cfg->store, key, text, len);
     free(text);
     if (rc != 0) {
         log_error("%s: %s: %s could not be stored (%s)", g->log_name, path, key, strerror(-rc));

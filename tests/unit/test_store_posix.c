@@ -311,6 +311,38 @@ static void test_atomic_put(void)
     remove_dir(dir);
 }
 
+/* Lazy puts stay atomic (a reader never sees a part); new puts write the key in place. */
+static void test_lazy_and_new_puts(void)
+{
+    char *dir = make_dir();
+    struct atomic_ctx c = { .st = open_store(dir) };
+    char *a = filled('A', 3000), *b = filled('B', 70000);
+    pthread_t t;
+    int put_errors = 0;
+    c.a = a;
+    c.b = b;
+    CHECK_INT(store_put_lazy(c.st, "obj/atom", a, strlen(a)), 0);
+    CHECK_INT(pthread_create(&t, NULL, reader, &c), 0);
+    for (int i = 0; i < 200; i++)
+        put_errors += store_put_lazy(c.st, "obj/atom", i % 2 ? a : b, i % 2 ? 3000 : 70000);
+    atomic_store(&c.stop, 1);
+    CHECK_INT(pthread_join(t, NULL), 0);
+    CHECK_INT(put_errors, 0);
+    CHECK_INT(c.bad, 0);
+    CHECK_INT(store_put_new(c.st, "db/r/d/x/0_0", "chunk", 5), 0);     /* directories made */
+    CHECK(has(c.st, "db/r/d/x/0_0", "chunk"));
+    CHECK_INT(store_put_new(c.st, "db/r/d/x/0_0", "re", 2), 0);        /* shorter: truncated */
+    CHECK(has(c.st, "db/r/d/x/0_0", "re"));
+    CHECK_INT(store_put_new(c.st, "/abs", "x", 1), -EINVAL);
+    CHECK_INT(store_put_new(c.st, "obj/atom/under", "x", 1), -EIO);   /* an object, not a dir */
+    CHECK_INT(store_sync(c.st), 0);
+    CHECK_INT(count_temp_files(dir), 0);
+    free(a);
+    free(b);
+    store_close(c.st);
+    remove_dir(dir);
+}
+
 struct churn_ctx {
     struct store *st;
     const char *key;
@@ -801,6 +833,7 @@ int main(void)
     test_round_trip();
     test_intermediate_dirs();
     test_atomic_put();
+    test_lazy_and_new_puts();
     test_put_delete_race();
     test_missing_bucket();
     test_escapes();
