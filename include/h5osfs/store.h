@@ -57,6 +57,8 @@ struct store_ops {
     int (*put_lazy)(struct store *st, const char *key, const void *data, size_t len);
     /* Optional (NULL: put_lazy, else put): a lazy put of a key no reader can reach yet. */
     int (*put_new)(struct store *st, const char *key, const void *data, size_t len);
+    /* Optional (NULL: read into memory, then put_new): put_new of len bytes of fd at off. */
+    int (*put_new_from_fd)(struct store *st, const char *key, int fd, uint64_t off, size_t len);
     /* Optional (NULL: nothing to do): make every lazy put durable. */
     int (*sync)(struct store *st);
     int (*del)(struct store *st, const char *key);
@@ -108,6 +110,9 @@ int store_put_lazy(struct store *st, const char *key, const void *data, size_t l
 /* A lazy put of a key that no reader can reach yet (an object of a root that no .domain.json
  * names): it need not even be atomic. After a failure or a crash the root is collected. */
 int store_put_new(struct store *st, const char *key, const void *data, size_t len);
+/* store_put_new of the len bytes at off of file fd (a local disk copies them in the kernel:
+ * the raw chunks of a staged file are never read into memory). */
+int store_put_new_from_fd(struct store *st, const char *key, int fd, uint64_t off, size_t len);
 int store_sync(struct store *st);
 int store_delete(struct store *st, const char *key);
 int store_head(struct store *st, const char *key, struct store_stat *out);

@@ -295,6 +295,8 @@ struct px_put {
     size_t len;
     int lazy;              /* no fsync: durable at the next px_sync */
     int direct;            /* no temporary name either: nobody reads the key yet */
+    int src_fd;            /* >= 0: the bytes are len bytes of this file at src_off */
+    uint64_t src_off;
     const char *what;      /* the step that failed, for the log line */
 };
 
@@ -396,6 +398,37 @@ static int px_tmp_fill(struct px_put *p, int fd)
     return err;
 }
 
+/* The bytes of p's source file into fd, copied in the kernel where it can. */
+static int px_copy_range(struct px_put *p, int fd)
+{
+    off_t in = (off_t)p->src_off;
+    size_t left = p->len;
+    p->what = "copy";
+    while (left > 0) {
+        ssize_t n = copy_file_range(p->src_fd, &in, fd, NULL, left, 0);
+        if (n < 0 && (errno == EXDEV || errno == EINVAL || errno == ENOSYS ||
+                      errno == EOPNOTSUPP) && left == p->len)
+            break;              /* not between these files: read and write instead */
+        if (n <= 0)
+            return n < 0 ? -errno : -EIO;
+        left -= (size_t)n;
+    }
+    if (left == 0)
+        return 0;
+    unsigned char buf[1 << 16];
+    while (left > 0) {
+        ssize_t n = pread(p->src_fd, buf, left < sizeof buf ? left : sizeof buf, in);
+        if (n <= 0)
+            return n < 0 ? -errno : -EIO;
+        int err = px_write_all(fd, buf, (size_t)n);
+        if (err)
+            return err;
+        in += n;
+        left -= (size_t)n;
+    }
+    return 0;
+}
+
 /* A key nobody reads yet: written where it goes; a failure removes what was written. */
 static int px_put_direct(struct px_put *p, int dfd, const char *base)
 {
@@ -403,7 +436,15 @@ static int px_put_direct(struct px_put *p, int dfd, const char *base)
     int fd = px_sys_openat(dfd, base, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW, PX_FILE_MODE);
     if (fd < 0)
         return fd;
-    int err = px_tmp_fill(p, fd);
+    int err = p->src_fd >= 0 ? px_copy_range(p, fd) : 0;
+    if (err) {
+        close(fd);
+    } else if (p->src_fd >= 0) {
+        p->what = "close";
+        err = close(fd) < 0 ? -errno : 0;
+    } else {
+        err = px_tmp_fill(p, fd);
+    }
     if (err && unlinkat(dfd, base, 0) < 0)
         log_warn("store %s: put %s: remove the partial object: %s", p->ps->dir, p->key,
                  px_strerror(errno));
@@ -449,11 +490,9 @@ static int px_put_once(struct px_put *p, char *dir, const char *base)
     return err;
 }
 
-static int px_put_with(struct store *st, const char *key, const void *data, size_t len,
-                      int lazy, int direct)
+static int px_put_run(struct px_put p)
 {
-    struct px_put p = { .ps = px(st), .key = key, .data = data, .len = len, .lazy = lazy,
-                        .direct = direct, .what = "" };
+    const char *key = p.key;
     if (px_reserved(key))
         return -EINVAL;
     char *dir = strdup(key);
@@ -479,6 +518,14 @@ static int px_put_with(struct store *st, const char *key, const void *data, size
     return err ? px_fail(p.ps, "put", key, p.what, -err) : 0;
 }
 
+static int px_put_with(struct store *st, const char *key, const void *data, size_t len,
+                      int lazy, int direct)
+{
+    struct px_put p = { .ps = px(st), .key = key, .data = data, .len = len, .lazy = lazy,
+                        .direct = direct, .src_fd = -1, .what = "" };
+    return px_put_run(p);
+}
+
 static int px_put(struct store *st, const char *key, const void *data, size_t len)
 {
     return px_put_with(st, key, data, len, 0, 0);
@@ -492,6 +539,14 @@ static int px_put_lazy(struct store *st, const char *key, const void *data, size
 static int px_put_new(struct store *st, const char *key, const void *data, size_t len)
 {
     return px_put_with(st, key, data, len, 1, 1);
+}
+
+static int px_put_new_from_fd(struct store *st, const char *key, int fd, uint64_t off,
+                              size_t len)
+{
+    struct px_put p = { .ps = px(st), .key = key, .len = len, .lazy = 1, .direct = 1,
+                        .src_fd = fd, .src_off = off, .what = "" };
+    return px_put_run(p);
 }
 
 static int px_sync(struct store *st)
@@ -588,6 +643,7 @@ static const struct store_ops px_ops = {
     .put = px_put,
     .put_lazy = px_put_lazy,
     .put_new = px_put_new,
+    .put_new_from_fd = px_put_new_from_fd,
     .sync = px_sync,
     .del = px_del,
     .head = px_head,

@@ -11,6 +11,9 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
+
+#include "h5osfs/log.h"
 
 /* A complete key component: not empty, not "." and not "..". */
 static int component_ok(const char *p, size_t n)
@@ -113,6 +116,39 @@ int store_put_new(struct store *st, const char *key, const void *data, size_t le
     if (!st || (!data && len > 0))
         return -EINVAL;
     return st->ops->put_new(st, key, data, len);
+}
+
+static int put_new_read(struct store *st, const char *key, int fd, uint64_t off, size_t len)
+{
+    unsigned char *buf = malloc(len ? len : 1);
+    if (!buf)
+        return -ENOMEM;
+    size_t done = 0;
+    while (done < len) {
+        ssize_t n = pread(fd, buf + done, len - done, (off_t)(off + done));
+        if (n <= 0) {
+            int err = n < 0 ? errno : EIO;
+            free(buf);
+            log_error("store: put %s: read of the source failed: %s", key, strerror(err));
+            return -EIO;
+        }
+        done += (size_t)n;
+    }
+    int rc = store_put_new(st, key, buf, len);
+    free(buf);
+    return rc;
+}
+
+int store_put_new_from_fd(struct store *st, const char *key, int fd, uint64_t off, size_t len)
+{
+    int err = store_key_check(key);
+    if (err)
+        return err;
+    if (!st || fd < 0)
+        return -EINVAL;
+    if (!st->ops->put_new_from_fd)
+        return put_new_read(st, key, fd, off, len);
+    return st->ops->put_new_from_fd(st, key, fd, off, len);
 }
 
 int store_sync(struct store *st)

@@ -7,12 +7,14 @@
 #include "h5osfs/ingest.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/random.h>
 #include <sys/time.h>
+#include <unistd.h>
 
 #include "h5osfs/h5type.h"
 #include "h5osfs/hjson.h"
@@ -384,6 +386,15 @@ static int open_file(struct ingest *g)
         log_error("%s: %s is not an HDF5 file HDF5 can open", g->log_name, g->h5path);
         return -EINVAL;
     }
+    /* raw chunks of a new root go from this fd to the store (copy_file_range); in place they
+     * are compared with the stored ones, so they are read through HDF5 */
+    hid_t fcpl = H5Fget_create_plist(g->file);
+    hsize_t userblock = 0;
+    if (!g->in_place && fcpl >= 0 && H5Pget_userblock(fcpl, &userblock) >= 0)
+        g->raw_fd = open(g->h5path, O_RDONLY | O_CLOEXEC);
+    g->base_addr = userblock;
+    if (fcpl >= 0)
+        H5Pclose(fcpl);
     return 0;
 }
 
@@ -406,6 +417,8 @@ static int run(struct ingest *g)
         rc = delete_stale(g);
     ingest_objs_free(g);
     strmap_free(g->by_addr, NULL);
+    if (g->raw_fd >= 0)
+        close(g->raw_fd);
     if (H5Fclose(g->file) < 0 && rc == 0) {
         log_error("%s: %s could not be closed", g->log_name, g->h5path);
         rc = -EIO;
@@ -417,7 +430,7 @@ static int start(const struct ingest_config *cfg, const char *h5path, const char
                  const char *root, struct ingest_stats *stats, int in_place)
 {
     struct ingest g = { .cfg = cfg, .log_name = log_name, .h5path = h5path, .stats = stats,
-                        .in_place = in_place, .file = H5I_INVALID_HID };
+                        .in_place = in_place, .file = H5I_INVALID_HID, .raw_fd = -1 };
     memset(stats, 0, sizeof *stats);
     if (in_place && schema_id_version(root) == 1)
         return -ENOTSUP;

@@ -325,8 +325,8 @@ static int stored_equal(struct dset_io *io, const char *key, const unsigned char
 static int submit(struct dset_io *io, const struct chunk_at *c, unsigned char *bytes, size_t len,
                   int raw)
 {
-    struct ingest_job job = { .bytes = bytes, .len = len, .encode = !raw, .raw = raw,
-                              .spec = io->spec, .path = io->o->path };
+    struct ingest_job job = { .bytes = bytes, .src_fd = -1, .len = len, .encode = !raw,
+                              .raw = raw, .spec = io->spec, .path = io->o->path };
     memcpy(job.key, c->key, sizeof job.key);
     int rc = ingest_keep(io->g, c->key);
     if (rc != 0) {
@@ -336,11 +336,29 @@ static int submit(struct dset_io *io, const struct chunk_at *c, unsigned char *b
     return ingest_pool_submit(io->g->pool, &job);
 }
 
+/* A raw chunk straight from the file to the store, never in memory here. 1 when the chunk
+ * index does not say where it is. */
+static int copy_raw_by_fd(struct dset_io *io, const struct chunk_at *c)
+{
+    unsigned mask = 0;
+    haddr_t addr = HADDR_UNDEF;
+    hsize_t size = 0;
+    if (H5Dget_chunk_info_by_coord(io->dset, c->off, &mask, &addr, &size) < 0 || mask != 0 ||
+        addr == HADDR_UNDEF || size == 0 || size > INGEST_CHUNK_MAX * 4)
+        return 1;
+    struct ingest_job job = { .src_fd = io->g->raw_fd, .src_off = io->g->base_addr + addr,
+                              .len = size, .raw = 1, .path = io->o->path };
+    snprintf(job.key, sizeof job.key, "%s", c->key);
+    return ingest_pool_submit(io->g->pool, &job);
+}
+
 /* The file's own bytes of a chunk; 1 when it cannot be copied that way. */
 static int copy_raw(struct dset_io *io, const struct chunk_at *c)
 {
     hsize_t size = 0;
     uint32_t mask = 0;
+    if (io->g->raw_fd >= 0 && !io->compare)
+        return copy_raw_by_fd(io, c);
     if (H5Dget_chunk_storage_size(io->dset, c->off, &size) < 0 || size == 0 ||
         size > INGEST_CHUNK_MAX * 4)
         return 1;

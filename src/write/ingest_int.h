@@ -61,6 +61,8 @@ struct ingest {
     const char *h5path;
     char root[SCHEMA_ID_BUF];
     hid_t file;
+    int raw_fd;                 /* the file, for raw chunk copies in the kernel; -1: none */
+    uint64_t base_addr;         /* file offset of HDF5 address 0 (after a user block) */
     struct ingest_obj *objs;    /* objs[0] is the root group */
     size_t n_objs, cap_objs;
     struct strmap *by_addr;     /* "%llx" address -> index + 1 */
@@ -121,7 +123,9 @@ int ingest_dataset_chunks(struct ingest *g, struct ingest_obj *o);
 /* ---- ingest_pool.c ---- */
 struct ingest_job {
     char key[STORE_KEY_MAX + 1];
-    unsigned char *bytes;       /* owned by the job: freed by the worker */
+    unsigned char *bytes;       /* owned by the job: freed by the worker; NULL: the bytes are */
+    int src_fd;                 /* len bytes of this file at src_off (raw copies) */
+    uint64_t src_off;
     size_t len;
     int encode;                 /* 1: codec_encode(spec) first; 0: put as it is */
     int raw;                    /* a copy of the file's bytes (for the stats) */

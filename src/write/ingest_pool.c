@@ -44,8 +44,10 @@ static int run_job(struct ingest_pool *p, struct ingest_job *job, size_t *put_by
         data = enc;
         len = enc_len;
     }
-    int rc = p->g->in_place ? store_put_lazy(p->g->cfg->store, job->key, data, len)
-                            : store_put_new(p->g->cfg->store, job->key, data, len);
+    struct store *st = p->g->cfg->store;
+    int rc = !data ? store_put_new_from_fd(st, job->key, job->src_fd, job->src_off, len)
+           : p->g->in_place ? store_put_lazy(st, job->key, data, len)
+                            : store_put_new(st, job->key, data, len);
     if (rc != 0)
         log_error("%s: %s: chunk %s could not be stored (%s)", p->g->log_name, job->path,
                   job->key, strerror(-rc));

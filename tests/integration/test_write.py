@@ -15,6 +15,7 @@ import h5py
 import numpy as np
 import pytest
 
+import objcheck
 from conftest import SOURCE, Mount, MountSource, is_mounted
 
 pytestmark = pytest.mark.backends("posix", "s3")
@@ -120,6 +121,10 @@ def test_cp_stores_domains_equal_to_their_sources(writable, mount_bucket, tmp_pa
     wait_for(lambda: staged_files(tmp_path) == [])  # committed at close, dropped at release
     for src in sources:
         assert_equal_files(src, writable.path(f"{HOME}/new/{src.name}"))
+    if writable.backend == "posix":     # the objects, field by field against the spec
+        for src in sources:
+            assert objcheck.problems(writable.bucket, f"/{HOME}/new/{src.name}",
+                                     fill_chunks="error") == []
     m2 = remount(writable, mount_bucket, tmp_path)
     assert sorted(os.listdir(m2.path(f"{HOME}/new"))) == sorted(s.name for s in sources)
     for src in sources:
