@@ -548,7 +548,8 @@ static int sparse_targets(struct dset_io *io, const uint64_t *grid, uint64_t tot
         memset(l, 0, sizeof *l);
         return 0;               /* cannot list, or listing saves little: visit them all */
     }
-    qsort(l->idx, l->n, sizeof *l->idx, cmp_u64);
+    if (l->n > 1)
+        qsort(l->idx, l->n, sizeof *l->idx, cmp_u64);
     size_t u = 0;
     for (size_t i = 0; i < l->n; i++)
         if (u == 0 || l->idx[u - 1] != l->idx[i])
