@@ -23,10 +23,17 @@
  * HJSON_BIGINT_PREFIX followed by their decimal digits. */
 #define HJSON_BIGINT_PREFIX "\x01"
 
-/* A new reference, or NULL with a reason (jansson's message with line and column) in why. */
+/* A new reference, or NULL with a reason (jansson's message with line and column) in why.
+ * String values may hold NUL characters ("\u0000": HSDS stores fixed-string values with their
+ * inner NULs, as numpy keeps them), so read them with json_string_length, and names, ids and
+ * other text meant for C strings with hjson_text. Object keys with a NUL are refused. */
 json_t *hjson_loadb(const char *text, size_t len, char *why, size_t why_len);
 
-/* A JSON number, a marker, or a numeric string as a double. 0 or -EINVAL. */
+/* The text of a string value without NUL characters, or NULL (not a string, or one that a C
+ * string would cut short). */
+const char *hjson_text(const json_t *value);
+
+/* A JSON number, a marker, or a numeric string (no NUL inside) as a double. 0 or -EINVAL. */
 int hjson_number(const json_t *value, double *out);
 
 /*

@@ -4,7 +4,7 @@
  * 1. discover: from the root group, breadth first over hard links (links in file order),
  *    load every object's JSON once; an object's first path is where it was first reached.
  * 2. create every object anonymously: groups, then committed types, then datasets (which may
- *    use the committed types);
+ *    use the committed types), those whose fill value refers to other objects last;
  * 3. link: each group's links in its order, hard links with H5Olink (so an object linked from
  *    several groups stays one object), soft and external links as they are;
  * 4. attributes of every object (references need every path to exist);
@@ -53,7 +53,7 @@ int build_load_json(struct builder *b, const char *id, json_t **out)
     json_t *j = hjson_loadb((const char *)buf.data, buf.len, why, sizeof why);
     store_buf_free(&buf);
     const json_t *jid = json_object_get(j, "id");
-    if (!json_is_object(j) || !json_is_string(jid) || strcmp(json_string_value(jid), id) != 0) {
+    if (!json_is_object(j) || !hjson_text(jid) || strcmp(hjson_text(jid), id) != 0) {
         log_error("%s: object %s (%s): %s", b->domain_path, id, key,
                   !j ? why : "not an object with a matching \"id\"");
         json_decref(j);
@@ -145,8 +145,8 @@ static int link_name_ok(const char *name)
 
 static const char *hard_target(const json_t *link)
 {
-    const char *cls = json_string_value(json_object_get(link, "class"));
-    const char *id = json_string_value(json_object_get(link, "id"));
+    const char *cls = hjson_text(json_object_get(link, "class"));
+    const char *id = hjson_text(json_object_get(link, "id"));
     if (cls && strcmp(cls, "H5L_TYPE_HARD") != 0)
         return NULL;
     return id;
@@ -278,21 +278,25 @@ static int create_datatype(struct builder *b, struct build_obj *o)
 
 hid_t build_type(struct builder *b, const json_t *type, char *why, size_t why_len)
 {
-    const char *tref = json_string_value(json_object_get(type, "id"));
+    const char *tref = hjson_text(json_object_get(type, "id"));
     struct build_obj *t = tref ? build_find(b, tref) : NULL;
     if (t && t->cls == 't' && !t->dropped && t->hid >= 0)
         return H5Tcopy(t->hid) >= 0 ? H5Iinc_ref(t->hid), t->hid : H5I_INVALID_HID;
     return h5type_from_json(type, why, why_len);
 }
 
+/* Groups, committed types, datasets, and last the datasets whose fill value refers to other
+ * objects (MATLAB files have them: HDF5 needs the targets when it takes the fill value). A
+ * reference fill value that refers to another such dataset resolves only when that one came
+ * first in discovery order; otherwise the dataset is left out (logged). */
 static int create_objects(struct builder *b)
 {
     int rc = 0;
-    for (int pass = 0; pass < 3 && rc == 0; pass++) {
-        char want = "gtd"[pass];
+    for (int pass = 0; pass < 4 && rc == 0; pass++) {
+        char want = "gtdd"[pass];
         for (size_t i = 0; i < b->n_objs && rc == 0; i++) {
             struct build_obj *o = &b->objs[i];
-            if (o->cls != want)
+            if (o->cls != want || (want == 'd' && build_dataset_fill_refers(o) != (pass == 3)))
                 continue;
             rc = want == 'g' ? create_group(b, o)
                : want == 't' ? create_datatype(b, o)
@@ -344,9 +348,9 @@ static int relative_domain(const char *from, const char *to, char *out, size_t l
 
 static herr_t make_link(struct builder *b, hid_t group, const struct link_ref *l, hid_t lcpl)
 {
-    const char *cls = json_string_value(json_object_get(l->json, "class"));
-    const char *h5path = json_string_value(json_object_get(l->json, "h5path"));
-    const char *domain = json_string_value(json_object_get(l->json, "h5domain"));
+    const char *cls = hjson_text(json_object_get(l->json, "class"));
+    const char *h5path = hjson_text(json_object_get(l->json, "h5path"));
+    const char *domain = hjson_text(json_object_get(l->json, "h5domain"));
     const char *id = hard_target(l->json);
     if (id) {
         struct build_obj *o = build_find(b, id);
@@ -401,7 +405,7 @@ static int attr_value(struct builder *b, const json_t *a, hid_t tid, size_t n, v
                       char *why, size_t why_len)
 {
     const json_t *type = json_object_get(a, "type"), *value = json_object_get(a, "value");
-    const char *enc = json_string_value(json_object_get(a, "encoding"));
+    const char *enc = hjson_text(json_object_get(a, "encoding"));
     struct h5value_refs refs = { build_resolve_ref, b };
     if (enc && strcmp(enc, "base64") == 0 && json_is_string(value)) {
         unsigned char *bytes;
@@ -476,7 +480,7 @@ static void attributes_of(struct builder *b, struct build_obj *o)
 
 static hid_t shape_space(const json_t *shape, size_t *n, char *why, size_t why_len)
 {
-    const char *cls = json_string_value(json_object_get(shape, "class"));
+    const char *cls = hjson_text(json_object_get(shape, "class"));
     const json_t *dims = json_object_get(shape, "dims");
     *n = 0;
     if (cls && strcmp(cls, "H5S_NULL") == 0)
@@ -674,9 +678,13 @@ int build_resolve_ref(void *ctx, const char *id, hobj_ref_t *out)
 {
     struct builder *b = ctx;
     struct build_obj *o = build_find(b, id);
-    if (!o || o->dropped || o->hid < 0)
+    H5O_info_t info;
+    if (!o || o->dropped || o->hid < 0 || H5Oget_info2(o->hid, &info, H5O_INFO_BASIC) < 0)
         return -ENOENT;
-    return H5Rcreate(out, b->file, o->path, H5R_OBJECT, -1) < 0 ? -ENOENT : 0;
+    /* an HDF5 1.10 object reference is the object header's address (what H5Rcreate stores
+     * for H5R_OBJECT), and that needs no path: fill values refer to objects not linked yet */
+    *out = (hobj_ref_t)info.addr;
+    return 0;
 }
 
 hid_t build_dataspace(const json_t *shape, size_t *n, char *why, size_t why_len);

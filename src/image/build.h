@@ -42,6 +42,9 @@ struct build_obj *build_find(struct builder *b, const char *id);
 
 /* Create dataset o (anonymous) with its type, shape and creation properties. 0 or -EINVAL. */
 int build_dataset_create(struct builder *b, struct build_obj *o);
+/* 1 if dataset o's fill value holds object references: it can only be made once the objects
+ * it refers to exist (HDF5 takes the fill value at creation). */
+int build_dataset_fill_refers(const struct build_obj *o);
 /* Declare or write its data (after every object exists, for references). 0 or -errno. */
 int build_dataset_fill(struct builder *b, struct build_obj *o);
 
@@ -61,7 +64,8 @@ int build_parse_index(const struct image_dataset *ds, const char *s, uint64_t *l
 /* The HDF5 type of a type JSON: a committed type of the domain when it carries "id". */
 hid_t build_type(struct builder *b, const json_t *type, char *why, size_t why_len);
 
-/* The resolver h5value uses: object id -> reference to its first path. */
+/* The resolver h5value uses: object id -> reference to the object, which must have been
+ * created (it may not be linked yet). */
 int build_resolve_ref(void *ctx, const char *id, hobj_ref_t *out);
 
 #endif

@@ -18,6 +18,7 @@
 #include "build.h"
 #include "h5osfs/h5type.h"
 #include "h5osfs/h5value.h"
+#include "h5osfs/hjson.h"
 #include "h5osfs/log.h"
 
 #define V1_PROBE_MAX 1000000    /* v1 chunks cannot be listed: declare the grid up to this */
@@ -51,7 +52,7 @@ static int read_dims(const json_t *arr, int rank, hsize_t *out, int allow_zero)
 
 static int plan_shape(struct dset_plan *p, char *why, size_t why_len)
 {
-    const char *cls = json_string_value(json_object_get(p->shape, "class"));
+    const char *cls = hjson_text(json_object_get(p->shape, "class"));
     const json_t *dims = json_object_get(p->shape, "dims"), *max = json_object_get(p->shape, "maxdims");
     if (!cls || strcmp(cls, "H5S_SIMPLE") != 0)
         return 0;               /* NULL and SCALAR: rank 0 */
@@ -135,7 +136,7 @@ static int set_fill_value(struct builder *b, const struct dset_plan *p, hid_t dc
                           size_t why_len)
 {
     const json_t *fv = json_object_get(p->cprops, "fillValue");
-    const char *enc = json_string_value(json_object_get(p->cprops, "fillValue_encoding"));
+    const char *enc = hjson_text(json_object_get(p->cprops, "fillValue_encoding"));
     void *buf = NULL;
     int rc;
     if (!fv || json_is_null(fv) || (h5type_traits(p->type) & H5TYPE_HAS_VLEN))
@@ -190,6 +191,14 @@ static hid_t plan_space(const struct dset_plan *p, char *why, size_t why_len)
     if (p->rank == 0)
         return build_dataspace(p->shape, &n, why, why_len);
     return H5Screate_simple(p->rank, p->dims, p->maxdims);
+}
+
+int build_dataset_fill_refers(const struct build_obj *o)
+{
+    const json_t *fv = json_object_get(json_object_get(o->json, "creationProperties"),
+                                       "fillValue");
+    return fv && !json_is_null(fv) &&
+           (h5type_traits(json_object_get(o->json, "type")) & H5TYPE_HAS_REF) != 0;
 }
 
 int build_dataset_create(struct builder *b, struct build_obj *o)
@@ -461,7 +470,7 @@ static int read_fill_value(struct build_obj *o, struct image_dataset *ds)
 /* A *_REF layout (data in another HDF5 file of the bucket) lives in creationProperties. */
 static int is_ref_layout(const struct dset_plan *p)
 {
-    const char *cls = json_string_value(json_object_get(json_object_get(p->cprops, "layout"),
+    const char *cls = hjson_text(json_object_get(json_object_get(p->cprops, "layout"),
                                                         "class"));
     return cls && strstr(cls, "_REF") != NULL;
 }
@@ -639,7 +648,7 @@ static int write_values(struct builder *b, struct build_obj *o, const struct dse
 
 static int is_null_space(const json_t *shape)
 {
-    const char *cls = json_string_value(json_object_get(shape, "class"));
+    const char *cls = hjson_text(json_object_get(shape, "class"));
     return cls && strcmp(cls, "H5S_NULL") == 0;
 }
 

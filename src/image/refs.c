@@ -15,6 +15,7 @@
 #include "build.h"
 #include "h5osfs/h5type.h"
 #include "h5osfs/h5value.h"
+#include "h5osfs/hjson.h"
 #include "h5osfs/log.h"
 
 #define REF_GRID_MAX 10000000u      /* dense piece tables beyond this are refused */
@@ -118,7 +119,7 @@ static int contiguous(struct builder *b, const json_t *lay, struct image_dataset
 {
     uint32_t uri;
     uint64_t off, size, total = grid_total(ds);
-    const char *file = json_string_value(json_object_get(lay, "file_uri"));
+    const char *file = hjson_text(json_object_get(lay, "file_uri"));
     if (json_u64(json_object_get(lay, "offset"), &off) || json_u64(json_object_get(lay, "size"), &size) ||
         !file) {
         snprintf(why, why_len, "H5D_CONTIGUOUS_REF without file_uri, offset and size");
@@ -151,7 +152,7 @@ static int chunk_map(struct builder *b, const json_t *lay, struct image_dataset 
                      uint64_t **chunks, size_t *n, char *why, size_t why_len)
 {
     uint32_t uri;
-    const char *file = json_string_value(json_object_get(lay, "file_uri"));
+    const char *file = hjson_text(json_object_get(lay, "file_uri"));
     const json_t *map = json_object_get(lay, "chunks");
     uint64_t total = grid_total(ds);
     if (!file || !json_is_object(map)) {
@@ -428,8 +429,8 @@ static int indirect(struct builder *b, const json_t *lay, struct image_dataset *
 {
     struct table t;
     uint32_t default_uri = 0;
-    const char *file = json_string_value(json_object_get(lay, "file_uri"));
-    const char *table_id = json_string_value(json_object_get(lay, "chunk_table"));
+    const char *file = hjson_text(json_object_get(lay, "file_uri"));
+    const char *table_id = hjson_text(json_object_get(lay, "chunk_table"));
     if (!table_id) {
         snprintf(why, why_len, "H5D_CHUNKED_REF_INDIRECT without chunk_table");
         return -EINVAL;
@@ -470,7 +471,7 @@ int build_ref_chunks(struct builder *b, struct build_obj *o, struct image_datase
 {
     const json_t *cprops = json_object_get(o->json, "creationProperties");
     const json_t *lay = json_object_get(cprops, "layout");
-    const char *cls = json_string_value(json_object_get(lay, "class"));
+    const char *cls = hjson_text(json_object_get(lay, "class"));
     *chunks = NULL;
     *n = 0;
     int rc = codec_spec_from_filters(json_object_get(cprops, "filters"), ds->itemsize, 0,

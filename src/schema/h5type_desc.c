@@ -83,10 +83,10 @@ static int parse_number_class(struct parser *p, const json_t *type, struct h5typ
                               enum h5type_kind want)
 {
     const json_t *base = json_object_get(type, "base");
-    if (!json_is_string(base))
+    if (!hjson_text(base))
         return why_reject(p->why, p->why_len, "%s type without a base name",
                       want == H5TYPE_K_INT ? "integer" : "float");
-    return parse_named(p, json_string_value(base), d, want);
+    return parse_named(p, hjson_text(base), d, want);
 }
 
 /* A positive JSON integer no larger than H5TYPE_MAX_ELEMENT. */
@@ -101,8 +101,8 @@ static int size_member(const json_t *v, size_t *out)
 
 static int parse_string(struct parser *p, const json_t *type, struct h5type_desc *d)
 {
-    const char *cset = json_string_value(json_object_get(type, "charSet"));
-    const char *pad = json_string_value(json_object_get(type, "strPad"));
+    const char *cset = hjson_text(json_object_get(type, "charSet"));
+    const char *pad = hjson_text(json_object_get(type, "strPad"));
     const json_t *length = json_object_get(type, "length");
 
     if (cset && strcmp(cset, "H5T_CSET_ASCII") == 0)
@@ -113,7 +113,7 @@ static int parse_string(struct parser *p, const json_t *type, struct h5type_desc
         return why_reject(p->why, p->why_len, "string type without a valid charSet");
 
     bool variable =
-        json_is_string(length) && strcmp(json_string_value(length), "H5T_VARIABLE") == 0;
+        hjson_text(length) && strcmp(hjson_text(length), "H5T_VARIABLE") == 0;
     if (!variable && size_member(length, &d->length) != 0)
         return why_reject(p->why, p->why_len, "string length is not H5T_VARIABLE or 1..%u",
                       H5TYPE_MAX_ELEMENT);
@@ -144,18 +144,18 @@ static int parse_opaque(struct parser *p, const json_t *type, struct h5type_desc
     const json_t *tag = json_object_get(type, "tag");
     if (size_member(json_object_get(type, "size"), &d->mem_size) != 0)
         return why_reject(p->why, p->why_len, "opaque size is not 1..%u", H5TYPE_MAX_ELEMENT);
-    if (tag && (!json_is_string(tag) || json_string_length(tag) >= H5T_OPAQUE_TAG_MAX))
-        return why_reject(p->why, p->why_len, "opaque tag is not a string of < %d bytes",
+    if (tag && (!hjson_text(tag) || json_string_length(tag) >= H5T_OPAQUE_TAG_MAX))
+        return why_reject(p->why, p->why_len, "opaque tag is not a text of < %d bytes",
                       H5T_OPAQUE_TAG_MAX);
     d->kind = H5TYPE_K_OPAQUE;
     d->stored_size = d->mem_size;
-    d->tag = tag ? json_string_value(tag) : "";
+    d->tag = tag ? hjson_text(tag) : "";
     return 0;
 }
 
 static int parse_reference(struct parser *p, const json_t *type, struct h5type_desc *d)
 {
-    const char *base = json_string_value(json_object_get(type, "base"));
+    const char *base = hjson_text(json_object_get(type, "base"));
     if (base && strcmp(base, "H5T_STD_REF_DSETREG") == 0)
         return why_reject(p->why, p->why_len, "region references are not supported");
     if (!base || strcmp(base, "H5T_STD_REF_OBJ") != 0)
@@ -220,7 +220,7 @@ static int parse_enum(struct parser *p, const json_t *type, int depth, struct h5
 {
     const json_t *base_json = json_object_get(type, "base");
     const json_t *mapping = json_object_get(type, "mapping");
-    const char *base_class = json_string_value(json_object_get(base_json, "class"));
+    const char *base_class = hjson_text(json_object_get(base_json, "class"));
     struct h5type_desc *base = NULL;
 
     if (!json_is_object(base_json) || !base_class || strcmp(base_class, "H5T_INTEGER") != 0)
@@ -267,7 +267,7 @@ static int check_base_class(struct parser *p, const json_t *base, const char *co
 {
     if (json_is_string(base))
         return 0;
-    const char *cls = json_string_value(json_object_get(base, "class"));
+    const char *cls = hjson_text(json_object_get(base, "class"));
     for (size_t k = 0; cls && allowed[k]; k++) {
         if (strcmp(cls, allowed[k]) == 0)
             return 0;
@@ -321,14 +321,13 @@ static int parse_vlen(struct parser *p, const json_t *type, int depth, struct h5
 static int parse_field(struct parser *p, const json_t *field, int depth, struct h5type_field *f)
 {
     const json_t *name = json_object_get(field, "name");
-    if (!json_is_string(name) || json_string_length(name) == 0 ||
-        strlen(json_string_value(name)) != json_string_length(name))
+    if (!hjson_text(name) || json_string_length(name) == 0)
         return why_reject(p->why, p->why_len, "compound field without a name");
-    for (const unsigned char *c = (const unsigned char *)json_string_value(name); *c; c++) {
+    for (const unsigned char *c = (const unsigned char *)hjson_text(name); *c; c++) {
         if (*c >= 0x80)
             return why_reject(p->why, p->why_len, "compound field name is not ASCII");
     }
-    f->name = json_string_value(name);
+    f->name = hjson_text(name);
     if (!json_object_get(field, "type"))
         return why_reject(p->why, p->why_len, "compound field \"%s\" without a type", f->name);
     return parse_node(p, json_object_get(field, "type"), depth + 1, &f->type);
@@ -378,7 +377,7 @@ static int parse_compound(struct parser *p, const json_t *type, int depth, struc
 
 static int parse_object(struct parser *p, const json_t *type, int depth, struct h5type_desc *d)
 {
-    const char *cls = json_string_value(json_object_get(type, "class"));
+    const char *cls = hjson_text(json_object_get(type, "class"));
     if (!cls)
         return why_reject(p->why, p->why_len, "type without a class");
     if (json_object_get(type, "dims") && strcmp(cls, "H5T_ARRAY") != 0)
@@ -417,10 +416,10 @@ static int parse_node(struct parser *p, const json_t *type, int depth, struct h5
         return why_oom(p->why, p->why_len);
     int rc;
     if (json_is_string(type)) {
-        rc = parse_name(json_string_value(type), d);
+        const char *name = hjson_text(type);
+        rc = name ? parse_name(name, d) : -EINVAL;
         if (rc != 0)
-            rc = why_reject(p->why, p->why_len, "unknown type name \"%s\"",
-                            json_string_value(type));
+            rc = why_reject(p->why, p->why_len, "unknown type name \"%s\"", name ? name : "");
     } else {
         rc = parse_object(p, type, depth, d);
     }
@@ -474,7 +473,7 @@ int h5type_int_from_json(const json_t *v, bool allow_real, struct h5type_int *ou
         out->magnitude = (uint64_t)(x < 0 ? -x : x);
         return 0;
     }
-    const char *s = json_string_value(v);
+    const char *s = hjson_text(v);
     if (!s || s[0] != HJSON_BIGINT_PREFIX_CHAR)
         return -EINVAL;
     s++;

@@ -14,6 +14,7 @@
 
 #include "h5osfs/hjson.h"
 
+#include "fpenv.h"
 #include "h5value_priv.h"
 #include "h5osfs/why.h"
 
@@ -386,8 +387,11 @@ int h5value_from_json(const json_t *type_json, hid_t tid, const json_t *value, s
     rc = value_shape(d, value, n, dims, &rank, why, why_len);
     if (rc == 0)
         rc = h5value_alloc(d, n, &b, why, why_len);
+    struct fpenv fe;
+    fpenv_enter(&fe);   /* doubles narrowed to floats keep their subnormals */
     if (rc == 0)
         rc = fill(d, value, dims, rank, refs, b, why, why_len);
+    fpenv_leave(&fe);
     h5type_desc_free(d);
     if (rc != 0) {
         if (b)

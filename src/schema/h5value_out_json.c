@@ -22,6 +22,7 @@
 
 #include "h5osfs/hjson.h"
 
+#include "fpenv.h"
 #include "h5value_priv.h"
 #include "h5osfs/why.h"
 
@@ -324,7 +325,10 @@ int h5value_to_json(const json_t *type_json, hid_t tid, const void *buf, int ran
                          .src = buf,
                          .why = why,
                          .why_len = why_len};
+        struct fpenv fe;
+        fpenv_enter(&fe);   /* floats widened to doubles keep their subnormals */
         rc = walk_value(&w, 0, out);
+        fpenv_leave(&fe);
     }
     h5type_desc_free(d);
     return rc;

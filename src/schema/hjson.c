@@ -17,6 +17,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "fpenv.h"
+
 /* The JSON text of the markers: jansson decodes \u0001 to the byte 0x01. */
 #define NAN_JSON "\"\\u0001NaN\""
 #define INF_JSON "\"\\u0001Infinity\""
@@ -235,10 +237,17 @@ json_t *hjson_loadb(const char *text, size_t len, char *why, size_t why_len)
             snprintf(why, why_len, "out of memory");
         goto out;
     }
+    /* HSDS stores the text of fixed strings as it is, NULs inside included (numpy drops only
+     * trailing ones), and Python writes those as \u0000: string values may hold NULs, so code
+     * that reads names from the document must use hjson_text. Numbers are read in the default
+     * floating-point environment (fpenv.h), so subnormals stay what they are. */
+    struct fpenv fe;
+    fpenv_enter(&fe);
     if (rw.out)
-        doc = json_loadb(rw.out, rw.out_len, JSON_DECODE_ANY, &err);
+        doc = json_loadb(rw.out, rw.out_len, JSON_DECODE_ANY | JSON_ALLOW_NUL, &err);
     else
-        doc = json_loadb(rw.text, rw.len, JSON_DECODE_ANY, &err);
+        doc = json_loadb(rw.text, rw.len, JSON_DECODE_ANY | JSON_ALLOW_NUL, &err);
+    fpenv_leave(&fe);
     if (!doc)
         report(&rw, &err, why, why_len);
 out:
@@ -298,7 +307,24 @@ static int parse_numeric_string(const char *s, double *out)
     return 0;
 }
 
+const char *hjson_text(const json_t *value)
+{
+    const char *s = json_string_value(value);
+    return s && strlen(s) == json_string_length(value) ? s : NULL;
+}
+
+static int number_of(const json_t *value, double *out);
+
 int hjson_number(const json_t *value, double *out)
+{
+    struct fpenv fe;
+    fpenv_enter(&fe);
+    int rc = number_of(value, out);
+    fpenv_leave(&fe);
+    return rc;
+}
+
+static int number_of(const json_t *value, double *out)
 {
     if (!value || !out)
         return -EINVAL;
@@ -310,9 +336,9 @@ int hjson_number(const json_t *value, double *out)
         *out = json_real_value(value);
         return 0;
     }
-    if (!json_is_string(value))
+    const char *s = hjson_text(value);  /* Python's float() refuses a NUL too */
+    if (!s)
         return -EINVAL;
-    const char *s = json_string_value(value);
     if (strcmp(s, HJSON_NAN) == 0) {
         *out = NAN;
         return 0;
@@ -666,7 +692,10 @@ int hjson_dumps(const json_t *value, char **out)
     if (!out)
         return -EINVAL;
     *out = NULL;
+    struct fpenv fe;
+    fpenv_enter(&fe);   /* reals are printed by comparing doubles: subnormals must stay */
     int rc = dump_value(&b, value, 0);
+    fpenv_leave(&fe);
     if (rc != 0) {
         free(b.p);
         return rc;

@@ -29,13 +29,10 @@
 #define D_ID "d-d64bf735-c43d061d-a9e8-ec9e1e-8aa750"
 #define T_ID "t-d64bf735-c43d061d-90df-34ef80-05e3bd"
 
-/* hjson_loadb refuses "\u0000"; the texts with one have no NaN or big integer. */
 static json_t *parse(const char *text)
 {
     char why[WHY_LEN];
     json_t *j = hjson_loadb(text, strlen(text), why, sizeof(why));
-    if (!j && strstr(why, "JSON_ALLOW_NUL"))
-        j = json_loads(text, JSON_DECODE_ANY | JSON_ALLOW_NUL, NULL);
     if (!j)
         fprintf(stderr, "bad test JSON %s: %s\n", text, why);
     return j;
@@ -494,12 +491,82 @@ static void test_base64(void)
     CHECK_INT(h5value_base64_encode("", 0, NULL), -EINVAL);
 }
 
+/* ---- big-endian numbers, both ways, whatever the thread's floating-point mode ---- */
+
+#define T_F64BE "{\"class\": \"H5T_FLOAT\", \"base\": \"H5T_IEEE_F64BE\"}"
+#define T_BE_RECORD                                                                                \
+    "{\"class\": \"H5T_COMPOUND\", \"fields\": [{\"name\": \"i\", \"type\": \"H5T_STD_I32BE\"}, "  \
+    "{\"name\": \"f\", \"type\": " T_F32BE "}, {\"name\": \"d\", \"type\": " T_F64BE "}, "           \
+    "{\"name\": \"u\", \"type\": " T_U16BE "}]}"
+
+/* text read as type must give exactly the bytes want (the HDF5 memory layout), and be written
+ * back as text. */
+static void check_bytes(const char *type, const char *text, int rank, const hsize_t *dims,
+                        const void *want, size_t want_len)
+{
+    struct value v;
+    size_t n = 1;
+    for (int k = 0; k < rank; k++)
+        n *= dims[k];
+    CHECK_INT(value_read(&v, type, text, n), 0);
+    CHECK_INT(H5Tget_size(v.tid) * n, want_len);
+    CHECK(v.buf && memcmp(v.buf, want, want_len) == 0);
+    value_done(&v);
+    check_json(type, text, rank, dims);
+}
+
+/* test_table_be.h5's /table13 FIELD_3_FILL: H5T_IEEE_F64BE bytes 00000000c058c000, the
+ * subnormal 1.594370487e-314; -99.0 is the other tables' FIELD_2/3_FILL. */
+static void test_big_endian(void)
+{
+    static const unsigned char f64[] = {0x00, 0x00, 0x00, 0x00, 0xc0, 0x58, 0xc0, 0x00,
+                                        0xc0, 0x58, 0xc0, 0x00, 0x00, 0x00, 0x00, 0x00,
+                                        0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x01};
+    check_bytes(T_F64BE, "[1.594370487e-314, -99.0, 5e-324]", 1, D3, f64, sizeof f64);
+    static const unsigned char f32[] = {0xc2, 0xc6, 0x00, 0x00, 0x00, 0x00, 0x00, 0x01};
+    check_bytes(T_F32BE, "[-99.0, 1.401298464324817e-45]", 1, D2, f32, sizeof f32);
+    static const unsigned char i64[] = {0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff,
+                                        0x01, 0x02, 0x03, 0x04, 0x05, 0x06, 0x07, 0x08};
+    check_bytes(T_I64BE, "[-1, 72623859790382856]", 1, D2, i64, sizeof i64);
+    static const unsigned char rec[] = {0xff, 0xff, 0xff, 0x9c,                         /* -100 */
+                                        0x00, 0x00, 0x00, 0x01,                         /* f32 */
+                                        0x00, 0x00, 0x00, 0x00, 0xc0, 0x58, 0xc0, 0x00, /* f64 */
+                                        0x01, 0x02};                                    /* 258 */
+    check_bytes(T_BE_RECORD, "[-100, 1.401298464324817e-45, 1.594370487e-314, 258]", 0, NULL,
+                rec, sizeof rec);
+}
+
+#if defined(__SSE2__)
+#include <xmmintrin.h>
+
+/* The same with flush-to-zero and denormals-are-zero set, as Debian's HDF5 bitshuffle plugins
+ * (-ffast-math) leave them in the thread that loads them: subnormals must not become 0. */
+static void test_big_endian_in_fast_math_thread(void)
+{
+    unsigned csr = _mm_getcsr();
+    _mm_setcsr(csr | 0x8040u);
+    if ((_mm_getcsr() & 0x8040u) != 0x8040u) {
+        _mm_setcsr(csr);
+        printf("the modes do not stick (valgrind does not model them): skipped\n");
+        return;
+    }
+    test_big_endian();
+    check_json_as(T_F32, "1e-45", 0, NULL, "1.401298464324817e-45");
+    CHECK_INT(_mm_getcsr() & 0x8040u, 0x8040u);
+    _mm_setcsr(csr);
+}
+#endif
+
 int main(void)
 {
     CHECK(H5open() >= 0);
     test_json_numbers();
     test_json_text();
     test_json_structures();
+    test_big_endian();
+#if defined(__SSE2__)
+    test_big_endian_in_fast_math_thread();
+#endif
     test_json_refusals();
     test_json_edges();
     test_stored();
