@@ -85,6 +85,10 @@ int px_fail(const struct posix_store *ps, const char *op, const char *key,
     case ENOMEM:
         log_error("store %s: %s %s: %s: %s", ps->dir, op, key, what, px_strerror(err));
         return -ENOMEM;
+    case ENOSPC:
+    case EDQUOT:           /* a full disk is the user's to fix: say so, not just "I/O error" */
+        log_error("store %s: %s %s: %s: %s", ps->dir, op, key, what, px_strerror(err));
+        return -ENOSPC;
     default:
         log_error("store %s: %s %s: %s: %s", ps->dir, op, key, what, px_strerror(err));
         return -EIO;
@@ -490,6 +494,8 @@ static int px_put_once(struct px_put *p, char *dir, const char *base)
     return err;
 }
 
+static void px_prune(const struct posix_store *ps, const char *key, char *dir);
+
 static int px_put_run(struct px_put p)
 {
     const char *key = p.key;
@@ -509,6 +515,8 @@ static int px_put_run(struct px_put p)
         if (err != -ENOENT)
             break;
     }
+    if (err && slash)
+        px_prune(p.ps, key, dir);   /* directories made for it go again (a full disk) */
     free(dir);
     if (err == -ENOTDIR) {     /* an object where the key needs a directory */
         log_error("store %s: put %s: %s: a component of the key is an object", p.ps->dir,

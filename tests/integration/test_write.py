@@ -15,6 +15,7 @@ import h5py
 import numpy as np
 import pytest
 
+import conftest
 import objcheck
 from conftest import SOURCE, Mount, MountSource, is_mounted
 
@@ -312,3 +313,48 @@ def test_kill_at_each_commit_stage(bucket_copy, backend, tmp_path, stage, replac
     assert list((cache / "journal").iterdir()) == []
     on_disk = {p.name for p in (bucket_copy / "db").iterdir()}
     assert on_disk == live_roots(bucket_copy), "objects of undone or replaced roots remain"
+
+
+# ---- a store that fails ----
+
+@pytest.fixture
+def small_bucket(tmp_path):
+    """A bucket on a 1 MiB tmpfs (with a home folder for test_user1): puts fail with ENOSPC
+    once it is full. Mounting a tmpfs needs root (CI runs as root)."""
+    if os.geteuid() != 0:
+        pytest.skip("mounting a small tmpfs needs root")
+    fs = tmp_path / "small"
+    fs.mkdir()
+    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=1m", "tmpfs", str(fs)], check=True)
+    bucket = fs / "hsdstest"
+    for folder in ("home", HOME):
+        (bucket / folder).mkdir(parents=True)
+        shutil.copyfile(conftest.BUCKET / folder / ".domain.json",
+                        bucket / folder / ".domain.json")
+    yield fs, bucket
+    subprocess.run(["umount", "-l", str(fs)], check=False)
+
+
+@pytest.mark.posix_only(reason="fills a local filesystem; S3 stores do not fill up")
+def test_full_bucket_fails_close_keeps_bytes_and_commits_at_next_mount(small_bucket, backend,
+                                                                        mount_bucket, tmp_path):
+    fs, bucket = small_bucket
+    args = ("-o", f"user=test_user1,ttl=0,cache_dir={tmp_path}/cache")
+    m = mount_bucket(bucket, *args)
+    target = m.path(f"{HOME}/big.h5")
+    src = SOURCE / "sample2.h5"          # 3.5 MiB of chunks: more than the bucket holds
+    with pytest.raises(OSError) as e:
+        shutil.copyfile(src, target)
+    assert e.value.errno == errno.ENOSPC
+    assert not target.exists()           # nothing half-made is visible
+    assert "No space left on device" in m.log()
+    assert m.unmount() == 0              # the partial root is collected at unmount
+    left = sorted(str(p.relative_to(bucket)) for p in bucket.rglob("*"))
+    assert left == ["home", "home/.domain.json", HOME, f"{HOME}/.domain.json"], left
+    staged = list((tmp_path / "cache" / "staging").iterdir())
+    assert [p.read_bytes() for p in staged] == [src.read_bytes()]   # kept for the retry
+    subprocess.run(["mount", "-o", "remount,size=64m", str(fs)], check=True)
+    m2 = mount_bucket(bucket, *args)     # recovery commits what was kept
+    assert_equal_files(src, m2.path(f"{HOME}/big.h5"))
+    assert staged_files(tmp_path) == []
+    assert "committed at the next mount" in m.log()
