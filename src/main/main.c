@@ -17,6 +17,10 @@
 #include <unistd.h>
 
 #include <fuse_lowlevel.h>
+#include <hdf5.h>
+#if defined(__SSE2__)
+#include <xmmintrin.h>
+#endif
 
 #include "h5osfs/cache.h"
 #include "h5osfs/prefetch.h"
@@ -250,6 +254,32 @@ static int open_store(const struct options *opts, struct store **store, char **n
     return 0;
 }
 
+/*
+ * HDF5 loads a filter plugin when a file first needs it, in whichever thread reads that file.
+ * Debian's plugins (bitshuffle's libh5bshuf.so, libh5LZF.so) are built with -ffast-math: their
+ * constructors switch the loading thread to flush-to-zero and denormals-are-zero for good, and
+ * a FUSE worker so switched would turn subnormal numbers into 0 in every later conversion. So
+ * every plugin HDF5 can find for a known filter is loaded here, in the main thread before any
+ * other thread exists (a loaded plugin stays loaded: its constructor never runs again), and
+ * the main thread's floating-point mode is put back; the threads started later inherit it.
+ */
+static void preload_filter_plugins(void)
+{
+    static const H5Z_filter_t ids[] = { 307, 32000, 32001, 32004, 32008, 32013, 32015, 32017,
+                                        32018, 32019, 32026 };
+#if defined(__SSE2__)
+    unsigned csr = _mm_getcsr();
+#endif
+    H5Eset_auto2(H5E_DEFAULT, NULL, NULL);
+    for (size_t i = 0; i < sizeof ids / sizeof ids[0]; i++)
+        (void)H5Zfilter_avail(ids[i]);      /* absent plugins are simply not there */
+#if defined(__SSE2__)
+    if (_mm_getcsr() != csr)
+        log_debug("a filter plugin changed the floating-point mode; restored");
+    _mm_setcsr(csr);
+#endif
+}
+
 static int mount_bucket(struct fuse_args *args, const struct options *opts,
                         const struct fuse_cmdline_opts *cmd)
 {
@@ -330,6 +360,7 @@ int main(int argc, char *argv[])
     if (options_finish(&opts) != 0 || check_bucket(opts.bucket) != 0 ||
         check_mountpoint(cmd.mountpoint) != 0 || setup_logging(&opts, &cmd) != 0)
         goto out;
+    preload_filter_plugins();
     status = mount_bucket(&args, &opts, &cmd) == 0 ? 0 : 1;
     log_teardown();
 out:

@@ -72,7 +72,7 @@ static int domain_text(const struct commit_ctx *c, const char *path, const char 
         return rc;
     json_t *dom = hjson_loadb((const char *)buf.data, buf.len, why, sizeof why);
     store_buf_free(&buf);
-    const char *was = json_string_value(json_object_get(dom, "root"));
+    const char *was = hjson_text(json_object_get(dom, "root"));
     if (!json_is_object(dom))
         rc = -EIO;
     else if (!was)
@@ -213,7 +213,7 @@ static void current_root(const struct commit_ctx *c, const char *path, char out[
         store_get(c->ops->store, key, DOMAIN_JSON_MAX, &buf) != 0)
         return;
     json_t *dom = hjson_loadb((const char *)buf.data, buf.len, why, sizeof why);
-    const char *root = json_string_value(json_object_get(dom, "root"));
+    const char *root = hjson_text(json_object_get(dom, "root"));
     snprintf(out, SCHEMA_ID_BUF, "%s", root ? root : "");
     json_decref(dom);
     store_buf_free(&buf);
