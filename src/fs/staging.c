@@ -137,13 +137,25 @@ static int staged_fill(struct staging *t, struct staged *s, const char *root)
     return rc;
 }
 
-static int join_entry(struct staging *t, struct staged *s, int truncate)
+static int truncate_locked(struct staged *s, uint64_t size)
+{
+    if (ftruncate(s->fd, (off_t)size) != 0)
+        return -errno;
+    s->size = size;
+    if (size == 0 && s->rec.mode == JOURNAL_IN_PLACE)
+        s->rec.mode = JOURNAL_REPLACE;      /* all new content: a new root, one swap */
+    return 0;
+}
+
+/* An O_TRUNC open of a path with an entry: empty, as a new entry would start, and no more a
+ * change than that (an empty file is no HDF5 file: nothing is committed unless written). */
+static int join_entry(struct staged *s, int truncate)
 {
     pthread_mutex_lock(&s->lock);
     int rc = s->broken;
-    pthread_mutex_unlock(&s->lock);
     if (rc == 0 && truncate)
-        rc = staging_truncate(t, s, 0);
+        rc = truncate_locked(s, 0);
+    pthread_mutex_unlock(&s->lock);
     return rc;
 }
 
@@ -166,7 +178,7 @@ int staging_open(struct staging *t, const char *path, const char *root, int trun
             s->broken = rc = staged_fill(t, s, root);
         pthread_mutex_unlock(&s->lock);
     } else {
-        rc = join_entry(t, s, truncate);
+        rc = join_entry(s, truncate);
     }
     if (rc != 0) {
         staging_release(t, s);
@@ -214,13 +226,8 @@ int staging_truncate(struct staging *t, struct staged *s, uint64_t size)
 {
     pthread_mutex_lock(&s->lock);
     int rc = mark_dirty(t, s);
-    if (rc == 0 && ftruncate(s->fd, (off_t)size) != 0)
-        rc = -errno;
-    if (rc == 0) {
-        s->size = size;
-        if (size == 0 && s->rec.mode == JOURNAL_IN_PLACE)
-            s->rec.mode = JOURNAL_REPLACE;      /* all new content: a new root, one swap */
-    }
+    if (rc == 0)
+        rc = truncate_locked(s, size);
     pthread_mutex_unlock(&s->lock);
     return rc;
 }

@@ -192,6 +192,21 @@ def test_replacement_readers_see_old_or_new(writable, tmp_path):
     assert_equal_files(SOURCE / "sample3.h5", target)
 
 
+def test_trunc_open_beside_an_open_writer_changes_nothing_unless_written(writable):
+    """A second O_TRUNC open shares the path's staged file: it empties it, as a first one
+    would start empty, and an empty file is no change (nothing committed, no EINVAL)."""
+    path = writable.path(f"{HOME}/sample1.h5")
+    before = path.read_bytes()
+    keep = os.open(path, os.O_RDWR)
+    os.close(os.open(path, os.O_WRONLY | os.O_TRUNC))
+    os.close(keep)
+    assert path.read_bytes() == before
+    with open(path, "r+b") as f:            # a write after the truncation is a replacement
+        f.truncate(0)
+        f.write((SOURCE / "sample3.h5").read_bytes())
+    assert_equal_files(SOURCE / "sample3.h5", path)
+
+
 def test_workloads_random_writes_and_appends(writable, tmp_path):
     """The same h5py operations on a local file and on the mount give equal files."""
     local = tmp_path / "local.h5"
