@@ -313,7 +313,10 @@ def write_attempts(m, tree):
     new = folder / "new.h5"
     return {
         "create": lambda: os.open(new, os.O_CREAT | os.O_WRONLY, 0o644),
-        "create_excl": lambda: os.open(new, os.O_CREAT | os.O_EXCL | os.O_RDWR, 0o644),
+        # its own name: "create" leaves new.h5 (empty) until the kernel releases it, which
+        # close() does not wait for, so an O_EXCL create of new.h5 may rightly see it
+        "create_excl": lambda: os.open(folder / "new_excl.h5",
+                                       os.O_CREAT | os.O_EXCL | os.O_RDWR, 0o644),
         "create_in_root": lambda: os.open(m.path("/x.h5"), os.O_CREAT | os.O_WRONLY, 0o644),
         "open_wronly": lambda: os.open(dom, os.O_WRONLY),
         "open_rdwr": lambda: os.open(dom, os.O_RDWR),
