@@ -86,36 +86,36 @@ int store_get_range(struct store *st, const char *key, uint64_t off, uint64_t le
     return get_checked(st, key, off, len, SIZE_MAX, out);
 }
 
-int store_put(struct store *st, const char *key, const void *data, size_t len)
+/* What every put checks before the backend sees it: 0 or -errno. */
+static int put_args(const struct store *st, const char *key, const void *data, size_t len)
 {
     int err = store_key_check(key);
     if (err)
         return err;
-    if (!st || (!data && len > 0))
-        return -EINVAL;
-    return st->ops->put(st, key, data, len);
+    return !st || (!data && len > 0) ? -EINVAL : 0;
+}
+
+int store_put(struct store *st, const char *key, const void *data, size_t len)
+{
+    int err = put_args(st, key, data, len);
+    return err ? err : st->ops->put(st, key, data, len);
 }
 
 int store_put_lazy(struct store *st, const char *key, const void *data, size_t len)
 {
-    int err = store_key_check(key);
+    int err = put_args(st, key, data, len);
     if (err)
         return err;
-    if (!st || (!data && len > 0))
-        return -EINVAL;
     return (st->ops->put_lazy ? st->ops->put_lazy : st->ops->put)(st, key, data, len);
 }
 
 int store_put_new(struct store *st, const char *key, const void *data, size_t len)
 {
-    if (st && !st->ops->put_new)
-        return store_put_lazy(st, key, data, len);
-    int err = store_key_check(key);
+    int err = put_args(st, key, data, len);
     if (err)
         return err;
-    if (!st || (!data && len > 0))
-        return -EINVAL;
-    return st->ops->put_new(st, key, data, len);
+    return st->ops->put_new ? st->ops->put_new(st, key, data, len)
+                            : store_put_lazy(st, key, data, len);
 }
 
 static int put_new_read(struct store *st, const char *key, int fd, uint64_t off, size_t len)

@@ -284,30 +284,38 @@ static char *filled(char ch, size_t n)
     return s;
 }
 
-static void test_atomic_put(void)
+typedef int (*put_fn)(struct store *st, const char *key, const void *data, size_t len);
+
+/* A reader checks obj/atom over and over while it is rewritten 200 times with put: it must
+ * only ever see one whole version or the other. */
+static void check_puts_atomic(struct store *st, put_fn put)
 {
-    char *dir = make_dir();
-    struct atomic_ctx c = { .st = open_store(dir) };
+    struct atomic_ctx c = { .st = st };
     char *a = filled('A', 3000), *b = filled('B', 70000);
     pthread_t t;
     int put_errors = 0;
-
     c.a = a;
     c.b = b;
-    CHECK_INT(put_str(c.st, "obj/atom", a), 0);
+    CHECK_INT(put(c.st, "obj/atom", a, strlen(a)), 0);
     CHECK_INT(pthread_create(&t, NULL, reader, &c), 0);
     for (int i = 0; i < 200; i++)
-        put_errors += put_str(c.st, "obj/atom", i % 2 ? a : b) != 0;
+        put_errors += put(c.st, "obj/atom", i % 2 ? a : b, i % 2 ? 3000 : 70000) != 0;
     atomic_store(&c.stop, 1);
     CHECK_INT(pthread_join(t, NULL), 0);
     CHECK_INT(put_errors, 0);
     CHECK(c.reads > 0);
     CHECK_INT(c.bad, 0);
-    CHECK_INT(count_temp_files(dir), 0);
-
     free(a);
     free(b);
-    store_close(c.st);
+}
+
+static void test_atomic_put(void)
+{
+    char *dir = make_dir();
+    struct store *st = open_store(dir);
+    check_puts_atomic(st, store_put);
+    CHECK_INT(count_temp_files(dir), 0);
+    store_close(st);
     remove_dir(dir);
 }
 
@@ -315,31 +323,17 @@ static void test_atomic_put(void)
 static void test_lazy_and_new_puts(void)
 {
     char *dir = make_dir();
-    struct atomic_ctx c = { .st = open_store(dir) };
-    char *a = filled('A', 3000), *b = filled('B', 70000);
-    pthread_t t;
-    int put_errors = 0;
-    c.a = a;
-    c.b = b;
-    CHECK_INT(store_put_lazy(c.st, "obj/atom", a, strlen(a)), 0);
-    CHECK_INT(pthread_create(&t, NULL, reader, &c), 0);
-    for (int i = 0; i < 200; i++)
-        put_errors += store_put_lazy(c.st, "obj/atom", i % 2 ? a : b, i % 2 ? 3000 : 70000);
-    atomic_store(&c.stop, 1);
-    CHECK_INT(pthread_join(t, NULL), 0);
-    CHECK_INT(put_errors, 0);
-    CHECK_INT(c.bad, 0);
-    CHECK_INT(store_put_new(c.st, "db/r/d/x/0_0", "chunk", 5), 0);     /* directories made */
-    CHECK(has(c.st, "db/r/d/x/0_0", "chunk"));
-    CHECK_INT(store_put_new(c.st, "db/r/d/x/0_0", "re", 2), 0);        /* shorter: truncated */
-    CHECK(has(c.st, "db/r/d/x/0_0", "re"));
-    CHECK_INT(store_put_new(c.st, "/abs", "x", 1), -EINVAL);
-    CHECK_INT(store_put_new(c.st, "obj/atom/under", "x", 1), -EIO);   /* an object, not a dir */
-    CHECK_INT(store_sync(c.st), 0);
+    struct store *st = open_store(dir);
+    check_puts_atomic(st, store_put_lazy);
+    CHECK_INT(store_put_new(st, "db/r/d/x/0_0", "chunk", 5), 0);       /* directories made */
+    CHECK(has(st, "db/r/d/x/0_0", "chunk"));
+    CHECK_INT(store_put_new(st, "db/r/d/x/0_0", "re", 2), 0);          /* shorter: truncated */
+    CHECK(has(st, "db/r/d/x/0_0", "re"));
+    CHECK_INT(store_put_new(st, "/abs", "x", 1), -EINVAL);
+    CHECK_INT(store_put_new(st, "obj/atom/under", "x", 1), -EIO);     /* an object, not a dir */
+    CHECK_INT(store_sync(st), 0);
     CHECK_INT(count_temp_files(dir), 0);
-    free(a);
-    free(b);
-    store_close(c.st);
+    store_close(st);
     remove_dir(dir);
 }
 
