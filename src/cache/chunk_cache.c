@@ -18,6 +18,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "h5osfs/clock.h"
 #include "h5osfs/log.h"
 #include "h5osfs/strmap.h"
 
@@ -64,13 +65,6 @@ static void cache_lock(struct chunk_cache *c)
 static void cache_unlock(struct chunk_cache *c)
 {
     must(pthread_mutex_unlock(&c->lock), "pthread_mutex_unlock");
-}
-
-static double monotonic_now(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
 }
 
 void chunk_cache_set_retry_after(struct chunk_cache *cache, double seconds)
@@ -236,7 +230,7 @@ static void finish_load(struct chunk_cache *c, struct chunk_entry *e, int rc)
     } else {
         e->state = ENTRY_FAILED;
         e->err = rc;
-        e->failed_at = monotonic_now();
+        e->failed_at = clock_monotonic();
         free(e->data);
         e->data = NULL;
         if (c->retry_after <= 0)
@@ -296,7 +290,7 @@ int chunk_cache_get(struct chunk_cache *cache, const char *key, size_t size, chu
         mismatch = 1;
         rc = -EINVAL;
     } else if (found && found->state == ENTRY_FAILED &&
-               monotonic_now() - found->failed_at < cache->retry_after) {
+               clock_monotonic() - found->failed_at < cache->retry_after) {
         rc = found->err;        /* failed a moment ago: the same answer, without the wait */
         cache->st.hits++;
     } else if (found && found->state == ENTRY_FAILED) {

@@ -8,6 +8,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "h5osfs/clock.h"
 #include "h5osfs/log.h"
 #include "h5osfs/schema.h"
 #include "h5osfs/strmap.h"
@@ -28,13 +29,6 @@ struct image_table {
     struct strmap *slots;       /* path -> struct image_slot */
     struct strmap *open_roots;  /* root id -> number of open files (as a pointer value) */
 };
-
-static double now(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
-}
 
 int image_table_new(const struct image_source *src, double ttl, struct image_table **out)
 {
@@ -84,7 +78,7 @@ static struct image *lookup(struct image_table *t, const char *path, const char 
     struct image_slot *s = strmap_get(t->slots, path);
     if (s && strcmp(s->root, root) == 0) {
         image_get(s->img);
-        if (now() - s->built_at < t->ttl)
+        if (clock_monotonic() - s->built_at < t->ttl)
             img = s->img;
         else
             *stale = s->img;
@@ -109,7 +103,7 @@ static int drop_stale(const char *key, void *value, void *ctx)
 {
     (void)key;
     struct image_slot *s = value;
-    if (now() - s->built_at < *(double *)ctx)
+    if (clock_monotonic() - s->built_at < *(double *)ctx)
         return 0;
     slot_free(s);
     return 1;
@@ -123,7 +117,7 @@ static int store_slot(struct image_table *t, const char *path, const char *root,
         return -ENOMEM;
     snprintf(s->root, sizeof s->root, "%s", root);
     s->img = img;
-    s->built_at = now();
+    s->built_at = clock_monotonic();
     image_get(img);
     pthread_mutex_lock(&t->lock);
     if (strmap_count(t->slots) >= IMAGES_PRUNE_AT) {

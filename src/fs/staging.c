@@ -6,9 +6,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/time.h>
 #include <unistd.h>
 
+#include "h5osfs/clock.h"
 #include "h5osfs/log.h"
 #include "h5osfs/strmap.h"
 
@@ -35,13 +35,6 @@ struct staging {
     struct commit_ctx commit;
     struct staging_hooks hooks;
 };
-
-static double now_seconds(void)
-{
-    struct timeval tv;
-    gettimeofday(&tv, NULL);
-    return (double)tv.tv_sec + (double)tv.tv_usec / 1e6;
-}
 
 int staging_new(const struct commit_ctx *commit, const struct staging_hooks *hooks,
                 struct staging **out)
@@ -98,7 +91,7 @@ static int staged_create(struct staging *t, const char *path, const char *root, 
         return -ENOMEM;
     pthread_mutex_init(&s->lock, NULL);
     s->refs = 1;
-    s->ctime = s->mtime = now_seconds();
+    s->ctime = s->mtime = clock_wall();
     snprintf(s->root, sizeof s->root, "%s", root ? root : "");
     if (!(s->path = strdup(path))) {
         s->fd = -1;
@@ -191,7 +184,7 @@ int staging_open(struct staging *t, const char *path, const char *root, int trun
 /* Mark the entry changed; the first change after a commit is journaled (restart commits it). */
 static int mark_dirty(struct staging *t, struct staged *s)
 {
-    s->mtime = now_seconds();
+    s->mtime = clock_wall();
     s->rejected = 0;
     if (s->dirty)
         return 0;

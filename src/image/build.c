@@ -19,6 +19,7 @@
 #include <time.h>
 
 #include "build.h"
+#include "h5osfs/clock.h"
 #include "h5osfs/h5type.h"
 #include "h5osfs/h5value.h"
 #include "h5osfs/hjson.h"
@@ -607,13 +608,6 @@ static int build_steps(struct builder *b)
     return rc;
 }
 
-static double now_seconds(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
-}
-
 static int builder_init(struct builder *b, const struct image_source *src, const char *domain,
                         const char *root_id, struct image **img)
 {
@@ -644,7 +638,7 @@ int image_build(const struct image_source *src, const char *domain_path, const c
 {
     struct builder b;
     struct image *img = NULL;
-    double t0 = now_seconds();
+    double t0 = clock_monotonic();
     *out = NULL;
     pthread_mutex_lock(&build_lock);
     H5Eset_auto2(H5E_DEFAULT, NULL, NULL);  /* failures are logged by us, once */
@@ -664,7 +658,7 @@ int image_build(const struct image_source *src, const char *domain_path, const c
             image_put(img);
         return rc == -ENOMEM ? rc : -EIO;
     }
-    img->build_seconds = now_seconds() - t0;
+    img->build_seconds = clock_monotonic() - t0;
     struct image_stats st;
     image_stats(img, &st);
     log_info("%s: built the HDF5 file: %" PRIu64 " bytes, %" PRIu64 " datasets with %" PRIu64

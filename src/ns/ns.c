@@ -9,6 +9,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "h5osfs/clock.h"
 #include "h5osfs/log.h"
 #include "h5osfs/strmap.h"
 
@@ -39,13 +40,6 @@ struct ns {
 };
 
 static void cached_dir_free(void *value);
-
-static double monotonic_now(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
-}
 
 int ns_new(struct store *store, const struct ns_config *cfg, struct ns **out)
 {
@@ -282,7 +276,7 @@ static int lookup_cached(struct ns *ns, const char *path, struct ns_info *out)
     int rc = 1;
     pthread_mutex_lock(&ns->lock);
     struct ns_cached *c = strmap_get(ns->cache, path);
-    if (c && c->expires > monotonic_now()) {
+    if (c && c->expires > clock_monotonic()) {
         rc = c->err;
         if (rc == 0)
             *out = c->info;
@@ -308,7 +302,7 @@ static void remember(struct ns *ns, const char *path, int err, const struct ns_i
     struct ns_cached *c = calloc(1, sizeof *c), *old = NULL;
     if (!c)
         return;                 /* caching is an optimisation; skip it */
-    double now = monotonic_now();
+    double now = clock_monotonic();
     c->err = err;
     if (err == 0)
         c->info = *info;
@@ -504,7 +498,7 @@ static int listing_cached(struct ns *ns, const char *path, struct ns_dir *out)
     int rc = 1;
     pthread_mutex_lock(&ns->lock);
     struct ns_cached_dir *c = strmap_get(ns->listings, path);
-    if (c && c->expires > monotonic_now())
+    if (c && c->expires > clock_monotonic())
         rc = dir_copy(&c->dir, out);
     pthread_mutex_unlock(&ns->lock);
     return rc;
@@ -518,7 +512,7 @@ static void remember_listing(struct ns *ns, const char *path, const struct ns_di
         free(c);
         return;                 /* caching is an optimisation; skip it */
     }
-    double now = monotonic_now();
+    double now = clock_monotonic();
     c->expires = now + ns->ttl;
     pthread_mutex_lock(&ns->lock);
     if (strmap_count(ns->listings) >= NS_CACHE_PRUNE_AT / 10)

@@ -19,6 +19,7 @@
 
 #include <curl/curl.h>
 
+#include "h5osfs/clock.h"
 #include "h5osfs/log.h"
 #include "h5osfs/sigv4.h"
 #include "s3.h"
@@ -109,13 +110,6 @@ struct transfer {
     size_t sent;                /* PUT body bytes handed to curl */
     int too_big;
 };
-
-static double now(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
-}
 
 static void amz_date(char out[17])
 {
@@ -421,7 +415,7 @@ int s3_perform(struct s3_store *s3, const struct s3_request *req, struct s3_resp
         free(path);
         return -ENOMEM;
     }
-    double start = now();
+    double start = clock_monotonic();
     unsigned tries = 0;
     enum outcome o;
     for (;;) {
@@ -430,7 +424,7 @@ int s3_perform(struct s3_store *s3, const struct s3_request *req, struct s3_resp
         if (o != RETRY || tries > s3->cfg.retries)
             break;
         double wait = backoff(tries);
-        if (now() - start + wait > s3->cfg.retry_time)
+        if (clock_monotonic() - start + wait > s3->cfg.retry_time)
             break;
         log_debug("s3 %s %s: retrying (%s, HTTP %ld %s)", req->method, req->key ? req->key : "/",
                   curl_easy_strerror(a.curl), resp->status, a.code);

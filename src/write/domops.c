@@ -6,8 +6,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/time.h>
 
+#include "h5osfs/clock.h"
 #include "h5osfs/gc.h"
 #include "h5osfs/hjson.h"
 #include "h5osfs/log.h"
@@ -99,16 +99,9 @@ static int inherit_acls(const struct domops *d, const char *path, json_t *acls)
     return rc;
 }
 
-static double now_seconds(void)
-{
-    struct timeval tv;
-    gettimeofday(&tv, NULL);
-    return (double)tv.tv_sec + (double)tv.tv_usec / 1e6;
-}
-
 int domops_domain_json(const struct domops *d, const char *path, const char *root, char **out)
 {
-    double now = now_seconds();
+    double now = clock_wall();
     json_t *j = json_object(), *acls = json_object();
     int rc = j && acls ? 0 : -ENOMEM;
     if (rc == 0 && root)

@@ -8,6 +8,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "h5osfs/clock.h"
 #include "h5osfs/log.h"
 #include "h5osfs/schema.h"
 
@@ -30,13 +31,6 @@ struct gc {
     int stopping, started, draining;
     pthread_t thread;
 };
-
-static double now(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
-}
 
 int gc_new(struct store *store, double grace, gc_in_use_fn in_use, void *ctx, struct gc **out)
 {
@@ -83,7 +77,7 @@ static void remove_root(struct gc *g, const char *root)
 /* The first item that is due (and not in use), taken off the list; NULL if none. */
 static struct gc_item *take_due(struct gc *g)
 {
-    double t = now();
+    double t = clock_monotonic();
     for (struct gc_item **pp = &g->items; *pp; pp = &(*pp)->next) {
         struct gc_item *it = *pp;
         if (!g->draining && it->not_before > t)
@@ -157,7 +151,7 @@ int gc_add(struct gc *g, const char *root)
     if (!it)
         return -ENOMEM;
     snprintf(it->root, sizeof it->root, "%s", root);
-    it->not_before = now() + g->grace;
+    it->not_before = clock_monotonic() + g->grace;
     pthread_mutex_lock(&g->lock);
     it->next = g->items;
     g->items = it;
