@@ -486,6 +486,8 @@ static int check_open(const struct fs *fs, const struct ns_info *info, int flags
 
 static void fs_file_free(struct fs *fs, struct fs_file *f)
 {
+    if (!f)
+        return;
     if (f->stg)
         staging_release(fs->staging, f->stg);
     if (f->img) {
@@ -529,6 +531,14 @@ static int open_file(struct fs *fs, const char *path, const struct ns_info *info
     return rc;
 }
 
+/* What the kernel keeps of an open file: the handle, and how to cache its pages. */
+static void hand_out(struct fuse_file_info *fi, struct fs_file *f, int reused)
+{
+    fi->fh = (uint64_t)(uintptr_t)f;
+    fi->keep_cache = reused;            /* a changed file drops what the kernel cached of it */
+    fi->direct_io = f->stg != NULL;     /* staged bytes change under other handles */
+}
+
 static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
     struct fs *fs = fs_of(req);
@@ -544,15 +554,12 @@ static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
         free(path);
     }
     if (rc != 0) {
-        if (f)
-            fs_file_free(fs, f);
+        fs_file_free(fs, f);
         fuse_reply_err(req, -rc);
         return;
     }
     f->info = info;
-    fi->fh = (uint64_t)(uintptr_t)f;
-    fi->keep_cache = reused;    /* a changed file drops what the kernel cached of it */
-    fi->direct_io = f->stg != NULL;     /* staged bytes change under other handles */
+    hand_out(fi, f, reused);
     if (fuse_reply_open(req, fi) != 0)
         fs_file_free(fs, f);    /* the opener is gone: no release will come */
 }
@@ -895,14 +902,12 @@ static void op_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode_
         rc = inode_lookup(fs->inodes, path, &e.ino, &e.generation);
     free(path);
     if (rc != 0) {
-        if (f)
-            fs_file_free(fs, f);
+        fs_file_free(fs, f);
         fuse_reply_err(req, -rc);
         return;
     }
     fill_stat(fs, e.ino, &f->info, &e.attr);
-    fi->fh = (uint64_t)(uintptr_t)f;
-    fi->direct_io = f->stg != NULL;
+    hand_out(fi, f, 0);
     if (fuse_reply_create(req, &e, fi) != 0) {
         inode_forget(fs->inodes, e.ino, 1);
         fs_file_free(fs, f);

@@ -10,6 +10,7 @@
 
 #include <jansson.h>
 
+#include "h5osfs/clock.h"
 #include "h5osfs/gc.h"
 #include "h5osfs/hjson.h"
 #include "h5osfs/log.h"
@@ -34,13 +35,6 @@ static void on_ingest_stage(void *ctx, enum ingest_stage stage)
         crash_point(names[stage]);
 }
 
-static double now_seconds(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
-}
-
 static void collect(const struct commit_ctx *c, const char *root, const char *domain)
 {
     if (!*root)
@@ -57,21 +51,32 @@ static int set_state(const struct commit_ctx *c, struct journal_rec *rec,
     return journal_write(c->journal, rec);
 }
 
+/* The domain object at key, parsed (NULL when it is not JSON). 0 or the store's -errno. */
+static int load_domain(const struct commit_ctx *c, const char *key, json_t **dom)
+{
+    struct store_buf buf;
+    char why[200];
+    *dom = NULL;
+    int rc = store_get(c->ops->store, key, DOMAIN_JSON_MAX, &buf);
+    if (rc != 0)
+        return rc;
+    *dom = hjson_loadb((const char *)buf.data, buf.len, why, sizeof why);
+    store_buf_free(&buf);
+    return 0;
+}
+
 /* The .domain.json naming root: a new one, or the current one with its root swapped (owner,
  * ACLs, timestamps and unknown members kept). *old gets the root it named before. */
 static int domain_text(const struct commit_ctx *c, const char *path, const char *key,
                        const char *root, char old[SCHEMA_ID_BUF], char **text)
 {
-    struct store_buf buf;
-    char why[200];
+    json_t *dom;
     old[0] = '\0';
-    int rc = store_get(c->ops->store, key, DOMAIN_JSON_MAX, &buf);
+    int rc = load_domain(c, key, &dom);
     if (rc == -ENOENT)
         return domops_domain_json(c->ops, path, root, text);
     if (rc != 0)
         return rc;
-    json_t *dom = hjson_loadb((const char *)buf.data, buf.len, why, sizeof why);
-    store_buf_free(&buf);
     const char *was = hjson_text(json_object_get(dom, "root"));
     if (!json_is_object(dom))
         rc = -EIO;
@@ -135,12 +140,12 @@ static int commit_new_root(const struct commit_ctx *c, struct journal_rec *rec,
     if (rc != 0)
         return rc;
     crash_point("committing");
-    double t0 = now_seconds();
+    double t0 = clock_monotonic();
     rc = ingest_new(&cfg, staged, rec->domain, rec->new_root, &st);
-    double t1 = now_seconds();
+    double t1 = clock_monotonic();
     if (rc == 0)
         rc = store_sync(c->ops->store);     /* every object durable before it is named */
-    log_debug("%s: ingest %.3f s, sync %.3f s", rec->domain, t1 - t0, now_seconds() - t1);
+    log_debug("%s: ingest %.3f s, sync %.3f s", rec->domain, t1 - t0, clock_monotonic() - t1);
     if (rc == 0)
         rc = swap_domain(c, rec->domain, rec->new_root, old);
     if (rc != 0) {
@@ -206,17 +211,14 @@ int commit_staged(const struct commit_ctx *c, struct journal_rec *rec)
 /* The root the domain's .domain.json names now ("" when none). */
 static void current_root(const struct commit_ctx *c, const char *path, char out[SCHEMA_ID_BUF])
 {
-    char key[STORE_KEY_MAX + 1], why[200];
-    struct store_buf buf;
+    char key[STORE_KEY_MAX + 1];
+    json_t *dom;
     out[0] = '\0';
-    if (schema_domain_key(path, key, sizeof key) != 0 ||
-        store_get(c->ops->store, key, DOMAIN_JSON_MAX, &buf) != 0)
+    if (schema_domain_key(path, key, sizeof key) != 0 || load_domain(c, key, &dom) != 0)
         return;
-    json_t *dom = hjson_loadb((const char *)buf.data, buf.len, why, sizeof why);
     const char *root = hjson_text(json_object_get(dom, "root"));
     snprintf(out, SCHEMA_ID_BUF, "%s", root ? root : "");
     json_decref(dom);
-    store_buf_free(&buf);
 }
 
 /* An interrupted new-root commit: finished when the swap happened, else undone. 1 when

@@ -13,9 +13,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/random.h>
-#include <sys/time.h>
 #include <unistd.h>
 
+#include "h5osfs/clock.h"
 #include "h5osfs/h5type.h"
 #include "h5osfs/hjson.h"
 #include "h5osfs/log.h"
@@ -66,11 +66,20 @@ int ingest_new_id(const struct ingest *g, char cls, char out[SCHEMA_ID_BUF])
 
 /* ---- shared helpers ---- */
 
+int ingest_order_tracked(hid_t cpl, herr_t (*get)(hid_t, unsigned *))
+{
+    unsigned flags = 0;
+    if (cpl < 0)
+        return 0;
+    if (get(cpl, &flags) < 0)
+        flags = 0;
+    H5Pclose(cpl);
+    return (flags & H5P_CRT_ORDER_TRACKED) != 0;
+}
+
 double ingest_now(struct ingest *g)
 {
-    struct timeval tv;
-    gettimeofday(&tv, NULL);
-    double t = (double)tv.tv_sec + (double)tv.tv_usec / 1e6;
+    double t = clock_wall();
     if (t <= g->last_time)
         t = g->last_time + TIME_STEP;
     g->last_time = t;

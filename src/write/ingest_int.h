@@ -78,6 +78,9 @@ struct ingest {
 double ingest_now(struct ingest *g);
 /* A new non-root id of class cls ('g', 'd', 't') sharing the root's first 16 digits. */
 int ingest_new_id(const struct ingest *g, char cls, char out[SCHEMA_ID_BUF]);
+/* 1 if creation plist cpl (closed here; < 0: none) says get's order (links' or attributes')
+ * is tracked. */
+int ingest_order_tracked(hid_t cpl, herr_t (*get)(hid_t, unsigned *));
 /* Count a change (something stored differently from the file) and log it. */
 void ingest_change(struct ingest *g, const char *path, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));

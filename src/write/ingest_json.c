@@ -180,13 +180,7 @@ static int attr_order_tracked(hid_t obj)
     H5I_type_t t = H5Iget_type(obj);
     hid_t cpl = t == H5I_GROUP ? H5Gget_create_plist(obj)
               : t == H5I_DATASET ? H5Dget_create_plist(obj) : H5Tget_create_plist(obj);
-    unsigned flags = 0;
-    if (cpl < 0)
-        return 0;
-    if (H5Pget_attr_creation_order(cpl, &flags) < 0)
-        flags = 0;
-    H5Pclose(cpl);
-    return (flags & H5P_CRT_ORDER_TRACKED) != 0;
+    return ingest_order_tracked(cpl, H5Pget_attr_creation_order);
 }
 
 static int list_attrs(hid_t obj, struct names *out)

@@ -50,14 +50,7 @@ static void link_list_free(struct link_list *l)
 
 static int tracks_creation_order(hid_t group)
 {
-    hid_t gcpl = H5Gget_create_plist(group);
-    unsigned flags = 0;
-    if (gcpl < 0)
-        return 0;
-    if (H5Pget_link_creation_order(gcpl, &flags) < 0)
-        flags = 0;
-    H5Pclose(gcpl);
-    return (flags & H5P_CRT_ORDER_TRACKED) != 0;
+    return ingest_order_tracked(H5Gget_create_plist(group), H5Pget_link_creation_order);
 }
 
 /* The group's links in its order. Creation order needs the index HDF5 keeps only when
