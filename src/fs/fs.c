@@ -4,6 +4,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <math.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -29,8 +30,17 @@
 #define FS_XATTR_OWNER "user.h5osfs.owner"
 #define FS_FILL_PIECE (1u << 20)
 
+/* Every handle given to the kernel, so that those whose release never came (the session ended
+ * first: a SIGTERM right after a close) are still freed at unmount. */
+struct fs_handle {
+    struct fs_handle *prev, *next;      /* NULL while not handed out */
+    void (*dispose)(struct fs *fs, struct fs_handle *h);
+};
+
 struct fs {
     struct fs_config cfg;
+    pthread_mutex_t handles_lock;
+    struct fs_handle handles;   /* the list's head */
     struct inode_table *inodes;
     struct image_table *images;
     struct gc *gc;
@@ -42,6 +52,7 @@ struct fs {
 /* An open domain file: its version and its reads' state; or, for writing (and for reading a
  * new file that is still being written), its staged entry. */
 struct fs_file {
+    struct fs_handle link;      /* first: the handle list holds it by this */
     struct staged *stg;
     struct image *img;
     struct image_reader reader;
@@ -51,8 +62,50 @@ struct fs_file {
 
 /* The listing a directory handle serves, taken once at opendir so offsets stay stable. */
 struct fs_dir_handle {
+    struct fs_handle link;      /* first: the handle list holds it by this */
     struct ns_dir dir;
 };
+
+static void handle_track(struct fs *fs, struct fs_handle *h,
+                         void (*dispose)(struct fs *fs, struct fs_handle *h))
+{
+    h->dispose = dispose;
+    pthread_mutex_lock(&fs->handles_lock);
+    h->next = fs->handles.next;
+    h->prev = &fs->handles;
+    h->next->prev = h;
+    fs->handles.next = h;
+    pthread_mutex_unlock(&fs->handles_lock);
+}
+
+static void handle_untrack(struct fs *fs, struct fs_handle *h)
+{
+    pthread_mutex_lock(&fs->handles_lock);
+    if (h->next) {
+        h->prev->next = h->next;
+        h->next->prev = h->prev;
+        h->next = h->prev = NULL;
+    }
+    pthread_mutex_unlock(&fs->handles_lock);
+}
+
+/* At unmount: every handle whose release did not come. */
+static void dispose_handles(struct fs *fs)
+{
+    size_t n = 0;
+    for (;;) {
+        pthread_mutex_lock(&fs->handles_lock);
+        struct fs_handle *h = fs->handles.next == &fs->handles ? NULL : fs->handles.next;
+        pthread_mutex_unlock(&fs->handles_lock);
+        if (!h)
+            break;
+        handle_untrack(fs, h);
+        h->dispose(fs, h);
+        n++;
+    }
+    if (n)
+        log_info("%zu handles were still open at unmount: released", n);
+}
 
 /* The collector asks: may root's objects go? Not while an open file reads them. */
 static int root_in_use(void *ctx, const char *root)
@@ -119,6 +172,8 @@ int fs_new(const struct fs_config *cfg, struct fs **out)
     if (!fs)
         return -ENOMEM;
     fs->cfg = *cfg;
+    pthread_mutex_init(&fs->handles_lock, NULL);
+    fs->handles.next = fs->handles.prev = &fs->handles;
     int rc = inode_table_new(&fs->inodes);
     if (rc == 0 && (rc = image_table_new(&cfg->images, cfg->ttl, &fs->images)) != 0)
         inode_table_free(fs->inodes);
@@ -144,12 +199,15 @@ void fs_free(struct fs *fs)
 {
     if (!fs)
         return;
+    if (fs->handles.next)
+        dispose_handles(fs);
     gc_drain(fs->gc);           /* unmounted: no reader is left to wait for */
     gc_free(fs->gc);            /* before the tables its in_use question reads */
     staging_free(fs->staging);
     journal_close(fs->journal);
     image_table_free(fs->images);
     inode_table_free(fs->inodes);
+    pthread_mutex_destroy(&fs->handles_lock);
     free(fs);
 }
 
@@ -382,6 +440,14 @@ static int add_staged_children(struct fs *fs, const char *path, struct ns_dir *d
     return rc;
 }
 
+static void dir_handle_dispose(struct fs *fs, struct fs_handle *link)
+{
+    (void)fs;
+    struct fs_dir_handle *h = (struct fs_dir_handle *)link;
+    ns_dir_free(&h->dir);
+    free(h);
+}
+
 static void op_opendir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
     struct fs *fs = fs_of(req);
@@ -410,9 +476,10 @@ static void op_opendir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi
         return;
     }
     fi->fh = (uint64_t)(uintptr_t)h;
+    handle_track(fs, &h->link, dir_handle_dispose);
     if (fuse_reply_open(req, fi) != 0) {
-        ns_dir_free(&h->dir);   /* the opener is gone: no releasedir will come */
-        free(h);
+        handle_untrack(fs, &h->link);   /* the opener is gone: no releasedir will come */
+        dir_handle_dispose(fs, &h->link);
     }
 }
 
@@ -453,9 +520,10 @@ static void op_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 static void op_releasedir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
     (void)ino;
+    struct fs *fs = fs_of(req);
     struct fs_dir_handle *h = (struct fs_dir_handle *)(uintptr_t)fi->fh;
-    ns_dir_free(&h->dir);
-    free(h);
+    handle_untrack(fs, &h->link);
+    dir_handle_dispose(fs, &h->link);
     fuse_reply_err(req, 0);
 }
 
@@ -488,6 +556,7 @@ static void fs_file_free(struct fs *fs, struct fs_file *f)
 {
     if (!f)
         return;
+    handle_untrack(fs, &f->link);
     if (f->stg)
         staging_release(fs->staging, f->stg);
     if (f->img) {
@@ -531,9 +600,15 @@ static int open_file(struct fs *fs, const char *path, const struct ns_info *info
     return rc;
 }
 
-/* What the kernel keeps of an open file: the handle, and how to cache its pages. */
-static void hand_out(struct fuse_file_info *fi, struct fs_file *f, int reused)
+static void file_dispose(struct fs *fs, struct fs_handle *link)
 {
+    fs_file_free(fs, (struct fs_file *)link);
+}
+
+/* What the kernel keeps of an open file: the handle, and how to cache its pages. */
+static void hand_out(struct fs *fs, struct fuse_file_info *fi, struct fs_file *f, int reused)
+{
+    handle_track(fs, &f->link, file_dispose);
     fi->fh = (uint64_t)(uintptr_t)f;
     fi->keep_cache = reused;            /* a changed file drops what the kernel cached of it */
     fi->direct_io = f->stg != NULL;     /* staged bytes change under other handles */
@@ -559,7 +634,7 @@ static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
         return;
     }
     f->info = info;
-    hand_out(fi, f, reused);
+    hand_out(fs, fi, f, reused);
     if (fuse_reply_open(req, fi) != 0)
         fs_file_free(fs, f);    /* the opener is gone: no release will come */
 }
@@ -907,7 +982,7 @@ static void op_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode_
         return;
     }
     fill_stat(fs, e.ino, &f->info, &e.attr);
-    hand_out(fi, f, 0);
+    hand_out(fs, fi, f, 0);
     if (fuse_reply_create(req, &e, fi) != 0) {
         inode_forget(fs->inodes, e.ino, 1);
         fs_file_free(fs, f);
