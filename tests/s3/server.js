@@ -33,6 +33,7 @@ const path = require('path');
 
 const S3rver = require('s3rver');
 const AWSAccount = require('s3rver/lib/models/account');
+const FilesystemStore = require('s3rver/lib/stores/filesystem');
 const sigv4 = require('./sigv4');
 
 function usage(msg) {
@@ -73,6 +74,41 @@ try {
   usage('DES is unavailable (s3rver needs it for listings): ' +
         'run with NODE_OPTIONS=--openssl-legacy-provider');
 }
+
+// s3rver writes an object's file in place, so a GET during a PUT of the same key reads a
+// part of the new bytes (a torn .domain.json); S3 replaces objects atomically. Write the bytes
+// next to the object (a name s3rver's listing ignores: it lists only "<name>._S3rver_object")
+// and rename them over it.
+FilesystemStore.prototype.putObject = async function putObjectAtomically(object) {
+  const objectPath = this.getResourcePath(object.bucket, object.key, 'object');
+  const partPath = `${objectPath}.put-${process.pid}-${crypto.randomBytes(6).toString('hex')}`;
+  await fs.promises.mkdir(path.dirname(objectPath), { recursive: true });
+  const md5 = crypto.createHash('md5');
+  let size = 0;
+  try {
+    if (Buffer.isBuffer(object.content)) {
+      await fs.promises.writeFile(partPath, object.content);
+      md5.update(object.content);
+      size = object.content.length;
+    } else {
+      await new Promise((resolve, reject) => {
+        const out = fs.createWriteStream(partPath);
+        object.content.on('data', (chunk) => { md5.update(chunk); size += chunk.length; });
+        object.content.on('error', reject);
+        out.on('error', reject);
+        out.on('finish', resolve);
+        object.content.pipe(out);
+      });
+    }
+    await fs.promises.rename(partPath, objectPath);
+  } catch (err) {
+    await fs.promises.rm(partPath, { force: true });
+    throw err;
+  }
+  const digest = md5.digest('hex');
+  await this.putMetadata(object.bucket, object.key, object.metadata, digest);
+  return { size, md5: digest };
+};
 
 const extraKey = process.env.S3_ACCESS_KEY_ID;
 const extraSecret = process.env.S3_SECRET_ACCESS_KEY;
