@@ -36,9 +36,12 @@ struct fs;
 int fs_new(const struct fs_config *cfg, struct fs **out);
 void fs_free(struct fs *fs);
 
-/* Start read-ahead with p and the collector's thread (after daemonising: threads would not
- * survive the fork). */
-void fs_start_threads(struct fs *fs, struct prefetcher *p);
+/* Start read-ahead with p (may be NULL), the collector's and the kernel notifier's threads
+ * on session se, and recover the journal (after daemonising: threads would not survive the
+ * fork). */
+void fs_start_threads(struct fs *fs, struct fuse_session *se, struct prefetcher *p);
+/* Stop the threads that use the session (before it is destroyed). */
+void fs_stop_threads(struct fs *fs);
 
 /* The operations table; the userdata given to fuse_session_new must be the struct fs. */
 const struct fuse_lowlevel_ops *fs_operations(void);

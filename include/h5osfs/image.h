@@ -40,6 +40,8 @@ void image_put(struct image *img);
 int image_refs(struct image *img);
 
 uint64_t image_size(const struct image *img);
+/* A number no other build of this process had: the identity of this version of the file. */
+uint64_t image_serial(const struct image *img);
 /* True when both images have the same bytes (same layout, metadata and chunk sources). */
 int image_equal(const struct image *a, const struct image *b);
 

@@ -9,6 +9,8 @@
 #ifndef H5OSFS_LOG_H
 #define H5OSFS_LOG_H
 
+#include <stdarg.h>
+
 enum log_level { LOG_LVL_ERROR = 0, LOG_LVL_WARN, LOG_LVL_INFO, LOG_LVL_DEBUG };
 
 /* Where lines go: stderr (the default), syslog, or a file opened for appending. */
@@ -21,6 +23,8 @@ int log_enabled(enum log_level level);
 
 void log_msg(enum log_level level, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
+void log_vmsg(enum log_level level, const char *fmt, va_list ap)
+    __attribute__((format(printf, 2, 0)));
 
 #define log_error(...) log_msg(LOG_LVL_ERROR, __VA_ARGS__)
 #define log_warn(...) log_msg(LOG_LVL_WARN, __VA_ARGS__)

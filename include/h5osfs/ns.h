@@ -28,7 +28,7 @@ struct ns_info {
     unsigned rights;            /* schema_right bits for the mount's user (before -o ro) */
     double mtime;               /* lastModified; the mount time for plain directories */
     double ctime;               /* created */
-    uint64_t size;              /* domains: estimated file size (see ns_estimate_size) */
+    uint64_t size;              /* 0 here: a domain's size is its file's (the image's) */
     char root[SCHEMA_ID_BUF];   /* domains: root group id */
     char owner[64];             /* folders and domains: owner (truncated for display) */
 };

@@ -19,6 +19,7 @@
 #include "h5osfs/log.h"
 #include "images.h"
 #include "inode.h"
+#include "notify.h"
 #include "staging.h"
 
 #define FS_BLOCK_SIZE 4096
@@ -47,17 +48,20 @@ struct fs {
     struct domops ops;
     struct journal *journal;    /* NULL on a read-only mount */
     struct staging *staging;    /* NULL on a read-only mount */
+    struct notifier *notifier;  /* NULL until the threads start */
 };
 
 /* An open domain file: its version and its reads' state; or, for writing (and for reading a
  * new file that is still being written), its staged entry. */
 struct fs_file {
     struct fs_handle link;      /* first: the handle list holds it by this */
+    fuse_ino_t ino;
+    pid_t opener;               /* the thread whose open made it */
+    _Atomic int fresh;          /* opened, nothing done with it yet (see truncate_of_open) */
     struct staged *stg;
     struct image *img;
     struct image_reader reader;
     char root[SCHEMA_ID_BUF];
-    struct ns_info info;        /* the domain as it was opened: fstat answers from it */
 };
 
 /* The listing a directory handle serves, taken once at opendir so offsets stay stable. */
@@ -143,10 +147,18 @@ static int fill_staged(void *ctx, const char *path, const char *root, int fd)
     return rc;
 }
 
+/* A commit made a new version of path: the next lookup must find it, not the kernel's cached
+ * name of the old version's node. */
 static void forget_image(void *ctx, const char *path)
 {
     struct fs *fs = ctx;
     image_table_expire(fs->images, path);
+    const char *slash = strrchr(path, '/');
+    char *dir = slash ? strndup(path, (size_t)(slash - path)) : NULL;
+    fuse_ino_t parent = dir ? inode_of(fs->inodes, *dir ? dir : "/") : 0;
+    if (parent)
+        notifier_entry(fs->notifier, parent, slash + 1);
+    free(dir);
 }
 
 static int fs_new_staging(struct fs *fs)
@@ -195,10 +207,17 @@ int fs_new(const struct fs_config *cfg, struct fs **out)
     return 0;
 }
 
+void fs_stop_threads(struct fs *fs)
+{
+    notifier_stop(fs->notifier);
+    fs->notifier = NULL;
+}
+
 void fs_free(struct fs *fs)
 {
     if (!fs)
         return;
+    fs_stop_threads(fs);
     if (fs->handles.next)
         dispose_handles(fs);
     gc_drain(fs->gc);           /* unmounted: no reader is left to wait for */
@@ -211,9 +230,12 @@ void fs_free(struct fs *fs)
     free(fs);
 }
 
-void fs_start_threads(struct fs *fs, struct prefetcher *p)
+void fs_start_threads(struct fs *fs, struct fuse_session *se, struct prefetcher *p)
 {
     fs->cfg.prefetch = p;       /* before the loop starts: no request reads it yet */
+    if (notifier_start(se, &fs->notifier) != 0)
+        log_warn("no notifier thread: after a commit, the kernel may show the old version of "
+                 "the file for up to ttl seconds");
     if (fs->staging) {
         struct commit_ctx commit = { &fs->ops, fs->journal, fs->cfg.write_workers };
         size_t left = commit_recover(&commit);
@@ -278,26 +300,57 @@ static void fill_stat(const struct fs *fs, fuse_ino_t ino, const struct ns_info 
 
 /* ---- helpers that every request uses ---- */
 
-/* Namespace answer for path, with the exact file size once the domain's file was built. */
-static int stat_path(struct fs *fs, const char *path, struct ns_info *info)
+/* Namespace answer for path as it is now; a file being written for the first time is its
+ * staged file. A domain's size is not known here (see resolve). */
+static int stat_staged(struct fs *fs, const char *path, struct ns_info *info, int *staged)
 {
     struct staged *s = fs->staging ? staging_find(fs->staging, path) : NULL;
-    if (s) {
+    *staged = s && staging_is_new(s);
+    if (*staged)
         staging_info(s, info);
+    if (s)
         staging_release(fs->staging, s);
-        return 0;
-    }
-    int rc = ns_stat(fs->cfg.ns, path, info);
-    if (rc == 0 && info->kind == NS_DOMAIN)
-        image_table_size(fs->images, path, info->root, &info->size);
-    return rc;
+    return *staged ? 0 : ns_stat(fs->cfg.ns, path, info);
 }
 
-/* A domain's attributes are not cached by the kernel: its size becomes exact at open, and
- * fstat after open must see that. Lookups (names) are cached for the ttl. */
-static double attr_timeout(const struct fs *fs, const struct ns_info *info)
+static int stat_path(struct fs *fs, const char *path, struct ns_info *info)
 {
-    return info->kind == NS_DOMAIN ? 0 : fs->cfg.ttl;
+    return stat_staged(fs, path, info, &(int){ 0 });
+}
+
+/*
+ * What path is now and which version of it an open would get: for a domain, its file is built
+ * (or the build of the last ttl reused), so that the size is exact whenever it is reported.
+ * *version as inode.h says. A domain whose file cannot be built shows as broken.
+ */
+static int resolve(struct fs *fs, const char *path, struct ns_info *info, uint64_t *version)
+{
+    int staged;
+    int rc = stat_staged(fs, path, info, &staged);
+    *version = staged ? INODE_STAGED : INODE_NO_VERSION;
+    if (rc != 0 || staged || info->kind != NS_DOMAIN)
+        return rc;
+    struct image *img;
+    int reused;
+    rc = image_table_get(fs->images, path, info->root, &img, &reused);
+    if (rc == -ENOMEM)
+        return rc;
+    if (rc != 0) {
+        info->kind = NS_BROKEN;     /* logged by the build; opens fail with EIO */
+        info->size = 0;
+        return 0;
+    }
+    info->size = image_size(img);
+    *version = image_serial(img);
+    image_put(img);
+    return 0;
+}
+
+/* A version's attributes never change, so the kernel may keep them (and the version's pages)
+ * as long as it likes; only rights may change, hence the ttl. A staged file grows. */
+static double attr_timeout(const struct fs *fs, uint64_t version)
+{
+    return version == INODE_STAGED ? 0 : fs->cfg.ttl;
 }
 
 /* Path and namespace answer for ino; 0 or -errno. *path is the caller's to free. */
@@ -307,6 +360,35 @@ static int stat_ino(struct fs *fs, fuse_ino_t ino, char **path, struct ns_info *
     if (!*path)
         return -ENOMEM;
     int rc = stat_path(fs, *path, info);
+    if (rc != 0) {
+        free(*path);
+        *path = NULL;
+    }
+    return rc;
+}
+
+/*
+ * The attributes of ino's version. A domain version answers from what its lookup found; a
+ * staged file from its staged entry, and once that is committed the node becomes the version
+ * its path has now (it never had cached pages). Directories and broken domains answer live.
+ */
+static int version_attributes(struct fs *fs, fuse_ino_t ino, char **path, uint64_t *version,
+                              struct ns_info *info)
+{
+    int rc = inode_get(fs->inodes, ino, path, version, info);
+    if (rc != 0)
+        return rc;
+    if (*version == INODE_NO_VERSION) {
+        rc = stat_path(fs, *path, info);
+    } else if (*version == INODE_STAGED) {
+        struct staged *s = fs->staging ? staging_find(fs->staging, *path) : NULL;
+        if (s) {
+            staging_info(s, info);
+            staging_release(fs->staging, s);
+        } else if ((rc = resolve(fs, *path, info, version)) == 0) {
+            inode_settle(fs->inodes, ino, *version, info);
+        }
+    }
     if (rc != 0) {
         free(*path);
         *path = NULL;
@@ -329,15 +411,17 @@ static void op_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
     struct fs *fs = fs_of(req);
     struct fuse_entry_param e = { .attr_timeout = fs->cfg.ttl, .entry_timeout = fs->cfg.ttl };
     struct ns_info info;
+    uint64_t version;
     char *dir = inode_path(fs->inodes, parent);
     char *path = dir ? child_path(dir, name) : NULL;
-    int rc = path ? stat_path(fs, path, &info) : -ENOMEM;
+    int rc = path ? resolve(fs, path, &info, &version) : -ENOMEM;
     if (rc == 0)
-        rc = inode_lookup(fs->inodes, path, &e.ino, &e.generation);
+        rc = inode_lookup(fs->inodes, path, version, &info, &e.ino, &e.generation);
     if (rc == 0) {
         fill_stat(fs, e.ino, &info, &e.attr);
-        e.attr_timeout = attr_timeout(fs, &info);
-        fuse_reply_entry(req, &e);
+        e.attr_timeout = attr_timeout(fs, version);
+        if (fuse_reply_entry(req, &e) != 0)
+            inode_forget(fs->inodes, e.ino, 1);
     } else if (rc == -ENOENT) {
         e.ino = 0;              /* a negative entry: the kernel remembers the absence for ttl */
         fuse_reply_entry(req, &e);
@@ -364,25 +448,19 @@ static void op_forget_multi(fuse_req_t req, size_t count, struct fuse_forget_dat
 
 static void op_getattr(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
+    (void)fi;                   /* every handle of ino reads ino's version */
     struct fs *fs = fs_of(req);
     struct ns_info info;
     struct stat st;
+    uint64_t version;
     char *path = NULL;
-    /* an open file is its version, even after the domain was replaced or removed */
-    const struct fs_file *f = fi ? (const struct fs_file *)(uintptr_t)fi->fh : NULL;
-    int rc = f ? 0 : stat_ino(fs, ino, &path, &info);
+    int rc = version_attributes(fs, ino, &path, &version, &info);
     if (rc != 0) {
         fuse_reply_err(req, -rc);
         return;
     }
-    if (f && f->stg) {
-        staging_info(f->stg, &info);
-    } else if (f) {
-        info = f->info;
-        info.size = image_size(f->img);
-    }
     fill_stat(fs, ino, &info, &st);
-    fuse_reply_attr(req, &st, attr_timeout(fs, &info));
+    fuse_reply_attr(req, &st, attr_timeout(fs, version));
     free(path);
 }
 
@@ -566,13 +644,20 @@ static void fs_file_free(struct fs *fs, struct fs_file *f)
     free(f);
 }
 
-/* A reader of a committed version: its image. */
+/* A reader of a committed version: the image of exactly that version, or -ESTALE when the
+ * path has a newer one (the kernel then looks the name up again and opens the new node). */
 static int open_image(struct fs *fs, const char *path, const struct ns_info *info,
-                      struct fs_file *f, int *reused)
+                      uint64_t version, struct fs_file *f)
 {
-    int rc = image_table_get(fs->images, path, info->root, &f->img, reused);
+    int reused;
+    int rc = image_table_get(fs->images, path, info->root, &f->img, &reused);
     if (rc != 0)
         return rc;
+    if (image_serial(f->img) != version) {
+        image_put(f->img);
+        f->img = NULL;
+        return -ESTALE;
+    }
     snprintf(f->root, sizeof f->root, "%s", info->root);
     image_table_hold(fs->images, f->root, +1);
     f->reader.cache = fs->cfg.cache;
@@ -581,23 +666,17 @@ static int open_image(struct fs *fs, const char *path, const struct ns_info *inf
 }
 
 /* Writers share the path's staged file; so do readers of a file not committed yet. */
-static int open_file(struct fs *fs, const char *path, const struct ns_info *info, int flags,
-                     struct fs_file *f, int *reused)
+static int open_file(struct fs *fs, const char *path, const struct ns_info *info,
+                     uint64_t version, int flags, struct fs_file *f)
 {
-    struct staged *s = fs->staging ? staging_find(fs->staging, path) : NULL;
-    int rc = 0;
-    if (open_for_writing(flags)) {
-        rc = staging_open(fs->staging, path, info->root[0] ? info->root : NULL,
-                          (flags & O_TRUNC) != 0, &f->stg);
-    } else if (s && staging_is_new(s)) {
-        f->stg = s;
-        s = NULL;
-    } else {
-        rc = open_image(fs, path, info, f, reused);
+    if (open_for_writing(flags))
+        return staging_open(fs->staging, path, info->root[0] ? info->root : NULL,
+                            (flags & O_TRUNC) != 0, &f->stg);
+    if (version == INODE_STAGED) {
+        f->stg = fs->staging ? staging_find(fs->staging, path) : NULL;
+        return f->stg ? 0 : -ESTALE;
     }
-    if (s)
-        staging_release(fs->staging, s);
-    return rc;
+    return open_image(fs, path, info, version, f);
 }
 
 static void file_dispose(struct fs *fs, struct fs_handle *link)
@@ -606,35 +685,47 @@ static void file_dispose(struct fs *fs, struct fs_handle *link)
 }
 
 /* What the kernel keeps of an open file: the handle, and how to cache its pages. */
-static void hand_out(struct fs *fs, struct fuse_file_info *fi, struct fs_file *f, int reused)
+static void hand_out(struct fs *fs, struct fuse_file_info *fi, struct fs_file *f)
 {
     handle_track(fs, &f->link, file_dispose);
     fi->fh = (uint64_t)(uintptr_t)f;
-    fi->keep_cache = reused;            /* a changed file drops what the kernel cached of it */
+    fi->keep_cache = f->img != NULL;    /* the node is this version: its pages stay right */
     fi->direct_io = f->stg != NULL;     /* staged bytes change under other handles */
+}
+
+/* The node's version, if it is still the one its path has (the same check opens make). */
+static int check_current(struct fs *fs, const char *path, uint64_t version,
+                         struct ns_info *info)
+{
+    uint64_t now;
+    int rc = resolve(fs, path, info, &now);
+    return rc == 0 && now != version ? -ESTALE : rc;
 }
 
 static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
     struct fs *fs = fs_of(req);
     struct ns_info info;
-    int reused = 0;
-    char *path;
+    uint64_t version;
+    char *path = NULL;
     struct fs_file *f = calloc(1, sizeof *f);
-    int rc = f ? stat_ino(fs, ino, &path, &info) : -ENOMEM;
-    if (rc == 0) {
+    int rc = f ? version_attributes(fs, ino, &path, &version, &info) : -ENOMEM;
+    if (rc == 0 && version != INODE_STAGED && version != INODE_NO_VERSION)
+        rc = check_current(fs, path, version, &info);
+    if (rc == 0)
         rc = check_open(fs, &info, fi->flags);
-        if (rc == 0)
-            rc = open_file(fs, path, &info, fi->flags, f, &reused);
-        free(path);
-    }
+    if (rc == 0)
+        rc = open_file(fs, path, &info, version, fi->flags, f);
+    free(path);
     if (rc != 0) {
         fs_file_free(fs, f);
         fuse_reply_err(req, -rc);
         return;
     }
-    f->info = info;
-    hand_out(fs, fi, f, reused);
+    f->ino = ino;
+    f->opener = fuse_req_ctx(req)->pid;
+    f->fresh = 1;
+    hand_out(fs, fi, f);
     if (fuse_reply_open(req, fi) != 0)
         fs_file_free(fs, f);    /* the opener is gone: no release will come */
 }
@@ -644,13 +735,14 @@ static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 {
     (void)ino;
     struct fs_file *f = (struct fs_file *)(uintptr_t)fi->fh;
+    f->fresh = 0;
     char *buf = malloc(size ? size : 1);
     if (!buf || off < 0) {
         free(buf);
         fuse_reply_err(req, buf ? EINVAL : ENOMEM);
         return;
     }
-    ssize_t n = f->stg ? staging_read(f->stg, buf, size, (uint64_t)off)
+    ssize_t n = f->stg ? staging_read(fs_of(req)->staging, f->stg, buf, size, (uint64_t)off)
                        : image_read(f->img, &f->reader, (uint64_t)off, buf, size);
     if (n < 0)
         fuse_reply_err(req, (int)-n);
@@ -665,6 +757,7 @@ static void op_write(fuse_req_t req, fuse_ino_t ino, const char *buf, size_t siz
     (void)ino;
     struct fs *fs = fs_of(req);
     struct fs_file *f = (struct fs_file *)(uintptr_t)fi->fh;
+    f->fresh = 0;
     ssize_t n = !f->stg || (fi->flags & O_ACCMODE) == O_RDONLY ? -EBADF
               : off < 0 ? -EINVAL
               : staging_write(fs->staging, f->stg, buf, size, (uint64_t)off);
@@ -679,7 +772,10 @@ static void reply_commit(fuse_req_t req, struct fuse_file_info *fi)
 {
     struct fs *fs = fs_of(req);
     struct fs_file *f = (struct fs_file *)(uintptr_t)fi->fh;
+    f->fresh = 0;
     int rc = f->stg ? staging_commit(fs->staging, f->stg) : 0;
+    if (f->stg)
+        notifier_drain(fs->notifier);   /* a stat right after close() sees the new version */
     fuse_reply_err(req, -rc);
 }
 
@@ -782,12 +878,23 @@ static void reply_erofs(fuse_req_t req)
     fuse_reply_err(req, EROFS);
 }
 
-/* truncate(2) without an open handle: staged, committed and released at once. */
+/*
+ * A truncate without a handle. The kernel sends open(O_TRUNC) as an open and then such a
+ * truncate (op_init), so when the path has a staged entry its handles own the change: the
+ * staged file is truncated and their close commits it. Otherwise (truncate(2) of a domain
+ * nobody writes) it is staged, committed and released at once.
+ */
 static int truncate_path(struct fs *fs, const char *path, const struct ns_info *info,
                          uint64_t size)
 {
-    struct staged *s = NULL;
+    struct staged *s = fs->staging ? staging_find(fs->staging, path) : NULL;
     int rc = check_open(fs, info, O_WRONLY);
+    if (s) {
+        if (rc == 0)
+            rc = staging_truncate(fs->staging, s, size);
+        staging_release(fs->staging, s);
+        return rc;
+    }
     if (rc == 0)
         rc = staging_open(fs->staging, path, info->root[0] ? info->root : NULL, size == 0, &s);
     if (rc == 0)
@@ -813,13 +920,37 @@ static int set_attributes(struct fs *fs, const char *path, struct ns_info *info,
         return -EROFS;
     if (is_dir_kind(info->kind))
         return -EISDIR;
-    int rc = f && f->stg ? staging_truncate(fs->staging, f->stg, (uint64_t)attr->st_size)
-                         : truncate_path(fs, path, info, (uint64_t)attr->st_size);
-    if (rc == 0)
-        rc = stat_path(fs, path, info);
-    return rc;
+    return f && f->stg ? staging_truncate(fs->staging, f->stg, (uint64_t)attr->st_size)
+                       : truncate_path(fs, path, info, (uint64_t)attr->st_size);
 }
 
+/*
+ * Without atomic_o_trunc (op_init) the kernel sends open(O_TRUNC) as an open, then a truncate
+ * to 0 without a handle, from the same thread. That truncate belongs to the handle just opened:
+ * a writer's staged file is emptied without being a change by itself (nothing is stored unless
+ * written, as for a new file), and a reader's O_RDONLY|O_TRUNC stores nothing. 1 when it was
+ * such a truncate.
+ */
+static int truncate_of_open(struct fs *fs, fuse_req_t req, fuse_ino_t ino, int *rc)
+{
+    pid_t tid = fuse_req_ctx(req)->pid;
+    struct fs_file *found = NULL;
+    pthread_mutex_lock(&fs->handles_lock);
+    for (struct fs_handle *h = fs->handles.next; h != &fs->handles && !found; h = h->next) {
+        struct fs_file *f = (struct fs_file *)h;
+        if (h->dispose == file_dispose && f->ino == ino && f->opener == tid && f->fresh)
+            found = f;
+    }
+    if (found)
+        found->fresh = 0;
+    pthread_mutex_unlock(&fs->handles_lock);
+    /* the handle stays alive: its release cannot come before this open's syscall returns */
+    *rc = found && found->stg ? staging_empty(fs->staging, found->stg) : 0;
+    return found != NULL;
+}
+
+/* The answer is ino's version's attributes: a writer's truncate of a committed domain
+ * changes its staged file, not the version other handles of the inode read. */
 static void op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int to_set,
                        struct fuse_file_info *fi)
 {
@@ -827,13 +958,22 @@ static void op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int to
     const struct fs_file *f = fi ? (const struct fs_file *)(uintptr_t)fi->fh : NULL;
     struct ns_info info;
     struct stat st;
+    uint64_t version;
     char *path = NULL;
-    int rc = stat_ino(fs, ino, &path, &info);
+    int rc = 0;
+    if (f || to_set != FUSE_SET_ATTR_SIZE || attr->st_size != 0 ||
+        !truncate_of_open(fs, req, ino, &rc)) {
+        rc = stat_ino(fs, ino, &path, &info);
+        if (rc == 0)
+            rc = set_attributes(fs, path, &info, f, attr, to_set);
+        free(path);
+        path = NULL;
+    }
     if (rc == 0)
-        rc = set_attributes(fs, path, &info, f, attr, to_set);
+        rc = version_attributes(fs, ino, &path, &version, &info);
     if (rc == 0) {
         fill_stat(fs, ino, &info, &st);
-        fuse_reply_attr(req, &st, attr_timeout(fs, &info));
+        fuse_reply_attr(req, &st, attr_timeout(fs, version));
     } else {
         fuse_reply_err(req, -rc);
     }
@@ -858,17 +998,18 @@ static char *path_in(struct fs *fs, fuse_ino_t parent, const char *name)
 
 static void reply_entry_for(fuse_req_t req, struct fs *fs, const char *path)
 {
-    struct fuse_entry_param e = { .attr_timeout = 0, .entry_timeout = fs->cfg.ttl };
+    struct fuse_entry_param e = { .entry_timeout = fs->cfg.ttl };
     struct ns_info info;
-    int rc = stat_path(fs, path, &info);
+    uint64_t version;
+    int rc = resolve(fs, path, &info, &version);
     if (rc == 0)
-        rc = inode_lookup(fs->inodes, path, &e.ino, &e.generation);
+        rc = inode_lookup(fs->inodes, path, version, &info, &e.ino, &e.generation);
     if (rc != 0) {
         fuse_reply_err(req, -rc);
         return;
     }
     fill_stat(fs, e.ino, &info, &e.attr);
-    e.attr_timeout = attr_timeout(fs, &info);
+    e.attr_timeout = attr_timeout(fs, version);
     if (fuse_reply_entry(req, &e) != 0)
         inode_forget(fs->inodes, e.ino, 1);
 }
@@ -940,21 +1081,25 @@ static void op_link(fuse_req_t req, fuse_ino_t ino, fuse_ino_t newparent, const 
 }
 
 /* A new domain's staged file, or an existing domain opened as open(2) says. */
-static int create_file(struct fs *fs, const char *path, int flags, struct fs_file *f)
+static int create_file(struct fs *fs, const char *path, int flags, struct fs_file *f,
+                       struct ns_info *info, uint64_t *version)
 {
-    struct ns_info info;
-    int rc = stat_path(fs, path, &info);
+    int rc = resolve(fs, path, info, version);
     if (rc == 0 && (flags & O_EXCL))
         return -EEXIST;
     if (rc == 0)
-        rc = check_open(fs, &info, flags);
+        rc = check_open(fs, info, flags);
     if (rc == 0)
-        return open_file(fs, path, &info, flags, f, &(int){ 0 });
+        return open_file(fs, path, info, *version, flags, f);
     if (rc != -ENOENT)
         return rc;
     rc = domops_may_create(&fs->ops, path);
     if (rc == 0)
         rc = staging_open(fs->staging, path, NULL, 1, &f->stg);
+    if (rc == 0) {
+        staging_info(f->stg, info);
+        *version = INODE_STAGED;
+    }
     return rc;
 }
 
@@ -963,26 +1108,27 @@ static void op_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode_
 {
     (void)mode;                 /* rights come from the folder's ACL, not from a mode */
     struct fs *fs = fs_of(req);
-    struct fuse_entry_param e = { .attr_timeout = 0, .entry_timeout = fs->cfg.ttl };
+    struct fuse_entry_param e = { .entry_timeout = fs->cfg.ttl };
+    struct ns_info info;
+    uint64_t version = INODE_NO_VERSION;
     struct fs_file *f = calloc(1, sizeof *f);
     char *path = f && !fs->cfg.read_only ? path_in(fs, parent, name) : NULL;
     int rc = !f ? -ENOMEM : fs->cfg.read_only ? -EROFS : !path ? -ENOMEM : 0;
     if (rc == 0 && !schema_name_valid(name, strlen(name)))
         rc = -EINVAL;
     if (rc == 0)
-        rc = create_file(fs, path, fi->flags, f);
+        rc = create_file(fs, path, fi->flags, f, &info, &version);
     if (rc == 0)
-        rc = stat_path(fs, path, &f->info);
-    if (rc == 0)
-        rc = inode_lookup(fs->inodes, path, &e.ino, &e.generation);
+        rc = inode_lookup(fs->inodes, path, version, &info, &e.ino, &e.generation);
     free(path);
     if (rc != 0) {
         fs_file_free(fs, f);
         fuse_reply_err(req, -rc);
         return;
     }
-    fill_stat(fs, e.ino, &f->info, &e.attr);
-    hand_out(fs, fi, f, 0);
+    fill_stat(fs, e.ino, &info, &e.attr);
+    e.attr_timeout = attr_timeout(fs, version);
+    hand_out(fs, fi, f);
     if (fuse_reply_create(req, &e, fi) != 0) {
         inode_forget(fs->inodes, e.ino, 1);
         fs_file_free(fs, f);
@@ -1002,7 +1148,21 @@ static void op_removexattr(fuse_req_t req, fuse_ino_t ino, const char *name)
     reply_erofs(req);
 }
 
+/*
+ * Each inode is one version of a domain whose attributes and bytes never change (inode.h), so
+ * the kernel needs no re-checks of them before cached reads (auto_inval_data: one GETATTR per
+ * read when attributes expire). An O_TRUNC open must not empty the kernel's view of an inode
+ * that other handles still read: without atomic_o_trunc the kernel asks with a setattr, whose
+ * answer is the version's size (op_setattr), and the writer's staged file alone is emptied.
+ */
+static void op_init(void *userdata, struct fuse_conn_info *conn)
+{
+    (void)userdata;
+    conn->want &= ~(unsigned)(FUSE_CAP_AUTO_INVAL_DATA | FUSE_CAP_ATOMIC_O_TRUNC);
+}
+
 static const struct fuse_lowlevel_ops fs_ops = {
+    .init = op_init,
     .lookup = op_lookup,
     .forget = op_forget,
     .forget_multi = op_forget_multi,

@@ -10,20 +10,26 @@
 #include "h5osfs/strmap.h"
 
 struct inode {
+    struct inode *prev, *next;  /* every node, current or not: all are freed at unmount */
     uint64_t nlookup;
     uint64_t generation;
     char *path;                 /* changes on rename; the node (its ino) does not */
+    int current;                /* the node by_path has for its path (not replaced since) */
+    uint64_t version;           /* see inode.h */
+    struct ns_info info;        /* attributes of that version, as the last lookup gave them */
 };
 
 struct inode_table {
-    pthread_mutex_t lock;       /* guards by_path, every node's nlookup, next_generation */
-    struct strmap *by_path;     /* path -> struct inode */
+    pthread_mutex_t lock;       /* guards by_path, the node list, every node's fields */
+    struct strmap *by_path;     /* path -> its current struct inode */
+    struct inode all;           /* head of the list of every node */
     uint64_t next_generation;
 };
 
-static void free_node(void *v)
+static void free_node(struct inode *node)
 {
-    struct inode *node = v;
+    node->prev->next = node->next;
+    node->next->prev = node->prev;
     free(node->path);
     free(node);
 }
@@ -40,6 +46,7 @@ int inode_table_new(struct inode_table **out)
         return -ENOMEM;
     }
     t->next_generation = 1;
+    t->all.prev = t->all.next = &t->all;
     *out = t;
     return 0;
 }
@@ -48,7 +55,9 @@ void inode_table_free(struct inode_table *table)
 {
     if (!table)
         return;
-    strmap_free(table->by_path, free_node);
+    strmap_free(table->by_path, NULL);
+    while (table->all.next != &table->all)
+        free_node(table->all.next);     /* the kernel's last references went with the mount */
     pthread_mutex_destroy(&table->lock);
     free(table);
 }
@@ -64,38 +73,104 @@ char *inode_path(struct inode_table *table, fuse_ino_t ino)
     return path;
 }
 
-int inode_lookup(struct inode_table *table, const char *path, fuse_ino_t *ino, uint64_t *gen)
+int inode_get(struct inode_table *table, fuse_ino_t ino, char **path, uint64_t *version,
+              struct ns_info *info)
+{
+    if (ino == FUSE_ROOT_ID) {
+        *version = INODE_NO_VERSION;
+        memset(info, 0, sizeof *info);
+        *path = strdup("/");
+        return *path ? 0 : -ENOMEM;
+    }
+    pthread_mutex_lock(&table->lock);
+    const struct inode *node = (const struct inode *)(uintptr_t)ino;
+    *path = strdup(node->path);
+    *version = node->version;
+    *info = node->info;
+    pthread_mutex_unlock(&table->lock);
+    return *path ? 0 : -ENOMEM;
+}
+
+static struct inode *node_new(struct inode_table *table, const char *path)
+{
+    struct inode *node = calloc(1, sizeof *node);
+    if (node)
+        node->path = strdup(path);
+    if (!node || !node->path) {
+        free(node);
+        return NULL;
+    }
+    node->generation = table->next_generation++;
+    node->next = table->all.next;
+    node->prev = &table->all;
+    node->next->prev = node;
+    table->all.next = node;
+    return node;
+}
+
+/* The path's node for version, made (and put in by_path, replacing an older version's) when
+ * it has none. NULL on ENOMEM. */
+static struct inode *node_for(struct inode_table *table, const char *path, uint64_t version)
+{
+    struct inode *node = strmap_get(table->by_path, path), *old = NULL;
+    if (node && node->version == version)
+        return node;
+    struct inode *fresh = node_new(table, path);
+    if (!fresh)
+        return NULL;
+    fresh->version = version;
+    if (strmap_put(table->by_path, path, fresh, (void **)&old) != 0) {
+        free_node(fresh);
+        return NULL;
+    }
+    fresh->current = 1;
+    if (old)
+        old->current = 0;       /* lives on for the kernel's references to that version */
+    return fresh;
+}
+
+int inode_lookup(struct inode_table *table, const char *path, uint64_t version,
+                 const struct ns_info *info, fuse_ino_t *ino, uint64_t *gen)
 {
     if (strcmp(path, "/") == 0) {
         *ino = FUSE_ROOT_ID;
         *gen = 0;
         return 0;
     }
-    int rc = 0;
     pthread_mutex_lock(&table->lock);
-    struct inode *node = strmap_get(table->by_path, path);
-    if (!node) {
-        node = calloc(1, sizeof *node);
-        if (node)
-            node->path = strdup(path);
-        if (!node || !node->path) {
-            free(node);
-            rc = -ENOMEM;
-            goto out_unlock;
-        }
-        node->generation = table->next_generation++;
-        if (strmap_put(table->by_path, path, node, NULL) != 0) {
-            free_node(node);
-            rc = -ENOMEM;
-            goto out_unlock;
-        }
+    struct inode *node = node_for(table, path, version);
+    if (node) {
+        node->info = *info;
+        node->nlookup++;
+        *ino = (fuse_ino_t)(uintptr_t)node;
+        *gen = node->generation;
     }
-    node->nlookup++;
-    *ino = (fuse_ino_t)(uintptr_t)node;
-    *gen = node->generation;
-out_unlock:
     pthread_mutex_unlock(&table->lock);
-    return rc;
+    return node ? 0 : -ENOMEM;
+}
+
+void inode_settle(struct inode_table *table, fuse_ino_t ino, uint64_t version,
+                  const struct ns_info *info)
+{
+    if (ino == FUSE_ROOT_ID)
+        return;
+    pthread_mutex_lock(&table->lock);
+    struct inode *node = (struct inode *)(uintptr_t)ino;
+    if (node->version == INODE_STAGED) {
+        node->version = version;
+        node->info = *info;
+    }
+    pthread_mutex_unlock(&table->lock);
+}
+
+fuse_ino_t inode_of(struct inode_table *table, const char *path)
+{
+    if (strcmp(path, "/") == 0)
+        return FUSE_ROOT_ID;
+    pthread_mutex_lock(&table->lock);
+    fuse_ino_t ino = (fuse_ino_t)(uintptr_t)strmap_get(table->by_path, path);
+    pthread_mutex_unlock(&table->lock);
+    return ino;
 }
 
 void inode_forget(struct inode_table *table, fuse_ino_t ino, uint64_t n)
@@ -106,7 +181,8 @@ void inode_forget(struct inode_table *table, fuse_ino_t ino, uint64_t n)
     struct inode *node = (struct inode *)(uintptr_t)ino;
     node->nlookup = node->nlookup > n ? node->nlookup - n : 0;
     if (node->nlookup == 0) {
-        strmap_remove(table->by_path, node->path);
+        if (node->current)
+            strmap_remove(table->by_path, node->path);
         free_node(node);
     }
     pthread_mutex_unlock(&table->lock);
@@ -158,12 +234,15 @@ int inode_rename(struct inode_table *table, const char *from, const char *to)
             free(node->path);
             node->path = path;
         }
-        /* a node displaced here (the target's old node) keeps its ino but loses its name */
+        /* a node displaced here (the target's old node) keeps its ino and its version's
+         * attributes, but is no longer the path's */
         struct inode *old = NULL;
-        if (strmap_put(table->by_path, node->path, node, (void **)&old) != 0)
+        if (strmap_put(table->by_path, node->path, node, (void **)&old) != 0) {
+            node->current = 0;
             rc = -ENOMEM;
+        }
         if (old && old != node)
-            old->path[0] = '\0';
+            old->current = 0;
     }
     pthread_mutex_unlock(&table->lock);
     free(m.nodes);

@@ -21,6 +21,9 @@ struct staged {
     char root[SCHEMA_ID_BUF];   /* the root it edits, for the collector's question */
     int fd;
     int broken;                 /* -errno: the entry could not be prepared */
+    int fill_pending;           /* r+: the domain's bytes are copied in at the first use, so
+                                   that an open(O_TRUNC) (an open, then a truncate to 0, since
+                                   the kernel sends them apart) never copies them */
     uint64_t size;
     int dirty;                  /* changed since the last commit */
     int rejected;               /* the last commit found no HDF5 file, nothing changed since */
@@ -118,20 +121,30 @@ static int staged_create(struct staging *t, const char *path, const char *root, 
     return 0;
 }
 
-/* Copy the domain's bytes in (r+), outside the table's lock: a big domain takes a while. */
-static int staged_fill(struct staging *t, struct staged *s, const char *root)
+/* Copy the domain's bytes in (r+) if that is still to do; under the entry's lock, outside
+ * the table's: a big domain takes a while. A failure stays with the entry (every use fails). */
+static int staged_fill(struct staging *t, struct staged *s)
 {
-    int rc = t->hooks.fill(t->hooks.ctx, s->rec.domain, root, s->fd);
+    if (!s->fill_pending || s->broken)
+        return s->broken;
+    s->fill_pending = 0;
+    int rc = t->hooks.fill(t->hooks.ctx, s->rec.domain, s->rec.base_root, s->fd);
     off_t end = rc == 0 ? lseek(s->fd, 0, SEEK_END) : -1;
     if (rc == 0 && end < 0)
         rc = -errno;
     if (rc == 0)
         s->size = (uint64_t)end;
+    s->broken = rc;
     return rc;
 }
 
-static int truncate_locked(struct staged *s, uint64_t size)
+static int truncate_locked(struct staging *t, struct staged *s, uint64_t size)
 {
+    if (size == 0)
+        s->fill_pending = 0;    /* nothing of the domain's bytes would be left */
+    int rc = staged_fill(t, s);
+    if (rc != 0)
+        return rc;
     if (ftruncate(s->fd, (off_t)size) != 0)
         return -errno;
     s->size = size;
@@ -142,12 +155,12 @@ static int truncate_locked(struct staged *s, uint64_t size)
 
 /* An O_TRUNC open of a path with an entry: empty, as a new entry would start, and no more a
  * change than that (an empty file is no HDF5 file: nothing is committed unless written). */
-static int join_entry(struct staged *s, int truncate)
+static int join_entry(struct staging *t, struct staged *s, int truncate)
 {
     pthread_mutex_lock(&s->lock);
     int rc = s->broken;
     if (rc == 0 && truncate)
-        rc = truncate_locked(s, 0);
+        rc = truncate_locked(t, s, 0);
     pthread_mutex_unlock(&s->lock);
     return rc;
 }
@@ -166,12 +179,10 @@ int staging_open(struct staging *t, const char *path, const char *root, int trun
     if (rc != 0)
         return rc;
     if (created) {
-        /* staged_create returned it locked: joiners wait until its content is there */
-        if (root && !truncate)
-            s->broken = rc = staged_fill(t, s, root);
-        pthread_mutex_unlock(&s->lock);
+        s->fill_pending = root && !truncate;
+        pthread_mutex_unlock(&s->lock);     /* staged_create returned it locked */
     } else {
-        rc = join_entry(s, truncate);
+        rc = join_entry(t, s, truncate);
     }
     if (rc != 0) {
         staging_release(t, s);
@@ -195,17 +206,23 @@ static int mark_dirty(struct staging *t, struct staged *s)
     return rc;
 }
 
-ssize_t staging_read(struct staged *s, void *buf, size_t len, uint64_t off)
+ssize_t staging_read(struct staging *t, struct staged *s, void *buf, size_t len,
+                     uint64_t off)
 {
-    ssize_t n = pread(s->fd, buf, len, (off_t)off);
-    return n < 0 ? -errno : n;
+    pthread_mutex_lock(&s->lock);
+    int rc = staged_fill(t, s);
+    pthread_mutex_unlock(&s->lock);
+    ssize_t n = rc == 0 ? pread(s->fd, buf, len, (off_t)off) : rc;
+    return n < 0 && rc == 0 ? -errno : n;
 }
 
 ssize_t staging_write(struct staging *t, struct staged *s, const void *buf, size_t len,
                       uint64_t off)
 {
     pthread_mutex_lock(&s->lock);
-    int rc = mark_dirty(t, s);
+    int rc = staged_fill(t, s);
+    if (rc == 0)
+        rc = mark_dirty(t, s);
     ssize_t n = rc == 0 ? pwrite(s->fd, buf, len, (off_t)off) : rc;
     if (rc == 0 && n < 0)
         n = -errno;
@@ -215,12 +232,17 @@ ssize_t staging_write(struct staging *t, struct staged *s, const void *buf, size
     return n;
 }
 
+int staging_empty(struct staging *t, struct staged *s)
+{
+    return join_entry(t, s, 1);
+}
+
 int staging_truncate(struct staging *t, struct staged *s, uint64_t size)
 {
     pthread_mutex_lock(&s->lock);
     int rc = mark_dirty(t, s);
     if (rc == 0)
-        rc = truncate_locked(s, size);
+        rc = truncate_locked(t, s, size);
     pthread_mutex_unlock(&s->lock);
     return rc;
 }

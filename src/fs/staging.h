@@ -37,8 +37,9 @@ void staging_free(struct staging *t);
 /*
  * The staged entry of path for a new handle (a reference: staging_release it). An existing
  * entry is shared. Otherwise one is made: with truncate (O_TRUNC, or a domain that does not
- * exist yet: root NULL) it starts empty and replaces the domain; else it starts as a copy of
- * the domain whose root is root and is committed in place.
+ * exist yet: root NULL) it starts empty and replaces the domain; else it is a copy of the
+ * domain whose root is root, made at its first read, write or truncate (so an open that is
+ * then truncated to 0 copies nothing), and is committed in place.
  */
 int staging_open(struct staging *t, const char *path, const char *root, int truncate,
                  struct staged **out);
@@ -48,10 +49,13 @@ struct staged *staging_find(struct staging *t, const char *path);
  * the entry (see above). */
 void staging_release(struct staging *t, struct staged *s);
 
-ssize_t staging_read(struct staged *s, void *buf, size_t len, uint64_t off);
+ssize_t staging_read(struct staging *t, struct staged *s, void *buf, size_t len, uint64_t off);
 ssize_t staging_write(struct staging *t, struct staged *s, const void *buf, size_t len,
                       uint64_t off);
 int staging_truncate(struct staging *t, struct staged *s, uint64_t size);
+/* The truncate of an open(O_TRUNC): empty, as a new entry starts, and no change by itself (an
+ * empty file is no HDF5 file: nothing is committed unless something is written). */
+int staging_empty(struct staging *t, struct staged *s);
 /* Commit if anything changed since the last commit. 0 or -errno (see commit_staged). */
 int staging_commit(struct staging *t, struct staged *s);
 

@@ -62,6 +62,11 @@ uint64_t image_size(const struct image *img)
     return extent_size(img->map);
 }
 
+uint64_t image_serial(const struct image *img)
+{
+    return img->serial;
+}
+
 /* ---- chunk keys ---- */
 
 void image_chunk_index(const struct image_dataset *ds, uint64_t linear, uint64_t *idx)

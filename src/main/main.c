@@ -100,12 +100,31 @@ static int check_mountpoint(const char *mnt)
     return 0;
 }
 
+/* libfuse's own lines (with -d, one per request) go where ours go. It writes some lines in
+ * pieces ("unknown option(s): `", "-o ", ...): they are joined until the newline. */
+static void log_from_fuse(enum fuse_log_level level, const char *fmt, va_list ap)
+    __attribute__((format(printf, 2, 0)));
+static void log_from_fuse(enum fuse_log_level level, const char *fmt, va_list ap)
+{
+    static __thread char pending[1024];
+    size_t used = strlen(pending);
+    vsnprintf(pending + used, sizeof pending - used, fmt, ap);
+    size_t len = strlen(pending);
+    if (len > 0 && pending[len - 1] != '\n' && len + 1 < sizeof pending)
+        return;
+    log_msg(level <= FUSE_LOG_ERR ? LOG_LVL_ERROR : level == FUSE_LOG_WARNING ? LOG_LVL_WARN
+            : level <= FUSE_LOG_INFO ? LOG_LVL_INFO : LOG_LVL_DEBUG, "%s", pending);
+    pending[0] = '\0';
+}
+
 static int setup_logging(const struct options *opts, const struct fuse_cmdline_opts *cmd)
 {
     enum log_level level = cmd->debug ? LOG_LVL_DEBUG : LOG_LVL_INFO;
     enum log_sink sink = opts->log_file ? LOG_SINK_FILE
                          : cmd->foreground ? LOG_SINK_STDERR : LOG_SINK_SYSLOG;
     int rc = log_setup(level, sink, opts->log_file);
+    if (rc == 0)
+        fuse_set_log_func(log_from_fuse);
     if (rc != 0)
         fprintf(stderr, "h5osfs: log file '%s': %s\n", opts->log_file, strerror(-rc));
     return rc;
@@ -176,12 +195,14 @@ static int serve(struct fuse_args *args, const struct options *opts,
     /* an object store answers many requests at once; a local disk gains little past a few */
     unsigned workers = strncmp(opts->bucket, "s3://", 5) == 0 ? opts->max_requests
                                                              : PREFETCH_WORKERS;
-    if (prefetcher_new(cache, workers, PREFETCH_QUEUE, prefetch) == 0)
-        fs_start_threads(fs, *prefetch);
-    else
+    if (prefetcher_new(cache, workers, PREFETCH_QUEUE, prefetch) != 0) {
         log_warn("no read-ahead threads: chunks are fetched when read");
+        *prefetch = NULL;
+    }
+    fs_start_threads(fs, se, *prefetch);
     /* libfuse returns the signal number when SIGINT/SIGTERM/SIGHUP ended the loop: a clean exit */
     rc = run_loop(se, cmd) >= 0 ? 0 : -1;
+    fs_stop_threads(fs);
     struct chunk_cache_stats cs;
     chunk_cache_stats(cache, &cs);
     log_info("unmounted %s; chunk cache: %" PRIu64 " hits, %" PRIu64 " loads, %" PRIu64

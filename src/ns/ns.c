@@ -14,7 +14,6 @@
 #include "h5osfs/strmap.h"
 
 #define NS_DOMAIN_JSON_MAX (1u << 20)   /* HSDS domain JSON is < 1 KiB; more is hostile */
-#define NS_INFO_JSON_MAX (64u << 20)    /* .info.json grows with the dataset count */
 #define NS_LIST_PAGE 1000
 #define NS_SCAN_PAGES_MAX 100           /* bound on the search for domains below a prefix */
 #define NS_CACHE_PRUNE_AT 20000
@@ -135,34 +134,6 @@ static void fill_from_domain(struct ns *ns, const struct schema_domain *dom, str
     snprintf(out->owner, sizeof out->owner, "%s", dom->owner);
 }
 
-/*
- * Until the image module gives the exact size of the synthesised file, a domain's size is
- * estimated from HSDS's own summary (db/A-B/.info.json): chunk bytes plus metadata bytes.
- * Without a summary (v1 domains, domains HSDS never scanned) the estimate is 0.
- */
-static uint64_t estimate_domain_size(struct ns *ns, const char *root)
-{
-    char key[STORE_KEY_MAX + 1];
-    struct store_buf buf = { 0 };
-    uint64_t size = 0;
-    if (schema_info_key(root, key, sizeof key) != 0)
-        return 0;
-    if (store_get(ns->store, key, NS_INFO_JSON_MAX, &buf) != 0)
-        return 0;
-    json_t *info = json_loadb((const char *)buf.data, buf.len, 0, NULL);
-    if (json_is_object(info)) {
-        json_t *alloc = json_object_get(info, "allocated_bytes");
-        json_t *meta = json_object_get(info, "metadata_bytes");
-        if (json_is_integer(alloc) && json_integer_value(alloc) > 0)
-            size += (uint64_t)json_integer_value(alloc);
-        if (json_is_integer(meta) && json_integer_value(meta) > 0)
-            size += (uint64_t)json_integer_value(meta);
-    }
-    json_decref(info);
-    store_buf_free(&buf);
-    return size;
-}
-
 /* Plain directories have no ACL: anyone may list them, only the admin may create in them
  * (HSDS lets only admins create domains where no parent folder grants it). */
 static unsigned plain_dir_rights(const struct ns *ns)
@@ -217,8 +188,6 @@ static int resolve_domain_json(struct ns *ns, const char *key, const struct stor
         return 0;
     }
     fill_from_domain(ns, &dom, out);
-    if (dom.root)
-        out->size = estimate_domain_size(ns, dom.root);
     schema_domain_free(&dom);
     return 0;
 }

@@ -89,14 +89,22 @@ static void write_all(int fd, const char *buf, size_t len)
 
 void log_msg(enum log_level level, const char *fmt, ...)
 {
+    va_list ap;
+    va_start(ap, fmt);
+    log_vmsg(level, fmt, ap);
+    va_end(ap);
+}
+
+void log_vmsg(enum log_level level, const char *fmt, va_list ap)
+{
     if (!log_enabled(level))
         return;
     int saved_errno = errno;
     char raw[LOG_LINE_MAX], line[LOG_LINE_MAX * 2];
-    va_list ap;
-    va_start(ap, fmt);
     vsnprintf(raw, sizeof raw, fmt, ap);
-    va_end(ap);
+    size_t rlen = strlen(raw);
+    while (rlen > 0 && raw[rlen - 1] == '\n')
+        raw[--rlen] = '\0';        /* other libraries' lines come with their newline */
 
     if (log_cfg.sink == LOG_SINK_SYSLOG) {
         static const int prio[] = { LOG_ERR, LOG_WARNING, LOG_INFO, LOG_DEBUG };

@@ -76,15 +76,10 @@ def expected_mode(kind, doc, user, admin_user="admin", ro=False):
     return mode
 
 
-def estimated_size(bucket, doc):
-    """allocated_bytes + metadata_bytes of db/<A-B>/.info.json (A-B: the root id's first two
-    hex groups), or 0 without one."""
-    a, b = doc["root"].split("-")[1:3]
-    info = Path(bucket) / "db" / f"{a}-{b}" / ".info.json"
-    if not info.exists():
-        return 0
-    summary = json.loads(info.read_text())
-    return summary.get("allocated_bytes", 0) + summary.get("metadata_bytes", 0)
+def read_size(path):
+    """The number of bytes an open of path reads."""
+    with open(path, "rb") as f:
+        return len(f.read())
 
 
 def mounted_tree(root):
@@ -179,7 +174,7 @@ def test_stat_fields(mount_bucket):
         else:
             assert stat.S_ISREG(st.st_mode), path
             assert st.st_nlink == 1, path
-            assert st.st_size == estimated_size(BUCKET, doc), path
+            assert st.st_size > 0 and st.st_size == read_size(m.path(path)), path
         if kind == "plain":
             assert int(before) - 1 <= st.st_mtime <= after + 1, path
         else:
@@ -192,23 +187,26 @@ def test_stat_fields(mount_bucket):
     assert int(before) - 1 <= root.st_mtime <= after + 1
 
 
-def test_every_fixture_domain_has_a_size_estimate(mount_bucket):
-    """The fixture's domains were all scanned by HSDS: each has a non-zero estimate."""
+def test_every_domain_size_is_exact_before_any_open(mount_bucket):
+    """A stat before any open gives the size of the file an open reads (HSDS's .info.json
+    summary, once used as an estimate, is not read)."""
     tree = bucket_tree()
     m = mount_bucket(BUCKET, "-o", "user=test_user1")
-    for path, (kind, doc) in tree.items():
-        if kind == "domain":
-            assert estimated_size(BUCKET, doc) > 0
-            assert os.stat(m.path(path)).st_size == estimated_size(BUCKET, doc)
+    sizes = {path: os.stat(m.path(path)).st_size
+             for path, (kind, _) in tree.items() if kind == "domain"}
+    assert sizes
+    for path, size in sizes.items():
+        assert size == read_size(m.path(path)), path
 
 
-def test_domain_without_info_json_has_size_zero(mount_bucket, bucket_copy):
+def test_domain_without_info_json_has_its_exact_size(mount_bucket, bucket_copy):
     tree = bucket_tree(bucket_copy)
     path = first_domain(tree)
     a, b = tree[path][1]["root"].split("-")[1:3]
     (bucket_copy / "db" / f"{a}-{b}" / ".info.json").unlink()
     m = mount_bucket(bucket_copy, "-o", "user=test_user1")
-    assert os.stat(m.path(path)).st_size == 0
+    size = os.stat(m.path(path)).st_size
+    assert size > 0 and size == read_size(m.path(path))
 
 
 # ---- ACL modes ----
@@ -482,7 +480,7 @@ def test_ttl_zero_sees_changes_at_once(mount_bucket, bucket_copy, backend):
     st = os.stat(m.path(folder) / "newsub" / "new.h5")
     assert stat.S_ISREG(st.st_mode)
     assert close_ns(st.st_mtime_ns, doc["lastModified"])
-    assert st.st_size == estimated_size(bucket_copy, doc)
+    assert st.st_size == os.stat(m.path(template)).st_size > 0
     assert os.getxattr(m.path(folder) / "newsub" / "new.h5", XATTR_ROOT) == doc["root"].encode()
     # and removal shows at once too
     m.delete_tree(f"{folder}/newsub")
