@@ -10,6 +10,11 @@
  * folder (plain directories and the bucket root: the admin only, as in HSDS), deleting and
  * renaming away need "delete" on the object. Errors are negative errnos: -EACCES, -EEXIST,
  * -ENOENT, -ENOTEMPTY, -ENOTDIR, -EISDIR, -EINVAL (a name HSDS cannot hold), -EIO.
+ *
+ * Names the bucket reserves are refused before anything is written, by every way a name
+ * enters (create, mkdir, the target of rename), all through domops_may_create: -EINVAL and
+ * -EPERM as schema_domain_path_allowed decides, -EEXIST when an object that is not a domain
+ * (hidden by ns) already has the name's key.
  */
 #ifndef H5OSFS_DOMOPS_H
 #define H5OSFS_DOMOPS_H
@@ -33,7 +38,9 @@ int domops_unlink(const struct domops *d, const char *path);
 /* flags: RENAME_NOREPLACE, RENAME_EXCHANGE (refused with -EINVAL). */
 int domops_rename(const struct domops *d, const char *from, const char *to, unsigned flags);
 
-/* May the user create a domain at path (parent folder's "create", no folder there)? 0 or
+/* May the user create a domain or folder at path? A name the bucket allows
+ * (schema_domain_path_allowed: -EINVAL, -EPERM), the parent folder's "create" (-ENOENT,
+ * -ENOTDIR, -EACCES), and no hidden object at path's key (-EEXIST; one store request). 0 or
  * -errno. An existing domain at path needs "update" instead (a replacement). */
 int domops_may_create(const struct domops *d, const char *path);
 

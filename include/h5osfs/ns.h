@@ -7,7 +7,7 @@
  *   a .domain.json that cannot be used (malformed, not an object, bad root, a directory where
  *   an object should be, too large)   -> /P is "broken": shown as a file, every use fails EIO
  *   anything else (db/, .info.json, linked HDF5 files, stray keys, names that are not valid
- *   UTF-8 or longer than 255 bytes)   -> hidden
+ *   UTF-8 or longer than 255 bytes, every path schema_domain_path_allowed refuses) -> hidden
  *
  * Answers are cached for ttl seconds (negative answers too); each problem is logged once per
  * fetch, with the key and the reason. Thread-safe. Paths are absolute ("/", "/home/u/x.h5").

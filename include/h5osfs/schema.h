@@ -15,6 +15,10 @@
 #define SCHEMA_ID_LEN 38            /* an id without chunk partition digits or index suffix */
 #define SCHEMA_ID_BUF 39
 #define SCHEMA_DOMAIN_KEY_SUFFIX "/.domain.json"
+#define SCHEMA_OBJECT_TREE "db"     /* the top-level prefix of every v2 object (§2.1) */
+/* The posix store's temporary files (a put writes one, then renames it over the key); the
+ * store never lists them, so no domain or folder may be called so, on any backend. */
+#define SCHEMA_TMP_NAME_PREFIX ".h5osfs-tmp."
 
 /* ---- ids (§1) ---- */
 
@@ -57,6 +61,15 @@ int schema_domain_path(const char *key, char *buf, size_t len);
 /* 1 if name may be a domain or folder name: non-empty, at most 255 bytes, valid UTF-8, no
  * '/', no control characters, not "." or "..". */
 int schema_name_valid(const char *name, size_t len);
+
+/*
+ * May path ("/home/u/x.h5") name a domain or folder? The one rule for what the namespace shows
+ * and what may be created, renamed or made a folder. 0 if it may; -EINVAL if it never can: a
+ * name that is not valid (schema_name_valid), or a part called ".domain.json" (the key of the
+ * parent's own object) or starting with SCHEMA_TMP_NAME_PREFIX; -EPERM for /db and below
+ * (HSDS's object tree). *why (if why is not NULL) gets a short reason, NULL on 0.
+ */
+int schema_domain_path_allowed(const char *path, const char **why);
 
 /* ---- domain JSON (§3.1) and ACLs (§9) ---- */
 

@@ -1093,7 +1093,7 @@ static int create_file(struct fs *fs, const char *path, int flags, struct fs_fil
         return open_file(fs, path, info, *version, flags, f);
     if (rc != -ENOENT)
         return rc;
-    rc = domops_may_create(&fs->ops, path);
+    rc = domops_may_create(&fs->ops, path);     /* names the bucket reserves: refused here */
     if (rc == 0)
         rc = staging_open(fs->staging, path, NULL, 1, &f->stg);
     if (rc == 0) {
@@ -1114,8 +1114,6 @@ static void op_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode_
     struct fs_file *f = calloc(1, sizeof *f);
     char *path = f && !fs->cfg.read_only ? path_in(fs, parent, name) : NULL;
     int rc = !f ? -ENOMEM : fs->cfg.read_only ? -EROFS : !path ? -ENOMEM : 0;
-    if (rc == 0 && !schema_name_valid(name, strlen(name)))
-        rc = -EINVAL;
     if (rc == 0)
         rc = create_file(fs, path, fi->flags, f, &info, &version);
     if (rc == 0)

@@ -18,7 +18,6 @@
 #define NS_SCAN_PAGES_MAX 100           /* bound on the search for domains below a prefix */
 #define NS_CACHE_PRUNE_AT 20000
 #define NS_WARNED_MAX 4096
-#define DOMAIN_JSON_NAME (SCHEMA_DOMAIN_KEY_SUFFIX + 1)
 
 struct ns_cached {
     int err;                    /* 0 or -ENOENT */
@@ -82,26 +81,10 @@ void ns_free(struct ns *ns)
 
 /* ---- what a path may be, before asking the store ---- */
 
-/* Every component a valid name, and nothing under the top-level db/ (HSDS's object tree). */
+/* What may be created may be seen, and nothing else: one rule for both (schema.h). */
 static bool path_may_be_visible(const char *path)
 {
-    if (path[0] != '/')
-        return false;
-    if (strcmp(path, "/db") == 0 || strncmp(path, "/db/", 4) == 0)
-        return false;
-    const char *p = path + 1;
-    while (*p) {
-        const char *slash = strchr(p, '/');
-        size_t len = slash ? (size_t)(slash - p) : strlen(p);
-        if (schema_name_valid(p, len) != 1)
-            return false;
-        if (len == strlen(DOMAIN_JSON_NAME) && memcmp(p, DOMAIN_JSON_NAME, len) == 0)
-            return false;       /* the key of the parent's own domain object */
-        p += len + (slash ? 1 : 0);
-        if (slash && !*p)
-            return false;       /* trailing slash */
-    }
-    return true;
+    return schema_domain_path_allowed(path, NULL) == 0;
 }
 
 /* Report an unusable name once (per NS_WARNED_MAX distinct keys), not on every listing. */

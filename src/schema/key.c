@@ -303,20 +303,26 @@ int schema_name_valid(const char *name, size_t len)
     return 1;
 }
 
-/* 1 if rel is "<name>(/<name>)*" with every name valid: no empty, "." or ".." part, no
- * leading or trailing '/'. */
-static int path_names_valid(const char *rel, size_t len)
+/* 1 if every '/'-separated part of rel[0..len) passes ok (empty parts included). */
+static int path_names_all(const char *rel, size_t len, int (*ok)(const char *, size_t))
 {
     const char *end = rel + len;
     for (const char *part = rel;;) {
         const char *slash = memchr(part, '/', (size_t)(end - part));
         const char *part_end = slash ? slash : end;
-        if (!schema_name_valid(part, (size_t)(part_end - part)))
+        if (!ok(part, (size_t)(part_end - part)))
             return 0;
         if (!slash)
             return 1;
         part = slash + 1;
     }
+}
+
+/* 1 if rel is "<name>(/<name>)*" with every name valid: no empty, "." or ".." part, no
+ * leading or trailing '/'. */
+static int path_names_valid(const char *rel, size_t len)
+{
+    return path_names_all(rel, len, schema_name_valid);
 }
 
 int schema_domain_key(const char *path, char *buf, size_t len)
@@ -342,4 +348,43 @@ int schema_domain_path(const char *key, char *buf, size_t len)
     writer_put(&w, "/", 1);
     writer_put(&w, key, key_len - suffix_len);
     return writer_finish(&w);
+}
+
+/* ---- names the bucket reserves ---- */
+
+static int name_is(const char *name, size_t len, const char *reserved)
+{
+    return len == strlen(reserved) && memcmp(name, reserved, len) == 0;
+}
+
+/* 1 unless name is one the bucket keeps for itself at any depth. */
+static int name_not_reserved(const char *name, size_t len)
+{
+    static const size_t tmp_len = sizeof(SCHEMA_TMP_NAME_PREFIX) - 1;
+    if (name_is(name, len, SCHEMA_DOMAIN_KEY_SUFFIX + 1))
+        return 0;   /* P/.domain.json/.domain.json: below the parent's own object */
+    return !(len >= tmp_len && memcmp(name, SCHEMA_TMP_NAME_PREFIX, tmp_len) == 0);
+}
+
+static int refused(const char **why, const char *reason, int err)
+{
+    if (why)
+        *why = reason;
+    return err;
+}
+
+int schema_domain_path_allowed(const char *path, const char **why)
+{
+    if (!path || path[0] != '/' || !path_names_valid(path + 1, strlen(path + 1)))
+        return refused(why, "not a valid name (empty, \".\", \"..\", not UTF-8, a control "
+                       "character, or longer than 255 bytes)", -EINVAL);
+    if (!path_names_all(path + 1, strlen(path + 1), name_not_reserved))
+        return refused(why, "the bucket reserves the name (\".domain.json\" names a folder's "
+                       "own object, \"" SCHEMA_TMP_NAME_PREFIX "*\" the store's temporary "
+                       "files)", -EINVAL);
+    const char *first_end = strchr(path + 1, '/');
+    size_t first_len = first_end ? (size_t)(first_end - (path + 1)) : strlen(path + 1);
+    if (name_is(path + 1, first_len, SCHEMA_OBJECT_TREE))
+        return refused(why, "/" SCHEMA_OBJECT_TREE " is HSDS's object tree", -EPERM);
+    return refused(why, NULL, 0);
 }

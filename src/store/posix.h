@@ -8,9 +8,10 @@
 #include <sys/stat.h>
 #include <sys/types.h>
 
+#include "h5osfs/schema.h"
 #include "h5osfs/store.h"
 
-#define PX_TMP_PREFIX ".h5osfs-tmp."
+#define PX_TMP_PREFIX SCHEMA_TMP_NAME_PREFIX     /* reserved there: no domain is named so */
 #define PX_TMP_PREFIX_LEN (sizeof PX_TMP_PREFIX - 1)
 #define PX_TMP_LEN (PX_TMP_PREFIX_LEN + 16)   /* prefix + 64 random bits in hex */
 #define PX_RETRIES 16

@@ -253,6 +253,26 @@ static int recover_one(const struct commit_ctx *c, struct journal_rec *rec)
     return commit_staged(c, rec);
 }
 
+/* Earlier versions accepted names the bucket reserves at create and kept the staged file after
+ * its commit failed (or wrote /db into HSDS's object tree). Such a file can never become a
+ * domain: its bytes go to rejected/ once, instead of a commit at every mount. 0 or -errno. */
+static int reject_reserved_name(const struct commit_ctx *c, const struct journal_rec *rec,
+                                const char *why)
+{
+    char now[SCHEMA_ID_BUF], *kept = NULL;
+    if (rec->state == JOURNAL_COMMITTING && *rec->new_root) {
+        current_root(c, rec->domain, now);
+        if (strcmp(now, rec->new_root) != 0)
+            collect(c, rec->new_root, rec->domain);     /* interrupted: nothing names it */
+    }
+    int rc = journal_reject(c->journal, rec, &kept);
+    if (rc == 0)
+        log_error("%s: staged under a name the bucket reserves (%s): not committed; the bytes "
+                  "are kept as %s", rec->domain, why, kept ? kept : "(unknown)");
+    free(kept);
+    return rc;
+}
+
 size_t commit_recover(const struct commit_ctx *c)
 {
     struct journal_rec *recs;
@@ -263,6 +283,11 @@ size_t commit_recover(const struct commit_ctx *c)
     }
     for (size_t i = 0; i < n; i++) {
         struct journal_rec *rec = &recs[i];
+        const char *why;
+        if (rec->state != JOURNAL_CLEAN && schema_domain_path_allowed(rec->domain, &why) != 0) {
+            left += reject_reserved_name(c, rec, why) != 0;
+            continue;
+        }
         int rc = recover_one(c, rec);
         char *kept = NULL;
         if (rc == 0) {

@@ -43,21 +43,51 @@ static int is_dir(enum ns_kind k)
     return k == NS_DIR || k == NS_FOLDER;
 }
 
-/* ---- rights ---- */
+/* ---- names and rights ---- */
 
-int domops_may_create(const struct domops *d, const char *path)
+/* A name the bucket reserves (schema_domain_path_allowed), then the parent folder's "create". */
+static int may_name(const struct domops *d, const char *path)
 {
     char parent[STORE_KEY_MAX + 2], key[STORE_KEY_MAX + 1];
     struct ns_info info;
+    const char *why;
+    int rc = schema_domain_path_allowed(path, &why);
+    if (rc != 0) {
+        log_info("%s: refused: %s", path, why);
+        return rc;
+    }
     if (key_of(path, key, sizeof key) != 0)
         return -EINVAL;
     parent_of(path, parent, sizeof parent);
-    int rc = ns_stat(d->ns, parent, &info);
+    rc = ns_stat(d->ns, parent, &info);
     if (rc != 0)
         return rc;
     if (!is_dir(info.kind))
         return -ENOTDIR;
     return info.rights & SCHEMA_ACL_CREATE ? 0 : -EACCES;
+}
+
+/* The namespace hides objects that are not domains (stray keys, HSDS's linked HDF5 files), but
+ * one at path's own key is in the way of a new domain there: on a posix bucket its key could
+ * not become the prefix of <path>/.domain.json, on S3 the two would shadow each other. */
+static int nothing_hidden_at(const struct domops *d, const char *path)
+{
+    struct store_stat st;
+    int rc = store_head(d->store, path + 1, &st);
+    if (rc == -ENOENT || rc == -EISDIR)
+        return 0;               /* nothing, or a prefix (on posix: a directory) */
+    if (rc == 0) {
+        log_info("%s: refused: the bucket holds an object %s that is not a domain", path,
+                 path + 1);
+        return -EEXIST;
+    }
+    return rc == -EACCES ? rc : -EIO;       /* the store logged what failed */
+}
+
+int domops_may_create(const struct domops *d, const char *path)
+{
+    int rc = may_name(d, path);
+    return rc != 0 ? rc : nothing_hidden_at(d, path);
 }
 
 /* ---- the .domain.json of a new domain or folder ---- */
@@ -141,13 +171,14 @@ int domops_mkdir(const struct domops *d, const char *path)
     if (rc != -ENOENT)
         return rc;
     rc = domops_may_create(d, path);
-    if (rc == 0)
-        rc = domops_domain_json(d, path, NULL, &json);
+    if (rc != 0)
+        return rc;
+    rc = domops_domain_json(d, path, NULL, &json);
     if (rc == 0)
         rc = store_put(d->store, key, json, strlen(json));
     free(json);
     ns_invalidate(d->ns, path);
-    return rc == 0 ? 0 : rc == -EACCES || rc == -ENOTDIR || rc == -ENOENT ? rc : -EIO;
+    return rc == 0 ? 0 : rc == -EACCES || rc == -ENOENT ? rc : -EIO;
 }
 
 int domops_rmdir(const struct domops *d, const char *path)
@@ -267,7 +298,7 @@ static int check_target(const struct domops *d, const struct ns_info *src, const
     }
     if (*exists && !(dst->rights & (is_dir(dst->kind) ? SCHEMA_ACL_DELETE : SCHEMA_ACL_UPDATE)))
         return -EACCES;
-    return domops_may_create(d, to);
+    return *exists ? may_name(d, to) : domops_may_create(d, to);
 }
 
 int domops_rename(const struct domops *d, const char *from, const char *to, unsigned flags)

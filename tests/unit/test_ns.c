@@ -67,6 +67,7 @@ static void build_bucket(void)
     make_dir("home/alice/isdir.h5");
     make_dir("home/alice/isdir.h5/.domain.json");
     put_file("home/alice/bad\xff" "name.h5/.domain.json", DOMAIN_JSON);
+    put_file("home/alice/.h5osfs-tmp.x/.domain.json", DOMAIN_JSON);     /* a reserved name */
     put_file("home/alice/stray.txt", "not a domain");
     put_file("home/alice/empty/x", "no domain below");
     put_file("implicit/deeper/b.h5/.domain.json", DOMAIN_JSON);
@@ -123,7 +124,8 @@ static void test_kinds(struct store *st)
     for (const char *const *p = (const char *const[]){ "/db", "/db/d64bf735-c43d061d",
              "/linked", "/linked/file.h5", "/home/alice/stray.txt", "/home/alice/empty",
              "/home/alice/bad\xff" "name.h5", "/nothing", "/home/alice/a.h5/x",
-             "/home//alice", "/home/alice/", "/home/./alice", NULL }; *p; p++) {
+             "/home//alice", "/home/alice/", "/home/./alice", "/home/alice/.h5osfs-tmp.x",
+             "/home/alice/.domain.json", NULL }; *p; p++) {
         CHECK_INT(ns_stat(ns, *p, &info), -ENOENT);
     }
     ns_free(ns);

@@ -485,6 +485,68 @@ static void test_names(void)
     CHECK_INT(schema_name_valid("a\0b", 3), 0);
 }
 
+/* The one rule for new (and visible) domain and folder paths: reserved names at any depth
+ * are EINVAL, HSDS's object tree at the top EPERM, and the names right beside them are fine. */
+static void test_domain_path_allowed(void)
+{
+    static const struct {
+        const char *path;
+        int rc;
+    } cases[] = {
+        { "/home/test_user1/sample1.h5", 0 },
+        { "/home", 0 },
+        { "/.hidden/..x/...", 0 },
+        { "/home/db", 0 },                      /* db is reserved at the top only */
+        { "/dbx", 0 },
+        { "/d", 0 },
+        { "/DB", 0 },
+        { "/home/.domain.jsonx", 0 },
+        { "/home/x.domain.json", 0 },
+        { "/home/domain.json", 0 },             /* HSDS's pre-2017 name: never read today */
+        { "/home/.h5osfs-tmp", 0 },             /* the prefix needs its final dot */
+        { "/home/h5osfs-tmp.x", 0 },
+        { "/home/x.h5osfs-tmp.y", 0 },
+        { "/db", -EPERM },
+        { "/db/x.h5", -EPERM },
+        { "/db/b03b24ef-69f244b6", -EPERM },
+        { "/.domain.json", -EINVAL },
+        { "/home/.domain.json", -EINVAL },
+        { "/home/.domain.json/x.h5", -EINVAL },
+        { "/.h5osfs-tmp.", -EINVAL },
+        { "/home/.h5osfs-tmp.0123456789abcdef", -EINVAL },
+        { "/home/.h5osfs-tmp.x/y", -EINVAL },
+        { "/db/.domain.json", -EINVAL },        /* never a domain anywhere: EINVAL first */
+        { "/", -EINVAL },
+        { "", -EINVAL },
+        { "home/x.h5", -EINVAL },
+        { "/home/", -EINVAL },
+        { "/home//x", -EINVAL },
+        { "/home/./x", -EINVAL },
+        { "/home/..", -EINVAL },
+        { "/home/\xff", -EINVAL },
+        { "/home/a\nb", -EINVAL },
+    };
+    for (size_t i = 0; i < N(cases); i++) {
+        const char *why = "unset";
+        int rc = schema_domain_path_allowed(cases[i].path, &why);
+        if (rc != cases[i].rc)
+            fprintf(stderr, "schema_domain_path_allowed(\"%s\")\n", cases[i].path);
+        CHECK_INT(rc, cases[i].rc);
+        CHECK(rc == 0 ? why == NULL : why != NULL && why[0] != '\0');
+    }
+    CHECK_INT(schema_domain_path_allowed(NULL, NULL), -EINVAL);
+    CHECK_INT(schema_domain_path_allowed("/db", NULL), -EPERM);
+    /* every path the rule allows has a key, and the key maps back to it */
+    char key[KEY_BUF], back[KEY_BUF];
+    for (size_t i = 0; i < N(cases); i++) {
+        if (cases[i].rc != 0)
+            continue;
+        CHECK_INT(schema_domain_key(cases[i].path, key, sizeof(key)), 0);
+        CHECK_INT(schema_domain_path(key, back, sizeof(back)), 0);
+        CHECK_STR(back, cases[i].path);
+    }
+}
+
 int main(void)
 {
     test_versions();
@@ -500,5 +562,6 @@ int main(void)
     test_domain_paths_hostile();
     test_name_lengths();
     test_names();
+    test_domain_path_allowed();
     return check_done("schema_id");
 }
