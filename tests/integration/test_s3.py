@@ -47,6 +47,7 @@ MOUNT_TIMEOUT = 15
 
 h5osfs_bin = conftest.h5osfs_bin
 is_mounted = conftest.is_mounted
+run_refused = conftest.run_refused
 
 
 def error_lines(text):
@@ -63,6 +64,8 @@ class Daemon:
         self.log_path = Path(workdir) / f"{self.mnt.name}.log"
         self.err_path = Path(workdir) / f"{self.mnt.name}.stderr"
         self.secrets = [s for s in secrets if s]
+        if not conftest.names_cache_dir(args):   # a cache_dir of its own, as conftest's mounts
+            args = ["-o", f"cache_dir={Path(workdir) / self.mnt.name}.cache", *args]
         self.cmd = [str(h5osfs_bin()), "-f", "-o", f"log_file={self.log_path}"] + [
             str(a) for a in args] + [self.bucket, str(self.mnt)]
         with open(self.err_path, "wb") as err:
@@ -177,25 +180,6 @@ def s3_mount(tmp_path, clean_home, s3_server):
     yield mounts.start
     failures = mounts.finish()
     assert not failures, failures
-
-
-def run_refused(cmd, env, mnt, timeout=10):
-    """Runs a command line that must be refused: -> (status, stderr). Never leaves a mount."""
-    proc = subprocess.Popen([str(c) for c in cmd], stdin=subprocess.DEVNULL,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
-    try:
-        out, err = proc.communicate(timeout=timeout)
-    except subprocess.TimeoutExpired:
-        if is_mounted(mnt):
-            subprocess.run(["fusermount3", "-u", str(mnt)], capture_output=True)
-        proc.kill()
-        out, err = proc.communicate()
-        pytest.fail(f"h5osfs was not refused: it ran (and mounted: {cmd})")
-    mounted = is_mounted(mnt)
-    if mounted:
-        subprocess.run(["fusermount3", "-u", str(mnt)], capture_output=True)
-    assert not mounted, f"{cmd} mounted something"
-    return proc.returncode, err.decode(errors="replace")
 
 
 # ---- what a mount shows ----
