@@ -278,6 +278,57 @@ def test_no_staging_without_rights(bucket_copy, mount_bucket, tmp_path):
     wait_for(lambda: staged_files(tmp_path) == [])
 
 
+# ---- one daemon per cache_dir ----
+
+def start_second(m, mnt, *opts):
+    """Starts another daemon (-f) on what Mount m mounts, which must be refused: -> (status,
+    stderr)."""
+    cmd = [conftest.h5osfs_bin(), "-f", *opts, *m.src.args, m.src.source, mnt]
+    return conftest.run_refused(cmd, m.src.env, mnt, timeout=15)
+
+
+def test_second_daemon_on_a_cache_dir_is_refused_and_the_first_keeps_writing(writable,
+                                                                               tmp_path):
+    """Issue 12: a second daemon's recovery committed the first one's open file and removed
+    its staging (the first writer's close() failed with EINVAL). A cache_dir is one daemon's."""
+    data = (SOURCE / "sample3.h5").read_bytes()
+    target = writable.path(f"{HOME}/written-during.h5")
+    mnt = tmp_path / "second"
+    mnt.mkdir()
+    cache = tmp_path / "cache"
+    with open(target, "wb") as f:
+        f.write(data[:len(data) // 2])
+        f.flush()
+        wait_for(lambda: staged_files(tmp_path) != [])
+        staged = staged_files(tmp_path)
+        rc, err = start_second(writable, mnt, "-o", f"user=test_user1,ttl=0,cache_dir={cache}")
+        assert rc == 1, err
+        lines = err.splitlines()
+        assert len(lines) == 1, lines
+        assert f"cache_dir '{cache}' is in use" in lines[0], lines[0]
+        assert f"pid {writable.proc.pid}" in lines[0], lines[0]
+        assert staged_files(tmp_path) == staged         # nothing recovered, nothing removed
+        f.write(data[len(data) // 2:])
+    # the close above committed: no EINVAL
+    assert_equal_files(SOURCE / "sample3.h5", target)
+    wait_for(lambda: staged_files(tmp_path) == [])
+    assert not os.listdir(mnt)
+
+
+def test_read_only_mount_beside_a_writer_on_its_cache_dir(writable, mount_bucket, tmp_path):
+    """A read-only mount never uses cache_dir: it takes no lock, is not refused, and does not
+    take the writer's (a further writer is still refused, naming the first)."""
+    cache = tmp_path / "cache"
+    ro = mount_bucket(writable, "-o", f"user=test_user1,ro,ttl=0,cache_dir={cache}")
+    shutil.copyfile(SOURCE / "sample1.h5", writable.path(f"{HOME}/from-writer.h5"))
+    assert_equal_files(SOURCE / "sample1.h5", ro.path(f"{HOME}/from-writer.h5"))
+    mnt = tmp_path / "third"
+    mnt.mkdir()
+    rc, err = start_second(writable, mnt, "-o", f"user=test_user1,cache_dir={cache}")
+    assert rc == 1 and f"pid {writable.proc.pid}" in err, err
+    assert (cache / "lock").read_text().strip() == str(writable.proc.pid)
+
+
 # ---- crashes ----
 
 STAGES = ["committing", "chunks", "metadata", "root", "domain"]
