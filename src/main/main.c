@@ -239,6 +239,19 @@ static char *bucket_name(const char *dir)
     return name;
 }
 
+/* Wrong credentials, a missing bucket or a wrong endpoint would fail every request of the
+ * mount: one request finds them, and the mount is refused with one line. 0 or -1. */
+static int check_s3(const struct options *opts, struct store *store)
+{
+    char why[640];
+    int rc = store_s3_check(store, why, sizeof why);
+    if (rc != 0)
+        fprintf(stderr, "h5osfs: S3 bucket '%s': %s\n", opts->bucket, why);
+    else if (why[0])
+        log_warn("S3 bucket '%s': %s", opts->bucket, why);
+    return rc == 0 ? 0 : -1;
+}
+
 static int open_s3(const struct options *opts, struct store **store, char **name)
 {
     char *prefix = NULL, why[400];
@@ -265,6 +278,9 @@ static int open_s3(const struct options *opts, struct store **store, char **name
     if (rc != 0) {
         fprintf(stderr, "h5osfs: S3 bucket '%s': %s\n", opts->bucket, strerror(-rc));
         rc = -1;
+    } else if ((rc = check_s3(opts, *store)) != 0) {
+        store_close(*store);
+        *store = NULL;
     }
 out:
     credentials_free(&cred);
