@@ -61,4 +61,17 @@ int journal_list(struct journal *j, struct journal_rec **recs, size_t *n);
 void journal_rec_free(struct journal_rec *rec);
 void journal_recs_free(struct journal_rec *recs, size_t n);
 
+/*
+ * A cache directory belongs to one daemon: a second one's recovery would commit the first
+ * one's open files. journal_lock creates cache_dir (0700) when missing and takes an exclusive
+ * flock on its file "lock" without waiting; the lock lasts while *fd is open in any process (a
+ * fork's child keeps it after the parent exits) and ends with the last of them, also at a
+ * crash. 0; -EBUSY when another process holds it (*holder: the pid that process wrote, 0 when
+ * unknown); or -errno. Logs nothing: the caller says why it wanted the directory.
+ */
+int journal_lock(const char *cache_dir, int *fd, long *holder);
+/* Write this process's pid into the lock file (again after a fork): the message a refused
+ * daemon prints names it. 0 or -errno. */
+int journal_lock_set_owner(int fd);
+
 #endif

@@ -93,6 +93,15 @@ struct store_s3_config {
     double retry_time;          /* seconds all attempts of one request may take */
 };
 int store_s3_open(const struct store_s3_config *cfg, struct store **out);
+/*
+ * One cheap request at mount (a listing of at most one key under the prefix), so that what
+ * would fail every later request fails the mount instead: refused credentials (-EACCES), a
+ * missing bucket (-ENOENT), an endpoint that cannot be reached or does not answer as S3
+ * (-EIO). why: one line saying what failed, with the bucket's URL and the S3 error code; no
+ * secret, nothing logged. With no_sign a refused listing is not an error (a public bucket may
+ * serve its objects but no listing): 0, and why says so. st must be an S3 store.
+ */
+int store_s3_check(struct store *st, char *why, size_t why_len);
 
 /* Whole object; -EFBIG if it is larger than max bytes. */
 int store_get(struct store *st, const char *key, size_t max, struct store_buf *out);

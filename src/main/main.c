@@ -25,6 +25,7 @@
 #include "h5osfs/cache.h"
 #include "h5osfs/prefetch.h"
 #include "h5osfs/fs.h"
+#include "h5osfs/journal.h"
 #include "h5osfs/log.h"
 #include "h5osfs/ns.h"
 #include "h5osfs/store.h"
@@ -117,6 +118,33 @@ static void log_from_fuse(enum fuse_log_level level, const char *fmt, va_list ap
     pending[0] = '\0';
 }
 
+/*
+ * A read-write mount's cache_dir (its staging area and journal) is its own: a second daemon's
+ * recovery would commit the first one's open files. So it is claimed before anything is
+ * recovered from it and held until the daemon exits (*lock_fd, -1 when nothing is held). A
+ * read-only mount never uses it: it takes no lock and is never refused.
+ */
+static int claim_cache_dir(const struct options *opts, int *lock_fd)
+{
+    long holder = 0;
+    char pid[32] = "";
+    *lock_fd = -1;
+    if (opts->read_only)
+        return 0;
+    int rc = journal_lock(opts->cache_dir, lock_fd, &holder);
+    if (rc == 0)
+        return 0;
+    if (holder > 0)
+        snprintf(pid, sizeof pid, " (pid %ld)", holder);
+    if (rc == -EBUSY)
+        fprintf(stderr, "h5osfs: cache_dir '%s' is in use by another h5osfs%s: a read-write "
+                "mount needs a cache_dir of its own (-o cache_dir=DIR) or -o ro\n",
+                opts->cache_dir, pid);
+    else
+        fprintf(stderr, "h5osfs: cache_dir '%s': %s\n", opts->cache_dir, strerror(-rc));
+    return -1;
+}
+
 static int setup_logging(const struct options *opts, const struct fuse_cmdline_opts *cmd)
 {
     enum log_level level = cmd->debug ? LOG_LVL_DEBUG : LOG_LVL_INFO;
@@ -176,7 +204,7 @@ static void raise_read_ahead(const char *mountpoint, unsigned kib)
 /* Mount and serve until unmounted; 0 or -1 (reported). */
 static int serve(struct fuse_args *args, const struct options *opts,
                  const struct fuse_cmdline_opts *cmd, struct fs *fs, struct chunk_cache *cache,
-                 struct prefetcher **prefetch)
+                 struct prefetcher **prefetch, int cache_lock)
 {
     int rc = -1;
     struct fuse_session *se = fuse_session_new(args, fs_operations(), sizeof *fs_operations(), fs);
@@ -191,6 +219,9 @@ static int serve(struct fuse_args *args, const struct options *opts,
     raise_read_ahead(cmd->mountpoint, READ_AHEAD_KIB);
     if (fuse_daemonize(cmd->foreground) != 0)
         goto out_unmount;
+    /* the lock went with its descriptor into the child; the pid it names did not */
+    if (cache_lock >= 0 && journal_lock_set_owner(cache_lock) != 0)
+        log_warn("%s/lock: cannot write the daemon's pid into it", opts->cache_dir);
     /* threads only now: fuse_daemonize forks, and a fork keeps none of them */
     /* an object store answers many requests at once; a local disk gains little past a few */
     unsigned workers = strncmp(opts->bucket, "s3://", 5) == 0 ? opts->max_requests
@@ -229,6 +260,19 @@ static char *bucket_name(const char *dir)
     return name;
 }
 
+/* Wrong credentials, a missing bucket or a wrong endpoint would fail every request of the
+ * mount: one request finds them, and the mount is refused with one line. 0 or -1. */
+static int check_s3(const struct options *opts, struct store *store)
+{
+    char why[640];
+    int rc = store_s3_check(store, why, sizeof why);
+    if (rc != 0)
+        fprintf(stderr, "h5osfs: S3 bucket '%s': %s\n", opts->bucket, why);
+    else if (why[0])
+        log_warn("S3 bucket '%s': %s", opts->bucket, why);
+    return rc == 0 ? 0 : -1;
+}
+
 static int open_s3(const struct options *opts, struct store **store, char **name)
 {
     char *prefix = NULL, why[400];
@@ -255,6 +299,9 @@ static int open_s3(const struct options *opts, struct store **store, char **name
     if (rc != 0) {
         fprintf(stderr, "h5osfs: S3 bucket '%s': %s\n", opts->bucket, strerror(-rc));
         rc = -1;
+    } else if ((rc = check_s3(opts, *store)) != 0) {
+        store_close(*store);
+        *store = NULL;
     }
 out:
     credentials_free(&cred);
@@ -302,7 +349,7 @@ static void preload_filter_plugins(void)
 }
 
 static int mount_bucket(struct fuse_args *args, const struct options *opts,
-                        const struct fuse_cmdline_opts *cmd)
+                        const struct fuse_cmdline_opts *cmd, int cache_lock)
 {
     struct store *store = NULL;
     struct ns *ns = NULL;
@@ -335,7 +382,7 @@ static int mount_bucket(struct fuse_args *args, const struct options *opts,
     rc = fs_new(&fs_cfg, &fs);
     if (rc != 0)
         goto out_cache;
-    rc = serve(args, opts, cmd, fs, cache, &prefetch);
+    rc = serve(args, opts, cmd, fs, cache, &prefetch, cache_lock);
     fs_free(fs);
     prefetcher_free(prefetch);
 out_cache:
@@ -355,7 +402,7 @@ int main(int argc, char *argv[])
     struct fuse_args args = FUSE_ARGS_INIT(argc, argv);
     struct fuse_cmdline_opts cmd = { 0 };
     struct options opts = { 0 };
-    int status = 1;
+    int status = 1, cache_lock = -1;
 
     if (options_parse(&args, &opts) != 0 || fuse_parse_cmdline(&args, &cmd) != 0)
         goto out;
@@ -379,12 +426,15 @@ int main(int argc, char *argv[])
         goto out;
     }
     if (options_finish(&opts) != 0 || check_bucket(opts.bucket) != 0 ||
-        check_mountpoint(cmd.mountpoint) != 0 || setup_logging(&opts, &cmd) != 0)
+        check_mountpoint(cmd.mountpoint) != 0 || claim_cache_dir(&opts, &cache_lock) != 0 ||
+        setup_logging(&opts, &cmd) != 0)
         goto out;
     preload_filter_plugins();
-    status = mount_bucket(&args, &opts, &cmd) == 0 ? 0 : 1;
+    status = mount_bucket(&args, &opts, &cmd, cache_lock) == 0 ? 0 : 1;
     log_teardown();
 out:
+    if (cache_lock >= 0)
+        close(cache_lock);
     free(cmd.mountpoint);
     options_free(&opts);
     fuse_opt_free_args(&args);

@@ -301,6 +301,69 @@ static int s3_list(struct store *st, const char *prefix, const char *delimiter, 
     return rc;
 }
 
+/* ---- the check at mount ---- */
+
+/* What an answer to the listing means for the mount: 0 to go on, or -errno with why. */
+static int judge_listing(const struct s3_store *s3, const struct s3_response *resp,
+                         const char *failure, char *why, size_t why_len)
+{
+    struct store_list list;
+    int truncated;
+    if (resp->status / 100 == 2) {
+        if (s3_parse_list((const char *)resp->body.data, resp->body.len, &list,
+                          &truncated) == 0) {
+            store_list_free(&list);
+            return 0;
+        }
+        snprintf(why, why_len, "%s answered a bucket listing with something other than S3's "
+                 "ListObjectsV2 XML (is it an S3 endpoint?)", s3->base_url);
+        return -EIO;
+    }
+    if (resp->status == 403 && s3->cfg.no_sign) {
+        /* a public bucket may serve its objects to anyone but its listing to no one */
+        snprintf(why, why_len, "anonymous listing refused by %s (%s): mounted anyway, but "
+                 "whatever needs a listing will fail with EACCES", s3->base_url, failure);
+        return 0;
+    }
+    if (resp->status == 403) {
+        snprintf(why, why_len, "credentials refused by %s: %s", s3->base_url, failure);
+        return -EACCES;
+    }
+    char code[64], msg[8];
+    s3_parse_error((const char *)resp->body.data, resp->body.len, code, sizeof code, msg,
+                   sizeof msg);
+    if (strcmp(code, "NoSuchBucket") == 0) {
+        snprintf(why, why_len, "no such bucket at %s: %s", s3->base_url, failure);
+        return -ENOENT;
+    }
+    snprintf(why, why_len, "%s refused a bucket listing: %s", s3->base_url, failure);
+    return -EIO;
+}
+
+int store_s3_check(struct store *st, char *why, size_t why_len)
+{
+    struct s3_store *s3 = s3_of(st);
+    char *query = NULL, failure[320] = "";
+    struct s3_response resp;
+    why[0] = '\0';
+    int rc = list_query(s3->prefix, NULL, NULL, 1, &query);
+    if (rc != 0)
+        return rc;
+    struct s3_request req = { .method = "GET", .key = NULL, .query = query,
+                              .max_body = S3_JSON_LIST_MAX, .why = failure,
+                              .why_len = sizeof failure };
+    rc = s3_perform(s3, &req, &resp);
+    free(query);
+    if (rc != 0) {
+        snprintf(why, why_len, "no usable answer from %s: %s", s3->base_url,
+                 failure[0] ? failure : strerror(-rc));
+        return rc;
+    }
+    rc = judge_listing(s3, &resp, failure, why, why_len);
+    s3_response_free(&resp);
+    return rc;
+}
+
 /* ---- open / close ---- */
 
 static void s3_destroy(struct store *st)

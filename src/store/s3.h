@@ -32,6 +32,8 @@ struct s3_request {
     size_t body_len;
     const char *content_md5;    /* base64 Content-MD5 (batch delete needs it) or NULL */
     size_t max_body;            /* response bodies beyond this fail with -EFBIG */
+    char *why;                  /* set: a final error status or failure is described here */
+    size_t why_len;             /* (one line, as the log would say it) instead of logged */
 };
 
 struct s3_response {
@@ -44,7 +46,8 @@ struct s3_response {
     char etag[65];
 };
 
-/* Perform req with retries; 0 with the final response (any status) or -errno (logged). */
+/* Perform req with retries; 0 with the final response (any status) or -errno (logged, or
+ * described in req->why). */
 int s3_perform(struct s3_store *s3, const struct s3_request *req, struct s3_response *resp);
 void s3_response_free(struct s3_response *resp);
 

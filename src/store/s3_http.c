@@ -384,23 +384,37 @@ static void sleep_for(double s)
         ;
 }
 
-static void log_failure(const struct s3_store *s3, const struct s3_request *req,
-                        const struct s3_response *resp, const struct attempt *a, unsigned tries)
+/* What finally went wrong, after "s3 METHOD bucket/key: " in a log line. retried: the
+ * attempts ran out (a status that is simply the answer, such as 404, was not retried). */
+static void describe_failure(const struct s3_response *resp, const struct attempt *a,
+                             unsigned tries, int retried, char *buf, size_t len)
 {
-    const char *key = req->key ? req->key : "";
+    char attempts[40] = "";
+    if (retried)
+        snprintf(attempts, sizeof attempts, " after %u attempt%s", tries, tries == 1 ? "" : "s");
     if (a->curl != CURLE_OK)
-        log_error("s3 %s %s/%s%s: %s after %u attempt%s", req->method, s3->bucket, s3->prefix,
-                  key, curl_easy_strerror(a->curl), tries, tries == 1 ? "" : "s");
+        snprintf(buf, len, "%s%s", curl_easy_strerror(a->curl), attempts);
     else if (resp->status == 403)
-        log_error("s3 %s %s/%s%s: HTTP 403 %s: %s", req->method, s3->bucket, s3->prefix, key,
-                  a->code[0] ? a->code : "Forbidden",
-                  strcmp(a->code, "SignatureDoesNotMatch") == 0
-                      ? "the server refused the request signature (wrong secret key?)"
-                      : a->msg[0] ? a->msg : "access denied");
+        snprintf(buf, len, "HTTP 403 %s: %s", a->code[0] ? a->code : "Forbidden",
+                 strcmp(a->code, "SignatureDoesNotMatch") == 0
+                     ? "the server refused the request signature (wrong secret key?)"
+                     : a->msg[0] ? a->msg : "access denied");
     else
-        log_error("s3 %s %s/%s%s: HTTP %ld %s%s%s after %u attempt%s", req->method, s3->bucket,
-                  s3->prefix, key, resp->status, a->code, a->msg[0] ? ": " : "", a->msg, tries,
-                  tries == 1 ? "" : "s");
+        snprintf(buf, len, "HTTP %ld%s%s%s%s%s", resp->status, a->code[0] ? " " : "", a->code,
+                 a->msg[0] ? ": " : "", a->msg, attempts);
+}
+
+static void report_failure(const struct s3_store *s3, const struct s3_request *req,
+                           const struct s3_response *resp, const struct attempt *a,
+                           unsigned tries, int retried)
+{
+    char what[320];
+    describe_failure(resp, a, tries, retried, what, sizeof what);
+    if (req->why)
+        snprintf(req->why, req->why_len, "%s", what);
+    else
+        log_error("s3 %s %s/%s%s: %s", req->method, s3->bucket, s3->prefix,
+                  req->key ? req->key : "", what);
 }
 
 int s3_perform(struct s3_store *s3, const struct s3_request *req, struct s3_response *resp)
@@ -434,12 +448,14 @@ int s3_perform(struct s3_store *s3, const struct s3_request *req, struct s3_resp
     free(path);
     free(url);
     if (o == DONE) {
-        if (resp->status == 403)
-            log_failure(s3, req, resp, &a, tries);
+        if (resp->status == 403 || (req->why && resp->status / 100 != 2))
+            report_failure(s3, req, resp, &a, tries, 0);
         return 0;               /* the caller maps the status */
     }
-    if (!a.too_big)
-        log_failure(s3, req, resp, &a, tries);
+    if (a.too_big && req->why)
+        snprintf(req->why, req->why_len, "an answer larger than %zu bytes", req->max_body);
+    else if (!a.too_big)
+        report_failure(s3, req, resp, &a, tries, 1);
     s3_response_free(resp);
     return a.too_big ? -EFBIG : -EIO;
 }

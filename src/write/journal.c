@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/random.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -345,4 +346,59 @@ int journal_list(struct journal *j, struct journal_rec **recs, size_t *n)
         *n = 0;
     }
     return rc;
+}
+
+/* ---- the cache directory's lock ---- */
+
+/* The pid the holder wrote; 0 when none is there (or it is being rewritten). */
+static long lock_holder(int fd)
+{
+    char buf[24], *end;
+    ssize_t n = pread(fd, buf, sizeof buf - 1, 0);
+    if (n <= 0)
+        return 0;
+    buf[n] = '\0';
+    long pid = strtol(buf, &end, 10);
+    return pid > 0 && (*end == '\n' || *end == '\0') ? pid : 0;
+}
+
+int journal_lock(const char *cache_dir, int *fd, long *holder)
+{
+    char *path = NULL;
+    *holder = 0;
+    int rc = make_dirs(cache_dir);
+    if (rc != 0)
+        return rc;
+    if (asprintf(&path, "%s/lock", cache_dir) < 0)
+        return -ENOMEM;
+    /* never unlinked: a lock file removed and made again could be locked twice at once */
+    int lfd = open(path, O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600);
+    free(path);
+    if (lfd < 0)
+        return -errno;
+    if (flock(lfd, LOCK_EX | LOCK_NB) != 0) {
+        rc = errno == EWOULDBLOCK ? -EBUSY : -errno;
+        if (rc == -EBUSY)
+            *holder = lock_holder(lfd);
+    } else {
+        rc = journal_lock_set_owner(lfd);
+    }
+    if (rc != 0) {
+        close(lfd);
+        return rc;
+    }
+    *fd = lfd;
+    return 0;
+}
+
+int journal_lock_set_owner(int fd)
+{
+    char buf[24];
+    int n = snprintf(buf, sizeof buf, "%ld\n", (long)getpid());
+    if (ftruncate(fd, 0) != 0)
+        return -errno;
+    ssize_t w = pwrite(fd, buf, (size_t)n, 0);
+    if (w < 0)
+        return -errno;
+    return w == n ? 0 : -EIO;
 }

@@ -1,8 +1,10 @@
 """pytest fixtures that run the real h5osfs binary on a real FUSE mount.
 
 The binary is $H5OSFS_BIN, or build/h5osfs in the repository. Every mount is started in the
-foreground with a log file, waited for in /proc/self/mountinfo, and on teardown unmounted with
-fusermount3; the daemon must then exit by itself with status 0.
+foreground with a log file and a cache_dir of its own (a read-write mount locks it: two on one
+cache_dir, or tests of another run on ~/.cache/h5osfs, would refuse each other), waited for in
+/proc/self/mountinfo, and on teardown unmounted with fusermount3; the daemon must then exit by
+itself with status 0.
 
 Backends. In a module marked `pytestmark = pytest.mark.backends("posix", "s3")` (the read-path
 suite: test_namespace, test_bad_input, test_image, test_image_bad_input), every test that mounts
@@ -412,10 +414,36 @@ def mount_source(backend, request, tmp_path):
 
 # ---- mounts ----
 
-class Mount:
-    """One running h5osfs daemon and its mountpoint. bucket: a directory, or a MountSource."""
+def run_refused(cmd, env, mnt, timeout=10):
+    """Runs a command line that must be refused at start: -> (status, stderr). Never leaves a
+    mount: one that was not refused is unmounted, and the test fails."""
+    proc = subprocess.Popen([str(c) for c in cmd], stdin=subprocess.DEVNULL,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
+    try:
+        out, err = proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        if is_mounted(mnt):
+            subprocess.run(["fusermount3", "-u", str(mnt)], capture_output=True)
+        proc.kill()
+        out, err = proc.communicate()
+        pytest.fail(f"h5osfs was not refused: it ran (and mounted: {cmd})")
+    mounted = is_mounted(mnt)
+    if mounted:
+        subprocess.run(["fusermount3", "-u", str(mnt)], capture_output=True)
+    assert not mounted, f"{cmd} mounted something"
+    return proc.returncode, err.decode(errors="replace")
 
-    def __init__(self, bucket, mnt, log, args, env=None):
+
+def names_cache_dir(args):
+    return any("cache_dir=" in str(a) for a in args)
+
+
+class Mount:
+    """One running h5osfs daemon and its mountpoint. bucket: a directory, or a MountSource.
+    A read-write mount's cache_dir is its own (a second daemon on it is refused): unless args
+    name one, it is cache_dir, or else a new directory beside the log (<log>.cache)."""
+
+    def __init__(self, bucket, mnt, log, args, env=None, cache_dir=None):
         src = bucket if isinstance(bucket, MountSource) else MountSource("posix", bucket, bucket)
         self.src = src
         self.backend = src.backend
@@ -423,6 +451,10 @@ class Mount:
         self.mnt = Path(mnt)
         self.log_path = Path(log)
         self.stderr = ""
+        self.cache_dir = None
+        if not names_cache_dir(args):
+            self.cache_dir = Path(cache_dir or self.log_path.with_suffix(".cache"))
+            args = ["-o", f"cache_dir={self.cache_dir}", *args]
         cmd = [str(h5osfs_bin()), "-f", "-o", f"log_file={log}"] + list(args) + list(
             src.args) + [src.source, str(mnt)]
         self.proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
@@ -496,14 +528,16 @@ class Mount:
 def mount_bucket(tmp_path, mount_source):
     """Factory: mount_bucket(bucket, *args) -> Mount on the test's backend; every mount is
     checked at teardown. mount_bucket(m, *args) mounts what Mount m mounted again, as it is now
-    (on s3: the objects the first mount wrote, with no upload of the directory)."""
+    (on s3: the objects the first mount wrote, with no upload of the directory), with m's
+    cache_dir unless args name one."""
     mounts = []
 
     def start(bucket=BUCKET, *args):
         mnt = tmp_path / f"mnt{len(mounts)}"
         mnt.mkdir()
         src = bucket.src if isinstance(bucket, Mount) else mount_source(bucket)
-        m = Mount(src, mnt, tmp_path / f"h5osfs{len(mounts)}.log", args)
+        cache_dir = bucket.cache_dir if isinstance(bucket, Mount) else None
+        m = Mount(src, mnt, tmp_path / f"h5osfs{len(mounts)}.log", args, cache_dir=cache_dir)
         mounts.append(m)
         return m
 

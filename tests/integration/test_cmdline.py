@@ -15,6 +15,13 @@ def run(*args):
                           capture_output=True, text=True, timeout=10)
 
 
+@pytest.fixture(autouse=True)
+def own_cache_dir(tmp_path, monkeypatch):
+    """The default cache_dir ($XDG_CACHE_HOME/h5osfs) of a fresh directory: a command line that
+    gets as far as locking it must not meet another mount's lock."""
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg-cache"))
+
+
 @pytest.fixture
 def mnt(tmp_path):
     path = tmp_path / "mnt"

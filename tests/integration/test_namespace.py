@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from conftest import (BUCKET, Mount, assert_unchanged, bucket_snapshot, h5osfs_bin, is_mounted,
-                      list_like_aws)
+                      list_like_aws, run_refused)
 
 pytestmark = pytest.mark.backends("posix", "s3")
 
@@ -559,7 +559,8 @@ def test_daemonised_unmount_leaves_nothing(tmp_path, mount_source):
     set_child_subreaper(True)
     try:
         r = subprocess.run([str(h5osfs_bin()), "-o", f"log_file={log}", "-o", "user=test_user1",
-                            *src.args, src.source, str(mnt)], stdin=subprocess.DEVNULL,
+                            "-o", f"cache_dir={tmp_path}/cache", *src.args, src.source,
+                            str(mnt)], stdin=subprocess.DEVNULL,
                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, timeout=10,
                            env=src.env)
         assert r.returncode == 0, r.stderr
@@ -574,6 +575,14 @@ def test_daemonised_unmount_leaves_nothing(tmp_path, mount_source):
         pid = pids[0]
         assert os.getsid(pid) == pid, "the daemon runs in its own session"
         assert "home" in os.listdir(mnt)
+        # its cache_dir lock went through the fork with it: a second daemon is refused, and
+        # told the daemon's pid, not its launcher's
+        second = tmp_path / "second"
+        second.mkdir()
+        rc, err = run_refused([h5osfs_bin(), "-f", "-o", "user=test_user1", "-o",
+                               f"cache_dir={tmp_path}/cache", *src.args, src.source, second],
+                              src.env, second)
+        assert rc == 1 and f"is in use by another h5osfs (pid {pid})" in err, err
         assert sorted(os.listdir(mnt / "home" / "test_user1"))
         subprocess.run(["fusermount3", "-u", str(mnt)], check=True, timeout=10)
         status = wait_exit(pid, 10)

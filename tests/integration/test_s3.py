@@ -14,9 +14,11 @@ its standard error.
 """
 import errno
 import hashlib
+import http.server
 import json
 import os
 import re
+import socket
 import stat
 import subprocess
 import sys
@@ -47,6 +49,7 @@ MOUNT_TIMEOUT = 15
 
 h5osfs_bin = conftest.h5osfs_bin
 is_mounted = conftest.is_mounted
+run_refused = conftest.run_refused
 
 
 def error_lines(text):
@@ -71,6 +74,8 @@ class Daemon:
         self.log_path = Path(workdir) / f"{self.mnt.name}.log"
         self.err_path = Path(workdir) / f"{self.mnt.name}.stderr"
         self.secrets = [s for s in secrets if s]
+        if not conftest.names_cache_dir(args):   # a cache_dir of its own, as conftest's mounts
+            args = ["-o", f"cache_dir={Path(workdir) / self.mnt.name}.cache", *args]
         self.cmd = [str(h5osfs_bin()), "-f", "-o", f"log_file={self.log_path}"] + [
             str(a) for a in args] + [self.bucket, str(self.mnt)]
         with open(self.err_path, "wb") as err:
@@ -185,25 +190,6 @@ def s3_mount(tmp_path, clean_home, s3_server):
     yield mounts.start
     failures = mounts.finish()
     assert not failures, failures
-
-
-def run_refused(cmd, env, mnt, timeout=10):
-    """Runs a command line that must be refused: -> (status, stderr). Never leaves a mount."""
-    proc = subprocess.Popen([str(c) for c in cmd], stdin=subprocess.DEVNULL,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
-    try:
-        out, err = proc.communicate(timeout=timeout)
-    except subprocess.TimeoutExpired:
-        if is_mounted(mnt):
-            subprocess.run(["fusermount3", "-u", str(mnt)], capture_output=True)
-        proc.kill()
-        out, err = proc.communicate()
-        pytest.fail(f"h5osfs was not refused: it ran (and mounted: {cmd})")
-    mounted = is_mounted(mnt)
-    if mounted:
-        subprocess.run(["fusermount3", "-u", str(mnt)], capture_output=True)
-    assert not mounted, f"{cmd} mounted something"
-    return proc.returncode, err.decode(errors="replace")
 
 
 # ---- what a mount shows ----
@@ -589,26 +575,97 @@ def test_metadata_fault_twice_is_retried(s3_bucket, ref, fault_proxy, s3_mount, 
     assert os.stat(domain_file(m, "sample1")).st_mtime_ns == ref.tree[f"{HOME}/sample1.h5"][2]
 
 
-# ==== 5. refused credentials ====
+# ==== 5. refused credentials, a missing bucket, no server: the mount is refused ====
 
-@pytest.mark.parametrize("case", ["wrong-secret", "unknown-key"])
-def test_refused_credentials_give_eacces(s3_bucket, s3_server, s3_mount, case):
-    if case == "wrong-secret":
-        secret = "Wr0ng/Secret+Key=ABCDEFGHIJKLMNOPQRSTUVWXYZ"
-        env = {"AWS_SECRET_ACCESS_KEY": secret}
-        expect = (r"HTTP 403 SignatureDoesNotMatch\b.*"
-                  r"((refus|reject)\w* .*signature|signature .*(refus|reject)\w*)")
-    else:
-        secret = "Some/Other+Secret=0123456789abcdefghijklmn"
-        env = {"AWS_ACCESS_KEY_ID": "NOSUCHACCESSKEY00000", "AWS_SECRET_ACCESS_KEY": secret}
-        expect = r"HTTP 403 InvalidAccessKeyId"
-    m = s3_mount(s3_bucket.url, env=env, secrets=[secret])
-    with pytest.raises(PermissionError) as e:
-        os.listdir(m.mnt)
-    assert e.value.errno == errno.EACCES
-    lines = error_lines(m.log())
-    assert lines and all(re.search(expect, l) for l in lines), m.log()
-    m.assert_serving()
+WRONG_SECRET = "Wr0ng/Secret+Key=ABCDEFGHIJKLMNOPQRSTUVWXYZ"
+OTHER_SECRET = "Some/Other+Secret=0123456789abcdefghijklmn"
+REFUSED = {
+    # the test server verifies SigV4 signatures (tests/s3/sigv4.js), as AWS and Ceph RGW do
+    "wrong-secret": ({"AWS_SECRET_ACCESS_KEY": WRONG_SECRET}, "hsdstest",
+                     r"credentials refused by {url}: HTTP 403 SignatureDoesNotMatch: the server "
+                     r"refused the request signature \(wrong secret key\?\)"),
+    "unknown-key": ({"AWS_ACCESS_KEY_ID": "NOSUCHACCESSKEY00000",
+                     "AWS_SECRET_ACCESS_KEY": OTHER_SECRET}, "hsdstest",
+                    r"credentials refused by {url}: HTTP 403 InvalidAccessKeyId: \S.*"),
+    "no-such-bucket": ({}, "h5osfs-no-such-bucket",
+                       r"no such bucket at {url}: HTTP 404 NoSuchBucket: \S.*"),
+}
+
+
+def start_refused(server, home, tmp_path, bucket, *args, endpoint=None, env=None):
+    """An S3 mount that must be refused at start: -> (status, the stderr line)."""
+    mnt = tmp_path / "mnt"
+    mnt.mkdir()
+    log = tmp_path / "h5osfs.log"
+    cmd = [h5osfs_bin(), "-f", "-o", f"log_file={log}", "-o", f"cache_dir={tmp_path}/cache",
+           *USER, "-o", f"endpoint={endpoint or server.endpoint}", *args, bucket, mnt]
+    rc, err = run_refused(cmd, daemon_env(home, {**server.env(), **(env or {})}), mnt,
+                          timeout=30)
+    assert not os.listdir(mnt)
+    for secret in (server.secret_key, WRONG_SECRET, OTHER_SECRET):
+        assert secret not in err and (not log.exists() or secret not in log.read_text())
+    lines = err.splitlines()
+    assert len(lines) == 1, lines
+    return rc, lines[0]
+
+
+@pytest.mark.parametrize("case", sorted(REFUSED))
+def test_refused_at_mount_with_one_line(s3_bucket, s3_server, clean_home, tmp_path, case):
+    """Issue 12: a wrong secret key let the mount start and failed every request afterwards.
+    One listing at mount fails it instead: status 1, one line with the bucket, its URL and the
+    S3 error code."""
+    env, bucket, expect = REFUSED[case]
+    rc, line = start_refused(s3_server, clean_home, tmp_path, f"s3://{bucket}", env=env)
+    assert rc == 1, line
+    url = re.escape(f"{s3_server.endpoint}/{bucket}")
+    assert re.fullmatch(rf"h5osfs: S3 bucket 's3://{bucket}': " + expect.format(url=url),
+                        line), line
+
+
+def unused_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def test_unreachable_endpoint_is_refused_at_mount(s3_server, clean_home, tmp_path):
+    endpoint = f"http://127.0.0.1:{unused_port()}"
+    t = time.monotonic()
+    rc, line = start_refused(s3_server, clean_home, tmp_path, "s3://hsdstest", "-o",
+                             "retries=1", endpoint=endpoint)
+    assert rc == 1, line
+    assert re.fullmatch(rf"h5osfs: S3 bucket 's3://hsdstest': no usable answer from "
+                        rf"{re.escape(endpoint)}/hsdstest: .+ after 2 attempts", line), line
+    assert time.monotonic() - t < 15
+
+
+class NotS3(http.server.BaseHTTPRequestHandler):
+    """A web server that is not S3: 200 and a page for every GET."""
+
+    def do_GET(self):
+        body = b"<!DOCTYPE html><p>a web page, not an S3 listing"
+        self.send_response(200)
+        self.send_header("Content-Type", "text/html")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, *args):
+        pass
+
+
+def test_endpoint_that_is_not_s3_is_refused_at_mount(s3_server, clean_home, tmp_path):
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), NotS3)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        endpoint = f"http://127.0.0.1:{server.server_address[1]}"
+        rc, line = start_refused(s3_server, clean_home, tmp_path, "s3://hsdstest",
+                                 endpoint=endpoint)
+    finally:
+        server.shutdown()
+        server.server_close()
+    assert rc == 1, line
+    assert f"{endpoint}/hsdstest answered a bucket listing with something other than" in line
 
 
 # ==== 6. where credentials come from ====
@@ -682,13 +739,19 @@ def public_bucket(s3_server):
 
 def test_no_sign_reads_public_bucket(public_bucket, ref, s3_mount):
     m = s3_mount(f"s3://{public_bucket}", "-o", "no_sign", creds=False)
+    assert "anonymous listing refused" not in m.log()
     assert_tree_equal(tree(m.mnt), ref.tree, public_bucket)
     assert_reads_fixture(m, ref, domains=("sample1", "sample2", "sample3", "partial"))
 
 
 def test_no_sign_on_private_bucket_gives_eacces(s3_bucket, s3_mount):
+    """An anonymous mount whose listing is refused at mount still mounts (a public bucket may
+    serve objects but no listing), with one warning; what needs a listing gets EACCES."""
     # with keys in the environment too: no_sign must not use them
     m = s3_mount(s3_bucket.url, "-o", "no_sign")
+    warnings = [l for l in m.log().splitlines() if "anonymous listing refused" in l]
+    assert len(warnings) == 1 and " warning: " in warnings[0], m.log()
+    assert f"by {s3_bucket.endpoint}/{s3_bucket.name} (HTTP 403 AccessDenied" in warnings[0]
     with pytest.raises(PermissionError) as e:
         os.listdir(m.mnt)
     assert e.value.errno == errno.EACCES

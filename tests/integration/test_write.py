@@ -7,6 +7,7 @@ import json
 import os
 import shutil
 import subprocess
+import sys
 import threading
 import time
 from pathlib import Path
@@ -276,6 +277,83 @@ def test_no_staging_without_rights(bucket_copy, mount_bucket, tmp_path):
         with pytest.raises(PermissionError):
             open(intruder.path(target), "r+b" if "sample" in target else "wb")
     wait_for(lambda: staged_files(tmp_path) == [])
+
+
+# ---- one daemon per cache_dir ----
+
+def start_second(m, mnt, *opts):
+    """Starts another daemon (-f) on what Mount m mounts, which must be refused: -> (status,
+    stderr)."""
+    cmd = [conftest.h5osfs_bin(), "-f", *opts, *m.src.args, m.src.source, mnt]
+    return conftest.run_refused(cmd, m.src.env, mnt, timeout=15)
+
+
+# A writer of its own: a descriptor this test process held would be inherited by the second
+# daemon's fork and closed at its exec, a FUSE flush that commits the half-written file.
+HALF_WRITER = r"""
+import os, sys
+data = open(sys.argv[2], "rb").read()
+fd = os.open(sys.argv[1], os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+def write_all(b):
+    while b:
+        b = b[os.write(fd, b):]
+write_all(data[:len(data) // 2])
+print("half written", flush=True)
+sys.stdin.readline()
+write_all(data[len(data) // 2:])
+try:
+    os.close(fd)
+    print("closed")
+except OSError as e:
+    print(f"close failed: errno {e.errno}")
+"""
+
+
+def test_second_daemon_on_a_cache_dir_is_refused_and_the_first_keeps_writing(writable,
+                                                                               tmp_path):
+    """Issue 12: a second daemon's recovery committed the first one's open file and removed
+    its staging (the first writer's close() failed with EINVAL). A cache_dir is one daemon's."""
+    src = SOURCE / "sample3.h5"
+    target = writable.path(f"{HOME}/written-during.h5")
+    mnt = tmp_path / "second"
+    mnt.mkdir()
+    cache = tmp_path / "cache"
+    writer = subprocess.Popen([sys.executable, "-c", HALF_WRITER, str(target), str(src)],
+                              stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    try:
+        assert writer.stdout.readline() == "half written\n"
+        staged = staged_files(tmp_path)
+        assert len(staged) == 1
+        rc, err = start_second(writable, mnt, "-o", f"user=test_user1,ttl=0,cache_dir={cache}")
+        assert rc == 1, err
+        lines = err.splitlines()
+        assert len(lines) == 1, lines
+        assert f"cache_dir '{cache}' is in use" in lines[0], lines[0]
+        assert f"pid {writable.proc.pid}" in lines[0], lines[0]
+        assert staged_files(tmp_path) == staged         # nothing recovered, nothing removed
+        out, _ = writer.communicate("go\n", timeout=60)
+    finally:
+        if writer.poll() is None:
+            writer.kill()
+            writer.wait()
+    assert out == "closed\n", out                      # committed: no EINVAL
+    assert_equal_files(src, target)
+    wait_for(lambda: staged_files(tmp_path) == [])
+    assert not os.listdir(mnt)
+
+
+def test_read_only_mount_beside_a_writer_on_its_cache_dir(writable, mount_bucket, tmp_path):
+    """A read-only mount never uses cache_dir: it takes no lock, is not refused, and does not
+    take the writer's (a further writer is still refused, naming the first)."""
+    cache = tmp_path / "cache"
+    ro = mount_bucket(writable, "-o", f"user=test_user1,ro,ttl=0,cache_dir={cache}")
+    shutil.copyfile(SOURCE / "sample1.h5", writable.path(f"{HOME}/from-writer.h5"))
+    assert_equal_files(SOURCE / "sample1.h5", ro.path(f"{HOME}/from-writer.h5"))
+    mnt = tmp_path / "third"
+    mnt.mkdir()
+    rc, err = start_second(writable, mnt, "-o", f"user=test_user1,cache_dir={cache}")
+    assert rc == 1 and f"pid {writable.proc.pid}" in err, err
+    assert (cache / "lock").read_text().strip() == str(writable.proc.pid)
 
 
 # ---- crashes ----

@@ -1,7 +1,8 @@
 /*
  * test_journal: the staging area's records on a real temporary cache directory: what is
  * created, what survives a "crash" (a new journal object over the same directory), rejects,
- * removal, and records that are not ours.
+ * removal, records that are not ours, and the directory's lock across a fork (a daemonised
+ * mount's).
  */
 #include "h5osfs/journal.h"
 
@@ -14,6 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 static int rm_one(const char *path, const struct stat *sb, int flag, struct FTW *ftw)
@@ -129,6 +131,59 @@ static void test_foreign_records_are_skipped(const char *dir)
     journal_close(j);
 }
 
+static long lock_file_pid(const char *dir)
+{
+    char path[4096];
+    long pid = -1;
+    snprintf(path, sizeof path, "%s/lock", dir);
+    FILE *f = fopen(path, "r");
+    if (f && fscanf(f, "%ld", &pid) != 1)
+        pid = -1;
+    if (f)
+        fclose(f);
+    return pid;
+}
+
+/* What fuse_daemonize does to a mount: the lock is taken, the process forks, the child
+ * names itself the owner and the parent closes its descriptor (exits). The child still holds
+ * the lock; it ends when the child does. */
+static void test_lock_is_exclusive_and_follows_a_fork(const char *dir)
+{
+    int fd = -1, fd2 = -1, ready[2], done[2];
+    long holder = -1;
+    CHECK_INT(journal_lock(dir, &fd, &holder), 0);
+    CHECK(fd >= 0);
+    CHECK_INT(lock_file_pid(dir), getpid());
+    CHECK_INT(journal_lock(dir, &fd2, &holder), -EBUSY);    /* another descriptor: refused */
+    CHECK_INT(holder, getpid());
+    if (pipe(ready) != 0 || pipe(done) != 0)
+        return;
+    pid_t child = fork();
+    if (child == 0) {
+        char c = 0;
+        close(done[1]);                                     /* EOF when the parent closes it */
+        int ok = journal_lock_set_owner(fd) == 0 && write(ready[1], &c, 1) == 1;
+        ok = ok && read(done[0], &c, 1) >= 0;
+        _exit(ok ? 0 : 1);
+    }
+    CHECK(child > 0);
+    char c;
+    CHECK_INT(read(ready[0], &c, 1), 1);
+    close(fd);                                              /* the parent's exit */
+    CHECK_INT(journal_lock(dir, &fd2, &holder), -EBUSY);
+    CHECK_INT(holder, child);
+    close(done[1]);                                         /* the child may exit now */
+    int status = -1;
+    CHECK_INT(waitpid(child, &status, 0), child);
+    CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+    CHECK_INT(journal_lock(dir, &fd2, &holder), 0);         /* free again: taken at once */
+    CHECK_INT(lock_file_pid(dir), getpid());
+    close(fd2);
+    close(ready[0]);
+    close(ready[1]);
+    close(done[0]);
+}
+
 int main(void)
 {
     char tmpl[] = "/tmp/h5osfs-journal-XXXXXX";
@@ -142,6 +197,9 @@ int main(void)
     CHECK(stat(dir, &st) == 0 && (st.st_mode & 0777) == 0700);
     snprintf(dir, sizeof dir, "%s/other", base);
     test_foreign_records_are_skipped(dir);
+    snprintf(dir, sizeof dir, "%s/locked/cache", base);    /* created by the lock, 0700 */
+    test_lock_is_exclusive_and_follows_a_fork(dir);
+    CHECK(stat(dir, &st) == 0 && (st.st_mode & 0777) == 0700);
     nftw(base, rm_one, 16, FTW_DEPTH | FTW_PHYS);
     return check_done("journal");
 }
