@@ -54,6 +54,7 @@ def test_new_domain_copies_out_whole(mount_bucket, bucket_copy, tmp_path):
     make_file(src, 50000, "new")
     m = mount_bucket(bucket_copy, "-o", "user=test_user1")
     shutil.copyfile(src, m.path(f"{HOME}/new.h5"))
+    assert m.unmount() == 0
     m2 = mount_bucket(m, "-o", "user=test_user1")
     path = m2.path(f"{HOME}/new.h5")
     size = os.stat(path).st_size
