@@ -59,6 +59,9 @@ struct store_ops {
     int (*put_new)(struct store *st, const char *key, const void *data, size_t len);
     /* Optional (NULL: read into memory, then put_new): put_new of len bytes of fd at off. */
     int (*put_new_from_fd)(struct store *st, const char *key, int fd, uint64_t off, size_t len);
+    /* Optional (NULL: get, then put_new): put_new of a copy of object src at dst, made by the
+     * store itself (a hard link on a local disk, CopyObject on S3): no bytes through us. */
+    int (*copy)(struct store *st, const char *src, const char *dst);
     /* Optional (NULL: nothing to do): make every lazy put durable. */
     int (*sync)(struct store *st);
     int (*del)(struct store *st, const char *key);
@@ -122,6 +125,10 @@ int store_put_new(struct store *st, const char *key, const void *data, size_t le
 /* store_put_new of the len bytes at off of file fd (a local disk copies them in the kernel:
  * the raw chunks of a staged file are never read into memory). */
 int store_put_new_from_fd(struct store *st, const char *key, int fd, uint64_t off, size_t len);
+/* store_put_new of the bytes of object src at key dst (a key no reader can reach yet): the
+ * unchanged objects of a new version of a domain cost no bytes on the wire or on the disk
+ * where the store can say "the same bytes" (hard link, CopyObject). -ENOENT: no object src. */
+int store_copy(struct store *st, const char *src, const char *dst);
 int store_sync(struct store *st);
 int store_delete(struct store *st, const char *key);
 int store_head(struct store *st, const char *key, struct store_stat *out);

@@ -301,6 +301,7 @@ struct px_put {
     int direct;            /* no temporary name either: nobody reads the key yet */
     int src_fd;            /* >= 0: the bytes are len bytes of this file at src_off */
     uint64_t src_off;
+    int link_fd;           /* >= 0: the object is a hard link to this file (src_fd too) */
     const char *what;      /* the step that failed, for the log line */
 };
 
@@ -433,11 +434,36 @@ static int px_copy_range(struct px_put *p, int fd)
     return 0;
 }
 
+/* The object as a hard link to p's link_fd (through /proc, so no capability is needed): 0,
+ * 1 when links cannot be made here (another file system, a link limit), or -errno. */
+static int px_link(struct px_put *p, int dfd, const char *base)
+{
+    char proc[64];
+    snprintf(proc, sizeof proc, "/proc/self/fd/%d", p->link_fd);
+    p->what = "link";
+    for (int tries = 0; tries < 2; tries++) {
+        if (linkat(AT_FDCWD, proc, dfd, base, AT_SYMLINK_FOLLOW) == 0)
+            return 0;
+        if (errno != EEXIST || unlinkat(dfd, base, 0) < 0)
+            break;              /* EEXIST: a copy left by an interrupted commit */
+    }
+    int err = errno;
+    if (err == EXDEV || err == EMLINK || err == EPERM || err == ENOENT || err == EOPNOTSUPP)
+        return 1;
+    return -err;
+}
+
 /* A key nobody reads yet: written where it goes; a failure removes what was written. */
 static int px_put_direct(struct px_put *p, int dfd, const char *base)
 {
+    int linked = p->link_fd >= 0 ? px_link(p, dfd, base) : 1;
+    if (linked <= 0)
+        return linked;
     p->what = "create";
-    int fd = px_sys_openat(dfd, base, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW, PX_FILE_MODE);
+    /* never O_TRUNC: a file left there may be a hard link to another version's object */
+    int fd = px_sys_openat(dfd, base, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW, PX_FILE_MODE);
+    if (fd == -EEXIST && unlinkat(dfd, base, 0) == 0)
+        fd = px_sys_openat(dfd, base, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW, PX_FILE_MODE);
     if (fd < 0)
         return fd;
     int err = p->src_fd >= 0 ? px_copy_range(p, fd) : 0;
@@ -530,7 +556,7 @@ static int px_put_with(struct store *st, const char *key, const void *data, size
                       int lazy, int direct)
 {
     struct px_put p = { .ps = px(st), .key = key, .data = data, .len = len, .lazy = lazy,
-                        .direct = direct, .src_fd = -1, .what = "" };
+                        .direct = direct, .src_fd = -1, .link_fd = -1, .what = "" };
     return px_put_run(p);
 }
 
@@ -553,8 +579,31 @@ static int px_put_new_from_fd(struct store *st, const char *key, int fd, uint64_
                               size_t len)
 {
     struct px_put p = { .ps = px(st), .key = key, .len = len, .lazy = 1, .direct = 1,
-                        .src_fd = fd, .src_off = off, .what = "" };
+                        .src_fd = fd, .src_off = off, .link_fd = -1, .what = "" };
     return px_put_run(p);
+}
+
+/* A hard link: the same file under both keys. Objects are replaced by rename, never written in
+ * place by us (HSDS writes in place, but only to the version it serves, which is dst's). */
+static int px_copy(struct store *st, const char *src, const char *dst)
+{
+    const struct posix_store *ps = px(st);
+    if (px_reserved(src))
+        return -EINVAL;
+    int fd = px_open(ps, src, O_RDONLY, 0);
+    if (fd < 0)
+        return fd == -ENOENT ? fd : px_fail(ps, "copy", src, "open", -fd);
+    struct stat sb;
+    int err = fstat(fd, &sb) < 0 ? px_fail(ps, "copy", src, "fstat", errno)
+                                 : px_check_regular(&sb);
+    if (!err) {
+        struct px_put p = { .ps = ps, .key = dst, .len = (size_t)sb.st_size, .lazy = 1,
+                            .direct = 1, .src_fd = fd, .src_off = 0, .link_fd = fd,
+                            .what = "" };
+        err = px_put_run(p);
+    }
+    close(fd);
+    return err;
 }
 
 static int px_sync(struct store *st)
@@ -652,6 +701,7 @@ static const struct store_ops px_ops = {
     .put_lazy = px_put_lazy,
     .put_new = px_put_new,
     .put_new_from_fd = px_put_new_from_fd,
+    .copy = px_copy,
     .sync = px_sync,
     .del = px_del,
     .head = px_head,

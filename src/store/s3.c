@@ -140,6 +140,33 @@ static int s3_put(struct store *st, const char *key, const void *data, size_t le
     return rc;
 }
 
+/* CopyObject: the server copies; an error may come inside a 200 answer (AWS documents it). */
+static int s3_copy(struct store *st, const char *src, const char *dst)
+{
+    struct s3_store *s3 = s3_of(st);
+    char *full = NULL, *enc = NULL, *source = NULL;
+    struct s3_response resp;
+    int rc = asprintf(&full, "%s%s", s3->prefix, src) < 0 ? -ENOMEM : 0;
+    if (rc == 0)
+        rc = sigv4_uri_encode(full, strlen(full), 1, &enc);
+    if (rc == 0 && asprintf(&source, "/%s/%s", s3->bucket, enc) < 0)
+        rc = -ENOMEM;
+    struct s3_request req = { .method = "PUT", .key = dst, .body = "", .body_len = 0,
+                              .copy_source = source, .max_body = 1u << 20 };
+    if (rc == 0)
+        rc = s3_perform(s3, &req, &resp);
+    free(full);
+    free(enc);
+    free(source);
+    if (rc != 0)
+        return rc;
+    rc = status_errno(s3, "PUT (copy)", dst, &resp);
+    if (rc == 0 && resp.body.len > 0 && strstr((const char *)resp.body.data, "<Error>"))
+        rc = unexpected(s3, "PUT (copy)", dst, &resp);
+    s3_response_free(&resp);
+    return rc;
+}
+
 static int s3_del(struct store *st, const char *key)
 {
     struct s3_store *s3 = s3_of(st);
@@ -388,6 +415,7 @@ static const struct store_ops s3_ops = {
     .name = "s3",
     .get = s3_get,
     .put = s3_put,
+    .copy = s3_copy,
     .del = s3_del,
     .head = s3_head,
     .list = s3_list,

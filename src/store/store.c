@@ -151,6 +151,28 @@ int store_put_new_from_fd(struct store *st, const char *key, int fd, uint64_t of
     return st->ops->put_new_from_fd(st, key, fd, off, len);
 }
 
+#define COPY_THROUGH_MAX (1ull << 32)  /* a copy through memory: HSDS objects are far smaller */
+
+int store_copy(struct store *st, const char *src, const char *dst)
+{
+    int err = store_key_check(src);
+    if (err == 0)
+        err = store_key_check(dst);
+    if (err)
+        return err;
+    if (!st)
+        return -EINVAL;
+    if (st->ops->copy)
+        return st->ops->copy(st, src, dst);
+    struct store_buf buf;
+    err = store_get(st, src, COPY_THROUGH_MAX, &buf);
+    if (err)
+        return err;
+    err = store_put_new(st, dst, buf.data, buf.len);
+    store_buf_free(&buf);
+    return err;
+}
+
 int store_sync(struct store *st)
 {
     if (!st)

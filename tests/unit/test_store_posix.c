@@ -337,6 +337,36 @@ static void test_lazy_and_new_puts(void)
     remove_dir(dir);
 }
 
+/* A copy is a hard link: the same bytes under the new key, no second copy on disk; putting
+ * either key afterwards (temp + rename) leaves the other as it was; a copy over a file an
+ * interrupted commit left there replaces it; a missing source is -ENOENT. */
+static void test_copy(void)
+{
+    char *dir = make_dir();
+    struct store *st = open_store(dir);
+    struct stat a, b;
+    char pa[512], pb[512];
+    CHECK_INT(store_put(st, "db/a/d/x/0_0", "chunk!", 6), 0);
+    CHECK_INT(store_copy(st, "db/a/d/x/0_0", "db/b/d/x/0_0"), 0);
+    CHECK(has(st, "db/b/d/x/0_0", "chunk!"));
+    snprintf(pa, sizeof pa, "%s/db/a/d/x/0_0", dir);
+    snprintf(pb, sizeof pb, "%s/db/b/d/x/0_0", dir);
+    CHECK(stat(pa, &a) == 0 && stat(pb, &b) == 0 && a.st_ino == b.st_ino && a.st_nlink == 2);
+    CHECK_INT(store_put(st, "db/a/d/x/0_0", "new", 3), 0);
+    CHECK(has(st, "db/b/d/x/0_0", "chunk!"));
+    CHECK_INT(store_put_new(st, "db/c/d/x/0_0", "left", 4), 0);
+    CHECK_INT(store_copy(st, "db/b/d/x/0_0", "db/c/d/x/0_0"), 0);
+    CHECK(has(st, "db/c/d/x/0_0", "chunk!"));
+    CHECK_INT(store_put_new(st, "db/c/d/x/0_0", "over", 4), 0);    /* never through a link */
+    CHECK(has(st, "db/b/d/x/0_0", "chunk!"));
+    CHECK_INT(store_copy(st, "db/none", "db/d/x"), -ENOENT);
+    CHECK_INT(store_copy(st, "db/a/d", "db/d/y"), -EISDIR);
+    CHECK_INT(store_copy(st, "db/../x", "db/d/z"), -EINVAL);
+    CHECK_INT(count_temp_files(dir), 0);
+    store_close(st);
+    remove_dir(dir);
+}
+
 struct churn_ctx {
     struct store *st;
     const char *key;
@@ -828,6 +858,7 @@ int main(void)
     test_intermediate_dirs();
     test_atomic_put();
     test_lazy_and_new_puts();
+    test_copy();
     test_put_delete_race();
     test_missing_bucket();
     test_escapes();
