@@ -2,18 +2,19 @@
  * commit: a staged HDF5 file becomes a domain, in an order that no reader and no crash can
  * observe half-done (doc/design.md, "Writing").
  *
- * New domain or replacement (O_TRUNC): a new root id is journaled, the file is ingested under
- * it (chunks, then JSON, root group last), then the domain's .domain.json is written (new) or
- * swapped to the new root (replacement: owner, ACLs and created are kept); the replaced root's
- * objects go to the collector. Until that one put, readers see the old domain (or none).
- * In place (r+): the journal says so, then ingest_in_place rewrites what changed.
+ * Every commit writes a new root: a new root id is journaled, the file is ingested under it
+ * (chunks, then JSON, root group last), then the domain's .domain.json is written (new) or
+ * swapped to the new root (owner, ACLs and created kept); the replaced root's objects go to
+ * the collector. Until that one put, every reader of the bucket sees the old domain (or none),
+ * also after a crash, whoever recovers. An r+ change (JOURNAL_CHANGE) passes its base
+ * (ingest.h): what did not change keeps its ids and is copied inside the store, not rewritten.
  *
  * Failures leave the journal record DIRTY and the staged file in place: the next flush, or the
  * next mount, tries again. Recovery at mount (commit_recover) looks at each record: a commit
  * whose .domain.json already names the new root is finished (old root collected); one that
- * never got there is undone (its new root collected) and retried; in-place commits are re-run
- * (they are idempotent); dirty staged files are committed; staged bytes that are not HDF5 are
- * moved to the cache directory's rejected/ folder, with one log line saying where.
+ * never got there is undone (its new root collected) and retried; dirty staged files are
+ * committed; staged bytes that are not HDF5 are moved to the cache directory's rejected/
+ * folder, with one log line saying where.
  *
  * Test hook: with the environment variable H5OSFS_TEST_CRASH_AT set to one of "committing",
  * "chunks", "metadata", "root" or "domain", the daemon kills itself (SIGKILL) at that point of
@@ -31,13 +32,19 @@ struct commit_ctx {
     const struct domops *ops;   /* store, namespace, user, collector */
     struct journal *journal;
     unsigned workers;           /* parallel chunk puts */
+    /* Recovery of a JOURNAL_CHANGE record: the base its staged file needs (NULL hook, or
+     * *base NULL: the staged file holds every byte). 0, or -errno to keep the record. */
+    int (*recover_base)(void *ctx, const struct journal_rec *rec, struct ingest_base **base);
+    void (*release_base)(void *ctx, struct ingest_base *base);
+    void *base_ctx;
 };
 
-/* Commit the staged file of rec. Updates rec (and its journal record): after success the
- * mode is IN_PLACE on the domain's new root and the state CLEAN. 0 or -errno: -EINVAL when the
- * staged bytes are not an HDF5 file, -EIO, -ENOSPC, -ENOMEM, -EISDIR (a folder was made at
- * the path meanwhile). */
-int commit_staged(const struct commit_ctx *c, struct journal_rec *rec);
+/* Commit the staged file of rec (base: what it started as, or NULL). Updates rec (and its
+ * journal record): after success the mode is CHANGE with the domain's new root as base_root,
+ * and the state CLEAN. 0 or -errno: -EINVAL when the staged bytes are not an HDF5 file, -EIO,
+ * -ENOSPC, -ENOMEM, -EISDIR (a folder was made at the path meanwhile). */
+int commit_staged(const struct commit_ctx *c, struct journal_rec *rec,
+                  const struct ingest_base *base);
 
 /* At mount, before any request: finish, undo and retry what the journal holds. Returns the
  * number of records left for a later mount (logged each). */

@@ -65,6 +65,23 @@ struct image_reader {
 ssize_t image_read(struct image *img, struct image_reader *r, uint64_t off, void *buf,
                    size_t len);
 
+/*
+ * What a copy of the file started from (an r+ change, staged and committed as a new version):
+ * the HSDS object each HDF5 object of the file shows, by its object header's address (HDF5
+ * keeps that address while a file is changed in place), and the chunk extents, whose bytes the
+ * store holds.
+ */
+/* The HSDS id of the object whose header is at addr, or NULL. */
+const char *image_object_id(const struct image *img, uint64_t addr);
+/* Call fn for every chunk extent, in file order, until it returns non-zero (that value). */
+int image_for_each_chunk(const struct image *img,
+                         int (*fn)(void *ctx, uint64_t off, uint64_t len), void *ctx);
+/* 1 when the chunk extent at off is chunk idx (rank coordinates) of dataset dataset_id and
+ * its bytes are the chunk object whose key is written to key; 0 otherwise (another chunk, a
+ * *_REF chunk, no chunk extent there). */
+int image_chunk_source(const struct image *img, uint64_t off, const char *dataset_id,
+                       const uint64_t *idx, int rank, char *key, size_t key_len);
+
 /* Figures for the benchmark and the debug log. */
 struct image_stats {
     uint64_t size;              /* file size */

@@ -38,13 +38,38 @@ struct ingest_config {
     void *ctx;
 };
 
+/*
+ * What the file started as, when it is a changed copy of a stored version (r+): every commit
+ * stores a new root all the same (so readers switch from the old version to the new one at
+ * once, src/write/commit.c), but what did not change costs nothing:
+ * - an object of the file whose header address the base knows keeps its id's last 16 digits
+ *   (its identity across versions), the "created" time of its unchanged links and attributes,
+ *   and, for a dataset of the same type and chunk shape, the base's layout and creation
+ *   properties (filters, partitions, a *_REF layout while none of its chunks was written);
+ * - a chunk whose bytes were not written is copied inside the store from the base's chunk
+ *   object (store_copy), never read or encoded.
+ */
+struct ingest_base {
+    const char *root;           /* the base version's root id (v2) */
+    /* The id of the base object whose object header is at addr, or NULL. */
+    const char *(*object_id)(void *ctx, uint64_t addr);
+    /* The chunk bytes [addr, addr+len) of the file: 2 when they are still the base's chunk idx
+     * of dataset_id, stored as the object whose key is given back; 1 when they are still the
+     * base's but not such a chunk; 0 when written. With materialize, the file holds every byte
+     * of the range when this returns (clean bytes are copied in). -errno on failure. */
+    int (*chunk_state)(void *ctx, uint64_t addr, uint64_t len, const char *dataset_id,
+                       const uint64_t *idx, int rank, int materialize, char *key,
+                       size_t key_len);
+    void *ctx;
+};
+
 struct ingest_stats {
     uint64_t groups, datasets, datatypes;
     uint64_t chunks_written;     /* chunk objects put */
     uint64_t chunks_raw;         /* of those, copied from the file without decoding */
+    uint64_t chunks_copied;      /* unchanged chunks copied inside the store from the base */
     uint64_t chunks_fill;        /* chunks equal to the fill value everywhere: not stored */
-    uint64_t objects_unchanged;  /* in place: same content as stored, not written */
-    uint64_t objects_deleted;    /* in place: objects the file no longer has */
+    uint64_t objects_kept;       /* objects of the base the file still has (same id digits) */
     uint64_t bytes_written;      /* bytes put, JSON included */
     uint64_t changes;            /* objects stored differently from the file (each logged) */
 };
@@ -53,26 +78,14 @@ struct ingest_stats {
  * Store the HDF5 file at h5path as a domain with a new root: root is a fresh id from
  * ingest_new_root_id (the caller journals it before anything is written, so an interrupted
  * commit can be undone), and every object is written under that root's prefix (db/A-B/),
- * nothing elsewhere. log_name (the domain path) prefixes every log line. On failure the
- * objects written so far stay under root (unreachable; the caller has them collected).
+ * nothing elsewhere. base: what the file started as (NULL for a new file or a replacement).
+ * log_name (the domain path) prefixes every log line. On failure the objects written so far
+ * stay under root (unreachable; the caller has them collected).
  * 0, or -EINVAL (not an HDF5 file, or one HDF5 cannot open; logged), -EIO (the store failed or
  * the file could not be read; logged), -ENOSPC, -ENOMEM.
  */
 int ingest_new(const struct ingest_config *cfg, const char *h5path, const char *log_name,
-               const char *root, struct ingest_stats *stats);
-
-/*
- * Store the HDF5 file at h5path into the existing v2 domain whose root is root, changing only
- * what changed: an object keeps its id where the file has an object of the same kind at the
- * same path (a dataset also needs the same type and rank, else it gets a new id); an object is
- * written only when its content differs from what is stored (JSON compared without timestamps,
- * chunks compared decoded); objects the file no longer has are deleted after everything else
- * is written, the root group last but one. Running it again with the same file after an
- * interruption finishes the job (it is idempotent). Same errors as ingest_new, and -ENOTSUP for
- * a v1 root (the caller then replaces the domain instead).
- */
-int ingest_in_place(const struct ingest_config *cfg, const char *h5path, const char *log_name,
-                    const char *root, struct ingest_stats *stats);
+               const char *root, const struct ingest_base *base, struct ingest_stats *stats);
 
 /* A fresh v2 root group id (§1.2), lowercase, from the system's random source. 0 or -EIO. */
 int ingest_new_root_id(char out[SCHEMA_ID_BUF]);

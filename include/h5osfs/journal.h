@@ -4,6 +4,7 @@
  *
  * Under the cache directory (created 0700 when missing):
  *   staging/<name>.h5    the staged HDF5 file of a domain being written
+ *   staging/<name>.h5.base  an r+ change: which ranges of it are still the base's chunks
  *   journal/<name>.json  its record: domain path, mode, state and the roots involved
  *   rejected/<name>.h5   staged bytes that were not an HDF5 file, kept for the user
  * A record is replaced atomically (temporary file, fsync, rename, fsync of the directory), so
@@ -21,7 +22,8 @@
 enum journal_mode {
     JOURNAL_NEW,        /* no domain there yet: a new root and a new .domain.json */
     JOURNAL_REPLACE,    /* O_TRUNC over a domain: a new root, then the .domain.json swap */
-    JOURNAL_IN_PLACE,   /* r+ of a domain: changed objects rewritten under its root */
+    JOURNAL_CHANGE,     /* r+ of a domain: a new root made from the changed copy of base_root
+                           (staging/<name>.h5.base says which chunk ranges are still base's) */
 };
 
 enum journal_state {
@@ -50,6 +52,10 @@ int journal_stage(struct journal *j, const char *domain, enum journal_mode mode,
                   const char *base_root, struct journal_rec *rec, int *fd);
 /* Write (or replace) the record durably. 0 or -errno (logged). */
 int journal_write(struct journal *j, const struct journal_rec *rec);
+/* An r+ change's base ranges (overlay.h): staging/<name>.h5.base, replaced durably; read back
+ * at recovery (*text malloc'd; -ENOENT when there is none). 0 or -errno (logged when written). */
+int journal_write_base(struct journal *j, const struct journal_rec *rec, const char *text);
+int journal_read_base(struct journal *j, const struct journal_rec *rec, char **text);
 /* The staged file's path (malloc'd) or NULL. */
 char *journal_staged_path(const struct journal *j, const struct journal_rec *rec);
 /* Remove the record and its staged file: the staged bytes are committed or abandoned. */

@@ -47,6 +47,9 @@ int schema_obj_key(const char *id, char *buf, size_t len);
 /* Key of a dataset's chunk: index[0..rank-1] slowest first, partition < 0 for none (§2.4). */
 int schema_chunk_key(const char *dset_id, const uint64_t *index, int rank, int partition,
                      char *buf, size_t len);
+/* The partition (§5.6) of the chunk at index of a dataset with layout.partition_count count
+ * (> 0); -1 when count is 0 (no partitions). */
+int schema_chunk_partition(const uint64_t *index, int rank, int count);
 
 /* Key of the domain summary db/A-B/.info.json of a v2 root id (§3.7). */
 int schema_info_key(const char *root_id, char *buf, size_t len);

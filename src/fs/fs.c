@@ -29,7 +29,6 @@
 #define FS_UNKNOWN_INO 0xffffffffu   /* readdir: "ask lookup", as libfuse's high-level API does */
 #define FS_XATTR_ROOT "user.h5osfs.root"
 #define FS_XATTR_OWNER "user.h5osfs.owner"
-#define FS_FILL_PIECE (1u << 20)
 
 /* Every handle given to the kernel, so that those whose release never came (the session ended
  * first: a SIGTERM right after a close) are still freed at unmount. */
@@ -119,31 +118,15 @@ static int root_in_use(void *ctx, const char *root)
            (fs->staging && staging_root_in_use(fs->staging, root));
 }
 
-/* r+ starts from the domain's current bytes: copy its file into the staged one. */
-static int fill_staged(void *ctx, const char *path, const char *root, int fd)
+/* r+ starts from a version of the domain: its image (staging keeps its chunks in the store). */
+static int staging_base(void *ctx, const char *path, const char *root, struct image **img)
 {
     struct fs *fs = ctx;
-    struct image *img = NULL;
     int reused;
-    int rc = image_table_get(fs->images, path, root, &img, &reused);
-    char *buf = rc == 0 ? malloc(FS_FILL_PIECE) : NULL;
-    if (rc == 0 && !buf)
-        rc = -ENOMEM;
-    struct image_reader reader = { .cache = fs->cfg.cache };
-    uint64_t size = rc == 0 ? image_size(img) : 0;
-    for (uint64_t off = 0; rc == 0 && off < size;) {
-        ssize_t n = image_read(img, &reader, off, buf, FS_FILL_PIECE);
-        if (n <= 0)
-            rc = n < 0 ? (int)n : -EIO;
-        else if (pwrite(fd, buf, (size_t)n, (off_t)off) != n)
-            rc = -EIO;
-        off += n > 0 ? (uint64_t)n : 0;
-    }
-    free(buf);
-    if (img)
-        image_put(img);
+    int rc = image_table_get(fs->images, path, root, img, &reused);
     if (rc != 0)
-        log_error("%s: cannot copy the domain into the staging area: %s", path, strerror(-rc));
+        log_error("%s: the version with root %s cannot be staged: %s", path, root,
+                  strerror(-rc));
     return rc;
 }
 
@@ -168,8 +151,10 @@ static int fs_new_staging(struct fs *fs)
     int rc = journal_open(fs->cfg.cache_dir, &fs->journal);
     if (rc != 0)
         return rc;
-    struct commit_ctx commit = { &fs->ops, fs->journal, fs->cfg.write_workers };
-    struct staging_hooks hooks = { fill_staged, forget_image, fs };
+    struct commit_ctx commit = { .ops = &fs->ops, .journal = fs->journal,
+                                 .workers = fs->cfg.write_workers };
+    struct staging_hooks hooks = { .base = staging_base, .cache = fs->cfg.cache,
+                                   .committed = forget_image, .ctx = fs };
     rc = staging_new(&commit, &hooks, &fs->staging);
     if (rc != 0) {
         journal_close(fs->journal);
@@ -237,8 +222,7 @@ void fs_start_threads(struct fs *fs, struct fuse_session *se, struct prefetcher 
         log_warn("no notifier thread: after a commit, the kernel may show the old version of "
                  "the file for up to ttl seconds");
     if (fs->staging) {
-        struct commit_ctx commit = { &fs->ops, fs->journal, fs->cfg.write_workers };
-        size_t left = commit_recover(&commit);
+        size_t left = staging_recover(fs->staging);
         if (left)
             log_warn("%zu staged files could not be committed yet: kept for the next mount",
                      left);

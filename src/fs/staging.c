@@ -2,6 +2,7 @@
 #include "staging.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -11,6 +12,7 @@
 #include "h5osfs/clock.h"
 #include "h5osfs/log.h"
 #include "h5osfs/strmap.h"
+#include "overlay.h"
 
 /* Lock order: the table's lock may be taken while holding an entry's, never the reverse
  * (except on a new entry nobody else can have locked yet). */
@@ -21,9 +23,11 @@ struct staged {
     char root[SCHEMA_ID_BUF];   /* the root it edits, for the collector's question */
     int fd;
     int broken;                 /* -errno: the entry could not be prepared */
-    int fill_pending;           /* r+: the domain's bytes are copied in at the first use, so
-                                   that an open(O_TRUNC) (an open, then a truncate to 0, since
-                                   the kernel sends them apart) never copies them */
+    int fill_pending;           /* r+: the domain's file is staged at the first use, so that
+                                   an open(O_TRUNC) (an open, then a truncate to 0, since the
+                                   kernel sends them apart) never stages it */
+    struct overlay *overlay;    /* r+: the version it started as, and its unwritten chunks */
+    char base_root[SCHEMA_ID_BUF];  /* that version's root (guarded like root) */
     uint64_t size;
     int dirty;                  /* changed since the last commit */
     int rejected;               /* the last commit found no HDF5 file, nothing changed since */
@@ -67,6 +71,7 @@ void staging_free(struct staging *t)
 
 static void staged_free(struct staged *s)
 {
+    overlay_free(s->overlay);
     free(s->path);
     if (s->fd >= 0)
         close(s->fd);
@@ -101,7 +106,7 @@ static int staged_create(struct staging *t, const char *path, const char *root, 
         staged_free(s);
         return -ENOMEM;
     }
-    enum journal_mode mode = !root ? JOURNAL_NEW : truncate ? JOURNAL_REPLACE : JOURNAL_IN_PLACE;
+    enum journal_mode mode = !root ? JOURNAL_NEW : truncate ? JOURNAL_REPLACE : JOURNAL_CHANGE;
     int rc = journal_stage(t->commit.journal, path, mode, root, &s->rec, &s->fd);
     if (rc != 0) {
         s->fd = -1;
@@ -121,19 +126,40 @@ static int staged_create(struct staging *t, const char *path, const char *root, 
     return 0;
 }
 
-/* Copy the domain's bytes in (r+) if that is still to do; under the entry's lock, outside
- * the table's: a big domain takes a while. A failure stays with the entry (every use fails). */
+/* Save the overlay's clean ranges for a recovery after a crash (overlay.h). */
+static int save_overlay(struct staging *t, struct staged *s)
+{
+    char *text = NULL;
+    int rc = s->overlay ? overlay_save(s->overlay, &text) : 0;
+    if (rc == 0 && text)
+        rc = journal_write_base(t->commit.journal, &s->rec, text);
+    free(text);
+    return rc;
+}
+
+/* Stage the domain's file (r+) if that is still to do: its metadata, and its chunks as clean
+ * ranges of an overlay (overlay.h), so a large domain costs its metadata here. Under the
+ * entry's lock, outside the table's. A failure stays with the entry (every use fails). */
 static int staged_fill(struct staging *t, struct staged *s)
 {
     if (!s->fill_pending || s->broken)
         return s->broken;
     s->fill_pending = 0;
-    int rc = t->hooks.fill(t->hooks.ctx, s->rec.domain, s->rec.base_root, s->fd);
-    off_t end = rc == 0 ? lseek(s->fd, 0, SEEK_END) : -1;
-    if (rc == 0 && end < 0)
-        rc = -errno;
+    struct image *img = NULL;
+    int rc = t->hooks.base(t->hooks.ctx, s->rec.domain, s->rec.base_root, &img);
     if (rc == 0)
-        s->size = (uint64_t)end;
+        rc = overlay_new(img, s->rec.base_root, t->hooks.cache, s->fd, &s->overlay);
+    image_put(img);
+    if (rc == 0) {
+        pthread_mutex_lock(&t->lock);
+        snprintf(s->base_root, sizeof s->base_root, "%s", s->rec.base_root);
+        pthread_mutex_unlock(&t->lock);
+        rc = overlay_fill(s->overlay, &s->size);
+    }
+    if (rc == 0)
+        rc = save_overlay(t, s);
+    if (rc != 0)
+        log_error("%s: cannot stage the domain's file: %s", s->rec.domain, strerror(-rc));
     s->broken = rc;
     return rc;
 }
@@ -143,12 +169,14 @@ static int truncate_locked(struct staging *t, struct staged *s, uint64_t size)
     if (size == 0)
         s->fill_pending = 0;    /* nothing of the domain's bytes would be left */
     int rc = staged_fill(t, s);
+    if (rc == 0 && s->overlay)
+        rc = overlay_before_truncate(s->overlay, size);
     if (rc != 0)
         return rc;
     if (ftruncate(s->fd, (off_t)size) != 0)
         return -errno;
     s->size = size;
-    if (size == 0 && s->rec.mode == JOURNAL_IN_PLACE)
+    if (size == 0 && s->rec.mode == JOURNAL_CHANGE)
         s->rec.mode = JOURNAL_REPLACE;      /* all new content: a new root, one swap */
     return 0;
 }
@@ -211,9 +239,13 @@ ssize_t staging_read(struct staging *t, struct staged *s, void *buf, size_t len,
 {
     pthread_mutex_lock(&s->lock);
     int rc = staged_fill(t, s);
+    ssize_t n = rc != 0 ? rc
+              : s->overlay ? overlay_read(s->overlay, s->size, buf, len, off)
+                           : pread(s->fd, buf, len, (off_t)off);
+    if (rc == 0 && !s->overlay && n < 0)
+        n = -errno;
     pthread_mutex_unlock(&s->lock);
-    ssize_t n = rc == 0 ? pread(s->fd, buf, len, (off_t)off) : rc;
-    return n < 0 && rc == 0 ? -errno : n;
+    return n;
 }
 
 ssize_t staging_write(struct staging *t, struct staged *s, const void *buf, size_t len,
@@ -223,6 +255,8 @@ ssize_t staging_write(struct staging *t, struct staged *s, const void *buf, size
     int rc = staged_fill(t, s);
     if (rc == 0)
         rc = mark_dirty(t, s);
+    if (rc == 0 && s->overlay)
+        rc = overlay_before_write(s->overlay, off, len);
     ssize_t n = rc == 0 ? pwrite(s->fd, buf, len, (off_t)off) : rc;
     if (rc == 0 && n < 0)
         n = -errno;
@@ -247,11 +281,28 @@ int staging_truncate(struct staging *t, struct staged *s, uint64_t size)
     return rc;
 }
 
+/* The base the commit passes to ingest (NULL: none, and then the staged file must hold every
+ * byte: a v1 base's ids have no digits a new root could keep). */
+static int commit_base(struct staging *t, struct staged *s, struct ingest_base *base)
+{
+    if (!s->overlay || s->rec.mode != JOURNAL_CHANGE)
+        return 0;
+    if (schema_id_version(overlay_root(s->overlay)) != 2) {
+        int rc = overlay_materialize_all(s->overlay);
+        return rc == 0 ? save_overlay(t, s) : rc;
+    }
+    overlay_ingest_base(s->overlay, base);
+    return save_overlay(t, s) == 0 ? 1 : -EIO;
+}
+
 static int commit_locked(struct staging *t, struct staged *s)
 {
     if (!s->dirty)
         return 0;
-    int rc = commit_staged(&t->commit, &s->rec);
+    struct ingest_base base;
+    int rc = commit_base(t, s, &base);
+    if (rc >= 0)
+        rc = commit_staged(&t->commit, &s->rec, rc == 1 ? &base : NULL);
     if (rc == 0) {
         s->dirty = 0;
         s->committed = 1;
@@ -280,6 +331,7 @@ static void staged_finish(struct staging *t, struct staged *s)
     if (!s->dirty || s->broken) {
         journal_remove(t->commit.journal, &s->rec);
     } else if ((s->rejected || rc == -EINVAL) &&
+               (!s->overlay || overlay_materialize_all(s->overlay) == 0) &&
                journal_reject(t->commit.journal, &s->rec, &kept) == 0) {
         log_error("%s: not an HDF5 file: not stored; the bytes written are kept as %s",
                   s->rec.domain, kept ? kept : "(unknown)");
@@ -384,8 +436,8 @@ static int uses_root(const char *key, void *value, void *ctx)
     (void)key;
     struct staged *s = value;
     struct root_walk *w = ctx;
-    if (strcmp(s->root, w->root) == 0)
-        w->found = 1;
+    if (strcmp(s->root, w->root) == 0 || strcmp(s->base_root, w->root) == 0)
+        w->found = 1;           /* its overlay reads the base's chunks until it goes */
     return 0;
 }
 
@@ -425,4 +477,83 @@ void staging_rename(struct staging *t, const char *from, const char *to)
     journal_write(t->commit.journal, &s->rec);
     pthread_mutex_unlock(&s->lock);
     staging_release(t, s);
+}
+
+/* ---- recovery ---- */
+
+struct recovered_base {
+    struct ingest_base base;    /* first: what commit gets and gives back */
+    struct overlay *overlay;
+    int fd;
+};
+
+static void release_base(void *ctx, struct ingest_base *base)
+{
+    (void)ctx;
+    struct recovered_base *r = (struct recovered_base *)base;
+    overlay_free(r->overlay);
+    if (r->fd >= 0)
+        close(r->fd);
+    free(r);
+}
+
+/* The overlay an interrupted r+ change had, from its saved ranges and its base's file. */
+static int recover_overlay(struct staging *t, const struct journal_rec *rec, const char *text,
+                           struct recovered_base *r)
+{
+    char *root = overlay_saved_root(text), *staged = journal_staged_path(t->commit.journal, rec);
+    struct image *img = NULL;
+    int rc = !root ? -EINVAL : !staged ? -ENOMEM : 0;
+    if (rc == 0 && (r->fd = open(staged, O_RDWR | O_CLOEXEC)) < 0)
+        rc = -errno;
+    if (rc == 0)
+        rc = t->hooks.base(t->hooks.ctx, rec->domain, root, &img);
+    if (rc == 0)
+        rc = overlay_new(img, root, t->hooks.cache, r->fd, &r->overlay);
+    if (rc == 0)
+        rc = overlay_restore(r->overlay, text);
+    if (rc == 0 && schema_id_version(root) != 2)
+        rc = overlay_materialize_all(r->overlay);
+    if (rc != 0)
+        log_error("%s: the version root %s that the staged file %s changes cannot be matched "
+                  "again (%s): kept for a later mount", rec->domain, root ? root : "?",
+                  staged ? staged : "?", strerror(-rc));
+    image_put(img);
+    free(root);
+    free(staged);
+    return rc;
+}
+
+static int recover_base(void *ctx, const struct journal_rec *rec, struct ingest_base **out)
+{
+    struct staging *t = ctx;
+    char *text = NULL;
+    *out = NULL;
+    int rc = journal_read_base(t->commit.journal, rec, &text);
+    if (rc == -ENOENT)
+        return 0;               /* no overlay: the staged file holds every byte */
+    struct recovered_base *r = rc == 0 ? calloc(1, sizeof *r) : NULL;
+    if (rc == 0 && !r)
+        rc = -ENOMEM;
+    if (r)
+        r->fd = -1;
+    if (rc == 0)
+        rc = recover_overlay(t, rec, text, r);
+    free(text);
+    if (rc == 0 && schema_id_version(overlay_root(r->overlay)) == 2) {
+        overlay_ingest_base(r->overlay, &r->base);
+        *out = &r->base;
+    } else if (r) {
+        release_base(t, &r->base);
+    }
+    return rc;
+}
+
+size_t staging_recover(struct staging *t)
+{
+    struct commit_ctx c = t->commit;
+    c.recover_base = recover_base;
+    c.release_base = release_base;
+    c.base_ctx = t;
+    return commit_recover(&c);
 }

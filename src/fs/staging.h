@@ -14,7 +14,9 @@
 #include <stdint.h>
 #include <sys/types.h>
 
+#include "h5osfs/cache.h"
 #include "h5osfs/commit.h"
+#include "h5osfs/image.h"
 #include "h5osfs/ns.h"
 
 struct staging;
@@ -22,8 +24,9 @@ struct staged;
 
 /* What staging asks of the file system around it (ctx is theirs). */
 struct staging_hooks {
-    /* Fill the staged file (fd) with the domain's current bytes: r+ starts from what is there. */
-    int (*fill)(void *ctx, const char *path, const char *root, int fd);
+    /* The file of the domain at path whose root is root (a new reference): r+ starts from it. */
+    int (*base)(void *ctx, const char *path, const char *root, struct image **img);
+    struct chunk_cache *cache;  /* reads of its chunks go through it */
     /* path's domain changed (a commit succeeded): forget what was built from it. */
     void (*committed)(void *ctx, const char *path);
     void *ctx;
@@ -69,6 +72,10 @@ int staging_is_new(struct staged *s);
 int staging_children(struct staging *t, const char *dir, char ***names, size_t *n);
 /* Move an entry to a new path after a rename of its domain. */
 void staging_rename(struct staging *t, const char *from, const char *to);
+/* At mount, before any request: finish, undo and retry what the journal holds (commit.h);
+ * an r+ change's staged file is matched with its base version again (overlay.h). Returns the
+ * number of records left for a later mount. */
+size_t staging_recover(struct staging *t);
 /* 1 if an open staged entry edits the domain whose root is root (the collector waits). */
 int staging_root_in_use(struct staging *t, const char *root);
 

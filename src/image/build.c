@@ -543,6 +543,35 @@ static int fill_or_unlink(struct builder *b, struct build_obj *o)
 
 /* ---- the whole build ---- */
 
+static int by_addr(const void *a, const void *b)
+{
+    uint64_t x = ((const struct image_object *)a)->addr, y = ((const struct image_object *)b)->addr;
+    return x < y ? -1 : x > y;
+}
+
+/* Which HSDS object each HDF5 object of the file is: what an r+ change of a copy of the file
+ * is matched against when it is committed (image.h). */
+static int record_objects(struct builder *b)
+{
+    struct image *img = b->img;
+    img->objects = calloc(b->n_objs ? b->n_objs : 1, sizeof *img->objects);
+    if (!img->objects)
+        return -ENOMEM;
+    for (size_t i = 0; i < b->n_objs; i++) {
+        H5O_info_t info;
+        const struct build_obj *o = &b->objs[i];
+        if (o->hid < 0 || o->dropped || H5Oget_info2(o->hid, &info, H5O_INFO_BASIC) < 0)
+            continue;
+        struct image_object *r = &img->objects[img->n_objects];
+        r->addr = (uint64_t)info.addr;
+        if (!(r->id = strdup(o->id)))
+            return -ENOMEM;
+        img->n_objects++;
+    }
+    qsort(img->objects, img->n_objects, sizeof *img->objects, by_addr);
+    return 0;
+}
+
 static void close_objects(struct builder *b)
 {
     for (size_t i = 0; i < b->n_objs; i++) {
@@ -598,6 +627,8 @@ static int build_steps(struct builder *b)
     for (size_t i = 0; i < b->n_objs && rc == 0; i++)
         if (b->objs[i].cls == 'd' && b->objs[i].hid >= 0 && !b->objs[i].dropped)
             rc = fill_or_unlink(b, &b->objs[i]);
+    if (rc == 0)
+        rc = record_objects(b);
     close_objects(b);
     if (H5Fclose(b->file) < 0 && rc == 0)
         rc = -EIO;

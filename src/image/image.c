@@ -11,8 +11,6 @@
 
 static pthread_mutex_t image_lock = PTHREAD_MUTEX_INITIALIZER;   /* guards every refs count */
 
-static const unsigned PARTITION_PRIMES[10] = { 29, 31, 37, 41, 43, 47, 53, 59, 61, 67 };
-
 void image_dataset_clear(struct image_dataset *ds)
 {
     free(ds->id);
@@ -52,6 +50,9 @@ void image_put(struct image *img)
     for (size_t i = 0; i < img->n_datasets; i++)
         image_dataset_clear(&img->datasets[i]);
     free(img->datasets);
+    for (size_t i = 0; i < img->n_objects; i++)
+        free(img->objects[i].id);
+    free(img->objects);
     extent_map_free(img->map);
     free(img->domain_path);
     free(img);
@@ -67,6 +68,51 @@ uint64_t image_serial(const struct image *img)
     return img->serial;
 }
 
+const char *image_object_id(const struct image *img, uint64_t addr)
+{
+    size_t lo = 0, hi = img->n_objects;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (img->objects[mid].addr < addr)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo < img->n_objects && img->objects[lo].addr == addr ? img->objects[lo].id : NULL;
+}
+
+int image_for_each_chunk(const struct image *img,
+                         int (*fn)(void *ctx, uint64_t off, uint64_t len), void *ctx)
+{
+    size_t n;
+    const struct segment *seg = extent_segments(img->map, &n);
+    for (size_t i = 0; i < n; i++) {
+        int rc = seg[i].kind == SEGMENT_CHUNK ? fn(ctx, seg[i].off, seg[i].len) : 0;
+        if (rc != 0)
+            return rc;
+    }
+    return 0;
+}
+
+int image_chunk_source(const struct image *img, uint64_t off, const char *dataset_id,
+                       const uint64_t *idx, int rank, char *key, size_t key_len)
+{
+    uint64_t at[IMAGE_MAX_RANK];
+    if (off >= extent_size(img->map))
+        return 0;
+    size_t n;
+    const struct segment *seg = &extent_segments(img->map, &n)[extent_find(img->map, off)];
+    if (seg->kind != SEGMENT_CHUNK || seg->off != off || seg->u.tag.dset >= img->n_datasets)
+        return 0;
+    const struct image_dataset *ds = &img->datasets[seg->u.tag.dset];
+    if (ds->origin != ORIGIN_HSDS || ds->rank != rank || strcmp(ds->id, dataset_id) != 0)
+        return 0;
+    image_chunk_index(ds, seg->u.tag.chunk, at);
+    if (memcmp(at, idx, (size_t)rank * sizeof *at) != 0)
+        return 0;
+    return image_chunk_key(ds, seg->u.tag.chunk, key, key_len) == 0;
+}
+
 /* ---- chunk keys ---- */
 
 void image_chunk_index(const struct image_dataset *ds, uint64_t linear, uint64_t *idx)
@@ -80,15 +126,9 @@ void image_chunk_index(const struct image_dataset *ds, uint64_t linear, uint64_t
 int image_chunk_key(const struct image_dataset *ds, uint64_t linear, char *key, size_t len)
 {
     uint64_t idx[IMAGE_MAX_RANK];
-    int partition = -1;
     image_chunk_index(ds, linear, idx);
-    if (ds->partition_count > 0) {
-        uint64_t sum = 0;
-        for (int k = 0; k < ds->rank; k++)
-            sum += idx[k] * PARTITION_PRIMES[k % 10];
-        partition = (int)(sum % (uint64_t)ds->partition_count);
-    }
-    return schema_chunk_key(ds->id, idx, ds->rank, partition, key, len);
+    return schema_chunk_key(ds->id, idx, ds->rank,
+                            schema_chunk_partition(idx, ds->rank, ds->partition_count), key, len);
 }
 
 /* ---- loading one chunk ---- */

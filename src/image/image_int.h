@@ -64,8 +64,16 @@ struct image_dataset {
     uint64_t sub_dims[IMAGE_MAX_RANK];
 };
 
+/* An HDF5 object of the file and the HSDS object it shows. */
+struct image_object {
+    uint64_t addr;              /* its object header's address: its identity in HDF5 */
+    char *id;
+};
+
 struct image {
     int refs;                   /* guarded by image_lock in image.c */
+    struct image_object *objects;   /* sorted by addr */
+    size_t n_objects;
     uint64_t serial;            /* unique per build: the chunk cache key space */
     struct extent_map *map;
     struct image_dataset *datasets;

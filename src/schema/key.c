@@ -388,3 +388,14 @@ int schema_domain_path_allowed(const char *path, const char **why)
         return refused(why, "/" SCHEMA_OBJECT_TREE " is HSDS's object tree", -EPERM);
     return refused(why, NULL, 0);
 }
+
+int schema_chunk_partition(const uint64_t *index, int rank, int count)
+{
+    static const unsigned primes[10] = { 29, 31, 37, 41, 43, 47, 53, 59, 61, 67 };
+    if (count <= 0)
+        return -1;
+    uint64_t sum = 0;
+    for (int k = 0; k < rank; k++)
+        sum += index[k] * primes[k % 10];
+    return (int)(sum % (uint64_t)count);
+}

@@ -117,19 +117,19 @@ static struct ingest_config ingest_cfg(const struct commit_ctx *c)
 static void log_done(const struct journal_rec *rec, const struct ingest_stats *st)
 {
     log_info("%s: committed (root %s): %llu groups, %llu datasets, %llu datatypes, "
-             "%llu chunks written (%llu copied raw, %llu all-fill left out), %llu objects "
-             "unchanged, %llu deleted, %llu bytes, %llu objects stored differently",
-             rec->domain, rec->base_root, (unsigned long long)st->groups,
+             "%llu chunks written (%llu copied raw, %llu all-fill left out), %llu chunks "
+             "copied in the store, %llu objects kept, %llu bytes, %llu objects stored "
+             "differently", rec->domain, rec->base_root, (unsigned long long)st->groups,
              (unsigned long long)st->datasets, (unsigned long long)st->datatypes,
              (unsigned long long)st->chunks_written, (unsigned long long)st->chunks_raw,
-             (unsigned long long)st->chunks_fill, (unsigned long long)st->objects_unchanged,
-             (unsigned long long)st->objects_deleted, (unsigned long long)st->bytes_written,
+             (unsigned long long)st->chunks_fill, (unsigned long long)st->chunks_copied,
+             (unsigned long long)st->objects_kept, (unsigned long long)st->bytes_written,
              (unsigned long long)st->changes);
 }
 
-/* A new root for the staged file, then the swap. */
+/* A new root for the staged file, then the swap: the one put that makes it the domain. */
 static int commit_new_root(const struct commit_ctx *c, struct journal_rec *rec,
-                           const char *staged)
+                           const char *staged, const struct ingest_base *base)
 {
     struct ingest_config cfg = ingest_cfg(c);
     struct ingest_stats st = { 0 };
@@ -141,7 +141,7 @@ static int commit_new_root(const struct commit_ctx *c, struct journal_rec *rec,
         return rc;
     crash_point("committing");
     double t0 = clock_monotonic();
-    rc = ingest_new(&cfg, staged, rec->domain, rec->new_root, &st);
+    rc = ingest_new(&cfg, staged, rec->domain, rec->new_root, base, &st);
     double t1 = clock_monotonic();
     if (rc == 0)
         rc = store_sync(c->ops->store);     /* every object durable before it is named */
@@ -158,47 +158,19 @@ static int commit_new_root(const struct commit_ctx *c, struct journal_rec *rec,
     collect(c, old, rec->domain);
     snprintf(rec->base_root, sizeof rec->base_root, "%s", rec->new_root);
     rec->new_root[0] = '\0';
-    rec->mode = JOURNAL_IN_PLACE;
+    rec->mode = JOURNAL_CHANGE;
     log_done(rec, &st);
     set_state(c, rec, JOURNAL_CLEAN);   /* a lost record only means one idempotent rerun */
     return 0;
 }
 
-static int commit_in_place(const struct commit_ctx *c, struct journal_rec *rec,
-                           const char *staged)
-{
-    struct ingest_config cfg = ingest_cfg(c);
-    struct ingest_stats st = { 0 };
-    int rc = set_state(c, rec, JOURNAL_COMMITTING);
-    if (rc != 0)
-        return rc;
-    crash_point("committing");
-    rc = ingest_in_place(&cfg, staged, rec->domain, rec->base_root, &st);
-    if (rc == 0)
-        rc = store_sync(c->ops->store);     /* before the journal calls it done */
-    ns_invalidate(c->ops->ns, rec->domain);
-    if (rc != 0) {
-        set_state(c, rec, JOURNAL_DIRTY);
-        return rc;
-    }
-    log_done(rec, &st);
-    set_state(c, rec, JOURNAL_CLEAN);
-    return 0;
-}
-
-int commit_staged(const struct commit_ctx *c, struct journal_rec *rec)
+int commit_staged(const struct commit_ctx *c, struct journal_rec *rec,
+                  const struct ingest_base *base)
 {
     char *staged = journal_staged_path(c->journal, rec);
     if (!staged)
         return -ENOMEM;
-    int rc = 0;
-    if (rec->mode == JOURNAL_IN_PLACE && schema_id_version(rec->base_root) == 2) {
-        rc = commit_in_place(c, rec, staged);
-        if (rc == -ENOTSUP)
-            rec->mode = JOURNAL_REPLACE;
-    }
-    if (rec->mode != JOURNAL_IN_PLACE || schema_id_version(rec->base_root) != 2)
-        rc = commit_new_root(c, rec, staged);
+    int rc = commit_new_root(c, rec, staged, base);
     if (rc != 0)
         log_error("%s: commit of the staged file %s failed: %s (kept; retried at the next "
                   "flush or mount)", rec->domain, staged, strerror(-rc));
@@ -247,10 +219,16 @@ static int recover_one(const struct commit_ctx *c, struct journal_rec *rec)
 {
     if (rec->state == JOURNAL_CLEAN)
         return 0;
-    if (rec->state == JOURNAL_COMMITTING && rec->mode != JOURNAL_IN_PLACE &&
-        settle_new_root(c, rec))
+    if (rec->state == JOURNAL_COMMITTING && settle_new_root(c, rec))
         return 0;
-    return commit_staged(c, rec);
+    struct ingest_base *base = NULL;
+    int rc = rec->mode == JOURNAL_CHANGE && c->recover_base
+                 ? c->recover_base(c->base_ctx, rec, &base) : 0;
+    if (rc == 0)
+        rc = commit_staged(c, rec, base);
+    if (base)
+        c->release_base(c->base_ctx, base);
+    return rc;
 }
 
 /* Earlier versions accepted names the bucket reserves at create and kept the staged file after

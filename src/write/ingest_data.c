@@ -130,7 +130,8 @@ struct dset_io {
     struct codec_spec spec;
     int raw;                    /* raw copies possible */
     int same_grid;              /* the source's chunks are these chunks */
-    int compare;                /* in place: stored chunks decode with spec to the same shape */
+    int same_dims;              /* with the base's layout: the base's shape too */
+    int partitions;             /* layout.partition_count (0: none) */
     int virt;                   /* virtual or external: reading may fail */
 };
 
@@ -142,23 +143,6 @@ static int layout_dims(const json_t *layout, int rank, hsize_t *out)
     for (int k = 0; k < rank; k++)
         out[k] = (hsize_t)json_integer_value(json_array_get(d, (size_t)k));
     return 0;
-}
-
-static int same_member(const json_t *a, const json_t *b, const char *name)
-{
-    const json_t *x = json_object_get(a, name), *y = json_object_get(b, name);
-    return (!x && !y) || (x && y && json_equal(x, y));
-}
-
-/* In place: the stored chunks of the object this dataset replaces are comparable with ours. */
-static int comparable(const struct ingest_obj *o)
-{
-    if (!o->old || strcmp(json_string_value(json_object_get(o->old, "id")), o->id) != 0)
-        return 0;
-    const json_t *a = json_object_get(o->old, "creationProperties");
-    const json_t *b = json_object_get(o->json, "creationProperties");
-    return same_member(o->old, o->json, "type") && same_member(o->old, o->json, "layout") &&
-           same_member(a, b, "filters") && same_member(a, b, "fillValue");
 }
 
 /* The fill value: the file's when the JSON states one, else zeros (what HSDS assumes). */
@@ -238,7 +222,11 @@ static int io_open(struct dset_io *io, char *why, size_t why_len)
         return -EIO;
     io->virt = H5Pget_layout(io->dcpl) == H5D_VIRTUAL || H5Pget_external_count(io->dcpl) > 0;
     io->raw = raw_possible(io);
-    io->compare = io->g->in_place && comparable(io->o);
+    io->partitions = (int)json_integer_value(json_object_get(json_object_get(io->o->json,
+                                                             "layout"), "partition_count"));
+    io->same_dims = io->o->base_layout &&
+                    json_equal(json_object_get(json_object_get(io->o->json, "shape"), "dims"),
+                               json_object_get(json_object_get(io->o->old, "shape"), "dims"));
     return io_fill(io, why, why_len);
 }
 
@@ -298,41 +286,12 @@ static int all_fill(const struct dset_io *io, const unsigned char *s, size_t len
     return 1;
 }
 
-/* In place: 1 if the stored chunk decodes to exactly these bytes (absent = fill). */
-static int stored_equal(struct dset_io *io, const char *key, const unsigned char *s, size_t len,
-                        int is_fill)
-{
-    struct store_buf old = { 0 };
-    char why[160];
-    int rc = store_get(io->g->cfg->store, key, INGEST_CHUNK_MAX * 4 + 4096, &old);
-    if (rc == -ENOENT)
-        return is_fill;
-    if (rc != 0 || is_fill)
-        return rc == 0 ? 0 : rc;
-    unsigned char *dec = NULL;
-    size_t dlen = 0;
-    if (h5type_traits(io->type) & H5TYPE_HAS_VLEN)
-        rc = codec_decode_alloc(&io->spec, old.data, old.len, len + 1, &dec, &dlen, why,
-                                sizeof why);
-    else if ((dec = malloc(len ? len : 1)) != NULL)
-        rc = codec_decode(&io->spec, old.data, old.len, dec, dlen = len, why, sizeof why);
-    int same = rc == 0 && dec && dlen == len && memcmp(dec, s, len) == 0;
-    free(dec);
-    store_buf_free(&old);
-    return same;
-}
-
 static int submit(struct dset_io *io, const struct chunk_at *c, unsigned char *bytes, size_t len,
                   int raw)
 {
     struct ingest_job job = { .bytes = bytes, .src_fd = -1, .len = len, .encode = !raw,
                               .raw = raw, .spec = io->spec, .path = io->o->path };
     memcpy(job.key, c->key, sizeof job.key);
-    int rc = ingest_keep(io->g, c->key);
-    if (rc != 0) {
-        free(bytes);
-        return rc;
-    }
     return ingest_pool_submit(io->g->pool, &job);
 }
 
@@ -357,7 +316,7 @@ static int copy_raw(struct dset_io *io, const struct chunk_at *c)
 {
     hsize_t size = 0;
     uint32_t mask = 0;
-    if (io->g->raw_fd >= 0 && !io->compare)
+    if (io->g->raw_fd >= 0)
         return copy_raw_by_fd(io, c);
     if (H5Dget_chunk_storage_size(io->dset, c->off, &size) < 0 || size == 0 ||
         size > INGEST_CHUNK_MAX * 4)
@@ -410,41 +369,55 @@ static int decoded_chunk(struct dset_io *io, const struct chunk_at *c, unsigned 
                   c->key, why);
         return -EIO;
     }
-    int is_fill = all_fill(io, s, len);
-    if (io->compare) {
-        int same = stored_equal(io, c->key, s, len, is_fill);
-        if (same < 0) {
-            free(s);
-            return same;
-        }
-        if (same && !is_fill) {
-            io->g->stats->objects_unchanged++;
-            free(s);
-            return ingest_keep(io->g, c->key);
-        }
-    }
-    if (is_fill) {
+    if (all_fill(io, s, len)) {
         io->g->stats->chunks_fill++;
         free(s);
         return 0;
     }
-    if (io->compare && io->raw && c->inside && (rc = copy_raw(io, c)) <= 0) {
-        free(s);
-        return rc;
-    }
     return submit(io, c, s, len, 0);
+}
+
+/* With a base: a chunk whose bytes in the file are still the base's chunk object is copied in
+ * the store (0); else its bytes are made real in the file first (1: read it). */
+static int base_chunk(struct dset_io *io, const struct chunk_at *c)
+{
+    const struct ingest_base *b = io->g->base;
+    unsigned mask = 0;
+    haddr_t addr = HADDR_UNDEF;
+    hsize_t size = 0;
+    if (!io->same_grid || H5Dget_chunk_info_by_coord(io->dset, c->off, &mask, &addr, &size) < 0 ||
+        addr == HADDR_UNDEF || size == 0)
+        return 1;               /* unallocated, or not one chunk of the file: no base bytes */
+    struct ingest_job job = { .src_fd = -1, .path = io->o->path };
+    if (io->o->base_layout && (c->inside || io->same_dims)) {
+        int state = b->chunk_state(b->ctx, addr, size, io->o->base_id, c->idx, io->rank, 0,
+                                   job.copy_of, sizeof job.copy_of);
+        if (state < 0)
+            return state;
+        if (state == 2) {
+            memcpy(job.key, c->key, sizeof job.key);
+            return ingest_pool_submit(io->g->pool, &job);
+        }
+    }
+    int rc = b->chunk_state(b->ctx, addr, size, io->o->base_id, c->idx, io->rank, 1, job.copy_of,
+                            sizeof job.copy_of);
+    return rc < 0 ? rc : 1;
 }
 
 static int one_chunk(struct dset_io *io, struct chunk_at *c, unsigned char *buf)
 {
     int rc;
-    if (schema_chunk_key(io->o->id, c->idx, io->rank, -1, c->key, sizeof c->key) != 0)
+    if (schema_chunk_key(io->o->id, c->idx, io->rank,
+                         schema_chunk_partition(c->idx, io->rank, io->partitions), c->key,
+                         sizeof c->key) != 0)
         return -EIO;
-    if (unallocated(io, c) && !io->compare) {
+    if (io->g->base && io->o->base_id[0] && (rc = base_chunk(io, c)) <= 0)
+        return rc;
+    if (unallocated(io, c)) {
         io->g->stats->chunks_fill++;
         return 0;
     }
-    if (io->raw && c->inside && !io->compare && (rc = copy_raw(io, c)) <= 0)
+    if (io->raw && c->inside && (rc = copy_raw(io, c)) <= 0)
         return rc;
     return decoded_chunk(io, c, buf);
 }
@@ -616,12 +589,87 @@ static int missing_filter(hid_t dcpl)
     return -1;
 }
 
+/* ---- chunks of the file as the file chunks it (with a base) ---- */
+
+/* fn for every chunk dataset d has allocated in the file (its own chunk grid), until fn gives
+ * non-zero (that value). */
+static int for_each_file_chunk(struct ingest *g, hid_t d,
+                               int (*fn)(struct ingest *g, void *ctx, haddr_t addr, hsize_t size,
+                                         const uint64_t *idx, int rank),
+                               void *ctx)
+{
+    hid_t space = H5Dget_space(d), dcpl = H5Dget_create_plist(d);
+    hsize_t dims[INGEST_MAX_RANK], cdims[INGEST_MAX_RANK], off[INGEST_MAX_RANK];
+    uint64_t idx[INGEST_MAX_RANK] = { 0 };
+    int rank = space < 0 ? -1 : H5Sget_simple_extent_ndims(space);
+    int rc = dcpl < 0 || rank < 0 || rank > INGEST_MAX_RANK ||
+             H5Sget_simple_extent_dims(space, dims, NULL) < 0 ? -EIO : 0;
+    int chunked = rc == 0 && rank > 0 && H5Pget_layout(dcpl) == H5D_CHUNKED &&
+                  H5Pget_chunk(dcpl, rank, cdims) == rank;     /* else no chunk extents */
+    for (int k = 0; chunked && k < rank; k++)
+        chunked = dims[k] > 0 && cdims[k] > 0;
+    while (rc == 0 && chunked) {
+        unsigned mask;
+        haddr_t addr = HADDR_UNDEF;
+        hsize_t size = 0;
+        for (int k = 0; k < rank; k++)
+            off[k] = idx[k] * cdims[k];
+        if (H5Dget_chunk_info_by_coord(d, off, &mask, &addr, &size) >= 0 &&
+            addr != HADDR_UNDEF && size > 0)
+            rc = fn(g, ctx, addr, size, idx, rank);
+        int k = rank - 1;
+        for (; k >= 0 && ++idx[k] * cdims[k] >= dims[k]; k--)
+            idx[k] = 0;
+        if (k < 0)
+            break;
+    }
+    if (dcpl >= 0)
+        H5Pclose(dcpl);
+    if (space >= 0)
+        H5Sclose(space);
+    return rc;
+}
+
+struct base_walk {
+    const char *base_id;
+    int materialize;
+};
+
+/* 1 (stop) at a written chunk; with materialize, every clean byte is copied in (0). */
+static int base_chunk_bytes(struct ingest *g, void *ctx, haddr_t addr, hsize_t size,
+                            const uint64_t *idx, int rank)
+{
+    struct base_walk *w = ctx;
+    char key[STORE_KEY_MAX + 1];
+    int state = g->base->chunk_state(g->base->ctx, addr, size, w->base_id, idx, rank,
+                                     w->materialize, key, sizeof key);
+    return state < 0 ? state : !w->materialize && state == 0;
+}
+
+int ingest_dataset_untouched(struct ingest *g, struct ingest_obj *o)
+{
+    struct base_walk w = { o->base_id, 0 };
+    hid_t d = H5Dopen2(g->file, o->path, H5P_DEFAULT);
+    int rc = d < 0 ? -EIO : for_each_file_chunk(g, d, base_chunk_bytes, &w);
+    if (d >= 0)
+        H5Dclose(d);
+    return rc < 0 ? rc : !rc;
+}
+
+/* A dataset of the base whose chunks are not copied one by one (its grid here is not the
+ * file's): its clean bytes go into the file before anything of it is read. */
+static int materialize_dataset(struct dset_io *io)
+{
+    struct base_walk w = { io->o->base_id, 1 };
+    return for_each_file_chunk(io->g, io->dset, base_chunk_bytes, &w);
+}
+
 int ingest_dataset_chunks(struct ingest *g, struct ingest_obj *o)
 {
     struct dset_io io = { .g = g, .o = o, .dset = -1, .space = -1, .dcpl = -1, .mem = -1 };
     char why[200] = "HDF5 cannot open it";
-    if (o->dropped || !json_object_get(o->json, "layout"))
-        return 0;               /* left out, or H5S_NULL: no chunks */
+    if (o->dropped || !json_object_get(o->json, "layout") || o->base_ref)
+        return 0;               /* left out, H5S_NULL, or data kept in a linked file */
     int rc = io_open(&io, why, sizeof why);
     if (rc != 0) {
         log_error("%s: %s: dataset cannot be read: %s", g->log_name, o->path, why);
@@ -631,7 +679,10 @@ int ingest_dataset_chunks(struct ingest *g, struct ingest_obj *o)
     if (io.virt)
         ingest_change(g, o->path, "virtual dataset or external raw data stored as a regular "
                       "dataset");
-    rc = all_chunks(&io);
+    if (g->base && o->base_id[0] && !io.same_grid)
+        rc = materialize_dataset(&io);
+    if (rc == 0)
+        rc = all_chunks(&io);
     if (rc == -ENODATA && io.virt) {
         ingest_change(g, o->path, "values cannot be read: stored without them");
         rc = 0;

@@ -1,14 +1,14 @@
 /*
  * ingest_int.h: what the ingest files share.
  *
- *   ingest.c        entry points, ids, the order of puts, in-place comparison and deletion
+ *   ingest.c        entry points, ids, the order of puts, what a changed copy keeps of its base
  *   ingest_walk.c   the HDF5 file -> objects (first path, id, links) in file order
  *   ingest_json.c   objects -> the JSON HSDS stores (§3.2-§3.6), attributes
  *   ingest_filters.c  HDF5 filters -> HSDS filters (§5.2)
  *   ingest_data.c   datasets -> chunk objects (§5.4 chunk dims, §6 bytes, raw copies)
  *   ingest_pool.c   worker threads that encode and put chunks, behind a bounded queue
  *
- * Only the thread that called ingest_new/ingest_in_place touches HDF5; the workers see bytes.
+ * Only the thread that called ingest_new touches HDF5; the workers see bytes.
  */
 #ifndef H5OSFS_INGEST_INT_H
 #define H5OSFS_INGEST_INT_H
@@ -48,9 +48,12 @@ struct ingest_obj {
     size_t n_links;
     int track_order;            /* groups: links tracked in creation order */
     int dropped;                /* a dataset or datatype whose type has no HSDS JSON */
-    json_t *json;               /* what will be (or is) stored */
-    json_t *old;                /* in place: the stored JSON of the object this one replaces */
-    int unchanged;              /* in place: json equals old: not written */
+    json_t *json;               /* what will be stored */
+    char base_id[SCHEMA_ID_BUF];  /* the base object it is ("": none, a new object) */
+    json_t *old;                /* that object's stored JSON */
+    int base_layout;            /* a dataset that keeps the base's layout: its chunk grid is
+                                   the base's, so unwritten chunks are copied in the store */
+    int base_ref;               /* ... and a *_REF layout: no chunk objects at all */
 };
 
 struct ingest_pool;
@@ -68,9 +71,7 @@ struct ingest {
     struct strmap *by_addr;     /* "%llx" address -> index + 1 */
     struct ingest_stats *stats;
     double last_time;           /* timestamps only increase */
-    int in_place;
-    struct strmap *old_by_path; /* in place: "<cls><path>" -> json_t of the stored object */
-    struct strmap *keep;        /* in place: every key the domain has after this ingest */
+    const struct ingest_base *base;  /* what the file started as, or NULL */
     struct ingest_pool *pool;
 };
 
@@ -84,14 +85,28 @@ int ingest_order_tracked(hid_t cpl, herr_t (*get)(hid_t, unsigned *));
 /* Count a change (something stored differently from the file) and log it. */
 void ingest_change(struct ingest *g, const char *path, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
-/* Remember key as part of the domain (in place), 0 or -ENOMEM. */
-int ingest_keep(struct ingest *g, const char *key);
+/* A copy of JSON v of the base where every id of the base domain is the id it has in the new
+ * root (same class and last 16 digits, the new root's first 16). NULL on ENOMEM. */
+json_t *ingest_base_json(const struct ingest *g, const json_t *v);
 /* The object a reference or committed type points at: index, or -1. */
 long ingest_find_addr(const struct ingest *g, haddr_t addr);
 /* The id of the object hid is (an open object of the file), or NULL. */
 const char *ingest_id_of_object(const struct ingest *g, hid_t hid);
 /* h5value_ref_id_fn over the ingest. */
 int ingest_ref_id(void *ctx, const hobj_ref_t *ref, char id[39]);
+
+/* ---- ingest_base.c ---- */
+/* o (cls, addr, a fresh id set) as the base object its header address says it is: then
+ * o->base_id is that object and o->id keeps its last 16 digits. */
+void ingest_base_identify(struct ingest *g, struct ingest_obj *o);
+/* Load the stored JSON of every object of the file that the base has. 0, -EIO, -ENOMEM. */
+int ingest_base_load(struct ingest *g);
+/* After every JSON is built: keep what did not change (times; a dataset's layout and creation
+ * properties where its chunk grid is the base's, see ingest.h). 0 or -errno. */
+int ingest_base_settle(struct ingest *g);
+/* Store the base objects the kept JSON refers to but the file does not have (the chunk table
+ * of a *_REF_INDIRECT layout), under the new root. 0 or -errno (logged). */
+int ingest_base_carry(struct ingest *g);
 
 /* ---- ingest_walk.c ---- */
 /* Discover every object and link from the root; ids are assigned by assign_id. */
@@ -122,10 +137,14 @@ void ingest_chunk_dims(int rank, const uint64_t *dims, const uint64_t *maxdims, 
                        const uint64_t *request, uint64_t *out);
 /* Store the chunks of dataset o (its JSON built). 0 or -errno (logged). */
 int ingest_dataset_chunks(struct ingest *g, struct ingest_obj *o);
+/* With a base: 1 when every allocated chunk of dataset o in the file is still the base's
+ * (none was written), 0 when one was, -errno. */
+int ingest_dataset_untouched(struct ingest *g, struct ingest_obj *o);
 
 /* ---- ingest_pool.c ---- */
 struct ingest_job {
     char key[STORE_KEY_MAX + 1];
+    char copy_of[STORE_KEY_MAX + 1];    /* non-empty: copy this object in the store instead */
     unsigned char *bytes;       /* owned by the job: freed by the worker; NULL: the bytes are */
     int src_fd;                 /* len bytes of this file at src_off (raw copies) */
     uint64_t src_off;

@@ -27,8 +27,23 @@ struct ingest_pool {
     unsigned n_threads;
 };
 
+/* An unchanged chunk: the store copies the base's object (a chunk deleted since reads as the
+ * fill value, as it did through the base's file: nothing to copy). */
+static int copy_job(struct ingest_pool *p, const struct ingest_job *job)
+{
+    int rc = store_copy(p->g->cfg->store, job->copy_of, job->key);
+    if (rc == -ENOENT)
+        return 0;
+    if (rc != 0)
+        log_error("%s: %s: chunk %s could not be copied to %s (%s)", p->g->log_name, job->path,
+                  job->copy_of, job->key, strerror(-rc));
+    return ingest_store_error(rc);
+}
+
 static int run_job(struct ingest_pool *p, struct ingest_job *job, size_t *put_bytes)
 {
+    if (job->copy_of[0])
+        return copy_job(p, job);
     unsigned char *enc = NULL;
     size_t enc_len = 0;
     const unsigned char *data = job->bytes;
@@ -46,8 +61,7 @@ static int run_job(struct ingest_pool *p, struct ingest_job *job, size_t *put_by
     }
     struct store *st = p->g->cfg->store;
     int rc = !data ? store_put_new_from_fd(st, job->key, job->src_fd, job->src_off, len)
-           : p->g->in_place ? store_put_lazy(st, job->key, data, len)
-                            : store_put_new(st, job->key, data, len);
+                   : store_put_new(st, job->key, data, len);
     if (rc != 0)
         log_error("%s: %s: chunk %s could not be stored (%s)", p->g->log_name, job->path,
                   job->key, strerror(-rc));
@@ -80,7 +94,9 @@ static void *worker(void *arg)
         p->busy--;
         if (rc != 0 && p->error == 0)
             p->error = rc;
-        if (rc == 0 && !skip) {
+        if (rc == 0 && !skip && job.copy_of[0]) {
+            p->g->stats->chunks_copied++;
+        } else if (rc == 0 && !skip) {
             p->g->stats->chunks_written++;
             p->g->stats->chunks_raw += job.raw ? 1 : 0;
             p->g->stats->bytes_written += put;
@@ -181,8 +197,7 @@ int ingest_put_json(struct ingest *g, const char *key, const json_t *doc, const 
         return rc == -ENOMEM ? -ENOMEM : -EIO;
     }
     size_t len = strlen(text);
-    rc = g->in_place ? store_put_lazy(g->cfg->store, key, text, len)
-                     : store_put_new(g->cfg->store, key, text, len);
+    rc = store_put_new(g->cfg->store, key, text, len);
     free(text);
     if (rc != 0) {
         log_error("%s: %s: %s could not be stored (%s)", g->log_name, path, key, strerror(-rc));

@@ -112,6 +112,8 @@ static int add_obj(struct ingest *g, char cls, haddr_t addr, char *path, size_t 
     o->path = path;
     int rc = g->n_objs == 0 ? (snprintf(o->id, sizeof o->id, "%s", g->root), 0)
                             : ingest_new_id(g, cls, o->id);
+    if (rc == 0 && g->base)
+        ingest_base_identify(g, o);
     if (rc == 0)
         rc = addr_key(addr, key, sizeof key);
     if (rc == 0)

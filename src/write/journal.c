@@ -23,7 +23,7 @@ struct journal {
     int staging, records, rejected;     /* directory fds */
 };
 
-static const char *const mode_names[] = { "new", "replace", "in_place" };
+static const char *const mode_names[] = { "new", "replace", "change", "in_place" };
 static const char *const state_names[] = { "clean", "dirty", "committing" };
 
 /* mkdir -p with mode 0700 for what we create; existing directories are kept as they are. */
@@ -175,15 +175,10 @@ static int write_all(int fd, const char *data, size_t len)
     return 0;
 }
 
-int journal_write(struct journal *j, const struct journal_rec *rec)
+/* text as file name of directory dir, replaced atomically and durably. 0 or -errno. */
+static int replace_file(int dir, const char *tmp, const char *final, const char *text)
 {
-    char tmp[64], final[64];
-    file_name(rec, ".json.tmp", tmp, sizeof tmp);
-    file_name(rec, ".json", final, sizeof final);
-    char *text = rec_text(rec);
-    if (!text)
-        return -ENOMEM;
-    int rc = 0, fd = openat(j->records, tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+    int rc = 0, fd = openat(dir, tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
     if (fd < 0)
         rc = -errno;
     if (rc == 0)
@@ -192,15 +187,65 @@ int journal_write(struct journal *j, const struct journal_rec *rec)
         rc = -errno;
     if (fd >= 0 && close(fd) != 0 && rc == 0)
         rc = -errno;
-    if (rc == 0 && renameat(j->records, tmp, j->records, final) != 0)
+    if (rc == 0 && renameat(dir, tmp, dir, final) != 0)
         rc = -errno;
-    if (rc == 0 && fsync(j->records) != 0)
+    if (rc == 0 && fsync(dir) != 0)
         rc = -errno;
+    if (rc != 0)
+        unlinkat(dir, tmp, 0);
+    return rc;
+}
+
+int journal_write_base(struct journal *j, const struct journal_rec *rec, const char *text)
+{
+    char tmp[64], final[64];
+    file_name(rec, ".h5.base.tmp", tmp, sizeof tmp);
+    file_name(rec, ".h5.base", final, sizeof final);
+    int rc = replace_file(j->staging, tmp, final, text);
+    if (rc != 0)
+        log_error("%s: cannot write %s/staging/%s: %s", rec->domain, j->root, final,
+                  strerror(-rc));
+    return rc;
+}
+
+int journal_read_base(struct journal *j, const struct journal_rec *rec, char **text)
+{
+    char name[64];
+    file_name(rec, ".h5.base", name, sizeof name);
+    *text = NULL;
+    int fd = openat(j->staging, name, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return -errno;
+    struct stat sb;
+    int rc = fstat(fd, &sb) == 0 ? 0 : -errno;
+    char *buf = rc == 0 ? malloc((size_t)sb.st_size + 1) : NULL;
+    if (rc == 0 && !buf)
+        rc = -ENOMEM;
+    ssize_t n = rc == 0 ? pread(fd, buf, (size_t)sb.st_size, 0) : 0;
+    if (rc == 0 && n != sb.st_size)
+        rc = n < 0 ? -errno : -EIO;
+    close(fd);
     if (rc != 0) {
-        unlinkat(j->records, tmp, 0);
+        free(buf);
+        return rc;
+    }
+    buf[n] = '\0';
+    *text = buf;
+    return 0;
+}
+
+int journal_write(struct journal *j, const struct journal_rec *rec)
+{
+    char tmp[64], final[64];
+    file_name(rec, ".json.tmp", tmp, sizeof tmp);
+    file_name(rec, ".json", final, sizeof final);
+    char *text = rec_text(rec);
+    if (!text)
+        return -ENOMEM;
+    int rc = replace_file(j->records, tmp, final, text);
+    if (rc != 0)
         log_error("%s: cannot write the journal record %s/journal/%s: %s", rec->domain, j->root,
                   final, strerror(-rc));
-    }
     free(text);
     return rc;
 }
@@ -215,6 +260,9 @@ void journal_remove(struct journal *j, const struct journal_rec *rec)
     file_name(rec, ".h5", name, sizeof name);
     if (unlinkat(j->staging, name, 0) != 0 && errno != ENOENT)
         log_warn("%s: cannot remove the staged file %s: %s", rec->domain, name, strerror(errno));
+    file_name(rec, ".h5.base", name, sizeof name);
+    if (unlinkat(j->staging, name, 0) != 0 && errno != ENOENT)
+        log_warn("%s: cannot remove %s: %s", rec->domain, name, strerror(errno));
 }
 
 int journal_reject(struct journal *j, const struct journal_rec *rec, char **kept)
@@ -269,7 +317,9 @@ static int parse_rec(const char *text, const char *name, struct journal_rec *rec
 {
     json_t *o = json_loads(text, 0, NULL);
     const char *domain = json_string_value(json_object_get(o, "domain"));
-    int mode = index_of(mode_names, 3, json_string_value(json_object_get(o, "mode")));
+    int mode = index_of(mode_names, 4, json_string_value(json_object_get(o, "mode")));
+    if (mode == 3)
+        mode = JOURNAL_CHANGE;      /* an older daemon's name for it */
     int state = index_of(state_names, 3, json_string_value(json_object_get(o, "state")));
     int rc = domain && domain[0] == '/' && mode >= 0 && state >= 0 ? 0 : -EINVAL;
     memset(rec, 0, sizeof *rec);

@@ -5,6 +5,7 @@ rights, concurrent writers, and a kill -9 at every stage of a commit."""
 import errno
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -142,7 +143,9 @@ def test_cp_stores_domains_equal_to_their_sources(writable, mount_bucket, tmp_pa
         assert list(f.attrs) == ["title", "version", "vec", "ref_attr"]
 
 
-def test_h5py_creates_then_changes_in_place(writable, mount_bucket, tmp_path):
+def test_h5py_creates_then_changes_it(writable, mount_bucket, tmp_path):
+    """An r+ change is a new version: a new root (swapped in at once for every reader of the
+    bucket), whose values are the changed ones, after a remount too."""
     path = writable.path(f"{HOME}/new.h5")
     with h5py.File(path, "w") as f:
         f["x"] = [1, 2, 3]
@@ -152,7 +155,7 @@ def test_h5py_creates_then_changes_in_place(writable, mount_bucket, tmp_path):
     with h5py.File(path, "r+") as f:
         f["x"][0] = 9
         f.attrs["note"] = "changed"
-    assert os.getxattr(path, "user.h5osfs.root") == root       # in place: same domain root
+    assert os.getxattr(path, "user.h5osfs.root") != root       # a new version
     with h5py.File(path, "r") as f:
         assert list(f["x"][:]) == [9, 2, 3] and f.attrs["note"] == "changed"
     m2 = remount(writable, mount_bucket, tmp_path)
@@ -160,25 +163,74 @@ def test_h5py_creates_then_changes_in_place(writable, mount_bucket, tmp_path):
         assert list(f["x"][:]) == [9, 2, 3] and f.attrs["note"] == "changed"
 
 
-@pytest.mark.posix_only(reason="compares the bucket directory's files before and after")
-def test_in_place_rewrites_only_what_changed(bucket_copy, mount_bucket, tmp_path):
+FIXTURE_DOMAINS = sorted(p.name for p in (conftest.BUCKET / HOME).iterdir()
+                         if p.name.endswith(".h5"))
+
+
+@pytest.mark.parametrize("name", FIXTURE_DOMAINS)
+def test_change_of_an_hsds_domain_keeps_what_did_not_change(writable, mount_bucket, tmp_path,
+                                                              name):
+    """Every domain HSDS wrote (blosc with zlib, zstd or lz4, linked layouts with a chunk
+    table, missing chunks), changed r+ and changed back: the new version reads the same as the
+    old one; its unchanged chunks are copied in the store (not re-encoded), its objects are
+    valid HSDS objects, and linked datasets stay linked."""
+    path = writable.path(f"{HOME}/{name}")
+    before = tmp_path / f"before-{name}"
+    shutil.copyfile(path, before)
+    root = os.getxattr(path, "user.h5osfs.root")
+    with h5py.File(path, "r+") as f:
+        f.attrs["h5osfs-test"] = 1
+        del f.attrs["h5osfs-test"]
+    assert os.getxattr(path, "user.h5osfs.root") != root
+    m2 = remount(writable, mount_bucket, tmp_path)
+    assert_equal_files(before, m2.path(f"{HOME}/{name}"))
+    done = [l for l in writable.log().splitlines() if f"/{name}: committed" in l]
+    assert len(done) == 1, done
+    written, copied = (int(re.search(rf"(\d+) {what}", done[0]).group(1))
+                       for what in ("chunks written", "chunks copied in the store"))
+    # only chunks the file holds as values (variable-length and scalar data) are written again
+    assert copied > 0 and written <= 5, (written, copied)
+    if writable.backend == "posix":
+        assert objcheck.problems(writable.bucket, f"/{HOME}/{name}") == []
+        if "link" in name:
+            new_root = os.getxattr(m2.path(f"{HOME}/{name}"), "user.h5osfs.root").decode()
+            layouts = [json.loads(p.read_text()).get("creationProperties", {}).get("layout", {})
+                       for p in (writable.bucket / "db" / new_root[2:19]).rglob(".dataset.json")]
+            assert any("_REF" in l.get("class", "") for l in layouts)
+
+
+def chunk_files(db):
+    """{key below db/<A-B>/: inode} of a root's chunk objects (not its JSON)."""
+    return {p.relative_to(db).as_posix(): p.stat().st_ino for p in db.rglob("*")
+            if p.is_file() and not p.name.endswith(".json")}
+
+
+@pytest.mark.posix_only(reason="compares the inodes of the bucket directory's files")
+def test_change_copies_unchanged_chunks_in_the_store(bucket_copy, mount_bucket, tmp_path):
+    """One element changed r+ in a dataset of 16 chunks: the new root's chunks are the old
+    root's files (hard links: no byte copied) but the one changed, which is new; every object
+    keeps its id's last 16 digits; the old root goes to the collector."""
     m = mount_bucket(bucket_copy, "-o", f"user=test_user1,ttl=0,cache_dir={tmp_path}/cache")
-    path = m.path(f"{HOME}/inplace.h5")
+    path = m.path(f"{HOME}/change.h5")
     with h5py.File(path, "w") as f:
         f.create_dataset("big", data=np.arange(4 * 1024 * 1024, dtype="<f4"),
                          chunks=(262144,))
         f.create_dataset("small", data=np.arange(10))
-    root = os.getxattr(path, "user.h5osfs.root").decode()
-    db = bucket_copy / "db" / root[2:19]
-    before = {p: p.stat().st_mtime_ns for p in db.rglob("*") if p.is_file()}
+    old_root = os.getxattr(path, "user.h5osfs.root").decode()
+    old = chunk_files(bucket_copy / "db" / old_root[2:19])
+    assert len(old) == 17
     with h5py.File(path, "r+") as f:
         f["big"][5] = -1.0
-    after = {p: p.stat().st_mtime_ns for p in db.rglob("*") if p.is_file()}
-    changed = [p for p in after if before.get(p) != after[p]]
-    assert set(after) == set(before)
-    assert len(changed) == 1 and not changed[0].name.endswith(".json"), changed  # one chunk
+    new_root = os.getxattr(path, "user.h5osfs.root").decode()
+    assert new_root != old_root
+    new = chunk_files(bucket_copy / "db" / new_root[2:19])
+    assert sorted(new) == sorted(old)           # the same ids' digits, the same chunk keys
+    fresh = [k for k in new if new[k] != old[k]]
+    assert len(fresh) == 1, fresh
+    assert "chunks copied in the store" in m.log()
     with h5py.File(path, "r") as f:
         assert f["big"][5] == -1.0 and f["big"][6] == 6.0
+        assert list(f["small"][:]) == list(range(10))
 
 
 def test_replacement_readers_see_old_or_new(writable, tmp_path):
@@ -263,7 +315,7 @@ def test_bytes_that_are_not_hdf5_are_refused_and_kept(writable, tmp_path):
     wait_for(lambda: list(rejected.iterdir()))      # moved at release, which close() does not await
     kept = list(rejected.iterdir())
     assert [p.read_bytes() for p in kept] == [b"these are not the bytes of an HDF5 file\n"]
-    assert f"kept as {kept[0]}" in writable.log()
+    wait_for(lambda: f"kept as {kept[0]}" in writable.log())    # logged once it is moved
     wait_for(lambda: staged_files(tmp_path) == [])
 
 
@@ -406,6 +458,63 @@ def test_kill_at_each_commit_stage(bucket_copy, backend, tmp_path, stage, replac
     assert list((cache / "journal").iterdir()) == []
     on_disk = {p.name for p in (bucket_copy / "db").iterdir()}
     assert on_disk == live_roots(bucket_copy), "objects of undone or replaced roots remain"
+
+
+CHANGE_STAGES = ["committing", "chunks", "metadata", "root", "domain"]
+CHANGE_EVERYTHING = """
+import sys, h5py, numpy as np
+with h5py.File(sys.argv[1], "r+") as f:
+    f["x"][...] = -np.arange(64 * 4096, dtype="<i8")
+    f.attrs["v"] = "new"
+"""
+
+
+def read_version(path):
+    """(attribute v, every value) of the domain file at path."""
+    with h5py.File(path, "r") as f:
+        return f.attrs["v"], f["x"][...]
+
+
+@pytest.mark.posix_only(reason="kills the daemon and looks at the bucket directory; the "
+                        "commit protocol is the same code on both backends")
+@pytest.mark.parametrize("stage", CHANGE_STAGES)
+def test_change_killed_at_each_stage_is_never_seen_torn(bucket_copy, tmp_path, stage):
+    """An r+ change of every chunk and an attribute, the daemon killed at each stage of its
+    commit: another mount (another cache_dir, which recovers nothing) reads the old version
+    whole until the .domain.json swap and the new one whole after it; HSDS's objects are valid
+    all along; the writer's cache_dir then commits the change, and only live roots remain."""
+    cache, other = tmp_path / "cache", tmp_path / "other"
+    mnt, mnt2 = tmp_path / "mnt", tmp_path / "mnt2"
+    mnt.mkdir()
+    mnt2.mkdir()
+    target = f"{HOME}/change.h5"
+    old_x, new_x = np.arange(64 * 4096, dtype="<i8"), -np.arange(64 * 4096, dtype="<i8")
+    m = crash_mount(bucket_copy, mnt, tmp_path / "0.log", cache, {})
+    with h5py.File(m.path(target), "w") as f:
+        f.create_dataset("x", data=old_x, chunks=(4096,))
+        f.attrs["v"] = "old"
+    assert m.unmount() == 0
+    m = crash_mount(bucket_copy, mnt, tmp_path / "1.log", cache, {"H5OSFS_TEST_CRASH_AT": stage})
+    # in a child: h5py may crash when the close that commits dies with the daemon
+    subprocess.run([sys.executable, "-c", CHANGE_EVERYTHING, str(m.path(target))],
+                   stdin=subprocess.DEVNULL, capture_output=True, timeout=120)
+    m.proc.wait(timeout=30)
+    assert m.proc.returncode == -9
+    subprocess.run(["fusermount3", "-uz", str(mnt)], check=False)
+    assert objcheck.problems(bucket_copy, f"/{target}") == []
+    seen = crash_mount(bucket_copy, mnt2, tmp_path / "2.log", other, {})
+    v, x = read_version(seen.path(target))
+    want_v, want_x = ("new", new_x) if stage == "domain" else ("old", old_x)
+    assert v == want_v and np.array_equal(x, want_x), f"{v}: a torn version"
+    assert seen.unmount() == 0
+    m = crash_mount(bucket_copy, mnt, tmp_path / "3.log", cache, {})
+    v, x = read_version(m.path(target))
+    assert v == "new" and np.array_equal(x, new_x)
+    assert m.unmount() == 0                     # the collector drains at unmount
+    assert list((cache / "journal").iterdir()) == []
+    on_disk = {p.name for p in (bucket_copy / "db").iterdir()}
+    assert on_disk == live_roots(bucket_copy), "objects of undone or replaced roots remain"
+    assert objcheck.problems(bucket_copy, f"/{target}") == []
 
 
 # ---- a store that fails ----

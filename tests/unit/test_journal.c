@@ -51,7 +51,7 @@ static void test_records_survive_a_restart(const char *dir)
     rec.state = JOURNAL_COMMITTING;
     snprintf(rec.new_root, sizeof rec.new_root, "g-b03b24ef-69f244b6-38b3-ac67e1-7acc3e");
     CHECK_INT(journal_write(j, &rec), 0);
-    CHECK_INT(journal_stage(j, "/home/u/b \"q\".h5", JOURNAL_IN_PLACE,
+    CHECK_INT(journal_stage(j, "/home/u/b \"q\".h5", JOURNAL_CHANGE,
                             "g-b03b24ef-69f244b6-38b3-ac67e1-7acc3e", &other, &fd2), 0);
     close(fd2);
     CHECK(strcmp(rec.name, other.name) != 0);
