@@ -27,7 +27,7 @@
 /* Where the bytes of a dataset's chunks come from. */
 enum chunk_origin {
     ORIGIN_HSDS = 0,            /* chunk objects db/A-B/d/C-D-E/[pN/]i_j */
-    ORIGIN_POISON,              /* declared, but its data cannot be served: reads fail EIO */
+    ORIGIN_POISON,              /* its data cannot be served: reads fail EIO, nothing fetched */
     ORIGIN_REF_CONTIG,          /* H5D_CONTIGUOUS_REF: a byte range of a linked HDF5 file */
     ORIGIN_REF_PIECES,          /* H5D_CHUNKED_REF(_INDIRECT): filtered chunks of linked files */
 };
@@ -73,6 +73,8 @@ struct image {
     struct store *store;
     char *domain_path;
     double build_seconds;
+    struct image_omission *omissions;   /* what image_left_out lists; strings owned */
+    size_t n_omissions;
 };
 
 /* A chunk to load: which image, dataset and chunk (linear index in the grid). */

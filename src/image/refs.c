@@ -338,8 +338,16 @@ static int table_open(struct builder *b, const char *table_id, struct image_data
     const json_t *type, *shape, *layout;
     memset(t, 0, sizeof *t);
     t->tid = H5I_INVALID_HID;
-    if (schema_id_class(table_id) != 'd' || build_load_json(b, table_id, &t->json) != 0) {
-        snprintf(why, why_len, "chunk table %s cannot be read", table_id);
+    if (schema_id_class(table_id) != 'd') {
+        snprintf(why, why_len, "chunk table %s is not a dataset id", table_id);
+        return -EINVAL;
+    }
+    char jwhy[320];
+    int rc = build_load_json(b, table_id, &t->json, jwhy, sizeof jwhy);
+    if (rc == -EIO || rc == -ENOMEM)
+        return rc;              /* the store failed: the build does */
+    if (rc != 0) {
+        snprintf(why, why_len, "chunk table: %s", jwhy);
         return -EINVAL;
     }
     type = json_object_get(t->json, "type");
