@@ -293,12 +293,15 @@ static int same_dataset(const struct image_dataset *a, const struct image_datase
     for (size_t i = 0; i < a->n_uris; i++)
         if (strcmp(a->uris[i], b->uris[i]) != 0)
             return 0;
-    if ((a->pieces == NULL) != (b->pieces == NULL))
+    if (a->n_pieces != b->n_pieces)
         return 0;
-    uint64_t chunks = 1;
-    for (int k = 0; k < a->rank; k++)
-        chunks *= a->grid[k];
-    return !a->pieces || memcmp(a->pieces, b->pieces, chunks * a->n_sub * sizeof *a->pieces) == 0;
+    for (size_t i = 0; i < a->n_pieces; i++) {
+        const struct ref_piece *x = &a->pieces[i], *y = &b->pieces[i];
+        if (x->chunk != y->chunk || x->off != y->off || x->size != y->size ||
+            x->uri != y->uri || x->sub != y->sub)
+            return 0;
+    }
+    return 1;
 }
 
 static int same_text(const char *a, const char *b)
@@ -353,12 +356,7 @@ void image_stats(const struct image *img, struct image_stats *out)
     out->datasets = img->n_datasets;
     for (size_t i = 0; i < n; i++)
         out->chunks += s[i].kind == SEGMENT_CHUNK;
-    for (size_t i = 0; i < img->n_datasets; i++) {
-        uint64_t chunks = 1;
-        for (int k = 0; k < img->datasets[i].rank; k++)
-            chunks *= img->datasets[i].grid[k];
-        if (img->datasets[i].pieces)
-            out->memory += chunks * img->datasets[i].n_sub * sizeof(struct ref_piece);
-    }
+    for (size_t i = 0; i < img->n_datasets; i++)
+        out->memory += img->datasets[i].n_pieces * sizeof(struct ref_piece);
     out->build_seconds = img->build_seconds;
 }

@@ -2,9 +2,10 @@
  * test_image_build: image_build on small buckets written here (src/image/build*.c).
  *
  * 1. Declared size: datasets declaring 10^12 elements in 10^12 chunks (fixed, unlimited, or a
- *    maximum of 10^13) with one chunk object or none cost RAM, file size and build time for the
- *    chunks that exist, not for their grid; HDF5 (sec2, on the image written to disk) reads
- *    their shapes, the stored chunk and the fill value right.
+ *    maximum of 10^13; chunk objects, or one chunk of a linked HDF5 file) with one chunk or
+ *    none cost RAM, file size and build time for the chunks that exist, not for their grid;
+ *    HDF5 (sec2, on the image written to disk) reads their shapes, the stored chunk and the
+ *    fill value right.
  * 2. What cannot be shown as stored: a dataset of an unknown type is a placeholder whose bytes
  *    fail to read (-EIO); a scalar whose value cannot be read, an attribute that cannot be made
  *    and a link to a missing object are left out; image_left_out lists each once, with its id
@@ -39,6 +40,7 @@
 #define D_BADTYPE MEMBER("d", "0000-000000-000005")
 #define D_SCALAR MEMBER("d", "0000-000000-000006")
 #define D_GHOST MEMBER("d", "0000-000000-000007")
+#define D_LINKED MEMBER("d", "0000-000000-000008")
 
 #define TERA 1000000000000ull
 
@@ -147,12 +149,15 @@ static int write_image(struct image *img, const char *path)
 
 static void put_sparse_domain(struct store *st)
 {
-    char l1[200], l2[200], l3[200], l4[200], links[1024];
+    char l1[200], l2[200], l3[200], l4[200], l5[200], links[1024];
     const char *i8 = "\"type\": {\"class\": \"H5T_INTEGER\", \"base\": \"H5T_STD_I8LE\"}";
-    char body[1024];
-    snprintf(links, sizeof links, "%s, %s, %s, %s", hard_link("sparse", D_SPARSE, l1, sizeof l1),
+    char body[1024], linked[256];
+    snprintf(links, sizeof links, "%s, %s, %s, %s, %s",
+             hard_link("sparse", D_SPARSE, l1, sizeof l1),
              hard_link("unlimited", D_UNLIMITED, l2, sizeof l2),
-             hard_link("maxdims", D_MAXDIMS, l3, sizeof l3), hard_link("empty", D_EMPTY, l4, sizeof l4));
+             hard_link("maxdims", D_MAXDIMS, l3, sizeof l3),
+             hard_link("empty", D_EMPTY, l4, sizeof l4),
+             hard_link("linked", D_LINKED, l5, sizeof l5));
     put_root(st, links, "");
     /* 10^12 elements in chunks of one, fill value -1, one chunk object (42 at 123456789012) */
     snprintf(body, sizeof body, "%s, \"shape\": {\"class\": \"H5S_SIMPLE\", \"dims\": [%llu]}, "
@@ -177,6 +182,16 @@ static void put_sparse_domain(struct store *st)
              "1000000]}, \"creationProperties\": {\"fillValue\": 3}, "
              "\"layout\": {\"class\": \"H5D_CHUNKED\", \"dims\": [1, 1]}", i8);
     put_dataset(st, D_EMPTY, body);
+    /* element 5 is byte 77 of a linked file (an unfiltered one-byte HDF5 chunk) */
+    for (int i = 0; i < 256; i++)
+        linked[i] = (char)i;
+    CHECK_INT(store_put(st, "linked/f.bin", linked, sizeof linked), 0);
+    snprintf(body, sizeof body, "%s, \"shape\": {\"class\": \"H5S_SIMPLE\", \"dims\": [%llu]}, "
+             "\"layout\": {\"class\": \"H5D_CHUNKED\", \"dims\": [1]}, "
+             "\"creationProperties\": {\"layout\": {\"class\": \"H5D_CHUNKED_REF\", "
+             "\"file_uri\": \"bucket/linked/f.bin\", \"dims\": [1], "
+             "\"chunks\": {\"5\": [77, 1]}}}", i8, TERA);
+    put_dataset(st, D_LINKED, body);
 }
 
 static signed char read_element(hid_t f, const char *name, const hsize_t *at, int rank)
@@ -226,12 +241,13 @@ static void test_declared_size(void)
     image_stats(img, &stats);
     printf("declared: %" PRIu64 " bytes, %" PRIu64 " bytes of RAM, %.3f s\n", stats.size,
            stats.memory, stats.build_seconds);
-    /* before: 8 TB, 244 MB (fixed arrays over 10^12 and 10^13 chunks: the latter 2.4 GB) */
+    /* before: 8 TB, 244 MB (fixed arrays over 10^12 and 10^13 chunks: the latter 2.4 GB; a
+     * linked dataset's piece table over its whole grid, refused beyond 10^7 chunks) */
     CHECK(stats.memory < (1u << 20));
     CHECK(stats.size < (4u << 20));
     CHECK(stats.build_seconds < 1.0);
-    CHECK_INT(stats.datasets, 4);
-    CHECK_INT(stats.chunks, 4);         /* three stored, the empty dataset's first */
+    CHECK_INT(stats.datasets, 5);
+    CHECK_INT(stats.chunks, 5);         /* four stored, the empty dataset's first */
     snprintf(path, sizeof path, "%s/declared.h5", tmp_dir);
     if (stats.size < (4u << 20) && write_image(img, path) == 0) {
         hid_t f = H5Fopen(path, H5F_ACC_RDONLY, H5P_DEFAULT);
@@ -246,6 +262,8 @@ static void test_declared_size(void)
         CHECK_INT(read_element(f, "maxdims", (hsize_t[]){ 999 }, 1), 5);
         CHECK_INT(read_element(f, "maxdims", (hsize_t[]){ 998 }, 1), 0);
         CHECK_INT(read_element(f, "empty", (hsize_t[]){ 999999, 5 }, 2), 3);
+        CHECK_INT(read_element(f, "linked", (hsize_t[]){ 5 }, 1), 77);
+        CHECK_INT(read_element(f, "linked", (hsize_t[]){ 6 }, 1), 0);
         H5Fclose(f);
     }
     image_put(img);
