@@ -64,7 +64,7 @@ common=(-std=c11 -D_GNU_SOURCE -DFUSE_USE_VERSION=312 '-DH5OSFS_VERSION="fuzz"'
 sanitize=(-fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all)
 cov=(-fsanitize=fuzzer -fprofile-instr-generate -fcoverage-mapping)
 
-util=(src/util/log.c src/util/strmap.c)
+util=(src/util/log.c src/util/strmap.c src/util/why.c)
 schema=(src/schema/id.c src/schema/key.c src/schema/domain.c src/schema/hjson.c
         src/schema/h5type.c src/schema/h5type_desc.c src/schema/h5value.c
         src/schema/h5value_json.c)

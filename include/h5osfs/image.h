@@ -9,8 +9,10 @@
  * byte-identical when rebuilt from unchanged objects. doc/image.md explains the choices.
  *
  * Building fails (-EIO, logged) only when the domain has no usable root group or the store
- * fails; a bad object, link, attribute or chunk key inside the domain is logged, left out or
- * made unreadable (reads of its data fail with EIO), and the rest of the domain still reads.
+ * fails; a bad object, link, attribute or chunk key inside the domain is logged (one line per
+ * build), shown with its data unreadable (reads fail with EIO) where HDF5 can represent it, left
+ * out where it cannot, and the rest of the domain still reads. image_left_out lists what was
+ * not shown as stored.
  */
 #ifndef H5OSFS_IMAGE_H
 #define H5OSFS_IMAGE_H
@@ -81,6 +83,33 @@ int image_for_each_chunk(const struct image *img,
  * *_REF chunk, no chunk extent there). */
 int image_chunk_source(const struct image *img, uint64_t off, const char *dataset_id,
                        const uint64_t *idx, int rank, char *key, size_t key_len);
+
+/* What the image does not show as stored; each was logged once when the image was built. A
+ * commit of a change made through the file must carry these over unchanged. */
+enum image_omission_kind {
+    IMAGE_OMIT_OBJECT = 0,      /* an object not in the file (the links to it are listed too) */
+    IMAGE_OMIT_PLACEHOLDER,     /* a dataset shown as a placeholder: its type (opaque of the
+                                 * stored element size when its own cannot be made), its shape
+                                 * (scalar when it cannot be read) and fixed maximum dims, no
+                                 * chunking, no attributes it could not make; every read of its
+                                 * data fails with EIO */
+    IMAGE_OMIT_CHUNK,           /* a chunk of a dataset shown as stored whose values could not be
+                                 * read or converted when the file was built (name: its index,
+                                 * "3_0"): reads of its region fail with EIO */
+    IMAGE_OMIT_ATTRIBUTE,       /* attribute `name` of object id */
+    IMAGE_OMIT_LINK,            /* link `name` of group id */
+};
+
+struct image_omission {
+    enum image_omission_kind kind;
+    const char *id;             /* the object; for a link, the group that holds it */
+    const char *name;           /* attribute, link or chunk index; NULL for an object */
+    const char *path;           /* where in the file: the object's (or group's) first path */
+    const char *why;
+};
+
+/* What img left out or replaced, in build order; valid while img is held. */
+const struct image_omission *image_left_out(const struct image *img, size_t *n);
 
 /* Figures for the benchmark and the debug log. */
 struct image_stats {

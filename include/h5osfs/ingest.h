@@ -47,10 +47,30 @@ struct ingest_config {
  *   and, for a dataset of the same type and chunk shape, the base's layout and creation
  *   properties (filters, partitions, a *_REF layout while none of its chunks was written);
  * - a chunk whose bytes were not written is copied inside the store from the base's chunk
- *   object (store_copy), never read or encoded.
+ *   object (store_copy), never read or encoded;
+ * - what the base's file did not show (kept) is carried over as it is stored, unless the file
+ *   now has an attribute or link of the same name (the user's then wins, logged).
  */
+/* What the base's file did not show as it is stored (the image's omissions, image.h): the
+ * user could not see or change it, so a commit carries it over unchanged. */
+enum ingest_kept_kind {
+    INGEST_KEPT_OBJECT,         /* not in the file (the links to it are listed as LINK) */
+    INGEST_KEPT_PLACEHOLDER,    /* in the file as a placeholder: stored as the base has it */
+    INGEST_KEPT_CHUNK,          /* chunk `name` ("3_0") of dataset id, unreadable there */
+    INGEST_KEPT_ATTRIBUTE,      /* attribute `name` of object id */
+    INGEST_KEPT_LINK,           /* link `name` of group id */
+};
+
+struct ingest_kept {
+    enum ingest_kept_kind kind;
+    const char *id;
+    const char *name;           /* NULL for OBJECT and PLACEHOLDER */
+};
+
 struct ingest_base {
     const char *root;           /* the base version's root id (v2) */
+    const struct ingest_kept *kept;     /* see above */
+    size_t n_kept;
     /* The id of the base object whose object header is at addr, or NULL. */
     const char *(*object_id)(void *ctx, uint64_t addr);
     /* The chunk bytes [addr, addr+len) of the file: 2 when they are still the base's chunk idx

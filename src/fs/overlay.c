@@ -18,6 +18,8 @@ struct range {
 
 struct overlay {
     struct image *base;
+    struct ingest_kept *kept;           /* what the base's file did not show (image_left_out) */
+    size_t n_kept;
     char root[SCHEMA_ID_BUF];
     int fd;                             /* the staged file */
     struct image_reader reader;
@@ -44,6 +46,7 @@ void overlay_free(struct overlay *o)
 {
     if (!o)
         return;
+    free(o->kept);
     image_put(o->base);
     free(o->clean);
     free(o);
@@ -291,10 +294,33 @@ int overlay_materialize_all(struct overlay *o)
     return rc;
 }
 
-void overlay_ingest_base(struct overlay *o, struct ingest_base *out)
+static const enum ingest_kept_kind kept_kinds[] = {
+    [IMAGE_OMIT_OBJECT] = INGEST_KEPT_OBJECT, [IMAGE_OMIT_PLACEHOLDER] = INGEST_KEPT_PLACEHOLDER,
+    [IMAGE_OMIT_CHUNK] = INGEST_KEPT_CHUNK, [IMAGE_OMIT_ATTRIBUTE] = INGEST_KEPT_ATTRIBUTE,
+    [IMAGE_OMIT_LINK] = INGEST_KEPT_LINK,
+};
+
+/* The image's omissions in ingest's words (the strings stay the image's). */
+static int kept_of(struct overlay *o)
 {
-    *out = (struct ingest_base){ .root = o->root, .object_id = object_id,
-                                 .chunk_state = chunk_state, .ctx = o };
+    size_t n;
+    const struct image_omission *om = image_left_out(o->base, &n);
+    if (o->kept || n == 0)
+        return 0;
+    if (!(o->kept = calloc(n, sizeof *o->kept)))
+        return -ENOMEM;
+    for (size_t i = 0; i < n; i++)
+        o->kept[i] = (struct ingest_kept){ kept_kinds[om[i].kind], om[i].id, om[i].name };
+    o->n_kept = n;
+    return 0;
+}
+
+int overlay_ingest_base(struct overlay *o, struct ingest_base *out)
+{
+    int rc = kept_of(o);
+    *out = (struct ingest_base){ .root = o->root, .kept = o->kept, .n_kept = o->n_kept,
+                                 .object_id = object_id, .chunk_state = chunk_state, .ctx = o };
+    return rc;
 }
 
 int overlay_save(const struct overlay *o, char **text)

@@ -50,8 +50,9 @@ int overlay_before_truncate(struct overlay *o, uint64_t size);
 /* Copy every clean range into the file: it then holds every byte. 0 or -errno. */
 int overlay_materialize_all(struct overlay *o);
 
-/* The base a commit of the staged file passes to ingest (ingest.h); valid while o lives. */
-void overlay_ingest_base(struct overlay *o, struct ingest_base *out);
+/* The base a commit of the staged file passes to ingest (ingest.h); valid while o lives.
+ * 0 or -ENOMEM. */
+int overlay_ingest_base(struct overlay *o, struct ingest_base *out);
 
 /* The base's root and clean ranges as text, saved durably at the fill and at each commit,
  * to find them again after a crash; and the other way: the overlay of the text's ranges, but

@@ -291,8 +291,10 @@ static int commit_base(struct staging *t, struct staged *s, struct ingest_base *
         int rc = overlay_materialize_all(s->overlay);
         return rc == 0 ? save_overlay(t, s) : rc;
     }
-    overlay_ingest_base(s->overlay, base);
-    return save_overlay(t, s) == 0 ? 1 : -EIO;
+    int rc = overlay_ingest_base(s->overlay, base);
+    if (rc == 0)
+        rc = save_overlay(t, s);
+    return rc == 0 ? 1 : rc;
 }
 
 static int commit_locked(struct staging *t, struct staged *s)
@@ -540,8 +542,9 @@ static int recover_base(void *ctx, const struct journal_rec *rec, struct ingest_
     if (rc == 0)
         rc = recover_overlay(t, rec, text, r);
     free(text);
-    if (rc == 0 && schema_id_version(overlay_root(r->overlay)) == 2) {
-        overlay_ingest_base(r->overlay, &r->base);
+    if (rc == 0 && schema_id_version(overlay_root(r->overlay)) == 2)
+        rc = overlay_ingest_base(r->overlay, &r->base);
+    if (rc == 0 && r->overlay && schema_id_version(overlay_root(r->overlay)) == 2) {
         *out = &r->base;
     } else if (r) {
         release_base(t, &r->base);

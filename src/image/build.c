@@ -4,12 +4,14 @@
  * 1. discover: from the root group, breadth first over hard links (links in file order),
  *    load every object's JSON once; an object's first path is where it was first reached.
  * 2. create every object anonymously: groups, then committed types, then datasets (which may
- *    use the committed types), those whose fill value refers to other objects last;
+ *    use the committed types), those whose fill value refers to other objects last; datasets
+ *    served from chunk extents get their chunk placeholders here (build_data.c);
  * 3. link: each group's links in its order, hard links with H5Olink (so an object linked from
  *    several groups stays one object), soft and external links as they are;
  * 4. attributes of every object (references need every path to exist);
- * 5. dataset data: chunk placeholders, or values written for real (build_data.c).
- * Everything is done in a fixed order, so unchanged objects rebuild to identical bytes.
+ * 5. the values of the other datasets, written for real (build_data.c).
+ * Everything is done in a fixed order, so unchanged objects rebuild to identical bytes. What
+ * cannot be shown as stored is noted once (build_omit: one log line, and image_left_out).
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -36,32 +38,103 @@ struct build_obj *build_find(struct builder *b, const char *id)
     return i ? &b->objs[i - 1] : NULL;
 }
 
-int build_load_json(struct builder *b, const char *id, json_t **out)
+int build_load_json(struct builder *b, const char *id, json_t **out, char *why, size_t why_len)
 {
-    char key[STORE_KEY_MAX + 1], why[200];
+    char key[STORE_KEY_MAX + 1], jwhy[160];
     struct store_buf buf = { 0 };
     *out = NULL;
-    if (schema_obj_key(id, key, sizeof key) != 0)
+    if (schema_obj_key(id, key, sizeof key) != 0) {
+        snprintf(why, why_len, "%.120s is not an object id", id);
         return -EINVAL;
+    }
     int rc = store_get(b->src->store, key, IMAGE_JSON_MAX, &buf);
     if (rc == -ENOENT || rc == -EFBIG || rc == -EISDIR) {
-        log_error("%s: object %s (%s): %s", b->domain_path, id, key,
-                  rc == -ENOENT ? "missing" : rc == -EFBIG ? "larger than 64 MiB" : "a directory");
-        return rc == -ENOENT ? -ENOENT : -EIO;
+        snprintf(why, why_len, "object %s (%.120s): %s", id, key,
+                 rc == -ENOENT ? "missing" : rc == -EFBIG ? "larger than 64 MiB" : "a directory");
+        return rc == -ENOENT ? -ENOENT : -EINVAL;
     }
-    if (rc != 0)
-        return -EIO;
-    json_t *j = hjson_loadb((const char *)buf.data, buf.len, why, sizeof why);
+    if (rc != 0) {
+        snprintf(why, why_len, "object %s (%.120s): the store failed", id, key);
+        return rc == -ENOMEM ? rc : -EIO;
+    }
+    json_t *j = hjson_loadb((const char *)buf.data, buf.len, jwhy, sizeof jwhy);
     store_buf_free(&buf);
     const json_t *jid = json_object_get(j, "id");
     if (!json_is_object(j) || !hjson_text(jid) || strcmp(hjson_text(jid), id) != 0) {
-        log_error("%s: object %s (%s): %s", b->domain_path, id, key,
-                  !j ? why : "not an object with a matching \"id\"");
+        snprintf(why, why_len, "object %s (%.120s): %s", id, key,
+                 !j ? jwhy : "not an object with a matching \"id\"");
         json_decref(j);
-        return -EIO;
+        return -EINVAL;
     }
     *out = j;
     return 0;
+}
+
+/* ---- what the image does not show ---- */
+
+static int record_omission(struct builder *b, enum image_omission_kind kind, const char *id,
+                           const char *path, const char *name, const char *why)
+{
+    struct image *img = b->img;
+    if (img->n_omissions == b->cap_omissions) {
+        size_t ncap = b->cap_omissions ? b->cap_omissions * 2 : 16;
+        struct image_omission *n = realloc(img->omissions, ncap * sizeof *n);
+        if (!n)
+            return -ENOMEM;
+        img->omissions = n;
+        b->cap_omissions = ncap;
+    }
+    struct image_omission o = { kind, strdup(id), name ? strdup(name) : NULL, strdup(path),
+                                strdup(why) };
+    if (!o.id || !o.path || !o.why || (name && !o.name)) {
+        free((char *)o.id);
+        free((char *)o.name);
+        free((char *)o.path);
+        free((char *)o.why);
+        return -ENOMEM;
+    }
+    img->omissions[img->n_omissions++] = o;
+    return 0;
+}
+
+static const char *class_word(const char *id)
+{
+    switch (schema_id_class(id)) {
+    case 'g':
+        return "group";
+    case 'd':
+        return "dataset";
+    case 't':
+        return "datatype";
+    default:
+        return "object";
+    }
+}
+
+int build_omit(struct builder *b, enum image_omission_kind kind, const char *id,
+               const char *path, const char *name, const char *why)
+{
+    const char *dom = b->domain_path;
+    switch (kind) {
+    case IMAGE_OMIT_OBJECT:
+        log_error("%s: %s %s (%s): %s: left out", dom, class_word(id), path, id, why);
+        break;
+    case IMAGE_OMIT_PLACEHOLDER:
+        log_error("%s: dataset %s (%s): %s: shown as a placeholder whose reads fail with EIO",
+                  dom, path, id, why);
+        break;
+    case IMAGE_OMIT_CHUNK:
+        log_error("%s: dataset %s (%s): %s: reads of that chunk fail with EIO", dom, path, id,
+                  why);
+        break;
+    case IMAGE_OMIT_ATTRIBUTE:
+        log_error("%s: %s: attribute \"%s\": %s: left out", dom, path, name, why);
+        break;
+    case IMAGE_OMIT_LINK:
+        log_error("%s: %s: link \"%s\": %s: left out", dom, path, name, why);
+        break;
+    }
+    return record_omission(b, kind, id, path, name, why);
 }
 
 static int add_obj(struct builder *b, const char *id, const char *path, json_t *json)
@@ -177,17 +250,20 @@ static int member_id_ok(const struct builder *b, const char *id)
 static int discover_link(struct builder *b, size_t parent, const struct link_ref *l)
 {
     const char *id = hard_target(l->json);
+    const struct build_obj *g = &b->objs[parent];
+    char why[320];
     if (!id || build_find(b, id))
         return 0;
     if (!member_id_ok(b, id)) {
-        log_error("%s: %s/%s: link to %s, which is not an object of this domain: left out",
-                  b->domain_path, b->objs[parent].path, l->name, id);
-        return 0;
+        snprintf(why, sizeof why, "to %.120s, which is not an object of this domain", id);
+        return build_omit(b, IMAGE_OMIT_LINK, g->id, g->path, l->name, why);
     }
     json_t *j;
-    int rc = build_load_json(b, id, &j);
+    int rc = build_load_json(b, id, &j, why, sizeof why);
+    if (rc == -ENOENT || rc == -EINVAL)
+        return build_omit(b, IMAGE_OMIT_LINK, g->id, g->path, l->name, why);
     if (rc != 0)
-        return rc == -ENOENT || rc == -EIO ? 0 : rc;    /* logged; the link is left out */
+        return rc;
     char *path = child_path(b->objs[parent].path, l->name);
     rc = path ? add_obj(b, id, path, j) : -ENOMEM;
     free(path);
@@ -199,9 +275,12 @@ static int discover_link(struct builder *b, size_t parent, const struct link_ref
 static int discover(struct builder *b)
 {
     json_t *root;
-    int rc = build_load_json(b, b->root_id, &root);
-    if (rc != 0)
+    char why[320];
+    int rc = build_load_json(b, b->root_id, &root, why, sizeof why);
+    if (rc != 0) {
+        log_error("%s: root group: %s", b->domain_path, why);
         return rc == -ENOMEM ? rc : -EIO;
+    }
     rc = add_obj(b, b->root_id, "/", root);
     if (rc != 0) {
         json_decref(root);
@@ -260,9 +339,8 @@ static int create_datatype(struct builder *b, struct build_obj *o)
     char why[200];
     hid_t tid = h5type_from_json(json_object_get(o->json, "type"), why, sizeof why);
     if (tid < 0) {
-        log_error("%s: datatype %s (%s): %s: left out", b->domain_path, o->path, o->id, why);
         o->dropped = 1;
-        return 0;
+        return build_omit(b, IMAGE_OMIT_OBJECT, o->id, o->path, NULL, why);
     }
     hid_t tcpl = H5Pcreate(H5P_DATATYPE_CREATE);
     if (tcpl < 0 || H5Pset_obj_track_times(tcpl, 0) < 0 ||
@@ -374,26 +452,45 @@ static herr_t make_link(struct builder *b, hid_t group, const struct link_ref *l
     return 2;
 }
 
-static void link_group(struct builder *b, struct build_obj *g)
+/* A hard link whose target is not in the file: noted when the target was dropped (whose own
+ * line says why); a target that could not be loaded was noted with the link at discovery. */
+static int note_missing_target(struct builder *b, const struct build_obj *g, const char *name,
+                               const char *id)
+{
+    const struct build_obj *o = build_find(b, id);
+    char why[200];
+    if (!o)
+        return 0;
+    snprintf(why, sizeof why, "to %.120s, which is left out", id);
+    return record_omission(b, IMAGE_OMIT_LINK, g->id, g->path, name, why);
+}
+
+static int link_group(struct builder *b, struct build_obj *g)
 {
     size_t n;
+    int rc = 0;
     struct link_ref *links = ordered_members(json_object_get(g->json, "links"),
                                              creation_ordered(g->json), &n);
-    for (size_t k = 0; links && k < n; k++) {
-        if (!link_name_ok(links[k].name)) {
-            log_error("%s: %s: link name \"%s\" is not usable in HDF5: left out",
-                      b->domain_path, g->path, links[k].name);
+    if (!links)
+        return -ENOMEM;
+    for (size_t k = 0; k < n && rc == 0; k++) {
+        const char *name = links[k].name;
+        if (!link_name_ok(name)) {
+            rc = build_omit(b, IMAGE_OMIT_LINK, g->id, g->path, name, "not a name HDF5 can use");
             continue;
         }
-        hid_t lcpl = link_plist(links[k].name);
-        herr_t rc = lcpl < 0 ? -1 : make_link(b, g->hid, &links[k], lcpl);
+        hid_t lcpl = link_plist(name);
+        herr_t made = lcpl < 0 ? -1 : make_link(b, g->hid, &links[k], lcpl);
         if (lcpl >= 0)
             H5Pclose(lcpl);
-        if (rc < 0 || rc == 2)
-            log_error("%s: %s: link \"%s\" %s: left out", b->domain_path, g->path,
-                      links[k].name, rc == 2 ? "is of no known class" : "could not be made");
+        if (made == 1)
+            rc = note_missing_target(b, g, name, hard_target(links[k].json));
+        else if (made < 0 || made == 2)
+            rc = build_omit(b, IMAGE_OMIT_LINK, g->id, g->path, name,
+                            made == 2 ? "of no known class" : "HDF5 could not make it");
     }
     free(links);
+    return rc;
 }
 
 /* ---- 4. attributes ---- */
@@ -463,18 +560,21 @@ out:
     return rc;
 }
 
-static void attributes_of(struct builder *b, struct build_obj *o)
+static int attributes_of(struct builder *b, struct build_obj *o)
 {
     size_t n;
+    int rc = 0;
     struct link_ref *attrs = ordered_members(json_object_get(o->json, "attributes"),
                                              creation_ordered(o->json), &n);
-    for (size_t k = 0; attrs && k < n; k++) {
+    if (!attrs)
+        return -ENOMEM;
+    for (size_t k = 0; k < n && rc == 0; k++) {
         char why[200] = "";
         if (make_attribute(b, o, &attrs[k], why, sizeof why) != 0)
-            log_error("%s: %s: attribute \"%s\": %s: left out", b->domain_path, o->path,
-                      attrs[k].name, why);
+            rc = build_omit(b, IMAGE_OMIT_ATTRIBUTE, o->id, o->path, attrs[k].name, why);
     }
     free(attrs);
+    return rc;
 }
 
 /* ---- shapes (shared with build_data.c through build_dataspace) ---- */
@@ -513,32 +613,39 @@ static hid_t shape_space(const json_t *shape, size_t *n, char *why, size_t why_l
 
 /* ---- 5. data ---- */
 
-/* Remove every link to o: its data cannot be served, so it must not be seen at all. */
-static void unlink_object(struct builder *b, const struct build_obj *o)
+/* Remove every link to o: its data cannot be served, and not even as unreadable. */
+static int unlink_object(struct builder *b, const struct build_obj *o)
 {
-    for (size_t i = 0; i < b->n_objs; i++) {
-        if (b->objs[i].cls != 'g' || b->objs[i].hid < 0)
+    int rc = 0;
+    for (size_t i = 0; i < b->n_objs && rc == 0; i++) {
+        const struct build_obj *g = &b->objs[i];
+        if (g->cls != 'g' || g->hid < 0)
             continue;
         const char *name;
         json_t *link;
-        json_object_foreach(json_object_get(b->objs[i].json, "links"), name, link) {
+        json_object_foreach(json_object_get(g->json, "links"), name, link) {
             const char *id = hard_target(link);
-            if (id && strcmp(id, o->id) == 0 && link_name_ok(name) &&
-                H5Lexists(b->objs[i].hid, name, H5P_DEFAULT) > 0 &&
-                H5Ldelete(b->objs[i].hid, name, H5P_DEFAULT) < 0)
-                log_error("%s: %s/%s: cannot remove the link", b->domain_path, b->objs[i].path, name);
+            if (!id || strcmp(id, o->id) != 0 || !link_name_ok(name) ||
+                H5Lexists(g->hid, name, H5P_DEFAULT) <= 0)
+                continue;
+            if (H5Ldelete(g->hid, name, H5P_DEFAULT) < 0)
+                return -EIO;    /* the file would show what it must not */
+            if ((rc = note_missing_target(b, g, name, id)) != 0)
+                break;
         }
     }
+    return rc;
 }
 
 static int fill_or_unlink(struct builder *b, struct build_obj *o)
 {
-    int rc = build_dataset_fill(b, o);
+    char why[200] = "its data cannot be served";
+    int rc = build_dataset_fill(b, o, why, sizeof why);
     if (rc != -EINVAL)
         return rc;
-    unlink_object(b, o);        /* the reason is logged */
     o->dropped = 1;
-    return 0;
+    rc = build_omit(b, IMAGE_OMIT_OBJECT, o->id, o->path, NULL, why);
+    return rc ? rc : unlink_object(b, o);
 }
 
 /* ---- the whole build ---- */
@@ -620,12 +727,13 @@ static int build_steps(struct builder *b)
     rc = create_objects(b);
     for (size_t i = 0; i < b->n_objs && rc == 0; i++)
         if (b->objs[i].cls == 'g' && b->objs[i].hid >= 0)
-            link_group(b, &b->objs[i]);
+            rc = link_group(b, &b->objs[i]);
     for (size_t i = 0; i < b->n_objs && rc == 0; i++)
         if (b->objs[i].hid >= 0 && !b->objs[i].dropped)
-            attributes_of(b, &b->objs[i]);
+            rc = attributes_of(b, &b->objs[i]);
     for (size_t i = 0; i < b->n_objs && rc == 0; i++)
-        if (b->objs[i].cls == 'd' && b->objs[i].hid >= 0 && !b->objs[i].dropped)
+        if (b->objs[i].cls == 'd' && b->objs[i].hid >= 0 && !b->objs[i].dropped &&
+            !b->objs[i].data_done)
             rc = fill_or_unlink(b, &b->objs[i]);
     if (rc == 0)
         rc = record_objects(b);

@@ -16,6 +16,7 @@ struct build_obj {
     json_t *json;
     hid_t hid;                  /* the HDF5 object (anonymous until linked) */
     int dropped;                /* could not be made: links to it are left out */
+    int data_done;              /* a dataset whose data is declared already (at creation) */
 };
 
 struct builder {
@@ -32,21 +33,33 @@ struct builder {
     unsigned char *placeholder; /* the buffer every chunk placeholder is written from */
     size_t placeholder_size;
     uint64_t declared;          /* chunk extents declared so far, against IMAGE_CHUNKS_MAX */
+    size_t cap_omissions;
 };
 
-/* Load and parse an object's JSON by id: a JSON object whose "id" is id. 0, -ENOENT, -EIO. */
-int build_load_json(struct builder *b, const char *id, json_t **out);
+/* Load and parse an object's JSON by id: a JSON object whose "id" is id. 0, -ENOENT, -EIO
+ * (why says which key and what is wrong with it), -ENOMEM. */
+int build_load_json(struct builder *b, const char *id, json_t **out, char *why, size_t why_len);
+
+/* Note what the image does not show as stored (image_left_out) and log it: the one line the
+ * build writes about it. name: attribute, link or chunk index, or NULL. 0 or -ENOMEM. */
+int build_omit(struct builder *b, enum image_omission_kind kind, const char *id,
+               const char *path, const char *name, const char *why);
 
 /* The built object of id, or NULL. */
 struct build_obj *build_find(struct builder *b, const char *id);
 
-/* Create dataset o (anonymous) with its type, shape and creation properties. 0 or -EINVAL. */
+/* Create dataset o (anonymous) with its type, shape and creation properties; a dataset served
+ * from chunk extents gets them now (data_done). One that cannot be made as stored becomes a
+ * placeholder whose reads fail, or is dropped when not even that can be made (both noted with
+ * build_omit). 0, or -ENOMEM / -EIO (the build fails). */
 int build_dataset_create(struct builder *b, struct build_obj *o);
 /* 1 if dataset o's fill value holds object references: it can only be made once the objects
  * it refers to exist (HDF5 takes the fill value at creation). */
 int build_dataset_fill_refers(const struct build_obj *o);
-/* Declare or write its data (after every object exists, for references). 0 or -errno. */
-int build_dataset_fill(struct builder *b, struct build_obj *o);
+/* Write the values of a dataset that is not data_done (after every object exists, for
+ * references); a chunk whose values cannot be read or converted is made unreadable (noted).
+ * 0, -EINVAL (why: not even that could be done, the dataset must go), or -errno. */
+int build_dataset_fill(struct builder *b, struct build_obj *o, char *why, size_t why_len);
 
 /* The chunks of a *_REF dataset (spec §8): fills ds's origin, uris and pieces, and the sorted
  * linear indexes of the chunks that have data. 0, -EINVAL (with why), -ENOMEM, -EIO. */

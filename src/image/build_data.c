@@ -10,8 +10,17 @@
  * - values: variable-length data and references cannot be served byte for byte (HDF5 keeps
  *   vlen data in a global heap and references are addresses), so those chunks are fetched
  *   now, converted, and written for real; scalar datasets too (HDF5 cannot chunk them).
+ *
+ * Chunk extents are declared when the dataset is created, values once every object exists.
+ * Neither may cost more than the chunks that exist: the chunk index HDF5 would pick for a
+ * sparse grid is replaced by one that grows with the chunks written (index_by_stored_chunks).
+ * A dataset that cannot be made as stored is shown as a placeholder whose reads fail
+ * (create_placeholder); a chunk whose values cannot be written reads as EIO
+ * (poison_value_chunk). What cannot be shown even so is left out. Each is noted once
+ * (build_omit).
  */
 #include <errno.h>
+#include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -22,13 +31,20 @@
 #include "h5osfs/log.h"
 
 #define V1_PROBE_MAX 1000000    /* v1 chunks cannot be listed: declare the grid up to this */
+/* A chunk grid up to this many chunks, or up to DENSE_FACTOR times the chunks written, keeps
+ * the index HDF5 picks (see index_by_stored_chunks). */
+#define DENSE_GRID_MIN (1u << 20)
+#define DENSE_FACTOR 4
+#define PLACEHOLDER_CHUNK_BYTES (1u << 30)
+#define PLACEHOLDER_CHUNKS_MAX (1u << 20)
 
 hid_t build_dataspace(const json_t *shape, size_t *n, char *why, size_t why_len);
 
 struct dset_plan {
     const json_t *type, *shape, *layout, *cprops;
-    hid_t tid;
+    hid_t tid;                  /* invalid when the type cannot be made */
     int rank;
+    int shape_ok;               /* its class and dims were read (maxdims may be bad) */
     hsize_t dims[IMAGE_MAX_RANK], maxdims[IMAGE_MAX_RANK];
     uint64_t cdims[IMAGE_MAX_RANK];
     int chunked;                /* declared chunked in the image (simple shapes) */
@@ -50,17 +66,27 @@ static int read_dims(const json_t *arr, int rank, hsize_t *out, int allow_zero)
     return 0;
 }
 
+/* The shape; shape_ok once its class and dims are known (all a placeholder needs). */
 static int plan_shape(struct dset_plan *p, char *why, size_t why_len)
 {
     const char *cls = hjson_text(json_object_get(p->shape, "class"));
     const json_t *dims = json_object_get(p->shape, "dims"), *max = json_object_get(p->shape, "maxdims");
-    if (!cls || strcmp(cls, "H5S_SIMPLE") != 0)
-        return 0;               /* NULL and SCALAR: rank 0 */
+    if (!cls || strcmp(cls, "H5S_SIMPLE") != 0) {
+        size_t n;
+        char unused[8];
+        hid_t space = build_dataspace(p->shape, &n, unused, sizeof unused);
+        p->shape_ok = space >= 0;
+        if (space >= 0)
+            H5Sclose(space);
+        return 0;               /* NULL and SCALAR: rank 0 (others fail at creation) */
+    }
     p->rank = (int)json_array_size(dims);
     if (p->rank < 1 || p->rank > IMAGE_MAX_RANK || read_dims(dims, p->rank, p->dims, 1) != 0) {
+        p->rank = 0;
         snprintf(why, why_len, "shape dims are not 1 to 32 non-negative integers");
         return -EINVAL;
     }
+    p->shape_ok = 1;
     if (max && (json_array_size(max) != (size_t)p->rank || read_dims(max, p->rank, p->maxdims, 1))) {
         snprintf(why, why_len, "maxdims do not match the shape");
         return -EINVAL;
@@ -104,30 +130,41 @@ static int plan_layout(struct dset_plan *p, char *why, size_t why_len)
     return 0;
 }
 
+/* Everything about the dataset that can be read, even after a failure (a placeholder shows
+ * what is known); why tells the first failure. 0 or -EINVAL. */
 static int plan_dataset(struct builder *b, struct build_obj *o, struct dset_plan *p, char *why,
                         size_t why_len)
 {
+    char later[200];
     memset(p, 0, sizeof *p);
     p->type = json_object_get(o->json, "type");
     p->shape = json_object_get(o->json, "shape");
     p->layout = json_object_get(o->json, "layout");
     p->cprops = json_object_get(o->json, "creationProperties");
     p->tid = build_type(b, p->type, why, why_len);
-    if (p->tid < 0)
-        return -EINVAL;
+    int rc = p->tid < 0 ? -EINVAL : 0;
     unsigned traits = h5type_traits(p->type);
     if (!(traits & H5TYPE_HAS_VLEN) && h5type_stored_size(p->type, &p->stored_size) != 0) {
-        snprintf(why, why_len, "type has no stored size");
-        return -EINVAL;
+        p->stored_size = 0;
+        if (rc == 0)
+            snprintf(why, why_len, "type has no stored size");
+        rc = -EINVAL;
     }
     p->by_value = (traits & (H5TYPE_HAS_VLEN | H5TYPE_HAS_REF)) ||
-                  H5Tget_size(p->tid) != p->stored_size;
-    int rc = plan_shape(p, why, why_len);
-    if (rc == 0)
+                  (p->tid >= 0 && H5Tget_size(p->tid) != p->stored_size);
+    int shape_rc = plan_shape(p, rc ? later : why, rc ? sizeof later : why_len);
+    if (rc == 0 && shape_rc == 0)
         rc = plan_layout(p, why, why_len);
     if (p->rank == 0)
         p->by_value = 1;
-    return rc;
+    return rc ? rc : shape_rc;
+}
+
+static void plan_close(struct dset_plan *p)
+{
+    if (p->tid >= 0)
+        H5Tclose(p->tid);
+    p->tid = H5I_INVALID_HID;
 }
 
 /* ---- creating the dataset ---- */
@@ -160,6 +197,14 @@ static int set_fill_value(struct builder *b, const struct dset_plan *p, hid_t dc
     return rc;
 }
 
+/* The chunk dimension HDF5 is given: no larger than a fixed maximum dimension. */
+static hsize_t hdf5_chunk_dim(const struct dset_plan *p, int k)
+{
+    if (p->maxdims[k] != H5S_UNLIMITED && p->cdims[k] > p->maxdims[k])
+        return p->maxdims[k] ? p->maxdims[k] : 1;
+    return p->cdims[k];
+}
+
 static hid_t dataset_plist(struct builder *b, const struct dset_plan *p, char *why, size_t why_len)
 {
     hid_t dcpl = H5Pcreate(H5P_DATASET_CREATE);
@@ -168,8 +213,7 @@ static hid_t dataset_plist(struct builder *b, const struct dset_plan *p, char *w
     if (p->chunked) {
         hsize_t c[IMAGE_MAX_RANK];
         for (int k = 0; k < p->rank; k++)
-            c[k] = p->maxdims[k] != H5S_UNLIMITED && p->cdims[k] > p->maxdims[k]
-                       ? (p->maxdims[k] ? p->maxdims[k] : 1) : p->cdims[k];
+            c[k] = hdf5_chunk_dim(p, k);
         if (H5Pset_chunk(dcpl, p->rank, c) < 0)
             goto fail;
     }
@@ -193,34 +237,61 @@ static hid_t plan_space(const struct dset_plan *p, char *why, size_t why_len)
     return H5Screate_simple(p->rank, p->dims, p->maxdims);
 }
 
+/* The dataset as stored: its type, shape and creation properties. 0 or -EINVAL (why). */
+static int create_as_stored(struct builder *b, struct build_obj *o, const struct dset_plan *p,
+                            char *why, size_t why_len)
+{
+    hid_t space = plan_space(p, why, why_len), dcpl = H5I_INVALID_HID;
+    if (space >= 0)
+        dcpl = dataset_plist(b, p, why, why_len);
+    if (dcpl >= 0 && (o->hid = H5Dcreate_anon(b->file, p->tid, space, dcpl, H5P_DEFAULT)) < 0)
+        snprintf(why, why_len, "HDF5 refused it");
+    if (dcpl >= 0)
+        H5Pclose(dcpl);
+    if (space >= 0)
+        H5Sclose(space);
+    return o->hid >= 0 ? 0 : -EINVAL;
+}
+
+/*
+ * HDF5 1.10 indexes the chunks of a dataset whose dimensions are all fixed with a fixed array
+ * over its maximal grid, and those of a dataset with one unlimited dimension with an extensible
+ * array over its current grid. Both follow the declared grid, not the chunks written: a fixed
+ * array keeps a bitmap of its whole grid (in the file, and in RAM while it is written) and up to
+ * 8 KiB per page of 1024 chunks touched, and refuses chunk indexes from 2^32 on. 10^12 declared
+ * chunks with one written made an 8 TB file and 250 MB of RAM. When the grid is far larger than
+ * the chunks to be written, the dataset gets a version 1 B-tree index instead (H5Dformat_convert
+ * before any chunk is written: the index of HDF5 1.8 files, which every reader knows), whose
+ * size follows the chunks written. Several unlimited dimensions already get a v2 B-tree, which does too.
+ */
+static int index_by_stored_chunks(hid_t dset, const struct dset_plan *p, uint64_t written)
+{
+    uint64_t dense = written > DENSE_GRID_MIN / DENSE_FACTOR ? written * DENSE_FACTOR
+                                                             : DENSE_GRID_MIN;
+    uint64_t grid = 1;
+    int unlimited = 0;
+    if (!p->chunked)
+        return 0;
+    for (int k = 0; k < p->rank; k++)
+        unlimited += p->maxdims[k] == H5S_UNLIMITED;
+    if (unlimited > 1)
+        return 0;
+    for (int k = 0; k < p->rank && grid <= dense; k++) {
+        uint64_t extent = unlimited ? p->dims[k] : p->maxdims[k], c = hdf5_chunk_dim(p, k);
+        uint64_t n = extent / c + (extent % c != 0);
+        grid = n == 0 ? 0 : grid > dense / n ? dense + 1 : grid * n;
+    }
+    if (grid <= dense)
+        return 0;
+    return H5Dformat_convert(dset) < 0 ? -EIO : 0;
+}
+
 int build_dataset_fill_refers(const struct build_obj *o)
 {
     const json_t *fv = json_object_get(json_object_get(o->json, "creationProperties"),
                                        "fillValue");
     return fv && !json_is_null(fv) &&
            (h5type_traits(json_object_get(o->json, "type")) & H5TYPE_HAS_REF) != 0;
-}
-
-int build_dataset_create(struct builder *b, struct build_obj *o)
-{
-    struct dset_plan p;
-    char why[200] = "HDF5 refused it";
-    hid_t space = H5I_INVALID_HID, dcpl = H5I_INVALID_HID;
-    int rc = plan_dataset(b, o, &p, why, sizeof why);
-    if (rc == 0 && (space = plan_space(&p, why, sizeof why)) >= 0 &&
-        (dcpl = dataset_plist(b, &p, why, sizeof why)) >= 0)
-        o->hid = H5Dcreate_anon(b->file, p.tid, space, dcpl, H5P_DEFAULT);
-    if (o->hid < 0) {
-        log_error("%s: dataset %s (%s): %s: left out", b->domain_path, o->path, o->id, why);
-        o->dropped = 1;
-    }
-    if (dcpl >= 0)
-        H5Pclose(dcpl);
-    if (space >= 0)
-        H5Sclose(space);
-    if (p.tid >= 0)
-        H5Tclose(p.tid);
-    return 0;
 }
 
 /* ---- which chunks exist ---- */
@@ -398,11 +469,12 @@ static int describe_dataset(struct build_obj *o, const struct dset_plan *p,
     if (!ds->id || !ds->path)
         return -ENOMEM;
     /* the prefix every chunk key of the dataset starts with: its chunk 0 key up to the index */
-    if (schema_chunk_key(o->id, zero, p->rank, -1, probe, sizeof probe) != 0)
+    char *cut = NULL;
+    if (schema_chunk_key(o->id, zero, p->rank, -1, probe, sizeof probe) != 0 ||
+        !(cut = strrchr(probe, '/'))) {
+        snprintf(why, why_len, "its id has no chunk keys");
         return -EINVAL;
-    char *cut = strrchr(probe, '/');
-    if (!cut)
-        return -EINVAL;
+    }
     cut[1] = '\0';
     snprintf(ds->key_prefix, sizeof ds->key_prefix, "%s", probe);
     const json_t *filters = json_object_get(p->cprops, "filters");
@@ -431,9 +503,7 @@ static int declare_chunks(struct builder *b, struct build_obj *o, uint32_t dset_
                           const struct chunk_list *chunks)
 {
     struct image_dataset *ds = &b->img->datasets[dset_index];
-    if (chunks->n > IMAGE_CHUNKS_MAX - b->declared)
-        return -E2BIG;          /* the dataset goes, the rest of the domain stays readable */
-    b->declared += chunks->n;
+    b->declared += chunks->n;   /* against IMAGE_CHUNKS_MAX, checked by chunk_source */
     int rc = ensure_placeholder(b, ds->chunk_bytes);
     for (size_t i = 0; i < chunks->n && rc == 0; i++) {
         hsize_t offset[IMAGE_MAX_RANK];
@@ -475,45 +545,270 @@ static int is_ref_layout(const struct dset_plan *p)
     return cls && strstr(cls, "_REF") != NULL;
 }
 
-static int fill_extents(struct builder *b, struct build_obj *o, const struct dset_plan *p,
-                        char *out_why, size_t out_why_len)
+/* The chunks a dataset served from extents declares: those of the linked file (*_REF), the
+ * listed chunk objects, or for v1 ids every chunk of the grid. 0; -EINVAL (why): its data cannot
+ * be served; -ENOMEM, -EIO. */
+static int chunk_source(struct builder *b, struct build_obj *o, const struct dset_plan *p,
+                        struct image_dataset *ds, struct chunk_list *chunks, char *why,
+                        size_t why_len)
 {
-    struct image_dataset *ds;
-    struct chunk_list chunks = { 0 };
-    char why[200] = "";
-    int rc = add_dataset(b, &ds);
-    if (rc != 0)
-        return rc;
-    uint32_t index = (uint32_t)(ds - b->img->datasets);
-    rc = describe_dataset(o, p, ds, why, sizeof why);
-    if (rc == 0)
-        rc = read_fill_value(o, ds);
-    if (rc == 0 && is_ref_layout(p))
-        rc = build_ref_chunks(b, o, ds, &chunks.v, &chunks.n, why, sizeof why);
-    else if (rc == 0)
-        rc = 1;
+    int rc = is_ref_layout(p) ? build_ref_chunks(b, o, ds, &chunks->v, &chunks->n, why, why_len)
+                              : 1;
     if (rc == 1)                /* chunk objects in the bucket */
-        rc = schema_id_version(o->id) == 1 ? all_chunks(ds, &chunks) : list_chunks(b, ds, &chunks);
-    if (rc == -EINVAL || rc == -EFBIG) {
-        /* the data cannot be served: every declared chunk reads as EIO, never as fill */
-        log_error("%s: dataset %s (%s): %s: reading its data fails", b->domain_path, o->path,
-                  o->id, rc == -EFBIG ? "too many chunks" : why);
-        ds->origin = ORIGIN_POISON;
-        free(chunks.v);
-        chunks = (struct chunk_list){ 0 };
-        rc = all_chunks(ds, &chunks);
-    }
+        rc = schema_id_version(o->id) == 1 ? all_chunks(ds, chunks) : list_chunks(b, ds, chunks);
+    if (rc == -EFBIG)
+        snprintf(why, why_len, "a v1 dataset of more than %u chunks, which cannot be listed",
+                 V1_PROBE_MAX);
     /* h5diff and others call a dataset without allocated storage "empty" and will not compare
      * it: declare its first chunk, which reads as the fill value like every absent chunk */
-    if (rc == 0 && chunks.n == 0 && ds->origin == ORIGIN_HSDS && all_chunks_nonzero(ds))
-        rc = chunk_list_add(&chunks, 0);
+    if (rc == 0 && chunks->n == 0 && ds->origin == ORIGIN_HSDS && all_chunks_nonzero(ds))
+        rc = chunk_list_add(chunks, 0);
+    if (rc == 0 && chunks->n > IMAGE_CHUNKS_MAX - b->declared) {
+        snprintf(why, why_len, "%zu more chunks would pass the image's limit of %u", chunks->n,
+                 IMAGE_CHUNKS_MAX);
+        rc = -EINVAL;
+    }
+    return rc == -EFBIG ? -EINVAL : rc;
+}
+
+/* The table entry ds (moved in) and the chunk placeholders of the dataset just created. */
+static int declare_extents(struct builder *b, struct build_obj *o, struct image_dataset *ds,
+                           const struct chunk_list *chunks)
+{
+    struct image_dataset *entry;
+    int rc = add_dataset(b, &entry);
+    if (rc != 0)
+        return rc;
+    *entry = *ds;
+    memset(ds, 0, sizeof *ds);
+    rc = read_fill_value(o, entry);
+    return rc ? rc : declare_chunks(b, o, (uint32_t)(entry - b->img->datasets), chunks);
+}
+
+/* A dataset served from chunk extents, complete at creation: which chunks exist is settled
+ * first, so that one whose chunks cannot be served becomes a placeholder instead (-EINVAL). */
+static int create_extents(struct builder *b, struct build_obj *o, const struct dset_plan *p,
+                          char *why, size_t why_len)
+{
+    struct image_dataset ds = { 0 };
+    struct chunk_list chunks = { 0 };
+    int rc = describe_dataset(o, p, &ds, why, why_len);
     if (rc == 0)
-        rc = declare_chunks(b, o, index, &chunks);
-    if (rc == -E2BIG)
-        snprintf(out_why, out_why_len, "%zu more chunks would pass the image's limit of %u",
-                 chunks.n, IMAGE_CHUNKS_MAX);
+        rc = chunk_source(b, o, p, &ds, &chunks, why, why_len);
+    if (rc == 0)
+        rc = create_as_stored(b, o, p, why, why_len);
+    if (rc == 0)
+        rc = index_by_stored_chunks(o->hid, p, chunks.n);
+    if (rc == 0)
+        rc = declare_extents(b, o, &ds, &chunks);
+    o->data_done = rc == 0;
+    image_dataset_clear(&ds);
     free(chunks.v);
-    return rc == -EFBIG || rc == -E2BIG ? -EINVAL : rc;
+    return rc;
+}
+
+static int is_null_space(const json_t *shape)
+{
+    const char *cls = hjson_text(json_object_get(shape, "class"));
+    return cls && strcmp(cls, "H5S_NULL") == 0;
+}
+
+/* The chunk grid and codec of a dataset written as values. 0 or -EINVAL (why). */
+static int values_grid(struct build_obj *o, const struct dset_plan *p, struct image_dataset *ds,
+                       char *why, size_t why_len)
+{
+    struct dset_plan q = *p;
+    int vlen = (h5type_traits(p->type) & H5TYPE_HAS_VLEN) != 0;
+    if (q.rank == 0) {          /* HSDS keeps a scalar as shape [1], chunk "0" (spec §2.4) */
+        q.rank = 1;
+        q.dims[0] = q.cdims[0] = 1;
+    }
+    if (vlen)
+        q.stored_size = 1;      /* vlen chunks have no fixed size; only their grid matters */
+    int rc = describe_dataset(o, &q, ds, why, why_len);
+    if (rc == 0 && vlen)
+        rc = codec_spec_from_filters(json_object_get(p->cprops, "filters"), 1, 1,
+                                     CODEC_SOURCE_HSDS, &ds->codec, why, why_len);
+    return rc;
+}
+
+/* A dataset whose values are written later (build_dataset_fill): made now, once its chunks are
+ * known to be decodable at all, or -EINVAL (why) for a placeholder. */
+static int create_for_values(struct builder *b, struct build_obj *o, const struct dset_plan *p,
+                             char *why, size_t why_len)
+{
+    struct image_dataset ds = { 0 };
+    int rc = is_null_space(p->shape) ? 0 : values_grid(o, p, &ds, why, why_len);
+    image_dataset_clear(&ds);
+    return rc ? rc : create_as_stored(b, o, p, why, why_len);
+}
+
+/* ---- placeholders: what cannot be shown as stored, shown unreadable ---- */
+
+/* Declare [addr, addr+size) of dataset o unreadable: reads of it fail with EIO and fetch
+ * nothing. The table entry is made on first use (*index UINT32_MAX). */
+static int poison_extent(struct builder *b, const struct build_obj *o, haddr_t addr,
+                         hsize_t size, uint64_t chunk, uint32_t *index)
+{
+    if (*index == UINT32_MAX) {
+        struct image_dataset *ds;
+        int rc = add_dataset(b, &ds);
+        if (rc != 0)
+            return rc;
+        ds->origin = ORIGIN_POISON;
+        ds->chunk_bytes = size;
+        ds->id = strdup(o->id);
+        ds->path = strdup(o->path);
+        if (!ds->id || !ds->path)
+            return -ENOMEM;
+        *index = (uint32_t)(ds - b->img->datasets);
+    }
+    return extent_write_chunk(b->target.map, addr, size, (struct extent_tag){ *index, chunk });
+}
+
+/*
+ * How a placeholder holds its data: chunked, allocated at creation and never written (HDF5's
+ * implicit chunk index: one allocation and no index, a hole that costs nothing however large),
+ * in chunks of up to PLACEHOLDER_CHUNK_BYTES, whole rows first. Not contiguous: HDF5 readers
+ * keep a failed read of contiguous data in their sieve buffer and return zeros for it the next
+ * time, while a chunk that fails to read is not kept. Allocation costs time per chunk, hence
+ * PLACEHOLDER_CHUNKS_MAX. 0, or -EFBIG (too large to show).
+ */
+static int placeholder_chunks(const struct dset_plan *p, size_t elem, hsize_t *c)
+{
+    uint64_t bytes = elem ? elem : 1, chunks = 1;
+    for (int k = p->rank - 1; k >= 0; k--) {
+        uint64_t fit = PLACEHOLDER_CHUNK_BYTES / bytes;
+        c[k] = p->dims[k] < fit ? p->dims[k] : fit ? fit : 1;
+        bytes *= c[k];
+        uint64_t n = p->dims[k] / c[k] + (p->dims[k] % c[k] != 0);
+        if (n > PLACEHOLDER_CHUNKS_MAX / chunks)
+            return -EFBIG;
+        chunks *= n;
+    }
+    return 0;
+}
+
+static int plan_has_data(const struct dset_plan *p)
+{
+    for (int k = 0; k < p->rank; k++)
+        if (p->dims[k] == 0)
+            return 0;
+    return p->rank > 0;
+}
+
+static hid_t placeholder_plist(const struct dset_plan *p, hid_t tid, char *why, size_t why_len)
+{
+    hsize_t c[IMAGE_MAX_RANK];
+    hid_t dcpl = H5Pcreate(H5P_DATASET_CREATE);
+    int ok = dcpl >= 0 && H5Pset_obj_track_times(dcpl, 0) >= 0;
+    if (ok && plan_has_data(p)) {       /* else nothing to read: the default layout */
+        if (placeholder_chunks(p, H5Tget_size(tid), c) != 0) {
+            snprintf(why, why_len, "too large to show even as a placeholder");
+            ok = 0;
+        } else {
+            ok = H5Pset_chunk(dcpl, p->rank, c) >= 0 &&
+                 H5Pset_alloc_time(dcpl, H5D_ALLOC_TIME_EARLY) >= 0 &&
+                 H5Pset_fill_time(dcpl, H5D_FILL_TIME_NEVER) >= 0;
+        }
+    }
+    if (!ok && dcpl >= 0) {
+        H5Pclose(dcpl);
+        return H5I_INVALID_HID;
+    }
+    return dcpl;
+}
+
+/* The placeholder with type tid; its shape is the dataset's, with fixed maximum dims (an
+ * implicit chunk index cannot grow). why: the reason it could not be made. */
+static int try_placeholder(struct builder *b, struct build_obj *o, const struct dset_plan *p,
+                           hid_t tid, char *why, size_t why_len)
+{
+    size_t n;
+    hid_t space = p->rank == 0 ? build_dataspace(p->shape, &n, why, why_len)
+                               : H5Screate_simple(p->rank, p->dims, NULL);
+    hid_t dcpl = space >= 0 ? placeholder_plist(p, tid, why, why_len) : H5I_INVALID_HID;
+    if (dcpl >= 0 && (o->hid = H5Dcreate_anon(b->file, tid, space, dcpl, H5P_DEFAULT)) < 0)
+        snprintf(why, why_len, "HDF5 refused even a placeholder");
+    if (dcpl >= 0)
+        H5Pclose(dcpl);
+    if (space >= 0)
+        H5Sclose(space);
+    return o->hid >= 0;
+}
+
+/* Its type when HDF5 can make it, else an opaque one of the stored element size. The opaque
+ * type has no tag: h5py reads only untagged (or its own) opaque types, and a tag would make
+ * reads fail on the type instead of with EIO. */
+static int make_placeholder(struct builder *b, struct build_obj *o, const struct dset_plan *p,
+                            char *why, size_t why_len)
+{
+    if (p->tid >= 0 && try_placeholder(b, o, p, p->tid, why, why_len))
+        return 1;
+    hid_t opaque = H5Tcreate(H5T_OPAQUE, p->stored_size ? p->stored_size : 1);
+    int made = opaque >= 0 && try_placeholder(b, o, p, opaque, why, why_len);
+    if (opaque >= 0)
+        H5Tclose(opaque);
+    return made;
+}
+
+/* A scalar cannot be chunked, and an unreadable contiguous value would read as zeros the
+ * second time (placeholder_chunks): it cannot be shown unreadable. */
+static int placeholder_possible(const struct dset_plan *p, char *why, size_t why_len)
+{
+    const char *cls = hjson_text(json_object_get(p->shape, "class"));
+    if (!p->shape_ok)
+        snprintf(why, why_len, "its shape is not one HDF5 can make");
+    else if (p->rank == 0 && (!cls || strcmp(cls, "H5S_NULL") != 0))
+        snprintf(why, why_len, "a scalar cannot be shown unreadable");
+    else
+        return 1;
+    return 0;
+}
+
+/*
+ * Dataset o cannot be made as stored (why): it is shown in its place with what could be read
+ * of it (its type, or an opaque one; its shape) and its storage declared unreadable, so h5ls
+ * lists it and every read of its data fails with EIO instead of it vanishing. Left out (its
+ * links too) when even that cannot be made.
+ */
+static int create_placeholder(struct builder *b, struct build_obj *o, const struct dset_plan *p,
+                              const char *why)
+{
+    char no[200] = "", full[420];
+    if (!placeholder_possible(p, no, sizeof no) || !make_placeholder(b, o, p, no, sizeof no)) {
+        o->dropped = 1;
+        snprintf(full, sizeof full, "%s; %s", why, no);
+        return build_omit(b, IMAGE_OMIT_OBJECT, o->id, o->path, NULL, full);
+    }
+    o->data_done = 1;
+    int rc = 0;
+    hsize_t size = H5Dget_storage_size(o->hid), zero[IMAGE_MAX_RANK] = { 0 }, first;
+    haddr_t addr = HADDR_UNDEF;
+    unsigned mask;
+    uint32_t index = UINT32_MAX;
+    if (size > 0) {             /* one allocation from the first chunk on */
+        if (H5Dget_chunk_info_by_coord(o->hid, zero, &mask, &addr, &first) < 0 ||
+            addr == HADDR_UNDEF)
+            return -EIO;
+        rc = poison_extent(b, o, addr, size, 0, &index);
+    }
+    return rc ? rc : build_omit(b, IMAGE_OMIT_PLACEHOLDER, o->id, o->path, NULL, why);
+}
+
+int build_dataset_create(struct builder *b, struct build_obj *o)
+{
+    struct dset_plan p;
+    char why[200] = "HDF5 refused it";
+    int rc = plan_dataset(b, o, &p, why, sizeof why);
+    if (rc == 0 && p.rank > 0 && !p.by_value)
+        rc = create_extents(b, o, &p, why, sizeof why);
+    else if (rc == 0)
+        rc = create_for_values(b, o, &p, why, sizeof why);
+    if (rc == -EINVAL)
+        rc = create_placeholder(b, o, &p, why);
+    plan_close(&p);
+    return rc;
 }
 
 /* ---- values written for real ---- */
@@ -618,54 +913,93 @@ static int value_chunk(struct builder *b, struct build_obj *o, const struct dset
     return rc == -EIO && !strstr(why, "HDF5") ? -EIO : rc ? -EINVAL : 0;
 }
 
+/* Where HDF5 put chunk `linear` of o. 0 or -EIO. */
+static int chunk_storage(struct build_obj *o, const struct image_dataset *ds, uint64_t linear,
+                         haddr_t *addr, hsize_t *size)
+{
+    hsize_t offset[IMAGE_MAX_RANK];
+    uint64_t idx[IMAGE_MAX_RANK];
+    unsigned mask;
+    *addr = HADDR_UNDEF;
+    *size = 0;
+    image_chunk_index(ds, linear, idx);
+    for (int k = 0; k < ds->rank; k++)
+        offset[k] = idx[k] * ds->chunk_dims[k];
+    if (H5Dget_chunk_info_by_coord(o->hid, offset, &mask, addr, size) < 0)
+        return -EIO;
+    return *addr == HADDR_UNDEF || *size == 0 ? -EIO : 0;
+}
+
+/*
+ * Chunk `linear` of o could not be read or converted (why): HDF5 writes it as zeros, so that it
+ * exists with its exact size and place, and then its bytes are declared unreadable. Reads of
+ * its region fail with EIO, as a bad chunk of a dataset served from extents does, and the other
+ * chunks keep their values. -EINVAL when that cannot be done (the dataset must go): HDF5
+ * refuses, or o is a scalar, which is not chunked (see placeholder_chunks).
+ */
+static int poison_value_chunk(struct builder *b, struct build_obj *o, const struct dset_plan *p,
+                              const struct image_dataset *ds, uint64_t linear, uint32_t *index,
+                              const char *why)
+{
+    char name[IMAGE_MAX_RANK * 21];
+    uint64_t idx[IMAGE_MAX_RANK], n = 1;
+    size_t len = 0, elem = H5Tget_size(p->tid);
+    if (p->rank == 0)
+        return -EINVAL;
+    for (int k = 0; k < ds->rank; k++)
+        n *= ds->chunk_dims[k];
+    void *zeros = calloc(n, elem ? elem : 1);
+    if (!zeros)
+        return -ENOMEM;
+    haddr_t addr;
+    hsize_t size;
+    int rc = write_chunk_values(o, p, ds, linear, zeros);
+    free(zeros);
+    /* the chunk leaves HDF5's caches now, or it could be written again over the poison */
+    if (rc == 0 && H5Fflush(b->file, H5F_SCOPE_LOCAL) < 0)
+        rc = -EIO;
+    if (rc == 0)
+        rc = chunk_storage(o, ds, linear, &addr, &size);
+    if (rc != 0)
+        return -EINVAL;
+    if ((rc = poison_extent(b, o, addr, size, linear, index)) != 0)
+        return rc;
+    image_chunk_index(ds, linear, idx);
+    for (int k = 0; k < ds->rank; k++)
+        len += (size_t)snprintf(name + len, sizeof name - len, "%s%" PRIu64, k ? "_" : "", idx[k]);
+    return build_omit(b, IMAGE_OMIT_CHUNK, o->id, o->path, name, why);
+}
+
 static int write_values(struct builder *b, struct build_obj *o, const struct dset_plan *p,
                         char *why, size_t why_len)
 {
     struct image_dataset ds = { 0 };
     struct chunk_list chunks = { 0 };
-    struct dset_plan q = *p;
-    if (q.rank == 0) {          /* HSDS keeps a scalar as shape [1], chunk "0" (spec §2.4) */
-        q.rank = 1;
-        q.dims[0] = q.cdims[0] = 1;
-    }
-    if (!(h5type_traits(p->type) & H5TYPE_HAS_VLEN))
-        q.stored_size = p->stored_size;
-    else
-        q.stored_size = 1;      /* vlen chunks have no fixed size; only their grid matters */
-    int vlen = (h5type_traits(p->type) & H5TYPE_HAS_VLEN) != 0;
-    int rc = describe_dataset(o, &q, &ds, why, why_len);
-    if (rc == 0 && vlen)
-        rc = codec_spec_from_filters(json_object_get(p->cprops, "filters"), 1, 1,
-                                     CODEC_SOURCE_HSDS, &ds.codec, why, why_len);
+    uint32_t poisoned = UINT32_MAX;
+    int rc = values_grid(o, p, &ds, why, why_len);
     if (rc == 0)
         rc = list_chunks(b, &ds, &chunks);
-    for (size_t i = 0; i < chunks.n && rc == 0; i++)
-        rc = value_chunk(b, o, p, &ds, chunks.v[i], why, why_len);
+    if (rc == 0)
+        rc = index_by_stored_chunks(o->hid, p, chunks.n);
+    for (size_t i = 0; i < chunks.n && rc == 0; i++) {
+        char cwhy[200] = "";
+        rc = value_chunk(b, o, p, &ds, chunks.v[i], cwhy, sizeof cwhy);
+        if (rc == -EINVAL && (rc = poison_value_chunk(b, o, p, &ds, chunks.v[i], &poisoned,
+                                                      cwhy)) == -EINVAL)
+            snprintf(why, why_len, "%s; %s", cwhy, p->rank == 0
+                     ? "a scalar cannot be shown unreadable" : "HDF5 refused to make it unreadable");
+    }
     free(chunks.v);
     image_dataset_clear(&ds);
     return rc;
 }
 
-static int is_null_space(const json_t *shape)
-{
-    const char *cls = hjson_text(json_object_get(shape, "class"));
-    return cls && strcmp(cls, "H5S_NULL") == 0;
-}
-
-int build_dataset_fill(struct builder *b, struct build_obj *o)
+int build_dataset_fill(struct builder *b, struct build_obj *o, char *why, size_t why_len)
 {
     struct dset_plan p;
-    char why[200] = "its data cannot be served";
-    int rc = plan_dataset(b, o, &p, why, sizeof why);
-    if (rc == 0 && is_null_space(p.shape))
-        rc = 0;                 /* a NULL dataspace has no data */
-    else if (rc == 0 && p.rank > 0 && !p.by_value)
-        rc = fill_extents(b, o, &p, why, sizeof why);
-    else if (rc == 0)
-        rc = write_values(b, o, &p, why, sizeof why);
-    if (rc == -EINVAL)
-        log_error("%s: dataset %s (%s): %s: left out", b->domain_path, o->path, o->id, why);
-    if (p.tid >= 0)
-        H5Tclose(p.tid);
+    int rc = plan_dataset(b, o, &p, why, why_len);
+    if (rc == 0 && !is_null_space(p.shape))     /* a NULL dataspace has no data */
+        rc = write_values(b, o, &p, why, why_len);
+    plan_close(&p);
     return rc;
 }

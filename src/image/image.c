@@ -38,6 +38,24 @@ int image_refs(struct image *img)
     return refs;
 }
 
+static void free_omissions(struct image *img)
+{
+    for (size_t i = 0; i < img->n_omissions; i++) {
+        struct image_omission *o = &img->omissions[i];
+        free((char *)o->id);
+        free((char *)o->name);
+        free((char *)o->path);
+        free((char *)o->why);
+    }
+    free(img->omissions);
+}
+
+const struct image_omission *image_left_out(const struct image *img, size_t *n)
+{
+    *n = img->n_omissions;
+    return img->omissions;
+}
+
 void image_put(struct image *img)
 {
     if (!img)
@@ -53,6 +71,7 @@ void image_put(struct image *img)
     for (size_t i = 0; i < img->n_objects; i++)
         free(img->objects[i].id);
     free(img->objects);
+    free_omissions(img);
     extent_map_free(img->map);
     free(img->domain_path);
     free(img);
@@ -201,6 +220,8 @@ static int copy_chunk(struct image *img, struct chunk_cache *cache, const struct
     if (s->u.tag.dset >= img->n_datasets)
         return -EIO;
     struct chunk_job job = { img, &img->datasets[s->u.tag.dset], s->u.tag.chunk };
+    if (job.ds->origin == ORIGIN_POISON)
+        return -EIO;            /* logged once by the build; nothing to fetch (it may be huge) */
     if (job.ds->chunk_bytes != s->len)
         return -EIO;            /* the driver declared what the table says: cannot happen */
     chunk_cache_key(img, s, key, sizeof key);
@@ -234,7 +255,8 @@ static void read_ahead(struct image *img, struct image_reader *r, size_t last)
     size_t i = last + 1 > r->ahead ? last + 1 : (size_t)r->ahead;
     for (; i < end; i++) {
         const struct segment *s = &segs[i];
-        if (s->kind != SEGMENT_CHUNK || s->u.tag.dset >= img->n_datasets)
+        if (s->kind != SEGMENT_CHUNK || s->u.tag.dset >= img->n_datasets ||
+            img->datasets[s->u.tag.dset].origin == ORIGIN_POISON)
             continue;
         struct chunk_job *job = malloc(sizeof *job);
         char key[64];
@@ -316,12 +338,35 @@ static int same_dataset(const struct image_dataset *a, const struct image_datase
     for (size_t i = 0; i < a->n_uris; i++)
         if (strcmp(a->uris[i], b->uris[i]) != 0)
             return 0;
-    if ((a->pieces == NULL) != (b->pieces == NULL))
+    if (a->n_pieces != b->n_pieces)
         return 0;
-    uint64_t chunks = 1;
-    for (int k = 0; k < a->rank; k++)
-        chunks *= a->grid[k];
-    return !a->pieces || memcmp(a->pieces, b->pieces, chunks * a->n_sub * sizeof *a->pieces) == 0;
+    for (size_t i = 0; i < a->n_pieces; i++) {
+        const struct ref_piece *x = &a->pieces[i], *y = &b->pieces[i];
+        if (x->chunk != y->chunk || x->off != y->off || x->size != y->size ||
+            x->uri != y->uri || x->sub != y->sub)
+            return 0;
+    }
+    return 1;
+}
+
+static int same_text(const char *a, const char *b)
+{
+    return a == b || (a && b && strcmp(a, b) == 0);
+}
+
+/* Equal bytes can hide different omissions (an attribute left out, then deleted): a commit
+ * relies on the list, so it is part of the version. */
+static int same_omissions(const struct image *a, const struct image *b)
+{
+    if (a->n_omissions != b->n_omissions)
+        return 0;
+    for (size_t i = 0; i < a->n_omissions; i++) {
+        const struct image_omission *x = &a->omissions[i], *y = &b->omissions[i];
+        if (x->kind != y->kind || !same_text(x->id, y->id) || !same_text(x->name, y->name) ||
+            !same_text(x->path, y->path) || !same_text(x->why, y->why))
+            return 0;
+    }
+    return 1;
 }
 
 int image_equal(const struct image *a, const struct image *b)
@@ -329,7 +374,7 @@ int image_equal(const struct image *a, const struct image *b)
     size_t na, nb;
     const struct segment *sa = extent_segments(a->map, &na), *sb = extent_segments(b->map, &nb);
     if (extent_size(a->map) != extent_size(b->map) || na != nb ||
-        a->n_datasets != b->n_datasets)
+        a->n_datasets != b->n_datasets || !same_omissions(a, b))
         return 0;
     for (size_t i = 0; i < na; i++) {
         if (sa[i].off != sb[i].off || sa[i].len != sb[i].len || sa[i].kind != sb[i].kind)
@@ -356,12 +401,7 @@ void image_stats(const struct image *img, struct image_stats *out)
     out->datasets = img->n_datasets;
     for (size_t i = 0; i < n; i++)
         out->chunks += s[i].kind == SEGMENT_CHUNK;
-    for (size_t i = 0; i < img->n_datasets; i++) {
-        uint64_t chunks = 1;
-        for (int k = 0; k < img->datasets[i].rank; k++)
-            chunks *= img->datasets[i].grid[k];
-        if (img->datasets[i].pieces)
-            out->memory += chunks * img->datasets[i].n_sub * sizeof(struct ref_piece);
-    }
+    for (size_t i = 0; i < img->n_datasets; i++)
+        out->memory += img->datasets[i].n_pieces * sizeof(struct ref_piece);
     out->build_seconds = img->build_seconds;
 }

@@ -27,16 +27,19 @@
 /* Where the bytes of a dataset's chunks come from. */
 enum chunk_origin {
     ORIGIN_HSDS = 0,            /* chunk objects db/A-B/d/C-D-E/[pN/]i_j */
-    ORIGIN_POISON,              /* declared, but its data cannot be served: reads fail EIO */
+    ORIGIN_POISON,              /* its data cannot be served: reads fail EIO, nothing fetched */
     ORIGIN_REF_CONTIG,          /* H5D_CONTIGUOUS_REF: a byte range of a linked HDF5 file */
     ORIGIN_REF_PIECES,          /* H5D_CHUNKED_REF(_INDIRECT): filtered chunks of linked files */
 };
 
-/* One filtered HDF5 chunk of a linked file; size 0: absent (fill value). */
+/* One filtered HDF5 chunk of a linked file: piece `sub` of chunk `chunk` (linear index in the
+ * dataset's grid). Only pieces with data are kept: absent ones are the fill value. */
 struct ref_piece {
+    uint64_t chunk;
     uint64_t off;
     uint32_t size;
     uint32_t uri;               /* index into image_dataset.uris */
+    uint32_t sub;               /* < n_sub */
 };
 
 /* A dataset whose chunk extents are served from the store. */
@@ -59,7 +62,8 @@ struct image_dataset {
     size_t n_uris;
     uint64_t contig_off;        /* ORIGIN_REF_CONTIG: where the data starts in uris[0] */
     uint64_t contig_size;
-    struct ref_piece *pieces;   /* ORIGIN_REF_PIECES: chunk linear index * n_sub + j */
+    struct ref_piece *pieces;   /* ORIGIN_REF_PIECES: sorted by (chunk, sub), unique */
+    size_t n_pieces;
     uint32_t n_sub;             /* pieces per chunk: prod(dims / hyper_dims), 1 without */
     uint64_t sub_dims[IMAGE_MAX_RANK];
 };
@@ -81,6 +85,8 @@ struct image {
     struct store *store;
     char *domain_path;
     double build_seconds;
+    struct image_omission *omissions;   /* what image_left_out lists; strings owned */
+    size_t n_omissions;
 };
 
 /* A chunk to load: which image, dataset and chunk (linear index in the grid). */

@@ -4,8 +4,10 @@
  * chunk table dataset, optionally "hyperchunked": several file chunks per HSDS chunk).
  *
  * At build time the table is turned into pieces: for every HSDS chunk, the n_sub file chunks
- * it is made of (offset, size, which file). A read fetches each piece with a ranged GET,
- * decodes it as HDF5 filter output and places it; absent pieces are the fill value.
+ * it is made of (offset, size, which file). Only the pieces that exist are kept, sorted, so
+ * memory follows the linked chunks, not the grid the dataset declares. A read fetches each
+ * piece with a ranged GET, decodes it as HDF5 filter output and places it; absent pieces are
+ * the fill value.
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -18,7 +20,7 @@
 #include "h5osfs/hjson.h"
 #include "h5osfs/log.h"
 
-#define REF_GRID_MAX 10000000u      /* dense piece tables beyond this are refused */
+#define REF_GRID_MAX 10000000u      /* linked chunks (pieces, contiguous chunks) one dataset may have */
 #define REF_RANGE_MAX (256u << 20)  /* largest byte range one chunk may need */
 
 /* ---- file_uri -> key ---- */
@@ -84,32 +86,68 @@ static int json_u64(const json_t *v, uint64_t *out)
     return 0;
 }
 
-/* The chunks that have at least one piece, in order. */
-static int present_chunks(const struct image_dataset *ds, uint64_t total, uint64_t **out,
-                          size_t *n)
+/* ---- the pieces of a dataset ---- */
+
+struct piece_list {
+    struct image_dataset *ds;   /* pieces are appended to ds->pieces */
+    size_t cap;
+};
+
+static int add_piece(struct piece_list *l, struct ref_piece piece, char *why, size_t why_len)
 {
-    *n = 0;
-    *out = malloc((total ? total : 1) * sizeof **out);
-    if (!*out)
-        return -ENOMEM;
-    for (uint64_t c = 0; c < total; c++)
-        for (uint32_t j = 0; j < ds->n_sub; j++)
-            if (ds->pieces[c * ds->n_sub + j].size > 0) {
-                (*out)[(*n)++] = c;
-                break;
-            }
+    struct image_dataset *ds = l->ds;
+    if (ds->n_pieces == l->cap) {
+        if (l->cap >= REF_GRID_MAX) {
+            snprintf(why, why_len, "more than %u linked chunks", REF_GRID_MAX);
+            return -EINVAL;
+        }
+        size_t ncap = l->cap ? l->cap * 2 : 64;
+        struct ref_piece *n = realloc(ds->pieces, ncap * sizeof *n);
+        if (!n)
+            return -ENOMEM;
+        ds->pieces = n;
+        l->cap = ncap;
+    }
+    ds->pieces[ds->n_pieces++] = piece;
     return 0;
 }
 
-static int alloc_pieces(struct image_dataset *ds, uint64_t total, char *why, size_t why_len)
+static int cmp_u64(uint64_t x, uint64_t y)
 {
-    if (total > REF_GRID_MAX || (uint64_t)ds->n_sub * total > REF_GRID_MAX) {
-        snprintf(why, why_len, "more than %u linked chunks", REF_GRID_MAX);
-        return -EINVAL;
-    }
-    uint64_t count = total * ds->n_sub;
-    ds->pieces = calloc(count ? count : 1, sizeof *ds->pieces);
-    return ds->pieces ? 0 : -ENOMEM;
+    return x < y ? -1 : x > y;
+}
+
+/* By place, then by source, so that two entries for one place ("0" and "00" in a chunk map)
+ * give the same result whatever order they come in. */
+static int by_place(const void *a, const void *b)
+{
+    const struct ref_piece *x = a, *y = b;
+    int c = cmp_u64(x->chunk, y->chunk);
+    c = c ? c : cmp_u64(x->sub, y->sub);
+    c = c ? c : cmp_u64(x->uri, y->uri);
+    c = c ? c : cmp_u64(x->off, y->off);
+    return c ? c : cmp_u64(x->size, y->size);
+}
+
+/* Sort the pieces, keep one per place, and list the chunks that have any, in order. */
+static int present_chunks(struct image_dataset *ds, uint64_t **out, size_t *n)
+{
+    size_t w = 0;
+    if (ds->n_pieces > 1)
+        qsort(ds->pieces, ds->n_pieces, sizeof *ds->pieces, by_place);
+    for (size_t i = 0; i < ds->n_pieces; i++)
+        if (w == 0 || ds->pieces[i].chunk != ds->pieces[w - 1].chunk ||
+            ds->pieces[i].sub != ds->pieces[w - 1].sub)
+            ds->pieces[w++] = ds->pieces[i];
+    ds->n_pieces = w;
+    *n = 0;
+    *out = malloc((w ? w : 1) * sizeof **out);
+    if (!*out)
+        return -ENOMEM;
+    for (size_t i = 0; i < w; i++)
+        if (*n == 0 || (*out)[*n - 1] != ds->pieces[i].chunk)
+            (*out)[(*n)++] = ds->pieces[i].chunk;
+    return 0;
 }
 
 /* ---- H5D_CONTIGUOUS_REF ---- */
@@ -154,15 +192,13 @@ static int chunk_map(struct builder *b, const json_t *lay, struct image_dataset 
     uint32_t uri;
     const char *file = hjson_text(json_object_get(lay, "file_uri"));
     const json_t *map = json_object_get(lay, "chunks");
-    uint64_t total = grid_total(ds);
+    struct piece_list pieces = { ds, 0 };
     if (!file || !json_is_object(map)) {
         snprintf(why, why_len, "H5D_CHUNKED_REF without file_uri and chunks");
         return -EINVAL;
     }
     ds->n_sub = 1;
     int rc = add_uri(b, ds, file, &uri, why, why_len);
-    if (rc == 0)
-        rc = alloc_pieces(ds, total, why, why_len);
     const char *index;
     json_t *v;
     json_object_foreach((json_t *)map, index, v) {
@@ -174,12 +210,13 @@ static int chunk_map(struct builder *b, const json_t *lay, struct image_dataset 
             json_u64(json_array_get(v, 1), &size) || size > UINT32_MAX) {
             snprintf(why, why_len, "chunk map entry \"%s\" is not index: [offset, size]", index);
             rc = -EINVAL;
-        } else if (in == 0) {
-            ds->pieces[linear] = (struct ref_piece){ off, (uint32_t)size, uri };
+        } else if (in == 0 && size > 0) {
+            rc = add_piece(&pieces, (struct ref_piece){ linear, off, (uint32_t)size, uri, 0 },
+                           why, why_len);
         }
     }
     ds->origin = ORIGIN_REF_PIECES;
-    return rc ? rc : present_chunks(ds, total, chunks, n);
+    return rc ? rc : present_chunks(ds, chunks, n);
 }
 
 /* ---- H5D_CHUNKED_REF_INDIRECT ---- */
@@ -251,13 +288,14 @@ static int entry_to_piece(struct builder *b, struct table *t, struct image_datas
         if (rc != 0 || (rc = add_uri(b, ds, uri_text, &uri, why, why_len)) != 0)
             return rc ? rc : -EINVAL;
     }
-    *out = (struct ref_piece){ off, (uint32_t)size, uri };
+    *out = (struct ref_piece){ 0, off, (uint32_t)size, uri, 0 };
     return 0;
 }
 
-/* Where table entry `entry` (linear in the table's shape) goes: chunk and piece. */
-static void place_entry(const struct image_dataset *ds, const struct table *t, uint64_t entry,
-                        uint64_t *chunk, uint32_t *piece)
+/* Where table entry `entry` (linear in the table's shape) goes: chunk and piece. 0, or 1 when
+ * that is outside the dataset's grid. */
+static int place_entry(const struct image_dataset *ds, const struct table *t, uint64_t entry,
+                       uint64_t *chunk, uint32_t *piece)
 {
     uint64_t coord[IMAGE_MAX_RANK];
     for (int k = ds->rank - 1; k >= 0; k--) {
@@ -268,14 +306,18 @@ static void place_entry(const struct image_dataset *ds, const struct table *t, u
     *piece = 0;
     for (int k = 0; k < ds->rank; k++) {
         uint64_t f = ds->chunk_dims[k] / ds->sub_dims[k];
+        if (coord[k] / f >= ds->grid[k])
+            return 1;
         *chunk = *chunk * ds->grid[k] + coord[k] / f;
         *piece = *piece * (uint32_t)f + (uint32_t)(coord[k] % f);
     }
+    return 0;
 }
 
-static int table_chunk(struct builder *b, struct table *t, struct image_dataset *ds,
+static int table_chunk(struct builder *b, struct table *t, struct piece_list *pieces,
                        uint64_t linear, uint32_t default_uri, char *why, size_t why_len)
 {
+    struct image_dataset *ds = pieces->ds;
     char key[STORE_KEY_MAX + 1];
     struct store_buf raw = { 0 };
     unsigned char *bytes = NULL;
@@ -314,16 +356,11 @@ static int table_chunk(struct builder *b, struct table *t, struct image_dataset 
             entry = entry * t->ds.dims[k] + coord[k];
         if (!inside)
             continue;
-        struct ref_piece piece = { 0, 0, 0 };
+        struct ref_piece piece = { 0 };
         rc = entry_to_piece(b, t, ds, (const unsigned char *)buf + e * esize, default_uri, &piece,
                             why, why_len);
-        if (rc == 0 && piece.size > 0) {
-            uint64_t chunk;
-            uint32_t j;
-            place_entry(ds, t, entry, &chunk, &j);
-            if (chunk < grid_total(ds))
-                ds->pieces[chunk * ds->n_sub + j] = piece;
-        }
+        if (rc == 0 && piece.size > 0 && place_entry(ds, t, entry, &piece.chunk, &piece.sub) == 0)
+            rc = add_piece(pieces, piece, why, why_len);
     }
     if (buf)
         h5value_free(t->tid, buf, n);
@@ -338,8 +375,16 @@ static int table_open(struct builder *b, const char *table_id, struct image_data
     const json_t *type, *shape, *layout;
     memset(t, 0, sizeof *t);
     t->tid = H5I_INVALID_HID;
-    if (schema_id_class(table_id) != 'd' || build_load_json(b, table_id, &t->json) != 0) {
-        snprintf(why, why_len, "chunk table %s cannot be read", table_id);
+    if (schema_id_class(table_id) != 'd') {
+        snprintf(why, why_len, "chunk table %s is not a dataset id", table_id);
+        return -EINVAL;
+    }
+    char jwhy[320];
+    int rc = build_load_json(b, table_id, &t->json, jwhy, sizeof jwhy);
+    if (rc == -EIO || rc == -ENOMEM)
+        return rc;              /* the store failed: the build does */
+    if (rc != 0) {
+        snprintf(why, why_len, "chunk table: %s", jwhy);
         return -EINVAL;
     }
     type = json_object_get(t->json, "type");
@@ -428,6 +473,7 @@ static int indirect(struct builder *b, const json_t *lay, struct image_dataset *
                     uint64_t **chunks, size_t *n, char *why, size_t why_len)
 {
     struct table t;
+    struct piece_list pieces = { ds, 0 };
     uint32_t default_uri = 0;
     const char *file = hjson_text(json_object_get(lay, "file_uri"));
     const char *table_id = hjson_text(json_object_get(lay, "chunk_table"));
@@ -447,8 +493,6 @@ static int indirect(struct builder *b, const json_t *lay, struct image_dataset *
         snprintf(why, why_len, "no file_uri in the layout and none in the chunk table");
         rc = -EINVAL;
     }
-    if (rc == 0)
-        rc = alloc_pieces(ds, grid_total(ds), why, why_len);
     /* only the table chunks that exist: probing every index of a large grid is a GET each */
     uint64_t *table_chunks = NULL;
     size_t n_table_chunks = 0;
@@ -459,11 +503,11 @@ static int indirect(struct builder *b, const json_t *lay, struct image_dataset *
         rc = -EINVAL;
     }
     for (size_t c = 0; rc == 0 && c < n_table_chunks; c++)
-        rc = table_chunk(b, &t, ds, table_chunks[c], default_uri, why, why_len);
+        rc = table_chunk(b, &t, &pieces, table_chunks[c], default_uri, why, why_len);
     free(table_chunks);
     table_close(&t);
     ds->origin = ORIGIN_REF_PIECES;
-    return rc ? rc : present_chunks(ds, grid_total(ds), chunks, n);
+    return rc ? rc : present_chunks(ds, chunks, n);
 }
 
 int build_ref_chunks(struct builder *b, struct build_obj *o, struct image_dataset *ds,
@@ -543,12 +587,32 @@ static int load_piece(const struct chunk_job *job, const struct ref_piece *p, un
     return rc ? -EIO : 0;
 }
 
+/* The first piece of chunk `linear`, or where it would be. */
+static size_t first_piece(const struct image_dataset *ds, uint64_t linear)
+{
+    size_t lo = 0, hi = ds->n_pieces;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (ds->pieces[mid].chunk < linear)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo;
+}
+
 static int load_pieces(const struct chunk_job *job, unsigned char *buf, size_t size)
 {
     const struct image_dataset *ds = job->ds;
-    const struct ref_piece *pieces = &ds->pieces[job->linear * ds->n_sub];
-    if (ds->n_sub == 1)
-        return pieces[0].size ? load_piece(job, &pieces[0], buf, size) : (image_fill(ds, buf, size), 0);
+    size_t first = first_piece(ds, job->linear), end = first;
+    while (end < ds->n_pieces && ds->pieces[end].chunk == job->linear)
+        end++;
+    if (ds->n_sub == 1 && end > first)
+        return load_piece(job, &ds->pieces[first], buf, size);
+    if (end == first) {
+        image_fill(ds, buf, size);
+        return 0;
+    }
     uint64_t sub_bytes = ds->itemsize, f[IMAGE_MAX_RANK];
     for (int k = 0; k < ds->rank; k++) {
         sub_bytes *= ds->sub_dims[k];
@@ -559,15 +623,13 @@ static int load_pieces(const struct chunk_job *job, unsigned char *buf, size_t s
         return -EIO;
     image_fill(ds, buf, size);
     int rc = 0;
-    for (uint32_t j = 0; j < ds->n_sub && rc == 0; j++) {
-        if (!pieces[j].size)
-            continue;
-        uint64_t at[IMAGE_MAX_RANK], rest = j;
+    for (size_t i = first; i < end && rc == 0; i++) {
+        uint64_t at[IMAGE_MAX_RANK], rest = ds->pieces[i].sub;
         for (int k = ds->rank - 1; k >= 0; k--) {
             at[k] = (rest % f[k]) * ds->sub_dims[k];
             rest /= f[k];
         }
-        rc = load_piece(job, &pieces[j], sub, sub_bytes);
+        rc = load_piece(job, &ds->pieces[i], sub, sub_bytes);
         if (rc == 0)
             place_block(buf, ds->chunk_dims, sub, ds->sub_dims, at, ds->rank, ds->itemsize);
     }

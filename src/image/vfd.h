@@ -6,7 +6,8 @@
  * recognises by its address and records as a chunk extent tagged with vfd_target.tag (set by
  * the builder before each call). Everything else is kept as bytes. Reads are served from the
  * map (the library reads metadata back while it writes). At close the final end of allocation
- * is the file size.
+ * is the file size. The builder also records extents itself: storage HDF5 allocated but that
+ * must read as EIO (build_data.c, placeholders).
  *
  * One target per file being built; the driver itself holds no state.
  */

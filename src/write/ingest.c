@@ -233,6 +233,8 @@ static int run(struct ingest *g)
         rc = build_all(g);
     if (rc == 0 && g->base)
         rc = ingest_base_settle(g);
+    if (rc == 0 && g->base)
+        rc = ingest_base_restore(g);
     if (rc == 0)
         rc = write_all(g);
     ingest_objs_free(g);
@@ -258,6 +260,8 @@ int ingest_new(const struct ingest_config *cfg, const char *h5path, const char *
     }
     snprintf(g.root, sizeof g.root, "%s", root);
     int rc = run(&g);
+    strmap_free(g.by_base, NULL);
+    strmap_free(g.carried, NULL);
     if (rc == 0)
         log_info("%s: stored from %s: %llu groups, %llu datasets, %llu chunks written (%llu "
                  "copied raw), %llu chunks copied from %s, %llu objects kept, %llu changes",

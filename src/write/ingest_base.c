@@ -23,6 +23,8 @@
 #include "ingest_int.h"
 
 #define BASE_PREFIX_LEN 19      /* "-AAAAAAAA-BBBBBBBB-": the 16 digits a root gives its ids */
+/* The path in log lines of objects the file did not have (a job's path must outlive it). */
+static const char CARRIED[] = "(an object the file did not show)";
 
 /* ---- ids ---- */
 
@@ -120,12 +122,24 @@ static json_t *load_base_json(struct ingest *g, const char *id)
 
 int ingest_base_load(struct ingest *g)
 {
+    if (!(g->by_base = strmap_new()) || !(g->carried = strmap_new()))
+        return -ENOMEM;
     for (size_t i = 0; i < g->n_objs; i++) {
         struct ingest_obj *o = &g->objs[i];
-        if (o->base_id[0] && !(o->old = load_base_json(g, o->base_id)))
+        if (!o->base_id[0])
+            continue;
+        if (!(o->old = load_base_json(g, o->base_id)))
             return -EIO;        /* retried: the chunks of this object are still the base's */
+        if (strmap_put(g->by_base, o->base_id, (void *)(uintptr_t)(i + 1), NULL) != 0)
+            return -ENOMEM;
     }
     return 0;
+}
+
+static struct ingest_obj *by_base(const struct ingest *g, const char *base_id)
+{
+    uintptr_t i = (uintptr_t)strmap_get(g->by_base, base_id);
+    return i ? &g->objs[i - 1] : NULL;
 }
 
 /* ---- what is kept ---- */
@@ -224,28 +238,107 @@ int ingest_base_settle(struct ingest *g)
     return rc;
 }
 
+/* ---- what the base's file did not show ---- */
+
+/* Base object id is needed by the new root: 1 when it is not in the file and was not wanted
+ * before (it is from now on), 0, or -ENOMEM. */
+static int want_carried(struct ingest *g, const char *id)
+{
+    if (!id || schema_id_version(id) != 2 || strlen(id) != SCHEMA_ID_BUF - 1 ||
+        strncmp(id + 1, g->base->root + 1, BASE_PREFIX_LEN) != 0 || by_base(g, id) ||
+        strmap_get(g->carried, id))
+        return 0;
+    return strmap_put(g->carried, id, (void *)1, NULL) == 0 ? 1 : -ENOMEM;
+}
+
+/* Member name of members (links or attributes of an object of the file) back from old, unless
+ * the file has one of that name now (then the user's stays). */
+static int restore_member(struct ingest *g, struct ingest_obj *o, const char *what,
+                          const char *name)
+{
+    json_t *members = json_object_get(o->json, what);
+    const json_t *was = json_object_get(json_object_get(o->old, what), name);
+    if (!json_is_object(members) || !was)
+        return 0;
+    if (json_object_get(members, name)) {
+        ingest_change(g, o->path, "%s \"%s\", which the file did not show, is replaced by the one "
+                      "written through it", strcmp(what, "links") == 0 ? "link" : "attribute",
+                      name);
+        return 0;
+    }
+    json_t *now = ingest_base_json(g, was);
+    if (!now || json_object_set_new(members, name, now) != 0)
+        return -ENOMEM;
+    int want = strcmp(what, "links") == 0 ? want_carried(g, hjson_text(json_object_get(was,
+                                                                                        "id")))
+                                          : 0;
+    return want < 0 ? want : 0;
+}
+
+/* A placeholder of the base's file: stored as the base has it (the file showed none of it). */
+static int restore_placeholder(struct ingest *g, struct ingest_obj *o)
+{
+    json_t *now = ingest_base_json(g, o->old);
+    if (!now)
+        return -ENOMEM;
+    json_decref(o->json);
+    o->json = now;
+    o->base_whole = 1;
+    o->base_layout = o->base_ref = 0;
+    return 0;
+}
+
+int ingest_base_restore(struct ingest *g)
+{
+    int rc = 0;
+    for (size_t i = 0; i < g->base->n_kept && rc == 0; i++) {
+        const struct ingest_kept *k = &g->base->kept[i];
+        struct ingest_obj *o = by_base(g, k->id);
+        if (!o || !o->json || !o->old)
+            continue;   /* OBJECT, or the object (or group) is gone: deleted through the file */
+        if (k->kind == INGEST_KEPT_PLACEHOLDER)
+            rc = restore_placeholder(g, o);
+        else if (k->kind == INGEST_KEPT_ATTRIBUTE && k->name)
+            rc = restore_member(g, o, "attributes", k->name);
+        else if (k->kind == INGEST_KEPT_LINK && k->name)
+            rc = restore_member(g, o, "links", k->name);
+    }
+    return rc;
+}
+
+int ingest_base_kept_chunk(const struct ingest *g, const struct ingest_obj *o,
+                           const uint64_t *idx, int rank, char *key, size_t key_len)
+{
+    char name[INGEST_MAX_RANK * 21];
+    size_t len = 0;
+    name[0] = '\0';
+    for (int k = 0; k < rank; k++)
+        len += (size_t)snprintf(name + len, sizeof name - len, "%s%llu", k ? "_" : "",
+                                (unsigned long long)idx[k]);
+    for (size_t i = 0; i < g->base->n_kept; i++) {
+        const struct ingest_kept *k = &g->base->kept[i];
+        if (k->kind == INGEST_KEPT_CHUNK && k->name && strcmp(k->name, name) == 0 &&
+            strcmp(k->id, o->base_id) == 0) {
+            int parts = (int)json_integer_value(json_object_get(json_object_get(o->old,
+                                                "layout"), "partition_count"));
+            return schema_chunk_key(o->base_id, idx, rank,
+                                    schema_chunk_partition(idx, rank, parts), key, key_len) == 0;
+        }
+    }
+    return 0;
+}
+
 /* ---- objects carried over ---- */
 
-/* The base's dataset id (its JSON and every chunk) under the new root: a chunk table. */
-static int carry_dataset(struct ingest *g, const char *id, const char *path)
+/* Every chunk object of base dataset id, copied to the keys of dataset to. */
+static int copy_chunks(struct ingest *g, const char *id, const char *to, const char *path)
 {
-    char key[STORE_KEY_MAX + 1], prefix[STORE_KEY_MAX + 1] = "", to[SCHEMA_ID_BUF];
+    char prefix[STORE_KEY_MAX + 1];
     struct store_list list = { 0 };
-    json_t *old = load_base_json(g, id);
-    json_t *now = ingest_base_json(g, old);
-    int rc = now ? 0 : old ? -ENOMEM : -EIO;
-    const char *new_id = hjson_text(json_object_get(now, "id"));
-    if (rc == 0 && (!new_id || schema_obj_key(new_id, key, sizeof key) != 0))
-        rc = -EIO;
-    if (rc == 0) {
-        snprintf(to, sizeof to, "%s", new_id);
-        json_object_set_new(now, "root", json_string(g->root));
-        rc = ingest_put_json(g, key, now, path);
-    }
-    if (rc == 0 && schema_obj_key(id, prefix, sizeof prefix) == 0) {
-        strrchr(prefix, '/')[1] = '\0';    /* db/A-B/d/C-D-E/: its chunks' keys */
-        rc = store_list(g->cfg->store, prefix, NULL, NULL, 0, &list);
-    }
+    if (schema_obj_key(id, prefix, sizeof prefix) != 0)
+        return -EIO;
+    strrchr(prefix, '/')[1] = '\0';    /* db/A-B/d/C-D-E/: its chunks' keys */
+    int rc = store_list(g->cfg->store, prefix, NULL, NULL, 0, &list);
     size_t plen = strlen(prefix);
     for (size_t i = 0; rc == 0 && i < list.n_objects; i++) {
         const char *k = list.objects[i].key;
@@ -253,21 +346,98 @@ static int carry_dataset(struct ingest *g, const char *id, const char *path)
             continue;
         struct ingest_job job = { .src_fd = -1, .path = path };
         snprintf(job.copy_of, sizeof job.copy_of, "%s", k);
-        if (schema_obj_key(to, job.key, sizeof job.key) != 0)
+        if (schema_obj_key(to, job.key, sizeof job.key) != 0) {
             rc = -EIO;
-        else {
-            char *slash = strrchr(job.key, '/');
-            snprintf(slash + 1, sizeof job.key - (size_t)(slash + 1 - job.key), "%s", k + plen);
-            rc = ingest_pool_submit(g->pool, &job);
+            break;
         }
+        char *slash = strrchr(job.key, '/');
+        snprintf(slash + 1, sizeof job.key - (size_t)(slash + 1 - job.key), "%s", k + plen);
+        rc = ingest_pool_submit(g->pool, &job);
     }
     store_list_free(&list);
+    return rc;
+}
+
+static int carry_object(struct ingest *g, const char *id);
+
+/* What carried JSON old refers to that must come along: a group's hard links, a *_REF_INDIRECT
+ * layout's chunk table. */
+static int carry_referred(struct ingest *g, const json_t *old)
+{
+    const char *name;
+    json_t *l;
+    int rc = 0;
+    json_object_foreach(json_object_get((json_t *)old, "links"), name, l) {
+        const char *id = hjson_text(json_object_get(l, "id"));
+        int want = rc == 0 ? want_carried(g, id) : 0;
+        rc = want < 0 ? want : want ? carry_object(g, id) : rc;
+    }
+    const json_t *lay = json_object_get(json_object_get(old, "creationProperties"), "layout");
+    const char *table = hjson_text(json_object_get(lay, "chunk_table"));
+    int want = rc == 0 ? want_carried(g, table) : 0;
+    return want < 0 ? want : want ? carry_object(g, table) : rc;
+}
+
+/* An object whose JSON cannot be read (or is missing): its bytes and chunks are copied as they
+ * are, under the new root's keys: unchanged, as unusable as before, not lost. */
+static int carry_unreadable(struct ingest *g, const char *id)
+{
+    char to[SCHEMA_ID_BUF];
+    snprintf(to, sizeof to, "%c-%.8s-%.8s%s", id[0], g->root + 2, g->root + 11,
+             id + BASE_PREFIX_LEN);
+    struct ingest_job job = { .src_fd = -1, .path = CARRIED };
+    int rc = schema_obj_key(id, job.copy_of, sizeof job.copy_of) == 0 &&
+             schema_obj_key(to, job.key, sizeof job.key) == 0 ? 0 : -EIO;
+    if (rc == 0)
+        rc = ingest_pool_submit(g->pool, &job);
+    if (rc == 0 && id[0] == 'd')
+        rc = copy_chunks(g, id, to, CARRIED);
+    if (rc == 0)
+        ingest_change(g, id, "its object cannot be read: carried over as it is stored");
+    return rc;
+}
+
+/* Base object id (not in the file) under the new root: its JSON, its chunks, what it needs. */
+static int carry_object(struct ingest *g, const char *id)
+{
+    char key[STORE_KEY_MAX + 1];
+    if (strmap_get(g->carried, id) == (void *)2)
+        return 0;               /* done */
+    if (strmap_put(g->carried, id, (void *)2, NULL) != 0)
+        return -ENOMEM;
+    json_t *old = load_base_json(g, id), *now = ingest_base_json(g, old);
+    if (!old)
+        return carry_unreadable(g, id);
+    const char *new_id = hjson_text(json_object_get(now, "id"));
+    const char *path = CARRIED;
+    int rc = !now ? -ENOMEM : 0;
+    if (rc == 0 && (!new_id || schema_obj_key(new_id, key, sizeof key) != 0))
+        rc = -EIO;
+    if (rc == 0 && schema_id_class(id) == 'd')
+        rc = copy_chunks(g, id, new_id, path);
+    if (rc == 0)
+        rc = carry_referred(g, old);
+    if (rc == 0)
+        rc = ingest_put_json(g, key, now, path);
+    if (rc != 0)
+        log_error("%s: %s, which the file did not show, could not be carried over (%s)",
+                  g->log_name, id, strerror(-rc));
     json_decref(old);
     json_decref(now);
-    if (rc != 0)
-        log_error("%s: %s: the chunk table %s could not be carried over (%s)", g->log_name,
-                  path, id, strerror(-rc));
     return rc == -ENOMEM || rc == -ENOSPC ? rc : rc ? -EIO : 0;
+}
+
+struct pending {
+    char **ids;
+    size_t n;
+};
+
+static int collect_pending(const char *key, void *value, void *ctx)
+{
+    struct pending *p = ctx;
+    if (value == (void *)1 && (p->ids[p->n] = strdup(key)) != NULL)
+        p->n++;
+    return 0;
 }
 
 int ingest_base_carry(struct ingest *g)
@@ -275,11 +445,25 @@ int ingest_base_carry(struct ingest *g)
     int rc = 0;
     for (size_t i = 0; i < g->n_objs && rc == 0; i++) {
         const struct ingest_obj *o = &g->objs[i];
-        const json_t *lay = json_object_get(json_object_get(o->old, "creationProperties"),
-                                            "layout");
-        const char *id = o->base_ref ? hjson_text(json_object_get(lay, "chunk_table")) : NULL;
-        if (id && schema_id_class(id) == 'd')
-            rc = carry_dataset(g, id, o->path);
+        if (o->base_whole)
+            rc = copy_chunks(g, o->base_id, o->id, o->path);
+        if (rc == 0 && (o->base_ref || o->base_whole))
+            rc = carry_referred(g, o->old);
+    }
+    /* the objects restored links lead to (carrying one can add more: again until none) */
+    for (size_t round = 0; rc == 0; round++) {
+        struct pending p = { calloc(strmap_count(g->carried) + 1, sizeof *p.ids), 0 };
+        if (!p.ids)
+            return -ENOMEM;
+        strmap_filter(g->carried, collect_pending, &p);
+        for (size_t i = 0; i < p.n; i++) {
+            if (rc == 0)
+                rc = carry_object(g, p.ids[i]);
+            free(p.ids[i]);
+        }
+        free(p.ids);
+        if (p.n == 0)
+            break;
     }
     return rc;
 }

@@ -411,8 +411,16 @@ static int one_chunk(struct dset_io *io, struct chunk_at *c, unsigned char *buf)
                          schema_chunk_partition(c->idx, io->rank, io->partitions), c->key,
                          sizeof c->key) != 0)
         return -EIO;
-    if (io->g->base && io->o->base_id[0] && (rc = base_chunk(io, c)) <= 0)
-        return rc;
+    if (io->g->base && io->o->base_id[0]) {
+        struct ingest_job job = { .src_fd = -1, .path = io->o->path };
+        if (ingest_base_kept_chunk(io->g, io->o, c->idx, io->rank, job.copy_of,
+                                   sizeof job.copy_of)) {
+            memcpy(job.key, c->key, sizeof job.key);    /* unreadable in the file: as stored */
+            return ingest_pool_submit(io->g->pool, &job);
+        }
+        if ((rc = base_chunk(io, c)) <= 0)
+            return rc;
+    }
     if (unallocated(io, c)) {
         io->g->stats->chunks_fill++;
         return 0;
@@ -668,8 +676,8 @@ int ingest_dataset_chunks(struct ingest *g, struct ingest_obj *o)
 {
     struct dset_io io = { .g = g, .o = o, .dset = -1, .space = -1, .dcpl = -1, .mem = -1 };
     char why[200] = "HDF5 cannot open it";
-    if (o->dropped || !json_object_get(o->json, "layout") || o->base_ref)
-        return 0;               /* left out, H5S_NULL, or data kept in a linked file */
+    if (o->dropped || !json_object_get(o->json, "layout") || o->base_ref || o->base_whole)
+        return 0;               /* left out, H5S_NULL, data in a linked file, or carried over */
     int rc = io_open(&io, why, sizeof why);
     if (rc != 0) {
         log_error("%s: %s: dataset cannot be read: %s", g->log_name, o->path, why);

@@ -54,6 +54,8 @@ struct ingest_obj {
     int base_layout;            /* a dataset that keeps the base's layout: its chunk grid is
                                    the base's, so unwritten chunks are copied in the store */
     int base_ref;               /* ... and a *_REF layout: no chunk objects at all */
+    int base_whole;             /* stored as the base has it (a placeholder of the base's
+                                   file): JSON and every chunk carried over, nothing read */
 };
 
 struct ingest_pool;
@@ -72,6 +74,8 @@ struct ingest {
     struct ingest_stats *stats;
     double last_time;           /* timestamps only increase */
     const struct ingest_base *base;  /* what the file started as, or NULL */
+    struct strmap *by_base;     /* with a base: base id -> index + 1 of the object it is */
+    struct strmap *carried;     /* base ids carried over (not in the file) */
     struct ingest_pool *pool;
 };
 
@@ -104,9 +108,17 @@ int ingest_base_load(struct ingest *g);
 /* After every JSON is built: keep what did not change (times; a dataset's layout and creation
  * properties where its chunk grid is the base's, see ingest.h). 0 or -errno. */
 int ingest_base_settle(struct ingest *g);
-/* Store the base objects the kept JSON refers to but the file does not have (the chunk table
- * of a *_REF_INDIRECT layout), under the new root. 0 or -errno (logged). */
+/* Put back what the base's file did not show (struct ingest_kept): attributes and links of
+ * the objects the file still has, placeholders as stored. 0 or -errno. */
+int ingest_base_restore(struct ingest *g);
+/* Store the base objects the new root needs but the file does not have (objects the base's file
+ * left out, the chunk table of a kept *_REF_INDIRECT layout), and every chunk of those and of
+ * placeholders, under the new root. 0 or -errno (logged). */
 int ingest_base_carry(struct ingest *g);
+/* 1 with the base's key of chunk idx of o when the base's file could not show that chunk (it
+ * is copied as stored), else 0. */
+int ingest_base_kept_chunk(const struct ingest *g, const struct ingest_obj *o,
+                           const uint64_t *idx, int rank, char *key, size_t key_len);
 
 /* ---- ingest_walk.c ---- */
 /* Discover every object and link from the root; ids are assigned by assign_id. */

@@ -1,8 +1,8 @@
 """Bad objects inside a domain (src/image): a bad chunk makes only its dataset unreadable (EIO,
-never wrong bytes or fill values), a bad dataset, link or linked file is left out or made
-unreadable and logged, and everything else still reads equal to the source. Only a domain
-without a usable root group fails to open. The bucket is never modified and the daemon keeps
-serving.
+never wrong bytes or fill values), a bad dataset or linked file is shown as a placeholder whose
+reads fail with EIO (or left out when HDF5 cannot show even that), a bad link is left out, each
+logged once, and everything else still reads equal to the source. Only a domain without a usable
+root group fails to open. The bucket is never modified and the daemon keeps serving.
 
 Each test corrupts a copy of the fixture bucket (bucket_copy) and mounts it with a long ttl, so
 that every domain is built once and each problem is logged once. Every test runs on both backends
@@ -14,6 +14,7 @@ import json
 import random
 import shutil
 import struct
+import subprocess
 import time
 
 import h5py
@@ -177,7 +178,9 @@ def vlen_count(count):
 
 
 # Datasets written as values (vlen, references, scalars) read their chunks when the file is
-# built: a bad chunk leaves the dataset out. (id, domain, dataset, chunk index, mutation)
+# built: a bad chunk is written unreadable, so reads of it fail with EIO; a scalar cannot be
+# (HDF5 cannot chunk it, and readers keep a failed read of unchunked data as zeros): it is left
+# out. (id, domain, dataset, chunk index, mutation)
 VALUE_CHUNK_CASES = [
     ("vlen-str-truncated", "sample2", "/vlen_str", "0", cut_half),
     ("vlen-int-garbage", "sample2", "/vlen_int", "0", garbage),
@@ -189,15 +192,25 @@ VALUE_CHUNK_CASES = [
 ]
 
 
+def first_chunk_selection(ds):
+    return tuple(slice(0, min(n, c)) for n, c in zip(ds.shape, ds.chunks))
+
+
 @pytest.mark.parametrize("case", VALUE_CHUNK_CASES, ids=[c[0] for c in VALUE_CHUNK_CASES])
-def test_bad_chunk_of_value_dataset_is_left_out(mount_bucket, bucket_copy, case):
+def test_bad_chunk_of_value_dataset_fails_with_eio(mount_bucket, bucket_copy, case):
     _, domain, path, index, mutate = case
     key = corrupt_chunk(bucket_copy, domain, path, index, mutate)
     before = bucket_snapshot(bucket_copy)
     m = mount_bucket(bucket_copy, *ARGS)
-    with h5py.File(domain_file(m, domain), "r") as f:
-        with pytest.raises(KeyError):
-            f[path]
+    with h5py.File(domain_file(m, domain), "r") as f, h5py.File(source_file(domain), "r") as s:
+        if s[path].shape == ():
+            with pytest.raises(KeyError):
+                f[path]
+        else:
+            assert f[path].shape == s[path].shape and f[path].dtype == s[path].dtype
+            for _ in range(2):          # a failure is not remembered as data
+                assert_eio(read_all, f[path])
+                assert_eio(f[path].__getitem__, first_chunk_selection(f[path]))
     lines = log_lines(m, key)
     assert len(lines) == 1 and " error: " in lines[0] and path in lines[0], m.log()
     failures = rest_of_domain_failures(m, domain, {path})
@@ -277,24 +290,86 @@ DATASET_CASES = {
 }
 
 
+# What a reader sees of a dataset object that cannot be made as stored: a placeholder of its
+# shape (its own type, or an opaque one of the stored element size, when HDF5 cannot make the
+# type) whose reads fail with EIO, or nothing when not even the shape can be read. Its
+# attributes are still there.
+PLACEHOLDER_TYPES = {
+    "chunk-dims-zero": "uint8", "chunk-rank-mismatch": "uint8", "chunk-dims-negative": "uint8",
+    "chunk-over-2GiB": "uint8", "maxdims-smaller-than-dims": "uint8", "unknown-type-class": "|V1",
+    "no-type": "|V1", "zero-size-string-field": "|V1", "zero-size-compound-field": "|V1",
+}
+
+
 @pytest.mark.parametrize("case", sorted(DATASET_CASES))
-def test_bad_dataset_object_is_left_out(mount_bucket, bucket_copy, case):
+def test_bad_dataset_object_is_shown_unreadable(mount_bucket, bucket_copy, case):
     root, ids = domain_objects(bucket_copy, BAD_DOMAIN)
     obj_id = ids[BAD_PATH]
     p = object_json_path(bucket_copy, obj_id, root)
     p.write_text(DATASET_CASES[case](p.read_text()))
     before = bucket_snapshot(bucket_copy)
     m = mount_bucket(bucket_copy, *ARGS)
-    with h5py.File(domain_file(m, BAD_DOMAIN), "r") as f:
-        with pytest.raises(KeyError):
-            f[BAD_PATH]
-        assert BAD_PATH.lstrip("/") not in f
+    with h5py.File(domain_file(m, BAD_DOMAIN), "r") as f, \
+            h5py.File(source_file(BAD_DOMAIN), "r") as s:
+        if case in PLACEHOLDER_TYPES:
+            d = f[BAD_PATH]
+            assert d.shape == s[BAD_PATH].shape and d.dtype == np.dtype(PLACEHOLDER_TYPES[case])
+            assert dict(d.attrs) == dict(s[BAD_PATH].attrs)
+            for _ in range(2):          # a failure is not remembered as data
+                assert_eio(read_all, d)
+                assert_eio(d.__getitem__, (0, 0, slice(0, 3)))
+        else:
+            with pytest.raises(KeyError):
+                f[BAD_PATH]
+            assert BAD_PATH.lstrip("/") not in f
+        shape = ", ".join(map(str, s[BAD_PATH].shape))
+    listing = subprocess.run(["h5ls", str(domain_file(m, BAD_DOMAIN))], capture_output=True,
+                             text=True, timeout=60).stdout
+    listed = [line.split(None, 2) for line in listing.splitlines()]
+    assert (["cube_u8", "Dataset", "{" + shape + "}"] in listed) == (case in PLACEHOLDER_TYPES), \
+        listing
     lines = [line for line in m.log().splitlines() if obj_id in line or BAD_PATH in line]
     assert len(lines) == 1, m.log()
     assert " error: " in lines[0]
+    assert ("shown as a placeholder" in lines[0]) == (case in PLACEHOLDER_TYPES), lines[0]
     compare_file(source_file(BAD_DOMAIN), domain_file(m, BAD_DOMAIN), BAD_DOMAIN,
                  hyperslabs=3, skip=(BAD_PATH,))
     check_h5diff(source_file(BAD_DOMAIN), domain_file(m, BAD_DOMAIN), exclude=(BAD_PATH,))
+    assert_unchanged(m, before)
+    assert_serving(m)
+
+
+# ---- attributes that cannot be made ----
+
+ATTRIBUTE_CASES = {
+    "unknown-type-class": {"type": {"class": "H5T_MYSTERY"}, "shape": {"class": "H5S_SCALAR"},
+                           "value": 1},
+    "value-not-base64": {"type": U8, "shape": {"class": "H5S_SIMPLE", "dims": [4]},
+                         "value": "***", "encoding": "base64"},
+    "value-of-wrong-shape": {"type": U8, "shape": {"class": "H5S_SIMPLE", "dims": [4]},
+                             "value": [1, 2]},
+}
+
+
+@pytest.mark.parametrize("case", sorted(ATTRIBUTE_CASES))
+def test_bad_attribute_is_left_out(mount_bucket, bucket_copy, case):
+    """An attribute cannot fail a read (it is metadata): it is left out, logged once, and its
+    object and the object's other attributes are there."""
+    root, ids = domain_objects(bucket_copy, BAD_DOMAIN)
+    p = object_json_path(bucket_copy, ids[BAD_PATH], root)
+    doc = json.loads(p.read_text())
+    doc.setdefault("attributes", {})["broken"] = ATTRIBUTE_CASES[case]
+    p.write_text(json.dumps(doc))
+    before = bucket_snapshot(bucket_copy)
+    m = mount_bucket(bucket_copy, *ARGS)
+    with h5py.File(domain_file(m, BAD_DOMAIN), "r") as f, \
+            h5py.File(source_file(BAD_DOMAIN), "r") as s:
+        assert "broken" not in f[BAD_PATH].attrs
+        assert dict(f[BAD_PATH].attrs) == dict(s[BAD_PATH].attrs)
+        assert np.array_equal(f[BAD_PATH][()], s[BAD_PATH][()])
+    lines = log_lines(m, '"broken"')
+    assert len(lines) == 1 and " error: " in lines[0] and BAD_PATH in lines[0], m.log()
+    assert_domain_equals_source(m, BAD_DOMAIN)
     assert_unchanged(m, before)
     assert_serving(m)
 
@@ -337,7 +412,8 @@ def test_link_to_missing_object_is_left_out(mount_bucket, bucket_copy, case):
         assert f.get(name, getlink=True) is None
         with pytest.raises(KeyError):
             f[name]
-    assert log_lines(m, target), m.log()
+    lines = log_lines(m, target)
+    assert len(lines) == 1 and " error: " in lines[0] and f'link "{name}"' in lines[0], m.log()
     skip = ("/" + name,) if name != "ghost" else ()
     compare_file(source_file(BAD_DOMAIN), domain_file(m, BAD_DOMAIN), BAD_DOMAIN,
                  hyperslabs=3, skip=skip)

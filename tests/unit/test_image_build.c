@@ -1,0 +1,372 @@
+/*
+ * test_image_build: image_build on small buckets written here (src/image/build*.c).
+ *
+ * 1. Declared size: datasets declaring 10^12 elements in 10^12 chunks (fixed, unlimited, or a
+ *    maximum of 10^13; chunk objects, or one chunk of a linked HDF5 file) with one chunk or
+ *    none cost RAM and file size for the chunks that exist, not for their grid;
+ *    HDF5 (sec2, on the image written to disk) reads their shapes, the stored chunk and the
+ *    fill value right.
+ * 2. What cannot be shown as stored: a dataset of an unknown type is a placeholder whose bytes
+ *    fail to read (-EIO); a scalar whose value cannot be read, an attribute that cannot be made
+ *    and a link to a missing object are left out; image_left_out lists each once, with its id
+ *    and name.
+ */
+#include <errno.h>
+#include <ftw.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <hdf5.h>
+
+#include "check.h"
+#include "h5osfs/cache.h"
+#include "h5osfs/image.h"
+#include "h5osfs/log.h"
+#include "h5osfs/schema.h"
+#include "h5osfs/store.h"
+#include "image_int.h"
+
+/* A v2 root id (its second half is the first rotated by 8, spec §1.2) and members of it. */
+#define ROOT "g-01234567-89abcdef-89ab-cdef01-234567"
+#define MEMBER(cls, tail) cls "-01234567-89abcdef-" tail
+#define D_SPARSE MEMBER("d", "0000-000000-000001")
+#define D_UNLIMITED MEMBER("d", "0000-000000-000002")
+#define D_MAXDIMS MEMBER("d", "0000-000000-000003")
+#define D_EMPTY MEMBER("d", "0000-000000-000004")
+#define D_BADTYPE MEMBER("d", "0000-000000-000005")
+#define D_SCALAR MEMBER("d", "0000-000000-000006")
+#define D_GHOST MEMBER("d", "0000-000000-000007")
+#define D_LINKED MEMBER("d", "0000-000000-000008")
+
+#define TERA 1000000000000ull
+
+static char tmp_dir[256];
+
+static int rm_entry(const char *path, const struct stat *st, int flag, struct FTW *ftw)
+{
+    (void)st, (void)flag, (void)ftw;
+    return remove(path);
+}
+
+static void put(struct store *st, const char *key, const char *text)
+{
+    CHECK_INT(store_put(st, key, text, strlen(text)), 0);
+}
+
+/* Object id of the domain, its JSON members given by body. */
+static void put_object(struct store *st, const char *id, const char *body)
+{
+    char key[STORE_KEY_MAX + 1], text[4096];
+    CHECK_INT(schema_obj_key(id, key, sizeof key), 0);
+    snprintf(text, sizeof text, "{\"id\": \"%s\", \"root\": \"%s\", %s}", id, ROOT, body);
+    put(st, key, text);
+}
+
+static void put_dataset(struct store *st, const char *id, const char *body)
+{
+    char text[2048];
+    snprintf(text, sizeof text, "\"attributes\": {}, %s", body);
+    put_object(st, id, text);
+}
+
+static void put_chunk(struct store *st, const char *id, const uint64_t *index, int rank,
+                      const void *bytes, size_t len)
+{
+    char key[STORE_KEY_MAX + 1];
+    CHECK_INT(schema_chunk_key(id, index, rank, -1, key, sizeof key), 0);
+    CHECK_INT(store_put(st, key, bytes, len), 0);
+}
+
+static const char *hard_link(const char *name, const char *id, char *buf, size_t len)
+{
+    snprintf(buf, len, "\"%s\": {\"class\": \"H5L_TYPE_HARD\", \"id\": \"%s\"}", name, id);
+    return buf;
+}
+
+static void put_root(struct store *st, const char *links, const char *attrs)
+{
+    char body[2048];
+    snprintf(body, sizeof body, "\"links\": {%s}, \"attributes\": {%s}", links, attrs);
+    put_object(st, ROOT, body);
+}
+
+static struct store *new_bucket(const char *name)
+{
+    char dir[512];
+    struct store *st = NULL;
+    snprintf(dir, sizeof dir, "%s/%s", tmp_dir, name);
+    CHECK_INT(mkdir(dir, 0755), 0);
+    CHECK_INT(store_posix_open(dir, &st), 0);
+    return st;
+}
+
+static struct image *build(struct store *st)
+{
+    struct image_source src = { .store = st, .bucket_name = "bucket" };
+    struct image *img = NULL;
+    CHECK_INT(image_build(&src, "/home/u/x.h5", ROOT, &img), 0);
+    return img;
+}
+
+/* The image on disk, with the bytes of unreadable extents as zeros (reads fail with -EIO: checked
+ * here). Only for small images. */
+static int write_image(struct image *img, const char *path)
+{
+    struct image_reader r = { .cache = chunk_cache_new(64u << 20) };
+    size_t n;
+    const struct segment *segs = extent_segments(img->map, &n);
+    static unsigned char buf[1 << 20];
+    FILE *fp = fopen(path, "wb");
+    int rc = fp && r.cache ? 0 : -EIO;
+    for (size_t i = 0; i < n && rc == 0; i++) {
+        const struct segment *s = &segs[i];
+        int poisoned = s->kind == SEGMENT_CHUNK &&
+                       img->datasets[s->u.tag.dset].origin == ORIGIN_POISON;
+        if (poisoned)
+            CHECK_INT(image_read(img, &r, s->off, buf, 1), -EIO);
+        for (uint64_t off = s->off; off < s->off + s->len && rc == 0;) {
+            size_t len = s->off + s->len - off < sizeof buf ? s->off + s->len - off : sizeof buf;
+            if (poisoned)
+                memset(buf, 0, len);
+            else if (image_read(img, &r, off, buf, len) != (ssize_t)len)
+                rc = -EIO;
+            if (rc == 0 && fwrite(buf, 1, len, fp) != len)
+                rc = -EIO;
+            off += len;
+        }
+    }
+    if (fp && fclose(fp) != 0)
+        rc = -EIO;
+    chunk_cache_free(r.cache);
+    return rc;
+}
+
+/* ---- 1. declared size ---- */
+
+static void put_sparse_domain(struct store *st)
+{
+    char l1[200], l2[200], l3[200], l4[200], l5[200], links[1024];
+    const char *i8 = "\"type\": {\"class\": \"H5T_INTEGER\", \"base\": \"H5T_STD_I8LE\"}";
+    char body[1024], linked[256];
+    snprintf(links, sizeof links, "%s, %s, %s, %s, %s",
+             hard_link("sparse", D_SPARSE, l1, sizeof l1),
+             hard_link("unlimited", D_UNLIMITED, l2, sizeof l2),
+             hard_link("maxdims", D_MAXDIMS, l3, sizeof l3),
+             hard_link("empty", D_EMPTY, l4, sizeof l4),
+             hard_link("linked", D_LINKED, l5, sizeof l5));
+    put_root(st, links, "");
+    /* 10^12 elements in chunks of one, fill value -1, one chunk object (42 at 123456789012) */
+    snprintf(body, sizeof body, "%s, \"shape\": {\"class\": \"H5S_SIMPLE\", \"dims\": [%llu]}, "
+             "\"creationProperties\": {\"fillValue\": -1}, "
+             "\"layout\": {\"class\": \"H5D_CHUNKED\", \"dims\": [1]}", i8, TERA);
+    put_dataset(st, D_SPARSE, body);
+    put_chunk(st, D_SPARSE, (uint64_t[]){ 123456789012ull }, 1, "\x2a", 1);
+    /* the same, extendible (one unlimited dimension: an extensible array in HDF5) */
+    snprintf(body, sizeof body, "%s, \"shape\": {\"class\": \"H5S_SIMPLE\", \"dims\": [%llu], "
+             "\"maxdims\": [0]}, \"creationProperties\": {\"fillValue\": -1}, "
+             "\"layout\": {\"class\": \"H5D_CHUNKED\", \"dims\": [1]}", i8, TERA);
+    put_dataset(st, D_UNLIMITED, body);
+    put_chunk(st, D_UNLIMITED, (uint64_t[]){ TERA - 1 }, 1, "\x07", 1);
+    /* small now, 10^13 at most */
+    snprintf(body, sizeof body, "%s, \"shape\": {\"class\": \"H5S_SIMPLE\", \"dims\": [1000], "
+             "\"maxdims\": [%llu]}, \"layout\": {\"class\": \"H5D_CHUNKED\", \"dims\": [1]}",
+             i8, 10 * TERA);
+    put_dataset(st, D_MAXDIMS, body);
+    put_chunk(st, D_MAXDIMS, (uint64_t[]){ 999 }, 1, "\x05", 1);
+    /* no chunk object at all */
+    snprintf(body, sizeof body, "%s, \"shape\": {\"class\": \"H5S_SIMPLE\", \"dims\": [1000000, "
+             "1000000]}, \"creationProperties\": {\"fillValue\": 3}, "
+             "\"layout\": {\"class\": \"H5D_CHUNKED\", \"dims\": [1, 1]}", i8);
+    put_dataset(st, D_EMPTY, body);
+    /* element 5 is byte 77 of a linked file (an unfiltered one-byte HDF5 chunk) */
+    for (int i = 0; i < 256; i++)
+        linked[i] = (char)i;
+    CHECK_INT(store_put(st, "linked/f.bin", linked, sizeof linked), 0);
+    snprintf(body, sizeof body, "%s, \"shape\": {\"class\": \"H5S_SIMPLE\", \"dims\": [%llu]}, "
+             "\"layout\": {\"class\": \"H5D_CHUNKED\", \"dims\": [1]}, "
+             "\"creationProperties\": {\"layout\": {\"class\": \"H5D_CHUNKED_REF\", "
+             "\"file_uri\": \"bucket/linked/f.bin\", \"dims\": [1], "
+             "\"chunks\": {\"5\": [77, 1]}}}", i8, TERA);
+    put_dataset(st, D_LINKED, body);
+}
+
+static signed char read_element(hid_t f, const char *name, const hsize_t *at, int rank)
+{
+    signed char v = 0;
+    hid_t d = H5Dopen2(f, name, H5P_DEFAULT), fs = d >= 0 ? H5Dget_space(d) : -1;
+    hsize_t one[2] = { 1, 1 };
+    hid_t ms = H5Screate_simple(rank, one, NULL);
+    CHECK(d >= 0 && fs >= 0 && ms >= 0);
+    if (d >= 0 && fs >= 0 && ms >= 0) {
+        CHECK(H5Sselect_hyperslab(fs, H5S_SELECT_SET, at, NULL, one, NULL) >= 0);
+        CHECK(H5Dread(d, H5T_NATIVE_SCHAR, ms, fs, H5P_DEFAULT, &v) >= 0);
+    }
+    if (ms >= 0)
+        H5Sclose(ms);
+    if (fs >= 0)
+        H5Sclose(fs);
+    if (d >= 0)
+        H5Dclose(d);
+    return v;
+}
+
+static void check_shape(hid_t f, const char *name, hsize_t dim, hsize_t maxdim)
+{
+    hsize_t dims[2], max[2];
+    hid_t d = H5Dopen2(f, name, H5P_DEFAULT), s = d >= 0 ? H5Dget_space(d) : -1;
+    CHECK(s >= 0 && H5Sget_simple_extent_dims(s, dims, max) == 1);
+    CHECK_INT(dims[0], dim);
+    CHECK(max[0] == maxdim);
+    if (s >= 0)
+        H5Sclose(s);
+    if (d >= 0)
+        H5Dclose(d);
+}
+
+static void test_declared_size(void)
+{
+    char path[512];
+    struct store *st = new_bucket("declared");
+    struct image_stats stats;
+    put_sparse_domain(st);
+    struct image *img = build(st);
+    if (!img) {
+        store_close(st);
+        return;
+    }
+    image_stats(img, &stats);
+    printf("declared: %" PRIu64 " bytes, %" PRIu64 " bytes of RAM, %.3f s\n", stats.size,
+           stats.memory, stats.build_seconds);
+    /* before: 8 TB, 244 MB (fixed arrays over 10^12 and 10^13 chunks: the latter 2.4 GB; a
+     * linked dataset's piece table over its whole grid, refused beyond 10^7 chunks) */
+    CHECK(stats.memory < (1u << 20));
+    CHECK(stats.size < (4u << 20));
+    CHECK_INT(stats.datasets, 5);
+    CHECK_INT(stats.chunks, 5);         /* four stored, the empty dataset's first */
+    snprintf(path, sizeof path, "%s/declared.h5", tmp_dir);
+    if (stats.size < (4u << 20) && write_image(img, path) == 0) {
+        hid_t f = H5Fopen(path, H5F_ACC_RDONLY, H5P_DEFAULT);
+        CHECK(f >= 0);
+        check_shape(f, "sparse", TERA, TERA);
+        check_shape(f, "unlimited", TERA, H5S_UNLIMITED);
+        check_shape(f, "maxdims", 1000, 10 * TERA);
+        CHECK_INT(read_element(f, "sparse", (hsize_t[]){ 123456789012ull }, 1), 42);
+        CHECK_INT(read_element(f, "sparse", (hsize_t[]){ 123456789011ull }, 1), -1);
+        CHECK_INT(read_element(f, "unlimited", (hsize_t[]){ TERA - 1 }, 1), 7);
+        CHECK_INT(read_element(f, "unlimited", (hsize_t[]){ 0 }, 1), -1);
+        CHECK_INT(read_element(f, "maxdims", (hsize_t[]){ 999 }, 1), 5);
+        CHECK_INT(read_element(f, "maxdims", (hsize_t[]){ 998 }, 1), 0);
+        CHECK_INT(read_element(f, "empty", (hsize_t[]){ 999999, 5 }, 2), 3);
+        CHECK_INT(read_element(f, "linked", (hsize_t[]){ 5 }, 1), 77);
+        CHECK_INT(read_element(f, "linked", (hsize_t[]){ 6 }, 1), 0);
+        H5Fclose(f);
+    }
+    image_put(img);
+    store_close(st);
+}
+
+/* ---- 2. what cannot be shown as stored ---- */
+
+static void put_bad_domain(struct store *st)
+{
+    char l1[200], l2[200], l3[200], links[1024];
+    snprintf(links, sizeof links, "%s, %s, %s", hard_link("badtype", D_BADTYPE, l1, sizeof l1),
+             hard_link("scalar", D_SCALAR, l2, sizeof l2), hard_link("ghost", D_GHOST, l3, sizeof l3));
+    put_root(st, links, "\"broken\": {\"type\": {\"class\": \"H5T_MYSTERY\"}, "
+             "\"shape\": {\"class\": \"H5S_SCALAR\"}, \"value\": 1}, "
+             "\"fine\": {\"type\": {\"class\": \"H5T_INTEGER\", \"base\": \"H5T_STD_I32LE\"}, "
+             "\"shape\": {\"class\": \"H5S_SCALAR\"}, \"value\": 1}");
+    put_dataset(st, D_BADTYPE, "\"type\": {\"class\": \"H5T_MYSTERY\"}, "
+                "\"shape\": {\"class\": \"H5S_SIMPLE\", \"dims\": [100, 100]}, "
+                "\"layout\": {\"class\": \"H5D_CHUNKED\", \"dims\": [10, 10]}");
+    /* a scalar whose one chunk has 2 bytes where an int32 needs 4 */
+    put_dataset(st, D_SCALAR, "\"type\": {\"class\": \"H5T_INTEGER\", \"base\": \"H5T_STD_I32LE\"}, "
+                "\"shape\": {\"class\": \"H5S_SCALAR\"}, "
+                "\"layout\": {\"class\": \"H5D_CHUNKED\", \"dims\": [1]}");
+    put_chunk(st, D_SCALAR, (uint64_t[]){ 0 }, 1, "\x01\x02", 2);
+}
+
+static const struct image_omission *find_omission(const struct image *img,
+                                                  enum image_omission_kind kind, const char *id,
+                                                  const char *name)
+{
+    size_t n, found = 0;
+    const struct image_omission *v = image_left_out(img, &n), *hit = NULL;
+    for (size_t i = 0; i < n; i++)
+        if (v[i].kind == kind && strcmp(v[i].id, id) == 0 &&
+            (name ? v[i].name && strcmp(v[i].name, name) == 0 : !v[i].name)) {
+            hit = &v[i];
+            found++;
+        }
+    CHECK_INT(found, 1);
+    return hit;
+}
+
+static void test_left_out(void)
+{
+    char path[512];
+    struct store *st = new_bucket("bad");
+    put_bad_domain(st);
+    struct image *img = build(st);
+    if (!img) {
+        store_close(st);
+        return;
+    }
+    size_t n;
+    const struct image_omission *o;
+    image_left_out(img, &n);
+    CHECK_INT(n, 5);
+    if ((o = find_omission(img, IMAGE_OMIT_PLACEHOLDER, D_BADTYPE, NULL))) {
+        CHECK_STR(o->path, "/badtype");
+        CHECK(strstr(o->why, "H5T_MYSTERY") != NULL);
+    }
+    if ((o = find_omission(img, IMAGE_OMIT_OBJECT, D_SCALAR, NULL)))
+        CHECK(strstr(o->why, "scalar") != NULL);
+    find_omission(img, IMAGE_OMIT_LINK, ROOT, "scalar");
+    if ((o = find_omission(img, IMAGE_OMIT_LINK, ROOT, "ghost"))) {
+        CHECK_STR(o->path, "/");
+        CHECK(strstr(o->why, "missing") != NULL);
+    }
+    if ((o = find_omission(img, IMAGE_OMIT_ATTRIBUTE, ROOT, "broken")))
+        CHECK_STR(o->path, "/");
+    snprintf(path, sizeof path, "%s/bad.h5", tmp_dir);
+    if (image_size(img) < (4u << 20) && write_image(img, path) == 0) {
+        hid_t f = H5Fopen(path, H5F_ACC_RDONLY, H5P_DEFAULT);
+        CHECK(f >= 0);
+        CHECK(H5Lexists(f, "badtype", H5P_DEFAULT) > 0);
+        CHECK(H5Lexists(f, "scalar", H5P_DEFAULT) == 0);
+        CHECK(H5Lexists(f, "ghost", H5P_DEFAULT) == 0);
+        CHECK(H5Aexists(f, "fine") > 0);
+        CHECK(H5Aexists(f, "broken") == 0);
+        hid_t d = H5Dopen2(f, "badtype", H5P_DEFAULT), t = d >= 0 ? H5Dget_type(d) : -1;
+        CHECK(t >= 0 && H5Tget_class(t) == H5T_OPAQUE);
+        if (t >= 0)
+            H5Tclose(t);
+        if (d >= 0)
+            H5Dclose(d);
+        H5Fclose(f);
+    }
+    image_put(img);
+    store_close(st);
+}
+
+int main(void)
+{
+    snprintf(tmp_dir, sizeof tmp_dir, "/tmp/test_image_build.XXXXXX");
+    if (!mkdtemp(tmp_dir)) {
+        perror("mkdtemp");
+        return 1;
+    }
+    /* the build logs what it leaves out: keep the test output for failures */
+    if (log_setup(LOG_LVL_WARN, LOG_SINK_FILE, "/dev/null") != 0)
+        return 1;
+    test_declared_size();
+    test_left_out();
+    log_teardown();
+    nftw(tmp_dir, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
+    return check_done("image_build");
+}
