@@ -46,24 +46,38 @@ void ingest_base_identify(struct ingest *g, struct ingest_obj *o)
     snprintf(o->base_id, sizeof o->base_id, "%s", b);
 }
 
-/* s with every "-<base digits>-" made "-<new root digits>-". */
-static json_t *remap_string(const char *s, size_t len, const char *from, const char *to)
+/* Every n-byte from in copy (of len bytes) made to. */
+static void replace_all(char *copy, size_t len, const char *from, const char *to, size_t n)
+{
+    for (char *at = copy; (at = memmem(at, (size_t)(copy + len - at), from, n));) {
+        memcpy(at, to, n);
+        at += n;
+    }
+}
+
+/* s with the base's root id made the new root's (its last 16 digits follow from the first 16)
+ * and every other id's "-<base digits>-" made "-<new root digits>-". */
+static json_t *remap_string(const char *s, size_t len, const char *from, const char *to,
+                            const char *from_root, const char *to_root)
 {
     char *copy = malloc(len + 1);
     if (!copy)
         return NULL;
     memcpy(copy, s, len);
     copy[len] = '\0';
-    for (char *at = copy; (at = memmem(at, (size_t)(copy + len - at), from, BASE_PREFIX_LEN));) {
-        memcpy(at, to, BASE_PREFIX_LEN);
-        at += BASE_PREFIX_LEN;
-    }
+    replace_all(copy, len, from_root, to_root, SCHEMA_ID_BUF - 1);
+    replace_all(copy, len, from, to, BASE_PREFIX_LEN);
     json_t *out = json_stringn(copy, len);
     free(copy);
     return out;
 }
 
-static json_t *remap(const json_t *v, const char *from, const char *to)
+struct remapping {
+    char from[BASE_PREFIX_LEN + 1], to[BASE_PREFIX_LEN + 1];
+    const char *from_root, *to_root;
+};
+
+static json_t *remap(const json_t *v, const struct remapping *m)
 {
     const char *k;
     json_t *x, *out = NULL;
@@ -72,7 +86,7 @@ static json_t *remap(const json_t *v, const char *from, const char *to)
     case JSON_OBJECT:
         out = json_object();
         json_object_foreach((json_t *)v, k, x)
-            if (out && json_object_set_new(out, k, remap(x, from, to)) != 0) {
+            if (out && json_object_set_new(out, k, remap(x, m)) != 0) {
                 json_decref(out);
                 return NULL;
             }
@@ -80,13 +94,14 @@ static json_t *remap(const json_t *v, const char *from, const char *to)
     case JSON_ARRAY:
         out = json_array();
         json_array_foreach(v, i, x)
-            if (out && json_array_append_new(out, remap(x, from, to)) != 0) {
+            if (out && json_array_append_new(out, remap(x, m)) != 0) {
                 json_decref(out);
                 return NULL;
             }
         return out;
     case JSON_STRING:
-        return remap_string(json_string_value(v), json_string_length(v), from, to);
+        return remap_string(json_string_value(v), json_string_length(v), m->from, m->to,
+                            m->from_root, m->to_root);
     default:
         return json_deep_copy(v);
     }
@@ -94,10 +109,10 @@ static json_t *remap(const json_t *v, const char *from, const char *to)
 
 json_t *ingest_base_json(const struct ingest *g, const json_t *v)
 {
-    char from[BASE_PREFIX_LEN + 1], to[BASE_PREFIX_LEN + 1];
-    id_prefix(g->base->root, from);
-    id_prefix(g->root, to);
-    return v ? remap(v, from, to) : NULL;
+    struct remapping m = { .from_root = g->base->root, .to_root = g->root };
+    id_prefix(g->base->root, m.from);
+    id_prefix(g->root, m.to);
+    return v ? remap(v, &m) : NULL;
 }
 
 /* ---- the stored JSON of the base ---- */

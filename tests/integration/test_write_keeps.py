@@ -19,7 +19,7 @@ HOME = "home/test_user1"
 def rooted(doc, root):
     """doc with the root's 16 digits in every id replaced by R: versions compared by content."""
     a, b = root.split("-")[1:3]
-    return json.loads(json.dumps(doc).replace(f"-{a}-{b}-", "-R-"))
+    return json.loads(json.dumps(doc).replace(root, "ROOT").replace(f"-{a}-{b}-", "-R-"))
 
 
 def dataset_dir(bucket, root, obj_id):
@@ -34,7 +34,7 @@ def kept_state(bucket, root, obj_id, *roots):
     text = (d / ".dataset.json").read_text()
     for r in (root,) + roots:
         a, b = r.split("-")[1:3]
-        text = text.replace(f"-{a}-{b}-", "-R-")
+        text = text.replace(r, "ROOT").replace(f"-{a}-{b}-", "-R-")
     chunks = {p.name: p.read_bytes() for p in d.iterdir() if not p.name.endswith(".json")}
     return text, chunks
 
