@@ -7,7 +7,6 @@ other callers are processes run with setpriv under other uids: uids mapped by -o
 fixture bucket), the local account "nobody" (no mapping: its local name is its HSDS name), and
 a uid with no account at all (no HSDS name: default's read, nothing more). The mountpoint is in
 a directory every uid may enter (pytest's own temporary directories are 0700)."""
-import errno
 import json
 import os
 import pwd
