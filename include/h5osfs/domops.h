@@ -6,10 +6,14 @@
  * objects (db/A-B/...) are removed afterwards by the collector (gc.h), once open readers have
  * had time to finish.
  *
- * Rights are the domain ACLs of the mount's user: creating needs "create" on the parent
- * folder (plain directories and the bucket root: the admin only, as in HSDS), deleting and
- * renaming away need "delete" on the object. Errors are negative errnos: -EACCES, -EEXIST,
- * -ENOENT, -ENOTEMPTY, -ENOTDIR, -EISDIR, -EINVAL (a name HSDS cannot hold), -EIO.
+ * Every change is made for one HSDS user, the caller of the request (`user`), with the rights
+ * the domain ACLs give that user: creating needs "create" on the parent folder (plain
+ * directories and the bucket root: the admin only, as in HSDS), deleting and renaming away
+ * need "delete" on the object, replacing needs "update" on the target. A new folder or domain
+ * is the user's (owner), as HSDS lets a non-admin create only with owner == self. user NULL
+ * (a caller without an HSDS name) may change nothing: -EACCES. Errors are negative errnos:
+ * -EACCES, -EEXIST, -ENOENT, -ENOTEMPTY, -ENOTDIR, -EISDIR, -EINVAL (a name HSDS cannot hold),
+ * -EIO.
  *
  * Names the bucket reserves are refused before anything is written, by every way a name
  * enters (create, mkdir, the target of rename), all through domops_may_create: -EINVAL and
@@ -27,25 +31,31 @@ struct gc;
 struct domops {
     struct store *store;
     struct ns *ns;
-    const char *user;
+    const char *user;           /* the mount's HSDS user */
     const char *admin_user;
     struct gc *gc;              /* where a deleted domain's objects go; NULL: left in place */
+    /* Who created the new domain being committed at path (its owner): 0 with the HSDS user
+     * name in buf, or -ENOENT for the mount's user. NULL: always the mount's user. */
+    int (*creator_of)(void *ctx, const char *path, char *buf, size_t len);
+    void *creator_ctx;
 };
 
-int domops_mkdir(const struct domops *d, const char *path);
-int domops_rmdir(const struct domops *d, const char *path);
-int domops_unlink(const struct domops *d, const char *path);
+int domops_mkdir(const struct domops *d, const char *user, const char *path);
+int domops_rmdir(const struct domops *d, const char *user, const char *path);
+int domops_unlink(const struct domops *d, const char *user, const char *path);
 /* flags: RENAME_NOREPLACE, RENAME_EXCHANGE (refused with -EINVAL). */
-int domops_rename(const struct domops *d, const char *from, const char *to, unsigned flags);
+int domops_rename(const struct domops *d, const char *user, const char *from, const char *to,
+                  unsigned flags);
 
-/* May the user create a domain or folder at path? A name the bucket allows
- * (schema_domain_path_allowed: -EINVAL, -EPERM), the parent folder's "create" (-ENOENT,
- * -ENOTDIR, -EACCES), and no hidden object at path's key (-EEXIST; one store request). 0 or
- * -errno. An existing domain at path needs "update" instead (a replacement). */
-int domops_may_create(const struct domops *d, const char *path);
+/* May user create a domain or folder at path? A name the bucket allows
+ * (schema_domain_path_allowed: -EINVAL, -EPERM), the parent folder's "create" for user
+ * (-ENOENT, -ENOTDIR, -EACCES), and no hidden object at path's key (-EEXIST; one store
+ * request). 0 or -errno. An existing domain at path needs "update" instead (a replacement). */
+int domops_may_create(const struct domops *d, const char *user, const char *path);
 
-/* The .domain.json HSDS would write for a new domain (root != NULL) or folder at path by the
- * mount's user: owner, ACLs inherited from the parent folder as HSDS does, timestamps. */
+/* The .domain.json HSDS would write for a new domain (root != NULL) or folder at path: owned
+ * by the domain's creator (creator_of, else the mount's user), ACLs inherited from the parent
+ * folder as HSDS does, timestamps. */
 int domops_domain_json(const struct domops *d, const char *path, const char *root, char **out);
 
 #endif

@@ -24,8 +24,9 @@ struct fs_config {
     int read_only;              /* -o ro: no w bits, every change is EROFS */
     uid_t uid;                  /* owner shown for every entry: the mounting user */
     gid_t gid;
-    const char *user;           /* HSDS user name and admin name, for changes */
+    const char *user;           /* the mounting user's HSDS name, and the admin's */
     const char *admin_user;
+    const char *user_map;       /* -o user_map: other callers' HSDS names (callers.h); NULL */
     double gc_grace;            /* seconds before a deleted domain's objects are removed */
     const char *cache_dir;      /* the staging area and its journal (not used when read-only) */
     unsigned write_workers;     /* chunk objects put in parallel by a commit */

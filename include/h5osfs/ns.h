@@ -25,7 +25,8 @@ enum ns_kind { NS_DIR, NS_FOLDER, NS_DOMAIN, NS_BROKEN };
 
 struct ns_info {
     enum ns_kind kind;
-    unsigned rights;            /* schema_right bits for the mount's user (before -o ro) */
+    unsigned rights;            /* schema_right bits of the user asked: ns_stat_as's user, the
+                                   mount's for ns_stat and listings (before -o ro) */
     double mtime;               /* lastModified; the mount time for plain directories */
     double ctime;               /* created */
     uint64_t size;              /* 0 here: a domain's size is its file's (the image's) */
@@ -54,8 +55,15 @@ struct ns_dir {
 int ns_new(struct store *store, const struct ns_config *cfg, struct ns **out);
 void ns_free(struct ns *ns);
 
-/* What path is. -ENOENT when hidden or absent; -EIO when the store failed (logged). */
+/* What path is, with the rights of the mount's user. -ENOENT when hidden or absent; -EIO
+ * when the store failed (logged). */
 int ns_stat(struct ns *ns, const char *path, struct ns_info *out);
+
+/* The same answer (the same cache entry) with the rights of HSDS user `user`, decided from
+ * the domain's or folder's ACL as HSDS decides (§9); plain directories: read for everyone,
+ * everything for the admin. user NULL is a caller without an HSDS name: it gets what HSDS
+ * gives unauthenticated requests, the "default" entry's read right and nothing else. */
+int ns_stat_as(struct ns *ns, const char *path, const char *user, struct ns_info *out);
 
 /* The visible children of directory path (root, folder or plain directory). */
 int ns_readdir(struct ns *ns, const char *path, struct ns_dir *out);

@@ -12,6 +12,7 @@
 #include <sys/statvfs.h>
 #include <unistd.h>
 
+#include "h5osfs/callers.h"
 #include "h5osfs/commit.h"
 #include "h5osfs/domops.h"
 #include "h5osfs/gc.h"
@@ -45,6 +46,7 @@ struct fs {
     struct image_table *images;
     struct gc *gc;
     struct domops ops;
+    struct callers *callers;    /* who each request acts as; who created each new file */
     struct journal *journal;    /* NULL on a read-only mount */
     struct staging *staging;    /* NULL on a read-only mount */
     struct notifier *notifier;  /* NULL until the threads start */
@@ -135,6 +137,7 @@ static int staging_base(void *ctx, const char *path, const char *root, struct im
 static void forget_image(void *ctx, const char *path)
 {
     struct fs *fs = ctx;
+    callers_forget_creator(fs->callers, path);      /* its ACL decides from now on */
     image_table_expire(fs->images, path);
     const char *slash = strrchr(path, '/');
     char *dir = slash ? strndup(path, (size_t)(slash - path)) : NULL;
@@ -163,6 +166,18 @@ static int fs_new_staging(struct fs *fs)
     return rc;
 }
 
+/* A commit making a new domain asks domops who owns it: whoever created the file. */
+static int creator_of(void *ctx, const char *path, char *buf, size_t len)
+{
+    return callers_creator(((struct fs *)ctx)->callers, path, buf, len);
+}
+
+static int fs_new_callers(struct fs *fs)
+{
+    struct callers_config cfg = { fs->cfg.uid, fs->cfg.user, fs->cfg.user_map };
+    return callers_new(&cfg, &fs->callers);
+}
+
 int fs_new(const struct fs_config *cfg, struct fs **out)
 {
     struct fs *fs = calloc(1, sizeof *fs);
@@ -171,7 +186,12 @@ int fs_new(const struct fs_config *cfg, struct fs **out)
     fs->cfg = *cfg;
     pthread_mutex_init(&fs->handles_lock, NULL);
     fs->handles.next = fs->handles.prev = &fs->handles;
-    int rc = inode_table_new(&fs->inodes);
+    int rc = fs_new_callers(fs);
+    if (rc != 0) {
+        free(fs);
+        return rc;
+    }
+    rc = inode_table_new(&fs->inodes);
     if (rc == 0 && (rc = image_table_new(&cfg->images, cfg->ttl, &fs->images)) != 0)
         inode_table_free(fs->inodes);
     if (rc == 0 && (rc = gc_new(cfg->images.store, cfg->gc_grace, root_in_use, fs, &fs->gc))) {
@@ -179,10 +199,12 @@ int fs_new(const struct fs_config *cfg, struct fs **out)
         inode_table_free(fs->inodes);
     }
     if (rc != 0) {
+        callers_free(fs->callers);
         free(fs);
         return rc;
     }
-    fs->ops = (struct domops){ cfg->images.store, cfg->ns, cfg->user, cfg->admin_user, fs->gc };
+    fs->ops = (struct domops){ cfg->images.store, cfg->ns, cfg->user, cfg->admin_user, fs->gc,
+                               creator_of, fs };
     rc = fs_new_staging(fs);
     if (rc != 0) {
         fs_free(fs);
@@ -211,6 +233,7 @@ void fs_free(struct fs *fs)
     journal_close(fs->journal);
     image_table_free(fs->images);
     inode_table_free(fs->inodes);
+    callers_free(fs->callers);
     pthread_mutex_destroy(&fs->handles_lock);
     free(fs);
 }
@@ -380,6 +403,73 @@ static int version_attributes(struct fs *fs, fuse_ino_t ino, char **path, uint64
     return rc;
 }
 
+/* ---- rights: each request's caller's (doc/design.md, "Rights") ---- */
+
+static void caller_of(struct fs *fs, fuse_req_t req, struct caller *c)
+{
+    callers_identify(fs->callers, fuse_req_ctx(req)->uid, c);
+}
+
+/* A file not committed yet has no ACL: it is its creator's alone (the mount's user when the
+ * creator is not known: a file staged before this daemon started). */
+static unsigned creator_rights(struct fs *fs, const struct caller *c, const char *path)
+{
+    char creator[CALLERS_NAME_MAX];
+    const char *user = caller_user(c);
+    int known = callers_creator(fs->callers, path, creator, sizeof creator) == 0;
+    return user && strcmp(user, known ? creator : fs->cfg.user) == 0 ? SCHEMA_ACL_ALL : 0;
+}
+
+static int is_new_staged(struct fs *fs, const char *path)
+{
+    struct staged *s = fs->staging ? staging_find(fs->staging, path) : NULL;
+    int fresh = s && staging_is_new(s);
+    if (s)
+        staging_release(fs->staging, s);
+    return fresh;
+}
+
+/*
+ * info (path's, as stat_path or resolve answered) gets the caller's rights. Attributes show
+ * the mounting user's (the kernel keeps one st_mode per inode for every caller); what a caller
+ * may do is decided here, for its HSDS name, from the same ACL.
+ */
+static int caller_rights(struct fs *fs, const struct caller *c, const char *path,
+                         struct ns_info *info)
+{
+    if (is_new_staged(fs, path)) {
+        info->rights = creator_rights(fs, c, path);
+        return 0;
+    }
+    if (caller_is_mounter(c))
+        return 0;               /* ns answered for the mount's user */
+    struct ns_info mine;
+    int rc = ns_stat_as(fs->cfg.ns, path, caller_user(c), &mine);
+    if (rc == 0)
+        info->rights = mine.rights;
+    return rc;
+}
+
+/* A new file's creator owns it until its commit, and is the owner of the domain it makes. */
+static int staged_is_live(void *ctx, const char *path)
+{
+    struct fs *fs = ctx;
+    struct staged *s = fs->staging ? staging_find(fs->staging, path) : NULL;
+    if (s)
+        staging_release(fs->staging, s);
+    return s != NULL;
+}
+
+static int remember_creator(struct fs *fs, const struct caller *c, const char *path)
+{
+    if (!caller_user(c))
+        return -EACCES;         /* no name, no create right: domops_may_create refused it */
+    int rc = callers_set_creator(fs->callers, path, caller_user(c));
+    if (rc == 1)
+        callers_prune_creators(fs->callers, staged_is_live, fs);
+    return rc < 0 ? rc : 0;
+}
+
 static char *child_path(const char *parent, const char *name)
 {
     char *path = NULL;
@@ -452,10 +542,15 @@ static void op_access(fuse_req_t req, fuse_ino_t ino, int mask)
 {
     struct fs *fs = fs_of(req);
     struct ns_info info;
+    struct caller caller;
     char *path;
+    caller_of(fs, req, &caller);
     int rc = stat_ino(fs, ino, &path, &info);
     if (rc == 0) {
+        rc = caller_rights(fs, &caller, path, &info);
         free(path);
+    }
+    if (rc == 0) {
         mode_t mode = mode_of(fs, &info);
         if ((mask & W_OK) && fs->cfg.read_only)
             rc = -EROFS;
@@ -514,8 +609,12 @@ static void op_opendir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi
 {
     struct fs *fs = fs_of(req);
     struct ns_info info;
+    struct caller caller;
     char *path;
+    caller_of(fs, req, &caller);
     int rc = stat_ino(fs, ino, &path, &info);
+    if (rc == 0 && (rc = caller_rights(fs, &caller, path, &info)) != 0)
+        free(path);
     if (rc != 0) {
         fuse_reply_err(req, -rc);
         return;
@@ -693,9 +792,13 @@ static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
     uint64_t version;
     char *path = NULL;
     struct fs_file *f = calloc(1, sizeof *f);
+    struct caller caller;
+    caller_of(fs, req, &caller);
     int rc = f ? version_attributes(fs, ino, &path, &version, &info) : -ENOMEM;
     if (rc == 0 && version != INODE_STAGED && version != INODE_NO_VERSION)
         rc = check_current(fs, path, version, &info);
+    if (rc == 0)
+        rc = caller_rights(fs, &caller, path, &info);
     if (rc == 0)
         rc = check_open(fs, &info, fi->flags);
     if (rc == 0)
@@ -817,16 +920,23 @@ static void reply_sized(fuse_req_t req, const char *data, size_t len, size_t siz
         fuse_reply_buf(req, data, len);
 }
 
+/* The values come from the domain object, which HSDS gives to readers only. */
 static void op_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name, size_t size)
 {
     struct fs *fs = fs_of(req);
     struct ns_info info;
+    struct caller caller;
     const char *value = NULL;
     char *path;
+    caller_of(fs, req, &caller);
     int rc = stat_ino(fs, ino, &path, &info);
     if (rc == 0) {
-        free(path);
         rc = xattr_value(&info, name, &value);
+        if (rc == 0)
+            rc = caller_rights(fs, &caller, path, &info);
+        if (rc == 0 && !(info.rights & SCHEMA_ACL_READ))
+            rc = -EACCES;
+        free(path);
     }
     if (rc != 0)
         fuse_reply_err(req, -rc);
@@ -941,13 +1051,17 @@ static void op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int to
     struct fs *fs = fs_of(req);
     const struct fs_file *f = fi ? (const struct fs_file *)(uintptr_t)fi->fh : NULL;
     struct ns_info info;
+    struct caller caller;
     struct stat st;
     uint64_t version;
     char *path = NULL;
     int rc = 0;
+    caller_of(fs, req, &caller);
     if (f || to_set != FUSE_SET_ATTR_SIZE || attr->st_size != 0 ||
         !truncate_of_open(fs, req, ino, &rc)) {
         rc = stat_ino(fs, ino, &path, &info);
+        if (rc == 0)
+            rc = caller_rights(fs, &caller, path, &info);
         if (rc == 0)
             rc = set_attributes(fs, path, &info, f, attr, to_set);
         free(path);
@@ -1002,8 +1116,11 @@ static void op_mkdir(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t
 {
     (void)mode;                 /* rights come from the folder's ACL, not from a mode */
     struct fs *fs = fs_of(req);
+    struct caller caller;
+    caller_of(fs, req, &caller);
     char *path = fs->cfg.read_only ? NULL : path_in(fs, parent, name);
-    int rc = fs->cfg.read_only ? -EROFS : path ? domops_mkdir(&fs->ops, path) : -ENOMEM;
+    int rc = fs->cfg.read_only ? -EROFS
+           : path ? domops_mkdir(&fs->ops, caller_user(&caller), path) : -ENOMEM;
     if (rc == 0)
         reply_entry_for(req, fs, path);
     else
@@ -1013,11 +1130,15 @@ static void op_mkdir(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t
 
 /* rmdir and unlink: one namespace change on name in parent, answered with its errno. */
 static void reply_change(fuse_req_t req, fuse_ino_t parent, const char *name,
-                         int (*change)(const struct domops *d, const char *path))
+                         int (*change)(const struct domops *d, const char *user,
+                                       const char *path))
 {
     struct fs *fs = fs_of(req);
+    struct caller caller;
+    caller_of(fs, req, &caller);
     char *path = fs->cfg.read_only ? NULL : path_in(fs, parent, name);
-    int rc = fs->cfg.read_only ? -EROFS : path ? change(&fs->ops, path) : -ENOMEM;
+    int rc = fs->cfg.read_only ? -EROFS
+           : path ? change(&fs->ops, caller_user(&caller), path) : -ENOMEM;
     fuse_reply_err(req, -rc);
     free(path);
 }
@@ -1042,16 +1163,21 @@ static void op_rename(fuse_req_t req, fuse_ino_t parent, const char *name, fuse_
                       const char *newname, unsigned int flags)
 {
     struct fs *fs = fs_of(req);
+    struct caller caller;
     char *from = NULL, *to = NULL;
     int rc = -EROFS;
+    caller_of(fs, req, &caller);
     if (!fs->cfg.read_only) {
         from = path_in(fs, parent, name);
         to = path_in(fs, newparent, newname);
-        rc = from && to ? domops_rename(&fs->ops, from, to, flags) : -ENOMEM;
+        rc = from && to ? domops_rename(&fs->ops, caller_user(&caller), from, to, flags)
+                        : -ENOMEM;
         if (rc == 0 && inode_rename(fs->inodes, from, to) != 0)
             log_warn("rename %s -> %s: open handles keep the old name", from, to);
         if (rc == 0 && fs->staging)
             staging_rename(fs->staging, from, to);
+        if (rc == 0)
+            callers_rename_creator(fs->callers, from, to);
     }
     fuse_reply_err(req, -rc);
     free(from);
@@ -1064,22 +1190,29 @@ static void op_link(fuse_req_t req, fuse_ino_t ino, fuse_ino_t newparent, const 
     reply_erofs(req);
 }
 
-/* A new domain's staged file, or an existing domain opened as open(2) says. */
-static int create_file(struct fs *fs, const char *path, int flags, struct fs_file *f,
-                       struct ns_info *info, uint64_t *version)
+/* A new domain's staged file (the caller's), or an existing domain opened as open(2) says. */
+static int create_file(struct fs *fs, const struct caller *c, const char *path, int flags,
+                       struct fs_file *f, struct ns_info *info, uint64_t *version)
 {
     int rc = resolve(fs, path, info, version);
     if (rc == 0 && (flags & O_EXCL))
         return -EEXIST;
-    if (rc == 0)
-        rc = check_open(fs, info, flags);
+    if (rc == 0) {
+        struct ns_info mine = *info;    /* info stays what the attributes show */
+        rc = caller_rights(fs, c, path, &mine);
+        if (rc == 0)
+            rc = check_open(fs, &mine, flags);
+    }
     if (rc == 0)
         return open_file(fs, path, info, *version, flags, f);
     if (rc != -ENOENT)
         return rc;
-    rc = domops_may_create(&fs->ops, path);     /* names the bucket reserves: refused here */
+    /* names the bucket reserves and the parent's "create" for the caller: refused here */
+    rc = domops_may_create(&fs->ops, caller_user(c), path);
     if (rc == 0)
         rc = staging_open(fs->staging, path, NULL, 1, &f->stg);
+    if (rc == 0)
+        rc = remember_creator(fs, c, path);
     if (rc == 0) {
         staging_info(f->stg, info);
         *version = INODE_STAGED;
@@ -1096,10 +1229,12 @@ static void op_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode_
     struct ns_info info;
     uint64_t version = INODE_NO_VERSION;
     struct fs_file *f = calloc(1, sizeof *f);
+    struct caller caller;
+    caller_of(fs, req, &caller);
     char *path = f && !fs->cfg.read_only ? path_in(fs, parent, name) : NULL;
     int rc = !f ? -ENOMEM : fs->cfg.read_only ? -EROFS : !path ? -ENOMEM : 0;
     if (rc == 0)
-        rc = create_file(fs, path, fi->flags, f, &info, &version);
+        rc = create_file(fs, &caller, path, fi->flags, f, &info, &version);
     if (rc == 0)
         rc = inode_lookup(fs->inodes, path, version, &info, &e.ino, &e.generation);
     free(path);

@@ -376,7 +376,7 @@ static int mount_bucket(struct fuse_args *args, const struct options *opts,
     struct fs_config fs_cfg = { .ns = ns, .ttl = opts->ttl, .read_only = opts->read_only,
                                 .uid = getuid(), .gid = getgid(), .cache = cache,
                                 .user = opts->user, .admin_user = opts->admin_user,
-                                .gc_grace = GC_GRACE, .cache_dir = opts->cache_dir,
+                                .user_map = opts->user_map, .gc_grace = GC_GRACE, .cache_dir = opts->cache_dir,
                                 .write_workers = WRITE_WORKERS,
                                 .images = { .store = store, .bucket_name = name } };
     rc = fs_new(&fs_cfg, &fs);

@@ -12,10 +12,13 @@
 
 #include <fuse_opt.h>
 
+#include "h5osfs/callers.h"
+
 enum option_key {
     KEY_RO,
     KEY_USER,
     KEY_ADMIN_USER,
+    KEY_USER_MAP,
     KEY_TTL,
     KEY_CACHE_DIR,
     KEY_CACHE_SIZE,
@@ -37,6 +40,7 @@ static const struct fuse_opt option_spec[] = {
     FUSE_OPT_KEY("ro", KEY_RO),
     FUSE_OPT_KEY("user=", KEY_USER),
     FUSE_OPT_KEY("admin_user=", KEY_ADMIN_USER),
+    FUSE_OPT_KEY("user_map=", KEY_USER_MAP),
     FUSE_OPT_KEY("ttl=", KEY_TTL),
     FUSE_OPT_KEY("cache_dir=", KEY_CACHE_DIR),
     FUSE_OPT_KEY("cache_size=", KEY_CACHE_SIZE),
@@ -68,6 +72,9 @@ void options_usage(const char *prog)
            "    -o ro                  read-only mount\n"
            "    -o user=NAME           HSDS user name for ACL checks (default: your user name)\n"
            "    -o admin_user=NAME     HSDS admin user name (default: admin)\n"
+           "    -o user_map=UID:NAME[:UID:NAME...]\n"
+           "                           HSDS user names of other local users (with allow_other;\n"
+           "                           default: their local user names)\n"
            "    -o ttl=SECONDS         how long listings and domain JSON are trusted (default: %g)\n"
            "    -o cache_dir=PATH      staging and cache directory (default: ~/.cache/h5osfs)\n"
            "    -o cache_size=BYTES    chunk cache size, K/M/G suffixes (default: 1G)\n"
@@ -108,6 +115,20 @@ static int set_value(char **slot, const char *arg)
     return set_string(slot, strchr(arg, '=') + 1);
 }
 
+/* -o user_map given again adds its pairs. */
+static int add_pairs(char **slot, const char *arg)
+{
+    const char *value = strchr(arg, '=') + 1;
+    char *joined = NULL;
+    if (!*slot)
+        return set_string(slot, value);
+    if (asprintf(&joined, "%s:%s", *slot, value) < 0)
+        return -1;
+    free(*slot);
+    *slot = joined;
+    return 0;
+}
+
 static int option_proc(void *data, const char *arg, int key, struct fuse_args *outargs)
 {
     (void)outargs;
@@ -124,6 +145,8 @@ static int option_proc(void *data, const char *arg, int key, struct fuse_args *o
         return set_value(&opts->user, arg);
     case KEY_ADMIN_USER:
         return set_value(&opts->admin_user, arg);
+    case KEY_USER_MAP:
+        return add_pairs(&opts->user_map, arg);
     case KEY_TTL:
         return set_value(&opts->ttl_text, arg);
     case KEY_CACHE_DIR:
@@ -281,6 +304,9 @@ int options_finish(struct options *opts)
         return fail("out of memory", "user");
     if (!opts->admin_user && !(opts->admin_user = strdup("admin")))
         return fail("out of memory", "admin_user");
+    char why[200];
+    if (opts->user_map && callers_check_map(opts->user_map, getuid(), why, sizeof why) != 0)
+        return fail(why, opts->user_map);
     if (!opts->cache_dir && !(opts->cache_dir = default_cache_dir()))
         return fail("out of memory", "cache_dir");
     return finish_s3(opts);
@@ -291,6 +317,7 @@ void options_free(struct options *opts)
     free(opts->bucket);
     free(opts->user);
     free(opts->admin_user);
+    free(opts->user_map);
     free(opts->cache_dir);
     free(opts->log_file);
     free(opts->ttl_text);

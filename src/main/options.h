@@ -16,6 +16,7 @@ struct options {
     char *bucket;
     char *user;                 /* HSDS user for ACL checks; default: the local user name */
     char *admin_user;           /* HSDS admin user name; default "admin" */
+    char *user_map;             /* other callers' HSDS names, "UID:NAME[:UID:NAME...]" */
     char *cache_dir;
     char *log_file;
     char *ttl_text;             /* raw -o ttl= and -o cache_size=, validated after parsing */

@@ -21,7 +21,8 @@
 
 struct ns_cached {
     int err;                    /* 0 or -ENOENT */
-    struct ns_info info;
+    struct ns_info info;        /* rights: decided per user from acl at every lookup */
+    struct schema_domain acl;   /* folders and domains: the parsed .domain.json (its ACLs) */
     double expires;             /* CLOCK_MONOTONIC seconds */
 };
 
@@ -38,6 +39,7 @@ struct ns {
 };
 
 static void cached_dir_free(void *value);
+static void cached_free(void *value);
 
 int ns_new(struct store *store, const struct ns_config *cfg, struct ns **out)
 {
@@ -70,7 +72,7 @@ void ns_free(struct ns *ns)
 {
     if (!ns)
         return;
-    strmap_free(ns->cache, free);
+    strmap_free(ns->cache, cached_free);
     strmap_free(ns->warned, NULL);
     strmap_free(ns->listings, cached_dir_free);
     pthread_mutex_destroy(&ns->lock);
@@ -106,10 +108,9 @@ static void warn_once(struct ns *ns, const char *key, const char *why)
 
 /* ---- resolving one path against the store ---- */
 
-static void fill_from_domain(struct ns *ns, const struct schema_domain *dom, struct ns_info *out)
+static void fill_from_domain(const struct schema_domain *dom, struct ns_info *out)
 {
     out->kind = dom->root ? NS_DOMAIN : NS_FOLDER;
-    out->rights = schema_acl_rights(dom, ns->user, ns->admin_user, NULL, 0);
     out->mtime = dom->last_modified;
     out->ctime = dom->created;
     if (dom->root)
@@ -119,9 +120,27 @@ static void fill_from_domain(struct ns *ns, const struct schema_domain *dom, str
 
 /* Plain directories have no ACL: anyone may list them, only the admin may create in them
  * (HSDS lets only admins create domains where no parent folder grants it). */
-static unsigned plain_dir_rights(const struct ns *ns)
+static unsigned plain_dir_rights(const struct ns *ns, const char *user)
 {
-    return strcmp(ns->user, ns->admin_user) == 0 ? SCHEMA_ACL_ALL : SCHEMA_ACL_READ;
+    return user && strcmp(user, ns->admin_user) == 0 ? SCHEMA_ACL_ALL : SCHEMA_ACL_READ;
+}
+
+/* What user may do with what info and acl describe (§9). No user: a caller without an HSDS
+ * name, who gets what HSDS gives unauthenticated requests: default's read, nothing more. */
+static unsigned rights_for(const struct ns *ns, const struct ns_info *info,
+                           const struct schema_domain *acl, const char *user)
+{
+    switch (info->kind) {
+    case NS_DIR:
+        return plain_dir_rights(ns, user);
+    case NS_FOLDER:
+    case NS_DOMAIN:
+        if (!user)
+            return schema_acl_rights(acl, "default", NULL, NULL, 0) & SCHEMA_ACL_READ;
+        return schema_acl_rights(acl, user, ns->admin_user, NULL, 0);
+    default:
+        return 0;               /* broken: nobody may use it */
+    }
 }
 
 /* 1 if some key below prefix is a usable .domain.json, 0 if none, <0 on store errors. */
@@ -161,17 +180,16 @@ static void mark_broken(struct ns_info *out, const char *key, const char *why)
     log_warn("%s: unusable domain object: %s", key, why);
 }
 
-static int resolve_domain_json(struct ns *ns, const char *key, const struct store_buf *buf,
-                               struct ns_info *out)
+/* *acl keeps the parsed domain: rights are decided from it for whoever asks. */
+static int resolve_domain_json(const char *key, const struct store_buf *buf,
+                               struct ns_info *out, struct schema_domain *acl)
 {
-    struct schema_domain dom;
     char why[160];
-    if (schema_domain_parse((const char *)buf->data, buf->len, &dom, why, sizeof why) != 0) {
+    if (schema_domain_parse((const char *)buf->data, buf->len, acl, why, sizeof why) != 0) {
         mark_broken(out, key, why);
         return 0;
     }
-    fill_from_domain(ns, &dom, out);
-    schema_domain_free(&dom);
+    fill_from_domain(acl, out);
     return 0;
 }
 
@@ -186,22 +204,25 @@ static int resolve_without_domain_json(struct ns *ns, const char *key, struct ns
     if (rc <= 0)
         return rc == 0 ? -ENOENT : rc == -EACCES ? -EACCES : -EIO;
     out->kind = NS_DIR;
-    out->rights = plain_dir_rights(ns);
     out->mtime = out->ctime = ns->mount_time;
     return 0;
 }
 
-static int resolve(struct ns *ns, const char *path, struct ns_info *out)
+/* What path is (rights not set) and, for folders and domains, its parsed domain object in
+ * *acl (empty otherwise; the caller frees it either way). */
+static int resolve(struct ns *ns, const char *path, struct ns_info *out,
+                   struct schema_domain *acl)
 {
     char key[STORE_KEY_MAX + 1];
     struct store_buf buf = { 0 };
     memset(out, 0, sizeof *out);
+    memset(acl, 0, sizeof *acl);
     if (schema_domain_key(path, key, sizeof key) != 0)
         return -ENOENT;
     int rc = store_get(ns->store, key, NS_DOMAIN_JSON_MAX, &buf);
     switch (rc) {
     case 0:
-        rc = resolve_domain_json(ns, key, &buf, out);
+        rc = resolve_domain_json(key, &buf, out, acl);
         store_buf_free(&buf);
         return rc;
     case -ENOENT:
@@ -223,15 +244,27 @@ static int resolve(struct ns *ns, const char *path, struct ns_info *out)
 
 /* ---- the cache ---- */
 
-static int lookup_cached(struct ns *ns, const char *path, struct ns_info *out)
+static void cached_free(void *value)
+{
+    struct ns_cached *c = value;
+    if (!c)
+        return;
+    schema_domain_free(&c->acl);
+    free(c);
+}
+
+/* 1 when path is not cached (or expired); else its answer, with user's rights. */
+static int lookup_cached(struct ns *ns, const char *path, const char *user, struct ns_info *out)
 {
     int rc = 1;
     pthread_mutex_lock(&ns->lock);
     struct ns_cached *c = strmap_get(ns->cache, path);
     if (c && c->expires > clock_monotonic()) {
         rc = c->err;
-        if (rc == 0)
+        if (rc == 0) {
             *out = c->info;
+            out->rights = rights_for(ns, &c->info, &c->acl, user);
+        }
     }
     pthread_mutex_unlock(&ns->lock);
     return rc;
@@ -243,21 +276,25 @@ static int drop_expired(const char *key, void *value, void *ctx)
     struct ns_cached *c = value;
     if (c->expires > *(double *)ctx)
         return 0;
-    free(c);
+    cached_free(c);
     return 1;
 }
 
-static void remember(struct ns *ns, const char *path, int err, const struct ns_info *info)
+/* Takes acl over (freed when not cached). */
+static void remember(struct ns *ns, const char *path, int err, const struct ns_info *info,
+                     struct schema_domain *acl)
 {
-    if (ns->ttl <= 0)
-        return;
-    struct ns_cached *c = calloc(1, sizeof *c), *old = NULL;
-    if (!c)
+    struct ns_cached *c = ns->ttl > 0 ? calloc(1, sizeof *c) : NULL, *old = NULL;
+    if (!c) {
+        schema_domain_free(acl);
         return;                 /* caching is an optimisation; skip it */
+    }
     double now = clock_monotonic();
     c->err = err;
     if (err == 0)
         c->info = *info;
+    c->acl = *acl;
+    memset(acl, 0, sizeof *acl);
     c->expires = now + ns->ttl;
     pthread_mutex_lock(&ns->lock);
     if (strmap_count(ns->cache) >= NS_CACHE_PRUNE_AT)
@@ -265,7 +302,7 @@ static void remember(struct ns *ns, const char *path, int err, const struct ns_i
     if (strmap_put(ns->cache, path, c, (void **)&old) != 0)
         old = c;
     pthread_mutex_unlock(&ns->lock);
-    free(old);
+    cached_free(old);
 }
 
 void ns_invalidate(struct ns *ns, const char *path)
@@ -276,40 +313,52 @@ void ns_invalidate(struct ns *ns, const char *path)
     if (slash)
         slash[slash == parent ? 1 : 0] = '\0';
     pthread_mutex_lock(&ns->lock);
-    free(strmap_remove(ns->cache, path));
-    free(strmap_remove(ns->cache, parent));
+    void *self = strmap_remove(ns->cache, path);
+    void *up = strmap_remove(ns->cache, parent);
     void *listing = strmap_remove(ns->listings, parent);
     void *own = strmap_remove(ns->listings, path);
     pthread_mutex_unlock(&ns->lock);
+    cached_free(self);
+    cached_free(up);
     if (listing)
         cached_dir_free(listing);
     if (own)
         cached_dir_free(own);
 }
 
-static void root_info(struct ns *ns, struct ns_info *out)
+static void root_info(struct ns *ns, const char *user, struct ns_info *out)
 {
     memset(out, 0, sizeof *out);
     out->kind = NS_DIR;
-    out->rights = plain_dir_rights(ns);
+    out->rights = plain_dir_rights(ns, user);
     out->mtime = out->ctime = ns->mount_time;
 }
 
-int ns_stat(struct ns *ns, const char *path, struct ns_info *out)
+int ns_stat_as(struct ns *ns, const char *path, const char *user, struct ns_info *out)
 {
+    struct schema_domain acl;
     if (strcmp(path, "/") == 0) {
-        root_info(ns, out);
+        root_info(ns, user, out);
         return 0;
     }
     if (!path_may_be_visible(path))
         return -ENOENT;
-    int rc = lookup_cached(ns, path, out);
+    int rc = lookup_cached(ns, path, user, out);
     if (rc <= 0)
         return rc;
-    rc = resolve(ns, path, out);
+    rc = resolve(ns, path, out, &acl);
+    if (rc == 0)
+        out->rights = rights_for(ns, out, &acl, user);
     if (rc == 0 || rc == -ENOENT)
-        remember(ns, path, rc, out);
+        remember(ns, path, rc, out, &acl);
+    else
+        schema_domain_free(&acl);
     return rc;
+}
+
+int ns_stat(struct ns *ns, const char *path, struct ns_info *out)
+{
+    return ns_stat_as(ns, path, ns->user, out);
 }
 
 /* ---- listing a directory ---- */

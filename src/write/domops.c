@@ -19,6 +19,7 @@
 #endif
 
 #define DOMAIN_JSON_MAX (1u << 20)
+#define USER_NAME_MAX 256
 
 static const char *const acl_names[] = { "create", "read", "update", "delete", "readACL",
                                          "updateACL" };
@@ -45,8 +46,9 @@ static int is_dir(enum ns_kind k)
 
 /* ---- names and rights ---- */
 
-/* A name the bucket reserves (schema_domain_path_allowed), then the parent folder's "create". */
-static int may_name(const struct domops *d, const char *path)
+/* A name the bucket reserves (schema_domain_path_allowed), then the parent folder's "create"
+ * for user. */
+static int may_name(const struct domops *d, const char *user, const char *path)
 {
     char parent[STORE_KEY_MAX + 2], key[STORE_KEY_MAX + 1];
     struct ns_info info;
@@ -59,7 +61,7 @@ static int may_name(const struct domops *d, const char *path)
     if (key_of(path, key, sizeof key) != 0)
         return -EINVAL;
     parent_of(path, parent, sizeof parent);
-    rc = ns_stat(d->ns, parent, &info);
+    rc = ns_stat_as(d->ns, parent, user, &info);
     if (rc != 0)
         return rc;
     if (!is_dir(info.kind))
@@ -84,9 +86,9 @@ static int nothing_hidden_at(const struct domops *d, const char *path)
     return rc == -EACCES ? rc : -EIO;       /* the store logged what failed */
 }
 
-int domops_may_create(const struct domops *d, const char *path)
+int domops_may_create(const struct domops *d, const char *user, const char *path)
 {
-    int rc = may_name(d, path);
+    int rc = may_name(d, user, path);
     return rc != 0 ? rc : nothing_hidden_at(d, path);
 }
 
@@ -105,7 +107,8 @@ static json_t *acl_json(unsigned rights)
 
 /* HSDS (§9): the parent's entries except default, all-false ones, admins and the owner;
  * then the owner with every right; then default read-only for folders. */
-static int inherit_acls(const struct domops *d, const char *path, json_t *acls)
+static int inherit_acls(const struct domops *d, const char *owner, const char *path,
+                        json_t *acls)
 {
     char parent[STORE_KEY_MAX + 2], key[STORE_KEY_MAX + 1], why[160];
     struct store_buf buf = { 0 };
@@ -121,7 +124,7 @@ static int inherit_acls(const struct domops *d, const char *path, json_t *acls)
     for (size_t i = 0; i < dom.n_acls && rc == 0; i++) {
         const struct schema_acl *a = &dom.acls[i];
         if (strcmp(a->user, "default") == 0 || a->rights == 0 ||
-            strcmp(a->user, d->admin_user) == 0 || strcmp(a->user, d->user) == 0)
+            strcmp(a->user, d->admin_user) == 0 || strcmp(a->user, owner) == 0)
             continue;
         rc = json_object_set_new(acls, a->user, acl_json(a->rights)) == 0 ? 0 : -ENOMEM;
     }
@@ -129,7 +132,8 @@ static int inherit_acls(const struct domops *d, const char *path, json_t *acls)
     return rc;
 }
 
-int domops_domain_json(const struct domops *d, const char *path, const char *root, char **out)
+static int domain_json_of(const struct domops *d, const char *owner, const char *path,
+                          const char *root, char **out)
 {
     double now = clock_wall();
     json_t *j = json_object(), *acls = json_object();
@@ -137,11 +141,11 @@ int domops_domain_json(const struct domops *d, const char *path, const char *roo
     if (rc == 0 && root)
         rc = json_object_set_new(j, "root", json_string(root));
     if (rc == 0)
-        rc = json_object_set_new(j, "owner", json_string(d->user));
+        rc = json_object_set_new(j, "owner", json_string(owner));
     if (rc == 0)
-        rc = inherit_acls(d, path, acls);
+        rc = inherit_acls(d, owner, path, acls);
     if (rc == 0)
-        rc = json_object_set_new(acls, d->user, acl_json(SCHEMA_ACL_ALL));
+        rc = json_object_set_new(acls, owner, acl_json(SCHEMA_ACL_ALL));
     if (rc == 0 && !root)
         rc = json_object_set_new(acls, "default", acl_json(SCHEMA_ACL_READ));
     if (rc == 0) {
@@ -157,9 +161,20 @@ int domops_domain_json(const struct domops *d, const char *path, const char *roo
     return rc == 0 ? 0 : -ENOMEM;
 }
 
+int domops_domain_json(const struct domops *d, const char *path, const char *root, char **out)
+{
+    char creator[USER_NAME_MAX];
+    int rc = d->creator_of ? d->creator_of(d->creator_ctx, path, creator, sizeof creator)
+                           : -ENOENT;
+    *out = NULL;
+    if (rc != 0 && rc != -ENOENT)
+        return rc;
+    return domain_json_of(d, rc == 0 ? creator : d->user, path, root, out);
+}
+
 /* ---- mkdir / rmdir ---- */
 
-int domops_mkdir(const struct domops *d, const char *path)
+int domops_mkdir(const struct domops *d, const char *user, const char *path)
 {
     char key[STORE_KEY_MAX + 1], *json = NULL;
     struct ns_info info;
@@ -170,10 +185,10 @@ int domops_mkdir(const struct domops *d, const char *path)
         return -EEXIST;
     if (rc != -ENOENT)
         return rc;
-    rc = domops_may_create(d, path);
+    rc = domops_may_create(d, user, path);
     if (rc != 0)
         return rc;
-    rc = domops_domain_json(d, path, NULL, &json);
+    rc = user ? domain_json_of(d, user, path, NULL, &json) : -EACCES;
     if (rc == 0)
         rc = store_put(d->store, key, json, strlen(json));
     free(json);
@@ -181,13 +196,13 @@ int domops_mkdir(const struct domops *d, const char *path)
     return rc == 0 ? 0 : rc == -EACCES || rc == -ENOENT ? rc : -EIO;
 }
 
-int domops_rmdir(const struct domops *d, const char *path)
+int domops_rmdir(const struct domops *d, const char *user, const char *path)
 {
     char key[STORE_KEY_MAX + 1];
     struct ns_info info;
     struct ns_dir dir;
     ns_invalidate(d->ns, path);     /* decide on what the store says now */
-    int rc = ns_stat(d->ns, path, &info);
+    int rc = ns_stat_as(d->ns, path, user, &info);
     if (rc != 0)
         return rc;
     if (!is_dir(info.kind))
@@ -210,17 +225,17 @@ int domops_rmdir(const struct domops *d, const char *path)
 
 /* ---- unlink ---- */
 
-int domops_unlink(const struct domops *d, const char *path)
+int domops_unlink(const struct domops *d, const char *user, const char *path)
 {
     char key[STORE_KEY_MAX + 1];
     struct ns_info info;
     ns_invalidate(d->ns, path);
-    int rc = ns_stat(d->ns, path, &info);
+    int rc = ns_stat_as(d->ns, path, user, &info);
     if (rc != 0)
         return rc;
     if (is_dir(info.kind))
         return -EISDIR;
-    int admin = strcmp(d->user, d->admin_user) == 0;
+    int admin = user && strcmp(user, d->admin_user) == 0;
     if (info.kind == NS_BROKEN ? !admin : !(info.rights & SCHEMA_ACL_DELETE))
         return -EACCES;
     if (key_of(path, key, sizeof key) != 0)
@@ -276,10 +291,10 @@ static int move_tree(const struct domops *d, const char *from, const char *to)
     return rc;
 }
 
-static int check_target(const struct domops *d, const struct ns_info *src, const char *to,
-                        unsigned flags, struct ns_info *dst, int *exists)
+static int check_target(const struct domops *d, const char *user, const struct ns_info *src,
+                        const char *to, unsigned flags, struct ns_info *dst, int *exists)
 {
-    int rc = ns_stat(d->ns, to, dst);
+    int rc = ns_stat_as(d->ns, to, user, dst);
     *exists = rc == 0;
     if (rc != 0 && rc != -ENOENT)
         return rc;
@@ -298,10 +313,11 @@ static int check_target(const struct domops *d, const struct ns_info *src, const
     }
     if (*exists && !(dst->rights & (is_dir(dst->kind) ? SCHEMA_ACL_DELETE : SCHEMA_ACL_UPDATE)))
         return -EACCES;
-    return *exists ? may_name(d, to) : domops_may_create(d, to);
+    return *exists ? may_name(d, user, to) : domops_may_create(d, user, to);
 }
 
-int domops_rename(const struct domops *d, const char *from, const char *to, unsigned flags)
+int domops_rename(const struct domops *d, const char *user, const char *from, const char *to,
+                  unsigned flags)
 {
     char from_key[STORE_KEY_MAX + 1], to_key[STORE_KEY_MAX + 1];
     struct ns_info src, dst;
@@ -315,14 +331,14 @@ int domops_rename(const struct domops *d, const char *from, const char *to, unsi
         return -EINVAL;         /* into itself */
     ns_invalidate(d->ns, from);
     ns_invalidate(d->ns, to);
-    int rc = ns_stat(d->ns, from, &src);
+    int rc = ns_stat_as(d->ns, from, user, &src);
     if (rc != 0)
         return rc;
     if (strcmp(from, to) == 0)
         return 0;
     if (src.kind == NS_BROKEN || !(src.rights & SCHEMA_ACL_DELETE))
         return -EACCES;
-    rc = check_target(d, &src, to, flags, &dst, &exists);
+    rc = check_target(d, user, &src, to, flags, &dst, &exists);
     if (rc != 0)
         return rc;
     if (is_dir(src.kind)) {

@@ -1,5 +1,6 @@
 """The command line: every mistake is exit status 1 with one line on stderr and nothing mounted;
 -h and -V answer on stdout with status 0."""
+import os
 import re
 import subprocess
 
@@ -120,6 +121,23 @@ def test_bad_cache_size(mnt, value):
 
 def test_empty_user(mnt):
     assert_refused(run("-f", "-o", "user=", BUCKET, mnt), mnt, "user")
+
+
+@pytest.mark.parametrize("value, mention", [
+    ("", "empty"), ("abc", "UID:NAME"), ("1001", "UID:NAME"), ("1001:", "1 to 255 bytes"),
+    ("1001:alice:", "UID:NAME"), ("x:alice", "'x' is not a uid"), ("-5:alice", "not a uid"),
+    ("4294967295:alice", "not a uid"), ("1001:alice:1001:bob", "uid 1001 is given twice"),
+    ("1001:" + "n" * 256, "1 to 255 bytes"),
+])
+def test_bad_user_map(mnt, value, mention):
+    assert_refused(run("-f", "-o", f"user_map={value}", BUCKET, mnt), mnt, "user_map", mention)
+
+
+def test_user_map_of_the_mounting_user(mnt):
+    """The mounting user's HSDS name is -o user=; mapping its uid as well would be ambiguous."""
+    uid = os.getuid()
+    assert_refused(run("-f", "-o", f"user_map={uid}:someone", BUCKET, mnt), mnt,
+                   f"uid {uid} is the mounting user")
 
 
 def test_log_file_in_missing_directory(tmp_path, mnt):

@@ -151,6 +151,52 @@ static void test_rights(struct store *st)
     }
 }
 
+/* One ns (one cache entry per path) answers for any user: the rights of each come from the
+ * same ACL; the mount's user's (ns_stat) are not changed by asking for others. */
+static void test_rights_as(struct store *st)
+{
+    struct ns_info info;
+    struct { const char *user; unsigned rights; } cases[] = {
+        { "alice", SCHEMA_ACL_ALL },
+        { "bob", 0 },
+        { "carol", SCHEMA_ACL_READ },
+        { "admin", SCHEMA_ACL_ALL },
+        { NULL, SCHEMA_ACL_READ },          /* no HSDS name: default's read */
+    };
+    put_file("implicit/open.h5/.domain.json",
+             "{\"root\": \"" ROOT_A "\", \"owner\": \"alice\", \"acls\": {\"default\": "
+             "{\"read\": true, \"update\": true, \"delete\": true}}}");
+    for (double ttl = 0; ttl <= 60; ttl += 60) {
+        struct ns *ns = open_ns(st, "carol", ttl);
+        for (int round = 0; round < 2; round++) {       /* from the store, then the cache */
+            for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+                CHECK_INT(ns_stat_as(ns, "/home/alice/a.h5", cases[i].user, &info), 0);
+                CHECK_INT(info.kind, NS_DOMAIN);
+                CHECK_INT(info.rights, cases[i].rights);
+                CHECK_INT(ns_stat_as(ns, "/home/alice", cases[i].user, &info), 0);
+                CHECK_INT(info.rights, cases[i].rights);
+            }
+            CHECK_INT(ns_stat(ns, "/home/alice/a.h5", &info), 0);
+            CHECK_INT(info.rights, SCHEMA_ACL_READ);
+            CHECK_INT(ns_stat_as(ns, "/implicit", "admin", &info), 0);
+            CHECK_INT(info.rights, SCHEMA_ACL_ALL);
+            CHECK_INT(ns_stat_as(ns, "/implicit", NULL, &info), 0);
+            CHECK_INT(info.rights, SCHEMA_ACL_READ);
+            CHECK_INT(ns_stat_as(ns, "/", NULL, &info), 0);
+            CHECK_INT(info.rights, SCHEMA_ACL_READ);
+            CHECK_INT(ns_stat_as(ns, "/implicit/open.h5", "dave", &info), 0);
+            CHECK_INT(info.rights, SCHEMA_ACL_READ | SCHEMA_ACL_UPDATE | SCHEMA_ACL_DELETE);
+            /* HSDS lets unauthenticated requests read at most */
+            CHECK_INT(ns_stat_as(ns, "/implicit/open.h5", NULL, &info), 0);
+            CHECK_INT(info.rights, SCHEMA_ACL_READ);
+            CHECK_INT(ns_stat_as(ns, "/home/alice/notobject.h5", "admin", &info), 0);
+            CHECK_INT(info.rights, 0);
+            CHECK_INT(ns_stat_as(ns, "/nothing", "alice", &info), -ENOENT);
+        }
+        ns_free(ns);
+    }
+}
+
 static int has_entry(const struct ns_dir *dir, const char *name, enum ns_kind kind)
 {
     for (size_t i = 0; i < dir->n; i++)
@@ -210,6 +256,7 @@ int main(void)
     if (st) {
         test_kinds(st);
         test_rights(st);
+        test_rights_as(st);
         test_readdir(st);
         test_ttl(st);
         store_close(st);
