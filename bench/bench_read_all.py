@@ -8,9 +8,12 @@ Contenders, all on the same data:
   S3       h5osfs on s3://benchbucket of the test S3 server (tests/s3: s3rver on 127.0.0.1)
   s3fs     s3fs-fuse (Debian's s3fs) mounting bucket benchfiles of the same server, which holds
            each native .h5 file as one object; no local cache
-  ros3     HDF5's read-only S3 driver, h5py.File(url, driver="ros3") on the same objects
+  ros3     HDF5's read-only S3 driver, h5py.File(url, driver="ros3") on the same objects, with
+           h5py's defaults; "ros3+64M" the same with a 64 MiB chunk cache (rdcc_nbytes), which
+           holds whole chunks (the default 1 MiB cannot hold a 2 MB chunk, so HDF5 reads it in
+           pieces, one GET each)
   GETs     plain parallel GETs of exactly the chunk objects the workload needs, as many in
-           flight as h5osfs's -o max_requests default (the store's limit)
+           flight as h5osfs's -o max_requests default (the store's limit), by curl
 
 The data is generated here (seeded, so every run sees the same bytes): native files with h5py,
 then `cp` into a read-write h5osfs mount of a local directory (h5osfs stores them as HSDS
@@ -70,6 +73,8 @@ META_GROUPS, META_DSETS, META_ATTRS, META_SOFT = 50, 10, 6, 49  # 500 datasets, 
 MANY_CHUNKS = 1_000_000                                        # int8 chunks of 16 values
 NATIVE = {"meta": "/g17/d3", "table": "/table", "float": "/data", "gzip": "/data"}
 SELECTIONS = 200
+FAST_ROW = 1.0                  # seconds: warm rows faster than this get more runs
+FAST_REPS = 7
 
 
 # ---------------------------------------------------------------------------------------------
@@ -409,11 +414,10 @@ class Ros3:
     """HDF5's ros3 driver: a new open is a cold start (it keeps nothing between opens). It
     sends one ranged GET per read HDF5 makes, so a chunk larger than h5py's chunk cache (1 MiB
     by default; rdcc_nbytes) read in part costs one GET per contiguous piece."""
-    label = "ros3"
-
     def __init__(self, store, rdcc_nbytes=None):
         self.store = store
         self.cache = {} if rdcc_nbytes is None else {"rdcc_nbytes": rdcc_nbytes}
+        self.label = "ros3" if rdcc_nbytes is None else f"ros3+{rdcc_nbytes >> 20}M"
 
     def fresh(self):
         pass
@@ -671,7 +675,9 @@ class Bench:
             self.s3 = H5osfs("S3", f"s3://{BUCKET}", self.work / "mnt" / "s3", self.work,
                              self.store)
             self.s3fs = S3fs(self.work, self.store)
-            self.ros3 = Ros3(self.store, self.args.ros3_cache)
+            self.ros3 = [Ros3(self.store)]
+            if self.args.ros3_cache:
+                self.ros3.append(Ros3(self.store, self.args.ros3_cache))
             self.gets = Gets(self.store, default_max_requests())
         return self.s3, self.s3fs, self.ros3, self.gets
 
@@ -690,7 +696,7 @@ class Bench:
             self.store.stop()
 
     def reps(self, fast=False):
-        return max(self.args.reps, 5) if fast else self.args.reps
+        return max(self.args.reps, FAST_REPS) if fast else self.args.reps
 
     # -- row kinds
     def warm_row(self, row, title, wl, goal, fast=False):
@@ -701,8 +707,8 @@ class Bench:
         budget = self.args.budget
         measures = {"native": lambda: run_h5py(self.native, wl, False, budget),
                     "local": lambda: run_h5py(local, wl, False, budget)}
-        for m in measures.values():
-            m()                                             # warm-up, unmeasured
+        warmup = [m() for m in measures.values()]           # unmeasured
+        fast = fast or max(r.seconds for r in warmup) < FAST_ROW
         runs = alternate(measures, self.reps(fast))
         self.lines.append(Line(row, title, "local", runs["local"], "native", runs["native"],
                                *goal))
@@ -714,8 +720,9 @@ class Bench:
         s3, s3fs, ros3, gets = self.s3_contenders()
         budget = self.args.budget
         measures = {"S3": lambda: run_h5py(s3, wl, True, budget),
-                    "s3fs": lambda: run_h5py(s3fs, wl, True, budget),
-                    "ros3": lambda: run_h5py(ros3, wl, True, budget)}
+                    "s3fs": lambda: run_h5py(s3fs, wl, True, budget)}
+        for r in ros3:
+            measures[r.label] = lambda r=r: run_h5py(r, wl, True, budget)
         note = ""
         if dtype is not None:
             layout = self.layout(wl.file, wl.sels[0][0])
@@ -729,8 +736,9 @@ class Bench:
                     f"{gets.requests} in flight")
         for other in runs:
             if other != "S3":
+                goal = goals["ros3" if other.startswith("ros3") else other]
                 self.lines.append(Line(row, title, "S3", runs["S3"], other, runs[other],
-                                       *goals[other], note=note if other == "GETs" else ""))
+                                       *goal, note=note if other == "GETs" else ""))
 
     # -- the rows of issue 9
     def row1(self):
@@ -884,7 +892,7 @@ def machine():
     s3fs = subprocess.run(["s3fs", "--version"], capture_output=True, text=True).stdout
     s3fs = s3fs.split("\n", 1)[0].replace("Amazon Simple Storage Service File System ", "")
     return (f"{os.cpu_count()} x {cpu}, {mem:.0f} GiB RAM, Linux {platform.release()}; "
-            f"h5osfs {rev} ({BIN}); HDF5 {h5py.version.hdf5_version}, h5py "
+            f"{BIN} (source tree {rev}); HDF5 {h5py.version.hdf5_version}, h5py "
             f"{h5py.version.version}; s3fs {s3fs.strip()}; s3rver (tests/s3)")
 
 
@@ -904,12 +912,12 @@ def parse_args():
     ap.add_argument("--only", default=",".join(ROWS),
                     help="rows to run, e.g. 2,4 (default: all, %(default)s)")
     ap.add_argument("--reps", type=int, default=3, help="measured runs per contender "
-                    "(fast rows: at least 5; default %(default)s)")
-    ap.add_argument("--budget", type=float, default=120.0, help="seconds one measured run may "
+                    f"(fast rows: at least {FAST_REPS}; default %(default)s)")
+    ap.add_argument("--budget", type=float, default=60.0, help="seconds one measured run may "
                     "take before it stops and is extrapolated (default %(default)s)")
-    ap.add_argument("--ros3-cache", type=int, metavar="BYTES",
-                    help="h5py chunk cache (rdcc_nbytes) of the ros3 contender (default: h5py's,"
-                    " 1 MiB)")
+    ap.add_argument("--ros3-cache", type=int, metavar="BYTES", default=64 << 20,
+                    help="h5py chunk cache (rdcc_nbytes) of a second ros3 contender, one that "
+                    "holds the chunks a selection needs; 0: none (default %(default)s)")
     ap.add_argument("--reload", action="store_true", help="upload the data to S3 again")
     ap.add_argument("--out", type=Path, help="markdown table (default WORK/results.md)")
     args = ap.parse_args()
@@ -948,6 +956,11 @@ def main():
     ingest(work, list(WRITERS))
     bench = Bench(args, work)
     try:
+        if "8" in args.only:
+            make_many(work)
+        if {"1", "2", "3", "4", "5", "6"} & set(args.only):
+            bench.s3_contenders()                           # uploads the data when needed
+        bench.setup_seconds = time.perf_counter() - t_start
         for r in args.only:
             ROWS[r](bench)
     finally:
@@ -955,11 +968,13 @@ def main():
     total = time.perf_counter() - t_start
     rows, ok = table_cells(bench.lines)
     head = (f"h5osfs read benchmark (bench/bench_read_all.py --only {','.join(args.only)}), "
-            f"{started:%Y-%m-%d %H:%M}, {total / 60:.1f} min in all\n{machine()}\n"
+            f"{started:%Y-%m-%d %H:%M}, {total / 60:.1f} min in all (making the data: "
+            f"{bench.setup_seconds:.0f} s)\n{machine()}\n"
             "ratio = baseline time / h5osfs time (> 1: h5osfs is faster); median of "
-            f"{args.reps} runs (fast rows: {max(args.reps, 5)}); ~ = extrapolated from a run "
-            f"stopped after {args.budget:.0f} s\nload average (1 min) {load_before[0]:.1f} at the "
-            f"start, {os.getloadavg()[0]:.1f} at the end (other work on this machine)")
+            f"{args.reps} runs (fast rows: {max(args.reps, FAST_REPS)}); ~ = extrapolated "
+            f"from a run stopped after {args.budget:.0f} s\nload average (1 min) "
+            f"{load_before[0]:.1f} at the start, {os.getloadavg()[0]:.1f} at the end (other work "
+            "on this machine)")
     print(head + "\n\n" + text_table(rows))
     out = args.out or work / "results.md"
     out.write_text(head.replace("\n", "  \n") + "\n\n" + markdown_table(rows) + "\n")
