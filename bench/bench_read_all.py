@@ -908,7 +908,7 @@ def parse_args():
                     default=Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache"))
                     / "h5osfs-bench" / "read-all", help="work directory (default %(default)s)")
     ap.add_argument("--keep", action="store_true",
-                    help="keep the generated data in --work for the next run (~6 GiB)")
+                    help="keep the generated data in --work for the next run (~11 GiB)")
     ap.add_argument("--only", default=",".join(ROWS),
                     help="rows to run, e.g. 2,4 (default: all, %(default)s)")
     ap.add_argument("--reps", type=int, default=3, help="measured runs per contender "
