@@ -17,8 +17,8 @@ def run(*args):
 
 @pytest.fixture(autouse=True)
 def own_cache_dir(tmp_path, monkeypatch):
-    """The default cache_dir ($XDG_CACHE_HOME/h5osfs) of a fresh directory: a command line that
-    gets as far as locking it must not meet another mount's lock."""
+    """The default cache_dir ($XDG_CACHE_HOME/h5osfs/<bucket's name>) below a fresh directory: a
+    command line that gets as far as locking it must not meet another mount's lock."""
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg-cache"))
 
 
@@ -120,6 +120,10 @@ def test_bad_cache_size(mnt, value):
 
 def test_empty_user(mnt):
     assert_refused(run("-f", "-o", "user=", BUCKET, mnt), mnt, "user")
+
+
+def test_empty_cache_dir(mnt):
+    assert_refused(run("-f", "-o", "cache_dir=", BUCKET, mnt), mnt, "cache_dir")
 
 
 def test_log_file_in_missing_directory(tmp_path, mnt):
