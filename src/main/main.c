@@ -379,6 +379,7 @@ static int mount_bucket(struct fuse_args *args, const struct options *opts,
                                 .uid = getuid(), .gid = getgid(), .cache = cache,
                                 .user = opts->user, .admin_user = opts->admin_user,
                                 .gc_grace = GC_GRACE, .cache_dir = opts->cache_dir,
+                                .bucket_id = opts->bucket_id,
                                 .write_workers = WRITE_WORKERS,
                                 .images = { .store = store, .bucket_name = name } };
     rc = fs_new(&fs_cfg, &fs);

@@ -19,6 +19,7 @@ from conftest import (BUCKET, SOURCE, Mount, h5osfs_bin, is_mounted, set_child_s
                       wait_exit)
 
 HOME = "home/test_user1"
+TARGET = f"{HOME}/crash.h5"
 
 
 def h5diff_ok(a, b):
@@ -93,6 +94,19 @@ def assert_stored(daemons, src, path, want):
             h5diff_ok(want, ro.path(path))
     finally:
         assert ro.unmount() == 0
+
+
+def crash_during_commit(daemons, src, *args):
+    """A daemon of src killed (SIGKILL) in the middle of committing TARGET: the whole file waits
+    in its cache_dir's staging area with a COMMITTING record."""
+    m = daemons(src, *args, crash_at="chunks")
+    with pytest.raises(OSError):
+        shutil.copyfile(SOURCE / "sample2.h5", m.path(TARGET))
+    m.proc.wait(timeout=30)
+    assert m.proc.returncode == -9
+    subprocess.run(["fusermount3", "-uz", str(m.mnt)], check=False)
+    assert not is_mounted(m.mnt)
+    return m
 
 
 # ---- a relative cache_dir ----
@@ -177,3 +191,66 @@ def test_two_buckets_mounted_read_write_with_the_default_cache_dir(
     assert default_cache_dirs(tmp_path) == caches
     assert f"cache_dir {cache1}" in again.log()
     assert (cache1 / "lock").read_text().strip() == str(again.proc.pid)
+
+
+# ---- records of one bucket are never committed into another ----
+
+@pytest.mark.backends("posix", "s3")
+@pytest.mark.parametrize("cache", ["default", "shared"])
+def test_crash_leftover_goes_to_its_own_bucket_only(bucket_copy, second_bucket, mount_source,
+                                                    daemons, tmp_path, cache):
+    """Bucket A's daemon dies in a commit; bucket B is mounted read-write next (with the
+    default cache_dir, or with the same explicit one): B's recovery used to commit A's staged
+    file into B. Now it stays for A, whose next mount commits it."""
+    args = () if cache == "default" else ("-o", f"cache_dir={tmp_path}/shared")
+    src_a, src_b = mount_source(bucket_copy), mount_source(second_bucket)
+    crash_during_commit(daemons, src_a, *args)
+    caches = default_cache_dirs(tmp_path) if cache == "default" else [tmp_path / "shared"]
+    assert len(caches) == 1, caches
+    staged = files_in(caches[0] / "staging")
+    records = files_in(caches[0] / "journal")
+    assert len(staged) == 1 and len(records) == 1, (staged, records)
+    b = daemons(src_b, *args)
+    assert not b.path(TARGET).exists()
+    assert b.unmount() == 0
+    assert_stored(daemons, src_b, TARGET, None)
+    assert files_in(caches[0] / "staging") == staged
+    assert files_in(caches[0] / "journal") == records
+    if cache == "shared":
+        name = records[0].removesuffix(".json")
+        identity = (os.path.realpath(bucket_copy) if b.backend == "posix"
+                    else f"s3:{src_a.args[1].removeprefix('endpoint=')}/"
+                    f"{src_a.source.removeprefix('s3://')}")
+        lines = [ln for ln in b.log().splitlines() if name in ln]
+        assert len(lines) == 1, lines
+        assert f"is for bucket {identity}, not this one" in lines[0], lines[0]
+        assert f"/{TARGET}" in lines[0], lines[0]
+    else:
+        assert len(default_cache_dirs(tmp_path)) == 2
+    a = daemons(src_a, *args)
+    h5diff_ok(SOURCE / "sample2.h5", a.path(TARGET))
+    assert a.unmount() == 0
+    assert files_in(caches[0] / "staging") == [] and files_in(caches[0] / "journal") == []
+    assert_stored(daemons, src_a, TARGET, SOURCE / "sample2.h5")
+
+
+def test_record_naming_no_bucket_is_kept(bucket_copy, daemons, tmp_path):
+    """A record written before records named their bucket could be any bucket's: it is not
+    committed (not even into the bucket it may have come from) and not removed; one line says
+    where its bytes are."""
+    cache = tmp_path / "cache"
+    src = conftest.MountSource("posix", bucket_copy, bucket_copy)
+    crash_during_commit(daemons, src, "-o", f"cache_dir={cache}")
+    [record] = (cache / "journal").iterdir()
+    [staged] = (cache / "staging").iterdir()
+    text = record.read_text()
+    assert f'"bucket":"{os.path.realpath(bucket_copy)}"' in text
+    record.write_text(text.replace(f'"bucket":"{os.path.realpath(bucket_copy)}",', ""))
+    m = daemons(src, "-o", f"cache_dir={cache}")
+    assert not m.path(TARGET).exists()
+    assert m.unmount() == 0
+    lines = [ln for ln in m.log().splitlines() if record.stem in ln]
+    assert len(lines) == 1, lines
+    assert "names no bucket" in lines[0] and str(staged) in lines[0], lines[0]
+    assert staged.read_bytes() == (SOURCE / "sample2.h5").read_bytes()
+    assert sorted((cache / "journal").iterdir()) == [record]
