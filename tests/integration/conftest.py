@@ -412,6 +412,15 @@ def mount_source(backend, request, tmp_path):
         s3.release(mirror)
 
 
+def bucket_identity(src):
+    """How h5osfs names the bucket of MountSource src in its journal records (and hashes it for
+    the default cache_dir): the directory's real path, or s3:ENDPOINT/bucket/prefix."""
+    if src.backend == "posix":
+        return os.path.realpath(src.source)
+    endpoint = next(a.split("=", 1)[1] for a in src.args if a.startswith("endpoint="))
+    return f"s3:{endpoint.rstrip('/')}/{src.source.removeprefix('s3://').rstrip('/')}"
+
+
 # ---- mounts ----
 
 def run_refused(cmd, env, mnt, timeout=10):

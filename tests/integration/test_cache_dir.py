@@ -15,8 +15,8 @@ import subprocess
 import pytest
 
 import conftest
-from conftest import (BUCKET, SOURCE, Mount, h5osfs_bin, is_mounted, set_child_subreaper,
-                      wait_exit)
+from conftest import (BUCKET, SOURCE, Mount, bucket_identity, h5osfs_bin, is_mounted,
+                      set_child_subreaper, wait_exit)
 
 HOME = "home/test_user1"
 TARGET = f"{HOME}/crash.h5"
@@ -218,9 +218,7 @@ def test_crash_leftover_goes_to_its_own_bucket_only(bucket_copy, second_bucket, 
     assert files_in(caches[0] / "journal") == records
     if cache == "shared":
         name = records[0].removesuffix(".json")
-        identity = (os.path.realpath(bucket_copy) if b.backend == "posix"
-                    else f"s3:{src_a.args[1].removeprefix('endpoint=')}/"
-                    f"{src_a.source.removeprefix('s3://')}")
+        identity = bucket_identity(src_a)
         lines = [ln for ln in b.log().splitlines() if name in ln]
         assert len(lines) == 1, lines
         assert f"is for bucket {identity}, not this one" in lines[0], lines[0]
