@@ -263,7 +263,7 @@ def test_bytes_that_are_not_hdf5_are_refused_and_kept(writable, tmp_path):
     wait_for(lambda: list(rejected.iterdir()))      # moved at release, which close() does not await
     kept = list(rejected.iterdir())
     assert [p.read_bytes() for p in kept] == [b"these are not the bytes of an HDF5 file\n"]
-    assert f"kept as {kept[0]}" in writable.log()
+    wait_for(lambda: f"kept as {kept[0]}" in writable.log())   # logged just after the move
     wait_for(lambda: staged_files(tmp_path) == [])
 
 
