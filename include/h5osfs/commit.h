@@ -14,7 +14,9 @@
  * whose .domain.json already names the new root is finished (old root collected); one that
  * never got there is undone (its new root collected) and retried; dirty staged files are
  * committed; staged bytes that are not HDF5 are moved to the cache directory's rejected/
- * folder, with one log line saying where.
+ * folder, with one log line saying where. Records of another bucket, and records that name
+ * none (written before records named their bucket), are left as they are, with one log line
+ * each: they are never committed into this bucket.
  *
  * Test hook: with the environment variable H5OSFS_TEST_CRASH_AT set to one of "committing",
  * "chunks", "metadata", "root" or "domain", the daemon kills itself (SIGKILL) at that point of

@@ -29,6 +29,7 @@ struct fs_config {
     const char *user_map;       /* -o user_map: other callers' HSDS names (callers.h); NULL */
     double gc_grace;            /* seconds before a deleted domain's objects are removed */
     const char *cache_dir;      /* the staging area and its journal (not used when read-only) */
+    const char *bucket_id;      /* the bucket's identity: its journal records carry it */
     unsigned write_workers;     /* chunk objects put in parallel by a commit */
 };
 

@@ -5,11 +5,16 @@
  * Under the cache directory (created 0700 when missing):
  *   staging/<name>.h5    the staged HDF5 file of a domain being written
  *   staging/<name>.h5.base  an r+ change: which ranges of it are still the base's chunks
- *   journal/<name>.json  its record: domain path, mode, state and the roots involved
+ *   journal/<name>.json  its record: bucket, domain path, mode, state and the roots involved
  *   rejected/<name>.h5   staged bytes that were not an HDF5 file, kept for the user
  * A record is replaced atomically (temporary file, fsync, rename, fsync of the directory), so
  * after a crash each record is either the old or the new one. Thread-safe: records of
  * different names may be written at once; one name is written by one thread at a time.
+ *
+ * A record names the bucket it was staged for (the identity main gives journal_open: the
+ * directory's real path, or "s3:ENDPOINT/bucket/prefix"): a cache directory used by mounts of
+ * different buckets, one after the other, holds records of each, and recovery commits only the
+ * mounted bucket's (journal_rec_is_ours).
  */
 #ifndef H5OSFS_JOURNAL_H
 #define H5OSFS_JOURNAL_H
@@ -34,6 +39,8 @@ enum journal_state {
 
 struct journal_rec {
     char name[JOURNAL_NAME_LEN + 1];
+    char *bucket;                       /* the bucket's identity (owned); NULL in a record
+                                         * written before records named their bucket */
     char *domain;                       /* "/home/u/x.h5" (owned) */
     enum journal_mode mode;
     enum journal_state state;
@@ -43,7 +50,9 @@ struct journal_rec {
 
 struct journal;
 
-int journal_open(const char *cache_dir, struct journal **out);
+/* The journal of cache_dir for the bucket whose identity is bucket (copied; every record
+ * staged names it). 0 or -errno. */
+int journal_open(const char *cache_dir, const char *bucket, struct journal **out);
 void journal_close(struct journal *j);
 
 /* A new record (state CLEAN, not yet written) and its empty staged file, opened O_RDWR: *fd.
@@ -64,6 +73,9 @@ void journal_remove(struct journal *j, const struct journal_rec *rec);
 int journal_reject(struct journal *j, const struct journal_rec *rec, char **kept);
 /* Every record on disk (for recovery at mount); unreadable records are logged and skipped. */
 int journal_list(struct journal *j, struct journal_rec **recs, size_t *n);
+/* 1 when rec was staged for this journal's bucket; 0 for another bucket's record and for one
+ * that names none (its bucket is unknown). */
+int journal_rec_is_ours(const struct journal *j, const struct journal_rec *rec);
 void journal_rec_free(struct journal_rec *rec);
 void journal_recs_free(struct journal_rec *recs, size_t n);
 

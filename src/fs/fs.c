@@ -151,7 +151,7 @@ static int fs_new_staging(struct fs *fs)
 {
     if (fs->cfg.read_only)
         return 0;
-    int rc = journal_open(fs->cfg.cache_dir, &fs->journal);
+    int rc = journal_open(fs->cfg.cache_dir, fs->cfg.bucket_id, &fs->journal);
     if (rc != 0)
         return rc;
     struct commit_ctx commit = { .ops = &fs->ops, .journal = fs->journal,

@@ -214,8 +214,10 @@ static int serve(struct fuse_args *args, const struct options *opts,
         goto out_destroy;
     if (fuse_session_mount(se, cmd->mountpoint) != 0)
         goto out_signals;
-    log_info("mounted %s on %s (user %s%s)", opts->bucket, cmd->mountpoint, opts->user,
-             opts->read_only ? ", read-only" : "");
+    /* the default cache_dir's name is the bucket's: say where it is */
+    log_info("mounted %s on %s (user %s, %s%s)", opts->bucket, cmd->mountpoint, opts->user,
+             opts->read_only ? "read-only" : "cache_dir ",
+             opts->read_only ? "" : opts->cache_dir);
     raise_read_ahead(cmd->mountpoint, READ_AHEAD_KIB);
     if (fuse_daemonize(cmd->foreground) != 0)
         goto out_unmount;
@@ -376,7 +378,8 @@ static int mount_bucket(struct fuse_args *args, const struct options *opts,
     struct fs_config fs_cfg = { .ns = ns, .ttl = opts->ttl, .read_only = opts->read_only,
                                 .uid = getuid(), .gid = getgid(), .cache = cache,
                                 .user = opts->user, .admin_user = opts->admin_user,
-                                .user_map = opts->user_map, .gc_grace = GC_GRACE, .cache_dir = opts->cache_dir,
+                                .user_map = opts->user_map, .gc_grace = GC_GRACE,
+                                .cache_dir = opts->cache_dir, .bucket_id = opts->bucket_id,
                                 .write_workers = WRITE_WORKERS,
                                 .images = { .store = store, .bucket_name = name } };
     rc = fs_new(&fs_cfg, &fs);

@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include <fuse_opt.h>
+#include <openssl/evp.h>
 
 #include "h5osfs/callers.h"
 
@@ -76,7 +77,8 @@ void options_usage(const char *prog)
            "                           HSDS user names of other local users (with allow_other;\n"
            "                           default: their local user names)\n"
            "    -o ttl=SECONDS         how long listings and domain JSON are trusted (default: %g)\n"
-           "    -o cache_dir=PATH      staging and cache directory (default: ~/.cache/h5osfs)\n"
+           "    -o cache_dir=PATH      staging and cache directory (default: one per bucket,\n"
+           "                           ~/.cache/h5osfs/NAME-HASH)\n"
            "    -o cache_size=BYTES    chunk cache size, K/M/G suffixes (default: 1G)\n"
            "    -o log_file=PATH       log here instead of syslog when in the background\n"
            "\n"
@@ -239,18 +241,6 @@ static char *local_user_name(void)
     return strdup(env && *env ? env : "default");
 }
 
-static char *default_cache_dir(void)
-{
-    const char *xdg = getenv("XDG_CACHE_HOME"), *home = getenv("HOME");
-    char *dir = NULL;
-    int n;
-    if (xdg && *xdg)
-        n = asprintf(&dir, "%s/h5osfs", xdg);
-    else
-        n = asprintf(&dir, "%s/.cache/h5osfs", home && *home ? home : "/tmp");
-    return n < 0 ? NULL : dir;
-}
-
 static int fail(const char *what, const char *value)
 {
     fprintf(stderr, "h5osfs: %s: '%s'\n", what, value);
@@ -289,6 +279,126 @@ static int finish_s3(struct options *opts)
     return 0;
 }
 
+/* text's length without its trailing slashes: "s3://b/p/" and "s3://b/p" are one place. */
+static int trimmed_len(const char *text)
+{
+    size_t len = strlen(text);
+    while (len > 0 && text[len - 1] == '/')
+        len--;
+    return (int)len;
+}
+
+/*
+ * What names the bucket the same way at every mount and differently for every other bucket:
+ * the directory's real path (so "./b", "b/" and a symlink to it are one bucket), or
+ * "s3:ENDPOINT/bucket/prefix" ("aws" for the default endpoint, which depends only on the
+ * region). NULL after printing one line.
+ */
+static char *bucket_identity(const struct options *opts)
+{
+    char *id = NULL;
+    if (strncmp(opts->bucket, "s3://", 5) == 0) {
+        const char *where = opts->bucket + 5, *endpoint = opts->endpoint ? opts->endpoint : "aws";
+        if (asprintf(&id, "s3:%.*s/%.*s", trimmed_len(endpoint), endpoint, trimmed_len(where),
+                     where) < 0) {
+            fprintf(stderr, "h5osfs: out of memory\n");
+            return NULL;
+        }
+        return id;
+    }
+    if (!(id = realpath(opts->bucket, NULL)))
+        fprintf(stderr, "h5osfs: bucket directory '%s': %s\n", opts->bucket, strerror(errno));
+    return id;
+}
+
+/* Up to max characters of the bucket's last path component, with anything a file name or a
+ * shell might mind replaced by '_': the readable half of the default cache_dir's name. */
+static void readable_part(const char *id, char *out, size_t max)
+{
+    size_t len = (size_t)trimmed_len(id), n = 0;
+    const char *last = id + len;
+    while (last > id && last[-1] != '/' && last[-1] != ':')
+        last--;
+    for (; last < id + len && n < max; last++, n++) {
+        char c = *last;
+        int safe = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+                   c == '-' || c == '_' || (c == '.' && n > 0);
+        out[n] = safe ? c : '_';
+    }
+    out[n] = '\0';
+}
+
+/* "<last component>-<16 hex digits of SHA-256(id)>", with "s3-" before an S3 bucket's. */
+static char *cache_dir_name(const char *id)
+{
+    unsigned char md[EVP_MAX_MD_SIZE];
+    unsigned md_len = 0;
+    char readable[49], hex[17], *name = NULL;
+    if (EVP_Digest(id, strlen(id), md, &md_len, EVP_sha256(), NULL) != 1 || md_len < 8)
+        return NULL;
+    for (int i = 0; i < 8; i++)
+        snprintf(hex + 2 * i, 3, "%02x", md[i]);
+    readable_part(id, readable, sizeof readable - 1);
+    if (asprintf(&name, "%s%s-%s", strncmp(id, "s3:", 3) == 0 ? "s3-" : "",
+                 *readable ? readable : "bucket", hex) < 0)
+        return NULL;
+    return name;
+}
+
+/* $XDG_CACHE_HOME/h5osfs/NAME, or ~/.cache/h5osfs/NAME: one per bucket, so read-write mounts
+ * of different buckets never contend for one (each locks its own), a remount of a bucket finds
+ * what its crashed predecessor staged, and no other bucket's mount ever sees it. */
+static char *default_cache_dir(const char *id)
+{
+    const char *xdg = getenv("XDG_CACHE_HOME"), *home = getenv("HOME");
+    char *name = cache_dir_name(id), *dir = NULL;
+    int n = -1;
+    if (!name)
+        return NULL;
+    if (xdg && *xdg == '/')         /* the XDG spec: a relative value is to be ignored */
+        n = asprintf(&dir, "%s/h5osfs/%s", xdg, name);
+    else
+        n = asprintf(&dir, "%s/.cache/h5osfs/%s", home && *home ? home : "/tmp", name);
+    free(name);
+    return n < 0 ? NULL : dir;
+}
+
+/* The journal builds paths from cache_dir, and fuse_daemonize changes to "/": a relative
+ * cache_dir must become the directory the user meant while the working directory is still
+ * theirs. 0 or -errno. */
+static int make_absolute(char **path)
+{
+    if (**path == '/')
+        return 0;
+    char *cwd = getcwd(NULL, 0), *abs = NULL;
+    if (!cwd)
+        return -errno;
+    int n = asprintf(&abs, "%s/%s", cwd, *path);
+    free(cwd);
+    if (n < 0)
+        return -ENOMEM;
+    free(*path);
+    *path = abs;
+    return 0;
+}
+
+static int finish_cache_dir(struct options *opts)
+{
+    if (!(opts->bucket_id = bucket_identity(opts)))
+        return -1;
+    if (opts->cache_dir && !*opts->cache_dir)
+        return fail("cache_dir must not be empty", opts->cache_dir);
+    if (!opts->cache_dir && !(opts->cache_dir = default_cache_dir(opts->bucket_id)))
+        return fail("out of memory", "cache_dir");
+    int rc = make_absolute(&opts->cache_dir);
+    if (rc != 0) {
+        fprintf(stderr, "h5osfs: cache_dir '%s': cannot make it absolute: %s\n",
+                opts->cache_dir, strerror(-rc));
+        return -1;
+    }
+    return 0;
+}
+
 int options_finish(struct options *opts)
 {
     opts->ttl = OPTIONS_DEFAULT_TTL;
@@ -307,14 +417,15 @@ int options_finish(struct options *opts)
     char why[200];
     if (opts->user_map && callers_check_map(opts->user_map, getuid(), why, sizeof why) != 0)
         return fail(why, opts->user_map);
-    if (!opts->cache_dir && !(opts->cache_dir = default_cache_dir()))
-        return fail("out of memory", "cache_dir");
-    return finish_s3(opts);
+    if (finish_s3(opts) != 0)
+        return -1;
+    return finish_cache_dir(opts);
 }
 
 void options_free(struct options *opts)
 {
     free(opts->bucket);
+    free(opts->bucket_id);
     free(opts->user);
     free(opts->admin_user);
     free(opts->user_map);

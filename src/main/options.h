@@ -14,10 +14,12 @@
 
 struct options {
     char *bucket;
+    char *bucket_id;            /* options_finish: the bucket's identity, the same at every
+                                 * mount of it ("/real/path" or "s3:ENDPOINT/bucket/prefix") */
     char *user;                 /* HSDS user for ACL checks; default: the local user name */
     char *admin_user;           /* HSDS admin user name; default "admin" */
     char *user_map;             /* other callers' HSDS names, "UID:NAME[:UID:NAME...]" */
-    char *cache_dir;
+    char *cache_dir;            /* options_finish: absolute; default one per bucket */
     char *log_file;
     char *ttl_text;             /* raw -o ttl= and -o cache_size=, validated after parsing */
     char *cache_size_text;

@@ -251,6 +251,25 @@ static int reject_reserved_name(const struct commit_ctx *c, const struct journal
     return rc;
 }
 
+/* A cache_dir can hold records of other buckets (one -o cache_dir given to mounts of different
+ * buckets in turn): those wait for their own bucket's mount. A record naming no bucket was
+ * written before records named one, so its bucket is unknown: it waits too, for the user. */
+static int is_this_buckets(const struct commit_ctx *c, const struct journal_rec *rec)
+{
+    if (journal_rec_is_ours(c->journal, rec))
+        return 1;
+    if (rec->bucket) {
+        log_warn("journal record %s (%s) is for bucket %s, not this one: kept for a mount of "
+                 "that bucket", rec->name, rec->domain, rec->bucket);
+        return 0;
+    }
+    char *staged = journal_staged_path(c->journal, rec);
+    log_warn("journal record %s (%s) names no bucket (an older h5osfs wrote it): not committed; "
+             "its staged bytes stay in %s", rec->name, rec->domain, staged ? staged : "staging/");
+    free(staged);
+    return 0;
+}
+
 size_t commit_recover(const struct commit_ctx *c)
 {
     struct journal_rec *recs;
@@ -262,6 +281,8 @@ size_t commit_recover(const struct commit_ctx *c)
     for (size_t i = 0; i < n; i++) {
         struct journal_rec *rec = &recs[i];
         const char *why;
+        if (!is_this_buckets(c, rec))
+            continue;
         if (rec->state != JOURNAL_CLEAN && schema_domain_path_allowed(rec->domain, &why) != 0) {
             left += reject_reserved_name(c, rec, why) != 0;
             continue;

@@ -20,6 +20,7 @@
 
 struct journal {
     char *root;                 /* the cache directory */
+    char *bucket;               /* the identity every record staged here names */
     int staging, records, rejected;     /* directory fds */
 };
 
@@ -62,14 +63,17 @@ static int open_subdir(const char *root, const char *name, int *fd)
     return rc;
 }
 
-int journal_open(const char *cache_dir, struct journal **out)
+int journal_open(const char *cache_dir, const char *bucket, struct journal **out)
 {
+    if (!bucket || !*bucket)
+        return -EINVAL;
     struct journal *j = calloc(1, sizeof *j);
     if (!j)
         return -ENOMEM;
     j->staging = j->records = j->rejected = -1;
     j->root = strdup(cache_dir);
-    int rc = j->root ? 0 : -ENOMEM;
+    j->bucket = strdup(bucket);
+    int rc = j->root && j->bucket ? 0 : -ENOMEM;
     if (rc == 0)
         rc = open_subdir(cache_dir, "staging", &j->staging);
     if (rc == 0)
@@ -95,6 +99,7 @@ void journal_close(struct journal *j)
     if (j->rejected >= 0)
         close(j->rejected);
     free(j->root);
+    free(j->bucket);
     free(j);
 }
 
@@ -120,8 +125,10 @@ int journal_stage(struct journal *j, const char *domain, enum journal_mode mode,
     rec->mode = mode;
     rec->state = JOURNAL_CLEAN;
     snprintf(rec->base_root, sizeof rec->base_root, "%s", base_root ? base_root : "");
-    if (!(rec->domain = strdup(domain)))
+    if (!(rec->domain = strdup(domain)) || !(rec->bucket = strdup(j->bucket))) {
+        journal_rec_free(rec);
         return -ENOMEM;
+    }
     char name[64];
     for (int tries = 0; tries < 8; tries++) {
         int rc = random_name(rec->name);
@@ -153,9 +160,10 @@ char *journal_staged_path(const struct journal *j, const struct journal_rec *rec
 
 static char *rec_text(const struct journal_rec *rec)
 {
-    json_t *o = json_pack("{s:s, s:s, s:s, s:s, s:s}", "domain", rec->domain,
-                          "mode", mode_names[rec->mode], "state", state_names[rec->state],
-                          "base_root", rec->base_root, "new_root", rec->new_root);
+    json_t *o = json_pack("{s:s?, s:s, s:s, s:s, s:s, s:s}", "bucket", rec->bucket,
+                          "domain", rec->domain, "mode", mode_names[rec->mode],
+                          "state", state_names[rec->state], "base_root", rec->base_root,
+                          "new_root", rec->new_root);
     char *text = o ? json_dumps(o, JSON_COMPACT) : NULL;
     json_decref(o);
     return text;
@@ -283,10 +291,16 @@ int journal_reject(struct journal *j, const struct journal_rec *rec, char **kept
     return 0;
 }
 
+int journal_rec_is_ours(const struct journal *j, const struct journal_rec *rec)
+{
+    return rec->bucket && strcmp(rec->bucket, j->bucket) == 0;
+}
+
 void journal_rec_free(struct journal_rec *rec)
 {
     free(rec->domain);
-    rec->domain = NULL;
+    free(rec->bucket);
+    rec->domain = rec->bucket = NULL;
 }
 
 void journal_recs_free(struct journal_rec *recs, size_t n)
@@ -312,6 +326,17 @@ static int copy_root(char out[SCHEMA_ID_BUF], const char *id)
     return 0;
 }
 
+/* A record's bucket: absent (or null) in one written before records named it. */
+static int copy_bucket(char **out, const json_t *bucket)
+{
+    *out = NULL;
+    if (!bucket || json_is_null(bucket))
+        return 0;
+    if (!json_is_string(bucket) || !*json_string_value(bucket))
+        return -EINVAL;
+    return (*out = strdup(json_string_value(bucket))) ? 0 : -ENOMEM;
+}
+
 /* Parse one record; -EINVAL for anything not written by journal_write. */
 static int parse_rec(const char *text, const char *name, struct journal_rec *rec)
 {
@@ -329,10 +354,14 @@ static int parse_rec(const char *text, const char *name, struct journal_rec *rec
         rc = copy_root(rec->new_root, json_string_value(json_object_get(o, "new_root")));
     if (rc == 0 && !(rec->domain = strdup(domain)))
         rc = -ENOMEM;
+    if (rc == 0)
+        rc = copy_bucket(&rec->bucket, json_object_get(o, "bucket"));
     rec->mode = (enum journal_mode)mode;
     rec->state = (enum journal_state)state;
     snprintf(rec->name, sizeof rec->name, "%.*s", JOURNAL_NAME_LEN, name);
     json_decref(o);
+    if (rc != 0)
+        journal_rec_free(rec);
     return rc;
 }
 

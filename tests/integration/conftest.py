@@ -412,6 +412,15 @@ def mount_source(backend, request, tmp_path):
         s3.release(mirror)
 
 
+def bucket_identity(src):
+    """How h5osfs names the bucket of MountSource src in its journal records (and hashes it for
+    the default cache_dir): the directory's real path, or s3:ENDPOINT/bucket/prefix."""
+    if src.backend == "posix":
+        return os.path.realpath(src.source)
+    endpoint = next(a.split("=", 1)[1] for a in src.args if a.startswith("endpoint="))
+    return f"s3:{endpoint.rstrip('/')}/{src.source.removeprefix('s3://').rstrip('/')}"
+
+
 # ---- mounts ----
 
 def run_refused(cmd, env, mnt, timeout=10):
@@ -441,9 +450,11 @@ def names_cache_dir(args):
 class Mount:
     """One running h5osfs daemon and its mountpoint. bucket: a directory, or a MountSource.
     A read-write mount's cache_dir is its own (a second daemon on it is refused): unless args
-    name one, it is cache_dir, or else a new directory beside the log (<log>.cache)."""
+    name one, it is cache_dir, or else a new directory beside the log (<log>.cache). With
+    own_cache_dir=False, h5osfs's default is left (env must then set HOME and XDG_CACHE_HOME to
+    the test's own directories)."""
 
-    def __init__(self, bucket, mnt, log, args, env=None, cache_dir=None):
+    def __init__(self, bucket, mnt, log, args, env=None, cache_dir=None, own_cache_dir=True):
         src = bucket if isinstance(bucket, MountSource) else MountSource("posix", bucket, bucket)
         self.src = src
         self.backend = src.backend
@@ -452,7 +463,7 @@ class Mount:
         self.log_path = Path(log)
         self.stderr = ""
         self.cache_dir = None
-        if not names_cache_dir(args):
+        if own_cache_dir and not names_cache_dir(args):
             self.cache_dir = Path(cache_dir or self.log_path.with_suffix(".cache"))
             args = ["-o", f"cache_dir={self.cache_dir}", *args]
         cmd = [str(h5osfs_bin()), "-f", "-o", f"log_file={log}"] + list(args) + list(
@@ -579,6 +590,31 @@ def assert_unchanged(m, before, root=None):
     assert bucket_snapshot(root) == before
     if m.src.mirror is not None:
         m.src.mirror.check_unchanged(root, before)
+
+
+# ---- daemonised mounts (no -f) ----
+
+PR_SET_CHILD_SUBREAPER = 36
+
+
+def set_child_subreaper(on):
+    """Make this process adopt orphaned descendants, so that a daemonised h5osfs becomes our
+    child once its launcher exits: we can then reap it and read its exit status."""
+    import ctypes
+    libc = ctypes.CDLL(None, use_errno=True)
+    assert libc.prctl(PR_SET_CHILD_SUBREAPER, int(on), 0, 0, 0) == 0, ctypes.get_errno()
+
+
+def wait_exit(pid, timeout):
+    """The exit status of our child pid, or None if it is still running after timeout."""
+    deadline = time.monotonic() + timeout
+    while True:
+        done, status = os.waitpid(pid, os.WNOHANG)
+        if done == pid:
+            return os.waitstatus_to_exitcode(status)
+        if time.monotonic() > deadline:
+            return None
+        time.sleep(0.05)
 
 
 # ---- shared by the image tests (test_image*.py) ----

@@ -18,8 +18,8 @@ def run(*args):
 
 @pytest.fixture(autouse=True)
 def own_cache_dir(tmp_path, monkeypatch):
-    """The default cache_dir ($XDG_CACHE_HOME/h5osfs) of a fresh directory: a command line that
-    gets as far as locking it must not meet another mount's lock."""
+    """The default cache_dir ($XDG_CACHE_HOME/h5osfs/<bucket's name>) below a fresh directory: a
+    command line that gets as far as locking it must not meet another mount's lock."""
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg-cache"))
 
 
@@ -138,6 +138,10 @@ def test_user_map_of_the_mounting_user(mnt):
     uid = os.getuid()
     assert_refused(run("-f", "-o", f"user_map={uid}:someone", BUCKET, mnt), mnt,
                    f"uid {uid} is the mounting user")
+
+
+def test_empty_cache_dir(mnt):
+    assert_refused(run("-f", "-o", "cache_dir=", BUCKET, mnt), mnt, "cache_dir")
 
 
 def test_log_file_in_missing_directory(tmp_path, mnt):

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from conftest import (BUCKET, Mount, assert_unchanged, bucket_snapshot, h5osfs_bin, is_mounted,
-                      list_like_aws, run_refused)
+                      list_like_aws, run_refused, set_child_subreaper, wait_exit)
 
 pytestmark = pytest.mark.backends("posix", "s3")
 
@@ -526,29 +526,6 @@ def test_ttl_keeps_listing(mount_bucket, bucket_copy, backend):
 
 
 # ---- unmounting ----
-
-PR_SET_CHILD_SUBREAPER = 36
-
-
-def set_child_subreaper(on):
-    """Make this process adopt orphaned descendants, so that a daemonised h5osfs becomes our
-    child once its launcher exits: we can then reap it and read its exit status."""
-    import ctypes
-    libc = ctypes.CDLL(None, use_errno=True)
-    assert libc.prctl(PR_SET_CHILD_SUBREAPER, int(on), 0, 0, 0) == 0, ctypes.get_errno()
-
-
-def wait_exit(pid, timeout):
-    """The exit status of our child pid, or None if it is still running after timeout."""
-    deadline = time.monotonic() + timeout
-    while True:
-        done, status = os.waitpid(pid, os.WNOHANG)
-        if done == pid:
-            return os.waitstatus_to_exitcode(status)
-        if time.monotonic() > deadline:
-            return None
-        time.sleep(0.05)
-
 
 def test_daemonised_unmount_leaves_nothing(tmp_path, mount_source):
     src = mount_source(BUCKET)

@@ -1,8 +1,9 @@
 /*
  * test_journal: the staging area's records on a real temporary cache directory: what is
  * created, what survives a "crash" (a new journal object over the same directory), rejects,
- * removal, records that are not ours, and the directory's lock across a fork (a daemonised
- * mount's).
+ * removal, records that are not ours, the bucket each record names (another bucket's mount on
+ * the same directory must not take it for its own), and the directory's lock across a fork (a
+ * daemonised mount's).
  */
 #include "h5osfs/journal.h"
 
@@ -31,6 +32,9 @@ static int exists(const char *dir, const char *sub, const char *name, const char
     return access(path, F_OK) == 0;
 }
 
+#define BUCKET_A "/srv/buckets/a"
+#define BUCKET_B "s3:http://127.0.0.1:9000/b/prefix"
+
 static size_t file_size(const char *path)
 {
     struct stat st;
@@ -42,8 +46,10 @@ static void test_records_survive_a_restart(const char *dir)
     struct journal *j = NULL;
     struct journal_rec rec, other;
     int fd = -1, fd2 = -1;
-    CHECK_INT(journal_open(dir, &j), 0);
+    CHECK_INT(journal_open(dir, BUCKET_A, &j), 0);
     CHECK_INT(journal_stage(j, "/home/u/a.h5", JOURNAL_NEW, NULL, &rec, &fd), 0);
+    CHECK_STR(rec.bucket, BUCKET_A);
+    CHECK_INT(journal_rec_is_ours(j, &rec), 1);
     CHECK(fd >= 0);
     CHECK_INT(strlen(rec.name), JOURNAL_NAME_LEN);
     CHECK_INT(write(fd, "abc", 3), 3);
@@ -64,12 +70,14 @@ static void test_records_survive_a_restart(const char *dir)
     /* a new journal over the same directory: what a restart sees */
     struct journal_rec *recs = NULL;
     size_t n = 0;
-    CHECK_INT(journal_open(dir, &j), 0);
+    CHECK_INT(journal_open(dir, BUCKET_A, &j), 0);
     CHECK_INT(journal_list(j, &recs, &n), 0);
     CHECK_INT(n, 2);
     for (size_t i = 0; i < n; i++) {
         const struct journal_rec *r = &recs[i];
         const struct journal_rec *want = strcmp(r->name, rec.name) == 0 ? &rec : &other;
+        CHECK_STR(r->bucket, BUCKET_A);
+        CHECK_INT(journal_rec_is_ours(j, r), 1);
         CHECK_STR(r->domain, want->domain);
         CHECK_INT(r->mode, want->mode);
         CHECK_INT(r->state, want->state);
@@ -105,9 +113,13 @@ static void test_foreign_records_are_skipped(const char *dir)
         "\"base_root\": \"\", \"new_root\": \"\"}",
         "{\"domain\": \"/a\", \"mode\": \"new\", \"state\": \"dirty\", "
         "\"base_root\": \"not-an-id\", \"new_root\": \"\"}",
+        "{\"bucket\": 7, \"domain\": \"/a\", \"mode\": \"new\", \"state\": \"dirty\", "
+        "\"base_root\": \"\", \"new_root\": \"\"}",
+        "{\"bucket\": \"\", \"domain\": \"/a\", \"mode\": \"new\", \"state\": \"dirty\", "
+        "\"base_root\": \"\", \"new_root\": \"\"}",
     };
     struct journal *j = NULL;
-    CHECK_INT(journal_open(dir, &j), 0);
+    CHECK_INT(journal_open(dir, BUCKET_A, &j), 0);
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         char path[8192];
         snprintf(path, sizeof path, "%s/journal/%016zx.json", dir, i);
@@ -129,6 +141,74 @@ static void test_foreign_records_are_skipped(const char *dir)
     CHECK_INT(n, 0);
     journal_recs_free(recs, n);
     journal_close(j);
+}
+
+static void write_text(const char *path, const char *text)
+{
+    FILE *f = fopen(path, "w");
+    CHECK(f != NULL);
+    if (f) {
+        CHECK(fputs(text, f) >= 0);
+        CHECK_INT(fclose(f), 0);
+    }
+}
+
+/* One cache directory, mounts of two buckets in turn: each record names the bucket it was
+ * staged for, on disk, and a journal of the other bucket lists it (nothing is hidden or
+ * removed) but does not call it its own. A record written before records named a bucket is
+ * nobody's. */
+static void test_records_name_their_bucket(const char *dir)
+{
+    struct journal *a = NULL, *b = NULL;
+    struct journal_rec rec;
+    int fd = -1;
+    CHECK_INT(journal_open(dir, NULL, &a), -EINVAL);
+    CHECK_INT(journal_open(dir, BUCKET_A, &a), 0);
+    CHECK_INT(journal_stage(a, "/home/u/a.h5", JOURNAL_NEW, NULL, &rec, &fd), 0);
+    close(fd);
+    rec.state = JOURNAL_DIRTY;
+    CHECK_INT(journal_write(a, &rec), 0);
+    journal_close(a);
+
+    char path[8192], text[4096] = "";
+    snprintf(path, sizeof path, "%s/journal/%s.json", dir, rec.name);
+    FILE *f = fopen(path, "r");
+    CHECK(f != NULL);
+    if (f) {
+        CHECK(fgets(text, sizeof text, f) != NULL);
+        fclose(f);
+    }
+    CHECK(strstr(text, "\"bucket\":\"" BUCKET_A "\"") != NULL);
+
+    snprintf(path, sizeof path, "%s/journal/00000000000000aa.json", dir);
+    write_text(path, "{\"domain\": \"/home/u/old.h5\", \"mode\": \"new\", \"state\": \"dirty\", "
+               "\"base_root\": \"\", \"new_root\": \"\"}");
+    struct journal_rec *recs = NULL;
+    size_t n = 0;
+    CHECK_INT(journal_open(dir, BUCKET_B, &b), 0);
+    CHECK_INT(journal_list(b, &recs, &n), 0);
+    CHECK_INT(n, 2);
+    for (size_t i = 0; i < n; i++) {
+        const struct journal_rec *r = &recs[i];
+        int old = strcmp(r->name, "00000000000000aa") == 0;
+        CHECK_STR(r->domain, old ? "/home/u/old.h5" : "/home/u/a.h5");
+        if (old)
+            CHECK(r->bucket == NULL);
+        else
+            CHECK_STR(r->bucket, BUCKET_A);
+        CHECK_INT(journal_rec_is_ours(b, r), 0);
+    }
+    journal_recs_free(recs, n);
+    journal_close(b);
+
+    CHECK_INT(journal_open(dir, BUCKET_A, &a), 0);        /* bucket A's next mount */
+    CHECK_INT(journal_list(a, &recs, &n), 0);
+    CHECK_INT(n, 2);
+    for (size_t i = 0; i < n; i++)
+        CHECK_INT(journal_rec_is_ours(a, &recs[i]), strcmp(recs[i].name, rec.name) == 0);
+    journal_recs_free(recs, n);
+    journal_rec_free(&rec);
+    journal_close(a);
 }
 
 static long lock_file_pid(const char *dir)
@@ -197,6 +277,8 @@ int main(void)
     CHECK(stat(dir, &st) == 0 && (st.st_mode & 0777) == 0700);
     snprintf(dir, sizeof dir, "%s/other", base);
     test_foreign_records_are_skipped(dir);
+    snprintf(dir, sizeof dir, "%s/shared", base);
+    test_records_name_their_bucket(dir);
     snprintf(dir, sizeof dir, "%s/locked/cache", base);    /* created by the lock, 0700 */
     test_lock_is_exclusive_and_follows_a_fork(dir);
     CHECK(stat(dir, &st) == 0 && (st.st_mode & 0777) == 0700);
