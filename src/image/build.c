@@ -694,6 +694,7 @@ static void free_objects(struct builder *b)
     for (size_t i = 0; i < b->n_objs; i++) {
         free(b->objs[i].id);
         free(b->objs[i].path);
+        free(b->objs[i].chunks);
         json_decref(b->objs[i].json);
     }
     free(b->objs);
@@ -735,6 +736,8 @@ static int build_steps(struct builder *b)
         if (b->objs[i].cls == 'd' && b->objs[i].hid >= 0 && !b->objs[i].dropped &&
             !b->objs[i].data_done)
             rc = fill_or_unlink(b, &b->objs[i]);
+    for (size_t i = 0; i < b->n_objs && rc == 0; i++)
+        rc = build_dataset_declare(b, &b->objs[i]);
     if (rc == 0)
         rc = record_objects(b);
     close_objects(b);

@@ -16,7 +16,10 @@ struct build_obj {
     json_t *json;
     hid_t hid;                  /* the HDF5 object (anonymous until linked) */
     int dropped;                /* could not be made: links to it are left out */
-    int data_done;              /* a dataset whose data is declared already (at creation) */
+    int data_done;              /* a dataset whose data is settled at creation */
+    uint64_t *chunks;           /* ... served from these chunk extents (linear indexes), */
+    size_t n_chunks;            /*     declared after every object, link and attribute */
+    uint32_t dset_index;        /*     exists (build_dataset_declare) */
 };
 
 struct builder {
@@ -60,6 +63,11 @@ int build_dataset_fill_refers(const struct build_obj *o);
  * references); a chunk whose values cannot be read or converted is made unreadable (noted).
  * 0, -EINVAL (why: not even that could be done, the dataset must go), or -errno. */
 int build_dataset_fill(struct builder *b, struct build_obj *o, char *why, size_t why_len);
+/* The chunk placeholders of a dataset served from chunk extents, written last: HDF5 keeps
+ * allocating and moving metadata while objects, links and attributes are made, and chunks
+ * written among them made some of it overlap a chunk (a metadata checksum error on reading
+ * files of 10^5 chunks and more). 0 or -errno. */
+int build_dataset_declare(struct builder *b, struct build_obj *o);
 
 /* The chunks of a *_REF dataset (spec §8): fills ds's origin, uris and pieces, and the sorted
  * linear indexes of the chunks that have data. 0, -EINVAL (with why), -ENOMEM, -EIO. */

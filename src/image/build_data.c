@@ -349,49 +349,41 @@ static const char *index_part(const struct image_dataset *ds, const char *rel)
     return strchr(rel, '/') ? NULL : rel;
 }
 
-static int list_page_chunks(struct builder *b, const struct image_dataset *ds,
-                            const struct store_list *page, struct chunk_list *out, int *bad)
+struct chunk_walk {
+    struct builder *b;
+    const struct image_dataset *ds;
+    struct chunk_list *out;
+    size_t plen;
+    int bad;
+};
+
+static int chunk_key_found(void *ctx, const char *key)
 {
-    size_t plen = strlen(ds->key_prefix);
-    for (size_t i = 0; i < page->n_objects; i++) {
-        const char *rel = page->objects[i].key + plen, *idx = index_part(ds, rel);
-        uint64_t linear;
-        if (strcmp(rel, ".dataset.json") == 0)
-            continue;
-        int rc = idx ? build_parse_index(ds, idx, &linear) : -EINVAL;
-        if (rc < 0 && !(*bad)++)
-            log_warn("%s: dataset %s: key %s is not a chunk of its grid: ignored",
-                     b->domain_path, ds->path, page->objects[i].key);
-        if (rc == 0 && chunk_list_add(out, linear) != 0)
-            return -ENOMEM;
-    }
-    return 0;
+    struct chunk_walk *w = ctx;
+    const char *rel = key + w->plen, *idx = index_part(w->ds, rel);
+    uint64_t linear;
+    if (strcmp(rel, ".dataset.json") == 0)
+        return 0;
+    int rc = idx ? build_parse_index(w->ds, idx, &linear) : -EINVAL;
+    if (rc < 0 && !w->bad++)
+        log_warn("%s: dataset %s: key %s is not a chunk of its grid: ignored",
+                 w->b->domain_path, w->ds->path, key);
+    return rc == 0 ? chunk_list_add(w->out, linear) : 0;
 }
 
+/* The dataset's chunk objects, as sorted linear indexes: one walk of its key prefix, each key
+ * parsed as it comes (a million chunks cost their indexes, not a million listing entries). */
 static int list_chunks(struct builder *b, const struct image_dataset *ds, struct chunk_list *out)
 {
-    char *token = NULL;
-    int rc, bad = 0;
-    do {
-        struct store_list page = { 0 };
-        rc = store_list(b->src->store, ds->key_prefix, NULL, token, 0, &page);
-        free(token);
-        token = NULL;
-        if (rc != 0)
-            break;
-        rc = list_page_chunks(b, ds, &page, out, &bad);
-        token = page.next_token;
-        page.next_token = NULL;
-        store_list_free(&page);
-    } while (token && rc == 0);
-    free(token);
+    struct chunk_walk w = { b, ds, out, strlen(ds->key_prefix), 0 };
+    int rc = store_list_keys(b->src->store, ds->key_prefix, chunk_key_found, &w);
     if (rc == 0 && out->n > 1) {
         qsort(out->v, out->n, sizeof *out->v, cmp_u64);
-        size_t w = 1;
+        size_t u = 1;
         for (size_t i = 1; i < out->n; i++)
-            if (out->v[i] != out->v[w - 1])
-                out->v[w++] = out->v[i];
-        out->n = w;
+            if (out->v[i] != out->v[u - 1])
+                out->v[u++] = out->v[i];
+        out->n = u;
     }
     return rc == -ENOMEM ? rc : rc ? -EIO : 0;
 }
@@ -571,9 +563,10 @@ static int chunk_source(struct builder *b, struct build_obj *o, const struct dse
     return rc == -EFBIG ? -EINVAL : rc;
 }
 
-/* The table entry ds (moved in) and the chunk placeholders of the dataset just created. */
+/* The table entry ds (moved in) of the dataset just created; its chunks (moved to o) are
+ * declared by build_dataset_declare. */
 static int declare_extents(struct builder *b, struct build_obj *o, struct image_dataset *ds,
-                           const struct chunk_list *chunks)
+                           struct chunk_list *chunks)
 {
     struct image_dataset *entry;
     int rc = add_dataset(b, &entry);
@@ -581,8 +574,21 @@ static int declare_extents(struct builder *b, struct build_obj *o, struct image_
         return rc;
     *entry = *ds;
     memset(ds, 0, sizeof *ds);
-    rc = read_fill_value(o, entry);
-    return rc ? rc : declare_chunks(b, o, (uint32_t)(entry - b->img->datasets), chunks);
+    o->dset_index = (uint32_t)(entry - b->img->datasets);
+    o->chunks = chunks->v;
+    o->n_chunks = chunks->n;
+    *chunks = (struct chunk_list){ 0 };
+    return read_fill_value(o, entry);
+}
+
+int build_dataset_declare(struct builder *b, struct build_obj *o)
+{
+    struct chunk_list chunks = { o->chunks, o->n_chunks, o->n_chunks };
+    int rc = o->chunks ? declare_chunks(b, o, o->dset_index, &chunks) : 0;
+    free(o->chunks);
+    o->chunks = NULL;
+    o->n_chunks = 0;
+    return rc;
 }
 
 /* A dataset served from chunk extents, complete at creation: which chunks exist is settled

@@ -702,6 +702,7 @@ static const struct store_ops px_ops = {
     .put_new = px_put_new,
     .put_new_from_fd = px_put_new_from_fd,
     .copy = px_copy,
+    .list_keys = px_list_keys,
     .sync = px_sync,
     .del = px_del,
     .head = px_head,

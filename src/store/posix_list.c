@@ -321,3 +321,84 @@ int px_list(struct store *st, const char *prefix, const char *delimiter,
     return err;
 }
 
+/* ---- every key, in no order (store_list_keys) ---- */
+
+struct px_keys {
+    const struct posix_store *ps;
+    int (*fn)(void *ctx, const char *key);
+    void *ctx;
+    size_t keylen;
+    char key[STORE_KEY_MAX + 1];
+};
+
+static int px_keys_dir(struct px_keys *k, int fd);
+
+static int px_keys_entry(struct px_keys *k, int dfd, const struct dirent *de)
+{
+    size_t old = k->keylen, len = strlen(de->d_name);
+    int type = px_entry_type(dfd, de);
+    if (type < 0 || old + len + 1 > STORE_KEY_MAX)
+        return 0;
+    memcpy(k->key + old, de->d_name, len);
+    k->keylen = old + len;
+    k->key[k->keylen] = '\0';
+    int rc = 0;
+    if (type == 0) {
+        rc = k->fn(k->ctx, k->key);
+    } else {
+        k->key[k->keylen++] = '/';
+        k->key[k->keylen] = '\0';
+        int fd = px_sys_openat(dfd, de->d_name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW, 0);
+        if (fd >= 0)
+            rc = px_keys_dir(k, fd);
+        else if (fd != -ENOENT && fd != -ENOTDIR && fd != -ELOOP)
+            rc = px_fail(k->ps, "list", k->key, "open directory", -fd);
+    }
+    k->keylen = old;
+    k->key[old] = '\0';
+    return rc;
+}
+
+/* The keys below directory fd (consumed), whose key prefix is k->key: read as readdir gives
+ * them, without sorting or a stat of each (readdir says which are files). */
+static int px_keys_dir(struct px_keys *k, int fd)
+{
+    DIR *d = fdopendir(fd);
+    if (!d) {
+        int err = errno;
+        close(fd);
+        return px_fail(k->ps, "list", k->key, "opendir", err);
+    }
+    int rc = 0;
+    while (rc == 0) {
+        errno = 0;
+        struct dirent *de = readdir(d);
+        if (!de) {
+            rc = errno ? px_fail(k->ps, "list", k->key, "readdir", errno) : 0;
+            break;
+        }
+        if (!px_skip_name(de->d_name))
+            rc = px_keys_entry(k, dirfd(d), de);
+    }
+    closedir(d);
+    return rc;
+}
+
+int px_list_keys(struct store *st, const char *prefix, int (*fn)(void *ctx, const char *key),
+                 void *ctx)
+{
+    const struct posix_store *ps = px(st);
+    const char *slash = strrchr(prefix, '/');
+    size_t dirlen = slash ? (size_t)(slash - prefix) + 1 : 0;
+    if (prefix[dirlen] != '\0')
+        return -EINVAL;        /* only whole "directories" are walked this way */
+    int fd = px_list_open(ps, prefix, dirlen);
+    if (fd == -ENOENT)
+        return 0;
+    if (fd < 0)
+        return fd;
+    struct px_keys k = { .ps = ps, .fn = fn, .ctx = ctx, .keylen = dirlen };
+    memcpy(k.key, prefix, dirlen);
+    k.key[dirlen] = '\0';
+    return px_keys_dir(&k, fd);
+}

@@ -218,6 +218,46 @@ int store_list(struct store *st, const char *prefix, const char *delimiter, cons
     return st->ops->list(st, prefix, delimiter, token, max_keys, out);
 }
 
+#define LIST_KEYS_PAGE 1000
+
+static int list_keys_paged(struct store *st, const char *prefix,
+                           int (*fn)(void *ctx, const char *key), void *ctx)
+{
+    char *token = NULL;
+    int rc;
+    do {
+        struct store_list page = { 0 };
+        rc = st->ops->list(st, prefix, NULL, token, LIST_KEYS_PAGE, &page);
+        free(token);
+        token = NULL;
+        for (size_t i = 0; rc == 0 && i < page.n_objects; i++)
+            rc = fn(ctx, page.objects[i].key);
+        if (rc == 0) {
+            token = page.next_token;
+            page.next_token = NULL;
+        }
+        store_list_free(&page);
+    } while (rc == 0 && token);
+    free(token);
+    return rc;
+}
+
+int store_list_keys(struct store *st, const char *prefix,
+                    int (*fn)(void *ctx, const char *key), void *ctx)
+{
+    if (!prefix)
+        prefix = "";
+    int err = prefix_check(prefix);
+    if (err)
+        return err;
+    if (!st || !fn)
+        return -EINVAL;
+    size_t len = strlen(prefix);
+    int whole_dir = len == 0 || prefix[len - 1] == '/';
+    return st->ops->list_keys && whole_dir ? st->ops->list_keys(st, prefix, fn, ctx)
+                                           : list_keys_paged(st, prefix, fn, ctx);
+}
+
 void store_close(struct store *st)
 {
     if (st)
