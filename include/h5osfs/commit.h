@@ -10,13 +10,14 @@
  * (ingest.h): what did not change keeps its ids and is copied inside the store, not rewritten.
  *
  * Failures leave the journal record DIRTY and the staged file in place: the next flush, or the
- * next mount, tries again. A COMMITTING record that finds no room (ENOSPC, EDQUOT: a full cache
- * directory) does not stop the commit, logged: else a whole staged file that filled the disk
- * could never be committed nor its space freed; a crash during it leaves its root uncollected. Recovery at mount (commit_recover) looks at each record: a commit
+ * next mount, tries again. Recovery at mount (commit_recover) looks at each record: a commit
  * whose .domain.json already names the new root is finished (old root collected); one that
  * never got there is undone (its new root collected) and retried; dirty staged files are
  * committed; staged bytes that are not HDF5 are moved to the cache directory's rejected/
- * folder, with one log line saying where.
+ * folder, with one log line saying where. A COMMITTING record that finds no room (ENOSPC,
+ * EDQUOT: a full cache directory) does not stop the commit (logged): else a whole staged file
+ * that filled the disk could never be committed nor its space freed, at any mount; a crash
+ * during such a commit leaves its new root in the bucket, uncollected.
  *
  * Test hook: with the environment variable H5OSFS_TEST_CRASH_AT set to one of "committing",
  * "chunks", "metadata", "root" or "domain", the daemon kills itself (SIGKILL) at that point of

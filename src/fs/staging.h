@@ -43,10 +43,11 @@ void staging_free(struct staging *t);
 
 /*
  * The staged entry of path for a new handle (a reference: staging_release it). An existing
- * entry is shared (with truncate it is emptied first, as staging_empty does). Otherwise one is made: with truncate (O_TRUNC, or a domain that does not
- * exist yet: root NULL) it starts empty and replaces the domain; else it is a copy of the
- * domain whose root is root, made at its first read, write or truncate (so an open that is
- * then truncated to 0 copies nothing), and is committed in place.
+ * entry is shared (with truncate it is emptied first, as staging_empty does). Otherwise one is
+ * made: with truncate (O_TRUNC, or a domain that does not exist yet: root NULL) it starts
+ * empty and replaces the domain; else it is a copy of the domain whose root is root, made at
+ * its first read, write or truncate (so an open that is then truncated to 0 copies nothing),
+ * and is committed in place.
  */
 int staging_open(struct staging *t, const char *path, const char *root, int truncate,
                  struct staged **out);
