@@ -17,6 +17,10 @@
  * folder, with one log line saying where. Records of another bucket, and records that name
  * none (written before records named their bucket), are left as they are, with one log line
  * each: they are never committed into this bucket.
+ * A COMMITTING record that finds no room (ENOSPC,
+ * EDQUOT: a full cache directory) does not stop the commit (logged): else a whole staged file
+ * that filled the disk could never be committed nor its space freed, at any mount; a crash
+ * during such a commit leaves its new root in the bucket, uncollected.
  *
  * Test hook: with the environment variable H5OSFS_TEST_CRASH_AT set to one of "committing",
  * "chunks", "metadata", "root" or "domain", the daemon kills itself (SIGKILL) at that point of

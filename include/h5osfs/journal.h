@@ -69,6 +69,13 @@ int journal_read_base(struct journal *j, const struct journal_rec *rec, char **t
 char *journal_staged_path(const struct journal *j, const struct journal_rec *rec);
 /* Remove the record and its staged file: the staged bytes are committed or abandoned. */
 void journal_remove(struct journal *j, const struct journal_rec *rec);
+/* Remove the record alone (no space is needed for that): the staged file stays for its open
+ * handles but is never recovered. journal_write makes the record again. */
+void journal_forget(struct journal *j, const struct journal_rec *rec);
+/* At mount, before any record is written: remove the staged files (and base ranges) whose
+ * record is gone, and records' temporaries a crash left: the space they hold would never be
+ * freed otherwise. Returns how many went (logged once). */
+size_t journal_sweep(struct journal *j);
 /* Move the staged file to rejected/ and remove the record; *kept (malloc'd) says where. */
 int journal_reject(struct journal *j, const struct journal_rec *rec, char **kept);
 /* Every record on disk (for recovery at mount); unreadable records are logged and skipped. */

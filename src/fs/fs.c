@@ -31,6 +31,10 @@
 #define FS_XATTR_ROOT "user.h5osfs.root"
 #define FS_XATTR_OWNER "user.h5osfs.owner"
 
+#ifndef RENAME_NOREPLACE
+#define RENAME_NOREPLACE (1 << 0)
+#endif
+
 /* Every handle given to the kernel, so that those whose release never came (the session ended
  * first: a SIGTERM right after a close) are still freed at unmount. */
 struct fs_handle {
@@ -1128,7 +1132,7 @@ static void op_mkdir(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t
     free(path);
 }
 
-/* rmdir and unlink: one namespace change on name in parent, answered with its errno. */
+/* rmdir: one namespace change on name in parent, answered with its errno. */
 static void reply_change(fuse_req_t req, fuse_ino_t parent, const char *name,
                          int (*change)(const struct domops *d, const char *user,
                                        const char *path))
@@ -1148,9 +1152,50 @@ static void op_rmdir(fuse_req_t req, fuse_ino_t parent, const char *name)
     reply_change(req, parent, name, domops_rmdir);
 }
 
+/* What an unlink or a rename replaces at a path, for staging_unlink (below). */
+struct removal {
+    struct fs *fs;
+    const struct caller *caller;
+    const char *from;           /* a rename's source; NULL for an unlink */
+    unsigned flags;             /* a rename's */
+};
+
+/* A file never committed is its creator's to remove (the bucket has nothing of it); a domain
+ * is deleted as HSDS would. */
+static int unlink_at(void *ctx, const char *path, int fresh)
+{
+    struct removal *r = ctx;
+    if (fresh)
+        return creator_rights(r->fs, r->caller, path) & SCHEMA_ACL_DELETE ? 0 : -EACCES;
+    return domops_unlink(&r->fs->ops, caller_user(r->caller), path);
+}
+
+/* A rename onto to: a file never committed there is replaced as if it were a domain. */
+static int rename_onto(void *ctx, const char *to, int fresh)
+{
+    struct removal *r = ctx;
+    if (fresh && (r->flags & RENAME_NOREPLACE))
+        return -EEXIST;
+    if (fresh && !(creator_rights(r->fs, r->caller, to) & SCHEMA_ACL_UPDATE))
+        return -EACCES;
+    return domops_rename(&r->fs->ops, caller_user(r->caller), r->from, to, r->flags);
+}
+
+/* The change staged at path goes with it (staging.h): its bytes are freed now, and its last
+ * close commits nothing over what the bucket has now. */
 static void op_unlink(fuse_req_t req, fuse_ino_t parent, const char *name)
 {
-    reply_change(req, parent, name, domops_unlink);
+    struct fs *fs = fs_of(req);
+    struct caller caller;
+    caller_of(fs, req, &caller);
+    struct removal r = { .fs = fs, .caller = &caller };
+    char *path = fs->cfg.read_only ? NULL : path_in(fs, parent, name);
+    int rc = fs->cfg.read_only ? -EROFS
+           : path ? staging_unlink(fs->staging, path, unlink_at, &r) : -ENOMEM;
+    if (rc == 0)
+        callers_forget_creator(fs->callers, path);
+    fuse_reply_err(req, -rc);
+    free(path);
 }
 
 static void op_symlink(fuse_req_t req, const char *link, fuse_ino_t parent, const char *name)
@@ -1170,8 +1215,11 @@ static void op_rename(fuse_req_t req, fuse_ino_t parent, const char *name, fuse_
     if (!fs->cfg.read_only) {
         from = path_in(fs, parent, name);
         to = path_in(fs, newparent, newname);
-        rc = from && to ? domops_rename(&fs->ops, caller_user(&caller), from, to, flags)
-                        : -ENOMEM;
+        struct removal r = { .fs = fs, .caller = &caller, .from = from, .flags = flags };
+        rc = !from || !to ? -ENOMEM
+           : strcmp(from, to) == 0 ? domops_rename(&fs->ops, caller_user(&caller), from, to,
+                                                   flags)
+           : staging_unlink(fs->staging, to, rename_onto, &r);
         if (rc == 0 && inode_rename(fs->inodes, from, to) != 0)
             log_warn("rename %s -> %s: open handles keep the old name", from, to);
         if (rc == 0 && fs->staging)

@@ -29,7 +29,12 @@ struct staged {
     struct overlay *overlay;    /* r+: the version it started as, and its unwritten chunks */
     char base_root[SCHEMA_ID_BUF];  /* that version's root (guarded like root) */
     uint64_t size;
-    int dirty;                  /* changed since the last commit */
+    int dirty;                  /* changed since the last commit, and journaled so */
+    int torn;                   /* -errno: a write or truncate of the staged file failed, so
+                                   it lacks bytes its writer wrote: never committed, and its
+                                   record is gone (a crash leaves nothing to recover) */
+    int gone;                   /* removed (unlink, rename over): out of the table, its bytes
+                                   freed; its handles' reads and writes fail with ESTALE */
     int rejected;               /* the last commit found no HDF5 file, nothing changed since */
     int committed;              /* a commit succeeded: a domain exists behind it */
     double mtime, ctime;
@@ -164,31 +169,60 @@ static int staged_fill(struct staging *t, struct staged *s)
     return rc;
 }
 
+/* A change of the staged file failed part way: what its writer wrote is not all there, so it
+ * must never be committed. Its record goes now (no space is needed for that), so that neither
+ * a close nor a recovery after a crash commits it; its bytes go at the last close or at its
+ * removal, or stay as the start of a new content after a truncation to 0. */
+static void tear(struct staging *t, struct staged *s, int err)
+{
+    if (s->torn)
+        return;
+    s->torn = err;
+    s->dirty = 0;
+    journal_forget(t->commit.journal, &s->rec);
+    char *staged = journal_staged_path(t->commit.journal, &s->rec);
+    log_error("%s: writing its staged file %s failed (%s): the file is incomplete and is not "
+              "stored; its staged bytes are removed at its last close or its removal",
+              s->rec.domain, staged ? staged : s->rec.name, strerror(-err));
+    free(staged);
+}
+
 static int truncate_locked(struct staging *t, struct staged *s, uint64_t size)
 {
     if (size == 0)
         s->fill_pending = 0;    /* nothing of the domain's bytes would be left */
     int rc = staged_fill(t, s);
-    if (rc == 0 && s->overlay)
-        rc = overlay_before_truncate(s->overlay, size);
     if (rc != 0)
         return rc;
-    if (ftruncate(s->fd, (off_t)size) != 0)
-        return -errno;
+    if (s->overlay)
+        rc = overlay_before_truncate(s->overlay, size);
+    if (rc == 0 && ftruncate(s->fd, (off_t)size) != 0)
+        rc = -errno;
+    if (rc != 0) {
+        tear(t, s, rc);
+        return rc;
+    }
     s->size = size;
+    if (size == 0)
+        s->torn = 0;            /* nothing is missing from an empty file */
     if (size == 0 && s->rec.mode == JOURNAL_CHANGE)
         s->rec.mode = JOURNAL_REPLACE;      /* all new content: a new root, one swap */
     return 0;
 }
 
 /* An O_TRUNC open of a path with an entry: empty, as a new entry would start, and no more a
- * change than that (an empty file is no HDF5 file: nothing is committed unless written). */
+ * change than that (an empty file is no HDF5 file: nothing is committed unless written): what
+ * was not committed is dropped, bytes and record. */
 static int join_entry(struct staging *t, struct staged *s, int truncate)
 {
     pthread_mutex_lock(&s->lock);
     int rc = s->broken;
-    if (rc == 0 && truncate)
+    if (rc == 0 && truncate && !s->gone)
         rc = truncate_locked(t, s, 0);
+    if (rc == 0 && truncate && s->dirty) {
+        s->dirty = 0;
+        journal_forget(t->commit.journal, &s->rec);     /* the next write journals again */
+    }
     pthread_mutex_unlock(&s->lock);
     return rc;
 }
@@ -238,7 +272,7 @@ ssize_t staging_read(struct staging *t, struct staged *s, void *buf, size_t len,
                      uint64_t off)
 {
     pthread_mutex_lock(&s->lock);
-    int rc = staged_fill(t, s);
+    int rc = s->gone ? -ESTALE : staged_fill(t, s);
     ssize_t n = rc != 0 ? rc
               : s->overlay ? overlay_read(s->overlay, s->size, buf, len, off)
                            : pread(s->fd, buf, len, (off_t)off);
@@ -248,20 +282,36 @@ ssize_t staging_read(struct staging *t, struct staged *s, void *buf, size_t len,
     return n;
 }
 
-ssize_t staging_write(struct staging *t, struct staged *s, const void *buf, size_t len,
-                      uint64_t off)
+/* A torn file takes no more writes: they could not make it whole (a truncation to 0 can). */
+static ssize_t write_locked(struct staging *t, struct staged *s, const void *buf, size_t len,
+                            uint64_t off)
 {
-    pthread_mutex_lock(&s->lock);
-    int rc = staged_fill(t, s);
+    int rc = s->gone ? -ESTALE : s->torn;
+    if (rc == 0)
+        rc = staged_fill(t, s);
     if (rc == 0)
         rc = mark_dirty(t, s);
-    if (rc == 0 && s->overlay)
+    if (rc != 0)
+        return rc;              /* the staged file is as it was */
+    if (s->overlay)
         rc = overlay_before_write(s->overlay, off, len);
     ssize_t n = rc == 0 ? pwrite(s->fd, buf, len, (off_t)off) : rc;
     if (rc == 0 && n < 0)
         n = -errno;
-    else if (n > 0 && off + (uint64_t)n > s->size)
+    if (n < 0) {
+        tear(t, s, (int)n);
+        return n;
+    }
+    if (off + (uint64_t)n > s->size)
         s->size = off + (uint64_t)n;
+    return n;
+}
+
+ssize_t staging_write(struct staging *t, struct staged *s, const void *buf, size_t len,
+                      uint64_t off)
+{
+    pthread_mutex_lock(&s->lock);
+    ssize_t n = write_locked(t, s, buf, len, off);
     pthread_mutex_unlock(&s->lock);
     return n;
 }
@@ -274,7 +324,9 @@ int staging_empty(struct staging *t, struct staged *s)
 int staging_truncate(struct staging *t, struct staged *s, uint64_t size)
 {
     pthread_mutex_lock(&s->lock);
-    int rc = mark_dirty(t, s);
+    int rc = s->gone ? -ESTALE : size != 0 ? s->torn : 0;
+    if (rc == 0)
+        rc = mark_dirty(t, s);
     if (rc == 0)
         rc = truncate_locked(t, s, size);
     pthread_mutex_unlock(&s->lock);
@@ -320,14 +372,17 @@ static int commit_locked(struct staging *t, struct staged *s)
 int staging_commit(struct staging *t, struct staged *s)
 {
     pthread_mutex_lock(&s->lock);
-    int rc = s->rejected ? -EINVAL : commit_locked(t, s);
+    int rc = s->gone ? 0 : s->torn ? s->torn : s->rejected ? -EINVAL : commit_locked(t, s);
     pthread_mutex_unlock(&s->lock);
     return rc;
 }
 
-/* The last handle is gone: commit what is left, then drop or keep the staged file. */
+/* The last handle is gone: commit what is left, then drop or keep the staged file (a torn
+ * one is not dirty: dropped). */
 static void staged_finish(struct staging *t, struct staged *s)
 {
+    if (s->gone)
+        return;                 /* its files went at its removal */
     int rc = s->broken || s->rejected ? 0 : commit_locked(t, s);
     char *kept = NULL;
     if (!s->dirty || s->broken) {
@@ -348,8 +403,8 @@ void staging_release(struct staging *t, struct staged *s)
 {
     pthread_mutex_lock(&t->lock);
     int last = --s->refs == 0;
-    if (last)
-        strmap_remove(t->by_path, s->path);
+    if (last && strmap_get(t->by_path, s->path) == s)
+        strmap_remove(t->by_path, s->path);    /* a gone entry has left it already */
     pthread_mutex_unlock(&t->lock);
     if (!last)
         return;
@@ -357,6 +412,45 @@ void staging_release(struct staging *t, struct staged *s)
     staged_finish(t, s);
     pthread_mutex_unlock(&s->lock);
     staged_free(s);
+}
+
+/* Under the entry's lock: it leaves the table (the path is free for a new file), its bytes
+ * are freed now though handles keep the descriptor, its files and record go, and nothing of
+ * it is committed. */
+static void discard_locked(struct staging *t, struct staged *s)
+{
+    pthread_mutex_lock(&t->lock);
+    if (strmap_get(t->by_path, s->path) == s)
+        strmap_remove(t->by_path, s->path);
+    s->gone = 1;
+    pthread_mutex_unlock(&t->lock);
+    if (ftruncate(s->fd, 0) != 0)
+        log_warn("%s: removed; its staged file keeps its bytes until its last close: %s",
+                 s->rec.domain, strerror(errno));
+    journal_remove(t->commit.journal, &s->rec);
+    overlay_free(s->overlay);   /* reads no more of the base version */
+    s->overlay = NULL;
+    s->fill_pending = 0;
+    s->size = 0;
+    s->dirty = s->torn = s->rejected = 0;
+}
+
+int staging_unlink(struct staging *t, const char *path,
+                   int (*remove)(void *ctx, const char *path, int fresh), void *ctx)
+{
+    struct staged *s = staging_find(t, path);
+    if (!s)
+        return remove(ctx, path, 0);
+    pthread_mutex_lock(&s->lock);
+    int fresh = !s->committed && s->rec.mode == JOURNAL_NEW;
+    int rc = s->gone ? -ENOENT : remove(ctx, path, fresh);
+    if (rc == 0) {
+        discard_locked(t, s);
+        log_info("%s: removed or replaced while staged: its staged change is dropped", path);
+    }
+    pthread_mutex_unlock(&s->lock);
+    staging_release(t, s);
+    return rc;
 }
 
 void staging_info(struct staged *s, struct ns_info *info)
@@ -554,6 +648,7 @@ static int recover_base(void *ctx, const struct journal_rec *rec, struct ingest_
 
 size_t staging_recover(struct staging *t)
 {
+    journal_sweep(t->commit.journal);      /* first: on a full disk, the space records need */
     struct commit_ctx c = t->commit;
     c.recover_base = recover_base;
     c.release_base = release_base;

@@ -4,6 +4,10 @@
  * fsync of a handle that changed it commits it (commit.h); the entry goes away with its last
  * handle. A commit that fails keeps the staged bytes and the journal record: a later flush, or
  * the next mount, tries again; bytes that are not HDF5 are moved to rejected/ at the last close.
+ * A write or truncate that the staged file cannot take (ENOSPC, EDQUOT, EIO: it is then torn,
+ * missing bytes its writer wrote) is never committed: its record goes at once, later writes and
+ * flushes fail with that error, and its staged bytes are dropped at the last close (a full disk
+ * is freed, not kept full in rejected/); a truncation to 0 starts it afresh.
  *
  * The writer sees its file from creation on (stat, readdir, reads of its handles); the bucket
  * and every other mount see nothing until the commit's .domain.json put. Thread-safe.
@@ -39,10 +43,11 @@ void staging_free(struct staging *t);
 
 /*
  * The staged entry of path for a new handle (a reference: staging_release it). An existing
- * entry is shared. Otherwise one is made: with truncate (O_TRUNC, or a domain that does not
- * exist yet: root NULL) it starts empty and replaces the domain; else it is a copy of the
- * domain whose root is root, made at its first read, write or truncate (so an open that is
- * then truncated to 0 copies nothing), and is committed in place.
+ * entry is shared (with truncate it is emptied first, as staging_empty does). Otherwise one is
+ * made: with truncate (O_TRUNC, or a domain that does not exist yet: root NULL) it starts
+ * empty and replaces the domain; else it is a copy of the domain whose root is root, made at
+ * its first read, write or truncate (so an open that is then truncated to 0 copies nothing),
+ * and is committed in place.
  */
 int staging_open(struct staging *t, const char *path, const char *root, int truncate,
                  struct staged **out);
@@ -57,9 +62,12 @@ ssize_t staging_write(struct staging *t, struct staged *s, const void *buf, size
                       uint64_t off);
 int staging_truncate(struct staging *t, struct staged *s, uint64_t size);
 /* The truncate of an open(O_TRUNC): empty, as a new entry starts, and no change by itself (an
- * empty file is no HDF5 file: nothing is committed unless something is written). */
+ * empty file is no HDF5 file: nothing is committed unless something is written). What was
+ * staged and not committed is dropped: its bytes are freed, its record goes, a torn entry is
+ * whole again. */
 int staging_empty(struct staging *t, struct staged *s);
-/* Commit if anything changed since the last commit. 0 or -errno (see commit_staged). */
+/* Commit if anything changed since the last commit. 0 or -errno (see commit_staged); a torn
+ * entry's error, committing nothing. */
 int staging_commit(struct staging *t, struct staged *s);
 
 /* What a staged entry looks like in the namespace: a domain of the staged size. */
@@ -70,9 +78,23 @@ int staging_is_new(struct staged *s);
 /* Names of staged entries directly inside directory dir (for readdir); *names is an array of
  * malloc'd strings (free each, then the array). */
 int staging_children(struct staging *t, const char *dir, char ***names, size_t *n);
+/*
+ * Remove path, and with it any change staged there. remove(ctx, path, fresh) decides and does
+ * what the bucket needs: fresh is 1 when path is a file never committed (no domain behind it:
+ * nothing to delete, only rights to check), else 0; it runs under the entry's lock, so no
+ * commit of the entry comes in between. When it returns 0 the entry is discarded: it leaves
+ * the table, its staged bytes are freed at once (even while handles are open), its journal
+ * record goes and nothing of it is ever committed; its handles' reads, writes and truncates
+ * fail with ESTALE, their flushes and closes succeed. Returns remove's answer (-ENOENT when
+ * the entry was removed meanwhile).
+ */
+int staging_unlink(struct staging *t, const char *path,
+                   int (*remove)(void *ctx, const char *path, int fresh), void *ctx);
 /* Move an entry to a new path after a rename of its domain. */
 void staging_rename(struct staging *t, const char *from, const char *to);
-/* At mount, before any request: finish, undo and retry what the journal holds (commit.h);
+/* At mount, before any request: staged files no record names are deleted (journal_sweep:
+ * torn files a crash left), then what the journal holds is finished, undone and retried
+ * (commit.h);
  * an r+ change's staged file is matched with its base version again (overlay.h). Returns the
  * number of records left for a later mount. */
 size_t staging_recover(struct staging *t);

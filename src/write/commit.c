@@ -137,6 +137,14 @@ static int commit_new_root(const struct commit_ctx *c, struct journal_rec *rec,
     int rc = ingest_new_root_id(rec->new_root);
     if (rc == 0)
         rc = set_state(c, rec, JOURNAL_COMMITTING);
+    if (rc == -ENOSPC || rc == -EDQUOT) {
+        /* A full cache directory must not keep a whole staged file from becoming the domain
+         * (and then from freeing its space): the record only lets a crash collect the root. */
+        log_warn("%s: committing without its journal record: a crash during this commit "
+                 "would leave root %s in the bucket, named by nothing", rec->domain,
+                 rec->new_root);
+        rc = 0;
+    }
     if (rc != 0)
         return rc;
     crash_point("committing");

@@ -258,13 +258,19 @@ int journal_write(struct journal *j, const struct journal_rec *rec)
     return rc;
 }
 
-void journal_remove(struct journal *j, const struct journal_rec *rec)
+void journal_forget(struct journal *j, const struct journal_rec *rec)
 {
     char name[64];
     file_name(rec, ".json", name, sizeof name);
     if (unlinkat(j->records, name, 0) != 0 && errno != ENOENT)
         log_warn("%s: cannot remove the journal record %s: %s", rec->domain, name,
                  strerror(errno));
+}
+
+void journal_remove(struct journal *j, const struct journal_rec *rec)
+{
+    char name[64];
+    journal_forget(j, rec);
     file_name(rec, ".h5", name, sizeof name);
     if (unlinkat(j->staging, name, 0) != 0 && errno != ENOENT)
         log_warn("%s: cannot remove the staged file %s: %s", rec->domain, name, strerror(errno));
@@ -425,6 +431,86 @@ int journal_list(struct journal *j, struct journal_rec **recs, size_t *n)
         *n = 0;
     }
     return rc;
+}
+
+/* ---- files no record names ---- */
+
+/* name is <JOURNAL_NAME_LEN hex digits><one of suffixes>. */
+static int is_staging_name(const char *name, const char *const *suffixes, size_t n)
+{
+    if (strspn(name, "0123456789abcdef") != JOURNAL_NAME_LEN)
+        return 0;
+    for (size_t i = 0; i < n; i++)
+        if (strcmp(name + JOURNAL_NAME_LEN, suffixes[i]) == 0)
+            return 1;
+    return 0;
+}
+
+/* A staged file, its base ranges or their temporary, whose record is gone. An unreadable
+ * record still counts: its files stay for whoever looks at it. */
+static int is_orphan(struct journal *j, const char *name)
+{
+    static const char *const suffixes[] = { ".h5", ".h5.base", ".h5.base.tmp" };
+    char rec[64];
+    struct stat sb;
+    if (!is_staging_name(name, suffixes, sizeof suffixes / sizeof suffixes[0]))
+        return 0;
+    snprintf(rec, sizeof rec, "%.*s.json", JOURNAL_NAME_LEN, name);
+    return fstatat(j->records, rec, &sb, AT_SYMLINK_NOFOLLOW) != 0 && errno == ENOENT;
+}
+
+/* A record's temporary: replace_file never finished it (a crash). */
+static int is_stale_record(struct journal *j, const char *name)
+{
+    static const char *const suffixes[] = { ".json.tmp" };
+    (void)j;
+    return is_staging_name(name, suffixes, 1);
+}
+
+/* Remove the files of directory dirfd that stale() picks; counts them and their bytes. */
+static int sweep_dir(struct journal *j, int dirfd, int (*stale)(struct journal *, const char *),
+                     size_t *n, unsigned long long *bytes)
+{
+    int fd = dup(dirfd);
+    DIR *dir = fd >= 0 ? fdopendir(fd) : NULL;
+    if (!dir) {
+        int rc = -errno;
+        if (fd >= 0)
+            close(fd);
+        return rc;
+    }
+    rewinddir(dir);
+    for (struct dirent *e; (e = readdir(dir));) {
+        struct stat sb;
+        if (!stale(j, e->d_name))
+            continue;
+        unsigned long long size = fstatat(dirfd, e->d_name, &sb, AT_SYMLINK_NOFOLLOW) == 0
+                                      ? (unsigned long long)sb.st_blocks * 512 : 0;
+        if (unlinkat(dirfd, e->d_name, 0) != 0) {
+            log_warn("%s: cannot remove %s: %s", j->root, e->d_name, strerror(errno));
+            continue;
+        }
+        (*n)++;
+        *bytes += size;
+    }
+    closedir(dir);
+    return 0;
+}
+
+size_t journal_sweep(struct journal *j)
+{
+    size_t n = 0;
+    unsigned long long bytes = 0;
+    int rc = sweep_dir(j, j->staging, is_orphan, &n, &bytes);
+    if (rc == 0)
+        rc = sweep_dir(j, j->records, is_stale_record, &n, &bytes);
+    if (rc != 0)
+        log_warn("%s: cannot list the staging area to remove what no record names: %s",
+                 j->root, strerror(-rc));
+    if (n)
+        log_info("%s: removed %zu staged files that no journal record names (a write that "
+                 "failed, or a crash): %llu bytes freed", j->root, n, bytes);
+    return n;
 }
 
 /* ---- the cache directory's lock ---- */

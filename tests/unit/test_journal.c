@@ -1,9 +1,9 @@
 /*
  * test_journal: the staging area's records on a real temporary cache directory: what is
  * created, what survives a "crash" (a new journal object over the same directory), rejects,
- * removal, records that are not ours, the bucket each record names (another bucket's mount on
- * the same directory must not take it for its own), and the directory's lock across a fork (a
- * daemonised mount's).
+ * removal, what the sweep at mount removes, records that are not ours, the bucket each
+ * record names (another bucket's mount on the same directory must not take it for its own),
+ * and the directory's lock across a fork (a daemonised mount's).
  */
 #include "h5osfs/journal.h"
 
@@ -211,6 +211,56 @@ static void test_records_name_their_bucket(const char *dir)
     journal_close(a);
 }
 
+static void touch(const char *dir, const char *sub, const char *name, const char *suffix)
+{
+    char path[4096];
+    snprintf(path, sizeof path, "%s/%s/%s%s", dir, sub, name, suffix);
+    FILE *f = fopen(path, "w");
+    CHECK(f != NULL);
+    if (f) {
+        fputs("bytes", f);
+        fclose(f);
+    }
+}
+
+/* A record forgotten leaves its staged file to its handles; at the next mount the sweep
+ * deletes what no record names (and records' temporaries), and nothing that a record, or a
+ * file that is not ours, names. */
+static void test_sweep_removes_what_no_record_names(const char *dir)
+{
+    struct journal *j = NULL;
+    struct journal_rec kept, torn;
+    int fd = -1, fd2 = -1;
+    CHECK_INT(journal_open(dir, BUCKET_A, &j), 0);
+    CHECK_INT(journal_stage(j, "/home/u/kept.h5", JOURNAL_NEW, NULL, &kept, &fd), 0);
+    CHECK_INT(journal_write(j, &kept), 0);
+    CHECK_INT(journal_stage(j, "/home/u/torn.h5", JOURNAL_NEW, NULL, &torn, &fd2), 0);
+    CHECK_INT(journal_write(j, &torn), 0);
+    touch(dir, "staging", torn.name, ".h5.base");
+    journal_forget(j, &torn);
+    CHECK(!exists(dir, "journal", torn.name, ".json"));
+    CHECK(exists(dir, "staging", torn.name, ".h5"));        /* still the handles' file */
+    touch(dir, "staging", "0123456789abcdef", ".h5");      /* a crash before its record */
+    touch(dir, "journal", kept.name, ".json.tmp");          /* a crash in a replace */
+    touch(dir, "staging", "notes", ".txt");                 /* not ours: left alone */
+    journal_close(j);
+    CHECK_INT(journal_open(dir, BUCKET_A, &j), 0);                    /* the next mount */
+    CHECK_INT(journal_sweep(j), 4);
+    CHECK(!exists(dir, "staging", torn.name, ".h5"));
+    CHECK(!exists(dir, "staging", torn.name, ".h5.base"));
+    CHECK(!exists(dir, "staging", "0123456789abcdef", ".h5"));
+    CHECK(!exists(dir, "journal", kept.name, ".json.tmp"));
+    CHECK(exists(dir, "staging", kept.name, ".h5"));
+    CHECK(exists(dir, "journal", kept.name, ".json"));
+    CHECK(exists(dir, "staging", "notes", ".txt"));
+    CHECK_INT(journal_sweep(j), 0);
+    journal_rec_free(&kept);
+    journal_rec_free(&torn);
+    close(fd);
+    close(fd2);
+    journal_close(j);
+}
+
 static long lock_file_pid(const char *dir)
 {
     char path[4096];
@@ -279,6 +329,9 @@ int main(void)
     test_foreign_records_are_skipped(dir);
     snprintf(dir, sizeof dir, "%s/shared", base);
     test_records_name_their_bucket(dir);
+
+    snprintf(dir, sizeof dir, "%s/swept", base);
+    test_sweep_removes_what_no_record_names(dir);
     snprintf(dir, sizeof dir, "%s/locked/cache", base);    /* created by the lock, 0700 */
     test_lock_is_exclusive_and_follows_a_fork(dir);
     CHECK(stat(dir, &st) == 0 && (st.st_mode & 0777) == 0700);
