@@ -117,6 +117,7 @@ struct image_stats {
     uint64_t memory;            /* bytes of RAM the image holds */
     uint64_t datasets;
     uint64_t chunks;            /* chunk extents */
+    uint64_t runs;              /* runs of bytes kept in RAM (metadata, values) */
     double build_seconds;
 };
 void image_stats(const struct image *img, struct image_stats *out);

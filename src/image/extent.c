@@ -10,17 +10,20 @@ struct run {
     unsigned char *data;
 };
 
+/* 24 bytes: with its chunk list, a million chunks being declared must fit beside the rest. */
 struct chunk_extent {
-    uint64_t off, len;
-    struct extent_tag tag;
+    uint64_t off;
+    uint64_t chunk;
+    uint32_t len;               /* a chunk is less than 4 GiB (HDF5's limit) */
+    uint32_t dset;
 };
 
 struct extent_map {
-    struct run *runs;
+    struct run *runs;           /* while built */
     size_t n_runs, cap_runs;
-    struct chunk_extent *chunks;
+    struct chunk_extent *chunks;    /* while built */
     size_t n_chunks, cap_chunks;
-    struct segment *segs;       /* after extent_finish */
+    struct segment *segs;       /* after extent_finish (made in the chunks' memory) */
     size_t n_segs;
     uint64_t size;
 };
@@ -38,6 +41,9 @@ void extent_map_free(struct extent_map *map)
         free(map->runs[i].data);
     free(map->runs);
     free(map->chunks);
+    for (size_t i = 0; i < map->n_segs; i++)
+        if (map->segs[i].kind == SEGMENT_BYTES)
+            free((void *)map->segs[i].u.bytes);
     free(map->segs);
     free(map);
 }
@@ -199,6 +205,8 @@ int extent_write_chunk(struct extent_map *map, uint64_t off, uint64_t len, struc
 {
     if (len == 0)
         return 0;
+    if (len > UINT32_MAX)
+        return -EFBIG;
     drop_chunks(map, off, off + len);
     int rc = cut_runs(map, off, off + len);
     if (rc != 0)
@@ -207,8 +215,21 @@ int extent_write_chunk(struct extent_map *map, uint64_t off, uint64_t len, struc
         return -ENOMEM;
     size_t i = first_chunk_ending_after(map, off);
     memmove(&map->chunks[i + 1], &map->chunks[i], (map->n_chunks - i) * sizeof *map->chunks);
-    map->chunks[i] = (struct chunk_extent){ off, len, tag };
+    map->chunks[i] = (struct chunk_extent){ off, tag.chunk, (uint32_t)len, tag.dset };
     map->n_chunks++;
+    return 0;
+}
+
+int extent_reserve_chunks(struct extent_map *map, size_t n)
+{
+    size_t need = map->n_chunks + n;
+    if (need <= map->cap_chunks)
+        return 0;
+    void *nv = realloc(map->chunks, need * sizeof *map->chunks);
+    if (!nv)
+        return -ENOMEM;
+    map->chunks = nv;
+    map->cap_chunks = need;
     return 0;
 }
 
@@ -238,41 +259,41 @@ static void drop_beyond(struct extent_map *m, uint64_t eof)
         m->n_chunks--;
 }
 
-static void push_segment(struct extent_map *m, uint64_t *pos, struct segment s)
-{
-    if (s.off > *pos)
-        m->segs[m->n_segs++] = (struct segment){ .off = *pos, .len = s.off - *pos,
-                                                 .kind = SEGMENT_HOLE };
-    m->segs[m->n_segs++] = s;
-    *pos = s.off + s.len;
-}
-
+/* The chunks, turned into segments in their own array (grown, then spread from the back:
+ * no second array of a million entries), and the runs merged in from the back. The runs'
+ * bytes now belong to segments. */
 int extent_finish(struct extent_map *map, uint64_t eof)
 {
+    _Static_assert(sizeof(struct segment) >= sizeof(struct chunk_extent),
+                   "segments are made in the chunks' array");
     drop_beyond(map, eof);
-    size_t cap = 2 * (map->n_runs + map->n_chunks) + 2;
-    map->segs = malloc(cap * sizeof *map->segs);
-    if (!map->segs)
+    size_t nc = map->n_chunks, n = nc + map->n_runs;
+    struct segment *segs = realloc(map->chunks, (n ? n : 1) * sizeof *segs);
+    if (!segs)
         return -ENOMEM;
-    uint64_t pos = 0;
-    size_t r = 0, c = 0;
-    while (r < map->n_runs || c < map->n_chunks) {
-        int take_run = c == map->n_chunks ||
-                       (r < map->n_runs && map->runs[r].off < map->chunks[c].off);
-        if (take_run) {
-            const struct run *x = &map->runs[r++];
-            push_segment(map, &pos, (struct segment){ .off = x->off, .len = x->len,
-                                                      .kind = SEGMENT_BYTES, .u.bytes = x->data });
-        } else {
-            const struct chunk_extent *x = &map->chunks[c++];
-            push_segment(map, &pos, (struct segment){ .off = x->off, .len = x->len,
-                                                      .kind = SEGMENT_CHUNK, .u.tag = x->tag });
-        }
+    map->chunks = NULL;
+    map->cap_chunks = map->n_chunks = 0;
+    for (size_t i = nc; i-- > 0;) {     /* segment i lies over chunk extents i and later */
+        struct chunk_extent c = ((struct chunk_extent *)segs)[i];
+        segs[i] = (struct segment){ .off = c.off, .len = c.len, .u.chunk = c.chunk,
+                                    .dset = c.dset, .kind = SEGMENT_CHUNK };
     }
-    if (pos < eof)
-        push_segment(map, &pos, (struct segment){ .off = eof, .len = 0, .kind = SEGMENT_HOLE });
-    if (map->n_segs > 0 && map->segs[map->n_segs - 1].len == 0)
-        map->n_segs--;          /* the zero-length marker that closed the last hole */
+    size_t r = map->n_runs, c = nc, out = n;
+    while (r > 0) {                 /* merge from the back: nothing not yet moved is written */
+        const struct run *x = &map->runs[r - 1];
+        if (c > 0 && segs[c - 1].off > x->off) {
+            segs[--out] = segs[--c];
+            continue;
+        }
+        segs[--out] = (struct segment){ .off = x->off, .len = x->len, .u.bytes = x->data,
+                                        .kind = SEGMENT_BYTES };
+        r--;
+    }
+    free(map->runs);
+    map->runs = NULL;
+    map->n_runs = map->cap_runs = 0;
+    map->segs = segs;
+    map->n_segs = n;
     map->size = eof;
     return 0;
 }
@@ -291,10 +312,10 @@ const struct segment *extent_segments(const struct extent_map *map, size_t *n)
 size_t extent_find(const struct extent_map *map, uint64_t off)
 {
     size_t lo = 0, hi = map->n_segs;
-    while (hi - lo > 1) {
+    while (lo < hi) {
         size_t mid = lo + (hi - lo) / 2;
-        if (map->segs[mid].off <= off)
-            lo = mid;
+        if (map->segs[mid].off + map->segs[mid].len <= off)
+            lo = mid + 1;
         else
             hi = mid;
     }
@@ -307,5 +328,7 @@ uint64_t extent_memory(const struct extent_map *map)
                      map->cap_chunks * sizeof *map->chunks + map->n_segs * sizeof *map->segs;
     for (size_t i = 0; i < map->n_runs; i++)
         total += map->runs[i].cap;
+    for (size_t i = 0; i < map->n_segs; i++)
+        total += map->segs[i].kind == SEGMENT_BYTES ? map->segs[i].len : 0;
     return total;
 }

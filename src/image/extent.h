@@ -8,8 +8,9 @@
  * overlapped runs are trimmed, an overlapped chunk extent is dropped whole (its chunk was
  * rewritten elsewhere or deleted). Last write wins.
  *
- * extent_finish freezes the layout at the final end of allocation into a sorted, gap-free list
- * of segments (runs, chunks, holes), which is what a read walks. Not thread-safe while being
+ * extent_finish freezes the layout at the final end of allocation into a sorted list of
+ * segments (runs and chunks; the gaps between them, holes, read as zeros), which is what a read
+ * walks. Not thread-safe while being
  * built; immutable and freely shared after extent_finish.
  */
 #ifndef H5OSFS_IMAGE_EXTENT_H
@@ -24,16 +25,18 @@ struct extent_tag {
     uint64_t chunk;
 };
 
-enum segment_kind { SEGMENT_HOLE = 0, SEGMENT_BYTES, SEGMENT_CHUNK };
+enum segment_kind { SEGMENT_BYTES = 1, SEGMENT_CHUNK };
 
+/* 32 bytes: a domain of a million chunks keeps a million of these. */
 struct segment {
     uint64_t off;
     uint64_t len;
-    enum segment_kind kind;
     union {
         const unsigned char *bytes;     /* SEGMENT_BYTES: len bytes */
-        struct extent_tag tag;          /* SEGMENT_CHUNK: the extent is the whole chunk */
+        uint64_t chunk;                 /* SEGMENT_CHUNK: the extent is the whole chunk */
     } u;
+    uint32_t dset;                      /* SEGMENT_CHUNK: the chunk's dataset (extent_tag) */
+    uint32_t kind;                      /* enum segment_kind */
 };
 
 struct extent_map;
@@ -45,16 +48,20 @@ void extent_map_free(struct extent_map *map);
 int extent_write_bytes(struct extent_map *map, uint64_t off, const void *buf, uint64_t len);
 /* Record a chunk placeholder at off. 0 or -ENOMEM. */
 int extent_write_chunk(struct extent_map *map, uint64_t off, uint64_t len, struct extent_tag tag);
+/* Room for n more chunk extents at once (a dataset's chunks are declared together): a million
+ * chunks grow the table once, to its size, not by doubling past it. 0 or -ENOMEM. */
+int extent_reserve_chunks(struct extent_map *map, size_t n);
 /* Bytes at [off, off+len) as currently known (runs; zeros for chunks and holes). */
 void extent_read(const struct extent_map *map, uint64_t off, void *buf, uint64_t len);
 
 /* Freeze at file size eof (items beyond it are dropped or trimmed). 0 or -ENOMEM. */
 int extent_finish(struct extent_map *map, uint64_t eof);
 
-/* After extent_finish: the file size, and the segments covering [0, size) in order. */
+/* After extent_finish: the file size, and the segments in order (bytes between them are
+ * holes: zeros). */
 uint64_t extent_size(const struct extent_map *map);
 const struct segment *extent_segments(const struct extent_map *map, size_t *n);
-/* Index of the segment holding byte off (off < size). */
+/* Index of the first segment that ends after off (n when none does). */
 size_t extent_find(const struct extent_map *map, uint64_t off);
 
 /* Bytes of RAM the map holds (runs and tables), for the memory figures. */

@@ -121,15 +121,15 @@ int image_chunk_source(const struct image *img, uint64_t off, const char *datase
         return 0;
     size_t n;
     const struct segment *seg = &extent_segments(img->map, &n)[extent_find(img->map, off)];
-    if (seg->kind != SEGMENT_CHUNK || seg->off != off || seg->u.tag.dset >= img->n_datasets)
+    if (seg->kind != SEGMENT_CHUNK || seg->off != off || seg->dset >= img->n_datasets)
         return 0;
-    const struct image_dataset *ds = &img->datasets[seg->u.tag.dset];
+    const struct image_dataset *ds = &img->datasets[seg->dset];
     if (ds->origin != ORIGIN_HSDS || ds->rank != rank || strcmp(ds->id, dataset_id) != 0)
         return 0;
-    image_chunk_index(ds, seg->u.tag.chunk, at);
+    image_chunk_index(ds, seg->u.chunk, at);
     if (memcmp(at, idx, (size_t)rank * sizeof *at) != 0)
         return 0;
-    return image_chunk_key(ds, seg->u.tag.chunk, key, key_len) == 0;
+    return image_chunk_key(ds, seg->u.chunk, key, key_len) == 0;
 }
 
 /* ---- chunk keys ---- */
@@ -208,8 +208,8 @@ static int load_chunk(void *ctx, void *buf, size_t size)
 static void chunk_cache_key(const struct image *img, const struct segment *s, char *key,
                             size_t len)
 {
-    snprintf(key, len, "%" PRIu64 ":%" PRIu32 ":%" PRIu64, img->serial, s->u.tag.dset,
-             s->u.tag.chunk);
+    snprintf(key, len, "%" PRIu64 ":%" PRIu32 ":%" PRIu64, img->serial, s->dset,
+             s->u.chunk);
 }
 
 static int copy_chunk(struct image *img, struct chunk_cache *cache, const struct segment *s,
@@ -217,9 +217,9 @@ static int copy_chunk(struct image *img, struct chunk_cache *cache, const struct
 {
     char key[64];
     struct chunk_entry *e;
-    if (s->u.tag.dset >= img->n_datasets)
+    if (s->dset >= img->n_datasets)
         return -EIO;
-    struct chunk_job job = { img, &img->datasets[s->u.tag.dset], s->u.tag.chunk };
+    struct chunk_job job = { img, &img->datasets[s->dset], s->u.chunk };
     if (job.ds->origin == ORIGIN_POISON)
         return -EIO;            /* logged once by the build; nothing to fetch (it may be huge) */
     if (job.ds->chunk_bytes != s->len)
@@ -255,14 +255,14 @@ static void read_ahead(struct image *img, struct image_reader *r, size_t last)
     size_t i = last + 1 > r->ahead ? last + 1 : (size_t)r->ahead;
     for (; i < end; i++) {
         const struct segment *s = &segs[i];
-        if (s->kind != SEGMENT_CHUNK || s->u.tag.dset >= img->n_datasets ||
-            img->datasets[s->u.tag.dset].origin == ORIGIN_POISON)
+        if (s->kind != SEGMENT_CHUNK || s->dset >= img->n_datasets ||
+            img->datasets[s->dset].origin == ORIGIN_POISON)
             continue;
         struct chunk_job *job = malloc(sizeof *job);
         char key[64];
         if (!job)
             break;
-        *job = (struct chunk_job){ img, &img->datasets[s->u.tag.dset], s->u.tag.chunk };
+        *job = (struct chunk_job){ img, &img->datasets[s->dset], s->u.chunk };
         image_get(img);
         chunk_cache_key(img, s, key, sizeof key);
         if (prefetcher_add(r->prefetch, key, s->len, load_chunk, job, prefetch_done) != 0)
@@ -300,19 +300,24 @@ ssize_t image_read(struct image *img, struct image_reader *r, uint64_t off, void
     int sequential = r->prefetch && note_access(r, off, len);
     size_t n_segs, done = 0, i;
     const struct segment *segs = extent_segments(img->map, &n_segs);
-    for (i = extent_find(img->map, off); done < len && i < n_segs; i++) {
-        const struct segment *s = &segs[i];
+    for (i = extent_find(img->map, off); done < len;) {
         uint64_t pos = off + done;
-        uint64_t n = s->off + s->len - pos < len - done ? s->off + s->len - pos : len - done;
         unsigned char *out = (unsigned char *)buf + done;
+        if (i >= n_segs || segs[i].off > pos) {     /* a hole up to the next segment */
+            uint64_t to = i < n_segs && segs[i].off - pos < len - done ? segs[i].off - pos
+                                                                       : len - done;
+            memset(out, 0, to);
+            done += to;
+            continue;
+        }
+        const struct segment *s = &segs[i++];
+        uint64_t n = s->off + s->len - pos < len - done ? s->off + s->len - pos : len - done;
         if (s->kind == SEGMENT_CHUNK && sequential) {
-            read_ahead(img, r, i);
+            read_ahead(img, r, i - 1);
             sequential = 0;     /* once per read */
         }
         if (s->kind == SEGMENT_BYTES)
             memcpy(out, s->u.bytes + (pos - s->off), n);
-        else if (s->kind == SEGMENT_HOLE)
-            memset(out, 0, n);
         else if (copy_chunk(img, r->cache, s, pos, out, n) != 0)
             return -EIO;
         done += n;
@@ -381,8 +386,8 @@ int image_equal(const struct image *a, const struct image *b)
             return 0;
         if (sa[i].kind == SEGMENT_BYTES && memcmp(sa[i].u.bytes, sb[i].u.bytes, sa[i].len) != 0)
             return 0;
-        if (sa[i].kind == SEGMENT_CHUNK && (sa[i].u.tag.dset != sb[i].u.tag.dset ||
-                                            sa[i].u.tag.chunk != sb[i].u.tag.chunk))
+        if (sa[i].kind == SEGMENT_CHUNK && (sa[i].dset != sb[i].dset ||
+                                            sa[i].u.chunk != sb[i].u.chunk))
             return 0;
     }
     for (size_t i = 0; i < a->n_datasets; i++)
@@ -399,8 +404,10 @@ void image_stats(const struct image *img, struct image_stats *out)
     out->size = extent_size(img->map);
     out->memory = extent_memory(img->map) + img->n_datasets * sizeof *img->datasets;
     out->datasets = img->n_datasets;
-    for (size_t i = 0; i < n; i++)
+    for (size_t i = 0; i < n; i++) {
         out->chunks += s[i].kind == SEGMENT_CHUNK;
+        out->runs += s[i].kind == SEGMENT_BYTES;
+    }
     for (size_t i = 0; i < img->n_datasets; i++)
         out->memory += img->datasets[i].n_pieces * sizeof(struct ref_piece);
     out->build_seconds = img->build_seconds;

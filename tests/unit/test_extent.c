@@ -36,18 +36,18 @@ static void test_overwrites(void)
     size_t n, chunks = 0;
     const struct segment *s = extent_segments(m, &n);
     uint64_t pos = 0;
-    for (size_t i = 0; i < n; i++) {
-        CHECK(s[i].off == pos && s[i].len > 0);
-        pos += s[i].len;
+    for (size_t i = 0; i < n; i++) {                        /* sorted, disjoint, no holes */
+        CHECK(s[i].off >= pos && s[i].len > 0 && s[i].kind != 0);
+        pos = s[i].off + s[i].len;
         chunks += s[i].kind == SEGMENT_CHUNK;
     }
-    CHECK_INT(pos, 330);
+    CHECK(pos <= 330);
     CHECK_INT(chunks, 1);
     CHECK_INT(s[extent_find(m, 25)].kind, SEGMENT_CHUNK);
     CHECK_INT(s[extent_find(m, 0)].kind, SEGMENT_BYTES);
-    CHECK_INT(s[extent_find(m, 150)].kind, SEGMENT_HOLE);
+    CHECK(s[extent_find(m, 150)].off > 150);                 /* a hole: the next segment */
     CHECK_INT(s[extent_find(m, 212)].kind, SEGMENT_BYTES);
-    CHECK_INT(s[extent_find(m, 329)].kind, SEGMENT_HOLE);
+    CHECK_INT(extent_find(m, 329), n);                       /* a hole at the end */
     extent_map_free(m);
 }
 

@@ -125,9 +125,11 @@ static int write_image(struct image *img, const char *path)
     for (size_t i = 0; i < n && rc == 0; i++) {
         const struct segment *s = &segs[i];
         int poisoned = s->kind == SEGMENT_CHUNK &&
-                       img->datasets[s->u.tag.dset].origin == ORIGIN_POISON;
+                       img->datasets[s->dset].origin == ORIGIN_POISON;
         if (poisoned)
             CHECK_INT(image_read(img, &r, s->off, buf, 1), -EIO);
+        if (fseeko(fp, (off_t)s->off, SEEK_SET) != 0)      /* the holes between: zeros */
+            rc = -EIO;
         for (uint64_t off = s->off; off < s->off + s->len && rc == 0;) {
             size_t len = s->off + s->len - off < sizeof buf ? s->off + s->len - off : sizeof buf;
             if (poisoned)
@@ -139,6 +141,8 @@ static int write_image(struct image *img, const char *path)
             off += len;
         }
     }
+    if (fp && rc == 0 && ftruncate(fileno(fp), (off_t)image_size(img)) != 0)
+        rc = -EIO;
     if (fp && fclose(fp) != 0)
         rc = -EIO;
     chunk_cache_free(r.cache);

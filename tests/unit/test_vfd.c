@@ -96,10 +96,10 @@ static unsigned char *assemble(const struct extent_map *map)
             float *v = (float *)(file + s[i].off);
             CHECK_INT(s[i].len, C0 * C1 * 4);
             for (size_t k = 0; k < C0 * C1; k++)
-                v[k] = chunk_value(s[i].u.tag.chunk, k);
+                v[k] = chunk_value(s[i].u.chunk, k);
         }
         if (i > 0)
-            CHECK(s[i].off == s[i - 1].off + s[i - 1].len);
+            CHECK(s[i].off >= s[i - 1].off + s[i - 1].len);
     }
     return file;
 }
