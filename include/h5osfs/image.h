@@ -30,6 +30,7 @@ struct image;
 struct image_source {
     struct store *store;
     const char *bucket_name;    /* resolves *_REF file_uri "bucket/key" to keys of this store */
+    unsigned requests;          /* store requests a build makes at once (0: one) */
 };
 
 /* Build the image of the domain at domain_path whose root group is root_id. */

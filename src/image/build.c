@@ -26,6 +26,7 @@
 #include "h5osfs/h5value.h"
 #include "h5osfs/hjson.h"
 #include "h5osfs/log.h"
+#include "h5osfs/pfor.h"
 
 /* HDF5's global state is not worth contending on: one build at a time. */
 static pthread_mutex_t build_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -38,6 +39,31 @@ struct build_obj *build_find(struct builder *b, const char *id)
     return i ? &b->objs[i - 1] : NULL;
 }
 
+/* An object's JSON fetched ahead of its turn (the store's answer, taken by build_load_json). */
+struct fetched {
+    int rc;
+    struct store_buf buf;
+};
+
+static void fetched_free(void *v)
+{
+    struct fetched *f = v;
+    store_buf_free(&f->buf);
+    free(f);
+}
+
+/* The store's answer for id: fetched ahead, or asked now. */
+static int get_object(struct builder *b, const char *id, const char *key, struct store_buf *buf)
+{
+    struct fetched *f = b->fetched ? strmap_remove(b->fetched, id) : NULL;
+    if (!f)
+        return store_get(b->src->store, key, IMAGE_JSON_MAX, buf);
+    int rc = f->rc;
+    *buf = f->buf;
+    free(f);
+    return rc;
+}
+
 int build_load_json(struct builder *b, const char *id, json_t **out, char *why, size_t why_len)
 {
     char key[STORE_KEY_MAX + 1], jwhy[160];
@@ -47,7 +73,7 @@ int build_load_json(struct builder *b, const char *id, json_t **out, char *why, 
         snprintf(why, why_len, "%.120s is not an object id", id);
         return -EINVAL;
     }
-    int rc = store_get(b->src->store, key, IMAGE_JSON_MAX, &buf);
+    int rc = get_object(b, id, key, &buf);
     if (rc == -ENOENT || rc == -EFBIG || rc == -EISDIR) {
         snprintf(why, why_len, "object %s (%.120s): %s", id, key,
                  rc == -ENOENT ? "missing" : rc == -EFBIG ? "larger than 64 MiB" : "a directory");
@@ -272,6 +298,80 @@ static int discover_link(struct builder *b, size_t parent, const struct link_ref
     return rc;
 }
 
+/* ---- fetching ahead: the objects the next groups link are asked for at once ---- */
+
+struct fetch_job {
+    struct builder *b;
+    char **ids;
+    struct fetched **out;
+};
+
+static void fetch_one(void *ctx, size_t i)
+{
+    struct fetch_job *j = ctx;
+    char key[STORE_KEY_MAX + 1];
+    struct fetched *f = calloc(1, sizeof *f);
+    if (f && schema_obj_key(j->ids[i], key, sizeof key) == 0)
+        f->rc = store_get(j->b->src->store, key, IMAGE_JSON_MAX, &f->buf);
+    else if (f)
+        f->rc = -EINVAL;
+    j->out[i] = f;
+}
+
+/* Add id to ids when it is a hard link target of the domain not found or fetched yet. */
+static int want_fetched(struct builder *b, const char *id, char ***ids, size_t *n, size_t *cap)
+{
+    if (!id || !member_id_ok(b, id) || build_find(b, id) || strmap_get(b->fetched, id))
+        return 0;
+    for (size_t i = 0; i < *n; i++)
+        if (strcmp((*ids)[i], id) == 0)
+            return 0;
+    if (*n == *cap) {
+        size_t ncap = *cap ? *cap * 2 : 64;
+        char **bigger = realloc(*ids, ncap * sizeof *bigger);
+        if (!bigger)
+            return -ENOMEM;
+        *ids = bigger;
+        *cap = ncap;
+    }
+    (*ids)[(*n)++] = (char *)id;
+    return 0;
+}
+
+/* Fetch, all at once, the objects that the groups from the next unfetched one on link to: the
+ * breadth-first walk then finds them waiting, in its own order. */
+static int fetch_ahead(struct builder *b)
+{
+    char **ids = NULL;
+    size_t n = 0, cap = 0;
+    int rc = 0;
+    if (b->src->requests <= 1 || b->fetched_upto > b->n_objs)
+        return 0;
+    for (size_t i = b->fetched_upto; i < b->n_objs && rc == 0; i++) {
+        const char *name;
+        json_t *l;
+        if (b->objs[i].cls == 'g')
+            json_object_foreach(json_object_get(b->objs[i].json, "links"), name, l)
+                if (rc == 0)
+                    rc = want_fetched(b, hard_target(l), &ids, &n, &cap);
+    }
+    b->fetched_upto = b->n_objs;
+    struct fetch_job job = { b, ids, n ? calloc(n, sizeof *job.out) : NULL };
+    if (rc == 0 && n && !job.out)
+        rc = -ENOMEM;
+    if (rc == 0 && n)
+        pfor(n, b->src->requests, fetch_one, &job);
+    for (size_t i = 0; i < n && job.out; i++) {
+        if (job.out[i] && (rc != 0 || strmap_put(b->fetched, ids[i], job.out[i], NULL) != 0)) {
+            fetched_free(job.out[i]);
+            rc = rc ? rc : -ENOMEM;
+        }
+    }
+    free(job.out);
+    free(ids);
+    return rc;
+}
+
 static int discover(struct builder *b)
 {
     json_t *root;
@@ -289,6 +389,8 @@ static int discover(struct builder *b)
     for (size_t i = 0; i < b->n_objs && rc == 0; i++) {
         if (b->objs[i].cls != 'g')
             continue;
+        if (i >= b->fetched_upto && (rc = fetch_ahead(b)) != 0)
+            break;
         size_t n;
         struct link_ref *links = ordered_members(json_object_get(b->objs[i].json, "links"),
                                                  creation_ordered(b->objs[i].json), &n);
@@ -695,10 +797,12 @@ static void free_objects(struct builder *b)
         free(b->objs[i].id);
         free(b->objs[i].path);
         free(b->objs[i].chunks);
+        free(b->objs[i].listed);
         json_decref(b->objs[i].json);
     }
     free(b->objs);
     strmap_free(b->by_id, NULL);
+    strmap_free(b->fetched, fetched_free);
 }
 
 /* HDF5's metadata cache grows up to 32 MiB while a million chunk index entries are written;
@@ -734,7 +838,17 @@ static hid_t create_file(struct builder *b)
 
 static int build_steps(struct builder *b)
 {
+    struct root_listing rl;
+    double t0 = clock_monotonic();
+    build_root_listing_start(b, &rl);
     int rc = discover(b);
+    double t1 = clock_monotonic();
+    if (rc == 0)
+        rc = build_list_ahead(b, &rl);
+    log_debug("%s: %zu objects fetched in %.3f s, chunks listed %.3f s later (%s)",
+              b->domain_path, b->n_objs, t1 - t0, clock_monotonic() - t1,
+              rl.complete ? "one listing of the root" : "a listing per dataset");
+    build_root_listing_end(&rl);
     if (rc != 0)
         return rc;
     b->file = create_file(b);
@@ -775,8 +889,9 @@ static int builder_init(struct builder *b, const struct image_source *src, const
     b->root_id = root_id;
     b->file = H5I_INVALID_HID;
     b->by_id = strmap_new();
+    b->fetched = strmap_new();
     *img = calloc(1, sizeof **img);
-    if (!b->by_id || !*img)
+    if (!b->by_id || !b->fetched || !*img)
         return -ENOMEM;
     (*img)->refs = 1;
     (*img)->serial = ++next_serial;

@@ -5,6 +5,8 @@
 #ifndef H5OSFS_IMAGE_BUILD_H
 #define H5OSFS_IMAGE_BUILD_H
 
+#include <pthread.h>
+
 #include "h5osfs/strmap.h"
 #include "image_int.h"
 
@@ -20,6 +22,11 @@ struct build_obj {
     uint64_t *chunks;           /* ... served from these chunk extents (linear indexes), */
     size_t n_chunks;            /*     declared after every object, link and attribute */
     uint32_t dset_index;        /*     exists (build_dataset_declare) */
+    uint64_t *listed;           /* its chunk objects, listed ahead (build_list_ahead): sorted */
+    size_t n_listed;            /*     linear indexes over listed_grid */
+    int listed_ok;
+    int listed_rank;
+    uint64_t listed_grid[IMAGE_MAX_RANK];
 };
 
 struct builder {
@@ -36,6 +43,8 @@ struct builder {
     unsigned char *placeholder; /* the buffer every chunk placeholder is written from */
     size_t placeholder_size;
     uint64_t declared;          /* chunk extents declared so far, against IMAGE_CHUNKS_MAX */
+    struct strmap *fetched;     /* id -> struct fetched: JSON fetched ahead, in parallel */
+    size_t fetched_upto;        /* the groups before this one had their links fetched */
     size_t cap_omissions;
 };
 
@@ -50,6 +59,27 @@ int build_omit(struct builder *b, enum image_omission_kind kind, const char *id,
 
 /* The built object of id, or NULL. */
 struct build_obj *build_find(struct builder *b, const char *id);
+
+/* The keys below the root (db/A-B/), listed in a thread of its own while the objects are
+ * fetched: one listing instead of one per dataset, when the domain has few chunks. */
+struct root_listing {
+    struct store *store;
+    char prefix[32];
+    pthread_t thread;
+    int started;
+    int complete;               /* every chunk key is in keys (none past ROOT_LISTING_KEYS) */
+    char **keys;                /* chunk keys (JSON objects are left out) */
+    size_t n, cap;
+};
+void build_root_listing_start(struct builder *b, struct root_listing *rl);
+/* Wait for it if it still runs, and free it. */
+void build_root_listing_end(struct root_listing *rl);
+
+/* List the chunk objects of every dataset before HDF5 makes anything (from the root listing
+ * when it is complete, else up to src->requests listings in flight): each build then takes
+ * its dataset's list. 0 or -ENOMEM (a listing that fails is done again when the dataset is
+ * built). */
+int build_list_ahead(struct builder *b, struct root_listing *rl);
 
 /* Create dataset o (anonymous) with its type, shape and creation properties; a dataset served
  * from chunk extents gets them now (data_done). One that cannot be made as stored becomes a

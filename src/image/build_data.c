@@ -20,6 +20,7 @@
  * (build_omit).
  */
 #include <errno.h>
+#include <pthread.h>
 #include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
@@ -29,6 +30,7 @@
 #include "h5osfs/h5value.h"
 #include "h5osfs/hjson.h"
 #include "h5osfs/log.h"
+#include "h5osfs/pfor.h"
 
 #define V1_PROBE_MAX 1000000    /* v1 chunks cannot be listed: declare the grid up to this */
 /* A chunk grid up to this many chunks, or up to DENSE_FACTOR times the chunks written, keeps
@@ -419,6 +421,198 @@ static int list_chunks(struct builder *b, const struct image_dataset *ds, struct
     return rc == -ENOMEM ? rc : rc ? -EIO : 0;
 }
 
+/* ---- listing ahead ---- */
+
+/* The grid and key prefix of dataset o from its JSON alone (a simple shape, a chunked layout
+ * of the same rank, a v2 id): what its listing needs. 0, or -1 when the build decides. */
+static int listing_grid(struct builder *b, const struct build_obj *o, struct image_dataset *ds)
+{
+    const json_t *dims = json_object_get(json_object_get(o->json, "shape"), "dims");
+    const json_t *layout = json_object_get(o->json, "layout");
+    const json_t *cdims = json_object_get(layout, "dims");
+    const char *ref = hjson_text(json_object_get(json_object_get(json_object_get(o->json,
+                                  "creationProperties"), "layout"), "class"));
+    size_t rank = json_array_size(dims);
+    uint64_t zero[IMAGE_MAX_RANK] = { 0 };
+    char *cut;
+    if (o->cls != 'd' || schema_id_version(o->id) != 2 || (ref && strstr(ref, "_REF")) ||
+        rank < 1 || rank > IMAGE_MAX_RANK || json_array_size(cdims) != rank)
+        return -1;
+    for (size_t k = 0; k < rank; k++) {
+        json_int_t d = json_integer_value(json_array_get(dims, k));
+        json_int_t c = json_integer_value(json_array_get(cdims, k));
+        if (d < 0 || c < 1)
+            return -1;
+        ds->grid[k] = ((uint64_t)d + (uint64_t)c - 1) / (uint64_t)c;
+    }
+    ds->rank = (int)rank;
+    ds->partition_count = (int)json_integer_value(json_object_get(layout, "partition_count"));
+    ds->path = o->path;
+    if (schema_chunk_key(o->id, zero, ds->rank, -1, ds->key_prefix, sizeof ds->key_prefix) ||
+        !(cut = strrchr(ds->key_prefix, '/')))
+        return -1;
+    cut[1] = '\0';
+    (void)b;
+    return 0;
+}
+
+/* ---- one listing of the whole root (db/A-B/), while the objects are fetched ---- */
+
+#define ROOT_LISTING_KEYS 20000     /* more (many chunks): each dataset is listed instead */
+
+static int keep_root_key(void *ctx, const char *key)
+{
+    struct root_listing *rl = ctx;
+    size_t len = strlen(key);
+    if (len > 5 && strcmp(key + len - 5, ".json") == 0)
+        return 0;               /* objects are fetched by id */
+    if (rl->n == ROOT_LISTING_KEYS)
+        return 1;               /* too many: the walk stops, the listing is not used */
+    if (rl->n == rl->cap) {
+        size_t cap = rl->cap ? rl->cap * 2 : 256;
+        char **bigger = realloc(rl->keys, cap * sizeof *bigger);
+        if (!bigger)
+            return -ENOMEM;
+        rl->keys = bigger;
+        rl->cap = cap;
+    }
+    return (rl->keys[rl->n] = strdup(key)) ? (rl->n++, 0) : -ENOMEM;
+}
+
+static void *root_lister(void *arg)
+{
+    struct root_listing *rl = arg;
+    rl->complete = store_list_keys(rl->store, rl->prefix, keep_root_key, rl) == 0;
+    return NULL;
+}
+
+void build_root_listing_start(struct builder *b, struct root_listing *rl)
+{
+    memset(rl, 0, sizeof *rl);
+    rl->store = b->src->store;
+    if (b->src->requests <= 1 || schema_id_version(b->root_id) != 2)
+        return;
+    snprintf(rl->prefix, sizeof rl->prefix, "db/%.8s-%.8s/", b->root_id + 2, b->root_id + 11);
+    rl->started = pthread_create(&rl->thread, NULL, root_lister, rl) == 0;
+}
+
+void build_root_listing_end(struct root_listing *rl)
+{
+    if (rl->started)
+        pthread_join(rl->thread, NULL);
+    rl->started = 0;
+    for (size_t i = 0; i < rl->n; i++)
+        free(rl->keys[i]);
+    free(rl->keys);
+    rl->keys = NULL;
+    rl->n = rl->cap = 0;
+}
+
+/* The datasets' chunks from the root listing: every dataset with a grid is listed (with no
+ * chunks when none of the keys is its). */
+static void lists_from_root(struct builder *b, struct build_obj **objs,
+                            struct image_dataset *grids, size_t n, const struct root_listing *rl)
+{
+    struct strmap *by_prefix = strmap_new();
+    struct chunk_list *lists = calloc(n ? n : 1, sizeof *lists);
+    for (size_t i = 0; by_prefix && lists && i < n; i++)
+        if (strmap_put(by_prefix, grids[i].key_prefix, (void *)(uintptr_t)(i + 1), NULL) != 0)
+            goto out;
+    for (size_t k = 0; by_prefix && lists && k < rl->n; k++) {
+        const char *key = rl->keys[k], *rel = key;
+        for (int slashes = 0; slashes < 4 && rel; slashes++)
+            rel = strchr(rel, '/') ? strchr(rel, '/') + 1 : NULL;
+        if (!rel)
+            continue;
+        char prefix[STORE_KEY_MAX + 1];
+        snprintf(prefix, sizeof prefix, "%.*s", (int)(rel - key), key);
+        uintptr_t i = (uintptr_t)strmap_get(by_prefix, prefix);
+        struct chunk_walk w = { b, &grids[i ? i - 1 : 0], &lists[i ? i - 1 : 0], rel - key, 0 };
+        if (i && chunk_key_found(&w, key) != 0)
+            goto out;
+    }
+    for (size_t i = 0; lists && i < n; i++) {
+        if (sort_unique(&grids[i], &lists[i]) != 0)
+            continue;
+        objs[i]->listed = lists[i].v;
+        objs[i]->n_listed = lists[i].n;
+        objs[i]->listed_rank = grids[i].rank;
+        memcpy(objs[i]->listed_grid, grids[i].grid, sizeof objs[i]->listed_grid);
+        objs[i]->listed_ok = 1;
+        lists[i].v = NULL;
+    }
+out:
+    for (size_t i = 0; lists && i < n; i++)
+        free(lists[i].v);
+    free(lists);
+    strmap_free(by_prefix, NULL);
+}
+
+struct list_job {
+    struct builder *b;
+    struct build_obj **objs;
+    struct image_dataset *grids;
+};
+
+static void list_one(void *ctx, size_t i)
+{
+    struct list_job *j = ctx;
+    struct build_obj *o = j->objs[i];
+    struct chunk_list l = { 0 };
+    if (list_chunks(j->b, &j->grids[i], &l) != 0) {
+        free(l.v);
+        return;
+    }
+    o->listed = l.v;
+    o->n_listed = l.n;
+    o->listed_rank = j->grids[i].rank;
+    memcpy(o->listed_grid, j->grids[i].grid, sizeof o->listed_grid);
+    o->listed_ok = 1;
+}
+
+int build_list_ahead(struct builder *b, struct root_listing *rl)
+{
+    if (b->src->requests <= 1)
+        return 0;
+    struct build_obj **objs = calloc(b->n_objs ? b->n_objs : 1, sizeof *objs);
+    struct image_dataset *grids = calloc(b->n_objs ? b->n_objs : 1, sizeof *grids);
+    size_t n = 0;
+    if (!objs || !grids) {
+        free(objs);
+        free(grids);
+        return -ENOMEM;
+    }
+    for (size_t i = 0; i < b->n_objs; i++)
+        if (listing_grid(b, &b->objs[i], &grids[n]) == 0)
+            objs[n++] = &b->objs[i];
+    if (rl->started)
+        pthread_join(rl->thread, NULL);
+    rl->started = 0;
+    if (rl->complete) {
+        lists_from_root(b, objs, grids, n, rl);
+    } else {
+        struct list_job job = { b, objs, grids };
+        pfor(n, b->src->requests, list_one, &job);
+    }
+    free(objs);
+    free(grids);
+    return 0;
+}
+
+/* The listing made ahead for o, if it was of ds's grid (moved into out): 1, else 0. */
+static int take_listed(struct build_obj *o, const struct image_dataset *ds,
+                       struct chunk_list *out)
+{
+    if (!o->listed_ok || o->listed_rank != ds->rank ||
+        memcmp(o->listed_grid, ds->grid, (size_t)ds->rank * sizeof *ds->grid) != 0)
+        return 0;
+    free(out->v);
+    *out = (struct chunk_list){ o->listed, o->n_listed, o->n_listed };
+    o->listed = NULL;
+    o->listed_ok = 0;
+    return 1;
+}
+
 static int all_chunks(const struct image_dataset *ds, struct chunk_list *out)
 {
     uint64_t total = 1;
@@ -580,7 +774,8 @@ static int chunk_source(struct builder *b, struct build_obj *o, const struct dse
     int rc = is_ref_layout(p) ? build_ref_chunks(b, o, ds, &chunks->v, &chunks->n, why, why_len)
                               : 1;
     if (rc == 1)                /* chunk objects in the bucket */
-        rc = schema_id_version(o->id) == 1 ? all_chunks(ds, chunks) : list_chunks(b, ds, chunks);
+        rc = schema_id_version(o->id) == 1 ? all_chunks(ds, chunks)
+           : take_listed(o, ds, chunks) ? 0 : list_chunks(b, ds, chunks);
     if (rc == -EFBIG)
         snprintf(why, why_len, "a v1 dataset of more than %u chunks, which cannot be listed",
                  V1_PROBE_MAX);
@@ -1016,7 +1211,7 @@ static int write_values(struct builder *b, struct build_obj *o, const struct dse
     struct chunk_list chunks = { 0 };
     uint32_t poisoned = UINT32_MAX;
     int rc = values_grid(o, p, &ds, why, why_len);
-    if (rc == 0)
+    if (rc == 0 && !take_listed(o, &ds, &chunks))
         rc = list_chunks(b, &ds, &chunks);
     if (rc == 0)
         rc = index_by_stored_chunks(o->hid, p, chunks.n);

@@ -201,6 +201,12 @@ static void raise_read_ahead(const char *mountpoint, unsigned kib)
         fclose(ra);
 }
 
+/* An object store answers many requests at once; a local disk gains little past a few. */
+static unsigned requests_at_once(const struct options *opts)
+{
+    return strncmp(opts->bucket, "s3://", 5) == 0 ? opts->max_requests : PREFETCH_WORKERS;
+}
+
 /* Mount and serve until unmounted; 0 or -1 (reported). */
 static int serve(struct fuse_args *args, const struct options *opts,
                  const struct fuse_cmdline_opts *cmd, struct fs *fs, struct chunk_cache *cache,
@@ -225,9 +231,7 @@ static int serve(struct fuse_args *args, const struct options *opts,
     if (cache_lock >= 0 && journal_lock_set_owner(cache_lock) != 0)
         log_warn("%s/lock: cannot write the daemon's pid into it", opts->cache_dir);
     /* threads only now: fuse_daemonize forks, and a fork keeps none of them */
-    /* an object store answers many requests at once; a local disk gains little past a few */
-    unsigned workers = strncmp(opts->bucket, "s3://", 5) == 0 ? opts->max_requests
-                                                             : PREFETCH_WORKERS;
+    unsigned workers = requests_at_once(opts);
     if (prefetcher_new(cache, workers, PREFETCH_QUEUE, prefetch) != 0) {
         log_warn("no read-ahead threads: chunks are fetched when read");
         *prefetch = NULL;
@@ -381,7 +385,8 @@ static int mount_bucket(struct fuse_args *args, const struct options *opts,
                                 .user_map = opts->user_map, .gc_grace = GC_GRACE,
                                 .cache_dir = opts->cache_dir, .bucket_id = opts->bucket_id,
                                 .write_workers = WRITE_WORKERS,
-                                .images = { .store = store, .bucket_name = name } };
+                                .images = { .store = store, .bucket_name = name,
+                                            .requests = requests_at_once(opts) } };
     rc = fs_new(&fs_cfg, &fs);
     if (rc != 0)
         goto out_cache;
