@@ -380,6 +380,8 @@ static int chunk_key_found(void *ctx, const char *key)
  * pass, where a sort took 12% of the build and a second array); others are sorted. */
 static int sort_unique(const struct image_dataset *ds, struct chunk_list *l)
 {
+    if (l->n == 0)
+        return 0;       /* nothing listed: v may be NULL, which qsort must not get */
     uint64_t grid = 1;
     for (int k = 0; k < ds->rank && grid <= BITMAP_GRID_MAX; k++)
         grid = ds->grid[k] && grid > BITMAP_GRID_MAX / ds->grid[k] ? BITMAP_GRID_MAX + 1
