@@ -31,6 +31,9 @@ struct image_source {
     struct store *store;
     const char *bucket_name;    /* resolves *_REF file_uri "bucket/key" to keys of this store */
     unsigned requests;          /* store requests a build makes at once (0: one) */
+    const char *bucket_id;      /* names the bucket in the names of kept images */
+    const char *image_dir;      /* where built images are kept (image_cache.h); NULL: nowhere */
+    uint64_t image_dir_max;     /* bytes they may take */
 };
 
 /* Build the image of the domain at domain_path whose root group is root_id. */

@@ -68,10 +68,10 @@ struct store_ops {
     int (*head)(struct store *st, const char *key, struct store_stat *out);
     int (*list)(struct store *st, const char *prefix, const char *delimiter, const char *token,
                 size_t max_keys, struct store_list *out);
-    /* Optional (NULL: store_list page by page): every key below prefix, in no order, without
-     * sizes, each given to fn (which stops the walk with non-zero). */
+    /* Optional (NULL: store_list page by page): every key below prefix, in no order, each given
+     * to fn with its stat or NULL (fn stops the walk with non-zero). */
     int (*list_keys)(struct store *st, const char *prefix,
-                     int (*fn)(void *ctx, const char *key), void *ctx);
+                     int (*fn)(void *ctx, const char *key, const struct store_stat *st), void *ctx);
     void (*destroy)(struct store *st);
 };
 
@@ -145,13 +145,14 @@ int store_head(struct store *st, const char *key, struct store_stat *out);
 int store_list(struct store *st, const char *prefix, const char *delimiter, const char *token,
                size_t max_keys, struct store_list *out);
 /*
- * Every key below prefix (no delimiter), in no particular order and without sizes, handed to
- * fn one at a time: the chunk keys of a dataset of a million chunks cost neither a million
+ * Every key below prefix (no delimiter), in no particular order, handed to fn one at a time
+ * with its size and etag when the listing has them (S3) or NULL (a local bucket, which stats
+ * nothing here): the chunk keys of a dataset of a million chunks cost neither a million
  * entries in memory nor a stat each. fn returns 0 to go on, or a value that ends the walk and
  * is returned. 0, the store's -errno, or fn's value.
  */
 int store_list_keys(struct store *st, const char *prefix,
-                    int (*fn)(void *ctx, const char *key), void *ctx);
+                    int (*fn)(void *ctx, const char *key, const struct store_stat *st), void *ctx);
 void store_close(struct store *st);
 
 void store_buf_free(struct store_buf *buf);

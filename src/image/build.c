@@ -21,6 +21,7 @@
 #include <time.h>
 
 #include "build.h"
+#include "image_cache.h"
 #include "h5osfs/clock.h"
 #include "h5osfs/h5type.h"
 #include "h5osfs/h5value.h"
@@ -836,21 +837,27 @@ static hid_t create_file(struct builder *b)
     return file;
 }
 
-static int build_steps(struct builder *b)
+/* The objects' JSON and the chunk listings: store requests only, no HDF5 call, so builds of
+ * several domains fetch at once. */
+static int fetch_steps(struct builder *b, struct root_listing *rl)
 {
-    struct root_listing rl;
     double t0 = clock_monotonic();
-    build_root_listing_start(b, &rl);
+    build_root_listing_start(b, rl);
     int rc = discover(b);
     double t1 = clock_monotonic();
     if (rc == 0)
-        rc = build_list_ahead(b, &rl);
+        rc = build_list_ahead(b, rl);
     log_debug("%s: %zu objects fetched in %.3f s, chunks listed %.3f s later (%s)",
               b->domain_path, b->n_objs, t1 - t0, clock_monotonic() - t1,
-              rl.complete ? "one listing of the root" : "a listing per dataset");
-    build_root_listing_end(&rl);
-    if (rc != 0)
-        return rc;
+              rl->complete ? "one listing of the root" : "a listing per dataset");
+    build_root_listing_end(rl);
+    return rc;
+}
+
+/* The HDF5 file: under build_lock (the HDF5 library is not thread-safe). */
+static int build_steps(struct builder *b)
+{
+    int rc;
     b->file = create_file(b);
     if (b->file < 0)
         return -EIO;
@@ -879,10 +886,27 @@ static int build_steps(struct builder *b)
     return rc;
 }
 
+struct image *image_alloc(const struct image_source *src, const char *domain_path)
+{
+    static _Atomic uint64_t next_serial;
+    struct image *img = calloc(1, sizeof *img);
+    if (!img)
+        return NULL;
+    img->refs = 1;
+    img->serial = ++next_serial;
+    img->store = src->store;
+    img->domain_path = strdup(domain_path);
+    img->map = extent_map_new();
+    if (!img->domain_path || !img->map) {
+        image_put(img);
+        return NULL;
+    }
+    return img;
+}
+
 static int builder_init(struct builder *b, const struct image_source *src, const char *domain,
                         const char *root_id, struct image **img)
 {
-    static uint64_t next_serial;    /* guarded by build_lock */
     memset(b, 0, sizeof *b);
     b->src = src;
     b->domain_path = domain;
@@ -890,31 +914,34 @@ static int builder_init(struct builder *b, const struct image_source *src, const
     b->file = H5I_INVALID_HID;
     b->by_id = strmap_new();
     b->fetched = strmap_new();
-    *img = calloc(1, sizeof **img);
+    *img = image_alloc(src, domain);
     if (!b->by_id || !b->fetched || !*img)
-        return -ENOMEM;
-    (*img)->refs = 1;
-    (*img)->serial = ++next_serial;
-    (*img)->store = src->store;
-    (*img)->domain_path = strdup(domain);
-    (*img)->map = extent_map_new();
-    if (!(*img)->domain_path || !(*img)->map)
         return -ENOMEM;
     b->img = *img;
     b->target.map = (*img)->map;
     return 0;
 }
 
-int image_build(const struct image_source *src, const char *domain_path, const char *root_id,
-                struct image **out)
+static void log_image(const struct image *img, const char *how)
+{
+    struct image_stats st;
+    image_stats(img, &st);
+    log_info("%s: %s: %" PRIu64 " bytes, %" PRIu64 " datasets with %" PRIu64
+             " chunk extents, %" PRIu64 " runs of metadata, %" PRIu64 " bytes of RAM, %.3f s",
+             img->domain_path, how, st.size, st.datasets, st.chunks, st.runs, st.memory,
+             st.build_seconds);
+}
+
+static int build_now(const struct image_source *src, const char *domain_path,
+                     const char *root_id, struct root_listing *rl, struct image **out)
 {
     struct builder b;
     struct image *img = NULL;
-    double t0 = clock_monotonic();
-    *out = NULL;
+    int rc = builder_init(&b, src, domain_path, root_id, &img);
+    if (rc == 0)
+        rc = fetch_steps(&b, rl);
     pthread_mutex_lock(&build_lock);
     H5Eset_auto2(H5E_DEFAULT, NULL, NULL);  /* failures are logged by us, once */
-    int rc = builder_init(&b, src, domain_path, root_id, &img);
     if (rc == 0)
         rc = build_steps(&b);
     if (rc != 0 && b.file >= 0) {
@@ -926,17 +953,39 @@ int image_build(const struct image_source *src, const char *domain_path, const c
     pthread_mutex_unlock(&build_lock);
     if (rc != 0) {
         log_error("%s: cannot build the HDF5 file: %s", domain_path, strerror(-rc));
-        if (img)
-            image_put(img);
+        image_put(img);
         return rc == -ENOMEM ? rc : -EIO;
     }
-    img->build_seconds = clock_monotonic() - t0;
-    struct image_stats st;
-    image_stats(img, &st);
-    log_info("%s: built the HDF5 file: %" PRIu64 " bytes, %" PRIu64 " datasets with %" PRIu64
-             " chunk extents, %" PRIu64 " runs of metadata, %" PRIu64 " bytes of RAM, %.3f s",
-             domain_path, st.size, st.datasets, st.chunks, st.runs, st.memory, st.build_seconds);
     *out = img;
+    return 0;
+}
+
+int image_build(const struct image_source *src, const char *domain_path, const char *root_id,
+                struct image **out)
+{
+    struct root_listing rl = { 0 };
+    struct image_cache_key key;
+    double t0 = clock_monotonic();
+    int rc = image_cache_key(src, domain_path, root_id, &rl, &key), cached = rc == 0;
+    *out = cached ? image_cache_load(src, domain_path, &key) : NULL;
+    if (*out) {
+        build_root_listing_end(&rl);
+        (*out)->build_seconds = clock_monotonic() - t0;
+        log_image(*out, "the HDF5 file built before (kept in cache_dir)");
+        return 0;
+    }
+    if (!cached) {
+        build_root_listing_end(&rl);    /* partial: the build lists for itself */
+        rl.too_many = rc == -EFBIG;
+    }
+    rc = build_now(src, domain_path, root_id, &rl, out);
+    build_root_listing_end(&rl);
+    if (rc != 0)
+        return rc;
+    (*out)->build_seconds = clock_monotonic() - t0;
+    if (cached)
+        image_cache_save(src, &key, *out);
+    log_image(*out, "built the HDF5 file");
     return 0;
 }
 

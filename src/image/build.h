@@ -68,10 +68,15 @@ struct root_listing {
     pthread_t thread;
     int started;
     int complete;               /* every chunk key is in keys (none past ROOT_LISTING_KEYS) */
+    int too_many;               /* known to have more: the build lists dataset by dataset */
     char **keys;                /* chunk keys (JSON objects are left out) */
     size_t n, cap;
 };
+void build_root_listing_init(struct store *store, const char *root_id, struct root_listing *rl);
+/* Start listing, unless rl is complete already (then the build uses it as it is). */
 void build_root_listing_start(struct builder *b, struct root_listing *rl);
+/* Keep one chunk key: 0, 1 when the listing holds ROOT_LISTING_KEYS already, -ENOMEM. */
+int build_root_listing_add(struct root_listing *rl, const char *key);
 /* Wait for it if it still runs, and free it. */
 void build_root_listing_end(struct root_listing *rl);
 

@@ -359,8 +359,9 @@ struct chunk_walk {
     int bad;
 };
 
-static int chunk_key_found(void *ctx, const char *key)
+static int chunk_key_found(void *ctx, const char *key, const struct store_stat *st)
 {
+    (void)st;
     struct chunk_walk *w = ctx;
     const char *rel = key + w->plen, *idx = index_part(w->ds, rel);
     uint64_t linear;
@@ -462,12 +463,8 @@ static int listing_grid(struct builder *b, const struct build_obj *o, struct ima
 
 #define ROOT_LISTING_KEYS 20000     /* more (many chunks): each dataset is listed instead */
 
-static int keep_root_key(void *ctx, const char *key)
+int build_root_listing_add(struct root_listing *rl, const char *key)
 {
-    struct root_listing *rl = ctx;
-    size_t len = strlen(key);
-    if (len > 5 && strcmp(key + len - 5, ".json") == 0)
-        return 0;               /* objects are fetched by id */
     if (rl->n == ROOT_LISTING_KEYS)
         return 1;               /* too many: the walk stops, the listing is not used */
     if (rl->n == rl->cap) {
@@ -481,6 +478,15 @@ static int keep_root_key(void *ctx, const char *key)
     return (rl->keys[rl->n] = strdup(key)) ? (rl->n++, 0) : -ENOMEM;
 }
 
+static int keep_root_key(void *ctx, const char *key, const struct store_stat *st)
+{
+    (void)st;
+    size_t len = strlen(key);
+    if (len > 5 && strcmp(key + len - 5, ".json") == 0)
+        return 0;               /* objects are fetched by id */
+    return build_root_listing_add(ctx, key);
+}
+
 static void *root_lister(void *arg)
 {
     struct root_listing *rl = arg;
@@ -488,13 +494,20 @@ static void *root_lister(void *arg)
     return NULL;
 }
 
-void build_root_listing_start(struct builder *b, struct root_listing *rl)
+void build_root_listing_init(struct store *store, const char *root_id, struct root_listing *rl)
 {
     memset(rl, 0, sizeof *rl);
-    rl->store = b->src->store;
+    rl->store = store;
+    snprintf(rl->prefix, sizeof rl->prefix, "db/%.8s-%.8s/", root_id + 2, root_id + 11);
+}
+
+void build_root_listing_start(struct builder *b, struct root_listing *rl)
+{
+    if (rl->complete || rl->too_many)
+        return;                 /* listed before the build (image_cache_key) */
+    build_root_listing_init(b->src->store, b->root_id, rl);
     if (b->src->requests <= 1 || schema_id_version(b->root_id) != 2)
         return;
-    snprintf(rl->prefix, sizeof rl->prefix, "db/%.8s-%.8s/", b->root_id + 2, b->root_id + 11);
     rl->started = pthread_create(&rl->thread, NULL, root_lister, rl) == 0;
 }
 
@@ -530,7 +543,7 @@ static void lists_from_root(struct builder *b, struct build_obj **objs,
         snprintf(prefix, sizeof prefix, "%.*s", (int)(rel - key), key);
         uintptr_t i = (uintptr_t)strmap_get(by_prefix, prefix);
         struct chunk_walk w = { b, &grids[i ? i - 1 : 0], &lists[i ? i - 1 : 0], rel - key, 0 };
-        if (i && chunk_key_found(&w, key) != 0)
+        if (i && chunk_key_found(&w, key, NULL) != 0)
             goto out;
     }
     for (size_t i = 0; lists && i < n; i++) {
@@ -574,7 +587,7 @@ static void list_one(void *ctx, size_t i)
 
 int build_list_ahead(struct builder *b, struct root_listing *rl)
 {
-    if (b->src->requests <= 1)
+    if (b->src->requests <= 1 && !rl->complete)
         return 0;
     struct build_obj **objs = calloc(b->n_objs ? b->n_objs : 1, sizeof *objs);
     struct image_dataset *grids = calloc(b->n_objs ? b->n_objs : 1, sizeof *grids);

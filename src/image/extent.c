@@ -298,6 +298,16 @@ int extent_finish(struct extent_map *map, uint64_t eof)
     return 0;
 }
 
+int extent_map_restore(struct extent_map *map, struct segment *segs, size_t n, uint64_t size)
+{
+    if (map->n_runs || map->n_chunks || map->segs)
+        return -EINVAL;
+    map->segs = segs;
+    map->n_segs = n;
+    map->size = size;
+    return 0;
+}
+
 uint64_t extent_size(const struct extent_map *map)
 {
     return map->size;

@@ -54,6 +54,9 @@ int extent_reserve_chunks(struct extent_map *map, size_t n);
 /* Bytes at [off, off+len) as currently known (runs; zeros for chunks and holes). */
 void extent_read(const struct extent_map *map, uint64_t off, void *buf, uint64_t len);
 
+/* A new, empty map frozen as n segments (sorted, disjoint, within size; taken, with the bytes
+ * of their runs) of a file of size bytes: an image read back from disk. 0 or -EINVAL. */
+int extent_map_restore(struct extent_map *map, struct segment *segs, size_t n, uint64_t size);
 /* Freeze at file size eof (items beyond it are dropped or trimmed). 0 or -ENOMEM. */
 int extent_finish(struct extent_map *map, uint64_t eof);
 

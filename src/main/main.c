@@ -23,6 +23,7 @@
 #endif
 
 #include "h5osfs/cache.h"
+#include "h5osfs/dirs.h"
 #include "h5osfs/prefetch.h"
 #include "h5osfs/fs.h"
 #include "h5osfs/journal.h"
@@ -354,6 +355,22 @@ static void preload_filter_plugins(void)
 #endif
 }
 
+/* cache_dir/images, where built files are kept (made now), or NULL: none kept. */
+static char *image_dir(const struct options *opts)
+{
+    char *dir = NULL;
+    if (opts->image_cache == 0 || asprintf(&dir, "%s/images", opts->cache_dir) < 0)
+        return NULL;
+    int rc = make_dirs(dir);
+    if (rc != 0) {
+        log_warn("%s: cannot make it (%s): built files are not kept for the next mount", dir,
+                 strerror(-rc));
+        free(dir);
+        return NULL;
+    }
+    return dir;
+}
+
 static int mount_bucket(struct fuse_args *args, const struct options *opts,
                         const struct fuse_cmdline_opts *cmd, int cache_lock)
 {
@@ -362,7 +379,7 @@ static int mount_bucket(struct fuse_args *args, const struct options *opts,
     struct fs *fs = NULL;
     struct chunk_cache *cache = NULL;
     struct prefetcher *prefetch = NULL;     /* made by serve, after the fork */
-    char *name = NULL;
+    char *name = NULL, *images = NULL;
     int rc = open_store(opts, &store, &name);
     if (rc != 0) {
         free(name);
@@ -374,6 +391,7 @@ static int mount_bucket(struct fuse_args *args, const struct options *opts,
     if (rc != 0)
         goto out_store;
     cache = chunk_cache_new(opts->cache_size);
+    images = image_dir(opts);
     if (!cache) {
         rc = -ENOMEM;
         goto out_ns;
@@ -386,7 +404,9 @@ static int mount_bucket(struct fuse_args *args, const struct options *opts,
                                 .cache_dir = opts->cache_dir, .bucket_id = opts->bucket_id,
                                 .write_workers = WRITE_WORKERS,
                                 .images = { .store = store, .bucket_name = name,
-                                            .requests = requests_at_once(opts) } };
+                                            .requests = requests_at_once(opts),
+                                            .bucket_id = opts->bucket_id, .image_dir = images,
+                                            .image_dir_max = opts->image_cache } };
     rc = fs_new(&fs_cfg, &fs);
     if (rc != 0)
         goto out_cache;
@@ -400,6 +420,7 @@ out_ns:
 out_store:
     store_close(store);
     free(name);
+    free(images);
     if (rc != 0 && rc != -1)
         fprintf(stderr, "h5osfs: %s\n", strerror(-rc));
     return rc == 0 ? 0 : -1;

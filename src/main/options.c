@@ -23,6 +23,7 @@ enum option_key {
     KEY_TTL,
     KEY_CACHE_DIR,
     KEY_CACHE_SIZE,
+    KEY_IMAGE_CACHE,
     KEY_LOG_FILE,
     KEY_ENDPOINT,
     KEY_REGION,
@@ -45,6 +46,7 @@ static const struct fuse_opt option_spec[] = {
     FUSE_OPT_KEY("ttl=", KEY_TTL),
     FUSE_OPT_KEY("cache_dir=", KEY_CACHE_DIR),
     FUSE_OPT_KEY("cache_size=", KEY_CACHE_SIZE),
+    FUSE_OPT_KEY("image_cache=", KEY_IMAGE_CACHE),
     FUSE_OPT_KEY("log_file=", KEY_LOG_FILE),
     FUSE_OPT_KEY("endpoint=", KEY_ENDPOINT),
     FUSE_OPT_KEY("region=", KEY_REGION),
@@ -80,6 +82,8 @@ void options_usage(const char *prog)
            "    -o cache_dir=PATH      staging and cache directory (default: one per bucket,\n"
            "                           ~/.cache/h5osfs/NAME-HASH)\n"
            "    -o cache_size=BYTES    chunk cache size, K/M/G suffixes (default: 1G)\n"
+           "    -o image_cache=BYTES   room for built files kept in cache_dir/images, for the next\n"
+           "                           open and the next mount (default: 256M; 0: none)\n"
            "    -o log_file=PATH       log here instead of syslog when in the background\n"
            "\n"
            "S3 buckets (BUCKET is s3://bucket or s3://bucket/prefix):\n"
@@ -155,6 +159,8 @@ static int option_proc(void *data, const char *arg, int key, struct fuse_args *o
         return set_value(&opts->cache_dir, arg);
     case KEY_CACHE_SIZE:
         return set_value(&opts->cache_size_text, arg);
+    case KEY_IMAGE_CACHE:
+        return set_value(&opts->image_cache_text, arg);
     case KEY_LOG_FILE:
         return set_value(&opts->log_file, arg);
     case KEY_ENDPOINT:
@@ -408,6 +414,11 @@ int options_finish(struct options *opts)
     if (opts->cache_size_text && options_parse_size(opts->cache_size_text, &opts->cache_size) != 0)
         return fail("cache_size must be a byte count such as 536870912 or 512M",
                     opts->cache_size_text);
+    opts->image_cache = OPTIONS_DEFAULT_IMAGE_CACHE;
+    if (opts->image_cache_text &&
+        options_parse_size(opts->image_cache_text, &opts->image_cache) != 0)
+        return fail("image_cache must be a byte count such as 268435456 or 256M (0: none)",
+                    opts->image_cache_text);
     if (opts->user && !*opts->user)
         return fail("user must not be empty", opts->user);
     if (!opts->user && !(opts->user = local_user_name()))
@@ -433,6 +444,7 @@ void options_free(struct options *opts)
     free(opts->log_file);
     free(opts->ttl_text);
     free(opts->cache_size_text);
+    free(opts->image_cache_text);
     free(opts->endpoint);
     free(opts->region);
     free(opts->profile);

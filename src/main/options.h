@@ -23,8 +23,10 @@ struct options {
     char *log_file;
     char *ttl_text;             /* raw -o ttl= and -o cache_size=, validated after parsing */
     char *cache_size_text;
+    char *image_cache_text;     /* raw -o image_cache= */
     double ttl;
     uint64_t cache_size;
+    uint64_t image_cache;       /* bytes of built images kept in cache_dir/images; 0: none */
     int read_only;
     /* S3 buckets (s3://bucket/prefix) */
     char *endpoint;
@@ -43,6 +45,7 @@ struct options {
 
 #define OPTIONS_DEFAULT_TTL 5.0
 #define OPTIONS_DEFAULT_CACHE_SIZE (1024ull << 20)
+#define OPTIONS_DEFAULT_IMAGE_CACHE (256ull << 20)
 #define OPTIONS_DEFAULT_MAX_REQUESTS 16
 #define OPTIONS_DEFAULT_TIMEOUT 30.0
 #define OPTIONS_DEFAULT_RETRIES 5

@@ -34,7 +34,7 @@ int px_sys_openat(int dfd, const char *name, int flags, mode_t mode);
 void px_fill_stat(const struct stat *sb, struct store_stat *out);
 int px_list(struct store *st, const char *prefix, const char *delimiter, const char *token,
             size_t max_keys, struct store_list *out);
-int px_list_keys(struct store *st, const char *prefix, int (*fn)(void *ctx, const char *key),
+int px_list_keys(struct store *st, const char *prefix, int (*fn)(void *ctx, const char *key, const struct store_stat *st),
                  void *ctx);
 
 #endif

@@ -325,7 +325,7 @@ int px_list(struct store *st, const char *prefix, const char *delimiter,
 
 struct px_keys {
     const struct posix_store *ps;
-    int (*fn)(void *ctx, const char *key);
+    int (*fn)(void *ctx, const char *key, const struct store_stat *st);
     void *ctx;
     size_t keylen;
     char key[STORE_KEY_MAX + 1];
@@ -344,7 +344,7 @@ static int px_keys_entry(struct px_keys *k, int dfd, const struct dirent *de)
     k->key[k->keylen] = '\0';
     int rc = 0;
     if (type == 0) {
-        rc = k->fn(k->ctx, k->key);
+        rc = k->fn(k->ctx, k->key, NULL);      /* no stat: that is the point */
     } else {
         k->key[k->keylen++] = '/';
         k->key[k->keylen] = '\0';
@@ -384,7 +384,7 @@ static int px_keys_dir(struct px_keys *k, int fd)
     return rc;
 }
 
-int px_list_keys(struct store *st, const char *prefix, int (*fn)(void *ctx, const char *key),
+int px_list_keys(struct store *st, const char *prefix, int (*fn)(void *ctx, const char *key, const struct store_stat *st),
                  void *ctx)
 {
     const struct posix_store *ps = px(st);

@@ -221,7 +221,7 @@ int store_list(struct store *st, const char *prefix, const char *delimiter, cons
 #define LIST_KEYS_PAGE 1000
 
 static int list_keys_paged(struct store *st, const char *prefix,
-                           int (*fn)(void *ctx, const char *key), void *ctx)
+                           int (*fn)(void *ctx, const char *key, const struct store_stat *st), void *ctx)
 {
     char *token = NULL;
     int rc;
@@ -231,7 +231,7 @@ static int list_keys_paged(struct store *st, const char *prefix,
         free(token);
         token = NULL;
         for (size_t i = 0; rc == 0 && i < page.n_objects; i++)
-            rc = fn(ctx, page.objects[i].key);
+            rc = fn(ctx, page.objects[i].key, &page.objects[i].st);
         if (rc == 0) {
             token = page.next_token;
             page.next_token = NULL;
@@ -243,7 +243,7 @@ static int list_keys_paged(struct store *st, const char *prefix,
 }
 
 int store_list_keys(struct store *st, const char *prefix,
-                    int (*fn)(void *ctx, const char *key), void *ctx)
+                    int (*fn)(void *ctx, const char *key, const struct store_stat *st), void *ctx)
 {
     if (!prefix)
         prefix = "";

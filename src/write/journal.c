@@ -14,6 +14,7 @@
 
 #include <jansson.h>
 
+#include "h5osfs/dirs.h"
 #include "h5osfs/log.h"
 
 #define JOURNAL_REC_MAX (64u << 10)
@@ -26,28 +27,6 @@ struct journal {
 
 static const char *const mode_names[] = { "new", "replace", "change", "in_place" };
 static const char *const state_names[] = { "clean", "dirty", "committing" };
-
-/* mkdir -p with mode 0700 for what we create; existing directories are kept as they are. */
-static int make_dirs(const char *path)
-{
-    char *copy = strdup(path);
-    if (!copy)
-        return -ENOMEM;
-    int rc = 0;
-    for (char *p = copy + 1; rc == 0; p++) {
-        char c = *p;
-        if (c != '/' && c != '\0')
-            continue;
-        *p = '\0';
-        if (mkdir(copy, 0700) != 0 && errno != EEXIST)
-            rc = -errno;
-        *p = c;
-        if (c == '\0')
-            break;
-    }
-    free(copy);
-    return rc;
-}
 
 static int open_subdir(const char *root, const char *name, int *fd)
 {

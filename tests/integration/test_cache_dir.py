@@ -140,7 +140,7 @@ def test_relative_cache_dir_of_a_daemonised_mount(bucket_copy, tmp_path, daemons
                             capture_output=True, text=True, timeout=60)
         assert cp.returncode == 0, cp.stderr
         cache = cwd / "relcache"
-        assert files_in(cache) == ["journal", "lock", "rejected", "staging"]
+        assert files_in(cache) == ["images", "journal", "lock", "rejected", "staging"]
         assert (cache / "lock").read_text().strip() == str(pid)
         assert f"cache_dir {cache}" in log.read_text()
         subprocess.run(["fusermount3", "-u", str(mnt)], check=True, timeout=10)

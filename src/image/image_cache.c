@@ -1,0 +1,271 @@
+/*
+ * image_cache: built images kept in a directory of cache_dir (image_cache.h).
+ */
+#include "image_cache.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <openssl/evp.h>
+
+#include "h5osfs/log.h"
+#include "h5osfs/pfor.h"
+#include "image_file.h"
+
+/* ---- the key: what the image was built from ---- */
+
+static pthread_once_t program_once = PTHREAD_ONCE_INIT;
+static unsigned char program_digest[32];    /* written once, then only read */
+
+/* This executable's digest: an image laid out by another build of h5osfs is not read back. */
+static void digest_program(void)
+{
+    EVP_MD_CTX *ctx = EVP_MD_CTX_new();
+    int fd = open("/proc/self/exe", O_RDONLY | O_CLOEXEC);
+    unsigned char buf[65536];
+    int ok = ctx && fd >= 0 && EVP_DigestInit_ex(ctx, EVP_sha256(), NULL) == 1;
+    for (ssize_t n; ok && (n = read(fd, buf, sizeof buf)) != 0;)
+        ok = n > 0 ? EVP_DigestUpdate(ctx, buf, (size_t)n) == 1 : errno == EINTR;
+    unsigned len = 0;
+    if (!ok || EVP_DigestFinal_ex(ctx, program_digest, &len) != 1 || len != 32) {
+        log_warn("cannot read /proc/self/exe: built images are kept for this process only");
+        for (size_t i = 0; i < sizeof program_digest; i++)
+            program_digest[i] = (unsigned char)(getpid() >> (8 * (i % 4)));
+    }
+    if (fd >= 0)
+        close(fd);
+    EVP_MD_CTX_free(ctx);
+}
+
+struct stamp_entry {
+    char *key;
+    struct store_stat st;
+    int gone;                   /* deleted between the listing and its stat */
+    int failed;                 /* its stat failed: no stamp */
+};
+
+struct stamp_walk {
+    struct store *store;
+    struct root_listing *rl;
+    struct stamp_entry *v;
+    size_t n, cap;
+    int stat_later;             /* the listing gave no stats (a local bucket) */
+};
+
+static int is_json(const char *key)
+{
+    size_t len = strlen(key);
+    return len > 5 && strcmp(key + len - 5, ".json") == 0;
+}
+
+/* HSDS's scanner rewrites .info.json (sizes, counts) whenever it likes: it shapes nothing. */
+static int is_info(const char *key)
+{
+    const char *slash = strrchr(key, '/');
+    return strcmp(slash ? slash + 1 : key, ".info.json") == 0;
+}
+
+static int stamp_key(void *ctx, const char *key, const struct store_stat *st)
+{
+    struct stamp_walk *w = ctx;
+    if (is_info(key))
+        return 0;
+    int rc = is_json(key) ? 0 : build_root_listing_add(w->rl, key);
+    if (rc != 0)
+        return rc;              /* 1: too many chunks, stop before any stat is spent */
+    if (w->n == w->cap) {
+        size_t cap = w->cap ? w->cap * 2 : 256;
+        struct stamp_entry *bigger = realloc(w->v, cap * sizeof *bigger);
+        if (!bigger)
+            return -ENOMEM;
+        w->v = bigger;
+        w->cap = cap;
+    }
+    struct stamp_entry *e = &w->v[w->n];
+    *e = (struct stamp_entry){ .key = strdup(key) };
+    if (st)
+        e->st = *st;
+    else
+        w->stat_later = 1;
+    return e->key ? (w->n++, 0) : -ENOMEM;
+}
+
+static void stat_entry(void *ctx, size_t i)
+{
+    struct stamp_walk *w = ctx;
+    struct stamp_entry *e = &w->v[i];
+    int rc = store_head(w->store, e->key, &e->st);
+    e->gone = rc == -ENOENT;
+    e->failed = rc != 0 && rc != -ENOENT;
+}
+
+static int by_key(const void *a, const void *b)
+{
+    return strcmp(((const struct stamp_entry *)a)->key, ((const struct stamp_entry *)b)->key);
+}
+
+/* SHA-256 of the sorted "key size etag" lines (listings come in any order). */
+static int digest_entries(struct stamp_walk *w, unsigned requests, unsigned char out[32])
+{
+    if (w->stat_later)
+        pfor(w->n, requests ? requests : 1, stat_entry, w);
+    qsort(w->v, w->n, sizeof *w->v, by_key);
+    EVP_MD_CTX *ctx = EVP_MD_CTX_new();
+    int ok = ctx && EVP_DigestInit_ex(ctx, EVP_sha256(), NULL) == 1;
+    for (size_t i = 0; ok && i < w->n; i++) {
+        const struct stamp_entry *e = &w->v[i];
+        char line[STORE_KEY_MAX + 128];
+        int len = snprintf(line, sizeof line, "%s %llu %s", e->key,
+                           (unsigned long long)e->st.size, e->st.etag);
+        ok = !e->failed && len > 0 && (size_t)len < sizeof line &&
+             (e->gone || EVP_DigestUpdate(ctx, line, (size_t)len + 1) == 1);
+    }
+    unsigned len = 0;
+    ok = ok && EVP_DigestFinal_ex(ctx, out, &len) == 1 && len == 32;
+    EVP_MD_CTX_free(ctx);
+    return ok ? 0 : -EIO;
+}
+
+static int digest_name(const struct image_source *src, const char *domain_path,
+                       const char *root_id, char name[65])
+{
+    pthread_once(&program_once, digest_program);
+    const char *parts[] = { src->bucket_id ? src->bucket_id : "", domain_path, root_id };
+    EVP_MD_CTX *ctx = EVP_MD_CTX_new();
+    int ok = ctx && EVP_DigestInit_ex(ctx, EVP_sha256(), NULL) == 1 &&
+             EVP_DigestUpdate(ctx, program_digest, sizeof program_digest) == 1;
+    for (size_t i = 0; ok && i < sizeof parts / sizeof *parts; i++)
+        ok = EVP_DigestUpdate(ctx, parts[i], strlen(parts[i]) + 1) == 1;
+    unsigned char md[32];
+    unsigned len = 0;
+    ok = ok && EVP_DigestFinal_ex(ctx, md, &len) == 1 && len == 32;
+    EVP_MD_CTX_free(ctx);
+    for (int i = 0; ok && i < 32; i++)
+        snprintf(name + 2 * i, 3, "%02x", md[i]);
+    return ok ? 0 : -ENOMEM;
+}
+
+int image_cache_key(const struct image_source *src, const char *domain_path,
+                    const char *root_id, struct root_listing *rl, struct image_cache_key *key)
+{
+    if (!src->image_dir || schema_id_version(root_id) != 2)
+        return -ENOTSUP;
+    build_root_listing_init(src->store, root_id, rl);
+    struct stamp_walk w = { src->store, rl, NULL, 0, 0, 0 };
+    int rc = store_list_keys(src->store, rl->prefix, stamp_key, &w);
+    if (rc == 1)
+        rc = -EFBIG;
+    if (rc == 0)
+        rc = digest_entries(&w, src->requests, key->stamp);
+    if (rc == 0)
+        rc = digest_name(src, domain_path, root_id, key->name);
+    rl->complete = rc == 0;
+    for (size_t i = 0; i < w.n; i++)
+        free(w.v[i].key);
+    free(w.v);
+    return rc;
+}
+
+/* ---- load and save ---- */
+
+struct image *image_cache_load(const struct image_source *src, const char *domain_path,
+                               const struct image_cache_key *key)
+{
+    struct image *img = image_alloc(src, domain_path);
+    int rc = img ? image_file_load(src->image_dir, key->name, key->stamp, img) : -ENOMEM;
+    if (rc != 0) {
+        image_put(img);
+        return NULL;
+    }
+    char path[4096];
+    snprintf(path, sizeof path, "%s/%s", src->image_dir, key->name);
+    if (utimensat(AT_FDCWD, path, NULL, 0) != 0)    /* recently used: evicted last */
+        log_debug("%s: cannot touch it: %s", path, strerror(errno));
+    return img;
+}
+
+struct cached_file {
+    char name[80];
+    off_t size;
+    struct timespec used;
+};
+
+static int by_use(const void *a, const void *b)
+{
+    const struct cached_file *x = a, *y = b;
+    if (x->used.tv_sec != y->used.tv_sec)
+        return x->used.tv_sec < y->used.tv_sec ? -1 : 1;
+    return x->used.tv_nsec < y->used.tv_nsec ? -1 : x->used.tv_nsec > y->used.tv_nsec;
+}
+
+/* The directory's image files (not the temporary ones being written). */
+static int list_cached(DIR *d, struct cached_file **out, size_t *n, uint64_t *total)
+{
+    size_t cap = 0;
+    *out = NULL;
+    *n = 0;
+    *total = 0;
+    for (struct dirent *de; (de = readdir(d)) != NULL;) {
+        struct stat sb;
+        if (strlen(de->d_name) != 64 || fstatat(dirfd(d), de->d_name, &sb, 0) != 0)
+            continue;
+        if (*n == cap) {
+            cap = cap ? cap * 2 : 64;
+            struct cached_file *bigger = realloc(*out, cap * sizeof *bigger);
+            if (!bigger)
+                return -ENOMEM;
+            *out = bigger;
+        }
+        struct cached_file *f = &(*out)[(*n)++];
+        snprintf(f->name, sizeof f->name, "%s", de->d_name);
+        f->size = sb.st_size;
+        f->used = sb.st_mtim;
+        *total += (uint64_t)sb.st_size;
+    }
+    return 0;
+}
+
+static void trim(const struct image_source *src)
+{
+    DIR *d = opendir(src->image_dir);
+    if (!d)
+        return;
+    struct cached_file *files;
+    size_t n;
+    uint64_t total;
+    if (list_cached(d, &files, &n, &total) == 0 && total > src->image_dir_max) {
+        qsort(files, n, sizeof *files, by_use);
+        for (size_t i = 0; i < n && total > src->image_dir_max; i++)
+            if (unlinkat(dirfd(d), files[i].name, 0) == 0)
+                total -= (uint64_t)files[i].size;
+    }
+    free(files);
+    closedir(d);
+}
+
+/* Bytes saved since the directory was last trimmed: a trim reads the whole directory, so it
+ * runs at the first save and then after every sixteenth of the limit. */
+static _Atomic uint64_t saved_since_trim = UINT64_MAX / 2;
+
+void image_cache_save(const struct image_source *src, const struct image_cache_key *key,
+                      const struct image *img)
+{
+    char path[4096];
+    struct stat sb;
+    snprintf(path, sizeof path, "%s/%s", src->image_dir, key->name);
+    if (image_file_save(src->image_dir, key->name, key->stamp, img) != 0 ||
+        stat(path, &sb) != 0)
+        return;
+    uint64_t saved = saved_since_trim += (uint64_t)sb.st_size;
+    if (saved > src->image_dir_max / 16) {
+        saved_since_trim = 0;
+        trim(src);
+    }
+}
