@@ -220,6 +220,7 @@ int fs_new(const struct fs_config *cfg, struct fs **out)
 
 void fs_stop_threads(struct fs *fs)
 {
+    image_table_stop_warming(fs->images);
     notifier_stop(fs->notifier);
     fs->notifier = NULL;
 }
@@ -609,6 +610,27 @@ static void dir_handle_dispose(struct fs *fs, struct fs_handle *link)
     free(h);
 }
 
+/* Have the folder's domains built ahead: a listing is often followed by a stat of each. */
+static void warm_folder(struct fs *fs, const char *path, const struct ns_dir *dir)
+{
+    const char **paths = calloc(dir->n ? dir->n : 1, sizeof *paths);
+    const char **roots = calloc(dir->n ? dir->n : 1, sizeof *roots);
+    size_t n = 0;
+    for (size_t i = 0; paths && roots && i < dir->n; i++) {
+        if (dir->entries[i].info.kind != NS_DOMAIN)
+            continue;
+        if (!(paths[n] = child_path(path, dir->entries[i].name)))
+            break;
+        roots[n++] = dir->entries[i].info.root;
+    }
+    if (n > 0 && image_table_warm(fs->images, path, paths, roots, n) == -ENOMEM)
+        log_debug("%s: its domains are not built ahead (out of memory)", path);
+    for (size_t i = 0; i < n; i++)
+        free((char *)paths[i]);
+    free(paths);
+    free(roots);
+}
+
 static void op_opendir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
     struct fs *fs = fs_of(req);
@@ -632,6 +654,8 @@ static void op_opendir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi
         rc = -ENOMEM;
     else
         rc = ns_readdir(fs->cfg.ns, path, &h->dir);
+    if (rc == 0)
+        warm_folder(fs, path, &h->dir);
     if (rc == 0 && fs->staging)
         rc = add_staged_children(fs, path, &h->dir);
     free(path);

@@ -10,6 +10,7 @@
 
 #include "h5osfs/clock.h"
 #include "h5osfs/log.h"
+#include "h5osfs/pfor.h"
 #include "h5osfs/schema.h"
 #include "h5osfs/strmap.h"
 
@@ -24,10 +25,15 @@ struct image_slot {
 struct image_table {
     struct image_source src;
     double ttl;
-    pthread_mutex_t lock;       /* guards slots */
-    pthread_mutex_t build_lock; /* one build at a time: concurrent opens build once */
+    pthread_mutex_t lock;       /* guards slots, building and open_roots */
+    pthread_cond_t built;       /* a build ended */
+    struct strmap *building;    /* paths being built: concurrent opens of one build it once,
+                                 * different domains build at once */
     struct strmap *slots;       /* path -> struct image_slot */
     struct strmap *open_roots;  /* root id -> number of open files (as a pointer value) */
+    struct strmap *warming;     /* folders whose domains are being built ahead (image_table_warm) */
+    unsigned warmers;           /* threads doing it */
+    int stopping;               /* image_table_stop_warming was called */
 };
 
 int image_table_new(const struct image_source *src, double ttl, struct image_table **out)
@@ -39,10 +45,14 @@ int image_table_new(const struct image_source *src, double ttl, struct image_tab
     t->ttl = ttl;
     t->slots = strmap_new();
     t->open_roots = strmap_new();
-    if (!t->slots || !t->open_roots || pthread_mutex_init(&t->lock, NULL) != 0 ||
-        pthread_mutex_init(&t->build_lock, NULL) != 0) {
+    t->building = strmap_new();
+    t->warming = strmap_new();
+    if (!t->slots || !t->open_roots || !t->building || !t->warming || pthread_mutex_init(&t->lock, NULL) != 0 ||
+        pthread_cond_init(&t->built, NULL) != 0) {
         strmap_free(t->slots, NULL);
         strmap_free(t->open_roots, NULL);
+        strmap_free(t->building, NULL);
+        strmap_free(t->warming, NULL);
         free(t);
         return -ENOMEM;
     }
@@ -61,10 +71,13 @@ void image_table_free(struct image_table *t)
 {
     if (!t)
         return;
+    image_table_stop_warming(t);
     strmap_free(t->slots, slot_free);
+    strmap_free(t->warming, NULL);
     strmap_free(t->open_roots, NULL);
+    strmap_free(t->building, NULL);
     pthread_mutex_destroy(&t->lock);
-    pthread_mutex_destroy(&t->build_lock);
+    pthread_cond_destroy(&t->built);
     free(t);
 }
 
@@ -133,6 +146,25 @@ static int store_slot(struct image_table *t, const char *path, const char *root,
     return 0;                   /* not remembering it only costs a rebuild */
 }
 
+/* Wait while another thread builds path, then claim it: 0 or -ENOMEM. */
+static int claim_build(struct image_table *t, const char *path)
+{
+    pthread_mutex_lock(&t->lock);
+    while (strmap_get(t->building, path))
+        pthread_cond_wait(&t->built, &t->lock);
+    int rc = strmap_put(t->building, path, (void *)1, NULL);
+    pthread_mutex_unlock(&t->lock);
+    return rc;
+}
+
+static void release_build(struct image_table *t, const char *path)
+{
+    pthread_mutex_lock(&t->lock);
+    strmap_remove(t->building, path);
+    pthread_cond_broadcast(&t->built);
+    pthread_mutex_unlock(&t->lock);
+}
+
 int image_table_get(struct image_table *t, const char *path, const char *root, struct image **out,
                     int *reused)
 {
@@ -140,13 +172,15 @@ int image_table_get(struct image_table *t, const char *path, const char *root, s
     *reused = 1;
     if ((*out = lookup(t, path, root, &stale)) != NULL)
         return 0;
-    pthread_mutex_lock(&t->build_lock);
     image_put(stale);
+    int rc = claim_build(t, path);
+    if (rc != 0)
+        return rc;
     if ((*out = lookup(t, path, root, &stale)) != NULL) {
-        pthread_mutex_unlock(&t->build_lock);   /* built while we waited */
+        release_build(t, path);     /* built while we waited */
         return 0;
     }
-    int rc = image_build(&t->src, path, root, &img);
+    rc = image_build(&t->src, path, root, &img);
     if (rc == 0 && stale && image_equal(stale, img)) {
         image_put(img);         /* unchanged: keep the image readers and caches know */
         img = stale;
@@ -157,7 +191,7 @@ int image_table_get(struct image_table *t, const char *path, const char *root, s
     image_put(stale);
     if (rc == 0)
         store_slot(t, path, root, img);
-    pthread_mutex_unlock(&t->build_lock);
+    release_build(t, path);
     *out = rc == 0 ? img : NULL;
     return rc;
 }
@@ -194,4 +228,113 @@ int image_table_root_in_use(struct image_table *t, const char *root)
     int used = strmap_get(t->open_roots, root) != NULL;
     pthread_mutex_unlock(&t->lock);
     return used;
+}
+
+/* ---- building ahead ---- */
+
+struct warm_job {
+    struct image_table *t;
+    char *folder;
+    size_t n;
+    char **paths, **roots;
+};
+
+static void warm_job_free(struct warm_job *j)
+{
+    for (size_t i = 0; i < j->n; i++) {
+        free(j->paths[i]);
+        free(j->roots[i]);
+    }
+    free(j->paths);
+    free(j->roots);
+    free(j->folder);
+    free(j);
+}
+
+static void warm_one(void *ctx, size_t i)
+{
+    struct warm_job *j = ctx;
+    struct image *img, *stale;
+    pthread_mutex_lock(&j->t->lock);
+    int stopping = j->t->stopping;
+    pthread_mutex_unlock(&j->t->lock);
+    if (stopping)
+        return;
+    if ((img = lookup(j->t, j->paths[i], j->roots[i], &stale)) == NULL) {
+        int reused;
+        if (image_table_get(j->t, j->paths[i], j->roots[i], &img, &reused) != 0)
+            img = NULL;         /* logged by the build; the lookup will say it again */
+    }
+    image_put(img);
+    image_put(stale);
+}
+
+static void *warm_thread(void *arg)
+{
+    struct warm_job *j = arg;
+    struct image_table *t = j->t;
+    pfor(j->n, t->src.requests ? t->src.requests : 1, warm_one, j);
+    pthread_mutex_lock(&t->lock);
+    strmap_remove(t->warming, j->folder);
+    t->warmers--;
+    pthread_cond_broadcast(&t->built);
+    pthread_mutex_unlock(&t->lock);
+    warm_job_free(j);
+    return NULL;
+}
+
+static int start_warming(struct image_table *t, struct warm_job *j)
+{
+    pthread_attr_t attr;
+    pthread_t thread;
+    int rc = -EAGAIN;
+    pthread_mutex_lock(&t->lock);
+    if (!t->stopping && !strmap_get(t->warming, j->folder) &&
+        strmap_put(t->warming, j->folder, (void *)1, NULL) == 0) {
+        rc = pthread_attr_init(&attr) == 0 ? 0 : -ENOMEM;
+        if (rc == 0 && pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED) != 0)
+            rc = -ENOMEM;
+        if (rc == 0 && pthread_create(&thread, &attr, warm_thread, j) != 0)
+            rc = -EAGAIN;
+        if (rc == 0)
+            t->warmers++;
+        else
+            strmap_remove(t->warming, j->folder);
+        pthread_attr_destroy(&attr);
+    }
+    pthread_mutex_unlock(&t->lock);
+    return rc;
+}
+
+int image_table_warm(struct image_table *t, const char *folder, const char *const *paths,
+                     const char *const *roots, size_t n)
+{
+    struct warm_job *j = calloc(1, sizeof *j);
+    if (!j)
+        return -ENOMEM;
+    j->t = t;
+    j->folder = strdup(folder);
+    j->paths = calloc(n ? n : 1, sizeof *j->paths);
+    j->roots = calloc(n ? n : 1, sizeof *j->roots);
+    int rc = j->folder && j->paths && j->roots ? 0 : -ENOMEM;
+    for (size_t i = 0; rc == 0 && i < n; i++, j->n++) {
+        j->paths[i] = strdup(paths[i]);
+        j->roots[i] = strdup(roots[i]);
+        if (!j->paths[i] || !j->roots[i])
+            rc = -ENOMEM;
+    }
+    if (rc == 0)
+        rc = start_warming(t, j);
+    if (rc != 0)
+        warm_job_free(j);
+    return rc;
+}
+
+void image_table_stop_warming(struct image_table *t)
+{
+    pthread_mutex_lock(&t->lock);
+    t->stopping = 1;
+    while (t->warmers > 0)
+        pthread_cond_wait(&t->built, &t->lock);
+    pthread_mutex_unlock(&t->lock);
 }

@@ -3,8 +3,9 @@
  *
  * An entry is reused while it is younger than the ttl and the domain's root id is unchanged.
  * An older entry is rebuilt on the next open; when the rebuild is identical to it, the old
- * image stays (so the kernel may keep its page cache and the chunk cache stays warm). Builds
- * are serialised, so concurrent opens of one domain build it once. Thread-safe.
+ * image stays (so the kernel may keep its page cache and the chunk cache stays warm).
+ * Concurrent opens of one domain build it once; different domains build at once (their
+ * objects are fetched in parallel, the HDF5 part takes turns). Thread-safe.
  */
 #ifndef H5OSFS_FS_IMAGES_H
 #define H5OSFS_FS_IMAGES_H
@@ -34,5 +35,16 @@ void image_table_expire(struct image_table *t, const char *path);
 void image_table_hold(struct image_table *t, const char *root, int delta);
 /* 1 if an open file reads a version of the domain whose root is root. */
 int image_table_root_in_use(struct image_table *t, const char *root);
+
+/*
+ * Build, in a thread of its own, the images of the domains paths[i] (root ids roots[i]) of
+ * folder that the table does not hold fresh: an `ls -l` stats every domain of the folder just
+ * listed, and each stat needs the exact size, i.e. the image. Up to src.requests of them at
+ * once; a folder already being warmed is not warmed twice. 0, -EAGAIN (not now), -ENOMEM.
+ */
+int image_table_warm(struct image_table *t, const char *folder, const char *const *paths,
+                     const char *const *roots, size_t n);
+/* No more warming: wait for the builds under way to end. */
+void image_table_stop_warming(struct image_table *t);
 
 #endif
