@@ -272,21 +272,26 @@ static void read_ahead(struct image *img, struct image_reader *r, size_t last)
         r->ahead = i;
 }
 
-/* Sequential reads widen the window; a jump closes it. */
+/* A jump closes the window: 1 if this read continues the last one. */
 static int note_access(struct image_reader *r, uint64_t off, size_t len)
 {
     uint64_t expect = r->expect;
     /* the kernel's parallel read-ahead arrives slightly out of order: allow some slack */
     int sequential = off <= expect + (4u << 20) && off + (4u << 20) >= expect;
     r->expect = off + len;
-    unsigned w = r->window;
     if (!sequential) {
         r->window = 0;
         r->ahead = 0;
-        return 0;
     }
+    return sequential;
+}
+
+/* Sequential reads of chunk data widen the window; reads of metadata alone do not (an open
+ * reads the metadata in order, and chunks fetched for it were fetched for nobody). */
+static void widen(struct image_reader *r)
+{
+    unsigned w = r->window;
     r->window = w == 0 ? 2 : w < IMAGE_PREFETCH_MAX ? w * 2 : IMAGE_PREFETCH_MAX;
-    return 1;
 }
 
 ssize_t image_read(struct image *img, struct image_reader *r, uint64_t off, void *buf,
@@ -313,6 +318,7 @@ ssize_t image_read(struct image *img, struct image_reader *r, uint64_t off, void
         const struct segment *s = &segs[i++];
         uint64_t n = s->off + s->len - pos < len - done ? s->off + s->len - pos : len - done;
         if (s->kind == SEGMENT_CHUNK && sequential) {
+            widen(r);
             read_ahead(img, r, i - 1);
             sequential = 0;     /* once per read */
         }
