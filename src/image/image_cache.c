@@ -116,7 +116,8 @@ static int digest_entries(struct stamp_walk *w, unsigned requests, unsigned char
 {
     if (w->stat_later)
         pfor(w->n, requests ? requests : 1, stat_entry, w);
-    qsort(w->v, w->n, sizeof *w->v, by_key);
+    if (w->n > 1)
+        qsort(w->v, w->n, sizeof *w->v, by_key);     /* v is NULL when n is 0 */
     EVP_MD_CTX *ctx = EVP_MD_CTX_new();
     int ok = ctx && EVP_DigestInit_ex(ctx, EVP_sha256(), NULL) == 1;
     for (size_t i = 0; ok && i < w->n; i++) {

@@ -32,8 +32,8 @@ struct out {
 
 static void put(struct out *o, const void *data, size_t n)
 {
-    if (o->failed)
-        return;
+    if (o->failed || n == 0)
+        return;                 /* data may be NULL then, which memcpy must not get */
     if (o->len + n > o->cap) {
         size_t cap = o->cap ? o->cap * 2 : 65536;
         while (cap < o->len + n)
