@@ -38,6 +38,7 @@ struct ns_config {
     const char *user;           /* HSDS user name for ACL decisions */
     const char *admin_user;     /* HSDS admin user name (HSDS's default: "admin") */
     double ttl;                 /* seconds; 0 disables caching */
+    unsigned requests;          /* store requests a listing makes at once (0: one) */
 };
 
 struct ns;

@@ -386,7 +386,7 @@ static int mount_bucket(struct fuse_args *args, const struct options *opts,
         return -1;
     }
     struct ns_config ns_cfg = { .user = opts->user, .admin_user = opts->admin_user,
-                                .ttl = opts->ttl };
+                                .ttl = opts->ttl, .requests = requests_at_once(opts) };
     rc = ns_new(store, &ns_cfg, &ns);
     if (rc != 0)
         goto out_store;
