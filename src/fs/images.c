@@ -254,19 +254,14 @@ static void warm_job_free(struct warm_job *j)
 static void warm_one(void *ctx, size_t i)
 {
     struct warm_job *j = ctx;
-    struct image *img, *stale;
+    struct image *img;
+    int reused;
     pthread_mutex_lock(&j->t->lock);
     int stopping = j->t->stopping;
     pthread_mutex_unlock(&j->t->lock);
-    if (stopping)
-        return;
-    if ((img = lookup(j->t, j->paths[i], j->roots[i], &stale)) == NULL) {
-        int reused;
-        if (image_table_get(j->t, j->paths[i], j->roots[i], &img, &reused) != 0)
-            img = NULL;         /* logged by the build; the lookup will say it again */
-    }
-    image_put(img);
-    image_put(stale);
+    /* a fresh image costs a lookup only; a failed build is logged, and again at the lookup */
+    if (!stopping && image_table_get(j->t, j->paths[i], j->roots[i], &img, &reused) == 0)
+        image_put(img);
 }
 
 static void *warm_thread(void *arg)
