@@ -34,6 +34,7 @@ const path = require('path');
 const S3rver = require('s3rver');
 const AWSAccount = require('s3rver/lib/models/account');
 const FilesystemStore = require('s3rver/lib/stores/filesystem');
+const S3Object = require('s3rver/lib/models/object');
 const sigv4 = require('./sigv4');
 
 function usage(msg) {
@@ -75,6 +76,68 @@ try {
         'run with NODE_OPTIONS=--openssl-legacy-provider');
 }
 
+// One queue per object path: a GET takes its size and ETag from stat and the .md5 file, then
+// opens the object by name. A PUT renaming new bytes in between would hand out the new bytes
+// cut to the old length, under the old ETag. A GET (up to its open), a listing's look at one
+// key, a DELETE, and the rename plus metadata write of a PUT run one after the other on the
+// same key; the open file descriptor then keeps the bytes the GET described.
+const keyQueues = new Map();
+async function inKeyOrder(objectPath, step) {
+  const before = keyQueues.get(objectPath) || Promise.resolve();
+  let done;
+  const mine = new Promise((resolve) => { done = resolve; });
+  const tail = before.then(() => mine);
+  keyQueues.set(objectPath, tail);
+  await before;
+  try {
+    return await step();
+  } finally {
+    done();
+    if (keyQueues.get(objectPath) === tail) keyQueues.delete(objectPath);
+  }
+}
+
+const unordered = {
+  getObject: FilesystemStore.prototype.getObject,
+  getMetadata: FilesystemStore.prototype.getMetadata,
+  deleteObject: FilesystemStore.prototype.deleteObject,
+};
+FilesystemStore.prototype.getMetadata = function getMetadataInKeyOrder(bucket, key) {
+  return inKeyOrder(this.getResourcePath(bucket, key, 'object'),
+                    () => unordered.getMetadata.call(this, bucket, key));
+};
+FilesystemStore.prototype.getObject = function getObjectInKeyOrder(bucket, key, options) {
+  // s3rver's getObject calls this.getMetadata: inside the queue it must be the unqueued one.
+  const store = Object.create(this, { getMetadata: { value: unordered.getMetadata } });
+  return inKeyOrder(this.getResourcePath(bucket, key, 'object'),
+                    () => unordered.getObject.call(store, bucket, key, options));
+};
+FilesystemStore.prototype.deleteObject = function deleteObjectInKeyOrder(bucket, key) {
+  return inKeyOrder(this.getResourcePath(bucket, key, 'object'),
+                    () => unordered.deleteObject.call(this, bucket, key));
+};
+
+// s3rver writes the .md5 and metadata files in place too: a listing reading one mid-write
+// parses half a JSON document and answers 500.
+async function writeFileAtomically(filePath, data) {
+  const partPath = `${filePath}.put-${process.pid}-${crypto.randomBytes(6).toString('hex')}`;
+  try {
+    await fs.promises.writeFile(partPath, data);
+    await fs.promises.rename(partPath, filePath);
+  } catch (err) {
+    await fs.promises.rm(partPath, { force: true });
+    throw err;
+  }
+}
+FilesystemStore.prototype.putMetadata = async function putMetadataAtomically(
+  bucket, key, metadata, md5) {
+  const kept = Object.fromEntries(Object.entries(metadata).filter(
+    ([name]) => S3Object.ALLOWED_METADATA.includes(name) || name.startsWith('x-amz-meta-')));
+  if (md5) await writeFileAtomically(this.getResourcePath(bucket, key, 'object.md5'), md5);
+  await writeFileAtomically(this.getResourcePath(bucket, key, 'metadata.json'),
+                            JSON.stringify(kept, null, 2));
+};
+
 // s3rver writes an object's file in place, so a GET during a PUT of the same key reads a
 // part of the new bytes (a torn .domain.json); S3 replaces objects atomically. Write the bytes
 // next to the object (a name s3rver's listing ignores: it lists only "<name>._S3rver_object")
@@ -100,13 +163,20 @@ FilesystemStore.prototype.putObject = async function putObjectAtomically(object)
         object.content.pipe(out);
       });
     }
-    await fs.promises.rename(partPath, objectPath);
   } catch (err) {
     await fs.promises.rm(partPath, { force: true });
     throw err;
   }
   const digest = md5.digest('hex');
-  await this.putMetadata(object.bucket, object.key, object.metadata, digest);
+  await inKeyOrder(objectPath, async () => {
+    try {
+      await fs.promises.rename(partPath, objectPath);
+    } catch (err) {
+      await fs.promises.rm(partPath, { force: true });
+      throw err;
+    }
+    await this.putMetadata(object.bucket, object.key, object.metadata, digest);
+  });
   return { size, md5: digest };
 };
 
