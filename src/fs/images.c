@@ -31,8 +31,8 @@ struct image_table {
                                  * different domains build at once */
     struct strmap *slots;       /* path -> struct image_slot */
     struct strmap *open_roots;  /* root id -> number of open files (as a pointer value) */
-    struct strmap *warming;     /* folders whose domains are being built ahead (image_table_warm) */
-    unsigned warmers;           /* threads doing it */
+    struct strmap *warming;     /* folders whose domains are being built ahead */
+    struct warm_job *jobs;      /* their threads, running or ended but not joined yet */
     int stopping;               /* image_table_stop_warming was called */
 };
 
@@ -47,8 +47,8 @@ int image_table_new(const struct image_source *src, double ttl, struct image_tab
     t->open_roots = strmap_new();
     t->building = strmap_new();
     t->warming = strmap_new();
-    if (!t->slots || !t->open_roots || !t->building || !t->warming || pthread_mutex_init(&t->lock, NULL) != 0 ||
-        pthread_cond_init(&t->built, NULL) != 0) {
+    if (!t->slots || !t->open_roots || !t->building || !t->warming ||
+        pthread_mutex_init(&t->lock, NULL) != 0 || pthread_cond_init(&t->built, NULL) != 0) {
         strmap_free(t->slots, NULL);
         strmap_free(t->open_roots, NULL);
         strmap_free(t->building, NULL);
@@ -232,11 +232,16 @@ int image_table_root_in_use(struct image_table *t, const char *root)
 
 /* ---- building ahead ---- */
 
+/* Warming threads are joined, not detached: a thread's last steps (OpenSSL's per-thread
+ * state is freed by a key destructor) must be over before the process exits. */
 struct warm_job {
     struct image_table *t;
     char *folder;
     size_t n;
     char **paths, **roots;
+    pthread_t thread;
+    int done;                   /* the thread has finished its work (guarded by t->lock) */
+    struct warm_job *next;
 };
 
 static void warm_job_free(struct warm_job *j)
@@ -271,31 +276,40 @@ static void *warm_thread(void *arg)
     pfor(j->n, t->src.requests ? t->src.requests : 1, warm_one, j);
     pthread_mutex_lock(&t->lock);
     strmap_remove(t->warming, j->folder);
-    t->warmers--;
-    pthread_cond_broadcast(&t->built);
+    j->done = 1;
     pthread_mutex_unlock(&t->lock);
-    warm_job_free(j);
     return NULL;
+}
+
+/* Join and free the jobs whose threads have ended (under t->lock: they need it no more). */
+static void reap_warmers(struct image_table *t)
+{
+    for (struct warm_job **p = &t->jobs; *p;) {
+        struct warm_job *j = *p;
+        if (!j->done) {
+            p = &j->next;
+            continue;
+        }
+        *p = j->next;
+        pthread_join(j->thread, NULL);
+        warm_job_free(j);
+    }
 }
 
 static int start_warming(struct image_table *t, struct warm_job *j)
 {
-    pthread_attr_t attr;
-    pthread_t thread;
     int rc = -EAGAIN;
     pthread_mutex_lock(&t->lock);
+    reap_warmers(t);
     if (!t->stopping && !strmap_get(t->warming, j->folder) &&
         strmap_put(t->warming, j->folder, (void *)1, NULL) == 0) {
-        rc = pthread_attr_init(&attr) == 0 ? 0 : -ENOMEM;
-        if (rc == 0 && pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED) != 0)
-            rc = -ENOMEM;
-        if (rc == 0 && pthread_create(&thread, &attr, warm_thread, j) != 0)
-            rc = -EAGAIN;
-        if (rc == 0)
-            t->warmers++;
-        else
+        rc = pthread_create(&j->thread, NULL, warm_thread, j) == 0 ? 0 : -EAGAIN;
+        if (rc == 0) {
+            j->next = t->jobs;
+            t->jobs = j;
+        } else {
             strmap_remove(t->warming, j->folder);
-        pthread_attr_destroy(&attr);
+        }
     }
     pthread_mutex_unlock(&t->lock);
     return rc;
@@ -329,7 +343,13 @@ void image_table_stop_warming(struct image_table *t)
 {
     pthread_mutex_lock(&t->lock);
     t->stopping = 1;
-    while (t->warmers > 0)
-        pthread_cond_wait(&t->built, &t->lock);
+    struct warm_job *jobs = t->jobs;
+    t->jobs = NULL;
     pthread_mutex_unlock(&t->lock);
+    while (jobs) {
+        struct warm_job *j = jobs;
+        jobs = j->next;
+        pthread_join(j->thread, NULL);
+        warm_job_free(j);
+    }
 }
