@@ -57,6 +57,9 @@ struct store_ops {
     int (*put_lazy)(struct store *st, const char *key, const void *data, size_t len);
     /* Optional (NULL: put_lazy, else put): a lazy put of a key no reader can reach yet. */
     int (*put_new)(struct store *st, const char *key, const void *data, size_t len);
+    /* A put that happens only if the object is still as the caller saw it (store_put_if). */
+    int (*put_if)(struct store *st, const char *key, const void *data, size_t len,
+                  const char *if_etag);
     /* Optional (NULL: read into memory, then put_new): put_new of len bytes of fd at off. */
     int (*put_new_from_fd)(struct store *st, const char *key, int fd, uint64_t off, size_t len);
     /* Optional (NULL: get, then put_new): put_new of a copy of object src at dst, made by the
@@ -123,6 +126,18 @@ int store_put(struct store *st, const char *key, const void *data, size_t len);
  * store's puts are durable anyway).
  */
 int store_put_lazy(struct store *st, const char *key, const void *data, size_t len);
+/*
+ * A put (durable, atomic) that happens only if the object is still the one the caller saw:
+ * if_etag is the etag store_head gave for it, or NULL when the caller saw no object (then the
+ * put only creates). -ESTALE when another writer replaced, created or deleted it meanwhile
+ * (nothing written); other errors as store_put. Many mounts of one bucket use it for the
+ * read-modify-write of a .domain.json, so that none loses another's change: S3 sends If-Match
+ * / If-None-Match (a server that ignores them makes it a plain put); a local bucket compares
+ * and renames under an flock of the object's directory (every put_if of the bucket's users
+ * honours it, plain puts do not).
+ */
+int store_put_if(struct store *st, const char *key, const void *data, size_t len,
+                 const char *if_etag);
 /* A lazy put of a key that no reader can reach yet (an object of a root that no .domain.json
  * names): it need not even be atomic. After a failure or a crash the root is collected. */
 int store_put_new(struct store *st, const char *key, const void *data, size_t len);

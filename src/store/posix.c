@@ -16,7 +16,9 @@
  * never listed and may not be used as keys. A lazy put skips both fsyncs (the rename alone
  * keeps it atomic); a new put (a key nobody reads yet) writes the final name directly, which
  * spares the rename's directory lock that parallel puts into one dataset's directory contend
- * for; sync is one syncfs of the bucket's filesystem.
+ * for; sync is one syncfs of the bucket's filesystem. A conditional put (put_if) checks the
+ * etag and renames (or, to create, links) under an flock of the object's directory, which
+ * every put_if on that directory, from any process, takes too.
  *
  * The etag is a change token, not HSDS's MD5 of the content: hex of (inode, size, mtime in ns).
  * Every put renames a new inode into place, so a rewrite changes it; computing it costs one
@@ -38,6 +40,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/random.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
@@ -302,6 +305,8 @@ struct px_put {
     int src_fd;            /* >= 0: the bytes are len bytes of this file at src_off */
     uint64_t src_off;
     int link_fd;           /* >= 0: the object is a hard link to this file (src_fd too) */
+    int conditional;       /* put_if: replace only an object whose etag is if_etag */
+    const char *if_etag;   /* NULL (conditional): create only, where no object is */
     const char *what;      /* the step that failed, for the log line */
 };
 
@@ -481,6 +486,56 @@ static int px_put_direct(struct px_put *p, int dfd, const char *base)
     return err;
 }
 
+static int px_lock_dir(struct px_put *p, int dfd, int op)
+{
+    p->what = op == LOCK_UN ? "unlock directory" : "lock directory";
+    while (flock(dfd, op) < 0) {
+        if (errno != EINTR)
+            return -errno;
+    }
+    return 0;
+}
+
+/* Is the object base of dfd still the one whose etag is p->if_etag? 0 or -ESTALE. */
+static int px_still_same(struct px_put *p, int dfd, const char *base)
+{
+    struct stat sb;
+    struct store_stat now;
+    p->what = "stat";
+    if (fstatat(dfd, base, &sb, AT_SYMLINK_NOFOLLOW) < 0)
+        return errno == ENOENT ? -ESTALE : -errno;
+    if (!S_ISREG(sb.st_mode))
+        return -ESTALE;
+    px_fill_stat(&sb, &now);
+    return strcmp(now.etag, p->if_etag) == 0 ? 0 : -ESTALE;
+}
+
+/*
+ * The compare and the swap of a put_if, under an flock of the directory so that no other
+ * put_if of it (another mount's commit) comes between them. A create is a link of the
+ * temporary file, which fails if the name exists; tmp is removed then. 0 or -errno: tmp left.
+ */
+static int px_swap_if(struct px_put *p, int dfd, const char *tmp, const char *base)
+{
+    int err = px_lock_dir(p, dfd, LOCK_EX);
+    if (err)
+        return err;
+    if (!p->if_etag) {
+        p->what = "link";
+        err = linkat(dfd, tmp, dfd, base, 0) == 0 ? 0 : errno == EEXIST ? -ESTALE : -errno;
+    } else {
+        err = px_still_same(p, dfd, base);
+        p->what = "rename";
+        if (!err && renameat(dfd, tmp, dfd, base) < 0)
+            err = -errno;
+    }
+    int unlock = px_lock_dir(p, dfd, LOCK_UN);
+    if (!err && !p->if_etag && unlinkat(dfd, tmp, 0) < 0)
+        log_warn("store %s: put %s: remove temporary file %s: %s", p->ps->dir, p->key, tmp,
+                 px_strerror(errno));
+    return err ? err : unlock;
+}
+
 static int px_put_in(struct px_put *p, int dfd, const char *base)
 {
     if (p->direct)
@@ -492,7 +547,11 @@ static int px_put_in(struct px_put *p, int dfd, const char *base)
     err = px_tmp_fill(p, fd);
     if (err)
         goto out_unlink_tmp;
-    if (renameat(dfd, tmp, dfd, base) < 0) {
+    if (p->conditional) {
+        err = px_swap_if(p, dfd, tmp, base);
+        if (err)
+            goto out_unlink_tmp;
+    } else if (renameat(dfd, tmp, dfd, base) < 0) {
         p->what = "rename";
         err = -errno;
         goto out_unlink_tmp;
@@ -544,6 +603,8 @@ static int px_put_run(struct px_put p)
     if (err && slash)
         px_prune(p.ps, key, dir);   /* directories made for it go again (a full disk) */
     free(dir);
+    if (err == -ESTALE)
+        return err;             /* put_if: the answer, not a failure */
     if (err == -ENOTDIR) {     /* an object where the key needs a directory */
         log_error("store %s: put %s: %s: a component of the key is an object", p.ps->dir,
                   key, p.what);
@@ -568,6 +629,14 @@ static int px_put(struct store *st, const char *key, const void *data, size_t le
 static int px_put_lazy(struct store *st, const char *key, const void *data, size_t len)
 {
     return px_put_with(st, key, data, len, 1, 0);
+}
+
+static int px_put_if(struct store *st, const char *key, const void *data, size_t len,
+                     const char *if_etag)
+{
+    struct px_put p = { .ps = px(st), .key = key, .data = data, .len = len, .src_fd = -1,
+                        .link_fd = -1, .conditional = 1, .if_etag = if_etag, .what = "" };
+    return px_put_run(p);
 }
 
 static int px_put_new(struct store *st, const char *key, const void *data, size_t len)
@@ -699,6 +768,7 @@ static const struct store_ops px_ops = {
     .get = px_get,
     .put = px_put,
     .put_lazy = px_put_lazy,
+    .put_if = px_put_if,
     .put_new = px_put_new,
     .put_new_from_fd = px_put_new_from_fd,
     .copy = px_copy,

@@ -140,6 +140,32 @@ static int s3_put(struct store *st, const char *key, const void *data, size_t le
     return rc;
 }
 
+/* A conditional PutObject: 412 PreconditionFailed (the etag no longer matches, or an object
+ * exists), 404 (If-Match on an object deleted meanwhile) and 409 ConditionalRequestConflict (a
+ * concurrent conditional write) all mean that another writer came first. A retry of a put
+ * that did land answers 412 too: the caller re-reads to tell. */
+static int s3_put_if(struct store *st, const char *key, const void *data, size_t len,
+                     const char *if_etag)
+{
+    struct s3_store *s3 = s3_of(st);
+    struct s3_response resp;
+    char quoted[sizeof ((struct store_stat *)0)->etag + 2];
+    snprintf(quoted, sizeof quoted, "\"%s\"", if_etag ? if_etag : "");
+    struct s3_request req = { .method = "PUT", .key = key, .body = data ? data : "",
+                              .body_len = len, .max_body = 1u << 20,
+                              .if_match = if_etag ? quoted : NULL,
+                              .if_none_match = if_etag ? NULL : "*" };
+    int rc = s3_perform(s3, &req, &resp);
+    if (rc != 0)
+        return rc;
+    if (resp.status == 412 || resp.status == 409 || (if_etag && resp.status == 404))
+        rc = -ESTALE;
+    else
+        rc = status_errno(s3, "PUT (conditional)", key, &resp);
+    s3_response_free(&resp);
+    return rc;
+}
+
 /* CopyObject: the server copies; an error may come inside a 200 answer (AWS documents it). */
 static int s3_copy(struct store *st, const char *src, const char *dst)
 {
@@ -415,6 +441,7 @@ static const struct store_ops s3_ops = {
     .name = "s3",
     .get = s3_get,
     .put = s3_put,
+    .put_if = s3_put_if,
     .copy = s3_copy,
     .del = s3_del,
     .head = s3_head,

@@ -32,6 +32,8 @@ struct s3_request {
     size_t body_len;
     const char *content_md5;    /* base64 Content-MD5 (batch delete needs it) or NULL */
     const char *copy_source;    /* PUT: x-amz-copy-source "/bucket/encoded key" or NULL */
+    const char *if_match;       /* PUT: If-Match "\"etag\"", If-None-Match "*", or NULL */
+    const char *if_none_match;
     size_t max_body;            /* response bodies beyond this fail with -EFBIG */
     char *why;                  /* set: a final error status or failure is described here */
     size_t why_len;             /* (one line, as the log would say it) instead of logged */

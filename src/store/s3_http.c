@@ -155,7 +155,7 @@ static int build_headers(const struct s3_store *s3, const struct s3_request *req
                          const char *path, struct curl_slist **out)
 {
     char date[17], hash[65];
-    struct sigv4_header h[9];
+    struct sigv4_header h[11];
     size_t n = 0;
     int failed = 0;
     amz_date(date);
@@ -172,6 +172,10 @@ static int build_headers(const struct s3_store *s3, const struct s3_request *req
         h[n++] = (struct sigv4_header){ "content-md5", req->content_md5 };
     if (req->copy_source)
         h[n++] = (struct sigv4_header){ "x-amz-copy-source", req->copy_source };
+    if (req->if_match)
+        h[n++] = (struct sigv4_header){ "if-match", req->if_match };
+    if (req->if_none_match)
+        h[n++] = (struct sigv4_header){ "if-none-match", req->if_none_match };
     if (s3->token && !s3->cfg.no_sign)
         h[n++] = (struct sigv4_header){ "x-amz-security-token", s3->token };
     struct curl_slist *list = NULL;

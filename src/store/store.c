@@ -101,6 +101,17 @@ int store_put(struct store *st, const char *key, const void *data, size_t len)
     return err ? err : st->ops->put(st, key, data, len);
 }
 
+int store_put_if(struct store *st, const char *key, const void *data, size_t len,
+                 const char *if_etag)
+{
+    int err = put_args(st, key, data, len);
+    if (err)
+        return err;
+    if (if_etag && (!*if_etag || strlen(if_etag) >= sizeof ((struct store_stat *)0)->etag))
+        return -EINVAL;
+    return st->ops->put_if(st, key, data, len, if_etag);
+}
+
 int store_put_lazy(struct store *st, const char *key, const void *data, size_t len)
 {
     int err = put_args(st, key, data, len);

@@ -335,6 +335,53 @@ def test_quirk_put_is_atomic(s3_server, quirks):
     assert seen == {b"o", b"n"}
 
 
+def test_conditional_put_as_aws_answers_it(quirks):
+    """server.js adds S3's conditional writes (s3rver ignores them): If-None-Match: * creates
+    only, If-Match replaces only the version named; a failed one changes nothing."""
+    c, b = quirks
+
+    def put(key, data, **cond):
+        h = {"If-Match": f'"{cond["match"]}"'} if "match" in cond else {"If-None-Match": "*"}
+        return c.request("PUT", b, key, body=data, headers=h)
+
+    assert put("cond", b"one").status == 200
+    r = put("cond", b"two")
+    assert (r.status, c.get_object(b, "cond").body) == (412, b"one")
+    etag = hashlib.md5(b"one").hexdigest()
+    assert put("cond", b"three", match="0" * 32).status == 412
+    assert put("cond", b"three", match=etag).status == 200
+    assert put("cond", b"four", match=etag).status == 412     # that version is gone
+    assert c.get_object(b, "cond").body == b"three"
+    assert put("never-was", b"x", match=etag).status == 404
+    assert c.get_object(b, "never-was").status == 404
+
+
+def test_conditional_puts_lose_no_update(s3_server, quirks):
+    """Four writers add 1 to a counter by GET, then PUT If-Match the ETag they read, again
+    on 412: every addition is there at the end."""
+    c, b = quirks
+    c.put_object(b, "counter", b"0")
+
+    def adder():
+        with s3_server.client() as w:
+            for _ in range(25):
+                while True:
+                    r = w.get_object(b, "counter")
+                    new = str(int(r.body) + 1).encode()
+                    p = w.request("PUT", b, "counter", body=new,
+                                  headers={"If-Match": r.headers["etag"]})
+                    if p.status == 200:
+                        break
+                    assert p.status == 412, p.status
+
+    threads = [threading.Thread(target=adder) for _ in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert c.get_object(b, "counter").body == b"100"
+
+
 def test_odd_keys_round_trip(quirks):
     c, b = quirks
     key = "sp ace+plus=eq%/ü"

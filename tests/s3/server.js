@@ -31,7 +31,9 @@ const fs = require('fs');
 const http = require('http');
 const path = require('path');
 
+const { AsyncLocalStorage } = require('async_hooks');
 const S3rver = require('s3rver');
+const S3Error = require('s3rver/lib/models/error');
 const AWSAccount = require('s3rver/lib/models/account');
 const FilesystemStore = require('s3rver/lib/stores/filesystem');
 const S3Object = require('s3rver/lib/models/object');
@@ -138,6 +140,41 @@ FilesystemStore.prototype.putMetadata = async function putMetadataAtomically(
                             JSON.stringify(kept, null, 2));
 };
 
+// Conditional writes, as AWS S3 has them since 2024 (s3rver ignores them): a PutObject with
+// If-None-Match: * fails with 412 where the key exists, one with If-Match: "etag" with 412
+// where the object's ETag differs and 404 where there is none. The request's headers reach
+// putObject through an AsyncLocalStorage; the check and the rename run in the key's turn.
+const requestHeaders = new AsyncLocalStorage();
+
+async function currentEtag(objectPath) {
+  try {
+    await fs.promises.stat(objectPath);
+  } catch (err) {
+    if (err.code === 'ENOENT') return null;
+    throw err;
+  }
+  const md5Path = objectPath.replace(/object$/, 'object.md5');
+  return (await fs.promises.readFile(md5Path)).toString();
+}
+
+async function checkPutConditions(objectPath) {
+  const headers = requestHeaders.getStore();
+  if (!headers || (!headers['if-match'] && !headers['if-none-match'])) return;
+  const etag = await currentEtag(objectPath);
+  const noneMatch = headers['if-none-match'];
+  if (noneMatch !== undefined && noneMatch.trim() === '*' && etag !== null) {
+    throw new S3Error('PreconditionFailed',
+                      'At least one of the pre-conditions you specified did not hold');
+  }
+  const match = headers['if-match'];
+  if (match === undefined) return;
+  if (etag === null) throw new S3Error('NoSuchKey', 'The specified key does not exist.');
+  if (match.trim().replace(/^"|"$/g, '') !== etag) {
+    throw new S3Error('PreconditionFailed',
+                      'At least one of the pre-conditions you specified did not hold');
+  }
+}
+
 // s3rver writes an object's file in place, so a GET during a PUT of the same key reads a
 // part of the new bytes (a torn .domain.json); S3 replaces objects atomically. Write the bytes
 // next to the object (a name s3rver's listing ignores: it lists only "<name>._S3rver_object")
@@ -170,6 +207,7 @@ FilesystemStore.prototype.putObject = async function putObjectAtomically(object)
   const digest = md5.digest('hex');
   await inKeyOrder(objectPath, async () => {
     try {
+      await checkPutConditions(objectPath);
       await fs.promises.rename(partPath, objectPath);
     } catch (err) {
       await fs.promises.rm(partPath, { force: true });
@@ -246,7 +284,7 @@ const server = http.createServer((req, res) => {
       });
     }
   }
-  return handler(req, res);
+  return requestHeaders.run(req.headers, () => handler(req, res));
 });
 if (opts.keepAliveMs !== null) server.keepAliveTimeout = opts.keepAliveMs;
 

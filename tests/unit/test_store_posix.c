@@ -319,6 +319,87 @@ static void test_atomic_put(void)
     remove_dir(dir);
 }
 
+/* put_if creates only where nothing is, and replaces only the version whose etag it names. */
+static void test_put_if(void)
+{
+    char *dir = make_dir();
+    struct store *st = open_store(dir);
+    struct store_stat a, b;
+    CHECK_INT(store_put_if(st, "home/d/.domain.json", "v1", 2, NULL), 0);
+    CHECK_INT(store_put_if(st, "home/d/.domain.json", "v0", 2, NULL), -ESTALE);
+    CHECK(has(st, "home/d/.domain.json", "v1"));
+    CHECK_INT(store_head(st, "home/d/.domain.json", &a), 0);
+    CHECK_INT(store_put_if(st, "home/d/.domain.json", "v2", 2, a.etag), 0);
+    CHECK_INT(store_put_if(st, "home/d/.domain.json", "v3", 2, a.etag), -ESTALE);
+    CHECK(has(st, "home/d/.domain.json", "v2"));
+    CHECK_INT(store_head(st, "home/d/.domain.json", &b), 0);
+    CHECK(strcmp(a.etag, b.etag) != 0);
+    CHECK_INT(store_delete(st, "home/d/.domain.json"), 0);
+    CHECK_INT(store_put_if(st, "home/d/.domain.json", "v4", 2, b.etag), -ESTALE);
+    CHECK_INT(store_head(st, "home/d/.domain.json", &b), -ENOENT);
+    CHECK_INT(store_put_if(st, "home/d/.domain.json", "v4", 2, ""), -EINVAL);
+    CHECK_INT(count_temp_files(dir), 0);
+    store_close(st);
+    remove_dir(dir);
+}
+
+/* Threads, each with its own store (as separate mounts have), add 1 to a counter object by
+ * head, get, put_if, again on -ESTALE: no increment is lost. */
+struct counter_ctx {
+    const char *dir;
+    int adds, failures;
+};
+
+static int add_one(struct store *st)
+{
+    for (;;) {
+        struct store_stat now;
+        struct store_buf buf;
+        char text[32];
+        int rc = store_head(st, "c/count", &now);
+        if (rc == 0)
+            rc = store_get(st, "c/count", 64, &buf);
+        if (rc != 0)
+            return rc;
+        snprintf(text, sizeof text, "%ld", strtol((const char *)buf.data, NULL, 10) + 1);
+        store_buf_free(&buf);
+        rc = store_put_if(st, "c/count", text, strlen(text), now.etag);
+        if (rc != -ESTALE)
+            return rc;
+    }
+}
+
+static void *counter(void *arg)
+{
+    struct counter_ctx *c = arg;
+    struct store *st = open_store(c->dir);
+    for (int i = 0; i < c->adds; i++)
+        c->failures += add_one(st) != 0;
+    store_close(st);
+    return NULL;
+}
+
+static void test_put_if_no_lost_update(void)
+{
+    char *dir = make_dir();
+    struct store *st = open_store(dir);
+    struct counter_ctx c[4];
+    pthread_t t[4];
+    CHECK_INT(store_put(st, "c/count", "0", 1), 0);
+    for (int i = 0; i < 4; i++) {
+        c[i] = (struct counter_ctx){ .dir = dir, .adds = 150 };
+        CHECK_INT(pthread_create(&t[i], NULL, counter, &c[i]), 0);
+    }
+    for (int i = 0; i < 4; i++) {
+        CHECK_INT(pthread_join(t[i], NULL), 0);
+        CHECK_INT(c[i].failures, 0);
+    }
+    CHECK(has(st, "c/count", "600"));
+    CHECK_INT(count_temp_files(dir), 0);
+    store_close(st);
+    remove_dir(dir);
+}
+
 /* Lazy puts stay atomic (a reader never sees a part); new puts write the key in place. */
 static void test_lazy_and_new_puts(void)
 {
@@ -858,6 +939,8 @@ int main(void)
     test_intermediate_dirs();
     test_atomic_put();
     test_lazy_and_new_puts();
+    test_put_if();
+    test_put_if_no_lost_update();
     test_copy();
     test_put_delete_race();
     test_missing_bucket();
