@@ -9,7 +9,9 @@
  * also after a crash, whoever recovers. An r+ change (JOURNAL_CHANGE) passes its base
  * (ingest.h): what did not change keeps its ids and is copied inside the store, not rewritten.
  *
- * Failures leave the journal record DIRTY and the staged file in place: the next flush, or the
+ * The swap is conditional (store_put_if): it happens only if the domain still names
+ * rec->base_root (no domain, for a new file); else -ESTALE, logged: another writer's commit
+ * won. Failures leave the journal record DIRTY and the staged file in place: the next flush, or the
  * next mount, tries again. Recovery at mount (commit_recover) looks at each record: a commit
  * whose .domain.json already names the new root is finished (old root collected); one that
  * never got there is undone (its new root collected) and retried; dirty staged files are
@@ -48,7 +50,8 @@ struct commit_ctx {
 /* Commit the staged file of rec (base: what it started as, or NULL). Updates rec (and its
  * journal record): after success the mode is CHANGE with the domain's new root as base_root,
  * and the state CLEAN. 0 or -errno: -EINVAL when the staged bytes are not an HDF5 file, -EIO,
- * -ENOSPC, -ENOMEM, -EISDIR (a folder was made at the path meanwhile). */
+ * -ENOSPC, -ENOMEM, -EISDIR (a folder was made at the path meanwhile), -ESTALE (another writer
+ * changed, made or removed the domain since base_root). */
 int commit_staged(const struct commit_ctx *c, struct journal_rec *rec,
                   const struct ingest_base *base);
 

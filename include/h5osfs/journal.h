@@ -6,7 +6,8 @@
  *   staging/<name>.h5    the staged HDF5 file of a domain being written
  *   staging/<name>.h5.base  an r+ change: which ranges of it are still the base's chunks
  *   journal/<name>.json  its record: bucket, domain path, mode, state and the roots involved
- *   rejected/<name>.h5   staged bytes that were not an HDF5 file, kept for the user
+ *   rejected/<name>.h5   staged bytes that cannot be stored (not an HDF5 file, or a change
+ *                        that lost to another writer's commit), kept for the user
  * A record is replaced atomically (temporary file, fsync, rename, fsync of the directory), so
  * after a crash each record is either the old or the new one. Thread-safe: records of
  * different names may be written at once; one name is written by one thread at a time.

@@ -36,6 +36,9 @@ struct staged {
     int gone;                   /* removed (unlink, rename over): out of the table, its bytes
                                    freed; its handles' reads and writes fail with ESTALE */
     int rejected;               /* the last commit found no HDF5 file, nothing changed since */
+    int lost;                   /* a commit lost to another writer's change of the domain
+                                   (ESTALE): never committed; at the last close its bytes,
+                                   whole, go to rejected/ */
     int committed;              /* a commit succeeded: a domain exists behind it */
     double mtime, ctime;
     struct journal_rec rec;     /* rec.domain is the entry's path */
@@ -349,8 +352,31 @@ static int commit_base(struct staging *t, struct staged *s, struct ingest_base *
     return rc == 0 ? 1 : rc;
 }
 
+/* Another writer changed the domain since it was staged: this change can never be committed
+ * (every commit answers ESTALE). The staged file is made whole now, while the version it
+ * started from is most likely still in the bucket, and journaled as a whole file (a recovery
+ * finds the same conflict and keeps the bytes the same way). */
+static void lose(struct staging *t, struct staged *s)
+{
+    s->lost = 1;
+    if (!s->overlay || s->rec.mode != JOURNAL_CHANGE)
+        return;
+    int rc = overlay_materialize_all(s->overlay);
+    if (rc == 0)
+        rc = save_overlay(t, s);
+    if (rc == 0) {
+        s->rec.mode = JOURNAL_REPLACE;
+        rc = journal_write(t->commit.journal, &s->rec);
+    }
+    if (rc != 0)
+        log_error("%s: the bytes of the change that lost could not all be staged (%s): the "
+                  "staged file lacks the unchanged chunks", s->rec.domain, strerror(-rc));
+}
+
 static int commit_locked(struct staging *t, struct staged *s)
 {
+    if (s->lost)
+        return -ESTALE;
     if (!s->dirty)
         return 0;
     struct ingest_base base;
@@ -366,6 +392,8 @@ static int commit_locked(struct staging *t, struct staged *s)
         t->hooks.committed(t->hooks.ctx, s->rec.domain);
     }
     s->rejected = rc == -EINVAL;
+    if (rc == -ESTALE)
+        lose(t, s);
     return rc;
 }
 
@@ -387,11 +415,13 @@ static void staged_finish(struct staging *t, struct staged *s)
     char *kept = NULL;
     if (!s->dirty || s->broken) {
         journal_remove(t->commit.journal, &s->rec);
-    } else if ((s->rejected || rc == -EINVAL) &&
+    } else if ((s->rejected || rc == -EINVAL || s->lost) &&
                (!s->overlay || overlay_materialize_all(s->overlay) == 0) &&
                journal_reject(t->commit.journal, &s->rec, &kept) == 0) {
-        log_error("%s: not an HDF5 file: not stored; the bytes written are kept as %s",
-                  s->rec.domain, kept ? kept : "(unknown)");
+        log_error(s->lost ? "%s: another writer changed the domain while it was open: this "
+                            "change is not stored; the file as written is kept as %s"
+                          : "%s: not an HDF5 file: not stored; the bytes written are kept "
+                            "as %s", s->rec.domain, kept ? kept : "(unknown)");
     } else {
         log_error("%s: closed with uncommitted changes: kept in the staging area, committed "
                   "at the next mount", s->rec.domain);

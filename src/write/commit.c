@@ -65,46 +65,127 @@ static int load_domain(const struct commit_ctx *c, const char *key, json_t **dom
     return 0;
 }
 
-/* The .domain.json naming root: a new one, or the current one with its root swapped (owner,
- * ACLs, timestamps and unknown members kept). *old gets the root it named before. */
-static int domain_text(const struct commit_ctx *c, const char *path, const char *key,
-                       const char *root, char old[SCHEMA_ID_BUF], char **text)
+/* The domain object as it is now: its etag and content (*dom NULL, etag "" when there is
+ * none). 0 or the store's -errno. */
+static int read_domain(const struct commit_ctx *c, const char *key, struct store_stat *now,
+                       json_t **dom)
 {
-    json_t *dom;
-    old[0] = '\0';
-    int rc = load_domain(c, key, &dom);
-    if (rc == -ENOENT)
-        return domops_domain_json(c->ops, path, root, text);
-    if (rc != 0)
-        return rc;
-    const char *was = hjson_text(json_object_get(dom, "root"));
-    if (!json_is_object(dom))
+    *dom = NULL;
+    int rc = store_head(c->ops->store, key, now);
+    if (rc == 0)
+        rc = load_domain(c, key, dom);
+    if (rc == 0 && !*dom) {
+        log_error("%s: not JSON: the domain is not replaced", key);
         rc = -EIO;
-    else if (!was)
-        rc = -EISDIR;           /* a folder was made at this path meanwhile */
-    if (rc == 0) {
-        snprintf(old, SCHEMA_ID_BUF, "%s", was);
-        rc = json_object_set_new(dom, "root", json_string(root)) == 0 ? hjson_dumps(dom, text)
-                                                                       : -ENOMEM;
     }
-    if (rc == -EIO)
+    if (rc == -ENOENT) {        /* none, or deleted between the two requests */
+        now->etag[0] = '\0';
+        rc = 0;
+    }
+    return rc;
+}
+
+/* The root dom names ("" for no domain object); -EIO when it is not a domain object, -EISDIR
+ * when it is a folder's. */
+static int named_root(const char *path, const char *key, const json_t *dom, const char **root)
+{
+    *root = "";
+    if (!dom)
+        return 0;
+    *root = json_is_object(dom) ? hjson_text(json_object_get(dom, "root")) : NULL;
+    if (!json_is_object(dom)) {
         log_error("%s: %s is not a domain object: not replaced", path, key);
+        return -EIO;
+    }
+    return *root ? 0 : -EISDIR;     /* a folder was made at this path meanwhile */
+}
+
+/* The text of the .domain.json naming root: a new one, or dom with its root swapped (owner,
+ * ACLs, timestamps and unknown members kept). */
+static int domain_text(const struct commit_ctx *c, const char *path, json_t *dom,
+                       const char *root, char **text)
+{
+    if (!dom)
+        return domops_domain_json(c->ops, path, root, text);
+    return json_object_set_new(dom, "root", json_string(root)) == 0 ? hjson_dumps(dom, text)
+                                                                     : -ENOMEM;
+}
+
+static int lost_to_another_writer(const struct journal_rec *rec, const char *now)
+{
+    log_error("%s: another writer changed the domain since this file was opened (it started "
+              "from %s, the domain is now %s): not committed", rec->domain,
+              *rec->base_root ? rec->base_root : "no domain",
+              *now ? now : "deleted");
+    return -ESTALE;
+}
+
+/* The swap is conditional on the domain being the version the staged file started from; a
+ * put_if that loses to a change of something else in the object (or to our own put, landed
+ * though its answer was lost) is read again. */
+#define SWAP_TRIES 8
+
+/* One attempt: 0 (swapped), 1 (read again), or -errno. *old gets the root replaced. */
+static int swap_once(const struct commit_ctx *c, const struct journal_rec *rec, const char *key,
+                     const char *root, char old[SCHEMA_ID_BUF])
+{
+    struct store_stat now;
+    json_t *dom;
+    const char *named;
+    char *text = NULL;
+    int rc = read_domain(c, key, &now, &dom);
+    if (rc == 0)
+        rc = named_root(rec->domain, key, dom, &named);
+    if (rc == 0 && strcmp(named, root) == 0) {
+        snprintf(old, SCHEMA_ID_BUF, "%s", rec->base_root);     /* ours landed */
+    } else if (rc == 0 && strcmp(named, rec->base_root) != 0) {
+        rc = lost_to_another_writer(rec, named);
+    } else if (rc == 0) {
+        snprintf(old, SCHEMA_ID_BUF, "%s", named);
+        rc = domain_text(c, rec->domain, dom, root, &text);
+        if (rc == 0)
+            rc = store_put_if(c->ops->store, key, text, strlen(text), dom ? now.etag : NULL);
+        rc = rc == -ESTALE ? 1 : rc;
+    }
+    free(text);
     json_decref(dom);
     return rc;
 }
 
 /* The one put that makes the new root the domain. */
-static int swap_domain(const struct commit_ctx *c, const char *path, const char *root,
-                       char old[SCHEMA_ID_BUF])
+static int swap_domain(const struct commit_ctx *c, const struct journal_rec *rec,
+                       const char *root, char old[SCHEMA_ID_BUF])
 {
-    char key[STORE_KEY_MAX + 1], *text = NULL;
-    int rc = schema_domain_key(path, key, sizeof key) == 0 ? 0 : -EINVAL;
+    char key[STORE_KEY_MAX + 1];
+    old[0] = '\0';
+    int rc = schema_domain_key(rec->domain, key, sizeof key) == 0 ? 1 : -EINVAL;
+    for (int tries = 0; rc == 1 && tries < SWAP_TRIES; tries++)
+        rc = swap_once(c, rec, key, root, old);
+    if (rc == 1) {
+        log_error("%s: the domain object kept changing under the commit: not committed",
+                  rec->domain);
+        rc = -ESTALE;
+    }
+    ns_invalidate(c->ops->ns, rec->domain);
+    return rc;
+}
+
+/* Before the work of an ingest: is the domain still the version the staged file started
+ * from? 0, -ESTALE, or the store's -errno (the swap checks again, atomically). */
+static int check_base(const struct commit_ctx *c, const struct journal_rec *rec)
+{
+    char key[STORE_KEY_MAX + 1];
+    struct store_stat now;
+    json_t *dom;
+    const char *named;
+    if (schema_domain_key(rec->domain, key, sizeof key) != 0)
+        return -EINVAL;
+    int rc = read_domain(c, key, &now, &dom);
     if (rc == 0)
-        rc = domain_text(c, path, key, root, old, &text);
-    if (rc == 0)
-        rc = store_put(c->ops->store, key, text, strlen(text));
-    free(text);
-    ns_invalidate(c->ops->ns, path);
+        rc = named_root(rec->domain, key, dom, &named);
+    if (rc == 0 && strcmp(named, rec->base_root) != 0)
+        rc = lost_to_another_writer(rec, named);
+    json_decref(dom);
     return rc;
 }
 
@@ -134,7 +215,9 @@ static int commit_new_root(const struct commit_ctx *c, struct journal_rec *rec,
     struct ingest_config cfg = ingest_cfg(c);
     struct ingest_stats st = { 0 };
     char old[SCHEMA_ID_BUF];
-    int rc = ingest_new_root_id(rec->new_root);
+    int rc = check_base(c, rec);
+    if (rc == 0)
+        rc = ingest_new_root_id(rec->new_root);
     if (rc == 0)
         rc = set_state(c, rec, JOURNAL_COMMITTING);
     if (rc == -ENOSPC || rc == -EDQUOT) {
@@ -155,7 +238,7 @@ static int commit_new_root(const struct commit_ctx *c, struct journal_rec *rec,
         rc = store_sync(c->ops->store);     /* every object durable before it is named */
     log_debug("%s: ingest %.3f s, sync %.3f s", rec->domain, t1 - t0, clock_monotonic() - t1);
     if (rc == 0)
-        rc = swap_domain(c, rec->domain, rec->new_root, old);
+        rc = swap_domain(c, rec, rec->new_root, old);
     if (rc != 0) {
         collect(c, rec->new_root, rec->domain);     /* never named by a .domain.json */
         rec->new_root[0] = '\0';
@@ -217,9 +300,6 @@ static int settle_new_root(const struct commit_ctx *c, struct journal_rec *rec)
              rec->new_root);
     collect(c, rec->new_root, rec->domain);
     rec->new_root[0] = '\0';
-    if (rec->mode == JOURNAL_NEW && *now) {
-        rec->mode = JOURNAL_REPLACE;    /* someone made the domain meanwhile */
-    }
     return 0;
 }
 
@@ -302,6 +382,10 @@ size_t commit_recover(const struct commit_ctx *c)
         } else if (rc == -EINVAL && journal_reject(c->journal, rec, &kept) == 0) {
             log_error("%s: the staged bytes are not an HDF5 file: kept as %s", rec->domain,
                       kept ? kept : "(unknown)");
+        } else if (rc == -ESTALE && rec->mode != JOURNAL_CHANGE &&
+                   journal_reject(c->journal, rec, &kept) == 0) {
+            log_error("%s: the staged file lost to another writer's change: kept as %s",
+                      rec->domain, kept ? kept : "(unknown)");
         } else {
             left++;
         }

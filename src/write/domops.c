@@ -189,10 +189,12 @@ int domops_mkdir(const struct domops *d, const char *user, const char *path)
     if (rc != 0)
         return rc;
     rc = user ? domain_json_of(d, user, path, NULL, &json) : -EACCES;
-    if (rc == 0)
-        rc = store_put(d->store, key, json, strlen(json));
+    if (rc == 0)    /* create only: another mount may have made a domain there meanwhile */
+        rc = store_put_if(d->store, key, json, strlen(json), NULL);
     free(json);
     ns_invalidate(d->ns, path);
+    if (rc == -ESTALE)
+        return -EEXIST;
     return rc == 0 ? 0 : rc == -EACCES || rc == -ENOENT ? rc : -EIO;
 }
 
