@@ -361,7 +361,7 @@ static int name_is(const char *name, size_t len, const char *reserved)
 static int name_not_reserved(const char *name, size_t len)
 {
     static const size_t tmp_len = sizeof(SCHEMA_TMP_NAME_PREFIX) - 1;
-    if (name_is(name, len, SCHEMA_DOMAIN_KEY_SUFFIX + 1))
+    if (name_is(name, len, &SCHEMA_DOMAIN_KEY_SUFFIX[1]))
         return 0;   /* P/.domain.json/.domain.json: below the parent's own object */
     return !(len >= tmp_len && memcmp(name, SCHEMA_TMP_NAME_PREFIX, tmp_len) == 0);
 }

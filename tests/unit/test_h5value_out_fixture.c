@@ -236,9 +236,9 @@ static void compare_chunk(struct tally *t, struct fixture *fx, const struct fixt
                           hid_t dset, const json_t *json, hid_t mem)
 {
     hid_t space = H5Dget_space(dset);
-    int rank;
+    int rank = 0;   /* defined even after a failed CHECK (which goes on) */
     hsize_t dims[H5S_MAX_RANK];
-    size_t n, len = 0;
+    size_t n = 0, len = 0;
     CHECK(space >= 0 && shape_of(space, &rank, dims, &n) == 0);
     unsigned char *chunk = single_chunk(fx, o, rank, dims, &len);
     if (chunk) {
