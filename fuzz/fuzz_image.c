@@ -423,7 +423,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     for (size_t i = 4; i < n_parts; i++)
         put_record(parts[i], lens[i]);
 
-    struct image_source src = {g_store, BUCKET_NAME};
+    struct image_source src = { .store = g_store, .bucket_name = BUCKET_NAME };
     struct image *img = NULL;
     long ids_before = open_ids();
     int rc = image_build(&src, DOMAIN, ROOT_ID, &img);

@@ -11,6 +11,9 @@ packages=(
   libblosc-dev liblz4-dev libzstd-dev
   python3-pytest python3-h5py python3-numpy
   valgrind
+  # the fuzz targets' build (meson -Dfuzz=true, fuzz/README.md): clang and its libFuzzer
+  # runtime (libclang_rt.fuzzer-x86_64.a, in Debian 12's libclang-rt-14-dev)
+  clang libclang-rt-14-dev
   # HDF5 filter plugins for LZF and bitshuffle (libh5LZF.so, libh5bshuf.so): the corpus has
   # files that use them, and ingest decodes a source's filters through HDF5
   bitshuffle

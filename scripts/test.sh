@@ -8,6 +8,14 @@ cd "$(dirname "$0")/.."
 ./scripts/build.sh
 meson test -C build --suite unit --print-errorlogs
 meson test -C build --suite unit --setup valgrind --print-errorlogs
+# The fuzz targets, built by clang with libFuzzer, ASan and UBSan from the same libraries (the
+# daemon and the unit tests are compiled there too), replay every input of fuzz/corpus/ and
+# fuzz/regress/ once: a parser change that breaks a target, or an input that once found a bug,
+# fails here in seconds (fuzz/README.md).
+[ -f build-fuzz/build.ninja ] || CC=clang meson setup build-fuzz -Dfuzz=true \
+    -Db_sanitize=address,undefined -Db_lundef=false -Dbuildtype=debugoptimized >/dev/null
+ninja -C build-fuzz >/dev/null
+meson test -C build-fuzz --suite fuzz --print-errorlogs
 export H5OSFS_S3_REQUIRED=1
 # The daemon built with AddressSanitizer and UBSan: a leak at exit or any undefined behaviour
 # makes it exit non-zero, which every mount's teardown checks. (The 50-round concurrency
