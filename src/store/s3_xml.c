@@ -160,8 +160,10 @@ static void list_end(struct xml_walk *w, const char *name)
         c->cur.st.mtime = parse_iso8601(w->text);
     } else if (at(w, "Contents", "ETag")) {
         copy_etag(c->cur.st.etag, sizeof c->cur.st.etag, w->text);
-    } else if (strcmp(name, "Contents") == 0 && c->cur.key) {
-        if (push_object(c) != 0)
+    } else if (strcmp(name, "Contents") == 0) {
+        if (!c->cur.key)
+            memset(&c->cur, 0, sizeof c->cur);  /* no key: its fields go with it */
+        else if (push_object(c) != 0)
             c->failed = -ENOMEM;
     } else if (at(w, "CommonPrefixes", "Prefix")) {
         if (push_prefix(c, w->text) != 0)
@@ -174,6 +176,27 @@ static void list_end(struct xml_walk *w, const char *name)
         if (!c->out->next_token)
             c->failed = -ENOMEM;
     }
+}
+
+static int by_entry_key(const void *a, const void *b)
+{
+    return strcmp(((const struct store_entry *)a)->key, ((const struct store_entry *)b)->key);
+}
+
+static int by_string(const void *a, const void *b)
+{
+    return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+/* store.h promises a page sorted by key in byte order (the namespace's directory listings
+ * are sorted because the pages are). S3 sends them so; a server that does not is put right
+ * here rather than trusted. */
+static void sort_page(struct store_list *l)
+{
+    if (l->n_objects > 1)
+        qsort(l->objects, l->n_objects, sizeof *l->objects, by_entry_key);
+    if (l->n_prefixes > 1)
+        qsort(l->prefixes, l->n_prefixes, sizeof *l->prefixes, by_string);
 }
 
 int s3_parse_list(const char *xml, size_t len, struct store_list *out, int *truncated)
@@ -189,6 +212,7 @@ int s3_parse_list(const char *xml, size_t len, struct store_list *out, int *trun
         store_list_free(out);
         return rc;
     }
+    sort_page(out);
     *truncated = c.truncated;
     if (!c.truncated) {
         free(out->next_token);
