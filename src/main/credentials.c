@@ -17,14 +17,16 @@ static char *trim(char *s)
     return s;
 }
 
+/* Lines of any length: an STS session token alone is often longer than 1 KiB. */
 char *credentials_ini_get(const char *path, const char *section, const char *key)
 {
     FILE *f = fopen(path, "r");
-    char line[1024], *found = NULL;
+    char *line = NULL, *found = NULL;
+    size_t cap = 0;
     int in_section = 0;
     if (!f)
         return NULL;
-    while (!found && fgets(line, sizeof line, f)) {
+    while (!found && getline(&line, &cap, f) >= 0) {
         char *s = trim(line);
         if (*s == '#' || *s == ';' || !*s)
             continue;
@@ -42,6 +44,7 @@ char *credentials_ini_get(const char *path, const char *section, const char *key
         if (strcmp(trim(s), key) == 0)
             found = strdup(trim(eq + 1));
     }
+    free(line);
     fclose(f);
     return found;
 }
@@ -63,14 +66,25 @@ static char *env_dup(const char *name)
     return v && *v ? strdup(v) : NULL;
 }
 
+/* A value that is there and not empty ("region =" is no region), as for the environment. */
+static char *ini_value(const char *path, const char *section, const char *key)
+{
+    char *v = credentials_ini_get(path, section, key);
+    if (v && !*v) {
+        free(v);
+        v = NULL;
+    }
+    return v;
+}
+
 static int from_profile(const char *profile, struct credentials *c)
 {
     char *file = home_file("AWS_SHARED_CREDENTIALS_FILE", ".aws/credentials");
     if (!file)
         return -ENOENT;
-    c->access_key_id = credentials_ini_get(file, profile, "aws_access_key_id");
-    c->secret_access_key = credentials_ini_get(file, profile, "aws_secret_access_key");
-    c->session_token = credentials_ini_get(file, profile, "aws_session_token");
+    c->access_key_id = ini_value(file, profile, "aws_access_key_id");
+    c->secret_access_key = ini_value(file, profile, "aws_secret_access_key");
+    c->session_token = ini_value(file, profile, "aws_session_token");
     free(file);
     return c->access_key_id && c->secret_access_key ? 0 : -ENOENT;
 }
@@ -85,7 +99,7 @@ static char *profile_region(const char *profile)
     else if (asprintf(&section, "profile %s", profile) < 0)
         section = NULL;
     if (section)
-        r = credentials_ini_get(file, section, "region");
+        r = ini_value(file, section, "region");
     free(section);
     free(file);
     return r;

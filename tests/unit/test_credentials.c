@@ -80,6 +80,37 @@ int main(void)
     CHECK_STR(c.region, "us-east-1");
     credentials_free(&c);
 
+    /* "key =" with nothing after it is no value, as an empty variable is none: no empty
+     * region for the endpoint and the signature, no empty key or token (fuzz_credentials) */
+    unsetenv("AWS_PROFILE");
+    write_file("credentials", "[default]\naws_access_key_id = AK\naws_secret_access_key = SK\n"
+               "aws_session_token =\n[blank]\naws_access_key_id =\naws_secret_access_key = SK\n");
+    write_file("config", "[default]\nregion = \r\n[profile blank]\nregion=\n");
+    CHECK_INT(credentials_load(NULL, NULL, &c, why, sizeof why), 0);
+    CHECK(c.session_token == NULL);
+    CHECK_STR(c.region, "us-east-1");
+    credentials_free(&c);
+    CHECK_INT(credentials_load("blank", NULL, &c, why, sizeof why), -2);
+    CHECK_STR(c.region, "us-east-1");
+    credentials_free(&c);
+
+    /* a session token longer than 1 KiB (STS gives such) is read whole, and what follows it
+     * is not read as a line of its own (fuzz_credentials) */
+    char token[1300], text[1500];
+    memset(token, 'T', sizeof token - 1);
+    token[sizeof token - 1] = '\0';
+    memcpy(token + 1004, "x=y", 3);    /* where a 1 KiB line buffer would cut the line */
+    snprintf(text, sizeof text, "[default]\naws_access_key_id=AK\naws_secret_access_key=SK\n"
+             "aws_session_token= %s \n", token);
+    write_file("credentials", text);
+    CHECK_INT(credentials_load(NULL, NULL, &c, why, sizeof why), 0);
+    CHECK_STR(c.session_token, token);
+    credentials_free(&c);
+    snprintf(path, sizeof path, "%s/credentials", dir);
+    char *x = credentials_ini_get(path, "default", "x");
+    CHECK(x == NULL);
+    free(x);
+
     char cmd[128];
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
     CHECK(system(cmd) == 0);
