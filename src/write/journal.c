@@ -303,10 +303,18 @@ static int index_of(const char *const *names, size_t n, const char *name)
     return -1;
 }
 
+/* Only what journal_write writes: "" or a root group id (v2 by the rotation rule, v1 by
+ * class). Recovery hands these roots to gc, which deletes everything below db/A-B/: a dataset
+ * id there is its live domain's whole tree, and a chunk id did not even fit. */
 static int copy_root(char out[SCHEMA_ID_BUF], const char *id)
 {
-    if (!id || (*id && schema_id_version(id) < 0))
+    if (!id)
         return -EINVAL;
+    if (*id) {
+        int version = schema_id_version(id);
+        if (!(version == 2 && schema_id_is_root(id) == 1) && !(version == 1 && id[0] == 'g'))
+            return -EINVAL;
+    }
     snprintf(out, SCHEMA_ID_BUF, "%s", id);
     return 0;
 }
@@ -322,10 +330,11 @@ static int copy_bucket(char **out, const json_t *bucket)
     return (*out = strdup(json_string_value(bucket))) ? 0 : -ENOMEM;
 }
 
-/* Parse one record; -EINVAL for anything not written by journal_write. */
-static int parse_rec(const char *text, const char *name, struct journal_rec *rec)
+/* Parse one record; -EINVAL for anything not written by journal_write (all len bytes are the
+ * record's: bytes after a NUL are not ignored). */
+static int parse_rec(const char *text, size_t len, const char *name, struct journal_rec *rec)
 {
-    json_t *o = json_loads(text, 0, NULL);
+    json_t *o = json_loadb(text, len, 0, NULL);
     const char *domain = json_string_value(json_object_get(o, "domain"));
     int mode = index_of(mode_names, 4, json_string_value(json_object_get(o, "mode")));
     if (mode == 3)
@@ -356,12 +365,11 @@ static int read_rec(struct journal *j, const char *file, struct journal_rec *rec
     int fd = openat(j->records, file, O_RDONLY | O_CLOEXEC);
     if (fd < 0)
         return -errno;
-    ssize_t n = read(fd, text, JOURNAL_REC_MAX);
+    ssize_t n = read(fd, text, sizeof text);     /* one byte more: a longer file is no record */
     close(fd);
-    if (n < 0)
-        return -EIO;
-    text[n] = '\0';
-    return parse_rec(text, file, rec);
+    if (n < 0 || n > JOURNAL_REC_MAX)
+        return n < 0 ? -EIO : -EINVAL;
+    return parse_rec(text, (size_t)n, file, rec);
 }
 
 static int is_record_name(const char *name)

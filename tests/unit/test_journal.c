@@ -117,6 +117,16 @@ static void test_foreign_records_are_skipped(const char *dir)
         "\"base_root\": \"\", \"new_root\": \"\"}",
         "{\"bucket\": \"\", \"domain\": \"/a\", \"mode\": \"new\", \"state\": \"dirty\", "
         "\"base_root\": \"\", \"new_root\": \"\"}",
+        /* roots that are ids, but no root group's (fuzz_journal): recovery would have gc
+         * delete db/A-B/, the live domain's whole tree, for them */
+        "{\"domain\": \"/a\", \"mode\": \"new\", \"state\": \"committing\", "
+        "\"base_root\": \"\", \"new_root\": \"g-72dd170e-0f0e83c7-dd55-9f8687-860b4f\"}",
+        "{\"domain\": \"/a\", \"mode\": \"change\", \"state\": \"committing\", "
+        "\"base_root\": \"d-55dd170e-0f0e83c7-dd55-9f8687-860b4f\", \"new_root\": \"\"}",
+        "{\"domain\": \"/a\", \"mode\": \"change\", \"state\": \"dirty\", \"base_root\": "
+        "\"c-55dd170e-0f0e83c7-dd55-9f8687-860b4f_0_1\", \"new_root\": \"\"}",
+        "{\"domain\": \"/a\", \"mode\": \"change\", \"state\": \"dirty\", \"base_root\": "
+        "\"d-1e6d4e44-3e6e-11e4-8f3c-3c15c2da029e\", \"new_root\": \"\"}",
     };
     struct journal *j = NULL;
     CHECK_INT(journal_open(dir, BUCKET_A, &j), 0);
@@ -130,15 +140,63 @@ static void test_foreign_records_are_skipped(const char *dir)
             fclose(f);
         }
     }
+    /* a record followed by a NUL byte and more is not one (fuzz_journal) */
+    static const char nul[] = "{\"bucket\": \"" BUCKET_A "\", \"domain\": \"/a\", \"mode\": "
+                              "\"new\", \"state\": \"dirty\", \"base_root\": \"\", "
+                              "\"new_root\": \"\"}\0{";
     char path[8192];
-    snprintf(path, sizeof path, "%s/journal/README.json", dir);    /* not a record name */
+    snprintf(path, sizeof path, "%s/journal/00000000000000b0.json", dir);
     FILE *f = fopen(path, "w");
+    CHECK(f != NULL);
+    if (f) {
+        CHECK(fwrite(nul, 1, sizeof nul, f) == sizeof nul);
+        fclose(f);
+    }
+    /* nor is a file longer than a record may be, even when its first 64 KiB are one */
+    snprintf(path, sizeof path, "%s/journal/00000000000000b1.json", dir);
+    f = fopen(path, "w");
+    CHECK(f != NULL);
+    if (f) {
+        CHECK(fwrite(nul, 1, strlen(nul), f) == strlen(nul));
+        for (size_t i = 0; i < (64u << 10); i++)
+            fputc(' ', f);
+        fclose(f);
+    }
+    snprintf(path, sizeof path, "%s/journal/README.json", dir);    /* not a record name */
+    f = fopen(path, "w");
     if (f)
         fclose(f);
     struct journal_rec *recs = NULL;
     size_t n = 99;
     CHECK_INT(journal_list(j, &recs, &n), 0);
     CHECK_INT(n, 0);
+    journal_recs_free(recs, n);
+    journal_close(j);
+}
+
+/* The roots journal_write writes come back: a v2 root group id, a v1 group id, none. */
+static void test_root_ids_read_back(const char *dir)
+{
+    struct journal *j = NULL;
+    CHECK_INT(journal_open(dir, BUCKET_A, &j), 0);
+    char path[8192];
+    snprintf(path, sizeof path, "%s/journal/00000000000000a1.json", dir);
+    FILE *f = fopen(path, "w");
+    CHECK(f != NULL);
+    if (f) {
+        fputs("{\"bucket\":\"" BUCKET_A "\",\"domain\":\"/a\",\"mode\":\"change\","
+              "\"state\":\"committing\",\"base_root\":\"g-1e6d4e44-3e6e-11e4-8f3c-3c15c2da029e\","
+              "\"new_root\":\"g-55dd170e-0f0e83c7-dd55-9f8687-860b4f\"}", f);
+        fclose(f);
+    }
+    struct journal_rec *recs = NULL;
+    size_t n = 0;
+    CHECK_INT(journal_list(j, &recs, &n), 0);
+    CHECK_INT(n, 1);
+    if (n == 1) {
+        CHECK_STR(recs[0].base_root, "g-1e6d4e44-3e6e-11e4-8f3c-3c15c2da029e");
+        CHECK_STR(recs[0].new_root, "g-55dd170e-0f0e83c7-dd55-9f8687-860b4f");
+    }
     journal_recs_free(recs, n);
     journal_close(j);
 }
@@ -327,6 +385,8 @@ int main(void)
     CHECK(stat(dir, &st) == 0 && (st.st_mode & 0777) == 0700);
     snprintf(dir, sizeof dir, "%s/other", base);
     test_foreign_records_are_skipped(dir);
+    snprintf(dir, sizeof dir, "%s/roots", base);
+    test_root_ids_read_back(dir);
     snprintf(dir, sizeof dir, "%s/shared", base);
     test_records_name_their_bucket(dir);
 
