@@ -5,7 +5,10 @@
                                      fuzz/corpus/<target>/ when that is empty)
 
 Sources: the HSDS fixture bucket tests/data/hsds-v2/hsdstest (real .group.json, .dataset.json,
-.datatype.json and chunk objects written by HSDS) and the codec vectors tests/data/codec. The
+.datatype.json, .domain.json and chunk objects written by HSDS; ../shared/fixtures for more
+.domain.json), the codec vectors tests/data/codec, and a real S3 server's answers
+tests/data/s3-xml; hand-written where the project has no real data (AWS files, journal
+records, shapes the fixtures lack). The
 input formats are described at the top of each fuzz_*.c. Python's json writes what HSDS writes
 (HSDS is Python): NaN and Infinity tokens, integers beyond int64.
 """
@@ -400,10 +403,142 @@ def domains_by_name():
     return dict(domains())
 
 
+# ---- fuzz_s3_xml ----
+
+S3_XML = os.path.join(DATA, "s3-xml")
+
+
+def s3_xml_seeds():
+    """The answers of a real S3 server (s3rver, tests/data/s3-xml), and AWS's documented
+    shapes that s3rver does not send: a delete result with errors, an error with a request id,
+    a listing out of order and one with entities."""
+    for name in sorted(os.listdir(S3_XML)):
+        if name.endswith(".xml"):
+            write("fuzz_s3_xml", name, read(os.path.join(S3_XML, name)))
+    write("fuzz_s3_xml", "aws-delete-errors.xml",
+          b'<?xml version="1.0" encoding="UTF-8"?>\n'
+          b'<DeleteResult xmlns="http://s3.amazonaws.com/doc/2006-03-01/">'
+          b"<Deleted><Key>sample1.txt</Key></Deleted>"
+          b"<Error><Key>sample2.txt</Key><Code>AccessDenied</Code><Message>Access Denied"
+          b"</Message></Error><Error><Key>d</Key><Code>InternalError</Code></Error>"
+          b"</DeleteResult>")
+    write("fuzz_s3_xml", "aws-error-signature.xml",
+          b'<?xml version="1.0" encoding="UTF-8"?>\n<Error><Code>SignatureDoesNotMatch</Code>'
+          b"<Message>The request signature we calculated does not match the signature you "
+          b"provided.</Message><AWSAccessKeyId>AK</AWSAccessKeyId><StringToSign>AWS4-HMAC-SHA256"
+          b"&#x0A;20261124T131356Z</StringToSign><RequestId>4442587FB7D0A2F9</RequestId>"
+          b"<HostId>aGVsbG8=</HostId></Error>")
+    write("fuzz_s3_xml", "aws-list-v2-prefixes.xml",
+          b'<?xml version="1.0" encoding="UTF-8"?>\n'
+          b'<ListBucketResult xmlns="http://s3.amazonaws.com/doc/2006-03-01/">'
+          b"<Name>b</Name><Prefix>pre/</Prefix><KeyCount>4</KeyCount><MaxKeys>4</MaxKeys>"
+          b"<Delimiter>/</Delimiter><IsTruncated>true</IsTruncated><ContinuationToken>t0"
+          b"</ContinuationToken><NextContinuationToken>1ueGcxLPRx1Tr/XYExHnhbYLgveDs2J/wm36Hy4"
+          b"vbOwM=</NextContinuationToken><StartAfter>pre/a</StartAfter>"
+          b"<Contents><Key>pre/a &amp; b \xc3\xbc.txt</Key><LastModified>2026-11-21T23:14:46.1"
+          b"23Z</LastModified><ETag>&quot;9b2cf535f27731c974343645a3985328-2&quot;</ETag>"
+          b"<ChecksumAlgorithm>CRC32</ChecksumAlgorithm><Size>312</Size><Owner><ID>x</ID>"
+          b"<DisplayName>y</DisplayName></Owner><StorageClass>STANDARD</StorageClass>"
+          b"</Contents><Contents><Key>pre/b</Key><Size>0</Size></Contents>"
+          b"<CommonPrefixes><Prefix>pre/c/</Prefix></CommonPrefixes>"
+          b"<CommonPrefixes><Prefix>pre/d/</Prefix></CommonPrefixes></ListBucketResult>")
+    write("fuzz_s3_xml", "entities.xml",
+          b'<?xml version="1.0"?><!DOCTYPE ListBucketResult [<!ENTITY k "<Contents><Key>e'
+          b'</Key></Contents>">]><ListBucketResult>&k;<IsTruncated>false</IsTruncated>'
+          b"</ListBucketResult>")
+    write("fuzz_s3_xml", "proxy-page.html",
+          b"<html><head><title>502 Bad Gateway</title></head><body>nginx</body></html>")
+
+
+# ---- fuzz_credentials ----
+
+def credentials_seeds():
+    """AWS CLI files as people write them (aws configure, SSO, assume-role profiles)."""
+    write("fuzz_credentials", "credentials",
+          b"# comment\n[default]\naws_access_key_id = AKIAIOSFODNN7EXAMPLE\n"
+          b"aws_secret_access_key=wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY\n\n[x]\n"
+          b"  aws_access_key_id=ASIAX  \naws_secret_access_key = secret = with equals\n"
+          b"aws_session_token=IQoJb3JpZ2luX2VjEHAaCXVzLWVhc3QtMSJHMEUCIQ==\n")
+    write("fuzz_credentials", "config",
+          b"[default]\nregion = eu-west-1\noutput = json\n\n[profile x]\nregion=us-west-2\n"
+          b"s3 =\n  max_concurrent_requests = 20\n  addressing_style = path\n"
+          b"[profile sso]\nsso_start_url = https://d-1.awsapps.com/start\nsso_region = us-east-1\n"
+          b"[sso-session s]\nsso_region=us-east-1\n")
+    write("fuzz_credentials", "crlf",
+          b"[x]\r\naws_access_key_id = AK\r\naws_secret_access_key = SK\r\n"
+          b"region = ap-south-1\r\n; comment\r\n")
+    token = b"IQoJb3JpZ2luX2VjE" + b"A" * 1100 + b"=="
+    write("fuzz_credentials", "long-token",
+          b"[x]\naws_access_key_id=ASIA\naws_secret_access_key=s\naws_session_token=" + token +
+          b"\n[profile x]\nregion=eu-central-1\n")
+
+
+# ---- fuzz_domain_json ----
+
+def domain_json_seeds():
+    """Every .domain.json HSDS wrote in the fixture buckets, and ACL shapes they lack: groups,
+    the stray "domain" member of a PUT /acls/<user>, a user entry that denies what default
+    allows."""
+    fixtures = os.path.join(HERE, "..", "..", "shared", "fixtures", "hsds-v2")
+    seen = set()
+    for top in (os.path.join(DATA, "hsds-v2"), fixtures):
+        for dirpath, _, files in sorted(os.walk(top)):
+            if ".domain.json" in files:
+                text = read(os.path.join(dirpath, ".domain.json"))
+                if text not in seen:
+                    seen.add(text)
+                    rel = os.path.relpath(dirpath, top).replace("/", "_")
+                    write("fuzz_domain_json", rel, text)
+    all6 = {k: True for k in ("create", "read", "update", "delete", "readACL", "updateACL")}
+    none6 = {k: False for k in all6}
+    write("fuzz_domain_json", "groups", dumps({
+        "root": "g-d64bf735-c43d061d-5ec3-7fbd4c-b58e95", "owner": "u1",
+        "acls": {"u1": all6, "default": dict(none6, read=True),
+                 "g:staff": dict(none6, update=True, create=True), "g:admin": all6,
+                 "u2": dict(none6, domain="hsdstest/home/u1/x.h5"), "admin": none6},
+        "created": 1708897646.0599918, "lastModified": 1708897646}))
+    write("fuzz_domain_json", "folder-partial-acl", dumps({
+        "owner": "admin", "acls": {"admin": all6, "default": {"read": True}}, "created": 1}))
+
+
+# ---- fuzz_journal ----
+
+def journal_seeds():
+    """Records as journal_write writes them (compact JSON, these members in this order), for
+    every mode and state, with the fixture's real root ids, and the older shapes journal.c
+    still reads (no bucket, mode "in_place")."""
+    roots = [root for _, root in domains()]
+    def rec(bucket, domain, mode, state, base, new):
+        o = {"bucket": bucket} if bucket is not None else {}
+        o.update({"domain": domain, "mode": mode, "state": state, "base_root": base,
+                  "new_root": new})
+        return json.dumps(o, separators=(",", ":")).encode()
+    sep = b"\n@@\n"
+    write("fuzz_journal", "new-clean", rec("fuzzb", "/home/u/x.h5", "new", "clean", "", ""))
+    write("fuzz_journal", "replace-committing",
+          rec("fuzzb", "/home/test_user1/sample1.h5", "replace", "committing", roots[0],
+              roots[1]))
+    write("fuzz_journal", "change-dirty",
+          rec("s3:http://127.0.0.1:9000/hsdstest/", "/home/test_user1/d.h5", "change",
+              "dirty", roots[2], ""))
+    write("fuzz_journal", "old-in-place", rec(None, "/a b/\u00fc.h5", "in_place", "dirty",
+                                              "g-5897df5c-0a297b92-d01f-57d482-a1f31a", ""))
+    write("fuzz_journal", "v1-root", rec("fuzzb", "/home/v1.h5", "change", "committing",
+                                         "g-1e6d4e44-3e6e-11e4-8f3c-3c15c2da029e", ""))
+    write("fuzz_journal", "several",
+          rec("fuzzb", "/x.h5", "new", "dirty", "", "") + sep +
+          rec("other", "/y.h5", "replace", "clean", roots[0], "") + sep +
+          rec(None, "/z.h5", "new", "committing", "", roots[3]) + sep + b"{}")
+
+
 def main():
     codec_seeds()
     hjson_seeds()
     image_seeds()
+    s3_xml_seeds()
+    credentials_seeds()
+    domain_json_seeds()
+    journal_seeds()
 
 
 if __name__ == "__main__":

@@ -8,7 +8,7 @@
 #   TARGET: one of fuzz/fuzz_*.c without .c (fuzz_codec, fuzz_image, ...; default: all)
 #
 # Builds first (fuzz/build.sh: meson, build-fuzz/fuzz/<target>). An empty fuzz/corpus/<target>/
-# is seeded from fuzz/make_seeds.py. New inputs are collected in a scratch directory and merged
+# is seeded from fuzz/make_seeds.py (every seed must pass first). New inputs are collected in a scratch directory and merged
 # into fuzz/corpus/<target>/ with -merge=1 (only those that add coverage, minimised). Crashes,
 # leaks and timeouts land in fuzz/artifacts/ (crash-*, leak-*, timeout-*, oom-*) and make the
 # script exit 1; the log is build-fuzz/fuzz/logs/<target>.log. Inputs in fuzz/regress/<target>/ (each
@@ -36,7 +36,9 @@ if [ ${#targets[@]} -eq 0 ]; then
 fi
 
 # Inputs larger than these teach nothing the seeds do not (and slow every mutation down).
-declare -A max_len=([fuzz_codec]=70000 [fuzz_hjson_types]=16384 [fuzz_image]=65536)
+declare -A max_len=([fuzz_codec]=70000 [fuzz_hjson_types]=16384 [fuzz_image]=65536
+                   [fuzz_s3_xml]=32768 [fuzz_credentials]=8192 [fuzz_domain_json]=8192
+                   [fuzz_journal]=8192)
 
 for t in "${targets[@]}"; do
     [ -f "$here/$t.c" ] || { echo "no such target: $t" >&2; exit 2; }
@@ -57,6 +59,13 @@ for t in "${targets[@]}"; do
     if [ -z "$(ls -A "$corpus")" ]; then
         seeds=$(mktemp -d)
         python3 "$here/make_seeds.py" "$seeds" >/dev/null || exit 1
+        # a seed that fails is a finding (a merge would only leave it out without a word)
+        if ! "$here/replay.sh" "$bin/$t" "$seeds/$t" >"$bin/logs/$t.seeds.log" 2>&1; then
+            echo "== $t: a seed fails: see $bin/logs/$t.seeds.log" >&2
+            rm -rf "$seeds"
+            status=1
+            continue
+        fi
         "$bin/$t" -merge=1 -rss_limit_mb=2048 -timeout=10 "$corpus" "$seeds/$t" \
             >/dev/null 2>&1
         rm -rf "$seeds"
