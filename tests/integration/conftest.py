@@ -39,6 +39,7 @@ import hashlib
 import itertools
 import os
 import shutil
+import signal
 import stat
 import subprocess
 import threading
@@ -443,6 +444,15 @@ def run_refused(cmd, env, mnt, timeout=10):
     return proc.returncode, err.decode(errors="replace")
 
 
+def default_interrupt_signals():
+    """In a daemon's child, before exec: SIGINT and SIGQUIT as a terminal would give them. A
+    shell starts a background job (the suite run with &, or under nohup) with both ignored,
+    the child inherits that, and libfuse then leaves them ignored on purpose, so a test that
+    sends SIGINT would wait for an exit that never comes."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+    signal.signal(signal.SIGQUIT, signal.SIG_DFL)
+
+
 def names_cache_dir(args):
     return any("cache_dir=" in str(a) for a in args)
 
@@ -469,7 +479,8 @@ class Mount:
         cmd = [str(h5osfs_bin()), "-f", "-o", f"log_file={log}"] + list(args) + list(
             src.args) + [src.source, str(mnt)]
         self.proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                                     stderr=subprocess.PIPE, env=env or src.env)
+                                     stderr=subprocess.PIPE, env=env or src.env,
+                                     preexec_fn=default_interrupt_signals)
         deadline = time.monotonic() + 15
         while not is_mounted(mnt):
             if self.proc.poll() is not None:
