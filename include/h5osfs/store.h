@@ -1,5 +1,5 @@
 /*
- * store: the object-store interface every backend implements (posix now, S3 next).
+ * store: the object-store interface every backend implements (posix.c, s3.c).
  *
  * Keys are UTF-8 strings without a leading '/', as HSDS writes them (spec §2). Every function
  * returns 0 or a negative errno: -ENOENT (no such object), -EACCES (refused), -EINVAL (a key

@@ -993,8 +993,9 @@ static void op_listxattr(fuse_req_t req, fuse_ino_t ino, size_t size)
         reply_sized(req, "", 0, size);
 }
 
-/* ---- every change: EROFS until the write path exists ---- */
+/* ---- writes and changes ---- */
 
+/* Device nodes, symlinks, hard links and xattrs: HSDS has no object that could hold them. */
 static void reply_erofs(fuse_req_t req)
 {
     fuse_reply_err(req, EROFS);
