@@ -37,6 +37,9 @@ struct fs_config {
 struct fs;
 
 int fs_new(const struct fs_config *cfg, struct fs **out);
+/* What the mount has done since fs_new, as JSON (src/fs/stats.h; malloc'd): the statistics
+ * file's content (pretty) and SIGUSR1's log line (one line). 0 or -ENOMEM. */
+int fs_stats_text(struct fs *fs, int pretty, char **out);
 void fs_free(struct fs *fs);
 
 /* Start read-ahead with p (may be NULL), the collector's and the kernel notifier's threads
