@@ -974,18 +974,34 @@ static int build_now(const struct image_source *src, const char *domain_path,
     return 0;
 }
 
+/* The image kept in cache_dir or, failing that, in the bucket; NULL: build it. */
+static struct image *kept_image(const struct image_source *src, const char *domain_path,
+                                const struct image_cache_key *key, const char **where)
+{
+    struct image *img = image_cache_load(src, domain_path, key);
+    *where = "the HDF5 file built before (kept in cache_dir)";
+    if (img) {
+        if (!key->shared_listed)
+            image_cache_share(src, key, img);
+        return img;
+    }
+    *where = "the HDF5 file built before (kept in the bucket)";
+    return image_cache_load_shared(src, domain_path, key);
+}
+
 int image_build(const struct image_source *src, const char *domain_path, const char *root_id,
                 struct image **out)
 {
     struct root_listing rl = { 0 };
     struct image_cache_key key;
+    const char *where;
     double t0 = clock_monotonic();
     int rc = image_cache_key(src, domain_path, root_id, &rl, &key), cached = rc == 0;
-    *out = cached ? image_cache_load(src, domain_path, &key) : NULL;
+    *out = cached ? kept_image(src, domain_path, &key, &where) : NULL;
     if (*out) {
         build_root_listing_end(&rl);
         (*out)->build_seconds = clock_monotonic() - t0;
-        log_image(*out, "the HDF5 file built before (kept in cache_dir)");
+        log_image(*out, where);
         return 0;
     }
     if (!cached) {
@@ -997,8 +1013,10 @@ int image_build(const struct image_source *src, const char *domain_path, const c
     if (rc != 0)
         return rc;
     (*out)->build_seconds = clock_monotonic() - t0;
-    if (cached)
+    if (cached) {
         image_cache_save(src, &key, *out);
+        image_cache_share(src, &key, *out);
+    }
     log_image(*out, "built the HDF5 file");
     return 0;
 }
