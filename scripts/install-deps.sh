@@ -17,6 +17,8 @@ packages=(
   # HDF5 filter plugins for LZF and bitshuffle (libh5LZF.so, libh5bshuf.so): the corpus has
   # files that use them, and ingest decodes a source's filters through HDF5
   bitshuffle
+  # ncdump: the corpus round trip compares what netCDF's reader prints (attribute order)
+  netcdf-bin
 )
 # The S3 test server (s3rver, installed by install-s3rver.sh) runs on Node.js: Debian's
 # nodejs 18 works, but a node already on PATH (any packaging) is used as it is.

@@ -1,7 +1,8 @@
 /*
  * fs: the FUSE low-level front end. Every request gets exactly one reply; internal errors are
- * negative errnos until the reply. Namespace questions go to ns, file contents to image;
- * no store I/O happens here.
+ * negative errnos until the reply. Namespace questions go to ns, file contents to image,
+ * writes to staging (src/fs/staging.c) and its commit, namespace changes to domops: fs itself
+ * makes no store request.
  */
 #ifndef H5OSFS_FS_H
 #define H5OSFS_FS_H
@@ -36,6 +37,9 @@ struct fs_config {
 struct fs;
 
 int fs_new(const struct fs_config *cfg, struct fs **out);
+/* What the mount has done since fs_new, as JSON (src/fs/stats.h; malloc'd): the statistics
+ * file's content (pretty) and SIGUSR1's log line (one line). 0 or -ENOMEM. */
+int fs_stats_text(struct fs *fs, int pretty, char **out);
 void fs_free(struct fs *fs);
 
 /* Start read-ahead with p (may be NULL), the collector's and the kernel notifier's threads

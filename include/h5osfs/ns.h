@@ -21,7 +21,8 @@
 #include "h5osfs/schema.h"
 #include "h5osfs/store.h"
 
-enum ns_kind { NS_DIR, NS_FOLDER, NS_DOMAIN, NS_BROKEN };
+enum ns_kind { NS_DIR, NS_FOLDER, NS_DOMAIN, NS_BROKEN,
+               NS_STATS };      /* never from ns: fs's read-only statistics file */
 
 struct ns_info {
     enum ns_kind kind;

@@ -1,5 +1,5 @@
 /*
- * store: the object-store interface every backend implements (posix now, S3 next).
+ * store: the object-store interface every backend implements (posix.c, s3.c).
  *
  * Keys are UTF-8 strings without a leading '/', as HSDS writes them (spec §2). Every function
  * returns 0 or a negative errno: -ENOENT (no such object), -EACCES (refused), -EINVAL (a key
@@ -13,6 +13,7 @@
 #ifndef H5OSFS_STORE_H
 #define H5OSFS_STORE_H
 
+#include <stdatomic.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -78,9 +79,30 @@ struct store_ops {
     void (*destroy)(struct store *st);
 };
 
+/* What a store was asked since it was opened, counted by the store_* wrappers (any thread). */
+enum store_request { STORE_GET, STORE_PUT, STORE_HEAD, STORE_LIST, STORE_DELETE, STORE_COPY,
+                     STORE_REQUEST_KINDS };
+
+struct store_counters {
+    _Atomic uint64_t requests[STORE_REQUEST_KINDS];
+    _Atomic uint64_t bytes_read, bytes_written;
+    _Atomic uint64_t failures;  /* answers other than success, "no such object", ESTALE */
+    _Atomic uint64_t retries;   /* attempts a backend made again (S3: timeouts, 5xx, 429) */
+};
+
 struct store {
     const struct store_ops *ops;
+    struct store_counters counters;     /* zero when the backend allocates the store */
 };
+
+/* A snapshot of st's counters. */
+struct store_counts {
+    uint64_t requests[STORE_REQUEST_KINDS];
+    uint64_t bytes_read, bytes_written, failures, retries;
+};
+void store_counts(struct store *st, struct store_counts *out);
+/* The name of a request kind in statistics ("get", "put", ...). */
+const char *store_request_name(enum store_request kind);
 
 /* A local directory as a bucket (HSDS's POSIX layout: key a/b/c is file <dir>/a/b/c). */
 int store_posix_open(const char *dir, struct store **out);

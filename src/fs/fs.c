@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "h5osfs/callers.h"
+#include "h5osfs/clock.h"
 #include "h5osfs/commit.h"
 #include "h5osfs/domops.h"
 #include "h5osfs/gc.h"
@@ -22,6 +23,7 @@
 #include "inode.h"
 #include "notify.h"
 #include "staging.h"
+#include "stats.h"
 
 #define FS_BLOCK_SIZE 4096
 #define FS_IO_SIZE (1u << 20)       /* st_blksize of files: cp and stdio move 1 MiB at a time,
@@ -54,6 +56,7 @@ struct fs {
     struct journal *journal;    /* NULL on a read-only mount */
     struct staging *staging;    /* NULL on a read-only mount */
     struct notifier *notifier;  /* NULL until the threads start */
+    double started;             /* clock_monotonic() at fs_new */
 };
 
 /* An open domain file: its version and its reads' state; or, for writing (and for reading a
@@ -67,6 +70,8 @@ struct fs_file {
     struct image *img;
     struct image_reader reader;
     char root[SCHEMA_ID_BUF];
+    char *text;                 /* the statistics file: the text its open took */
+    size_t text_len;
 };
 
 /* The listing a directory handle serves, taken once at opendir so offsets stay stable. */
@@ -188,6 +193,7 @@ int fs_new(const struct fs_config *cfg, struct fs **out)
     if (!fs)
         return -ENOMEM;
     fs->cfg = *cfg;
+    fs->started = clock_monotonic();
     pthread_mutex_init(&fs->handles_lock, NULL);
     fs->handles.next = fs->handles.prev = &fs->handles;
     int rc = fs_new_callers(fs);
@@ -216,6 +222,23 @@ int fs_new(const struct fs_config *cfg, struct fs **out)
     }
     *out = fs;
     return 0;
+}
+
+int fs_stats_text(struct fs *fs, int pretty, char **out)
+{
+    struct fs_stats st = { .backend = fs->cfg.images.store->ops->name,
+                           .uptime = clock_monotonic() - fs->started,
+                           .read_only = fs->staging == NULL };
+    store_counts(fs->cfg.images.store, &st.store);
+    chunk_cache_stats(fs->cfg.cache, &st.cache);
+    image_table_counts(fs->images, &st.images);
+    if (fs->staging) {
+        char dir[4096];
+        staging_counts(fs->staging, &st.staging);
+        snprintf(dir, sizeof dir, "%s/staging", fs->cfg.cache_dir);
+        st.staged_bytes = stats_dir_bytes(dir);
+    }
+    return stats_json(&st, pretty, out);
 }
 
 void fs_stop_threads(struct fs *fs)
@@ -314,8 +337,27 @@ static void fill_stat(const struct fs *fs, fuse_ino_t ino, const struct ns_info 
 
 /* Namespace answer for path as it is now; a file being written for the first time is its
  * staged file. A domain's size is not known here (see resolve). */
+static int is_stats_path(const char *path)
+{
+    return strcmp(path, "/" STATS_FILE_NAME) == 0;
+}
+
+/* The statistics file: readable by every caller, size 0 (its reads are direct). */
+static void stats_info(const struct fs *fs, struct ns_info *info)
+{
+    memset(info, 0, sizeof *info);
+    info->kind = NS_STATS;
+    info->rights = SCHEMA_ACL_READ;
+    info->mtime = info->ctime = clock_wall() - (clock_monotonic() - fs->started);
+}
+
 static int stat_staged(struct fs *fs, const char *path, struct ns_info *info, int *staged)
 {
+    if (is_stats_path(path)) {
+        *staged = 0;
+        stats_info(fs, info);
+        return 0;
+    }
     struct staged *s = fs->staging ? staging_find(fs->staging, path) : NULL;
     *staged = s && staging_is_new(s);
     if (*staged)
@@ -446,7 +488,7 @@ static int caller_rights(struct fs *fs, const struct caller *c, const char *path
         info->rights = creator_rights(fs, c, path);
         return 0;
     }
-    if (caller_is_mounter(c))
+    if (caller_is_mounter(c) || info->kind == NS_STATS)
         return 0;               /* ns answered for the mount's user */
     struct ns_info mine;
     int rc = ns_stat_as(fs->cfg.ns, path, caller_user(c), &mine);
@@ -731,6 +773,8 @@ static int check_open(const struct fs *fs, const struct ns_info *info, int flags
         return -EROFS;
     if (info->kind == NS_BROKEN)
         return -EIO;            /* logged when the domain object was read */
+    if (info->kind == NS_STATS && open_for_writing(flags))
+        return -EACCES;
     mode_t need = open_for_writing(flags) ? S_IWUSR : 0;
     if ((flags & O_ACCMODE) != O_WRONLY)
         need |= S_IRUSR;
@@ -752,6 +796,7 @@ static void fs_file_free(struct fs *fs, struct fs_file *f)
         image_table_hold(fs->images, f->root, -1);
         image_put(f->img);
     }
+    free(f->text);
     free(f);
 }
 
@@ -780,6 +825,11 @@ static int open_image(struct fs *fs, const char *path, const struct ns_info *inf
 static int open_file(struct fs *fs, const char *path, const struct ns_info *info,
                      uint64_t version, int flags, struct fs_file *f)
 {
+    if (info->kind == NS_STATS) {
+        int rc = fs_stats_text(fs, 1, &f->text);
+        f->text_len = rc == 0 ? strlen(f->text) : 0;
+        return rc;
+    }
     if (open_for_writing(flags))
         return staging_open(fs->staging, path, info->root[0] ? info->root : NULL,
                             (flags & O_TRUNC) != 0, &f->stg);
@@ -801,7 +851,8 @@ static void hand_out(struct fs *fs, struct fuse_file_info *fi, struct fs_file *f
     handle_track(fs, &f->link, file_dispose);
     fi->fh = (uint64_t)(uintptr_t)f;
     fi->keep_cache = f->img != NULL;    /* the node is this version: its pages stay right */
-    fi->direct_io = f->stg != NULL;     /* staged bytes change under other handles */
+    fi->direct_io = f->stg != NULL || f->text;  /* staged bytes change under other handles;
+                                                   the statistics are longer than st_size */
 }
 
 /* The node's version, if it is still the one its path has (the same check opens make). */
@@ -845,6 +896,14 @@ static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
         fs_file_free(fs, f);    /* the opener is gone: no release will come */
 }
 
+static ssize_t read_text(const struct fs_file *f, char *buf, size_t size, uint64_t off)
+{
+    size_t n = off < f->text_len ? f->text_len - (size_t)off : 0;
+    n = n < size ? n : size;
+    memcpy(buf, f->text + (off < f->text_len ? off : 0), n);
+    return (ssize_t)n;
+}
+
 static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
                     struct fuse_file_info *fi)
 {
@@ -858,7 +917,8 @@ static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
         return;
     }
     ssize_t n = f->stg ? staging_read(fs_of(req)->staging, f->stg, buf, size, (uint64_t)off)
-                       : image_read(f->img, &f->reader, (uint64_t)off, buf, size);
+              : f->text ? read_text(f, buf, size, (uint64_t)off)
+                        : image_read(f->img, &f->reader, (uint64_t)off, buf, size);
     if (n < 0)
         fuse_reply_err(req, (int)-n);
     else
@@ -993,8 +1053,9 @@ static void op_listxattr(fuse_req_t req, fuse_ino_t ino, size_t size)
         reply_sized(req, "", 0, size);
 }
 
-/* ---- every change: EROFS until the write path exists ---- */
+/* ---- writes and changes ---- */
 
+/* Device nodes, symlinks, hard links and xattrs: HSDS has no object that could hold them. */
 static void reply_erofs(fuse_req_t req)
 {
     fuse_reply_err(req, EROFS);
@@ -1147,8 +1208,8 @@ static void op_mkdir(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t
     struct caller caller;
     caller_of(fs, req, &caller);
     char *path = fs->cfg.read_only ? NULL : path_in(fs, parent, name);
-    int rc = fs->cfg.read_only ? -EROFS
-           : path ? domops_mkdir(&fs->ops, caller_user(&caller), path) : -ENOMEM;
+    int rc = fs->cfg.read_only ? -EROFS : !path ? -ENOMEM : is_stats_path(path) ? -EEXIST
+           : domops_mkdir(&fs->ops, caller_user(&caller), path);
     if (rc == 0)
         reply_entry_for(req, fs, path);
     else
@@ -1165,8 +1226,8 @@ static void reply_change(fuse_req_t req, fuse_ino_t parent, const char *name,
     struct caller caller;
     caller_of(fs, req, &caller);
     char *path = fs->cfg.read_only ? NULL : path_in(fs, parent, name);
-    int rc = fs->cfg.read_only ? -EROFS
-           : path ? change(&fs->ops, caller_user(&caller), path) : -ENOMEM;
+    int rc = fs->cfg.read_only ? -EROFS : !path ? -ENOMEM : is_stats_path(path) ? -EPERM
+           : change(&fs->ops, caller_user(&caller), path);
     fuse_reply_err(req, -rc);
     free(path);
 }
@@ -1214,8 +1275,8 @@ static void op_unlink(fuse_req_t req, fuse_ino_t parent, const char *name)
     caller_of(fs, req, &caller);
     struct removal r = { .fs = fs, .caller = &caller };
     char *path = fs->cfg.read_only ? NULL : path_in(fs, parent, name);
-    int rc = fs->cfg.read_only ? -EROFS
-           : path ? staging_unlink(fs->staging, path, unlink_at, &r) : -ENOMEM;
+    int rc = fs->cfg.read_only ? -EROFS : !path ? -ENOMEM : is_stats_path(path) ? -EPERM
+           : staging_unlink(fs->staging, path, unlink_at, &r);
     if (rc == 0)
         callers_forget_creator(fs->callers, path);
     fuse_reply_err(req, -rc);
@@ -1241,6 +1302,7 @@ static void op_rename(fuse_req_t req, fuse_ino_t parent, const char *name, fuse_
         to = path_in(fs, newparent, newname);
         struct removal r = { .fs = fs, .caller = &caller, .from = from, .flags = flags };
         rc = !from || !to ? -ENOMEM
+           : is_stats_path(from) || is_stats_path(to) ? -EPERM
            : strcmp(from, to) == 0 ? domops_rename(&fs->ops, caller_user(&caller), from, to,
                                                    flags)
            : staging_unlink(fs->staging, to, rename_onto, &r);

@@ -34,6 +34,7 @@ struct image_table {
     struct strmap *warming;     /* folders whose domains are being built ahead */
     struct warm_job *jobs;      /* their threads, running or ended but not joined yet */
     int stopping;               /* image_table_stop_warming was called */
+    struct image_table_counts counts;
 };
 
 int image_table_new(const struct image_source *src, double ttl, struct image_table **out)
@@ -165,6 +166,23 @@ static void release_build(struct image_table *t, const char *path)
     pthread_mutex_unlock(&t->lock);
 }
 
+static void count_build(struct image_table *t, int rc, double seconds)
+{
+    pthread_mutex_lock(&t->lock);
+    t->counts.builds++;
+    t->counts.failures += rc != 0;
+    t->counts.seconds += seconds;
+    pthread_mutex_unlock(&t->lock);
+}
+
+void image_table_counts(struct image_table *t, struct image_table_counts *out)
+{
+    pthread_mutex_lock(&t->lock);
+    *out = t->counts;
+    out->held = strmap_count(t->slots);
+    pthread_mutex_unlock(&t->lock);
+}
+
 int image_table_get(struct image_table *t, const char *path, const char *root, struct image **out,
                     int *reused)
 {
@@ -180,7 +198,9 @@ int image_table_get(struct image_table *t, const char *path, const char *root, s
         release_build(t, path);     /* built while we waited */
         return 0;
     }
+    double t0 = clock_monotonic();
     rc = image_build(&t->src, path, root, &img);
+    count_build(t, rc, clock_monotonic() - t0);
     if (rc == 0 && stale && image_equal(stale, img)) {
         image_put(img);         /* unchanged: keep the image readers and caches know */
         img = stale;

@@ -24,6 +24,14 @@ void image_table_free(struct image_table *t);
 int image_table_get(struct image_table *t, const char *path, const char *root, struct image **out,
                     int *reused);
 
+/* Builds since the table was made (a build that loads a kept image counts too). */
+struct image_table_counts {
+    uint64_t builds, failures;
+    double seconds;             /* spent in them, summed over the threads */
+    uint64_t held;              /* images held now */
+};
+void image_table_counts(struct image_table *t, struct image_table_counts *out);
+
 /* The exact size of the domain's file when an image of it is known. 0 or -ENOENT. */
 int image_table_size(struct image_table *t, const char *path, const char *root, uint64_t *size);
 

@@ -45,7 +45,8 @@ struct staged {
 };
 
 struct staging {
-    pthread_mutex_t lock;       /* guards the map and every refs */
+    pthread_mutex_t lock;       /* guards the map, every refs, and counts */
+    struct staging_counts counts;
     struct strmap *by_path;
     struct commit_ctx commit;
     struct staging_hooks hooks;
@@ -394,7 +395,20 @@ static int commit_locked(struct staging *t, struct staged *s)
     s->rejected = rc == -EINVAL;
     if (rc == -ESTALE)
         lose(t, s);
+    pthread_mutex_lock(&t->lock);
+    t->counts.commits += rc == 0;
+    t->counts.failures += rc != 0 && rc != -ESTALE;
+    t->counts.lost += rc == -ESTALE;
+    pthread_mutex_unlock(&t->lock);
     return rc;
+}
+
+void staging_counts(struct staging *t, struct staging_counts *out)
+{
+    pthread_mutex_lock(&t->lock);
+    *out = t->counts;
+    out->open = strmap_count(t->by_path);
+    pthread_mutex_unlock(&t->lock);
 }
 
 int staging_commit(struct staging *t, struct staged *s)

@@ -70,6 +70,13 @@ int staging_empty(struct staging *t, struct staged *s);
  * entry's error, committing nothing. */
 int staging_commit(struct staging *t, struct staged *s);
 
+/* Commits since the table was made: done, failed, lost to another writer (ESTALE); and the
+ * paths staged now. */
+struct staging_counts {
+    uint64_t commits, failures, lost, open;
+};
+void staging_counts(struct staging *t, struct staging_counts *out);
+
 /* What a staged entry looks like in the namespace: a domain of the staged size. */
 void staging_info(struct staged *s, struct ns_info *info);
 /* 1 if the entry has never been committed (no domain in the bucket is behind it). */

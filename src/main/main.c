@@ -10,6 +10,9 @@
 #include <errno.h>
 #include <inttypes.h>
 #include <limits.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -208,6 +211,61 @@ static unsigned requests_at_once(const struct options *opts)
     return strncmp(opts->bucket, "s3://", 5) == 0 ? opts->max_requests : PREFETCH_WORKERS;
 }
 
+/*
+ * SIGUSR1 writes the statistics (the mount's /.h5osfs-stats) to the log as one line. One
+ * thread waits for it with sigwait; every other thread has it blocked, since they inherit
+ * the mask of the main thread, which blocks it before it starts any.
+ */
+struct stats_signal {
+    struct fs *fs;
+    pthread_t thread;
+    atomic_int stop;
+};
+
+static void *wait_for_stats_signal(void *arg)
+{
+    struct stats_signal *ss = arg;
+    sigset_t set;
+    sigemptyset(&set);
+    sigaddset(&set, SIGUSR1);
+    for (;;) {
+        int sig;
+        if (sigwait(&set, &sig) != 0)
+            continue;
+        if (atomic_load(&ss->stop))
+            return NULL;
+        char *text = NULL;
+        if (fs_stats_text(ss->fs, 0, &text) == 0) {
+            text[strcspn(text, "\n")] = '\0';
+            log_info("statistics: %s", text);
+        }
+        free(text);
+    }
+}
+
+/* 0 with the thread started, or -1 (logged: SIGUSR1 then keeps its default, which ends the
+ * daemon, so it is ignored instead). */
+static int start_stats_signal(struct stats_signal *ss)
+{
+    sigset_t set;
+    sigemptyset(&set);
+    sigaddset(&set, SIGUSR1);
+    atomic_init(&ss->stop, 0);
+    if (pthread_sigmask(SIG_BLOCK, &set, NULL) == 0 &&
+        pthread_create(&ss->thread, NULL, wait_for_stats_signal, ss) == 0)
+        return 0;
+    log_warn("SIGUSR1 is ignored: no thread to write the statistics to the log");
+    signal(SIGUSR1, SIG_IGN);
+    return -1;
+}
+
+static void stop_stats_signal(struct stats_signal *ss)
+{
+    atomic_store(&ss->stop, 1);
+    pthread_kill(ss->thread, SIGUSR1);
+    pthread_join(ss->thread, NULL);
+}
+
 /* Mount and serve until unmounted; 0 or -1 (reported). */
 static int serve(struct fuse_args *args, const struct options *opts,
                  const struct fuse_cmdline_opts *cmd, struct fs *fs, struct chunk_cache *cache,
@@ -232,6 +290,8 @@ static int serve(struct fuse_args *args, const struct options *opts,
     if (cache_lock >= 0 && journal_lock_set_owner(cache_lock) != 0)
         log_warn("%s/lock: cannot write the daemon's pid into it", opts->cache_dir);
     /* threads only now: fuse_daemonize forks, and a fork keeps none of them */
+    struct stats_signal ss = { .fs = fs };
+    int stats_signal = start_stats_signal(&ss);
     unsigned workers = requests_at_once(opts);
     if (prefetcher_new(cache, workers, PREFETCH_QUEUE, prefetch) != 0) {
         log_warn("no read-ahead threads: chunks are fetched when read");
@@ -241,6 +301,8 @@ static int serve(struct fuse_args *args, const struct options *opts,
     /* libfuse returns the signal number when SIGINT/SIGTERM/SIGHUP ended the loop: a clean exit */
     rc = run_loop(se, cmd) >= 0 ? 0 : -1;
     fs_stop_threads(fs);
+    if (stats_signal == 0)
+        stop_stats_signal(&ss);
     struct chunk_cache_stats cs;
     chunk_cache_stats(cache, &cs);
     log_info("unmounted %s; chunk cache: %" PRIu64 " hits, %" PRIu64 " loads, %" PRIu64
@@ -406,7 +468,8 @@ static int mount_bucket(struct fuse_args *args, const struct options *opts,
                                 .images = { .store = store, .bucket_name = name,
                                             .requests = requests_at_once(opts),
                                             .bucket_id = opts->bucket_id, .image_dir = images,
-                                            .image_dir_max = opts->image_cache } };
+                                            .image_dir_max = opts->image_cache,
+                                            .bucket_images = opts->bucket_images } };
     rc = fs_new(&fs_cfg, &fs);
     if (rc != 0)
         goto out_cache;

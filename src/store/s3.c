@@ -140,29 +140,55 @@ static int s3_put(struct store *st, const char *key, const void *data, size_t le
     return rc;
 }
 
-/* A conditional PutObject: 412 PreconditionFailed (the etag no longer matches, or an object
- * exists), 404 (If-Match on an object deleted meanwhile) and 409 ConditionalRequestConflict (a
- * concurrent conditional write) all mean that another writer came first. A retry of a put
- * that did land answers 412 too: the caller re-reads to tell. */
-static int s3_put_if(struct store *st, const char *key, const void *data, size_t len,
-                     const char *if_etag)
+/* One conditional PutObject; if_match is the If-Match header value, NULL for If-None-Match: *.
+ * 0, -ESTALE (412, 409, or 404 under If-Match), or -errno. */
+static int put_conditional(struct s3_store *s3, const char *key, const void *data, size_t len,
+                           const char *if_match)
 {
-    struct s3_store *s3 = s3_of(st);
     struct s3_response resp;
-    char quoted[sizeof ((struct store_stat *)0)->etag + 2];
-    snprintf(quoted, sizeof quoted, "\"%s\"", if_etag ? if_etag : "");
     struct s3_request req = { .method = "PUT", .key = key, .body = data ? data : "",
-                              .body_len = len, .max_body = 1u << 20,
-                              .if_match = if_etag ? quoted : NULL,
-                              .if_none_match = if_etag ? NULL : "*" };
+                              .body_len = len, .max_body = 1u << 20, .if_match = if_match,
+                              .if_none_match = if_match ? NULL : "*" };
     int rc = s3_perform(s3, &req, &resp);
     if (rc != 0)
         return rc;
-    if (resp.status == 412 || resp.status == 409 || (if_etag && resp.status == 404))
+    if (resp.status == 412 || resp.status == 409 || (if_match && resp.status == 404))
         rc = -ESTALE;
     else
         rc = status_errno(s3, "PUT (conditional)", key, &resp);
     s3_response_free(&resp);
+    return rc;
+}
+
+/*
+ * 412 PreconditionFailed (the etag no longer matches, or an object exists), 404 (If-Match on
+ * an object deleted meanwhile) and 409 ConditionalRequestConflict (a concurrent conditional
+ * write) mean that another writer came first; so does the 412 a retried put that did land
+ * gets (the caller re-reads to tell). If-Match carries the ETag quoted, as RFC 7232 and AWS
+ * have it; Ceph RGW 16 compares it byte for byte with its unquoted ETag and refuses every
+ * quoted one: when a 412 comes while a HEAD still shows the very etag, the put is made again
+ * with the bare ETag, and so are all later ones of this store.
+ */
+static int s3_put_if(struct store *st, const char *key, const void *data, size_t len,
+                     const char *if_etag)
+{
+    struct s3_store *s3 = s3_of(st);
+    char quoted[sizeof ((struct store_stat *)0)->etag + 2];
+    snprintf(quoted, sizeof quoted, "\"%s\"", if_etag ? if_etag : "");
+    if (!if_etag)
+        return put_conditional(s3, key, data, len, NULL);
+    if (atomic_load(&s3->if_match_bare))
+        return put_conditional(s3, key, data, len, if_etag);
+    int rc = put_conditional(s3, key, data, len, quoted);
+    struct store_stat now;
+    if (rc != -ESTALE || s3_head(st, key, &now) != 0 || strcmp(now.etag, if_etag) != 0)
+        return rc;
+    rc = put_conditional(s3, key, data, len, if_etag);
+    if (rc == 0) {
+        atomic_store(&s3->if_match_bare, 1);
+        log_info("s3 %s: the server wants If-Match without quotes (as Ceph RGW): sent so from "
+                 "now on", s3->bucket);
+    }
     return rc;
 }
 

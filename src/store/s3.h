@@ -6,6 +6,7 @@
 #define H5OSFS_STORE_S3_H
 
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -21,6 +22,8 @@ struct s3_store {
     char *base_url;             /* "http://127.0.0.1:9000/bucket" or "https://b.s3…com" */
     char *path_base;            /* the path part of base_url: "/bucket" or "" */
     struct s3_pool *pool;
+    atomic_int if_match_bare;   /* the server compares If-Match with its ETag byte for byte,
+                                   without RFC 7232's quotes (Ceph RGW 16) */
 };
 
 struct s3_request {

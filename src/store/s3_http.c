@@ -11,6 +11,7 @@
  */
 #include <errno.h>
 #include <inttypes.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -449,6 +450,7 @@ int s3_perform(struct s3_store *s3, const struct s3_request *req, struct s3_resp
         log_debug("s3 %s %s: retrying (%s, HTTP %ld %s)", req->method, req->key ? req->key : "/",
                   curl_easy_strerror(a.curl), resp->status, a.code);
         s3_response_free(resp);
+        atomic_fetch_add_explicit(&s3->base.counters.retries, 1, memory_order_relaxed);
         sleep_for(wait);
     }
     free(path);

@@ -8,6 +8,7 @@
 #include "h5osfs/store.h"
 
 #include <errno.h>
+#include <stdatomic.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -59,6 +60,41 @@ static int prefix_check(const char *prefix)
     return path_check(prefix, 1);
 }
 
+/* ---- counters ---- */
+
+/* Count one request of kind that moved bytes (when it succeeded) and answered rc. */
+static int counted(struct store *st, enum store_request kind, int rc, uint64_t read,
+                   uint64_t written)
+{
+    struct store_counters *c = &st->counters;
+    atomic_fetch_add_explicit(&c->requests[kind], 1, memory_order_relaxed);
+    if (rc == 0) {
+        atomic_fetch_add_explicit(&c->bytes_read, read, memory_order_relaxed);
+        atomic_fetch_add_explicit(&c->bytes_written, written, memory_order_relaxed);
+    } else if (rc != -ENOENT && rc != -ESTALE) {
+        atomic_fetch_add_explicit(&c->failures, 1, memory_order_relaxed);
+    }
+    return rc;
+}
+
+void store_counts(struct store *st, struct store_counts *out)
+{
+    struct store_counters *c = &st->counters;
+    for (int k = 0; k < STORE_REQUEST_KINDS; k++)
+        out->requests[k] = atomic_load_explicit(&c->requests[k], memory_order_relaxed);
+    out->bytes_read = atomic_load_explicit(&c->bytes_read, memory_order_relaxed);
+    out->bytes_written = atomic_load_explicit(&c->bytes_written, memory_order_relaxed);
+    out->failures = atomic_load_explicit(&c->failures, memory_order_relaxed);
+    out->retries = atomic_load_explicit(&c->retries, memory_order_relaxed);
+}
+
+const char *store_request_name(enum store_request kind)
+{
+    static const char *const names[STORE_REQUEST_KINDS] = { "get", "put", "head", "list",
+                                                            "delete", "copy" };
+    return (unsigned)kind < STORE_REQUEST_KINDS ? names[kind] : "?";
+}
+
 /* Both kinds of get: the caller's buffer is always left empty on failure. */
 static int get_checked(struct store *st, const char *key, uint64_t off, uint64_t len,
                        size_t max, struct store_buf *out)
@@ -72,7 +108,8 @@ static int get_checked(struct store *st, const char *key, uint64_t off, uint64_t
         return err;
     if (!st || !out)
         return -EINVAL;
-    return st->ops->get(st, key, off, len, max, out);
+    int rc = st->ops->get(st, key, off, len, max, out);
+    return counted(st, STORE_GET, rc, rc == 0 ? out->len : 0, 0);
 }
 
 int store_get(struct store *st, const char *key, size_t max, struct store_buf *out)
@@ -98,7 +135,7 @@ static int put_args(const struct store *st, const char *key, const void *data, s
 int store_put(struct store *st, const char *key, const void *data, size_t len)
 {
     int err = put_args(st, key, data, len);
-    return err ? err : st->ops->put(st, key, data, len);
+    return err ? err : counted(st, STORE_PUT, st->ops->put(st, key, data, len), 0, len);
 }
 
 int store_put_if(struct store *st, const char *key, const void *data, size_t len,
@@ -109,7 +146,7 @@ int store_put_if(struct store *st, const char *key, const void *data, size_t len
         return err;
     if (if_etag && (!*if_etag || strlen(if_etag) >= sizeof ((struct store_stat *)0)->etag))
         return -EINVAL;
-    return st->ops->put_if(st, key, data, len, if_etag);
+    return counted(st, STORE_PUT, st->ops->put_if(st, key, data, len, if_etag), 0, len);
 }
 
 int store_put_lazy(struct store *st, const char *key, const void *data, size_t len)
@@ -117,7 +154,8 @@ int store_put_lazy(struct store *st, const char *key, const void *data, size_t l
     int err = put_args(st, key, data, len);
     if (err)
         return err;
-    return (st->ops->put_lazy ? st->ops->put_lazy : st->ops->put)(st, key, data, len);
+    int rc = (st->ops->put_lazy ? st->ops->put_lazy : st->ops->put)(st, key, data, len);
+    return counted(st, STORE_PUT, rc, 0, len);
 }
 
 int store_put_new(struct store *st, const char *key, const void *data, size_t len)
@@ -125,8 +163,9 @@ int store_put_new(struct store *st, const char *key, const void *data, size_t le
     int err = put_args(st, key, data, len);
     if (err)
         return err;
-    return st->ops->put_new ? st->ops->put_new(st, key, data, len)
-                            : store_put_lazy(st, key, data, len);
+    if (!st->ops->put_new)
+        return store_put_lazy(st, key, data, len);
+    return counted(st, STORE_PUT, st->ops->put_new(st, key, data, len), 0, len);
 }
 
 static int put_new_read(struct store *st, const char *key, int fd, uint64_t off, size_t len)
@@ -159,7 +198,7 @@ int store_put_new_from_fd(struct store *st, const char *key, int fd, uint64_t of
         return -EINVAL;
     if (!st->ops->put_new_from_fd)
         return put_new_read(st, key, fd, off, len);
-    return st->ops->put_new_from_fd(st, key, fd, off, len);
+    return counted(st, STORE_PUT, st->ops->put_new_from_fd(st, key, fd, off, len), 0, len);
 }
 
 #define COPY_THROUGH_MAX (1ull << 32)  /* a copy through memory: HSDS objects are far smaller */
@@ -174,7 +213,7 @@ int store_copy(struct store *st, const char *src, const char *dst)
     if (!st)
         return -EINVAL;
     if (st->ops->copy)
-        return st->ops->copy(st, src, dst);
+        return counted(st, STORE_COPY, st->ops->copy(st, src, dst), 0, 0);
     struct store_buf buf;
     err = store_get(st, src, COPY_THROUGH_MAX, &buf);
     if (err)
@@ -198,7 +237,7 @@ int store_delete(struct store *st, const char *key)
         return err;
     if (!st)
         return -EINVAL;
-    return st->ops->del(st, key);
+    return counted(st, STORE_DELETE, st->ops->del(st, key), 0, 0);
 }
 
 int store_head(struct store *st, const char *key, struct store_stat *out)
@@ -210,7 +249,7 @@ int store_head(struct store *st, const char *key, struct store_stat *out)
         return err;
     if (!st || !out)
         return -EINVAL;
-    return st->ops->head(st, key, out);
+    return counted(st, STORE_HEAD, st->ops->head(st, key, out), 0, 0);
 }
 
 /* prefix NULL is the empty prefix (the whole bucket); delimiter NULL or "" is none. */
@@ -226,7 +265,8 @@ int store_list(struct store *st, const char *prefix, const char *delimiter, cons
         return err;
     if (!st || !out)
         return -EINVAL;
-    return st->ops->list(st, prefix, delimiter, token, max_keys, out);
+    return counted(st, STORE_LIST, st->ops->list(st, prefix, delimiter, token, max_keys, out),
+                   0, 0);
 }
 
 #define LIST_KEYS_PAGE 1000
@@ -238,7 +278,8 @@ static int list_keys_paged(struct store *st, const char *prefix,
     int rc;
     do {
         struct store_list page = { 0 };
-        rc = st->ops->list(st, prefix, NULL, token, LIST_KEYS_PAGE, &page);
+        rc = counted(st, STORE_LIST, st->ops->list(st, prefix, NULL, token, LIST_KEYS_PAGE,
+                                                   &page), 0, 0);
         free(token);
         token = NULL;
         for (size_t i = 0; rc == 0 && i < page.n_objects; i++)
@@ -265,8 +306,12 @@ int store_list_keys(struct store *st, const char *prefix,
         return -EINVAL;
     size_t len = strlen(prefix);
     int whole_dir = len == 0 || prefix[len - 1] == '/';
-    return st->ops->list_keys && whole_dir ? st->ops->list_keys(st, prefix, fn, ctx)
-                                           : list_keys_paged(st, prefix, fn, ctx);
+    if (!st->ops->list_keys || !whole_dir)
+        return list_keys_paged(st, prefix, fn, ctx);
+    /* a walk of the local directory: one request, whatever fn answers */
+    int rc = st->ops->list_keys(st, prefix, fn, ctx);
+    counted(st, STORE_LIST, rc < 0 ? rc : 0, 0, 0);
+    return rc;
 }
 
 void store_close(struct store *st)

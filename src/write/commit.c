@@ -262,7 +262,7 @@ int commit_staged(const struct commit_ctx *c, struct journal_rec *rec,
     if (!staged)
         return -ENOMEM;
     int rc = commit_new_root(c, rec, staged, base);
-    if (rc != 0)
+    if (rc != 0 && rc != -ESTALE)   /* a lost race is logged where it is found, never retried */
         log_error("%s: commit of the staged file %s failed: %s (kept; retried at the next "
                   "flush or mount)", rec->domain, staged, strerror(-rc));
     free(staged);

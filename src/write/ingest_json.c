@@ -192,7 +192,9 @@ static int list_attrs(hid_t obj, struct names *out)
         return 0;
     names_free(out);
     idx = 0;
-    if (H5Aiterate2(obj, H5_INDEX_NAME, H5_ITER_INC, &idx, collect_name, out) < 0) {
+    /* untracked: the order the object header holds them in, which is their creation order
+     * (the order ncdump and other native-order readers list them in), stored as "created" */
+    if (H5Aiterate2(obj, H5_INDEX_NAME, H5_ITER_NATIVE, &idx, collect_name, out) < 0) {
         names_free(out);
         return -EIO;
     }

@@ -39,6 +39,7 @@ import hashlib
 import itertools
 import os
 import shutil
+import signal
 import stat
 import subprocess
 import threading
@@ -320,6 +321,12 @@ class S3Mirror:
         self.remote[rel] = _md5(data)
         self.listed.pop(rel, None)
 
+    def get(self, path):
+        """The object at path as the server has it now, or None."""
+        rel = Path(path).relative_to(self.root).as_posix()
+        r = self.s3.client().get_object(S3_BUCKET, self.prefix + rel)
+        return None if r.status == 404 else r.check(f"GET {rel}").body
+
     def delete_below(self, path):
         """Deletes the object at path, or every object below it."""
         assert not self.read_only, "the fixture bucket is read-only"
@@ -443,6 +450,15 @@ def run_refused(cmd, env, mnt, timeout=10):
     return proc.returncode, err.decode(errors="replace")
 
 
+def default_interrupt_signals():
+    """In a daemon's child, before exec: SIGINT and SIGQUIT as a terminal would give them. A
+    shell starts a background job (the suite run with &, or under nohup) with both ignored,
+    the child inherits that, and libfuse then leaves them ignored on purpose, so a test that
+    sends SIGINT would wait for an exit that never comes."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+    signal.signal(signal.SIGQUIT, signal.SIG_DFL)
+
+
 def names_cache_dir(args):
     return any("cache_dir=" in str(a) for a in args)
 
@@ -469,7 +485,8 @@ class Mount:
         cmd = [str(h5osfs_bin()), "-f", "-o", f"log_file={log}"] + list(args) + list(
             src.args) + [src.source, str(mnt)]
         self.proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                                     stderr=subprocess.PIPE, env=env or src.env)
+                                     stderr=subprocess.PIPE, env=env or src.env,
+                                     preexec_fn=default_interrupt_signals)
         deadline = time.monotonic() + 15
         while not is_mounted(mnt):
             if self.proc.poll() is not None:
@@ -496,6 +513,13 @@ class Mount:
         p.write_bytes(data)
         if self.src.mirror is not None:
             self.src.mirror.put(p, data)
+
+    def get(self, key):
+        """Object key as the store has it now (the daemon may have written it), or None."""
+        p = self.bucket / key.lstrip("/")
+        if self.src.mirror is not None:
+            return self.src.mirror.get(p)
+        return p.read_bytes() if p.exists() else None
 
     def delete(self, key):
         assert self.bucket.resolve() != BUCKET.resolve(), "the fixture bucket is read-only"

@@ -13,7 +13,8 @@ import h5py
 import numpy as np
 import pytest
 
-from conftest import SOURCE, Mount
+import conftest
+from conftest import SOURCE, Mount, MountSource
 
 pytestmark = pytest.mark.backends("posix", "s3")
 
@@ -177,3 +178,39 @@ def test_a_change_that_loses_while_its_daemon_is_down_is_kept_at_restart(
         with h5py.File(m.path(f"{HOME}/down.h5"), "r") as got, h5py.File(one, "r") as want:
             assert sorted(got) == sorted(want)
     assert not list((cache_b / "staging").iterdir())
+
+
+@pytest.mark.posix_only(reason="starts its own S3 server (server.js --if-match-bare), whatever "
+                        "the backend")
+def test_commits_on_a_server_that_wants_if_match_bare(backend, tmp_path):
+    """Ceph RGW 16 compares If-Match with its unquoted ETag byte for byte, so RFC 7232's quoted
+    form never matches there. Commits still land (h5osfs sends the bare ETag once it sees
+    that), and the second of two writers still loses."""
+    from s3fixtures import S3Server
+    srv = S3Server(tmp_path / "rgw-like", extra_args=("--if-match-bare",))
+    mounts = []
+    try:
+        name = srv.new_bucket(conftest.BUCKET)
+        for i in (0, 1):
+            mnt = tmp_path / f"mnt{i}"
+            mnt.mkdir()
+            src = MountSource("s3", conftest.BUCKET, f"s3://{name}",
+                              ("-o", f"endpoint={srv.endpoint}"), srv.env())
+            mounts.append(Mount(src, mnt, tmp_path / f"h5osfs{i}.log",
+                                ("-o", f"user=test_user1,ttl=0,cache_dir={tmp_path}/cache{i}")))
+        a, b = mounts
+        make_domain(a, "bare.h5", tmp_path)                 # a create: If-None-Match
+        for attr in ("x", "y"):                             # replacements: If-Match
+            with h5py.File(a.path(f"{HOME}/bare.h5"), "r+") as f:
+                f.attrs[attr] = 1
+        assert "without quotes" in a.log()
+        wa = RPlusWriter(a.path(f"{HOME}/bare.h5"), "a", 1)
+        wb = RPlusWriter(b.path(f"{HOME}/bare.h5"), "b", 2)
+        assert wa.change() == "closed"
+        assert wb.change() == f"errno {errno.ESTALE}"
+        with h5py.File(b.path(f"{HOME}/bare.h5"), "r") as f:
+            assert sorted(f.attrs) == ["a", "x", "y"]
+    finally:
+        for m in mounts:
+            assert m.unmount() == 0
+        assert srv.stop() == 0

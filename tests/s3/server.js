@@ -19,6 +19,8 @@
 //                          (a public-read bucket); repeatable
 //   --keep-alive-ms N      idle keep-alive timeout of the HTTP server (node's default: 5000)
 //   --exit-on-stdin-eof    stop when stdin closes (so a killed parent never leaves it behind)
+//   --if-match-bare        compare If-Match with the unquoted ETag byte for byte, as Ceph RGW 16
+//                          does (a quoted "etag", RFC 7232's form, then never matches)
 // Environment:
 //   S3_ACCESS_KEY_ID, S3_SECRET_ACCESS_KEY   one more key pair, beside s3rver's S3RVER/S3RVER
 //
@@ -46,7 +48,7 @@ function usage(msg) {
 
 const opts = {
   port: 0, address: '127.0.0.1', directory: null, verify: true, anonymousOk: false,
-  publicBuckets: [], keepAliveMs: null, exitOnStdinEof: false,
+  publicBuckets: [], keepAliveMs: null, exitOnStdinEof: false, ifMatchBare: false,
 };
 const argv = process.argv.slice(2);
 for (let i = 0; i < argv.length; i++) {
@@ -63,6 +65,7 @@ for (let i = 0; i < argv.length; i++) {
   else if (a === '--public-bucket') opts.publicBuckets.push(value());
   else if (a === '--keep-alive-ms') opts.keepAliveMs = Number(value());
   else if (a === '--exit-on-stdin-eof') opts.exitOnStdinEof = true;
+  else if (a === '--if-match-bare') opts.ifMatchBare = true;
   else usage(`unknown argument ${a}`);
 }
 if (!opts.directory) usage('--directory is required');
@@ -169,7 +172,8 @@ async function checkPutConditions(objectPath) {
   const match = headers['if-match'];
   if (match === undefined) return;
   if (etag === null) throw new S3Error('NoSuchKey', 'The specified key does not exist.');
-  if (match.trim().replace(/^"|"$/g, '') !== etag) {
+  const given = opts.ifMatchBare ? match : match.trim().replace(/^"|"$/g, '');
+  if (given !== etag) {
     throw new S3Error('PreconditionFailed',
                       'At least one of the pre-conditions you specified did not hold');
   }
