@@ -340,8 +340,14 @@ static void trim(const struct image_source *src)
 }
 
 /* Bytes saved since the directory was last trimmed: a trim reads the whole directory, so it
- * runs at the first save and then after every sixteenth of the limit. */
-static _Atomic uint64_t saved_since_trim = UINT64_MAX / 2;
+ * runs at the first save and then after every sixteenth of the limit. Builds save from many
+ * threads at once; the count and the trim are under one lock so that no save's bytes are
+ * lost to another's reset, and so that trims never overlap: two at once each remove the
+ * oldest files for the whole excess (the second's unlinks of files the first removed fail and
+ * do not count), together far more than the excess, down to the newest images. A trim reads
+ * one directory of image files, short next to the build that precedes every save. */
+static pthread_mutex_t trim_lock = PTHREAD_MUTEX_INITIALIZER;
+static uint64_t saved_since_trim = UINT64_MAX / 2;     /* under trim_lock */
 
 void image_cache_save(const struct image_source *src, const struct image_cache_key *key,
                       const struct image *img)
@@ -352,9 +358,11 @@ void image_cache_save(const struct image_source *src, const struct image_cache_k
     if (image_file_save(src->image_dir, key->name, key->stamp, img) != 0 ||
         stat(path, &sb) != 0)
         return;
-    uint64_t saved = saved_since_trim += (uint64_t)sb.st_size;
-    if (saved > src->image_dir_max / 16) {
+    pthread_mutex_lock(&trim_lock);
+    saved_since_trim += (uint64_t)sb.st_size;
+    if (saved_since_trim > src->image_dir_max / 16) {
         saved_since_trim = 0;
         trim(src);
     }
+    pthread_mutex_unlock(&trim_lock);
 }
