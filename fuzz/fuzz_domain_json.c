@@ -165,10 +165,13 @@ static unsigned ref_rights(json_t *acls, const char *user, const char *admin,
     if (own)
         return entry_rights(own);
     unsigned r = entry_rights(json_object_get(acls, "default"));
+    /* group names of any length: the daemon takes them as the system gives them */
     for (size_t i = 0; i < n_groups; i++) {
-        char name[300];
-        snprintf(name, sizeof name, "g:%s", groups[i]);
+        char *name = NULL;
+        if (asprintf(&name, "g:%s", groups[i]) < 0)
+            abort();
         r |= entry_rights(json_object_get(acls, name));
+        free(name);
     }
     return r;
 }
