@@ -16,6 +16,8 @@ packages=(
   bitshuffle
   # ncdump: the corpus round trip compares what netCDF's reader prints (attribute order)
   netcdf-bin
+  python3-xarray
+  python3-netcdf4
 )
 # The S3 test server (s3rver, installed by install-s3rver.sh) runs on Node.js: Debian's
 # nodejs 18 works, but a node already on PATH (any packaging) is used as it is.

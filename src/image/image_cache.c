@@ -144,7 +144,8 @@ static int digest_name(const struct image_source *src, const char *domain_path,
                        const char *root_id, char name[65])
 {
     pthread_once(&program_once, digest_program);
-    const char *parts[] = { src->bucket_id ? src->bucket_id : "", domain_path, root_id };
+    const char *parts[] = { src->bucket_id ? src->bucket_id : "", domain_path, root_id,
+                            src->no_repairs ? "as stored" : "repaired" };
     EVP_MD_CTX *ctx = EVP_MD_CTX_new();
     int ok = ctx && EVP_DigestInit_ex(ctx, EVP_sha256(), NULL) == 1 &&
              EVP_DigestUpdate(ctx, program_digest, sizeof program_digest) == 1;
@@ -164,7 +165,7 @@ static int digest_shared(const struct image_source *src, const char *domain_path
                          const char *root_id, struct image_cache_key *key)
 {
     const char *parts[] = { "h5osfs image in the bucket", src->bucket_name ? src->bucket_name : "",
-                            domain_path, root_id };
+                            domain_path, root_id, src->no_repairs ? "as stored" : "repaired" };
     EVP_MD_CTX *ctx = EVP_MD_CTX_new();
     int ok = ctx && EVP_DigestInit_ex(ctx, EVP_sha256(), NULL) == 1 &&
              EVP_DigestUpdate(ctx, program_digest, sizeof program_digest) == 1 &&
