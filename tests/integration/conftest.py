@@ -48,6 +48,8 @@ from pathlib import Path
 
 import pytest
 
+import fpmode
+
 REPO = Path(__file__).resolve().parents[2]
 DATA = REPO / "tests" / "data"
 FIXTURE = DATA / "hsds-v2"
@@ -86,6 +88,17 @@ def pytest_configure(config):
         "markers", "backends(*names): run the tests that mount on each of these backends "
         "(\"posix\", \"s3\"), as the parameter `backend`")
     config._h5osfs_posix_only = []
+    fpmode.load_plugins_then_restore()
+
+
+@pytest.fixture(autouse=True)
+def _subnormals_kept():
+    """A test that ends in flush-to-zero mode may have compared subnormals as zeros."""
+    yield
+    if not fpmode.subnormals_kept():
+        fpmode.restore_default()
+        pytest.fail("the floating-point mode flushed subnormals to zero during the test "
+                    "(a library linked with -ffast-math, see fpmode.py)")
 
 
 def pytest_generate_tests(metafunc):
