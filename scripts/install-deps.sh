@@ -14,6 +14,9 @@ packages=(
   # HDF5 filter plugins for LZF and bitshuffle (libh5LZF.so, libh5bshuf.so): the corpus has
   # files that use them, and ingest decodes a source's filters through HDF5
   bitshuffle
+  # Ceph RGW, the second S3 server of the suite (tests/s3/rgw.py starts a one-host cluster:
+  # one mon, one OSD in memory, radosgw); nothing of it starts by itself without systemd
+  ceph-mon ceph-osd radosgw ceph-common
 )
 # The S3 test server (s3rver, installed by install-s3rver.sh) runs on Node.js: Debian's
 # nodejs 18 works, but a node already on PATH (any packaging) is used as it is.
