@@ -16,7 +16,7 @@ import pytest
 import conftest
 from conftest import SOURCE, Mount, MountSource
 
-pytestmark = pytest.mark.backends("posix", "s3")
+pytestmark = pytest.mark.backends("posix", "s3", "rgw")
 
 HOME = "home/test_user1"
 
