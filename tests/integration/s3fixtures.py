@@ -13,7 +13,8 @@ rgw_server (session): RgwServer — one Ceph cluster for the session (started in
     object in the OSD's memory), .endpoint, .main (an RgwUser, the same interface as S3Server:
     its buckets are in the global namespace, where unsigned requests go; PUBLIC_BUCKET has a
     policy letting anyone GET and list it), .add_user(access, secret, tenant) -> RgwUser (a
-    tenant: buckets of its own, "hsdstest" again included), .log(), .peak_rss(), .stop().
+    tenant: buckets of its own, "hsdstest" again included), .log(), .peak_rss(),
+    .stored_mib(), .stop().
 s3_bucket (module): S3Bucket — tests/data/hsds-v2/hsdstest loaded as bucket "hsdstest" of
     s3_server (once per server):
     .name, .url ("s3://hsdstest"), .endpoint, .server, .source (the directory), .sizes
@@ -234,7 +235,7 @@ class RgwServer:
         self.endpoint = f"http://127.0.0.1:{self.port}"
         self.main = RgwUser(self, ACCESS_KEY, SECRET_KEY)
         self.main.make_public(PUBLIC_BUCKET)
-        self._peak = {}
+        self._peak, self._stored = {}, None
 
     def add_user(self, access_key, secret_key, tenant=None):
         rgw.add_user(self.data_dir, access_key, secret_key, tenant)
@@ -266,11 +267,24 @@ class RgwServer:
                 pass
         return dict(self._peak)
 
+    def stored_mib(self):
+        """What the OSD holds (MiB, all of it in its memory), or None when it cannot tell."""
+        try:
+            asok = self.data_dir / "run" / "osd.0.asok"
+            r = subprocess.run(["ceph", "--admin-daemon", str(asok), "perf", "dump"],
+                               capture_output=True, timeout=10)
+            used = json.loads(r.stdout)["osd"]["stat_bytes_used"]
+        except (OSError, subprocess.SubprocessError, ValueError, KeyError):
+            return self._stored
+        self._stored = used // (1 << 20)
+        return self._stored
+
     def log(self):
         return _tail(self.log_path, 100000)
 
     def stop(self):
         self.peak_rss()
+        self.stored_mib()
         return _stop(self.proc, timeout=20)
 
 
