@@ -39,6 +39,13 @@ def make_domain(m, name, tmp_path):
     return src
 
 
+def same_hdf5(a, b):
+    """h5diff finds no difference between the two files (objects, attributes, values)."""
+    r = subprocess.run(["h5diff", str(a), str(b)], capture_output=True, text=True, timeout=120)
+    assert r.returncode in (0, 1), r.stderr
+    return r.returncode == 0
+
+
 # HDF5 leaves a file whose close failed half-closed, and h5py then crashes at exit: the writer
 # that loses runs in a child process, which reports its close and leaves with os._exit.
 R_PLUS_WRITER = r"""
@@ -133,6 +140,43 @@ def test_two_copies_to_one_path_one_wins_whole(two_mounts, tmp_path, exists):
         with h5py.File(m.path(f"{HOME}/cp.h5"), "r") as got, h5py.File(one, "r") as want:
             assert sorted(got) == sorted(want)
     assert kept_file(b, tmp_path / "cache_b").read_bytes() == two.read_bytes()
+
+
+@pytest.mark.parametrize("exists", [False, True], ids=["new", "replace"])
+def test_commits_at_the_same_moment_one_wins_whole(bucket_copy, mount_bucket, tmp_path,
+                                                   exists):
+    """Four mounts close a copy to one path at once, so that their conditional puts may race
+    on the server (RGW refuses a put that loses such a race with 500 UnknownError, which
+    h5osfs retries into the 412 that tells it lost): exactly one close succeeds, the others
+    fail with ESTALE and keep their bytes, and the domain is the winner's file whole."""
+    import threading
+    sources = [SOURCE / n for n in ("sample1.h5", "sample2.h5", "sample3.h5",
+                                    "partial_expected.h5")]
+    mounts = [mount_bucket(bucket_copy, "-o", f"user=test_user1,ttl=0,"
+                                              f"cache_dir={tmp_path}/cache{i}")
+              for i in range(len(sources))]
+    if exists:
+        make_domain(mounts[0], "race.h5", tmp_path)
+    fds = [raw_write(m.path(f"{HOME}/race.h5"), src.read_bytes())
+           for m, src in zip(mounts, sources)]
+    barrier = threading.Barrier(len(fds))
+    results = [None] * len(fds)
+
+    def close(i):
+        barrier.wait()
+        results[i] = close_errno(fds[i])
+    threads = [threading.Thread(target=close, args=(i,)) for i in range(len(fds))]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(120)
+    assert results.count(None) == 1 and results.count(errno.ESTALE) == len(fds) - 1, results
+    won = results.index(None)
+    for i, (m, src) in enumerate(zip(mounts, sources)):
+        assert same_hdf5(m.path(f"{HOME}/race.h5"), sources[won]), (i, won)
+        if i != won:
+            assert kept_file(m, tmp_path / f"cache{i}").read_bytes() == src.read_bytes()
+    assert "another writer" not in mounts[won].log()
 
 
 def test_writers_one_after_the_other_both_changes_stay(two_mounts, tmp_path):
