@@ -252,17 +252,27 @@ class S3Backend:
     def _digest(md5s):
         return hashlib.sha256(repr(sorted(md5s.items())).encode()).hexdigest()
 
+    # RGW holds every object in its memory for the whole session (some 3 bytes of RSS per
+    # byte stored): there a copy that no later test can use goes at once, and only the last
+    # few unchanged ones are kept for reuse (each ~7 MB: a whole fixture bucket).
+    IDLE_ON_RGW = 16
+
     def release(self, mirror):
         if mirror.prefix is None or mirror.read_only:
             return
-        if self.server.kind == "rgw":
-            # RGW holds every object in its memory for the whole session (some 3 bytes of
-            # RSS per byte stored): a copy that can serve no later test goes now.
-            listed = self.listing(mirror.prefix)
-            if {k[len(mirror.prefix):]: v[1] for k, v in listed.items()} != mirror.remote:
-                self.client().delete_objects(S3_BUCKET, listed)
-                return
-        self._idle[self._digest(mirror.remote)] = mirror.prefix
+        digest = self._digest(mirror.remote)
+        if self.server.kind != "rgw":
+            self._idle[digest] = mirror.prefix
+            return
+        listed = self.listing(mirror.prefix)
+        changed = {k[len(mirror.prefix):]: v[1] for k, v in listed.items()} != mirror.remote
+        if changed or digest in self._idle:
+            self.client().delete_objects(S3_BUCKET, listed)
+            return
+        self._idle[digest] = mirror.prefix
+        while len(self._idle) > self.IDLE_ON_RGW:
+            oldest = self._idle.pop(next(iter(self._idle)))
+            self.client().delete_objects(S3_BUCKET, self.listing(oldest))
 
     def reuse(self, md5s):
         """A prefix holding exactly md5s ({relative key: md5}) and its listing, or None."""
@@ -551,6 +561,16 @@ class Mount:
                 self.proc.kill()
                 raise RuntimeError("h5osfs did not mount within 15 s")
             time.sleep(0.02)
+        self.wait_serving()
+
+    def wait_serving(self):
+        """Until the daemon answers a request. It recovers the staged files of its cache_dir
+        between mounting and answering (the kernel holds every request until then): what the
+        recovery did and logged is all there once this returns. A refusal is an answer too."""
+        try:
+            os.stat(self.mnt)
+        except OSError:
+            pass
 
     def path(self, rel=""):
         return self.mnt / rel.lstrip("/")
