@@ -14,6 +14,10 @@ packages=(
   # HDF5 filter plugins for LZF and bitshuffle (libh5LZF.so, libh5bshuf.so): the corpus has
   # files that use them, and ingest decodes a source's filters through HDF5
   bitshuffle
+  # ncdump: the corpus round trip compares what netCDF's reader prints (attribute order)
+  netcdf-bin
+  python3-xarray
+  python3-netcdf4
   # Ceph RGW, the second S3 server of the suite (tests/s3/rgw.py starts a one-host cluster:
   # one mon, one OSD in memory, radosgw); nothing of it starts by itself without systemd
   ceph-mon ceph-osd radosgw ceph-common

@@ -407,12 +407,24 @@ static int discover(struct builder *b)
 
 /* ---- 2. anonymous objects ---- */
 
+/* Most attributes an object keeps in its header (HDF5's own limit): past max_compact (8 by
+ * default) they move to dense storage, which lists them in name-hash order, and readers that
+ * list attributes in native order (ncdump) would no longer see the order they were made in. */
+#define ATTR_COMPACT_MAX 65535
+
+/* No times (a rebuild must give the same bytes) and attributes in creation order. */
+int build_object_plist(hid_t ocpl)
+{
+    return H5Pset_obj_track_times(ocpl, 0) >= 0 &&
+           H5Pset_attr_phase_change(ocpl, ATTR_COMPACT_MAX, ATTR_COMPACT_MAX) >= 0 ? 0 : -1;
+}
+
 static hid_t group_plist(hid_t cls, const json_t *json)
 {
     hid_t pl = H5Pcreate(cls);
     if (pl < 0)
         return pl;
-    int ok = H5Pset_obj_track_times(pl, 0) >= 0;
+    int ok = build_object_plist(pl) == 0;
     if (ok && creation_ordered(json)) {
         unsigned flags = H5P_CRT_ORDER_TRACKED | H5P_CRT_ORDER_INDEXED;
         ok = H5Pset_link_creation_order(pl, flags) >= 0 && H5Pset_attr_creation_order(pl, flags) >= 0;
@@ -446,7 +458,7 @@ static int create_datatype(struct builder *b, struct build_obj *o)
         return build_omit(b, IMAGE_OMIT_OBJECT, o->id, o->path, NULL, why);
     }
     hid_t tcpl = H5Pcreate(H5P_DATATYPE_CREATE);
-    if (tcpl < 0 || H5Pset_obj_track_times(tcpl, 0) < 0 ||
+    if (tcpl < 0 || build_object_plist(tcpl) != 0 ||
         H5Tcommit_anon(b->file, tid, tcpl, H5P_DEFAULT) < 0) {
         if (tcpl >= 0)
             H5Pclose(tcpl);
@@ -629,9 +641,11 @@ static int make_attribute(struct builder *b, struct build_obj *o, const struct l
     size_t n = 0;
     void *buf = NULL;
     int rc = -EINVAL;
-    hid_t tid = build_type(b, json_object_get(a->json, "type"), why, why_len);
+    json_t *repaired = b->src->no_repairs ? NULL : build_repaired_attr(o->json, a->name, a->json);
+    const json_t *aj = repaired ? repaired : a->json;
+    hid_t tid = build_type(b, json_object_get(aj, "type"), why, why_len);
     hid_t space = tid < 0 ? H5I_INVALID_HID
-                          : shape_space(json_object_get(a->json, "shape"), &n, why, why_len);
+                          : shape_space(json_object_get(aj, "shape"), &n, why, why_len);
     if (space < 0)
         goto out;
     /* the value is written into the image, which lives in RAM: a shape alone (a null value,
@@ -641,8 +655,8 @@ static int make_attribute(struct builder *b, struct build_obj *o, const struct l
         snprintf(why, why_len, "value of more than %u bytes", ATTR_DATA_MAX);
         goto out;
     }
-    int has_value = n > 0 && !json_is_null(json_object_get(a->json, "value"));
-    if (has_value && (rc = attr_value(b, a->json, tid, n, &buf, why, why_len)) != 0)
+    int has_value = n > 0 && !json_is_null(json_object_get(aj, "value"));
+    if (has_value && (rc = attr_value(b, aj, tid, n, &buf, why, why_len)) != 0)
         goto out;
     hid_t acpl = link_plist(a->name);
     hid_t attr = acpl < 0 ? acpl : H5Acreate2(o->hid, a->name, tid, space, acpl, H5P_DEFAULT);
@@ -660,6 +674,7 @@ out:
         H5Sclose(space);
     if (tid >= 0)
         H5Tclose(tid);
+    json_decref(repaired);
     return rc;
 }
 
@@ -667,8 +682,10 @@ static int attributes_of(struct builder *b, struct build_obj *o)
 {
     size_t n;
     int rc = 0;
-    struct link_ref *attrs = ordered_members(json_object_get(o->json, "attributes"),
-                                             creation_ordered(o->json), &n);
+    /* by "created" whether or not the object tracks creation order: an untracked object's
+     * header lists its attributes in the order they were made, and readers that list them
+     * in that native order (ncdump) then see the source's order */
+    struct link_ref *attrs = ordered_members(json_object_get(o->json, "attributes"), 1, &n);
     if (!attrs)
         return -ENOMEM;
     for (size_t k = 0; k < n && rc == 0; k++) {
@@ -960,18 +977,34 @@ static int build_now(const struct image_source *src, const char *domain_path,
     return 0;
 }
 
+/* The image kept in cache_dir or, failing that, in the bucket; NULL: build it. */
+static struct image *kept_image(const struct image_source *src, const char *domain_path,
+                                const struct image_cache_key *key, const char **where)
+{
+    struct image *img = image_cache_load(src, domain_path, key);
+    *where = "the HDF5 file built before (kept in cache_dir)";
+    if (img) {
+        if (!key->shared_listed)
+            image_cache_share(src, key, img);
+        return img;
+    }
+    *where = "the HDF5 file built before (kept in the bucket)";
+    return image_cache_load_shared(src, domain_path, key);
+}
+
 int image_build(const struct image_source *src, const char *domain_path, const char *root_id,
                 struct image **out)
 {
     struct root_listing rl = { 0 };
     struct image_cache_key key;
+    const char *where;
     double t0 = clock_monotonic();
     int rc = image_cache_key(src, domain_path, root_id, &rl, &key), cached = rc == 0;
-    *out = cached ? image_cache_load(src, domain_path, &key) : NULL;
+    *out = cached ? kept_image(src, domain_path, &key, &where) : NULL;
     if (*out) {
         build_root_listing_end(&rl);
         (*out)->build_seconds = clock_monotonic() - t0;
-        log_image(*out, "the HDF5 file built before (kept in cache_dir)");
+        log_image(*out, where);
         return 0;
     }
     if (!cached) {
@@ -983,8 +1016,10 @@ int image_build(const struct image_source *src, const char *domain_path, const c
     if (rc != 0)
         return rc;
     (*out)->build_seconds = clock_monotonic() - t0;
-    if (cached)
+    if (cached) {
         image_cache_save(src, &key, *out);
+        image_cache_share(src, &key, *out);
+    }
     log_image(*out, "built the HDF5 file");
     return 0;
 }

@@ -210,7 +210,7 @@ static hsize_t hdf5_chunk_dim(const struct dset_plan *p, int k)
 static hid_t dataset_plist(struct builder *b, const struct dset_plan *p, char *why, size_t why_len)
 {
     hid_t dcpl = H5Pcreate(H5P_DATASET_CREATE);
-    if (dcpl < 0 || H5Pset_obj_track_times(dcpl, 0) < 0)
+    if (dcpl < 0 || build_object_plist(dcpl) != 0)
         goto fail;
     if (p->chunked) {
         hsize_t c[IMAGE_MAX_RANK];
@@ -950,7 +950,7 @@ static hid_t placeholder_plist(const struct dset_plan *p, hid_t tid, char *why, 
 {
     hsize_t c[IMAGE_MAX_RANK];
     hid_t dcpl = H5Pcreate(H5P_DATASET_CREATE);
-    int ok = dcpl >= 0 && H5Pset_obj_track_times(dcpl, 0) >= 0;
+    int ok = dcpl >= 0 && build_object_plist(dcpl) == 0;
     if (ok && plan_has_data(p)) {       /* else nothing to read: the default layout */
         if (placeholder_chunks(p, H5Tget_size(tid), c) != 0) {
             snprintf(why, why_len, "too large to show even as a placeholder");

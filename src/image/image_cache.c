@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include <openssl/evp.h>
+#include <zlib.h>
 
 #include "h5osfs/log.h"
 #include "h5osfs/pfor.h"
@@ -57,6 +58,7 @@ struct stamp_walk {
     struct stamp_entry *v;
     size_t n, cap;
     int stat_later;             /* the listing gave no stats (a local bucket) */
+    int shared_listed;          /* saw the image kept in the bucket */
 };
 
 static int is_json(const char *key)
@@ -65,18 +67,23 @@ static int is_json(const char *key)
     return len > 5 && strcmp(key + len - 5, ".json") == 0;
 }
 
-/* HSDS's scanner rewrites .info.json (sizes, counts) whenever it likes: it shapes nothing. */
-static int is_info(const char *key)
+static int is_named(const char *key, const char *name)
 {
     const char *slash = strrchr(key, '/');
-    return strcmp(slash ? slash + 1 : key, ".info.json") == 0;
+    return strcmp(slash ? slash + 1 : key, name) == 0;
 }
 
 static int stamp_key(void *ctx, const char *key, const struct store_stat *st)
 {
     struct stamp_walk *w = ctx;
-    if (is_info(key))
+    /* HSDS's scanner rewrites .info.json (sizes, counts) whenever it likes, and the kept image
+     * is made from the rest: neither shapes the file */
+    if (is_named(key, ".info.json"))
         return 0;
+    if (is_named(key, IMAGE_SHARED_NAME)) {
+        w->shared_listed = 1;
+        return 0;
+    }
     int rc = is_json(key) ? 0 : build_root_listing_add(w->rl, key);
     if (rc != 0)
         return rc;              /* 1: too many chunks, stop before any stat is spent */
@@ -138,7 +145,8 @@ static int digest_name(const struct image_source *src, const char *domain_path,
                        const char *root_id, char name[65])
 {
     pthread_once(&program_once, digest_program);
-    const char *parts[] = { src->bucket_id ? src->bucket_id : "", domain_path, root_id };
+    const char *parts[] = { src->bucket_id ? src->bucket_id : "", domain_path, root_id,
+                            src->no_repairs ? "as stored" : "repaired" };
     EVP_MD_CTX *ctx = EVP_MD_CTX_new();
     int ok = ctx && EVP_DigestInit_ex(ctx, EVP_sha256(), NULL) == 1 &&
              EVP_DigestUpdate(ctx, program_digest, sizeof program_digest) == 1;
@@ -153,13 +161,31 @@ static int digest_name(const struct image_source *src, const char *domain_path,
     return ok ? 0 : -ENOMEM;
 }
 
+/* The stamp of the bucket's copy: the local one's name and stamp together. */
+static int digest_shared(const struct image_source *src, const char *domain_path,
+                         const char *root_id, struct image_cache_key *key)
+{
+    const char *parts[] = { "h5osfs image in the bucket", src->bucket_name ? src->bucket_name : "",
+                            domain_path, root_id, src->no_repairs ? "as stored" : "repaired" };
+    EVP_MD_CTX *ctx = EVP_MD_CTX_new();
+    int ok = ctx && EVP_DigestInit_ex(ctx, EVP_sha256(), NULL) == 1 &&
+             EVP_DigestUpdate(ctx, program_digest, sizeof program_digest) == 1 &&
+             EVP_DigestUpdate(ctx, key->stamp, sizeof key->stamp) == 1;
+    for (size_t i = 0; ok && i < sizeof parts / sizeof *parts; i++)
+        ok = EVP_DigestUpdate(ctx, parts[i], strlen(parts[i]) + 1) == 1;
+    unsigned len = 0;
+    ok = ok && EVP_DigestFinal_ex(ctx, key->shared_stamp, &len) == 1 && len == 32;
+    EVP_MD_CTX_free(ctx);
+    return ok ? 0 : -ENOMEM;
+}
+
 int image_cache_key(const struct image_source *src, const char *domain_path,
                     const char *root_id, struct root_listing *rl, struct image_cache_key *key)
 {
     if (!src->image_dir || schema_id_version(root_id) != 2)
         return -ENOTSUP;
     build_root_listing_init(src->store, root_id, rl);
-    struct stamp_walk w = { src->store, rl, NULL, 0, 0, 0 };
+    struct stamp_walk w = { .store = src->store, .rl = rl };
     int rc = store_list_keys(src->store, rl->prefix, stamp_key, &w);
     if (rc == 1)
         rc = -EFBIG;
@@ -167,6 +193,12 @@ int image_cache_key(const struct image_source *src, const char *domain_path,
         rc = digest_entries(&w, src->requests, key->stamp);
     if (rc == 0)
         rc = digest_name(src, domain_path, root_id, key->name);
+    if (rc == 0)
+        rc = digest_shared(src, domain_path, root_id, key);
+    if (rc == 0 && snprintf(key->shared_key, sizeof key->shared_key, "%s%s", rl->prefix,
+                            IMAGE_SHARED_NAME) >= (int)sizeof key->shared_key)
+        rc = -ENAMETOOLONG;
+    key->shared_listed = w.shared_listed;
     rl->complete = rc == 0;
     for (size_t i = 0; i < w.n; i++)
         free(w.v[i].key);
@@ -175,6 +207,10 @@ int image_cache_key(const struct image_source *src, const char *domain_path,
 }
 
 /* ---- load and save ---- */
+
+/* A build of fewer objects makes about as few requests as fetching its image would. */
+#define SHARE_MIN_OBJECTS 8
+#define SHARED_MAX (256u << 20)     /* larger is not an image (500 datasets: ~1 MiB) */
 
 struct image *image_cache_load(const struct image_source *src, const char *domain_path,
                                const struct image_cache_key *key)
@@ -190,6 +226,122 @@ struct image *image_cache_load(const struct image_source *src, const char *domai
     if (utimensat(AT_FDCWD, path, NULL, 0) != 0)    /* recently used: evicted last */
         log_debug("%s: cannot touch it: %s", path, strerror(errno));
     return img;
+}
+
+/* The bucket's copy may have been put by anyone who can write the bucket: its chunks must be
+ * this root's, as a build's are (linked files of *_REF layouts may be anywhere, as their
+ * dataset JSON says). */
+static int chunks_of_root(const struct image *img, const char *shared_key)
+{
+    size_t root_len = strlen("db/12345678-12345678/");
+    for (size_t i = 0; i < img->n_datasets; i++)
+        if (strncmp(img->datasets[i].key_prefix, shared_key, root_len) != 0)
+            return 0;
+    return 1;
+}
+
+/* The bucket's copy is deflated (HDF5 metadata is mostly zeros: 500 datasets, 1.5 MiB of image
+ * data, put and fetched as some 0.1 MiB), behind a header: magic and the inflated length. */
+#define SHARED_MAGIC "H5OSFSZ1"
+
+static int deflate_shared(const unsigned char *raw, size_t len, unsigned char **out,
+                          size_t *out_len)
+{
+    uLongf room = compressBound((uLong)len);
+    unsigned char *z = malloc(16 + room);
+    if (!z)
+        return -ENOMEM;
+    memcpy(z, SHARED_MAGIC, 8);
+    for (int i = 0; i < 8; i++)
+        z[8 + i] = (unsigned char)((uint64_t)len >> (8 * i));
+    if (compress2(z + 16, &room, raw, (uLong)len, 1) != Z_OK) {
+        free(z);
+        return -ENOMEM;
+    }
+    *out = z;
+    *out_len = 16 + room;
+    return 0;
+}
+
+static int inflate_shared(const struct store_buf *z, unsigned char **raw, size_t *len)
+{
+    uint64_t want = 0;
+    if (z->len < 16 || memcmp(z->data, SHARED_MAGIC, 8) != 0)
+        return -EINVAL;
+    for (int i = 0; i < 8; i++)
+        want |= (uint64_t)z->data[8 + i] << (8 * i);
+    if (want == 0 || want > SHARED_MAX)
+        return -EINVAL;
+    uLongf got = (uLongf)want;
+    *raw = malloc((size_t)want);
+    if (!*raw)
+        return -ENOMEM;
+    if (uncompress(*raw, &got, z->data + 16, (uLong)(z->len - 16)) != Z_OK || got != want) {
+        free(*raw);
+        *raw = NULL;
+        return -EINVAL;
+    }
+    *len = (size_t)want;
+    return 0;
+}
+
+static struct image *decode_shared(const struct image_source *src, const char *domain_path,
+                                   const struct image_cache_key *key, const struct store_buf *z)
+{
+    unsigned char *raw = NULL;
+    size_t len = 0;
+    int rc = inflate_shared(z, &raw, &len);
+    struct image *img = rc == 0 ? image_alloc(src, domain_path) : NULL;
+    if (rc == 0)
+        rc = img ? image_file_decode(raw, len, key->shared_stamp, img, key->shared_key)
+                 : -ENOMEM;
+    else if (rc == -EINVAL)
+        log_warn("%s: not a usable built file: built again", key->shared_key);
+    free(raw);
+    if (rc == 0 && !chunks_of_root(img, key->shared_key)) {
+        log_warn("%s: its chunks are not the domain's: built again", key->shared_key);
+        rc = -EINVAL;
+    }
+    if (rc != 0) {
+        image_put(img);
+        return NULL;
+    }
+    return img;
+}
+
+struct image *image_cache_load_shared(const struct image_source *src, const char *domain_path,
+                                      const struct image_cache_key *key)
+{
+    if (!key->shared_listed || src->bucket_images < 1)
+        return NULL;
+    struct store_buf z = { 0 };
+    int rc = store_get(src->store, key->shared_key, SHARED_MAX, &z);
+    struct image *img = rc == 0 ? decode_shared(src, domain_path, key, &z) : NULL;
+    if (rc != 0 && rc != -ENOENT)
+        log_debug("%s: not used: %s", key->shared_key, strerror(-rc));
+    store_buf_free(&z);
+    if (img)
+        image_cache_save(src, key, img);
+    return img;
+}
+
+void image_cache_share(const struct image_source *src, const struct image_cache_key *key,
+                       const struct image *img)
+{
+    if (src->bucket_images < 2 || img->n_objects < SHARE_MIN_OBJECTS)
+        return;
+    unsigned char *raw = NULL, *z = NULL;
+    size_t len = 0, zlen = 0;
+    int rc = image_file_encode(key->shared_stamp, img, &raw, &len);
+    if (rc == 0)
+        rc = deflate_shared(raw, len, &z, &zlen);
+    if (rc == 0)
+        rc = store_put(src->store, key->shared_key, z, zlen);
+    free(raw);
+    free(z);
+    if (rc != 0)
+        log_debug("%s: the built file is not kept in the bucket: %s", key->shared_key,
+                  strerror(-rc));
 }
 
 struct cached_file {

@@ -15,9 +15,20 @@
 
 #include "build.h"
 
+/* Where a mount that may write puts a domain's built image for other mounts: a key of the
+ * root's directory that HSDS ignores (its scanner skips keys that are not objects; removing
+ * the domain removes it with every other key below db/A-B/). */
+#define IMAGE_SHARED_NAME ".h5osfs-image"
+
 struct image_cache_key {
     char name[65];              /* file name in src->image_dir */
     unsigned char stamp[32];
+    /* the copy in the bucket: its own stamp also names what else the bytes depend on (this
+     * program, the bucket name, the domain path, the root id), which the file name holds for
+     * the local copy */
+    char shared_key[48];        /* db/A-B/.h5osfs-image */
+    unsigned char shared_stamp[32];
+    int shared_listed;          /* the listing had one (of whatever version) */
 };
 
 /* List the root of root_id (v2 ids), compute the entry's key, and keep the chunk keys in rl
@@ -30,6 +41,16 @@ int image_cache_key(const struct image_source *src, const char *domain_path,
  * follows replaces it). */
 struct image *image_cache_load(const struct image_source *src, const char *domain_path,
                                const struct image_cache_key *key);
+
+/* The image kept in the bucket under key, or NULL (none, another version, or not usable:
+ * logged). A usable one is also kept in cache_dir. */
+struct image *image_cache_load_shared(const struct image_source *src, const char *domain_path,
+                                      const struct image_cache_key *key);
+
+/* Put img into the bucket under key for other mounts, when src->bucket_images allows and the image
+ * saves enough requests to be worth a put. Failures only cost other mounts a build. */
+void image_cache_share(const struct image_source *src, const struct image_cache_key *key,
+                       const struct image *img);
 
 /* Keep img under key, then now and then trim the directory to
  * src->image_dir_max. Failures only cost a

@@ -156,8 +156,8 @@ static int write_file(const char *dir, const char *name, const struct out *o)
     return rc;
 }
 
-int image_file_save(const char *dir, const char *name, const unsigned char stamp[32],
-                    const struct image *img)
+int image_file_encode(const unsigned char stamp[32], const struct image *img,
+                      unsigned char **out, size_t *len)
 {
     struct out o = { 0 };
     uint64_t format = FILE_FORMAT;
@@ -165,7 +165,22 @@ int image_file_save(const char *dir, const char *name, const unsigned char stamp
     put_u64(&o, format);
     put(&o, stamp, 32);
     put_image(&o, img);
-    int rc = o.failed ? -ENOMEM : write_file(dir, name, &o);
+    if (o.failed) {
+        free(o.p);
+        return -ENOMEM;
+    }
+    *out = o.p;
+    *len = o.len;
+    return 0;
+}
+
+int image_file_save(const char *dir, const char *name, const unsigned char stamp[32],
+                    const struct image *img)
+{
+    struct out o = { 0 };
+    int rc = image_file_encode(stamp, img, &o.p, &o.len);
+    if (rc == 0)
+        rc = write_file(dir, name, &o);
     free(o.p);
     if (rc != 0)
         log_debug("%s: the built file is not kept in %s: %s", img->domain_path, dir,
@@ -384,6 +399,25 @@ static int read_whole(const char *path, unsigned char **out, size_t *len)
     return 0;
 }
 
+int image_file_decode(const unsigned char *buf, size_t len, const unsigned char stamp[32],
+                      struct image *img, const char *what)
+{
+    struct in in = { buf, len, 0 };
+    const unsigned char *magic = take(&in, 8);
+    uint64_t format = get_u64(&in);
+    const unsigned char *was = take(&in, 32);
+    int rc;
+    if (!magic || memcmp(magic, FILE_MAGIC, 8) != 0 || format != FILE_FORMAT || !was)
+        rc = -EINVAL;
+    else if (memcmp(was, stamp, 32) != 0)
+        rc = -ENOENT;           /* another version of the domain: built again */
+    else
+        rc = get_image(&in, img);
+    if (rc == -EINVAL)
+        log_warn("%s: not a usable built file: built again", what);
+    return rc == -ENOMEM ? rc : rc ? -ENOENT : 0;
+}
+
 int image_file_load(const char *dir, const char *name, const unsigned char stamp[32],
                     struct image *img)
 {
@@ -394,18 +428,7 @@ int image_file_load(const char *dir, const char *name, const unsigned char stamp
     int rc = read_whole(path, &buf, &len);
     if (rc != 0)
         return rc == -ENOMEM ? rc : -ENOENT;
-    struct in in = { buf, len, 0 };
-    const unsigned char *magic = take(&in, 8);
-    uint64_t format = get_u64(&in);
-    const unsigned char *was = take(&in, 32);
-    if (!magic || memcmp(magic, FILE_MAGIC, 8) != 0 || format != FILE_FORMAT || !was)
-        rc = -EINVAL;
-    else if (memcmp(was, stamp, 32) != 0)
-        rc = -ENOENT;           /* another version of the domain: built again */
-    else
-        rc = get_image(&in, img);
+    rc = image_file_decode(buf, len, stamp, img, path);
     free(buf);
-    if (rc == -EINVAL)
-        log_warn("%s: not a usable built file: built again", path);
-    return rc == -ENOMEM ? rc : rc ? -ENOENT : 0;
+    return rc;
 }

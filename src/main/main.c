@@ -468,7 +468,9 @@ static int mount_bucket(struct fuse_args *args, const struct options *opts,
                                 .images = { .store = store, .bucket_name = name,
                                             .requests = requests_at_once(opts),
                                             .bucket_id = opts->bucket_id, .image_dir = images,
-                                            .image_dir_max = opts->image_cache } };
+                                            .image_dir_max = opts->image_cache,
+                                            .no_repairs = opts->no_repairs,
+                                            .bucket_images = opts->bucket_images } };
     rc = fs_new(&fs_cfg, &fs);
     if (rc != 0)
         goto out_cache;

@@ -17,6 +17,8 @@
 
 enum option_key {
     KEY_RO,
+    KEY_BUCKET_IMAGES,
+    KEY_NO_REPAIRS,
     KEY_USER,
     KEY_ADMIN_USER,
     KEY_USER_MAP,
@@ -40,6 +42,8 @@ enum option_key {
 
 static const struct fuse_opt option_spec[] = {
     FUSE_OPT_KEY("ro", KEY_RO),
+    FUSE_OPT_KEY("bucket_images=", KEY_BUCKET_IMAGES),
+    FUSE_OPT_KEY("no_repairs", KEY_NO_REPAIRS),
     FUSE_OPT_KEY("user=", KEY_USER),
     FUSE_OPT_KEY("admin_user=", KEY_ADMIN_USER),
     FUSE_OPT_KEY("user_map=", KEY_USER_MAP),
@@ -84,6 +88,9 @@ void options_usage(const char *prog)
            "    -o cache_size=BYTES    chunk cache size, K/M/G suffixes (default: 1G)\n"
            "    -o image_cache=BYTES   room for built files kept in cache_dir/images, for the next\n"
            "                           open and the next mount (default: 256M; 0: none)\n"
+           "    -o no_repairs          show what hsload changed as stored (man page, REPAIRS)\n"
+           "    -o bucket_images=off|read|write  built files in the bucket, for other mounts:\n"
+           "                           read them (default), also put them there, or neither\n"
            "    -o log_file=PATH       log here instead of syslog when in the background\n"
            "\n"
            "S3 buckets (BUCKET is s3://bucket or s3://bucket/prefix):\n"
@@ -144,6 +151,11 @@ static int option_proc(void *data, const char *arg, int key, struct fuse_args *o
         if (opts->bucket)
             return 1;           /* the mountpoint, for fuse_parse_cmdline */
         return set_string(&opts->bucket, arg);
+    case KEY_NO_REPAIRS:
+        opts->no_repairs = 1;
+        return 0;
+    case KEY_BUCKET_IMAGES:
+        return set_value(&opts->bucket_images_text, arg);
     case KEY_RO:
         opts->read_only = 1;
         return 1;               /* also a kernel mount option */
@@ -251,6 +263,22 @@ static int fail(const char *what, const char *value)
 {
     fprintf(stderr, "h5osfs: %s: '%s'\n", what, value);
     return -1;
+}
+
+static int parse_bucket_images(struct options *opts)
+{
+    static const char *const modes[] = { "off", "read", "write" };
+    opts->bucket_images = OPTIONS_BUCKET_IMAGES_READ;
+    if (!opts->bucket_images_text)
+        return 0;
+    for (int i = 0; i < 3; i++)
+        if (strcmp(opts->bucket_images_text, modes[i]) == 0)
+            opts->bucket_images = i;
+    if (strcmp(opts->bucket_images_text, modes[opts->bucket_images]) != 0)
+        return fail("bucket_images must be off, read or write", opts->bucket_images_text);
+    if (opts->bucket_images == OPTIONS_BUCKET_IMAGES_WRITE && opts->read_only)
+        return fail("bucket_images=write needs a read-write mount", "ro");
+    return 0;
 }
 
 /* A whole number in [min, max]. */
@@ -414,6 +442,8 @@ int options_finish(struct options *opts)
     if (opts->cache_size_text && options_parse_size(opts->cache_size_text, &opts->cache_size) != 0)
         return fail("cache_size must be a byte count such as 536870912 or 512M",
                     opts->cache_size_text);
+    if (parse_bucket_images(opts) != 0)
+        return -1;
     opts->image_cache = OPTIONS_DEFAULT_IMAGE_CACHE;
     if (opts->image_cache_text &&
         options_parse_size(opts->image_cache_text, &opts->image_cache) != 0)
@@ -445,6 +475,7 @@ void options_free(struct options *opts)
     free(opts->ttl_text);
     free(opts->cache_size_text);
     free(opts->image_cache_text);
+    free(opts->bucket_images_text);
     free(opts->endpoint);
     free(opts->region);
     free(opts->profile);

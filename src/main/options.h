@@ -28,6 +28,9 @@ struct options {
     uint64_t cache_size;
     uint64_t image_cache;       /* bytes of built images kept in cache_dir/images; 0: none */
     int read_only;
+    int no_repairs;             /* -o no_repairs: what hsload changed is shown as stored */
+    char *bucket_images_text;   /* raw -o bucket_images= */
+    int bucket_images;          /* OPTIONS_BUCKET_IMAGES_*: built images in the bucket */
     /* S3 buckets (s3://bucket/prefix) */
     char *endpoint;
     char *region;
@@ -43,6 +46,9 @@ struct options {
     int bad_option;             /* set by the parser; the message is already printed */
 };
 
+#define OPTIONS_BUCKET_IMAGES_OFF 0     /* neither read nor put */
+#define OPTIONS_BUCKET_IMAGES_READ 1    /* read them (the default) */
+#define OPTIONS_BUCKET_IMAGES_WRITE 2   /* read them, and put what this mount builds */
 #define OPTIONS_DEFAULT_TTL 5.0
 #define OPTIONS_DEFAULT_CACHE_SIZE (1024ull << 20)
 #define OPTIONS_DEFAULT_IMAGE_CACHE (256ull << 20)

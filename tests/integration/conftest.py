@@ -369,6 +369,12 @@ class S3Mirror:
         self.remote[rel] = _md5(data)
         self.listed.pop(rel, None)
 
+    def get(self, path):
+        """The object at path as the server has it now, or None."""
+        rel = Path(path).relative_to(self.root).as_posix()
+        r = self.s3.client().get_object(S3_BUCKET, self.prefix + rel)
+        return None if r.status == 404 else r.check(f"GET {rel}").body
+
     def delete_below(self, path):
         """Deletes the object at path, or every object below it."""
         assert not self.read_only, "the fixture bucket is read-only"
@@ -588,6 +594,13 @@ class Mount:
         p.write_bytes(data)
         if self.src.mirror is not None:
             self.src.mirror.put(p, data)
+
+    def get(self, key):
+        """Object key as the store has it now (the daemon may have written it), or None."""
+        p = self.bucket / key.lstrip("/")
+        if self.src.mirror is not None:
+            return self.src.mirror.get(p)
+        return p.read_bytes() if p.exists() else None
 
     def delete(self, key):
         assert self.bucket.resolve() != BUCKET.resolve(), "the fixture bucket is read-only"

@@ -119,6 +119,12 @@ def test_bad_cache_size(mnt, value):
     assert_refused(run("-f", "-o", f"cache_size={value}", BUCKET, mnt), mnt, "cache_size")
 
 
+@pytest.mark.parametrize("opts", ["bucket_images=", "bucket_images=yes", "bucket_images=READ",
+                                  "ro,bucket_images=write"])
+def test_bad_bucket_images(mnt, opts):
+    assert_refused(run("-f", "-o", opts, BUCKET, mnt), mnt, "bucket_images")
+
+
 def test_empty_user(mnt):
     assert_refused(run("-f", "-o", "user=", BUCKET, mnt), mnt, "user")
 

@@ -151,3 +151,107 @@ def test_a_small_limit_evicts_the_least_recently_used(mount_bucket, bucket_dir):
     assert m3.unmount() == 0
     assert len(list((m.cache_dir / "images").iterdir())) == 2
     assert one.exists()                 # three.h5's went: used before two.h5's
+
+
+# ---- the copy in the bucket: db/A-B/.h5osfs-image ----
+
+BUCKET_KEPT = "the HDF5 file built before (kept in the bucket)"
+SHARED = ".h5osfs-image"
+WRITE = ("-o", "bucket_images=write")
+
+
+@pytest.fixture
+def big_domain(bucket_dir):  # noqa: F811
+    """Ten datasets: enough objects that their image is worth a put."""
+    ids = make_domain(bucket_dir, "big.h5", {
+        f"d{i}": (dataset([4], [4]), {"0": bytes([i, i + 1, i + 2, i + 3])}) for i in range(10)})
+    return bucket_dir, ids
+
+
+def shared_key(ids):
+    """db/A-B/.h5osfs-image of the domain whose dataset ids are ids."""
+    return "/".join(dataset_key(next(iter(ids.values()))).split("/")[:2]) + "/" + SHARED
+
+
+def other_cache(m, name):
+    return ("-o", f"cache_dir={m.log_path.parent / name}")
+
+
+def test_another_mount_reads_the_image_kept_in_the_bucket(mount_bucket, big_domain):
+    """A mount with an empty cache_dir (another machine) reads the image that a
+    bucket_images=write mount put into the bucket: one listing and one GET instead of every
+    object; then its own copy."""
+    bucket, ids = big_domain
+    m = mount_bucket(bucket, *ARGS, *WRITE)
+    first = read(m, "big.h5")
+    assert first == {f"d{i}": ([i, i + 1, i + 2, i + 3], {}) for i in range(10)}
+    assert len(log_lines(m, "big.h5", BUILT)) == 1
+    assert m.unmount() == 0
+    assert m.get(shared_key(ids)) is not None
+
+    m2 = mount_bucket(m, *ARGS, *other_cache(m, "elsewhere"))
+    assert read(m2, "big.h5") == first
+    assert log_lines(m2, "big.h5", BUILT) == [], m2.log()
+    assert len(log_lines(m2, "big.h5", BUCKET_KEPT)) == 1, m2.log()
+    assert m2.unmount() == 0
+
+    m3 = mount_bucket(m, *ARGS, *other_cache(m, "elsewhere"))
+    assert read(m3, "big.h5") == first
+    assert len(log_lines(m3, "big.h5", KEPT)) == 1, m3.log()
+
+
+def test_only_bucket_images_write_puts_them(mount_bucket, big_domain, domain):
+    """Reads never write the bucket unless asked: the default (read) and -o ro read the
+    bucket's copy and put none, bucket_images=off does neither; a domain of few objects is not
+    worth a put even when asked."""
+    bucket, ids = big_domain
+    _, small_ids = domain
+    m = mount_bucket(bucket, *ARGS)
+    for opts in ((), ("-o", "ro"), ("-o", "bucket_images=off")):
+        if opts:
+            m = mount_bucket(m, *ARGS, *opts, *other_cache(m, opts[1]))
+        assert read(m, "big.h5")["d3"] == ([3, 4, 5, 6], {})
+        assert len(log_lines(m, "big.h5", BUILT)) == 1, m.log()
+        assert m.unmount() == 0
+        assert m.get(shared_key(ids)) is None
+    m = mount_bucket(m, *ARGS, *WRITE, *other_cache(m, "write"))
+    first = read(m, "big.h5")
+    read(m, "kept.h5")
+    assert m.unmount() == 0
+    assert m.get(shared_key(ids)) is not None
+    assert m.get(shared_key(small_ids)) is None
+    for opt, used in (("ro", BUCKET_KEPT), ("bucket_images=off", BUILT)):
+        m2 = mount_bucket(m, *ARGS, "-o", opt, *other_cache(m, opt + "2"))
+        assert read(m2, "big.h5") == first
+        assert len(log_lines(m2, "big.h5", used)) == 1, m2.log()
+
+
+def test_a_stale_or_damaged_bucket_image_is_built_again(mount_bucket, big_domain):
+    """The bucket's copy is used only for the version it was made from, and bytes that are
+    not a usable image are a build, never wrong data."""
+    bucket, ids = big_domain
+    m = mount_bucket(bucket, *ARGS, *WRITE)
+    read(m, "big.h5")
+    assert m.unmount() == 0
+    key = dataset_key(ids["d2"]) + "/.dataset.json"     # HSDS rewrites it in place
+    obj = json.loads((bucket / key).read_text())
+    obj["attributes"]["units"] = {"type": {"class": "H5T_INTEGER", "base": "H5T_STD_I32LE"},
+                                  "shape": {"class": "H5S_SCALAR"}, "value": 7,
+                                  "created": obj["created"]}
+    m.put(key, json.dumps(obj).encode())
+
+    m2 = mount_bucket(m, *ARGS, *WRITE, *other_cache(m, "second"))
+    assert read(m2, "big.h5")["d2"] == ([2, 3, 4, 5], {"units": 7})
+    assert len(log_lines(m2, "big.h5", BUILT)) == 1, m2.log()
+    assert m2.unmount() == 0
+    image = m.get(shared_key(ids))      # m2 put the new version's
+    m3 = mount_bucket(m, *ARGS, "-o", "ro", *other_cache(m, "ro"))
+    want = read(m3, "big.h5")
+    assert len(log_lines(m3, "big.h5", BUCKET_KEPT)) == 1, m3.log()
+
+    for bad in (image[:len(image) // 2], bytes(len(image)), b"garbage"):
+        m.put(shared_key(ids), bad)
+        m4 = mount_bucket(m, *ARGS, "-o", "ro", *other_cache(m, f"bad{len(bad)}"))
+        assert read(m4, "big.h5") == want
+        assert len(log_lines(m4, "big.h5", BUILT)) == 1, m4.log()
+        assert "not a usable built file" in m4.log()

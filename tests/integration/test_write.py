@@ -560,3 +560,34 @@ def test_full_bucket_fails_close_keeps_bytes_and_commits_at_next_mount(small_buc
     assert_equal_files(src, m2.path(f"{HOME}/big.h5"))
     assert staged_files(tmp_path) == []
     assert "committed at the next mount" in m.log()
+
+
+def native_attr_order(obj):
+    """Attribute names in the order the object header holds them (ncdump lists them so)."""
+    names = []
+    h5py.h5a.iterate(obj.id, lambda n: names.append(n.decode()), index_type=h5py.h5.INDEX_NAME,
+                     order=h5py.h5.ITER_NATIVE)
+    return names
+
+
+def test_attribute_order_is_kept(writable, tmp_path):
+    """Attributes made in an order that is not their names' (a netCDF file's _FillValue,
+    units, long_name ...) are listed in that order through the mount, untracked (native
+    order) and tracked (creation order), also past HDF5's 8 compact attributes."""
+    src = tmp_path / "order.h5"
+    names = ["zeta", "units", "alpha", "long_name", "mid", "b", "a9", "a10", "x", "c", "_q"]
+    with h5py.File(src, "w") as f:
+        plain = f.create_dataset("plain", data=np.arange(4))
+        for i, n in enumerate(names[:5]):
+            plain.attrs[n] = i
+        tracked = f.create_dataset("tracked", data=np.arange(4), track_order=True)
+        for i, n in enumerate(names):
+            tracked.attrs[n] = i
+        g = f.create_group("g", track_order=True)
+        for i, n in enumerate(reversed(names)):
+            g.attrs[n] = i
+    shutil.copyfile(src, writable.path(f"{HOME}/order.h5"))
+    with h5py.File(src, "r") as want, h5py.File(writable.path(f"{HOME}/order.h5"), "r") as got:
+        assert native_attr_order(got["plain"]) == native_attr_order(want["plain"]) == names[:5]
+        assert native_attr_order(got["tracked"]) == names
+        assert list(got["g"].attrs) == list(want["g"].attrs) == list(reversed(names))
