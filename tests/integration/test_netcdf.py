@@ -11,7 +11,7 @@ import pytest
 
 from conftest import FIXTURE
 
-pytestmark = pytest.mark.backends("posix", "s3")
+pytestmark = pytest.mark.backends("posix", "s3", "rgw")
 
 NC = FIXTURE / "hsdsnc"
 SOURCES = FIXTURE / "source" / "nc"

@@ -14,7 +14,7 @@ import pytest
 
 from conftest import BUCKET, SOURCE, assert_serving
 
-pytestmark = pytest.mark.backends("posix", "s3")
+pytestmark = pytest.mark.backends("posix", "s3", "rgw")
 
 HOME = "home/test_user1"
 STATS = ".h5osfs-stats"
