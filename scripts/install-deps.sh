@@ -19,6 +19,11 @@ packages=(
   bitshuffle
   # ncdump: the corpus round trip compares what netCDF's reader prints (attribute order)
   netcdf-bin
+  python3-xarray
+  python3-netcdf4
+  # Ceph RGW, the second S3 server of the suite (tests/s3/rgw.py starts a one-host cluster:
+  # one mon, one OSD in memory, radosgw); nothing of it starts by itself without systemd
+  ceph-mon ceph-osd radosgw ceph-common
 )
 # The S3 test server (s3rver, installed by install-s3rver.sh) runs on Node.js: Debian's
 # nodejs 18 works, but a node already on PATH (any packaging) is used as it is.

@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # The whole test suite: installs what is missing, builds, runs the C unit tests (then once
 # more under valgrind), then the pytest integration tests against real FUSE mounts, on a
-# posix bucket and on a local S3 server (which must be there: no silent skips).
+# posix bucket and on two local S3 servers, s3rver ([s3]) and Ceph RGW ([rgw]), both of which
+# must be there: no silent skips. Both passes run the [rgw] instances (~4.5 min each on 2
+# shared CPUs; one RGW started per pass, in ~2 s).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ./scripts/install-deps.sh

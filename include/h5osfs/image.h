@@ -34,6 +34,7 @@ struct image_source {
     const char *bucket_id;      /* names the bucket in the names of kept images */
     const char *image_dir;      /* where built images are kept (image_cache.h); NULL: nowhere */
     uint64_t image_dir_max;     /* bytes they may take */
+    int no_repairs;             /* show what hsload changed as stored (image.md, "Repairs") */
     int bucket_images;          /* copies in the bucket (image_cache.h): 0 none, 1 read them,
                                  * 2 also put them (read-write mounts) */
 };

@@ -48,6 +48,7 @@ struct staging {
     pthread_mutex_t lock;       /* guards the map, every refs, and counts */
     struct staging_counts counts;
     struct strmap *by_path;
+    size_t finishing;           /* left the map, their last commit and cleanup under way */
     struct commit_ctx commit;
     struct staging_hooks hooks;
 };
@@ -407,7 +408,7 @@ void staging_counts(struct staging *t, struct staging_counts *out)
 {
     pthread_mutex_lock(&t->lock);
     *out = t->counts;
-    out->open = strmap_count(t->by_path);
+    out->open = strmap_count(t->by_path) + t->finishing;
     pthread_mutex_unlock(&t->lock);
 }
 
@@ -449,6 +450,7 @@ void staging_release(struct staging *t, struct staged *s)
     int last = --s->refs == 0;
     if (last && strmap_get(t->by_path, s->path) == s)
         strmap_remove(t->by_path, s->path);    /* a gone entry has left it already */
+    t->finishing += last;
     pthread_mutex_unlock(&t->lock);
     if (!last)
         return;
@@ -456,6 +458,11 @@ void staging_release(struct staging *t, struct staged *s)
     staged_finish(t, s);
     pthread_mutex_unlock(&s->lock);
     staged_free(s);
+    /* Counted open until its staged file is gone, so the statistics never show bytes
+     * staged by no file. */
+    pthread_mutex_lock(&t->lock);
+    t->finishing--;
+    pthread_mutex_unlock(&t->lock);
 }
 
 /* Under the entry's lock: it leaves the table (the path is free for a new file), its bytes

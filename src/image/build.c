@@ -641,9 +641,11 @@ static int make_attribute(struct builder *b, struct build_obj *o, const struct l
     size_t n = 0;
     void *buf = NULL;
     int rc = -EINVAL;
-    hid_t tid = build_type(b, json_object_get(a->json, "type"), why, why_len);
+    json_t *repaired = b->src->no_repairs ? NULL : build_repaired_attr(o->json, a->name, a->json);
+    const json_t *aj = repaired ? repaired : a->json;
+    hid_t tid = build_type(b, json_object_get(aj, "type"), why, why_len);
     hid_t space = tid < 0 ? H5I_INVALID_HID
-                          : shape_space(json_object_get(a->json, "shape"), &n, why, why_len);
+                          : shape_space(json_object_get(aj, "shape"), &n, why, why_len);
     if (space < 0)
         goto out;
     /* the value is written into the image, which lives in RAM: a shape alone (a null value,
@@ -653,8 +655,8 @@ static int make_attribute(struct builder *b, struct build_obj *o, const struct l
         snprintf(why, why_len, "value of more than %u bytes", ATTR_DATA_MAX);
         goto out;
     }
-    int has_value = n > 0 && !json_is_null(json_object_get(a->json, "value"));
-    if (has_value && (rc = attr_value(b, a->json, tid, n, &buf, why, why_len)) != 0)
+    int has_value = n > 0 && !json_is_null(json_object_get(aj, "value"));
+    if (has_value && (rc = attr_value(b, aj, tid, n, &buf, why, why_len)) != 0)
         goto out;
     hid_t acpl = link_plist(a->name);
     hid_t attr = acpl < 0 ? acpl : H5Acreate2(o->hid, a->name, tid, space, acpl, H5P_DEFAULT);
@@ -672,6 +674,7 @@ out:
         H5Sclose(space);
     if (tid >= 0)
         H5Tclose(tid);
+    json_decref(repaired);
     return rc;
 }
 

@@ -90,6 +90,10 @@ int build_list_ahead(struct builder *b, struct root_listing *rl);
  * from chunk extents gets them now (data_done). One that cannot be made as stored becomes a
  * placeholder whose reads fail, or is dropped when not even that can be made (both noted with
  * build_omit). 0, or -ENOMEM / -EIO (the build fails). */
+/* Repairs (repair.c): attribute name (JSON attr) of object JSON obj as the source had it, when
+ * hsload is known to have changed it (a new reference), else NULL: show it as stored. */
+json_t *build_repaired_attr(const json_t *obj, const char *name, const json_t *attr);
+
 /* Set what every object of the image gets on its create plist ocpl. 0 or -1. */
 int build_object_plist(hid_t ocpl);
 

@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include <openssl/evp.h>
+#include <zlib.h>
 
 #include "h5osfs/log.h"
 #include "h5osfs/pfor.h"
@@ -144,7 +145,8 @@ static int digest_name(const struct image_source *src, const char *domain_path,
                        const char *root_id, char name[65])
 {
     pthread_once(&program_once, digest_program);
-    const char *parts[] = { src->bucket_id ? src->bucket_id : "", domain_path, root_id };
+    const char *parts[] = { src->bucket_id ? src->bucket_id : "", domain_path, root_id,
+                            src->no_repairs ? "as stored" : "repaired" };
     EVP_MD_CTX *ctx = EVP_MD_CTX_new();
     int ok = ctx && EVP_DigestInit_ex(ctx, EVP_sha256(), NULL) == 1 &&
              EVP_DigestUpdate(ctx, program_digest, sizeof program_digest) == 1;
@@ -164,7 +166,7 @@ static int digest_shared(const struct image_source *src, const char *domain_path
                          const char *root_id, struct image_cache_key *key)
 {
     const char *parts[] = { "h5osfs image in the bucket", src->bucket_name ? src->bucket_name : "",
-                            domain_path, root_id };
+                            domain_path, root_id, src->no_repairs ? "as stored" : "repaired" };
     EVP_MD_CTX *ctx = EVP_MD_CTX_new();
     int ok = ctx && EVP_DigestInit_ex(ctx, EVP_sha256(), NULL) == 1 &&
              EVP_DigestUpdate(ctx, program_digest, sizeof program_digest) == 1 &&
@@ -238,29 +240,88 @@ static int chunks_of_root(const struct image *img, const char *shared_key)
     return 1;
 }
 
-struct image *image_cache_load_shared(const struct image_source *src, const char *domain_path,
-                                      const struct image_cache_key *key)
+/* The bucket's copy is deflated (HDF5 metadata is mostly zeros: 500 datasets, 1.5 MiB of image
+ * data, put and fetched as some 0.1 MiB), behind a header: magic and the inflated length. */
+#define SHARED_MAGIC "H5OSFSZ1"
+
+static int deflate_shared(const unsigned char *raw, size_t len, unsigned char **out,
+                          size_t *out_len)
 {
-    if (!key->shared_listed || src->bucket_images < 1)
-        return NULL;
-    struct store_buf buf = { 0 };
-    int rc = store_get(src->store, key->shared_key, SHARED_MAX, &buf);
+    uLongf room = compressBound((uLong)len);
+    unsigned char *z = malloc(16 + room);
+    if (!z)
+        return -ENOMEM;
+    memcpy(z, SHARED_MAGIC, 8);
+    for (int i = 0; i < 8; i++)
+        z[8 + i] = (unsigned char)((uint64_t)len >> (8 * i));
+    if (compress2(z + 16, &room, raw, (uLong)len, 1) != Z_OK) {
+        free(z);
+        return -ENOMEM;
+    }
+    *out = z;
+    *out_len = 16 + room;
+    return 0;
+}
+
+static int inflate_shared(const struct store_buf *z, unsigned char **raw, size_t *len)
+{
+    uint64_t want = 0;
+    if (z->len < 16 || memcmp(z->data, SHARED_MAGIC, 8) != 0)
+        return -EINVAL;
+    for (int i = 0; i < 8; i++)
+        want |= (uint64_t)z->data[8 + i] << (8 * i);
+    if (want == 0 || want > SHARED_MAX)
+        return -EINVAL;
+    uLongf got = (uLongf)want;
+    *raw = malloc((size_t)want);
+    if (!*raw)
+        return -ENOMEM;
+    if (uncompress(*raw, &got, z->data + 16, (uLong)(z->len - 16)) != Z_OK || got != want) {
+        free(*raw);
+        *raw = NULL;
+        return -EINVAL;
+    }
+    *len = (size_t)want;
+    return 0;
+}
+
+static struct image *decode_shared(const struct image_source *src, const char *domain_path,
+                                   const struct image_cache_key *key, const struct store_buf *z)
+{
+    unsigned char *raw = NULL;
+    size_t len = 0;
+    int rc = inflate_shared(z, &raw, &len);
     struct image *img = rc == 0 ? image_alloc(src, domain_path) : NULL;
     if (rc == 0)
-        rc = img ? image_file_decode(buf.data, buf.len, key->shared_stamp, img, key->shared_key)
+        rc = img ? image_file_decode(raw, len, key->shared_stamp, img, key->shared_key)
                  : -ENOMEM;
-    store_buf_free(&buf);
+    else if (rc == -EINVAL)
+        log_warn("%s: not a usable built file: built again", key->shared_key);
+    free(raw);
     if (rc == 0 && !chunks_of_root(img, key->shared_key)) {
         log_warn("%s: its chunks are not the domain's: built again", key->shared_key);
         rc = -EINVAL;
     }
     if (rc != 0) {
-        if (rc != -ENOENT)
-            log_debug("%s: not used: %s", key->shared_key, strerror(-rc));
         image_put(img);
         return NULL;
     }
-    image_cache_save(src, key, img);
+    return img;
+}
+
+struct image *image_cache_load_shared(const struct image_source *src, const char *domain_path,
+                                      const struct image_cache_key *key)
+{
+    if (!key->shared_listed || src->bucket_images < 1)
+        return NULL;
+    struct store_buf z = { 0 };
+    int rc = store_get(src->store, key->shared_key, SHARED_MAX, &z);
+    struct image *img = rc == 0 ? decode_shared(src, domain_path, key, &z) : NULL;
+    if (rc != 0 && rc != -ENOENT)
+        log_debug("%s: not used: %s", key->shared_key, strerror(-rc));
+    store_buf_free(&z);
+    if (img)
+        image_cache_save(src, key, img);
     return img;
 }
 
@@ -269,12 +330,15 @@ void image_cache_share(const struct image_source *src, const struct image_cache_
 {
     if (src->bucket_images < 2 || img->n_objects < SHARE_MIN_OBJECTS)
         return;
-    unsigned char *bytes = NULL;
-    size_t len = 0;
-    int rc = image_file_encode(key->shared_stamp, img, &bytes, &len);
+    unsigned char *raw = NULL, *z = NULL;
+    size_t len = 0, zlen = 0;
+    int rc = image_file_encode(key->shared_stamp, img, &raw, &len);
     if (rc == 0)
-        rc = store_put(src->store, key->shared_key, bytes, len);
-    free(bytes);
+        rc = deflate_shared(raw, len, &z, &zlen);
+    if (rc == 0)
+        rc = store_put(src->store, key->shared_key, z, zlen);
+    free(raw);
+    free(z);
     if (rc != 0)
         log_debug("%s: the built file is not kept in the bucket: %s", key->shared_key,
                   strerror(-rc));

@@ -469,6 +469,7 @@ static int mount_bucket(struct fuse_args *args, const struct options *opts,
                                             .requests = requests_at_once(opts),
                                             .bucket_id = opts->bucket_id, .image_dir = images,
                                             .image_dir_max = opts->image_cache,
+                                            .no_repairs = opts->no_repairs,
                                             .bucket_images = opts->bucket_images } };
     rc = fs_new(&fs_cfg, &fs);
     if (rc != 0)

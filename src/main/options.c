@@ -18,6 +18,7 @@
 enum option_key {
     KEY_RO,
     KEY_BUCKET_IMAGES,
+    KEY_NO_REPAIRS,
     KEY_USER,
     KEY_ADMIN_USER,
     KEY_USER_MAP,
@@ -42,6 +43,7 @@ enum option_key {
 static const struct fuse_opt option_spec[] = {
     FUSE_OPT_KEY("ro", KEY_RO),
     FUSE_OPT_KEY("bucket_images=", KEY_BUCKET_IMAGES),
+    FUSE_OPT_KEY("no_repairs", KEY_NO_REPAIRS),
     FUSE_OPT_KEY("user=", KEY_USER),
     FUSE_OPT_KEY("admin_user=", KEY_ADMIN_USER),
     FUSE_OPT_KEY("user_map=", KEY_USER_MAP),
@@ -86,6 +88,7 @@ void options_usage(const char *prog)
            "    -o cache_size=BYTES    chunk cache size, K/M/G suffixes (default: 1G)\n"
            "    -o image_cache=BYTES   room for built files kept in cache_dir/images, for the next\n"
            "                           open and the next mount (default: 256M; 0: none)\n"
+           "    -o no_repairs          show what hsload changed as stored (man page, REPAIRS)\n"
            "    -o bucket_images=off|read|write  built files in the bucket, for other mounts:\n"
            "                           read them (default), also put them there, or neither\n"
            "    -o log_file=PATH       log here instead of syslog when in the background\n"
@@ -148,6 +151,9 @@ static int option_proc(void *data, const char *arg, int key, struct fuse_args *o
         if (opts->bucket)
             return 1;           /* the mountpoint, for fuse_parse_cmdline */
         return set_string(&opts->bucket, arg);
+    case KEY_NO_REPAIRS:
+        opts->no_repairs = 1;
+        return 0;
     case KEY_BUCKET_IMAGES:
         return set_value(&opts->bucket_images_text, arg);
     case KEY_RO:

@@ -266,6 +266,35 @@ out:
     return a;
 }
 
+static int by_name(const void *a, const void *b)
+{
+    return strcmp(*(const char *const *)a, *(const char *const *)b);
+}
+
+/* attrs with its members in name order, as hsload writes an untracked object's (it visits them
+ * by name); their "created" times keep the order they were made in. NULL: no memory. */
+static json_t *members_by_name(json_t *attrs)
+{
+    size_t n = json_object_size(attrs), i = 0;
+    const char **keys = malloc((n ? n : 1) * sizeof *keys);
+    json_t *sorted = keys ? json_object() : NULL;
+    const char *k;
+    json_t *v;
+    json_object_foreach(attrs, k, v)
+        if (keys)
+            keys[i++] = k;
+    if (keys)
+        qsort(keys, n, sizeof *keys, by_name);
+    for (i = 0; sorted && i < n; i++)
+        if (json_object_set(sorted, keys[i], json_object_get(attrs, keys[i])) != 0) {
+            json_decref(sorted);
+            sorted = NULL;
+        }
+    free(keys);
+    json_decref(attrs);
+    return sorted;
+}
+
 /* Every attribute of obj in its order; those HSDS cannot hold are left out and logged. */
 static json_t *attributes_json(struct ingest *g, hid_t obj, const char *path)
 {
@@ -292,7 +321,7 @@ static json_t *attributes_json(struct ingest *g, hid_t obj, const char *path)
         }
     }
     names_free(&names);
-    return attrs;
+    return attrs && !attr_order_tracked(obj) ? members_by_name(attrs) : attrs;
 }
 
 /* ---- groups ---- */

@@ -10,11 +10,16 @@ Backends. In a module marked `pytestmark = pytest.mark.backends("posix", "s3")` 
 suite: test_namespace, test_bad_input, test_image, test_image_bad_input), every test that mounts
 through mount_bucket, shared_mount or mount_source (or asks for `backend`) runs twice: [posix]
 mounts the bucket directory itself, [s3] uploads that directory to a real S3 server (s3rver,
-tests/s3) and mounts it from there. Elsewhere these fixtures mount the directory (posix), and
-test ids do not change.
+tests/s3) and mounts it from there. A module (or test) that also names "rgw" runs a third time
+on Ceph RGW (tests/s3/rgw.py: a real S3 implementation, which checks signatures and
+conditional writes; skipped with the reason when Ceph is not installed). Elsewhere these
+fixtures mount the directory (posix), and test ids do not change. A module marked
+backends("s3", "rgw") without mounts of its own (test_s3.py) gets its s3_server from the
+backend (s3fixtures.py).
 
-The S3 server of these runs is a session server of its own (backend_s3), not test_s3.py's
-s3_server. Its bucket "hsdstest" holds the read-only fixture under the prefix base/ (loaded
+The S3 server of these runs is a session server of its own (backend_s3; on rgw backend_rgw, a
+tenant of its own on the session's RGW), not test_s3.py's s3_server. Its bucket "hsdstest"
+holds the read-only fixture under the prefix base/ (loaded
 once), and every other bucket directory a test mounts under a prefix of its own, c<n>/: uploaded
 right before the mount, re-synchronised before every later mount of the same directory (a copy
 that an earlier test left exactly as uploaded, checked in a listing, serves a later test with
@@ -31,8 +36,10 @@ m.delete_tree(prefix): they change the directory and, on s3, the objects. To pro
 was changed, assert_unchanged(m, before) compares bucket_snapshot()s and, on s3, every object
 (a listing: keys, sizes, ETags = MD5 of the stored bytes, Last-Modified).
 
-A test that cannot run on S3 carries @pytest.mark.posix_only(reason="..."): its [s3] instance
-is deselected, and the terminal summary lists it with the reason.
+A test that cannot run on S3 carries @pytest.mark.posix_only(reason="..."): its [s3] and [rgw]
+instances are deselected, and the terminal summary lists them with the reason. One that cannot
+run on some backends carries @pytest.mark.not_on("rgw", ..., reason="...") (the same, for
+those backends).
 """
 import concurrent.futures
 import hashlib
@@ -48,13 +55,20 @@ from pathlib import Path
 
 import pytest
 
+import fpmode
+
+# The S3 servers' fixtures (s3_server, s3_bucket, fault_proxy, rgw_server ...), for every module.
+from s3fixtures import (fault_proxy, fixture_buckets, rgw_server, s3_bucket,  # noqa: F401
+                        s3_server, s3rver_server)
+
 REPO = Path(__file__).resolve().parents[2]
 DATA = REPO / "tests" / "data"
 FIXTURE = DATA / "hsds-v2"
 BUCKET = FIXTURE / "hsdstest"
 SHARED = REPO.parent / "shared"
 
-BACKENDS = ("posix", "s3")
+BACKENDS = ("posix", "s3", "rgw")
+S3_BACKENDS = ("s3", "rgw")     # s3rver; Ceph RGW
 S3_BUCKET = "hsdstest"          # linked domains name it in their file_uri
 S3_BASE_PREFIX = "base/"        # the read-only fixture bucket
 OTHER_BUCKET = "otherbucket"    # another bucket, holding the fixture's linked file
@@ -80,12 +94,26 @@ def is_mounted(path):
 
 def pytest_configure(config):
     config.addinivalue_line(
-        "markers", "posix_only(reason): the test cannot run on the S3 backend (why, in "
-        "reason=); its [s3] instance is deselected and listed in the summary")
+        "markers", "posix_only(reason): the test cannot run on the S3 backends (why, in "
+        "reason=); its [s3] and [rgw] instances are deselected and listed in the summary")
+    config.addinivalue_line(
+        "markers", "not_on(*backends, reason): the test cannot run on these backends (why, in "
+        "reason=); those instances are deselected and listed in the summary")
     config.addinivalue_line(
         "markers", "backends(*names): run the tests that mount on each of these backends "
-        "(\"posix\", \"s3\"), as the parameter `backend`")
+        "(\"posix\", \"s3\", \"rgw\"), as the parameter `backend`")
     config._h5osfs_posix_only = []
+    fpmode.load_plugins_then_restore()
+
+
+@pytest.fixture(autouse=True)
+def _subnormals_kept():
+    """A test that ends in flush-to-zero mode may have compared subnormals as zeros."""
+    yield
+    if not fpmode.subnormals_kept():
+        fpmode.restore_default()
+        pytest.fail("the floating-point mode flushed subnormals to zero during the test "
+                    "(a library linked with -ffast-math, see fpmode.py)")
 
 
 def pytest_generate_tests(metafunc):
@@ -97,21 +125,29 @@ def pytest_generate_tests(metafunc):
         metafunc.parametrize("backend", marker.args, indirect=True, scope="module")
 
 
+def excluded_backends(item):
+    """{backend: why not} from item's posix_only and not_on markers."""
+    excluded = {}
+    for name, backends in (("posix_only", S3_BACKENDS), ("not_on", None)):
+        for marker in item.iter_markers(name):
+            reason = marker.kwargs.get("reason") or (
+                marker.args[0] if backends and marker.args else "")
+            if not reason:
+                raise pytest.UsageError(f"{item.nodeid}: {name} needs reason=")
+            for b in backends or marker.args:
+                excluded.setdefault(b, reason)
+    return excluded
+
+
 @pytest.hookimpl(trylast=True)       # after -k and -m have deselected theirs
 def pytest_collection_modifyitems(config, items):
     keep, dropped = [], []
     for item in items:
-        marker = item.get_closest_marker("posix_only")
-        if marker is None:
-            keep.append(item)
-            continue
-        reason = marker.kwargs.get("reason") or (marker.args[0] if marker.args else "")
-        if not reason:
-            raise pytest.UsageError(f"{item.nodeid}: posix_only needs reason=")
-        params = getattr(getattr(item, "callspec", None), "params", {})
-        if params.get("backend") == "s3":
+        excluded = excluded_backends(item)
+        backend = getattr(getattr(item, "callspec", None), "params", {}).get("backend")
+        if backend in excluded:
             dropped.append(item)
-            config._h5osfs_posix_only.append((item.nodeid, reason))
+            config._h5osfs_posix_only.append((item.nodeid, excluded[backend]))
         else:
             keep.append(item)
     if dropped:
@@ -122,15 +158,22 @@ def pytest_collection_modifyitems(config, items):
 def pytest_terminal_summary(terminalreporter, exitstatus, config):
     dropped = getattr(config, "_h5osfs_posix_only", [])
     if dropped:
-        terminalreporter.section(f"posix-only: {len(dropped)} [s3] instances not run")
+        terminalreporter.section(f"not on every backend: {len(dropped)} instances not run")
         for nodeid, reason in dropped:
             terminalreporter.write_line(f"{nodeid}: {reason}")
+    rgw = getattr(config, "_h5osfs_rgw", None)
+    if rgw is not None:
+        terminalreporter.section("Ceph RGW")
+        terminalreporter.write_line(
+            f"started in {rgw.started_in:.1f} s; peak RSS (MiB): " +
+            ", ".join(f"{n} {v}" for n, v in sorted(rgw.peak_rss().items())) +
+            f"; objects stored at the end: {rgw.stored_mib()} MiB")
 
 
 @pytest.fixture(scope="module")
 def backend(request):
-    """"posix" or "s3" (parametrised by pytest_generate_tests in modules marked backends(...);
-    "posix" elsewhere)."""
+    """"posix", "s3" or "rgw" (parametrised by pytest_generate_tests in modules marked
+    backends(...); "posix" elsewhere)."""
     return getattr(request, "param", "posix")
 
 
@@ -170,14 +213,14 @@ def local_files(root):
 
 
 class S3Backend:
-    """One S3 server for the [s3] runs, its buckets, and a pool of clients for uploads."""
+    """The S3 server of the [s3] or [rgw] runs (an S3Server or RgwUser of s3fixtures), its
+    buckets, and a pool of clients for uploads."""
 
     JOBS = 8
 
-    def __init__(self, workdir):
-        from s3fixtures import S3Server
+    def __init__(self, workdir, server):
         self.workdir = Path(workdir)
-        self.server = S3Server(self.workdir / "server")
+        self.server = server
         self.endpoint = self.server.endpoint
         self.secret = self.server.secret_key
         self.home = self.workdir / "home"      # no ~/.aws of the machine's
@@ -222,9 +265,27 @@ class S3Backend:
     def _digest(md5s):
         return hashlib.sha256(repr(sorted(md5s.items())).encode()).hexdigest()
 
+    # RGW holds every object in its memory for the whole session (some 3 bytes of RSS per
+    # byte stored): there a copy that no later test can use goes at once, and only the last
+    # few unchanged ones are kept for reuse (each ~7 MB: a whole fixture bucket).
+    IDLE_ON_RGW = 16
+
     def release(self, mirror):
-        if mirror.prefix is not None and not mirror.read_only:
-            self._idle[self._digest(mirror.remote)] = mirror.prefix
+        if mirror.prefix is None or mirror.read_only:
+            return
+        digest = self._digest(mirror.remote)
+        if self.server.kind != "rgw":
+            self._idle[digest] = mirror.prefix
+            return
+        listed = self.listing(mirror.prefix)
+        changed = {k[len(mirror.prefix):]: v[1] for k, v in listed.items()} != mirror.remote
+        if changed or digest in self._idle:
+            self.client().delete_objects(S3_BUCKET, listed)
+            return
+        self._idle[digest] = mirror.prefix
+        while len(self._idle) > self.IDLE_ON_RGW:
+            oldest = self._idle.pop(next(iter(self._idle)))
+            self.client().delete_objects(S3_BUCKET, self.listing(oldest))
 
     def reuse(self, md5s):
         """A prefix holding exactly md5s ({relative key: md5}) and its listing, or None."""
@@ -365,17 +426,40 @@ class S3Mirror:
 @pytest.fixture(scope="session")
 def backend_s3(tmp_path_factory):
     """The S3 server of the [s3] runs (see the module docstring)."""
-    from s3fixtures import _unavailable, s3rver_problem
+    from s3fixtures import S3Server, _unavailable, s3rver_problem
     problem = s3rver_problem()
     if problem:
         _unavailable(problem)
-    s3 = S3Backend(tmp_path_factory.mktemp("s3backend"))
+    workdir = tmp_path_factory.mktemp("s3backend")
+    s3 = S3Backend(workdir, S3Server(workdir / "server"))
     yield s3
     try:
         s3.base.check_unchanged(BUCKET, bucket_snapshot(BUCKET))   # mounted rw by many tests
     finally:
         rc = s3.stop()
     assert rc == 0, f"s3rver exited with {rc}: {s3.server.log()[-2000:]}"
+
+
+RGW_BACKEND_KEY = "H5OSFSRGWBACKENDKEY1"
+RGW_BACKEND_SECRET = "h5osfs/Rgw+Backend=Secret0123456789abcdef"
+
+
+@pytest.fixture(scope="session")
+def backend_rgw(rgw_server, tmp_path_factory):
+    """The S3 server of the [rgw] runs: a user of the session's RGW in a tenant of its own, so
+    that its bucket hsdstest is not test_s3.py's (the main user's)."""
+    user = rgw_server.add_user(RGW_BACKEND_KEY, RGW_BACKEND_SECRET, tenant="backend")
+    s3 = S3Backend(tmp_path_factory.mktemp("rgwbackend"), user)
+    yield s3
+    try:
+        s3.base.check_unchanged(BUCKET, bucket_snapshot(BUCKET))
+    finally:
+        s3.stop()
+
+
+def backend_server(backend, request):
+    """The S3Backend of an S3 backend ("s3" or "rgw")."""
+    return request.getfixturevalue("backend_rgw" if backend == "rgw" else "backend_s3")
 
 
 class MountSource:
@@ -397,7 +481,7 @@ def mount_source(backend, request, tmp_path):
     if backend == "posix":
         yield lambda bucket=BUCKET: MountSource("posix", bucket, bucket)
         return
-    s3 = request.getfixturevalue("backend_s3")
+    s3 = backend_server(backend, request)
     mirrors = {}
 
     def get(bucket=BUCKET):
@@ -496,6 +580,16 @@ class Mount:
                 self.proc.kill()
                 raise RuntimeError("h5osfs did not mount within 15 s")
             time.sleep(0.02)
+        self.wait_serving()
+
+    def wait_serving(self):
+        """Until the daemon answers a request. It recovers the staged files of its cache_dir
+        between mounting and answering (the kernel holds every request until then): what the
+        recovery did and logged is all there once this returns. A refusal is an answer too."""
+        try:
+            os.stat(self.mnt)
+        except OSError:
+            pass
 
     def path(self, rel=""):
         return self.mnt / rel.lstrip("/")
@@ -653,8 +747,8 @@ def shared_mount(tmp_path_factory, backend, request):
     root = tmp_path_factory.mktemp("shared")
     mnt = root / "mnt"
     mnt.mkdir()
-    if backend == "s3":
-        s3 = request.getfixturevalue("backend_s3")
+    if backend in S3_BACKENDS:
+        s3 = backend_server(backend, request)
         src = MountSource("s3", BUCKET, s3.base.url(BUCKET), ("-o", f"endpoint={s3.endpoint}"),
                           s3.env(), s3.base, s3.secret)
     else:

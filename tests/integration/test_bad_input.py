@@ -11,7 +11,7 @@ import pytest
 
 from conftest import BUCKET, assert_unchanged, bucket_snapshot, list_like_aws
 
-pytestmark = pytest.mark.backends("posix", "s3")
+pytestmark = pytest.mark.backends("posix", "s3", "rgw")
 
 DOMAIN_JSON = ".domain.json"
 USER = ("-o", "user=test_user1")

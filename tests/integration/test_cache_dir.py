@@ -162,7 +162,7 @@ def test_relative_cache_dir_of_a_daemonised_mount(bucket_copy, tmp_path, daemons
 
 # ---- the default cache_dir: one per bucket ----
 
-@pytest.mark.backends("posix", "s3")
+@pytest.mark.backends("posix", "s3", "rgw")
 def test_two_buckets_mounted_read_write_with_the_default_cache_dir(
         bucket_copy, second_bucket, mount_source, daemons, tmp_path):
     """With one default cache_dir for every bucket, the second read-write mount was refused
@@ -195,7 +195,7 @@ def test_two_buckets_mounted_read_write_with_the_default_cache_dir(
 
 # ---- records of one bucket are never committed into another ----
 
-@pytest.mark.backends("posix", "s3")
+@pytest.mark.backends("posix", "s3", "rgw")
 @pytest.mark.parametrize("cache", ["default", "shared"])
 def test_crash_leftover_goes_to_its_own_bucket_only(bucket_copy, second_bucket, mount_source,
                                                     daemons, tmp_path, cache):

@@ -8,7 +8,7 @@ import h5py
 import numpy as np
 import pytest
 
-pytestmark = pytest.mark.backends("posix", "s3")
+pytestmark = pytest.mark.backends("posix", "s3", "rgw")
 
 HOME = "home/test_user1"
 

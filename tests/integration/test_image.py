@@ -25,7 +25,7 @@ import pytest
 
 from conftest import BUCKET, SOURCE, assert_serving
 
-pytestmark = pytest.mark.backends("posix", "s3")
+pytestmark = pytest.mark.backends("posix", "s3", "rgw")
 
 USER = ("-o", "user=test_user1")
 HOME = "home/test_user1"

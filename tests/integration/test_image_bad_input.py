@@ -26,7 +26,7 @@ from test_image import (
     DOMAINS, USER, check_h5diff, chunk_dir, compare_dataset, compare_file, domain_file,
     domain_objects, object_json_path, source_file, unique_objects)
 
-pytestmark = pytest.mark.backends("posix", "s3")
+pytestmark = pytest.mark.backends("posix", "s3", "rgw")
 
 ARGS = USER + ("-o", "ttl=3600")
 

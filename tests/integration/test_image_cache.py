@@ -15,7 +15,7 @@ import pytest
 
 from test_image_declared import USER, bucket_dir, dataset, dataset_key, make_domain  # noqa: F401
 
-pytestmark = pytest.mark.backends("posix", "s3")
+pytestmark = pytest.mark.backends("posix", "s3", "rgw")
 
 ARGS = ("-o", f"user={USER}", "-o", "ttl=3600")
 BUILT = "built the HDF5 file"

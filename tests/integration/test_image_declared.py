@@ -18,7 +18,7 @@ import h5py
 import numpy as np
 import pytest
 
-pytestmark = pytest.mark.backends("posix", "s3")
+pytestmark = pytest.mark.backends("posix", "s3", "rgw")
 
 USER = "test_user1"
 ARGS = ("-o", f"user={USER}", "-o", "ttl=3600")

@@ -16,7 +16,7 @@ import pytest
 from conftest import (BUCKET, Mount, assert_unchanged, bucket_snapshot, h5osfs_bin, is_mounted,
                       list_like_aws, run_refused, set_child_subreaper, wait_exit)
 
-pytestmark = pytest.mark.backends("posix", "s3")
+pytestmark = pytest.mark.backends("posix", "s3", "rgw")
 
 DOMAIN_JSON = ".domain.json"
 XATTR_ROOT = "user.h5osfs.root"

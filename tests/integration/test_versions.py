@@ -15,7 +15,7 @@ import pytest
 
 from conftest import BUCKET
 
-pytestmark = pytest.mark.backends("posix", "s3")
+pytestmark = pytest.mark.backends("posix", "s3", "rgw")
 
 HOME = "home/test_user1"
 

@@ -21,7 +21,7 @@ import conftest
 import objcheck
 from conftest import SOURCE, Mount, MountSource, is_mounted
 
-pytestmark = pytest.mark.backends("posix", "s3")
+pytestmark = pytest.mark.backends("posix", "s3", "rgw")
 
 HOME = "home/test_user1"
 SAMPLES = sorted(p.name for p in SOURCE.glob("sample*.h5"))

@@ -16,7 +16,7 @@ import pytest
 import conftest
 from conftest import SOURCE, Mount, MountSource
 
-pytestmark = pytest.mark.backends("posix", "s3")
+pytestmark = pytest.mark.backends("posix", "s3", "rgw")
 
 HOME = "home/test_user1"
 
@@ -37,6 +37,13 @@ def make_domain(m, name, tmp_path):
     with open(src, "rb") as fin, open(m.path(f"{HOME}/{name}"), "wb") as fout:
         fout.write(fin.read())
     return src
+
+
+def same_hdf5(a, b):
+    """h5diff finds no difference between the two files (objects, attributes, values)."""
+    r = subprocess.run(["h5diff", str(a), str(b)], capture_output=True, text=True, timeout=120)
+    assert r.returncode in (0, 1), r.stderr
+    return r.returncode == 0
 
 
 # HDF5 leaves a file whose close failed half-closed, and h5py then crashes at exit: the writer
@@ -135,6 +142,43 @@ def test_two_copies_to_one_path_one_wins_whole(two_mounts, tmp_path, exists):
     assert kept_file(b, tmp_path / "cache_b").read_bytes() == two.read_bytes()
 
 
+@pytest.mark.parametrize("exists", [False, True], ids=["new", "replace"])
+def test_commits_at_the_same_moment_one_wins_whole(bucket_copy, mount_bucket, tmp_path,
+                                                   exists):
+    """Four mounts close a copy to one path at once, so that their conditional puts may race
+    on the server (RGW refuses a put that loses such a race with 500 UnknownError, which
+    h5osfs retries into the 412 that tells it lost): exactly one close succeeds, the others
+    fail with ESTALE and keep their bytes, and the domain is the winner's file whole."""
+    import threading
+    sources = [SOURCE / n for n in ("sample1.h5", "sample2.h5", "sample3.h5",
+                                    "partial_expected.h5")]
+    mounts = [mount_bucket(bucket_copy, "-o", f"user=test_user1,ttl=0,"
+                                              f"cache_dir={tmp_path}/cache{i}")
+              for i in range(len(sources))]
+    if exists:
+        make_domain(mounts[0], "race.h5", tmp_path)
+    fds = [raw_write(m.path(f"{HOME}/race.h5"), src.read_bytes())
+           for m, src in zip(mounts, sources)]
+    barrier = threading.Barrier(len(fds))
+    results = [None] * len(fds)
+
+    def close(i):
+        barrier.wait()
+        results[i] = close_errno(fds[i])
+    threads = [threading.Thread(target=close, args=(i,)) for i in range(len(fds))]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(120)
+    assert results.count(None) == 1 and results.count(errno.ESTALE) == len(fds) - 1, results
+    won = results.index(None)
+    for i, (m, src) in enumerate(zip(mounts, sources)):
+        assert same_hdf5(m.path(f"{HOME}/race.h5"), sources[won]), (i, won)
+        if i != won:
+            assert kept_file(m, tmp_path / f"cache{i}").read_bytes() == src.read_bytes()
+    assert "another writer" not in mounts[won].log()
+
+
 def test_writers_one_after_the_other_both_changes_stay(two_mounts, tmp_path):
     """No false conflict: B opens after A's commit, so B starts from A's version."""
     a, b = two_mounts
@@ -178,6 +222,26 @@ def test_a_change_that_loses_while_its_daemon_is_down_is_kept_at_restart(
         with h5py.File(m.path(f"{HOME}/down.h5"), "r") as got, h5py.File(one, "r") as want:
             assert sorted(got) == sorted(want)
     assert not list((cache_b / "staging").iterdir())
+
+
+@pytest.mark.not_on("posix", "s3", reason="Ceph RGW's If-Match (s3rver takes RFC 7232's quoted "
+                    "ETag; a local bucket has none)")
+def test_replacements_on_rgw_send_the_bare_if_match_once_seen(two_mounts, tmp_path):
+    """The real server behind test_commits_on_a_server_that_wants_if_match_bare: each mount's
+    first replacement finds that RGW refuses the quoted ETag, says so once, and every commit
+    lands; the second of two writers still loses."""
+    a, b = two_mounts
+    make_domain(a, "bare.h5", tmp_path)
+    for attr, value in (("x", 3), ("y", 4)):      # in a child: a failed close crashes h5py
+        assert RPlusWriter(a.path(f"{HOME}/bare.h5"), attr, value).change() == "closed"
+    assert a.log().count("wants If-Match without quotes") == 1, a.log()[-3000:]
+    wa = RPlusWriter(a.path(f"{HOME}/bare.h5"), "a", 1)
+    wb = RPlusWriter(b.path(f"{HOME}/bare.h5"), "b", 2)
+    assert wa.change() == "closed"
+    assert wb.change() == f"errno {errno.ESTALE}"
+    with h5py.File(b.path(f"{HOME}/bare.h5"), "r") as f:
+        assert sorted(f.attrs) == ["a", "x", "y"]
+    kept_file(b, tmp_path / "cache_b")
 
 
 @pytest.mark.posix_only(reason="starts its own S3 server (server.js --if-match-bare), whatever "

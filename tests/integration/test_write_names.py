@@ -15,7 +15,7 @@ import pytest
 
 from conftest import SOURCE, assert_serving, assert_unchanged, bucket_identity, bucket_snapshot
 
-pytestmark = pytest.mark.backends("posix", "s3")
+pytestmark = pytest.mark.backends("posix", "s3", "rgw")
 
 HOME = "home/test_user1"
 STRAY = f"{HOME}/stray.h5"         # a plain object, as HSDS's linked files are

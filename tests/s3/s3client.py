@@ -9,6 +9,7 @@ through http.client, path-style URLs. Standard library only (Debian's /usr/bin/p
 Every method returns a Response (status, reason, headers with lower-case names, body bytes) and
 raises nothing for HTTP errors; `check()` raises S3Error for a status >= 300.
 """
+import base64
 import datetime
 import hashlib
 import hmac
@@ -16,6 +17,7 @@ import http.client
 import socket
 import urllib.parse
 import xml.etree.ElementTree as ET
+from xml.sax.saxutils import escape as xml_escape
 
 EMPTY_SHA256 = hashlib.sha256(b"").hexdigest()
 UNSIGNED = "UNSIGNED-PAYLOAD"
@@ -222,6 +224,21 @@ class S3Client:
 
     def delete_object(self, bucket, key):
         return self.request("DELETE", bucket, key)
+
+    def delete_objects(self, bucket, keys):
+        """DeleteObjects (POST ?delete), 1000 keys a request; raises S3Error when a key was
+        not deleted."""
+        keys = list(keys)
+        for i in range(0, len(keys), 1000):
+            body = ("<Delete><Quiet>true</Quiet>" + "".join(
+                f"<Object><Key>{xml_escape(k)}</Key></Object>" for k in keys[i:i + 1000]) +
+                "</Delete>").encode()
+            md5 = base64.b64encode(hashlib.md5(body).digest()).decode()
+            r = self.request("POST", bucket, query=[("delete", "")], body=body,
+                             headers={"Content-MD5": md5}).check(f"DeleteObjects {bucket}")
+            failed = [e.findtext("Key") for e in parse_xml(r.body).iter("Error")]
+            if failed:
+                raise S3Error(r, f"DeleteObjects {bucket}: not deleted: {failed[:5]}")
 
     def list_objects_v2(self, bucket, prefix=None, delimiter=None, max_keys=None,
                         token=None, start_after=None):
