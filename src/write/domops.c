@@ -268,7 +268,7 @@ static int copy_object(const struct domops *d, const char *from_key, const char 
  * are written before old ones are deleted, so nothing disappears in between. */
 static int move_tree(const struct domops *d, const char *from, const char *to)
 {
-    char prefix[STORE_KEY_MAX + 2], from_key[STORE_KEY_MAX + 1], to_key[STORE_KEY_MAX + 1];
+    char prefix[STORE_KEY_MAX + 2], to_key[STORE_KEY_MAX + 1];
     struct store_list list = { 0 };
     snprintf(prefix, sizeof prefix, "%s/", from + 1);
     int rc = store_list(d->store, prefix, NULL, NULL, 0, &list);
@@ -285,11 +285,12 @@ static int move_tree(const struct domops *d, const char *from, const char *to)
     }
     for (size_t i = 0; i < list.n_objects && rc == 0; i++) {
         const char *rel = list.objects[i].key + plen, *tail = strrchr(rel, '/');
-        if (strcmp(tail ? tail + 1 : rel, ".domain.json") == 0)
-            store_delete(d->store, list.objects[i].key);
+        if (strcmp(tail ? tail + 1 : rel, ".domain.json") == 0 &&
+            store_delete(d->store, list.objects[i].key) != 0)
+            log_warn("%s: moved to %s, but its old name could not be deleted and still shows",
+                     list.objects[i].key, to);
     }
     store_list_free(&list);
-    (void)from_key;
     return rc;
 }
 
