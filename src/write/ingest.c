@@ -258,6 +258,10 @@ int ingest_new(const struct ingest_config *cfg, const char *h5path, const char *
         log_error("%s: %s is not a v2 root group id", log_name, base ? base->root : root);
         return -EINVAL;
     }
+    if (h5type_register_stand_ins() != 0) {
+        log_error("%s: HDF5 refused the bitfield conversion h5osfs registers", log_name);
+        return -EIO;
+    }
     snprintf(g.root, sizeof g.root, "%s", root);
     int rc = run(&g);
     strmap_free(g.by_base, NULL);
