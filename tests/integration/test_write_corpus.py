@@ -11,10 +11,12 @@ corpus directory, made with mkdir in the mount), unmount, mount again (read-only
 - `ncdump` of both (netCDF's reader, which lists attributes in the order the file holds
   them) must print the same after the first line, for every file whose ncdump works and
   prints the same twice (issue 11; skipped with a note when ncdump is not installed);
+- for the `.nc` files, xarray's `open_dataset(...).identical(...)` (xarray_same.py, in a process
+  of its own) must hold wherever xarray opens the original;
 - objcheck finds no problem in the bucket afterwards (test_bucket_objects).
 
 A file that cannot come back equal is listed in EXPECTED with the aspect that differs ("cp",
-"h5diff", "structure", "ncdump") and why. A test fails on a difference that is not listed, and
+"h5diff", "structure", "ncdump", "xarray") and why. A test fails on a difference that is not listed, and
 also on a listed difference that no longer occurs (the list must stay honest).
 
 One mount for the whole module (the copies happen once, in the module fixture); one test per
@@ -43,6 +45,11 @@ H5DIFF_TIMEOUT = 120
 H5DUMP_TIMEOUT = 60
 NCDUMP_TIMEOUT = 20         # ncdump loops on some HDF5 files (h5ex_g_visit.h5): not judged
 NCDUMP = shutil.which("ncdump")
+XARRAY_TIMEOUT = 60
+XARRAY_SAME = Path(__file__).with_name("xarray_same.py")   # open_dataset(...).identical(...)
+# Variables whose values are undefined in the source (declared _NoFill and never written: HDF5
+# returns whatever the file holds there), compared by dims and attributes only.
+UNDEFINED_VALUES = {"Unidata_netcdf-c/nc_test/f03tst_open_mem.nc": ["var2"]}
 
 pytestmark = pytest.mark.skipif(not (CORPUS / "MANIFEST.txt").is_file(),
                                 reason=f"the shared corpus is absent ({CORPUS})")
@@ -287,6 +294,12 @@ def compare(original, mounted, judge_h5diff=True):
         b = ncdump(mounted)
         if a != b:
             found["ncdump"] = described("ncdump", a, b)
+    if str(original).endswith(".nc"):
+        undefined = UNDEFINED_VALUES.get(Path(original).relative_to(CORPUS).as_posix(), [])
+        rc, out, err = run([sys.executable, str(XARRAY_SAME), str(original), str(mounted)] +
+                           undefined, XARRAY_TIMEOUT)
+        if rc not in (0, 3):
+            found["xarray"] = f"xarray_same.py exit {rc}: {(out + err)[-1500:]}"
     return found
 
 
