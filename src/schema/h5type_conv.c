@@ -1,7 +1,8 @@
-/* h5type_conv: the HDF5 conversion behind h5type_to_json_closest's bitfield stand-in. HDF5
- * converts bitfields only to bitfields; this soft conversion gives a bitfield's bits to an
- * unsigned integer of the same size, so H5Dread and H5Aread fill a buffer of the stand-in type
- * like any other. See include/h5osfs/h5type.h. */
+/* h5type_conv: the HDF5 conversions behind h5type_to_json_closest's stand-ins. HDF5 converts
+ * bitfields only to bitfields and time types to nothing; these soft conversions give a
+ * bitfield's bits to an unsigned integer of the same size and a time value's bytes to an
+ * opaque type of the same size, so H5Dread and H5Aread fill a buffer of the stand-in type like
+ * any other. See include/h5osfs/h5type.h. */
 #include "h5osfs/h5type.h"
 
 #include <pthread.h>
@@ -65,13 +66,32 @@ static herr_t bitfield_to_uint(hid_t src, hid_t dst, H5T_cdata_t *cdata, size_t 
     return 0;
 }
 
+/* A time type's bytes, as they are, into an opaque type of the same size. */
+static herr_t time_to_opaque(hid_t src, hid_t dst, H5T_cdata_t *cdata, size_t n,
+                             size_t buf_stride, size_t bkg_stride, void *buf, void *bkg,
+                             hid_t dxpl)
+{
+    (void)n, (void)buf_stride, (void)bkg_stride, (void)buf, (void)bkg, (void)dxpl;
+    if (H5Tget_size(src) != H5Tget_size(dst) || H5Tget_size(src) == 0)
+        return -1;
+    if (cdata->command == H5T_CONV_INIT)
+        cdata->need_bkg = H5T_BKG_NO;
+    return 0;   /* same size, converted in place: every byte is already where it belongs */
+}
+
 static pthread_once_t registered = PTHREAD_ONCE_INIT;
 static int register_rc;
 
 static void register_once(void)
 {
-    register_rc = H5Tregister(H5T_PERS_SOFT, "h5osfs bitfield to unsigned integer",
-                              H5T_NATIVE_B8, H5T_NATIVE_UCHAR, bitfield_to_uint) < 0 ? -1 : 0;
+    hid_t opaque = H5Tcreate(H5T_OPAQUE, 1);
+    register_rc = opaque < 0 ||
+                  H5Tregister(H5T_PERS_SOFT, "h5osfs bitfield to unsigned integer",
+                              H5T_NATIVE_B8, H5T_NATIVE_UCHAR, bitfield_to_uint) < 0 ||
+                  H5Tregister(H5T_PERS_SOFT, "h5osfs time to opaque", H5T_UNIX_D32LE, opaque,
+                              time_to_opaque) < 0 ? -1 : 0;
+    if (opaque >= 0 && H5Tclose(opaque) < 0)
+        register_rc = -1;
 }
 
 int h5type_register_stand_ins(void)

@@ -263,6 +263,22 @@ static json_t *emit_opaque(struct emitter *e, hid_t tid)
                      tag_json, NULL);
 }
 
+/* HSDS has no time class (HDF5 hardly has one: no conversions): the bytes as an opaque type
+ * whose tag says what they were (h5type_register_stand_ins copies them across). */
+static json_t *emit_time(struct emitter *e, hid_t tid)
+{
+    size_t size = H5Tget_size(tid);
+    H5T_order_t order = H5Tget_order(tid);
+    char tag[64];
+    if (size == 0 || (order != H5T_ORDER_LE && order != H5T_ORDER_BE) ||
+        !stand_in(e, "a %zu-byte time type is stored as opaque bytes of its size", size))
+        return refuse(e, "time types are not supported by HSDS");
+    snprintf(tag, sizeof tag, "HDF5 H5T_TIME, %zu bytes, %s", size,
+             order == H5T_ORDER_LE ? "little-endian" : "big-endian");
+    return object_of(e, NULL, NULL, "H5T_OPAQUE", "size", json_integer((json_int_t)size), "tag",
+                     json_string(tag), NULL);
+}
+
 static json_t *emit_reference(struct emitter *e, hid_t tid)
 {
     htri_t obj = H5Tequal(tid, H5T_STD_REF_OBJ);
@@ -504,7 +520,7 @@ static json_t *emit(struct emitter *e, hid_t tid, int depth)
     case H5T_VLEN:
         return emit_vlen(e, tid, depth);
     case H5T_TIME:
-        return refuse(e, "time types are not supported by HSDS");
+        return emit_time(e, tid);
     case H5T_BITFIELD:
         return emit_bitfield(e, tid);
     default:

@@ -103,7 +103,8 @@ ANON_TYPE = ("anonymous committed datatype (h5dump's \"#oid\" entry): not linked
              "it is stored as each dataset's own type")
 UD_LINK = "user-defined links have no HSDS link class (§3.3): left out"
 COMMENT = "object comments have no place in HSDS JSON (§3)"
-TIME_TYPE = "H5T_TIME has no HSDS type (§4): left out"
+TIME_TYPE = ("H5T_TIME has no HSDS type (§4): stored as opaque bytes of its size, but here it is "
+             "an array's base, which HSDS does not allow for opaque types: left out")
 HUGE_ELEMENT = ("an array element of 128 MiB is larger than any HSDS chunk (4 MiB at most, "
                 "§5.4): left out")
 ABSURD_EXTENT = "an attribute with an absurd extent (adversarial fixture) is left out"

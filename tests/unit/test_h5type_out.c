@@ -201,7 +201,16 @@ static void test_stand_ins(void)
                    "{\"class\": \"H5T_FLOAT\", \"base\": \"H5T_IEEE_F64LE\"}", "the same values");
     check_stand_in(copy(H5T_NATIVE_LDOUBLE),
                    "{\"class\": \"H5T_FLOAT\", \"base\": \"H5T_IEEE_F64LE\"}", "rounded");
-    check_refused(copy(H5T_UNIX_D32LE), "time");       /* no stand-in for everything */
+    check_stand_in(copy(H5T_UNIX_D64BE),
+                   "{\"class\": \"H5T_OPAQUE\", \"size\": 8, \"tag\": \"HDF5 H5T_TIME, 8 bytes, "
+                   "big-endian\"}", "time");
+    hid_t s = copy(H5T_C_S1);                   /* no stand-in for everything: */
+    CHECK(H5Tset_size(s, H5T_VARIABLE) >= 0);
+    hid_t vlvl = H5Tvlen_create(s);             /* a vlen of vlen strings */
+    CHECK(vlvl >= 0 && H5Tclose(s) >= 0);
+    json_t *none = h5type_to_json_closest(vlvl, note, sizeof note, why, sizeof why);
+    CHECK(none == NULL && why[0] != '\0');
+    CHECK(H5Tclose(vlvl) >= 0);
 }
 
 /* The registered conversion gives a bitfield's bits (offset, precision, either order) to the
@@ -222,6 +231,11 @@ static void test_bitfield_conversion(void)
     unsigned char one = 0xa5;
     CHECK(H5Tconvert(H5T_STD_B8LE, H5T_STD_U8LE, 1, &one, NULL, H5P_DEFAULT) >= 0);
     CHECK_INT(one, 0xa5);
+    unsigned char when[4] = {1, 2, 3, 4};
+    hid_t opaque = H5Tcreate(H5T_OPAQUE, 4);
+    CHECK(opaque >= 0 && H5Tconvert(H5T_UNIX_D32BE, opaque, 1, when, NULL, H5P_DEFAULT) >= 0);
+    CHECK(when[0] == 1 && when[3] == 4);
+    CHECK(H5Tclose(opaque) >= 0);
     H5E_BEGIN_TRY
     {
         int32_t wider = 1;      /* sizes differ: no conversion, as before */
