@@ -8,7 +8,7 @@ packages=(
   libfuse3-dev fuse3
   libjansson-dev libhdf5-dev hdf5-tools zlib1g-dev
   libcurl4-openssl-dev libssl-dev libexpat1-dev
-  libblosc-dev liblz4-dev libzstd-dev
+  libblosc-dev liblz4-dev libzstd-dev uuid-dev
   python3-pytest python3-h5py python3-numpy
   valgrind
   # HDF5 filter plugins for LZF and bitshuffle (libh5LZF.so, libh5bshuf.so): the corpus has

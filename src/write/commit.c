@@ -217,7 +217,7 @@ static int commit_new_root(const struct commit_ctx *c, struct journal_rec *rec,
     char old[SCHEMA_ID_BUF];
     int rc = check_base(c, rec);
     if (rc == 0)
-        rc = ingest_new_root_id(rec->new_root);
+        rc = ingest_new_root_id_for(rec->base_root, rec->new_root);
     if (rc == 0)
         rc = set_state(c, rec, JOURNAL_COMMITTING);
     if (rc == -ENOSPC || rc == -EDQUOT) {
