@@ -66,6 +66,14 @@ static void test_chunk_dims(void)
                (uint64_t[]){ 32768, 4 });
     check_dims(1, (uint64_t[]){ 7 }, (uint64_t[]){ 0 }, 4, (uint64_t[]){ 4 },
                (uint64_t[]){ 262144 });
+    /* declared extents of exabytes (issue 10.4): HSDS's sizes are Python integers, so a
+     * dataset size past 2^64 must not wrap to "small" (it made the chunk the whole dataset) */
+    check_dims(2, (uint64_t[]){ 1ull << 32, 1ull << 32 }, NULL, 1, (uint64_t[]){ 10, 10 },
+               (uint64_t[]){ 1280, 1280 });
+    check_dims(1, (uint64_t[]){ INT64_MAX }, NULL, 1, NULL, (uint64_t[]){ 4194304 });
+    check_dims(1, (uint64_t[]){ 1ull << 50 }, NULL, 8192, NULL, (uint64_t[]){ 512 });
+    check_dims(2, (uint64_t[]){ 1ull << 62, 1ull << 62 }, NULL, 8, NULL,
+               (uint64_t[]){ 512, 1024 });
 }
 
 /* ---- helpers ---- */
