@@ -11,6 +11,8 @@ packages=(
   libblosc-dev liblz4-dev libzstd-dev uuid-dev
   python3-pytest python3-h5py python3-numpy
   valgrind
+  # the Debian package that tests/integration/test_packaging.py builds and mounts
+  dpkg-dev debhelper
   # HDF5 filter plugins for LZF and bitshuffle (libh5LZF.so, libh5bshuf.so): the corpus has
   # files that use them, and ingest decodes a source's filters through HDF5
   bitshuffle

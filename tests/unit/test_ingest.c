@@ -205,7 +205,8 @@ static void test_round_trip(const char *name, const char *base_root)
         int st_diff = system(cmd);
         if (st_diff != 0) {
             snprintf(cmd, sizeof cmd, "cat '%s/%s.diff' | head -40 >&2", tmp_dir, bucket);
-            (void)system(cmd);
+            if (system(cmd) != 0)
+                fprintf(stderr, "cannot show %s/%s.diff\n", tmp_dir, bucket);
         }
         CHECK_INT(st_diff, 0);
     }
