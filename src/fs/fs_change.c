@@ -149,17 +149,27 @@ static void reply_entry_for(fuse_req_t req, struct fs *fs, const char *path)
         inode_forget(fs->inodes, e.ino, 1);
 }
 
-void op_mkdir(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode)
+/* One namespace change on name in parent, as the request's caller: 0 or -errno (stats_errno
+ * for the statistics file's name). *path is the caller's to free. */
+static int change_at(fuse_req_t req, fuse_ino_t parent, const char *name, int stats_errno,
+                     int (*change)(const struct domops *d, const char *user, const char *path),
+                     char **path)
 {
-    (void)mode;                 /* rights come from the folder's ACL, not from a mode */
     struct fs *fs = fs_of(req);
     struct caller caller;
     fs_caller_of(fs, req, &caller);
-    char *path = fs->cfg.read_only ? NULL : path_in(fs, parent, name);
-    int rc = fs->cfg.read_only ? -EROFS : !path ? -ENOMEM : fs_is_stats_path(path) ? -EEXIST
-           : domops_mkdir(&fs->ops, caller_user(&caller), path);
+    *path = fs->cfg.read_only ? NULL : path_in(fs, parent, name);
+    return fs->cfg.read_only ? -EROFS : !*path ? -ENOMEM : fs_is_stats_path(*path) ? stats_errno
+           : change(&fs->ops, caller_user(&caller), *path);
+}
+
+void op_mkdir(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode)
+{
+    (void)mode;                 /* rights come from the folder's ACL, not from a mode */
+    char *path;
+    int rc = change_at(req, parent, name, -EEXIST, domops_mkdir, &path);
     if (rc == 0)
-        reply_entry_for(req, fs, path);
+        reply_entry_for(req, fs_of(req), path);
     else
         fuse_reply_err(req, -rc);
     free(path);
@@ -170,13 +180,8 @@ static void reply_change(fuse_req_t req, fuse_ino_t parent, const char *name,
                          int (*change)(const struct domops *d, const char *user,
                                        const char *path))
 {
-    struct fs *fs = fs_of(req);
-    struct caller caller;
-    fs_caller_of(fs, req, &caller);
-    char *path = fs->cfg.read_only ? NULL : path_in(fs, parent, name);
-    int rc = fs->cfg.read_only ? -EROFS : !path ? -ENOMEM : fs_is_stats_path(path) ? -EPERM
-           : change(&fs->ops, caller_user(&caller), path);
-    fuse_reply_err(req, -rc);
+    char *path;
+    fuse_reply_err(req, -change_at(req, parent, name, -EPERM, change, &path));
     free(path);
 }
 

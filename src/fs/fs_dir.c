@@ -61,19 +61,27 @@ void op_getattr(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
     free(path);
 }
 
+/* ino's path and attributes with the request's caller's rights; *path is the caller's to free
+ * on success only. */
+static int stat_for_caller(struct fs *fs, fuse_req_t req, fuse_ino_t ino, char **path,
+                           struct ns_info *info)
+{
+    struct caller caller;
+    fs_caller_of(fs, req, &caller);
+    int rc = fs_stat_ino(fs, ino, path, info);
+    if (rc == 0 && (rc = fs_caller_rights(fs, &caller, *path, info)) != 0)
+        free(*path);
+    return rc;
+}
+
 void op_access(fuse_req_t req, fuse_ino_t ino, int mask)
 {
     struct fs *fs = fs_of(req);
     struct ns_info info;
-    struct caller caller;
     char *path;
-    fs_caller_of(fs, req, &caller);
-    int rc = fs_stat_ino(fs, ino, &path, &info);
+    int rc = stat_for_caller(fs, req, ino, &path, &info);
     if (rc == 0) {
-        rc = fs_caller_rights(fs, &caller, path, &info);
         free(path);
-    }
-    if (rc == 0) {
         mode_t mode = fs_mode_of(fs, &info);
         if ((mask & W_OK) && fs->cfg.read_only)
             rc = -EROFS;
@@ -153,12 +161,8 @@ void op_opendir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
     struct fs *fs = fs_of(req);
     struct ns_info info;
-    struct caller caller;
     char *path;
-    fs_caller_of(fs, req, &caller);
-    int rc = fs_stat_ino(fs, ino, &path, &info);
-    if (rc == 0 && (rc = fs_caller_rights(fs, &caller, path, &info)) != 0)
-        free(path);
+    int rc = stat_for_caller(fs, req, ino, &path, &info);
     if (rc != 0) {
         fuse_reply_err(req, -rc);
         return;

@@ -45,30 +45,32 @@ struct emitter {
     size_t note_len;
 };
 
+__attribute__((format(printf, 3, 0))) static void put_text(char *buf, size_t len,
+                                                           const char *fmt, va_list ap)
+{
+    if (buf && len > 0 && vsnprintf(buf, len, fmt, ap) < 0)
+        buf[0] = '\0';
+}
+
 /* A stand-in type is allowed: say what it loses (the first stand-in's note is kept). */
 __attribute__((format(printf, 2, 3))) static bool stand_in(struct emitter *e, const char *fmt, ...)
 {
     if (!e->note)
         return false;
-    if (e->note_len > 0 && e->note[0] == '\0') {
-        va_list ap;
-        va_start(ap, fmt);
-        if (vsnprintf(e->note, e->note_len, fmt, ap) < 0)
-            e->note[0] = '\0';
-        va_end(ap);
-    }
+    va_list ap;
+    va_start(ap, fmt);
+    if (e->note_len > 0 && e->note[0] == '\0')
+        put_text(e->note, e->note_len, fmt, ap);
+    va_end(ap);
     return true;
 }
 
 __attribute__((format(printf, 2, 3))) static json_t *refuse(struct emitter *e, const char *fmt, ...)
 {
-    if (e->why && e->why_len > 0) {
-        va_list ap;
-        va_start(ap, fmt);
-        if (vsnprintf(e->why, e->why_len, fmt, ap) < 0)
-            e->why[0] = '\0';
-        va_end(ap);
-    }
+    va_list ap;
+    va_start(ap, fmt);
+    put_text(e->why, e->why_len, fmt, ap);
+    va_end(ap);
     return NULL;
 }
 
