@@ -8,12 +8,14 @@ packages=(
   libfuse3-dev fuse3
   libjansson-dev libhdf5-dev hdf5-tools zlib1g-dev
   libcurl4-openssl-dev libssl-dev libexpat1-dev
-  libblosc-dev liblz4-dev libzstd-dev
+  libblosc-dev liblz4-dev libzstd-dev uuid-dev
   python3-pytest python3-h5py python3-numpy
   valgrind
   # the fuzz targets' build (meson -Dfuzz=true, fuzz/README.md): clang and its libFuzzer
   # runtime (libclang_rt.fuzzer-x86_64.a, in Debian 12's libclang-rt-14-dev)
   clang libclang-rt-14-dev
+  # the Debian package that tests/integration/test_packaging.py builds and mounts
+  dpkg-dev debhelper
   # HDF5 filter plugins for LZF and bitshuffle (libh5LZF.so, libh5bshuf.so): the corpus has
   # files that use them, and ingest decodes a source's filters through HDF5
   bitshuffle

@@ -48,8 +48,22 @@ unsigned h5type_traits(const json_t *type);
  * "size": "H5T_VARIABLE" on vlen types). A committed type's JSON is the same (the caller adds
  * "id" where a dataset uses it). Types HSDS cannot hold (region references,
  * bitfields, time, 128-bit numbers, vlen of vlen, non-IEEE floats other than half) give NULL
- * and a reason.
+ * and a reason; see h5type_to_json_closest for stand-ins.
  */
 json_t *h5type_to_json(hid_t tid, char *why, size_t why_len);
+
+/*
+ * The same, but a type HSDS cannot hold gets the closest one it can where there is one: a
+ * bitfield becomes the unsigned integer of its size (its bits kept), a float that is not IEEE
+ * (long double, VAX, n-bit, 128-bit) the smallest IEEE single or double that holds its values
+ * (rounded beyond double precision), a time type opaque bytes of its size (tagged "HDF5
+ * H5T_TIME, ..."). note then says what is lost (else ""). Reading the
+ * file's data as the stand-in needs h5type_register_stand_ins() once per process.
+ */
+json_t *h5type_to_json_closest(hid_t tid, char *note, size_t note_len, char *why, size_t why_len);
+
+/* Teach HDF5 the bitfield -> unsigned integer and time -> opaque conversions (thread-safe,
+ * once). 0 or -1. */
+int h5type_register_stand_ins(void);
 
 #endif

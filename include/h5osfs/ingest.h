@@ -96,9 +96,11 @@ struct ingest_stats {
 
 /*
  * Store the HDF5 file at h5path as a domain with a new root: root is a fresh id from
- * ingest_new_root_id (the caller journals it before anything is written, so an interrupted
- * commit can be undone), and every object is written under that root's prefix (db/A-B/),
- * nothing elsewhere. base: what the file started as (NULL for a new file or a replacement).
+ * ingest_new_root_id or ingest_new_root_id_for (the caller journals it before anything is
+ * written, so an interrupted commit can be undone). A v2 root's objects are all written under
+ * its prefix (db/A-B/), nothing elsewhere; a v1 root's objects get fresh v1 ids and top-level
+ * keys (§11), which only the root's JSON ties together. base: what the file started as (NULL
+ * for a new file, a replacement, or a v1 root: v1 objects share no digits to keep).
  * log_name (the domain path) prefixes every log line. On failure the objects written so far
  * stay under root (unreachable; the caller has them collected).
  * 0, or -EINVAL (not an HDF5 file, or one HDF5 cannot open; logged), -EIO (the store failed or
@@ -109,5 +111,11 @@ int ingest_new(const struct ingest_config *cfg, const char *h5path, const char *
 
 /* A fresh v2 root group id (§1.2), lowercase, from the system's random source. 0 or -EIO. */
 int ingest_new_root_id(char out[SCHEMA_ID_BUF]);
+
+/* The root of a new version of a domain whose current root is base_root ("" or NULL: a new
+ * domain): a v1 group id "g-<uuid1>" when base_root is v1, so that a v1 domain stays v1 as
+ * HSDS keeps it (§1.2, §11: its objects then get v1 ids and top-level keys), else a fresh v2
+ * root (new domains are v2, as HSDS makes them). 0 or -EIO. */
+int ingest_new_root_id_for(const char *base_root, char out[SCHEMA_ID_BUF]);
 
 #endif

@@ -116,6 +116,11 @@ int build_dataset_declare(struct builder *b, struct build_obj *o);
 int build_ref_chunks(struct builder *b, struct build_obj *o, struct image_dataset *ds,
                      uint64_t **chunks, size_t *n, char *why, size_t why_len);
 
+/* The prefix every chunk key of dataset dset_id (of rank dimensions) starts with, for listing
+ * them: "db/A-B/d/C-D-E/" for v2; "" for v1, whose chunk keys share no prefix (each starts
+ * with its own hash, spec §11) and are never listed. 0 or -EINVAL, -ENAMETOOLONG. */
+int build_chunk_key_prefix(const char *dset_id, int rank, char *buf, size_t len);
+
 /* The sorted linear indexes of ds's chunk objects (ds->id, key_prefix, rank, grid and
  * partition_count set): listed for v2 ids, every index of the grid for v1 ids (which cannot be
  * listed; -EFBIG beyond a million). A new array in *v (free it). 0, -EFBIG, -ENOMEM, -EIO. */

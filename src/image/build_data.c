@@ -407,10 +407,30 @@ static int sort_unique(const struct image_dataset *ds, struct chunk_list *l)
     return 0;
 }
 
+/* Every chunk of a v1 dataset's grid: v1 chunk keys share no prefix and cannot be listed
+ * (spec §11), so each is declared and a missing one reads as the fill value. -EFBIG beyond
+ * V1_PROBE_MAX. */
+static int all_chunks(const struct image_dataset *ds, struct chunk_list *out)
+{
+    uint64_t total = 1;
+    for (int k = 0; k < ds->rank; k++)
+        total = ds->grid[k] && total <= V1_PROBE_MAX / ds->grid[k] ? total * ds->grid[k]
+                                                                   : V1_PROBE_MAX + 1;
+    if (total > V1_PROBE_MAX)
+        return -EFBIG;
+    for (uint64_t i = 0; i < total; i++)
+        if (chunk_list_add(out, i) != 0)
+            return -ENOMEM;
+    return 0;
+}
+
 /* The dataset's chunk objects, as sorted linear indexes: one walk of its key prefix, each key
- * parsed as it comes (a million chunks cost their indexes, not a million listing entries). */
+ * parsed as it comes (a million chunks cost their indexes, not a million listing entries); for
+ * a v1 id every chunk of the grid (-EFBIG when too many). */
 static int list_chunks(struct builder *b, const struct image_dataset *ds, struct chunk_list *out)
 {
+    if (schema_id_version(ds->id) == 1)
+        return all_chunks(ds, out);
     struct chunk_walk w = { b, ds, out, strlen(ds->key_prefix), 0 };
     int rc = store_list_keys(b->src->store, ds->key_prefix, chunk_key_found, &w);
     uint64_t *fit = rc == 0 && out->n > 0 && out->n < out->cap
@@ -422,6 +442,23 @@ static int list_chunks(struct builder *b, const struct image_dataset *ds, struct
     if (rc == 0 && out->n > 1)
         rc = sort_unique(ds, out);
     return rc == -ENOMEM ? rc : rc ? -EIO : 0;
+}
+
+int build_chunk_key_prefix(const char *dset_id, int rank, char *buf, size_t len)
+{
+    uint64_t zero[IMAGE_MAX_RANK] = { 0 };
+    int rc = schema_chunk_key(dset_id, zero, rank, -1, buf, len);
+    if (rc != 0)
+        return rc;
+    if (schema_id_version(dset_id) == 1) {
+        buf[0] = '\0';         /* each v1 chunk key starts with its own hash: no prefix */
+        return 0;
+    }
+    char *cut = strrchr(buf, '/');
+    if (!cut)
+        return -EINVAL;
+    cut[1] = '\0';             /* chunk 0's key up to its index string */
+    return 0;
 }
 
 /* ---- listing ahead ---- */
@@ -436,8 +473,6 @@ static int listing_grid(struct builder *b, const struct build_obj *o, struct ima
     const char *ref = hjson_text(json_object_get(json_object_get(json_object_get(o->json,
                                   "creationProperties"), "layout"), "class"));
     size_t rank = json_array_size(dims);
-    uint64_t zero[IMAGE_MAX_RANK] = { 0 };
-    char *cut;
     if (o->cls != 'd' || schema_id_version(o->id) != 2 || (ref && strstr(ref, "_REF")) ||
         rank < 1 || rank > IMAGE_MAX_RANK || json_array_size(cdims) != rank)
         return -1;
@@ -451,12 +486,9 @@ static int listing_grid(struct builder *b, const struct build_obj *o, struct ima
     ds->rank = (int)rank;
     ds->partition_count = (int)json_integer_value(json_object_get(layout, "partition_count"));
     ds->path = o->path;
-    if (schema_chunk_key(o->id, zero, ds->rank, -1, ds->key_prefix, sizeof ds->key_prefix) ||
-        !(cut = strrchr(ds->key_prefix, '/')))
-        return -1;
-    cut[1] = '\0';
     (void)b;
-    return 0;
+    return build_chunk_key_prefix(o->id, ds->rank, ds->key_prefix, sizeof ds->key_prefix) ? -1
+                                                                                          : 0;
 }
 
 /* ---- one listing of the whole root (db/A-B/), while the objects are fetched ---- */
@@ -628,24 +660,10 @@ static int take_listed(struct build_obj *o, const struct image_dataset *ds,
     return 1;
 }
 
-static int all_chunks(const struct image_dataset *ds, struct chunk_list *out)
-{
-    uint64_t total = 1;
-    for (int k = 0; k < ds->rank; k++)
-        total = ds->grid[k] && total <= V1_PROBE_MAX / ds->grid[k] ? total * ds->grid[k]
-                                                                   : V1_PROBE_MAX + 1;
-    if (total > V1_PROBE_MAX)
-        return -EFBIG;
-    for (uint64_t i = 0; i < total; i++)
-        if (chunk_list_add(out, i) != 0)
-            return -ENOMEM;
-    return 0;
-}
-
 int build_list_chunks(struct builder *b, const struct image_dataset *ds, uint64_t **v, size_t *n)
 {
     struct chunk_list l = { 0 };
-    int rc = schema_id_version(ds->id) == 1 ? all_chunks(ds, &l) : list_chunks(b, ds, &l);
+    int rc = list_chunks(b, ds, &l);
     if (rc != 0) {
         free(l.v);
         return rc;
@@ -684,8 +702,6 @@ static int add_dataset(struct builder *b, struct image_dataset **out)
 static int describe_dataset(struct build_obj *o, const struct dset_plan *p,
                             struct image_dataset *ds, char *why, size_t why_len)
 {
-    char probe[STORE_KEY_MAX + 1];
-    uint64_t zero[IMAGE_MAX_RANK] = { 0 };
     ds->id = strdup(o->id);
     ds->path = strdup(o->path);
     ds->rank = p->rank;
@@ -700,15 +716,10 @@ static int describe_dataset(struct build_obj *o, const struct dset_plan *p,
     }
     if (!ds->id || !ds->path)
         return -ENOMEM;
-    /* the prefix every chunk key of the dataset starts with: its chunk 0 key up to the index */
-    char *cut = NULL;
-    if (schema_chunk_key(o->id, zero, p->rank, -1, probe, sizeof probe) != 0 ||
-        !(cut = strrchr(probe, '/'))) {
+    if (build_chunk_key_prefix(o->id, p->rank, ds->key_prefix, sizeof ds->key_prefix) != 0) {
         snprintf(why, why_len, "its id has no chunk keys");
         return -EINVAL;
     }
-    cut[1] = '\0';
-    snprintf(ds->key_prefix, sizeof ds->key_prefix, "%s", probe);
     const json_t *filters = json_object_get(p->cprops, "filters");
     return codec_spec_from_filters(filters, p->stored_size, 0, CODEC_SOURCE_HSDS, &ds->codec,
                                    why, why_len);
@@ -789,8 +800,7 @@ static int chunk_source(struct builder *b, struct build_obj *o, const struct dse
     int rc = is_ref_layout(p) ? build_ref_chunks(b, o, ds, &chunks->v, &chunks->n, why, why_len)
                               : 1;
     if (rc == 1)                /* chunk objects in the bucket */
-        rc = schema_id_version(o->id) == 1 ? all_chunks(ds, chunks)
-           : take_listed(o, ds, chunks) ? 0 : list_chunks(b, ds, chunks);
+        rc = take_listed(o, ds, chunks) ? 0 : list_chunks(b, ds, chunks);
     if (rc == -EFBIG)
         snprintf(why, why_len, "a v1 dataset of more than %u chunks, which cannot be listed",
                  V1_PROBE_MAX);
@@ -1228,6 +1238,11 @@ static int write_values(struct builder *b, struct build_obj *o, const struct dse
     int rc = values_grid(o, p, &ds, why, why_len);
     if (rc == 0 && !take_listed(o, &ds, &chunks))
         rc = list_chunks(b, &ds, &chunks);
+    if (rc == -EFBIG) {
+        snprintf(why, why_len, "a v1 dataset of more than %u chunks, which cannot be listed",
+                 V1_PROBE_MAX);
+        rc = -EINVAL;
+    }
     if (rc == 0)
         rc = index_by_stored_chunks(o->hid, p, chunks.n);
     for (size_t i = 0; i < chunks.n && rc == 0; i++) {

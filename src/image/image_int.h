@@ -47,7 +47,7 @@ struct ref_piece {
 struct image_dataset {
     char *id;
     char *path;                 /* first path in the file, for log lines */
-    char key_prefix[STORE_KEY_MAX + 1];   /* "db/A-B/d/C-D-E/" */
+    char key_prefix[STORE_KEY_MAX + 1];   /* "db/A-B/d/C-D-E/"; "" for v1 ids */
     enum chunk_origin origin;
     int rank;
     int partition_count;        /* 0: none */

@@ -427,15 +427,11 @@ static int table_open(struct builder *b, const char *table_id, struct image_data
     if (!t->ds.id || !t->ds.path)
         return -ENOMEM;
     /* the prefix its chunk keys share, to list them (as build_data does for datasets) */
-    uint64_t zero[IMAGE_MAX_RANK] = { 0 };
-    char probe[STORE_KEY_MAX + 1], *cut;
-    if (schema_chunk_key(table_id, zero, ds->rank, -1, probe, sizeof probe) != 0 ||
-        !(cut = strrchr(probe, '/'))) {
+    if (build_chunk_key_prefix(table_id, ds->rank, t->ds.key_prefix,
+                               sizeof t->ds.key_prefix) != 0) {
         snprintf(why, why_len, "chunk table %s has no chunk keys", table_id);
         return -EINVAL;
     }
-    cut[1] = '\0';
-    snprintf(t->ds.key_prefix, sizeof t->ds.key_prefix, "%s", probe);
     if (h5type_stored_size(type, &stored) == 0)
         t->ds.chunk_bytes = t->ds.chunk_bytes / H5Tget_size(t->tid) * stored;
     const json_t *filters = json_object_get(json_object_get(t->json, "creationProperties"), "filters");

@@ -45,6 +45,9 @@ static const struct fuse_opt option_spec[] = {
     FUSE_OPT_KEY("bucket_images=", KEY_BUCKET_IMAGES),
     FUSE_OPT_KEY("no_repairs", KEY_NO_REPAIRS),
     FUSE_OPT_KEY("user=", KEY_USER),
+    /* user= is also mount(8)'s own "user" keyword: in fstab it would make the entry mountable
+     * by every local user. fstab lines name the HSDS user this way instead. */
+    FUSE_OPT_KEY("hsds_user=", KEY_USER),
     FUSE_OPT_KEY("admin_user=", KEY_ADMIN_USER),
     FUSE_OPT_KEY("user_map=", KEY_USER_MAP),
     FUSE_OPT_KEY("ttl=", KEY_TTL),
@@ -78,6 +81,7 @@ void options_usage(const char *prog)
            "    -d                     debug log (implies -f)\n"
            "    -o ro                  read-only mount\n"
            "    -o user=NAME           HSDS user name for ACL checks (default: your user name)\n"
+           "    -o hsds_user=NAME      the same, for fstab and mount(8), where user is theirs\n"
            "    -o admin_user=NAME     HSDS admin user name (default: admin)\n"
            "    -o user_map=UID:NAME[:UID:NAME...]\n"
            "                           HSDS user names of other local users (with allow_other;\n"

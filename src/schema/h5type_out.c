@@ -41,17 +41,36 @@
 struct emitter {
     char *why;
     size_t why_len;
+    char *note;                 /* non-NULL: stand-ins allowed, and what they lose goes here */
+    size_t note_len;
 };
+
+__attribute__((format(printf, 3, 0))) static void put_text(char *buf, size_t len,
+                                                           const char *fmt, va_list ap)
+{
+    if (buf && len > 0 && vsnprintf(buf, len, fmt, ap) < 0)
+        buf[0] = '\0';
+}
+
+/* A stand-in type is allowed: say what it loses (the first stand-in's note is kept). */
+__attribute__((format(printf, 2, 3))) static bool stand_in(struct emitter *e, const char *fmt, ...)
+{
+    if (!e->note)
+        return false;
+    va_list ap;
+    va_start(ap, fmt);
+    if (e->note_len > 0 && e->note[0] == '\0')
+        put_text(e->note, e->note_len, fmt, ap);
+    va_end(ap);
+    return true;
+}
 
 __attribute__((format(printf, 2, 3))) static json_t *refuse(struct emitter *e, const char *fmt, ...)
 {
-    if (e->why && e->why_len > 0) {
-        va_list ap;
-        va_start(ap, fmt);
-        if (vsnprintf(e->why, e->why_len, fmt, ap) < 0)
-            e->why[0] = '\0';
-        va_end(ap);
-    }
+    va_list ap;
+    va_start(ap, fmt);
+    put_text(e->why, e->why_len, fmt, ap);
+    va_end(ap);
     return NULL;
 }
 
@@ -144,15 +163,37 @@ static bool ieee_layout(hid_t tid, size_t size)
     return false;
 }
 
+/* The smallest IEEE single or double that holds every value of a float type (long double,
+ * VAX, n-bit, 128-bit): HDF5 converts to it. 0 when it rounds (precision beyond double). */
+static unsigned ieee_bits_for(hid_t tid, bool *exact)
+{
+    size_t spos, epos, esize, mpos, msize;
+    if (H5Tget_fields(tid, &spos, &epos, &esize, &mpos, &msize) < 0)
+        return 0;
+    *exact = esize <= 11 && msize <= 52;
+    return esize <= 8 && msize <= 23 ? 32 : 64;
+}
+
 static int float_name(struct emitter *e, hid_t tid, char name[NAME_LEN])
 {
     size_t size = H5Tget_size(tid);
+    unsigned bits;
     const char *suffix = order_suffix(tid, size);
-    if (!suffix || !ieee_layout(tid, size)) {
+    bool exact;
+    if (suffix && ieee_layout(tid, size)) {
+        snprintf(name, NAME_LEN, "H5T_IEEE_F%zu%s", size * 8, suffix);
+        return 0;
+    }
+    if (!(bits = ieee_bits_for(tid, &exact)) ||
+        !stand_in(e, "a %zu-byte float that is not IEEE half, single or double is stored as IEEE "
+                  "F%u%s", size, bits,
+                  exact ? " (the same values)"
+                        : ": values rounded to double precision, out of its range infinite")) {
         refuse(e, "%zu-byte float is not IEEE half, single or double", size);
         return -EINVAL;
     }
-    snprintf(name, NAME_LEN, "H5T_IEEE_F%zu%s", size * 8, suffix);
+    bool big = suffix && strcmp(suffix, "BE") == 0;        /* VAX's stand-in is LE */
+    snprintf(name, NAME_LEN, "H5T_IEEE_F%u%s", bits, big ? "BE" : "LE");
     return 0;
 }
 
@@ -164,6 +205,21 @@ static json_t *emit_number(struct emitter *e, hid_t tid, H5T_class_t cls)
         return NULL;
     return object_of(e, NULL, NULL, cls == H5T_INTEGER ? "H5T_INTEGER" : "H5T_FLOAT", "base",
                      json_string(name), NULL);
+}
+
+/* HSDS has no bitfields: their bits as an unsigned integer of their size (the conversion
+ * h5type_register_stand_ins adds makes HDF5 read them so). */
+static json_t *emit_bitfield(struct emitter *e, hid_t tid)
+{
+    size_t size = H5Tget_size(tid);
+    const char *suffix = order_suffix(tid, size);
+    char name[NAME_LEN];
+    if (!suffix || (size != 1 && size != 2 && size != 4 && size != 8) ||
+        !stand_in(e, "a %zu-byte bitfield is stored as an unsigned integer of its size "
+                  "(the bits are kept, the type class is not)", size))
+        return refuse(e, "bitfield types are not supported by HSDS");
+    snprintf(name, NAME_LEN, "H5T_STD_U%zu%s", size * 8, suffix);
+    return object_of(e, NULL, NULL, "H5T_INTEGER", "base", json_string(name), NULL);
 }
 
 /* ---- strings, opaque, references ---- */
@@ -207,6 +263,22 @@ static json_t *emit_opaque(struct emitter *e, hid_t tid)
         return refuse(e, "opaque tag is not UTF-8");
     return object_of(e, NULL, NULL, "H5T_OPAQUE", "size", json_integer((json_int_t)size), "tag",
                      tag_json, NULL);
+}
+
+/* HSDS has no time class (HDF5 hardly has one: no conversions): the bytes as an opaque type
+ * whose tag says what they were (h5type_register_stand_ins copies them across). */
+static json_t *emit_time(struct emitter *e, hid_t tid)
+{
+    size_t size = H5Tget_size(tid);
+    H5T_order_t order = H5Tget_order(tid);
+    char tag[64];
+    if (size == 0 || (order != H5T_ORDER_LE && order != H5T_ORDER_BE) ||
+        !stand_in(e, "a %zu-byte time type is stored as opaque bytes of its size", size))
+        return refuse(e, "time types are not supported by HSDS");
+    snprintf(tag, sizeof tag, "HDF5 H5T_TIME, %zu bytes, %s", size,
+             order == H5T_ORDER_LE ? "little-endian" : "big-endian");
+    return object_of(e, NULL, NULL, "H5T_OPAQUE", "size", json_integer((json_int_t)size), "tag",
+                     json_string(tag), NULL);
 }
 
 static json_t *emit_reference(struct emitter *e, hid_t tid)
@@ -450,9 +522,9 @@ static json_t *emit(struct emitter *e, hid_t tid, int depth)
     case H5T_VLEN:
         return emit_vlen(e, tid, depth);
     case H5T_TIME:
-        return refuse(e, "time types are not supported by HSDS");
+        return emit_time(e, tid);
     case H5T_BITFIELD:
-        return refuse(e, "bitfield types are not supported by HSDS");
+        return emit_bitfield(e, tid);
     default:
         return refuse(e, "HDF5 could not give the type class");
     }
@@ -460,9 +532,16 @@ static json_t *emit(struct emitter *e, hid_t tid, int depth)
 
 json_t *h5type_to_json(hid_t tid, char *why, size_t why_len)
 {
-    struct emitter e = {why, why_len};
+    return h5type_to_json_closest(tid, NULL, 0, why, why_len);
+}
+
+json_t *h5type_to_json_closest(hid_t tid, char *note, size_t note_len, char *why, size_t why_len)
+{
+    struct emitter e = {why, why_len, note, note_len};
     if (why && why_len > 0)
         why[0] = '\0';
+    if (note && note_len > 0)
+        note[0] = '\0';
     json_t *json = emit(&e, tid, 0);
     if (!json)
         return NULL;

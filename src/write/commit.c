@@ -100,15 +100,20 @@ static int named_root(const char *path, const char *key, const json_t *dom, cons
     return *root ? 0 : -EISDIR;     /* a folder was made at this path meanwhile */
 }
 
-/* The text of the .domain.json naming root: a new one, or dom with its root swapped (owner,
- * ACLs, timestamps and unknown members kept). */
+/* The text of the .domain.json naming root: a new one, or dom with its root swapped and
+ * lastModified now (owner, ACLs, created and unknown members kept). HSDS itself moves
+ * lastModified only for ACL changes, but it is the file's mtime here, which a change must
+ * move for make, rsync and backups; HSDS reads any later time. */
 static int domain_text(const struct commit_ctx *c, const char *path, json_t *dom,
                        const char *root, char **text)
 {
     if (!dom)
         return domops_domain_json(c->ops, path, root, text);
-    return json_object_set_new(dom, "root", json_string(root)) == 0 ? hjson_dumps(dom, text)
-                                                                     : -ENOMEM;
+    if (json_object_set_new(dom, "root", json_string(root)) != 0 ||
+        (json_object_get(dom, "lastModified") &&
+         json_object_set_new(dom, "lastModified", json_real(clock_wall())) != 0))
+        return -ENOMEM;
+    return hjson_dumps(dom, text);
 }
 
 static int lost_to_another_writer(const struct journal_rec *rec, const char *now)
@@ -217,7 +222,7 @@ static int commit_new_root(const struct commit_ctx *c, struct journal_rec *rec,
     char old[SCHEMA_ID_BUF];
     int rc = check_base(c, rec);
     if (rc == 0)
-        rc = ingest_new_root_id(rec->new_root);
+        rc = ingest_new_root_id_for(rec->base_root, rec->new_root);
     if (rc == 0)
         rc = set_state(c, rec, JOURNAL_COMMITTING);
     if (rc == -ENOSPC || rc == -EDQUOT) {

@@ -15,6 +15,8 @@
 #include <sys/random.h>
 #include <unistd.h>
 
+#include <uuid/uuid.h>
+
 #include "h5osfs/clock.h"
 #include "h5osfs/h5type.h"
 #include "h5osfs/hjson.h"
@@ -52,9 +54,32 @@ int ingest_new_root_id(char out[SCHEMA_ID_BUF])
     return 0;
 }
 
+/* "<cls>-" + a time-based UUID, as HSDS mints every id of a v1 domain (uuid.uuid1(), §1.2). */
+static void new_v1_id(char cls, char out[SCHEMA_ID_BUF])
+{
+    uuid_t u;
+    char text[37];
+    uuid_generate_time(u);
+    uuid_unparse_lower(u, text);
+    snprintf(out, SCHEMA_ID_BUF, "%c-%s", cls, text);
+}
+
+int ingest_new_root_id_for(const char *base_root, char out[SCHEMA_ID_BUF])
+{
+    if (base_root && schema_id_version(base_root) == 1) {
+        new_v1_id('g', out);
+        return 0;
+    }
+    return ingest_new_root_id(out);
+}
+
 int ingest_new_id(const struct ingest *g, char cls, char out[SCHEMA_ID_BUF])
 {
     char hex[32];
+    if (schema_id_version(g->root) == 1) {
+        new_v1_id(cls, out);    /* a v1 domain stays v1 (§11): no digits shared with the root */
+        return 0;
+    }
     const char *r = g->root + 2;    /* "A-B-..." : the first 16 digits come from the root */
     memcpy(hex, r, 8);
     memcpy(hex + 8, r + 9, 8);
@@ -248,15 +273,28 @@ static int run(struct ingest *g)
     return rc;
 }
 
+/* A v2 root group id, or any v1 group id (a v1 root has no rule of its own, §11). */
+static int is_new_root(const char *root)
+{
+    return schema_id_is_root(root) == 1 ||
+           (schema_id_version(root) == 1 && schema_id_class(root) == 'g');
+}
+
 int ingest_new(const struct ingest_config *cfg, const char *h5path, const char *log_name,
                const char *root, const struct ingest_base *base, struct ingest_stats *stats)
 {
     struct ingest g = { .cfg = cfg, .log_name = log_name, .h5path = h5path, .stats = stats,
                         .base = base, .file = H5I_INVALID_HID, .raw_fd = -1 };
     memset(stats, 0, sizeof *stats);
-    if (schema_id_is_root(root) != 1 || (base && schema_id_is_root(base->root) != 1)) {
-        log_error("%s: %s is not a v2 root group id", log_name, base ? base->root : root);
+    if (!is_new_root(root) || (base && (schema_id_is_root(base->root) != 1 ||
+                                        schema_id_is_root(root) != 1))) {
+        log_error("%s: %s is not a root group id this ingest can write (a v2 root, or a v1 "
+                  "group id with no base)", log_name, base ? base->root : root);
         return -EINVAL;
+    }
+    if (h5type_register_stand_ins() != 0) {
+        log_error("%s: HDF5 refused the bitfield conversion h5osfs registers", log_name);
+        return -EIO;
     }
     snprintf(g.root, sizeof g.root, "%s", root);
     int rc = run(&g);

@@ -39,8 +39,8 @@ static void expand_chunk(int rank, const uint64_t *dims, const uint64_t *maxdims
     uint64_t dset = itemsize;
     for (int k = 0; k < rank; k++) {
         extendable += maxdims && (maxdims[k] == 0 || maxdims[k] > dims[k]);
-        if (dims[k])
-            dset *= dims[k];
+        if (dims[k] && __builtin_mul_overflow(dset, dims[k], &dset))
+            dset = UINT64_MAX;  /* Python's size has no bound: never "small" by wrapping */
     }
     if (dset <= INGEST_CHUNK_MIN && extendable == 0) {
         memcpy(c, dims, (size_t)rank * sizeof *c);
@@ -81,16 +81,19 @@ static void shrink_chunk(int rank, size_t itemsize, uint64_t *c)
 {
     uint64_t size = chunk_bytes(rank, c, itemsize);
     while (size > INGEST_CHUNK_MAX) {
-        uint64_t old = size;
+        /* a round that halves a dim makes HSDS's (unbounded) size smaller even while ours is
+         * saturated: stop only when no dim can be halved */
+        int halved = 0;
         for (int k = 0; k < rank; k++) {
             if (c[k] <= 1)
                 continue;
-            c[k] = (c[k] + 1) / 2;
+            c[k] = c[k] / 2 + (c[k] % 2);
+            halved = 1;
             size = chunk_bytes(rank, c, itemsize);
             if (size <= INGEST_CHUNK_MAX)
                 break;
         }
-        if (size >= old)
+        if (!halved)
             break;
     }
 }
@@ -454,8 +457,6 @@ static void place_chunk(const struct dset_io *io, struct chunk_at *c)
 
 /* ---- which chunks to visit ---- */
 
-#define SPARSE_LIST_MAX (1u << 20)  /* target chunks a sparse source may list */
-
 static int cmp_u64(const void *a, const void *b)
 {
     uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
@@ -480,10 +481,8 @@ static int add_overlaps(const struct dset_io *io, const uint64_t *grid, const hs
         hi[k] = (end - 1) / io->cdims[k];
         count *= hi[k] - lo[k] + 1;
     }
-    if (l->n + count > SPARSE_LIST_MAX)
-        return -E2BIG;
     if (l->n + count > l->cap) {
-        size_t cap = (l->n + count) * 2 < SPARSE_LIST_MAX ? (l->n + count) * 2 : SPARSE_LIST_MAX;
+        size_t cap = (l->n + count) * 2;
         uint64_t *bigger = realloc(l->idx, cap * sizeof *bigger);
         if (!bigger)
             return -ENOMEM;
@@ -505,8 +504,9 @@ static int add_overlaps(const struct dset_io *io, const uint64_t *grid, const hs
 /* (HDF5 1.10.8 refuses H5S_ALL here, and counts every chunk whatever the selection.) */
 /* The target chunks that overlap a chunk the source file has allocated, when the source is
  * chunked and sparse: every other chunk is the fill value everywhere, and reading it from
- * HDF5 region by region (a 4 GiB dataset with two chunks written) takes minutes. 1 with the
- * list, 0 when every chunk has to be visited. */
+ * HDF5 region by region (a 4 GiB dataset with two chunks written) takes minutes; a declared
+ * extent of exabytes, forever. 1 with the list (as long as what the file stores), 0 when
+ * every chunk has to be visited (listing saves little), -EIO (logged) or -ENOMEM. */
 static int sparse_targets(struct dset_io *io, const uint64_t *grid, uint64_t total,
                           struct target_list *l)
 {
@@ -521,22 +521,27 @@ static int sparse_targets(struct dset_io *io, const uint64_t *grid, uint64_t tot
         hsize_t off[INGEST_MAX_RANK], size;
         unsigned mask;
         haddr_t addr;
-        rc = H5Dget_chunk_info(io->dset, io->space, i, off, &mask, &addr, &size) < 0
-                 ? -EIO : add_overlaps(io, grid, off, src, l);
+        if (H5Dget_chunk_info(io->dset, io->space, i, off, &mask, &addr, &size) < 0) {
+            log_error("%s: %s: chunk %llu of the %llu the file has cannot be listed",
+                      io->g->log_name, io->o->path, (unsigned long long)i,
+                      (unsigned long long)nchunks);
+            rc = -EIO;
+        } else {
+            rc = add_overlaps(io, grid, off, src, l);
+        }
     }
-    if (rc != 0 || l->n >= total / 2) {
-        free(l->idx);
-        memset(l, 0, sizeof *l);
-        return 0;               /* cannot list, or listing saves little: visit them all */
-    }
-    if (l->n > 1)
+    if (rc == 0 && l->n > 1)
         qsort(l->idx, l->n, sizeof *l->idx, cmp_u64);
     size_t u = 0;
-    for (size_t i = 0; i < l->n; i++)
+    for (size_t i = 0; rc == 0 && i < l->n; i++)
         if (u == 0 || l->idx[u - 1] != l->idx[i])
             l->idx[u++] = l->idx[i];
     l->n = u;
-    return 1;
+    if (rc == 0 && l->n < total / 2)
+        return 1;
+    free(l->idx);
+    memset(l, 0, sizeof *l);
+    return rc;
 }
 
 static void chunk_from_linear(const struct dset_io *io, const uint64_t *grid, uint64_t lin,
@@ -548,6 +553,20 @@ static void chunk_from_linear(const struct dset_io *io, const uint64_t *grid, ui
     }
 }
 
+/* The file stores no values of the dataset at all (late allocation, nothing written): every
+ * chunk is the fill value, whatever extent it declares. A virtual or external dataset's values
+ * are elsewhere: never so. */
+static int stores_nothing(const struct dset_io *io)
+{
+    H5D_space_status_t status;
+    hsize_t nchunks = 1;
+    if (io->virt || H5Dget_space_status(io->dset, &status) < 0)
+        return 0;
+    if (H5Pget_layout(io->dcpl) == H5D_CHUNKED)
+        return H5Dget_num_chunks(io->dset, io->space, &nchunks) >= 0 && nchunks == 0;
+    return status == H5D_SPACE_STATUS_NOT_ALLOCATED;
+}
+
 static int all_chunks(struct dset_io *io)
 {
     uint64_t grid[INGEST_MAX_RANK], total = 1;
@@ -555,17 +574,24 @@ static int all_chunks(struct dset_io *io)
     struct target_list l;
     memset(&c, 0, sizeof c);
     for (int k = 0; k < io->rank; k++) {
-        grid[k] = io->cdims[k] ? (io->dims[k] + io->cdims[k] - 1) / io->cdims[k] : 0;
+        /* dims may be near 2^64: no dims + cdims - 1 */
+        grid[k] = io->cdims[k] ? io->dims[k] / io->cdims[k] + (io->dims[k] % io->cdims[k] != 0)
+                               : 0;
         if (grid[k] == 0)
             return 0;           /* an empty dataset has no chunks */
         if (__builtin_mul_overflow(total, grid[k], &total))
             total = UINT64_MAX;
     }
+    if (stores_nothing(io)) {
+        io->g->stats->chunks_fill += total;
+        return 0;
+    }
     unsigned char *buf = malloc(io->n * io->memsize);
     if (!buf)
         return -ENOMEM;
-    int rc = 0;
-    if (sparse_targets(io, grid, total, &l)) {
+    int rc = sparse_targets(io, grid, total, &l);
+    if (rc == 1) {
+        rc = 0;
         io->g->stats->chunks_fill += total - l.n;
         for (size_t i = 0; rc == 0 && i < l.n; i++) {
             chunk_from_linear(io, grid, l.idx[i], &c);
@@ -573,7 +599,7 @@ static int all_chunks(struct dset_io *io)
             rc = one_chunk(io, &c, buf);
         }
         free(l.idx);
-    } else {
+    } else if (rc == 0) {
         do {
             place_chunk(io, &c);
             rc = one_chunk(io, &c, buf);
@@ -599,37 +625,41 @@ static int missing_filter(hid_t dcpl)
 
 /* ---- chunks of the file as the file chunks it (with a base) ---- */
 
-/* fn for every chunk dataset d has allocated in the file (its own chunk grid), until fn gives
- * non-zero (that value). */
-static int for_each_file_chunk(struct ingest *g, hid_t d,
+/* fn for every chunk dataset d has allocated in the file (its own chunk grid) inside its
+ * extent, until fn gives non-zero (that value). The chunk index is listed, never the grid: a
+ * declared extent costs nothing. */
+static int for_each_file_chunk(struct ingest *g, hid_t d, const char *path,
                                int (*fn)(struct ingest *g, void *ctx, haddr_t addr, hsize_t size,
                                          const uint64_t *idx, int rank),
                                void *ctx)
 {
     hid_t space = H5Dget_space(d), dcpl = H5Dget_create_plist(d);
-    hsize_t dims[INGEST_MAX_RANK], cdims[INGEST_MAX_RANK], off[INGEST_MAX_RANK];
-    uint64_t idx[INGEST_MAX_RANK] = { 0 };
+    hsize_t dims[INGEST_MAX_RANK], cdims[INGEST_MAX_RANK], off[INGEST_MAX_RANK], n = 0;
+    uint64_t idx[INGEST_MAX_RANK];
     int rank = space < 0 ? -1 : H5Sget_simple_extent_ndims(space);
     int rc = dcpl < 0 || rank < 0 || rank > INGEST_MAX_RANK ||
              H5Sget_simple_extent_dims(space, dims, NULL) < 0 ? -EIO : 0;
     int chunked = rc == 0 && rank > 0 && H5Pget_layout(dcpl) == H5D_CHUNKED &&
                   H5Pget_chunk(dcpl, rank, cdims) == rank;     /* else no chunk extents */
-    for (int k = 0; chunked && k < rank; k++)
-        chunked = dims[k] > 0 && cdims[k] > 0;
-    while (rc == 0 && chunked) {
+    if (chunked && H5Dget_num_chunks(d, space, &n) < 0)
+        rc = -EIO;
+    for (hsize_t i = 0; rc == 0 && chunked && i < n; i++) {
         unsigned mask;
         haddr_t addr = HADDR_UNDEF;
         hsize_t size = 0;
-        for (int k = 0; k < rank; k++)
-            off[k] = idx[k] * cdims[k];
-        if (H5Dget_chunk_info_by_coord(d, off, &mask, &addr, &size) >= 0 &&
-            addr != HADDR_UNDEF && size > 0)
-            rc = fn(g, ctx, addr, size, idx, rank);
-        int k = rank - 1;
-        for (; k >= 0 && ++idx[k] * cdims[k] >= dims[k]; k--)
-            idx[k] = 0;
-        if (k < 0)
+        int inside = 1;
+        if (H5Dget_chunk_info(d, space, i, off, &mask, &addr, &size) < 0) {
+            log_error("%s: %s: chunk %llu of the %llu the file has cannot be listed",
+                      g->log_name, path, (unsigned long long)i, (unsigned long long)n);
+            rc = -EIO;
             break;
+        }
+        for (int k = 0; k < rank; k++) {
+            inside &= cdims[k] > 0 && off[k] < dims[k];     /* not left by a shrink */
+            idx[k] = cdims[k] ? off[k] / cdims[k] : 0;
+        }
+        if (inside && addr != HADDR_UNDEF && size > 0)
+            rc = fn(g, ctx, addr, size, idx, rank);
     }
     if (dcpl >= 0)
         H5Pclose(dcpl);
@@ -658,7 +688,7 @@ int ingest_dataset_untouched(struct ingest *g, struct ingest_obj *o)
 {
     struct base_walk w = { o->base_id, 0 };
     hid_t d = H5Dopen2(g->file, o->path, H5P_DEFAULT);
-    int rc = d < 0 ? -EIO : for_each_file_chunk(g, d, base_chunk_bytes, &w);
+    int rc = d < 0 ? -EIO : for_each_file_chunk(g, d, o->path, base_chunk_bytes, &w);
     if (d >= 0)
         H5Dclose(d);
     return rc < 0 ? rc : !rc;
@@ -669,7 +699,7 @@ int ingest_dataset_untouched(struct ingest *g, struct ingest_obj *o)
 static int materialize_dataset(struct dset_io *io)
 {
     struct base_walk w = { io->o->base_id, 1 };
-    return for_each_file_chunk(io->g, io->dset, base_chunk_bytes, &w);
+    return for_each_file_chunk(io->g, io->dset, io->o->path, base_chunk_bytes, &w);
 }
 
 int ingest_dataset_chunks(struct ingest *g, struct ingest_obj *o)

@@ -128,9 +128,11 @@ void ingest_objs_free(struct ingest *g);
 /* ---- ingest_json.c ---- */
 /* The JSON of object o (o->json), created/lastModified set to now. 0, -EIO, -ENOMEM. */
 int ingest_build_json(struct ingest *g, struct ingest_obj *o);
-/* HSDS's type JSON of tid, with "id" when it is a committed type of the file; NULL with
- * a reason in why when HSDS has none. */
-json_t *ingest_type_json(struct ingest *g, hid_t tid, char *why, size_t why_len);
+/* HSDS's type JSON of tid, with "id" when it is a committed type of the file, or the closest
+ * type HSDS has (logged as a change of what at path); NULL with a reason in why when HSDS has
+ * none. */
+json_t *ingest_type_json(struct ingest *g, hid_t tid, const char *path, const char *what,
+                         char *why, size_t why_len);
 
 /* ---- ingest_filters.c ---- */
 /* The dataset's filters in HSDS form (NULL: none); what cannot be kept is logged. */

@@ -100,9 +100,13 @@ int ingest_json_same(const json_t *a, const json_t *b)
 
 /* ---- types ---- */
 
-json_t *ingest_type_json(struct ingest *g, hid_t tid, char *why, size_t why_len)
+json_t *ingest_type_json(struct ingest *g, hid_t tid, const char *path, const char *what,
+                         char *why, size_t why_len)
 {
-    json_t *t = h5type_to_json(tid, why, why_len);
+    char note[200];
+    json_t *t = h5type_to_json_closest(tid, note, sizeof note, why, why_len);
+    if (t && note[0])
+        ingest_change(g, path, "%s: %s", what, note);
     if (!t || H5Tcommitted(tid) <= 0)
         return t;
     H5O_info_t info;
@@ -230,8 +234,11 @@ static json_t *attr_value(struct ingest *g, hid_t attr, const json_t *type, hid_
     return v;
 }
 
-static json_t *attribute_json(struct ingest *g, hid_t attr, char *why, size_t why_len)
+static json_t *attribute_json(struct ingest *g, hid_t attr, const char *path, const char *name,
+                              char *why, size_t why_len)
 {
+    char what[300];
+    snprintf(what, sizeof what, "attribute \"%s\"", name);
     hid_t ftype = H5Aget_type(attr), space = H5Aget_space(attr);
     json_t *type = NULL, *shape = NULL, *value = NULL, *a = NULL;
     hsize_t dims[INGEST_MAX_RANK], maxdims[INGEST_MAX_RANK];
@@ -240,7 +247,7 @@ static json_t *attribute_json(struct ingest *g, hid_t attr, char *why, size_t wh
         snprintf(why, why_len, "HDF5 cannot read its type or shape");
         goto out;
     }
-    if (!(type = ingest_type_json(g, ftype, why, why_len)))
+    if (!(type = ingest_type_json(g, ftype, path, what, why, why_len)))
         goto out;
     int stated;
     if (!(shape = shape_json(space, 0, &rank, dims, maxdims, &stated))) {
@@ -310,7 +317,7 @@ static json_t *attributes_json(struct ingest *g, hid_t obj, const char *path)
         json_t *a = NULL;
         snprintf(why, sizeof why, "HDF5 cannot open it");
         if (attr >= 0) {
-            a = attribute_json(g, attr, why, sizeof why);
+            a = attribute_json(g, attr, path, names.v[i], why, sizeof why);
             H5Aclose(attr);
         }
         if (!a)
@@ -391,7 +398,10 @@ static int group_json(struct ingest *g, struct ingest_obj *o, hid_t group)
 static int datatype_json(struct ingest *g, struct ingest_obj *o, hid_t tid)
 {
     char why[200];
-    json_t *type = h5type_to_json(tid, why, sizeof why);
+    char note[200];
+    json_t *type = h5type_to_json_closest(tid, note, sizeof note, why, sizeof why);
+    if (type && note[0])
+        ingest_change(g, o->path, "committed datatype: %s", note);
     if (!type) {
         o->dropped = 1;
         ingest_change(g, o->path, "committed datatype left out: %s", why);
@@ -504,7 +514,7 @@ static int dataset_json(struct ingest *g, struct ingest_obj *o, hid_t dset)
         goto out;
     }
     rc = 0;
-    if (!(type = ingest_type_json(g, ftype, why, sizeof why)) ||
+    if (!(type = ingest_type_json(g, ftype, o->path, "dataset", why, sizeof why)) ||
         !(shape = shape_json(space, 1, &rank, dims, maxdims, &stated))) {
         o->dropped = 1;
         ingest_change(g, o->path, "dataset left out: %s", type ? "a dataspace HSDS cannot hold"

@@ -13,6 +13,11 @@ What is checked, per domain (every .domain.json of the bucket, or the one named)
   holds the six booleans in ACL_KEYS order; folders have no root.
 - ids and keys (§1, §2.1): v2 ids, lowercase, 8-8-4-6-6; rotation-valid root; every object
   under db/A-B/ of its root with the key its id gives; every object's `root` is the domain's.
+- schema v1 domains (§11: a v1 root): v1 ids, lowercase, 8-4-4-4-12, in every object and link;
+  every object and chunk at the top-level key <first 5 hex of MD5(id)>-<id>. v1 objects cannot
+  be found by a prefix, so the domain's objects are the top-level keys whose JSON names its root
+  (and its chunks those of its datasets). Every top-level key that looks like a v1 object key
+  must carry the right hash.
 - JSON bytes (§3.0): exactly Python json.dumps() of the parsed value, no duplicate members.
 - required members and their order: group/dataset/datatype (§3.2, §3.4, §3.5), attributes
   (§3.6), links (§3.3; hard link targets exist in the domain).
@@ -32,6 +37,7 @@ import argparse
 import base64
 import ctypes
 import ctypes.util
+import hashlib
 import json
 import math
 import os
@@ -129,6 +135,26 @@ def id_hex(obj_id, prefixes="gdt"):
 def is_v1_id(obj_id):
     parts = obj_id.split("-") if isinstance(obj_id, str) else []
     return len(parts) == 6 and len(parts[2]) == 4
+
+
+V1_ID_RE = re.compile(r"^([gdt])-[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$")
+# a v1 key (§11, idUtil.getObjId): 5 hash characters, "-", then the id; chunks "c[N]-<uuid>_i_j"
+V1_KEY_RE = re.compile(r"^([0-9a-f]{5})-(([gdtc])(\d*)-([0-9a-f-]{36})(?:_(\S+))?)$")
+
+
+def v1_id_ok(obj_id, prefixes="gdt"):
+    m = V1_ID_RE.match(obj_id) if isinstance(obj_id, str) else None
+    return m is not None and m.group(1) in prefixes
+
+
+def v1_key(obj_id):
+    """§11: the first 5 lowercase hex digits of MD5(UTF-8 of the id), "-", the id."""
+    return hashlib.md5(obj_id.encode("utf-8")).hexdigest()[:5] + "-" + obj_id
+
+
+def id_ok(obj_id, prefixes="gdt"):
+    """A valid id of either schema (v1 or v2) whose class is one of prefixes."""
+    return id_hex(obj_id, prefixes) is not None or v1_id_ok(obj_id, prefixes)
 
 
 def is_root_id(obj_id):
@@ -250,7 +276,7 @@ def check_type(key, field, t, rep, committed, top=False):
         return None
     cls = t["class"]
     if "id" in t:       # committed-type use (§4 notes)
-        if id_hex(t["id"], "t") is None:
+        if not id_ok(t["id"], "t"):
             rep.bad(key, f"{field}.id", f"not a datatype id: {t['id']!r}")
         else:
             committed.append((key, f"{field}.id", t["id"]))
@@ -754,6 +780,7 @@ class DomainChecker:
         self.committed = []     # (key, field, t-id) uses of committed types
         self.hard = []          # (key, field, id) hard link targets
         self.tables = []        # (key, field, d-id) chunk tables
+        self.v1 = False         # a schema v1 domain (§11)
 
     def run(self):
         rep, dkey = self.rep, self.domain.strip("/") + "/.domain.json"
@@ -782,8 +809,13 @@ class DomainChecker:
             return None         # a folder
         root = d["root"]
         if isinstance(root, str) and is_v1_id(root):
-            rep.bad(dkey, "root", f"schema v1 root {root}: this checker checks v2 domains only")
-            return None
+            if not v1_id_ok(root, "g"):
+                rep.bad(dkey, "root", f"not a v1 group id (g- and 8-4-4-4-12 lowercase hex): "
+                        f"{root!r}")
+                return None
+            self.root, self.v1 = root, True
+            self.check_v1_objects()
+            return root
         if not is_root_id(root):
             rep.bad(dkey, "root", f"not a v2 root group id (8-8-4-6-6 lowercase hex, digits "
                     f"16-31 the +8 rotation of 0-15): {root!r}")
@@ -822,14 +854,53 @@ class DomainChecker:
                                      key, path)
                 elif parts[0] == "d" and len(parts) in (3, 4) and CDE_RE.match(parts[1]) and \
                         not name.endswith("json"):
-                    chunks.append((parts, key, path))
+                    chunks.append((id_from_key(self.ab, "d", parts[1]), parts[-1],
+                                   parts[2] if len(parts) == 4 else None, key, path))
                 else:
                     rep.bad(key, "", "not a key of the v2 layout (§2.1)")
         for kind, key, obj in list(self.objects.values()):
             {"g": self.check_group, "d": self.check_dataset,
              "t": self.check_datatype}[kind](key, obj)
-        for parts, key, path in chunks:
-            self.check_chunk(parts, key, path)
+        for dset_id, index, partition, key, path in chunks:
+            self.check_chunk(dset_id, index, partition, key, path)
+        self.check_references()
+
+    # -- schema v1 (§11): everything at the top level
+
+    def check_v1_objects(self):
+        rep = self.rep
+        chunks = []
+        for key, m in v1_top_level_keys(self.bucket, rep):
+            cls, body, index = m.group(3), m.group(5), m.group(6)
+            path = self.bucket / key
+            if cls == "c":
+                if index is None:
+                    rep.bad(key, "", "a chunk key without an index")
+                    continue
+                chunks.append(("d-" + body, index, m.group(4), key, path))
+                continue
+            if index is not None or m.group(4):
+                rep.bad(key, "", "not a v1 object key (§11)")
+                continue
+            obj = load_json(path, key, rep)
+            if obj is None or obj.get("root") != self.root:
+                continue        # another domain's (or unreadable: reported)
+            obj_id = m.group(2)
+            if not v1_id_ok(obj_id):
+                rep.bad(key, "id", f"not a v1 id (8-4-4-4-12 lowercase hex): {obj_id}")
+                continue
+            if obj.get("id") != obj_id:
+                rep.bad(key, "id", f"{obj.get('id')!r}, the key says {obj_id}")
+            self.objects[obj_id] = (cls, key, obj)
+        if self.root not in self.objects:
+            rep.bad(v1_key(self.root), "", f"the root group of {self.domain} is missing")
+        for kind, key, obj in list(self.objects.values()):
+            {"g": self.check_group, "d": self.check_dataset,
+             "t": self.check_datatype}[kind](key, obj)
+        for dset_id, index, partition, key, path in chunks:
+            if dset_id in self.objects:
+                self.check_chunk(dset_id, index, f"p{partition}" if partition else None, key,
+                                 path)
         self.check_references()
 
     def load_object(self, kind, obj_id, key, path):
@@ -871,8 +942,9 @@ class DomainChecker:
             check_order(key, f, link, LINK_ORDER[cls], LINK_ORDER[cls], rep)
             check_times(key, f, link, rep, ("created",))
             if cls == "H5L_TYPE_HARD":
-                if id_hex(link.get("id")) is None:
-                    rep.bad(key, f"{f}.id", f"not a v2 g-/d-/t- id: {link.get('id')!r}")
+                if not (v1_id_ok if self.v1 else id_hex)(link.get("id")):
+                    rep.bad(key, f"{f}.id", f"not a {'v1' if self.v1 else 'v2'} g-/d-/t- id: "
+                            f"{link.get('id')!r}")
                 else:
                     self.hard.append((key, f"{f}.id", link["id"]))
             else:
@@ -1017,9 +1089,10 @@ class DomainChecker:
 
     # -- chunks
 
-    def check_chunk(self, parts, key, path):
+    def check_chunk(self, dset_id, index, partition, key, path):
+        """Chunk index (a string) of dataset dset_id, in partition directory partition ("p<N>"
+        or None), stored at key (path)."""
         rep = self.rep
-        dset_id = id_from_key(self.ab, "d", parts[1])
         entry = self.objects.get(dset_id)
         if entry is None:
             rep.bad(key, "", f"chunk of a dataset that does not exist ({dset_id})")
@@ -1030,7 +1103,6 @@ class DomainChecker:
         if g == "null":
             rep.bad(key, "", "chunk of an H5S_NULL dataset")
             return
-        index = parts[-1]
         if not INDEX_RE.match(index):
             rep.bad(key, "", f"chunk index {index!r} is not decimal numbers joined by '_'")
             return
@@ -1038,8 +1110,8 @@ class DomainChecker:
         if len(idx) != len(g["cdims"]):
             rep.bad(key, "", f"chunk index of rank {len(idx)} for a rank-{len(g['cdims'])} layout")
             return
-        if len(parts) == 4:
-            p = parts[2]
+        if partition is not None:
+            p = partition
             if g["partitions"] is None:
                 rep.bad(key, "", "partition directory without layout.partition_count")
             elif p != f"p{sum(i * PRIMES[k % 10] for k, i in enumerate(idx)) % g['partitions']}":
@@ -1136,6 +1208,22 @@ class DomainChecker:
         for oid, (kind, key, _) in sorted(self.objects.items()):
             if oid not in reach and oid not in used:
                 rep.warn(key, "", "not reachable from the root group by hard links")
+
+
+def v1_top_level_keys(bucket, rep):
+    """(key, match) of every top-level key of the bucket that looks like a v1 object key; a key
+    whose hash is not MD5 of its id is reported."""
+    out = []
+    for name in sorted(os.listdir(bucket)):
+        m = V1_KEY_RE.match(name)
+        if not m or not (Path(bucket) / name).is_file():
+            continue
+        if m.group(1) != v1_key(m.group(2))[:5]:
+            rep.bad(name, "", f"the hash is {m.group(1)}, MD5 of the id gives "
+                    f"{v1_key(m.group(2))[:5]} (§11)")
+            continue
+        out.append((name, m))
+    return out
 
 
 def domain_paths(bucket):

@@ -163,6 +163,24 @@ def test_h5py_creates_then_changes_it(writable, mount_bucket, tmp_path):
         assert list(f["x"][:]) == [9, 2, 3] and f.attrs["note"] == "changed"
 
 
+def test_a_change_moves_the_mtime_and_keeps_the_ctime(writable):
+    """make, rsync -u and backups go by mtime: an r+ change and a cp over a domain move it
+    (the .domain.json's lastModified); created (ctime) stays the domain's creation."""
+    path = writable.path(f"{HOME}/sample1.h5")
+    before = os.stat(path)
+    t0 = time.time()
+    with h5py.File(path, "r+") as f:
+        f.attrs["touched"] = 1
+    after_change = os.stat(path)
+    assert t0 - 1 <= after_change.st_mtime <= time.time() + 1
+    assert after_change.st_mtime > before.st_mtime
+    assert after_change.st_ctime == before.st_ctime
+    time.sleep(0.05)
+    shutil.copyfile(SOURCE / "sample2.h5", path)
+    after_cp = os.stat(path)
+    assert after_cp.st_mtime > after_change.st_mtime and after_cp.st_ctime == before.st_ctime
+
+
 FIXTURE_DOMAINS = sorted(p.name for p in (conftest.BUCKET / HOME).iterdir()
                          if p.name.endswith(".h5"))
 

@@ -172,6 +172,78 @@ static void test_number_refusals(void)
     H5E_END_TRY;
 }
 
+/* h5type_to_json_closest(tid) must give want with a note containing note. Closes tid. */
+static void check_stand_in(hid_t tid, const char *want, const char *note_part)
+{
+    char why[WHY_LEN] = "", note[WHY_LEN] = "x";
+    json_t *json = h5type_to_json_closest(tid, note, sizeof note, why, sizeof why);
+    char *got = fixture_dumps(json);
+    if (!json || strcmp(got, want) != 0 || !strstr(note, note_part))
+        fprintf(stderr, "stand-in\n  %s (%s)\nexpected\n  %s (%s)\n", got, note, want,
+                note_part);
+    CHECK_STR(got, want);
+    CHECK(strstr(note, note_part) != NULL);
+    free(got);
+    json_decref(json);
+    CHECK(H5Tclose(tid) >= 0);
+}
+
+static void test_stand_ins(void)
+{
+    char note[WHY_LEN] = "x", why[WHY_LEN];
+    json_t *plain = h5type_to_json_closest(H5T_STD_I32LE, note, sizeof note, why, sizeof why);
+    CHECK(plain != NULL && note[0] == '\0');           /* no stand-in, no note */
+    json_decref(plain);
+    check_stand_in(copy(H5T_STD_B16BE),
+                   "{\"class\": \"H5T_INTEGER\", \"base\": \"H5T_STD_U16BE\"}", "bitfield");
+    check_stand_in(copy(H5T_VAX_F32), F_F32, "the same values");
+    check_stand_in(copy(H5T_VAX_F64),
+                   "{\"class\": \"H5T_FLOAT\", \"base\": \"H5T_IEEE_F64LE\"}", "the same values");
+    check_stand_in(copy(H5T_NATIVE_LDOUBLE),
+                   "{\"class\": \"H5T_FLOAT\", \"base\": \"H5T_IEEE_F64LE\"}", "rounded");
+    check_stand_in(copy(H5T_UNIX_D64BE),
+                   "{\"class\": \"H5T_OPAQUE\", \"size\": 8, \"tag\": \"HDF5 H5T_TIME, 8 bytes, "
+                   "big-endian\"}", "time");
+    hid_t s = copy(H5T_C_S1);                   /* no stand-in for everything: */
+    CHECK(H5Tset_size(s, H5T_VARIABLE) >= 0);
+    hid_t vlvl = H5Tvlen_create(s);             /* a vlen of vlen strings */
+    CHECK(vlvl >= 0 && H5Tclose(s) >= 0);
+    json_t *none = h5type_to_json_closest(vlvl, note, sizeof note, why, sizeof why);
+    CHECK(none == NULL && why[0] != '\0');
+    CHECK(H5Tclose(vlvl) >= 0);
+}
+
+/* The registered conversion gives a bitfield's bits (offset, precision, either order) to the
+ * unsigned integer of its size. */
+static void test_bitfield_conversion(void)
+{
+    CHECK_INT(h5type_register_stand_ins(), 0);
+    CHECK_INT(h5type_register_stand_ins(), 0);          /* once is enough, twice is harmless */
+    hid_t b16 = copy(H5T_STD_B16BE);
+    CHECK(H5Tset_precision(b16, 10) >= 0);
+    CHECK(H5Tset_offset(b16, 3) >= 0);
+    unsigned char buf[6] = {0xff, 0xff, 0x12, 0x34, 0x00, 0x08};     /* three BE elements */
+    CHECK(H5Tconvert(b16, H5T_STD_U16LE, 3, buf, NULL, H5P_DEFAULT) >= 0);
+    uint16_t want[3] = {0x3ff, (0x1234 >> 3) & 0x3ff, 1};
+    for (int i = 0; i < 3; i++)
+        CHECK_INT(buf[2 * i] | buf[2 * i + 1] << 8, want[i]);
+    CHECK(H5Tclose(b16) >= 0);
+    unsigned char one = 0xa5;
+    CHECK(H5Tconvert(H5T_STD_B8LE, H5T_STD_U8LE, 1, &one, NULL, H5P_DEFAULT) >= 0);
+    CHECK_INT(one, 0xa5);
+    unsigned char when[4] = {1, 2, 3, 4};
+    hid_t opaque = H5Tcreate(H5T_OPAQUE, 4);
+    CHECK(opaque >= 0 && H5Tconvert(H5T_UNIX_D32BE, opaque, 1, when, NULL, H5P_DEFAULT) >= 0);
+    CHECK(when[0] == 1 && when[3] == 4);
+    CHECK(H5Tclose(opaque) >= 0);
+    H5E_BEGIN_TRY
+    {
+        int32_t wider = 1;      /* sizes differ: no conversion, as before */
+        CHECK(H5Tconvert(H5T_STD_B16LE, H5T_STD_U32LE, 1, &wider, NULL, H5P_DEFAULT) < 0);
+    }
+    H5E_END_TRY;
+}
+
 /* ---- strings, opaque, references ---- */
 
 static hid_t string_type(size_t size, H5T_cset_t cset, H5T_str_t pad)
@@ -572,6 +644,8 @@ int main(int argc, char **argv)
     probe(first);
     test_numbers();
     test_number_refusals();
+    test_stand_ins();
+    test_bitfield_conversion();
     test_strings();
     test_opaque_and_references();
     test_enums();

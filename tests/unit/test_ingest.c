@@ -66,6 +66,14 @@ static void test_chunk_dims(void)
                (uint64_t[]){ 32768, 4 });
     check_dims(1, (uint64_t[]){ 7 }, (uint64_t[]){ 0 }, 4, (uint64_t[]){ 4 },
                (uint64_t[]){ 262144 });
+    /* declared extents of exabytes (issue 10.4): HSDS's sizes are Python integers, so a
+     * dataset size past 2^64 must not wrap to "small" (it made the chunk the whole dataset) */
+    check_dims(2, (uint64_t[]){ 1ull << 32, 1ull << 32 }, NULL, 1, (uint64_t[]){ 10, 10 },
+               (uint64_t[]){ 1280, 1280 });
+    check_dims(1, (uint64_t[]){ INT64_MAX }, NULL, 1, NULL, (uint64_t[]){ 4194304 });
+    check_dims(1, (uint64_t[]){ 1ull << 50 }, NULL, 8192, NULL, (uint64_t[]){ 512 });
+    check_dims(2, (uint64_t[]){ 1ull << 62, 1ull << 62 }, NULL, 8, NULL,
+               (uint64_t[]){ 512, 1024 });
 }
 
 /* ---- helpers ---- */
@@ -142,26 +150,63 @@ static int image_to_file(struct store *st, const char *root, const char *path)
 static const char *const sources[] = { "sample1.h5", "sample2.h5", "sample3.h5",
                                        "sample_link.h5", "partial_expected.h5" };
 
-static void test_round_trip(const char *name)
+/* A v1 root's objects are all at the top level (§11): nothing under db/, the root's own key. */
+static void check_v1_layout(const char *dir, struct store *st, const char *root)
 {
-    char dir[512], src[1024], img[1024], cmd[4096], root[SCHEMA_ID_BUF];
+    char db[600];
+    struct stat sb;
+    snprintf(db, sizeof db, "%s/db", dir);
+    CHECK(stat(db, &sb) != 0 && errno == ENOENT);
+    json_t *doc = get_json(st, root);
+    CHECK(doc != NULL);
+    const json_t *links = json_object_get(doc, "links");
+    const char *name;
+    const json_t *link;
+    json_object_foreach((json_t *)links, name, link) {
+        const char *id = json_string_value(json_object_get(link, "id"));
+        if (id) {
+            CHECK_INT(schema_id_version(id), 1);
+            json_t *child = get_json(st, id);
+            CHECK(child != NULL);
+            CHECK_STR(json_string_value(json_object_get(child, "root")), root);
+            json_decref(child);
+        }
+    }
+    json_decref(doc);
+}
+
+/* base_root: the domain's root before ("": a new domain, which is v2; a v1 one keeps v1). */
+static void test_round_trip(const char *name, const char *base_root)
+{
+    char dir[512], src[1024], img[1024], cmd[4096], root[SCHEMA_ID_BUF], bucket[300];
     struct ingest_stats stats;
-    struct store *st = new_bucket(name, dir, sizeof dir);
+    int v1 = schema_id_version(base_root) == 1;
+    snprintf(bucket, sizeof bucket, "%s%s", v1 ? "v1-" : "", name);
+    struct store *st = new_bucket(bucket, dir, sizeof dir);
     snprintf(src, sizeof src, "%s/hsds-v2/source/%s", data_dir, name);
-    snprintf(img, sizeof img, "%s/%s.image.h5", tmp_dir, name);
-    CHECK_INT(ingest_new_root_id(root), 0);
-    CHECK_INT(schema_id_is_root(root), 1);
+    snprintf(img, sizeof img, "%s/%s.image.h5", tmp_dir, bucket);
+    CHECK_INT(ingest_new_root_id_for(base_root, root), 0);
+    if (v1) {
+        CHECK_INT(schema_id_version(root), 1);
+        CHECK_INT(schema_id_class(root), 'g');
+        CHECK(strcmp(root, base_root) != 0);
+    } else {
+        CHECK_INT(schema_id_is_root(root), 1);
+    }
     int rc = ingest_new(config(st), src, "/test", root, NULL, &stats);
     CHECK_INT(rc, 0);
     CHECK(stats.groups >= 1);
+    if (rc == 0 && v1)
+        check_v1_layout(dir, st, root);
     if (rc == 0 && image_to_file(st, root, img) == 0) {
         /* -c: compare counts of objects too; exit status 0: equal */
         snprintf(cmd, sizeof cmd, "h5diff -c '%s' '%s' > '%s/%s.diff' 2>&1", src, img, tmp_dir,
-                 name);
+                 bucket);
         int st_diff = system(cmd);
         if (st_diff != 0) {
-            snprintf(cmd, sizeof cmd, "cat '%s/%s.diff' | head -40 >&2", tmp_dir, name);
-            (void)system(cmd);
+            snprintf(cmd, sizeof cmd, "cat '%s/%s.diff' | head -40 >&2", tmp_dir, bucket);
+            if (system(cmd) != 0)
+                fprintf(stderr, "cannot show %s/%s.diff\n", tmp_dir, bucket);
         }
         CHECK_INT(st_diff, 0);
     }
@@ -576,7 +621,10 @@ int main(int argc, char **argv)
     log_setup(LOG_LVL_WARN, LOG_SINK_STDERR, NULL);
     test_chunk_dims();
     for (size_t i = 0; i < sizeof sources / sizeof sources[0]; i++)
-        test_round_trip(sources[i]);
+        test_round_trip(sources[i], "");
+    /* a change of a v1 domain stays v1 (spec §11) */
+    test_round_trip("sample1.h5", "g-2428ae0e-a082-11e6-9d93-0242ac110005");
+    test_round_trip("partial_expected.h5", "g-2428ae0e-a082-11e6-9d93-0242ac110005");
     test_fixture_json("sample1.h5", "sample1.h5");
     test_fixture_json("sample2.h5", "sample2.h5");
     test_fixture_json("sample3.h5", "sample3.h5");

@@ -844,7 +844,10 @@ static void check_pages(struct store *st, const char *prefix, const char *delim,
         CHECK_INT(err, 0);
         size_t n = join_page(&l, page, sizeof page);
         CHECK(n <= max);
-        strncat(paged, page, sizeof paged - strlen(paged) - 1);
+        size_t used = strlen(paged), len = strlen(page);
+        CHECK(used + len < sizeof paged);   /* a cut-off join would fail the compare below */
+        if (used + len < sizeof paged)
+            memcpy(paged + used, page, len + 1);
         free(token);
         token = NULL;
         if (l.next_token) {

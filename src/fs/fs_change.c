@@ -1,0 +1,353 @@
+/* fs_change: writes and changes: setattr, create, mkdir, unlink, rmdir, rename. */
+#include "fs_int.h"
+
+/* ---- writes and changes ---- */
+
+/* Device nodes, symlinks, hard links and xattrs: HSDS has no object that could hold them. */
+static void reply_erofs(fuse_req_t req)
+{
+    fuse_reply_err(req, EROFS);
+}
+
+/*
+ * A truncate without a handle. The kernel sends open(O_TRUNC) as an open and then such a
+ * truncate (op_init), so when the path has a staged entry its handles own the change: the
+ * staged file is truncated and their close commits it. Otherwise (truncate(2) of a domain
+ * nobody writes) it is staged, committed and released at once.
+ */
+static int truncate_path(struct fs *fs, const char *path, const struct ns_info *info,
+                         uint64_t size)
+{
+    struct staged *s = fs->staging ? staging_find(fs->staging, path) : NULL;
+    int rc = fs_check_open(fs, info, O_WRONLY);
+    if (s) {
+        if (rc == 0)
+            rc = staging_truncate(fs->staging, s, size);
+        staging_release(fs->staging, s);
+        return rc;
+    }
+    if (rc == 0)
+        rc = staging_open(fs->staging, path, info->root[0] ? info->root : NULL, size == 0, &s);
+    if (rc == 0)
+        rc = staging_truncate(fs->staging, s, size);
+    if (rc == 0)
+        rc = staging_commit(fs->staging, s);
+    if (s)
+        staging_release(fs->staging, s);
+    return rc;
+}
+
+/* Sizes change the staged file; times and modes are accepted and not kept (rights come from
+ * ACLs, times from the store); owners cannot change. */
+static int set_attributes(struct fs *fs, const char *path, struct ns_info *info,
+                          const struct fs_file *f, const struct stat *attr, int to_set)
+{
+    if (((to_set & FUSE_SET_ATTR_UID) && attr->st_uid != fs->cfg.uid) ||
+        ((to_set & FUSE_SET_ATTR_GID) && attr->st_gid != fs->cfg.gid))
+        return -EPERM;
+    if (!(to_set & FUSE_SET_ATTR_SIZE))
+        return 0;
+    if (fs->cfg.read_only)
+        return -EROFS;
+    if (fs_is_dir_kind(info->kind))
+        return -EISDIR;
+    return f && f->stg ? staging_truncate(fs->staging, f->stg, (uint64_t)attr->st_size)
+                       : truncate_path(fs, path, info, (uint64_t)attr->st_size);
+}
+
+/*
+ * Without atomic_o_trunc (op_init) the kernel sends open(O_TRUNC) as an open, then a truncate
+ * to 0 without a handle, from the same thread. That truncate belongs to the handle just opened:
+ * a writer's staged file is emptied without being a change by itself (nothing is stored unless
+ * written, as for a new file), and a reader's O_RDONLY|O_TRUNC stores nothing. 1 when it was
+ * such a truncate.
+ */
+static int truncate_of_open(struct fs *fs, fuse_req_t req, fuse_ino_t ino, int *rc)
+{
+    pid_t tid = fuse_req_ctx(req)->pid;
+    struct fs_file *found = NULL;
+    pthread_mutex_lock(&fs->handles_lock);
+    for (struct fs_handle *h = fs->handles.next; h != &fs->handles && !found; h = h->next) {
+        struct fs_file *f = (struct fs_file *)h;
+        if (h->dispose == fs_file_dispose && f->ino == ino && f->opener == tid && f->fresh)
+            found = f;
+    }
+    if (found)
+        found->fresh = 0;
+    pthread_mutex_unlock(&fs->handles_lock);
+    /* the handle stays alive: its release cannot come before this open's syscall returns */
+    *rc = found && found->stg ? staging_empty(fs->staging, found->stg) : 0;
+    return found != NULL;
+}
+
+/* The answer is ino's version's attributes: a writer's truncate of a committed domain
+ * changes its staged file, not the version other handles of the inode read. */
+void op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int to_set,
+                       struct fuse_file_info *fi)
+{
+    struct fs *fs = fs_of(req);
+    const struct fs_file *f = fi ? (const struct fs_file *)(uintptr_t)fi->fh : NULL;
+    struct ns_info info;
+    struct caller caller;
+    struct stat st;
+    uint64_t version;
+    char *path = NULL;
+    int rc = 0;
+    fs_caller_of(fs, req, &caller);
+    if (f || to_set != FUSE_SET_ATTR_SIZE || attr->st_size != 0 ||
+        !truncate_of_open(fs, req, ino, &rc)) {
+        rc = fs_stat_ino(fs, ino, &path, &info);
+        if (rc == 0)
+            rc = fs_caller_rights(fs, &caller, path, &info);
+        if (rc == 0)
+            rc = set_attributes(fs, path, &info, f, attr, to_set);
+        free(path);
+        path = NULL;
+    }
+    if (rc == 0)
+        rc = fs_version_attributes(fs, ino, &path, &version, &info);
+    if (rc == 0) {
+        fs_fill_stat(fs, ino, &info, &st);
+        fuse_reply_attr(req, &st, fs_attr_timeout(fs, version));
+    } else {
+        fuse_reply_err(req, -rc);
+    }
+    free(path);
+}
+
+void op_mknod(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode,
+                     dev_t rdev)
+{
+    (void)parent, (void)name, (void)mode, (void)rdev;
+    reply_erofs(req);
+}
+
+/* The path of name in directory parent (new string) or NULL. */
+static char *path_in(struct fs *fs, fuse_ino_t parent, const char *name)
+{
+    char *dir = inode_path(fs->inodes, parent);
+    char *path = dir ? fs_child_path(dir, name) : NULL;
+    free(dir);
+    return path;
+}
+
+static void reply_entry_for(fuse_req_t req, struct fs *fs, const char *path)
+{
+    struct fuse_entry_param e = { .entry_timeout = fs->cfg.ttl };
+    struct ns_info info;
+    uint64_t version;
+    int rc = fs_resolve(fs, path, &info, &version);
+    if (rc == 0)
+        rc = inode_lookup(fs->inodes, path, version, &info, &e.ino, &e.generation);
+    if (rc != 0) {
+        fuse_reply_err(req, -rc);
+        return;
+    }
+    fs_fill_stat(fs, e.ino, &info, &e.attr);
+    e.attr_timeout = fs_attr_timeout(fs, version);
+    if (fuse_reply_entry(req, &e) != 0)
+        inode_forget(fs->inodes, e.ino, 1);
+}
+
+/* One namespace change on name in parent, as the request's caller: 0 or -errno (stats_errno
+ * for the statistics file's name). *path is the caller's to free. */
+static int change_at(fuse_req_t req, fuse_ino_t parent, const char *name, int stats_errno,
+                     int (*change)(const struct domops *d, const char *user, const char *path),
+                     char **path)
+{
+    struct fs *fs = fs_of(req);
+    struct caller caller;
+    fs_caller_of(fs, req, &caller);
+    *path = fs->cfg.read_only ? NULL : path_in(fs, parent, name);
+    return fs->cfg.read_only ? -EROFS : !*path ? -ENOMEM : fs_is_stats_path(*path) ? stats_errno
+           : change(&fs->ops, caller_user(&caller), *path);
+}
+
+void op_mkdir(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode)
+{
+    (void)mode;                 /* rights come from the folder's ACL, not from a mode */
+    char *path;
+    int rc = change_at(req, parent, name, -EEXIST, domops_mkdir, &path);
+    if (rc == 0)
+        reply_entry_for(req, fs_of(req), path);
+    else
+        fuse_reply_err(req, -rc);
+    free(path);
+}
+
+/* rmdir: one namespace change on name in parent, answered with its errno. */
+static void reply_change(fuse_req_t req, fuse_ino_t parent, const char *name,
+                         int (*change)(const struct domops *d, const char *user,
+                                       const char *path))
+{
+    char *path;
+    fuse_reply_err(req, -change_at(req, parent, name, -EPERM, change, &path));
+    free(path);
+}
+
+void op_rmdir(fuse_req_t req, fuse_ino_t parent, const char *name)
+{
+    reply_change(req, parent, name, domops_rmdir);
+}
+
+/* What an unlink or a rename replaces at a path, for staging_unlink (below). */
+struct removal {
+    struct fs *fs;
+    const struct caller *caller;
+    const char *from;           /* a rename's source; NULL for an unlink */
+    unsigned flags;             /* a rename's */
+};
+
+/* A file never committed is its creator's to remove (the bucket has nothing of it); a domain
+ * is deleted as HSDS would. */
+static int unlink_at(void *ctx, const char *path, int fresh)
+{
+    struct removal *r = ctx;
+    if (fresh)
+        return fs_creator_rights(r->fs, r->caller, path) & SCHEMA_ACL_DELETE ? 0 : -EACCES;
+    return domops_unlink(&r->fs->ops, caller_user(r->caller), path);
+}
+
+/* A rename onto to: a file never committed there is replaced as if it were a domain. */
+static int rename_onto(void *ctx, const char *to, int fresh)
+{
+    struct removal *r = ctx;
+    if (fresh && (r->flags & RENAME_NOREPLACE))
+        return -EEXIST;
+    if (fresh && !(fs_creator_rights(r->fs, r->caller, to) & SCHEMA_ACL_UPDATE))
+        return -EACCES;
+    return domops_rename(&r->fs->ops, caller_user(r->caller), r->from, to, r->flags);
+}
+
+/* The change staged at path goes with it (staging.h): its bytes are freed now, and its last
+ * close commits nothing over what the bucket has now. */
+void op_unlink(fuse_req_t req, fuse_ino_t parent, const char *name)
+{
+    struct fs *fs = fs_of(req);
+    struct caller caller;
+    fs_caller_of(fs, req, &caller);
+    struct removal r = { .fs = fs, .caller = &caller };
+    char *path = fs->cfg.read_only ? NULL : path_in(fs, parent, name);
+    int rc = fs->cfg.read_only ? -EROFS : !path ? -ENOMEM : fs_is_stats_path(path) ? -EPERM
+           : staging_unlink(fs->staging, path, unlink_at, &r);
+    if (rc == 0)
+        callers_forget_creator(fs->callers, path);
+    fuse_reply_err(req, -rc);
+    free(path);
+}
+
+void op_symlink(fuse_req_t req, const char *link, fuse_ino_t parent, const char *name)
+{
+    (void)link, (void)parent, (void)name;
+    reply_erofs(req);
+}
+
+void op_rename(fuse_req_t req, fuse_ino_t parent, const char *name, fuse_ino_t newparent,
+                      const char *newname, unsigned int flags)
+{
+    struct fs *fs = fs_of(req);
+    struct caller caller;
+    char *from = NULL, *to = NULL;
+    int rc = -EROFS;
+    fs_caller_of(fs, req, &caller);
+    if (!fs->cfg.read_only) {
+        from = path_in(fs, parent, name);
+        to = path_in(fs, newparent, newname);
+        struct removal r = { .fs = fs, .caller = &caller, .from = from, .flags = flags };
+        rc = !from || !to ? -ENOMEM
+           : fs_is_stats_path(from) || fs_is_stats_path(to) ? -EPERM
+           : strcmp(from, to) == 0 ? domops_rename(&fs->ops, caller_user(&caller), from, to,
+                                                   flags)
+           : staging_unlink(fs->staging, to, rename_onto, &r);
+        if (rc == 0 && inode_rename(fs->inodes, from, to) != 0)
+            log_warn("rename %s -> %s: open handles keep the old name", from, to);
+        if (rc == 0 && fs->staging)
+            staging_rename(fs->staging, from, to);
+        if (rc == 0)
+            callers_rename_creator(fs->callers, from, to);
+    }
+    fuse_reply_err(req, -rc);
+    free(from);
+    free(to);
+}
+
+void op_link(fuse_req_t req, fuse_ino_t ino, fuse_ino_t newparent, const char *newname)
+{
+    (void)ino, (void)newparent, (void)newname;
+    reply_erofs(req);
+}
+
+/* A new domain's staged file (the caller's), or an existing domain opened as open(2) says. */
+static int create_file(struct fs *fs, const struct caller *c, const char *path, int flags,
+                       struct fs_file *f, struct ns_info *info, uint64_t *version)
+{
+    int rc = fs_resolve(fs, path, info, version);
+    if (rc == 0 && (flags & O_EXCL))
+        return -EEXIST;
+    if (rc == 0) {
+        struct ns_info mine = *info;    /* info stays what the attributes show */
+        rc = fs_caller_rights(fs, c, path, &mine);
+        if (rc == 0)
+            rc = fs_check_open(fs, &mine, flags);
+    }
+    if (rc == 0)
+        return fs_open_file(fs, path, info, *version, flags, f);
+    if (rc != -ENOENT)
+        return rc;
+    /* names the bucket reserves and the parent's "create" for the caller: refused here */
+    rc = domops_may_create(&fs->ops, caller_user(c), path);
+    if (rc == 0)
+        rc = staging_open(fs->staging, path, NULL, 1, &f->stg);
+    if (rc == 0)
+        rc = fs_remember_creator(fs, c, path);
+    if (rc == 0) {
+        staging_info(f->stg, info);
+        *version = INODE_STAGED;
+    }
+    return rc;
+}
+
+void op_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode,
+                      struct fuse_file_info *fi)
+{
+    (void)mode;                 /* rights come from the folder's ACL, not from a mode */
+    struct fs *fs = fs_of(req);
+    struct fuse_entry_param e = { .entry_timeout = fs->cfg.ttl };
+    struct ns_info info;
+    uint64_t version = INODE_NO_VERSION;
+    struct fs_file *f = calloc(1, sizeof *f);
+    struct caller caller;
+    fs_caller_of(fs, req, &caller);
+    char *path = f && !fs->cfg.read_only ? path_in(fs, parent, name) : NULL;
+    int rc = !f ? -ENOMEM : fs->cfg.read_only ? -EROFS : !path ? -ENOMEM : 0;
+    if (rc == 0)
+        rc = create_file(fs, &caller, path, fi->flags, f, &info, &version);
+    if (rc == 0)
+        rc = inode_lookup(fs->inodes, path, version, &info, &e.ino, &e.generation);
+    free(path);
+    if (rc != 0) {
+        fs_file_free(fs, f);
+        fuse_reply_err(req, -rc);
+        return;
+    }
+    fs_fill_stat(fs, e.ino, &info, &e.attr);
+    e.attr_timeout = fs_attr_timeout(fs, version);
+    fs_hand_out(fs, fi, f);
+    if (fuse_reply_create(req, &e, fi) != 0) {
+        inode_forget(fs->inodes, e.ino, 1);
+        fs_file_free(fs, f);
+    }
+}
+
+void op_setxattr(fuse_req_t req, fuse_ino_t ino, const char *name, const char *value,
+                        size_t size, int flags)
+{
+    (void)ino, (void)name, (void)value, (void)size, (void)flags;
+    reply_erofs(req);
+}
+
+void op_removexattr(fuse_req_t req, fuse_ino_t ino, const char *name)
+{
+    (void)ino, (void)name;
+    reply_erofs(req);
+}

@@ -1,0 +1,228 @@
+/* fs_file: open domain files: reads from the image or the staged file, writes, commits. */
+#include "fs_int.h"
+
+/* ---- files ---- */
+
+static int open_for_writing(int flags)
+{
+    return (flags & O_ACCMODE) != O_RDONLY || (flags & O_TRUNC);
+}
+
+int fs_check_open(const struct fs *fs, const struct ns_info *info, int flags)
+{
+    if (fs_is_dir_kind(info->kind))
+        return -EISDIR;
+    if (open_for_writing(flags) && fs->cfg.read_only)
+        return -EROFS;
+    if (info->kind == NS_BROKEN)
+        return -EIO;            /* logged when the domain object was read */
+    if (info->kind == NS_STATS && open_for_writing(flags))
+        return -EACCES;
+    mode_t need = open_for_writing(flags) ? S_IWUSR : 0;
+    if ((flags & O_ACCMODE) != O_WRONLY)
+        need |= S_IRUSR;
+    if ((fs_mode_of(fs, info) & need) != need)
+        return -EACCES;
+    if (open_for_writing(flags) && !(info->rights & SCHEMA_ACL_UPDATE))
+        return -EACCES;         /* "create" on a folder is not "update" on a domain */
+    return 0;
+}
+
+void fs_file_free(struct fs *fs, struct fs_file *f)
+{
+    if (!f)
+        return;
+    fs_handle_untrack(fs, &f->link);
+    if (f->stg)
+        staging_release(fs->staging, f->stg);
+    if (f->img) {
+        image_table_hold(fs->images, f->root, -1);
+        image_put(f->img);
+    }
+    free(f->text);
+    free(f);
+}
+
+/* A reader of a committed version: the image of exactly that version, or -ESTALE when the
+ * path has a newer one (the kernel then looks the name up again and opens the new node). */
+static int open_image(struct fs *fs, const char *path, const struct ns_info *info,
+                      uint64_t version, struct fs_file *f)
+{
+    int reused;
+    int rc = image_table_get(fs->images, path, info->root, &f->img, &reused);
+    if (rc != 0)
+        return rc;
+    if (image_serial(f->img) != version) {
+        image_put(f->img);
+        f->img = NULL;
+        return -ESTALE;
+    }
+    snprintf(f->root, sizeof f->root, "%s", info->root);
+    image_table_hold(fs->images, f->root, +1);
+    f->reader.cache = fs->cfg.cache;
+    f->reader.prefetch = fs->cfg.prefetch;
+    return 0;
+}
+
+/* Writers share the path's staged file; so do readers of a file not committed yet. */
+int fs_open_file(struct fs *fs, const char *path, const struct ns_info *info,
+                     uint64_t version, int flags, struct fs_file *f)
+{
+    if (info->kind == NS_STATS) {
+        int rc = fs_stats_text(fs, 1, &f->text);
+        f->text_len = rc == 0 ? strlen(f->text) : 0;
+        return rc;
+    }
+    if (open_for_writing(flags))
+        return staging_open(fs->staging, path, info->root[0] ? info->root : NULL,
+                            (flags & O_TRUNC) != 0, &f->stg);
+    if (version == INODE_STAGED) {
+        f->stg = fs->staging ? staging_find(fs->staging, path) : NULL;
+        return f->stg ? 0 : -ESTALE;
+    }
+    return open_image(fs, path, info, version, f);
+}
+
+void fs_file_dispose(struct fs *fs, struct fs_handle *link)
+{
+    fs_file_free(fs, (struct fs_file *)link);
+}
+
+/* What the kernel keeps of an open file: the handle, and how to cache its pages. */
+void fs_hand_out(struct fs *fs, struct fuse_file_info *fi, struct fs_file *f)
+{
+    fs_handle_track(fs, &f->link, fs_file_dispose);
+    fi->fh = (uint64_t)(uintptr_t)f;
+    fi->keep_cache = f->img != NULL;    /* the node is this version: its pages stay right */
+    fi->direct_io = f->stg != NULL || f->text;  /* staged bytes change under other handles;
+                                                   the statistics are longer than st_size */
+}
+
+/* The node's version, if it is still the one its path has (the same check opens make). */
+static int check_current(struct fs *fs, const char *path, uint64_t version,
+                         struct ns_info *info)
+{
+    uint64_t now;
+    int rc = fs_resolve(fs, path, info, &now);
+    return rc == 0 && now != version ? -ESTALE : rc;
+}
+
+void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
+{
+    struct fs *fs = fs_of(req);
+    struct ns_info info;
+    uint64_t version;
+    char *path = NULL;
+    struct fs_file *f = calloc(1, sizeof *f);
+    struct caller caller;
+    fs_caller_of(fs, req, &caller);
+    int rc = f ? fs_version_attributes(fs, ino, &path, &version, &info) : -ENOMEM;
+    if (rc == 0 && version != INODE_STAGED && version != INODE_NO_VERSION)
+        rc = check_current(fs, path, version, &info);
+    if (rc == 0)
+        rc = fs_caller_rights(fs, &caller, path, &info);
+    if (rc == 0)
+        rc = fs_check_open(fs, &info, fi->flags);
+    if (rc == 0)
+        rc = fs_open_file(fs, path, &info, version, fi->flags, f);
+    free(path);
+    if (rc != 0) {
+        fs_file_free(fs, f);
+        fuse_reply_err(req, -rc);
+        return;
+    }
+    f->ino = ino;
+    f->opener = fuse_req_ctx(req)->pid;
+    f->fresh = 1;
+    fs_hand_out(fs, fi, f);
+    if (fuse_reply_open(req, fi) != 0)
+        fs_file_free(fs, f);    /* the opener is gone: no release will come */
+}
+
+static ssize_t read_text(const struct fs_file *f, char *buf, size_t size, uint64_t off)
+{
+    size_t n = off < f->text_len ? f->text_len - (size_t)off : 0;
+    n = n < size ? n : size;
+    memcpy(buf, f->text + (off < f->text_len ? off : 0), n);
+    return (ssize_t)n;
+}
+
+void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
+                    struct fuse_file_info *fi)
+{
+    (void)ino;
+    struct fs_file *f = (struct fs_file *)(uintptr_t)fi->fh;
+    f->fresh = 0;
+    char *buf = malloc(size ? size : 1);
+    if (!buf || off < 0) {
+        free(buf);
+        fuse_reply_err(req, buf ? EINVAL : ENOMEM);
+        return;
+    }
+    ssize_t n = f->stg ? staging_read(fs_of(req)->staging, f->stg, buf, size, (uint64_t)off)
+              : f->text ? read_text(f, buf, size, (uint64_t)off)
+                        : image_read(f->img, &f->reader, (uint64_t)off, buf, size);
+    if (n < 0)
+        fuse_reply_err(req, (int)-n);
+    else
+        fuse_reply_buf(req, buf, (size_t)n);
+    free(buf);
+}
+
+void op_write(fuse_req_t req, fuse_ino_t ino, const char *buf, size_t size, off_t off,
+                     struct fuse_file_info *fi)
+{
+    (void)ino;
+    struct fs *fs = fs_of(req);
+    struct fs_file *f = (struct fs_file *)(uintptr_t)fi->fh;
+    f->fresh = 0;
+    ssize_t n = !f->stg || (fi->flags & O_ACCMODE) == O_RDONLY ? -EBADF
+              : off < 0 ? -EINVAL
+              : staging_write(fs->staging, f->stg, buf, size, (uint64_t)off);
+    if (n < 0)
+        fuse_reply_err(req, (int)-n);
+    else
+        fuse_reply_write(req, (size_t)n);
+}
+
+/* close() and fsync(): the moment a changed file becomes the domain. */
+static void reply_commit(fuse_req_t req, struct fuse_file_info *fi)
+{
+    struct fs *fs = fs_of(req);
+    struct fs_file *f = (struct fs_file *)(uintptr_t)fi->fh;
+    f->fresh = 0;
+    int rc = f->stg ? staging_commit(fs->staging, f->stg) : 0;
+    if (f->stg)
+        notifier_drain(fs->notifier);   /* a stat right after close() sees the new version */
+    fuse_reply_err(req, -rc);
+}
+
+void op_flush(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
+{
+    (void)ino;
+    reply_commit(req, fi);
+}
+
+void op_fsync(fuse_req_t req, fuse_ino_t ino, int datasync, struct fuse_file_info *fi)
+{
+    (void)ino, (void)datasync;
+    reply_commit(req, fi);
+}
+
+void op_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
+{
+    (void)ino;
+    fs_file_free(fs_of(req), (struct fs_file *)(uintptr_t)fi->fh);
+    fuse_reply_err(req, 0);
+}
+
+void op_statfs(fuse_req_t req, fuse_ino_t ino)
+{
+    (void)ino;
+    struct statvfs st = {
+        .f_bsize = FS_BLOCK_SIZE,
+        .f_frsize = FS_BLOCK_SIZE,
+        .f_namemax = FS_NAME_MAX,
+    };
+    fuse_reply_statfs(req, &st);
+}

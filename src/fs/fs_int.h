@@ -1,0 +1,155 @@
+/* fs_int.h: what the parts of the FUSE layer (fs.c, fs_common.c, fs_dir.c, fs_file.c,
+ * fs_change.c) share. Only src/fs includes it; include/h5osfs/fs.h is the contract. */
+#ifndef H5OSFS_FS_INT_H
+#define H5OSFS_FS_INT_H
+
+#include "h5osfs/fs.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <math.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/statvfs.h>
+#include <unistd.h>
+
+#include "h5osfs/callers.h"
+#include "h5osfs/clock.h"
+#include "h5osfs/commit.h"
+#include "h5osfs/domops.h"
+#include "h5osfs/gc.h"
+#include "h5osfs/journal.h"
+#include "h5osfs/log.h"
+#include "images.h"
+#include "inode.h"
+#include "notify.h"
+#include "staging.h"
+#include "stats.h"
+
+#define FS_BLOCK_SIZE 4096
+#define FS_IO_SIZE (1u << 20)       /* st_blksize of files: cp and stdio move 1 MiB at a time,
+                                       as many FUSE requests as the 1 MiB max_write allows */
+#define FS_NAME_MAX 255
+#define FS_UNKNOWN_INO 0xffffffffu   /* readdir: "ask lookup", as libfuse's high-level API does */
+#define FS_XATTR_ROOT "user.h5osfs.root"
+#define FS_XATTR_OWNER "user.h5osfs.owner"
+
+#ifndef RENAME_NOREPLACE
+#define RENAME_NOREPLACE (1 << 0)
+#endif
+
+/* Every handle given to the kernel, so that those whose release never came (the session ended
+ * first: a SIGTERM right after a close) are still freed at unmount. */
+struct fs_handle {
+    struct fs_handle *prev, *next;      /* NULL while not handed out */
+    void (*dispose)(struct fs *fs, struct fs_handle *h);
+};
+
+struct fs {
+    struct fs_config cfg;
+    pthread_mutex_t handles_lock;
+    struct fs_handle handles;   /* the list's head */
+    struct inode_table *inodes;
+    struct image_table *images;
+    struct gc *gc;
+    struct domops ops;
+    struct callers *callers;    /* who each request acts as; who created each new file */
+    struct journal *journal;    /* NULL on a read-only mount */
+    struct staging *staging;    /* NULL on a read-only mount */
+    struct notifier *notifier;  /* NULL until the threads start */
+    double started;             /* clock_monotonic() at fs_new */
+};
+
+/* An open domain file: its version and its reads' state; or, for writing (and for reading a
+ * new file that is still being written), its staged entry. */
+struct fs_file {
+    struct fs_handle link;      /* first: the handle list holds it by this */
+    fuse_ino_t ino;
+    pid_t opener;               /* the thread whose open made it */
+    _Atomic int fresh;          /* opened, nothing done with it yet (see truncate_of_open) */
+    struct staged *stg;
+    struct image *img;
+    struct image_reader reader;
+    char root[SCHEMA_ID_BUF];
+    char *text;                 /* the statistics file: the text its open took */
+    size_t text_len;
+};
+
+/* The listing a directory handle serves, taken once at opendir so offsets stay stable. */
+struct fs_dir_handle {
+    struct fs_handle link;      /* first: the handle list holds it by this */
+    struct ns_dir dir;
+};
+
+
+/* ---- fs.c: the handle list; fs_of ---- */
+struct fs *fs_of(fuse_req_t req);
+void fs_handle_track(struct fs *fs, struct fs_handle *h, void (*dispose)(struct fs *fs,
+                     struct fs_handle *h));
+void fs_handle_untrack(struct fs *fs, struct fs_handle *h);
+
+/* ---- fs_common.c: attributes, paths, rights ---- */
+double fs_attr_timeout(const struct fs *fs, uint64_t version);
+void fs_caller_of(struct fs *fs, fuse_req_t req, struct caller *c);
+int fs_caller_rights(struct fs *fs, const struct caller *c, const char *path, struct ns_info *info);
+char *fs_child_path(const char *parent, const char *name);
+unsigned fs_creator_rights(struct fs *fs, const struct caller *c, const char *path);
+void fs_fill_stat(const struct fs *fs, fuse_ino_t ino, const struct ns_info *info, struct stat *st);
+int fs_is_dir_kind(enum ns_kind kind);
+int fs_is_stats_path(const char *path);
+mode_t fs_mode_of(const struct fs *fs, const struct ns_info *info);
+int fs_remember_creator(struct fs *fs, const struct caller *c, const char *path);
+int fs_resolve(struct fs *fs, const char *path, struct ns_info *info, uint64_t *version);
+int fs_stat_ino(struct fs *fs, fuse_ino_t ino, char **path, struct ns_info *info);
+int fs_version_attributes(struct fs *fs, fuse_ino_t ino, char **path, uint64_t *version,
+                          struct ns_info *info);
+
+/* ---- fs_dir.c: lookup, attributes, directories, extended attributes ---- */
+void op_access(fuse_req_t req, fuse_ino_t ino, int mask);
+void op_forget(fuse_req_t req, fuse_ino_t ino, uint64_t nlookup);
+void op_forget_multi(fuse_req_t req, size_t count, struct fuse_forget_data *forgets);
+void op_getattr(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi);
+void op_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name, size_t size);
+void op_listxattr(fuse_req_t req, fuse_ino_t ino, size_t size);
+void op_lookup(fuse_req_t req, fuse_ino_t parent, const char *name);
+void op_opendir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi);
+void op_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, struct fuse_file_info *fi);
+void op_releasedir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi);
+
+/* ---- fs_file.c: open files, reads, writes, commits ---- */
+int fs_check_open(const struct fs *fs, const struct ns_info *info, int flags);
+void fs_file_dispose(struct fs *fs, struct fs_handle *link);
+void fs_file_free(struct fs *fs, struct fs_file *f);
+void fs_hand_out(struct fs *fs, struct fuse_file_info *fi, struct fs_file *f);
+void op_flush(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi);
+void op_fsync(fuse_req_t req, fuse_ino_t ino, int datasync, struct fuse_file_info *fi);
+void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi);
+void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, struct fuse_file_info *fi);
+void op_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi);
+void op_statfs(fuse_req_t req, fuse_ino_t ino);
+void op_write(fuse_req_t req, fuse_ino_t ino, const char *buf, size_t size, off_t off,
+              struct fuse_file_info *fi);
+int fs_open_file(struct fs *fs, const char *path, const struct ns_info *info, uint64_t version,
+                 int flags, struct fs_file *f);
+
+/* ---- fs_change.c: setattr, creating, removing, renaming ---- */
+void op_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode,
+               struct fuse_file_info *fi);
+void op_link(fuse_req_t req, fuse_ino_t ino, fuse_ino_t newparent, const char *newname);
+void op_mkdir(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode);
+void op_mknod(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode, dev_t rdev);
+void op_removexattr(fuse_req_t req, fuse_ino_t ino, const char *name);
+void op_rename(fuse_req_t req, fuse_ino_t parent, const char *name, fuse_ino_t newparent,
+               const char *newname, unsigned int flags);
+void op_rmdir(fuse_req_t req, fuse_ino_t parent, const char *name);
+void op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int to_set,
+                struct fuse_file_info *fi);
+void op_setxattr(fuse_req_t req, fuse_ino_t ino, const char *name, const char *value, size_t size,
+                 int flags);
+void op_symlink(fuse_req_t req, const char *link, fuse_ino_t parent, const char *name);
+void op_unlink(fuse_req_t req, fuse_ino_t parent, const char *name);
+
+#endif
