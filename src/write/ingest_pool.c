@@ -28,10 +28,11 @@ struct ingest_pool {
 };
 
 /* An unchanged chunk: the store copies the base's object (a chunk deleted since reads as the
- * fill value, as it did through the base's file: nothing to copy). */
-static int copy_job(struct ingest_pool *p, const struct ingest_job *job)
+ * fill value, as it did through the base's file: nothing to copy, *copied stays 0). */
+static int copy_job(struct ingest_pool *p, const struct ingest_job *job, int *copied)
 {
     int rc = store_copy(p->g->cfg->store, job->copy_of, job->key);
+    *copied = rc == 0;
     if (rc == -ENOENT)
         return 0;
     if (rc != 0)
@@ -40,10 +41,11 @@ static int copy_job(struct ingest_pool *p, const struct ingest_job *job)
     return ingest_store_error(rc);
 }
 
-static int run_job(struct ingest_pool *p, struct ingest_job *job, size_t *put_bytes)
+static int run_job(struct ingest_pool *p, struct ingest_job *job, size_t *put_bytes,
+                   int *copied)
 {
     if (job->copy_of[0])
-        return copy_job(p, job);
+        return copy_job(p, job, copied);
     unsigned char *enc = NULL;
     size_t enc_len = 0;
     const unsigned char *data = job->bytes;
@@ -88,14 +90,15 @@ static void *worker(void *arg)
         pthread_cond_broadcast(&p->changed);
         pthread_mutex_unlock(&p->lock);
         size_t put = 0;
-        int rc = skip ? 0 : run_job(p, &job, &put);
+        int copied = 0;
+        int rc = skip ? 0 : run_job(p, &job, &put, &copied);
         free(job.bytes);
         pthread_mutex_lock(&p->lock);
         p->busy--;
         if (rc != 0 && p->error == 0)
             p->error = rc;
         if (rc == 0 && !skip && job.copy_of[0]) {
-            p->g->stats->chunks_copied++;
+            p->g->stats->chunks_copied += copied;
         } else if (rc == 0 && !skip) {
             p->g->stats->chunks_written++;
             p->g->stats->chunks_raw += job.raw ? 1 : 0;

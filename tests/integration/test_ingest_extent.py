@@ -232,6 +232,10 @@ def test_change_of_a_declared_exabyte_costs_the_chunk_written(writable, tmp_path
     if writable.backend == "posix":
         assert objcheck.problems(writable.bucket, f"/{HOME}/eb.h5", fill_chunks="error") == []
         assert len(stored_chunks(writable.bucket, f"/{HOME}/eb.h5")) == 2
+    # the base stored no chunk: none was copied (a chunk of the base that is not in the store
+    # reads as fill and is not counted)
+    commits = [line for line in writable.log().splitlines() if "eb.h5: committed" in line]
+    assert len(commits) == 2 and " 0 chunks copied in the store" in commits[-1], commits
 
 
 # ---- no file stalls the daemon ----
