@@ -159,6 +159,28 @@ def test_db_info_json_is_hidden(mount_bucket):
     assert "db" not in os.listdir(m.mnt)
 
 
+def mountinfo_of(path):
+    """(fstype, source) of the mount at path, from /proc/self/mountinfo (octal escapes
+    undone)."""
+    path = os.path.realpath(path)
+    for line in open("/proc/self/mountinfo"):
+        fields = line.split()
+        if fields[4].encode().decode("unicode_escape") == path:
+            rest = fields[fields.index("-") + 1:]
+            return rest[0], rest[1].encode().decode("unicode_escape")
+    raise AssertionError(f"{path} is not mounted")
+
+
+def test_the_kernel_names_the_mount_by_its_bucket(mount_bucket):
+    """df, findmnt and /proc/mounts show the bucket and the type fuse.h5osfs (libfuse alone
+    would say "h5osfs" and "fuse"); fsname= and subtype= on the command line win."""
+    m = mount_bucket(BUCKET, "-o", "user=test_user1")
+    assert mountinfo_of(m.mnt) == ("fuse.h5osfs", m.src.source)
+    m.unmount()
+    m = mount_bucket(BUCKET, "-o", "user=test_user1,fsname=my data,subtype=other")
+    assert mountinfo_of(m.mnt) == ("fuse.other", "my data")
+
+
 def test_stat_fields(mount_bucket):
     tree = bucket_tree()
     before = time.time()
