@@ -19,24 +19,13 @@
 
 #include <lz4.h>
 
+#include "h5osfs/why.h"
+
 /* Elements per bit-transposed group: a block holds a multiple of this, the rest is raw. */
 #define GROUP 8u
 /* Each block is framed by its compressed length. */
 #define BLOCK_LEN_BYTES 4u
 
-static int fail(char *why, size_t why_len, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-
-static int fail(char *why, size_t why_len, const char *fmt, ...)
-{
-    if (why && why_len) {
-        va_list ap;
-        va_start(ap, fmt);
-        (void)vsnprintf(why, why_len, fmt, ap);
-        va_end(ap);
-    }
-    return -EINVAL;
-}
 
 static uint64_t read_be(const unsigned char *p, size_t n)
 {
@@ -49,10 +38,12 @@ static uint64_t read_be(const unsigned char *p, size_t n)
 int bitshuffle_total(const void *in, size_t in_len, size_t *total, char *why, size_t why_len)
 {
     if (!in || in_len < BITSHUFFLE_HEADER_LEN)
-        return fail(why, why_len, "bitshuffle stream of %zu bytes has no 12-byte header", in_len);
+        return why_reject(why, why_len, "bitshuffle stream of %zu bytes has no 12-byte header",
+                          in_len);
     uint64_t t = read_be(in, 8);
     if (t > SIZE_MAX)
-        return fail(why, why_len, "bitshuffle header states %llu bytes", (unsigned long long)t);
+        return why_reject(why, why_len, "bitshuffle header states %llu bytes",
+                          (unsigned long long)t);
     *total = (size_t)t;
     return 0;
 }
@@ -112,14 +103,15 @@ static int block_elems(const unsigned char *in, size_t itemsize, size_t *elems, 
 {
     uint64_t bytes = read_be(in + 8, 4);
     if (bytes == 0 || bytes % itemsize)
-        return fail(why, why_len, "bitshuffle block size %llu is not whole elements of %zu bytes",
-                    (unsigned long long)bytes, itemsize);
+        return why_reject(why, why_len,
+                          "bitshuffle block size %llu is not whole elements of %zu bytes",
+                          (unsigned long long)bytes, itemsize);
     if (bytes > LZ4_MAX_INPUT_SIZE)
-        return fail(why, why_len, "bitshuffle block size %llu is larger than LZ4 allows",
-                    (unsigned long long)bytes);
+        return why_reject(why, why_len, "bitshuffle block size %llu is larger than LZ4 allows",
+                          (unsigned long long)bytes);
     if ((bytes / itemsize) % GROUP)
-        return fail(why, why_len, "bitshuffle block of %llu elements is not a multiple of 8",
-                    (unsigned long long)(bytes / itemsize));
+        return why_reject(why, why_len, "bitshuffle block of %llu elements is not a multiple of 8",
+                          (unsigned long long)(bytes / itemsize));
     *elems = (size_t)(bytes / itemsize);
     return 0;
 }
@@ -134,16 +126,18 @@ static int decode_block(struct cursor *c, size_t n, size_t itemsize, unsigned ch
                         unsigned char *out, char *why, size_t why_len)
 {
     if (c->left < BLOCK_LEN_BYTES)
-        return fail(why, why_len, "bitshuffle stream truncated before a block length");
+        return why_reject(why, why_len, "bitshuffle stream truncated before a block length");
     uint64_t clen = read_be(c->p, BLOCK_LEN_BYTES);
     if (clen > c->left - BLOCK_LEN_BYTES || clen > INT_MAX)
-        return fail(why, why_len, "bitshuffle block of %llu bytes runs past the end (%zu left)",
-                    (unsigned long long)clen, c->left - BLOCK_LEN_BYTES);
+        return why_reject(why, why_len,
+                          "bitshuffle block of %llu bytes runs past the end (%zu left)",
+                          (unsigned long long)clen, c->left - BLOCK_LEN_BYTES);
     size_t raw = n * itemsize; /* <= block bytes <= LZ4_MAX_INPUT_SIZE: fits an int */
     int got =
         LZ4_decompress_safe((const char *)c->p + BLOCK_LEN_BYTES, (char *)tmp, (int)clen, (int)raw);
     if (got < 0 || (size_t)got != raw)
-        return fail(why, why_len, "bitshuffle LZ4 block is corrupt (%d of %zu bytes)", got, raw);
+        return why_reject(why, why_len, "bitshuffle LZ4 block is corrupt (%d of %zu bytes)", got,
+                          raw);
     bitshuffle_untranspose(tmp, out, n, itemsize);
     c->p += BLOCK_LEN_BYTES + clen;
     c->left -= BLOCK_LEN_BYTES + (size_t)clen;
@@ -157,7 +151,7 @@ static int decode_body(struct cursor *c, size_t n, size_t itemsize, size_t block
     size_t first = n < block ? n - n % GROUP : block; /* the largest block this stream has */
     unsigned char *tmp = NULL;
     if (first && !(tmp = malloc(first * itemsize))) {
-        (void)fail(why, why_len, "cannot allocate %zu bytes", first * itemsize);
+        (void)why_reject(why, why_len, "cannot allocate %zu bytes", first * itemsize);
         return -ENOMEM;
     }
     size_t done = 0;
@@ -172,8 +166,8 @@ static int decode_body(struct cursor *c, size_t n, size_t itemsize, size_t block
         return rc;
     size_t tail = (n - done) * itemsize;
     if (c->left != tail)
-        return fail(why, why_len, "bitshuffle stream ends with %zu bytes, not %zu raw ones",
-                    c->left, tail);
+        return why_reject(why, why_len, "bitshuffle stream ends with %zu bytes, not %zu raw ones",
+                          c->left, tail);
     if (tail)
         memcpy(out + done * itemsize, c->p, tail);
     return 0;
@@ -187,13 +181,13 @@ int bitshuffle_decode(const void *in, size_t in_len, size_t itemsize, void *out,
     if (rc)
         return rc;
     if (itemsize == 0)
-        return fail(why, why_len, "bitshuffle needs an element size");
+        return why_reject(why, why_len, "bitshuffle needs an element size");
     if (total != out_len)
-        return fail(why, why_len, "bitshuffle header states %zu bytes, the chunk has %zu", total,
-                    out_len);
+        return why_reject(why, why_len, "bitshuffle header states %zu bytes, the chunk has %zu",
+                          total, out_len);
     if (total % itemsize)
-        return fail(why, why_len, "bitshuffle total %zu is not whole elements of %zu bytes", total,
-                    itemsize);
+        return why_reject(why, why_len, "bitshuffle total %zu is not whole elements of %zu bytes",
+                          total, itemsize);
     rc = block_elems(in, itemsize, &block, why, why_len);
     if (rc)
         return rc;
@@ -236,18 +230,17 @@ static int encode_check(size_t in_len, size_t itemsize, size_t block_elems, char
                         size_t why_len)
 {
     if (itemsize == 0 || in_len % itemsize)
-        return fail(why, why_len, "%zu bytes are not whole elements of %zu bytes", in_len,
-                    itemsize);
+        return why_reject(why, why_len, "%zu bytes are not whole elements of %zu bytes", in_len,
+                          itemsize);
     if (block_elems == 0 || block_elems % GROUP)
-        return fail(why, why_len, "bitshuffle block of %zu elements is not a multiple of 8",
-                    block_elems);
+        return why_reject(why, why_len, "bitshuffle block of %zu elements is not a multiple of 8",
+                          block_elems);
     if (block_elems > LZ4_MAX_INPUT_SIZE / itemsize)
-        return fail(why, why_len,
-                    "bitshuffle block of %zu elements of %zu bytes is larger "
-                    "than LZ4 allows",
-                    block_elems, itemsize);
+        return why_reject(why, why_len,
+                          "bitshuffle block of %zu elements of %zu bytes is larger than LZ4 allows",
+                          block_elems, itemsize);
     if (in_len > SIZE_MAX / 4 - 64)
-        return fail(why, why_len, "%zu bytes are too many to bitshuffle", in_len);
+        return why_reject(why, why_len, "%zu bytes are too many to bitshuffle", in_len);
     return 0;
 }
 
@@ -275,11 +268,11 @@ static int encode_block(const unsigned char *in, size_t n, size_t itemsize, unsi
     int raw = (int)(n * itemsize); /* <= block bytes <= LZ4_MAX_INPUT_SIZE */
     int cap = LZ4_compressBound(raw);
     if ((size_t)cap > c->left - BLOCK_LEN_BYTES) /* cannot happen: the buffer is the bound */
-        return fail(why, why_len, "bitshuffle output buffer is too small");
+        return why_reject(why, why_len, "bitshuffle output buffer is too small");
     bitshuffle_transpose(in, tmp, n, itemsize);
     int got = LZ4_compress_default((const char *)tmp, (char *)c->p + BLOCK_LEN_BYTES, raw, cap);
     if (got <= 0)
-        return fail(why, why_len, "LZ4 cannot compress a bitshuffle block of %d bytes", raw);
+        return why_reject(why, why_len, "LZ4 cannot compress a bitshuffle block of %d bytes", raw);
     write_be(c->p, (uint64_t)got, BLOCK_LEN_BYTES);
     c->p += BLOCK_LEN_BYTES + (size_t)got;
     c->left -= BLOCK_LEN_BYTES + (size_t)got;
@@ -293,7 +286,7 @@ static int encode_body(const unsigned char *in, size_t n, size_t itemsize, size_
     size_t first = n < block ? n - n % GROUP : block; /* the largest block this stream has */
     unsigned char *tmp = NULL;
     if (first && !(tmp = malloc(first * itemsize))) {
-        (void)fail(why, why_len, "cannot allocate %zu bytes", first * itemsize);
+        (void)why_reject(why, why_len, "cannot allocate %zu bytes", first * itemsize);
         return -ENOMEM;
     }
     size_t done = 0;
@@ -308,7 +301,7 @@ static int encode_body(const unsigned char *in, size_t n, size_t itemsize, size_
         return rc;
     size_t tail = (n - done) * itemsize;
     if (tail > c->left)
-        return fail(why, why_len, "bitshuffle output buffer is too small");
+        return why_reject(why, why_len, "bitshuffle output buffer is too small");
     if (tail)
         memcpy(c->p, in + done * itemsize, tail);
     c->p += tail;
@@ -327,7 +320,7 @@ int bitshuffle_encode(const void *in, size_t in_len, size_t itemsize, size_t blo
     size_t n = in_len / itemsize, cap = encode_bound(n, itemsize, block_elems);
     unsigned char *buf = malloc(cap);
     if (!buf) {
-        (void)fail(why, why_len, "cannot allocate %zu bytes", cap);
+        (void)why_reject(why, why_len, "cannot allocate %zu bytes", cap);
         return -ENOMEM;
     }
     write_be(buf, in_len, 8);

@@ -22,16 +22,15 @@
 #include <zlib.h>
 
 #include "bitshuffle.h"
+#include "h5osfs/why.h"
 #include "codec_int.h"
 
 int codec_fail(char *why, size_t why_len, int err, const char *fmt, ...)
 {
-    if (why && why_len) {
-        va_list ap;
-        va_start(ap, fmt);
-        (void)vsnprintf(why, why_len, fmt, ap);
-        va_end(ap);
-    }
+    va_list ap;
+    va_start(ap, fmt);
+    (void)why_vreject(why, why_len, fmt, ap);
+    va_end(ap);
     return err;
 }
 

@@ -28,6 +28,7 @@
 #include "h5osfs/hjson.h"
 #include "h5osfs/log.h"
 #include "h5osfs/pfor.h"
+#include "h5osfs/why.h"
 
 /* HDF5's global state is not worth contending on: one build at a time. */
 static pthread_mutex_t build_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -70,10 +71,8 @@ int build_load_json(struct builder *b, const char *id, json_t **out, char *why, 
     char key[STORE_KEY_MAX + 1], jwhy[160];
     struct store_buf buf = { 0 };
     *out = NULL;
-    if (schema_obj_key(id, key, sizeof key) != 0) {
-        snprintf(why, why_len, "%.120s is not an object id", id);
-        return -EINVAL;
-    }
+    if (schema_obj_key(id, key, sizeof key) != 0)
+        return why_reject(why, why_len, "%.120s is not an object id", id);
     int rc = get_object(b, id, key, &buf);
     if (rc == -ENOENT || rc == -EFBIG || rc == -EISDIR) {
         snprintf(why, why_len, "object %s (%.120s): %s", id, key,
@@ -624,10 +623,8 @@ static int attr_value(struct builder *b, const json_t *a, hid_t tid, size_t n, v
         unsigned char *bytes;
         size_t len;
         if (h5value_base64_decode(json_string_value(value), json_string_length(value), &bytes,
-                                  &len) != 0) {
-            snprintf(why, why_len, "value is not valid base64");
-            return -EINVAL;
-        }
+                                  &len) != 0)
+            return why_reject(why, why_len, "value is not valid base64");
         int rc = h5value_from_stored(type, tid, bytes, len, n, &refs, buf, why, why_len);
         free(bytes);
         return rc;

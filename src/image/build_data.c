@@ -31,6 +31,7 @@
 #include "h5osfs/hjson.h"
 #include "h5osfs/log.h"
 #include "h5osfs/pfor.h"
+#include "h5osfs/why.h"
 
 #define V1_PROBE_MAX 1000000    /* v1 chunks cannot be listed: declare the grid up to this */
 /* A chunk grid up to this many chunks, or up to DENSE_FACTOR times the chunks written, keeps
@@ -85,23 +86,18 @@ static int plan_shape(struct dset_plan *p, char *why, size_t why_len)
     p->rank = (int)json_array_size(dims);
     if (p->rank < 1 || p->rank > IMAGE_MAX_RANK || read_dims(dims, p->rank, p->dims, 1) != 0) {
         p->rank = 0;
-        snprintf(why, why_len, "shape dims are not 1 to 32 non-negative integers");
-        return -EINVAL;
+        return why_reject(why, why_len, "shape dims are not 1 to 32 non-negative integers");
     }
     p->shape_ok = 1;
-    if (max && (json_array_size(max) != (size_t)p->rank || read_dims(max, p->rank, p->maxdims, 1))) {
-        snprintf(why, why_len, "maxdims do not match the shape");
-        return -EINVAL;
-    }
+    if (max && (json_array_size(max) != (size_t)p->rank || read_dims(max, p->rank, p->maxdims, 1)))
+        return why_reject(why, why_len, "maxdims do not match the shape");
     for (int k = 0; k < p->rank; k++) {
         if (!max)
             p->maxdims[k] = p->dims[k];
         else if (p->maxdims[k] == 0)
             p->maxdims[k] = H5S_UNLIMITED;  /* HSDS writes 0 for unlimited (spec §3.4) */
-        if (p->maxdims[k] < p->dims[k]) {
-            snprintf(why, why_len, "maxdims smaller than dims");
-            return -EINVAL;
-        }
+        if (p->maxdims[k] < p->dims[k])
+            return why_reject(why, why_len, "maxdims smaller than dims");
     }
     return 0;
 }
@@ -113,16 +109,13 @@ static int plan_layout(struct dset_plan *p, char *why, size_t why_len)
     uint64_t bytes = p->stored_size ? p->stored_size : 16;
     if (p->rank == 0)
         return 0;
-    if (json_array_size(dims) != (size_t)p->rank || read_dims(dims, p->rank, c, 0) != 0) {
-        snprintf(why, why_len, "layout dims are missing, not positive or of the wrong rank");
-        return -EINVAL;
-    }
+    if (json_array_size(dims) != (size_t)p->rank || read_dims(dims, p->rank, c, 0) != 0)
+        return why_reject(why, why_len,
+                          "layout dims are missing, not positive or of the wrong rank");
     for (int k = 0; k < p->rank; k++) {
         p->cdims[k] = c[k];
-        if (bytes > IMAGE_CHUNK_MAX / c[k]) {
-            snprintf(why, why_len, "a chunk of more than 2 GiB");
-            return -EINVAL;
-        }
+        if (bytes > IMAGE_CHUNK_MAX / c[k])
+            return why_reject(why, why_len, "a chunk of more than 2 GiB");
         bytes *= c[k];
         /* HDF5 wants fixed dimensions no smaller than a chunk; HSDS does not care */
         if (p->maxdims[k] != H5S_UNLIMITED && c[k] > p->maxdims[k])
@@ -716,10 +709,8 @@ static int describe_dataset(struct build_obj *o, const struct dset_plan *p,
     }
     if (!ds->id || !ds->path)
         return -ENOMEM;
-    if (build_chunk_key_prefix(o->id, p->rank, ds->key_prefix, sizeof ds->key_prefix) != 0) {
-        snprintf(why, why_len, "its id has no chunk keys");
-        return -EINVAL;
-    }
+    if (build_chunk_key_prefix(o->id, p->rank, ds->key_prefix, sizeof ds->key_prefix) != 0)
+        return why_reject(why, why_len, "its id has no chunk keys");
     const json_t *filters = json_object_get(p->cprops, "filters");
     return codec_spec_from_filters(filters, p->stored_size, 0, CODEC_SOURCE_HSDS, &ds->codec,
                                    why, why_len);

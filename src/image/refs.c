@@ -19,6 +19,7 @@
 #include "h5osfs/h5value.h"
 #include "h5osfs/hjson.h"
 #include "h5osfs/log.h"
+#include "h5osfs/why.h"
 
 #define REF_GRID_MAX 10000000u      /* linked chunks (pieces, contiguous chunks) one dataset may have */
 #define REF_RANGE_MAX (256u << 20)  /* largest byte range one chunk may need */
@@ -35,10 +36,8 @@ static int uri_key(struct builder *b, const char *uri, char **key, char *why, si
     const char *slash = strchr(p, '/');
     const char *bucket = b->src->bucket_name;
     if (!slash || !bucket || (size_t)(slash - p) != strlen(bucket) ||
-        strncmp(p, bucket, (size_t)(slash - p)) != 0 || store_key_check(slash + 1) != 0) {
-        snprintf(why, why_len, "file_uri \"%s\" is not a key of this bucket", uri);
-        return -EINVAL;
-    }
+        strncmp(p, bucket, (size_t)(slash - p)) != 0 || store_key_check(slash + 1) != 0)
+        return why_reject(why, why_len, "file_uri \"%s\" is not a key of this bucket", uri);
     *key = strdup(slash + 1);
     return *key ? 0 : -ENOMEM;
 }
@@ -46,7 +45,7 @@ static int uri_key(struct builder *b, const char *uri, char **key, char *why, si
 static int add_uri(struct builder *b, struct image_dataset *ds, const char *uri, uint32_t *index,
                    char *why, size_t why_len)
 {
-    char *key;
+    char *key = NULL;
     int rc = uri_key(b, uri, &key, why, why_len);
     if (rc != 0)
         return rc;
@@ -97,10 +96,8 @@ static int add_piece(struct piece_list *l, struct ref_piece piece, char *why, si
 {
     struct image_dataset *ds = l->ds;
     if (ds->n_pieces == l->cap) {
-        if (l->cap >= REF_GRID_MAX) {
-            snprintf(why, why_len, "more than %u linked chunks", REF_GRID_MAX);
-            return -EINVAL;
-        }
+        if (l->cap >= REF_GRID_MAX)
+            return why_reject(why, why_len, "more than %u linked chunks", REF_GRID_MAX);
         size_t ncap = l->cap ? l->cap * 2 : 64;
         struct ref_piece *n = realloc(ds->pieces, ncap * sizeof *n);
         if (!n)
@@ -159,16 +156,12 @@ static int contiguous(struct builder *b, const json_t *lay, struct image_dataset
     uint64_t off, size, total = grid_total(ds);
     const char *file = hjson_text(json_object_get(lay, "file_uri"));
     if (json_u64(json_object_get(lay, "offset"), &off) || json_u64(json_object_get(lay, "size"), &size) ||
-        !file) {
-        snprintf(why, why_len, "H5D_CONTIGUOUS_REF without file_uri, offset and size");
-        return -EINVAL;
-    }
+        !file)
+        return why_reject(why, why_len, "H5D_CONTIGUOUS_REF without file_uri, offset and size");
     if (size == 0)
         return 1;               /* nothing linked: chunks live in the bucket (spec §8.1) */
-    if (total > REF_GRID_MAX) {
-        snprintf(why, why_len, "more than %u linked chunks", REF_GRID_MAX);
-        return -EINVAL;
-    }
+    if (total > REF_GRID_MAX)
+        return why_reject(why, why_len, "more than %u linked chunks", REF_GRID_MAX);
     int rc = add_uri(b, ds, file, &uri, why, why_len);
     if (rc != 0)
         return rc;
@@ -193,10 +186,8 @@ static int chunk_map(struct builder *b, const json_t *lay, struct image_dataset 
     const char *file = hjson_text(json_object_get(lay, "file_uri"));
     const json_t *map = json_object_get(lay, "chunks");
     struct piece_list pieces = { ds, 0 };
-    if (!file || !json_is_object(map)) {
-        snprintf(why, why_len, "H5D_CHUNKED_REF without file_uri and chunks");
-        return -EINVAL;
-    }
+    if (!file || !json_is_object(map))
+        return why_reject(why, why_len, "H5D_CHUNKED_REF without file_uri and chunks");
     ds->n_sub = 1;
     int rc = add_uri(b, ds, file, &uri, why, why_len);
     const char *index;
@@ -277,10 +268,8 @@ static int entry_to_piece(struct builder *b, struct table *t, struct image_datas
     uint32_t uri = default_uri;
     if (size == 0)
         return 0;
-    if (size > UINT32_MAX) {
-        snprintf(why, why_len, "chunk table entry of %" PRIu64 " bytes", size);
-        return -EINVAL;
-    }
+    if (size > UINT32_MAX)
+        return why_reject(why, why_len, "chunk table entry of %" PRIu64 " bytes", size);
     if (t->has_uri_field) {
         int rc = member_uri(t->tid, elem, uri_text, sizeof uri_text);
         if (rc == 0 && !uri_text[0])
@@ -375,18 +364,14 @@ static int table_open(struct builder *b, const char *table_id, struct image_data
     const json_t *type, *shape, *layout;
     memset(t, 0, sizeof *t);
     t->tid = H5I_INVALID_HID;
-    if (schema_id_class(table_id) != 'd') {
-        snprintf(why, why_len, "chunk table %s is not a dataset id", table_id);
-        return -EINVAL;
-    }
+    if (schema_id_class(table_id) != 'd')
+        return why_reject(why, why_len, "chunk table %s is not a dataset id", table_id);
     char jwhy[320];
     int rc = build_load_json(b, table_id, &t->json, jwhy, sizeof jwhy);
     if (rc == -EIO || rc == -ENOMEM)
         return rc;              /* the store failed: the build does */
-    if (rc != 0) {
-        snprintf(why, why_len, "chunk table: %s", jwhy);
-        return -EINVAL;
-    }
+    if (rc != 0)
+        return why_reject(why, why_len, "chunk table: %s", jwhy);
     type = json_object_get(t->json, "type");
     shape = json_object_get(shape = t->json, "shape");
     layout = json_object_get(t->json, "layout");
@@ -396,10 +381,9 @@ static int table_open(struct builder *b, const char *table_id, struct image_data
     int nfields = H5Tget_class(t->tid) == H5T_COMPOUND ? H5Tget_nmembers(t->tid) : 0;
     const json_t *dims = json_object_get(shape, "dims"), *cdims = json_object_get(layout, "dims");
     if (nfields < 2 || json_array_size(dims) != (size_t)ds->rank ||
-        json_array_size(cdims) != (size_t)ds->rank) {
-        snprintf(why, why_len, "chunk table %s is not a compound of the dataset's rank", table_id);
-        return -EINVAL;
-    }
+        json_array_size(cdims) != (size_t)ds->rank)
+        return why_reject(why, why_len, "chunk table %s is not a compound of the dataset's rank",
+                          table_id);
     t->has_uri_field = nfields >= 3;
     t->ds.rank = ds->rank;
     t->ds.id = strdup(table_id);
@@ -408,14 +392,11 @@ static int table_open(struct builder *b, const char *table_id, struct image_data
     for (int k = 0; k < ds->rank; k++) {
         uint64_t d, c;
         if (json_u64(json_array_get(dims, (size_t)k), &d) ||
-            json_u64(json_array_get(cdims, (size_t)k), &c) || c == 0) {
-            snprintf(why, why_len, "chunk table %s has a bad shape or layout", table_id);
-            return -EINVAL;
-        }
+            json_u64(json_array_get(cdims, (size_t)k), &c) || c == 0)
+            return why_reject(why, why_len, "chunk table %s has a bad shape or layout", table_id);
         if (t->ds.chunk_bytes > REF_RANGE_MAX / c) {   /* decoded whole before use */
-            snprintf(why, why_len, "chunk table %s has chunks of more than %u bytes", table_id,
-                     REF_RANGE_MAX);
-            return -EINVAL;
+            return why_reject(why, why_len, "chunk table %s has chunks of more than %u bytes",
+                              table_id, REF_RANGE_MAX);
         }
         t->ds.dims[k] = d;
         t->ds.chunk_dims[k] = c;
@@ -428,10 +409,8 @@ static int table_open(struct builder *b, const char *table_id, struct image_data
         return -ENOMEM;
     /* the prefix its chunk keys share, to list them (as build_data does for datasets) */
     if (build_chunk_key_prefix(table_id, ds->rank, t->ds.key_prefix,
-                               sizeof t->ds.key_prefix) != 0) {
-        snprintf(why, why_len, "chunk table %s has no chunk keys", table_id);
-        return -EINVAL;
-    }
+                               sizeof t->ds.key_prefix) != 0)
+        return why_reject(why, why_len, "chunk table %s has no chunk keys", table_id);
     if (h5type_stored_size(type, &stored) == 0)
         t->ds.chunk_bytes = t->ds.chunk_bytes / H5Tget_size(t->tid) * stored;
     const json_t *filters = json_object_get(json_object_get(t->json, "creationProperties"), "filters");
@@ -455,10 +434,8 @@ static int sub_geometry(const json_t *lay, struct image_dataset *ds, char *why, 
         uint64_t h = ds->chunk_dims[k];
         if (hyper && (json_array_size(hyper) != (size_t)ds->rank ||
                       json_u64(json_array_get(hyper, (size_t)k), &h) || h == 0 ||
-                      ds->chunk_dims[k] % h != 0 || ds->n_sub > REF_GRID_MAX / (ds->chunk_dims[k] / h))) {
-            snprintf(why, why_len, "hyper_dims do not divide the chunk dims");
-            return -EINVAL;
-        }
+                      ds->chunk_dims[k] % h != 0 || ds->n_sub > REF_GRID_MAX / (ds->chunk_dims[k] / h)))
+            return why_reject(why, why_len, "hyper_dims do not divide the chunk dims");
         ds->sub_dims[k] = h;
         ds->n_sub *= (uint32_t)(ds->chunk_dims[k] / h);
     }
@@ -473,10 +450,8 @@ static int indirect(struct builder *b, const json_t *lay, struct image_dataset *
     uint32_t default_uri = 0;
     const char *file = hjson_text(json_object_get(lay, "file_uri"));
     const char *table_id = hjson_text(json_object_get(lay, "chunk_table"));
-    if (!table_id) {
-        snprintf(why, why_len, "H5D_CHUNKED_REF_INDIRECT without chunk_table");
-        return -EINVAL;
-    }
+    if (!table_id)
+        return why_reject(why, why_len, "H5D_CHUNKED_REF_INDIRECT without chunk_table");
     int rc = sub_geometry(lay, ds, why, why_len);
     if (rc == 0)
         rc = table_open(b, table_id, ds, &t, why, why_len);
@@ -524,8 +499,7 @@ int build_ref_chunks(struct builder *b, struct build_obj *o, struct image_datase
         return chunk_map(b, lay, ds, chunks, n, why, why_len);
     if (strcmp(cls, "H5D_CHUNKED_REF_INDIRECT") == 0)
         return indirect(b, lay, ds, chunks, n, why, why_len);
-    snprintf(why, why_len, "unknown layout class %s", cls);
-    return -EINVAL;
+    return why_reject(why, why_len, "unknown layout class %s", cls);
 }
 
 /* ---- reading ---- */

@@ -34,6 +34,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "h5osfs/why.h"
 #include "h5type_desc.h"
 
 #define NAME_LEN 24
@@ -45,13 +46,6 @@ struct emitter {
     size_t note_len;
 };
 
-__attribute__((format(printf, 3, 0))) static void put_text(char *buf, size_t len,
-                                                           const char *fmt, va_list ap)
-{
-    if (buf && len > 0 && vsnprintf(buf, len, fmt, ap) < 0)
-        buf[0] = '\0';
-}
-
 /* A stand-in type is allowed: say what it loses (the first stand-in's note is kept). */
 __attribute__((format(printf, 2, 3))) static bool stand_in(struct emitter *e, const char *fmt, ...)
 {
@@ -60,7 +54,7 @@ __attribute__((format(printf, 2, 3))) static bool stand_in(struct emitter *e, co
     va_list ap;
     va_start(ap, fmt);
     if (e->note_len > 0 && e->note[0] == '\0')
-        put_text(e->note, e->note_len, fmt, ap);
+        (void)why_vreject(e->note, e->note_len, fmt, ap);
     va_end(ap);
     return true;
 }
@@ -69,7 +63,7 @@ __attribute__((format(printf, 2, 3))) static json_t *refuse(struct emitter *e, c
 {
     va_list ap;
     va_start(ap, fmt);
-    put_text(e->why, e->why_len, fmt, ap);
+    (void)why_vreject(e->why, e->why_len, fmt, ap);
     va_end(ap);
     return NULL;
 }

@@ -5,16 +5,20 @@
 #include <stdarg.h>
 #include <stdio.h>
 
+int why_vreject(char *why, size_t why_len, const char *fmt, va_list ap)
+{
+    if (why && why_len > 0 && vsnprintf(why, why_len, fmt, ap) < 0)
+        why[0] = '\0';
+    return -EINVAL;
+}
+
 int why_reject(char *why, size_t why_len, const char *fmt, ...)
 {
-    if (why && why_len > 0) {
-        va_list ap;
-        va_start(ap, fmt);
-        if (vsnprintf(why, why_len, fmt, ap) < 0)
-            why[0] = '\0';
-        va_end(ap);
-    }
-    return -EINVAL;
+    va_list ap;
+    va_start(ap, fmt);
+    int rc = why_vreject(why, why_len, fmt, ap);
+    va_end(ap);
+    return rc;
 }
 
 int why_oom(char *why, size_t why_len)
