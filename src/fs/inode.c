@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "h5osfs/grow.h"
 #include "h5osfs/strmap.h"
 
 struct inode {
@@ -204,14 +205,12 @@ static int collect_moved(const char *key, void *value, void *ctx)
     if (strncmp(key, m->from, m->from_len) != 0 || (key[m->from_len] && key[m->from_len] != '/'))
         return 0;
     if (m->n == m->cap) {
-        size_t ncap = m->cap ? m->cap * 2 : 16;
-        struct inode **n = realloc(m->nodes, ncap * sizeof *n);
+        struct inode **n = grow_array(m->nodes, &m->cap, m->cap + 1, sizeof *n, 16);
         if (!n) {
             m->failed = 1;
             return 0;
         }
         m->nodes = n;
-        m->cap = ncap;
     }
     m->nodes[m->n++] = value;
     return 1;                   /* out of the map; put back under the new path below */

@@ -8,6 +8,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "h5osfs/grow.h"
+
 #include "h5osfs/log.h"
 
 #define OVERLAY_PIECE (1u << 20)        /* bytes copied at a time */
@@ -61,12 +63,10 @@ static int add_clean(void *ctx, uint64_t off, uint64_t len)
 {
     struct overlay *o = ctx;
     if (o->n == o->cap) {
-        size_t cap = o->cap ? o->cap * 2 : 64;
-        struct range *r = realloc(o->clean, cap * sizeof *r);
+        struct range *r = grow_array(o->clean, &o->cap, o->cap + 1, sizeof *r, 64);
         if (!r)
             return -ENOMEM;
         o->clean = r;
-        o->cap = cap;
     }
     o->clean[o->n++] = (struct range){ off, len };
     return 0;

@@ -23,6 +23,7 @@
 #include "build.h"
 #include "image_cache.h"
 #include "h5osfs/clock.h"
+#include "h5osfs/grow.h"
 #include "h5osfs/h5type.h"
 #include "h5osfs/h5value.h"
 #include "h5osfs/hjson.h"
@@ -103,12 +104,11 @@ static int record_omission(struct builder *b, enum image_omission_kind kind, con
 {
     struct image *img = b->img;
     if (img->n_omissions == b->cap_omissions) {
-        size_t ncap = b->cap_omissions ? b->cap_omissions * 2 : 16;
-        struct image_omission *n = realloc(img->omissions, ncap * sizeof *n);
+        struct image_omission *n = grow_array(img->omissions, &b->cap_omissions,
+                                              b->cap_omissions + 1, sizeof *n, 16);
         if (!n)
             return -ENOMEM;
         img->omissions = n;
-        b->cap_omissions = ncap;
     }
     struct image_omission o = { kind, strdup(id), name ? strdup(name) : NULL, strdup(path),
                                 strdup(why) };
@@ -166,12 +166,10 @@ int build_omit(struct builder *b, enum image_omission_kind kind, const char *id,
 static int add_obj(struct builder *b, const char *id, const char *path, json_t *json)
 {
     if (b->n_objs == b->cap_objs) {
-        size_t ncap = b->cap_objs ? b->cap_objs * 2 : 64;
-        struct build_obj *n = realloc(b->objs, ncap * sizeof *n);
+        struct build_obj *n = grow_array(b->objs, &b->cap_objs, b->cap_objs + 1, sizeof *n, 64);
         if (!n)
             return -ENOMEM;
         b->objs = n;
-        b->cap_objs = ncap;
     }
     struct build_obj *o = &b->objs[b->n_objs];
     memset(o, 0, sizeof *o);
@@ -327,12 +325,10 @@ static int want_fetched(struct builder *b, const char *id, char ***ids, size_t *
         if (strcmp((*ids)[i], id) == 0)
             return 0;
     if (*n == *cap) {
-        size_t ncap = *cap ? *cap * 2 : 64;
-        char **bigger = realloc(*ids, ncap * sizeof *bigger);
+        char **bigger = grow_array(*ids, cap, *cap + 1, sizeof *bigger, 64);
         if (!bigger)
             return -ENOMEM;
         *ids = bigger;
-        *cap = ncap;
     }
     (*ids)[(*n)++] = (char *)id;
     return 0;

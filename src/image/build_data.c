@@ -26,6 +26,7 @@
 #include <string.h>
 
 #include "build.h"
+#include "h5osfs/grow.h"
 #include "h5osfs/h5type.h"
 #include "h5osfs/h5value.h"
 #include "h5osfs/hjson.h"
@@ -299,12 +300,10 @@ struct chunk_list {
 static int chunk_list_add(struct chunk_list *l, uint64_t linear)
 {
     if (l->n == l->cap) {
-        size_t ncap = l->cap ? l->cap * 2 : 256;
-        uint64_t *nv = realloc(l->v, ncap * sizeof *nv);
+        uint64_t *nv = grow_array(l->v, &l->cap, l->cap + 1, sizeof *nv, 256);
         if (!nv)
             return -ENOMEM;
         l->v = nv;
-        l->cap = ncap;
     }
     l->v[l->n++] = linear;
     return 0;
@@ -493,12 +492,10 @@ int build_root_listing_add(struct root_listing *rl, const char *key)
     if (rl->n == ROOT_LISTING_KEYS)
         return 1;               /* too many: the walk stops, the listing is not used */
     if (rl->n == rl->cap) {
-        size_t cap = rl->cap ? rl->cap * 2 : 256;
-        char **bigger = realloc(rl->keys, cap * sizeof *bigger);
+        char **bigger = grow_array(rl->keys, &rl->cap, rl->cap + 1, sizeof *bigger, 256);
         if (!bigger)
             return -ENOMEM;
         rl->keys = bigger;
-        rl->cap = cap;
     }
     return (rl->keys[rl->n] = strdup(key)) ? (rl->n++, 0) : -ENOMEM;
 }
@@ -680,12 +677,11 @@ static int add_dataset(struct builder *b, struct image_dataset **out)
 {
     struct image *img = b->img;
     if (img->n_datasets == b->cap_datasets) {
-        size_t ncap = b->cap_datasets ? b->cap_datasets * 2 : 16;
-        struct image_dataset *n = realloc(img->datasets, ncap * sizeof *n);
+        struct image_dataset *n = grow_array(img->datasets, &b->cap_datasets, b->cap_datasets + 1,
+                                             sizeof *n, 16);
         if (!n)
             return -ENOMEM;
         img->datasets = n;
-        b->cap_datasets = ncap;
     }
     *out = &img->datasets[img->n_datasets++];
     memset(*out, 0, sizeof **out);

@@ -5,6 +5,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "h5osfs/grow.h"
+
 struct run {
     uint64_t off, len, cap;
     unsigned char *data;
@@ -48,20 +50,6 @@ void extent_map_free(struct extent_map *map)
     free(map);
 }
 
-static int grow(void **v, size_t *cap, size_t need, size_t size)
-{
-    if (need <= *cap)
-        return 0;
-    size_t ncap = *cap ? *cap * 2 : 64;
-    while (ncap < need)
-        ncap *= 2;
-    void *nv = realloc(*v, ncap * size);
-    if (!nv)
-        return -ENOMEM;
-    *v = nv;
-    *cap = ncap;
-    return 0;
-}
 
 /* ---- binary searches: first item that ends after off ---- */
 
@@ -102,8 +90,10 @@ static void remove_run(struct extent_map *m, size_t i)
 
 static int insert_run(struct extent_map *m, size_t i, struct run r)
 {
-    if (grow((void **)&m->runs, &m->cap_runs, m->n_runs + 1, sizeof *m->runs) != 0)
+    struct run *runs = grow_array(m->runs, &m->cap_runs, m->n_runs + 1, sizeof *runs, 64);
+    if (!runs)
         return -ENOMEM;
+    m->runs = runs;
     memmove(&m->runs[i + 1], &m->runs[i], (m->n_runs - i) * sizeof *m->runs);
     m->runs[i] = r;
     m->n_runs++;
@@ -211,8 +201,11 @@ int extent_write_chunk(struct extent_map *map, uint64_t off, uint64_t len, struc
     int rc = cut_runs(map, off, off + len);
     if (rc != 0)
         return rc;
-    if (grow((void **)&map->chunks, &map->cap_chunks, map->n_chunks + 1, sizeof *map->chunks))
+    struct chunk_extent *chunks = grow_array(map->chunks, &map->cap_chunks, map->n_chunks + 1,
+                                             sizeof *chunks, 64);
+    if (!chunks)
         return -ENOMEM;
+    map->chunks = chunks;
     size_t i = first_chunk_ending_after(map, off);
     memmove(&map->chunks[i + 1], &map->chunks[i], (map->n_chunks - i) * sizeof *map->chunks);
     map->chunks[i] = (struct chunk_extent){ off, tag.chunk, (uint32_t)len, tag.dset };

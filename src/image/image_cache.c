@@ -16,6 +16,7 @@
 #include <openssl/evp.h>
 #include <zlib.h>
 
+#include "h5osfs/grow.h"
 #include "h5osfs/log.h"
 #include "h5osfs/pfor.h"
 #include "image_file.h"
@@ -88,12 +89,10 @@ static int stamp_key(void *ctx, const char *key, const struct store_stat *st)
     if (rc != 0)
         return rc;              /* 1: too many chunks, stop before any stat is spent */
     if (w->n == w->cap) {
-        size_t cap = w->cap ? w->cap * 2 : 256;
-        struct stamp_entry *bigger = realloc(w->v, cap * sizeof *bigger);
+        struct stamp_entry *bigger = grow_array(w->v, &w->cap, w->cap + 1, sizeof *bigger, 256);
         if (!bigger)
             return -ENOMEM;
         w->v = bigger;
-        w->cap = cap;
     }
     struct stamp_entry *e = &w->v[w->n];
     *e = (struct stamp_entry){ .key = strdup(key) };
@@ -370,8 +369,7 @@ static int list_cached(DIR *d, struct cached_file **out, size_t *n, uint64_t *to
         if (strlen(de->d_name) != 64 || fstatat(dirfd(d), de->d_name, &sb, 0) != 0)
             continue;
         if (*n == cap) {
-            cap = cap ? cap * 2 : 64;
-            struct cached_file *bigger = realloc(*out, cap * sizeof *bigger);
+            struct cached_file *bigger = grow_array(*out, &cap, *n + 1, sizeof *bigger, 64);
             if (!bigger)
                 return -ENOMEM;
             *out = bigger;

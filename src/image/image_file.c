@@ -16,6 +16,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "h5osfs/grow.h"
 #include "h5osfs/log.h"
 
 #define FILE_MAGIC "H5OSFSIM"
@@ -35,16 +36,12 @@ static void put(struct out *o, const void *data, size_t n)
     if (o->failed || n == 0)
         return;                 /* data may be NULL then, which memcpy must not get */
     if (o->len + n > o->cap) {
-        size_t cap = o->cap ? o->cap * 2 : 65536;
-        while (cap < o->len + n)
-            cap *= 2;
-        unsigned char *bigger = realloc(o->p, cap);
+        unsigned char *bigger = grow_array(o->p, &o->cap, o->len + n, 1, 65536);
         if (!bigger) {
             o->failed = 1;
             return;
         }
         o->p = bigger;
-        o->cap = cap;
     }
     memcpy(o->p + o->len, data, n);
     o->len += n;

@@ -15,6 +15,7 @@
 #include <string.h>
 
 #include "build.h"
+#include "h5osfs/grow.h"
 #include "h5osfs/h5type.h"
 #include "h5osfs/h5value.h"
 #include "h5osfs/hjson.h"
@@ -98,12 +99,10 @@ static int add_piece(struct piece_list *l, struct ref_piece piece, char *why, si
     if (ds->n_pieces == l->cap) {
         if (l->cap >= REF_GRID_MAX)
             return why_reject(why, why_len, "more than %u linked chunks", REF_GRID_MAX);
-        size_t ncap = l->cap ? l->cap * 2 : 64;
-        struct ref_piece *n = realloc(ds->pieces, ncap * sizeof *n);
+        struct ref_piece *n = grow_array(ds->pieces, &l->cap, l->cap + 1, sizeof *n, 64);
         if (!n)
             return -ENOMEM;
         ds->pieces = n;
-        l->cap = ncap;
     }
     ds->pieces[ds->n_pieces++] = piece;
     return 0;

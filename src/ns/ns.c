@@ -10,6 +10,7 @@
 #include <time.h>
 
 #include "h5osfs/clock.h"
+#include "h5osfs/grow.h"
 #include "h5osfs/log.h"
 #include "h5osfs/pfor.h"
 #include "h5osfs/strmap.h"
@@ -369,12 +370,10 @@ int ns_stat(struct ns *ns, const char *path, struct ns_info *out)
 static int dir_append(struct ns_dir *dir, size_t *cap, const char *name, const struct ns_info *info)
 {
     if (dir->n == *cap) {
-        size_t ncap = *cap ? *cap * 2 : 16;
-        struct ns_dirent *e = realloc(dir->entries, ncap * sizeof *e);
+        struct ns_dirent *e = grow_array(dir->entries, cap, *cap + 1, sizeof *e, 16);
         if (!e)
             return -ENOMEM;
         dir->entries = e;
-        *cap = ncap;
     }
     char *copy = strdup(name);
     if (!copy)

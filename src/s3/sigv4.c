@@ -7,6 +7,7 @@
  * session token or a header value.
  */
 #include "h5osfs/sigv4.h"
+#include "h5osfs/grow.h"
 #include "h5osfs/log.h"
 #include "sigv4_int.h"
 
@@ -35,16 +36,12 @@ static void sb_reserve(struct sbuf *b, size_t more)
     size_t need = b->len + more + 1;
     if (need <= b->cap)
         return;
-    size_t cap = b->cap ? b->cap : 128;
-    while (cap < need)
-        cap *= 2;
-    char *p = realloc(b->p, cap);
+    char *p = grow_array(b->p, &b->cap, need, 1, 128);
     if (!p) {
         b->err = -ENOMEM;
         return;
     }
     b->p = p;
-    b->cap = cap;
 }
 
 void sigv4_sb_putn(struct sbuf *b, const char *s, size_t n)

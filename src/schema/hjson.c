@@ -18,6 +18,7 @@
 #include <string.h>
 
 #include "fpenv.h"
+#include "h5osfs/grow.h"
 
 /* The JSON text of the markers: jansson decodes \u0001 to the byte 0x01. */
 #define NAN_JSON "\"\\u0001NaN\""
@@ -61,12 +62,11 @@ static int out_append(struct rewrite *rw, const char *bytes, size_t n)
 static int span_add(struct rewrite *rw, struct span s)
 {
     if (rw->n_spans == rw->spans_cap) {
-        size_t cap = rw->spans_cap ? rw->spans_cap * 2 : 16;
-        struct span *grown = realloc(rw->spans, cap * sizeof(*grown));
+        struct span *grown = grow_array(rw->spans, &rw->spans_cap, rw->n_spans + 1,
+                                        sizeof *grown, 16);
         if (!grown)
             return -ENOMEM;
         rw->spans = grown;
-        rw->spans_cap = cap;
     }
     rw->spans[rw->n_spans++] = s;
     return 0;

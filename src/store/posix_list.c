@@ -9,6 +9,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "h5osfs/grow.h"
 #include "h5osfs/log.h"
 #include "posix.h"
 
@@ -36,16 +37,6 @@ struct px_walk {
     char key[STORE_KEY_MAX + 1];   /* the key (or prefix) being visited */
 };
 
-static void *px_grow(void *v, size_t *cap, size_t size)
-{
-    size_t ncap = *cap ? *cap * 2 : 16;
-    if (ncap > SIZE_MAX / size)
-        return NULL;
-    void *nv = realloc(v, ncap * size);
-    if (nv)
-        *cap = ncap;
-    return nv;
-}
 
 static void px_dirents_free(struct px_dirents *d)
 {
@@ -57,7 +48,7 @@ static void px_dirents_free(struct px_dirents *d)
 static int px_dirents_add(struct px_dirents *d, const char *name, int is_dir)
 {
     if (d->n == d->cap) {
-        void *nv = px_grow(d->v, &d->cap, sizeof *d->v);
+        void *nv = grow_array(d->v, &d->cap, d->cap + 1, sizeof *d->v, 16);
         if (!nv)
             return -ENOMEM;
         d->v = nv;
@@ -154,7 +145,7 @@ static int px_add_object(struct px_walk *w, const struct stat *sb)
 {
     struct store_list *l = w->out;
     if (l->n_objects == w->obj_cap) {
-        void *nv = px_grow(l->objects, &w->obj_cap, sizeof *l->objects);
+        void *nv = grow_array(l->objects, &w->obj_cap, w->obj_cap + 1, sizeof *l->objects, 16);
         if (!nv)
             return px_fail(w->ps, "list", w->key, "allocate", ENOMEM);
         l->objects = nv;
@@ -175,7 +166,7 @@ static int px_add_prefix(struct px_walk *w)
 {
     struct store_list *l = w->out;
     if (l->n_prefixes == w->pfx_cap) {
-        void *nv = px_grow(l->prefixes, &w->pfx_cap, sizeof *l->prefixes);
+        void *nv = grow_array(l->prefixes, &w->pfx_cap, w->pfx_cap + 1, sizeof *l->prefixes, 16);
         if (!nv)
             return px_fail(w->ps, "list", w->key, "allocate", ENOMEM);
         l->prefixes = nv;

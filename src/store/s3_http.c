@@ -21,6 +21,7 @@
 #include <curl/curl.h>
 
 #include "h5osfs/clock.h"
+#include "h5osfs/grow.h"
 #include "h5osfs/log.h"
 #include "h5osfs/sigv4.h"
 #include "s3.h"
@@ -214,14 +215,10 @@ static size_t on_body(char *data, size_t size, size_t nmemb, void *ctx)
         return 0;               /* aborts the transfer */
     }
     if (b->len + n + 1 > t->cap) {
-        size_t ncap = t->cap ? t->cap * 2 : 16384;
-        while (ncap < b->len + n + 1)
-            ncap *= 2;
-        unsigned char *nd = realloc(b->data, ncap);
+        unsigned char *nd = grow_array(b->data, &t->cap, b->len + n + 1, 1, 16384);
         if (!nd)
             return 0;
         b->data = nd;
-        t->cap = ncap;
     }
     memcpy(b->data + b->len, data, n);
     b->len += n;

@@ -7,6 +7,7 @@
 
 #include <expat.h>
 
+#include "h5osfs/grow.h"
 #include "s3.h"
 
 #define XML_TEXT_MAX 4096       /* keys are at most 1024 bytes; tokens and messages less */
@@ -113,12 +114,11 @@ static int push_object(struct list_ctx *c)
 {
     struct store_list *o = c->out;
     if (o->n_objects == c->cap_objects) {
-        size_t ncap = c->cap_objects ? c->cap_objects * 2 : 64;
-        struct store_entry *n = realloc(o->objects, ncap * sizeof *n);
+        struct store_entry *n = grow_array(o->objects, &c->cap_objects, c->cap_objects + 1,
+                                           sizeof *n, 64);
         if (!n)
             return -ENOMEM;
         o->objects = n;
-        c->cap_objects = ncap;
     }
     o->objects[o->n_objects++] = c->cur;
     memset(&c->cur, 0, sizeof c->cur);
@@ -129,12 +129,10 @@ static int push_prefix(struct list_ctx *c, const char *prefix)
 {
     struct store_list *o = c->out;
     if (o->n_prefixes == c->cap_prefixes) {
-        size_t ncap = c->cap_prefixes ? c->cap_prefixes * 2 : 16;
-        char **n = realloc(o->prefixes, ncap * sizeof *n);
+        char **n = grow_array(o->prefixes, &c->cap_prefixes, c->cap_prefixes + 1, sizeof *n, 16);
         if (!n)
             return -ENOMEM;
         o->prefixes = n;
-        c->cap_prefixes = ncap;
     }
     if (!(o->prefixes[o->n_prefixes] = strdup(prefix)))
         return -ENOMEM;

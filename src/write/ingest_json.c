@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "h5osfs/grow.h"
 #include "h5osfs/h5type.h"
 #include "h5osfs/h5value.h"
 #include "h5osfs/log.h"
@@ -161,12 +162,10 @@ static herr_t collect_name(hid_t loc, const char *name, const H5A_info_t *info, 
     (void)info;
     struct names *l = ctx;
     if (l->n == l->cap) {
-        size_t ncap = l->cap ? l->cap * 2 : 8;
-        char **nv = realloc(l->v, ncap * sizeof *nv);
+        char **nv = grow_array(l->v, &l->cap, l->cap + 1, sizeof *nv, 8);
         if (!nv)
             return -1;
         l->v = nv;
-        l->cap = ncap;
     }
     return (l->v[l->n] = strdup(name)) ? (l->n++, 0) : -1;
 }

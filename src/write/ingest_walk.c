@@ -9,6 +9,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "h5osfs/grow.h"
+
 #include "h5osfs/log.h"
 #include "ingest_int.h"
 
@@ -27,12 +29,10 @@ static herr_t collect_link(hid_t group, const char *name, const H5L_info_t *info
     (void)group;
     struct link_list *l = ctx;
     if (l->n == l->cap) {
-        size_t ncap = l->cap ? l->cap * 2 : 16;
-        struct raw_link *nv = realloc(l->v, ncap * sizeof *nv);
+        struct raw_link *nv = grow_array(l->v, &l->cap, l->cap + 1, sizeof *nv, 16);
         if (!nv)
             return -1;
         l->v = nv;
-        l->cap = ncap;
     }
     l->v[l->n].name = strdup(name);
     if (!l->v[l->n].name)
@@ -98,12 +98,10 @@ static int add_obj(struct ingest *g, char cls, haddr_t addr, char *path, size_t 
 {
     char key[32];
     if (g->n_objs == g->cap_objs) {
-        size_t ncap = g->cap_objs ? g->cap_objs * 2 : 64;
-        struct ingest_obj *n = realloc(g->objs, ncap * sizeof *n);
+        struct ingest_obj *n = grow_array(g->objs, &g->cap_objs, g->cap_objs + 1, sizeof *n, 64);
         if (!n)
             return -ENOMEM;
         g->objs = n;
-        g->cap_objs = ncap;
     }
     struct ingest_obj *o = &g->objs[g->n_objs];
     memset(o, 0, sizeof *o);

@@ -15,6 +15,7 @@
 #include <jansson.h>
 
 #include "h5osfs/dirs.h"
+#include "h5osfs/grow.h"
 #include "h5osfs/log.h"
 
 #define JOURNAL_REC_MAX (64u << 10)
@@ -398,7 +399,7 @@ int journal_list(struct journal *j, struct journal_rec **recs, size_t *n)
         if (!is_record_name(e->d_name))
             continue;
         if (*n == cap) {
-            struct journal_rec *bigger = realloc(*recs, (cap = cap ? 2 * cap : 8) * sizeof **recs);
+            struct journal_rec *bigger = grow_array(*recs, &cap, *n + 1, sizeof *bigger, 8);
             if (!bigger) {
                 rc = -ENOMEM;
                 break;
