@@ -266,30 +266,16 @@ static void stop_stats_signal(struct stats_signal *ss)
     pthread_join(ss->thread, NULL);
 }
 
-static int has_mount_option(const struct fuse_args *args, const char *name)
-{
-    size_t n = strlen(name);
-    for (int i = 1; i < args->argc; i++) {
-        const char *a = args->argv[i];
-        for (const char *p = strstr(a, name); p; p = strstr(p + 1, name))
-            if ((p == a || p[-1] == ',' || (p - a == 2 && a[0] == '-' && a[1] == 'o')) &&
-                p[n] == '=')
-                return 1;
-    }
-    return 0;
-}
-
 /* The kernel's name for the mount (df, findmnt, /proc/mounts): the bucket as given, type
  * fuse.h5osfs, unless the command line names them. libfuse would say "h5osfs" and "fuse". */
-static int name_the_mount(struct fuse_args *args, const char *bucket)
+static int name_the_mount(struct fuse_args *args, const struct options *o)
 {
     char *opts = NULL, *name = NULL;
     int rc = 0;
-    if (!has_mount_option(args, "fsname") &&
-        (asprintf(&name, "fsname=%s", bucket) < 0 || fuse_opt_add_opt_escaped(&opts, name) != 0))
+    if (!o->fsname_given && (asprintf(&name, "fsname=%s", o->bucket) < 0 ||
+                             fuse_opt_add_opt_escaped(&opts, name) != 0))
         rc = -1;
-    if (rc == 0 && !has_mount_option(args, "subtype") &&
-        fuse_opt_add_opt(&opts, "subtype=h5osfs") != 0)
+    if (rc == 0 && !o->subtype_given && fuse_opt_add_opt(&opts, "subtype=h5osfs") != 0)
         rc = -1;
     if (rc == 0 && opts && (fuse_opt_add_arg(args, "-o") != 0 || fuse_opt_add_arg(args, opts) != 0))
         rc = -1;
@@ -552,7 +538,7 @@ int main(int argc, char *argv[])
                 opts.bucket ? "MOUNTPOINT" : "BUCKET");
         goto out;
     }
-    if (options_finish(&opts) != 0 || name_the_mount(&args, opts.bucket) != 0 ||
+    if (options_finish(&opts) != 0 || name_the_mount(&args, &opts) != 0 ||
         check_bucket(opts.bucket) != 0 ||
         check_mountpoint(cmd.mountpoint) != 0 || claim_cache_dir(&opts, &cache_lock) != 0 ||
         setup_logging(&opts, &cmd) != 0)

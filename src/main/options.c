@@ -17,6 +17,8 @@
 
 enum option_key {
     KEY_RO,
+    KEY_FSNAME,
+    KEY_SUBTYPE,
     KEY_BUCKET_IMAGES,
     KEY_NO_REPAIRS,
     KEY_USER,
@@ -42,6 +44,8 @@ enum option_key {
 
 static const struct fuse_opt option_spec[] = {
     FUSE_OPT_KEY("ro", KEY_RO),
+    FUSE_OPT_KEY("fsname=", KEY_FSNAME),
+    FUSE_OPT_KEY("subtype=", KEY_SUBTYPE),
     FUSE_OPT_KEY("bucket_images=", KEY_BUCKET_IMAGES),
     FUSE_OPT_KEY("no_repairs", KEY_NO_REPAIRS),
     FUSE_OPT_KEY("user=", KEY_USER),
@@ -163,6 +167,12 @@ static int option_proc(void *data, const char *arg, int key, struct fuse_args *o
     case KEY_RO:
         opts->read_only = 1;
         return 1;               /* also a kernel mount option */
+    case KEY_FSNAME:
+        opts->fsname_given = 1;
+        return 1;               /* libfuse's */
+    case KEY_SUBTYPE:
+        opts->subtype_given = 1;
+        return 1;
     case KEY_USER:
         return set_value(&opts->user, arg);
     case KEY_ADMIN_USER:

@@ -28,6 +28,7 @@ struct options {
     uint64_t cache_size;
     uint64_t image_cache;       /* bytes of built images kept in cache_dir/images; 0: none */
     int read_only;
+    int fsname_given, subtype_given;    /* -o fsname= / subtype=: the kernel's name is theirs */
     int no_repairs;             /* -o no_repairs: what hsload changed is shown as stored */
     char *bucket_images_text;   /* raw -o bucket_images= */
     int bucket_images;          /* OPTIONS_BUCKET_IMAGES_*: built images in the bucket */
