@@ -16,6 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "h5osfs/grow.h"
 #include "h5osfs/h5type.h"
 #include "h5osfs/h5value.h"
 #include "h5osfs/log.h"
@@ -479,15 +480,15 @@ static int add_overlaps(const struct dset_io *io, const uint64_t *grid, const hs
             return 0;           /* beyond the dataspace (the dataset shrank) */
         lo[k] = cur[k] = off[k] / io->cdims[k];
         hi[k] = (end - 1) / io->cdims[k];
-        count *= hi[k] - lo[k] + 1;
+        if (__builtin_mul_overflow(count, hi[k] - lo[k] + 1, &count))
+            return -ENOMEM;
     }
     if (l->n + count > l->cap) {
-        size_t cap = (l->n + count) * 2;
-        uint64_t *bigger = realloc(l->idx, cap * sizeof *bigger);
+        uint64_t *bigger = count > SIZE_MAX - l->n ? NULL
+                         : grow_array(l->idx, &l->cap, l->n + count, sizeof *bigger, 256);
         if (!bigger)
             return -ENOMEM;
         l->idx = bigger;
-        l->cap = cap;
     }
     for (int k = io->rank - 1;;) {
         uint64_t lin = 0;
