@@ -126,6 +126,28 @@ int build_chunk_key_prefix(const char *dset_id, int rank, char *buf, size_t len)
  * listed; -EFBIG beyond a million). A new array in *v (free it). 0, -EFBIG, -ENOMEM, -EIO. */
 int build_list_chunks(struct builder *b, const struct image_dataset *ds, uint64_t **v, size_t *n);
 
+/* ---- build_chunks.c: which chunk objects exist ---- */
+
+#define V1_PROBE_MAX 1000000    /* v1 chunks cannot be listed: declare the grid up to this */
+
+/* Linear chunk indexes of a dataset's grid. */
+struct chunk_list {
+    uint64_t *v;
+    size_t n, cap;
+};
+
+int build_chunk_list_add(struct chunk_list *l, uint64_t linear);
+/* Every chunk of a v1 dataset's grid (see build_list_chunks). 0, -EFBIG, -ENOMEM. */
+int build_all_chunks(const struct image_dataset *ds, struct chunk_list *out);
+/* ds's chunks, as build_list_chunks finds them, into out (sorted, unique). */
+int build_dataset_chunks(struct builder *b, const struct image_dataset *ds,
+                         struct chunk_list *out);
+/* The listing made ahead for o, if it was of ds's grid (moved into out): 1, else 0. */
+int build_take_listed(struct build_obj *o, const struct image_dataset *ds,
+                      struct chunk_list *out);
+/* 1 when no dimension of ds's grid is 0. */
+int build_all_chunks_nonzero(const struct image_dataset *ds);
+
 /* "3_0_12" -> linear index in ds's grid: 0, 1 when outside the current shape, -EINVAL. */
 int build_parse_index(const struct image_dataset *ds, const char *s, uint64_t *linear);
 
