@@ -54,10 +54,14 @@ uint64_t image_serial(const struct image *img);
 /* True when both images have the same bytes (same layout, metadata and chunk sources). */
 int image_equal(const struct image *a, const struct image *b);
 
-/* What one open file's reads share: the caches, and how sequential its reads have been. A
- * sequential reader gets the next chunks in file order loaded ahead (a window that doubles up
- * to IMAGE_PREFETCH_MAX chunks or IMAGE_PREFETCH_BYTES while reads stay sequential). Several
- * threads may read at once. */
+/* What one open file's reads share: the caches, and how its reads move. A reader that moves
+ * sequentially through a third chunk gets the next chunks in file order loaded ahead (a window
+ * that doubles up to IMAGE_PREFETCH_MAX chunks or IMAGE_PREFETCH_BYTES while reads stay
+ * sequential); reading within one chunk does not widen it, nor does the kernel's read-ahead
+ * running one read past a chunk's end. A reader whose jumps step along one dimension of a
+ * dataset's chunk grid (a column of a table: chunk (i, j), then (i + 1, j)) gets the rest of
+ * that line of chunks loaded ahead, and so does a new line it starts at grid position 0 of
+ * the same dimension. Several threads may read at once. */
 #define IMAGE_PREFETCH_MAX 64
 #define IMAGE_PREFETCH_BYTES (64u << 20)
 struct image_reader {
@@ -66,6 +70,11 @@ struct image_reader {
     _Atomic uint64_t expect;            /* where a sequential read continues */
     _Atomic unsigned window;            /* chunks to load ahead */
     _Atomic uint64_t ahead;             /* segments before this index are already queued */
+    _Atomic uint64_t last_chunk;        /* 1 + the segment index of the last chunk read */
+    _Atomic uint64_t run_chunk;         /* 1 + that of the chunk the last jump landed in */
+    _Atomic unsigned run_chunks;        /* chunks entered since then, in file order */
+    _Atomic uint64_t stride;            /* 1 + dataset << 8 | dimension of the last step along
+                                         * one grid dimension; 0: none seen */
 };
 
 /* Copy up to len bytes at off into buf, fetching chunks through the reader's cache. Returns

@@ -9,6 +9,7 @@
 #define H5OSFS_PREFETCH_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 #include "h5osfs/cache.h"
 
@@ -24,5 +25,11 @@ void prefetcher_free(struct prefetcher *p);
  * or dropped. 0, or -EAGAIN when the queue is full (done was called), -ENOMEM. */
 int prefetcher_add(struct prefetcher *p, const char *key, size_t size, chunk_load_fn load,
                    void *ctx, void (*done)(void *ctx));
+
+/* Jobs queued and jobs dropped (queue full or stopping) since the start; p may be NULL. */
+struct prefetch_counts {
+    uint64_t queued, dropped;
+};
+void prefetcher_counts(struct prefetcher *p, struct prefetch_counts *out);
 
 #endif

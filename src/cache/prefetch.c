@@ -23,6 +23,7 @@ struct prefetcher {
     pthread_cond_t work;
     struct job *head, *tail;
     size_t queued, queue_max;
+    struct prefetch_counts counts;      /* under lock */
     int stopping;
     pthread_t *threads;
     unsigned n_threads;
@@ -114,6 +115,16 @@ void prefetcher_free(struct prefetcher *p)
     free(p);
 }
 
+void prefetcher_counts(struct prefetcher *p, struct prefetch_counts *out)
+{
+    *out = (struct prefetch_counts){ 0 };
+    if (!p)
+        return;
+    pthread_mutex_lock(&p->lock);
+    *out = p->counts;
+    pthread_mutex_unlock(&p->lock);
+}
+
 int prefetcher_add(struct prefetcher *p, const char *key, size_t size, chunk_load_fn load,
                    void *ctx, void (*done)(void *ctx))
 {
@@ -136,7 +147,10 @@ int prefetcher_add(struct prefetcher *p, const char *key, size_t size, chunk_loa
             p->head = j;
         p->tail = j;
         p->queued++;
+        p->counts.queued++;
         pthread_cond_signal(&p->work);
+    } else {
+        p->counts.dropped++;
     }
     pthread_mutex_unlock(&p->lock);
     if (full) {

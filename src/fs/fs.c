@@ -153,6 +153,7 @@ int fs_stats_text(struct fs *fs, int pretty, char **out)
                            .read_only = fs->staging == NULL };
     store_counts(fs->cfg.images.store, &st.store);
     chunk_cache_stats(fs->cfg.cache, &st.cache);
+    prefetcher_counts(fs->cfg.prefetch, &st.read_ahead);
     image_table_counts(fs->images, &st.images);
     if (fs->staging) {
         char dir[4096];

@@ -9,6 +9,7 @@
 #include <stdint.h>
 
 #include "h5osfs/cache.h"
+#include "h5osfs/prefetch.h"
 #include "h5osfs/store.h"
 #include "images.h"
 #include "staging.h"
@@ -20,6 +21,7 @@ struct fs_stats {
     double uptime;                  /* seconds since the mount */
     struct store_counts store;
     struct chunk_cache_stats cache;
+    struct prefetch_counts read_ahead;
     struct image_table_counts images;
     int read_only;                  /* no staging: commits and staging are left out */
     struct staging_counts staging;

@@ -240,6 +240,27 @@ static void prefetch_done(void *ctx)
     free(job);
 }
 
+/* Queue a load of chunk `linear` of dataset `dset` (len bytes). 0, or -1 when the queue is
+ * full or memory is short: stop queueing, the reader fetches for itself. */
+static int queue_chunk(struct image *img, struct image_reader *r, uint32_t dset,
+                       uint64_t linear, uint64_t len)
+{
+    struct chunk_job *job = malloc(sizeof *job);
+    if (!job)
+        return -1;
+    *job = (struct chunk_job){ img, &img->datasets[dset], linear };
+    image_get(img);
+    char key[64];
+    struct segment s = { .dset = dset, .len = len, .u.chunk = linear };
+    chunk_cache_key(img, &s, key, sizeof key);
+    return prefetcher_add(r->prefetch, key, len, load_chunk, job, prefetch_done) != 0 ? -1 : 0;
+}
+
+static int can_prefetch(const struct image *img, uint32_t dset)
+{
+    return dset < img->n_datasets && img->datasets[dset].origin != ORIGIN_POISON;
+}
+
 /* Queue the chunk segments after segment `last`, up to the reader's window of chunks; the
  * ones queued by earlier reads are not queued again. */
 static void read_ahead(struct image *img, struct image_reader *r, size_t last)
@@ -255,21 +276,79 @@ static void read_ahead(struct image *img, struct image_reader *r, size_t last)
     size_t i = last + 1 > r->ahead ? last + 1 : (size_t)r->ahead;
     for (; i < end; i++) {
         const struct segment *s = &segs[i];
-        if (s->kind != SEGMENT_CHUNK || s->dset >= img->n_datasets ||
-            img->datasets[s->dset].origin == ORIGIN_POISON)
+        if (s->kind != SEGMENT_CHUNK || !can_prefetch(img, s->dset))
             continue;
-        struct chunk_job *job = malloc(sizeof *job);
-        char key[64];
-        if (!job)
+        if (queue_chunk(img, r, s->dset, s->u.chunk, s->len) != 0)
             break;
-        *job = (struct chunk_job){ img, &img->datasets[s->dset], s->u.chunk };
-        image_get(img);
-        chunk_cache_key(img, s, key, sizeof key);
-        if (prefetcher_add(r->prefetch, key, s->len, load_chunk, job, prefetch_done) != 0)
-            break;              /* queue full: the reader fetches for itself */
     }
     if (i > r->ahead)
         r->ahead = i;
+}
+
+/* The grid dimension along which chunk `to` is one step from chunk `from` (both of ds), or -1.
+ * The last dimension is not a step: that is the file order, which read_ahead follows. */
+static int grid_step_dim(const struct image_dataset *ds, uint64_t from, uint64_t to)
+{
+    uint64_t a[IMAGE_MAX_RANK], b[IMAGE_MAX_RANK];
+    int dim = -1;
+    if (ds->rank < 2 || to <= from)
+        return -1;
+    image_chunk_index(ds, from, a);
+    image_chunk_index(ds, to, b);
+    for (int k = 0; k < ds->rank; k++) {
+        if (a[k] == b[k])
+            continue;
+        if (dim >= 0 || b[k] != a[k] + 1)
+            return -1;
+        dim = k;
+    }
+    return dim < ds->rank - 1 ? dim : -1;
+}
+
+/* Queue the chunks after chunk `linear` along grid dimension dim, to the grid's edge, at most
+ * IMAGE_PREFETCH_MAX chunks or IMAGE_PREFETCH_BYTES. */
+static void line_ahead(struct image *img, struct image_reader *r, uint32_t dset, uint64_t linear,
+                       int dim)
+{
+    const struct image_dataset *ds = &img->datasets[dset];
+    uint64_t idx[IMAGE_MAX_RANK], step = 1;
+    image_chunk_index(ds, linear, idx);
+    for (int k = dim + 1; k < ds->rank; k++)
+        step *= ds->grid[k];
+    uint64_t left = ds->grid[dim] - 1 - idx[dim], bytes = 0;
+    for (uint64_t m = 1; m <= left && m <= IMAGE_PREFETCH_MAX && bytes < IMAGE_PREFETCH_BYTES;
+         m++, bytes += ds->chunk_bytes)
+        if (queue_chunk(img, r, dset, linear + m * step, ds->chunk_bytes) != 0)
+            break;
+}
+
+/* A read that begins a chunk away from where the last one was: a step along one dimension of
+ * the grid (or a new line started where the last step's line started) queues the line. */
+static void stride_ahead(struct image *img, struct image_reader *r,
+                         const struct segment *segs, size_t seg)
+{
+    const struct segment *s = &segs[seg];
+    uint64_t from = r->run_chunk, stride = r->stride;
+    if (r->last_chunk == seg + 1 || !can_prefetch(img, s->dset))
+        return;                 /* within the same chunk: nothing new */
+    r->run_chunk = seg + 1;
+    r->run_chunks = 1;
+    /* from where the last jump landed: the kernel's read-ahead runs past the chunk it read */
+    const struct image_dataset *ds = &img->datasets[s->dset];
+    const struct segment *p = from ? &segs[from - 1] : NULL;
+    int dim = p && p->dset == s->dset ? grid_step_dim(ds, p->u.chunk, s->u.chunk) : -1;
+    if (dim >= 0) {
+        r->stride = 1 + ((uint64_t)s->dset << 8 | (unsigned)dim);
+        line_ahead(img, r, s->dset, s->u.chunk, dim);
+        return;
+    }
+    if (stride && (stride - 1) >> 8 == s->dset) {
+        uint64_t idx[IMAGE_MAX_RANK];
+        dim = (int)((stride - 1) & 0xff);
+        image_chunk_index(ds, s->u.chunk, idx);
+        if (idx[dim] == 0)
+            line_ahead(img, r, s->dset, s->u.chunk, dim);
+    }
 }
 
 /* A jump closes the window: 1 if this read continues the last one. */
@@ -286,8 +365,9 @@ static int note_access(struct image_reader *r, uint64_t off, size_t len)
     return sequential;
 }
 
-/* Sequential reads of chunk data widen the window; reads of metadata alone do not (an open
- * reads the metadata in order, and chunks fetched for it were fetched for nobody). */
+/* Sequential reads that move into another chunk widen the window. Reads of metadata alone do
+ * not (an open reads the metadata in order, and chunks fetched for it were fetched for
+ * nobody), nor do reads within one chunk (a column of a chunk is read through all of it). */
 static void widen(struct image_reader *r)
 {
     unsigned w = r->window;
@@ -302,7 +382,7 @@ ssize_t image_read(struct image *img, struct image_reader *r, uint64_t off, void
         return 0;
     if (len > size - off)
         len = (size_t)(size - off);
-    int sequential = r->prefetch && note_access(r, off, len);
+    int sequential = r->prefetch && note_access(r, off, len), first_chunk = 1;
     size_t n_segs, done = 0, i;
     const struct segment *segs = extent_segments(img->map, &n_segs);
     for (i = extent_find(img->map, off); done < len;) {
@@ -317,10 +397,18 @@ ssize_t image_read(struct image *img, struct image_reader *r, uint64_t off, void
         }
         const struct segment *s = &segs[i++];
         uint64_t n = s->off + s->len - pos < len - done ? s->off + s->len - pos : len - done;
-        if (s->kind == SEGMENT_CHUNK && sequential) {
-            widen(r);
-            read_ahead(img, r, i - 1);
-            sequential = 0;     /* once per read */
+        if (s->kind == SEGMENT_CHUNK && first_chunk && r->prefetch) {
+            int new_chunk = r->last_chunk != i;     /* i - 1 is this segment's index */
+            if (sequential && new_chunk && ++r->run_chunks >= 3) {
+                widen(r);
+                read_ahead(img, r, i - 1);
+            } else if (!sequential) {
+                stride_ahead(img, r, segs, i - 1);
+            }
+            if (!r->run_chunk)
+                r->run_chunk = i;   /* the reader's first chunk starts its first run */
+            r->last_chunk = i;
+            first_chunk = 0;    /* once per read */
         }
         if (s->kind == SEGMENT_BYTES)
             memcpy(out, s->u.bytes + (pos - s->off), n);
@@ -418,3 +506,4 @@ void image_stats(const struct image *img, struct image_stats *out)
         out->memory += img->datasets[i].n_pieces * sizeof(struct ref_piece);
     out->build_seconds = img->build_seconds;
 }
+
