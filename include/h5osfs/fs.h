@@ -1,7 +1,7 @@
 /*
  * fs: the FUSE low-level front end. Every request gets exactly one reply; internal errors are
  * negative errnos until the reply. Namespace questions go to ns, file contents to image,
- * writes to staging (src/fs/staging.c) and its commit, namespace changes to domops: fs itself
+ * writes to staging (staging.h) and its commit, namespace changes to domops: fs itself
  * makes no store request.
  */
 #ifndef H5OSFS_FS_H

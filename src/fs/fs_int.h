@@ -26,7 +26,7 @@
 #include "images.h"
 #include "inode.h"
 #include "notify.h"
-#include "staging.h"
+#include "h5osfs/staging.h"
 #include "stats.h"
 
 #define FS_BLOCK_SIZE 4096

@@ -12,8 +12,8 @@
  * The writer sees its file from creation on (stat, readdir, reads of its handles); the bucket
  * and every other mount see nothing until the commit's .domain.json put. Thread-safe.
  */
-#ifndef H5OSFS_FS_STAGING_H
-#define H5OSFS_FS_STAGING_H
+#ifndef H5OSFS_STAGING_H
+#define H5OSFS_STAGING_H
 
 #include <stdint.h>
 #include <sys/types.h>
