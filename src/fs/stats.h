@@ -9,9 +9,9 @@
 #include <stdint.h>
 
 #include "h5osfs/cache.h"
+#include "h5osfs/image_table.h"
 #include "h5osfs/staging.h"
 #include "h5osfs/store.h"
-#include "images.h"
 
 #define STATS_FILE_NAME ".h5osfs-stats"
 
