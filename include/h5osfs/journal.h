@@ -12,7 +12,7 @@
  * after a crash each record is either the old or the new one. Thread-safe: records of
  * different names may be written at once; one name is written by one thread at a time.
  *
- * A record names the bucket it was staged for (the identity main gives journal_open: the
+ * A record names the bucket it was staged for (the identity the stack gives journal_open: the
  * directory's real path, or "s3:ENDPOINT/bucket/prefix"): a cache directory used by mounts of
  * different buckets, one after the other, holds records of each, and recovery commits only the
  * mounted bucket's (journal_rec_is_ours).

@@ -6,7 +6,8 @@
  * that may not be used: empty, absolute, with "." / ".." / empty components, or longer than
  * STORE_KEY_MAX), -EFBIG (object larger than the caller's limit), -EISDIR (the key names a
  * "directory" where an object is expected), -ENOMEM, -ENOSPC (a full disk or quota, logged),
- * -EIO (anything else, already logged with the key and the reason). Backends are thread-safe: any number of calls may run at once.
+ * -EIO (anything else, already logged with the key and the reason). Backends are thread-safe:
+ * any number of calls may run at once.
  *
  * put is whole-object and atomic: a reader sees the old object or the new one, never a part.
  */

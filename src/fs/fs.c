@@ -43,33 +43,8 @@ static void dispose_handles(struct fs *fs)
         log_info("%zu handles were still open at unmount: released", n);
 }
 
-/* The collector asks: may root's objects go? Not while an open file reads them. */
-static int root_in_use(void *ctx, const char *root)
+void fs_forget_name(struct fs *fs, const char *path)
 {
-    struct fs *fs = ctx;
-    return image_table_root_in_use(fs->images, root) ||
-           (fs->staging && staging_root_in_use(fs->staging, root));
-}
-
-/* r+ starts from a version of the domain: its image (staging keeps its chunks in the store). */
-static int staging_base(void *ctx, const char *path, const char *root, struct image **img)
-{
-    struct fs *fs = ctx;
-    int reused;
-    int rc = image_table_get(fs->images, path, root, img, &reused);
-    if (rc != 0)
-        log_error("%s: the version with root %s cannot be staged: %s", path, root,
-                  strerror(-rc));
-    return rc;
-}
-
-/* A commit made a new version of path: the next lookup must find it, not the kernel's cached
- * name of the old version's node. */
-static void forget_image(void *ctx, const char *path)
-{
-    struct fs *fs = ctx;
-    callers_forget_creator(fs->callers, path);      /* its ACL decides from now on */
-    image_table_expire(fs->images, path);
     const char *slash = strrchr(path, '/');
     char *dir = slash ? strndup(path, (size_t)(slash - path)) : NULL;
     fuse_ino_t parent = dir ? inode_of(fs->inodes, *dir ? dir : "/") : 0;
@@ -78,68 +53,23 @@ static void forget_image(void *ctx, const char *path)
     free(dir);
 }
 
-static int fs_new_staging(struct fs *fs)
-{
-    if (fs->cfg.read_only)
-        return 0;
-    int rc = journal_open(fs->cfg.cache_dir, fs->cfg.bucket_id, &fs->journal);
-    if (rc != 0)
-        return rc;
-    struct commit_ctx commit = { .ops = &fs->ops, .journal = fs->journal,
-                                 .workers = fs->cfg.write_workers };
-    struct staging_hooks hooks = { .base = staging_base, .cache = fs->cfg.cache,
-                                   .committed = forget_image, .ctx = fs };
-    rc = staging_new(&commit, &hooks, &fs->staging);
-    if (rc != 0) {
-        journal_close(fs->journal);
-        fs->journal = NULL;
-    }
-    return rc;
-}
-
-/* A commit making a new domain asks domops who owns it: whoever created the file. */
-static int creator_of(void *ctx, const char *path, char *buf, size_t len)
-{
-    return callers_creator(((struct fs *)ctx)->callers, path, buf, len);
-}
-
-static int fs_new_callers(struct fs *fs)
-{
-    struct callers_config cfg = { fs->cfg.uid, fs->cfg.user, fs->cfg.user_map };
-    return callers_new(&cfg, &fs->callers);
-}
-
 int fs_new(const struct fs_config *cfg, struct fs **out)
 {
     struct fs *fs = calloc(1, sizeof *fs);
     if (!fs)
         return -ENOMEM;
     fs->cfg = *cfg;
+    fs->images = cfg->images;
+    fs->ops = cfg->ops;
+    fs->callers = cfg->callers;
+    fs->staging = cfg->staging;
     fs->started = clock_monotonic();
     pthread_mutex_init(&fs->handles_lock, NULL);
     fs->handles.next = fs->handles.prev = &fs->handles;
-    int rc = fs_new_callers(fs);
+    int rc = inode_table_new(&fs->inodes);
     if (rc != 0) {
+        pthread_mutex_destroy(&fs->handles_lock);
         free(fs);
-        return rc;
-    }
-    rc = inode_table_new(&fs->inodes);
-    if (rc == 0 && (rc = image_table_new(&cfg->images, cfg->ttl, &fs->images)) != 0)
-        inode_table_free(fs->inodes);
-    if (rc == 0 && (rc = gc_new(cfg->images.store, cfg->gc_grace, root_in_use, fs, &fs->gc))) {
-        image_table_free(fs->images);
-        inode_table_free(fs->inodes);
-    }
-    if (rc != 0) {
-        callers_free(fs->callers);
-        free(fs);
-        return rc;
-    }
-    fs->ops = (struct domops){ cfg->images.store, cfg->ns, cfg->user, cfg->admin_user, fs->gc,
-                               creator_of, fs };
-    rc = fs_new_staging(fs);
-    if (rc != 0) {
-        fs_free(fs);
         return rc;
     }
     *out = fs;
@@ -148,10 +78,10 @@ int fs_new(const struct fs_config *cfg, struct fs **out)
 
 int fs_stats_text(struct fs *fs, int pretty, char **out)
 {
-    struct fs_stats st = { .backend = fs->cfg.images.store->ops->name,
+    struct fs_stats st = { .backend = fs->cfg.store->ops->name,
                            .uptime = clock_monotonic() - fs->started,
                            .read_only = fs->staging == NULL };
-    store_counts(fs->cfg.images.store, &st.store);
+    store_counts(fs->cfg.store, &st.store);
     chunk_cache_stats(fs->cfg.cache, &st.cache);
     prefetcher_counts(fs->cfg.prefetch, &st.read_ahead);
     image_table_counts(fs->images, &st.images);
@@ -178,13 +108,7 @@ void fs_free(struct fs *fs)
     fs_stop_threads(fs);
     if (fs->handles.next)
         dispose_handles(fs);
-    gc_drain(fs->gc);           /* unmounted: no reader is left to wait for */
-    gc_free(fs->gc);            /* before the tables its in_use question reads */
-    staging_free(fs->staging);
-    journal_close(fs->journal);
-    image_table_free(fs->images);
     inode_table_free(fs->inodes);
-    callers_free(fs->callers);
     pthread_mutex_destroy(&fs->handles_lock);
     free(fs);
 }
@@ -195,14 +119,6 @@ void fs_start_threads(struct fs *fs, struct fuse_session *se, struct prefetcher 
     if (notifier_start(se, &fs->notifier) != 0)
         log_warn("no notifier thread: after a commit, the kernel may show the old version of "
                  "the file for up to ttl seconds");
-    if (fs->staging) {
-        size_t left = staging_recover(fs->staging);
-        if (left)
-            log_warn("%zu staged files could not be committed yet: kept for the next mount",
-                     left);
-    }
-    if (gc_start(fs->gc) != 0)
-        log_warn("no collector thread: deleted domains' objects stay in the bucket");
 }
 
 struct fs *fs_of(fuse_req_t req)

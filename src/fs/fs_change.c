@@ -160,7 +160,7 @@ static int change_at(fuse_req_t req, fuse_ino_t parent, const char *name, int st
     fs_caller_of(fs, req, &caller);
     *path = fs->cfg.read_only ? NULL : path_in(fs, parent, name);
     return fs->cfg.read_only ? -EROFS : !*path ? -ENOMEM : fs_is_stats_path(*path) ? stats_errno
-           : change(&fs->ops, caller_user(&caller), *path);
+           : change(fs->ops, caller_user(&caller), *path);
 }
 
 void op_mkdir(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode)
@@ -205,7 +205,7 @@ static int unlink_at(void *ctx, const char *path, int fresh)
     struct removal *r = ctx;
     if (fresh)
         return fs_creator_rights(r->fs, r->caller, path) & SCHEMA_ACL_DELETE ? 0 : -EACCES;
-    return domops_unlink(&r->fs->ops, caller_user(r->caller), path);
+    return domops_unlink(r->fs->ops, caller_user(r->caller), path);
 }
 
 /* A rename onto to: a file never committed there is replaced as if it were a domain. */
@@ -216,7 +216,7 @@ static int rename_onto(void *ctx, const char *to, int fresh)
         return -EEXIST;
     if (fresh && !(fs_creator_rights(r->fs, r->caller, to) & SCHEMA_ACL_UPDATE))
         return -EACCES;
-    return domops_rename(&r->fs->ops, caller_user(r->caller), r->from, to, r->flags);
+    return domops_rename(r->fs->ops, caller_user(r->caller), r->from, to, r->flags);
 }
 
 /* The change staged at path goes with it (staging.h): its bytes are freed now, and its last
@@ -256,7 +256,7 @@ void op_rename(fuse_req_t req, fuse_ino_t parent, const char *name, fuse_ino_t n
         struct removal r = { .fs = fs, .caller = &caller, .from = from, .flags = flags };
         rc = !from || !to ? -ENOMEM
            : fs_is_stats_path(from) || fs_is_stats_path(to) ? -EPERM
-           : strcmp(from, to) == 0 ? domops_rename(&fs->ops, caller_user(&caller), from, to,
+           : strcmp(from, to) == 0 ? domops_rename(fs->ops, caller_user(&caller), from, to,
                                                    flags)
            : staging_unlink(fs->staging, to, rename_onto, &r);
         if (rc == 0 && inode_rename(fs->inodes, from, to) != 0)
@@ -295,7 +295,7 @@ static int create_file(struct fs *fs, const struct caller *c, const char *path, 
     if (rc != -ENOENT)
         return rc;
     /* names the bucket reserves and the parent's "create" for the caller: refused here */
-    rc = domops_may_create(&fs->ops, caller_user(c), path);
+    rc = domops_may_create(fs->ops, caller_user(c), path);
     if (rc == 0)
         rc = staging_open(fs->staging, path, NULL, 1, &f->stg);
     if (rc == 0)

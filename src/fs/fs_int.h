@@ -20,13 +20,11 @@
 #include "h5osfs/clock.h"
 #include "h5osfs/commit.h"
 #include "h5osfs/domops.h"
-#include "h5osfs/gc.h"
-#include "h5osfs/journal.h"
+#include "h5osfs/image_table.h"
 #include "h5osfs/log.h"
-#include "images.h"
 #include "inode.h"
 #include "notify.h"
-#include "staging.h"
+#include "h5osfs/staging.h"
 #include "stats.h"
 
 #define FS_BLOCK_SIZE 4096
@@ -53,11 +51,9 @@ struct fs {
     pthread_mutex_t handles_lock;
     struct fs_handle handles;   /* the list's head */
     struct inode_table *inodes;
-    struct image_table *images;
-    struct gc *gc;
-    struct domops ops;
-    struct callers *callers;    /* who each request acts as; who created each new file */
-    struct journal *journal;    /* NULL on a read-only mount */
+    struct image_table *images; /* these four: cfg's, for short */
+    const struct domops *ops;
+    struct callers *callers;
     struct staging *staging;    /* NULL on a read-only mount */
     struct notifier *notifier;  /* NULL until the threads start */
     double started;             /* clock_monotonic() at fs_new */

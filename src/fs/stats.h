@@ -9,10 +9,10 @@
 #include <stdint.h>
 
 #include "h5osfs/cache.h"
+#include "h5osfs/image_table.h"
 #include "h5osfs/prefetch.h"
+#include "h5osfs/staging.h"
 #include "h5osfs/store.h"
-#include "images.h"
-#include "staging.h"
 
 #define STATS_FILE_NAME ".h5osfs-stats"
 

@@ -2,9 +2,9 @@
  * main: h5osfs [options] BUCKET MOUNTPOINT.
  *
  * Everything that can be wrong with the command line is found and reported in one line, with
- * exit status 1, before anything is mounted. Then the store, the namespace and the FUSE
- * session are built, the filesystem is mounted and served by libfuse's multi-threaded loop
- * until unmounted or signalled.
+ * exit status 1, before anything is mounted. Then the stack (stack.h: the store up to fs) and
+ * the FUSE session are built, the filesystem is mounted and served by libfuse's
+ * multi-threaded loop until unmounted or signalled.
  */
 #include <dirent.h>
 #include <errno.h>
@@ -26,47 +26,13 @@
 #endif
 
 #include "h5osfs/cache.h"
-#include "h5osfs/dirs.h"
-#include "h5osfs/prefetch.h"
 #include "h5osfs/fs.h"
 #include "h5osfs/journal.h"
 #include "h5osfs/log.h"
-#include "h5osfs/ns.h"
-#include "h5osfs/store.h"
-#include "credentials.h"
 #include "options.h"
+#include "stack.h"
 
 #define READ_AHEAD_KIB 8192
-#define CHUNK_RETRY_AFTER 1.0   /* seconds a chunk that failed to load fails without a retry */
-#define GC_GRACE 30.0           /* seconds a deleted domain's objects stay for open readers */
-#define WRITE_WORKERS 4          /* chunk objects a commit encodes and puts at once */
-#define PREFETCH_WORKERS 4
-#define PREFETCH_QUEUE 256
-
-/* "s3://bucket/a/b" -> bucket "bucket", prefix "a/b/". 0 or -1 (reported). */
-static int split_s3_url(const char *url, char **bucket, char **prefix)
-{
-    const char *b = url + 5, *slash = strchr(b, '/');
-    size_t blen = slash ? (size_t)(slash - b) : strlen(b);
-    const char *p = slash ? slash + 1 : "";
-    size_t plen = strlen(p);
-    while (plen > 0 && p[plen - 1] == '/')
-        plen--;
-    int ok = blen >= 3 && blen <= 63;
-    for (size_t i = 0; i < blen && ok; i++)
-        ok = (b[i] >= 'a' && b[i] <= 'z') || (b[i] >= '0' && b[i] <= '9') || b[i] == '.' ||
-             b[i] == '-' || b[i] == '_' || (b[i] >= 'A' && b[i] <= 'Z');
-    if (!ok) {
-        fprintf(stderr, "h5osfs: '%s' does not name an S3 bucket (s3://bucket[/prefix])\n", url);
-        return -1;
-    }
-    if (asprintf(bucket, "%.*s", (int)blen, b) < 0 ||
-        asprintf(prefix, "%.*s%s", (int)plen, p, plen ? "/" : "") < 0) {
-        fprintf(stderr, "h5osfs: out of memory\n");
-        return -1;
-    }
-    return 0;
-}
 
 static int check_bucket(const char *bucket)
 {
@@ -205,12 +171,6 @@ static void raise_read_ahead(const char *mountpoint, unsigned kib)
         fclose(ra);
 }
 
-/* An object store answers many requests at once; a local disk gains little past a few. */
-static unsigned requests_at_once(const struct options *opts)
-{
-    return strncmp(opts->bucket, "s3://", 5) == 0 ? opts->max_requests : PREFETCH_WORKERS;
-}
-
 /*
  * SIGUSR1 writes the statistics (the mount's /.h5osfs-stats) to the log as one line. One
  * thread waits for it with sigwait; every other thread has it blocked, since they inherit
@@ -288,9 +248,9 @@ static int name_the_mount(struct fuse_args *args, const struct options *o)
 
 /* Mount and serve until unmounted; 0 or -1 (reported). */
 static int serve(struct fuse_args *args, const struct options *opts,
-                 const struct fuse_cmdline_opts *cmd, struct fs *fs, struct chunk_cache *cache,
-                 struct prefetcher **prefetch, int cache_lock)
+                 const struct fuse_cmdline_opts *cmd, struct stack *stack, int cache_lock)
 {
+    struct fs *fs = stack_fs(stack);
     int rc = -1;
     struct fuse_session *se = fuse_session_new(args, fs_operations(), sizeof *fs_operations(), fs);
     if (!se)
@@ -312,19 +272,14 @@ static int serve(struct fuse_args *args, const struct options *opts,
     /* threads only now: fuse_daemonize forks, and a fork keeps none of them */
     struct stats_signal ss = { .fs = fs };
     int stats_signal = start_stats_signal(&ss);
-    unsigned workers = requests_at_once(opts);
-    if (prefetcher_new(cache, workers, PREFETCH_QUEUE, prefetch) != 0) {
-        log_warn("no read-ahead threads: chunks are fetched when read");
-        *prefetch = NULL;
-    }
-    fs_start_threads(fs, se, *prefetch);
+    stack_start(stack, se);
     /* libfuse returns the signal number when SIGINT/SIGTERM/SIGHUP ended the loop: a clean exit */
     rc = run_loop(se, cmd) >= 0 ? 0 : -1;
-    fs_stop_threads(fs);
+    stack_stop(stack);
     if (stats_signal == 0)
         stop_stats_signal(&ss);
     struct chunk_cache_stats cs;
-    chunk_cache_stats(cache, &cs);
+    chunk_cache_stats(stack_cache(stack), &cs);
     log_info("unmounted %s; chunk cache: %" PRIu64 " hits, %" PRIu64 " loads, %" PRIu64
              " waits for a load, %" PRIu64 " evictions", cmd->mountpoint, cs.hits, cs.misses,
              cs.waits, cs.evictions);
@@ -335,80 +290,6 @@ out_signals:
 out_destroy:
     fuse_session_destroy(se);
     return rc;
-}
-
-/* The bucket's name is its directory's name: linked layouts name files as "bucket/key". */
-static char *bucket_name(const char *dir)
-{
-    char *real = realpath(dir, NULL);
-    if (!real)
-        return strdup(dir);
-    char *slash = strrchr(real, '/');
-    char *name = strdup(slash && slash[1] ? slash + 1 : real);
-    free(real);
-    return name;
-}
-
-/* Wrong credentials, a missing bucket or a wrong endpoint would fail every request of the
- * mount: one request finds them, and the mount is refused with one line. 0 or -1. */
-static int check_s3(const struct options *opts, struct store *store)
-{
-    char why[640];
-    int rc = store_s3_check(store, why, sizeof why);
-    if (rc != 0)
-        fprintf(stderr, "h5osfs: S3 bucket '%s': %s\n", opts->bucket, why);
-    else if (why[0])
-        log_warn("S3 bucket '%s': %s", opts->bucket, why);
-    return rc == 0 ? 0 : -1;
-}
-
-static int open_s3(const struct options *opts, struct store **store, char **name)
-{
-    char *prefix = NULL, why[400];
-    struct credentials cred = { 0 };
-    int rc = -1;
-    if (split_s3_url(opts->bucket, name, &prefix) != 0)
-        goto out;
-    rc = credentials_load(opts->profile, opts->region, &cred, why, sizeof why);
-    if (rc != 0 && !(rc == -ENOENT && opts->no_sign)) {
-        fprintf(stderr, "h5osfs: %s\n", rc == -ENOENT ? why : strerror(-rc));
-        rc = -1;
-        goto out;
-    }
-    struct store_s3_config cfg = {
-        .bucket = *name, .prefix = prefix, .endpoint = opts->endpoint, .region = cred.region,
-        .path_style = opts->path_style >= 0 ? opts->path_style
-                      : opts->endpoint != NULL || strchr(*name, '.') != NULL,
-        .no_sign = opts->no_sign, .access_key_id = cred.access_key_id,
-        .secret_access_key = cred.secret_access_key, .session_token = cred.session_token,
-        .ca_file = opts->ca_file, .max_requests = opts->max_requests, .timeout = opts->timeout,
-        .retries = opts->retries, .retry_time = opts->retry_time,
-    };
-    rc = store_s3_open(&cfg, store);
-    if (rc != 0) {
-        fprintf(stderr, "h5osfs: S3 bucket '%s': %s\n", opts->bucket, strerror(-rc));
-        rc = -1;
-    } else if ((rc = check_s3(opts, *store)) != 0) {
-        store_close(*store);
-        *store = NULL;
-    }
-out:
-    credentials_free(&cred);
-    free(prefix);
-    return rc;
-}
-
-static int open_store(const struct options *opts, struct store **store, char **name)
-{
-    if (strncmp(opts->bucket, "s3://", 5) == 0)
-        return open_s3(opts, store, name);
-    *name = bucket_name(opts->bucket);
-    int rc = *name ? store_posix_open(opts->bucket, store) : -ENOMEM;
-    if (rc != 0) {
-        fprintf(stderr, "h5osfs: bucket directory '%s': %s\n", opts->bucket, strerror(-rc));
-        return -1;
-    }
-    return 0;
 }
 
 /*
@@ -437,77 +318,15 @@ static void preload_filter_plugins(void)
 #endif
 }
 
-/* cache_dir/images, where built files are kept (made now), or NULL: none kept. */
-static char *image_dir(const struct options *opts)
-{
-    char *dir = NULL;
-    if (opts->image_cache == 0 || asprintf(&dir, "%s/images", opts->cache_dir) < 0)
-        return NULL;
-    int rc = make_dirs(dir);
-    if (rc != 0) {
-        log_warn("%s: cannot make it (%s): built files are not kept for the next mount", dir,
-                 strerror(-rc));
-        free(dir);
-        return NULL;
-    }
-    return dir;
-}
-
 static int mount_bucket(struct fuse_args *args, const struct options *opts,
                         const struct fuse_cmdline_opts *cmd, int cache_lock)
 {
-    struct store *store = NULL;
-    struct ns *ns = NULL;
-    struct fs *fs = NULL;
-    struct chunk_cache *cache = NULL;
-    struct prefetcher *prefetch = NULL;     /* made by serve, after the fork */
-    char *name = NULL, *images = NULL;
-    int rc = open_store(opts, &store, &name);
-    if (rc != 0) {
-        free(name);
+    struct stack *stack = NULL;
+    if (stack_open(opts, &stack) != 0)
         return -1;
-    }
-    struct ns_config ns_cfg = { .user = opts->user, .admin_user = opts->admin_user,
-                                .ttl = opts->ttl, .requests = requests_at_once(opts) };
-    rc = ns_new(store, &ns_cfg, &ns);
-    if (rc != 0)
-        goto out_store;
-    cache = chunk_cache_new(opts->cache_size);
-    images = image_dir(opts);
-    if (!cache) {
-        rc = -ENOMEM;
-        goto out_ns;
-    }
-    chunk_cache_set_retry_after(cache, CHUNK_RETRY_AFTER);
-    struct fs_config fs_cfg = { .ns = ns, .ttl = opts->ttl, .read_only = opts->read_only,
-                                .uid = getuid(), .gid = getgid(), .cache = cache,
-                                .user = opts->user, .admin_user = opts->admin_user,
-                                .user_map = opts->user_map, .gc_grace = GC_GRACE,
-                                .cache_dir = opts->cache_dir, .bucket_id = opts->bucket_id,
-                                .write_workers = WRITE_WORKERS,
-                                .images = { .store = store, .bucket_name = name,
-                                            .requests = requests_at_once(opts),
-                                            .bucket_id = opts->bucket_id, .image_dir = images,
-                                            .image_dir_max = opts->image_cache,
-                                            .no_repairs = opts->no_repairs,
-                                            .bucket_images = opts->bucket_images } };
-    rc = fs_new(&fs_cfg, &fs);
-    if (rc != 0)
-        goto out_cache;
-    rc = serve(args, opts, cmd, fs, cache, &prefetch, cache_lock);
-    fs_free(fs);
-    prefetcher_free(prefetch);
-out_cache:
-    chunk_cache_free(cache);
-out_ns:
-    ns_free(ns);
-out_store:
-    store_close(store);
-    free(name);
-    free(images);
-    if (rc != 0 && rc != -1)
-        fprintf(stderr, "h5osfs: %s\n", strerror(-rc));
-    return rc == 0 ? 0 : -1;
+    int rc = serve(args, opts, cmd, stack, cache_lock);
+    stack_close(stack);
+    return rc;
 }
 
 int main(int argc, char *argv[])

@@ -1,5 +1,5 @@
 /*
- * images: the synthesised file of each domain path, built on first open and kept for reuse.
+ * image_table: the synthesised file of each domain path, built on first open and kept for reuse.
  *
  * An entry is reused while it is younger than the ttl and the domain's root id is unchanged.
  * An older entry is rebuilt on the next open; when the rebuild is identical to it, the old
@@ -7,8 +7,8 @@
  * Concurrent opens of one domain build it once; different domains build at once (their
  * objects are fetched in parallel, the HDF5 part takes turns). Thread-safe.
  */
-#ifndef H5OSFS_FS_IMAGES_H
-#define H5OSFS_FS_IMAGES_H
+#ifndef H5OSFS_IMAGE_TABLE_H
+#define H5OSFS_IMAGE_TABLE_H
 
 #include <stdint.h>
 

@@ -10,8 +10,8 @@
  *
  * Not thread-safe: the staged entry's lock serialises every call.
  */
-#ifndef H5OSFS_FS_OVERLAY_H
-#define H5OSFS_FS_OVERLAY_H
+#ifndef H5OSFS_WRITE_OVERLAY_H
+#define H5OSFS_WRITE_OVERLAY_H
 
 #include <stdint.h>
 #include <sys/types.h>

@@ -1,5 +1,5 @@
-/* staging: see staging.h. */
-#include "staging.h"
+/* staging: see include/h5osfs/staging.h. */
+#include "h5osfs/staging.h"
 
 #include <errno.h>
 #include <fcntl.h>

@@ -12,8 +12,8 @@
  * The writer sees its file from creation on (stat, readdir, reads of its handles); the bucket
  * and every other mount see nothing until the commit's .domain.json put. Thread-safe.
  */
-#ifndef H5OSFS_FS_STAGING_H
-#define H5OSFS_FS_STAGING_H
+#ifndef H5OSFS_STAGING_H
+#define H5OSFS_STAGING_H
 
 #include <stdint.h>
 #include <sys/types.h>
@@ -26,7 +26,8 @@
 struct staging;
 struct staged;
 
-/* What staging asks of the file system around it (ctx is theirs). */
+/* What staging asks of the parts above it, which the stack wires (src/main/stack.c; ctx is
+ * theirs). */
 struct staging_hooks {
     /* The file of the domain at path whose root is root (a new reference): r+ starts from it. */
     int (*base)(void *ctx, const char *path, const char *root, struct image **img);

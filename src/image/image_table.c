@@ -1,5 +1,5 @@
-/* images: see images.h. */
-#include "images.h"
+/* image_table: see include/h5osfs/image_table.h. */
+#include "h5osfs/image_table.h"
 
 #include <errno.h>
 #include <pthread.h>

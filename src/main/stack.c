@@ -1,0 +1,355 @@
+/* stack: see stack.h. */
+#include "stack.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "h5osfs/callers.h"
+#include "h5osfs/dirs.h"
+#include "h5osfs/domops.h"
+#include "h5osfs/gc.h"
+#include "h5osfs/image_table.h"
+#include "h5osfs/journal.h"
+#include "h5osfs/log.h"
+#include "h5osfs/ns.h"
+#include "h5osfs/prefetch.h"
+#include "h5osfs/staging.h"
+#include "h5osfs/store.h"
+#include "credentials.h"
+
+#define CHUNK_RETRY_AFTER 1.0   /* seconds a chunk that failed to load fails without a retry */
+#define GC_GRACE 30.0           /* seconds a deleted domain's objects stay for open readers */
+#define WRITE_WORKERS 4          /* chunk objects a commit encodes and puts at once */
+#define PREFETCH_WORKERS 4
+#define PREFETCH_QUEUE 256
+
+struct stack {
+    const struct options *opts;     /* the command line's: outlives the stack */
+    struct store *store;
+    char *bucket_name;
+    struct ns *ns;
+    struct chunk_cache *cache;
+    struct prefetcher *prefetch;    /* NULL until stack_start, or without read-ahead */
+    char *image_dir;                /* NULL: built files are not kept */
+    struct image_table *images;
+    struct callers *callers;
+    struct domops ops;              /* complete before anything uses it (stack_start) */
+    struct journal *journal;        /* these two: NULL on a read-only mount */
+    struct staging *staging;
+    struct gc *gc;
+    struct fs *fs;
+};
+
+/* "s3://bucket/a/b" -> bucket "bucket", prefix "a/b/". 0 or -1 (reported). */
+static int split_s3_url(const char *url, char **bucket, char **prefix)
+{
+    const char *b = url + 5, *slash = strchr(b, '/');
+    size_t blen = slash ? (size_t)(slash - b) : strlen(b);
+    const char *p = slash ? slash + 1 : "";
+    size_t plen = strlen(p);
+    while (plen > 0 && p[plen - 1] == '/')
+        plen--;
+    int ok = blen >= 3 && blen <= 63;
+    for (size_t i = 0; i < blen && ok; i++)
+        ok = (b[i] >= 'a' && b[i] <= 'z') || (b[i] >= '0' && b[i] <= '9') || b[i] == '.' ||
+             b[i] == '-' || b[i] == '_' || (b[i] >= 'A' && b[i] <= 'Z');
+    if (!ok) {
+        fprintf(stderr, "h5osfs: '%s' does not name an S3 bucket (s3://bucket[/prefix])\n", url);
+        return -1;
+    }
+    if (asprintf(bucket, "%.*s", (int)blen, b) < 0 ||
+        asprintf(prefix, "%.*s%s", (int)plen, p, plen ? "/" : "") < 0) {
+        fprintf(stderr, "h5osfs: out of memory\n");
+        return -1;
+    }
+    return 0;
+}
+
+/* An object store answers many requests at once; a local disk gains little past a few. */
+static unsigned requests_at_once(const struct options *opts)
+{
+    return strncmp(opts->bucket, "s3://", 5) == 0 ? opts->max_requests : PREFETCH_WORKERS;
+}
+
+/* The bucket's name is its directory's name: linked layouts name files as "bucket/key". */
+static char *bucket_name(const char *dir)
+{
+    char *real = realpath(dir, NULL);
+    if (!real)
+        return strdup(dir);
+    char *slash = strrchr(real, '/');
+    char *name = strdup(slash && slash[1] ? slash + 1 : real);
+    free(real);
+    return name;
+}
+
+/* Wrong credentials, a missing bucket or a wrong endpoint would fail every request of the
+ * mount: one request finds them, and the mount is refused with one line. 0 or -1. */
+static int check_s3(const struct options *opts, struct store *store)
+{
+    char why[640];
+    int rc = store_s3_check(store, why, sizeof why);
+    if (rc != 0)
+        fprintf(stderr, "h5osfs: S3 bucket '%s': %s\n", opts->bucket, why);
+    else if (why[0])
+        log_warn("S3 bucket '%s': %s", opts->bucket, why);
+    return rc == 0 ? 0 : -1;
+}
+
+static int open_s3(const struct options *opts, struct store **store, char **name)
+{
+    char *prefix = NULL, why[400];
+    struct credentials cred = { 0 };
+    int rc = -1;
+    if (split_s3_url(opts->bucket, name, &prefix) != 0)
+        goto out;
+    rc = credentials_load(opts->profile, opts->region, &cred, why, sizeof why);
+    if (rc != 0 && !(rc == -ENOENT && opts->no_sign)) {
+        fprintf(stderr, "h5osfs: %s\n", rc == -ENOENT ? why : strerror(-rc));
+        rc = -1;
+        goto out;
+    }
+    struct store_s3_config cfg = {
+        .bucket = *name, .prefix = prefix, .endpoint = opts->endpoint, .region = cred.region,
+        .path_style = opts->path_style >= 0 ? opts->path_style
+                      : opts->endpoint != NULL || strchr(*name, '.') != NULL,
+        .no_sign = opts->no_sign, .access_key_id = cred.access_key_id,
+        .secret_access_key = cred.secret_access_key, .session_token = cred.session_token,
+        .ca_file = opts->ca_file, .max_requests = opts->max_requests, .timeout = opts->timeout,
+        .retries = opts->retries, .retry_time = opts->retry_time,
+    };
+    rc = store_s3_open(&cfg, store);
+    if (rc != 0) {
+        fprintf(stderr, "h5osfs: S3 bucket '%s': %s\n", opts->bucket, strerror(-rc));
+        rc = -1;
+    } else if ((rc = check_s3(opts, *store)) != 0) {
+        store_close(*store);
+        *store = NULL;
+    }
+out:
+    credentials_free(&cred);
+    free(prefix);
+    return rc;
+}
+
+static int open_store(const struct options *opts, struct store **store, char **name)
+{
+    if (strncmp(opts->bucket, "s3://", 5) == 0)
+        return open_s3(opts, store, name);
+    *name = bucket_name(opts->bucket);
+    int rc = *name ? store_posix_open(opts->bucket, store) : -ENOMEM;
+    if (rc != 0) {
+        fprintf(stderr, "h5osfs: bucket directory '%s': %s\n", opts->bucket, strerror(-rc));
+        return -1;
+    }
+    return 0;
+}
+
+/* cache_dir/images, where built files are kept (made now), or NULL: none kept. */
+static char *image_dir(const struct options *opts)
+{
+    char *dir = NULL;
+    if (opts->image_cache == 0 || asprintf(&dir, "%s/images", opts->cache_dir) < 0)
+        return NULL;
+    int rc = make_dirs(dir);
+    if (rc != 0) {
+        log_warn("%s: cannot make it (%s): built files are not kept for the next mount", dir,
+                 strerror(-rc));
+        free(dir);
+        return NULL;
+    }
+    return dir;
+}
+
+/* The collector asks: may root's objects go? Not while an open file reads them. */
+static int root_in_use(void *ctx, const char *root)
+{
+    struct stack *s = ctx;
+    return image_table_root_in_use(s->images, root) ||
+           (s->staging && staging_root_in_use(s->staging, root));
+}
+
+/* r+ starts from a version of the domain: its image (staging keeps its chunks in the store). */
+static int staging_base(void *ctx, const char *path, const char *root, struct image **img)
+{
+    struct stack *s = ctx;
+    int reused;
+    int rc = image_table_get(s->images, path, root, img, &reused);
+    if (rc != 0)
+        log_error("%s: the version with root %s cannot be staged: %s", path, root,
+                  strerror(-rc));
+    return rc;
+}
+
+/* A commit made a new version of path: its ACL decides from now on, not who created it; the
+ * next open builds the new version, and the next lookup must find it, not the kernel's cached
+ * name of the old version's node. fs is NULL only once it is gone (stack_close). */
+static void committed(void *ctx, const char *path)
+{
+    struct stack *s = ctx;
+    callers_forget_creator(s->callers, path);
+    image_table_expire(s->images, path);
+    if (s->fs)
+        fs_forget_name(s->fs, path);
+}
+
+/* A commit making a new domain asks domops who owns it: whoever created the file. */
+static int creator_of(void *ctx, const char *path, char *buf, size_t len)
+{
+    return callers_creator(ctx, path, buf, len);
+}
+
+/* What every mount reads through: the namespace, the chunk cache, the image table, and who
+ * each request acts as. 0 or -errno. */
+static int open_reading(struct stack *s)
+{
+    const struct options *opts = s->opts;
+    struct ns_config ns_cfg = { .user = opts->user, .admin_user = opts->admin_user,
+                                .ttl = opts->ttl, .requests = requests_at_once(opts) };
+    int rc = ns_new(s->store, &ns_cfg, &s->ns);
+    if (rc != 0)
+        return rc;
+    s->cache = chunk_cache_new(opts->cache_size);
+    if (!s->cache)
+        return -ENOMEM;
+    chunk_cache_set_retry_after(s->cache, CHUNK_RETRY_AFTER);
+    s->image_dir = image_dir(opts);
+    struct image_source src = { .store = s->store, .bucket_name = s->bucket_name,
+                                .requests = requests_at_once(opts),
+                                .bucket_id = opts->bucket_id, .image_dir = s->image_dir,
+                                .image_dir_max = opts->image_cache,
+                                .no_repairs = opts->no_repairs,
+                                .bucket_images = opts->bucket_images };
+    rc = image_table_new(&src, opts->ttl, &s->images);
+    if (rc != 0)
+        return rc;
+    struct callers_config callers_cfg = { getuid(), opts->user, opts->user_map };
+    return callers_new(&callers_cfg, &s->callers);
+}
+
+/* A read-write mount's journal and staging area, in its cache_dir (claimed by main). The
+ * collector is not made yet: ops.gc is set with it, before anything commits. 0 or -errno. */
+static int open_writing(struct stack *s)
+{
+    s->ops = (struct domops){ s->store, s->ns, s->opts->user, s->opts->admin_user, NULL,
+                              creator_of, s->callers };
+    if (s->opts->read_only)
+        return 0;
+    int rc = journal_open(s->opts->cache_dir, s->opts->bucket_id, &s->journal);
+    if (rc != 0)
+        return rc;
+    struct commit_ctx commit = { .ops = &s->ops, .journal = s->journal,
+                                 .workers = WRITE_WORKERS };
+    struct staging_hooks hooks = { .base = staging_base, .cache = s->cache,
+                                   .committed = committed, .ctx = s };
+    return staging_new(&commit, &hooks, &s->staging);
+}
+
+/* The collector asks the image table and staging which roots are in use: made after both,
+ * and so taken down before them. 0 or -errno. */
+static int open_gc(struct stack *s)
+{
+    int rc = gc_new(s->store, GC_GRACE, root_in_use, s, &s->gc);
+    if (rc == 0)
+        s->ops.gc = s->gc;
+    return rc;
+}
+
+static int open_fs(struct stack *s)
+{
+    const struct options *opts = s->opts;
+    struct fs_config cfg = { .ns = s->ns, .store = s->store, .images = s->images,
+                             .cache = s->cache, .callers = s->callers, .ops = &s->ops,
+                             .staging = s->staging, .ttl = opts->ttl,
+                             .read_only = opts->read_only, .uid = getuid(), .gid = getgid(),
+                             .user = opts->user, .cache_dir = opts->cache_dir };
+    return fs_new(&cfg, &s->fs);
+}
+
+int stack_open(const struct options *opts, struct stack **out)
+{
+    struct stack *s = calloc(1, sizeof *s);
+    if (!s) {
+        fprintf(stderr, "h5osfs: out of memory\n");
+        return -1;
+    }
+    s->opts = opts;
+    if (open_store(opts, &s->store, &s->bucket_name) != 0) {
+        stack_close(s);         /* open_store said why */
+        return -1;
+    }
+    int rc = open_reading(s);
+    if (rc == 0)
+        rc = open_writing(s);
+    if (rc == 0)
+        rc = open_gc(s);
+    if (rc == 0)
+        rc = open_fs(s);
+    if (rc != 0) {
+        fprintf(stderr, "h5osfs: %s\n", strerror(-rc));
+        stack_close(s);
+        return -1;
+    }
+    *out = s;
+    return 0;
+}
+
+void stack_start(struct stack *s, struct fuse_session *se)
+{
+    if (prefetcher_new(s->cache, requests_at_once(s->opts), PREFETCH_QUEUE, &s->prefetch) != 0) {
+        log_warn("no read-ahead threads: chunks are fetched when read");
+        s->prefetch = NULL;
+    }
+    fs_start_threads(s->fs, se, s->prefetch);
+    if (s->staging) {
+        size_t left = staging_recover(s->staging);
+        if (left)
+            log_warn("%zu staged files could not be committed yet: kept for the next mount",
+                     left);
+    }
+    if (gc_start(s->gc) != 0)
+        log_warn("no collector thread: deleted domains' objects stay in the bucket");
+}
+
+void stack_stop(struct stack *s)
+{
+    fs_stop_threads(s->fs);
+}
+
+/* The reverse of stack_open; each part may be missing (a stack_open that failed half-way).
+ * The prefetcher, made last (after the fork), goes where it sits in the layers: after the
+ * image table, whose open files' readers queue loads on it. */
+void stack_close(struct stack *s)
+{
+    if (!s)
+        return;
+    fs_free(s->fs);             /* its handles whose release never came commit now */
+    s->fs = NULL;
+    if (s->gc)
+        gc_drain(s->gc);        /* unmounted: no reader is left to wait for */
+    gc_free(s->gc);
+    staging_free(s->staging);
+    journal_close(s->journal);
+    callers_free(s->callers);
+    image_table_free(s->images);
+    prefetcher_free(s->prefetch);
+    free(s->image_dir);
+    chunk_cache_free(s->cache);
+    ns_free(s->ns);
+    store_close(s->store);
+    free(s->bucket_name);
+    free(s);
+}
+
+struct fs *stack_fs(struct stack *s)
+{
+    return s->fs;
+}
+
+struct chunk_cache *stack_cache(struct stack *s)
+{
+    return s->cache;
+}

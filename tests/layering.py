@@ -1,0 +1,114 @@
+#!/usr/bin/python3
+"""The layering the build declares is the one the code has (doc/design.md, "Layers").
+
+meson.build passes, for every static library of the project, its layer and the libraries it
+links (link_with):
+
+    layering.py LAYER... -- --lib LAYER LIB.a [LINKED.a...] --lib ...
+
+where the LAYERs before "--" are the layers from the bottom up. With nm, each library's calls
+into the project are read off its objects (the symbols they use and another library of the
+project defines), and the test fails, naming the library and the symbols, when
+
+- a library calls into one it does not link (the build would only link by luck of the order);
+- a library links one that sits in a higher layer (an upward call);
+- a library links one it calls nothing of (a declared dependency that is not real).
+
+Symbols no library of the project defines come from system libraries and are not checked
+here: linking the programs checks them.
+"""
+import os
+import subprocess
+import sys
+
+
+def name_of(path):
+    """libh5osfs_image.a -> image"""
+    base = os.path.basename(path)
+    for prefix in ("libh5osfs_", "lib"):
+        if base.startswith(prefix):
+            base = base[len(prefix):]
+            break
+    return base[:-2] if base.endswith(".a") else base
+
+
+def symbols(path, *flags):
+    nm = os.environ.get("NM", "nm")
+    out = subprocess.run([nm, "--format=posix", *flags, path], check=True,
+                         capture_output=True, text=True).stdout
+    names = set()
+    for line in out.splitlines():
+        fields = line.split()
+        # "name type [value size]"; thin archives also print "archive[member]:" lines
+        if len(fields) >= 2 and not fields[0].endswith(":"):
+            names.add(fields[0])
+    return names
+
+
+def parse(argv):
+    if "--" not in argv:
+        sys.exit("usage: layering.py LAYER... -- --lib LAYER LIB.a [LINKED.a...] ...")
+    split = argv.index("--")
+    layers, rest = argv[:split], argv[split + 1:]
+    libs = []
+    for token in rest:
+        if token == "--lib":
+            libs.append({"layer": None, "path": None, "links": []})
+        elif not libs:
+            sys.exit(f"layering.py: '{token}' before the first --lib")
+        elif libs[-1]["layer"] is None:
+            if token not in layers:
+                sys.exit(f"layering.py: unknown layer '{token}' (layers: {' '.join(layers)})")
+            libs[-1]["layer"] = token
+        elif libs[-1]["path"] is None:
+            libs[-1]["path"] = token
+        else:
+            libs[-1]["links"].append(name_of(token))
+    return layers, libs
+
+
+def check(layers, libs):
+    rank = {}
+    defined, used = {}, {}
+    for lib in libs:
+        name = name_of(lib["path"])
+        rank[name] = layers.index(lib["layer"])
+        defined[name] = symbols(lib["path"], "--defined-only", "--extern-only")
+        used[name] = symbols(lib["path"], "--undefined-only") - defined[name]
+    owner = {}
+    for name, syms in defined.items():
+        for sym in syms:
+            owner.setdefault(sym, name)
+    problems = []
+    for lib in libs:
+        name = name_of(lib["path"])
+        calls = {}
+        for sym in sorted(used[name]):
+            if sym in owner:
+                calls.setdefault(owner[sym], []).append(sym)
+        for callee, syms in sorted(calls.items()):
+            if callee not in lib["links"]:
+                problems.append(f"{name} calls {callee} without linking it: {' '.join(syms)}")
+        for linked in lib["links"]:
+            if linked not in rank:
+                problems.append(f"{name} links {linked}, which is not in the layering")
+            elif rank[linked] > rank[name]:
+                problems.append(f"{name} ({layers[rank[name]]}) links {linked}, a layer above "
+                                f"it ({layers[rank[linked]]}): an upward call")
+            elif linked not in calls:
+                problems.append(f"{name} links {linked} but calls nothing of it")
+    return problems
+
+
+def main():
+    layers, libs = parse(sys.argv[1:])
+    problems = check(layers, libs)
+    for p in problems:
+        print(p)
+    print(f"{len(libs)} libraries in {len(layers)} layers: "
+          f"{'ok' if not problems else f'{len(problems)} problems'}")
+    return 1 if problems else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
