@@ -130,7 +130,9 @@ struct store_s3_config {
 /*
  * S3's own limits (AWS documents them; Ceph RGW enforces the part minimum): one PutObject
  * takes at most 5 GiB, a multipart upload at most 10,000 parts of 5 MiB to 5 GiB (the last
- * may be smaller) and 5 TiB in all. The defaults: parts of 8 MiB above 64 MiB.
+ * may be smaller) and 5 TiB in all. The defaults: parts of 8 MiB above 64 MiB. Every put
+ * (but put_if) larger than multipart_threshold, from a buffer or from a file, is a multipart
+ * upload, and so is every one over 5 GiB whatever the threshold.
  */
 #define STORE_S3_PUT_MAX (5ull << 30)
 #define STORE_S3_PART_MIN (5ull << 20)
