@@ -1,7 +1,8 @@
 /*
  * fuzz_s3_xml: the S3 answers the daemon parses (src/store/s3_xml.c): s3_parse_list (a
- * ListObjectsV2 page), s3_parse_error (an <Error> body) and s3_parse_delete_result (a
- * DeleteObjects answer), each on the whole input.
+ * ListObjectsV2 page), s3_parse_error (an <Error> body), s3_parse_delete_result (a
+ * DeleteObjects answer), s3_parse_initiate and s3_parse_complete (the answers of a multipart
+ * upload), each on the whole input.
  *
  * Input: the response body, as the server sent it (XML or anything else).
  *
@@ -13,6 +14,8 @@
  *   error, delete: the code, message and key are NUL-terminated within the sizes given (the
  *   buffers are exactly that large, so ASan sees any byte beyond), which vary with the input;
  *   the delete result is a count of errors or -EINVAL (-ENOMEM).
+ *   initiate, complete: 0 or -EINVAL (complete: -EIO for an <Error>); an upload id found is
+ *   not empty; strings NUL-terminated within their buffers as above.
  */
 #include <errno.h>
 #include <stdint.h>
@@ -122,6 +125,26 @@ static void check_error_and_delete(const char *xml, size_t len)
     free(key);
 }
 
+static void check_multipart(const char *xml, size_t len)
+{
+    size_t id_len = 1 + len % 113, code_len = 1 + len % 61, msg_len = 1 + (len / 61) % 127;
+    char *id = exact(id_len), *code = exact(code_len), *msg = exact(msg_len);
+    int rc = s3_parse_initiate(xml, len, id, id_len);
+    if (rc != 0 && rc != -EINVAL)
+        fail("s3_parse_initiate: neither 0 nor -EINVAL");
+    check_terminated(id, id_len, "s3_parse_initiate: id not NUL-terminated");
+    if (rc == 0 && !id[0])
+        fail("s3_parse_initiate: an empty upload id");
+    rc = s3_parse_complete(xml, len, code, code_len, msg, msg_len);
+    if (rc != 0 && rc != -EIO && rc != -EINVAL)
+        fail("s3_parse_complete: neither 0, -EIO nor -EINVAL");
+    check_terminated(code, code_len, "s3_parse_complete: code not NUL-terminated");
+    check_terminated(msg, msg_len, "s3_parse_complete: message not NUL-terminated");
+    free(id);
+    free(code);
+    free(msg);
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     /* a copy of exactly size bytes: the parsers must not read past the length given */
@@ -131,6 +154,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     memcpy(xml, data, size);
     check_list(xml, size);
     check_error_and_delete(xml, size);
+    check_multipart(xml, size);
     free(xml);
     return 0;
 }

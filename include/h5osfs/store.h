@@ -124,7 +124,24 @@ struct store_s3_config {
     double timeout;             /* seconds one attempt may take */
     unsigned retries;           /* further attempts after a retryable failure */
     double retry_time;          /* seconds all attempts of one request may take */
+    uint64_t multipart_threshold;   /* objects larger than this go up in parts; 0: default */
+    uint64_t multipart_part_size;   /* the size of those parts (made larger where an object
+                                       would need more than 10,000); 0: default */
 };
+/*
+ * S3's own limits (AWS documents them; Ceph RGW enforces the part minimum): one PutObject
+ * takes at most 5 GiB, a multipart upload at most 10,000 parts of 5 MiB to 5 GiB (the last
+ * may be smaller) and 5 TiB in all. The defaults: parts of 8 MiB above 64 MiB. Every put
+ * (but put_if) larger than multipart_threshold, from a buffer or from a file, is a multipart
+ * upload, and so is every one over 5 GiB whatever the threshold.
+ */
+#define STORE_S3_PUT_MAX (5ull << 30)
+#define STORE_S3_PART_MIN (5ull << 20)
+#define STORE_S3_PART_MAX (5ull << 30)
+#define STORE_S3_PARTS_MAX 10000u
+#define STORE_S3_OBJECT_MAX (5ull << 40)
+#define STORE_S3_DEFAULT_MULTIPART_THRESHOLD (64ull << 20)
+#define STORE_S3_DEFAULT_PART_SIZE (8ull << 20)
 int store_s3_open(const struct store_s3_config *cfg, struct store **out);
 /*
  * One cheap request at mount (a listing of at most one key under the prefix), so that what
@@ -164,8 +181,17 @@ int store_put_if(struct store *st, const char *key, const void *data, size_t len
 /* A lazy put of a key that no reader can reach yet (an object of a root that no .domain.json
  * names): it need not even be atomic. After a failure or a crash the root is collected. */
 int store_put_new(struct store *st, const char *key, const void *data, size_t len);
-/* store_put_new of the len bytes at off of file fd (a local disk copies them in the kernel:
- * the raw chunks of a staged file are never read into memory). */
+/*
+ * store_put_new of the len bytes at off of file fd, which are never all in memory at once:
+ * the way to put a big object (a whole staged file), whatever its size. A local disk copies
+ * them in the kernel (copy_file_range; a read and write loop across file systems). S3 streams
+ * them: one PutObject up to multipart_threshold, above it a multipart upload whose parts go
+ * up in parallel (at most max_requests at once), each retried on its own as any request; a
+ * failure that retries do not cure aborts the upload, so no parts are left behind, and no
+ * object appears. The object exists only once every byte is in (S3 assembles it at the end).
+ * fd is only read with pread: the caller's offset is untouched, and the file must not change
+ * until this returns. -EFBIG: larger than the store takes (S3: 5 TiB).
+ */
 int store_put_new_from_fd(struct store *st, const char *key, int fd, uint64_t off, size_t len);
 /* store_put_new of the bytes of object src at key dst (a key no reader can reach yet): the
  * unchanged objects of a new version of a domain cost no bytes on the wire or on the disk

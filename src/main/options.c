@@ -14,6 +14,7 @@
 #include <openssl/evp.h>
 
 #include "h5osfs/callers.h"
+#include "h5osfs/store.h"
 
 enum option_key {
     KEY_RO,
@@ -40,6 +41,8 @@ enum option_key {
     KEY_TIMEOUT,
     KEY_RETRIES,
     KEY_RETRY_TIME,
+    KEY_MULTIPART_THRESHOLD,
+    KEY_MULTIPART_PART_SIZE,
 };
 
 static const struct fuse_opt option_spec[] = {
@@ -70,6 +73,8 @@ static const struct fuse_opt option_spec[] = {
     FUSE_OPT_KEY("timeout=", KEY_TIMEOUT),
     FUSE_OPT_KEY("retries=", KEY_RETRIES),
     FUSE_OPT_KEY("retry_time=", KEY_RETRY_TIME),
+    FUSE_OPT_KEY("multipart_threshold=", KEY_MULTIPART_THRESHOLD),
+    FUSE_OPT_KEY("multipart_part_size=", KEY_MULTIPART_PART_SIZE),
     FUSE_OPT_END,
 };
 
@@ -113,6 +118,10 @@ void options_usage(const char *prog)
            "    -o timeout=SECONDS     one attempt of one request (default 30)\n"
            "    -o retries=N           further attempts after 5xx, 429, timeouts (default 5)\n"
            "    -o retry_time=SECONDS  all attempts of one request (default 60)\n"
+           "    -o multipart_threshold=BYTES  objects larger than this go up in parts\n"
+           "                           (default 64M; 5M to 5G)\n"
+           "    -o multipart_part_size=BYTES  the size of those parts (default 8M; 5M to 5G;\n"
+           "                           larger where an object would need over 10,000)\n"
            "    -h, --help             this help\n"
            "    -V, --version          version\n"
            "\n",
@@ -212,6 +221,10 @@ static int option_proc(void *data, const char *arg, int key, struct fuse_args *o
         return set_value(&opts->retries_text, arg);
     case KEY_RETRY_TIME:
         return set_value(&opts->retry_time_text, arg);
+    case KEY_MULTIPART_THRESHOLD:
+        return set_value(&opts->multipart_threshold_text, arg);
+    case KEY_MULTIPART_PART_SIZE:
+        return set_value(&opts->multipart_part_size_text, arg);
     default:
         return 1;
     }
@@ -305,6 +318,19 @@ static int parse_count(const char *text, unsigned min, unsigned max, unsigned *o
     return 0;
 }
 
+/* A byte count within S3's part limits (5 MiB to 5 GiB); *out untouched when text is NULL. */
+static int parse_part_bytes(const char *text, const char *name, uint64_t *out)
+{
+    char what[120];
+    if (!text)
+        return 0;
+    if (options_parse_size(text, out) == 0 && *out >= STORE_S3_PART_MIN &&
+        *out <= STORE_S3_PART_MAX)
+        return 0;
+    snprintf(what, sizeof what, "%s must be a byte count from 5M to 5G", name);
+    return fail(what, text);
+}
+
 static int finish_s3(struct options *opts)
 {
     opts->max_requests = OPTIONS_DEFAULT_MAX_REQUESTS;
@@ -321,6 +347,13 @@ static int finish_s3(struct options *opts)
         return fail("timeout must be a number of seconds, at least 0.1", opts->timeout_text);
     if (opts->retry_time_text && options_parse_seconds(opts->retry_time_text, &opts->retry_time))
         return fail("retry_time must be a number of seconds", opts->retry_time_text);
+    opts->multipart_threshold = STORE_S3_DEFAULT_MULTIPART_THRESHOLD;
+    opts->multipart_part_size = STORE_S3_DEFAULT_PART_SIZE;
+    if (parse_part_bytes(opts->multipart_threshold_text, "multipart_threshold",
+                         &opts->multipart_threshold) != 0 ||
+        parse_part_bytes(opts->multipart_part_size_text, "multipart_part_size",
+                         &opts->multipart_part_size) != 0)
+        return -1;
     if (opts->endpoint && strncmp(opts->endpoint, "http://", 7) != 0 &&
         strncmp(opts->endpoint, "https://", 8) != 0)
         return fail("endpoint must be an http:// or https:// URL", opts->endpoint);
@@ -498,5 +531,7 @@ void options_free(struct options *opts)
     free(opts->timeout_text);
     free(opts->retries_text);
     free(opts->retry_time_text);
+    free(opts->multipart_threshold_text);
+    free(opts->multipart_part_size_text);
     memset(opts, 0, sizeof *opts);
 }

@@ -38,12 +38,15 @@ struct options {
     char *profile;
     char *ca_file;
     char *max_requests_text, *timeout_text, *retries_text, *retry_time_text;
+    char *multipart_threshold_text, *multipart_part_size_text;
     int no_sign;
     int path_style;             /* -1: decide from the endpoint, 0: virtual-hosted, 1: path */
     unsigned max_requests;
     double timeout;
     unsigned retries;
     double retry_time;
+    uint64_t multipart_threshold;   /* objects larger go up in parts of multipart_part_size */
+    uint64_t multipart_part_size;
     int bad_option;             /* set by the parser; the message is already printed */
 };
 

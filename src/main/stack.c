@@ -120,6 +120,8 @@ static int open_s3(const struct options *opts, struct store **store, char **name
         .secret_access_key = cred.secret_access_key, .session_token = cred.session_token,
         .ca_file = opts->ca_file, .max_requests = opts->max_requests, .timeout = opts->timeout,
         .retries = opts->retries, .retry_time = opts->retry_time,
+        .multipart_threshold = opts->multipart_threshold,
+        .multipart_part_size = opts->multipart_part_size,
     };
     rc = store_s3_open(&cfg, store);
     if (rc != 0) {

@@ -35,8 +35,8 @@ static int unexpected(const struct s3_store *s3, const char *op, const char *key
     return -EIO;
 }
 
-static int status_errno(const struct s3_store *s3, const char *op, const char *key,
-                        const struct s3_response *resp)
+int s3_status_errno(const struct s3_store *s3, const char *op, const char *key,
+                    const struct s3_response *resp)
 {
     if (resp->status / 100 == 2)
         return 0;
@@ -95,7 +95,7 @@ static int s3_get(struct store *st, const char *key, uint64_t off, uint64_t len,
         out->data = calloc(1, 1);
         return out->data ? 0 : -ENOMEM;
     }
-    rc = status_errno(s3, "GET", key, &resp);
+    rc = s3_status_errno(s3, "GET", key, &resp);
     if (rc == 0 && ranged)
         keep_range(&resp, off, len);
     if (rc != 0) {
@@ -114,7 +114,7 @@ static int s3_head(struct store *st, const char *key, struct store_stat *out)
     int rc = s3_perform(s3, &req, &resp);
     if (rc != 0)
         return rc;
-    rc = status_errno(s3, "HEAD", key, &resp);
+    rc = s3_status_errno(s3, "HEAD", key, &resp);
     if (rc == 0) {
         out->size = resp.content_length;
         out->mtime = resp.mtime;
@@ -126,18 +126,50 @@ static int s3_head(struct store *st, const char *key, struct store_stat *out)
 
 /* ---- put / delete ---- */
 
-static int s3_put(struct store *st, const char *key, const void *data, size_t len)
+int s3_put_source(struct s3_store *s3, const char *key, const struct s3_source *src,
+                  uint64_t len)
 {
-    struct s3_store *s3 = s3_of(st);
+    char hash[65];
     struct s3_response resp;
-    struct s3_request req = { .method = "PUT", .key = key, .body = data ? data : "",
-                              .body_len = len, .max_body = 1u << 20 };
+    struct s3_request req = { .method = "PUT", .key = key, .body_len = (size_t)len,
+                              .max_body = 1u << 20 };
+    if (src->data) {
+        req.body = src->data;
+    } else {
+        int rc = s3_source_sha256(src, 0, len, key, hash);
+        if (rc != 0)
+            return rc;
+        req.body_file = src;
+        req.payload_hash = hash;
+    }
     int rc = s3_perform(s3, &req, &resp);
     if (rc != 0)
         return rc;
-    rc = status_errno(s3, "PUT", key, &resp);
+    rc = s3_status_errno(s3, "PUT", key, &resp);
     s3_response_free(&resp);
     return rc;
+}
+
+/* One PutObject up to the threshold, a multipart upload above it (and above S3's 5 GiB). */
+static int put_any(struct s3_store *s3, const char *key, const struct s3_source *src,
+                   uint64_t len)
+{
+    if (len > s3->cfg.multipart_threshold || len > STORE_S3_PUT_MAX)
+        return s3_multipart_put(s3, key, src, len);
+    return s3_put_source(s3, key, src, len);
+}
+
+static int s3_put(struct store *st, const char *key, const void *data, size_t len)
+{
+    struct s3_source src = { .data = data ? data : (const unsigned char *)"", .fd = -1 };
+    return put_any(s3_of(st), key, &src, len);
+}
+
+static int s3_put_new_from_fd(struct store *st, const char *key, int fd, uint64_t off,
+                              size_t len)
+{
+    struct s3_source src = { .data = NULL, .fd = fd, .off = off };
+    return put_any(s3_of(st), key, &src, len);
 }
 
 /* One conditional PutObject; if_match is the If-Match header value, NULL for If-None-Match: *.
@@ -155,7 +187,7 @@ static int put_conditional(struct s3_store *s3, const char *key, const void *dat
     if (resp.status == 412 || resp.status == 409 || (if_match && resp.status == 404))
         rc = -ESTALE;
     else
-        rc = status_errno(s3, "PUT (conditional)", key, &resp);
+        rc = s3_status_errno(s3, "PUT (conditional)", key, &resp);
     s3_response_free(&resp);
     return rc;
 }
@@ -212,7 +244,7 @@ static int s3_copy(struct store *st, const char *src, const char *dst)
     free(source);
     if (rc != 0)
         return rc;
-    rc = status_errno(s3, "PUT (copy)", dst, &resp);
+    rc = s3_status_errno(s3, "PUT (copy)", dst, &resp);
     if (rc == 0 && resp.body.len > 0 && strstr((const char *)resp.body.data, "<Error>"))
         rc = unexpected(s3, "PUT (copy)", dst, &resp);
     s3_response_free(&resp);
@@ -227,7 +259,7 @@ static int s3_del(struct store *st, const char *key)
     int rc = s3_perform(s3, &req, &resp);
     if (rc != 0)
         return rc;
-    rc = status_errno(s3, "DELETE", key, &resp);
+    rc = s3_status_errno(s3, "DELETE", key, &resp);
     s3_response_free(&resp);
     return rc;
 }
@@ -317,7 +349,7 @@ static int list_page(struct s3_store *s3, const char *prefix, const char *delimi
     free(query);
     if (rc != 0)
         return rc;
-    rc = status_errno(s3, "LIST", prefix, &resp);
+    rc = s3_status_errno(s3, "LIST", prefix, &resp);
     if (rc == 0 && (rc = s3_parse_list((const char *)resp.body.data, resp.body.len, out,
                                        &truncated)) != 0)
         log_error("s3 LIST %s/%s%s: the listing is not ListObjectsV2 XML", s3->bucket,
@@ -468,6 +500,7 @@ static const struct store_ops s3_ops = {
     .get = s3_get,
     .put = s3_put,
     .put_if = s3_put_if,
+    .put_new_from_fd = s3_put_new_from_fd,
     .copy = s3_copy,
     .del = s3_del,
     .head = s3_head,
@@ -531,6 +564,10 @@ int store_s3_open(const struct store_s3_config *cfg, struct store **out)
         return -ENOMEM;
     s3->base.ops = &s3_ops;
     s3->cfg = *cfg;
+    if (!s3->cfg.multipart_threshold)
+        s3->cfg.multipart_threshold = STORE_S3_DEFAULT_MULTIPART_THRESHOLD;
+    if (!s3->cfg.multipart_part_size)
+        s3->cfg.multipart_part_size = STORE_S3_DEFAULT_PART_SIZE;
     s3->bucket = dup_or_null(cfg->bucket);
     s3->prefix = strdup(cfg->prefix ? cfg->prefix : "");
     s3->endpoint = dup_or_null(cfg->endpoint);

@@ -1,6 +1,7 @@
 /*
  * s3.h: what the S3 backend's files share: s3.c (the store operations), s3_http.c (one signed
- * request with retries over a pool of kept-alive curl handles), s3_xml.c (response bodies).
+ * request with retries over a pool of kept-alive curl handles), s3_multipart.c (objects put in
+ * parts), s3_xml.c (response bodies).
  */
 #ifndef H5OSFS_STORE_S3_H
 #define H5OSFS_STORE_S3_H
@@ -26,6 +27,13 @@ struct s3_store {
                                    without RFC 7232's quotes (Ceph RGW 16) */
 };
 
+/* Where the bytes of a PUT come from: memory (data), or the file fd at off (data NULL). */
+struct s3_source {
+    const unsigned char *data;
+    int fd;
+    uint64_t off;
+};
+
 struct s3_request {
     const char *method;         /* GET, HEAD, PUT, DELETE, POST */
     const char *key;            /* object key without the bucket prefix; NULL: the bucket */
@@ -33,6 +41,13 @@ struct s3_request {
     const char *range;          /* "bytes=a-b" or NULL */
     const void *body;           /* PUT/POST body */
     size_t body_len;
+    const struct s3_source *body_file;  /* PUT: the body is body_len bytes of this file */
+    const char *payload_hash;   /* hex SHA-256 of the body if the caller has it (a file body
+                                   must come with it), else computed from body */
+    int error_in_ok;            /* a 200 may carry an <Error> (CompleteMultipartUpload): one
+                                   that says "try again" is retried as a 5xx would be */
+    double extra_time;          /* seconds added to the store's timeout and retry_time: the
+                                   server works long before it answers (a Complete) */
     const char *content_md5;    /* base64 Content-MD5 (batch delete needs it) or NULL */
     const char *copy_source;    /* PUT: x-amz-copy-source "/bucket/encoded key" or NULL */
     const char *if_match;       /* PUT: If-Match "\"etag\"", If-None-Match "*", or NULL */
@@ -56,6 +71,24 @@ struct s3_response {
  * described in req->why). */
 int s3_perform(struct s3_store *s3, const struct s3_request *req, struct s3_response *resp);
 void s3_response_free(struct s3_response *resp);
+/* Hex SHA-256 of len bytes of src (memory or file). 0, or -EIO (logged, naming key). */
+int s3_source_sha256(const struct s3_source *src, uint64_t off, uint64_t len, const char *key,
+                     char out[65]);
+
+/* 0 for a 2xx answer, else the store's errno: -ENOENT (404), -EACCES (403), -EIO (logged with
+ * op, key and the server's code). */
+int s3_status_errno(const struct s3_store *s3, const char *op, const char *key,
+                    const struct s3_response *resp);
+/* One PutObject of len bytes of src at key (single request, retried as any). */
+int s3_put_source(struct s3_store *s3, const char *key, const struct s3_source *src,
+                  uint64_t len);
+
+/* The part size for an object of len bytes: wanted, or the smallest whole number of MiB that
+ * keeps it within STORE_S3_PARTS_MAX parts. 0, or -EFBIG past STORE_S3_OBJECT_MAX. */
+int s3_part_size(uint64_t len, uint64_t wanted, uint64_t *out);
+/* len bytes of src put at key as a multipart upload (aborted on failure). 0 or -errno. */
+int s3_multipart_put(struct s3_store *s3, const char *key, const struct s3_source *src,
+                     uint64_t len);
 
 int s3_pool_new(unsigned size, struct s3_pool **out);
 void s3_pool_free(struct s3_pool *pool);
@@ -65,6 +98,13 @@ int s3_parse_list(const char *xml, size_t len, struct store_list *out, int *trun
 /* An S3 <Error> body: Code and Message (either may be empty). */
 void s3_parse_error(const char *xml, size_t len, char *code, size_t code_len, char *msg,
                     size_t msg_len);
+/* InitiateMultipartUploadResult: its UploadId. 0, or -EINVAL (no UploadId, too long). */
+int s3_parse_initiate(const char *xml, size_t len, char *upload_id, size_t id_len);
+/* The answer to CompleteMultipartUpload, which may be an error although the status is 200:
+ * 0 for a CompleteMultipartUploadResult, -EIO for an <Error> (code and message given back),
+ * -EINVAL for anything else. */
+int s3_parse_complete(const char *xml, size_t len, char *code, size_t code_len, char *msg,
+                      size_t msg_len);
 /* DeleteObjects result: number of <Error> entries (first key and code given back). */
 int s3_parse_delete_result(const char *xml, size_t len, char *key, size_t key_len, char *code,
                            size_t code_len);

@@ -17,6 +17,7 @@
 #include <string.h>
 #include <sys/random.h>
 #include <time.h>
+#include <unistd.h>
 
 #include <curl/curl.h>
 
@@ -111,6 +112,7 @@ struct transfer {
     size_t cap;
     size_t sent;                /* PUT body bytes handed to curl */
     int too_big;
+    int read_error;             /* errno of a failed read of a file body */
 };
 
 static void amz_date(char out[17])
@@ -161,9 +163,13 @@ static int build_headers(const struct s3_store *s3, const struct s3_request *req
     size_t n = 0;
     int failed = 0;
     amz_date(date);
-    if (req->body && sigv4_sha256_hex(req->body, req->body_len, hash) != 0)
+    if (req->payload_hash)
+        snprintf(hash, sizeof hash, "%s", req->payload_hash);
+    else if (req->body_file)
+        return -EINVAL;         /* hashing a file each attempt would read it twice as often */
+    else if (req->body && sigv4_sha256_hex(req->body, req->body_len, hash) != 0)
         return -ENOMEM;
-    if (!req->body)
+    else if (!req->body)
         snprintf(hash, sizeof hash, "UNSIGNED-PAYLOAD");
     h[n++] = (struct sigv4_header){ "host", s3->host };
     h[n++] = (struct sigv4_header){ "x-amz-content-sha256", hash };
@@ -258,14 +264,43 @@ static size_t on_header(char *data, size_t size, size_t nmemb, void *ctx)
     return n;
 }
 
+/* The next bytes of a file body; a read error or a file shorter than promised aborts the
+ * transfer (retrying would read the same). */
+static size_t upload_from_file(struct transfer *t, char *buf, size_t n)
+{
+    const struct s3_source *src = t->req->body_file;
+    ssize_t got;
+    do
+        got = pread(src->fd, buf, n, (off_t)(src->off + t->sent));
+    while (got < 0 && errno == EINTR);
+    if (got <= 0) {
+        t->read_error = got < 0 ? errno : EIO;
+        return CURL_READFUNC_ABORT;
+    }
+    t->sent += (size_t)got;
+    return (size_t)got;
+}
+
 static size_t on_upload(char *buf, size_t size, size_t nmemb, void *ctx)
 {
     struct transfer *t = ctx;
     size_t room = size * nmemb, left = t->req->body_len - t->sent;
     size_t n = left < room ? left : room;
+    if (n > 0 && t->req->body_file)
+        return upload_from_file(t, buf, n);
     memcpy(buf, (const char *)t->req->body + t->sent, n);
     t->sent += n;
     return n;
+}
+
+/* curl sends a body again from the start when a kept-alive connection turns out dead. */
+static int on_seek(void *ctx, curl_off_t offset, int origin)
+{
+    struct transfer *t = ctx;
+    if (origin != SEEK_SET || offset < 0 || (uint64_t)offset > t->req->body_len)
+        return CURL_SEEKFUNC_CANTSEEK;
+    t->sent = (size_t)offset;
+    return CURL_SEEKFUNC_OK;
 }
 
 static void set_method(CURL *h, const struct s3_request *req, struct transfer *t)
@@ -276,6 +311,8 @@ static void set_method(CURL *h, const struct s3_request *req, struct transfer *t
         curl_easy_setopt(h, CURLOPT_UPLOAD, 1L);
         curl_easy_setopt(h, CURLOPT_READFUNCTION, on_upload);
         curl_easy_setopt(h, CURLOPT_READDATA, t);
+        curl_easy_setopt(h, CURLOPT_SEEKFUNCTION, on_seek);
+        curl_easy_setopt(h, CURLOPT_SEEKDATA, t);
         curl_easy_setopt(h, CURLOPT_INFILESIZE_LARGE, (curl_off_t)req->body_len);
     } else if (strcmp(req->method, "POST") == 0) {
         curl_easy_setopt(h, CURLOPT_POST, 1L);
@@ -293,7 +330,7 @@ static int setup(const struct s3_store *s3, CURL *h, const struct s3_request *re
     int ok = curl_easy_setopt(h, CURLOPT_URL, url) == CURLE_OK;
     curl_easy_setopt(h, CURLOPT_HTTPHEADER, headers);
     curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);          /* threads: no SIGALRM timeouts */
-    curl_easy_setopt(h, CURLOPT_TIMEOUT_MS, (long)(s3->cfg.timeout * 1000));
+    curl_easy_setopt(h, CURLOPT_TIMEOUT_MS, (long)((s3->cfg.timeout + req->extra_time) * 1000));
     curl_easy_setopt(h, CURLOPT_CONNECTTIMEOUT_MS, (long)(s3->cfg.timeout * 1000));
     curl_easy_setopt(h, CURLOPT_TCP_KEEPALIVE, 1L);
     curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, on_body);
@@ -315,6 +352,7 @@ enum outcome { DONE, RETRY, FAIL };
 struct attempt {
     CURLcode curl;
     int too_big;                /* the body exceeded the caller's limit */
+    int read_error;             /* errno of a failed read of a file body */
     char code[64], msg[160];
 };
 
@@ -325,10 +363,15 @@ static enum outcome classify(const struct s3_response *resp, struct attempt *a,
         a->too_big = 1;
         return FAIL;
     }
+    if (t->read_error) {
+        a->read_error = t->read_error;
+        return FAIL;
+    }
     if (a->curl != CURLE_OK)
         return a->curl == CURLE_URL_MALFORMAT || a->curl == CURLE_UNSUPPORTED_PROTOCOL ||
                a->curl == CURLE_OUT_OF_MEMORY ? FAIL : RETRY;
-    if (resp->status >= 300 && resp->body.len > 0)
+    if ((resp->status >= 300 || (t->req->error_in_ok && resp->status / 100 == 2)) &&
+        resp->body.len > 0)
         s3_parse_error((const char *)resp->body.data, resp->body.len, a->code, sizeof a->code,
                        a->msg, sizeof a->msg);
     if (resp->status >= 500 || resp->status == 429 || strcmp(a->code, "SlowDown") == 0 ||
@@ -346,7 +389,7 @@ static enum outcome attempt_once(struct s3_store *s3, const struct s3_request *r
                                  struct attempt *a)
 {
     struct curl_slist *headers = NULL;
-    struct transfer t = { req, resp, 0, 0, 0 };
+    struct transfer t = { req, resp, 0, 0, 0, 0 };
     memset(resp, 0, sizeof *resp);
     resp->range_start = -1;
     memset(a, 0, sizeof *a);
@@ -396,7 +439,9 @@ static void describe_failure(const struct s3_response *resp, const struct attemp
     char attempts[40] = "";
     if (retried)
         snprintf(attempts, sizeof attempts, " after %u attempt%s", tries, tries == 1 ? "" : "s");
-    if (a->curl != CURLE_OK)
+    if (a->read_error)
+        snprintf(buf, len, "reading the bytes to send failed: %s", strerror(a->read_error));
+    else if (a->curl != CURLE_OK)
         snprintf(buf, len, "%s%s", curl_easy_strerror(a->curl), attempts);
     else if (resp->status == 403)
         snprintf(buf, len, "HTTP 403 %s: %s", a->code[0] ? a->code : "Forbidden",
@@ -442,7 +487,7 @@ int s3_perform(struct s3_store *s3, const struct s3_request *req, struct s3_resp
         if (o != RETRY || tries > s3->cfg.retries)
             break;
         double wait = backoff(tries);
-        if (clock_monotonic() - start + wait > s3->cfg.retry_time)
+        if (clock_monotonic() - start + wait > s3->cfg.retry_time + req->extra_time)
             break;
         log_debug("s3 %s %s: retrying (%s, HTTP %ld %s)", req->method, req->key ? req->key : "/",
                   curl_easy_strerror(a.curl), resp->status, a.code);

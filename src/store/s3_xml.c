@@ -246,6 +246,62 @@ void s3_parse_error(const char *xml, size_t len, char *code, size_t code_len, ch
         (void)walk(xml, len, &w);   /* not XML (a proxy's page): no code, the status says it */
 }
 
+/* ---- multipart uploads ---- */
+
+struct initiate_ctx {
+    char *id;
+    size_t id_len;
+    int found;
+};
+
+static void initiate_end(struct xml_walk *w, const char *name)
+{
+    (void)name;
+    struct initiate_ctx *c = w->ctx;
+    if (!at(w, "InitiateMultipartUploadResult", "UploadId") || w->overflow || !w->text[0] ||
+        strlen(w->text) >= c->id_len)
+        return;
+    snprintf(c->id, c->id_len, "%s", w->text);
+    c->found = 1;
+}
+
+int s3_parse_initiate(const char *xml, size_t len, char *upload_id, size_t id_len)
+{
+    struct initiate_ctx c = { upload_id, id_len, 0 };
+    struct xml_walk w = { .on_end = initiate_end, .ctx = &c };
+    upload_id[0] = '\0';
+    int rc = xml && len > 0 ? walk(xml, len, &w) : -EINVAL;
+    return rc == 0 && c.found ? 0 : -EINVAL;
+}
+
+struct complete_ctx {
+    struct error_ctx err;
+    char root[40];
+};
+
+static void complete_end(struct xml_walk *w, const char *name)
+{
+    struct complete_ctx *c = w->ctx;
+    if (w->depth == 1)
+        snprintf(c->root, sizeof c->root, "%s", name);
+    w->ctx = &c->err;
+    error_end(w, name);
+    w->ctx = c;
+}
+
+int s3_parse_complete(const char *xml, size_t len, char *code, size_t code_len, char *msg,
+                      size_t msg_len)
+{
+    struct complete_ctx c = { { code, msg, code_len, msg_len }, "" };
+    struct xml_walk w = { .on_end = complete_end, .ctx = &c };
+    code[0] = msg[0] = '\0';
+    if (!xml || len == 0 || walk(xml, len, &w) != 0)
+        return -EINVAL;
+    if (strcmp(c.root, "CompleteMultipartUploadResult") == 0)
+        return 0;
+    return strcmp(c.root, "Error") == 0 ? -EIO : -EINVAL;
+}
+
 /* ---- DeleteObjects ---- */
 
 struct delete_ctx {

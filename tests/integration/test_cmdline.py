@@ -125,6 +125,16 @@ def test_bad_bucket_images(mnt, opts):
     assert_refused(run("-f", "-o", opts, BUCKET, mnt), mnt, "bucket_images")
 
 
+@pytest.mark.parametrize("opts", ["multipart_threshold=4M", "multipart_threshold=6G",
+                                  "multipart_threshold=", "multipart_part_size=1M",
+                                  "multipart_part_size=5368709121", "multipart_part_size=8X"])
+def test_bad_multipart_sizes(mnt, opts):
+    """S3's part limits (5 MiB to 5 GiB) bound both: a threshold under the smallest part would
+    split objects S3 refuses to take in parts, one over 5 GiB would send PUTs S3 refuses."""
+    name = opts.split("=")[0]
+    assert_refused(run("-f", "-o", opts, BUCKET, mnt), mnt, name, "5M to 5G")
+
+
 def test_empty_user(mnt):
     assert_refused(run("-f", "-o", "user=", BUCKET, mnt), mnt, "user")
 

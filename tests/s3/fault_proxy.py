@@ -31,10 +31,11 @@ A rule (every field optional but "action"):
      "skip": 1,                    let the first N matching requests pass
      "times": 2,                   fire at most N times (null: always; default 1)
      "action": "error" | "slowdown" | "signature" | "delay" | "drop" | "reset" |
-               "drop_after_headers" | "truncate" | "stall",
+               "reset_in_body" | "drop_after_headers" | "truncate" | "stall",
      "status": 500, "code": "InternalError", "message": "...",   for "error"
      "delay": 5.0,                 seconds, for "delay" (before forwarding) and "stall"
-     "bytes": 100,                 body bytes sent before "truncate" closes / "stall" waits
+     "bytes": 100,                 body bytes sent before "truncate" closes / "stall" waits,
+                                   request body bytes read before "reset_in_body" resets
                                    (default: half of the body)
      "forward": false,             error/slowdown/signature/drop/reset: send the request to the
                                    server first (it is executed, the answer is lost)
@@ -43,7 +44,8 @@ A rule (every field optional but "action"):
 Actions: error = an S3 XML error (default 500 InternalError); slowdown = 503 SlowDown;
 signature = 403 SignatureDoesNotMatch; delay = wait, then forward (the answer comes late: past
 a client's timeout); drop = close the connection without an answer; reset = the same with a TCP
-RST; drop_after_headers = forward, send the status line and headers, close; truncate = forward,
+RST; reset_in_body = a TCP RST while the client is still sending the request body (after
+"bytes" of it; nothing reaches the server); drop_after_headers = forward, send the status line and headers, close; truncate = forward,
 send the headers (full Content-Length) and only part of the body, close; stall = forward, send
 part of the body, wait, then send the rest.
 Each rule counts "seen" (requests matching method/key/query) and "fired". The first rule that
@@ -60,8 +62,8 @@ import time
 import urllib.parse
 
 CONTROL = "/__fault__/"
-ACTIONS = {"error", "slowdown", "signature", "delay", "drop", "reset", "drop_after_headers",
-           "truncate", "stall"}
+ACTIONS = {"error", "slowdown", "signature", "delay", "drop", "reset", "reset_in_body",
+           "drop_after_headers", "truncate", "stall"}
 RULE_FIELDS = {"id", "method", "key", "query", "every", "skip", "times", "action", "status",
                "code", "message", "delay", "bytes", "forward", "close"}
 MAX_HEAD = 1 << 20
@@ -332,13 +334,30 @@ class Proxy:
                         (version == "HTTP/1.0" and
                          not has_token(headers, "connection", "keep-alive")))
 
-        # The request body, read whole (framing kept as received).
         te = header(headers, "transfer-encoding")
         cl = header(headers, "content-length")
         has_body = (te is not None and "chunked" in te.lower()) or (cl is not None and
                                                                     int(cl) > 0)
         if has_body and has_token(headers, "expect", "100-continue"):
             await self.send(cwriter, b"HTTP/1.1 100 Continue\r\n\r\n")
+
+        rule = None
+        if not path.startswith(CONTROL):
+            if not conn["counted"]:
+                conn["counted"] = True
+                self.stats["connections"] += 1
+            self.stats["requests"] += 1
+            rule = self.pick_rule(method, dpath, query)
+            if rule:
+                self.record(rule, method, target)
+        if rule and rule.action == "reset_in_body":
+            # Part of the body, then a reset: the client is cut off while it sends.
+            length = int(cl) if cl is not None else 2
+            await creader.readexactly(int(rule.spec.get("bytes", length // 2)))
+            self.reset(cwriter)
+            return False
+
+        # The request body, read whole (framing kept as received).
         if te is not None and "chunked" in te.lower():
             body = await read_chunked(creader)
         elif cl is not None:
@@ -354,14 +373,7 @@ class Proxy:
                 f"application/json\r\nContent-Length: {len(data)}\r\n\r\n").encode() + data)
             return not client_close
 
-        if not conn["counted"]:
-            conn["counted"] = True
-            self.stats["connections"] += 1
-        self.stats["requests"] += 1
-        rule = self.pick_rule(method, dpath, query)
         action = rule.action if rule else None
-        if rule:
-            self.record(rule, method, target)
 
         if action in ("error", "slowdown", "signature", "drop", "reset"):
             if rule.spec.get("forward"):
@@ -369,11 +381,7 @@ class Proxy:
                 await self.exchange(conn, method, head, body, None)
             if action in ("drop", "reset"):
                 if action == "reset":
-                    sock = cwriter.get_extra_info("socket")
-                    if sock is not None:
-                        sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER,
-                                        struct.pack("ii", 1, 0))
-                    cwriter.transport.abort()
+                    self.reset(cwriter)
                 return False
             status, code, message = ERRORS[action]
             if action == "error":
@@ -395,6 +403,13 @@ class Proxy:
 
         keep = await self.exchange(conn, method, head, body, cwriter, rule)
         return keep and not client_close
+
+    def reset(self, cwriter):
+        """Closes the client connection with a TCP RST."""
+        sock = cwriter.get_extra_info("socket")
+        if sock is not None:
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+        cwriter.transport.abort()
 
     async def send(self, w, data):
         try:

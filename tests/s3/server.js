@@ -255,6 +255,77 @@ function sendError(req, res, status, code, message, extra) {
   res.end(buf);
 }
 
+// Multipart uploads: s3rver 3.7.1 has no AbortMultipartUpload (DELETE ?uploadId: 405) and no
+// ListMultipartUploads (GET ?uploads: 501), and takes parts for an upload it does not know
+// (making it anew, with no key). They are served here from s3rver's own layout, as S3 does:
+// an upload is the directory <bucket>/._S3rver_uploads/<id>, holding the file "key" and one
+// file per part; UploadPart and CompleteMultipartUpload of an unknown upload get 404
+// NoSuchUpload.
+const uploadStore = new FilesystemStore(opts.directory);
+
+function uploadsDir(bucket) {
+  return uploadStore.getResourcePath(bucket, undefined, 'uploads');
+}
+
+function parseTarget(req) {
+  const [rawPath, rawQuery = ''] = req.url.split('?');
+  const segs = rawPath.split('/');
+  let bucket = segs[1] || '';
+  let key = segs.slice(2).join('/');
+  try {
+    bucket = decodeURIComponent(bucket);
+    key = decodeURIComponent(key);
+  } catch (err) { /* keep them raw */ }
+  return { bucket, key, query: new URLSearchParams(rawQuery) };
+}
+
+function listUploads(res, bucket) {
+  let body = '<?xml version="1.0" encoding="UTF-8"?>\n<ListMultipartUploadsResult ' +
+    `xmlns="http://s3.amazonaws.com/doc/2006-03-01/"><Bucket>${xmlEscape(bucket)}</Bucket>` +
+    '<IsTruncated>false</IsTruncated>';
+  let ids = [];
+  try {
+    ids = fs.readdirSync(uploadsDir(bucket)).sort();
+  } catch (err) {
+    if (err.code !== 'ENOENT') throw err;
+  }
+  for (const id of ids) {
+    let key = '';
+    try {
+      key = fs.readFileSync(path.join(uploadsDir(bucket), id, 'key'), 'utf8');
+    } catch (err) { /* an upload without its key file: listed with an empty key */ }
+    body += `<Upload><Key>${xmlEscape(key)}</Key><UploadId>${xmlEscape(id)}</UploadId></Upload>`;
+  }
+  body += '</ListMultipartUploadsResult>';
+  const buf = Buffer.from(body, 'utf8');
+  res.writeHead(200, { 'Content-Type': 'application/xml', 'Content-Length': buf.length });
+  res.end(buf);
+}
+
+// true when the request was answered here.
+function serveMultipart(req, res) {
+  const { bucket, key, query } = parseTarget(req);
+  if (!bucket || !fs.existsSync(path.join(opts.directory, bucket))) return false;
+  if (req.method === 'GET' && !key && query.has('uploads')) {
+    listUploads(res, bucket);
+    return true;
+  }
+  const id = query.get('uploadId');
+  if (!key || id === null) return false;
+  const dir = path.join(uploadsDir(bucket), path.basename(id));
+  if (!fs.existsSync(dir)) {
+    sendError(req, res, 404, 'NoSuchUpload', 'The specified upload does not exist.',
+              { UploadId: id });
+    return true;
+  }
+  if (req.method !== 'DELETE') return false;
+  fs.rmSync(dir, { recursive: true, force: true });
+  req.resume();
+  res.writeHead(204);
+  res.end();
+  return true;
+}
+
 const s3rver = new S3rver({
   directory: opts.directory,
   silent: true,
@@ -288,6 +359,7 @@ const server = http.createServer((req, res) => {
       });
     }
   }
+  if (serveMultipart(req, res)) return undefined;
   return requestHeaders.run(req.headers, () => handler(req, res));
 });
 if (opts.keepAliveMs !== null) server.keepAliveTimeout = opts.keepAliveMs;

@@ -1,0 +1,338 @@
+/*
+ * s3_multipart: an object put in parts (CreateMultipartUpload, UploadPart,
+ * CompleteMultipartUpload), for objects above the mount's multipart_threshold and for every
+ * object above S3's 5 GiB PutObject limit (see store.h, store_put_new_from_fd).
+ *
+ * Parts go up in parallel on up to max_requests threads (the connection pool bounds the
+ * requests in flight anyway). Each part is one request, retried on its own by s3_perform with
+ * the store's retry policy. Its SHA-256 is computed once, before it is sent, and signed
+ * (SigV4's x-amz-content-sha256): the server checks the bytes it got against it. A part of a
+ * file is so read twice, the second time from the page cache; never is a part in memory here.
+ *
+ * A failure that retries did not cure stops the parts not yet started and aborts the upload:
+ * S3 keeps (and bills) the parts of an upload neither completed nor aborted, and no object
+ * appears. CompleteMultipartUpload may answer 200 and still fail, with an <Error> body (AWS
+ * documents it): InternalError or SlowDown so are retried (s3_request.error_in_ok), anything
+ * else fails. The server assembles the object before it answers a Complete: the request may
+ * take longer than others, a second for every 16 MiB. A Complete that succeeded but whose
+ * answer was lost is retried into 404 NoSuchUpload: the object is then there, which a HEAD
+ * (its size) tells.
+ */
+#include <errno.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <openssl/evp.h>
+
+#include "h5osfs/log.h"
+#include "h5osfs/pfor.h"
+#include "h5osfs/sigv4.h"
+#include "s3.h"
+
+#define MIB (1ull << 20)
+#define UPLOAD_ID_MAX 1024          /* AWS's are about 100 characters */
+#define HASH_BLOCK (1u << 20)
+#define ANSWER_MAX (1u << 20)
+/* Bytes a second a server is granted to assemble an object before it answers a Complete (AWS:
+ * "several minutes" for big ones; s3rver copies the parts into one file first). */
+#define COMPLETE_RATE (16.0 * MIB)
+
+struct part {
+    char etag[65];
+};
+
+struct upload {
+    struct s3_store *s3;
+    const char *key;
+    const struct s3_source *src;
+    uint64_t len, part_size;
+    size_t n_parts;
+    char *id_query;             /* "uploadId=<encoded id>" */
+    struct part *parts;
+    _Atomic int failed;         /* the first final failure of a part (-errno); 0: none */
+};
+
+int s3_part_size(uint64_t len, uint64_t wanted, uint64_t *out)
+{
+    if (len > STORE_S3_OBJECT_MAX)
+        return -EFBIG;
+    uint64_t part = wanted < STORE_S3_PART_MIN ? STORE_S3_PART_MIN
+                    : wanted > STORE_S3_PART_MAX ? STORE_S3_PART_MAX : wanted;
+    uint64_t fits = (len + STORE_S3_PARTS_MAX - 1) / STORE_S3_PARTS_MAX;
+    if (part < fits)
+        part = (fits + MIB - 1) / MIB * MIB;
+    *out = part;
+    return 0;
+}
+
+static void hex(const unsigned char *md, size_t n, char *out)
+{
+    for (size_t i = 0; i < n; i++)
+        snprintf(out + 2 * i, 3, "%02x", md[i]);
+}
+
+/* The file's bytes into ctx, HASH_BLOCK at a time. 0 or -EIO (logged). */
+static int hash_file(EVP_MD_CTX *ctx, const struct s3_source *src, uint64_t off, uint64_t len,
+                     const char *key, unsigned char *buf)
+{
+    for (uint64_t done = 0; done < len;) {
+        size_t want = len - done < HASH_BLOCK ? (size_t)(len - done) : HASH_BLOCK;
+        ssize_t got = pread(src->fd, buf, want, (off_t)(src->off + off + done));
+        if (got < 0 && errno == EINTR)
+            continue;
+        if (got <= 0) {
+            log_error("s3 PUT %s: reading its bytes at offset %llu failed: %s", key,
+                      (unsigned long long)(src->off + off + done),
+                      got < 0 ? strerror(errno) : "the file ends before the object does");
+            return -EIO;
+        }
+        if (EVP_DigestUpdate(ctx, buf, (size_t)got) != 1)
+            return -ENOMEM;
+        done += (uint64_t)got;
+    }
+    return 0;
+}
+
+int s3_source_sha256(const struct s3_source *src, uint64_t off, uint64_t len, const char *key,
+                     char out[65])
+{
+    if (src->data)
+        return sigv4_sha256_hex(src->data + off, (size_t)len, out);
+    EVP_MD_CTX *ctx = EVP_MD_CTX_new();
+    unsigned char *buf = malloc(HASH_BLOCK), md[EVP_MAX_MD_SIZE];
+    unsigned md_len = 0;
+    int rc = ctx && buf && EVP_DigestInit_ex(ctx, EVP_sha256(), NULL) == 1 ? 0 : -ENOMEM;
+    if (rc == 0)
+        rc = hash_file(ctx, src, off, len, key, buf);
+    if (rc == 0 && (EVP_DigestFinal_ex(ctx, md, &md_len) != 1 || md_len != 32))
+        rc = -ENOMEM;
+    if (rc == 0)
+        hex(md, md_len, out);
+    EVP_MD_CTX_free(ctx);
+    free(buf);
+    return rc;
+}
+
+/* ---- the three steps, and the abort ---- */
+
+/* A put's answer as an errno: a 404 (NoSuchUpload, NoSuchBucket) is no "no such object"
+ * here, but a failure of the upload, logged. */
+static int answer_errno(const struct upload *u, const char *op, const struct s3_response *resp)
+{
+    char code[64], msg[160];
+    if (resp->status != 404)
+        return s3_status_errno(u->s3, op, u->key, resp);
+    s3_parse_error((const char *)resp->body.data, resp->body.len, code, sizeof code, msg,
+                   sizeof msg);
+    log_error("s3 %s %s/%s%s: HTTP 404 %s%s%s", op, u->s3->bucket, u->s3->prefix, u->key,
+              code, msg[0] ? ": " : "", msg);
+    return -EIO;
+}
+
+static int initiate(struct upload *u, char *id, size_t id_len)
+{
+    struct s3_response resp;
+    struct s3_request req = { .method = "POST", .key = u->key, .query = "uploads=",
+                              .body = "", .body_len = 0, .max_body = ANSWER_MAX };
+    int rc = s3_perform(u->s3, &req, &resp);
+    if (rc != 0)
+        return rc;
+    rc = answer_errno(u, "POST (CreateMultipartUpload)", &resp);
+    if (rc == 0 && s3_parse_initiate((const char *)resp.body.data, resp.body.len, id,
+                                     id_len) != 0) {
+        log_error("s3 POST %s/%s%s: the answer to CreateMultipartUpload names no upload",
+                  u->s3->bucket, u->s3->prefix, u->key);
+        rc = -EIO;
+    }
+    s3_response_free(&resp);
+    return rc;
+}
+
+static int upload_query(const char *id, char **out)
+{
+    char *enc = NULL;
+    int rc = sigv4_uri_encode(id, strlen(id), 0, &enc);
+    if (rc == 0 && asprintf(out, "uploadId=%s", enc) < 0)
+        rc = -ENOMEM;
+    free(enc);
+    return rc;
+}
+
+/* Part i (0-based; S3 numbers them from 1): 0 with its ETag kept, or -errno. */
+static int put_part(struct upload *u, size_t i)
+{
+    uint64_t off = (uint64_t)i * u->part_size;
+    uint64_t n = u->len - off < u->part_size ? u->len - off : u->part_size;
+    struct s3_source file = { .data = NULL, .fd = u->src->fd, .off = u->src->off + off };
+    char hash[65], op[64], *query = NULL;
+    struct s3_response resp;
+    int rc = s3_source_sha256(u->src, off, n, u->key, hash);
+    if (rc == 0 && asprintf(&query, "partNumber=%zu&%s", i + 1, u->id_query) < 0)
+        rc = -ENOMEM;
+    if (rc != 0)
+        return rc;
+    struct s3_request req = { .method = "PUT", .key = u->key, .query = query,
+                              .body_len = (size_t)n, .payload_hash = hash,
+                              .max_body = ANSWER_MAX };
+    if (u->src->data)
+        req.body = u->src->data + off;
+    else
+        req.body_file = &file;
+    rc = s3_perform(u->s3, &req, &resp);
+    free(query);
+    if (rc != 0)
+        return rc;
+    snprintf(op, sizeof op, "PUT (part %zu of %zu)", i + 1, u->n_parts);
+    rc = answer_errno(u, op, &resp);
+    if (rc == 0 && !resp.etag[0]) {
+        log_error("s3 %s %s/%s%s: the answer has no ETag", op, u->s3->bucket, u->s3->prefix,
+                  u->key);
+        rc = -EIO;
+    }
+    if (rc == 0)
+        snprintf(u->parts[i].etag, sizeof u->parts[i].etag, "%s", resp.etag);
+    s3_response_free(&resp);
+    return rc;
+}
+
+static void part_step(void *ctx, size_t i)
+{
+    struct upload *u = ctx;
+    if (atomic_load(&u->failed))
+        return;                 /* the upload is lost: send no more bytes */
+    int rc = put_part(u, i), none = 0;
+    if (rc != 0)
+        atomic_compare_exchange_strong(&u->failed, &none, rc);
+}
+
+static int put_parts(struct upload *u)
+{
+    unsigned threads = u->s3->cfg.max_requests ? u->s3->cfg.max_requests : 16;
+    pfor(u->n_parts, threads, part_step, u);
+    return atomic_load(&u->failed);
+}
+
+/* <CompleteMultipartUpload> with every part's number and ETag (quoted, as S3 gave it). */
+static char *complete_xml(const struct upload *u)
+{
+    static const char head[] = "<CompleteMultipartUpload>", tail[] = "</CompleteMultipartUpload>";
+    size_t cap = sizeof head + sizeof tail + u->n_parts * (64 + sizeof u->parts[0].etag), len;
+    char *xml = malloc(cap);
+    if (!xml)
+        return NULL;
+    len = (size_t)snprintf(xml, cap, "%s", head);
+    for (size_t i = 0; i < u->n_parts; i++)
+        len += (size_t)snprintf(xml + len, cap - len,
+                                "<Part><PartNumber>%zu</PartNumber><ETag>\"%s\"</ETag></Part>",
+                                i + 1, u->parts[i].etag);
+    snprintf(xml + len, cap - len, "%s", tail);
+    return xml;
+}
+
+/* NoSuchUpload to a Complete: an earlier attempt of it may have succeeded, its answer lost. */
+static int completed_before(struct upload *u)
+{
+    struct store_stat st;
+    int rc = u->s3->base.ops->head(&u->s3->base, u->key, &st);
+    if (rc == 0 && st.size == u->len) {
+        log_info("s3 POST %s/%s%s: CompleteMultipartUpload was done by an attempt whose answer "
+                 "was lost", u->s3->bucket, u->s3->prefix, u->key);
+        return 0;
+    }
+    log_error("s3 POST %s/%s%s: CompleteMultipartUpload: the server no longer knows the upload "
+              "(NoSuchUpload), and the object is not there", u->s3->bucket, u->s3->prefix,
+              u->key);
+    return -EIO;
+}
+
+/* What a Complete answered: 0, or -errno (logged). */
+static int judge_complete(struct upload *u, const struct s3_response *resp)
+{
+    static const char op[] = "POST (CompleteMultipartUpload)";
+    char code[64], msg[160];
+    const char *body = (const char *)resp->body.data;
+    if (resp->status / 100 != 2) {
+        s3_parse_error(body, resp->body.len, code, sizeof code, msg, sizeof msg);
+        if (resp->status == 404 && strcmp(code, "NoSuchUpload") == 0)
+            return completed_before(u);
+        return answer_errno(u, op, resp);
+    }
+    int rc = s3_parse_complete(body, resp->body.len, code, sizeof code, msg, sizeof msg);
+    if (rc != 0)
+        log_error("s3 %s %s/%s%s: HTTP %ld, but %s%s%s%s", op, u->s3->bucket, u->s3->prefix,
+                  u->key, resp->status, rc == -EIO ? "the body is the error " : "the body is "
+                  "not a CompleteMultipartUploadResult", rc == -EIO ? code : "",
+                  msg[0] ? ": " : "", msg);
+    return rc == 0 ? 0 : -EIO;
+}
+
+static int complete(struct upload *u)
+{
+    char *xml = complete_xml(u);
+    struct s3_response resp;
+    if (!xml)
+        return -ENOMEM;
+    struct s3_request req = { .method = "POST", .key = u->key, .query = u->id_query,
+                              .body = xml, .body_len = strlen(xml), .max_body = ANSWER_MAX,
+                              .error_in_ok = 1,
+                              .extra_time = (double)u->len / COMPLETE_RATE };
+    int rc = s3_perform(u->s3, &req, &resp);
+    free(xml);
+    if (rc != 0)
+        return rc;
+    rc = judge_complete(u, &resp);
+    s3_response_free(&resp);
+    return rc;
+}
+
+/* After a failure: the parts go, so that nothing of the upload stays in the bucket. */
+static void abort_upload(struct upload *u, const char *id)
+{
+    struct s3_response resp;
+    struct s3_request req = { .method = "DELETE", .key = u->key, .query = u->id_query,
+                              .max_body = ANSWER_MAX };
+    int rc = s3_perform(u->s3, &req, &resp);
+    if (rc == 0) {
+        if (resp.status != 404)     /* NoSuchUpload: nothing left of it */
+            rc = s3_status_errno(u->s3, "DELETE (AbortMultipartUpload)", u->key, &resp);
+        s3_response_free(&resp);
+    }
+    if (rc != 0)
+        log_error("s3 %s/%s%s: multipart upload %s could not be aborted: its parts stay in the "
+                  "bucket until it is (or a lifecycle rule AbortIncompleteMultipartUpload "
+                  "removes them)", u->s3->bucket, u->s3->prefix, u->key, id);
+    else
+        log_info("s3 %s/%s%s: multipart upload of %zu parts aborted after a failure",
+                 u->s3->bucket, u->s3->prefix, u->key, u->n_parts);
+}
+
+int s3_multipart_put(struct s3_store *s3, const char *key, const struct s3_source *src,
+                     uint64_t len)
+{
+    struct upload u = { .s3 = s3, .key = key, .src = src, .len = len };
+    char id[UPLOAD_ID_MAX + 1];
+    int rc = s3_part_size(len, s3->cfg.multipart_part_size, &u.part_size);
+    if (rc != 0) {
+        log_error("s3 PUT %s/%s%s: %llu bytes are more than S3 takes in one object (5 TiB)",
+                  s3->bucket, s3->prefix, key, (unsigned long long)len);
+        return rc;
+    }
+    u.n_parts = len == 0 ? 1 : (size_t)((len + u.part_size - 1) / u.part_size);
+    u.parts = calloc(u.n_parts, sizeof *u.parts);
+    if (!u.parts)
+        return -ENOMEM;
+    rc = initiate(&u, id, sizeof id);
+    if (rc == 0 && (rc = upload_query(id, &u.id_query)) == 0) {
+        rc = put_parts(&u);
+        if (rc == 0)
+            rc = complete(&u);
+        if (rc != 0)
+            abort_upload(&u, id);
+    }
+    free(u.id_query);
+    free(u.parts);
+    return rc;
+}

@@ -1,0 +1,260 @@
+"""S3 multipart upload (src/store/s3_multipart.c) against the suite's real S3 servers ([s3]:
+s3rver behind tests/s3/server.js, [rgw]: Ceph RGW), through the fault proxy.
+
+No mount puts an object above the multipart threshold yet: chunks are at most 4 MiB, and the
+objects that will be big (a whole file, by linked ingest, issue 10.1) are not written yet. So
+the objects are put by tests/tools/store_put (built next to the daemon), which runs the
+daemon's own store code: store_put_new_from_fd (the bytes streamed from a file, never all in
+memory), or with -M store_put of a buffer. What each request was is told by the proxy: rules
+that never fire ("times": 0) count the requests they match.
+"""
+import json
+import os
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+import conftest
+
+pytestmark = pytest.mark.backends("s3", "rgw")
+
+MIB = 1 << 20
+GIB = 1 << 30
+
+
+def store_put_bin():
+    return conftest.h5osfs_bin().parent / "tests" / "store_put"
+
+
+def sanitized():
+    """The ASan/UBSan build (H5OSFS_BIN=build-asan/...): too slow for gigabytes."""
+    return b"__asan_init" in store_put_bin().read_bytes()
+
+
+def store_put(server, endpoint, bucket, key, path, *opts, timeout=120):
+    """-> (the JSON line store_put printed, its stderr)."""
+    env = dict(os.environ, **server.env())
+    r = subprocess.run([str(store_put_bin()), *map(str, opts), endpoint, bucket, key, str(path)],
+                       stdin=subprocess.DEVNULL, capture_output=True, text=True, env=env,
+                       timeout=timeout)
+    assert "runtime error:" not in r.stderr and "Sanitizer" not in r.stderr, r.stderr[-3000:]
+    lines = r.stdout.splitlines()
+    assert len(lines) == 1, (r.returncode, r.stdout, r.stderr[-3000:])
+    result = json.loads(lines[0])
+    assert (result["rc"] == 0) == (r.returncode == 0), (result, r.returncode)
+    return result, r.stderr
+
+
+def counters(proxy):
+    """Rules that count the requests of a multipart upload (they never fire)."""
+    return {name: proxy.add_rule("error", id=f"count-{name}", times=0, **match)["id"]
+            for name, match in (("create", {"method": "POST", "query": "uploads"}),
+                                ("part", {"method": "PUT", "query": "partNumber="}),
+                                ("complete", {"method": "POST", "query": "uploadId="}),
+                                ("abort", {"method": "DELETE", "query": "uploadId="}))}
+
+
+def seen(proxy, ids):
+    by_id = {r["id"]: r["seen"] for r in proxy.rules()}
+    return {name: by_id[rule] for name, rule in ids.items()}
+
+
+def puts_of_whole_objects(proxy):
+    """PUTs without a part number: ids of one more counting rule, read after the put."""
+    return proxy.add_rule("error", id="count-put", method="PUT", times=0)["id"]
+
+
+@pytest.fixture
+def bucket(s3_server):
+    return s3_server.new_bucket()
+
+
+@pytest.fixture
+def client(s3_server):
+    with s3_server.client() as c:
+        yield c
+
+
+def random_file(path, size):
+    path.write_bytes(os.urandom(size))
+    return path
+
+
+def assert_stored(client, bucket, key, data):
+    r = client.get_object(bucket, key)
+    assert r.status == 200, r
+    assert len(r.body) == len(data) and r.body == data
+    assert client.list_multipart_uploads(bucket) == []
+
+
+def assert_nothing_left(client, bucket, key):
+    assert client.head_object(bucket, key).status == 404
+    assert client.list_multipart_uploads(bucket) == []
+
+
+@pytest.mark.parametrize("memory", [False, True], ids=["from_fd", "from_memory"])
+def test_put_above_threshold_goes_up_in_parts(s3_server, fault_proxy, bucket, client, tmp_path,
+                                              memory):
+    src = random_file(tmp_path / "obj", 23 * MIB)
+    ids = counters(fault_proxy)
+    whole = puts_of_whole_objects(fault_proxy)
+    result, log = store_put(s3_server, fault_proxy.endpoint, bucket, "db/big", src,
+                            "-t", 5 * MIB, "-p", 5 * MIB, *(["-M"] if memory else []))
+    assert result["rc"] == 0, log[-3000:]
+    assert seen(fault_proxy, ids) == {"create": 1, "part": 5, "complete": 1, "abort": 0}
+    parts_and_puts = [r["seen"] for r in fault_proxy.rules() if r["id"] == whole][0]
+    assert parts_and_puts == 5          # every PUT was a part: no PutObject of the whole
+    assert result["retries"] == 0 and result["failures"] == 0
+    assert_stored(client, bucket, "db/big", src.read_bytes())
+
+
+def test_put_at_threshold_is_one_put(s3_server, fault_proxy, bucket, client, tmp_path):
+    src = random_file(tmp_path / "obj", 6 * MIB)
+    ids = counters(fault_proxy)
+    result, log = store_put(s3_server, fault_proxy.endpoint, bucket, "db/six", src,
+                            "-t", 6 * MIB, "-p", 5 * MIB)
+    assert result["rc"] == 0, log[-3000:]
+    assert seen(fault_proxy, ids) == {"create": 0, "part": 0, "complete": 0, "abort": 0}
+    assert_stored(client, bucket, "db/six", src.read_bytes())
+
+
+def test_part_that_fails_once_is_retried(s3_server, fault_proxy, bucket, client, tmp_path):
+    src = random_file(tmp_path / "obj", 23 * MIB)
+    ids = counters(fault_proxy)
+    fail = fault_proxy.add_rule("error", method="PUT", query="partNumber=3&", times=1)["id"]
+    result, log = store_put(s3_server, fault_proxy.endpoint, bucket, "db/retried", src,
+                            "-t", 5 * MIB, "-p", 5 * MIB)
+    assert result["rc"] == 0, log[-3000:]
+    assert fault_proxy.fired(fail) == 1
+    assert result["retries"] == 1
+    assert seen(fault_proxy, ids) == {"create": 1, "part": 6, "complete": 1, "abort": 0}
+    assert_stored(client, bucket, "db/retried", src.read_bytes())
+
+
+def test_connection_reset_mid_part_is_retried(s3_server, fault_proxy, bucket, client, tmp_path):
+    src = random_file(tmp_path / "obj", 23 * MIB)
+    cut = fault_proxy.add_rule("reset_in_body", method="PUT", query="partNumber=2&",
+                               bytes=MIB, times=1)["id"]
+    result, log = store_put(s3_server, fault_proxy.endpoint, bucket, "db/reset", src,
+                            "-t", 5 * MIB, "-p", 5 * MIB)
+    assert result["rc"] == 0, log[-3000:]
+    assert fault_proxy.fired(cut) == 1
+    assert result["retries"] >= 1
+    assert_stored(client, bucket, "db/reset", src.read_bytes())
+
+
+def test_complete_answering_200_with_internal_error_is_retried(s3_server, fault_proxy, bucket,
+                                                               client, tmp_path):
+    """AWS documents it: CompleteMultipartUpload can answer 200 with an <Error> body."""
+    src = random_file(tmp_path / "obj", 12 * MIB)
+    err = fault_proxy.add_rule("error", method="POST", query="uploadId=", status=200,
+                               code="InternalError", times=1)["id"]
+    result, log = store_put(s3_server, fault_proxy.endpoint, bucket, "db/complete", src,
+                            "-t", 5 * MIB, "-p", 5 * MIB)
+    assert result["rc"] == 0, log[-3000:]
+    assert fault_proxy.fired(err) == 1 and result["retries"] == 1
+    assert_stored(client, bucket, "db/complete", src.read_bytes())
+
+
+def test_complete_answering_200_with_final_error_fails_and_aborts(s3_server, fault_proxy,
+                                                                  bucket, client, tmp_path):
+    src = random_file(tmp_path / "obj", 12 * MIB)
+    ids = counters(fault_proxy)
+    err = fault_proxy.add_rule("error", method="POST", query="uploadId=", status=200,
+                               code="InvalidPart", message="One or more of the specified parts "
+                               "could not be found.", times=1)["id"]
+    result, log = store_put(s3_server, fault_proxy.endpoint, bucket, "db/invalid", src,
+                            "-t", 5 * MIB, "-p", 5 * MIB)
+    assert result["rc"] == -5, log[-3000:]
+    assert fault_proxy.fired(err) == 1
+    assert "InvalidPart" in log
+    assert seen(fault_proxy, ids)["abort"] == 1
+    assert_nothing_left(client, bucket, "db/invalid")
+
+
+@pytest.mark.parametrize("memory", [False, True], ids=["from_fd", "from_memory"])
+def test_permanent_failure_aborts_the_upload(s3_server, fault_proxy, bucket, client, tmp_path,
+                                             memory):
+    src = random_file(tmp_path / "obj", 23 * MIB)
+    ids = counters(fault_proxy)
+    fail = fault_proxy.add_rule("error", method="PUT", query="partNumber=4&", times=None)["id"]
+    result, log = store_put(s3_server, fault_proxy.endpoint, bucket, "db/lost", src,
+                            "-t", 5 * MIB, "-p", 5 * MIB, "-r", 2, *(["-M"] if memory else []))
+    assert result["rc"] == -5, log[-3000:]
+    assert fault_proxy.fired(fail) == 3             # the first attempt and two retries
+    counts = seen(fault_proxy, ids)
+    assert counts["create"] == 1 and counts["complete"] == 0 and counts["abort"] == 1
+    assert "aborted" in log
+    assert_nothing_left(client, bucket, "db/lost")
+
+
+def test_refused_part_is_not_retried_and_aborts(s3_server, fault_proxy, bucket, client,
+                                                tmp_path):
+    """A 4xx is the answer, not a hiccup: no retry, and still nothing left behind."""
+    src = random_file(tmp_path / "obj", 12 * MIB)
+    ids = counters(fault_proxy)
+    fail = fault_proxy.add_rule("error", method="PUT", query="partNumber=1&", status=400,
+                                code="EntityTooSmall", times=None)["id"]
+    result, log = store_put(s3_server, fault_proxy.endpoint, bucket, "db/refused", src,
+                            "-t", 5 * MIB, "-p", 5 * MIB)
+    assert result["rc"] == -5 and result["retries"] == 0, log[-3000:]
+    assert fault_proxy.fired(fail) == 1 and seen(fault_proxy, ids)["abort"] == 1
+    assert "EntityTooSmall" in log
+    assert_nothing_left(client, bucket, "db/refused")
+
+
+def test_parts_are_at_least_5_mib(s3_server, fault_proxy, bucket, client, tmp_path):
+    """S3 (and RGW) refuse parts under 5 MiB but the last: a smaller part size is raised to it
+    (the daemon's option refuses one; the store still guards itself). How the part size grows
+    for objects that would need over 10,000 parts is a unit test (test_s3_multipart.c)."""
+    src = random_file(tmp_path / "obj", 11 * MIB)
+    ids = counters(fault_proxy)
+    result, log = store_put(s3_server, fault_proxy.endpoint, bucket, "db/min", src,
+                            "-t", 5 * MIB, "-p", 1 * MIB)
+    assert result["rc"] == 0, log[-3000:]
+    assert seen(fault_proxy, ids)["part"] == 3      # 5 + 5 + 1 MiB, not 11 parts of 1 MiB
+    assert_stored(client, bucket, "db/min", src.read_bytes())
+
+
+def free_bytes(path):
+    return shutil.disk_usage(path).free
+
+
+def test_object_over_5_gib(s3_server, bucket, client, tmp_path):
+    """Past S3's single-PUT limit. The source is sparse (no disk); s3rver keeps the parts,
+    then the object, on disk: 2 x 5 GiB at the worst moment. Plain build only, s3rver only
+    (RGW here keeps every byte in memory)."""
+    size = 5 * GIB + 3 * MIB + 17
+    if s3_server.kind != "s3rver":
+        pytest.skip("RGW's OSD here holds objects in memory: 5 GiB is too much for the test")
+    if sanitized():
+        pytest.skip("the ASan build hashes and sends 5 GiB too slowly; the plain pass runs it")
+    room = free_bytes(s3_server.data_dir if hasattr(s3_server, "data_dir") else tmp_path)
+    if room < 2 * size + 2 * GIB:
+        pytest.skip(f"{room / GIB:.1f} GiB free where s3rver keeps its objects; "
+                    f"{(2 * size + 2 * GIB) / GIB:.1f} GiB needed")
+    src = tmp_path / "big"
+    marks = {}
+    with open(src, "wb") as f:
+        f.truncate(size)
+        for off in (0, 8 * MIB - 3, GIB, 5 * GIB - 1, 5 * GIB + MIB, size - 4096):
+            marks[off] = os.urandom(4096)[:size - off]
+            f.seek(off)
+            f.write(marks[off])
+    try:
+        result, log = store_put(s3_server, s3_server.endpoint, bucket, "db/huge", src,
+                                timeout=1800)
+        assert result["rc"] == 0, log[-3000:]
+        head = client.head_object(bucket, "db/huge")
+        assert head.status == 200 and int(head.headers["content-length"]) == size
+        for off, data in marks.items():
+            r = client.get_object(bucket, "db/huge", byte_range=(off, off + len(data) - 1))
+            assert r.status == 206 and r.body == data, off
+        r = client.get_object(bucket, "db/huge", byte_range=(2 * GIB, 2 * GIB + 4095))
+        assert r.body == bytes(4096)
+        assert client.list_multipart_uploads(bucket) == []
+    finally:
+        client.delete_object(bucket, "db/huge")
+        src.unlink()
