@@ -407,7 +407,8 @@ static int tally_md5(struct tally *t)
     t->md5[0] = '\0';
     if (t->n_sums != t->groups + t->datatypes + t->n_dsets + t->chunks)
         return 0;           /* HSDS: "skipping domain checksum calculation" */
-    qsort(t->sums, t->n_sums, sizeof *t->sums, by_id);
+    if (t->n_sums)
+        qsort(t->sums, t->n_sums, sizeof *t->sums, by_id);
     unsigned char md[EVP_MAX_MD_SIZE];
     unsigned len = 0;
     EVP_MD_CTX *ctx = EVP_MD_CTX_new();
