@@ -9,13 +9,14 @@ import hashlib
 import json
 import os
 import shutil
+import subprocess
 import time
 
 import h5py
 import numpy as np
 import pytest
 
-from conftest import BUCKET, S3_BUCKET, SOURCE
+from conftest import BUCKET, S3_BUCKET, SOURCE, Mount, MountSource
 
 pytestmark = pytest.mark.backends("posix", "s3")
 
@@ -207,3 +208,35 @@ def test_summary_follows_changes_and_goes_with_the_domain(bucket_copy, mount_buc
     assert m.get(info_key(first)) is None
     assert m.get(info_key(second)) is None
     assert listing(m, first) == [] and listing(m, second) == []
+
+
+@pytest.mark.posix_only(reason="kills the daemon mid-commit with the test hook; recovery is "
+                        "the same code on both backends")
+def test_recovery_writes_the_summary_a_crash_left_out(bucket_copy, backend, tmp_path):
+    """Killed right after the .domain.json put, before the summary: the next mount's recovery
+    finds the commit finished and writes it."""
+    cache, mnt = tmp_path / "cache", tmp_path / "mnt"
+    mnt.mkdir()
+    path = f"{HOME}/crashed.h5"
+
+    def mount(log, env_extra):
+        return Mount(MountSource("posix", bucket_copy, bucket_copy,
+                                 env=dict(os.environ, **env_extra)),
+                     mnt, tmp_path / log, ("-o", f"user=test_user1,ttl=0,cache_dir={cache}"))
+
+    m = mount("0.log", {"H5OSFS_TEST_CRASH_AT": "domain"})
+    try:
+        with pytest.raises(OSError):
+            shutil.copyfile(SOURCE / "sample3.h5", m.path(path))
+        m.proc.wait(timeout=30)
+        assert m.proc.returncode == -9
+    finally:
+        subprocess.run(["fusermount3", "-uz", str(mnt)], check=False)
+    root = domain_root(m, path)
+    assert m.get(info_key(root)) is None
+    started = time.time()
+    m = mount("1.log", {})
+    try:
+        check_against_listing(m, root, started, time.time())
+    finally:
+        assert m.unmount() == 0
