@@ -30,6 +30,8 @@ struct info_object {
     double mtime;               /* seconds since the epoch */
     char etag[INFO_ETAG_BUF];   /* HSDS's ETag for it; "" when it has none */
     json_t *doc;                /* a .dataset.json's content (for logical and linked bytes) */
+    unsigned char *bytes;       /* a chunk table's chunk: its stored bytes (else NULL) */
+    size_t len;
 };
 
 struct info_scan {
@@ -40,9 +42,12 @@ struct info_scan {
     size_t n;
 };
 
-/* The text HSDS would write for scan (no newline at the end). 0, -ENOMEM, -EINVAL (a bucket
- * name that is not UTF-8), -ENOTSUP (a H5D_CHUNKED_REF_INDIRECT dataset: its linked bytes are
- * in its chunk table, which is not read here). */
+/* The text HSDS would write for scan (no newline at the end). The linked chunks of a
+ * H5D_CHUNKED_REF_INDIRECT dataset are counted from its chunk table's chunks, whose bytes
+ * must be given. 0, -ENOMEM, -EINVAL (a bucket name that is not UTF-8, a chunk table that
+ * cannot be decoded), -ENOENT (chunks without their dataset's JSON, a chunk table without its
+ * JSON, a table chunk without its bytes: HSDS's scan stops there too), -EOVERFLOW (sizes
+ * beyond 64 bits, which Python's integers would hold). */
 int info_text(const struct info_scan *scan, char **out);
 
 /* HSDS's object id for a key below db/ (idUtil.getObjId): 0 with the id in out, -EINVAL for a

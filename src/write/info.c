@@ -11,6 +11,7 @@
 #include <openssl/evp.h>
 
 #include "h5osfs/clock.h"
+#include "h5osfs/codec.h"
 #include "h5osfs/grow.h"
 #include "h5osfs/h5type.h"
 #include "h5osfs/hjson.h"
@@ -342,8 +343,136 @@ static int chunked_ref(const json_t *layout, struct dset_sum *d)
     return 0;
 }
 
-static int linked_bytes(const json_t *doc, const json_t *dims, int variable,
-                        uint64_t item_size, struct dset_sum *d)
+/* The JSON of dataset id among the listed objects (NULL if it has none). */
+static const json_t *listed_doc(const struct info_scan *s, const char *id)
+{
+    char key[STORE_KEY_MAX + 1];
+    if (schema_obj_key(id, key, sizeof key) != 0)
+        return NULL;
+    for (size_t i = 0; i < s->n; i++)
+        if (s->objects[i].doc && strcmp(s->objects[i].key, key) == 0)
+            return s->objects[i].doc;
+    return NULL;
+}
+
+/* Where a chunk table entry keeps the linked chunk's size: its second field, an integer. */
+struct entry_size {
+    size_t itemsize, offset;
+    unsigned nbytes;
+    int is_signed, big_endian;
+};
+
+static int entry_size_field(const json_t *type, struct entry_size *e)
+{
+    const json_t *fields = json_object_get(type, "fields");
+    const json_t *size_type = json_object_get(json_array_get(fields, 1), "type");
+    const char *base = hjson_text(json_is_object(size_type) ? json_object_get(size_type, "base")
+                                                            : size_type);
+    char sign, order[3];
+    unsigned bits;
+    if (h5type_stored_size(type, &e->itemsize) != 0 || !base ||
+        h5type_stored_size(json_object_get(json_array_get(fields, 0), "type"), &e->offset) != 0 ||
+        sscanf(base, "H5T_STD_%c%u%2s", &sign, &bits, order) != 3 ||
+        (bits != 8 && bits != 16 && bits != 32 && bits != 64) || e->offset + bits / 8 > e->itemsize)
+        return -EINVAL;
+    e->nbytes = bits / 8;
+    e->is_signed = sign == 'I';
+    e->big_endian = strcmp(order, "BE") == 0;
+    return 0;
+}
+
+/* int(e[1]) > 0 of one entry: its size, or 0. */
+static uint64_t entry_size(const struct entry_size *e, const unsigned char *entry)
+{
+    const unsigned char *p = entry + e->offset;
+    uint64_t v = 0;
+    for (unsigned i = 0; i < e->nbytes; i++)
+        v |= (uint64_t)p[e->big_endian ? i : e->nbytes - 1 - i] << (8 * (e->nbytes - 1 - i));
+    int negative = e->is_signed && (p[e->big_endian ? 0 : e->nbytes - 1] & 0x80);
+    return negative ? 0 : v;
+}
+
+struct table {
+    const char *id;
+    struct entry_size entry;
+    struct codec_spec codec;
+    size_t chunk_bytes;         /* a whole decoded chunk of the table */
+    unsigned char *buf;
+};
+
+/* The table's geometry, or 1 where HSDS gives up on it (linked bytes stay 0). */
+static int table_open(const json_t *table, size_t rank, struct table *t)
+{
+    char why[200];
+    const json_t *lay = dataset_layout(table), *lay_dims = json_object_get(lay, "dims");
+    const json_t *tdims;
+    int scalar;
+    uint64_t elements;
+    const char *cls = hjson_text(json_object_get(lay, "class"));
+    if (shape_dims(json_object_get(table, "shape"), &tdims, &scalar) != 1 || scalar ||
+        json_array_size(tdims) != rank || !cls || strcmp(cls, "H5D_CHUNKED") != 0 ||
+        !json_is_array(lay_dims))
+        return 1;
+    int rc = entry_size_field(json_object_get(table, "type"), &t->entry);
+    if (rc == 0)
+        rc = codec_spec_from_filters(json_object_get(json_object_get(table, "creationProperties"),
+                                                     "filters"),
+                                     t->entry.itemsize, 0, CODEC_SOURCE_HSDS, &t->codec, why,
+                                     sizeof why);
+    if (rc == 0)
+        rc = dims_product(lay_dims, &elements);
+    if (rc == 0 && (elements > SIZE_MAX / t->entry.itemsize ||
+                    elements * t->entry.itemsize > DATASET_JSON_MAX))
+        rc = -EINVAL;
+    t->chunk_bytes = rc == 0 ? elements * t->entry.itemsize : 0;
+    t->buf = rc == 0 ? malloc(t->chunk_bytes ? t->chunk_bytes : 1) : NULL;
+    return rc == 0 && !t->buf ? -ENOMEM : rc;
+}
+
+/* Every entry of one stored chunk of the table, padding of edge chunks included. */
+static int table_chunk(struct table *t, const struct info_object *o, struct dset_sum *d)
+{
+    char why[200];
+    if (!o->bytes)
+        return -ENOENT;
+    int rc = codec_decode(&t->codec, o->bytes, o->len, t->buf, t->chunk_bytes, why, sizeof why);
+    for (size_t at = 0; rc == 0 && at < t->chunk_bytes; at += t->entry.itemsize) {
+        uint64_t size = entry_size(&t->entry, t->buf + at);
+        if (size) {
+            rc = add_u64(&d->linked, size);
+            d->linked_chunks++;
+        }
+    }
+    return rc;
+}
+
+static int is_chunk_of(const char *key, const char *dset_id)
+{
+    char id[STORE_KEY_MAX + 1];
+    return info_object_id(key, id, sizeof id) == 0 && id[0] == 'c' &&
+           strncmp(strchr(id, '-') + 1, dset_id + 2, 36) == 0;
+}
+
+/* H5D_CHUNKED_REF_INDIRECT: the entries of the chunk table with a size > 0. */
+static int chunk_table(const struct info_scan *s, const json_t *doc, const json_t *dims,
+                       struct dset_sum *d)
+{
+    struct table t = { .id = hjson_text(json_object_get(dataset_layout(doc), "chunk_table")) };
+    if (!t.id)
+        return 0;
+    const json_t *table = listed_doc(s, t.id);
+    if (!table)
+        return -ENOENT;
+    int rc = table_open(table, json_array_size(dims), &t);
+    for (size_t i = 0; rc == 0 && i < s->n; i++)
+        if (is_chunk_of(s->objects[i].key, t.id))
+            rc = table_chunk(&t, &s->objects[i], d);
+    free(t.buf);
+    return rc == 1 ? 0 : rc;
+}
+
+static int linked_bytes(const struct info_scan *s, const json_t *doc, const json_t *dims,
+                        int variable, uint64_t item_size, struct dset_sum *d)
 {
     const char *cls = hjson_text(json_object_get(dataset_layout(doc), "class"));
     if (!cls)
@@ -353,11 +482,11 @@ static int linked_bytes(const json_t *doc, const json_t *dims, int variable,
     if (strcmp(cls, "H5D_CHUNKED_REF") == 0)
         return chunked_ref(dataset_layout(doc), d);
     if (strcmp(cls, "H5D_CHUNKED_REF_INDIRECT") == 0)
-        return -ENOTSUP;
+        return chunk_table(s, doc, dims, d);
     return 0;
 }
 
-static int dataset_bytes(struct dset_sum *d)
+static int dataset_bytes(const struct info_scan *s, struct dset_sum *d)
 {
     const json_t *doc = d->doc, *dims = NULL, *type = json_object_get(d->doc, "type");
     int scalar = 0;
@@ -375,14 +504,14 @@ static int dataset_bytes(struct dset_sum *d)
         d->logical = d->allocated;
     else if (rc == 0)
         rc = mul_u64(elements, item_size, &d->logical);
-    return rc == 0 ? linked_bytes(doc, dims, variable, item_size, d) : rc;
+    return rc == 0 ? linked_bytes(s, doc, dims, variable, item_size, d) : rc;
 }
 
-static int tally_datasets(struct tally *t)
+static int tally_datasets(struct tally *t, const struct info_scan *s)
 {
     for (size_t i = 0; i < t->n_dsets; i++) {
         struct dset_sum *d = &t->dsets[i];
-        int rc = dataset_bytes(d);
+        int rc = dataset_bytes(s, d);
         if (rc == 0)
             rc = add_u64(&t->logical, d->logical);
         if (rc == 0)
@@ -588,7 +717,7 @@ int info_text(const struct info_scan *scan, char **out)
     for (size_t i = 0; rc == 0 && i < scan->n; i++)
         rc = tally_object(&t, &scan->objects[i]);
     if (rc == 0)
-        rc = tally_datasets(&t);
+        rc = tally_datasets(&t, scan);
     if (rc == 0)
         rc = tally_md5(&t);
     if (rc == 0)
@@ -610,6 +739,7 @@ struct scan_job {
     int hsds_s3;      /* HSDS's S3 driver: ETags and whole seconds from the listing */
     struct listed *v;
     size_t n, cap;
+    struct strmap *tables;  /* ids of the chunk tables of the listed datasets */
 };
 
 /* store_list_keys's callback: keep the keys HSDS's scan counts. */
@@ -704,8 +834,56 @@ static void scan_job_free(struct scan_job *j)
     for (size_t i = 0; i < j->n; i++) {
         free(j->v[i].o.key);
         json_decref(j->v[i].o.doc);
+        free(j->v[i].o.bytes);
     }
     free(j->v);
+    strmap_free(j->tables, NULL);
+}
+
+/* The chunk tables the listed H5D_CHUNKED_REF_INDIRECT datasets name. 0 or -ENOMEM. */
+static int find_tables(struct scan_job *j)
+{
+    j->tables = strmap_new();
+    for (size_t i = 0; j->tables && i < j->n; i++) {
+        const json_t *lay = dataset_layout(j->v[i].o.doc);
+        const char *cls = hjson_text(json_object_get(lay, "class"));
+        const char *table = hjson_text(json_object_get(lay, "chunk_table"));
+        if (cls && table && strcmp(cls, "H5D_CHUNKED_REF_INDIRECT") == 0 &&
+            strmap_put(j->tables, table, (void *)table, NULL) != 0)
+            return -ENOMEM;
+    }
+    return j->tables ? 0 : -ENOMEM;
+}
+
+/* The bytes of a chunk of a chunk table (the linked chunks are counted from them). */
+static void load_table_chunk(void *ctx, size_t i)
+{
+    struct scan_job *j = ctx;
+    struct listed *l = &j->v[i];
+    char id[STORE_KEY_MAX + 1], dset_id[SCHEMA_ID_BUF];
+    struct store_buf buf;
+    if (info_object_id(l->o.key, id, sizeof id) != 0 || id[0] != 'c')
+        return;
+    snprintf(dset_id, sizeof dset_id, "d-%.36s", strchr(id, '-') + 1);
+    if (!strmap_get(j->tables, dset_id))
+        return;
+    l->rc = store_get(j->st, l->o.key, DATASET_JSON_MAX, &buf);
+    if (l->rc == 0) {
+        l->o.bytes = buf.data;
+        l->o.len = buf.len;
+    }
+}
+
+static int first_failure(const struct scan_job *j)
+{
+    for (size_t i = 0; i < j->n; i++) {
+        if (j->v[i].rc != 0) {
+            log_warn("%s: cannot read it for the domain summary (%s): no .info.json",
+                     j->v[i].o.key, strerror(-j->v[i].rc));
+            return j->v[i].rc;
+        }
+    }
+    return 0;
 }
 
 /* The listed objects in listing order, each completed; or the first failure, logged. */
@@ -717,14 +895,14 @@ static int scan_root(struct scan_job *j, const char *prefix, unsigned workers)
         return rc;
     }
     pfor(j->n, workers ? workers : 1, complete_one, j);
-    for (size_t i = 0; i < j->n; i++) {
-        if (j->v[i].rc != 0) {
-            log_warn("%s: cannot read it for the domain summary (%s): no .info.json",
-                     j->v[i].o.key, strerror(-j->v[i].rc));
-            return j->v[i].rc;
-        }
+    rc = first_failure(j);
+    if (rc == 0 && (rc = find_tables(j)) != 0)
+        log_warn("%s: out of memory for the domain summary: no .info.json", prefix);
+    if (rc == 0 && strmap_count(j->tables)) {
+        pfor(j->n, workers ? workers : 1, load_table_chunk, j);
+        rc = first_failure(j);
     }
-    return 0;
+    return rc;
 }
 
 static int summary_text(const struct scan_job *j, const char *bucket, double start,
@@ -760,9 +938,7 @@ void info_write(struct store *st, const char *bucket, const char *root, unsigned
     if (rc == 0) {
         rc = summary_text(&j, bucket, start, &text);
         if (rc != 0)
-            log_warn("%s: no domain summary can be made: %s", key,
-                     rc == -ENOTSUP ? "a dataset's linked chunks are in a chunk table, which is "
-                                      "not read" : strerror(-rc));
+            log_warn("%s: no domain summary can be made: %s", key, strerror(-rc));
     }
     if (rc == 0 && (rc = store_put(st, key, text, strlen(text))) != 0)
         log_warn("%s: the domain summary cannot be written: %s", key, strerror(-rc));
