@@ -240,3 +240,20 @@ def test_recovery_writes_the_summary_a_crash_left_out(bucket_copy, backend, tmp_
         check_against_listing(m, root, started, time.time())
     finally:
         assert m.unmount() == 0
+
+
+def test_linked_domain_keeps_its_linked_counts(bucket_copy, mount_bucket):
+    """An r+ change of an hsload --link domain that leaves its datasets alone: the new root's
+    summary counts the same linked chunks and bytes as HSDS's (chunk tables read)."""
+    m = mount_bucket(bucket_copy, "-o", "user=test_user1,ttl=0")
+    path = f"{HOME}/sample_link.h5"
+    started = time.time()
+    with h5py.File(m.path(path), "r+") as f:
+        f.attrs["touched"] = 1
+    info = check_against_listing(m, domain_root(m, path), started, time.time())
+    hsds = fixture_summary("sample_link.h5")
+    assert info["num_linked_chunks"] > 0
+    for k in ("num_linked_chunks", "linked_bytes", "logical_bytes"):
+        assert info[k] == hsds[k], k
+    for k in ("num_linked_chunks", "linked_bytes"):
+        assert dataset_sizes(info, k) == dataset_sizes(hsds, k), k
