@@ -933,7 +933,7 @@ void info_write(struct store *st, const char *bucket, const char *root, unsigned
     snprintf(prefix, sizeof prefix, "%.*s", (int)(strrchr(key, '/') + 1 - key), key);
     /* Only HSDS's S3 driver takes ETags (and whole-second times) from the listing. */
     struct scan_job j = { .st = st, .hsds_s3 = strcmp(st->ops->name, "s3") == 0 };
-    double start = clock_wall();
+    double start = clock_wall(), t0 = clock_monotonic();
     int rc = scan_root(&j, prefix, workers);
     if (rc == 0) {
         rc = summary_text(&j, bucket, start, &text);
@@ -942,6 +942,7 @@ void info_write(struct store *st, const char *bucket, const char *root, unsigned
     }
     if (rc == 0 && (rc = store_put(st, key, text, strlen(text))) != 0)
         log_warn("%s: the domain summary cannot be written: %s", key, strerror(-rc));
+    log_debug("%s: %zu objects summarised in %.3f s", key, j.n, clock_monotonic() - t0);
     free(text);
     scan_job_free(&j);
 }
