@@ -18,7 +18,7 @@ import pytest
 
 from conftest import BUCKET, S3_BUCKET, SOURCE, Mount, MountSource
 
-pytestmark = pytest.mark.backends("posix", "s3")
+pytestmark = pytest.mark.backends("posix", "s3", "rgw")
 
 HOME = "home/test_user1"
 UNCOMPRESSED = ("sample1.h5", "sample3.h5")
