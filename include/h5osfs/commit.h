@@ -24,6 +24,9 @@
  * that filled the disk could never be committed nor its space freed, at any mount; a crash
  * during such a commit leaves its new root in the bucket, uncollected.
  *
+ * After the swap, the new root gets its summary .info.json (info.h; never fails the commit),
+ * also when recovery finds a commit that had swapped before a crash.
+ *
  * Test hook: with the environment variable H5OSFS_TEST_CRASH_AT set to one of "committing",
  * "chunks", "metadata", "root" or "domain", the daemon kills itself (SIGKILL) at that point of
  * the next commit: right after the journal says COMMITTING, after the chunk objects, after the
@@ -40,6 +43,7 @@ struct commit_ctx {
     const struct domops *ops;   /* store, namespace, user, collector */
     struct journal *journal;
     unsigned workers;           /* parallel chunk puts */
+    const char *bucket_name;    /* HSDS's name of the bucket, for .info.json (info.h) */
     /* Recovery of a JOURNAL_CHANGE record: the base its staged file needs (NULL hook, or
      * *base NULL: the staged file holds every byte). 0, or -errno to keep the record. */
     int (*recover_base)(void *ctx, const struct journal_rec *rec, struct ingest_base **base);

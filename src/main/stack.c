@@ -244,7 +244,7 @@ static int open_writing(struct stack *s)
     if (rc != 0)
         return rc;
     struct commit_ctx commit = { .ops = &s->ops, .journal = s->journal,
-                                 .workers = WRITE_WORKERS };
+                                 .workers = WRITE_WORKERS, .bucket_name = s->bucket_name };
     struct staging_hooks hooks = { .base = staging_base, .cache = s->cache,
                                    .committed = committed, .ctx = s };
     return staging_new(&commit, &hooks, &s->staging);

@@ -211,7 +211,9 @@ void px_fill_stat(const struct stat *sb, struct store_stat *out)
 {
     uint64_t ns = (uint64_t)sb->st_mtim.tv_sec * 1000000000u + (uint64_t)sb->st_mtim.tv_nsec;
     out->size = (uint64_t)sb->st_size;
-    out->mtime = (double)sb->st_mtim.tv_sec + (double)sb->st_mtim.tv_nsec / 1e9;
+    /* Python's float st_mtime (sec + nsec * 1e-9), the time HSDS's POSIX driver lists: the
+     * .info.json h5osfs writes holds the very float HSDS's scan would (info.h). */
+    out->mtime = (double)sb->st_mtim.tv_sec + (double)sb->st_mtim.tv_nsec * 1e-9;
     snprintf(out->etag, sizeof out->etag, "%016" PRIx64 "%016" PRIx64 "%016" PRIx64,
              (uint64_t)sb->st_ino, (uint64_t)sb->st_size, ns);
 }

@@ -13,6 +13,7 @@
 #include "h5osfs/clock.h"
 #include "h5osfs/gc.h"
 #include "h5osfs/hjson.h"
+#include "h5osfs/info.h"
 #include "h5osfs/log.h"
 
 #define DOMAIN_JSON_MAX (1u << 20)
@@ -257,6 +258,7 @@ static int commit_new_root(const struct commit_ctx *c, struct journal_rec *rec,
     rec->mode = JOURNAL_CHANGE;
     log_done(rec, &st);
     set_state(c, rec, JOURNAL_CLEAN);   /* a lost record only means one idempotent rerun */
+    info_write(c->ops->store, c->bucket_name, rec->base_root, c->workers);
     return 0;
 }
 
@@ -299,6 +301,7 @@ static int settle_new_root(const struct commit_ctx *c, struct journal_rec *rec)
         if (strcmp(rec->base_root, rec->new_root) != 0)
             collect(c, rec->base_root, rec->domain);
         log_info("%s: the interrupted commit of root %s had finished", rec->domain, now);
+        info_write(c->ops->store, c->bucket_name, now, c->workers);
         return 1;
     }
     log_info("%s: undoing the interrupted commit of root %s; committing again", rec->domain,

@@ -48,8 +48,9 @@ def make_file(path, n, tag):
 
 
 def test_new_domain_copies_out_whole(mount_bucket, bucket_copy, tmp_path):
-    """A domain written through the mount, then remounted (no .info.json: HSDS never scanned
-    it): stat, ls -l, du, tar, cp -a and cp give files equal to what an open reads."""
+    """A domain written through the mount, then remounted (its .info.json is the one h5osfs
+    wrote, which no size comes from): stat, ls -l, du, tar, cp -a and cp give files equal to
+    what an open reads."""
     src = tmp_path / "new.h5"
     make_file(src, 50000, "new")
     m = mount_bucket(bucket_copy, "-o", "user=test_user1")
