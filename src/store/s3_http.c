@@ -232,6 +232,24 @@ static size_t on_body(char *data, size_t size, size_t nmemb, void *ctx)
     return n;
 }
 
+/* A body of announced length gets its buffer at once: growing it by doubling copies a 1 MiB
+ * chunk about twice over, and faults in twice its pages. A length past RESERVE_MAX is not
+ * believed up front (a hostile or broken server); such a body grows as it comes. */
+#define RESERVE_MAX (256u << 20)
+static void reserve_body(struct transfer *t)
+{
+    struct store_buf *b = &t->resp->body;
+    uint64_t want = t->resp->content_length + 1;
+    if (strcmp(t->req->method, "HEAD") == 0 || b->len != 0 || want > RESERVE_MAX ||
+        want <= t->cap)
+        return;
+    unsigned char *nd = realloc(b->data, (size_t)want);
+    if (!nd)
+        return;                 /* on_body grows it, or fails, as before */
+    b->data = nd;
+    t->cap = (size_t)want;
+}
+
 static size_t on_header(char *data, size_t size, size_t nmemb, void *ctx)
 {
     struct transfer *t = ctx;
@@ -250,6 +268,7 @@ static size_t on_header(char *data, size_t size, size_t nmemb, void *ctx)
             t->too_big = 1;
             return 0;
         }
+        reserve_body(t);
     } else if (strncasecmp(line, "content-range:", 14) == 0) {
         const char *v = line + 14 + strspn(line + 14, " \t");
         if (strncasecmp(v, "bytes ", 6) == 0 && v[6] >= '0' && v[6] <= '9')
