@@ -2,8 +2,10 @@
  * gc: removes the objects of domains that no .domain.json names any more (deleted or replaced
  * domains), after a grace period, on a thread of its own. A root still in use by an open file
  * (the caller's in_use callback) is postponed. Deletion lists db/A-B/ and deletes every key
- * (v2 roots only: v1 objects cannot be found by listing, as in HSDS). A daemon stopped before
- * the grace period ends leaves those objects behind (unreachable garbage, never wrong data).
+ * (v2 roots only: v1 objects cannot be found by listing, as in HSDS). A root whose listing or
+ * a delete failed is tried again a minute later, three tries in all (at once under gc_drain).
+ * A daemon stopped before the grace period ends, or a store that keeps failing, leaves objects
+ * behind (unreachable garbage, never wrong data).
  */
 #ifndef H5OSFS_GC_H
 #define H5OSFS_GC_H

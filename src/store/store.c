@@ -252,6 +252,34 @@ int store_head(struct store *st, const char *key, struct store_stat *out)
     return counted(st, STORE_HEAD, st->ops->head(st, key, out), 0, 0);
 }
 
+/* Keep the names of a page that start with prefix. Callers take what follows the prefix
+ * (ns a child's name, domops a key's tail): a name outside it, which only a broken server
+ * sends, would have them read past its end. Logged once per page. */
+static void keep_below(const char *prefix, struct store_list *l)
+{
+    size_t plen = strlen(prefix), kept = 0, dropped = 0;
+    for (size_t i = 0; i < l->n_objects; i++) {
+        if (strncmp(l->objects[i].key, prefix, plen) == 0)
+            l->objects[kept++] = l->objects[i];
+        else
+            free(l->objects[i].key);
+    }
+    dropped += l->n_objects - kept;
+    l->n_objects = kept;
+    kept = 0;
+    for (size_t i = 0; i < l->n_prefixes; i++) {
+        if (strncmp(l->prefixes[i], prefix, plen) == 0)
+            l->prefixes[kept++] = l->prefixes[i];
+        else
+            free(l->prefixes[i]);
+    }
+    dropped += l->n_prefixes - kept;
+    l->n_prefixes = kept;
+    if (dropped)
+        log_error("store: list %s: the store answered %zu names that do not start with the "
+                  "prefix: left out", prefix, dropped);
+}
+
 /* prefix NULL is the empty prefix (the whole bucket); delimiter NULL or "" is none. */
 int store_list(struct store *st, const char *prefix, const char *delimiter, const char *token,
                size_t max_keys, struct store_list *out)
@@ -265,8 +293,10 @@ int store_list(struct store *st, const char *prefix, const char *delimiter, cons
         return err;
     if (!st || !out)
         return -EINVAL;
-    return counted(st, STORE_LIST, st->ops->list(st, prefix, delimiter, token, max_keys, out),
-                   0, 0);
+    int rc = st->ops->list(st, prefix, delimiter, token, max_keys, out);
+    if (rc == 0)
+        keep_below(prefix, out);
+    return counted(st, STORE_LIST, rc, 0, 0);
 }
 
 #define LIST_KEYS_PAGE 1000
@@ -280,6 +310,8 @@ static int list_keys_paged(struct store *st, const char *prefix,
         struct store_list page = { 0 };
         rc = counted(st, STORE_LIST, st->ops->list(st, prefix, NULL, token, LIST_KEYS_PAGE,
                                                    &page), 0, 0);
+        if (rc == 0)
+            keep_below(prefix, &page);
         free(token);
         token = NULL;
         for (size_t i = 0; rc == 0 && i < page.n_objects; i++)

@@ -131,9 +131,30 @@ static int lost_to_another_writer(const struct journal_rec *rec, const char *now
  * though its answer was lost) is read again. */
 #define SWAP_TRIES 8
 
+/*
+ * A put_if that failed may have landed all the same: its reply was lost (a timeout or a
+ * dropped connection after the store took it). Collecting the new root then would delete the
+ * data of the domain as it now is, so the domain is read again: 0 when it names root, else
+ * the put's error; *in_doubt when that read failed too (nobody can say which root is live).
+ */
+static int landed_anyway(const struct commit_ctx *c, const char *key, const char *root,
+                         int put_rc, int *in_doubt)
+{
+    json_t *dom;
+    int rc = load_domain(c, key, &dom);
+    const char *named = rc == 0 ? hjson_text(json_object_get(dom, "root")) : NULL;
+    int landed = named && strcmp(named, root) == 0;
+    json_decref(dom);
+    if (landed)
+        log_warn("%s: the put failed (%s) but took effect: the domain names root %s", key,
+                 strerror(-put_rc), root);
+    *in_doubt = rc != 0 && rc != -ENOENT;
+    return landed ? 0 : put_rc;
+}
+
 /* One attempt: 0 (swapped), 1 (read again), or -errno. *old gets the root replaced. */
 static int swap_once(const struct commit_ctx *c, const struct journal_rec *rec, const char *key,
-                     const char *root, char old[SCHEMA_ID_BUF])
+                     const char *root, char old[SCHEMA_ID_BUF], int *in_doubt)
 {
     struct store_stat now;
     json_t *dom;
@@ -151,6 +172,8 @@ static int swap_once(const struct commit_ctx *c, const struct journal_rec *rec, 
         rc = domain_text(c, rec->domain, dom, root, &text);
         if (rc == 0)
             rc = store_put_if(c->ops->store, key, text, strlen(text), dom ? now.etag : NULL);
+        if (rc < 0 && rc != -ESTALE && text)
+            rc = landed_anyway(c, key, root, rc, in_doubt);
         rc = rc == -ESTALE ? 1 : rc;
     }
     free(text);
@@ -158,15 +181,17 @@ static int swap_once(const struct commit_ctx *c, const struct journal_rec *rec, 
     return rc;
 }
 
-/* The one put that makes the new root the domain. */
+/* The one put that makes the new root the domain. *in_doubt: it failed, and whether it
+ * took effect is unknown. */
 static int swap_domain(const struct commit_ctx *c, const struct journal_rec *rec,
-                       const char *root, char old[SCHEMA_ID_BUF])
+                       const char *root, char old[SCHEMA_ID_BUF], int *in_doubt)
 {
     char key[STORE_KEY_MAX + 1];
     old[0] = '\0';
+    *in_doubt = 0;
     int rc = schema_domain_key(rec->domain, key, sizeof key) == 0 ? 1 : -EINVAL;
     for (int tries = 0; rc == 1 && tries < SWAP_TRIES; tries++)
-        rc = swap_once(c, rec, key, root, old);
+        rc = swap_once(c, rec, key, root, old, in_doubt);
     if (rc == 1) {
         log_error("%s: the domain object kept changing under the commit: not committed",
                   rec->domain);
@@ -221,6 +246,7 @@ static int commit_new_root(const struct commit_ctx *c, struct journal_rec *rec,
     struct ingest_config cfg = ingest_cfg(c);
     struct ingest_stats st = { 0 };
     char old[SCHEMA_ID_BUF];
+    int in_doubt = 0;
     int rc = check_base(c, rec);
     if (rc == 0)
         rc = ingest_new_root_id_for(rec->base_root, rec->new_root);
@@ -244,7 +270,14 @@ static int commit_new_root(const struct commit_ctx *c, struct journal_rec *rec,
         rc = store_sync(c->ops->store);     /* every object durable before it is named */
     log_debug("%s: ingest %.3f s, sync %.3f s", rec->domain, t1 - t0, clock_monotonic() - t1);
     if (rc == 0)
-        rc = swap_domain(c, rec, rec->new_root, old);
+        rc = swap_domain(c, rec, rec->new_root, old, &in_doubt);
+    if (rc != 0 && in_doubt) {
+        /* the domain may name the new root: the record stays COMMITTING, so that recovery
+         * finishes or undoes the commit once the domain can be read */
+        log_error("%s: whether the domain now names root %s cannot be told: kept for "
+                  "recovery at the next mount", rec->domain, rec->new_root);
+        return rc;
+    }
     if (rc != 0) {
         collect(c, rec->new_root, rec->domain);     /* never named by a .domain.json */
         rec->new_root[0] = '\0';

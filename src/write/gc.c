@@ -13,10 +13,13 @@
 #include "h5osfs/schema.h"
 
 #define GC_POSTPONE 10.0        /* seconds before a root in use is looked at again */
+#define GC_RETRY_AFTER 60.0     /* seconds before a root whose removal failed is tried again */
+#define GC_TRIES 3              /* then its leftovers stay (logged): the store keeps failing */
 
 struct gc_item {
     struct gc_item *next;
     double not_before;
+    int tries;
     char root[SCHEMA_ID_BUF];
 };
 
@@ -49,29 +52,47 @@ int gc_new(struct store *store, double grace, gc_in_use_fn in_use, void *ctx, st
     return 0;
 }
 
-/* Delete every key of root's domain: db/A-B/ holds all of them (spec §2.1). */
-static void remove_root(struct gc *g, const char *root)
+/* Delete every key of root's domain: db/A-B/ holds all of them (spec §2.1). 0, or -EIO when
+ * something is left that a later try may remove (logged). */
+static int remove_root(struct gc *g, const char *root)
 {
     char prefix[64];
     struct store_list list = { 0 };
     if (schema_id_version(root) != 2) {
         log_warn("gc: objects of v1 root %s cannot be listed; left in the bucket", root);
-        return;
+        return 0;
     }
     snprintf(prefix, sizeof prefix, "db/%.17s/", root + 2);
     if (store_list(g->store, prefix, NULL, NULL, 0, &list) != 0) {
         log_error("gc: cannot list %s: objects of root %s left in the bucket", prefix, root);
-        return;
+        return -EIO;
     }
     size_t failed = 0;
-    for (size_t i = 0; i < list.n_objects; i++)
-        failed += store_delete(g->store, list.objects[i].key) != 0;
+    for (size_t i = 0; i < list.n_objects; i++) {
+        int rc = store_delete(g->store, list.objects[i].key);
+        failed += rc != 0 && rc != -ENOENT;     /* gone already is what we wanted */
+    }
     if (failed)
         log_error("gc: %zu of %zu objects of root %s could not be deleted", failed,
                   list.n_objects, root);
     else
         log_info("gc: deleted the %zu objects of root %s", list.n_objects, root);
     store_list_free(&list);
+    return failed ? -EIO : 0;
+}
+
+/* After a failed removal: queue it again (under g->lock), or give up and free it. */
+static void retry_later(struct gc *g, struct gc_item *it)
+{
+    if (++it->tries >= GC_TRIES) {
+        log_error("gc: root %s: %d tries failed; what is left of it stays in the bucket",
+                  it->root, it->tries);
+        free(it);
+        return;
+    }
+    it->not_before = clock_monotonic() + GC_RETRY_AFTER;
+    it->next = g->items;
+    g->items = it;
 }
 
 /* The first item that is due (and not in use), taken off the list; NULL if none. */
@@ -108,9 +129,12 @@ static void *gc_thread(void *arg)
             continue;
         }
         pthread_mutex_unlock(&g->lock);
-        remove_root(g, it->root);
-        free(it);
+        int rc = remove_root(g, it->root);
         pthread_mutex_lock(&g->lock);
+        if (rc != 0)
+            retry_later(g, it);
+        else
+            free(it);
     }
     pthread_mutex_unlock(&g->lock);
     return NULL;

@@ -5,6 +5,7 @@
 #include "h5osfs/store.h"
 
 #include "check.h"
+#include "store_conformance.h"
 
 #include <errno.h>
 #include <ftw.h>
@@ -935,8 +936,24 @@ static void test_odd_names(void)
     remove_dir(dir);
 }
 
+/* The checks every backend passes (the memory store too: test_store_mem). */
+static struct store *open_fresh(void **ctx)
+{
+    char *dir = make_dir();
+    *ctx = dir;
+    return open_store(dir);
+}
+
+static void close_fresh(struct store *st, void *ctx)
+{
+    store_close(st);
+    remove_dir(ctx);
+}
+
 int main(void)
 {
+    static const struct conformance_backend posix = { "posix", open_fresh, close_fresh };
+    store_conformance(&posix);
     test_key_check();
     test_round_trip();
     test_intermediate_dirs();
