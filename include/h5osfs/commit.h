@@ -40,6 +40,8 @@ struct commit_ctx {
     const struct domops *ops;   /* store, namespace, user, collector */
     struct journal *journal;
     unsigned workers;           /* parallel chunk puts */
+    int link;                   /* -o ingest=link: linked ingest (ingest.h) of new files */
+    const char *bucket_name;    /* the bucket as linked layouts' file_uri names it */
     /* Recovery of a JOURNAL_CHANGE record: the base its staged file needs (NULL hook, or
      * *base NULL: the staged file holds every byte). 0, or -errno to keep the record. */
     int (*recover_base)(void *ctx, const struct journal_rec *rec, struct ingest_base **base);

@@ -32,6 +32,7 @@ struct fs_config {
     const char *cache_dir;      /* the staging area and its journal (not used when read-only) */
     const char *bucket_id;      /* the bucket's identity: its journal records carry it */
     unsigned write_workers;     /* chunk objects put in parallel by a commit */
+    int ingest_link;            /* -o ingest=link: new files stored linked (ingest.h) */
 };
 
 struct fs;

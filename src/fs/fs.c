@@ -86,7 +86,9 @@ static int fs_new_staging(struct fs *fs)
     if (rc != 0)
         return rc;
     struct commit_ctx commit = { .ops = &fs->ops, .journal = fs->journal,
-                                 .workers = fs->cfg.write_workers };
+                                 .workers = fs->cfg.write_workers,
+                                 .link = fs->cfg.ingest_link,
+                                 .bucket_name = fs->cfg.images.bucket_name };
     struct staging_hooks hooks = { .base = staging_base, .cache = fs->cfg.cache,
                                    .committed = forget_image, .ctx = fs };
     rc = staging_new(&commit, &hooks, &fs->staging);

@@ -197,6 +197,7 @@ static int check_base(const struct commit_ctx *c, const struct journal_rec *rec)
 static struct ingest_config ingest_cfg(const struct commit_ctx *c)
 {
     return (struct ingest_config){ .store = c->ops->store, .workers = c->workers,
+                                   .link = c->link, .bucket_name = c->bucket_name,
                                    .on_stage = on_ingest_stage };
 }
 
