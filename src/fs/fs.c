@@ -78,6 +78,28 @@ static void forget_image(void *ctx, const char *path)
     free(dir);
 }
 
+/* The nearest folder above domain that says how new files below it are stored decides
+ * (user.h5osfs.ingest, inherited by everything below, subfolders too, until one says
+ * otherwise); none: the mount's -o ingest. */
+static int link_for(void *ctx, const char *domain, int link)
+{
+    struct fs *fs = ctx;
+    char *dir = strdup(domain);
+    for (char *slash = dir ? strrchr(dir, '/') : NULL; slash; slash = strrchr(dir, '/')) {
+        struct ns_info info;
+        slash[slash == dir ? 1 : 0] = '\0';
+        if (ns_stat(fs->cfg.ns, dir, &info) == 0 && info.kind == NS_FOLDER &&
+            info.ingest != SCHEMA_INGEST_UNSET) {
+            link = info.ingest == SCHEMA_INGEST_LINK;
+            break;
+        }
+        if (slash == dir)
+            break;              /* "/" was the last */
+    }
+    free(dir);
+    return link;
+}
+
 static int fs_new_staging(struct fs *fs)
 {
     if (fs->cfg.read_only)
@@ -88,7 +110,8 @@ static int fs_new_staging(struct fs *fs)
     struct commit_ctx commit = { .ops = &fs->ops, .journal = fs->journal,
                                  .workers = fs->cfg.write_workers,
                                  .link = fs->cfg.ingest_link,
-                                 .bucket_name = fs->cfg.images.bucket_name };
+                                 .bucket_name = fs->cfg.images.bucket_name,
+                                 .link_for = link_for, .link_ctx = fs };
     struct staging_hooks hooks = { .base = staging_base, .cache = fs->cfg.cache,
                                    .committed = forget_image, .ctx = fs };
     rc = staging_new(&commit, &hooks, &fs->staging);

@@ -220,6 +220,8 @@ static int commit_new_root(const struct commit_ctx *c, struct journal_rec *rec,
 {
     struct ingest_config cfg = ingest_cfg(c);
     struct ingest_stats st = { 0 };
+    if (c->link_for)
+        cfg.link = c->link_for(c->link_ctx, rec->domain, c->link);
     char old[SCHEMA_ID_BUF];
     int rc = check_base(c, rec);
     if (rc == 0)

@@ -8,6 +8,7 @@ stored file is the source byte for byte, the objects are valid (objcheck), the f
 hsload-made linked domain and ours agree field by field, rm deletes the file object with the
 domain, and an r+ change makes the datasets it writes ordinary chunked ones while the others
 stay linked, to a copy of the file under the new root (the linked bytes are never changed)."""
+import errno
 import json
 import os
 import shutil
@@ -290,3 +291,72 @@ def test_r_plus_write_into_an_hsload_linked_dataset(linking, mount_bucket, tmp_p
     m2 = remount(linking, mount_bucket, tmp_path)
     rc, out = h5diff(expected, m2.path(target))
     assert rc == 0, out
+
+
+def is_linked(m, rel):
+    root = root_of(m, rel)
+    return FILE_NAME in root_objects(m, root)
+
+
+def test_folder_xattr_chooses_and_is_inherited(bucket_copy, mount_bucket, tmp_path):
+    """user.h5osfs.ingest on a folder decides for every file created below it, in subfolders
+    too (made before or after), until a folder below says otherwise; the mount's -o ingest
+    elsewhere. Kept in the folder's .domain.json, which stays a valid HSDS folder object."""
+    m = mount_bucket(bucket_copy, "-o", f"user=test_user1,ttl=0,cache_dir={tmp_path}/cache")
+    src = tmp_path / "x.h5"
+    make_linkable_file(src)
+    top = f"{HOME}/linked"
+    os.mkdir(m.path(top))
+    os.mkdir(m.path(f"{top}/before"))
+    assert os.listxattr(m.path(top)) == ["user.h5osfs.owner"]
+    os.setxattr(m.path(top), "user.h5osfs.ingest", b"link")
+    assert os.getxattr(m.path(top), "user.h5osfs.ingest") == b"link"
+    assert sorted(os.listxattr(m.path(top))) == ["user.h5osfs.ingest", "user.h5osfs.owner"]
+    os.mkdir(m.path(f"{top}/after"))
+    os.mkdir(m.path(f"{top}/copied"))
+    os.setxattr(m.path(f"{top}/copied"), "user.h5osfs.ingest", b"copy")
+    for rel in (f"{top}/a.h5", f"{top}/before/b.h5", f"{top}/after/c.h5",
+                f"{top}/copied/d.h5", f"{HOME}/e.h5"):
+        shutil.copyfile(src, m.path(rel))
+        assert h5diff(src, m.path(rel))[0] == 0, rel
+    assert [is_linked(m, r) for r in (f"{top}/a.h5", f"{top}/before/b.h5",
+                                      f"{top}/after/c.h5", f"{top}/copied/d.h5",
+                                      f"{HOME}/e.h5")] == [True, True, True, False, False]
+    folder = json.loads(m.get(f"{top}/.domain.json"))
+    assert folder["h5osfs"] == {"ingest": "link"} and "root" not in folder
+    assert list(folder)[:5] == ["owner", "acls", "created", "lastModified", "h5osfs"]
+    os.removexattr(m.path(top), "user.h5osfs.ingest")
+    assert "h5osfs" not in json.loads(m.get(f"{top}/.domain.json"))
+    shutil.copyfile(src, m.path(f"{top}/f.h5"))
+    assert not is_linked(m, f"{top}/f.h5")
+    if m.backend == "posix":
+        assert objcheck.problems(m.bucket, f"/{top}/copied") == []
+
+
+def test_folder_xattr_refusals(bucket_copy, mount_bucket, tmp_path):
+    m = mount_bucket(bucket_copy, "-o", f"user=test_user1,ttl=0,cache_dir={tmp_path}/cache")
+    folder = m.path(f"{HOME}/refusals")
+    os.mkdir(folder)
+    with pytest.raises(OSError) as e:
+        os.setxattr(folder, "user.h5osfs.ingest", b"fast")
+    assert e.value.errno == errno.EINVAL
+    with pytest.raises(OSError) as e:
+        os.setxattr(m.path(f"{HOME}/sample1.h5"), "user.h5osfs.ingest", b"link")
+    assert e.value.errno == errno.ENOTSUP           # a domain: per folder only
+    with pytest.raises(OSError) as e:
+        os.removexattr(folder, "user.h5osfs.ingest")
+    assert e.value.errno == errno.ENODATA
+    with pytest.raises(OSError) as e:
+        os.getxattr(folder, "user.h5osfs.ingest")
+    assert e.value.errno == errno.ENODATA
+    os.setxattr(folder, "user.h5osfs.ingest", b"copy", os.XATTR_CREATE)
+    with pytest.raises(OSError) as e:
+        os.setxattr(folder, "user.h5osfs.ingest", b"link", os.XATTR_CREATE)
+    assert e.value.errno == errno.EEXIST
+    with pytest.raises(OSError) as e:
+        os.setxattr(folder, "user.other", b"x")
+    assert e.value.errno == errno.EROFS
+    # the fixture's /home is the admin's: test_user1 may not change it
+    with pytest.raises(OSError) as e:
+        os.setxattr(m.path("home"), "user.h5osfs.ingest", b"link")
+    assert e.value.errno == errno.EACCES
