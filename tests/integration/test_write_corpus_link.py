@@ -31,6 +31,23 @@ def subset(files):
 
 LINK_FILES = subset(FILES)
 
+# What differs only when linked (aspect -> why), checked as EXPECTED is.
+LINK_EXPECTED = {
+    "HDFGroup_hdf5/tools/test/h5dump/testfiles/tbigdims.h5": {
+        "h5diff": "4 GiB in chunks of 1024 bytes, 2 of them stored: linked, the file's chunk "
+                  "shape is kept (as hsload keeps it), so h5diff walks 4 million chunks through "
+                  "the mount and passes its 120 s (85 s between two local copies); copied, HSDS "
+                  "chunks of 1 MiB make it fast"},
+}
+
+
+def judge_linked(f, found):
+    extra = LINK_EXPECTED.get(f, {})
+    msgs = [m for m in (judge(f, {k: v for k, v in found.items() if k not in extra}),) if m]
+    msgs += [f"listed in LINK_EXPECTED as differing in {k}, but it no longer does"
+             for k in extra if k not in found]
+    return "\n\n".join(msgs) or None
+
 
 class LinkedRoundTrip(corpus.RoundTrip):
     """Writes with -o ingest=link; reads back read-only as the copy round trip does."""
@@ -54,8 +71,12 @@ def linked_round_trip(tmp_path_factory):
     pytest.param(f, marks=pytest.mark.xfail(strict=True, reason=BUGS[f])) if f in BUGS else f
     for f in LINK_FILES])
 def test_round_trip_linked(linked_round_trip, path):
-    msg = judge(path, linked_round_trip.differences(path))
+    msg = judge_linked(path, linked_round_trip.differences(path))
     assert msg is None, msg
+
+
+def test_link_expected_names_corpus_files():
+    assert set(LINK_EXPECTED) <= set(FILES), sorted(set(LINK_EXPECTED) - set(FILES))
 
 
 def test_bucket_objects_linked(linked_round_trip):

@@ -39,6 +39,8 @@ def make_linkable_file(path, userblock=0):
     with h5py.File(path, "w", userblock_size=userblock) as f:
         f.create_dataset("contig_f8", data=np.linspace(0, 1, 40 * 50).reshape(40, 50))
         f.create_dataset("contig_be", data=np.arange(3000, dtype=">i4"))
+        f.create_dataset("contig_big",
+                         data=np.arange(3000 * 2000, dtype="u1").reshape(3000, 2000))
         f.create_dataset("gzip4", data=np.arange(100 * 80, dtype="<f4").reshape(100, 80),
                          chunks=(50, 40), compression="gzip", compression_opts=4, shuffle=True)
         f.create_dataset("many", data=np.arange(256 * 256, dtype="<u2").reshape(256, 256),
@@ -59,6 +61,7 @@ def make_linkable_file(path, userblock=0):
 
 
 EXPECTED_CLASS = {"contig_f8": "H5D_CONTIGUOUS_REF", "contig_be": "H5D_CONTIGUOUS_REF",
+                  "contig_big": "H5D_CONTIGUOUS_REF",
                   "gzip4": "H5D_CHUNKED_REF", "sparse": "H5D_CHUNKED_REF",
                   "edge": "H5D_CHUNKED_REF", "many": "H5D_CHUNKED_REF_INDIRECT",
                   "small": "H5D_CHUNKED", "scalar": None, "vlen": "H5D_CHUNKED",
@@ -125,6 +128,9 @@ def test_link_round_trip(linking, mount_bucket, tmp_path):
             assert d["layout"]["class"] == "H5D_CHUNKED"
             assert not any(k.startswith(f"d/{d['id'][20:]}/") and not k.endswith(".json")
                            for k in objects), f"{name}: chunk objects beside a linked layout"
+    # HSDS's getContiguousLayout: whole rows while under 4 MiB, then halved (§5.5)
+    assert named["contig_big"]["layout"]["dims"] == [1500, 2000]
+    assert named["contig_f8"]["layout"]["dims"] == [40, 50]
     table_id = named["many"]["creationProperties"]["layout"]["chunk_table"]
     assert list(others) == [table_id]           # the chunk table, linked from no group
     assert "linked to the file" in linking.log()
