@@ -304,9 +304,11 @@ static int link_map(struct ingest_obj *o, const struct link_src *s,
             chunks = NULL;
         }
     }
+    if (!chunks)
+        return -ENOMEM;
     for (int k = 0; k < s->rank; k++)
         cdims[k] = s->cdims[k];
-    json_t *lay = json_pack("{s:s,s:s,s:o*,s:o*}", "class", "H5D_CHUNKED_REF", "file_uri", uri,
+    json_t *lay = json_pack("{s:s,s:s,s:o*,s:o}", "class", "H5D_CHUNKED_REF", "file_uri", uri,
                             "dims", u64_array(s->rank, cdims), "chunks", chunks);
     return set_layout(o, lay, s->rank, cdims);
 }
@@ -354,11 +356,13 @@ static int add_table(struct ingest *g, const char *dataset_path, struct ingest_l
     return 0;
 }
 
+/* *tp goes to the table object (NULL here) once that exists. */
 static int link_indirect(struct ingest *g, size_t at, const struct link_src *s,
-                         struct ingest_link_table *t, const char *uri)
+                         struct ingest_link_table **tp, const char *uri)
 {
     uint64_t cdims[INGEST_MAX_RANK], dims[INGEST_MAX_RANK];
     char id[SCHEMA_ID_BUF];
+    struct ingest_link_table *t = *tp;
     t->rank = s->rank;
     for (int k = 0; k < s->rank; k++) {
         cdims[k] = s->cdims[k];
@@ -372,6 +376,7 @@ static int link_indirect(struct ingest *g, size_t at, const struct link_src *s,
     int rc = add_table(g, g->objs[at].path, t, id);
     if (rc != 0)
         return rc;
+    *tp = NULL;
     struct ingest_obj *o = &g->objs[at];
     json_t *lay = json_pack("{s:s,s:s,s:o*,s:s,s:o*}", "class", "H5D_CHUNKED_REF_INDIRECT",
                             "file_uri", uri, "dims", u64_array(s->rank, dims), "chunk_table",
@@ -389,9 +394,7 @@ static int link_layout(struct ingest *g, size_t at, const struct link_src *s, co
     if (rc == 0 && t->n <= LINK_MAP_MAX) {
         rc = link_map(&g->objs[at], s, t, uri);
     } else if (rc == 0) {
-        rc = link_indirect(g, at, s, t, uri);
-        if (rc == 0)
-            t = NULL;           /* the table object owns it now */
+        rc = link_indirect(g, at, s, &t, uri);
     }
     ingest_link_table_free(t);
     return rc;
