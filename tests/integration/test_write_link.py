@@ -366,3 +366,40 @@ def test_folder_xattr_refusals(bucket_copy, mount_bucket, tmp_path):
     with pytest.raises(OSError) as e:
         os.setxattr(m.path("home"), "user.h5osfs.ingest", b"link")
     assert e.value.errno == errno.EACCES
+
+
+@pytest.mark.posix_only(reason="kills the daemon and looks at the bucket directory; the "
+                        "commit protocol is the same code on both backends")
+@pytest.mark.parametrize("stage", ["chunks", "root"])
+def test_killed_linked_commit_leaves_no_file_behind(bucket_copy, tmp_path, stage):
+    """Killed after the file was put (with the chunks), or after the root group: the next
+    mount commits the staged file again, linked, and the interrupted root, its file object
+    with it, is collected."""
+    src = tmp_path / "crash.h5"
+    make_linkable_file(src)
+    mnt, cache, target = tmp_path / "mnt", tmp_path / "cache", f"{HOME}/crash.h5"
+    mnt.mkdir()
+    opts = ("-o", f"user=test_user1,ttl=0,ingest=link,cache_dir={cache}")
+
+    def start(log, env):
+        return conftest.Mount(conftest.MountSource("posix", bucket_copy, bucket_copy,
+                                                   env=dict(os.environ, **env)),
+                              mnt, tmp_path / log, opts)
+
+    m = start("1.log", {"H5OSFS_TEST_CRASH_AT": stage})
+    with pytest.raises(OSError):
+        shutil.copyfile(src, m.path(target))
+    m.proc.wait(timeout=30)
+    assert m.proc.returncode == -9
+    subprocess.run(["fusermount3", "-uz", str(mnt)], check=False)
+    files = {p.parent.name for p in (bucket_copy / "db").glob(f"*/{FILE_NAME}")}
+    assert len(files) == 1                      # the interrupted root's
+    m = start("2.log", {})
+    rc, out = h5diff(src, m.path(target))
+    assert rc == 0, out
+    assert is_linked(m, target)
+    assert m.unmount() == 0                     # the collector drains at unmount
+    live = {json.loads(p.read_text()).get("root", "")[2:19]
+            for p in bucket_copy.rglob(".domain.json")}
+    assert {p.parent.name for p in (bucket_copy / "db").glob(f"*/{FILE_NAME}")} <= live
+    assert {p.name for p in (bucket_copy / "db").iterdir()} <= live
