@@ -45,6 +45,8 @@ def make_linkable_file(path, userblock=0):
                          chunks=(50, 40), compression="gzip", compression_opts=4, shuffle=True)
         f.create_dataset("many", data=np.arange(256 * 256, dtype="<u2").reshape(256, 256),
                          chunks=(32, 32))
+        # more chunks than ingest_link lists one by one: looked up by coordinates
+        f.create_dataset("dense", data=np.arange(20000, dtype="<i4"), chunks=(4,))
         sparse = f.create_dataset("sparse", shape=(60, 60), dtype="<i2", chunks=(20, 30),
                                   fillvalue=-1)
         sparse[0:10, 0:10] = 5
@@ -63,6 +65,7 @@ def make_linkable_file(path, userblock=0):
 EXPECTED_CLASS = {"contig_f8": "H5D_CONTIGUOUS_REF", "contig_be": "H5D_CONTIGUOUS_REF",
                   "contig_big": "H5D_CONTIGUOUS_REF",
                   "gzip4": "H5D_CHUNKED_REF", "sparse": "H5D_CHUNKED_REF",
+                  "dense": "H5D_CHUNKED_REF_INDIRECT",
                   "edge": "H5D_CHUNKED_REF", "many": "H5D_CHUNKED_REF_INDIRECT",
                   "small": "H5D_CHUNKED", "scalar": None, "vlen": "H5D_CHUNKED",
                   "fletcher": "H5D_CHUNKED", "late": "H5D_CHUNKED"}
@@ -131,8 +134,10 @@ def test_link_round_trip(linking, mount_bucket, tmp_path):
     # HSDS's getContiguousLayout: whole rows while under 4 MiB, then halved (§5.5)
     assert named["contig_big"]["layout"]["dims"] == [1500, 2000]
     assert named["contig_f8"]["layout"]["dims"] == [40, 50]
-    table_id = named["many"]["creationProperties"]["layout"]["chunk_table"]
-    assert list(others) == [table_id]           # the chunk table, linked from no group
+    tables = {named[n]["creationProperties"]["layout"]["chunk_table"] for n in ("many", "dense")}
+    assert set(others) == tables                # the chunk tables, linked from no group
+    dense = named["dense"]["creationProperties"]["layout"]
+    assert dense["hyper_dims"] == [4] and dense["dims"] == [16384]      # hsload's expandChunk
     assert "linked to the file" in linking.log()
     if linking.backend == "posix":
         assert objcheck.problems(linking.bucket, f"/{target}", fill_chunks="error") == []
