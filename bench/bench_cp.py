@@ -18,6 +18,9 @@ directory.
 3. correctness: after the last copy, unmount, mount again, `h5diff source MOUNT/...` must exit
    0, and objcheck finds no problem in the domain's objects.
 
+4. the same with -o ingest=link (the file stored whole, its dataset linked: issue 10.1),
+   against cp + sync (timed together), since a commit makes what it stores durable.
+
 Both copies start with the source warm in the page cache (read once, untimed) and after a
 sync (untimed); caches cannot be dropped here, and neither copy syncs its result. Goals: h5osfs/baseline >= 0.5, staging peak <= the file size.
 
@@ -94,12 +97,16 @@ def warm(path):
 
 def timed_cp(src, dst, tool="cp"):
     """tool "cp": coreutils cp, which copies within one filesystem with copy_file_range (in
-    the kernel); "dd": read and write in 1 MiB pieces, as cp copies into any FUSE mount."""
+    the kernel); "dd": read and write in 1 MiB pieces, as cp copies into any FUSE mount;
+    "cp+sync": cp, then sync, timed together (a commit makes its objects durable: the fair
+    baseline for it, issue 10)."""
     os.sync()       # untimed: earlier dirty pages are not written back during the copy
-    cmd = ["cp", str(src), str(dst)] if tool == "cp" else \
+    cmd = ["cp", str(src), str(dst)] if tool != "dd" else \
         ["dd", f"if={src}", f"of={dst}", "bs=1M", "status=none"]
     t = time.perf_counter()
     r = subprocess.run(cmd, capture_output=True, text=True)
+    if tool == "cp+sync" and r.returncode == 0:
+        os.sync()
     return time.perf_counter() - t, r
 
 
@@ -168,10 +175,10 @@ def make_bucket(bucket):
                          "created": now, "lastModified": now})
 
 
-def mount(bucket, mnt, log, cache_dir):
+def mount(bucket, mnt, log, cache_dir, ingest="copy"):
     mnt.mkdir(parents=True, exist_ok=True)
     proc = subprocess.Popen([str(BIN), "-f", "-o", f"user={USER},log_file={log},"
-                             f"cache_dir={cache_dir}", str(bucket), str(mnt)],
+                             f"cache_dir={cache_dir},ingest={ingest}", str(bucket), str(mnt)],
                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     for _ in range(1500):
         if os.path.ismount(mnt):
@@ -207,7 +214,7 @@ def bench_baseline(src, work, runs, tool="cp"):
     return times
 
 
-def bench_mount(src, work, runs):
+def bench_mount(src, work, runs, ingest="copy"):
     """(times, staging peaks, error or None, h5diff exit status, objcheck problems)."""
     root = work / "mount"
     shutil.rmtree(root, ignore_errors=True)
@@ -216,7 +223,7 @@ def bench_mount(src, work, runs):
     cache.mkdir()
     target = mnt / "home" / USER / "bench.h5"
     times, peaks, error = [], [], None
-    proc = mount(bucket, mnt, root / "h5osfs.log", cache)
+    proc = mount(bucket, mnt, root / "h5osfs.log", cache, ingest)
     try:
         for i in range(runs):
             warm(src)
@@ -258,7 +265,9 @@ def main():
     size = src.stat().st_size
     base = bench_baseline(src, work, args.runs)
     base_rw = bench_baseline(src, work, args.runs, "dd")
+    base_sync = bench_baseline(src, work, args.runs, "cp+sync")
     times, peaks, error, diff_rc, problems = bench_mount(src, work, args.runs)
+    link = bench_mount(src, work, args.runs, "link")
     if not args.keep:
         shutil.rmtree(work / "mount", ignore_errors=True)
 
@@ -272,7 +281,12 @@ def main():
            "h5osfs_s": [round(t, 3) for t in times], "h5osfs_MBps": None, "ratio": None,
            "staging_peak_bytes": max(peaks) if peaks else None, "staging_peak_vs_file": None,
            "h5diff_exit": diff_rc, "objcheck_problems": None if problems is None else
-           len(problems), "error": error}
+           len(problems), "error": error,
+           "cp_sync_s": [round(t, 3) for t in base_sync], "ratio_vs_cp_sync": None,
+           "link_s": [round(t, 3) for t in link[0]], "link_ratio_vs_cp_sync": None,
+           "link_staging_peak_vs_file": None, "link_h5diff_exit": link[3],
+           "link_objcheck_problems": None if link[4] is None else len(link[4]),
+           "link_error": link[2]}
     rows = [("file", f"{size / 2**20:.0f} MiB on disk ({ROWS}x{COLS} float32 = "
                      f"{ROWS * COLS * 4 / 2**30:.2f} GiB, 1 MiB chunks, gzip 4)"),
             ("cp to the same disk", f"{mb / t_base:8.1f} MB/s  (median of {args.runs}: "
@@ -295,13 +309,29 @@ def main():
                  ("h5diff after remount", f"exit {diff_rc}"),
                  ("objcheck", f"{len(problems)} problems" + (f": {problems[:5]}"
                                                              if problems else ""))]
-    if error:
-        rows.append(("error", error))
+    t_sync = statistics.median(base_sync)
+    rows.append(("cp + sync, same disk", f"{mb / t_sync:8.1f} MB/s  (median of {args.runs}: "
+                                         f"{', '.join(f'{t:.2f}' for t in base_sync)} s)"))
+    if len(times) == args.runs:
+        res["ratio_vs_cp_sync"] = round(t_sync / statistics.median(times), 3)
+        rows.append(("ratio vs cp + sync", f"{res['ratio_vs_cp_sync']:8.2f}     (goal >= 0.5)"))
+    if len(link[0]) == args.runs:
+        t_link = statistics.median(link[0])
+        res["link_ratio_vs_cp_sync"] = round(t_sync / t_link, 3)
+        res["link_staging_peak_vs_file"] = round(max(link[1]) / size, 3)
+        rows += [("cp, -o ingest=link", f"{mb / t_link:8.1f} MB/s  (median of {args.runs}: "
+                                        f"{', '.join(f'{t:.2f}' for t in link[0])} s)"),
+                 ("link ratio vs cp + sync", f"{t_sync / t_link:8.2f}     (goal >= 0.8)"),
+                 ("link: h5diff, objcheck", f"exit {link[3]}, " + (
+                     "-" if link[4] is None else f"{len(link[4])} problems"))]
+    if error or link[2]:
+        rows.append(("error", error or link[2]))
     width = max(len(r[0]) for r in rows)
     for name, value in rows:
         print(f"{name:<{width}}  {value}")
     print("JSON " + json.dumps(res))
-    ok = not error and res["ratio"] is not None and not problems
+    ok = not error and res["ratio"] is not None and not problems and not link[2] and \
+        not link[4]
     return 0 if ok else 1
 
 

@@ -53,6 +53,13 @@ int domops_rename(const struct domops *d, const char *user, const char *from, co
  * request). 0 or -errno. An existing domain at path needs "update" instead (a replacement). */
 int domops_may_create(const struct domops *d, const char *user, const char *path);
 
+/* Set (mode COPY or LINK) or remove (UNSET) folder path's user.h5osfs.ingest: the member
+ * "h5osfs": {"ingest": ...} of its .domain.json (schema.h), read, changed and written back
+ * conditionally (store_put_if), every other member kept. Needs the folder's "update" for user.
+ * -ENOTSUP for a domain or a plain directory (no object holds a setting). */
+int domops_set_ingest(const struct domops *d, const char *user, const char *path,
+                      enum schema_ingest mode);
+
 /* The .domain.json HSDS would write for a new domain (root != NULL) or folder at path: owned
  * by the domain's creator (creator_of, else the mount's user), ACLs inherited from the parent
  * folder as HSDS does, timestamps. */

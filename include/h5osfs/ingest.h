@@ -33,6 +33,20 @@ enum ingest_stage {
 struct ingest_config {
     struct store *store;
     unsigned workers;           /* threads that encode and put chunks; 0 means 1 */
+    /*
+     * Linked ingest (spec §8, as hsload --link): the file itself is stored whole as one object
+     * of the new root, db/A-B/.h5osfs-file (HSDS ignores a key of that shape, and deleting the
+     * domain deletes it), and every dataset HSDS can read from it as the file stores it points
+     * into it, its layout chosen as hsload chooses: contiguous -> H5D_CONTIGUOUS_REF, at most
+     * 10 chunks -> H5D_CHUNKED_REF, more -> H5D_CHUNKED_REF_INDIRECT with a chunk table. The
+     * rest (variable-length or reference types, compact, scalar, at most 512 elements, filters
+     * other than deflate and shuffle+deflate, types HSDS describes differently) is stored as a
+     * copy. Only without a base: an r+ change keeps the linked layouts its datasets had
+     * (ingest_base). bucket_name makes the file_uri "<bucket_name>/<key>", which HSDS resolves
+     * in its default storage and image/refs.c in the mounted bucket.
+     */
+    int link;
+    const char *bucket_name;
     /* Called at each stage (may be NULL). A test hook may kill the process here. */
     void (*on_stage)(void *ctx, enum ingest_stage stage);
     void *ctx;
@@ -92,6 +106,8 @@ struct ingest_stats {
     uint64_t objects_kept;       /* objects of the base the file still has (same id digits) */
     uint64_t bytes_written;      /* bytes put, JSON included */
     uint64_t changes;            /* objects stored differently from the file (each logged) */
+    uint64_t datasets_linked;    /* datasets whose values are read from the stored file */
+    uint64_t bytes_linked;       /* size of that file (0: none stored) */
 };
 
 /*

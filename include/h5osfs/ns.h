@@ -33,6 +33,7 @@ struct ns_info {
     uint64_t size;              /* 0 here: a domain's size is its file's (the image's) */
     char root[SCHEMA_ID_BUF];   /* domains: root group id */
     char owner[64];             /* folders and domains: owner (truncated for display) */
+    enum schema_ingest ingest;  /* folders: user.h5osfs.ingest (UNSET: none) */
 };
 
 struct ns_config {

@@ -91,6 +91,11 @@ struct schema_acl {
     unsigned rights;       /* enum schema_right bits */
 };
 
+/* How new files below a folder are stored (the folder's xattr user.h5osfs.ingest): the member
+ * "h5osfs": {"ingest": "link" | "copy"} of its .domain.json, which HSDS keeps and ignores. */
+enum schema_ingest { SCHEMA_INGEST_UNSET, SCHEMA_INGEST_COPY, SCHEMA_INGEST_LINK };
+#define SCHEMA_H5OSFS_MEMBER "h5osfs"
+
 struct schema_domain {
     char *root;            /* root group id; NULL for a folder */
     char *owner;
@@ -98,7 +103,12 @@ struct schema_domain {
     size_t n_acls;
     double created;
     double last_modified;
+    enum schema_ingest ingest;  /* UNSET when absent or not one of the two words */
 };
+
+/* "copy", "link" -> COPY, LINK; anything else UNSET. And back (UNSET: NULL). */
+enum schema_ingest schema_ingest_parse(const char *text, size_t len);
+const char *schema_ingest_name(enum schema_ingest mode);
 
 /*
  * Parse and validate a .domain.json. On failure returns -EINVAL and writes a short reason

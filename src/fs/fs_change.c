@@ -1,9 +1,12 @@
 /* fs_change: writes and changes: setattr, create, mkdir, unlink, rmdir, rename. */
 #include "fs_int.h"
 
+#include <sys/xattr.h>
+
 /* ---- writes and changes ---- */
 
-/* Device nodes, symlinks, hard links and xattrs: HSDS has no object that could hold them. */
+/* Device nodes, symlinks, hard links and xattrs (but a folder's user.h5osfs.ingest): HSDS has
+ * no object that could hold them. */
 static void reply_erofs(fuse_req_t req)
 {
     fuse_reply_err(req, EROFS);
@@ -339,15 +342,44 @@ void op_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode,
     }
 }
 
+/* The one xattr that can change, a folder's ingest mode (domops_set_ingest), as the caller.
+ * flags: XATTR_CREATE (-EEXIST when set), XATTR_REPLACE (-ENODATA when not). */
+static int set_ingest(fuse_req_t req, fuse_ino_t ino, enum schema_ingest mode, int flags)
+{
+    struct fs *fs = fs_of(req);
+    struct caller caller;
+    struct ns_info info;
+    char *path = NULL;
+    fs_caller_of(fs, req, &caller);
+    int rc = fs->cfg.read_only ? -EROFS : fs_stat_ino(fs, ino, &path, &info);
+    if (rc == 0 && info.kind == NS_FOLDER && (flags & XATTR_CREATE) &&
+        info.ingest != SCHEMA_INGEST_UNSET)
+        rc = -EEXIST;
+    else if (rc == 0 && info.kind == NS_FOLDER && (flags & XATTR_REPLACE) &&
+             info.ingest == SCHEMA_INGEST_UNSET)
+        rc = -ENODATA;
+    if (rc == 0)
+        rc = domops_set_ingest(fs->ops, caller_user(&caller), path, mode);
+    free(path);
+    return rc;
+}
+
 void op_setxattr(fuse_req_t req, fuse_ino_t ino, const char *name, const char *value,
                         size_t size, int flags)
 {
-    (void)ino, (void)name, (void)value, (void)size, (void)flags;
-    reply_erofs(req);
+    enum schema_ingest mode = schema_ingest_parse(value, size);
+    if (strcmp(name, FS_XATTR_INGEST) != 0)
+        reply_erofs(req);
+    else if (mode == SCHEMA_INGEST_UNSET)
+        fuse_reply_err(req, EINVAL);    /* only "link" or "copy" */
+    else
+        fuse_reply_err(req, -set_ingest(req, ino, mode, flags));
 }
 
 void op_removexattr(fuse_req_t req, fuse_ino_t ino, const char *name)
 {
-    (void)ino, (void)name;
-    reply_erofs(req);
+    if (strcmp(name, FS_XATTR_INGEST) != 0)
+        reply_erofs(req);
+    else
+        fuse_reply_err(req, -set_ingest(req, ino, SCHEMA_INGEST_UNSET, XATTR_REPLACE));
 }

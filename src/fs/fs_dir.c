@@ -238,7 +238,8 @@ void op_releasedir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
     fuse_reply_err(req, 0);
 }
 
-/* ---- extended attributes: the domain's root id and owner, read-only ---- */
+/* ---- extended attributes: the domain's root id and owner (read-only), a folder's ingest
+ * mode (set in fs_change.c) ---- */
 
 static int xattr_value(const struct ns_info *info, const char *name, const char **value)
 {
@@ -247,6 +248,9 @@ static int xattr_value(const struct ns_info *info, const char *name, const char 
     else if (strcmp(name, FS_XATTR_OWNER) == 0 &&
              (info->kind == NS_DOMAIN || info->kind == NS_FOLDER))
         *value = info->owner;
+    else if (strcmp(name, FS_XATTR_INGEST) == 0 && info->kind == NS_FOLDER &&
+             info->ingest != SCHEMA_INGEST_UNSET)
+        *value = schema_ingest_name(info->ingest);
     else
         return -ENODATA;
     return 0;
@@ -290,6 +294,7 @@ void op_listxattr(fuse_req_t req, fuse_ino_t ino, size_t size)
 {
     static const char names_domain[] = FS_XATTR_ROOT "\0" FS_XATTR_OWNER;
     static const char names_folder[] = FS_XATTR_OWNER;
+    static const char names_set_folder[] = FS_XATTR_OWNER "\0" FS_XATTR_INGEST;
     struct fs *fs = fs_of(req);
     struct ns_info info;
     char *path;
@@ -301,6 +306,8 @@ void op_listxattr(fuse_req_t req, fuse_ino_t ino, size_t size)
     free(path);
     if (info.kind == NS_DOMAIN)
         reply_sized(req, names_domain, sizeof names_domain, size);
+    else if (info.kind == NS_FOLDER && info.ingest != SCHEMA_INGEST_UNSET)
+        reply_sized(req, names_set_folder, sizeof names_set_folder, size);
     else if (info.kind == NS_FOLDER)
         reply_sized(req, names_folder, sizeof names_folder, size);
     else

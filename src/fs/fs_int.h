@@ -34,6 +34,7 @@
 #define FS_UNKNOWN_INO 0xffffffffu   /* readdir: "ask lookup", as libfuse's high-level API does */
 #define FS_XATTR_ROOT "user.h5osfs.root"
 #define FS_XATTR_OWNER "user.h5osfs.owner"
+#define FS_XATTR_INGEST "user.h5osfs.ingest"    /* folders: how new files below are stored */
 
 #ifndef RENAME_NOREPLACE
 #define RENAME_NOREPLACE (1 << 0)

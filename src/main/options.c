@@ -43,6 +43,7 @@ enum option_key {
     KEY_RETRY_TIME,
     KEY_MULTIPART_THRESHOLD,
     KEY_MULTIPART_PART_SIZE,
+    KEY_INGEST,
 };
 
 static const struct fuse_opt option_spec[] = {
@@ -50,6 +51,7 @@ static const struct fuse_opt option_spec[] = {
     FUSE_OPT_KEY("fsname=", KEY_FSNAME),
     FUSE_OPT_KEY("subtype=", KEY_SUBTYPE),
     FUSE_OPT_KEY("bucket_images=", KEY_BUCKET_IMAGES),
+    FUSE_OPT_KEY("ingest=", KEY_INGEST),
     FUSE_OPT_KEY("no_repairs", KEY_NO_REPAIRS),
     FUSE_OPT_KEY("user=", KEY_USER),
     /* user= is also mount(8)'s own "user" keyword: in fstab it would make the entry mountable
@@ -104,6 +106,8 @@ void options_usage(const char *prog)
            "    -o no_repairs          show what hsload changed as stored (man page, REPAIRS)\n"
            "    -o bucket_images=off|read|write  built files in the bucket, for other mounts:\n"
            "                           read them (default), also put them there, or neither\n"
+           "    -o ingest=copy|link    how a new file is stored: as HSDS objects (default), or\n"
+           "                           whole, its datasets linked into it (as hsload --link)\n"
            "    -o log_file=PATH       log here instead of syslog when in the background\n"
            "\n"
            "S3 buckets (BUCKET is s3://bucket or s3://bucket/prefix):\n"
@@ -173,6 +177,8 @@ static int option_proc(void *data, const char *arg, int key, struct fuse_args *o
         return 0;
     case KEY_BUCKET_IMAGES:
         return set_value(&opts->bucket_images_text, arg);
+    case KEY_INGEST:
+        return set_value(&opts->ingest_text, arg);
     case KEY_RO:
         opts->read_only = 1;
         return 1;               /* also a kernel mount option */
@@ -305,6 +311,16 @@ static int parse_bucket_images(struct options *opts)
         return fail("bucket_images must be off, read or write", opts->bucket_images_text);
     if (opts->bucket_images == OPTIONS_BUCKET_IMAGES_WRITE && opts->read_only)
         return fail("bucket_images=write needs a read-write mount", "ro");
+    return 0;
+}
+
+static int parse_ingest(struct options *opts)
+{
+    if (!opts->ingest_text || strcmp(opts->ingest_text, "copy") == 0)
+        return 0;
+    if (strcmp(opts->ingest_text, "link") != 0)
+        return fail("ingest must be copy or link", opts->ingest_text);
+    opts->ingest_link = 1;
     return 0;
 }
 
@@ -489,7 +505,7 @@ int options_finish(struct options *opts)
     if (opts->cache_size_text && options_parse_size(opts->cache_size_text, &opts->cache_size) != 0)
         return fail("cache_size must be a byte count such as 536870912 or 512M",
                     opts->cache_size_text);
-    if (parse_bucket_images(opts) != 0)
+    if (parse_bucket_images(opts) != 0 || parse_ingest(opts) != 0)
         return -1;
     opts->image_cache = OPTIONS_DEFAULT_IMAGE_CACHE;
     if (opts->image_cache_text &&
@@ -523,6 +539,7 @@ void options_free(struct options *opts)
     free(opts->cache_size_text);
     free(opts->image_cache_text);
     free(opts->bucket_images_text);
+    free(opts->ingest_text);
     free(opts->endpoint);
     free(opts->region);
     free(opts->profile);

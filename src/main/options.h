@@ -32,6 +32,8 @@ struct options {
     int no_repairs;             /* -o no_repairs: what hsload changed is shown as stored */
     char *bucket_images_text;   /* raw -o bucket_images= */
     int bucket_images;          /* OPTIONS_BUCKET_IMAGES_*: built images in the bucket */
+    char *ingest_text;          /* raw -o ingest= */
+    int ingest_link;            /* -o ingest=link: new files stored whole, datasets linked */
     /* S3 buckets (s3://bucket/prefix) */
     char *endpoint;
     char *region;

@@ -232,6 +232,28 @@ static int open_reading(struct stack *s)
     return callers_new(&callers_cfg, &s->callers);
 }
 
+/* The nearest folder above domain that says how new files below it are stored decides
+ * (user.h5osfs.ingest, inherited by everything below, subfolders too, until one says
+ * otherwise); none: the mount's -o ingest. */
+static int link_for(void *ctx, const char *domain, int link)
+{
+    struct stack *s = ctx;
+    char *dir = strdup(domain);
+    for (char *slash = dir ? strrchr(dir, '/') : NULL; slash; slash = strrchr(dir, '/')) {
+        struct ns_info info;
+        slash[slash == dir ? 1 : 0] = '\0';
+        if (ns_stat(s->ns, dir, &info) == 0 && info.kind == NS_FOLDER &&
+            info.ingest != SCHEMA_INGEST_UNSET) {
+            link = info.ingest == SCHEMA_INGEST_LINK;
+            break;
+        }
+        if (slash == dir)
+            break;              /* "/" was the last */
+    }
+    free(dir);
+    return link;
+}
+
 /* A read-write mount's journal and staging area, in its cache_dir (claimed by main). The
  * collector is not made yet: ops.gc is set with it, before anything commits. 0 or -errno. */
 static int open_writing(struct stack *s)
@@ -244,7 +266,9 @@ static int open_writing(struct stack *s)
     if (rc != 0)
         return rc;
     struct commit_ctx commit = { .ops = &s->ops, .journal = s->journal,
-                                 .workers = WRITE_WORKERS, .bucket_name = s->bucket_name };
+                                 .workers = WRITE_WORKERS, .bucket_name = s->bucket_name,
+                                 .link = s->opts->ingest_link, .link_for = link_for,
+                                 .link_ctx = s };
     struct staging_hooks hooks = { .base = staging_base, .cache = s->cache,
                                    .committed = committed, .ctx = s };
     return staging_new(&commit, &hooks, &s->staging);

@@ -120,6 +120,7 @@ static void fill_from_domain(const struct schema_domain *dom, struct ns_info *ou
     if (dom->root)
         snprintf(out->root, sizeof out->root, "%s", dom->root);
     snprintf(out->owner, sizeof out->owner, "%s", dom->owner);
+    out->ingest = dom->root ? SCHEMA_INGEST_UNSET : dom->ingest;
 }
 
 /* Plain directories have no ACL: anyone may list them, only the admin may create in them

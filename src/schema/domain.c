@@ -129,6 +129,29 @@ static int parse_acls(json_t *doc, struct schema_domain *out, char *why, size_t 
     return parse_acl_entries(acls, out, why, why_len);
 }
 
+enum schema_ingest schema_ingest_parse(const char *text, size_t len)
+{
+    if (text && len == 4 && memcmp(text, "copy", 4) == 0)
+        return SCHEMA_INGEST_COPY;
+    if (text && len == 4 && memcmp(text, "link", 4) == 0)
+        return SCHEMA_INGEST_LINK;
+    return SCHEMA_INGEST_UNSET;
+}
+
+const char *schema_ingest_name(enum schema_ingest mode)
+{
+    return mode == SCHEMA_INGEST_COPY ? "copy" : mode == SCHEMA_INGEST_LINK ? "link" : NULL;
+}
+
+/* h5osfs's own setting: a value it does not know is no setting (the folder stays usable). */
+static void parse_ingest(json_t *doc, struct schema_domain *out)
+{
+    json_t *v = json_object_get(json_object_get(doc, SCHEMA_H5OSFS_MEMBER), "ingest");
+    out->ingest = json_is_string(v) ? schema_ingest_parse(json_string_value(v),
+                                                          json_string_length(v))
+                                    : SCHEMA_INGEST_UNSET;
+}
+
 /* ---- document ---- */
 
 static int parse_members(json_t *doc, struct schema_domain *out, char *why, size_t why_len)
@@ -140,6 +163,7 @@ static int parse_members(json_t *doc, struct schema_domain *out, char *why, size
         (rc = parse_time(doc, "created", &out->created, why, why_len)) < 0 ||
         (rc = parse_time(doc, "lastModified", &out->last_modified, why, why_len)) < 0)
         return rc;
+    parse_ingest(doc, out);
     return 0;
 }
 

@@ -223,6 +223,7 @@ static int check_base(const struct commit_ctx *c, const struct journal_rec *rec)
 static struct ingest_config ingest_cfg(const struct commit_ctx *c)
 {
     return (struct ingest_config){ .store = c->ops->store, .workers = c->workers,
+                                   .link = c->link, .bucket_name = c->bucket_name,
                                    .on_stage = on_ingest_stage };
 }
 
@@ -245,6 +246,8 @@ static int commit_new_root(const struct commit_ctx *c, struct journal_rec *rec,
 {
     struct ingest_config cfg = ingest_cfg(c);
     struct ingest_stats st = { 0 };
+    if (c->link_for)
+        cfg.link = c->link_for(c->link_ctx, rec->domain, c->link);
     char old[SCHEMA_ID_BUF];
     int in_doubt = 0;
     int rc = check_base(c, rec);

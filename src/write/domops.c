@@ -360,3 +360,71 @@ int domops_rename(const struct domops *d, const char *user, const char *from, co
     ns_invalidate(d->ns, to);
     return rc == 0 ? 0 : rc == -ENAMETOOLONG ? rc : -EIO;
 }
+
+/* ---- h5osfs's own folder settings ---- */
+
+#define SETTING_TRIES 8         /* read-modify-write rounds lost to other writers */
+
+/* The folder object at key with its h5osfs member's "ingest" set to mode (UNSET: removed),
+ * written only if nobody changed it since it was read. 0, 1 (changed meanwhile: again),
+ * or -errno. */
+static int put_ingest_once(const struct domops *d, const char *key, enum schema_ingest mode)
+{
+    struct store_stat st;
+    struct store_buf buf = { 0 };
+    char why[200], *text = NULL;
+    json_t *dom = NULL;
+    int rc = store_head(d->store, key, &st);
+    if (rc == 0)
+        rc = store_get(d->store, key, DOMAIN_JSON_MAX, &buf);
+    if (rc == 0 && !(dom = hjson_loadb((const char *)buf.data, buf.len, why, sizeof why))) {
+        log_error("%s: not JSON (%s): its setting is not changed", key, why);
+        rc = -EIO;
+    }
+    store_buf_free(&buf);
+    json_t *own = dom ? json_object_get(dom, SCHEMA_H5OSFS_MEMBER) : NULL;
+    if (rc == 0 && !own && mode != SCHEMA_INGEST_UNSET &&
+        json_object_set_new(dom, SCHEMA_H5OSFS_MEMBER, own = json_object()) != 0)
+        rc = -ENOMEM;
+    if (rc == 0 && own && mode != SCHEMA_INGEST_UNSET &&
+        json_object_set_new(own, "ingest", json_string(schema_ingest_name(mode))) != 0)
+        rc = -ENOMEM;
+    if (rc == 0 && own && mode == SCHEMA_INGEST_UNSET) {
+        json_object_del(own, "ingest");
+        if (json_object_size(own) == 0)
+            json_object_del(dom, SCHEMA_H5OSFS_MEMBER);     /* as HSDS wrote it */
+    }
+    if (rc == 0)
+        rc = hjson_dumps(dom, &text);
+    if (rc == 0)
+        rc = store_put_if(d->store, key, text, strlen(text), st.etag);
+    free(text);
+    json_decref(dom);
+    return rc == -ESTALE ? 1 : rc;
+}
+
+int domops_set_ingest(const struct domops *d, const char *user, const char *path,
+                      enum schema_ingest mode)
+{
+    char key[STORE_KEY_MAX + 1];
+    struct ns_info info;
+    ns_invalidate(d->ns, path);     /* decide on what the store says now */
+    int rc = ns_stat_as(d->ns, path, user, &info);
+    if (rc != 0)
+        return rc;
+    if (info.kind != NS_FOLDER)
+        return -ENOTSUP;        /* a domain, or a plain directory: no object holds it */
+    if (!user || !(info.rights & SCHEMA_ACL_UPDATE))
+        return -EACCES;
+    if (key_of(path, key, sizeof key) != 0)
+        return -EINVAL;
+    rc = 1;
+    for (int tries = 0; rc == 1 && tries < SETTING_TRIES; tries++)
+        rc = put_ingest_once(d, key, mode);
+    ns_invalidate(d->ns, path);
+    if (rc == 1) {
+        log_error("%s: the folder object kept changing: its setting is not changed", path);
+        return -EAGAIN;
+    }
+    return rc == 0 || rc == -ENOENT || rc == -EACCES || rc == -ENOMEM ? rc : -EIO;
+}

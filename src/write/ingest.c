@@ -209,6 +209,8 @@ static int store_chunks(struct ingest *g)
 static int write_all(struct ingest *g)
 {
     int rc = store_chunks(g);
+    if (rc == 0)
+        rc = ingest_link_store_file(g);     /* after the carried objects: they may name it */
     if (rc != 0)
         return rc;
     stage(g, INGEST_STAGE_CHUNKS_DONE);
@@ -256,6 +258,8 @@ static int run(struct ingest *g)
         rc = ingest_base_load(g);
     if (rc == 0)
         rc = build_all(g);
+    if (rc == 0)
+        rc = ingest_link_layouts(g);
     if (rc == 0 && g->base)
         rc = ingest_base_settle(g);
     if (rc == 0 && g->base)
@@ -301,10 +305,13 @@ int ingest_new(const struct ingest_config *cfg, const char *h5path, const char *
     strmap_free(g.by_base, NULL);
     strmap_free(g.carried, NULL);
     if (rc == 0)
-        log_info("%s: stored from %s: %llu groups, %llu datasets, %llu chunks written (%llu "
+        log_info("%s: stored from %s: %llu groups, %llu datasets (%llu linked to the file, "
+                 "%llu bytes stored whole), %llu chunks written (%llu "
                  "copied raw), %llu chunks copied from %s, %llu objects kept, %llu changes",
                  log_name, h5path, (unsigned long long)stats->groups,
-                 (unsigned long long)stats->datasets, (unsigned long long)stats->chunks_written,
+                 (unsigned long long)stats->datasets,
+                 (unsigned long long)stats->datasets_linked,
+                 (unsigned long long)stats->bytes_linked, (unsigned long long)stats->chunks_written,
                  (unsigned long long)stats->chunks_raw, (unsigned long long)stats->chunks_copied,
                  base ? base->root : "no base", (unsigned long long)stats->objects_kept,
                  (unsigned long long)stats->changes);

@@ -11,7 +11,10 @@
  *   (its filters and partitions: the chunks copied from the base are stored that way), and a
  *   *_REF layout as long as none of its chunks was written (then it becomes an ordinary
  *   chunked dataset: HSDS cannot write into a linked file, nor may we);
- * - the chunk table of a kept *_REF_INDIRECT layout, which no group links, is carried over.
+ * - the chunk table of a kept *_REF_INDIRECT layout, which no group links, is carried over,
+ *   and the base's own linked file (db/A-B/.h5osfs-file, ingest_link.c) is copied in the store
+ *   to the new root when a kept layout names it: the base's root, and with it its file, is
+ *   collected once the new version is the domain.
  */
 #include <errno.h>
 #include <stdio.h>
@@ -223,7 +226,7 @@ static int settle_dataset(struct ingest *g, struct ingest_obj *o, const json_t *
         return -ENOMEM;
     o->base_layout = 1;
     o->base_ref = is_ref;
-    return 0;
+    return is_ref ? ingest_link_rebase(g, o->json) : 0;
 }
 
 static int settle_object(struct ingest *g, struct ingest_obj *o)
@@ -294,8 +297,11 @@ static int restore_member(struct ingest *g, struct ingest_obj *o, const char *wh
 static int restore_placeholder(struct ingest *g, struct ingest_obj *o)
 {
     json_t *now = ingest_base_json(g, o->old);
-    if (!now)
-        return -ENOMEM;
+    int rc = now ? ingest_link_rebase(g, now) : -ENOMEM;
+    if (rc != 0) {
+        json_decref(now);
+        return rc;
+    }
     json_decref(o->json);
     o->json = now;
     o->base_whole = 1;
@@ -428,6 +434,8 @@ static int carry_object(struct ingest *g, const char *id)
     int rc = !now ? -ENOMEM : 0;
     if (rc == 0 && (!new_id || schema_obj_key(new_id, key, sizeof key) != 0))
         rc = -EIO;
+    if (rc == 0)
+        rc = ingest_link_rebase(g, now);
     if (rc == 0 && schema_id_class(id) == 'd')
         rc = copy_chunks(g, id, new_id, path);
     if (rc == 0)

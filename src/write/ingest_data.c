@@ -707,7 +707,10 @@ int ingest_dataset_chunks(struct ingest *g, struct ingest_obj *o)
 {
     struct dset_io io = { .g = g, .o = o, .dset = -1, .space = -1, .dcpl = -1, .mem = -1 };
     char why[200] = "HDF5 cannot open it";
-    if (o->dropped || !json_object_get(o->json, "layout") || o->base_ref || o->base_whole)
+    if (o->table)
+        return ingest_link_table_chunks(g, o);
+    if (o->dropped || !json_object_get(o->json, "layout") || o->base_ref || o->base_whole ||
+        o->linked)
         return 0;               /* left out, H5S_NULL, data in a linked file, or carried over */
     int rc = io_open(&io, why, sizeof why);
     if (rc != 0) {

@@ -7,6 +7,7 @@
  *   ingest_filters.c  HDF5 filters -> HSDS filters (§5.2)
  *   ingest_data.c   datasets -> chunk objects (§5.4 chunk dims, §6 bytes, raw copies)
  *   ingest_pool.c   worker threads that encode and put chunks, behind a bounded queue
+ *   ingest_link.c   linked ingest: the file stored whole, datasets pointing into it (§8)
  *
  * Only the thread that called ingest_new touches HDF5; the workers see bytes.
  */
@@ -38,7 +39,10 @@ struct ingest_link {
     char *file;                 /* EXTERNAL: the file name as the link stores it */
 };
 
-/* An object reached by hard links from the root, once, under the first path found. */
+struct ingest_link_table;
+
+/* An object reached by hard links from the root, once, under the first path found (or a chunk
+ * table a linked dataset needs, which nothing links). */
 struct ingest_obj {
     char id[SCHEMA_ID_BUF];
     char cls;                   /* 'g', 'd' or 't' */
@@ -56,6 +60,8 @@ struct ingest_obj {
     int base_ref;               /* ... and a *_REF layout: no chunk objects at all */
     int base_whole;             /* stored as the base has it (a placeholder of the base's
                                    file): JSON and every chunk carried over, nothing read */
+    int linked;                 /* a *_REF layout into the file stored whole: no chunks */
+    struct ingest_link_table *table;    /* a chunk table of this ingest: its entries */
 };
 
 struct ingest_pool;
@@ -77,6 +83,8 @@ struct ingest {
     struct strmap *by_base;     /* with a base: base id -> index + 1 of the object it is */
     struct strmap *carried;     /* base ids carried over (not in the file) */
     struct ingest_pool *pool;
+    char link_from[STORE_KEY_MAX + 1];  /* r+: the base's linked file, which kept *_REF
+                                           layouts now name under the new root ("": none) */
 };
 
 /* ---- ingest.c ---- */
@@ -154,6 +162,23 @@ int ingest_dataset_chunks(struct ingest *g, struct ingest_obj *o);
 /* With a base: 1 when every allocated chunk of dataset o in the file is still the base's
  * (none was written), 0 when one was, -errno. */
 int ingest_dataset_untouched(struct ingest *g, struct ingest_obj *o);
+
+/* ---- ingest_link.c ---- */
+/* db/A-B/.h5osfs-file of v2 root id root: where a linked ingest stores the file. */
+int ingest_link_key(const char *root, char *key, size_t len);
+/* With cfg->link, no base and a v2 root: every dataset that can be read from the file as it
+ * stores it gets hsload's *_REF layout (o->linked; chunk tables appended to g->objs). 0 or
+ * -errno (logged). */
+int ingest_link_layouts(struct ingest *g);
+/* Store the file whole under the new root when a dataset links into it, or (r+) copy the
+ * base's file there when a kept layout names it. 0 or -errno (logged). */
+int ingest_link_store_file(struct ingest *g);
+/* The chunks of chunk table o (o->table), submitted to the pool. 0 or -errno. */
+int ingest_link_table_chunks(struct ingest *g, struct ingest_obj *o);
+void ingest_link_table_free(struct ingest_link_table *t);
+/* r+: a *_REF layout of dataset JSON that names the base's own linked file names the new
+ * root's copy of it instead (stored by ingest_link_store_file). 0 or -ENOMEM, -EIO. */
+int ingest_link_rebase(struct ingest *g, json_t *dataset);
 
 /* ---- ingest_pool.c ---- */
 struct ingest_job {

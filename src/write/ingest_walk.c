@@ -284,6 +284,7 @@ void ingest_objs_free(struct ingest *g)
         free(o->path);
         json_decref(o->json);
         json_decref(o->old);
+        ingest_link_table_free(o->table);
     }
     free(g->objs);
     g->objs = NULL;

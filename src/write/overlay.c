@@ -276,8 +276,14 @@ static int chunk_state(void *ctx, uint64_t addr, uint64_t len, const char *datas
 {
     struct overlay *o = ctx;
     size_t i = first_after(o, addr);
-    if (i < o->n && o->clean[i].off == addr && o->clean[i].len == len)
-        return image_chunk_source(o->base, addr, dataset_id, idx, rank, key, key_len) ? 2 : 1;
+    if (i < o->n && o->clean[i].off == addr && o->clean[i].len == len) {
+        int state = image_chunk_source(o->base, addr, dataset_id, idx, rank, key, key_len) ? 2
+                                                                                          : 1;
+        /* the caller reads the range from the file next (a *_REF chunk of a dataset that
+         * became an ordinary one, a chunk of a grid that changed): it must be there */
+        int rc = materialize_ ? materialize(o, i, UINT64_MAX) : 0;
+        return rc ? rc : state;
+    }
     while (materialize_ && i < o->n && o->clean[i].off < addr + len) {
         int rc = materialize(o, i, UINT64_MAX);
         if (rc != 0)

@@ -29,6 +29,10 @@ What is checked, per domain (every .domain.json of the bucket, or the one named)
   types or to a well-formed vlen stream; parts outside the dataspace hold the fill value (§6.1);
   a chunk equal to the fill value everywhere is reported (a warning by default, since HSDS
   itself may store such chunks; fill_chunks="error" for writers that promise not to).
+- linked layouts (§8): a file_uri "<bucket>/<key>" naming this bucket names an object that
+  exists, and every byte range the layout gives (offset/size, the chunk map) lies inside it;
+  db/A-B/.h5osfs-file (h5osfs's linked file, which HSDS skips) is the one non-HSDS key allowed
+  under a root, and only when a layout of the domain links to it.
 
 Warnings are things the spec allows but that are worth knowing (unreachable objects, chunks
 entirely outside the current extent, unknown extra members, ...).
@@ -780,6 +784,8 @@ class DomainChecker:
         self.committed = []     # (key, field, t-id) uses of committed types
         self.hard = []          # (key, field, id) hard link targets
         self.tables = []        # (key, field, d-id) chunk tables
+        self.linked = []        # (key, requested layout) of *_REF layouts with a file_uri
+        self.own_file = None    # key of db/A-B/.h5osfs-file when there is one
         self.v1 = False         # a schema v1 domain (§11)
 
     def run(self):
@@ -841,6 +847,8 @@ class DomainChecker:
                 parts = path.relative_to(base).parts
                 if parts == (".group.json",):
                     self.load_object("g", self.root, key, path)
+                elif parts == (".h5osfs-file",):
+                    self.own_file = key
                 elif parts == (".info.json",):
                     info = load_json(path, key, rep)
                     if info is not None:
@@ -1086,6 +1094,8 @@ class DomainChecker:
                 rep.bad(key, f"{f}.dims", f"must be {rank} integers > 0: {lay['dims']!r:.60}")
         if cls == "H5D_CHUNKED_REF_INDIRECT" and "chunk_table" in lay:
             self.tables.append((key, f"{f}.chunk_table", lay["chunk_table"]))
+        if isinstance(lay.get("file_uri"), str):
+            self.linked.append((key, lay))
 
     # -- chunks
 
@@ -1183,7 +1193,37 @@ class DomainChecker:
 
     # -- references between objects
 
+    def check_linked(self):
+        """§8: a file_uri of this bucket names an object, and the ranges lie inside it."""
+        rep, own_used = self.rep, False
+        for key, lay in self.linked:
+            f = "creationProperties.layout"
+            bucket, _, target = lay["file_uri"].removeprefix("s3://").removeprefix(
+                "file://").partition("/")
+            if bucket != self.bucket.name:
+                continue        # another bucket's file: not ours to judge
+            own_used |= target == self.own_file
+            path = self.bucket / target
+            if not target or not path.is_file():
+                rep.bad(key, f"{f}.file_uri", f"{lay['file_uri']}: no such object")
+                continue
+            size = path.stat().st_size
+            ranges = []
+            if lay.get("class") == "H5D_CONTIGUOUS_REF":
+                ranges = [(lay.get("offset"), lay.get("size"))]
+            elif lay.get("class") == "H5D_CHUNKED_REF" and isinstance(lay.get("chunks"), dict):
+                ranges = [tuple(v) if isinstance(v, list) and len(v) == 2 else (None, None)
+                          for v in lay["chunks"].values()]
+            for off, n in ranges:
+                if not (is_int(off) and is_int(n) and off >= 0 and n >= 0):
+                    rep.bad(key, f, f"a range that is not two integers >= 0: {off!r}, {n!r}")
+                elif off + n > size:
+                    rep.bad(key, f, f"bytes {off}+{n} past the end of {target} ({size} bytes)")
+        if self.own_file and not own_used:
+            rep.bad(self.own_file, "", "a linked file no layout of the domain links to")
+
     def check_references(self):
+        self.check_linked()
         rep = self.rep
         for key, field, target in self.hard:
             if target not in self.objects:

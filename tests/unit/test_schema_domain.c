@@ -321,6 +321,33 @@ static void test_acl_deny_and_folders(void)
     schema_domain_free(&dom);
 }
 
+/* h5osfs's folder setting (user.h5osfs.ingest): read when it is one of the two words, else no
+ * setting, and never a reason to refuse the folder. */
+static void test_ingest_setting(void)
+{
+    static const char *const docs[] = {
+        "{\"owner\": \"u\", \"acls\": {}, \"h5osfs\": {\"ingest\": \"link\"}}",
+        "{\"owner\": \"u\", \"acls\": {}, \"h5osfs\": {\"ingest\": \"copy\"}}",
+        "{\"owner\": \"u\", \"acls\": {}, \"h5osfs\": {\"ingest\": \"linked\"}}",
+        "{\"owner\": \"u\", \"acls\": {}, \"h5osfs\": {\"ingest\": 1}}",
+        "{\"owner\": \"u\", \"acls\": {}, \"h5osfs\": \"link\"}",
+        "{\"owner\": \"u\", \"acls\": {}}",
+    };
+    static const enum schema_ingest want[] = { SCHEMA_INGEST_LINK, SCHEMA_INGEST_COPY,
+                                               SCHEMA_INGEST_UNSET, SCHEMA_INGEST_UNSET,
+                                               SCHEMA_INGEST_UNSET, SCHEMA_INGEST_UNSET };
+    for (size_t i = 0; i < N(docs); i++) {
+        struct schema_domain dom;
+        char why[WHY_LEN];
+        CHECK_INT(parse(docs[i], &dom, why), 0);
+        CHECK_INT(dom.ingest, want[i]);
+        schema_domain_free(&dom);
+    }
+    CHECK(strcmp(schema_ingest_name(SCHEMA_INGEST_LINK), "link") == 0);
+    CHECK(schema_ingest_name(SCHEMA_INGEST_UNSET) == NULL);
+    CHECK_INT(schema_ingest_parse("link\n", 5), SCHEMA_INGEST_UNSET);
+}
+
 int main(void)
 {
     test_fixture_folder();
@@ -331,5 +358,6 @@ int main(void)
     test_why_truncation();
     test_acl_decisions();
     test_acl_deny_and_folders();
+    test_ingest_setting();
     return check_done("schema_domain");
 }
