@@ -14,6 +14,7 @@
 
 #include <errno.h>
 #include <pthread.h>
+#include <sched.h>
 #include <stdatomic.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -253,8 +254,8 @@ static void cf_put_if_no_lost_update(struct store *st)
 struct cf_atomic {
     struct store *st;
     const char *a, *b;
-    atomic_int stop;
-    int reads, bad;
+    atomic_int stop, reads;
+    int bad;
 };
 
 static void *cf_reader(void *arg)
@@ -267,7 +268,7 @@ static void *cf_reader(void *arg)
                  ((buf.len == strlen(c->a) && memcmp(buf.data, c->a, buf.len) == 0) ||
                   (buf.len == strlen(c->b) && memcmp(buf.data, c->b, buf.len) == 0));
         c->bad += !ok;
-        c->reads++;
+        atomic_fetch_add(&c->reads, 1);
         store_buf_free(&buf);
     }
     return NULL;
@@ -294,12 +295,16 @@ static void cf_atomic_puts(struct store *st)
         int put_errors = 0;
         CHECK_INT(puts[p](st, "obj/atom", a, strlen(a)), 0);
         CHECK_INT(pthread_create(&t, NULL, cf_reader, &c), 0);
+        /* the puts must overlap reads: a memory store's 200 puts end before a thread that
+         * was just created is scheduled */
+        while (atomic_load(&c.reads) == 0)
+            sched_yield();
         for (int i = 0; i < 200; i++)
             put_errors += puts[p](st, "obj/atom", i % 2 ? a : b, i % 2 ? 3000 : 70000) != 0;
         atomic_store(&c.stop, 1);
         CHECK_INT(pthread_join(t, NULL), 0);
         CHECK_INT(put_errors, 0);
-        CHECK(c.reads > 0);
+        CHECK(atomic_load(&c.reads) > 0);
         CHECK_INT(c.bad, 0);
     }
     free(a);
