@@ -99,8 +99,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         return 0;
     unsigned b0 = data[0], b1 = data[1], flags = data[2];
     size_t itemsize = b1 < 0xf0 ? b1 % 17 : (size_t)(b1 - 0xef) * 37;
-    size_t expect = ((size_t)data[3] | (size_t)data[4] << 8 | (size_t)data[5] << 16 |
-                     (size_t)data[6] << 24) & SIZE_MASK;
+    size_t expect =
+        ((size_t)data[3] | (size_t)data[4] << 8 | (size_t)data[5] << 16 | (size_t)data[6] << 24) &
+        SIZE_MASK;
     enum codec_source source = (flags & 1) ? CODEC_SOURCE_HDF5 : CODEC_SOURCE_HSDS;
     int is_vlen = (flags & 2) != 0;
     const uint8_t *in = data + HEADER_LEN;
@@ -137,8 +138,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     }
     if (do_alloc) {
         why[0] = '\0';
-        rc_alloc = codec_decode_alloc(&spec, chunk, in_len, expect, &alloc, &alloc_len, why,
-                                      sizeof why);
+        rc_alloc =
+            codec_decode_alloc(&spec, chunk, in_len, expect, &alloc, &alloc_len, why, sizeof why);
         check_rc(rc_alloc, why, "codec_decode_alloc");
         if (rc_alloc == 0 && (alloc_len > expect || !alloc)) {
             fprintf(stderr, "codec_decode_alloc: %zu bytes, limit %zu\n", alloc_len, expect);

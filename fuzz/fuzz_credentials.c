@@ -46,8 +46,8 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
     setenv("AWS_SHARED_CREDENTIALS_FILE", g_path, 1);
     setenv("AWS_CONFIG_FILE", g_path, 1);
     static const char *const vars[] = { "AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY",
-                                        "AWS_SESSION_TOKEN", "AWS_PROFILE", "AWS_REGION",
-                                        "AWS_DEFAULT_REGION" };
+                                        "AWS_SESSION_TOKEN", "AWS_PROFILE",
+                                        "AWS_REGION",        "AWS_DEFAULT_REGION" };
     for (size_t i = 0; i < sizeof vars / sizeof vars[0]; i++)
         unsetenv(vars[i]);
     return 0;
@@ -138,8 +138,8 @@ static void same(const char *what, const char *got, const char *want)
 static void check_value(const char *what, const char *v)
 {
     size_t n = v ? strlen(v) : 0;
-    if (n && (isspace((unsigned char)v[0]) || isspace((unsigned char)v[n - 1]) ||
-              strchr(v, '\n'))) {
+    if (n &&
+        (isspace((unsigned char)v[0]) || isspace((unsigned char)v[n - 1]) || strchr(v, '\n'))) {
         fprintf(stderr, "fuzz_credentials: %s: white space around or in the value\n", what);
         abort();
     }
@@ -172,8 +172,7 @@ static void check_load(const char *text, size_t size, int has_ref, const char *p
     if (has_ref) {
         const char *name = profile ? profile : "default";
         char section[64];
-        snprintf(section, sizeof section, "%s%s", strcmp(name, "default") ? "profile " : "",
-                 name);
+        snprintf(section, sizeof section, "%s%s", strcmp(name, "default") ? "profile " : "", name);
         char *id = ref_value(text, size, name, "aws_access_key_id");
         char *secret = ref_value(text, size, name, "aws_secret_access_key");
         char *token = ref_value(text, size, name, "aws_session_token");

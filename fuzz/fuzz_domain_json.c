@@ -99,11 +99,11 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
 
 /* ---- the reference ---- */
 
-static const char *const ACTIONS[6] = { "create", "read", "update", "delete", "readACL",
-                                        "updateACL" };
-static const unsigned BITS[6] = { SCHEMA_ACL_CREATE, SCHEMA_ACL_READ, SCHEMA_ACL_UPDATE,
-                                  SCHEMA_ACL_DELETE, SCHEMA_ACL_READ_ACL,
-                                  SCHEMA_ACL_UPDATE_ACL };
+static const char *const ACTIONS[6] = {
+    "create", "read", "update", "delete", "readACL", "updateACL"
+};
+static const unsigned BITS[6] = { SCHEMA_ACL_CREATE, SCHEMA_ACL_READ,     SCHEMA_ACL_UPDATE,
+                                  SCHEMA_ACL_DELETE, SCHEMA_ACL_READ_ACL, SCHEMA_ACL_UPDATE_ACL };
 
 static int root_acceptable(const char *id)
 {
@@ -134,7 +134,8 @@ static int doc_valid(json_t *doc)
         return 0;
     const char *user;
     json_t *entry;
-    json_object_foreach(acls, user, entry) {
+    json_object_foreach(acls, user, entry)
+    {
         if (!entry_valid(entry))
             return 0;
     }
@@ -202,7 +203,8 @@ static void collect_names(json_t *doc, struct names *nm)
         nm->users[nm->n_users++] = owner;
     const char *user;
     json_t *entry;
-    json_object_foreach(json_object_get(doc, "acls"), user, entry) {
+    json_object_foreach(json_object_get(doc, "acls"), user, entry)
+    {
         if (nm->n_users < MAX_NAMES + 6 - 1)
             nm->users[nm->n_users++] = user;
         if (strncmp(user, "g:", 2) == 0 && nm->n_groups < MAX_NAMES)
@@ -233,12 +235,12 @@ static void check_schema(const char *text, size_t size, json_t *doc, int valid,
     if (!valid)
         fail("schema_domain_parse accepted an invalid .domain.json", NULL);
     json_t *acls = json_object_get(doc, "acls"), *root = json_object_get(doc, "root");
-    if (dom.n_acls != json_object_size(acls) || strcmp(dom.owner, json_string_value(
-            json_object_get(doc, "owner"))) != 0 || (root == NULL) != (dom.root == NULL) ||
+    if (dom.n_acls != json_object_size(acls) ||
+        strcmp(dom.owner, json_string_value(json_object_get(doc, "owner"))) != 0 ||
+        (root == NULL) != (dom.root == NULL) ||
         (root && strcmp(dom.root, json_string_value(root)) != 0))
         fail("schema_domain_parse: the result is not the document", NULL);
-    if (dom.created != time_of(doc, "created") ||
-        dom.last_modified != time_of(doc, "lastModified"))
+    if (dom.created != time_of(doc, "created") || dom.last_modified != time_of(doc, "lastModified"))
         fail("schema_domain_parse: times are not the document's", NULL);
     static const char *const admins[3] = { ADMIN, "", NULL };
     for (size_t u = 0; u < nm->n_users; u++)
@@ -313,8 +315,7 @@ static void check_ns(json_t *doc, int valid, const struct names *nm)
                 fail("ns_stat_as: the domain object is there but not shown", user);
             unsigned want = !valid ? 0
                             : user ? ref_rights(acls, user, ADMIN, NULL, 0)
-                                   : ref_rights(acls, "default", NULL, NULL, 0) &
-                                         SCHEMA_ACL_READ;
+                                   : ref_rights(acls, "default", NULL, NULL, 0) & SCHEMA_ACL_READ;
             check_info(&info, doc, valid, user, want);
         }
     }

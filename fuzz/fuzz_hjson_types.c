@@ -108,7 +108,7 @@ static void need_reason(int rc, const char *why, const char *what)
 static void strings(const char *s, size_t len)
 {
     char buf[STORE_KEY_BUF], root[SCHEMA_ID_BUF];
-    uint64_t index[3] = {0, 7, 123456789};
+    uint64_t index[3] = { 0, 7, 123456789 };
     (void)schema_id_version(s);
     (void)schema_id_is_root(s);
     if (schema_id_class(s) >= 0) {
@@ -141,7 +141,8 @@ static void numbers(const json_t *v, int *budget)
     } else if (json_is_object(v)) {
         const char *k;
         json_t *m;
-        json_object_foreach((json_t *)v, k, m) {
+        json_object_foreach((json_t *)v, k, m)
+        {
             if (*budget <= 0)
                 break;
             numbers(m, budget);
@@ -217,7 +218,7 @@ static void write_attribute(hid_t tid, const void *buf, size_t n)
 {
     if (n == 0 || n > WRITE_MAX)
         return;
-    hsize_t dims[1] = {n};
+    hsize_t dims[1] = { n };
     hid_t space = H5Screate_simple(1, dims, NULL);
     hid_t attr = space < 0 ? -1 : H5Acreate2(g_file, "a", tid, space, H5P_DEFAULT, H5P_DEFAULT);
     if (attr >= 0) {
@@ -232,7 +233,7 @@ static void write_attribute(hid_t tid, const void *buf, size_t n)
 static void values(const json_t *doc, const json_t *type, hid_t tid, const uint8_t *stored,
                    size_t stored_len, int has_stored, size_t stored_size)
 {
-    struct h5value_refs refs = {resolve, NULL};
+    struct h5value_refs refs = { resolve, NULL };
     const json_t *value = json_object_get(doc, "value");
     const char *enc = json_string_value(json_object_get(doc, "encoding"));
     size_t n = 1;
@@ -249,8 +250,8 @@ static void values(const json_t *doc, const json_t *type, hid_t tid, const uint8
         if (enc && strcmp(enc, "base64") == 0 && json_is_string(value)) {
             unsigned char *bytes = NULL;
             size_t len = 0;
-            rc = h5value_base64_decode(json_string_value(value), json_string_length(value),
-                                       &bytes, &len);
+            rc = h5value_base64_decode(json_string_value(value), json_string_length(value), &bytes,
+                                       &len);
             if (rc == 0) {
                 rc = h5value_from_stored(type, tid, bytes, len, n, &refs, &buf, why, sizeof why);
                 need_reason(rc, why, "h5value_from_stored (base64)");
@@ -274,8 +275,8 @@ static void values(const json_t *doc, const json_t *type, hid_t tid, const uint8
             ns = stored_size ? stored_len / stored_size : 1;
         void *buf = NULL;
         char why[256] = "";
-        int rc = h5value_from_stored(type, tid, stored, stored_len, ns, &refs, &buf, why,
-                                     sizeof why);
+        int rc =
+            h5value_from_stored(type, tid, stored, stored_len, ns, &refs, &buf, why, sizeof why);
         need_reason(rc, why, "h5value_from_stored");
         if (rc == 0) {
             write_attribute(tid, buf, ns);
@@ -326,7 +327,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     struct schema_domain dom;
     why[0] = '\0';
     if (schema_domain_parse(text, text_len, &dom, why, sizeof why) == 0) {
-        static const char *const groups[] = {"g1", "admins"};
+        static const char *const groups[] = { "g1", "admins" };
         (void)schema_acl_rights(&dom, "test_user1", "admin", groups, 2);
         (void)schema_acl_rights(&dom, "default", NULL, NULL, 0);
         (void)schema_acl_rights(&dom, "admin", "admin", groups, 1);
@@ -362,8 +363,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         H5Tclose(tid);
     }
     if (open_types() != types_before) {
-        fprintf(stderr, "datatype ids leaked: %zd before, %zd after\n", types_before,
-                open_types());
+        fprintf(stderr, "datatype ids leaked: %zd before, %zd after\n", types_before, open_types());
         abort();
     }
 out:

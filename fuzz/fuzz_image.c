@@ -61,8 +61,8 @@
 #define READ_PIECE 65521
 #define READ_CHUNK_MAX (4u << 20)
 #define CACHE_BYTES (64u << 20)
-#define VERIFY_FILE_MAX (64u << 20)   /* files checked with HDF5 are read whole into memory */
-#define VERIFY_READ_MAX (16u << 20)   /* datasets and attributes read by the check */
+#define VERIFY_FILE_MAX (64u << 20) /* files checked with HDF5 are read whole into memory */
+#define VERIFY_READ_MAX (16u << 20) /* datasets and attributes read by the check */
 
 static char g_bucket[256];
 static char g_domain_dir[512]; /* <bucket>/db/5897df5c-0a297b92 */
@@ -173,7 +173,7 @@ static char *expand(const uint8_t *text, size_t len, size_t *out_len)
 {
     static const struct {
         const char *from, *to;
-    } subs[] = {{"@D1", D1_ID}, {"@D2", D2_ID}, {"@T1", T1_ID}, {"@R", ROOT_ID}};
+    } subs[] = { { "@D1", D1_ID }, { "@D2", D2_ID }, { "@T1", T1_ID }, { "@R", ROOT_ID } };
     size_t cap = len * 19 + 1, n = 0; /* a 2-byte "@R" grows to 38 bytes: 19 per byte */
     char *out = malloc(cap);
     if (!out)
@@ -255,8 +255,8 @@ static void put_record(const uint8_t *rec, size_t len)
 /* Open HDF5 ids of every kind the builder makes: a build must close all it opens. */
 static long open_ids(void)
 {
-    static const H5I_type_t kinds[] = {H5I_FILE, H5I_GROUP, H5I_DATATYPE, H5I_DATASPACE,
-                                       H5I_DATASET, H5I_ATTR, H5I_GENPROP_LST};
+    static const H5I_type_t kinds[] = { H5I_FILE,    H5I_GROUP, H5I_DATATYPE,   H5I_DATASPACE,
+                                        H5I_DATASET, H5I_ATTR,  H5I_GENPROP_LST };
     long total = 0;
     for (size_t k = 0; k < sizeof kinds / sizeof kinds[0]; k++) {
         hsize_t n = 0;
@@ -367,7 +367,7 @@ static int read_range(struct image *img, struct image_reader *r, uint64_t from, 
 static void read_image(struct image *img)
 {
     /* no prefetcher: its worker threads would make runs irreproducible */
-    struct image_reader reader = {.cache = chunk_cache_new(CACHE_BYTES), .prefetch = NULL};
+    struct image_reader reader = { .cache = chunk_cache_new(CACHE_BYTES), .prefetch = NULL };
     unsigned char *buf = malloc(READ_PIECE);
     if (!reader.cache || !buf)
         abort();
@@ -417,7 +417,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         snprintf(linked, sizeof linked, "%s/%s", g_bucket, LINKED_KEY);
         (void)remove(linked);
     }
-    static const char *const ids[4] = {ROOT_ID, D1_ID, D2_ID, T1_ID};
+    static const char *const ids[4] = { ROOT_ID, D1_ID, D2_ID, T1_ID };
     for (size_t i = 0; i < 4 && i < n_parts; i++)
         put_json(ids[i], parts[i], lens[i]);
     for (size_t i = 4; i < n_parts; i++)

@@ -35,7 +35,7 @@
 #define BUCKET "fuzzb"
 #define SEP "\n@@\n"
 #define MAX_RECS 4
-#define REC_MAX (64u << 10)     /* journal.c's JOURNAL_REC_MAX */
+#define REC_MAX (64u << 10) /* journal.c's JOURNAL_REC_MAX */
 
 int LLVMFuzzerInitialize(int *argc, char ***argv);
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
@@ -111,13 +111,13 @@ static json_t *ref_record(const char *text, size_t len)
         return NULL;
     json_t *o = json_loadb(text, len, 0, NULL);
     json_t *domain = json_object_get(o, "domain"), *bucket = json_object_get(o, "bucket");
-    int ok = json_is_string(domain) && json_string_value(domain)[0] == '/' &&
-             index_in(json_string_value(json_object_get(o, "mode")), MODES, 4) >= 0 &&
-             index_in(json_string_value(json_object_get(o, "state")), STATES, 3) >= 0 &&
-             root_or_empty(json_object_get(o, "base_root")) &&
-             root_or_empty(json_object_get(o, "new_root")) &&
-             (!bucket || json_is_null(bucket) ||
-              (json_is_string(bucket) && *json_string_value(bucket)));
+    int ok =
+        json_is_string(domain) && json_string_value(domain)[0] == '/' &&
+        index_in(json_string_value(json_object_get(o, "mode")), MODES, 4) >= 0 &&
+        index_in(json_string_value(json_object_get(o, "state")), STATES, 3) >= 0 &&
+        root_or_empty(json_object_get(o, "base_root")) &&
+        root_or_empty(json_object_get(o, "new_root")) &&
+        (!bucket || json_is_null(bucket) || (json_is_string(bucket) && *json_string_value(bucket)));
     if (!ok) {
         json_decref(o);
         return NULL;
@@ -230,7 +230,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         fail("journal_list failed", NULL);
     if (n != n_want)
         fail(n > n_want ? "journal_list returned a record the format does not allow"
-                        : "journal_list left out a valid record", NULL);
+                        : "journal_list left out a valid record",
+             NULL);
     for (size_t i = 0; i < n; i++) {
         int k = name_index(recs[i].name);
         if (k < 0)

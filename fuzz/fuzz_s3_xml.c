@@ -55,8 +55,7 @@ static void check_sorted(char *const *keys, size_t n, size_t stride, const char 
         if (!key)
             fail(what);
         if (prev && strcmp(prev, key) > 0) {
-            fprintf(stderr, "fuzz_s3_xml: %s not sorted: \"%s\" before \"%s\"\n", what, prev,
-                    key);
+            fprintf(stderr, "fuzz_s3_xml: %s not sorted: \"%s\" before \"%s\"\n", what, prev, key);
             abort();
         }
         prev = key;

@@ -14,6 +14,8 @@ packages=(
   # the fuzz targets' build (meson -Dfuzz=true, fuzz/README.md): clang and its libFuzzer
   # runtime (libclang_rt.fuzzer-x86_64.a, in Debian 12's libclang-rt-14-dev)
   clang libclang-rt-14-dev
+  # scripts/check-format.sh: the C sources pass .clang-format
+  clang-format
   # the Debian package that tests/integration/test_packaging.py builds and mounts
   dpkg-dev debhelper
   # HDF5 filter plugins for LZF and bitshuffle (libh5LZF.so, libh5bshuf.so): the corpus has

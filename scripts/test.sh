@@ -8,6 +8,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 ./scripts/install-deps.sh
 ./scripts/build.sh
+./scripts/check-format.sh
 meson test -C build --suite unit --print-errorlogs
 meson test -C build --suite unit --setup valgrind --print-errorlogs
 # The fuzz targets, built by clang with libFuzzer, ASan and UBSan from the same libraries as the

@@ -18,12 +18,12 @@
 #include <stddef.h>
 #include <sys/types.h>
 
-#define CALLERS_NAME_MAX 256        /* an HSDS user name and its NUL */
+#define CALLERS_NAME_MAX 256 /* an HSDS user name and its NUL */
 
 struct caller {
-    const char *mount_user;         /* the mounting uid: -o user= (callers' copy); else NULL */
+    const char *mount_user; /* the mounting uid: -o user= (callers' copy); else NULL */
     int has_name;
-    char name[CALLERS_NAME_MAX];    /* another caller's HSDS user name, when has_name */
+    char name[CALLERS_NAME_MAX]; /* another caller's HSDS user name, when has_name */
 };
 
 /* The caller's HSDS user name, or NULL when it has none. */
@@ -40,8 +40,8 @@ static inline int caller_is_mounter(const struct caller *c)
 
 struct callers_config {
     uid_t mount_uid;
-    const char *mount_user;         /* -o user= */
-    const char *user_map;           /* -o user_map= text, or NULL */
+    const char *mount_user; /* -o user= */
+    const char *user_map;   /* -o user_map= text, or NULL */
 };
 
 /*

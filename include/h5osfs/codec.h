@@ -67,7 +67,7 @@ int codec_decode_alloc(const struct codec_spec *spec, const void *in, size_t in_
  * -EINVAL with a reason for another source, an empty chunk, a length that is not whole
  * elements, an unknown codec or a level outside 0..9, a blosc failure; -ENOMEM.
  */
-int codec_encode(const struct codec_spec *spec, const void *in, size_t in_len,
-                 unsigned char **out, size_t *out_len, char *why, size_t why_len);
+int codec_encode(const struct codec_spec *spec, const void *in, size_t in_len, unsigned char **out,
+                 size_t *out_len, char *why, size_t why_len);
 
 #endif

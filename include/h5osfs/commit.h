@@ -40,15 +40,15 @@
 #include "h5osfs/journal.h"
 
 struct commit_ctx {
-    const struct domops *ops;   /* store, namespace, user, collector */
+    const struct domops *ops; /* store, namespace, user, collector */
     struct journal *journal;
-    unsigned workers;           /* parallel chunk puts */
-    int link;                   /* -o ingest=link: linked ingest (ingest.h) of new files */
+    unsigned workers; /* parallel chunk puts */
+    int link;         /* -o ingest=link: linked ingest (ingest.h) of new files */
     /* The mode for the file at domain path: a folder's setting above it, else link (NULL:
      * link). 1 link, 0 copy. */
     int (*link_for)(void *ctx, const char *domain, int link);
     void *link_ctx;
-    const char *bucket_name;    /* HSDS's name of the bucket: .info.json (info.h),
+    const char *bucket_name; /* HSDS's name of the bucket: .info.json (info.h),
                                  * linked layouts' file_uri */
     /* Recovery of a JOURNAL_CHANGE record: the base its staged file needs (NULL hook, or
      * *base NULL: the staged file holds every byte). 0, or -errno to keep the record. */

@@ -31,9 +31,9 @@ struct gc;
 struct domops {
     struct store *store;
     struct ns *ns;
-    const char *user;           /* the mount's HSDS user */
+    const char *user; /* the mount's HSDS user */
     const char *admin_user;
-    struct gc *gc;              /* where a deleted domain's objects go; NULL: left in place */
+    struct gc *gc; /* where a deleted domain's objects go; NULL: left in place */
     /* Who created the new domain being committed at path (its owner): 0 with the HSDS user
      * name in buf, or -ENOENT for the mount's user. NULL: always the mount's user. */
     int (*creator_of)(void *ctx, const char *path, char *buf, size_t len);

@@ -24,19 +24,19 @@
 /* What fs serves from; none of it is fs's own (each must outlive fs_free). */
 struct fs_config {
     struct ns *ns;
-    struct store *store;        /* its counters and name, for the statistics only */
-    struct image_table *images; /* the domains' files */
-    struct chunk_cache *cache;  /* decoded chunks, shared by every open file */
+    struct store *store;         /* its counters and name, for the statistics only */
+    struct image_table *images;  /* the domains' files */
+    struct chunk_cache *cache;   /* decoded chunks, shared by every open file */
     struct prefetcher *prefetch; /* loads chunks ahead of sequential readers; may be NULL */
-    struct callers *callers;    /* who each request acts as; who created each new file */
-    const struct domops *ops;   /* namespace changes */
-    struct staging *staging;    /* files open for writing; NULL on a read-only mount */
-    double ttl;                 /* kernel entry/attribute timeout, seconds */
-    int read_only;              /* -o ro: no w bits, every change is EROFS */
-    uid_t uid;                  /* owner shown for every entry: the mounting user */
+    struct callers *callers;     /* who each request acts as; who created each new file */
+    const struct domops *ops;    /* namespace changes */
+    struct staging *staging;     /* files open for writing; NULL on a read-only mount */
+    double ttl;                  /* kernel entry/attribute timeout, seconds */
+    int read_only;               /* -o ro: no w bits, every change is EROFS */
+    uid_t uid;                   /* owner shown for every entry: the mounting user */
     gid_t gid;
-    const char *user;           /* the mounting user's HSDS name */
-    const char *cache_dir;      /* where staging keeps its files (not used when read-only) */
+    const char *user;      /* the mounting user's HSDS name */
+    const char *cache_dir; /* where staging keeps its files (not used when read-only) */
 };
 
 struct fs;

@@ -24,8 +24,8 @@
 #define H5TYPE_MAX_ELEMENT (64u << 20)
 
 enum h5type_trait {
-    H5TYPE_HAS_VLEN = 1u << 0,  /* a vlen string or sequence anywhere in the type */
-    H5TYPE_HAS_REF = 1u << 1,   /* an object reference anywhere in the type */
+    H5TYPE_HAS_VLEN = 1u << 0, /* a vlen string or sequence anywhere in the type */
+    H5TYPE_HAS_REF = 1u << 1,  /* an object reference anywhere in the type */
 };
 
 /* A new HDF5 type (H5Tclose it), or H5I_INVALID_HID with a reason in why. A member "id" (the

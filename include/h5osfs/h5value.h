@@ -26,7 +26,7 @@
 typedef int (*h5value_resolve_fn)(void *ctx, const char *id, hobj_ref_t *out);
 
 struct h5value_refs {
-    h5value_resolve_fn resolve;  /* NULL: any non-empty reference is -EINVAL */
+    h5value_resolve_fn resolve; /* NULL: any non-empty reference is -EINVAL */
     void *ctx;
 };
 
@@ -41,9 +41,8 @@ int h5value_from_json(const json_t *type_json, hid_t tid, const json_t *value, s
                       const struct h5value_refs *refs, void **buf, char *why, size_t why_len);
 
 /* n elements from HSDS stored bytes (a decoded chunk, or a base64-decoded value). */
-int h5value_from_stored(const json_t *type_json, hid_t tid, const void *bytes, size_t len,
-                        size_t n, const struct h5value_refs *refs, void **buf, char *why,
-                        size_t why_len);
+int h5value_from_stored(const json_t *type_json, hid_t tid, const void *bytes, size_t len, size_t n,
+                        const struct h5value_refs *refs, void **buf, char *why, size_t why_len);
 
 /* base64 text (attribute "encoding": "base64", "fillValue_encoding": "base64") -> bytes. */
 int h5value_base64_decode(const char *text, size_t len, unsigned char **out, size_t *out_len);
@@ -68,8 +67,8 @@ struct h5value_ids {
  * give -EINVAL (the caller then stores the value base64-encoded).
  */
 int h5value_to_json(const json_t *type_json, hid_t tid, const void *buf, int rank,
-                    const hsize_t *dims, const struct h5value_ids *ids, json_t **out,
-                    char *why, size_t why_len);
+                    const hsize_t *dims, const struct h5value_ids *ids, json_t **out, char *why,
+                    size_t why_len);
 
 /* n elements in tid's memory layout -> HSDS stored bytes (§6.2, §6.3: fixed parts packed,
  * vlen items as 4-byte little-endian byte counts + bytes, references as 48-byte strings).

@@ -29,13 +29,13 @@ struct image;
 
 struct image_source {
     struct store *store;
-    const char *bucket_name;    /* resolves *_REF file_uri "bucket/key" to keys of this store */
-    unsigned requests;          /* store requests a build makes at once (0: one) */
-    const char *bucket_id;      /* names the bucket in the names of kept images */
-    const char *image_dir;      /* where built images are kept (image_cache.h); NULL: nowhere */
-    uint64_t image_dir_max;     /* bytes they may take */
-    int no_repairs;             /* show what hsload changed as stored (image.md, "Repairs") */
-    int bucket_images;          /* copies in the bucket (image_cache.h): 0 none, 1 read them,
+    const char *bucket_name; /* resolves *_REF file_uri "bucket/key" to keys of this store */
+    unsigned requests;       /* store requests a build makes at once (0: one) */
+    const char *bucket_id;   /* names the bucket in the names of kept images */
+    const char *image_dir;   /* where built images are kept (image_cache.h); NULL: nowhere */
+    uint64_t image_dir_max;  /* bytes they may take */
+    int no_repairs;          /* show what hsload changed as stored (image.md, "Repairs") */
+    int bucket_images;       /* copies in the bucket (image_cache.h): 0 none, 1 read them,
                                  * 2 also put them (read-write mounts) */
 };
 
@@ -66,22 +66,21 @@ int image_equal(const struct image *a, const struct image *b);
 #define IMAGE_PREFETCH_BYTES (64u << 20)
 struct image_reader {
     struct chunk_cache *cache;
-    struct prefetcher *prefetch;        /* NULL: no read-ahead */
-    _Atomic uint64_t expect;            /* where a sequential read continues */
-    _Atomic unsigned window;            /* chunks to load ahead */
-    _Atomic uint64_t ahead;             /* segments before this index are already queued */
-    _Atomic uint64_t last_chunk;        /* 1 + the segment index of the last chunk read */
-    _Atomic uint64_t run_chunk;         /* 1 + that of the chunk the last jump landed in */
-    _Atomic unsigned run_chunks;        /* chunks entered since then, in file order */
-    _Atomic uint64_t stride;            /* 1 + dataset << 8 | dimension of the last step along
+    struct prefetcher *prefetch; /* NULL: no read-ahead */
+    _Atomic uint64_t expect;     /* where a sequential read continues */
+    _Atomic unsigned window;     /* chunks to load ahead */
+    _Atomic uint64_t ahead;      /* segments before this index are already queued */
+    _Atomic uint64_t last_chunk; /* 1 + the segment index of the last chunk read */
+    _Atomic uint64_t run_chunk;  /* 1 + that of the chunk the last jump landed in */
+    _Atomic unsigned run_chunks; /* chunks entered since then, in file order */
+    _Atomic uint64_t stride;     /* 1 + dataset << 8 | dimension of the last step along
                                          * one grid dimension; 0: none seen */
 };
 
 /* Copy up to len bytes at off into buf, fetching chunks through the reader's cache. Returns
  * the number of bytes (short only at the end of the file) or -EIO (a chunk that cannot be
  * read; logged). */
-ssize_t image_read(struct image *img, struct image_reader *r, uint64_t off, void *buf,
-                   size_t len);
+ssize_t image_read(struct image *img, struct image_reader *r, uint64_t off, void *buf, size_t len);
 
 /*
  * What a copy of the file started from (an r+ change, staged and committed as a new version):
@@ -92,8 +91,8 @@ ssize_t image_read(struct image *img, struct image_reader *r, uint64_t off, void
 /* The HSDS id of the object whose header is at addr, or NULL. */
 const char *image_object_id(const struct image *img, uint64_t addr);
 /* Call fn for every chunk extent, in file order, until it returns non-zero (that value). */
-int image_for_each_chunk(const struct image *img,
-                         int (*fn)(void *ctx, uint64_t off, uint64_t len), void *ctx);
+int image_for_each_chunk(const struct image *img, int (*fn)(void *ctx, uint64_t off, uint64_t len),
+                         void *ctx);
 /* 1 when the chunk extent at off is chunk idx (rank coordinates) of dataset dataset_id and
  * its bytes are the chunk object whose key is written to key; 0 otherwise (another chunk, a
  * *_REF chunk, no chunk extent there). */
@@ -103,24 +102,24 @@ int image_chunk_source(const struct image *img, uint64_t off, const char *datase
 /* What the image does not show as stored; each was logged once when the image was built. A
  * commit of a change made through the file must carry these over unchanged. */
 enum image_omission_kind {
-    IMAGE_OMIT_OBJECT = 0,      /* an object not in the file (the links to it are listed too) */
-    IMAGE_OMIT_PLACEHOLDER,     /* a dataset shown as a placeholder: its type (opaque of the
+    IMAGE_OMIT_OBJECT = 0,  /* an object not in the file (the links to it are listed too) */
+    IMAGE_OMIT_PLACEHOLDER, /* a dataset shown as a placeholder: its type (opaque of the
                                  * stored element size when its own cannot be made), its shape
                                  * (scalar when it cannot be read) and fixed maximum dims, no
                                  * chunking, no attributes it could not make; every read of its
                                  * data fails with EIO */
-    IMAGE_OMIT_CHUNK,           /* a chunk of a dataset shown as stored whose values could not be
+    IMAGE_OMIT_CHUNK,       /* a chunk of a dataset shown as stored whose values could not be
                                  * read or converted when the file was built (name: its index,
                                  * "3_0"): reads of its region fail with EIO */
-    IMAGE_OMIT_ATTRIBUTE,       /* attribute `name` of object id */
-    IMAGE_OMIT_LINK,            /* link `name` of group id */
+    IMAGE_OMIT_ATTRIBUTE,   /* attribute `name` of object id */
+    IMAGE_OMIT_LINK,        /* link `name` of group id */
 };
 
 struct image_omission {
     enum image_omission_kind kind;
-    const char *id;             /* the object; for a link, the group that holds it */
-    const char *name;           /* attribute, link or chunk index; NULL for an object */
-    const char *path;           /* where in the file: the object's (or group's) first path */
+    const char *id;   /* the object; for a link, the group that holds it */
+    const char *name; /* attribute, link or chunk index; NULL for an object */
+    const char *path; /* where in the file: the object's (or group's) first path */
     const char *why;
 };
 
@@ -129,11 +128,11 @@ const struct image_omission *image_left_out(const struct image *img, size_t *n);
 
 /* Figures for the benchmark and the debug log. */
 struct image_stats {
-    uint64_t size;              /* file size */
-    uint64_t memory;            /* bytes of RAM the image holds */
+    uint64_t size;   /* file size */
+    uint64_t memory; /* bytes of RAM the image holds */
     uint64_t datasets;
-    uint64_t chunks;            /* chunk extents */
-    uint64_t runs;              /* runs of bytes kept in RAM (metadata, values) */
+    uint64_t chunks; /* chunk extents */
+    uint64_t runs;   /* runs of bytes kept in RAM (metadata, values) */
     double build_seconds;
 };
 void image_stats(const struct image *img, struct image_stats *out);

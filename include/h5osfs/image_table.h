@@ -27,8 +27,8 @@ int image_table_get(struct image_table *t, const char *path, const char *root, s
 /* Builds since the table was made (a build that loads a kept image counts too). */
 struct image_table_counts {
     uint64_t builds, failures;
-    double seconds;             /* spent in them, summed over the threads */
-    uint64_t held;              /* images held now */
+    double seconds; /* spent in them, summed over the threads */
+    uint64_t held;  /* images held now */
 };
 void image_table_counts(struct image_table *t, struct image_table_counts *out);
 

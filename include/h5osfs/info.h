@@ -27,18 +27,18 @@
 struct info_object {
     char *key;
     uint64_t size;
-    double mtime;               /* seconds since the epoch */
-    char etag[INFO_ETAG_BUF];   /* HSDS's ETag for it; "" when it has none */
-    json_t *doc;                /* a .dataset.json's content (for logical and linked bytes) */
-    unsigned char *bytes;       /* a chunk table's chunk: its stored bytes (else NULL) */
+    double mtime;             /* seconds since the epoch */
+    char etag[INFO_ETAG_BUF]; /* HSDS's ETag for it; "" when it has none */
+    json_t *doc;              /* a .dataset.json's content (for logical and linked bytes) */
+    unsigned char *bytes;     /* a chunk table's chunk: its stored bytes (else NULL) */
     size_t len;
 };
 
 struct info_scan {
-    const char *bucket;         /* HSDS's bucket name (the "bucket" member) */
-    int whole_seconds;          /* mtimes are ints (HSDS's S3 driver), else floats */
+    const char *bucket; /* HSDS's bucket name (the "bucket" member) */
+    int whole_seconds;  /* mtimes are ints (HSDS's S3 driver), else floats */
     double scan_start, scan_complete;
-    const struct info_object *objects;  /* in the order of HSDS's listing */
+    const struct info_object *objects; /* in the order of HSDS's listing */
     size_t n;
 };
 

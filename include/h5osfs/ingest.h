@@ -25,14 +25,14 @@
 
 /* Stages the commit passes, for the journal's test hook (crash tests) and the debug log. */
 enum ingest_stage {
-    INGEST_STAGE_CHUNKS_DONE,     /* every chunk object is stored, no JSON yet */
-    INGEST_STAGE_METADATA_DONE,   /* every JSON object but the root group's */
-    INGEST_STAGE_ROOT_DONE,       /* the root group too */
+    INGEST_STAGE_CHUNKS_DONE,   /* every chunk object is stored, no JSON yet */
+    INGEST_STAGE_METADATA_DONE, /* every JSON object but the root group's */
+    INGEST_STAGE_ROOT_DONE,     /* the root group too */
 };
 
 struct ingest_config {
     struct store *store;
-    unsigned workers;           /* threads that encode and put chunks; 0 means 1 */
+    unsigned workers; /* threads that encode and put chunks; 0 means 1 */
     /*
      * Linked ingest (spec §8, as hsload --link): the file itself is stored whole as one object
      * of the new root, db/A-B/.h5osfs-file (HSDS ignores a key of that shape, and deleting the
@@ -68,22 +68,22 @@ struct ingest_config {
 /* What the base's file did not show as it is stored (the image's omissions, image.h): the
  * user could not see or change it, so a commit carries it over unchanged. */
 enum ingest_kept_kind {
-    INGEST_KEPT_OBJECT,         /* not in the file (the links to it are listed as LINK) */
-    INGEST_KEPT_PLACEHOLDER,    /* in the file as a placeholder: stored as the base has it */
-    INGEST_KEPT_CHUNK,          /* chunk `name` ("3_0") of dataset id, unreadable there */
-    INGEST_KEPT_ATTRIBUTE,      /* attribute `name` of object id */
-    INGEST_KEPT_LINK,           /* link `name` of group id */
+    INGEST_KEPT_OBJECT,      /* not in the file (the links to it are listed as LINK) */
+    INGEST_KEPT_PLACEHOLDER, /* in the file as a placeholder: stored as the base has it */
+    INGEST_KEPT_CHUNK,       /* chunk `name` ("3_0") of dataset id, unreadable there */
+    INGEST_KEPT_ATTRIBUTE,   /* attribute `name` of object id */
+    INGEST_KEPT_LINK,        /* link `name` of group id */
 };
 
 struct ingest_kept {
     enum ingest_kept_kind kind;
     const char *id;
-    const char *name;           /* NULL for OBJECT and PLACEHOLDER */
+    const char *name; /* NULL for OBJECT and PLACEHOLDER */
 };
 
 struct ingest_base {
-    const char *root;           /* the base version's root id (v2) */
-    const struct ingest_kept *kept;     /* see above */
+    const char *root;               /* the base version's root id (v2) */
+    const struct ingest_kept *kept; /* see above */
     size_t n_kept;
     /* The id of the base object whose object header is at addr, or NULL. */
     const char *(*object_id)(void *ctx, uint64_t addr);
@@ -92,22 +92,21 @@ struct ingest_base {
      * base's but not such a chunk; 0 when written. With materialize, the file holds every byte
      * of the range when this returns (clean bytes are copied in). -errno on failure. */
     int (*chunk_state)(void *ctx, uint64_t addr, uint64_t len, const char *dataset_id,
-                       const uint64_t *idx, int rank, int materialize, char *key,
-                       size_t key_len);
+                       const uint64_t *idx, int rank, int materialize, char *key, size_t key_len);
     void *ctx;
 };
 
 struct ingest_stats {
     uint64_t groups, datasets, datatypes;
-    uint64_t chunks_written;     /* chunk objects put */
-    uint64_t chunks_raw;         /* of those, copied from the file without decoding */
-    uint64_t chunks_copied;      /* unchanged chunks copied inside the store from the base */
-    uint64_t chunks_fill;        /* chunks equal to the fill value everywhere: not stored */
-    uint64_t objects_kept;       /* objects of the base the file still has (same id digits) */
-    uint64_t bytes_written;      /* bytes put, JSON included */
-    uint64_t changes;            /* objects stored differently from the file (each logged) */
-    uint64_t datasets_linked;    /* datasets whose values are read from the stored file */
-    uint64_t bytes_linked;       /* size of that file (0: none stored) */
+    uint64_t chunks_written;  /* chunk objects put */
+    uint64_t chunks_raw;      /* of those, copied from the file without decoding */
+    uint64_t chunks_copied;   /* unchanged chunks copied inside the store from the base */
+    uint64_t chunks_fill;     /* chunks equal to the fill value everywhere: not stored */
+    uint64_t objects_kept;    /* objects of the base the file still has (same id digits) */
+    uint64_t bytes_written;   /* bytes put, JSON included */
+    uint64_t changes;         /* objects stored differently from the file (each logged) */
+    uint64_t datasets_linked; /* datasets whose values are read from the stored file */
+    uint64_t bytes_linked;    /* size of that file (0: none stored) */
 };
 
 /*

@@ -26,9 +26,9 @@
 
 /* How the staged file becomes the domain. */
 enum journal_mode {
-    JOURNAL_NEW,        /* no domain there yet: a new root and a new .domain.json */
-    JOURNAL_REPLACE,    /* O_TRUNC over a domain: a new root, then the .domain.json swap */
-    JOURNAL_CHANGE,     /* r+ of a domain: a new root made from the changed copy of base_root
+    JOURNAL_NEW,     /* no domain there yet: a new root and a new .domain.json */
+    JOURNAL_REPLACE, /* O_TRUNC over a domain: a new root, then the .domain.json swap */
+    JOURNAL_CHANGE,  /* r+ of a domain: a new root made from the changed copy of base_root
                            (staging/<name>.h5.base says which chunk ranges are still base's) */
 };
 
@@ -40,13 +40,13 @@ enum journal_state {
 
 struct journal_rec {
     char name[JOURNAL_NAME_LEN + 1];
-    char *bucket;                       /* the bucket's identity (owned); NULL in a record
+    char *bucket; /* the bucket's identity (owned); NULL in a record
                                          * written before records named their bucket */
-    char *domain;                       /* "/home/u/x.h5" (owned) */
+    char *domain; /* "/home/u/x.h5" (owned) */
     enum journal_mode mode;
     enum journal_state state;
-    char base_root[SCHEMA_ID_BUF];      /* the domain's root when staging began ("" if new) */
-    char new_root[SCHEMA_ID_BUF];       /* COMMITTING, NEW/REPLACE: the root being written */
+    char base_root[SCHEMA_ID_BUF]; /* the domain's root when staging began ("" if new) */
+    char new_root[SCHEMA_ID_BUF];  /* COMMITTING, NEW/REPLACE: the root being written */
 };
 
 struct journal;

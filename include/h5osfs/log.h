@@ -21,15 +21,17 @@ int log_setup(enum log_level level, enum log_sink sink, const char *path);
 void log_teardown(void);
 int log_enabled(enum log_level level);
 
-void log_msg(enum log_level level, const char *fmt, ...)
-    __attribute__((format(printf, 2, 3)));
+void log_msg(enum log_level level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 void log_vmsg(enum log_level level, const char *fmt, va_list ap)
     __attribute__((format(printf, 2, 0)));
 
 #define log_error(...) log_msg(LOG_LVL_ERROR, __VA_ARGS__)
 #define log_warn(...) log_msg(LOG_LVL_WARN, __VA_ARGS__)
 #define log_info(...) log_msg(LOG_LVL_INFO, __VA_ARGS__)
-#define log_debug(...) \
-    do { if (log_enabled(LOG_LVL_DEBUG)) log_msg(LOG_LVL_DEBUG, __VA_ARGS__); } while (0)
+#define log_debug(...)                           \
+    do {                                         \
+        if (log_enabled(LOG_LVL_DEBUG))          \
+            log_msg(LOG_LVL_DEBUG, __VA_ARGS__); \
+    } while (0)
 
 #endif

@@ -21,26 +21,31 @@
 #include "h5osfs/schema.h"
 #include "h5osfs/store.h"
 
-enum ns_kind { NS_DIR, NS_FOLDER, NS_DOMAIN, NS_BROKEN,
-               NS_STATS };      /* never from ns: fs's read-only statistics file */
+enum ns_kind {
+    NS_DIR,
+    NS_FOLDER,
+    NS_DOMAIN,
+    NS_BROKEN,
+    NS_STATS
+}; /* never from ns: fs's read-only statistics file */
 
 struct ns_info {
     enum ns_kind kind;
-    unsigned rights;            /* schema_right bits of the user asked: ns_stat_as's user, the
+    unsigned rights;           /* schema_right bits of the user asked: ns_stat_as's user, the
                                    mount's for ns_stat and listings (before -o ro) */
-    double mtime;               /* lastModified; the mount time for plain directories */
-    double ctime;               /* created */
-    uint64_t size;              /* 0 here: a domain's size is its file's (the image's) */
-    char root[SCHEMA_ID_BUF];   /* domains: root group id */
-    char owner[64];             /* folders and domains: owner (truncated for display) */
-    enum schema_ingest ingest;  /* folders: user.h5osfs.ingest (UNSET: none) */
+    double mtime;              /* lastModified; the mount time for plain directories */
+    double ctime;              /* created */
+    uint64_t size;             /* 0 here: a domain's size is its file's (the image's) */
+    char root[SCHEMA_ID_BUF];  /* domains: root group id */
+    char owner[64];            /* folders and domains: owner (truncated for display) */
+    enum schema_ingest ingest; /* folders: user.h5osfs.ingest (UNSET: none) */
 };
 
 struct ns_config {
-    const char *user;           /* HSDS user name for ACL decisions */
-    const char *admin_user;     /* HSDS admin user name (HSDS's default: "admin") */
-    double ttl;                 /* seconds; 0 disables caching */
-    unsigned requests;          /* store requests a listing makes at once (0: one) */
+    const char *user;       /* HSDS user name for ACL decisions */
+    const char *admin_user; /* HSDS admin user name (HSDS's default: "admin") */
+    double ttl;             /* seconds; 0 disables caching */
+    unsigned requests;      /* store requests a listing makes at once (0: one) */
 };
 
 struct ns;
@@ -51,7 +56,7 @@ struct ns_dirent {
 };
 
 struct ns_dir {
-    struct ns_dirent *entries;  /* sorted by name */
+    struct ns_dirent *entries; /* sorted by name */
     size_t n;
 };
 

@@ -12,10 +12,10 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define SCHEMA_ID_LEN 38            /* an id without chunk partition digits or index suffix */
+#define SCHEMA_ID_LEN 38 /* an id without chunk partition digits or index suffix */
 #define SCHEMA_ID_BUF 39
 #define SCHEMA_DOMAIN_KEY_SUFFIX "/.domain.json"
-#define SCHEMA_OBJECT_TREE "db"     /* the top-level prefix of every v2 object (§2.1) */
+#define SCHEMA_OBJECT_TREE "db" /* the top-level prefix of every v2 object (§2.1) */
 /* The posix store's temporary files (a put writes one, then renames it over the key); the
  * store never lists them, so no domain or folder may be called so, on any backend. */
 #define SCHEMA_TMP_NAME_PREFIX ".h5osfs-tmp."
@@ -45,8 +45,8 @@ int schema_hex_rot(int c);
 int schema_obj_key(const char *id, char *buf, size_t len);
 
 /* Key of a dataset's chunk: index[0..rank-1] slowest first, partition < 0 for none (§2.4). */
-int schema_chunk_key(const char *dset_id, const uint64_t *index, int rank, int partition,
-                     char *buf, size_t len);
+int schema_chunk_key(const char *dset_id, const uint64_t *index, int rank, int partition, char *buf,
+                     size_t len);
 /* The partition (§5.6) of the chunk at index of a dataset with layout.partition_count count
  * (> 0); -1 when count is 0 (no partitions). */
 int schema_chunk_partition(const uint64_t *index, int rank, int count);
@@ -87,8 +87,8 @@ enum schema_right {
 #define SCHEMA_ACL_ALL 0x3fu
 
 struct schema_acl {
-    char *user;            /* user name, "default", or "g:<group>" */
-    unsigned rights;       /* enum schema_right bits */
+    char *user;      /* user name, "default", or "g:<group>" */
+    unsigned rights; /* enum schema_right bits */
 };
 
 /* How new files below a folder are stored (the folder's xattr user.h5osfs.ingest): the member
@@ -97,13 +97,13 @@ enum schema_ingest { SCHEMA_INGEST_UNSET, SCHEMA_INGEST_COPY, SCHEMA_INGEST_LINK
 #define SCHEMA_H5OSFS_MEMBER "h5osfs"
 
 struct schema_domain {
-    char *root;            /* root group id; NULL for a folder */
+    char *root; /* root group id; NULL for a folder */
     char *owner;
     struct schema_acl *acls;
     size_t n_acls;
     double created;
     double last_modified;
-    enum schema_ingest ingest;  /* UNSET when absent or not one of the two words */
+    enum schema_ingest ingest; /* UNSET when absent or not one of the two words */
 };
 
 /* "copy", "link" -> COPY, LINK; anything else UNSET. And back (UNSET: NULL). */
@@ -115,8 +115,8 @@ const char *schema_ingest_name(enum schema_ingest mode);
  * ("not a JSON object", "root is not a root group id", ...) into why. Unknown members, and
  * unknown keys inside ACL entries (HSDS's stray "domain"), are ignored.
  */
-int schema_domain_parse(const char *json, size_t len, struct schema_domain *out,
-                        char *why, size_t why_len);
+int schema_domain_parse(const char *json, size_t len, struct schema_domain *out, char *why,
+                        size_t why_len);
 void schema_domain_free(struct schema_domain *dom);
 
 /* Rights of user on the domain, decided as HSDS decides (§9): admin_user gets everything;

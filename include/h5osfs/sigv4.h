@@ -16,29 +16,29 @@
 #include <stddef.h>
 
 struct sigv4_header {
-    const char *name;           /* any case; canonicalised to lower case */
-    const char *value;          /* trimmed and inner runs of spaces folded when canonicalised */
+    const char *name;  /* any case; canonicalised to lower case */
+    const char *value; /* trimmed and inner runs of spaces folded when canonicalised */
 };
 
 struct sigv4_request {
-    const char *method;         /* "GET", "PUT", ... */
-    const char *path;           /* as sent on the wire, already URI-encoded, starting with '/' */
-    const char *query;          /* as sent, without '?'; NULL or "" for none */
-    const struct sigv4_header *headers;   /* every header to sign (host and x-amz-date too) */
+    const char *method; /* "GET", "PUT", ... */
+    const char *path;   /* as sent on the wire, already URI-encoded, starting with '/' */
+    const char *query;  /* as sent, without '?'; NULL or "" for none */
+    const struct sigv4_header *headers; /* every header to sign (host and x-amz-date too) */
     size_t n_headers;
-    const char *payload_hash;   /* hex SHA-256 of the body, or "UNSIGNED-PAYLOAD" */
+    const char *payload_hash; /* hex SHA-256 of the body, or "UNSIGNED-PAYLOAD" */
 };
 
 struct sigv4_credentials {
     const char *access_key_id;
     const char *secret_access_key;
-    const char *session_token;  /* NULL when none; the caller adds x-amz-security-token */
+    const char *session_token; /* NULL when none; the caller adds x-amz-security-token */
 };
 
 struct sigv4_scope {
-    const char *amz_date;       /* "20150830T123600Z" */
-    const char *region;         /* "us-east-1" */
-    const char *service;        /* "s3" */
+    const char *amz_date; /* "20150830T123600Z" */
+    const char *region;   /* "us-east-1" */
+    const char *service;  /* "s3" */
 };
 
 /* The canonical request; normalize_path 1 applies RFC 3986 dot-segment removal and collapses

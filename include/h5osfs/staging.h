@@ -31,7 +31,7 @@ struct staged;
 struct staging_hooks {
     /* The file of the domain at path whose root is root (a new reference): r+ starts from it. */
     int (*base)(void *ctx, const char *path, const char *root, struct image **img);
-    struct chunk_cache *cache;  /* reads of its chunks go through it */
+    struct chunk_cache *cache; /* reads of its chunks go through it */
     /* path's domain changed (a commit succeeded): forget what was built from it. */
     void (*committed)(void *ctx, const char *path);
     void *ctx;

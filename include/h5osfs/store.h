@@ -18,7 +18,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define STORE_KEY_MAX 1024          /* S3's limit, in bytes */
+#define STORE_KEY_MAX 1024 /* S3's limit, in bytes */
 #define STORE_RANGE_TO_END UINT64_MAX
 
 struct store;
@@ -32,13 +32,13 @@ struct store_buf {
 
 struct store_stat {
     uint64_t size;
-    double mtime;          /* seconds since the epoch */
-    char etag[65];         /* opaque change token; equal etags mean equal content */
+    double mtime;  /* seconds since the epoch */
+    char etag[65]; /* opaque change token; equal etags mean equal content */
 };
 
 struct store_entry {
-    char *key;             /* full key (objects) or common prefix ending in the delimiter */
-    struct store_stat st;  /* zero for common prefixes */
+    char *key;            /* full key (objects) or common prefix ending in the delimiter */
+    struct store_stat st; /* zero for common prefixes */
 };
 
 /* One page of a listing; entries and prefixes are each sorted by key (byte order). */
@@ -47,7 +47,7 @@ struct store_list {
     size_t n_objects;
     char **prefixes;
     size_t n_prefixes;
-    char *next_token;      /* NULL when this was the last page */
+    char *next_token; /* NULL when this was the last page */
 };
 
 struct store_ops {
@@ -81,19 +81,26 @@ struct store_ops {
 };
 
 /* What a store was asked since it was opened, counted by the store_* wrappers (any thread). */
-enum store_request { STORE_GET, STORE_PUT, STORE_HEAD, STORE_LIST, STORE_DELETE, STORE_COPY,
-                     STORE_REQUEST_KINDS };
+enum store_request {
+    STORE_GET,
+    STORE_PUT,
+    STORE_HEAD,
+    STORE_LIST,
+    STORE_DELETE,
+    STORE_COPY,
+    STORE_REQUEST_KINDS
+};
 
 struct store_counters {
     _Atomic uint64_t requests[STORE_REQUEST_KINDS];
     _Atomic uint64_t bytes_read, bytes_written;
-    _Atomic uint64_t failures;  /* answers other than success, "no such object", ESTALE */
-    _Atomic uint64_t retries;   /* attempts a backend made again (S3: timeouts, 5xx, 429) */
+    _Atomic uint64_t failures; /* answers other than success, "no such object", ESTALE */
+    _Atomic uint64_t retries;  /* attempts a backend made again (S3: timeouts, 5xx, 429) */
 };
 
 struct store {
     const struct store_ops *ops;
-    struct store_counters counters;     /* zero when the backend allocates the store */
+    struct store_counters counters; /* zero when the backend allocates the store */
 };
 
 /* A snapshot of st's counters. */
@@ -111,21 +118,21 @@ int store_posix_open(const char *dir, struct store **out);
 /* A bucket of an S3-compatible object store (store/s3*.c). */
 struct store_s3_config {
     const char *bucket;
-    const char *prefix;         /* where the HSDS tree starts inside the bucket: "" or "a/b/" */
-    const char *endpoint;       /* "http://127.0.0.1:9000"; NULL: AWS's regional endpoint */
-    const char *region;         /* signing region, and the AWS endpoint's */
-    int path_style;             /* 1: endpoint/bucket/key; 0: bucket.endpoint/key */
-    int no_sign;                /* anonymous requests */
+    const char *prefix;   /* where the HSDS tree starts inside the bucket: "" or "a/b/" */
+    const char *endpoint; /* "http://127.0.0.1:9000"; NULL: AWS's regional endpoint */
+    const char *region;   /* signing region, and the AWS endpoint's */
+    int path_style;       /* 1: endpoint/bucket/key; 0: bucket.endpoint/key */
+    int no_sign;          /* anonymous requests */
     const char *access_key_id;
     const char *secret_access_key;
-    const char *session_token;  /* NULL when none */
-    const char *ca_file;        /* NULL: the system CA store */
-    unsigned max_requests;      /* requests in flight at once (connections kept alive) */
-    double timeout;             /* seconds one attempt may take */
-    unsigned retries;           /* further attempts after a retryable failure */
-    double retry_time;          /* seconds all attempts of one request may take */
-    uint64_t multipart_threshold;   /* objects larger than this go up in parts; 0: default */
-    uint64_t multipart_part_size;   /* the size of those parts (made larger where an object
+    const char *session_token;    /* NULL when none */
+    const char *ca_file;          /* NULL: the system CA store */
+    unsigned max_requests;        /* requests in flight at once (connections kept alive) */
+    double timeout;               /* seconds one attempt may take */
+    unsigned retries;             /* further attempts after a retryable failure */
+    double retry_time;            /* seconds all attempts of one request may take */
+    uint64_t multipart_threshold; /* objects larger than this go up in parts; 0: default */
+    uint64_t multipart_part_size; /* the size of those parts (made larger where an object
                                        would need more than 10,000); 0: default */
 };
 /*

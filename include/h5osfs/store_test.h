@@ -28,45 +28,45 @@ int store_mem_open(struct store **out);
 
 /* The operations a fault rule can target, and whose calls the faulty store counts. */
 enum faulty_op {
-    FAULTY_GET,         /* store_get and store_get_range */
+    FAULTY_GET, /* store_get and store_get_range */
     FAULTY_HEAD,
-    FAULTY_PUT,         /* store_put, put_lazy, put_new, put_new_from_fd */
+    FAULTY_PUT, /* store_put, put_lazy, put_new, put_new_from_fd */
     FAULTY_PUT_IF,
     FAULTY_COPY,
     FAULTY_DELETE,
-    FAULTY_LIST,        /* each page (store_list_keys goes page by page through here) */
+    FAULTY_LIST, /* each page (store_list_keys goes page by page through here) */
     FAULTY_SYNC,
     FAULTY_OPS
 };
 #define FAULTY_MASK(op) (1u << (op))
 
 enum faulty_mode {
-    FAULTY_FAIL,        /* return err; the inner store never sees the call */
-    FAULTY_AFTER,       /* the inner store does the call, then err is returned: "the reply
+    FAULTY_FAIL,     /* return err; the inner store never sees the call */
+    FAULTY_AFTER,    /* the inner store does the call, then err is returned: "the reply
                            was lost" (a put or delete that took effect but looked failed) */
-    FAULTY_TRUNCATE,    /* GET: only the first `keep` bytes (and success) */
-    FAULTY_GARBLE,      /* GET: every byte inverted (and success); LIST: every key and prefix
+    FAULTY_TRUNCATE, /* GET: only the first `keep` bytes (and success) */
+    FAULTY_GARBLE,   /* GET: every byte inverted (and success); LIST: every key and prefix
                            cut to half its length, its last byte inverted (names that are
                            not below the prefix asked for, as a broken server may send) */
 };
 
 struct faulty_rule {
-    unsigned ops;       /* FAULTY_MASK bits; 0 means every operation */
-    const char *pattern;/* fnmatch(3) glob the key (a listing's prefix) must match, no flags
+    unsigned ops;        /* FAULTY_MASK bits; 0 means every operation */
+    const char *pattern; /* fnmatch(3) glob the key (a listing's prefix) must match, no flags
                            ('*' matches '/'); NULL matches every key */
-    uint64_t nth;       /* the first matching call that fires (1 is the first); 0 as 1 */
-    uint64_t times;     /* how many matching calls fire from there on; 0: every one */
+    uint64_t nth;        /* the first matching call that fires (1 is the first); 0 as 1 */
+    uint64_t times;      /* how many matching calls fire from there on; 0: every one */
     enum faulty_mode mode;
-    int err;            /* FAIL, AFTER: the negative errno returned (-EIO if 0) */
-    size_t keep;        /* TRUNCATE: bytes kept */
+    int err;     /* FAIL, AFTER: the negative errno returned (-EIO if 0) */
+    size_t keep; /* TRUNCATE: bytes kept */
 };
 
 /* One call the faulty store was given, in the order they came (kept for tests to read). */
 struct faulty_call {
     enum faulty_op op;
-    char *key;          /* the key; a listing's prefix; a copy's destination; "" for sync */
-    int rc;             /* what the caller got */
-    int fired;          /* a rule changed the answer */
+    char *key; /* the key; a listing's prefix; a copy's destination; "" for sync */
+    int rc;    /* what the caller got */
+    int fired; /* a rule changed the answer */
 };
 
 /*

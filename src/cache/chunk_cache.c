@@ -28,24 +28,24 @@ struct chunk_entry {
     struct chunk_entry *prev, *next; /* idle list links; meaningful only while idle */
     void *data;                      /* written by the loader before READY, read-only after */
     size_t size;
-    unsigned long refs;              /* the loader, waiters and readers holding it */
+    unsigned long refs; /* the loader, waiters and readers holding it */
     enum entry_state state;
-    int err;                         /* the loader's -errno once FAILED */
-    int in_map;                      /* 0 once a failed load removed it */
-    int idle;                        /* on the idle list (READY, refs 0) */
-    double failed_at;                /* CLOCK_MONOTONIC seconds, once FAILED */
-    char key[];                      /* our own copy: eviction removes by key */
+    int err;          /* the loader's -errno once FAILED */
+    int in_map;       /* 0 once a failed load removed it */
+    int idle;         /* on the idle list (READY, refs 0) */
+    double failed_at; /* CLOCK_MONOTONIC seconds, once FAILED */
+    char key[];       /* our own copy: eviction removes by key */
 };
 
 struct chunk_cache {
     pthread_mutex_t lock;
-    pthread_cond_t loaded;           /* broadcast whenever a load finishes, either way */
-    struct strmap *map;              /* key -> struct chunk_entry, loading or loaded */
-    struct chunk_entry *idle_head;   /* most recently released */
-    struct chunk_entry *idle_tail;   /* next to evict */
+    pthread_cond_t loaded;         /* broadcast whenever a load finishes, either way */
+    struct strmap *map;            /* key -> struct chunk_entry, loading or loaded */
+    struct chunk_entry *idle_head; /* most recently released */
+    struct chunk_entry *idle_tail; /* next to evict */
     uint64_t max_bytes;
-    double retry_after;              /* seconds a failed load is remembered */
-    struct chunk_cache_stats st;     /* bytes and entries count loaded entries in the map */
+    double retry_after;          /* seconds a failed load is remembered */
+    struct chunk_cache_stats st; /* bytes and entries count loaded entries in the map */
 };
 
 /* A failing lock primitive means a corrupted or misused lock: nothing sane is left to do. */
@@ -171,7 +171,7 @@ static void release(struct chunk_cache *c, struct chunk_entry *e)
         return;
     }
     if (e->state == ENTRY_FAILED)
-        return;                 /* remembered in the map until forgotten */
+        return; /* remembered in the map until forgotten */
     idle_push(c, e);
     evict(c);
 }
@@ -187,7 +187,7 @@ static int join(struct chunk_cache *c, struct chunk_entry *e)
         return 0;
     }
     c->st.waits++;
-    e->refs++;          /* keeps a failed entry alive until this waiter has read its error */
+    e->refs++; /* keeps a failed entry alive until this waiter has read its error */
     while (e->state == ENTRY_LOADING)
         must(pthread_cond_wait(&c->loaded, &c->lock), "pthread_cond_wait");
     if (e->state == ENTRY_READY)
@@ -200,7 +200,7 @@ static int join(struct chunk_cache *c, struct chunk_entry *e)
 /* Allocate and fill the buffer, without the lock: the loader may do network I/O. */
 static int fill(struct chunk_entry *e, chunk_load_fn load, void *ctx)
 {
-    e->data = malloc(e->size ? e->size : 1);    /* malloc(0) may be NULL, not a failure */
+    e->data = malloc(e->size ? e->size : 1); /* malloc(0) may be NULL, not a failure */
     if (!e->data) {
         log_error("cache: cannot allocate %zu bytes for chunk %s", e->size, e->key);
         return -ENOMEM;
@@ -226,7 +226,7 @@ static void finish_load(struct chunk_cache *c, struct chunk_entry *e, int rc)
         e->state = ENTRY_READY;
         c->st.bytes += e->size;
         c->st.entries++;
-        evict(c);       /* e is held by its loader, so only older idle entries go */
+        evict(c); /* e is held by its loader, so only older idle entries go */
     } else {
         e->state = ENTRY_FAILED;
         e->err = rc;
@@ -234,7 +234,7 @@ static void finish_load(struct chunk_cache *c, struct chunk_entry *e, int rc)
         free(e->data);
         e->data = NULL;
         if (c->retry_after <= 0)
-            forget(c, e);       /* not remembered: the next get loads afresh */
+            forget(c, e); /* not remembered: the next get loads afresh */
     }
     must(pthread_cond_broadcast(&c->loaded), "pthread_cond_broadcast");
 }
@@ -286,15 +286,15 @@ int chunk_cache_get(struct chunk_cache *cache, const char *key, size_t size, chu
     cache_lock(cache);
     struct chunk_entry *found = strmap_get(cache->map, key);
     if (found && found->size != size) {
-        have = found->size;     /* a caller bug: two sizes for one chunk; never mix them */
+        have = found->size; /* a caller bug: two sizes for one chunk; never mix them */
         mismatch = 1;
         rc = -EINVAL;
     } else if (found && found->state == ENTRY_FAILED &&
                clock_monotonic() - found->failed_at < cache->retry_after) {
-        rc = found->err;        /* failed a moment ago: the same answer, without the wait */
+        rc = found->err; /* failed a moment ago: the same answer, without the wait */
         cache->st.hits++;
     } else if (found && found->state == ENTRY_FAILED) {
-        forget(cache, found);   /* failed long enough ago: try again */
+        forget(cache, found); /* failed long enough ago: try again */
         rc = load_new(cache, key, size, load, ctx, &e);
     } else if (found) {
         rc = join(cache, found);
@@ -304,7 +304,7 @@ int chunk_cache_get(struct chunk_cache *cache, const char *key, size_t size, chu
     }
     cache_unlock(cache);
 
-    if (mismatch)     /* logged outside the lock: the cache's log is no reason to wait */
+    if (mismatch) /* logged outside the lock: the cache's log is no reason to wait */
         log_error("cache: chunk %s requested as %zu bytes but cached as %zu", key, size, have);
     if (rc == 0)
         *out = e;

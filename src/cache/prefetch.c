@@ -23,7 +23,7 @@ struct prefetcher {
     pthread_cond_t work;
     struct job *head, *tail;
     size_t queued, queue_max;
-    struct prefetch_counts counts;      /* under lock */
+    struct prefetch_counts counts; /* under lock */
     int stopping;
     pthread_t *threads;
     unsigned n_threads;
@@ -61,7 +61,7 @@ static void *worker(void *arg)
         struct chunk_entry *e;
         if (chunk_cache_get(p->cache, j->key, j->size, j->load, j->ctx, &e) == 0)
             chunk_entry_put(p->cache, e);
-        job_free(j);            /* a failed load was logged; the reader will retry it */
+        job_free(j); /* a failed load was logged; the reader will retry it */
     }
     return NULL;
 }

@@ -26,7 +26,6 @@
 /* Each block is framed by its compressed length. */
 #define BLOCK_LEN_BYTES 4u
 
-
 static uint64_t read_be(const unsigned char *p, size_t n)
 {
     uint64_t v = 0;
@@ -67,9 +66,9 @@ static uint64_t transpose_8x8(uint64_t x)
         uint64_t mask;
         unsigned shift;
     } round[3] = {
-        {0x00AA00AA00AA00AAull, 7},
-        {0x0000CCCC0000CCCCull, 14},
-        {0x00000000F0F0F0F0ull, 28},
+        { 0x00AA00AA00AA00AAull, 7 },
+        { 0x0000CCCC0000CCCCull, 14 },
+        { 0x00000000F0F0F0F0ull, 28 },
     };
     for (size_t i = 0; i < 3; i++) {
         uint64_t t = (x ^ (x >> round[i].shift)) & round[i].mask;
@@ -191,8 +190,8 @@ int bitshuffle_decode(const void *in, size_t in_len, size_t itemsize, void *out,
     rc = block_elems(in, itemsize, &block, why, why_len);
     if (rc)
         return rc;
-    struct cursor c = {(const unsigned char *)in + BITSHUFFLE_HEADER_LEN,
-                       in_len - BITSHUFFLE_HEADER_LEN};
+    struct cursor c = { (const unsigned char *)in + BITSHUFFLE_HEADER_LEN,
+                        in_len - BITSHUFFLE_HEADER_LEN };
     return decode_body(&c, total / itemsize, itemsize, block, out, why, why_len);
 }
 
@@ -325,7 +324,7 @@ int bitshuffle_encode(const void *in, size_t in_len, size_t itemsize, size_t blo
     }
     write_be(buf, in_len, 8);
     write_be(buf + 8, block_elems * itemsize, 4);
-    struct wcursor c = {buf + BITSHUFFLE_HEADER_LEN, cap - BITSHUFFLE_HEADER_LEN};
+    struct wcursor c = { buf + BITSHUFFLE_HEADER_LEN, cap - BITSHUFFLE_HEADER_LEN };
     rc = encode_body(in, n, itemsize, block_elems, &c, why, why_len);
     if (rc) {
         free(buf);

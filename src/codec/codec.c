@@ -34,7 +34,6 @@ int codec_fail(char *why, size_t why_len, int err, const char *fmt, ...)
     return err;
 }
 
-
 /* ---- filters (spec §5.2, dsetUtil.FILTER_DEFS and getFilterOps) ---- */
 
 enum role { ROLE_IGNORED, ROLE_COMPRESSOR, ROLE_SHUFFLE, ROLE_BITSHUFFLE };
@@ -47,20 +46,20 @@ struct filter_def {
 };
 
 static const struct filter_def filter_defs[] = {
-    {"H5Z_FILTER_NONE", 0, "none", ROLE_IGNORED},
-    {"H5Z_FILTER_DEFLATE", 1, "gzip", ROLE_COMPRESSOR},
-    {"H5Z_FILTER_SHUFFLE", 2, "shuffle", ROLE_SHUFFLE},
-    {"H5Z_FILTER_FLETCHER32", 3, "fletcher32", ROLE_IGNORED},
-    {"H5Z_FILTER_SZIP", 4, "szip", ROLE_COMPRESSOR},
-    {"H5Z_FILTER_NBIT", 5, "nbit", ROLE_IGNORED},
-    {"H5Z_FILTER_SCALEOFFSET", 6, "scaleoffset", ROLE_COMPRESSOR},
-    {"H5Z_FILTER_LZF", 32000, "lzf", ROLE_COMPRESSOR},
-    {"H5Z_FILTER_BLOSC", 32001, "blosclz", ROLE_COMPRESSOR},
-    {"H5Z_FILTER_SNAPPY", 32003, "snappy", ROLE_COMPRESSOR},
-    {"H5Z_FILTER_LZ4", 32004, "lz4", ROLE_COMPRESSOR},
-    {"H5Z_FILTER_LZ4HC", 32005, "lz4hc", ROLE_COMPRESSOR},
-    {"H5Z_FILTER_BITSHUFFLE", 32008, "bitshuffle", ROLE_BITSHUFFLE},
-    {"H5Z_FILTER_ZSTD", 32015, "zstd", ROLE_COMPRESSOR},
+    { "H5Z_FILTER_NONE", 0, "none", ROLE_IGNORED },
+    { "H5Z_FILTER_DEFLATE", 1, "gzip", ROLE_COMPRESSOR },
+    { "H5Z_FILTER_SHUFFLE", 2, "shuffle", ROLE_SHUFFLE },
+    { "H5Z_FILTER_FLETCHER32", 3, "fletcher32", ROLE_IGNORED },
+    { "H5Z_FILTER_SZIP", 4, "szip", ROLE_COMPRESSOR },
+    { "H5Z_FILTER_NBIT", 5, "nbit", ROLE_IGNORED },
+    { "H5Z_FILTER_SCALEOFFSET", 6, "scaleoffset", ROLE_COMPRESSOR },
+    { "H5Z_FILTER_LZF", 32000, "lzf", ROLE_COMPRESSOR },
+    { "H5Z_FILTER_BLOSC", 32001, "blosclz", ROLE_COMPRESSOR },
+    { "H5Z_FILTER_SNAPPY", 32003, "snappy", ROLE_COMPRESSOR },
+    { "H5Z_FILTER_LZ4", 32004, "lz4", ROLE_COMPRESSOR },
+    { "H5Z_FILTER_LZ4HC", 32005, "lz4hc", ROLE_COMPRESSOR },
+    { "H5Z_FILTER_BITSHUFFLE", 32008, "bitshuffle", ROLE_BITSHUFFLE },
+    { "H5Z_FILTER_ZSTD", 32015, "zstd", ROLE_COMPRESSOR },
 };
 
 #define N_DEFS (sizeof(filter_defs) / sizeof(filter_defs[0]))
@@ -159,8 +158,8 @@ static int entry_level(const json_t *level)
 /* An H5Z_FILTER_USER entry is a compressor only with one of these names (getFilterOps). */
 static int user_compressor_name(const char *name)
 {
-    static const char *const names[] = {"gzip",   "szip", "lzf",   "blosclz",
-                                        "snappy", "lz4",  "lz4hc", "zstd"};
+    static const char *const names[] = { "gzip",   "szip", "lzf",   "blosclz",
+                                         "snappy", "lz4",  "lz4hc", "zstd" };
     for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++)
         if (strcmp(names[i], name) == 0)
             return 1;
@@ -424,7 +423,7 @@ static int zlib_inflate(const unsigned char *in, size_t in_len, struct zout *o, 
 static int zlib_fixed(const unsigned char *in, size_t in_len, unsigned char *out, size_t out_len,
                       char *why, size_t why_len)
 {
-    struct zout o = {out, 0, out_len, out_len};
+    struct zout o = { out, 0, out_len, out_len };
     int rc = zlib_inflate(in, in_len, &o, why, why_len);
     if (rc == 0 && o.len != out_len)
         return EINVAL_WHY("zlib stream decodes to %zu bytes, the chunk has %zu", o.len, out_len);
@@ -436,7 +435,7 @@ static int zlib_alloc(const unsigned char *in, size_t in_len, size_t max, unsign
                       size_t *out_len, char *why, size_t why_len)
 {
     const size_t start = 64 * 1024;
-    struct zout o = {NULL, 0, 0, max};
+    struct zout o = { NULL, 0, 0, max };
     o.cap = max < start ? max : start;
     if (o.cap == 0)
         return EINVAL_WHY("zlib output limit is 0 bytes");
@@ -676,4 +675,3 @@ int codec_decode_alloc(const struct codec_spec *spec, const void *in, size_t in_
     free(data);
     return rc;
 }
-

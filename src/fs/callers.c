@@ -24,17 +24,17 @@ struct mapped {
 };
 
 struct creator {
-    unsigned long serial;           /* which setting this is: a prune keeps newer ones */
+    unsigned long serial; /* which setting this is: a prune keeps newer ones */
     char name[];
 };
 
 struct callers {
     uid_t mount_uid;
     char *mount_user;
-    struct mapped *map;             /* -o user_map, fixed after callers_new */
+    struct mapped *map; /* -o user_map, fixed after callers_new */
     size_t n_map;
-    pthread_mutex_t lock;           /* guards creators, serial, prune_at */
-    struct strmap *creators;        /* path -> struct creator */
+    pthread_mutex_t lock;    /* guards creators, serial, prune_at */
+    struct strmap *creators; /* path -> struct creator */
     unsigned long serial;
     size_t prune_at;
 };
@@ -50,7 +50,7 @@ static int parse_uid(const char *text, size_t len, uid_t *out)
     digits[len] = '\0';
     unsigned long long v = strtoull(digits, NULL, 10);
     if (v >= (uid_t)-1)
-        return -EINVAL;             /* (uid_t)-1 is "no uid" to the kernel */
+        return -EINVAL; /* (uid_t)-1 is "no uid" to the kernel */
     *out = (uid_t)v;
     return 0;
 }
@@ -80,12 +80,16 @@ static int each_pair(const char *text, uid_t mount_uid, char *why, size_t why_le
         if (parse_uid(p, (size_t)(colon - p), &uid) != 0)
             return why_reject(why, why_len, "user_map: '%.*s' is not a uid", (int)(colon - p), p);
         if (uid == mount_uid)
-            return why_reject(why, why_len, "user_map: uid %u is the mounting user, whose HSDS "
-                              "name is -o user=", (unsigned)uid);
+            return why_reject(why, why_len,
+                              "user_map: uid %u is the mounting user, whose HSDS "
+                              "name is -o user=",
+                              (unsigned)uid);
         const char *name = colon + 1, *end = strchrnul(name, ':');
         if (!name_acceptable(name, (size_t)(end - name)))
-            return why_reject(why, why_len, "user_map: the name of uid %u must be 1 to %d bytes "
-                              "without control characters", (unsigned)uid, CALLERS_NAME_MAX - 1);
+            return why_reject(why, why_len,
+                              "user_map: the name of uid %u must be 1 to %d bytes "
+                              "without control characters",
+                              (unsigned)uid, CALLERS_NAME_MAX - 1);
         int rc = fn(ctx, uid, name, (size_t)(end - name));
         if (rc == -EEXIST)
             return why_reject(why, why_len, "user_map: uid %u is given twice", (unsigned)uid);
@@ -230,7 +234,8 @@ static void local_name(uid_t uid, struct caller *out)
     }
     if (found && !set_name(out, found->pw_name))
         log_warn("uid %u: the local user name cannot be an HSDS user name: acts as a "
-                 "caller without one", (unsigned)uid);
+                 "caller without one",
+                 (unsigned)uid);
     free(buf);
 }
 
@@ -271,8 +276,7 @@ int callers_creator(struct callers *c, const char *path, char *buf, size_t len)
 {
     pthread_mutex_lock(&c->lock);
     const struct creator *cr = strmap_get(c->creators, path);
-    int rc = !cr ? -ENOENT : (size_t)snprintf(buf, len, "%s", cr->name) >= len ? -ENAMETOOLONG
-                                                                              : 0;
+    int rc = !cr ? -ENOENT : (size_t)snprintf(buf, len, "%s", cr->name) >= len ? -ENAMETOOLONG : 0;
     pthread_mutex_unlock(&c->lock);
     return rc;
 }
@@ -291,7 +295,7 @@ void callers_rename_creator(struct callers *c, const char *from, const char *to)
     pthread_mutex_lock(&c->lock);
     struct creator *cr = strmap_remove(c->creators, from);
     if (cr && strmap_put(c->creators, to, cr, &old) != 0) {
-        old = cr;               /* out of memory: the file falls back to the mount's user */
+        old = cr; /* out of memory: the file falls back to the mount's user */
         log_warn("%s: its creator is forgotten (out of memory)", to);
     }
     pthread_mutex_unlock(&c->lock);

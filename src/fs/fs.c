@@ -3,7 +3,7 @@
 #include "fs_int.h"
 
 void fs_handle_track(struct fs *fs, struct fs_handle *h,
-                         void (*dispose)(struct fs *fs, struct fs_handle *h))
+                     void (*dispose)(struct fs *fs, struct fs_handle *h))
 {
     h->dispose = dispose;
     pthread_mutex_lock(&fs->handles_lock);
@@ -115,7 +115,7 @@ void fs_free(struct fs *fs)
 
 void fs_start_threads(struct fs *fs, struct fuse_session *se, struct prefetcher *p)
 {
-    fs->cfg.prefetch = p;       /* before the loop starts: no request reads it yet */
+    fs->cfg.prefetch = p; /* before the loop starts: no request reads it yet */
     if (notifier_start(se, &fs->notifier) != 0)
         log_warn("no notifier thread: after a commit, the kernel may show the old version of "
                  "the file for up to ttl seconds");
@@ -125,7 +125,6 @@ struct fs *fs_of(fuse_req_t req)
 {
     return fuse_req_userdata(req);
 }
-
 
 /*
  * Each inode is one version of a domain whose attributes and bytes never change (inode.h), so

@@ -18,8 +18,7 @@ static void reply_erofs(fuse_req_t req)
  * staged file is truncated and their close commits it. Otherwise (truncate(2) of a domain
  * nobody writes) it is staged, committed and released at once.
  */
-static int truncate_path(struct fs *fs, const char *path, const struct ns_info *info,
-                         uint64_t size)
+static int truncate_path(struct fs *fs, const char *path, const struct ns_info *info, uint64_t size)
 {
     struct staged *s = fs->staging ? staging_find(fs->staging, path) : NULL;
     int rc = fs_check_open(fs, info, O_WRONLY);
@@ -86,7 +85,7 @@ static int truncate_of_open(struct fs *fs, fuse_req_t req, fuse_ino_t ino, int *
 /* The answer is ino's version's attributes: a writer's truncate of a committed domain
  * changes its staged file, not the version other handles of the inode read. */
 void op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int to_set,
-                       struct fuse_file_info *fi)
+                struct fuse_file_info *fi)
 {
     struct fs *fs = fs_of(req);
     const struct fs_file *f = fi ? (const struct fs_file *)(uintptr_t)fi->fh : NULL;
@@ -118,8 +117,7 @@ void op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int to_set,
     free(path);
 }
 
-void op_mknod(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode,
-                     dev_t rdev)
+void op_mknod(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode, dev_t rdev)
 {
     (void)parent, (void)name, (void)mode, (void)rdev;
     reply_erofs(req);
@@ -162,13 +160,15 @@ static int change_at(fuse_req_t req, fuse_ino_t parent, const char *name, int st
     struct caller caller;
     fs_caller_of(fs, req, &caller);
     *path = fs->cfg.read_only ? NULL : path_in(fs, parent, name);
-    return fs->cfg.read_only ? -EROFS : !*path ? -ENOMEM : fs_is_stats_path(*path) ? stats_errno
-           : change(fs->ops, caller_user(&caller), *path);
+    return fs->cfg.read_only         ? -EROFS
+           : !*path                  ? -ENOMEM
+           : fs_is_stats_path(*path) ? stats_errno
+                                     : change(fs->ops, caller_user(&caller), *path);
 }
 
 void op_mkdir(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode)
 {
-    (void)mode;                 /* rights come from the folder's ACL, not from a mode */
+    (void)mode; /* rights come from the folder's ACL, not from a mode */
     char *path;
     int rc = change_at(req, parent, name, -EEXIST, domops_mkdir, &path);
     if (rc == 0)
@@ -180,8 +180,7 @@ void op_mkdir(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode)
 
 /* rmdir: one namespace change on name in parent, answered with its errno. */
 static void reply_change(fuse_req_t req, fuse_ino_t parent, const char *name,
-                         int (*change)(const struct domops *d, const char *user,
-                                       const char *path))
+                         int (*change)(const struct domops *d, const char *user, const char *path))
 {
     char *path;
     fuse_reply_err(req, -change_at(req, parent, name, -EPERM, change, &path));
@@ -197,8 +196,8 @@ void op_rmdir(fuse_req_t req, fuse_ino_t parent, const char *name)
 struct removal {
     struct fs *fs;
     const struct caller *caller;
-    const char *from;           /* a rename's source; NULL for an unlink */
-    unsigned flags;             /* a rename's */
+    const char *from; /* a rename's source; NULL for an unlink */
+    unsigned flags;   /* a rename's */
 };
 
 /* A file never committed is its creator's to remove (the bucket has nothing of it); a domain
@@ -231,8 +230,10 @@ void op_unlink(fuse_req_t req, fuse_ino_t parent, const char *name)
     fs_caller_of(fs, req, &caller);
     struct removal r = { .fs = fs, .caller = &caller };
     char *path = fs->cfg.read_only ? NULL : path_in(fs, parent, name);
-    int rc = fs->cfg.read_only ? -EROFS : !path ? -ENOMEM : fs_is_stats_path(path) ? -EPERM
-           : staging_unlink(fs->staging, path, unlink_at, &r);
+    int rc = fs->cfg.read_only        ? -EROFS
+             : !path                  ? -ENOMEM
+             : fs_is_stats_path(path) ? -EPERM
+                                      : staging_unlink(fs->staging, path, unlink_at, &r);
     if (rc == 0)
         callers_forget_creator(fs->callers, path);
     fuse_reply_err(req, -rc);
@@ -246,7 +247,7 @@ void op_symlink(fuse_req_t req, const char *link, fuse_ino_t parent, const char 
 }
 
 void op_rename(fuse_req_t req, fuse_ino_t parent, const char *name, fuse_ino_t newparent,
-                      const char *newname, unsigned int flags)
+               const char *newname, unsigned int flags)
 {
     struct fs *fs = fs_of(req);
     struct caller caller;
@@ -257,11 +258,10 @@ void op_rename(fuse_req_t req, fuse_ino_t parent, const char *name, fuse_ino_t n
         from = path_in(fs, parent, name);
         to = path_in(fs, newparent, newname);
         struct removal r = { .fs = fs, .caller = &caller, .from = from, .flags = flags };
-        rc = !from || !to ? -ENOMEM
-           : fs_is_stats_path(from) || fs_is_stats_path(to) ? -EPERM
-           : strcmp(from, to) == 0 ? domops_rename(fs->ops, caller_user(&caller), from, to,
-                                                   flags)
-           : staging_unlink(fs->staging, to, rename_onto, &r);
+        rc = !from || !to                                     ? -ENOMEM
+             : fs_is_stats_path(from) || fs_is_stats_path(to) ? -EPERM
+             : strcmp(from, to) == 0 ? domops_rename(fs->ops, caller_user(&caller), from, to, flags)
+                                     : staging_unlink(fs->staging, to, rename_onto, &r);
         if (rc == 0 && inode_rename(fs->inodes, from, to) != 0)
             log_warn("rename %s -> %s: open handles keep the old name", from, to);
         if (rc == 0 && fs->staging)
@@ -288,7 +288,7 @@ static int create_file(struct fs *fs, const struct caller *c, const char *path, 
     if (rc == 0 && (flags & O_EXCL))
         return -EEXIST;
     if (rc == 0) {
-        struct ns_info mine = *info;    /* info stays what the attributes show */
+        struct ns_info mine = *info; /* info stays what the attributes show */
         rc = fs_caller_rights(fs, c, path, &mine);
         if (rc == 0)
             rc = fs_check_open(fs, &mine, flags);
@@ -311,9 +311,9 @@ static int create_file(struct fs *fs, const struct caller *c, const char *path, 
 }
 
 void op_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode,
-                      struct fuse_file_info *fi)
+               struct fuse_file_info *fi)
 {
-    (void)mode;                 /* rights come from the folder's ACL, not from a mode */
+    (void)mode; /* rights come from the folder's ACL, not from a mode */
     struct fs *fs = fs_of(req);
     struct fuse_entry_param e = { .entry_timeout = fs->cfg.ttl };
     struct ns_info info;
@@ -364,14 +364,14 @@ static int set_ingest(fuse_req_t req, fuse_ino_t ino, enum schema_ingest mode, i
     return rc;
 }
 
-void op_setxattr(fuse_req_t req, fuse_ino_t ino, const char *name, const char *value,
-                        size_t size, int flags)
+void op_setxattr(fuse_req_t req, fuse_ino_t ino, const char *name, const char *value, size_t size,
+                 int flags)
 {
     enum schema_ingest mode = schema_ingest_parse(value, size);
     if (strcmp(name, FS_XATTR_INGEST) != 0)
         reply_erofs(req);
     else if (mode == SCHEMA_INGEST_UNSET)
-        fuse_reply_err(req, EINVAL);    /* only "link" or "copy" */
+        fuse_reply_err(req, EINVAL); /* only "link" or "copy" */
     else
         fuse_reply_err(req, -set_ingest(req, ino, mode, flags));
 }

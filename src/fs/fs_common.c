@@ -3,7 +3,6 @@
 
 /* ---- attributes ---- */
 
-
 int fs_is_dir_kind(enum ns_kind kind)
 {
     return kind == NS_DIR || kind == NS_FOLDER;
@@ -24,14 +23,13 @@ static struct timespec timespec_of(double t)
 {
     struct timespec ts = { 0, 0 };
     if (!(t > 0) || t > 1e15)
-        return ts;              /* absent or absurd timestamps show as the epoch */
+        return ts; /* absent or absurd timestamps show as the epoch */
     ts.tv_sec = (time_t)t;
     ts.tv_nsec = (long)((t - floor(t)) * 1e9);
     return ts;
 }
 
-void fs_fill_stat(const struct fs *fs, fuse_ino_t ino, const struct ns_info *info,
-                      struct stat *st)
+void fs_fill_stat(const struct fs *fs, fuse_ino_t ino, const struct ns_info *info, struct stat *st)
 {
     memset(st, 0, sizeof *st);
     st->st_ino = ino;
@@ -104,7 +102,7 @@ int fs_resolve(struct fs *fs, const char *path, struct ns_info *info, uint64_t *
     if (rc == -ENOMEM)
         return rc;
     if (rc != 0) {
-        info->kind = NS_BROKEN;     /* logged by the build; opens fail with EIO */
+        info->kind = NS_BROKEN; /* logged by the build; opens fail with EIO */
         info->size = 0;
         return 0;
     }
@@ -141,7 +139,7 @@ int fs_stat_ino(struct fs *fs, fuse_ino_t ino, char **path, struct ns_info *info
  * its path has now (it never had cached pages). Directories and broken domains answer live.
  */
 int fs_version_attributes(struct fs *fs, fuse_ino_t ino, char **path, uint64_t *version,
-                              struct ns_info *info)
+                          struct ns_info *info)
 {
     int rc = inode_get(fs->inodes, ino, path, version, info);
     if (rc != 0)
@@ -195,15 +193,14 @@ static int is_new_staged(struct fs *fs, const char *path)
  * the mounting user's (the kernel keeps one st_mode per inode for every caller); what a caller
  * may do is decided here, for its HSDS name, from the same ACL.
  */
-int fs_caller_rights(struct fs *fs, const struct caller *c, const char *path,
-                         struct ns_info *info)
+int fs_caller_rights(struct fs *fs, const struct caller *c, const char *path, struct ns_info *info)
 {
     if (is_new_staged(fs, path)) {
         info->rights = fs_creator_rights(fs, c, path);
         return 0;
     }
     if (caller_is_mounter(c) || info->kind == NS_STATS)
-        return 0;               /* ns answered for the mount's user */
+        return 0; /* ns answered for the mount's user */
     struct ns_info mine;
     int rc = ns_stat_as(fs->cfg.ns, path, caller_user(c), &mine);
     if (rc == 0)
@@ -224,7 +221,7 @@ static int staged_is_live(void *ctx, const char *path)
 int fs_remember_creator(struct fs *fs, const struct caller *c, const char *path)
 {
     if (!caller_user(c))
-        return -EACCES;         /* no name, no create right: domops_may_create refused it */
+        return -EACCES; /* no name, no create right: domops_may_create refused it */
     int rc = callers_set_creator(fs->callers, path, caller_user(c));
     if (rc == 1)
         callers_prune_creators(fs->callers, staged_is_live, fs);

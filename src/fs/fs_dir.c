@@ -20,7 +20,7 @@ void op_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
         if (fuse_reply_entry(req, &e) != 0)
             inode_forget(fs->inodes, e.ino, 1);
     } else if (rc == -ENOENT) {
-        e.ino = 0;              /* a negative entry: the kernel remembers the absence for ttl */
+        e.ino = 0; /* a negative entry: the kernel remembers the absence for ttl */
         fuse_reply_entry(req, &e);
     } else {
         fuse_reply_err(req, -rc);
@@ -45,7 +45,7 @@ void op_forget_multi(fuse_req_t req, size_t count, struct fuse_forget_data *forg
 
 void op_getattr(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
-    (void)fi;                   /* every handle of ino reads ino's version */
+    (void)fi; /* every handle of ino reads ino's version */
     struct fs *fs = fs_of(req);
     struct ns_info info;
     struct stat st;
@@ -113,8 +113,8 @@ static int add_staged_children(struct fs *fs, const char *path, struct ns_dir *d
         if (rc == 0 && !has_entry(dir, names[i]) &&
             (bigger = realloc(dir->entries, (dir->n + 1) * sizeof *bigger))) {
             dir->entries = bigger;
-            dir->entries[dir->n] = (struct ns_dirent){ .name = names[i],
-                                                       .info = { .kind = NS_DOMAIN } };
+            dir->entries[dir->n] =
+                (struct ns_dirent){ .name = names[i], .info = { .kind = NS_DOMAIN } };
             dir->n++;
             names[i] = NULL;
         } else if (rc == 0 && !has_entry(dir, names[i])) {
@@ -189,7 +189,7 @@ void op_opendir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
     fi->fh = (uint64_t)(uintptr_t)h;
     fs_handle_track(fs, &h->link, dir_handle_dispose);
     if (fuse_reply_open(req, fi) != 0) {
-        fs_handle_untrack(fs, &h->link);   /* the opener is gone: no releasedir will come */
+        fs_handle_untrack(fs, &h->link); /* the opener is gone: no releasedir will come */
         dir_handle_dispose(fs, &h->link);
     }
 }
@@ -205,8 +205,7 @@ static const char *dir_entry_name(const struct fs_dir_handle *h, size_t i, mode_
     return e->name;
 }
 
-void op_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
-                       struct fuse_file_info *fi)
+void op_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, struct fuse_file_info *fi)
 {
     (void)ino;
     struct fs_dir_handle *h = (struct fs_dir_handle *)(uintptr_t)fi->fh;

@@ -15,7 +15,7 @@ int fs_check_open(const struct fs *fs, const struct ns_info *info, int flags)
     if (open_for_writing(flags) && fs->cfg.read_only)
         return -EROFS;
     if (info->kind == NS_BROKEN)
-        return -EIO;            /* logged when the domain object was read */
+        return -EIO; /* logged when the domain object was read */
     if (info->kind == NS_STATS && open_for_writing(flags))
         return -EACCES;
     mode_t need = open_for_writing(flags) ? S_IWUSR : 0;
@@ -24,7 +24,7 @@ int fs_check_open(const struct fs *fs, const struct ns_info *info, int flags)
     if ((fs_mode_of(fs, info) & need) != need)
         return -EACCES;
     if (open_for_writing(flags) && !(info->rights & SCHEMA_ACL_UPDATE))
-        return -EACCES;         /* "create" on a folder is not "update" on a domain */
+        return -EACCES; /* "create" on a folder is not "update" on a domain */
     return 0;
 }
 
@@ -45,8 +45,8 @@ void fs_file_free(struct fs *fs, struct fs_file *f)
 
 /* A reader of a committed version: the image of exactly that version, or -ESTALE when the
  * path has a newer one (the kernel then looks the name up again and opens the new node). */
-static int open_image(struct fs *fs, const char *path, const struct ns_info *info,
-                      uint64_t version, struct fs_file *f)
+static int open_image(struct fs *fs, const char *path, const struct ns_info *info, uint64_t version,
+                      struct fs_file *f)
 {
     int reused;
     int rc = image_table_get(fs->images, path, info->root, &f->img, &reused);
@@ -65,8 +65,8 @@ static int open_image(struct fs *fs, const char *path, const struct ns_info *inf
 }
 
 /* Writers share the path's staged file; so do readers of a file not committed yet. */
-int fs_open_file(struct fs *fs, const char *path, const struct ns_info *info,
-                     uint64_t version, int flags, struct fs_file *f)
+int fs_open_file(struct fs *fs, const char *path, const struct ns_info *info, uint64_t version,
+                 int flags, struct fs_file *f)
 {
     if (info->kind == NS_STATS) {
         int rc = fs_stats_text(fs, 1, &f->text);
@@ -93,14 +93,13 @@ void fs_hand_out(struct fs *fs, struct fuse_file_info *fi, struct fs_file *f)
 {
     fs_handle_track(fs, &f->link, fs_file_dispose);
     fi->fh = (uint64_t)(uintptr_t)f;
-    fi->keep_cache = f->img != NULL;    /* the node is this version: its pages stay right */
-    fi->direct_io = f->stg != NULL || f->text;  /* staged bytes change under other handles;
+    fi->keep_cache = f->img != NULL;           /* the node is this version: its pages stay right */
+    fi->direct_io = f->stg != NULL || f->text; /* staged bytes change under other handles;
                                                    the statistics are longer than st_size */
 }
 
 /* The node's version, if it is still the one its path has (the same check opens make). */
-static int check_current(struct fs *fs, const char *path, uint64_t version,
-                         struct ns_info *info)
+static int check_current(struct fs *fs, const char *path, uint64_t version, struct ns_info *info)
 {
     uint64_t now;
     int rc = fs_resolve(fs, path, info, &now);
@@ -136,7 +135,7 @@ void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
     f->fresh = 1;
     fs_hand_out(fs, fi, f);
     if (fuse_reply_open(req, fi) != 0)
-        fs_file_free(fs, f);    /* the opener is gone: no release will come */
+        fs_file_free(fs, f); /* the opener is gone: no release will come */
 }
 
 static ssize_t read_text(const struct fs_file *f, char *buf, size_t size, uint64_t off)
@@ -147,8 +146,7 @@ static ssize_t read_text(const struct fs_file *f, char *buf, size_t size, uint64
     return (ssize_t)n;
 }
 
-void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
-                    struct fuse_file_info *fi)
+void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, struct fuse_file_info *fi)
 {
     (void)ino;
     struct fs_file *f = (struct fs_file *)(uintptr_t)fi->fh;
@@ -159,9 +157,9 @@ void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
         fuse_reply_err(req, buf ? EINVAL : ENOMEM);
         return;
     }
-    ssize_t n = f->stg ? staging_read(fs_of(req)->staging, f->stg, buf, size, (uint64_t)off)
-              : f->text ? read_text(f, buf, size, (uint64_t)off)
-                        : image_read(f->img, &f->reader, (uint64_t)off, buf, size);
+    ssize_t n = f->stg    ? staging_read(fs_of(req)->staging, f->stg, buf, size, (uint64_t)off)
+                : f->text ? read_text(f, buf, size, (uint64_t)off)
+                          : image_read(f->img, &f->reader, (uint64_t)off, buf, size);
     if (n < 0)
         fuse_reply_err(req, (int)-n);
     else
@@ -170,15 +168,15 @@ void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 }
 
 void op_write(fuse_req_t req, fuse_ino_t ino, const char *buf, size_t size, off_t off,
-                     struct fuse_file_info *fi)
+              struct fuse_file_info *fi)
 {
     (void)ino;
     struct fs *fs = fs_of(req);
     struct fs_file *f = (struct fs_file *)(uintptr_t)fi->fh;
     f->fresh = 0;
     ssize_t n = !f->stg || (fi->flags & O_ACCMODE) == O_RDONLY ? -EBADF
-              : off < 0 ? -EINVAL
-              : staging_write(fs->staging, f->stg, buf, size, (uint64_t)off);
+                : off < 0                                      ? -EINVAL
+                          : staging_write(fs->staging, f->stg, buf, size, (uint64_t)off);
     if (n < 0)
         fuse_reply_err(req, (int)-n);
     else
@@ -193,7 +191,7 @@ static void reply_commit(fuse_req_t req, struct fuse_file_info *fi)
     f->fresh = 0;
     int rc = f->stg ? staging_commit(fs->staging, f->stg) : 0;
     if (f->stg)
-        notifier_drain(fs->notifier);   /* a stat right after close() sees the new version */
+        notifier_drain(fs->notifier); /* a stat right after close() sees the new version */
     fuse_reply_err(req, -rc);
 }
 

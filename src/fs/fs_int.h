@@ -28,13 +28,14 @@
 #include "stats.h"
 
 #define FS_BLOCK_SIZE 4096
-#define FS_IO_SIZE (1u << 20)       /* st_blksize of files: cp and stdio move 1 MiB at a time,
+#define FS_IO_SIZE \
+    (1u << 20) /* st_blksize of files: cp and stdio move 1 MiB at a time,
                                        as many FUSE requests as the 1 MiB max_write allows */
 #define FS_NAME_MAX 255
-#define FS_UNKNOWN_INO 0xffffffffu   /* readdir: "ask lookup", as libfuse's high-level API does */
+#define FS_UNKNOWN_INO 0xffffffffu /* readdir: "ask lookup", as libfuse's high-level API does */
 #define FS_XATTR_ROOT "user.h5osfs.root"
 #define FS_XATTR_OWNER "user.h5osfs.owner"
-#define FS_XATTR_INGEST "user.h5osfs.ingest"    /* folders: how new files below are stored */
+#define FS_XATTR_INGEST "user.h5osfs.ingest" /* folders: how new files below are stored */
 
 #ifndef RENAME_NOREPLACE
 #define RENAME_NOREPLACE (1 << 0)
@@ -43,49 +44,48 @@
 /* Every handle given to the kernel, so that those whose release never came (the session ended
  * first: a SIGTERM right after a close) are still freed at unmount. */
 struct fs_handle {
-    struct fs_handle *prev, *next;      /* NULL while not handed out */
+    struct fs_handle *prev, *next; /* NULL while not handed out */
     void (*dispose)(struct fs *fs, struct fs_handle *h);
 };
 
 struct fs {
     struct fs_config cfg;
     pthread_mutex_t handles_lock;
-    struct fs_handle handles;   /* the list's head */
+    struct fs_handle handles; /* the list's head */
     struct inode_table *inodes;
     struct image_table *images; /* these four: cfg's, for short */
     const struct domops *ops;
     struct callers *callers;
-    struct staging *staging;    /* NULL on a read-only mount */
-    struct notifier *notifier;  /* NULL until the threads start */
-    double started;             /* clock_monotonic() at fs_new */
+    struct staging *staging;   /* NULL on a read-only mount */
+    struct notifier *notifier; /* NULL until the threads start */
+    double started;            /* clock_monotonic() at fs_new */
 };
 
 /* An open domain file: its version and its reads' state; or, for writing (and for reading a
  * new file that is still being written), its staged entry. */
 struct fs_file {
-    struct fs_handle link;      /* first: the handle list holds it by this */
+    struct fs_handle link; /* first: the handle list holds it by this */
     fuse_ino_t ino;
-    pid_t opener;               /* the thread whose open made it */
-    _Atomic int fresh;          /* opened, nothing done with it yet (see truncate_of_open) */
+    pid_t opener;      /* the thread whose open made it */
+    _Atomic int fresh; /* opened, nothing done with it yet (see truncate_of_open) */
     struct staged *stg;
     struct image *img;
     struct image_reader reader;
     char root[SCHEMA_ID_BUF];
-    char *text;                 /* the statistics file: the text its open took */
+    char *text; /* the statistics file: the text its open took */
     size_t text_len;
 };
 
 /* The listing a directory handle serves, taken once at opendir so offsets stay stable. */
 struct fs_dir_handle {
-    struct fs_handle link;      /* first: the handle list holds it by this */
+    struct fs_handle link; /* first: the handle list holds it by this */
     struct ns_dir dir;
 };
 
-
 /* ---- fs.c: the handle list; fs_of ---- */
 struct fs *fs_of(fuse_req_t req);
-void fs_handle_track(struct fs *fs, struct fs_handle *h, void (*dispose)(struct fs *fs,
-                     struct fs_handle *h));
+void fs_handle_track(struct fs *fs, struct fs_handle *h,
+                     void (*dispose)(struct fs *fs, struct fs_handle *h));
 void fs_handle_untrack(struct fs *fs, struct fs_handle *h);
 
 /* ---- fs_common.c: attributes, paths, rights ---- */

@@ -11,19 +11,19 @@
 #include "h5osfs/strmap.h"
 
 struct inode {
-    struct inode *prev, *next;  /* every node, current or not: all are freed at unmount */
+    struct inode *prev, *next; /* every node, current or not: all are freed at unmount */
     uint64_t nlookup;
     uint64_t generation;
-    char *path;                 /* changes on rename; the node (its ino) does not */
-    int current;                /* the node by_path has for its path (not replaced since) */
-    uint64_t version;           /* see inode.h */
-    struct ns_info info;        /* attributes of that version, as the last lookup gave them */
+    char *path;          /* changes on rename; the node (its ino) does not */
+    int current;         /* the node by_path has for its path (not replaced since) */
+    uint64_t version;    /* see inode.h */
+    struct ns_info info; /* attributes of that version, as the last lookup gave them */
 };
 
 struct inode_table {
-    pthread_mutex_t lock;       /* guards by_path, the node list, every node's fields */
-    struct strmap *by_path;     /* path -> its current struct inode */
-    struct inode all;           /* head of the list of every node */
+    pthread_mutex_t lock;   /* guards by_path, the node list, every node's fields */
+    struct strmap *by_path; /* path -> its current struct inode */
+    struct inode all;       /* head of the list of every node */
     uint64_t next_generation;
 };
 
@@ -58,7 +58,7 @@ void inode_table_free(struct inode_table *table)
         return;
     strmap_free(table->by_path, NULL);
     while (table->all.next != &table->all)
-        free_node(table->all.next);     /* the kernel's last references went with the mount */
+        free_node(table->all.next); /* the kernel's last references went with the mount */
     pthread_mutex_destroy(&table->lock);
     free(table);
 }
@@ -126,7 +126,7 @@ static struct inode *node_for(struct inode_table *table, const char *path, uint6
     }
     fresh->current = 1;
     if (old)
-        old->current = 0;       /* lives on for the kernel's references to that version */
+        old->current = 0; /* lives on for the kernel's references to that version */
     return fresh;
 }
 
@@ -213,7 +213,7 @@ static int collect_moved(const char *key, void *value, void *ctx)
         m->nodes = n;
     }
     m->nodes[m->n++] = value;
-    return 1;                   /* out of the map; put back under the new path below */
+    return 1; /* out of the map; put back under the new path below */
 }
 
 int inode_rename(struct inode_table *table, const char *from, const char *to)

@@ -22,8 +22,8 @@
 
 #include "h5osfs/ns.h"
 
-#define INODE_NO_VERSION 0              /* directories, broken domains */
-#define INODE_STAGED UINT64_MAX         /* a file not committed yet: its size changes */
+#define INODE_NO_VERSION 0      /* directories, broken domains */
+#define INODE_STAGED UINT64_MAX /* a file not committed yet: its size changes */
 
 struct inode_table;
 

@@ -17,11 +17,11 @@ struct stale_name {
 struct notifier {
     struct fuse_session *se;
     pthread_t thread;
-    pthread_mutex_t lock;       /* guards head, tail and stopping */
+    pthread_mutex_t lock; /* guards head, tail and stopping */
     pthread_cond_t more;
     pthread_cond_t sent;
     struct stale_name *head, *tail;
-    uint64_t queued, done;      /* counts of names queued and sent */
+    uint64_t queued, done; /* counts of names queued and sent */
     int stopping;
 };
 

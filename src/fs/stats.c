@@ -18,28 +18,26 @@ static json_t *store_json(const struct fs_stats *s)
         json_object_set_new(req, store_request_name((enum store_request)k),
                             json_integer((json_int_t)s->store.requests[k]));
     return json_pack("{s:s, s:o*, s:I, s:I, s:I, s:I}", "backend", s->backend, "requests", req,
-                     "bytes_read", (json_int_t)s->store.bytes_read,
-                     "bytes_written", (json_int_t)s->store.bytes_written,
-                     "failures", (json_int_t)s->store.failures,
+                     "bytes_read", (json_int_t)s->store.bytes_read, "bytes_written",
+                     (json_int_t)s->store.bytes_written, "failures", (json_int_t)s->store.failures,
                      "retries", (json_int_t)s->store.retries);
 }
 
 static json_t *cache_json(const struct fs_stats *s)
 {
-    return json_pack("{s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I}", "hits",
-                     (json_int_t)s->cache.hits, "misses", (json_int_t)s->cache.misses,
-                     "waits", (json_int_t)s->cache.waits,
-                     "evictions", (json_int_t)s->cache.evictions,
-                     "bytes", (json_int_t)s->cache.bytes, "entries", (json_int_t)s->cache.entries,
-                     "read_ahead_queued", (json_int_t)s->read_ahead.queued,
-                     "read_ahead_dropped", (json_int_t)s->read_ahead.dropped);
+    return json_pack("{s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I}", "hits", (json_int_t)s->cache.hits,
+                     "misses", (json_int_t)s->cache.misses, "waits", (json_int_t)s->cache.waits,
+                     "evictions", (json_int_t)s->cache.evictions, "bytes",
+                     (json_int_t)s->cache.bytes, "entries", (json_int_t)s->cache.entries,
+                     "read_ahead_queued", (json_int_t)s->read_ahead.queued, "read_ahead_dropped",
+                     (json_int_t)s->read_ahead.dropped);
 }
 
 static json_t *images_json(const struct fs_stats *s)
 {
-    return json_pack("{s:I, s:I, s:f, s:I}", "built", (json_int_t)s->images.builds,
-                     "failed", (json_int_t)s->images.failures,
-                     "build_seconds", s->images.seconds, "held", (json_int_t)s->images.held);
+    return json_pack("{s:I, s:I, s:f, s:I}", "built", (json_int_t)s->images.builds, "failed",
+                     (json_int_t)s->images.failures, "build_seconds", s->images.seconds, "held",
+                     (json_int_t)s->images.held);
 }
 
 static json_t *writes_json(const struct fs_stats *s)
@@ -47,20 +45,18 @@ static json_t *writes_json(const struct fs_stats *s)
     if (s->read_only)
         return json_null();
     return json_pack("{s:I, s:I, s:I, s:I, s:I}", "commits", (json_int_t)s->staging.commits,
-                     "commit_failures", (json_int_t)s->staging.failures,
-                     "commits_lost", (json_int_t)s->staging.lost,
-                     "files_staged", (json_int_t)s->staging.open,
+                     "commit_failures", (json_int_t)s->staging.failures, "commits_lost",
+                     (json_int_t)s->staging.lost, "files_staged", (json_int_t)s->staging.open,
                      "bytes_staged", (json_int_t)s->staged_bytes);
 }
 
 int stats_json(const struct fs_stats *s, int pretty, char **out)
 {
     json_t *o = json_pack("{s:s, s:f, s:o*, s:o*, s:o*, s:o*}", "version", H5OSFS_VERSION,
-                          "uptime_seconds", s->uptime, "store", store_json(s),
-                          "chunk_cache", cache_json(s), "images", images_json(s),
-                          "writes", writes_json(s));
-    char *text = o ? json_dumps(o, (pretty ? JSON_INDENT(2) : JSON_COMPACT) | JSON_SORT_KEYS)
-                   : NULL;
+                          "uptime_seconds", s->uptime, "store", store_json(s), "chunk_cache",
+                          cache_json(s), "images", images_json(s), "writes", writes_json(s));
+    char *text =
+        o ? json_dumps(o, (pretty ? JSON_INDENT(2) : JSON_COMPACT) | JSON_SORT_KEYS) : NULL;
     json_decref(o);
     if (!text)
         return -ENOMEM;

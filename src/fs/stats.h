@@ -17,15 +17,15 @@
 #define STATS_FILE_NAME ".h5osfs-stats"
 
 struct fs_stats {
-    const char *backend;            /* the store's name: "posix", "s3" */
-    double uptime;                  /* seconds since the mount */
+    const char *backend; /* the store's name: "posix", "s3" */
+    double uptime;       /* seconds since the mount */
     struct store_counts store;
     struct chunk_cache_stats cache;
     struct prefetch_counts read_ahead;
     struct image_table_counts images;
-    int read_only;                  /* no staging: commits and staging are left out */
+    int read_only; /* no staging: commits and staging are left out */
     struct staging_counts staging;
-    uint64_t staged_bytes;          /* disk used by cache_dir/staging/ now */
+    uint64_t staged_bytes; /* disk used by cache_dir/staging/ now */
 };
 
 /* The JSON text of s (malloc'd, ending in a newline); pretty: indented, else one line. 0 or

@@ -77,7 +77,9 @@ int build_load_json(struct builder *b, const char *id, json_t **out, char *why, 
     int rc = get_object(b, id, key, &buf);
     if (rc == -ENOENT || rc == -EFBIG || rc == -EISDIR) {
         snprintf(why, why_len, "object %s (%.120s): %s", id, key,
-                 rc == -ENOENT ? "missing" : rc == -EFBIG ? "larger than 64 MiB" : "a directory");
+                 rc == -ENOENT  ? "missing"
+                 : rc == -EFBIG ? "larger than 64 MiB"
+                                : "a directory");
         return rc == -ENOENT ? -ENOENT : -EINVAL;
     }
     if (rc != 0) {
@@ -104,8 +106,8 @@ static int record_omission(struct builder *b, enum image_omission_kind kind, con
 {
     struct image *img = b->img;
     if (img->n_omissions == b->cap_omissions) {
-        struct image_omission *n = grow_array(img->omissions, &b->cap_omissions,
-                                              b->cap_omissions + 1, sizeof *n, 16);
+        struct image_omission *n =
+            grow_array(img->omissions, &b->cap_omissions, b->cap_omissions + 1, sizeof *n, 16);
         if (!n)
             return -ENOMEM;
         img->omissions = n;
@@ -137,8 +139,8 @@ static const char *class_word(const char *id)
     }
 }
 
-int build_omit(struct builder *b, enum image_omission_kind kind, const char *id,
-               const char *path, const char *name, const char *why)
+int build_omit(struct builder *b, enum image_omission_kind kind, const char *id, const char *path,
+               const char *name, const char *why)
 {
     const char *dom = b->domain_path;
     switch (kind) {
@@ -146,12 +148,11 @@ int build_omit(struct builder *b, enum image_omission_kind kind, const char *id,
         log_error("%s: %s %s (%s): %s: left out", dom, class_word(id), path, id, why);
         break;
     case IMAGE_OMIT_PLACEHOLDER:
-        log_error("%s: dataset %s (%s): %s: shown as a placeholder whose reads fail with EIO",
-                  dom, path, id, why);
+        log_error("%s: dataset %s (%s): %s: shown as a placeholder whose reads fail with EIO", dom,
+                  path, id, why);
         break;
     case IMAGE_OMIT_CHUNK:
-        log_error("%s: dataset %s (%s): %s: reads of that chunk fail with EIO", dom, path, id,
-                  why);
+        log_error("%s: dataset %s (%s): %s: reads of that chunk fail with EIO", dom, path, id, why);
         break;
     case IMAGE_OMIT_ATTRIBUTE:
         log_error("%s: %s: attribute \"%s\": %s: left out", dom, path, name, why);
@@ -225,7 +226,8 @@ static struct link_ref *ordered_members(const json_t *members, int by_creation, 
     size_t i = 0;
     const char *name;
     json_t *value;
-    json_object_foreach((json_t *)members, name, value) {
+    json_object_foreach((json_t *)members, name, value)
+    {
         v[i].name = name;
         v[i].json = value;
         v[i].created = json_real_value(json_object_get(value, "created"));
@@ -347,9 +349,8 @@ static int fetch_ahead(struct builder *b)
         const char *name;
         json_t *l;
         if (b->objs[i].cls == 'g')
-            json_object_foreach(json_object_get(b->objs[i].json, "links"), name, l)
-                if (rc == 0)
-                    rc = want_fetched(b, hard_target(l), &ids, &n, &cap);
+            json_object_foreach(json_object_get(b->objs[i].json, "links"), name, l) if (rc == 0)
+                rc = want_fetched(b, hard_target(l), &ids, &n, &cap);
     }
     b->fetched_upto = b->n_objs;
     struct fetch_job job = { b, ids, n ? calloc(n, sizeof *job.out) : NULL };
@@ -411,7 +412,9 @@ static int discover(struct builder *b)
 int build_object_plist(hid_t ocpl)
 {
     return H5Pset_obj_track_times(ocpl, 0) >= 0 &&
-           H5Pset_attr_phase_change(ocpl, ATTR_COMPACT_MAX, ATTR_COMPACT_MAX) >= 0 ? 0 : -1;
+                   H5Pset_attr_phase_change(ocpl, ATTR_COMPACT_MAX, ATTR_COMPACT_MAX) >= 0
+               ? 0
+               : -1;
 }
 
 static hid_t group_plist(hid_t cls, const json_t *json)
@@ -422,7 +425,8 @@ static hid_t group_plist(hid_t cls, const json_t *json)
     int ok = build_object_plist(pl) == 0;
     if (ok && creation_ordered(json)) {
         unsigned flags = H5P_CRT_ORDER_TRACKED | H5P_CRT_ORDER_INDEXED;
-        ok = H5Pset_link_creation_order(pl, flags) >= 0 && H5Pset_attr_creation_order(pl, flags) >= 0;
+        ok = H5Pset_link_creation_order(pl, flags) >= 0 &&
+             H5Pset_attr_creation_order(pl, flags) >= 0;
     }
     if (!ok) {
         H5Pclose(pl);
@@ -487,9 +491,9 @@ static int create_objects(struct builder *b)
             struct build_obj *o = &b->objs[i];
             if (o->cls != want || (want == 'd' && build_dataset_fill_refers(o) != (pass == 3)))
                 continue;
-            rc = want == 'g' ? create_group(b, o)
-               : want == 't' ? create_datatype(b, o)
-                             : build_dataset_create(b, o);
+            rc = want == 'g'   ? create_group(b, o)
+                 : want == 't' ? create_datatype(b, o)
+                               : build_dataset_create(b, o);
         }
     }
     return rc;
@@ -521,11 +525,11 @@ static int relative_domain(const char *from, const char *to, char *out, size_t l
     size_t common = 0, i;
     for (i = 0; from[i] && from[i] == to[i]; i++)
         if (from[i] == '/')
-            common = i + 1;     /* both paths agree up to and including this slash */
+            common = i + 1; /* both paths agree up to and including this slash */
     size_t n = 0;
     out[0] = '\0';
     for (i = common; from[i]; i++)
-        if (from[i] == '/') {   /* each further directory of `from` is one "../" */
+        if (from[i] == '/') { /* each further directory of `from` is one "../" */
             if (n + 3 >= len)
                 return -ENAMETOOLONG;
             memcpy(out + n, "../", 4);
@@ -544,17 +548,17 @@ static herr_t make_link(struct builder *b, hid_t group, const struct link_ref *l
     if (id) {
         struct build_obj *o = build_find(b, id);
         if (!o || o->dropped || o->hid < 0)
-            return 1;           /* missing or unusable target: logged when it was loaded */
+            return 1; /* missing or unusable target: logged when it was loaded */
         return H5Olink(o->hid, group, l->name, lcpl, H5P_DEFAULT);
     }
     if (h5path && domain && (!cls || strcmp(cls, "H5L_TYPE_EXTERNAL") == 0)) {
         char rel[STORE_KEY_MAX + 64];
         if (strncmp(domain, "hdf5://", 7) == 0)
-            domain += 6;        /* "hdf5://home/u/x.h5" names the domain "/home/u/x.h5" */
+            domain += 6; /* "hdf5://home/u/x.h5" names the domain "/home/u/x.h5" */
         else if (strncmp(domain, "hdf5:/", 6) == 0)
             domain += 5;
         if (domain[0] == '/' && relative_domain(b->domain_path, domain, rel, sizeof rel) == 0)
-            domain = rel;       /* a domain of this bucket: a path that resolves in the mount */
+            domain = rel; /* a domain of this bucket: a path that resolves in the mount */
         return H5Lcreate_external(domain, h5path, group, l->name, lcpl, H5P_DEFAULT);
     }
     if (h5path && (!cls || strcmp(cls, "H5L_TYPE_SOFT") == 0))
@@ -579,8 +583,8 @@ static int link_group(struct builder *b, struct build_obj *g)
 {
     size_t n;
     int rc = 0;
-    struct link_ref *links = ordered_members(json_object_get(g->json, "links"),
-                                             creation_ordered(g->json), &n);
+    struct link_ref *links =
+        ordered_members(json_object_get(g->json, "links"), creation_ordered(g->json), &n);
     if (!links)
         return -ENOMEM;
     for (size_t k = 0; k < n && rc == 0; k++) {
@@ -605,7 +609,7 @@ static int link_group(struct builder *b, struct build_obj *g)
 
 /* ---- 4. attributes ---- */
 
-#define ATTR_DATA_MAX (64u << 20)       /* largest attribute value, as IMAGE_JSON_MAX */
+#define ATTR_DATA_MAX (64u << 20) /* largest attribute value, as IMAGE_JSON_MAX */
 
 static hid_t shape_space(const json_t *shape, size_t *n, char *why, size_t why_len);
 
@@ -637,8 +641,8 @@ static int make_attribute(struct builder *b, struct build_obj *o, const struct l
     json_t *repaired = b->src->no_repairs ? NULL : build_repaired_attr(o->json, a->name, a->json);
     const json_t *aj = repaired ? repaired : a->json;
     hid_t tid = build_type(b, json_object_get(aj, "type"), why, why_len);
-    hid_t space = tid < 0 ? H5I_INVALID_HID
-                          : shape_space(json_object_get(aj, "shape"), &n, why, why_len);
+    hid_t space =
+        tid < 0 ? H5I_INVALID_HID : shape_space(json_object_get(aj, "shape"), &n, why, why_len);
     if (space < 0)
         goto out;
     /* the value is written into the image, which lives in RAM: a shape alone (a null value,
@@ -736,13 +740,14 @@ static int unlink_object(struct builder *b, const struct build_obj *o)
             continue;
         const char *name;
         json_t *link;
-        json_object_foreach(json_object_get(g->json, "links"), name, link) {
+        json_object_foreach(json_object_get(g->json, "links"), name, link)
+        {
             const char *id = hard_target(link);
             if (!id || strcmp(id, o->id) != 0 || !link_name_ok(name) ||
                 H5Lexists(g->hid, name, H5P_DEFAULT) <= 0)
                 continue;
             if (H5Ldelete(g->hid, name, H5P_DEFAULT) < 0)
-                return -EIO;    /* the file would show what it must not */
+                return -EIO; /* the file would show what it must not */
             if ((rc = note_missing_target(b, g, name, id)) != 0)
                 break;
         }
@@ -857,8 +862,8 @@ static int fetch_steps(struct builder *b, struct root_listing *rl)
     double t1 = clock_monotonic();
     if (rc == 0)
         rc = build_list_ahead(b, rl);
-    log_debug("%s: %zu objects fetched in %.3f s, chunks listed %.3f s later (%s)",
-              b->domain_path, b->n_objs, t1 - t0, clock_monotonic() - t1,
+    log_debug("%s: %zu objects fetched in %.3f s, chunks listed %.3f s later (%s)", b->domain_path,
+              b->n_objs, t1 - t0, clock_monotonic() - t1,
               rl->complete ? "one listing of the root" : "a listing per dataset");
     build_root_listing_end(rl);
     return rc;
@@ -942,8 +947,8 @@ static void log_image(const struct image *img, const char *how)
              st.build_seconds);
 }
 
-static int build_now(const struct image_source *src, const char *domain_path,
-                     const char *root_id, struct root_listing *rl, struct image **out)
+static int build_now(const struct image_source *src, const char *domain_path, const char *root_id,
+                     struct root_listing *rl, struct image **out)
 {
     struct builder b;
     struct image *img = NULL;
@@ -951,7 +956,7 @@ static int build_now(const struct image_source *src, const char *domain_path,
     if (rc == 0)
         rc = fetch_steps(&b, rl);
     pthread_mutex_lock(&build_lock);
-    H5Eset_auto2(H5E_DEFAULT, NULL, NULL);  /* failures are logged by us, once */
+    H5Eset_auto2(H5E_DEFAULT, NULL, NULL); /* failures are logged by us, once */
     if (rc == 0)
         rc = build_steps(&b);
     if (rc != 0 && b.file >= 0) {
@@ -1001,7 +1006,7 @@ int image_build(const struct image_source *src, const char *domain_path, const c
         return 0;
     }
     if (!cached) {
-        build_root_listing_end(&rl);    /* partial: the build lists for itself */
+        build_root_listing_end(&rl); /* partial: the build lists for itself */
         rl.too_many = rc == -EFBIG;
     }
     rc = build_now(src, domain_path, root_id, &rl, out);

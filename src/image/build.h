@@ -13,17 +13,17 @@
 /* One object of the domain reached by hard links from the root, in discovery order. */
 struct build_obj {
     char *id;
-    char *path;                 /* first path found: "/" for the root */
-    char cls;                   /* 'g', 'd' or 't' */
+    char *path; /* first path found: "/" for the root */
+    char cls;   /* 'g', 'd' or 't' */
     json_t *json;
-    hid_t hid;                  /* the HDF5 object (anonymous until linked) */
-    int dropped;                /* could not be made: links to it are left out */
-    int data_done;              /* a dataset whose data is settled at creation */
-    uint64_t *chunks;           /* ... served from these chunk extents (linear indexes), */
-    size_t n_chunks;            /*     declared after every object, link and attribute */
-    uint32_t dset_index;        /*     exists (build_dataset_declare) */
-    uint64_t *listed;           /* its chunk objects, listed ahead (build_list_ahead): sorted */
-    size_t n_listed;            /*     linear indexes over listed_grid */
+    hid_t hid;           /* the HDF5 object (anonymous until linked) */
+    int dropped;         /* could not be made: links to it are left out */
+    int data_done;       /* a dataset whose data is settled at creation */
+    uint64_t *chunks;    /* ... served from these chunk extents (linear indexes), */
+    size_t n_chunks;     /*     declared after every object, link and attribute */
+    uint32_t dset_index; /*     exists (build_dataset_declare) */
+    uint64_t *listed;    /* its chunk objects, listed ahead (build_list_ahead): sorted */
+    size_t n_listed;     /*     linear indexes over listed_grid */
     int listed_ok;
     int listed_rank;
     uint64_t listed_grid[IMAGE_MAX_RANK];
@@ -38,13 +38,13 @@ struct builder {
     struct vfd_target target;
     struct build_obj *objs;
     size_t n_objs, cap_objs;
-    struct strmap *by_id;       /* id -> index + 1 into objs */
+    struct strmap *by_id; /* id -> index + 1 into objs */
     size_t cap_datasets;
     unsigned char *placeholder; /* the buffer every chunk placeholder is written from */
     size_t placeholder_size;
-    uint64_t declared;          /* chunk extents declared so far, against IMAGE_CHUNKS_MAX */
-    struct strmap *fetched;     /* id -> struct fetched: JSON fetched ahead, in parallel */
-    size_t fetched_upto;        /* the groups before this one had their links fetched */
+    uint64_t declared;      /* chunk extents declared so far, against IMAGE_CHUNKS_MAX */
+    struct strmap *fetched; /* id -> struct fetched: JSON fetched ahead, in parallel */
+    size_t fetched_upto;    /* the groups before this one had their links fetched */
     size_t cap_omissions;
 };
 
@@ -54,8 +54,8 @@ int build_load_json(struct builder *b, const char *id, json_t **out, char *why, 
 
 /* Note what the image does not show as stored (image_left_out) and log it: the one line the
  * build writes about it. name: attribute, link or chunk index, or NULL. 0 or -ENOMEM. */
-int build_omit(struct builder *b, enum image_omission_kind kind, const char *id,
-               const char *path, const char *name, const char *why);
+int build_omit(struct builder *b, enum image_omission_kind kind, const char *id, const char *path,
+               const char *name, const char *why);
 
 /* The built object of id, or NULL. */
 struct build_obj *build_find(struct builder *b, const char *id);
@@ -67,9 +67,9 @@ struct root_listing {
     char prefix[32];
     pthread_t thread;
     int started;
-    int complete;               /* every chunk key is in keys (none past ROOT_LISTING_KEYS) */
-    int too_many;               /* known to have more: the build lists dataset by dataset */
-    char **keys;                /* chunk keys (JSON objects are left out) */
+    int complete; /* every chunk key is in keys (none past ROOT_LISTING_KEYS) */
+    int too_many; /* known to have more: the build lists dataset by dataset */
+    char **keys;  /* chunk keys (JSON objects are left out) */
     size_t n, cap;
 };
 void build_root_listing_init(struct store *store, const char *root_id, struct root_listing *rl);
@@ -128,7 +128,7 @@ int build_list_chunks(struct builder *b, const struct image_dataset *ds, uint64_
 
 /* ---- build_chunks.c: which chunk objects exist ---- */
 
-#define V1_PROBE_MAX 1000000    /* v1 chunks cannot be listed: declare the grid up to this */
+#define V1_PROBE_MAX 1000000 /* v1 chunks cannot be listed: declare the grid up to this */
 
 /* Linear chunk indexes of a dataset's grid. */
 struct chunk_list {
@@ -140,11 +140,9 @@ int build_chunk_list_add(struct chunk_list *l, uint64_t linear);
 /* Every chunk of a v1 dataset's grid (see build_list_chunks). 0, -EFBIG, -ENOMEM. */
 int build_all_chunks(const struct image_dataset *ds, struct chunk_list *out);
 /* ds's chunks, as build_list_chunks finds them, into out (sorted, unique). */
-int build_dataset_chunks(struct builder *b, const struct image_dataset *ds,
-                         struct chunk_list *out);
+int build_dataset_chunks(struct builder *b, const struct image_dataset *ds, struct chunk_list *out);
 /* The listing made ahead for o, if it was of ds's grid (moved into out): 1, else 0. */
-int build_take_listed(struct build_obj *o, const struct image_dataset *ds,
-                      struct chunk_list *out);
+int build_take_listed(struct build_obj *o, const struct image_dataset *ds, struct chunk_list *out);
 /* 1 when no dimension of ds's grid is 0. */
 int build_all_chunks_nonzero(const struct image_dataset *ds);
 

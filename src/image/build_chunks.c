@@ -44,7 +44,7 @@ int build_parse_index(const struct image_dataset *ds, const char *s, uint64_t *l
         if (*end != (k + 1 < ds->rank ? '_' : '\0'))
             return -EINVAL;
         if (v >= ds->grid[k])
-            return 1;           /* beyond the current shape: not part of this version */
+            return 1; /* beyond the current shape: not part of this version */
         *linear = *linear * ds->grid[k] + v;
         s = end + 1;
     }
@@ -78,12 +78,12 @@ static int chunk_key_found(void *ctx, const char *key, const struct store_stat *
         return 0;
     int rc = idx ? build_parse_index(w->ds, idx, &linear) : -EINVAL;
     if (rc < 0 && !w->bad++)
-        log_warn("%s: dataset %s: key %s is not a chunk of its grid: ignored",
-                 w->b->domain_path, w->ds->path, key);
+        log_warn("%s: dataset %s: key %s is not a chunk of its grid: ignored", w->b->domain_path,
+                 w->ds->path, key);
     return rc == 0 ? build_chunk_list_add(w->out, linear) : 0;
 }
 
-#define BITMAP_GRID_MAX (1ull << 30)     /* chunks of a grid sorted through a bitmap */
+#define BITMAP_GRID_MAX (1ull << 30) /* chunks of a grid sorted through a bitmap */
 
 /* The listed indexes in order, each once. A grid of at most BITMAP_GRID_MAX chunks and not
  * much larger than the list goes through a bitmap of the grid (a million chunks: 125 KB and a
@@ -91,13 +91,12 @@ static int chunk_key_found(void *ctx, const char *key, const struct store_stat *
 static int sort_unique(const struct image_dataset *ds, struct chunk_list *l)
 {
     if (l->n == 0)
-        return 0;       /* nothing listed: v may be NULL, which qsort must not get */
+        return 0; /* nothing listed: v may be NULL, which qsort must not get */
     uint64_t grid = 1;
     for (int k = 0; k < ds->rank && grid <= BITMAP_GRID_MAX; k++)
         grid = ds->grid[k] && grid > BITMAP_GRID_MAX / ds->grid[k] ? BITMAP_GRID_MAX + 1
                                                                    : grid * ds->grid[k];
-    uint64_t *bits = grid <= BITMAP_GRID_MAX && grid / 64 <= l->n ? calloc(grid / 64 + 1, 8)
-                                                                   : NULL;
+    uint64_t *bits = grid <= BITMAP_GRID_MAX && grid / 64 <= l->n ? calloc(grid / 64 + 1, 8) : NULL;
     size_t u = 0;
     if (!bits) {
         qsort(l->v, l->n, sizeof *l->v, cmp_u64);
@@ -143,9 +142,10 @@ int build_dataset_chunks(struct builder *b, const struct image_dataset *ds, stru
     struct chunk_walk w = { b, ds, out, strlen(ds->key_prefix), 0 };
     int rc = store_list_keys(b->src->store, ds->key_prefix, chunk_key_found, &w);
     uint64_t *fit = rc == 0 && out->n > 0 && out->n < out->cap
-                        ? realloc(out->v, out->n * sizeof *out->v) : NULL;
+                        ? realloc(out->v, out->n * sizeof *out->v)
+                        : NULL;
     if (fit) {
-        out->v = fit;           /* held until the chunks are declared, at the end of the build */
+        out->v = fit; /* held until the chunks are declared, at the end of the build */
         out->cap = out->n;
     }
     if (rc == 0 && out->n > 1)
@@ -160,13 +160,13 @@ int build_chunk_key_prefix(const char *dset_id, int rank, char *buf, size_t len)
     if (rc != 0)
         return rc;
     if (schema_id_version(dset_id) == 1) {
-        buf[0] = '\0';         /* each v1 chunk key starts with its own hash: no prefix */
+        buf[0] = '\0'; /* each v1 chunk key starts with its own hash: no prefix */
         return 0;
     }
     char *cut = strrchr(buf, '/');
     if (!cut)
         return -EINVAL;
-    cut[1] = '\0';             /* chunk 0's key up to its index string */
+    cut[1] = '\0'; /* chunk 0's key up to its index string */
     return 0;
 }
 
@@ -179,8 +179,8 @@ static int listing_grid(struct builder *b, const struct build_obj *o, struct ima
     const json_t *dims = json_object_get(json_object_get(o->json, "shape"), "dims");
     const json_t *layout = json_object_get(o->json, "layout");
     const json_t *cdims = json_object_get(layout, "dims");
-    const char *ref = hjson_text(json_object_get(json_object_get(json_object_get(o->json,
-                                  "creationProperties"), "layout"), "class"));
+    const char *ref = hjson_text(json_object_get(
+        json_object_get(json_object_get(o->json, "creationProperties"), "layout"), "class"));
     size_t rank = json_array_size(dims);
     if (o->cls != 'd' || schema_id_version(o->id) != 2 || (ref && strstr(ref, "_REF")) ||
         rank < 1 || rank > IMAGE_MAX_RANK || json_array_size(cdims) != rank)
@@ -196,18 +196,17 @@ static int listing_grid(struct builder *b, const struct build_obj *o, struct ima
     ds->partition_count = (int)json_integer_value(json_object_get(layout, "partition_count"));
     ds->path = o->path;
     (void)b;
-    return build_chunk_key_prefix(o->id, ds->rank, ds->key_prefix, sizeof ds->key_prefix) ? -1
-                                                                                          : 0;
+    return build_chunk_key_prefix(o->id, ds->rank, ds->key_prefix, sizeof ds->key_prefix) ? -1 : 0;
 }
 
 /* ---- one listing of the whole root (db/A-B/), while the objects are fetched ---- */
 
-#define ROOT_LISTING_KEYS 20000     /* more (many chunks): each dataset is listed instead */
+#define ROOT_LISTING_KEYS 20000 /* more (many chunks): each dataset is listed instead */
 
 int build_root_listing_add(struct root_listing *rl, const char *key)
 {
     if (rl->n == ROOT_LISTING_KEYS)
-        return 1;               /* too many: the walk stops, the listing is not used */
+        return 1; /* too many: the walk stops, the listing is not used */
     if (rl->n == rl->cap) {
         char **bigger = grow_array(rl->keys, &rl->cap, rl->cap + 1, sizeof *bigger, 256);
         if (!bigger)
@@ -222,7 +221,7 @@ static int keep_root_key(void *ctx, const char *key, const struct store_stat *st
     (void)st;
     size_t len = strlen(key);
     if (len > 5 && strcmp(key + len - 5, ".json") == 0)
-        return 0;               /* objects are fetched by id */
+        return 0; /* objects are fetched by id */
     return build_root_listing_add(ctx, key);
 }
 
@@ -243,7 +242,7 @@ void build_root_listing_init(struct store *store, const char *root_id, struct ro
 void build_root_listing_start(struct builder *b, struct root_listing *rl)
 {
     if (rl->complete || rl->too_many)
-        return;                 /* listed before the build (image_cache_key) */
+        return; /* listed before the build (image_cache_key) */
     build_root_listing_init(b->src->store, b->root_id, rl);
     if (b->src->requests <= 1 || schema_id_version(b->root_id) != 2)
         return;
@@ -264,8 +263,8 @@ void build_root_listing_end(struct root_listing *rl)
 
 /* The datasets' chunks from the root listing: every dataset with a grid is listed (with no
  * chunks when none of the keys is its). */
-static void lists_from_root(struct builder *b, struct build_obj **objs,
-                            struct image_dataset *grids, size_t n, const struct root_listing *rl)
+static void lists_from_root(struct builder *b, struct build_obj **objs, struct image_dataset *grids,
+                            size_t n, const struct root_listing *rl)
 {
     struct strmap *by_prefix = strmap_new();
     struct chunk_list *lists = calloc(n ? n : 1, sizeof *lists);
@@ -353,8 +352,7 @@ int build_list_ahead(struct builder *b, struct root_listing *rl)
     return 0;
 }
 
-int build_take_listed(struct build_obj *o, const struct image_dataset *ds,
-                      struct chunk_list *out)
+int build_take_listed(struct build_obj *o, const struct image_dataset *ds, struct chunk_list *out)
 {
     if (!o->listed_ok || o->listed_rank != ds->rank ||
         memcmp(o->listed_grid, ds->grid, (size_t)ds->rank * sizeof *ds->grid) != 0)

@@ -42,14 +42,14 @@ hid_t build_dataspace(const json_t *shape, size_t *n, char *why, size_t why_len)
 
 struct dset_plan {
     const json_t *type, *shape, *layout, *cprops;
-    hid_t tid;                  /* invalid when the type cannot be made */
+    hid_t tid; /* invalid when the type cannot be made */
     int rank;
-    int shape_ok;               /* its class and dims were read (maxdims may be bad) */
+    int shape_ok; /* its class and dims were read (maxdims may be bad) */
     hsize_t dims[IMAGE_MAX_RANK], maxdims[IMAGE_MAX_RANK];
     uint64_t cdims[IMAGE_MAX_RANK];
-    int chunked;                /* declared chunked in the image (simple shapes) */
-    int by_value;               /* values written for real */
-    size_t stored_size;         /* element size in chunk objects (fixed types) */
+    int chunked;        /* declared chunked in the image (simple shapes) */
+    int by_value;       /* values written for real */
+    size_t stored_size; /* element size in chunk objects (fixed types) */
 };
 
 /* ---- reading the dataset JSON ---- */
@@ -70,7 +70,8 @@ static int read_dims(const json_t *arr, int rank, hsize_t *out, int allow_zero)
 static int plan_shape(struct dset_plan *p, char *why, size_t why_len)
 {
     const char *cls = hjson_text(json_object_get(p->shape, "class"));
-    const json_t *dims = json_object_get(p->shape, "dims"), *max = json_object_get(p->shape, "maxdims");
+    const json_t *dims = json_object_get(p->shape, "dims"),
+                 *max = json_object_get(p->shape, "maxdims");
     if (!cls || strcmp(cls, "H5S_SIMPLE") != 0) {
         size_t n;
         char unused[8];
@@ -78,7 +79,7 @@ static int plan_shape(struct dset_plan *p, char *why, size_t why_len)
         p->shape_ok = space >= 0;
         if (space >= 0)
             H5Sclose(space);
-        return 0;               /* NULL and SCALAR: rank 0 (others fail at creation) */
+        return 0; /* NULL and SCALAR: rank 0 (others fail at creation) */
     }
     p->rank = (int)json_array_size(dims);
     if (p->rank < 1 || p->rank > IMAGE_MAX_RANK || read_dims(dims, p->rank, p->dims, 1) != 0) {
@@ -92,7 +93,7 @@ static int plan_shape(struct dset_plan *p, char *why, size_t why_len)
         if (!max)
             p->maxdims[k] = p->dims[k];
         else if (p->maxdims[k] == 0)
-            p->maxdims[k] = H5S_UNLIMITED;  /* HSDS writes 0 for unlimited (spec §3.4) */
+            p->maxdims[k] = H5S_UNLIMITED; /* HSDS writes 0 for unlimited (spec §3.4) */
         if (p->maxdims[k] < p->dims[k])
             return why_reject(why, why_len, "maxdims smaller than dims");
     }
@@ -258,8 +259,8 @@ static int create_as_stored(struct builder *b, struct build_obj *o, const struct
  */
 static int index_by_stored_chunks(hid_t dset, const struct dset_plan *p, uint64_t written)
 {
-    uint64_t dense = written > DENSE_GRID_MIN / DENSE_FACTOR ? written * DENSE_FACTOR
-                                                             : DENSE_GRID_MIN;
+    uint64_t dense =
+        written > DENSE_GRID_MIN / DENSE_FACTOR ? written * DENSE_FACTOR : DENSE_GRID_MIN;
     uint64_t grid = 1;
     int unlimited = 0;
     if (!p->chunked)
@@ -280,8 +281,7 @@ static int index_by_stored_chunks(hid_t dset, const struct dset_plan *p, uint64_
 
 int build_dataset_fill_refers(const struct build_obj *o)
 {
-    const json_t *fv = json_object_get(json_object_get(o->json, "creationProperties"),
-                                       "fillValue");
+    const json_t *fv = json_object_get(json_object_get(o->json, "creationProperties"), "fillValue");
     return fv && !json_is_null(fv) &&
            (h5type_traits(json_object_get(o->json, "type")) & H5TYPE_HAS_REF) != 0;
 }
@@ -292,8 +292,8 @@ static int add_dataset(struct builder *b, struct image_dataset **out)
 {
     struct image *img = b->img;
     if (img->n_datasets == b->cap_datasets) {
-        struct image_dataset *n = grow_array(img->datasets, &b->cap_datasets, b->cap_datasets + 1,
-                                             sizeof *n, 16);
+        struct image_dataset *n =
+            grow_array(img->datasets, &b->cap_datasets, b->cap_datasets + 1, sizeof *n, 16);
         if (!n)
             return -ENOMEM;
         img->datasets = n;
@@ -323,8 +323,8 @@ static int describe_dataset(struct build_obj *o, const struct dset_plan *p,
     if (build_chunk_key_prefix(o->id, p->rank, ds->key_prefix, sizeof ds->key_prefix) != 0)
         return why_reject(why, why_len, "its id has no chunk keys");
     const json_t *filters = json_object_get(p->cprops, "filters");
-    return codec_spec_from_filters(filters, p->stored_size, 0, CODEC_SOURCE_HSDS, &ds->codec,
-                                   why, why_len);
+    return codec_spec_from_filters(filters, p->stored_size, 0, CODEC_SOURCE_HSDS, &ds->codec, why,
+                                   why_len);
 }
 
 /* ---- chunk extents ---- */
@@ -348,7 +348,7 @@ static int declare_chunks(struct builder *b, struct build_obj *o, uint32_t dset_
                           const struct chunk_list *chunks)
 {
     struct image_dataset *ds = &b->img->datasets[dset_index];
-    b->declared += chunks->n;   /* against IMAGE_CHUNKS_MAX, checked by chunk_source */
+    b->declared += chunks->n; /* against IMAGE_CHUNKS_MAX, checked by chunk_source */
     int rc = ensure_placeholder(b, ds->chunk_bytes);
     if (rc == 0)
         rc = extent_reserve_chunks(b->img->map, chunks->n);
@@ -375,8 +375,9 @@ static int read_fill_value(struct build_obj *o, struct image_dataset *ds)
     if (!(ds->fill = calloc(1, ds->itemsize ? ds->itemsize : 1)))
         rc = -ENOMEM;
     else if (dcpl >= 0 && tid >= 0 && H5Pfill_value_defined(dcpl, &state) >= 0)
-        rc = state == H5D_FILL_VALUE_UNDEFINED ||
-             H5Pget_fill_value(dcpl, tid, ds->fill) >= 0 ? 0 : -EIO;
+        rc = state == H5D_FILL_VALUE_UNDEFINED || H5Pget_fill_value(dcpl, tid, ds->fill) >= 0
+                 ? 0
+                 : -EIO;
     if (dcpl >= 0)
         H5Pclose(dcpl);
     if (tid >= 0)
@@ -387,8 +388,7 @@ static int read_fill_value(struct build_obj *o, struct image_dataset *ds)
 /* A *_REF layout (data in another HDF5 file of the bucket) lives in creationProperties. */
 static int is_ref_layout(const struct dset_plan *p)
 {
-    const char *cls = hjson_text(json_object_get(json_object_get(p->cprops, "layout"),
-                                                        "class"));
+    const char *cls = hjson_text(json_object_get(json_object_get(p->cprops, "layout"), "class"));
     return cls && strstr(cls, "_REF") != NULL;
 }
 
@@ -399,9 +399,9 @@ static int chunk_source(struct builder *b, struct build_obj *o, const struct dse
                         struct image_dataset *ds, struct chunk_list *chunks, char *why,
                         size_t why_len)
 {
-    int rc = is_ref_layout(p) ? build_ref_chunks(b, o, ds, &chunks->v, &chunks->n, why, why_len)
-                              : 1;
-    if (rc == 1)                /* chunk objects in the bucket */
+    int rc =
+        is_ref_layout(p) ? build_ref_chunks(b, o, ds, &chunks->v, &chunks->n, why, why_len) : 1;
+    if (rc == 1) /* chunk objects in the bucket */
         rc = build_take_listed(o, ds, chunks) ? 0 : build_dataset_chunks(b, ds, chunks);
     if (rc == -EFBIG)
         snprintf(why, why_len, "a v1 dataset of more than %u chunks, which cannot be listed",
@@ -480,16 +480,16 @@ static int values_grid(struct build_obj *o, const struct dset_plan *p, struct im
 {
     struct dset_plan q = *p;
     int vlen = (h5type_traits(p->type) & H5TYPE_HAS_VLEN) != 0;
-    if (q.rank == 0) {          /* HSDS keeps a scalar as shape [1], chunk "0" (spec §2.4) */
+    if (q.rank == 0) { /* HSDS keeps a scalar as shape [1], chunk "0" (spec §2.4) */
         q.rank = 1;
         q.dims[0] = q.cdims[0] = 1;
     }
     if (vlen)
-        q.stored_size = 1;      /* vlen chunks have no fixed size; only their grid matters */
+        q.stored_size = 1; /* vlen chunks have no fixed size; only their grid matters */
     int rc = describe_dataset(o, &q, ds, why, why_len);
     if (rc == 0 && vlen)
-        rc = codec_spec_from_filters(json_object_get(p->cprops, "filters"), 1, 1,
-                                     CODEC_SOURCE_HSDS, &ds->codec, why, why_len);
+        rc = codec_spec_from_filters(json_object_get(p->cprops, "filters"), 1, 1, CODEC_SOURCE_HSDS,
+                                     &ds->codec, why, why_len);
     return rc;
 }
 
@@ -508,8 +508,8 @@ static int create_for_values(struct builder *b, struct build_obj *o, const struc
 
 /* Declare [addr, addr+size) of dataset o unreadable: reads of it fail with EIO and fetch
  * nothing. The table entry is made on first use (*index UINT32_MAX). */
-static int poison_extent(struct builder *b, const struct build_obj *o, haddr_t addr,
-                         hsize_t size, uint64_t chunk, uint32_t *index)
+static int poison_extent(struct builder *b, const struct build_obj *o, haddr_t addr, hsize_t size,
+                         uint64_t chunk, uint32_t *index)
 {
     if (*index == UINT32_MAX) {
         struct image_dataset *ds;
@@ -563,7 +563,7 @@ static hid_t placeholder_plist(const struct dset_plan *p, hid_t tid, char *why, 
     hsize_t c[IMAGE_MAX_RANK];
     hid_t dcpl = H5Pcreate(H5P_DATASET_CREATE);
     int ok = dcpl >= 0 && build_object_plist(dcpl) == 0;
-    if (ok && plan_has_data(p)) {       /* else nothing to read: the default layout */
+    if (ok && plan_has_data(p)) { /* else nothing to read: the default layout */
         if (placeholder_chunks(p, H5Tget_size(tid), c) != 0) {
             snprintf(why, why_len, "too large to show even as a placeholder");
             ok = 0;
@@ -648,7 +648,7 @@ static int create_placeholder(struct builder *b, struct build_obj *o, const stru
     haddr_t addr = HADDR_UNDEF;
     unsigned mask;
     uint32_t index = UINT32_MAX;
-    if (size > 0) {             /* one allocation from the first chunk on */
+    if (size > 0) { /* one allocation from the first chunk on */
         if (H5Dget_chunk_info_by_coord(o->hid, zero, &mask, &addr, &first) < 0 ||
             addr == HADDR_UNDEF)
             return -EIO;
@@ -674,15 +674,15 @@ int build_dataset_create(struct builder *b, struct build_obj *o)
 
 /* ---- values written for real ---- */
 
-#define VALUES_CHUNK_MAX (256u << 20)   /* a vlen chunk's stored bytes, decoded */
+#define VALUES_CHUNK_MAX (256u << 20) /* a vlen chunk's stored bytes, decoded */
 
 /* Fetch and decode one chunk's stored bytes. -ENOENT: no such chunk (fill value). */
 static int fetch_stored(struct builder *b, const struct image_dataset *ds, const char *key,
                         int vlen, unsigned char **out, size_t *len, char *why, size_t why_len)
 {
     struct store_buf raw = { 0 };
-    int rc = store_get(b->src->store, key, vlen ? VALUES_CHUNK_MAX : ds->chunk_bytes * 2 + 65536,
-                       &raw);
+    int rc =
+        store_get(b->src->store, key, vlen ? VALUES_CHUNK_MAX : ds->chunk_bytes * 2 + 65536, &raw);
     if (rc == -ENOENT)
         return rc;
     if (rc != 0) {
@@ -735,8 +735,10 @@ static int write_chunk_values(struct build_obj *o, const struct dset_plan *p,
         cdims[k] = ds->chunk_dims[k];
     hid_t mem = H5Screate_simple(p->rank, cdims, NULL), file = H5Dget_space(o->hid);
     int rc = mem >= 0 && file >= 0 && select_chunk(mem, ds, p->dims, linear, 1) >= 0 &&
-             select_chunk(file, ds, p->dims, linear, 0) >= 0 &&
-             H5Dwrite(o->hid, p->tid, mem, file, H5P_DEFAULT, buf) >= 0 ? 0 : -EIO;
+                     select_chunk(file, ds, p->dims, linear, 0) >= 0 &&
+                     H5Dwrite(o->hid, p->tid, mem, file, H5P_DEFAULT, buf) >= 0
+                 ? 0
+                 : -EIO;
     if (mem >= 0)
         H5Sclose(mem);
     if (file >= 0)
@@ -756,7 +758,7 @@ static int value_chunk(struct builder *b, struct build_obj *o, const struct dset
     if (rc == 0)
         rc = fetch_stored(b, ds, key, vlen, &bytes, &len, why, why_len);
     if (rc == -ENOENT)
-        return 0;               /* no chunk: the fill value */
+        return 0; /* no chunk: the fill value */
     for (int k = 0; k < ds->rank && p->rank > 0; k++)
         n *= ds->chunk_dims[k];
     struct h5value_refs refs = { build_resolve_ref, b };
@@ -850,10 +852,11 @@ static int write_values(struct builder *b, struct build_obj *o, const struct dse
     for (size_t i = 0; i < chunks.n && rc == 0; i++) {
         char cwhy[200] = "";
         rc = value_chunk(b, o, p, &ds, chunks.v[i], cwhy, sizeof cwhy);
-        if (rc == -EINVAL && (rc = poison_value_chunk(b, o, p, &ds, chunks.v[i], &poisoned,
-                                                      cwhy)) == -EINVAL)
-            snprintf(why, why_len, "%s; %s", cwhy, p->rank == 0
-                     ? "a scalar cannot be shown unreadable" : "HDF5 refused to make it unreadable");
+        if (rc == -EINVAL &&
+            (rc = poison_value_chunk(b, o, p, &ds, chunks.v[i], &poisoned, cwhy)) == -EINVAL)
+            snprintf(why, why_len, "%s; %s", cwhy,
+                     p->rank == 0 ? "a scalar cannot be shown unreadable"
+                                  : "HDF5 refused to make it unreadable");
     }
     free(chunks.v);
     image_dataset_clear(&ds);
@@ -864,7 +867,7 @@ int build_dataset_fill(struct builder *b, struct build_obj *o, char *why, size_t
 {
     struct dset_plan p;
     int rc = plan_dataset(b, o, &p, why, why_len);
-    if (rc == 0 && !is_null_space(p.shape))     /* a NULL dataspace has no data */
+    if (rc == 0 && !is_null_space(p.shape)) /* a NULL dataspace has no data */
         rc = write_values(b, o, &p, why, why_len);
     plan_close(&p);
     return rc;

@@ -16,16 +16,16 @@ struct run {
 struct chunk_extent {
     uint64_t off;
     uint64_t chunk;
-    uint32_t len;               /* a chunk is less than 4 GiB (HDF5's limit) */
+    uint32_t len; /* a chunk is less than 4 GiB (HDF5's limit) */
     uint32_t dset;
 };
 
 struct extent_map {
-    struct run *runs;           /* while built */
+    struct run *runs; /* while built */
     size_t n_runs, cap_runs;
-    struct chunk_extent *chunks;    /* while built */
+    struct chunk_extent *chunks; /* while built */
     size_t n_chunks, cap_chunks;
-    struct segment *segs;       /* after extent_finish (made in the chunks' memory) */
+    struct segment *segs; /* after extent_finish (made in the chunks' memory) */
     size_t n_segs;
     uint64_t size;
 };
@@ -49,7 +49,6 @@ void extent_map_free(struct extent_map *map)
     free(map->segs);
     free(map);
 }
-
 
 /* ---- binary searches: first item that ends after off ---- */
 
@@ -147,7 +146,7 @@ static void drop_chunks(struct extent_map *m, uint64_t off, uint64_t end)
     while (j < m->n_chunks && m->chunks[j].off < end)
         j++;
     if (i == j)
-        return;                 /* nothing overlaps (and chunks may still be NULL) */
+        return; /* nothing overlaps (and chunks may still be NULL) */
     memmove(&m->chunks[i], &m->chunks[j], (m->n_chunks - j) * sizeof *m->chunks);
     m->n_chunks -= j - i;
 }
@@ -201,8 +200,8 @@ int extent_write_chunk(struct extent_map *map, uint64_t off, uint64_t len, struc
     int rc = cut_runs(map, off, off + len);
     if (rc != 0)
         return rc;
-    struct chunk_extent *chunks = grow_array(map->chunks, &map->cap_chunks, map->n_chunks + 1,
-                                             sizeof *chunks, 64);
+    struct chunk_extent *chunks =
+        grow_array(map->chunks, &map->cap_chunks, map->n_chunks + 1, sizeof *chunks, 64);
     if (!chunks)
         return -ENOMEM;
     map->chunks = chunks;
@@ -266,20 +265,22 @@ int extent_finish(struct extent_map *map, uint64_t eof)
         return -ENOMEM;
     map->chunks = NULL;
     map->cap_chunks = map->n_chunks = 0;
-    for (size_t i = nc; i-- > 0;) {     /* segment i lies over chunk extents i and later */
+    for (size_t i = nc; i-- > 0;) { /* segment i lies over chunk extents i and later */
         struct chunk_extent c = ((struct chunk_extent *)segs)[i];
-        segs[i] = (struct segment){ .off = c.off, .len = c.len, .u.chunk = c.chunk,
-                                    .dset = c.dset, .kind = SEGMENT_CHUNK };
+        segs[i] = (struct segment){
+            .off = c.off, .len = c.len, .u.chunk = c.chunk, .dset = c.dset, .kind = SEGMENT_CHUNK
+        };
     }
     size_t r = map->n_runs, c = nc, out = n;
-    while (r > 0) {                 /* merge from the back: nothing not yet moved is written */
+    while (r > 0) { /* merge from the back: nothing not yet moved is written */
         const struct run *x = &map->runs[r - 1];
         if (c > 0 && segs[c - 1].off > x->off) {
             segs[--out] = segs[--c];
             continue;
         }
-        segs[--out] = (struct segment){ .off = x->off, .len = x->len, .u.bytes = x->data,
-                                        .kind = SEGMENT_BYTES };
+        segs[--out] = (struct segment){
+            .off = x->off, .len = x->len, .u.bytes = x->data, .kind = SEGMENT_BYTES
+        };
         r--;
     }
     free(map->runs);

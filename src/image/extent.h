@@ -32,11 +32,11 @@ struct segment {
     uint64_t off;
     uint64_t len;
     union {
-        const unsigned char *bytes;     /* SEGMENT_BYTES: len bytes */
-        uint64_t chunk;                 /* SEGMENT_CHUNK: the extent is the whole chunk */
+        const unsigned char *bytes; /* SEGMENT_BYTES: len bytes */
+        uint64_t chunk;             /* SEGMENT_CHUNK: the extent is the whole chunk */
     } u;
-    uint32_t dset;                      /* SEGMENT_CHUNK: the chunk's dataset (extent_tag) */
-    uint32_t kind;                      /* enum segment_kind */
+    uint32_t dset; /* SEGMENT_CHUNK: the chunk's dataset (extent_tag) */
+    uint32_t kind; /* enum segment_kind */
 };
 
 struct extent_map;

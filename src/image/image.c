@@ -9,7 +9,7 @@
 #include "h5osfs/log.h"
 #include "image_int.h"
 
-static pthread_mutex_t image_lock = PTHREAD_MUTEX_INITIALIZER;   /* guards every refs count */
+static pthread_mutex_t image_lock = PTHREAD_MUTEX_INITIALIZER; /* guards every refs count */
 
 void image_dataset_clear(struct image_dataset *ds)
 {
@@ -100,8 +100,8 @@ const char *image_object_id(const struct image *img, uint64_t addr)
     return lo < img->n_objects && img->objects[lo].addr == addr ? img->objects[lo].id : NULL;
 }
 
-int image_for_each_chunk(const struct image *img,
-                         int (*fn)(void *ctx, uint64_t off, uint64_t len), void *ctx)
+int image_for_each_chunk(const struct image *img, int (*fn)(void *ctx, uint64_t off, uint64_t len),
+                         void *ctx)
 {
     size_t n;
     const struct segment *seg = extent_segments(img->map, &n);
@@ -171,7 +171,7 @@ static int load_hsds(const struct chunk_job *job, unsigned char *buf, size_t siz
         return -EIO;
     int rc = store_get(job->img->store, key, size + size / 8 + 65536, &raw);
     if (rc == -ENOENT) {
-        image_fill(ds, buf, size);   /* deleted since the build: as HSDS reads it */
+        image_fill(ds, buf, size); /* deleted since the build: as HSDS reads it */
         return 0;
     }
     if (rc != 0) {
@@ -198,18 +198,17 @@ static int load_chunk(void *ctx, void *buf, size_t size)
         return image_load_ref(job, buf, size);
     default:
         log_error("%s: %s: chunk %" PRIu64 ": the dataset's data cannot be served (see the "
-                  "build's log line)", job->img->domain_path, job->ds->path, job->linear);
+                  "build's log line)",
+                  job->img->domain_path, job->ds->path, job->linear);
         return -EIO;
     }
 }
 
 /* ---- reads ---- */
 
-static void chunk_cache_key(const struct image *img, const struct segment *s, char *key,
-                            size_t len)
+static void chunk_cache_key(const struct image *img, const struct segment *s, char *key, size_t len)
 {
-    snprintf(key, len, "%" PRIu64 ":%" PRIu32 ":%" PRIu64, img->serial, s->dset,
-             s->u.chunk);
+    snprintf(key, len, "%" PRIu64 ":%" PRIu32 ":%" PRIu64, img->serial, s->dset, s->u.chunk);
 }
 
 static int copy_chunk(struct image *img, struct chunk_cache *cache, const struct segment *s,
@@ -221,9 +220,9 @@ static int copy_chunk(struct image *img, struct chunk_cache *cache, const struct
         return -EIO;
     struct chunk_job job = { img, &img->datasets[s->dset], s->u.chunk };
     if (job.ds->origin == ORIGIN_POISON)
-        return -EIO;            /* logged once by the build; nothing to fetch (it may be huge) */
+        return -EIO; /* logged once by the build; nothing to fetch (it may be huge) */
     if (job.ds->chunk_bytes != s->len)
-        return -EIO;            /* the driver declared what the table says: cannot happen */
+        return -EIO; /* the driver declared what the table says: cannot happen */
     chunk_cache_key(img, s, key, sizeof key);
     int rc = chunk_cache_get(cache, key, s->len, load_chunk, &job, &e);
     if (rc != 0)
@@ -242,8 +241,8 @@ static void prefetch_done(void *ctx)
 
 /* Queue a load of chunk `linear` of dataset `dset` (len bytes). 0, or -1 when the queue is
  * full or memory is short: stop queueing, the reader fetches for itself. */
-static int queue_chunk(struct image *img, struct image_reader *r, uint32_t dset,
-                       uint64_t linear, uint64_t len)
+static int queue_chunk(struct image *img, struct image_reader *r, uint32_t dset, uint64_t linear,
+                       uint64_t len)
 {
     struct chunk_job *job = malloc(sizeof *job);
     if (!job)
@@ -324,13 +323,13 @@ static void line_ahead(struct image *img, struct image_reader *r, uint32_t dset,
 
 /* A read that begins a chunk away from where the last one was: a step along one dimension of
  * the grid (or a new line started where the last step's line started) queues the line. */
-static void stride_ahead(struct image *img, struct image_reader *r,
-                         const struct segment *segs, size_t seg)
+static void stride_ahead(struct image *img, struct image_reader *r, const struct segment *segs,
+                         size_t seg)
 {
     const struct segment *s = &segs[seg];
     uint64_t from = r->run_chunk, stride = r->stride;
     if (r->last_chunk == seg + 1 || !can_prefetch(img, s->dset))
-        return;                 /* within the same chunk: nothing new */
+        return; /* within the same chunk: nothing new */
     r->run_chunk = seg + 1;
     r->run_chunks = 1;
     /* from where the last jump landed: the kernel's read-ahead runs past the chunk it read */
@@ -374,8 +373,7 @@ static void widen(struct image_reader *r)
     r->window = w == 0 ? 2 : w < IMAGE_PREFETCH_MAX ? w * 2 : IMAGE_PREFETCH_MAX;
 }
 
-ssize_t image_read(struct image *img, struct image_reader *r, uint64_t off, void *buf,
-                   size_t len)
+ssize_t image_read(struct image *img, struct image_reader *r, uint64_t off, void *buf, size_t len)
 {
     uint64_t size = extent_size(img->map);
     if (off >= size)
@@ -388,9 +386,9 @@ ssize_t image_read(struct image *img, struct image_reader *r, uint64_t off, void
     for (i = extent_find(img->map, off); done < len;) {
         uint64_t pos = off + done;
         unsigned char *out = (unsigned char *)buf + done;
-        if (i >= n_segs || segs[i].off > pos) {     /* a hole up to the next segment */
-            uint64_t to = i < n_segs && segs[i].off - pos < len - done ? segs[i].off - pos
-                                                                       : len - done;
+        if (i >= n_segs || segs[i].off > pos) { /* a hole up to the next segment */
+            uint64_t to =
+                i < n_segs && segs[i].off - pos < len - done ? segs[i].off - pos : len - done;
             memset(out, 0, to);
             done += to;
             continue;
@@ -398,7 +396,7 @@ ssize_t image_read(struct image *img, struct image_reader *r, uint64_t off, void
         const struct segment *s = &segs[i++];
         uint64_t n = s->off + s->len - pos < len - done ? s->off + s->len - pos : len - done;
         if (s->kind == SEGMENT_CHUNK && first_chunk && r->prefetch) {
-            int new_chunk = r->last_chunk != i;     /* i - 1 is this segment's index */
+            int new_chunk = r->last_chunk != i; /* i - 1 is this segment's index */
             if (sequential && new_chunk && ++r->run_chunks >= 3) {
                 widen(r);
                 read_ahead(img, r, i - 1);
@@ -406,9 +404,9 @@ ssize_t image_read(struct image *img, struct image_reader *r, uint64_t off, void
                 stride_ahead(img, r, segs, i - 1);
             }
             if (!r->run_chunk)
-                r->run_chunk = i;   /* the reader's first chunk starts its first run */
+                r->run_chunk = i; /* the reader's first chunk starts its first run */
             r->last_chunk = i;
-            first_chunk = 0;    /* once per read */
+            first_chunk = 0; /* once per read */
         }
         if (s->kind == SEGMENT_BYTES)
             memcpy(out, s->u.bytes + (pos - s->off), n);
@@ -441,8 +439,8 @@ static int same_dataset(const struct image_dataset *a, const struct image_datase
         return 0;
     for (size_t i = 0; i < a->n_pieces; i++) {
         const struct ref_piece *x = &a->pieces[i], *y = &b->pieces[i];
-        if (x->chunk != y->chunk || x->off != y->off || x->size != y->size ||
-            x->uri != y->uri || x->sub != y->sub)
+        if (x->chunk != y->chunk || x->off != y->off || x->size != y->size || x->uri != y->uri ||
+            x->sub != y->sub)
             return 0;
     }
     return 1;
@@ -472,16 +470,16 @@ int image_equal(const struct image *a, const struct image *b)
 {
     size_t na, nb;
     const struct segment *sa = extent_segments(a->map, &na), *sb = extent_segments(b->map, &nb);
-    if (extent_size(a->map) != extent_size(b->map) || na != nb ||
-        a->n_datasets != b->n_datasets || !same_omissions(a, b))
+    if (extent_size(a->map) != extent_size(b->map) || na != nb || a->n_datasets != b->n_datasets ||
+        !same_omissions(a, b))
         return 0;
     for (size_t i = 0; i < na; i++) {
         if (sa[i].off != sb[i].off || sa[i].len != sb[i].len || sa[i].kind != sb[i].kind)
             return 0;
         if (sa[i].kind == SEGMENT_BYTES && memcmp(sa[i].u.bytes, sb[i].u.bytes, sa[i].len) != 0)
             return 0;
-        if (sa[i].kind == SEGMENT_CHUNK && (sa[i].dset != sb[i].dset ||
-                                            sa[i].u.chunk != sb[i].u.chunk))
+        if (sa[i].kind == SEGMENT_CHUNK &&
+            (sa[i].dset != sb[i].dset || sa[i].u.chunk != sb[i].u.chunk))
             return 0;
     }
     for (size_t i = 0; i < a->n_datasets; i++)
@@ -506,4 +504,3 @@ void image_stats(const struct image *img, struct image_stats *out)
         out->memory += img->datasets[i].n_pieces * sizeof(struct ref_piece);
     out->build_seconds = img->build_seconds;
 }
-

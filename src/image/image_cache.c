@@ -24,7 +24,7 @@
 /* ---- the key: what the image was built from ---- */
 
 static pthread_once_t program_once = PTHREAD_ONCE_INIT;
-static unsigned char program_digest[32];    /* written once, then only read */
+static unsigned char program_digest[32]; /* written once, then only read */
 
 /* This executable's digest: an image laid out by another build of h5osfs is not read back. */
 static void digest_program(void)
@@ -49,8 +49,8 @@ static void digest_program(void)
 struct stamp_entry {
     char *key;
     struct store_stat st;
-    int gone;                   /* deleted between the listing and its stat */
-    int failed;                 /* its stat failed: no stamp */
+    int gone;   /* deleted between the listing and its stat */
+    int failed; /* its stat failed: no stamp */
 };
 
 struct stamp_walk {
@@ -58,8 +58,8 @@ struct stamp_walk {
     struct root_listing *rl;
     struct stamp_entry *v;
     size_t n, cap;
-    int stat_later;             /* the listing gave no stats (a local bucket) */
-    int shared_listed;          /* saw the image kept in the bucket */
+    int stat_later;    /* the listing gave no stats (a local bucket) */
+    int shared_listed; /* saw the image kept in the bucket */
 };
 
 static int is_json(const char *key)
@@ -87,7 +87,7 @@ static int stamp_key(void *ctx, const char *key, const struct store_stat *st)
     }
     int rc = is_json(key) ? 0 : build_root_listing_add(w->rl, key);
     if (rc != 0)
-        return rc;              /* 1: too many chunks, stop before any stat is spent */
+        return rc; /* 1: too many chunks, stop before any stat is spent */
     if (w->n == w->cap) {
         struct stamp_entry *bigger = grow_array(w->v, &w->cap, w->cap + 1, sizeof *bigger, 256);
         if (!bigger)
@@ -123,14 +123,14 @@ static int digest_entries(struct stamp_walk *w, unsigned requests, unsigned char
     if (w->stat_later)
         pfor(w->n, requests ? requests : 1, stat_entry, w);
     if (w->n > 1)
-        qsort(w->v, w->n, sizeof *w->v, by_key);     /* v is NULL when n is 0 */
+        qsort(w->v, w->n, sizeof *w->v, by_key); /* v is NULL when n is 0 */
     EVP_MD_CTX *ctx = EVP_MD_CTX_new();
     int ok = ctx && EVP_DigestInit_ex(ctx, EVP_sha256(), NULL) == 1;
     for (size_t i = 0; ok && i < w->n; i++) {
         const struct stamp_entry *e = &w->v[i];
         char line[STORE_KEY_MAX + 128];
-        int len = snprintf(line, sizeof line, "%s %llu %s", e->key,
-                           (unsigned long long)e->st.size, e->st.etag);
+        int len = snprintf(line, sizeof line, "%s %llu %s", e->key, (unsigned long long)e->st.size,
+                           e->st.etag);
         ok = !e->failed && len > 0 && (size_t)len < sizeof line &&
              (e->gone || EVP_DigestUpdate(ctx, line, (size_t)len + 1) == 1);
     }
@@ -140,8 +140,8 @@ static int digest_entries(struct stamp_walk *w, unsigned requests, unsigned char
     return ok ? 0 : -EIO;
 }
 
-static int digest_name(const struct image_source *src, const char *domain_path,
-                       const char *root_id, char name[65])
+static int digest_name(const struct image_source *src, const char *domain_path, const char *root_id,
+                       char name[65])
 {
     pthread_once(&program_once, digest_program);
     const char *parts[] = { src->bucket_id ? src->bucket_id : "", domain_path, root_id,
@@ -178,8 +178,8 @@ static int digest_shared(const struct image_source *src, const char *domain_path
     return ok ? 0 : -ENOMEM;
 }
 
-int image_cache_key(const struct image_source *src, const char *domain_path,
-                    const char *root_id, struct root_listing *rl, struct image_cache_key *key)
+int image_cache_key(const struct image_source *src, const char *domain_path, const char *root_id,
+                    struct root_listing *rl, struct image_cache_key *key)
 {
     if (!src->image_dir || schema_id_version(root_id) != 2)
         return -ENOTSUP;
@@ -209,7 +209,7 @@ int image_cache_key(const struct image_source *src, const char *domain_path,
 
 /* A build of fewer objects makes about as few requests as fetching its image would. */
 #define SHARE_MIN_OBJECTS 8
-#define SHARED_MAX (256u << 20)     /* larger is not an image (500 datasets: ~1 MiB) */
+#define SHARED_MAX (256u << 20) /* larger is not an image (500 datasets: ~1 MiB) */
 
 struct image *image_cache_load(const struct image_source *src, const char *domain_path,
                                const struct image_cache_key *key)
@@ -222,7 +222,7 @@ struct image *image_cache_load(const struct image_source *src, const char *domai
     }
     char path[4096];
     snprintf(path, sizeof path, "%s/%s", src->image_dir, key->name);
-    if (utimensat(AT_FDCWD, path, NULL, 0) != 0)    /* recently used: evicted last */
+    if (utimensat(AT_FDCWD, path, NULL, 0) != 0) /* recently used: evicted last */
         log_debug("%s: cannot touch it: %s", path, strerror(errno));
     return img;
 }
@@ -292,8 +292,7 @@ static struct image *decode_shared(const struct image_source *src, const char *d
     int rc = inflate_shared(z, &raw, &len);
     struct image *img = rc == 0 ? image_alloc(src, domain_path) : NULL;
     if (rc == 0)
-        rc = img ? image_file_decode(raw, len, key->shared_stamp, img, key->shared_key)
-                 : -ENOMEM;
+        rc = img ? image_file_decode(raw, len, key->shared_stamp, img, key->shared_key) : -ENOMEM;
     else if (rc == -EINVAL)
         log_warn("%s: not a usable built file: built again", key->shared_key);
     free(raw);
@@ -409,7 +408,7 @@ static void trim(const struct image_source *src)
  * do not count), together far more than the excess, down to the newest images. A trim reads
  * one directory of image files, short next to the build that precedes every save. */
 static pthread_mutex_t trim_lock = PTHREAD_MUTEX_INITIALIZER;
-static uint64_t saved_since_trim = UINT64_MAX / 2;     /* under trim_lock */
+static uint64_t saved_since_trim = UINT64_MAX / 2; /* under trim_lock */
 
 void image_cache_save(const struct image_source *src, const struct image_cache_key *key,
                       const struct image *img)
@@ -417,8 +416,7 @@ void image_cache_save(const struct image_source *src, const struct image_cache_k
     char path[4096];
     struct stat sb;
     snprintf(path, sizeof path, "%s/%s", src->image_dir, key->name);
-    if (image_file_save(src->image_dir, key->name, key->stamp, img) != 0 ||
-        stat(path, &sb) != 0)
+    if (image_file_save(src->image_dir, key->name, key->stamp, img) != 0 || stat(path, &sb) != 0)
         return;
     pthread_mutex_lock(&trim_lock);
     saved_since_trim += (uint64_t)sb.st_size;

@@ -21,21 +21,21 @@
 #define IMAGE_SHARED_NAME ".h5osfs-image"
 
 struct image_cache_key {
-    char name[65];              /* file name in src->image_dir */
+    char name[65]; /* file name in src->image_dir */
     unsigned char stamp[32];
     /* the copy in the bucket: its own stamp also names what else the bytes depend on (this
      * program, the bucket name, the domain path, the root id), which the file name holds for
      * the local copy */
-    char shared_key[48];        /* db/A-B/.h5osfs-image */
+    char shared_key[48]; /* db/A-B/.h5osfs-image */
     unsigned char shared_stamp[32];
-    int shared_listed;          /* the listing had one (of whatever version) */
+    int shared_listed; /* the listing had one (of whatever version) */
 };
 
 /* List the root of root_id (v2 ids), compute the entry's key, and keep the chunk keys in rl
  * (complete) for a build that follows. 0; -EFBIG (more chunk keys than a root listing keeps:
  * not cached); -errno of the store; -ENOMEM. */
-int image_cache_key(const struct image_source *src, const char *domain_path,
-                    const char *root_id, struct root_listing *rl, struct image_cache_key *key);
+int image_cache_key(const struct image_source *src, const char *domain_path, const char *root_id,
+                    struct root_listing *rl, struct image_cache_key *key);
 
 /* The cached image for key, or NULL (a miss; a bad entry is logged, and the build that
  * follows replaces it). */

@@ -21,7 +21,7 @@
 
 #define FILE_MAGIC "H5OSFSIM"
 #define FILE_FORMAT 1u
-#define FILE_MAX (1ull << 32)           /* an image's metadata is far smaller */
+#define FILE_MAX (1ull << 32) /* an image's metadata is far smaller */
 
 /* ---- writing ---- */
 
@@ -34,7 +34,7 @@ struct out {
 static void put(struct out *o, const void *data, size_t n)
 {
     if (o->failed || n == 0)
-        return;                 /* data may be NULL then, which memcpy must not get */
+        return; /* data may be NULL then, which memcpy must not get */
     if (o->len + n > o->cap) {
         unsigned char *bigger = grow_array(o->p, &o->cap, o->len + n, 1, 65536);
         if (!bigger) {
@@ -57,7 +57,7 @@ static void put_u64(struct out *o, uint64_t v)
 
 static void put_str(struct out *o, const char *s)
 {
-    put_u64(o, s ? strlen(s) + 1 : 0);  /* 0: NULL */
+    put_u64(o, s ? strlen(s) + 1 : 0); /* 0: NULL */
     if (s)
         put(o, s, strlen(s) + 1);
 }
@@ -78,7 +78,7 @@ static void put_dataset(struct out *o, const struct image_dataset *d)
     }
     put_u64(o, d->itemsize);
     put_u64(o, d->chunk_bytes);
-    put(o, &d->codec, sizeof d->codec);    /* plain data, read back by the same build */
+    put(o, &d->codec, sizeof d->codec); /* plain data, read back by the same build */
     put_u64(o, d->fill ? d->itemsize : 0);
     if (d->fill)
         put(o, d->fill, d->itemsize);
@@ -146,15 +146,15 @@ static int write_file(const char *dir, const char *name, const struct out *o)
     }
     if (fd >= 0 && close(fd) != 0 && rc == 0)
         rc = -errno;
-    if (rc == 0 && rename(tmp, final) != 0)   /* readers see the old file or the new one */
+    if (rc == 0 && rename(tmp, final) != 0) /* readers see the old file or the new one */
         rc = -errno;
     if (rc != 0 && fd >= 0)
         unlink(tmp);
     return rc;
 }
 
-int image_file_encode(const unsigned char stamp[32], const struct image *img,
-                      unsigned char **out, size_t *len)
+int image_file_encode(const unsigned char stamp[32], const struct image *img, unsigned char **out,
+                      size_t *len)
 {
     struct out o = { 0 };
     uint64_t format = FILE_FORMAT;
@@ -180,8 +180,7 @@ int image_file_save(const char *dir, const char *name, const unsigned char stamp
         rc = write_file(dir, name, &o);
     free(o.p);
     if (rc != 0)
-        log_debug("%s: the built file is not kept in %s: %s", img->domain_path, dir,
-                  strerror(-rc));
+        log_debug("%s: the built file is not kept in %s: %s", img->domain_path, dir, strerror(-rc));
     return rc;
 }
 
@@ -309,8 +308,8 @@ static int get_segments(struct in *in, struct image *img)
             s->u.bytes = get_copy(in, s->len);
         else if (s->kind == SEGMENT_CHUNK)
             s->u.chunk = get_u64(in);
-        if ((s->kind != SEGMENT_BYTES && s->kind != SEGMENT_CHUNK) || s->off < end ||
-            s->len == 0 || s->len > size || s->off > size - s->len)
+        if ((s->kind != SEGMENT_BYTES && s->kind != SEGMENT_CHUNK) || s->off < end || s->len == 0 ||
+            s->len > size || s->off > size - s->len)
             in->bad = 1;
         end = s->off + s->len;
     }
@@ -344,8 +343,7 @@ static int get_image(struct in *in, struct image *img)
             in->bad = 1;
     }
     img->n_omissions = (size_t)get_count(in, 40);
-    if (img->n_omissions &&
-        !(img->omissions = calloc(img->n_omissions, sizeof *img->omissions)))
+    if (img->n_omissions && !(img->omissions = calloc(img->n_omissions, sizeof *img->omissions)))
         return -ENOMEM;
     for (size_t i = 0; i < img->n_omissions && !in->bad; i++) {
         struct image_omission *m = &img->omissions[i];
@@ -363,7 +361,7 @@ static int get_image(struct in *in, struct image *img)
     const struct segment *segs = extent_segments(img->map, &n);
     for (size_t i = 0; i < n && !in->bad; i++)
         if (segs[i].kind == SEGMENT_CHUNK && segs[i].dset >= img->n_datasets)
-            in->bad = 1;        /* a chunk of no dataset */
+            in->bad = 1; /* a chunk of no dataset */
     return in->bad || in->left ? -EINVAL : 0;
 }
 
@@ -407,7 +405,7 @@ int image_file_decode(const unsigned char *buf, size_t len, const unsigned char 
     if (!magic || memcmp(magic, FILE_MAGIC, 8) != 0 || format != FILE_FORMAT || !was)
         rc = -EINVAL;
     else if (memcmp(was, stamp, 32) != 0)
-        rc = -ENOENT;           /* another version of the domain: built again */
+        rc = -ENOENT; /* another version of the domain: built again */
     else
         rc = get_image(&in, img);
     if (rc == -EINVAL)

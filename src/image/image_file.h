@@ -22,8 +22,8 @@ int image_file_load(const char *dir, const char *name, const unsigned char stamp
                     struct image *img);
 
 /* The same as bytes in memory (*out to be freed): 0 or -ENOMEM. */
-int image_file_encode(const unsigned char stamp[32], const struct image *img,
-                      unsigned char **out, size_t *len);
+int image_file_encode(const unsigned char stamp[32], const struct image *img, unsigned char **out,
+                      size_t *len);
 /* Read buf into img as image_file_load does; what names the bytes in a log line. */
 int image_file_decode(const unsigned char *buf, size_t len, const unsigned char stamp[32],
                       struct image *img, const char *what);

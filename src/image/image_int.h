@@ -17,20 +17,20 @@
 #include "vfd.h"
 
 #define IMAGE_MAX_RANK 32
-#define IMAGE_JSON_MAX (64u << 20)      /* largest object JSON we parse */
-#define IMAGE_CHUNK_MAX (1ull << 31)    /* largest decoded chunk we serve (HDF5: < 4 GiB) */
-#define IMAGE_META_BLOCK (64u << 10)    /* metadata comes in blocks this large */
-#define IMAGE_MDC_BYTES (2u << 20)      /* HDF5's metadata cache while a file is built */
+#define IMAGE_JSON_MAX (64u << 20)   /* largest object JSON we parse */
+#define IMAGE_CHUNK_MAX (1ull << 31) /* largest decoded chunk we serve (HDF5: < 4 GiB) */
+#define IMAGE_META_BLOCK (64u << 10) /* metadata comes in blocks this large */
+#define IMAGE_MDC_BYTES (2u << 20)   /* HDF5's metadata cache while a file is built */
 /* Chunk extents one image may declare (each costs ~24 bytes here and HDF5 index metadata):
  * a few hundred bytes of JSON must not be able to ask for gigabytes (found by fuzzing). */
 #define IMAGE_CHUNKS_MAX 20000000u
 
 /* Where the bytes of a dataset's chunks come from. */
 enum chunk_origin {
-    ORIGIN_HSDS = 0,            /* chunk objects db/A-B/d/C-D-E/[pN/]i_j */
-    ORIGIN_POISON,              /* its data cannot be served: reads fail EIO, nothing fetched */
-    ORIGIN_REF_CONTIG,          /* H5D_CONTIGUOUS_REF: a byte range of a linked HDF5 file */
-    ORIGIN_REF_PIECES,          /* H5D_CHUNKED_REF(_INDIRECT): filtered chunks of linked files */
+    ORIGIN_HSDS = 0,   /* chunk objects db/A-B/d/C-D-E/[pN/]i_j */
+    ORIGIN_POISON,     /* its data cannot be served: reads fail EIO, nothing fetched */
+    ORIGIN_REF_CONTIG, /* H5D_CONTIGUOUS_REF: a byte range of a linked HDF5 file */
+    ORIGIN_REF_PIECES, /* H5D_CHUNKED_REF(_INDIRECT): filtered chunks of linked files */
 };
 
 /* One filtered HDF5 chunk of a linked file: piece `sub` of chunk `chunk` (linear index in the
@@ -39,54 +39,54 @@ struct ref_piece {
     uint64_t chunk;
     uint64_t off;
     uint32_t size;
-    uint32_t uri;               /* index into image_dataset.uris */
-    uint32_t sub;               /* < n_sub */
+    uint32_t uri; /* index into image_dataset.uris */
+    uint32_t sub; /* < n_sub */
 };
 
 /* A dataset whose chunk extents are served from the store. */
 struct image_dataset {
     char *id;
-    char *path;                 /* first path in the file, for log lines */
-    char key_prefix[STORE_KEY_MAX + 1];   /* "db/A-B/d/C-D-E/"; "" for v1 ids */
+    char *path;                         /* first path in the file, for log lines */
+    char key_prefix[STORE_KEY_MAX + 1]; /* "db/A-B/d/C-D-E/"; "" for v1 ids */
     enum chunk_origin origin;
     int rank;
-    int partition_count;        /* 0: none */
-    uint64_t dims[IMAGE_MAX_RANK];        /* the shape */
+    int partition_count;           /* 0: none */
+    uint64_t dims[IMAGE_MAX_RANK]; /* the shape */
     uint64_t chunk_dims[IMAGE_MAX_RANK];
-    uint64_t grid[IMAGE_MAX_RANK];        /* chunks per dimension over the current shape */
+    uint64_t grid[IMAGE_MAX_RANK]; /* chunks per dimension over the current shape */
     size_t itemsize;
     uint64_t chunk_bytes;
     struct codec_spec codec;
-    unsigned char *fill;        /* one element: what a chunk deleted since the build reads as */
+    unsigned char *fill; /* one element: what a chunk deleted since the build reads as */
     /* *_REF layouts */
-    char **uris;                /* store keys of the linked files */
+    char **uris; /* store keys of the linked files */
     size_t n_uris;
-    uint64_t contig_off;        /* ORIGIN_REF_CONTIG: where the data starts in uris[0] */
+    uint64_t contig_off; /* ORIGIN_REF_CONTIG: where the data starts in uris[0] */
     uint64_t contig_size;
-    struct ref_piece *pieces;   /* ORIGIN_REF_PIECES: sorted by (chunk, sub), unique */
+    struct ref_piece *pieces; /* ORIGIN_REF_PIECES: sorted by (chunk, sub), unique */
     size_t n_pieces;
-    uint32_t n_sub;             /* pieces per chunk: prod(dims / hyper_dims), 1 without */
+    uint32_t n_sub; /* pieces per chunk: prod(dims / hyper_dims), 1 without */
     uint64_t sub_dims[IMAGE_MAX_RANK];
 };
 
 /* An HDF5 object of the file and the HSDS object it shows. */
 struct image_object {
-    uint64_t addr;              /* its object header's address: its identity in HDF5 */
+    uint64_t addr; /* its object header's address: its identity in HDF5 */
     char *id;
 };
 
 struct image {
-    int refs;                   /* guarded by image_lock in image.c */
-    struct image_object *objects;   /* sorted by addr */
+    int refs;                     /* guarded by image_lock in image.c */
+    struct image_object *objects; /* sorted by addr */
     size_t n_objects;
-    uint64_t serial;            /* unique per build: the chunk cache key space */
+    uint64_t serial; /* unique per build: the chunk cache key space */
     struct extent_map *map;
     struct image_dataset *datasets;
     size_t n_datasets;
     struct store *store;
     char *domain_path;
     double build_seconds;
-    struct image_omission *omissions;   /* what image_left_out lists; strings owned */
+    struct image_omission *omissions; /* what image_left_out lists; strings owned */
     size_t n_omissions;
 };
 

@@ -14,26 +14,26 @@
 #include "h5osfs/schema.h"
 #include "h5osfs/strmap.h"
 
-#define IMAGES_PRUNE_AT 256     /* unused images beyond this many are dropped when stale */
+#define IMAGES_PRUNE_AT 256 /* unused images beyond this many are dropped when stale */
 
 struct image_slot {
     char root[SCHEMA_ID_BUF];
-    struct image *img;          /* the table's reference */
+    struct image *img; /* the table's reference */
     double built_at;
 };
 
 struct image_table {
     struct image_source src;
     double ttl;
-    pthread_mutex_t lock;       /* guards slots, building and open_roots */
-    pthread_cond_t built;       /* a build ended */
-    struct strmap *building;    /* paths being built: concurrent opens of one build it once,
+    pthread_mutex_t lock;      /* guards slots, building and open_roots */
+    pthread_cond_t built;      /* a build ended */
+    struct strmap *building;   /* paths being built: concurrent opens of one build it once,
                                  * different domains build at once */
-    struct strmap *slots;       /* path -> struct image_slot */
-    struct strmap *open_roots;  /* root id -> number of open files (as a pointer value) */
-    struct strmap *warming;     /* folders whose domains are being built ahead */
-    struct warm_job *jobs;      /* their threads, running or ended but not joined yet */
-    int stopping;               /* image_table_stop_warming was called */
+    struct strmap *slots;      /* path -> struct image_slot */
+    struct strmap *open_roots; /* root id -> number of open files (as a pointer value) */
+    struct strmap *warming;    /* folders whose domains are being built ahead */
+    struct warm_job *jobs;     /* their threads, running or ended but not joined yet */
+    int stopping;              /* image_table_stop_warming was called */
     struct image_table_counts counts;
 };
 
@@ -123,8 +123,7 @@ static int drop_stale(const char *key, void *value, void *ctx)
     return 1;
 }
 
-static int store_slot(struct image_table *t, const char *path, const char *root,
-                      struct image *img)
+static int store_slot(struct image_table *t, const char *path, const char *root, struct image *img)
 {
     struct image_slot *s = calloc(1, sizeof *s), *old = NULL;
     if (!s)
@@ -144,7 +143,7 @@ static int store_slot(struct image_table *t, const char *path, const char *root,
         slot_free(s);
     if (old)
         slot_free(old);
-    return 0;                   /* not remembering it only costs a rebuild */
+    return 0; /* not remembering it only costs a rebuild */
 }
 
 /* Wait while another thread builds path, then claim it: 0 or -ENOMEM. */
@@ -195,14 +194,14 @@ int image_table_get(struct image_table *t, const char *path, const char *root, s
     if (rc != 0)
         return rc;
     if ((*out = lookup(t, path, root, &stale)) != NULL) {
-        release_build(t, path);     /* built while we waited */
+        release_build(t, path); /* built while we waited */
         return 0;
     }
     double t0 = clock_monotonic();
     rc = image_build(&t->src, path, root, &img);
     count_build(t, rc, clock_monotonic() - t0);
     if (rc == 0 && stale && image_equal(stale, img)) {
-        image_put(img);         /* unchanged: keep the image readers and caches know */
+        image_put(img); /* unchanged: keep the image readers and caches know */
         img = stale;
         stale = NULL;
     } else {
@@ -260,7 +259,7 @@ struct warm_job {
     size_t n;
     char **paths, **roots;
     pthread_t thread;
-    int done;                   /* the thread has finished its work (guarded by t->lock) */
+    int done; /* the thread has finished its work (guarded by t->lock) */
     struct warm_job *next;
 };
 

@@ -22,8 +22,8 @@
 #include "h5osfs/log.h"
 #include "h5osfs/why.h"
 
-#define REF_GRID_MAX 10000000u      /* linked chunks (pieces, contiguous chunks) one dataset may have */
-#define REF_RANGE_MAX (256u << 20)  /* largest byte range one chunk may need */
+#define REF_GRID_MAX 10000000u /* linked chunks (pieces, contiguous chunks) one dataset may have */
+#define REF_RANGE_MAX (256u << 20) /* largest byte range one chunk may need */
 
 /* ---- file_uri -> key ---- */
 
@@ -74,7 +74,7 @@ static uint64_t grid_total(const struct image_dataset *ds)
     uint64_t total = 1;
     for (int k = 0; k < ds->rank; k++)
         total = total <= REF_GRID_MAX / (ds->grid[k] ? ds->grid[k] : 1) ? total * ds->grid[k]
-                                                                         : REF_GRID_MAX + 1;
+                                                                        : REF_GRID_MAX + 1;
     return total;
 }
 
@@ -89,7 +89,7 @@ static int json_u64(const json_t *v, uint64_t *out)
 /* ---- the pieces of a dataset ---- */
 
 struct piece_list {
-    struct image_dataset *ds;   /* pieces are appended to ds->pieces */
+    struct image_dataset *ds; /* pieces are appended to ds->pieces */
     size_t cap;
 };
 
@@ -154,11 +154,11 @@ static int contiguous(struct builder *b, const json_t *lay, struct image_dataset
     uint32_t uri;
     uint64_t off, size, total = grid_total(ds);
     const char *file = hjson_text(json_object_get(lay, "file_uri"));
-    if (json_u64(json_object_get(lay, "offset"), &off) || json_u64(json_object_get(lay, "size"), &size) ||
-        !file)
+    if (json_u64(json_object_get(lay, "offset"), &off) ||
+        json_u64(json_object_get(lay, "size"), &size) || !file)
         return why_reject(why, why_len, "H5D_CONTIGUOUS_REF without file_uri, offset and size");
     if (size == 0)
-        return 1;               /* nothing linked: chunks live in the bucket (spec §8.1) */
+        return 1; /* nothing linked: chunks live in the bucket (spec §8.1) */
     if (total > REF_GRID_MAX)
         return why_reject(why, why_len, "more than %u linked chunks", REF_GRID_MAX);
     int rc = add_uri(b, ds, file, &uri, why, why_len);
@@ -191,7 +191,8 @@ static int chunk_map(struct builder *b, const json_t *lay, struct image_dataset 
     int rc = add_uri(b, ds, file, &uri, why, why_len);
     const char *index;
     json_t *v;
-    json_object_foreach((json_t *)map, index, v) {
+    json_object_foreach((json_t *)map, index, v)
+    {
         uint64_t linear, off, size;
         if (rc != 0)
             break;
@@ -201,8 +202,8 @@ static int chunk_map(struct builder *b, const json_t *lay, struct image_dataset 
             snprintf(why, why_len, "chunk map entry \"%s\" is not index: [offset, size]", index);
             rc = -EINVAL;
         } else if (in == 0 && size > 0) {
-            rc = add_piece(&pieces, (struct ref_piece){ linear, off, (uint32_t)size, uri, 0 },
-                           why, why_len);
+            rc = add_piece(&pieces, (struct ref_piece){ linear, off, (uint32_t)size, uri, 0 }, why,
+                           why_len);
         }
     }
     ds->origin = ORIGIN_REF_PIECES;
@@ -212,9 +213,9 @@ static int chunk_map(struct builder *b, const json_t *lay, struct image_dataset 
 /* ---- H5D_CHUNKED_REF_INDIRECT ---- */
 
 struct table {
-    json_t *json;               /* the chunk table dataset */
+    json_t *json; /* the chunk table dataset */
     hid_t tid;
-    struct image_dataset ds;    /* its own chunk grid in the bucket */
+    struct image_dataset ds; /* its own chunk grid in the bucket */
     int has_uri_field;
 };
 
@@ -272,7 +273,7 @@ static int entry_to_piece(struct builder *b, struct table *t, struct image_datas
     if (t->has_uri_field) {
         int rc = member_uri(t->tid, elem, uri_text, sizeof uri_text);
         if (rc == 0 && !uri_text[0])
-            return 0;           /* HSDS would reuse a stale URI here (spec §12); we do not */
+            return 0; /* HSDS would reuse a stale URI here (spec §12); we do not */
         if (rc != 0 || (rc = add_uri(b, ds, uri_text, &uri, why, why_len)) != 0)
             return rc ? rc : -EINVAL;
     }
@@ -318,12 +319,13 @@ static int table_chunk(struct builder *b, struct table *t, struct piece_list *pi
     if (rc == 0)
         rc = store_get(b->src->store, key, REF_RANGE_MAX, &raw);
     if (rc == -ENOENT)
-        return 0;               /* fastlink tables fill in lazily: no entry, no data */
+        return 0; /* fastlink tables fill in lazily: no entry, no data */
     if (rc == 0)
         rc = vlen ? codec_decode_alloc(&t->ds.codec, raw.data, raw.len, REF_RANGE_MAX, &bytes, &len,
                                        why, why_len)
-                  : (bytes = malloc(len = t->ds.chunk_bytes)) == NULL ? -ENOMEM
-                  : codec_decode(&t->ds.codec, raw.data, raw.len, bytes, len, why, why_len);
+             : (bytes = malloc(len = t->ds.chunk_bytes)) == NULL
+                 ? -ENOMEM
+                 : codec_decode(&t->ds.codec, raw.data, raw.len, bytes, len, why, why_len);
     store_buf_free(&raw);
     struct h5value_refs refs = { NULL, NULL };
     if (rc == 0)
@@ -368,7 +370,7 @@ static int table_open(struct builder *b, const char *table_id, struct image_data
     char jwhy[320];
     int rc = build_load_json(b, table_id, &t->json, jwhy, sizeof jwhy);
     if (rc == -EIO || rc == -ENOMEM)
-        return rc;              /* the store failed: the build does */
+        return rc; /* the store failed: the build does */
     if (rc != 0)
         return why_reject(why, why_len, "chunk table: %s", jwhy);
     type = json_object_get(t->json, "type");
@@ -386,14 +388,14 @@ static int table_open(struct builder *b, const char *table_id, struct image_data
     t->has_uri_field = nfields >= 3;
     t->ds.rank = ds->rank;
     t->ds.id = strdup(table_id);
-    t->ds.path = strdup(table_id);      /* for log lines about its chunk keys */
+    t->ds.path = strdup(table_id); /* for log lines about its chunk keys */
     t->ds.chunk_bytes = H5Tget_size(t->tid);
     for (int k = 0; k < ds->rank; k++) {
         uint64_t d, c;
         if (json_u64(json_array_get(dims, (size_t)k), &d) ||
             json_u64(json_array_get(cdims, (size_t)k), &c) || c == 0)
             return why_reject(why, why_len, "chunk table %s has a bad shape or layout", table_id);
-        if (t->ds.chunk_bytes > REF_RANGE_MAX / c) {   /* decoded whole before use */
+        if (t->ds.chunk_bytes > REF_RANGE_MAX / c) { /* decoded whole before use */
             return why_reject(why, why_len, "chunk table %s has chunks of more than %u bytes",
                               table_id, REF_RANGE_MAX);
         }
@@ -407,12 +409,12 @@ static int table_open(struct builder *b, const char *table_id, struct image_data
     if (!t->ds.id || !t->ds.path)
         return -ENOMEM;
     /* the prefix its chunk keys share, to list them (as build_data does for datasets) */
-    if (build_chunk_key_prefix(table_id, ds->rank, t->ds.key_prefix,
-                               sizeof t->ds.key_prefix) != 0)
+    if (build_chunk_key_prefix(table_id, ds->rank, t->ds.key_prefix, sizeof t->ds.key_prefix) != 0)
         return why_reject(why, why_len, "chunk table %s has no chunk keys", table_id);
     if (h5type_stored_size(type, &stored) == 0)
         t->ds.chunk_bytes = t->ds.chunk_bytes / H5Tget_size(t->tid) * stored;
-    const json_t *filters = json_object_get(json_object_get(t->json, "creationProperties"), "filters");
+    const json_t *filters =
+        json_object_get(json_object_get(t->json, "creationProperties"), "filters");
     return codec_spec_from_filters(filters, stored, vlen, CODEC_SOURCE_HSDS, &t->ds.codec, why,
                                    why_len);
 }
@@ -431,9 +433,10 @@ static int sub_geometry(const json_t *lay, struct image_dataset *ds, char *why, 
     ds->n_sub = 1;
     for (int k = 0; k < ds->rank; k++) {
         uint64_t h = ds->chunk_dims[k];
-        if (hyper && (json_array_size(hyper) != (size_t)ds->rank ||
-                      json_u64(json_array_get(hyper, (size_t)k), &h) || h == 0 ||
-                      ds->chunk_dims[k] % h != 0 || ds->n_sub > REF_GRID_MAX / (ds->chunk_dims[k] / h)))
+        if (hyper &&
+            (json_array_size(hyper) != (size_t)ds->rank ||
+             json_u64(json_array_get(hyper, (size_t)k), &h) || h == 0 ||
+             ds->chunk_dims[k] % h != 0 || ds->n_sub > REF_GRID_MAX / (ds->chunk_dims[k] / h)))
             return why_reject(why, why_len, "hyper_dims do not divide the chunk dims");
         ds->sub_dims[k] = h;
         ds->n_sub *= (uint32_t)(ds->chunk_dims[k] / h);
@@ -618,7 +621,8 @@ static int load_contiguous(const struct chunk_job *job, unsigned char *buf, size
         stride[k] = stride[k + 1] * ds->dims[k + 1];
     for (int k = 0; k < ds->rank; k++) {
         start[k] = idx[k] * ds->chunk_dims[k];
-        count[k] = ds->dims[k] - start[k] < ds->chunk_dims[k] ? ds->dims[k] - start[k] : ds->chunk_dims[k];
+        count[k] =
+            ds->dims[k] - start[k] < ds->chunk_dims[k] ? ds->dims[k] - start[k] : ds->chunk_dims[k];
         first += start[k] * stride[k];
         last += (start[k] + count[k] - 1) * stride[k];
     }

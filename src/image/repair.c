@@ -40,8 +40,8 @@ json_t *build_repaired_attr(const json_t *obj, const char *name, const json_t *a
 {
     /* H5DSis_scale compares CLASS as a C string and netCDF reads NAME as one: both are
      * NULLTERM in every file H5DS or netCDF writes */
-    if ((strcmp(name, "CLASS") != 0 && strcmp(name, "NAME") != 0) ||
-        !lost_its_terminator(attr) || !is_dimension_scale(obj))
+    if ((strcmp(name, "CLASS") != 0 && strcmp(name, "NAME") != 0) || !lost_its_terminator(attr) ||
+        !is_dimension_scale(obj))
         return NULL;
     json_t *fixed = json_deep_copy(attr);
     json_t *type = json_object_get(fixed, "type");

@@ -9,7 +9,7 @@
 #include <H5FDpublic.h>
 
 struct vfd_file {
-    H5FD_t pub;                 /* first: the library sees an H5FD_t */
+    H5FD_t pub; /* first: the library sees an H5FD_t */
     struct vfd_target *target;
     haddr_t eoa;
     haddr_t eof;
@@ -137,7 +137,7 @@ static herr_t vfd_truncate(H5FD_t *file, hid_t dxpl, hbool_t closing)
 static herr_t vfd_lock(H5FD_t *file, hbool_t rw)
 {
     (void)file, (void)rw;
-    return 0;                   /* the file exists only in this process */
+    return 0; /* the file exists only in this process */
 }
 
 static herr_t vfd_unlock(H5FD_t *file)
@@ -168,7 +168,7 @@ static const H5FD_class_t vfd_class = {
 };
 
 static pthread_once_t vfd_once = PTHREAD_ONCE_INIT;
-static hid_t vfd_driver_id = H5I_INVALID_HID;   /* written once under vfd_once */
+static hid_t vfd_driver_id = H5I_INVALID_HID; /* written once under vfd_once */
 
 static void vfd_register(void)
 {

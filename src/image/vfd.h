@@ -23,11 +23,11 @@
 
 struct vfd_target {
     struct extent_map *map;
-    const void *placeholder;    /* writes from this address are chunk placeholders */
-    struct extent_tag tag;      /* what the next placeholder write is */
-    uint64_t placeholders;      /* count of placeholder writes seen */
-    uint64_t eoa;               /* end of allocation at close: the file size */
-    int failed;                 /* -ENOMEM from the map: the build must fail */
+    const void *placeholder; /* writes from this address are chunk placeholders */
+    struct extent_tag tag;   /* what the next placeholder write is */
+    uint64_t placeholders;   /* count of placeholder writes seen */
+    uint64_t eoa;            /* end of allocation at close: the file size */
+    int failed;              /* -ENOMEM from the map: the build must fail */
 };
 
 /* A file access property list that uses the driver for target (H5Pclose it), or a negative

@@ -132,9 +132,11 @@ int credentials_load(const char *profile, const char *region, struct credentials
     if (!out->region)
         out->region = strdup("us-east-1");
     if (rc != 0)
-        snprintf(why, why_len, "no S3 credentials: set AWS_ACCESS_KEY_ID and "
+        snprintf(why, why_len,
+                 "no S3 credentials: set AWS_ACCESS_KEY_ID and "
                  "AWS_SECRET_ACCESS_KEY, name a profile of ~/.aws/credentials with -o profile=, "
-                 "or use -o no_sign (profile \"%s\" has no keys)", name);
+                 "or use -o no_sign (profile \"%s\" has no keys)",
+                 name);
     return out->region ? rc : -ENOMEM;
 }
 

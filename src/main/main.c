@@ -38,7 +38,7 @@ static int check_bucket(const char *bucket)
 {
     struct stat st;
     if (strncmp(bucket, "s3://", 5) == 0)
-        return 0;               /* checked when the store is opened */
+        return 0; /* checked when the store is opened */
     if (stat(bucket, &st) != 0) {
         fprintf(stderr, "h5osfs: bucket directory '%s': %s\n", bucket, strerror(errno));
         return -1;
@@ -83,8 +83,11 @@ static void log_from_fuse(enum fuse_log_level level, const char *fmt, va_list ap
     size_t len = strlen(pending);
     if (len > 0 && pending[len - 1] != '\n' && len + 1 < sizeof pending)
         return;
-    log_msg(level <= FUSE_LOG_ERR ? LOG_LVL_ERROR : level == FUSE_LOG_WARNING ? LOG_LVL_WARN
-            : level <= FUSE_LOG_INFO ? LOG_LVL_INFO : LOG_LVL_DEBUG, "%s", pending);
+    log_msg(level <= FUSE_LOG_ERR       ? LOG_LVL_ERROR
+            : level == FUSE_LOG_WARNING ? LOG_LVL_WARN
+            : level <= FUSE_LOG_INFO    ? LOG_LVL_INFO
+                                        : LOG_LVL_DEBUG,
+            "%s", pending);
     pending[0] = '\0';
 }
 
@@ -107,7 +110,8 @@ static int claim_cache_dir(const struct options *opts, int *lock_fd)
     if (holder > 0)
         snprintf(pid, sizeof pid, " (pid %ld)", holder);
     if (rc == -EBUSY)
-        fprintf(stderr, "h5osfs: cache_dir '%s' is in use by another h5osfs%s: a read-write "
+        fprintf(stderr,
+                "h5osfs: cache_dir '%s' is in use by another h5osfs%s: a read-write "
                 "mount needs a cache_dir of its own (-o cache_dir=DIR) or -o ro\n",
                 opts->cache_dir, pid);
     else
@@ -118,8 +122,9 @@ static int claim_cache_dir(const struct options *opts, int *lock_fd)
 static int setup_logging(const struct options *opts, const struct fuse_cmdline_opts *cmd)
 {
     enum log_level level = cmd->debug ? LOG_LVL_DEBUG : LOG_LVL_INFO;
-    enum log_sink sink = opts->log_file ? LOG_SINK_FILE
-                         : cmd->foreground ? LOG_SINK_STDERR : LOG_SINK_SYSLOG;
+    enum log_sink sink = opts->log_file    ? LOG_SINK_FILE
+                         : cmd->foreground ? LOG_SINK_STDERR
+                                           : LOG_SINK_SYSLOG;
     int rc = log_setup(level, sink, opts->log_file);
     if (rc == 0)
         fuse_set_log_func(log_from_fuse);
@@ -232,8 +237,8 @@ static int name_the_mount(struct fuse_args *args, const struct options *o)
 {
     char *opts = NULL, *name = NULL;
     int rc = 0;
-    if (!o->fsname_given && (asprintf(&name, "fsname=%s", o->bucket) < 0 ||
-                             fuse_opt_add_opt_escaped(&opts, name) != 0))
+    if (!o->fsname_given &&
+        (asprintf(&name, "fsname=%s", o->bucket) < 0 || fuse_opt_add_opt_escaped(&opts, name) != 0))
         rc = -1;
     if (rc == 0 && !o->subtype_given && fuse_opt_add_opt(&opts, "subtype=h5osfs") != 0)
         rc = -1;
@@ -254,15 +259,14 @@ static int serve(struct fuse_args *args, const struct options *opts,
     int rc = -1;
     struct fuse_session *se = fuse_session_new(args, fs_operations(), sizeof *fs_operations(), fs);
     if (!se)
-        return -1;              /* libfuse printed why (an unknown option, typically) */
+        return -1; /* libfuse printed why (an unknown option, typically) */
     if (fuse_set_signal_handlers(se) != 0)
         goto out_destroy;
     if (fuse_session_mount(se, cmd->mountpoint) != 0)
         goto out_signals;
     /* the default cache_dir's name is the bucket's: say where it is */
     log_info("mounted %s on %s (user %s, %s%s)", opts->bucket, cmd->mountpoint, opts->user,
-             opts->read_only ? "read-only" : "cache_dir ",
-             opts->read_only ? "" : opts->cache_dir);
+             opts->read_only ? "read-only" : "cache_dir ", opts->read_only ? "" : opts->cache_dir);
     raise_read_ahead(cmd->mountpoint, READ_AHEAD_KIB);
     if (fuse_daemonize(cmd->foreground) != 0)
         goto out_unmount;
@@ -281,8 +285,8 @@ static int serve(struct fuse_args *args, const struct options *opts,
     struct chunk_cache_stats cs;
     chunk_cache_stats(stack_cache(stack), &cs);
     log_info("unmounted %s; chunk cache: %" PRIu64 " hits, %" PRIu64 " loads, %" PRIu64
-             " waits for a load, %" PRIu64 " evictions", cmd->mountpoint, cs.hits, cs.misses,
-             cs.waits, cs.evictions);
+             " waits for a load, %" PRIu64 " evictions",
+             cmd->mountpoint, cs.hits, cs.misses, cs.waits, cs.evictions);
 out_unmount:
     fuse_session_unmount(se);
 out_signals:
@@ -303,14 +307,14 @@ out_destroy:
  */
 static void preload_filter_plugins(void)
 {
-    static const H5Z_filter_t ids[] = { 307, 32000, 32001, 32004, 32008, 32013, 32015, 32017,
-                                        32018, 32019, 32026 };
+    static const H5Z_filter_t ids[] = { 307,   32000, 32001, 32004, 32008, 32013,
+                                        32015, 32017, 32018, 32019, 32026 };
 #if defined(__SSE2__)
     unsigned csr = _mm_getcsr();
 #endif
     H5Eset_auto2(H5E_DEFAULT, NULL, NULL);
     for (size_t i = 0; i < sizeof ids / sizeof ids[0]; i++)
-        (void)H5Zfilter_avail(ids[i]);      /* absent plugins are simply not there */
+        (void)H5Zfilter_avail(ids[i]); /* absent plugins are simply not there */
 #if defined(__SSE2__)
     if (_mm_getcsr() != csr)
         log_debug("a filter plugin changed the floating-point mode; restored");
@@ -358,9 +362,8 @@ int main(int argc, char *argv[])
         goto out;
     }
     if (options_finish(&opts) != 0 || name_the_mount(&args, &opts) != 0 ||
-        check_bucket(opts.bucket) != 0 ||
-        check_mountpoint(cmd.mountpoint) != 0 || claim_cache_dir(&opts, &cache_lock) != 0 ||
-        setup_logging(&opts, &cmd) != 0)
+        check_bucket(opts.bucket) != 0 || check_mountpoint(cmd.mountpoint) != 0 ||
+        claim_cache_dir(&opts, &cache_lock) != 0 || setup_logging(&opts, &cmd) != 0)
         goto out;
     preload_filter_plugins();
     status = mount_bucket(&args, &opts, &cmd, cache_lock) == 0 ? 0 : 1;

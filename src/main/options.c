@@ -82,54 +82,56 @@ static const struct fuse_opt option_spec[] = {
 
 void options_usage(const char *prog)
 {
-    printf("usage: %s [options] BUCKET MOUNTPOINT\n"
-           "\n"
-           "Mount an HSDS bucket (a local directory or s3://bucket[/prefix]) so that every domain\n"
-           "is an HDF5 file.\n"
-           "\n"
-           "h5osfs options:\n"
-           "    -f                     stay in the foreground, log to stderr\n"
-           "    -d                     debug log (implies -f)\n"
-           "    -o ro                  read-only mount\n"
-           "    -o user=NAME           HSDS user name for ACL checks (default: your user name)\n"
-           "    -o hsds_user=NAME      the same, for fstab and mount(8), where user is theirs\n"
-           "    -o admin_user=NAME     HSDS admin user name (default: admin)\n"
-           "    -o user_map=UID:NAME[:UID:NAME...]\n"
-           "                           HSDS user names of other local users (with allow_other;\n"
-           "                           default: their local user names)\n"
-           "    -o ttl=SECONDS         how long listings and domain JSON are trusted (default: %g)\n"
-           "    -o cache_dir=PATH      staging and cache directory (default: one per bucket,\n"
-           "                           ~/.cache/h5osfs/NAME-HASH)\n"
-           "    -o cache_size=BYTES    chunk cache size, K/M/G suffixes (default: 1G)\n"
-           "    -o image_cache=BYTES   room for built files kept in cache_dir/images, for the next\n"
-           "                           open and the next mount (default: 256M; 0: none)\n"
-           "    -o no_repairs          show what hsload changed as stored (man page, REPAIRS)\n"
-           "    -o bucket_images=off|read|write  built files in the bucket, for other mounts:\n"
-           "                           read them (default), also put them there, or neither\n"
-           "    -o ingest=copy|link    how a new file is stored: as HSDS objects (default), or\n"
-           "                           whole, its datasets linked into it (as hsload --link)\n"
-           "    -o log_file=PATH       log here instead of syslog when in the background\n"
-           "\n"
-           "S3 buckets (BUCKET is s3://bucket or s3://bucket/prefix):\n"
-           "    -o endpoint=URL        an S3-compatible server (default: AWS's regional endpoint)\n"
-           "    -o region=NAME         signing region (default: AWS_REGION, ~/.aws/config, us-east-1)\n"
-           "    -o profile=NAME        credentials of this profile of ~/.aws/credentials\n"
-           "    -o no_sign             anonymous requests (public buckets)\n"
-           "    -o path_style          endpoint/bucket/key URLs (default with -o endpoint)\n"
-           "    -o virtual_host        bucket.endpoint/key URLs (default for AWS)\n"
-           "    -o ca_file=PATH        CA certificates for TLS (default: the system's)\n"
-           "    -o max_requests=N      requests in flight at once (default 16)\n"
-           "    -o timeout=SECONDS     one attempt of one request (default 30)\n"
-           "    -o retries=N           further attempts after 5xx, 429, timeouts (default 5)\n"
-           "    -o retry_time=SECONDS  all attempts of one request (default 60)\n"
-           "    -o multipart_threshold=BYTES  objects larger than this go up in parts\n"
-           "                           (default 64M; 5M to 5G)\n"
-           "    -o multipart_part_size=BYTES  the size of those parts (default 8M; 5M to 5G;\n"
-           "                           larger where an object would need over 10,000)\n"
-           "    -h, --help             this help\n"
-           "    -V, --version          version\n"
-           "\n",
-           prog, OPTIONS_DEFAULT_TTL);
+    printf(
+        "usage: %s [options] BUCKET MOUNTPOINT\n"
+        "\n"
+        "Mount an HSDS bucket (a local directory or s3://bucket[/prefix]) so that every domain\n"
+        "is an HDF5 file.\n"
+        "\n"
+        "h5osfs options:\n"
+        "    -f                     stay in the foreground, log to stderr\n"
+        "    -d                     debug log (implies -f)\n"
+        "    -o ro                  read-only mount\n"
+        "    -o user=NAME           HSDS user name for ACL checks (default: your user name)\n"
+        "    -o hsds_user=NAME      the same, for fstab and mount(8), where user is theirs\n"
+        "    -o admin_user=NAME     HSDS admin user name (default: admin)\n"
+        "    -o user_map=UID:NAME[:UID:NAME...]\n"
+        "                           HSDS user names of other local users (with allow_other;\n"
+        "                           default: their local user names)\n"
+        "    -o ttl=SECONDS         how long listings and domain JSON are trusted (default: %g)\n"
+        "    -o cache_dir=PATH      staging and cache directory (default: one per bucket,\n"
+        "                           ~/.cache/h5osfs/NAME-HASH)\n"
+        "    -o cache_size=BYTES    chunk cache size, K/M/G suffixes (default: 1G)\n"
+        "    -o image_cache=BYTES   room for built files kept in cache_dir/images, for the next\n"
+        "                           open and the next mount (default: 256M; 0: none)\n"
+        "    -o no_repairs          show what hsload changed as stored (man page, REPAIRS)\n"
+        "    -o bucket_images=off|read|write  built files in the bucket, for other mounts:\n"
+        "                           read them (default), also put them there, or neither\n"
+        "    -o ingest=copy|link    how a new file is stored: as HSDS objects (default), or\n"
+        "                           whole, its datasets linked into it (as hsload --link)\n"
+        "    -o log_file=PATH       log here instead of syslog when in the background\n"
+        "\n"
+        "S3 buckets (BUCKET is s3://bucket or s3://bucket/prefix):\n"
+        "    -o endpoint=URL        an S3-compatible server (default: AWS's regional endpoint)\n"
+        "    -o region=NAME         signing region (default: AWS_REGION, ~/.aws/config, "
+        "us-east-1)\n"
+        "    -o profile=NAME        credentials of this profile of ~/.aws/credentials\n"
+        "    -o no_sign             anonymous requests (public buckets)\n"
+        "    -o path_style          endpoint/bucket/key URLs (default with -o endpoint)\n"
+        "    -o virtual_host        bucket.endpoint/key URLs (default for AWS)\n"
+        "    -o ca_file=PATH        CA certificates for TLS (default: the system's)\n"
+        "    -o max_requests=N      requests in flight at once (default 16)\n"
+        "    -o timeout=SECONDS     one attempt of one request (default 30)\n"
+        "    -o retries=N           further attempts after 5xx, 429, timeouts (default 5)\n"
+        "    -o retry_time=SECONDS  all attempts of one request (default 60)\n"
+        "    -o multipart_threshold=BYTES  objects larger than this go up in parts\n"
+        "                           (default 64M; 5M to 5G)\n"
+        "    -o multipart_part_size=BYTES  the size of those parts (default 8M; 5M to 5G;\n"
+        "                           larger where an object would need over 10,000)\n"
+        "    -h, --help             this help\n"
+        "    -V, --version          version\n"
+        "\n",
+        prog, OPTIONS_DEFAULT_TTL);
 }
 
 /* Replace *slot with a copy of text; fuse_opt keeps no ownership. */
@@ -140,7 +142,7 @@ static int set_string(char **slot, const char *text)
         return -1;
     free(*slot);
     *slot = copy;
-    return 0;                   /* consumed: libfuse never sees our options */
+    return 0; /* consumed: libfuse never sees our options */
 }
 
 /* Our -o options arrive as "name=value"; keep the value. */
@@ -170,7 +172,7 @@ static int option_proc(void *data, const char *arg, int key, struct fuse_args *o
     switch (key) {
     case FUSE_OPT_KEY_NONOPT:
         if (opts->bucket)
-            return 1;           /* the mountpoint, for fuse_parse_cmdline */
+            return 1; /* the mountpoint, for fuse_parse_cmdline */
         return set_string(&opts->bucket, arg);
     case KEY_NO_REPAIRS:
         opts->no_repairs = 1;
@@ -181,10 +183,10 @@ static int option_proc(void *data, const char *arg, int key, struct fuse_args *o
         return set_value(&opts->ingest_text, arg);
     case KEY_RO:
         opts->read_only = 1;
-        return 1;               /* also a kernel mount option */
+        return 1; /* also a kernel mount option */
     case KEY_FSNAME:
         opts->fsname_given = 1;
-        return 1;               /* libfuse's */
+        return 1; /* libfuse's */
     case KEY_SUBTYPE:
         opts->subtype_given = 1;
         return 1;
@@ -257,11 +259,28 @@ int options_parse_size(const char *text, uint64_t *out)
         return -EINVAL;
     unsigned shift = 0;
     switch (*end) {
-    case 'K': case 'k': shift = 10; end++; break;
-    case 'M': case 'm': shift = 20; end++; break;
-    case 'G': case 'g': shift = 30; end++; break;
-    case 'T': case 't': shift = 40; end++; break;
-    default: break;
+    case 'K':
+    case 'k':
+        shift = 10;
+        end++;
+        break;
+    case 'M':
+    case 'm':
+        shift = 20;
+        end++;
+        break;
+    case 'G':
+    case 'g':
+        shift = 30;
+        end++;
+        break;
+    case 'T':
+    case 't':
+        shift = 40;
+        end++;
+        break;
+    default:
+        break;
     }
     if (*end != '\0' || (shift && v > (UINT64_MAX >> shift)))
         return -EINVAL;
@@ -358,8 +377,8 @@ static int finish_s3(struct options *opts)
         return fail("max_requests must be a number from 1 to 1024", opts->max_requests_text);
     if (opts->retries_text && parse_count(opts->retries_text, 0, 100, &opts->retries) != 0)
         return fail("retries must be a number from 0 to 100", opts->retries_text);
-    if (opts->timeout_text && (options_parse_seconds(opts->timeout_text, &opts->timeout) != 0 ||
-                               opts->timeout < 0.1))
+    if (opts->timeout_text &&
+        (options_parse_seconds(opts->timeout_text, &opts->timeout) != 0 || opts->timeout < 0.1))
         return fail("timeout must be a number of seconds, at least 0.1", opts->timeout_text);
     if (opts->retry_time_text && options_parse_seconds(opts->retry_time_text, &opts->retry_time))
         return fail("retry_time must be a number of seconds", opts->retry_time_text);
@@ -452,7 +471,7 @@ static char *default_cache_dir(const char *id)
     int n = -1;
     if (!name)
         return NULL;
-    if (xdg && *xdg == '/')         /* the XDG spec: a relative value is to be ignored */
+    if (xdg && *xdg == '/') /* the XDG spec: a relative value is to be ignored */
         n = asprintf(&dir, "%s/h5osfs/%s", xdg, name);
     else
         n = asprintf(&dir, "%s/.cache/h5osfs/%s", home && *home ? home : "/tmp", name);
@@ -489,8 +508,8 @@ static int finish_cache_dir(struct options *opts)
         return fail("out of memory", "cache_dir");
     int rc = make_absolute(&opts->cache_dir);
     if (rc != 0) {
-        fprintf(stderr, "h5osfs: cache_dir '%s': cannot make it absolute: %s\n",
-                opts->cache_dir, strerror(-rc));
+        fprintf(stderr, "h5osfs: cache_dir '%s': cannot make it absolute: %s\n", opts->cache_dir,
+                strerror(-rc));
         return -1;
     }
     return 0;

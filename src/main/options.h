@@ -14,26 +14,26 @@
 
 struct options {
     char *bucket;
-    char *bucket_id;            /* options_finish: the bucket's identity, the same at every
+    char *bucket_id;  /* options_finish: the bucket's identity, the same at every
                                  * mount of it ("/real/path" or "s3:ENDPOINT/bucket/prefix") */
-    char *user;                 /* HSDS user for ACL checks; default: the local user name */
-    char *admin_user;           /* HSDS admin user name; default "admin" */
-    char *user_map;             /* other callers' HSDS names, "UID:NAME[:UID:NAME...]" */
-    char *cache_dir;            /* options_finish: absolute; default one per bucket */
+    char *user;       /* HSDS user for ACL checks; default: the local user name */
+    char *admin_user; /* HSDS admin user name; default "admin" */
+    char *user_map;   /* other callers' HSDS names, "UID:NAME[:UID:NAME...]" */
+    char *cache_dir;  /* options_finish: absolute; default one per bucket */
     char *log_file;
-    char *ttl_text;             /* raw -o ttl= and -o cache_size=, validated after parsing */
+    char *ttl_text; /* raw -o ttl= and -o cache_size=, validated after parsing */
     char *cache_size_text;
-    char *image_cache_text;     /* raw -o image_cache= */
+    char *image_cache_text; /* raw -o image_cache= */
     double ttl;
     uint64_t cache_size;
-    uint64_t image_cache;       /* bytes of built images kept in cache_dir/images; 0: none */
+    uint64_t image_cache; /* bytes of built images kept in cache_dir/images; 0: none */
     int read_only;
-    int fsname_given, subtype_given;    /* -o fsname= / subtype=: the kernel's name is theirs */
-    int no_repairs;             /* -o no_repairs: what hsload changed is shown as stored */
-    char *bucket_images_text;   /* raw -o bucket_images= */
-    int bucket_images;          /* OPTIONS_BUCKET_IMAGES_*: built images in the bucket */
-    char *ingest_text;          /* raw -o ingest= */
-    int ingest_link;            /* -o ingest=link: new files stored whole, datasets linked */
+    int fsname_given, subtype_given; /* -o fsname= / subtype=: the kernel's name is theirs */
+    int no_repairs;                  /* -o no_repairs: what hsload changed is shown as stored */
+    char *bucket_images_text;        /* raw -o bucket_images= */
+    int bucket_images;               /* OPTIONS_BUCKET_IMAGES_*: built images in the bucket */
+    char *ingest_text;               /* raw -o ingest= */
+    int ingest_link;                 /* -o ingest=link: new files stored whole, datasets linked */
     /* S3 buckets (s3://bucket/prefix) */
     char *endpoint;
     char *region;
@@ -42,19 +42,19 @@ struct options {
     char *max_requests_text, *timeout_text, *retries_text, *retry_time_text;
     char *multipart_threshold_text, *multipart_part_size_text;
     int no_sign;
-    int path_style;             /* -1: decide from the endpoint, 0: virtual-hosted, 1: path */
+    int path_style; /* -1: decide from the endpoint, 0: virtual-hosted, 1: path */
     unsigned max_requests;
     double timeout;
     unsigned retries;
     double retry_time;
-    uint64_t multipart_threshold;   /* objects larger go up in parts of multipart_part_size */
+    uint64_t multipart_threshold; /* objects larger go up in parts of multipart_part_size */
     uint64_t multipart_part_size;
-    int bad_option;             /* set by the parser; the message is already printed */
+    int bad_option; /* set by the parser; the message is already printed */
 };
 
-#define OPTIONS_BUCKET_IMAGES_OFF 0     /* neither read nor put */
-#define OPTIONS_BUCKET_IMAGES_READ 1    /* read them (the default) */
-#define OPTIONS_BUCKET_IMAGES_WRITE 2   /* read them, and put what this mount builds */
+#define OPTIONS_BUCKET_IMAGES_OFF 0   /* neither read nor put */
+#define OPTIONS_BUCKET_IMAGES_READ 1  /* read them (the default) */
+#define OPTIONS_BUCKET_IMAGES_WRITE 2 /* read them, and put what this mount builds */
 #define OPTIONS_DEFAULT_TTL 5.0
 #define OPTIONS_DEFAULT_CACHE_SIZE (1024ull << 20)
 #define OPTIONS_DEFAULT_IMAGE_CACHE (256ull << 20)

@@ -20,24 +20,24 @@
 #include "h5osfs/store.h"
 #include "credentials.h"
 
-#define CHUNK_RETRY_AFTER 1.0   /* seconds a chunk that failed to load fails without a retry */
-#define GC_GRACE 30.0           /* seconds a deleted domain's objects stay for open readers */
-#define WRITE_WORKERS 4          /* chunk objects a commit encodes and puts at once */
+#define CHUNK_RETRY_AFTER 1.0 /* seconds a chunk that failed to load fails without a retry */
+#define GC_GRACE 30.0         /* seconds a deleted domain's objects stay for open readers */
+#define WRITE_WORKERS 4       /* chunk objects a commit encodes and puts at once */
 #define PREFETCH_WORKERS 4
 #define PREFETCH_QUEUE 256
 
 struct stack {
-    const struct options *opts;     /* the command line's: outlives the stack */
+    const struct options *opts; /* the command line's: outlives the stack */
     struct store *store;
     char *bucket_name;
     struct ns *ns;
     struct chunk_cache *cache;
-    struct prefetcher *prefetch;    /* NULL until stack_start, or without read-ahead */
-    char *image_dir;                /* NULL: built files are not kept */
+    struct prefetcher *prefetch; /* NULL until stack_start, or without read-ahead */
+    char *image_dir;             /* NULL: built files are not kept */
     struct image_table *images;
     struct callers *callers;
-    struct domops ops;              /* complete before anything uses it (stack_start) */
-    struct journal *journal;        /* these two: NULL on a read-only mount */
+    struct domops ops;       /* complete before anything uses it (stack_start) */
+    struct journal *journal; /* these two: NULL on a read-only mount */
     struct staging *staging;
     struct gc *gc;
     struct fs *fs;
@@ -113,13 +113,21 @@ static int open_s3(const struct options *opts, struct store **store, char **name
         goto out;
     }
     struct store_s3_config cfg = {
-        .bucket = *name, .prefix = prefix, .endpoint = opts->endpoint, .region = cred.region,
+        .bucket = *name,
+        .prefix = prefix,
+        .endpoint = opts->endpoint,
+        .region = cred.region,
         .path_style = opts->path_style >= 0 ? opts->path_style
-                      : opts->endpoint != NULL || strchr(*name, '.') != NULL,
-        .no_sign = opts->no_sign, .access_key_id = cred.access_key_id,
-        .secret_access_key = cred.secret_access_key, .session_token = cred.session_token,
-        .ca_file = opts->ca_file, .max_requests = opts->max_requests, .timeout = opts->timeout,
-        .retries = opts->retries, .retry_time = opts->retry_time,
+                                            : opts->endpoint != NULL || strchr(*name, '.') != NULL,
+        .no_sign = opts->no_sign,
+        .access_key_id = cred.access_key_id,
+        .secret_access_key = cred.secret_access_key,
+        .session_token = cred.session_token,
+        .ca_file = opts->ca_file,
+        .max_requests = opts->max_requests,
+        .timeout = opts->timeout,
+        .retries = opts->retries,
+        .retry_time = opts->retry_time,
         .multipart_threshold = opts->multipart_threshold,
         .multipart_part_size = opts->multipart_part_size,
     };
@@ -181,8 +189,7 @@ static int staging_base(void *ctx, const char *path, const char *root, struct im
     int reused;
     int rc = image_table_get(s->images, path, root, img, &reused);
     if (rc != 0)
-        log_error("%s: the version with root %s cannot be staged: %s", path, root,
-                  strerror(-rc));
+        log_error("%s: the version with root %s cannot be staged: %s", path, root, strerror(-rc));
     return rc;
 }
 
@@ -209,8 +216,10 @@ static int creator_of(void *ctx, const char *path, char *buf, size_t len)
 static int open_reading(struct stack *s)
 {
     const struct options *opts = s->opts;
-    struct ns_config ns_cfg = { .user = opts->user, .admin_user = opts->admin_user,
-                                .ttl = opts->ttl, .requests = requests_at_once(opts) };
+    struct ns_config ns_cfg = { .user = opts->user,
+                                .admin_user = opts->admin_user,
+                                .ttl = opts->ttl,
+                                .requests = requests_at_once(opts) };
     int rc = ns_new(s->store, &ns_cfg, &s->ns);
     if (rc != 0)
         return rc;
@@ -219,9 +228,11 @@ static int open_reading(struct stack *s)
         return -ENOMEM;
     chunk_cache_set_retry_after(s->cache, CHUNK_RETRY_AFTER);
     s->image_dir = image_dir(opts);
-    struct image_source src = { .store = s->store, .bucket_name = s->bucket_name,
+    struct image_source src = { .store = s->store,
+                                .bucket_name = s->bucket_name,
                                 .requests = requests_at_once(opts),
-                                .bucket_id = opts->bucket_id, .image_dir = s->image_dir,
+                                .bucket_id = opts->bucket_id,
+                                .image_dir = s->image_dir,
                                 .image_dir_max = opts->image_cache,
                                 .no_repairs = opts->no_repairs,
                                 .bucket_images = opts->bucket_images };
@@ -248,7 +259,7 @@ static int link_for(void *ctx, const char *domain, int link)
             break;
         }
         if (slash == dir)
-            break;              /* "/" was the last */
+            break; /* "/" was the last */
     }
     free(dir);
     return link;
@@ -258,19 +269,23 @@ static int link_for(void *ctx, const char *domain, int link)
  * collector is not made yet: ops.gc is set with it, before anything commits. 0 or -errno. */
 static int open_writing(struct stack *s)
 {
-    s->ops = (struct domops){ s->store, s->ns, s->opts->user, s->opts->admin_user, NULL,
-                              creator_of, s->callers };
+    s->ops = (struct domops){ s->store, s->ns,      s->opts->user, s->opts->admin_user,
+                              NULL,     creator_of, s->callers };
     if (s->opts->read_only)
         return 0;
     int rc = journal_open(s->opts->cache_dir, s->opts->bucket_id, &s->journal);
     if (rc != 0)
         return rc;
-    struct commit_ctx commit = { .ops = &s->ops, .journal = s->journal,
-                                 .workers = WRITE_WORKERS, .bucket_name = s->bucket_name,
-                                 .link = s->opts->ingest_link, .link_for = link_for,
+    struct commit_ctx commit = { .ops = &s->ops,
+                                 .journal = s->journal,
+                                 .workers = WRITE_WORKERS,
+                                 .bucket_name = s->bucket_name,
+                                 .link = s->opts->ingest_link,
+                                 .link_for = link_for,
                                  .link_ctx = s };
-    struct staging_hooks hooks = { .base = staging_base, .cache = s->cache,
-                                   .committed = committed, .ctx = s };
+    struct staging_hooks hooks = {
+        .base = staging_base, .cache = s->cache, .committed = committed, .ctx = s
+    };
     return staging_new(&commit, &hooks, &s->staging);
 }
 
@@ -287,11 +302,19 @@ static int open_gc(struct stack *s)
 static int open_fs(struct stack *s)
 {
     const struct options *opts = s->opts;
-    struct fs_config cfg = { .ns = s->ns, .store = s->store, .images = s->images,
-                             .cache = s->cache, .callers = s->callers, .ops = &s->ops,
-                             .staging = s->staging, .ttl = opts->ttl,
-                             .read_only = opts->read_only, .uid = getuid(), .gid = getgid(),
-                             .user = opts->user, .cache_dir = opts->cache_dir };
+    struct fs_config cfg = { .ns = s->ns,
+                             .store = s->store,
+                             .images = s->images,
+                             .cache = s->cache,
+                             .callers = s->callers,
+                             .ops = &s->ops,
+                             .staging = s->staging,
+                             .ttl = opts->ttl,
+                             .read_only = opts->read_only,
+                             .uid = getuid(),
+                             .gid = getgid(),
+                             .user = opts->user,
+                             .cache_dir = opts->cache_dir };
     return fs_new(&cfg, &s->fs);
 }
 
@@ -304,7 +327,7 @@ int stack_open(const struct options *opts, struct stack **out)
     }
     s->opts = opts;
     if (open_store(opts, &s->store, &s->bucket_name) != 0) {
-        stack_close(s);         /* open_store said why */
+        stack_close(s); /* open_store said why */
         return -1;
     }
     int rc = open_reading(s);
@@ -333,8 +356,7 @@ void stack_start(struct stack *s, struct fuse_session *se)
     if (s->staging) {
         size_t left = staging_recover(s->staging);
         if (left)
-            log_warn("%zu staged files could not be committed yet: kept for the next mount",
-                     left);
+            log_warn("%zu staged files could not be committed yet: kept for the next mount", left);
     }
     if (gc_start(s->gc) != 0)
         log_warn("no collector thread: deleted domains' objects stay in the bucket");
@@ -352,10 +374,10 @@ void stack_close(struct stack *s)
 {
     if (!s)
         return;
-    fs_free(s->fs);             /* its handles whose release never came commit now */
+    fs_free(s->fs); /* its handles whose release never came commit now */
     s->fs = NULL;
     if (s->gc)
-        gc_drain(s->gc);        /* unmounted: no reader is left to wait for */
+        gc_drain(s->gc); /* unmounted: no reader is left to wait for */
     gc_free(s->gc);
     staging_free(s->staging);
     journal_close(s->journal);

@@ -15,17 +15,17 @@
 #include "h5osfs/pfor.h"
 #include "h5osfs/strmap.h"
 
-#define NS_DOMAIN_JSON_MAX (1u << 20)   /* HSDS domain JSON is < 1 KiB; more is hostile */
+#define NS_DOMAIN_JSON_MAX (1u << 20) /* HSDS domain JSON is < 1 KiB; more is hostile */
 #define NS_LIST_PAGE 1000
-#define NS_SCAN_PAGES_MAX 100           /* bound on the search for domains below a prefix */
+#define NS_SCAN_PAGES_MAX 100 /* bound on the search for domains below a prefix */
 #define NS_CACHE_PRUNE_AT 20000
 #define NS_WARNED_MAX 4096
 
 struct ns_cached {
-    int err;                    /* 0 or -ENOENT */
-    struct ns_info info;        /* rights: decided per user from acl at every lookup */
-    struct schema_domain acl;   /* folders and domains: the parsed .domain.json (its ACLs) */
-    double expires;             /* CLOCK_MONOTONIC seconds */
+    int err;                  /* 0 or -ENOENT */
+    struct ns_info info;      /* rights: decided per user from acl at every lookup */
+    struct schema_domain acl; /* folders and domains: the parsed .domain.json (its ACLs) */
+    double expires;           /* CLOCK_MONOTONIC seconds */
 };
 
 struct ns {
@@ -34,11 +34,11 @@ struct ns {
     char *admin_user;
     double ttl;
     double mount_time;
-    unsigned requests;          /* children stat at once by a listing */
-    pthread_mutex_t lock;       /* guards cache, warned and listings */
-    struct strmap *cache;       /* path -> struct ns_cached */
-    struct strmap *warned;      /* keys already reported as unusable names */
-    struct strmap *listings;    /* path -> struct ns_cached_dir */
+    unsigned requests;       /* children stat at once by a listing */
+    pthread_mutex_t lock;    /* guards cache, warned and listings */
+    struct strmap *cache;    /* path -> struct ns_cached */
+    struct strmap *warned;   /* keys already reported as unusable names */
+    struct strmap *listings; /* path -> struct ns_cached_dir */
 };
 
 static void cached_dir_free(void *value);
@@ -144,7 +144,7 @@ static unsigned rights_for(const struct ns *ns, const struct ns_info *info,
             return schema_acl_rights(acl, "default", NULL, NULL, 0) & SCHEMA_ACL_READ;
         return schema_acl_rights(acl, user, ns->admin_user, NULL, 0);
     default:
-        return 0;               /* broken: nobody may use it */
+        return 0; /* broken: nobody may use it */
     }
 }
 
@@ -172,8 +172,8 @@ static int prefix_holds_domains(struct ns *ns, const char *prefix)
             break;
     }
     if (token && !found)
-        log_warn("%s: more than %d pages of keys without a domain; shown as empty",
-                 prefix, NS_SCAN_PAGES_MAX);
+        log_warn("%s: more than %d pages of keys without a domain; shown as empty", prefix,
+                 NS_SCAN_PAGES_MAX);
     free(token);
     return rc < 0 ? rc : found;
 }
@@ -186,8 +186,8 @@ static void mark_broken(struct ns_info *out, const char *key, const char *why)
 }
 
 /* *acl keeps the parsed domain: rights are decided from it for whoever asks. */
-static int resolve_domain_json(const char *key, const struct store_buf *buf,
-                               struct ns_info *out, struct schema_domain *acl)
+static int resolve_domain_json(const char *key, const struct store_buf *buf, struct ns_info *out,
+                               struct schema_domain *acl)
 {
     char why[160];
     if (schema_domain_parse((const char *)buf->data, buf->len, acl, why, sizeof why) != 0) {
@@ -215,8 +215,7 @@ static int resolve_without_domain_json(struct ns *ns, const char *key, struct ns
 
 /* What path is (rights not set) and, for folders and domains, its parsed domain object in
  * *acl (empty otherwise; the caller frees it either way). */
-static int resolve(struct ns *ns, const char *path, struct ns_info *out,
-                   struct schema_domain *acl)
+static int resolve(struct ns *ns, const char *path, struct ns_info *out, struct schema_domain *acl)
 {
     char key[STORE_KEY_MAX + 1];
     struct store_buf buf = { 0 };
@@ -239,11 +238,11 @@ static int resolve(struct ns *ns, const char *path, struct ns_info *out,
         mark_broken(out, key, "larger than 1 MiB");
         return 0;
     case -EINVAL:
-        return -ENOENT;         /* not a usable key: nothing there to show */
+        return -ENOENT; /* not a usable key: nothing there to show */
     case -EACCES:
-        return -EACCES;         /* the store refused us (logged): say so, do not hide it */
+        return -EACCES; /* the store refused us (logged): say so, do not hide it */
     default:
-        return -EIO;            /* the store logged what failed */
+        return -EIO; /* the store logged what failed */
     }
 }
 
@@ -292,7 +291,7 @@ static void remember(struct ns *ns, const char *path, int err, const struct ns_i
     struct ns_cached *c = ns->ttl > 0 ? calloc(1, sizeof *c) : NULL, *old = NULL;
     if (!c) {
         schema_domain_free(acl);
-        return;                 /* caching is an optimisation; skip it */
+        return; /* caching is an optimisation; skip it */
     }
     double now = clock_monotonic();
     c->err = err;
@@ -434,9 +433,8 @@ static int add_children(struct ns *ns, char **paths, size_t n, struct ns_dir *di
         pfor(n, ns->requests ? ns->requests : 1, stat_child, &c);
     for (size_t i = 0; i < n && rc == 0; i++) {
         if (c.rc[i] == -ENOENT || c.rc[i] == -EIO || c.rc[i] == -EACCES)
-            continue;           /* hidden, or the store error is logged: list the rest */
-        rc = c.rc[i] != 0 ? c.rc[i]
-                          : dir_append(dir, cap, strrchr(paths[i], '/') + 1, &c.info[i]);
+            continue; /* hidden, or the store error is logged: list the rest */
+        rc = c.rc[i] != 0 ? c.rc[i] : dir_append(dir, cap, strrchr(paths[i], '/') + 1, &c.info[i]);
     }
     free(c.info);
     free(c.rc);
@@ -548,7 +546,7 @@ static void remember_listing(struct ns *ns, const char *path, const struct ns_di
     void *old = NULL;
     if (ns->ttl <= 0 || !c || dir_copy(dir, &c->dir) != 0) {
         free(c);
-        return;                 /* caching is an optimisation; skip it */
+        return; /* caching is an optimisation; skip it */
     }
     double now = clock_monotonic();
     c->expires = now + ns->ttl;

@@ -21,9 +21,7 @@
 #include <openssl/evp.h>
 #include <openssl/hmac.h>
 
-
 /* ---- growable string with a sticky error ---- */
-
 
 static void sb_reserve(struct sbuf *b, size_t more)
 {
@@ -138,7 +136,7 @@ static void sb_put_encoded(struct sbuf *b, const char *in, size_t len, int keep_
         if (is_unreserved(c) || (keep_slash && c == '/')) {
             sigv4_sb_putc(b, (char)c);
         } else {
-            char esc[3] = {'%', digits[c >> 4], digits[c & 15]};
+            char esc[3] = { '%', digits[c >> 4], digits[c & 15] };
             sigv4_sb_putn(b, esc, sizeof esc);
         }
     }
@@ -151,7 +149,7 @@ int sigv4_uri_encode(const char *in, size_t len, int keep_slash, char **out)
     *out = NULL;
     if (len > SIZE_MAX / 4)
         return -ENOMEM;
-    struct sbuf b = {0};
+    struct sbuf b = { 0 };
     sb_reserve(&b, len * 3); /* worst case, so the loop never reallocates */
     sb_put_encoded(&b, in, len, keep_slash);
     return sigv4_sb_finish(&b, out);
@@ -195,7 +193,7 @@ int sigv4_sha256_hex(const void *data, size_t len, char out[65])
 }
 
 int sigv4_hmac_sha256(const void *key, size_t key_len, const void *msg, size_t msg_len,
-                       unsigned char out[SHA256_LEN])
+                      unsigned char out[SHA256_LEN])
 {
     unsigned int out_len = 0;
     if (key_len > INT_MAX)
@@ -258,7 +256,7 @@ static int normalize_path(const char *path, struct sbuf *out)
             if (depth > 0) /* ".." above the root stays at the root */
                 depth--;
         } else if (!dir) {
-            stack[depth++] = (struct segment){s, n};
+            stack[depth++] = (struct segment){ s, n };
         }
         if (!*e)
             break;
@@ -286,7 +284,7 @@ static int append_path(struct sbuf *b, const char *path, int normalize)
         sigv4_sb_puts(b, path);
         return 0;
     }
-    struct sbuf norm = {0};
+    struct sbuf norm = { 0 };
     int rc = normalize_path(path, &norm);
     if (rc == 0 && norm.err)
         rc = norm.err;
@@ -313,7 +311,7 @@ static int qparam_cmp(const void *a, const void *b)
  * spelling for both ("%E1%88%B4" and the raw UTF-8 bytes sign alike). */
 static int canon_component(const char *s, size_t n, char **out)
 {
-    struct sbuf raw = {0}, enc = {0};
+    struct sbuf raw = { 0 }, enc = { 0 };
     int rc = sb_put_decoded(&raw, s, n);
     if (rc == 0 && raw.err)
         rc = raw.err;
@@ -419,7 +417,7 @@ static int chdr_cmp(const void *a, const void *b)
  * business, not the signer's), and a newline here would forge a line of the canonical request. */
 static int canon_value(const char *v, char **out)
 {
-    struct sbuf b = {0};
+    struct sbuf b = { 0 };
     int pending_space = 0;
     for (const unsigned char *p = (const unsigned char *)v; *p; p++) {
         if (*p == ' ' || *p == '\t') {
@@ -549,9 +547,9 @@ static int check_request(const struct sigv4_request *req)
 
 /* The canonical request and, apart, the signed header list the Authorization header repeats. */
 int sigv4_build_canonical(const struct sigv4_request *req, int normalize_path, char **creq,
-                           char **signed_names)
+                          char **signed_names)
 {
-    struct sbuf b = {0}, names = {0};
+    struct sbuf b = { 0 }, names = { 0 };
     int rc = check_request(req);
     if (rc)
         return rc;
@@ -589,4 +587,3 @@ int sigv4_canonical_request(const struct sigv4_request *req, int normalize_path,
     *out = NULL;
     return sigv4_build_canonical(req, normalize_path, out, NULL);
 }
-

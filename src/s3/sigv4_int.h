@@ -29,10 +29,10 @@ int sigv4_sb_finish(struct sbuf *b, char **out);
 int sigv4_is_alnum(unsigned char c);
 void sigv4_hex_lower(const unsigned char *bin, size_t n, char *out);
 int sigv4_hmac_sha256(const void *key, size_t key_len, const void *msg, size_t msg_len,
-                unsigned char out[SHA256_LEN]);
+                      unsigned char out[SHA256_LEN]);
 
 /* The canonical request and, apart, the signed header list the Authorization header repeats. */
 int sigv4_build_canonical(const struct sigv4_request *req, int normalize_path, char **creq,
-                    char **signed_names);
+                          char **signed_names);
 
 #endif

@@ -65,7 +65,7 @@ int sigv4_string_to_sign(const char *canonical_request, const struct sigv4_scope
         rc = sigv4_sha256_hex(canonical_request, strlen(canonical_request), hash);
     if (rc)
         return rc;
-    struct sbuf b = {0};
+    struct sbuf b = { 0 };
     sigv4_sb_puts(&b, SIGV4_ALGORITHM "\n");
     sigv4_sb_puts(&b, scope->amz_date);
     sigv4_sb_putc(&b, '\n');
@@ -130,7 +130,7 @@ static int is_access_key_id(const char *id)
 static int format_authorization(const char *key_id, const struct sigv4_scope *scope,
                                 const char *signed_names, const char *sig, char **out)
 {
-    struct sbuf b = {0};
+    struct sbuf b = { 0 };
     sigv4_sb_puts(&b, SIGV4_ALGORITHM " Credential=");
     sigv4_sb_puts(&b, key_id);
     sigv4_sb_putc(&b, '/');

@@ -15,14 +15,12 @@ static const struct {
     const char *name;
     unsigned bit;
 } acl_keys[] = {
-    { "create", SCHEMA_ACL_CREATE },     { "read", SCHEMA_ACL_READ },
-    { "update", SCHEMA_ACL_UPDATE },     { "delete", SCHEMA_ACL_DELETE },
-    { "readACL", SCHEMA_ACL_READ_ACL },  { "updateACL", SCHEMA_ACL_UPDATE_ACL },
+    { "create", SCHEMA_ACL_CREATE },    { "read", SCHEMA_ACL_READ },
+    { "update", SCHEMA_ACL_UPDATE },    { "delete", SCHEMA_ACL_DELETE },
+    { "readACL", SCHEMA_ACL_READ_ACL }, { "updateACL", SCHEMA_ACL_UPDATE_ACL },
 };
 
 #define N_ACL_KEYS (sizeof(acl_keys) / sizeof(acl_keys[0]))
-
-
 
 /* ---- members ---- */
 
@@ -88,19 +86,19 @@ static int parse_acl_rights(const char *user, json_t *entry, unsigned *rights, c
             continue;
         if (!json_is_boolean(value))
             return why_reject(why, why_len, "ACL of \"%s\": %s is not a boolean", user,
-                          acl_keys[i].name);
+                              acl_keys[i].name);
         if (json_is_true(value))
             *rights |= acl_keys[i].bit;
     }
     return 0;
 }
 
-static int parse_acl_entries(json_t *acls, struct schema_domain *out, char *why,
-                             size_t why_len)
+static int parse_acl_entries(json_t *acls, struct schema_domain *out, char *why, size_t why_len)
 {
     const char *user;
     json_t *entry;
-    json_object_foreach(acls, user, entry) {
+    json_object_foreach(acls, user, entry)
+    {
         struct schema_acl *acl = &out->acls[out->n_acls];
         int rc = parse_acl_rights(user, entry, &acl->rights, why, why_len);
         if (rc < 0)
@@ -147,9 +145,9 @@ const char *schema_ingest_name(enum schema_ingest mode)
 static void parse_ingest(json_t *doc, struct schema_domain *out)
 {
     json_t *v = json_object_get(json_object_get(doc, SCHEMA_H5OSFS_MEMBER), "ingest");
-    out->ingest = json_is_string(v) ? schema_ingest_parse(json_string_value(v),
-                                                          json_string_length(v))
-                                    : SCHEMA_INGEST_UNSET;
+    out->ingest = json_is_string(v)
+                      ? schema_ingest_parse(json_string_value(v), json_string_length(v))
+                      : SCHEMA_INGEST_UNSET;
 }
 
 /* ---- document ---- */

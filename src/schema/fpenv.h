@@ -41,7 +41,7 @@ static inline void fpenv_leave(struct fpenv *e)
         _mm_setcsr(e->saved | (_mm_getcsr() & 0x3fu)); /* the thread's mode, exception flags kept */
 }
 
-#else   /* no SSE: nothing known sets such modes behind the caller's back */
+#else /* no SSE: nothing known sets such modes behind the caller's back */
 
 struct fpenv {
     bool unused;

@@ -13,7 +13,6 @@
 #include "h5type_desc.h"
 #include "h5osfs/why.h"
 
-
 /* ---- building HDF5 types ---- */
 
 struct builder {
@@ -45,10 +44,10 @@ static hid_t predefined_int(const struct h5type_desc *d)
         unsigned nbytes;
         bool is_signed, big_endian;
     } order[] = {
-        {1, true, false}, {1, true, true}, {1, false, false}, {1, false, true},
-        {2, true, false}, {2, true, true}, {2, false, false}, {2, false, true},
-        {4, true, false}, {4, true, true}, {4, false, false}, {4, false, true},
-        {8, true, false}, {8, true, true}, {8, false, false}, {8, false, true},
+        { 1, true, false }, { 1, true, true }, { 1, false, false }, { 1, false, true },
+        { 2, true, false }, { 2, true, true }, { 2, false, false }, { 2, false, true },
+        { 4, true, false }, { 4, true, true }, { 4, false, false }, { 4, false, true },
+        { 8, true, false }, { 8, true, true }, { 8, false, false }, { 8, false, true },
     };
     hid_t ids[] = {
         H5T_STD_I8LE,  H5T_STD_I8BE,  H5T_STD_U8LE,  H5T_STD_U8BE,  H5T_STD_I16LE, H5T_STD_I16BE,
@@ -200,7 +199,7 @@ hid_t h5type_from_json(const json_t *type, char *why, size_t why_len)
     struct h5type_desc *d;
     if (h5type_desc_parse(type, &d, why, why_len) != 0)
         return H5I_INVALID_HID;
-    struct builder b = {why, why_len};
+    struct builder b = { why, why_len };
     hid_t tid = build(&b, d);
     if (tid >= 0 && H5Tget_size(tid) != d->mem_size)
         tid = failed(&b, tid, "expected size of the");

@@ -67,16 +67,15 @@ static herr_t bitfield_to_uint(hid_t src, hid_t dst, H5T_cdata_t *cdata, size_t 
 }
 
 /* A time type's bytes, as they are, into an opaque type of the same size. */
-static herr_t time_to_opaque(hid_t src, hid_t dst, H5T_cdata_t *cdata, size_t n,
-                             size_t buf_stride, size_t bkg_stride, void *buf, void *bkg,
-                             hid_t dxpl)
+static herr_t time_to_opaque(hid_t src, hid_t dst, H5T_cdata_t *cdata, size_t n, size_t buf_stride,
+                             size_t bkg_stride, void *buf, void *bkg, hid_t dxpl)
 {
     (void)n, (void)buf_stride, (void)bkg_stride, (void)buf, (void)bkg, (void)dxpl;
     if (H5Tget_size(src) != H5Tget_size(dst) || H5Tget_size(src) == 0)
         return -1;
     if (cdata->command == H5T_CONV_INIT)
         cdata->need_bkg = H5T_BKG_NO;
-    return 0;   /* same size, converted in place: every byte is already where it belongs */
+    return 0; /* same size, converted in place: every byte is already where it belongs */
 }
 
 static pthread_once_t registered = PTHREAD_ONCE_INIT;
@@ -86,10 +85,12 @@ static void register_once(void)
 {
     hid_t opaque = H5Tcreate(H5T_OPAQUE, 1);
     register_rc = opaque < 0 ||
-                  H5Tregister(H5T_PERS_SOFT, "h5osfs bitfield to unsigned integer",
-                              H5T_NATIVE_B8, H5T_NATIVE_UCHAR, bitfield_to_uint) < 0 ||
-                  H5Tregister(H5T_PERS_SOFT, "h5osfs time to opaque", H5T_UNIX_D32LE, opaque,
-                              time_to_opaque) < 0 ? -1 : 0;
+                          H5Tregister(H5T_PERS_SOFT, "h5osfs bitfield to unsigned integer",
+                                      H5T_NATIVE_B8, H5T_NATIVE_UCHAR, bitfield_to_uint) < 0 ||
+                          H5Tregister(H5T_PERS_SOFT, "h5osfs time to opaque", H5T_UNIX_D32LE,
+                                      opaque, time_to_opaque) < 0
+                      ? -1
+                      : 0;
     if (opaque >= 0 && H5Tclose(opaque) < 0)
         register_rc = -1;
 }

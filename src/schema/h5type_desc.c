@@ -15,8 +15,6 @@
 #include "h5osfs/h5type.h"
 #include "h5osfs/why.h"
 
-
-
 /* ---- predefined names (§4): H5T_STD_[IU]{8,16,32,64} and H5T_IEEE_F{16,32,64}, each with
  * LE or BE; HSDS (getNumpyTypename) also takes them without a suffix, as little-endian. ---- */
 
@@ -25,7 +23,7 @@ static int parse_bits(const char *s, const char **suffix)
     static const struct {
         const char *digits;
         int bits;
-    } widths[] = {{"8", 8}, {"16", 16}, {"32", 32}, {"64", 64}};
+    } widths[] = { { "8", 8 }, { "16", 16 }, { "32", 32 }, { "64", 64 } };
     for (size_t k = 0; k < sizeof(widths) / sizeof(widths[0]); k++) {
         size_t n = strlen(widths[k].digits);
         if (strncmp(s, widths[k].digits, n) == 0) {
@@ -75,7 +73,7 @@ static int parse_named(struct parser *p, const char *name, struct h5type_desc *d
 {
     if (parse_name(name, d) != 0 || d->kind != want)
         return why_reject(p->why, p->why_len, "unknown %s type name \"%s\"",
-                      want == H5TYPE_K_INT ? "integer" : "float", name);
+                          want == H5TYPE_K_INT ? "integer" : "float", name);
     return 0;
 }
 
@@ -85,7 +83,7 @@ static int parse_number_class(struct parser *p, const json_t *type, struct h5typ
     const json_t *base = json_object_get(type, "base");
     if (!hjson_text(base))
         return why_reject(p->why, p->why_len, "%s type without a base name",
-                      want == H5TYPE_K_INT ? "integer" : "float");
+                          want == H5TYPE_K_INT ? "integer" : "float");
     return parse_named(p, hjson_text(base), d, want);
 }
 
@@ -112,11 +110,10 @@ static int parse_string(struct parser *p, const json_t *type, struct h5type_desc
     else
         return why_reject(p->why, p->why_len, "string type without a valid charSet");
 
-    bool variable =
-        hjson_text(length) && strcmp(hjson_text(length), "H5T_VARIABLE") == 0;
+    bool variable = hjson_text(length) && strcmp(hjson_text(length), "H5T_VARIABLE") == 0;
     if (!variable && size_member(length, &d->length) != 0)
         return why_reject(p->why, p->why_len, "string length is not H5T_VARIABLE or 1..%u",
-                      H5TYPE_MAX_ELEMENT);
+                          H5TYPE_MAX_ELEMENT);
 
     d->pad = variable ? H5T_STR_NULLTERM : H5T_STR_NULLPAD;
     if (pad && strcmp(pad, "H5T_STR_NULLPAD") == 0)
@@ -146,7 +143,7 @@ static int parse_opaque(struct parser *p, const json_t *type, struct h5type_desc
         return why_reject(p->why, p->why_len, "opaque size is not 1..%u", H5TYPE_MAX_ELEMENT);
     if (tag && (!hjson_text(tag) || json_string_length(tag) >= H5T_OPAQUE_TAG_MAX))
         return why_reject(p->why, p->why_len, "opaque tag is not a text of < %d bytes",
-                      H5T_OPAQUE_TAG_MAX);
+                          H5T_OPAQUE_TAG_MAX);
     d->kind = H5TYPE_K_OPAQUE;
     d->stored_size = d->mem_size;
     d->tag = tag ? hjson_text(tag) : "";
@@ -199,9 +196,8 @@ static int check_mapping(struct parser *p, const json_t *mapping, const struct h
             break;
         }
         if (h5type_int_from_json(value, false, &v) != 0 || h5type_int_bits(d, v, &seen[i++]) != 0) {
-            rc =
-                why_reject(p->why, p->why_len, "enum value of \"%s\" is not an integer in range",
-                           name);
+            rc = why_reject(p->why, p->why_len, "enum value of \"%s\" is not an integer in range",
+                            name);
             break;
         }
     }
@@ -246,7 +242,7 @@ static int parse_dims(struct parser *p, const json_t *dims, struct h5type_desc *
     size_t n = json_is_integer(dims) ? 1 : json_array_size(dims);
     if (n == 0 || n > H5TYPE_DESC_MAX_RANK)
         return why_reject(p->why, p->why_len, "array dims is not an integer or a list of 1..%d",
-                      H5TYPE_DESC_MAX_RANK);
+                          H5TYPE_DESC_MAX_RANK);
     d->rank = (int)n;
     d->count = 1;
     for (size_t k = 0; k < n; k++) {
@@ -254,7 +250,7 @@ static int parse_dims(struct parser *p, const json_t *dims, struct h5type_desc *
         size_t v;
         if (size_member(dim, &v) != 0 || d->count > H5TYPE_MAX_ELEMENT / v)
             return why_reject(p->why, p->why_len, "array dims must be positive, product <= %u",
-                          H5TYPE_MAX_ELEMENT);
+                              H5TYPE_MAX_ELEMENT);
         d->dims[k] = v;
         d->count *= v;
     }
@@ -273,13 +269,13 @@ static int check_base_class(struct parser *p, const json_t *base, const char *co
             return 0;
     }
     return why_reject(p->why, p->why_len, "%s base of class %s not supported", what,
-                  cls ? cls : "(none)");
+                      cls ? cls : "(none)");
 }
 
 static int parse_array(struct parser *p, const json_t *type, int depth, struct h5type_desc *d)
 {
-    static const char *const allowed[] = {"H5T_INTEGER", "H5T_FLOAT", "H5T_STRING", "H5T_ARRAY",
-                                          NULL};
+    static const char *const allowed[] = { "H5T_INTEGER", "H5T_FLOAT", "H5T_STRING", "H5T_ARRAY",
+                                           NULL };
     const json_t *base = json_object_get(type, "base");
     int rc = parse_dims(p, json_object_get(type, "dims"), d);
     if (rc == 0)
@@ -301,9 +297,9 @@ static int parse_array(struct parser *p, const json_t *type, int depth, struct h
 
 static int parse_vlen(struct parser *p, const json_t *type, int depth, struct h5type_desc *d)
 {
-    static const char *const allowed[] = {"H5T_INTEGER", "H5T_FLOAT", "H5T_STRING",
-                                          "H5T_OPAQUE",  "H5T_ENUM",  "H5T_REFERENCE",
-                                          "H5T_ARRAY",   NULL};
+    static const char *const allowed[] = { "H5T_INTEGER", "H5T_FLOAT", "H5T_STRING",
+                                           "H5T_OPAQUE",  "H5T_ENUM",  "H5T_REFERENCE",
+                                           "H5T_ARRAY",   NULL };
     const json_t *base = json_object_get(type, "base");
     int rc = check_base_class(p, base, allowed, "vlen");
     if (rc == 0)
@@ -408,7 +404,7 @@ static int parse_node(struct parser *p, const json_t *type, int depth, struct h5
     *out = NULL;
     if (depth > H5TYPE_DESC_MAX_DEPTH)
         return why_reject(p->why, p->why_len, "type nested deeper than %d levels",
-                      H5TYPE_DESC_MAX_DEPTH);
+                          H5TYPE_DESC_MAX_DEPTH);
     if (!json_is_string(type) && !json_is_object(type))
         return why_reject(p->why, p->why_len, "type is not a name or an object");
     struct h5type_desc *d = calloc(1, sizeof(*d));
@@ -435,7 +431,7 @@ static int parse_node(struct parser *p, const json_t *type, int depth, struct h5
 
 int h5type_desc_parse(const json_t *type, struct h5type_desc **out, char *why, size_t why_len)
 {
-    struct parser p = {why, why_len};
+    struct parser p = { why, why_len };
     if (!out)
         return why_reject(why, why_len, "no output");
     return parse_node(&p, type, 0, out);

@@ -42,7 +42,7 @@
 struct emitter {
     char *why;
     size_t why_len;
-    char *note;                 /* non-NULL: stand-ins allowed, and what they lose goes here */
+    char *note; /* non-NULL: stand-ins allowed, and what they lose goes here */
     size_t note_len;
 };
 
@@ -141,8 +141,9 @@ static bool ieee_layout(hid_t tid, size_t size)
 {
     static const struct {
         size_t size, spos, epos, esize, mpos, msize, ebias;
-    } layouts[] = {
-        {2, 15, 10, 5, 0, 10, 15}, {4, 31, 23, 8, 0, 23, 127}, {8, 63, 52, 11, 0, 52, 1023}};
+    } layouts[] = { { 2, 15, 10, 5, 0, 10, 15 },
+                    { 4, 31, 23, 8, 0, 23, 127 },
+                    { 8, 63, 52, 11, 0, 52, 1023 } };
     size_t spos, epos, esize, mpos, msize;
     if (H5Tget_fields(tid, &spos, &epos, &esize, &mpos, &msize) < 0 ||
         H5Tget_precision(tid) != size * 8 || H5Tget_offset(tid) != 0 ||
@@ -179,14 +180,16 @@ static int float_name(struct emitter *e, hid_t tid, char name[NAME_LEN])
         return 0;
     }
     if (!(bits = ieee_bits_for(tid, &exact)) ||
-        !stand_in(e, "a %zu-byte float that is not IEEE half, single or double is stored as IEEE "
-                  "F%u%s", size, bits,
+        !stand_in(e,
+                  "a %zu-byte float that is not IEEE half, single or double is stored as IEEE "
+                  "F%u%s",
+                  size, bits,
                   exact ? " (the same values)"
                         : ": values rounded to double precision, out of its range infinite")) {
         refuse(e, "%zu-byte float is not IEEE half, single or double", size);
         return -EINVAL;
     }
-    bool big = suffix && strcmp(suffix, "BE") == 0;        /* VAX's stand-in is LE */
+    bool big = suffix && strcmp(suffix, "BE") == 0; /* VAX's stand-in is LE */
     snprintf(name, NAME_LEN, "H5T_IEEE_F%u%s", bits, big ? "BE" : "LE");
     return 0;
 }
@@ -209,8 +212,10 @@ static json_t *emit_bitfield(struct emitter *e, hid_t tid)
     const char *suffix = order_suffix(tid, size);
     char name[NAME_LEN];
     if (!suffix || (size != 1 && size != 2 && size != 4 && size != 8) ||
-        !stand_in(e, "a %zu-byte bitfield is stored as an unsigned integer of its size "
-                  "(the bits are kept, the type class is not)", size))
+        !stand_in(e,
+                  "a %zu-byte bitfield is stored as an unsigned integer of its size "
+                  "(the bits are kept, the type class is not)",
+                  size))
         return refuse(e, "bitfield types are not supported by HSDS");
     snprintf(name, NAME_LEN, "H5T_STD_U%zu%s", size * 8, suffix);
     return object_of(e, NULL, NULL, "H5T_INTEGER", "base", json_string(name), NULL);
@@ -220,7 +225,7 @@ static json_t *emit_bitfield(struct emitter *e, hid_t tid)
 
 static json_t *emit_string(struct emitter *e, hid_t tid)
 {
-    static const char *const pads[] = {"H5T_STR_NULLTERM", "H5T_STR_NULLPAD", "H5T_STR_SPACEPAD"};
+    static const char *const pads[] = { "H5T_STR_NULLTERM", "H5T_STR_NULLPAD", "H5T_STR_SPACEPAD" };
     htri_t variable = H5Tis_variable_str(tid);
     H5T_cset_t cset = H5Tget_cset(tid);
     H5T_str_t pad = H5Tget_strpad(tid);
@@ -372,9 +377,9 @@ static json_t *emit_enum(struct emitter *e, hid_t tid, int depth)
 /* h5pyd's vlen base: the bare names of its special cases, else the base's JSON. */
 static json_t *vlen_base(struct emitter *e, hid_t base, int depth)
 {
-    static const char *const bare[][2] = {{"H5T_STD_I32LE", "H5T_STD_I32"},
-                                          {"H5T_STD_I64LE", "H5T_STD_I64"},
-                                          {"H5T_IEEE_F64LE", "H5T_IEEE_F64"}};
+    static const char *const bare[][2] = { { "H5T_STD_I32LE", "H5T_STD_I32" },
+                                           { "H5T_STD_I64LE", "H5T_STD_I64" },
+                                           { "H5T_IEEE_F64LE", "H5T_IEEE_F64" } };
     json_t *json = emit(e, base, depth + 1);
     const char *cls = json_string_value(json_object_get(json, "class"));
     const char *name = json_string_value(json_object_get(json, "base"));
@@ -531,7 +536,7 @@ json_t *h5type_to_json(hid_t tid, char *why, size_t why_len)
 
 json_t *h5type_to_json_closest(hid_t tid, char *note, size_t note_len, char *why, size_t why_len)
 {
-    struct emitter e = {why, why_len, note, note_len};
+    struct emitter e = { why, why_len, note, note_len };
     if (why && why_len > 0)
         why[0] = '\0';
     if (note && note_len > 0)

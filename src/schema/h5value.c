@@ -15,8 +15,6 @@
 #include "h5value_priv.h"
 #include "h5osfs/why.h"
 
-
-
 int h5value_begin(const json_t *type_json, hid_t tid, struct h5type_desc **desc, char *why,
                   size_t why_len)
 {
@@ -48,7 +46,7 @@ int h5value_alloc(const struct h5type_desc *d, size_t n, unsigned char **buf, ch
 static const struct {
     const char *prefix;
     int cls;
-} ref_prefixes[] = {{"groups/", 'g'}, {"datasets/", 'd'}, {"datatypes/", 't'}};
+} ref_prefixes[] = { { "groups/", 'g' }, { "datasets/", 'd' }, { "datatypes/", 't' } };
 
 int h5value_ref_from_text(const struct h5value_refs *refs, const char *text, size_t len,
                           hobj_ref_t *out, char *why, size_t why_len)
@@ -74,10 +72,10 @@ int h5value_ref_from_text(const struct h5value_refs *refs, const char *text, siz
     int cls = schema_id_class(id);
     if ((want && cls != want) || (!want && cls != 'g' && cls != 'd' && cls != 't'))
         return why_reject(why, why_len, "reference \"%s\" is not a %s id", id,
-                              want == 'g'   ? "group"
-                              : want == 'd' ? "dataset"
-                              : want == 't' ? "datatype"
-                                            : "object");
+                          want == 'g'   ? "group"
+                          : want == 'd' ? "dataset"
+                          : want == 't' ? "datatype"
+                                        : "object");
     if (!refs || !refs->resolve)
         return why_reject(why, why_len, "reference to %s but no resolver", id);
     int rc = refs->resolve(refs->ctx, id, out);
@@ -123,10 +121,10 @@ static int take_count(struct cursor *c, size_t *count)
         return why_reject(c->msg, sizeof(c->msg), "negative vlen count");
     if (u > H5TYPE_DESC_MAX_VLEN)
         return why_reject(c->msg, sizeof(c->msg), "vlen count %u above %u", (unsigned)u,
-                              (unsigned)H5TYPE_DESC_MAX_VLEN);
+                          (unsigned)H5TYPE_DESC_MAX_VLEN);
     if (u > c->left)
         return why_reject(c->msg, sizeof(c->msg), "vlen count %u past the end of data",
-                              (unsigned)u);
+                          (unsigned)u);
     *count = u;
     return 0;
 }
@@ -152,15 +150,15 @@ static int stored_vstr(struct cursor *c, unsigned char *dst)
 static int stored_vlen(struct cursor *c, const struct h5type_desc *d, unsigned char *dst)
 {
     const struct h5type_desc *base = d->base;
-    hvl_t vl = {0, NULL};
+    hvl_t vl = { 0, NULL };
     size_t count;
     int rc = take_count(c, &count);
     if (rc != 0)
         return rc;
     if (count % base->stored_size != 0)
         return why_reject(c->msg, sizeof(c->msg),
-                              "vlen count %zu is not a multiple of the base size %zu", count,
-                              base->stored_size);
+                          "vlen count %zu is not a multiple of the base size %zu", count,
+                          base->stored_size);
     vl.len = count / base->stored_size;
     if (vl.len > 0) {
         vl.p = calloc(vl.len, base->mem_size);
@@ -253,8 +251,8 @@ static int stored_all(const struct h5type_desc *d, struct cursor *c, size_t n, u
 {
     if (d->stored_size) {
         if (c->left / d->stored_size != n || c->left % d->stored_size != 0)
-            return why_reject(why, why_len, "%zu bytes for %zu elements of %zu bytes", c->left,
-                                  n, d->stored_size);
+            return why_reject(why, why_len, "%zu bytes for %zu elements of %zu bytes", c->left, n,
+                              d->stored_size);
         if (d->traits == 0) {
             memcpy(buf, c->p, c->left);
             return 0;
@@ -294,7 +292,7 @@ int h5value_from_stored(const json_t *type_json, hid_t tid, const void *bytes, s
         h5type_desc_free(d);
         return rc;
     }
-    struct cursor c = {.p = bytes, .left = len, .refs = refs};
+    struct cursor c = { .p = bytes, .left = len, .refs = refs };
     rc = stored_all(d, &c, n, b, why, why_len);
     h5type_desc_free(d);
     if (rc != 0) {
@@ -420,7 +418,7 @@ void h5value_free(hid_t tid, void *buf, size_t n)
     if (!buf)
         return;
     if (n > 0 && has_vlen(tid)) {
-        hsize_t dims[1] = {n};
+        hsize_t dims[1] = { n };
         hid_t space = H5Screate_simple(1, dims, NULL);
         if (space >= 0) {
             /* H5P_DEFAULT: the library frees with free(), which matches our malloc */

@@ -238,7 +238,7 @@ static int put_array(struct jctx *c, const struct h5type_desc *d, const json_t *
 static int put_vlen(struct jctx *c, const struct h5type_desc *d, const json_t *v,
                     unsigned char *dst)
 {
-    hvl_t vl = {json_array_size(v), NULL};
+    hvl_t vl = { json_array_size(v), NULL };
     if (!json_is_array(v))
         return FAIL(c, "vlen element is not an array");
     if (vl.len > 0) {
@@ -361,13 +361,13 @@ static int fill(const struct h5type_desc *d, const json_t *value, const hsize_t 
 {
     if (rank < 0)
         return 0;
-    struct walk w = {.ctx = {.refs = refs},
-                     .d = d,
-                     .dims = dims,
-                     .rank = rank,
-                     .dst = buf,
-                     .why = why,
-                     .why_len = why_len};
+    struct walk w = { .ctx = { .refs = refs },
+                      .d = d,
+                      .dims = dims,
+                      .rank = rank,
+                      .dst = buf,
+                      .why = why,
+                      .why_len = why_len };
     return walk_value(&w, value, 0);
 }
 
@@ -388,7 +388,7 @@ int h5value_from_json(const json_t *type_json, hid_t tid, const json_t *value, s
     if (rc == 0)
         rc = h5value_alloc(d, n, &b, why, why_len);
     struct fpenv fe;
-    fpenv_enter(&fe);   /* doubles narrowed to floats keep their subnormals */
+    fpenv_enter(&fe); /* doubles narrowed to floats keep their subnormals */
     if (rc == 0)
         rc = fill(d, value, dims, rank, refs, b, why, why_len);
     fpenv_leave(&fe);

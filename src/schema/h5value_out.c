@@ -20,7 +20,6 @@
 #include "h5value_priv.h"
 #include "h5osfs/why.h"
 
-
 /* ---- object references ---- */
 
 int h5value_ref_to_text(const struct h5value_ids *ids, const hobj_ref_t *ref,
@@ -45,11 +44,11 @@ int h5value_ref_to_text(const struct h5value_ids *ids, const hobj_ref_t *ref,
     const char *prefix = cls == 'g' ? "groups/" : cls == 'd' ? "datasets/" : "datatypes/";
     if (cls != 'g' && cls != 'd' && cls != 't')
         return why_reject(why, why_len, "reference resolved to \"%.*s\", not an object id",
-                              SCHEMA_ID_LEN, id);
+                          SCHEMA_ID_LEN, id);
     if (snprintf(text, H5VALUE_REF_TEXT, "%s%s", prefix, id) >= H5VALUE_REF_TEXT) {
         text[0] = '\0';
         return why_reject(why, why_len, "reference to %s longer than %d bytes", id,
-                              H5TYPE_DESC_REF_STORED);
+                          H5TYPE_DESC_REF_STORED);
     }
     return 0;
 }
@@ -89,9 +88,9 @@ static int put_count(struct out *o, size_t count)
 {
     if (count > H5TYPE_DESC_MAX_VLEN)
         return why_reject(o->msg, sizeof(o->msg), "vlen item of %zu bytes, above %u", count,
-                              (unsigned)H5TYPE_DESC_MAX_VLEN);
-    unsigned char b[4] = {(unsigned char)count, (unsigned char)(count >> 8),
-                          (unsigned char)(count >> 16), (unsigned char)(count >> 24)};
+                          (unsigned)H5TYPE_DESC_MAX_VLEN);
+    unsigned char b[4] = { (unsigned char)count, (unsigned char)(count >> 8),
+                           (unsigned char)(count >> 16), (unsigned char)(count >> 24) };
     return put(o, b, sizeof(b));
 }
 
@@ -115,7 +114,7 @@ static int vlen_stored(struct out *o, const struct h5type_desc *d, const unsigne
         return why_reject(o->msg, sizeof(o->msg), "vlen of %zu items without data", vl.len);
     if (vl.len > H5TYPE_DESC_MAX_VLEN / base->stored_size)
         return why_reject(o->msg, sizeof(o->msg), "vlen of %zu items, above %u bytes", vl.len,
-                              (unsigned)H5TYPE_DESC_MAX_VLEN);
+                          (unsigned)H5TYPE_DESC_MAX_VLEN);
     int rc = put_count(o, vl.len * base->stored_size);
     for (size_t k = 0; k < vl.len && rc == 0; k++)
         rc = elem_stored(o, base, (const unsigned char *)vl.p + k * base->mem_size);
@@ -126,7 +125,7 @@ static int ref_stored(struct out *o, const unsigned char *src)
 {
     hobj_ref_t ref;
     char text[H5VALUE_REF_TEXT];
-    unsigned char bytes[H5TYPE_DESC_REF_STORED] = {0};
+    unsigned char bytes[H5TYPE_DESC_REF_STORED] = { 0 };
     memcpy(&ref, src, sizeof(ref));
     int rc = h5value_ref_to_text(o->ids, &ref, text, o->msg, sizeof(o->msg));
     if (rc != 0)
@@ -203,7 +202,7 @@ int h5value_to_stored(const json_t *type_json, hid_t tid, const void *buf, size_
     int rc = h5value_begin(type_json, tid, &d, why, why_len);
     if (rc != 0)
         return rc;
-    struct out o = {.ids = ids};
+    struct out o = { .ids = ids };
     rc = all_stored(d, &o, buf, n, why, why_len);
     h5type_desc_free(d);
     if (rc != 0) {

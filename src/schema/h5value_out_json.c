@@ -318,15 +318,15 @@ int h5value_to_json(const json_t *type_json, hid_t tid, const void *buf, int ran
     if (rc == 0 && !buf && n > 0)
         rc = why_reject(why, why_len, "no value");
     if (rc == 0) {
-        struct walk w = {.ctx = {.ids = ids},
-                         .d = d,
-                         .dims = dims,
-                         .rank = rank,
-                         .src = buf,
-                         .why = why,
-                         .why_len = why_len};
+        struct walk w = { .ctx = { .ids = ids },
+                          .d = d,
+                          .dims = dims,
+                          .rank = rank,
+                          .src = buf,
+                          .why = why,
+                          .why_len = why_len };
         struct fpenv fe;
-        fpenv_enter(&fe);   /* floats widened to doubles keep their subnormals */
+        fpenv_enter(&fe); /* floats widened to doubles keep their subnormals */
         rc = walk_value(&w, 0, out);
         fpenv_leave(&fe);
     }

@@ -62,8 +62,8 @@ static int out_append(struct rewrite *rw, const char *bytes, size_t n)
 static int span_add(struct rewrite *rw, struct span s)
 {
     if (rw->n_spans == rw->spans_cap) {
-        struct span *grown = grow_array(rw->spans, &rw->spans_cap, rw->n_spans + 1,
-                                        sizeof *grown, 16);
+        struct span *grown =
+            grow_array(rw->spans, &rw->spans_cap, rw->n_spans + 1, sizeof *grown, 16);
         if (!grown)
             return -ENOMEM;
         rw->spans = grown;
@@ -77,7 +77,7 @@ static int span_add(struct rewrite *rw, struct span s)
 static int replace(struct rewrite *rw, size_t start, size_t end, const char *open, bool copy_token,
                    const char *close)
 {
-    struct span s = {.in_start = start, .in_end = end};
+    struct span s = { .in_start = start, .in_end = end };
     int rc = out_append(rw, rw->text + rw->copied, start - rw->copied);
     if (rc == 0) {
         s.out_start = rw->out_len;
@@ -228,7 +228,7 @@ static void report(const struct rewrite *rw, const json_error_t *err, char *why,
 
 json_t *hjson_loadb(const char *text, size_t len, char *why, size_t why_len)
 {
-    struct rewrite rw = {.text = text ? text : "", .len = text ? len : 0};
+    struct rewrite rw = { .text = text ? text : "", .len = text ? len : 0 };
     json_error_t err;
     json_t *doc = NULL;
 
@@ -336,7 +336,7 @@ static int number_of(const json_t *value, double *out)
         *out = json_real_value(value);
         return 0;
     }
-    const char *s = hjson_text(value);  /* Python's float() refuses a NUL too */
+    const char *s = hjson_text(value); /* Python's float() refuses a NUL too */
     if (!s)
         return -EINVAL;
     if (strcmp(s, HJSON_NAN) == 0) {
@@ -397,7 +397,7 @@ static int sb_puts(struct sbuf *b, const char *s)
  * surrogates and code points above U+10FFFF are not). */
 static size_t utf8_next(const unsigned char *s, size_t n, uint32_t *cp)
 {
-    static const uint32_t min_of[] = {0, 0, 0x80, 0x800, 0x10000};
+    static const uint32_t min_of[] = { 0, 0, 0x80, 0x800, 0x10000 };
     size_t len = s[0] >= 0xf0 ? 4 : s[0] >= 0xe0 ? 3 : s[0] >= 0xc0 ? 2 : 0;
     if (len == 0 || s[0] > 0xf4 || len > n)
         return 0;
@@ -484,7 +484,7 @@ static int dump_marker(struct sbuf *b, const char *s, size_t n)
 {
     static const struct {
         const char *marker, *token;
-    } tokens[] = {{HJSON_NAN, "NaN"}, {HJSON_INF, "Infinity"}, {HJSON_NINF, "-Infinity"}};
+    } tokens[] = { { HJSON_NAN, "NaN" }, { HJSON_INF, "Infinity" }, { HJSON_NINF, "-Infinity" } };
     size_t prefix = strlen(HJSON_BIGINT_PREFIX);
     if (n <= prefix || memcmp(s, HJSON_BIGINT_PREFIX, prefix) != 0)
         return 0;
@@ -688,12 +688,12 @@ static int dump_value(struct sbuf *b, const json_t *v, int depth)
 
 int hjson_dumps(const json_t *value, char **out)
 {
-    struct sbuf b = {NULL, 0, 0};
+    struct sbuf b = { NULL, 0, 0 };
     if (!out)
         return -EINVAL;
     *out = NULL;
     struct fpenv fe;
-    fpenv_enter(&fe);   /* reals are printed by comparing doubles: subnormals must stay */
+    fpenv_enter(&fe); /* reals are printed by comparing doubles: subnormals must stay */
     int rc = dump_value(&b, value, 0);
     fpenv_leave(&fe);
     if (rc != 0) {

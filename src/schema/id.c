@@ -154,7 +154,7 @@ int schema_root_of(const char *id, char out[SCHEMA_ID_BUF])
     collect_hex_digits(id, d);
     for (int i = 0; i < ID_HALF; i++)
         d[i + ID_HALF] = (char)schema_hex_rot(d[i]);
-    int n = snprintf(out, SCHEMA_ID_BUF, "g-%.8s-%.8s-%.4s-%.6s-%.6s", d, d + 8, d + 16,
-                     d + 20, d + 26);
+    int n = snprintf(out, SCHEMA_ID_BUF, "g-%.8s-%.8s-%.4s-%.6s-%.6s", d, d + 8, d + 16, d + 20,
+                     d + 26);
     return n == SCHEMA_ID_LEN ? 0 : -EINVAL;
 }

@@ -36,8 +36,8 @@ static void writer_init(struct key_writer *w, char *buf, size_t len)
         buf[0] = '\0';
 }
 
-__attribute__((format(printf, 2, 3)))
-static void writer_printf(struct key_writer *w, const char *fmt, ...)
+__attribute__((format(printf, 2, 3))) static void writer_printf(struct key_writer *w,
+                                                                const char *fmt, ...)
 {
     if (w->err)
         return;
@@ -151,9 +151,12 @@ static void v2_write_partition_dir(struct key_writer *w, int partition)
 static const char *v2_json_name(int cls)
 {
     switch (cls) {
-    case 'g': return ".group.json";
-    case 'd': return ".dataset.json";
-    default: return ".datatype.json";
+    case 'g':
+        return ".group.json";
+    case 'd':
+        return ".dataset.json";
+    default:
+        return ".datatype.json";
     }
 }
 
@@ -223,8 +226,8 @@ static int v2_chunk_key(const char *dset_id, const uint64_t *index, int rank, in
     return writer_finish(&w);
 }
 
-int schema_chunk_key(const char *dset_id, const uint64_t *index, int rank, int partition,
-                     char *buf, size_t len)
+int schema_chunk_key(const char *dset_id, const uint64_t *index, int rank, int partition, char *buf,
+                     size_t len)
 {
     int version = schema_id_version(dset_id);
     if (version < 0 || dset_id[0] != 'd' || !index || rank < 1 || rank > MAX_RANK ||
@@ -362,7 +365,7 @@ static int name_not_reserved(const char *name, size_t len)
 {
     static const size_t tmp_len = sizeof(SCHEMA_TMP_NAME_PREFIX) - 1;
     if (name_is(name, len, &SCHEMA_DOMAIN_KEY_SUFFIX[1]))
-        return 0;   /* P/.domain.json/.domain.json: below the parent's own object */
+        return 0; /* P/.domain.json/.domain.json: below the parent's own object */
     return !(len >= tmp_len && memcmp(name, SCHEMA_TMP_NAME_PREFIX, tmp_len) == 0);
 }
 
@@ -376,12 +379,16 @@ static int refused(const char **why, const char *reason, int err)
 int schema_domain_path_allowed(const char *path, const char **why)
 {
     if (!path || path[0] != '/' || !path_names_valid(path + 1, strlen(path + 1)))
-        return refused(why, "not a valid name (empty, \".\", \"..\", not UTF-8, a control "
-                       "character, or longer than 255 bytes)", -EINVAL);
+        return refused(why,
+                       "not a valid name (empty, \".\", \"..\", not UTF-8, a control "
+                       "character, or longer than 255 bytes)",
+                       -EINVAL);
     if (!path_names_all(path + 1, strlen(path + 1), name_not_reserved))
-        return refused(why, "the bucket reserves the name (\".domain.json\" names a folder's "
+        return refused(why,
+                       "the bucket reserves the name (\".domain.json\" names a folder's "
                        "own object, \"" SCHEMA_TMP_NAME_PREFIX "*\" the store's temporary "
-                       "files)", -EINVAL);
+                       "files)",
+                       -EINVAL);
     const char *first_end = strchr(path + 1, '/');
     size_t first_len = first_end ? (size_t)(first_end - (path + 1)) : strlen(path + 1);
     if (name_is(path + 1, first_len, SCHEMA_OBJECT_TREE))

@@ -18,15 +18,15 @@
 #include "h5osfs/store_test.h"
 
 struct faulty_rule_state {
-    struct faulty_rule rule;   /* pattern: a copy, owned */
-    uint64_t seen;             /* matching calls so far */
+    struct faulty_rule rule; /* pattern: a copy, owned */
+    uint64_t seen;           /* matching calls so far */
     uint64_t fired;
 };
 
 struct faulty_store {
-    struct store base;         /* first member: a struct store * is a struct faulty_store * */
+    struct store base; /* first member: a struct store * is a struct faulty_store * */
     struct store *inner;
-    pthread_mutex_t lock;      /* everything below */
+    pthread_mutex_t lock; /* everything below */
     struct faulty_rule_state *rules;
     size_t n_rules, rules_cap;
     uint64_t calls[FAULTY_OPS];
@@ -52,8 +52,8 @@ static struct faulty_store *faulty_of(struct store *st)
 
 static const char *op_name(enum faulty_op op)
 {
-    static const char *const names[FAULTY_OPS] = { "get", "head", "put", "put_if", "copy",
-                                                   "delete", "list", "sync" };
+    static const char *const names[FAULTY_OPS] = { "get",  "head",   "put",  "put_if",
+                                                   "copy", "delete", "list", "sync" };
     return (unsigned)op < FAULTY_OPS ? names[op] : "?";
 }
 
@@ -96,8 +96,9 @@ static int faulty_done(struct faulty_store *f, enum faulty_op op, const char *ke
 {
     pthread_mutex_lock(&f->lock);
     char *copy = strdup(key);
-    void *nv = f->n_record < f->record_cap ? f->record
-               : grow_array(f->record, &f->record_cap, f->n_record + 1, sizeof *f->record, 64);
+    void *nv = f->n_record < f->record_cap
+                   ? f->record
+                   : grow_array(f->record, &f->record_cap, f->n_record + 1, sizeof *f->record, 64);
     if (copy && nv) {
         f->record = nv;
         f->record[f->n_record++] = (struct faulty_call){ op, copy, rc, v->fire };
@@ -188,8 +189,7 @@ static int faulty_list(struct store *st, const char *prefix, const char *delimit
 {
     struct faulty_store *f = faulty_of(st);
     struct faulty_verdict v = faulty_judge(f, FAULTY_LIST, prefix);
-    int rc = skipped(&v) ? v.err
-                         : store_list(f->inner, prefix, delimiter, token, max_keys, out);
+    int rc = skipped(&v) ? v.err : store_list(f->inner, prefix, delimiter, token, max_keys, out);
     if (rc == 0 && v.fire && v.mode == FAULTY_AFTER) {
         store_list_free(out);
         rc = v.err;
@@ -294,8 +294,9 @@ int store_faulty_add(struct store *st, const struct faulty_rule *rule)
         return -ENOMEM;
     int rc = 0;
     pthread_mutex_lock(&f->lock);
-    void *nv = f->n_rules < f->rules_cap ? f->rules
-               : grow_array(f->rules, &f->rules_cap, f->n_rules + 1, sizeof *f->rules, 8);
+    void *nv = f->n_rules < f->rules_cap
+                   ? f->rules
+                   : grow_array(f->rules, &f->rules_cap, f->n_rules + 1, sizeof *f->rules, 8);
     if (nv) {
         f->rules = nv;
         f->rules[f->n_rules++] = s;

@@ -25,14 +25,14 @@
 
 struct mem_obj {
     char *key;
-    unsigned char *data;   /* len bytes and one NUL, as store_buf hands them out */
+    unsigned char *data; /* len bytes and one NUL, as store_buf hands them out */
     struct store_stat st;
 };
 
 struct mem_store {
-    struct store base;     /* first member: a struct store * is a struct mem_store * */
+    struct store base; /* first member: a struct store * is a struct mem_store * */
     pthread_rwlock_t lock;
-    struct mem_obj *objs;  /* sorted by key */
+    struct mem_obj *objs; /* sorted by key */
     size_t n, cap;
 };
 
@@ -155,8 +155,7 @@ static int mem_obj_make(const char *key, const void *data, size_t len, struct me
 
 /* Put o at key (under the write lock): replaces the object there, or is inserted at i. The
  * store owns o's memory afterwards, also on failure (freed). */
-static int mem_place(struct mem_store *m, const char *key, size_t i, int found,
-                     struct mem_obj *o)
+static int mem_place(struct mem_store *m, const char *key, size_t i, int found, struct mem_obj *o)
 {
     if (found) {
         o->key = m->objs[i].key;
@@ -268,8 +267,8 @@ static int mem_del(struct store *st, const char *key)
 struct mem_page {
     struct store_list *out;
     size_t obj_cap, pfx_cap;
-    size_t count, max;     /* items so far; max 0: no limit */
-    const char *last;      /* the last item added (owned by out) */
+    size_t count, max; /* items so far; max 0: no limit */
+    const char *last;  /* the last item added (owned by out) */
 };
 
 static int mem_page_object(struct mem_page *p, const struct mem_obj *o)
@@ -296,8 +295,7 @@ static int mem_page_prefix(struct mem_page *p, const char *key, size_t len)
 {
     struct store_list *l = p->out;
     if (l->n_prefixes == p->pfx_cap) {
-        void *nv = grow_array(l->prefixes, &p->pfx_cap, l->n_prefixes + 1, sizeof *l->prefixes,
-                              16);
+        void *nv = grow_array(l->prefixes, &p->pfx_cap, l->n_prefixes + 1, sizeof *l->prefixes, 16);
         if (!nv)
             return -ENOMEM;
         l->prefixes = nv;
@@ -326,7 +324,7 @@ static int mem_cmp_item(const char *s, size_t len, const char *t)
     int c = strncmp(s, t, len);
     if (c != 0)
         return c;
-    return t[len] == '\0' ? 0 : -1;    /* t has s's len bytes: longer is later */
+    return t[len] == '\0' ? 0 : -1; /* t has s's len bytes: longer is later */
 }
 
 /*
@@ -341,7 +339,7 @@ static int mem_list_item(struct mem_page *p, const struct mem_obj *o, size_t ple
     if (clen) {
         if ((token && mem_cmp_item(o->key, clen, token) <= 0) ||
             (p->last && strlen(p->last) == clen && strncmp(p->last, o->key, clen) == 0))
-            return 0;          /* the prefix was listed already */
+            return 0; /* the prefix was listed already */
     } else if (token && strcmp(o->key, token) <= 0) {
         return 0;
     }
@@ -350,8 +348,8 @@ static int mem_list_item(struct mem_page *p, const struct mem_obj *o, size_t ple
     return clen ? mem_page_prefix(p, o->key, clen) : mem_page_object(p, o);
 }
 
-static int mem_list(struct store *st, const char *prefix, const char *delimiter,
-                    const char *token, size_t max_keys, struct store_list *out)
+static int mem_list(struct store *st, const char *prefix, const char *delimiter, const char *token,
+                    size_t max_keys, struct store_list *out)
 {
     struct mem_store *m = mem_of(st);
     struct mem_page p = { .out = out, .max = max_keys };
@@ -362,7 +360,7 @@ static int mem_list(struct store *st, const char *prefix, const char *delimiter,
     const char *from = token && strcmp(token, prefix) > 0 ? token : prefix;
     for (size_t i = mem_find(m, from, &found); i < m->n && rc == 0; i++) {
         if (strncmp(m->objs[i].key, prefix, plen) != 0)
-            break;             /* the keys with this prefix are one run: it ended */
+            break; /* the keys with this prefix are one run: it ended */
         rc = mem_list_item(&p, &m->objs[i], plen, delimiter, token);
     }
     pthread_rwlock_unlock(&m->lock);

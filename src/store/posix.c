@@ -48,7 +48,6 @@
 
 #include "posix.h"
 
-
 const struct posix_store *px(const struct store *st)
 {
     return (const struct posix_store *)st;
@@ -64,23 +63,23 @@ static const char *px_strerror(int err)
  * Turn errno err from step `what` of operation `op` on key into the store contract's code,
  * logging everything that is a real failure rather than an answer (missing, a directory).
  */
-int px_fail(const struct posix_store *ps, const char *op, const char *key,
-                   const char *what, int err)
+int px_fail(const struct posix_store *ps, const char *op, const char *key, const char *what,
+            int err)
 {
     switch (err) {
     case ENOENT:
-    case ENOTDIR:          /* a middle component is an object: the key does not exist */
+    case ENOTDIR: /* a middle component is an object: the key does not exist */
         return -ENOENT;
     case EISDIR:
         return -EISDIR;
     case ENAMETOOLONG:
         log_debug("store %s: %s %s: %s: %s", ps->dir, op, key, what, px_strerror(err));
         return -EINVAL;
-    case EXDEV:            /* openat2 RESOLVE_BENEATH: the path would leave the bucket */
-    case ELOOP:            /* magic link, symlink loop, or a symlink under the fallback */
+    case EXDEV: /* openat2 RESOLVE_BENEATH: the path would leave the bucket */
+    case ELOOP: /* magic link, symlink loop, or a symlink under the fallback */
         log_warn("store %s: %s %s: refused: %s leads outside the bucket or through a symlink",
                  ps->dir, op, key, what);
-        return -ENOENT;    /* nothing outside the bucket is an object of it */
+        return -ENOENT; /* nothing outside the bucket is an object of it */
     case EACCES:
     case EPERM:
         log_error("store %s: %s %s: %s: %s", ps->dir, op, key, what, px_strerror(err));
@@ -89,7 +88,7 @@ int px_fail(const struct posix_store *ps, const char *op, const char *key,
         log_error("store %s: %s %s: %s: %s", ps->dir, op, key, what, px_strerror(err));
         return -ENOMEM;
     case ENOSPC:
-    case EDQUOT:           /* a full disk is the user's to fix: say so, not just "I/O error" */
+    case EDQUOT: /* a full disk is the user's to fix: say so, not just "I/O error" */
         log_error("store %s: %s %s: %s: %s", ps->dir, op, key, what, px_strerror(err));
         return -ENOSPC;
     default:
@@ -204,7 +203,7 @@ static int px_check_regular(const struct stat *sb)
 {
     if (S_ISDIR(sb->st_mode))
         return -EISDIR;
-    return S_ISREG(sb->st_mode) ? 0 : -ENOENT;     /* fifos, sockets, devices: no object */
+    return S_ISREG(sb->st_mode) ? 0 : -ENOENT; /* fifos, sockets, devices: no object */
 }
 
 void px_fill_stat(const struct stat *sb, struct store_stat *out)
@@ -219,8 +218,8 @@ void px_fill_stat(const struct stat *sb, struct store_stat *out)
 }
 
 /* Read n bytes at off into a new buffer (one NUL after the data); short at end of file. */
-static int px_read(const struct posix_store *ps, const char *key, int fd, uint64_t off,
-                   size_t n, struct store_buf *out)
+static int px_read(const struct posix_store *ps, const char *key, int fd, uint64_t off, size_t n,
+                   struct store_buf *out)
 {
     unsigned char *buf = malloc(n + 1);
     if (!buf)
@@ -287,8 +286,7 @@ static int px_head(struct store *st, const char *key, struct store_stat *out)
     if (fd < 0)
         return px_fail(ps, "head", key, "open", -fd);
     struct stat sb;
-    int err = fstat(fd, &sb) < 0 ? px_fail(ps, "head", key, "fstat", errno)
-                                 : px_check_regular(&sb);
+    int err = fstat(fd, &sb) < 0 ? px_fail(ps, "head", key, "fstat", errno) : px_check_regular(&sb);
     if (!err)
         px_fill_stat(&sb, out);
     close(fd);
@@ -302,14 +300,14 @@ struct px_put {
     const char *key;
     const void *data;
     size_t len;
-    int lazy;              /* no fsync: durable at the next px_sync */
-    int direct;            /* no temporary name either: nobody reads the key yet */
-    int src_fd;            /* >= 0: the bytes are len bytes of this file at src_off */
+    int lazy;   /* no fsync: durable at the next px_sync */
+    int direct; /* no temporary name either: nobody reads the key yet */
+    int src_fd; /* >= 0: the bytes are len bytes of this file at src_off */
     uint64_t src_off;
-    int link_fd;           /* >= 0: the object is a hard link to this file (src_fd too) */
-    int conditional;       /* put_if: replace only an object whose etag is if_etag */
-    const char *if_etag;   /* NULL (conditional): create only, where no object is */
-    const char *what;      /* the step that failed, for the log line */
+    int link_fd;         /* >= 0: the object is a hard link to this file (src_fd too) */
+    int conditional;     /* put_if: replace only an object whose etag is if_etag */
+    const char *if_etag; /* NULL (conditional): create only, where no object is */
+    const char *what;    /* the step that failed, for the log line */
 };
 
 /* Create and open (O_RDONLY) directory path one level at a time beneath the bucket. */
@@ -418,9 +416,10 @@ static int px_copy_range(struct px_put *p, int fd)
     p->what = "copy";
     while (left > 0) {
         ssize_t n = copy_file_range(p->src_fd, &in, fd, NULL, left, 0);
-        if (n < 0 && (errno == EXDEV || errno == EINVAL || errno == ENOSYS ||
-                      errno == EOPNOTSUPP) && left == p->len)
-            break;              /* not between these files: read and write instead */
+        if (n < 0 &&
+            (errno == EXDEV || errno == EINVAL || errno == ENOSYS || errno == EOPNOTSUPP) &&
+            left == p->len)
+            break; /* not between these files: read and write instead */
         if (n <= 0)
             return n < 0 ? -errno : -EIO;
         left -= (size_t)n;
@@ -452,7 +451,7 @@ static int px_link(struct px_put *p, int dfd, const char *base)
         if (linkat(AT_FDCWD, proc, dfd, base, AT_SYMLINK_FOLLOW) == 0)
             return 0;
         if (errno != EEXIST || unlinkat(dfd, base, 0) < 0)
-            break;              /* EEXIST: a copy left by an interrupted commit */
+            break; /* EEXIST: a copy left by an interrupted commit */
     }
     int err = errno;
     if (err == EXDEV || err == EMLINK || err == EPERM || err == ENOENT || err == EOPNOTSUPP)
@@ -558,7 +557,7 @@ static int px_put_in(struct px_put *p, int dfd, const char *base)
         err = -errno;
         goto out_unlink_tmp;
     }
-    if (!p->lazy && fsync(dfd) < 0) {  /* the object is in place, but maybe not durable */
+    if (!p->lazy && fsync(dfd) < 0) { /* the object is in place, but maybe not durable */
         p->what = "fsync directory";
         return -errno;
     }
@@ -603,23 +602,30 @@ static int px_put_run(struct px_put p)
             break;
     }
     if (err && slash)
-        px_prune(p.ps, key, dir);   /* directories made for it go again (a full disk) */
+        px_prune(p.ps, key, dir); /* directories made for it go again (a full disk) */
     free(dir);
     if (err == -ESTALE)
-        return err;             /* put_if: the answer, not a failure */
-    if (err == -ENOTDIR) {     /* an object where the key needs a directory */
-        log_error("store %s: put %s: %s: a component of the key is an object", p.ps->dir,
-                  key, p.what);
+        return err;        /* put_if: the answer, not a failure */
+    if (err == -ENOTDIR) { /* an object where the key needs a directory */
+        log_error("store %s: put %s: %s: a component of the key is an object", p.ps->dir, key,
+                  p.what);
         return -EIO;
     }
     return err ? px_fail(p.ps, "put", key, p.what, -err) : 0;
 }
 
-static int px_put_with(struct store *st, const char *key, const void *data, size_t len,
-                      int lazy, int direct)
+static int px_put_with(struct store *st, const char *key, const void *data, size_t len, int lazy,
+                       int direct)
 {
-    struct px_put p = { .ps = px(st), .key = key, .data = data, .len = len, .lazy = lazy,
-                        .direct = direct, .src_fd = -1, .link_fd = -1, .what = "" };
+    struct px_put p = { .ps = px(st),
+                        .key = key,
+                        .data = data,
+                        .len = len,
+                        .lazy = lazy,
+                        .direct = direct,
+                        .src_fd = -1,
+                        .link_fd = -1,
+                        .what = "" };
     return px_put_run(p);
 }
 
@@ -636,8 +642,15 @@ static int px_put_lazy(struct store *st, const char *key, const void *data, size
 static int px_put_if(struct store *st, const char *key, const void *data, size_t len,
                      const char *if_etag)
 {
-    struct px_put p = { .ps = px(st), .key = key, .data = data, .len = len, .src_fd = -1,
-                        .link_fd = -1, .conditional = 1, .if_etag = if_etag, .what = "" };
+    struct px_put p = { .ps = px(st),
+                        .key = key,
+                        .data = data,
+                        .len = len,
+                        .src_fd = -1,
+                        .link_fd = -1,
+                        .conditional = 1,
+                        .if_etag = if_etag,
+                        .what = "" };
     return px_put_run(p);
 }
 
@@ -646,11 +659,17 @@ static int px_put_new(struct store *st, const char *key, const void *data, size_
     return px_put_with(st, key, data, len, 1, 1);
 }
 
-static int px_put_new_from_fd(struct store *st, const char *key, int fd, uint64_t off,
-                              size_t len)
+static int px_put_new_from_fd(struct store *st, const char *key, int fd, uint64_t off, size_t len)
 {
-    struct px_put p = { .ps = px(st), .key = key, .len = len, .lazy = 1, .direct = 1,
-                        .src_fd = fd, .src_off = off, .link_fd = -1, .what = "" };
+    struct px_put p = { .ps = px(st),
+                        .key = key,
+                        .len = len,
+                        .lazy = 1,
+                        .direct = 1,
+                        .src_fd = fd,
+                        .src_off = off,
+                        .link_fd = -1,
+                        .what = "" };
     return px_put_run(p);
 }
 
@@ -665,11 +684,16 @@ static int px_copy(struct store *st, const char *src, const char *dst)
     if (fd < 0)
         return fd == -ENOENT ? fd : px_fail(ps, "copy", src, "open", -fd);
     struct stat sb;
-    int err = fstat(fd, &sb) < 0 ? px_fail(ps, "copy", src, "fstat", errno)
-                                 : px_check_regular(&sb);
+    int err = fstat(fd, &sb) < 0 ? px_fail(ps, "copy", src, "fstat", errno) : px_check_regular(&sb);
     if (!err) {
-        struct px_put p = { .ps = ps, .key = dst, .len = (size_t)sb.st_size, .lazy = 1,
-                            .direct = 1, .src_fd = fd, .src_off = 0, .link_fd = fd,
+        struct px_put p = { .ps = ps,
+                            .key = dst,
+                            .len = (size_t)sb.st_size,
+                            .lazy = 1,
+                            .direct = 1,
+                            .src_fd = fd,
+                            .src_off = 0,
+                            .link_fd = fd,
                             .what = "" };
         err = px_put_run(p);
     }
@@ -680,7 +704,7 @@ static int px_copy(struct store *st, const char *src, const char *dst)
 static int px_sync(struct store *st)
 {
     const struct posix_store *ps = px(st);
-    int fd = px_open(ps, ".", O_RDONLY | O_DIRECTORY, 0);   /* syncfs wants no O_PATH fd */
+    int fd = px_open(ps, ".", O_RDONLY | O_DIRECTORY, 0); /* syncfs wants no O_PATH fd */
     if (fd < 0)
         return px_fail(ps, "sync", ".", "open", -fd);
     int err = syncfs(fd) < 0 ? px_fail(ps, "sync", ".", "syncfs", errno) : 0;
@@ -706,8 +730,7 @@ static int px_unlink(const struct posix_store *ps, const char *key, const char *
 /* Errors of the empty-directory cleanup that just mean "nothing to clean up". */
 static int px_prune_benign(int err)
 {
-    return err == ENOTEMPTY || err == EEXIST || err == ENOENT || err == ENOTDIR ||
-           err == EBUSY;
+    return err == ENOTEMPTY || err == EEXIST || err == ENOENT || err == ENOTDIR || err == EBUSY;
 }
 
 /* Remove directory dir (a key's parent, never the bucket) if the delete left it empty. 0 when
@@ -720,7 +743,7 @@ static int px_prune_one(const struct posix_store *ps, const char *key, char *dir
     const char *name = slash ? slash + 1 : dir;
     int gfd = px_open(ps, slash ? dir : ".", O_PATH | O_DIRECTORY, 0);
     if (gfd < 0)
-        return -1;             /* gone already, or refused: nothing of ours to remove */
+        return -1; /* gone already, or refused: nothing of ours to remove */
     int rc = unlinkat(gfd, name, AT_REMOVEDIR);
     if (rc < 0 && !px_prune_benign(errno))
         log_warn("store %s: delete %s: remove empty directory: %s", ps->dir, key,
@@ -799,7 +822,7 @@ static int px_probe_openat2(const struct posix_store *ps)
 static int px_root_err(const char *dir, int err)
 {
     if (err == ENOENT || err == ENOTDIR)
-        return -ENOENT;        /* HSDS never creates buckets, and neither do we */
+        return -ENOENT; /* HSDS never creates buckets, and neither do we */
     log_error("store %s: open bucket directory: %s", dir, px_strerror(err));
     return err == EACCES || err == EPERM ? -EACCES : -EIO;
 }

@@ -26,17 +26,16 @@ struct px_dirents {
 
 struct px_walk {
     const struct posix_store *ps;
-    int delim;             /* fold sub-directories into common prefixes */
-    size_t max;            /* 0: no limit */
-    size_t count;          /* items (objects + prefixes) in out so far */
-    int truncated;         /* a further item exists beyond max */
-    const char *last;      /* the last item added (owned by out) */
+    int delim;        /* fold sub-directories into common prefixes */
+    size_t max;       /* 0: no limit */
+    size_t count;     /* items (objects + prefixes) in out so far */
+    int truncated;    /* a further item exists beyond max */
+    const char *last; /* the last item added (owned by out) */
     size_t obj_cap, pfx_cap;
     struct store_list *out;
     size_t keylen;
-    char key[STORE_KEY_MAX + 1];   /* the key (or prefix) being visited */
+    char key[STORE_KEY_MAX + 1]; /* the key (or prefix) being visited */
 };
-
 
 static void px_dirents_free(struct px_dirents *d)
 {
@@ -188,7 +187,7 @@ static int px_walk_file(struct px_walk *w, int dfd, const char *name, const char
     if (fstatat(dfd, name, &sb, AT_SYMLINK_NOFOLLOW) < 0)
         return errno == ENOENT ? 0 : px_fail(w->ps, "list", w->key, "stat", errno);
     if (!S_ISREG(sb.st_mode))
-        return 0;              /* replaced by something else since readdir */
+        return 0; /* replaced by something else since readdir */
     return px_add_object(w, &sb);
 }
 
@@ -211,25 +210,24 @@ static int px_walk_subtree(struct px_walk *w, int dfd, const char *name, const c
 {
     if (token && strncmp(token, w->key, w->keylen) != 0) {
         if (strcmp(w->key, token) < 0)
-            return 0;          /* every key below sorts before the token: skip it all */
-        token = NULL;          /* every key below sorts after it: no more comparisons */
+            return 0; /* every key below sorts before the token: skip it all */
+        token = NULL; /* every key below sorts after it: no more comparisons */
     }
     if (w->keylen >= STORE_KEY_MAX)
-        return 0;              /* no room for a valid key below */
+        return 0; /* no room for a valid key below */
     int fd = px_sys_openat(dfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW, 0);
     if (fd == -ENOENT || fd == -ENOTDIR || fd == -ELOOP)
-        return 0;              /* removed or replaced since readdir */
+        return 0; /* removed or replaced since readdir */
     if (fd < 0)
         return px_fail(w->ps, "list", w->key, "open directory", -fd);
     return px_walk_dir(w, fd, "", token);
 }
 
-static int px_walk_entry(struct px_walk *w, int dfd, const struct px_dirent *e,
-                         const char *token)
+static int px_walk_entry(struct px_walk *w, int dfd, const struct px_dirent *e, const char *token)
 {
     size_t old = w->keylen, add = e->len + (e->is_dir ? 1 : 0);
     if (old + add > STORE_KEY_MAX)
-        return 0;              /* longer than any usable key */
+        return 0; /* longer than any usable key */
     memcpy(w->key + old, e->name, e->len);
     if (e->is_dir)
         w->key[old + e->len] = '/';
@@ -285,8 +283,8 @@ static int px_list_open(const struct posix_store *ps, const char *prefix, size_t
     return fd >= 0 ? fd : px_fail(ps, "list", prefix, "open directory", -fd);
 }
 
-int px_list(struct store *st, const char *prefix, const char *delimiter,
-                   const char *token, size_t max_keys, struct store_list *out)
+int px_list(struct store *st, const char *prefix, const char *delimiter, const char *token,
+            size_t max_keys, struct store_list *out)
 {
     const struct posix_store *ps = px(st);
     memset(out, 0, sizeof *out);
@@ -296,12 +294,13 @@ int px_list(struct store *st, const char *prefix, const char *delimiter,
     size_t dirlen = slash ? (size_t)(slash - prefix) + 1 : 0;
     int fd = px_list_open(ps, prefix, dirlen);
     if (fd == -ENOENT)
-        return 0;              /* nothing under this prefix: an empty listing */
+        return 0; /* nothing under this prefix: an empty listing */
     if (fd < 0)
         return fd;
 
-    struct px_walk w = { .ps = ps, .delim = delimiter && *delimiter, .max = max_keys,
-                         .out = out, .keylen = dirlen };
+    struct px_walk w = {
+        .ps = ps, .delim = delimiter && *delimiter, .max = max_keys, .out = out, .keylen = dirlen
+    };
     memcpy(w.key, prefix, dirlen);
     w.key[dirlen] = '\0';
     int err = px_walk_dir(&w, fd, prefix + dirlen, token);
@@ -335,7 +334,7 @@ static int px_keys_entry(struct px_keys *k, int dfd, const struct dirent *de)
     k->key[k->keylen] = '\0';
     int rc = 0;
     if (type == 0) {
-        rc = k->fn(k->ctx, k->key, NULL);      /* no stat: that is the point */
+        rc = k->fn(k->ctx, k->key, NULL); /* no stat: that is the point */
     } else {
         k->key[k->keylen++] = '/';
         k->key[k->keylen] = '\0';
@@ -375,14 +374,14 @@ static int px_keys_dir(struct px_keys *k, int fd)
     return rc;
 }
 
-int px_list_keys(struct store *st, const char *prefix, int (*fn)(void *ctx, const char *key, const struct store_stat *st),
-                 void *ctx)
+int px_list_keys(struct store *st, const char *prefix,
+                 int (*fn)(void *ctx, const char *key, const struct store_stat *st), void *ctx)
 {
     const struct posix_store *ps = px(st);
     const char *slash = strrchr(prefix, '/');
     size_t dirlen = slash ? (size_t)(slash - prefix) + 1 : 0;
     if (prefix[dirlen] != '\0')
-        return -EINVAL;        /* only whole "directories" are walked this way */
+        return -EINVAL; /* only whole "directories" are walked this way */
     int fd = px_list_open(ps, prefix, dirlen);
     if (fd == -ENOENT)
         return 0;

@@ -17,7 +17,7 @@
 #include "s3.h"
 
 #define S3_LIST_PAGE 1000
-#define S3_JSON_LIST_MAX (16u << 20)    /* one ListObjectsV2 page: ~1000 keys of 1 KiB */
+#define S3_JSON_LIST_MAX (16u << 20) /* one ListObjectsV2 page: ~1000 keys of 1 KiB */
 
 static struct s3_store *s3_of(struct store *st)
 {
@@ -56,7 +56,8 @@ int s3_status_errno(const struct s3_store *s3, const char *op, const char *key,
 static void keep_range(struct s3_response *resp, uint64_t off, uint64_t len)
 {
     uint64_t start = resp->status == 206 && resp->range_start >= 0 ? (uint64_t)resp->range_start
-                     : resp->status == 206 ? off : 0;
+                     : resp->status == 206                         ? off
+                                                                   : 0;
     uint64_t skip = off > start ? off - start : 0;
     size_t from = skip < resp->body.len ? (size_t)skip : resp->body.len;
     size_t n = resp->body.len - from;
@@ -90,7 +91,7 @@ static int s3_get(struct store *st, const char *key, uint64_t off, uint64_t len,
     int rc = s3_perform(s3, &req, &resp);
     if (rc != 0)
         return rc;
-    if (resp.status == 416) {               /* the range starts past the end */
+    if (resp.status == 416) { /* the range starts past the end */
         s3_response_free(&resp);
         out->data = calloc(1, 1);
         return out->data ? 0 : -ENOMEM;
@@ -126,13 +127,13 @@ static int s3_head(struct store *st, const char *key, struct store_stat *out)
 
 /* ---- put / delete ---- */
 
-int s3_put_source(struct s3_store *s3, const char *key, const struct s3_source *src,
-                  uint64_t len)
+int s3_put_source(struct s3_store *s3, const char *key, const struct s3_source *src, uint64_t len)
 {
     char hash[65];
     struct s3_response resp;
-    struct s3_request req = { .method = "PUT", .key = key, .body_len = (size_t)len,
-                              .max_body = 1u << 20 };
+    struct s3_request req = {
+        .method = "PUT", .key = key, .body_len = (size_t)len, .max_body = 1u << 20
+    };
     if (src->data) {
         req.body = src->data;
     } else {
@@ -151,8 +152,7 @@ int s3_put_source(struct s3_store *s3, const char *key, const struct s3_source *
 }
 
 /* One PutObject up to the threshold, a multipart upload above it (and above S3's 5 GiB). */
-static int put_any(struct s3_store *s3, const char *key, const struct s3_source *src,
-                   uint64_t len)
+static int put_any(struct s3_store *s3, const char *key, const struct s3_source *src, uint64_t len)
 {
     if (len > s3->cfg.multipart_threshold || len > STORE_S3_PUT_MAX)
         return s3_multipart_put(s3, key, src, len);
@@ -165,8 +165,7 @@ static int s3_put(struct store *st, const char *key, const void *data, size_t le
     return put_any(s3_of(st), key, &src, len);
 }
 
-static int s3_put_new_from_fd(struct store *st, const char *key, int fd, uint64_t off,
-                              size_t len)
+static int s3_put_new_from_fd(struct store *st, const char *key, int fd, uint64_t off, size_t len)
 {
     struct s3_source src = { .data = NULL, .fd = fd, .off = off };
     return put_any(s3_of(st), key, &src, len);
@@ -178,8 +177,12 @@ static int put_conditional(struct s3_store *s3, const char *key, const void *dat
                            const char *if_match)
 {
     struct s3_response resp;
-    struct s3_request req = { .method = "PUT", .key = key, .body = data ? data : "",
-                              .body_len = len, .max_body = 1u << 20, .if_match = if_match,
+    struct s3_request req = { .method = "PUT",
+                              .key = key,
+                              .body = data ? data : "",
+                              .body_len = len,
+                              .max_body = 1u << 20,
+                              .if_match = if_match,
                               .if_none_match = if_match ? NULL : "*" };
     int rc = s3_perform(s3, &req, &resp);
     if (rc != 0)
@@ -205,7 +208,7 @@ static int s3_put_if(struct store *st, const char *key, const void *data, size_t
                      const char *if_etag)
 {
     struct s3_store *s3 = s3_of(st);
-    char quoted[sizeof ((struct store_stat *)0)->etag + 2];
+    char quoted[sizeof((struct store_stat *)0)->etag + 2];
     snprintf(quoted, sizeof quoted, "\"%s\"", if_etag ? if_etag : "");
     if (!if_etag)
         return put_conditional(s3, key, data, len, NULL);
@@ -219,7 +222,8 @@ static int s3_put_if(struct store *st, const char *key, const void *data, size_t
     if (rc == 0) {
         atomic_store(&s3->if_match_bare, 1);
         log_info("s3 %s: the server wants If-Match without quotes (as Ceph RGW): sent so from "
-                 "now on", s3->bucket);
+                 "now on",
+                 s3->bucket);
     }
     return rc;
 }
@@ -235,8 +239,12 @@ static int s3_copy(struct store *st, const char *src, const char *dst)
         rc = sigv4_uri_encode(full, strlen(full), 1, &enc);
     if (rc == 0 && asprintf(&source, "/%s/%s", s3->bucket, enc) < 0)
         rc = -ENOMEM;
-    struct s3_request req = { .method = "PUT", .key = dst, .body = "", .body_len = 0,
-                              .copy_source = source, .max_body = 1u << 20 };
+    struct s3_request req = { .method = "PUT",
+                              .key = dst,
+                              .body = "",
+                              .body_len = 0,
+                              .copy_source = source,
+                              .max_body = 1u << 20 };
     if (rc == 0)
         rc = s3_perform(s3, &req, &resp);
     free(full);
@@ -343,17 +351,18 @@ static int list_page(struct s3_store *s3, const char *prefix, const char *delimi
     free(full);
     if (rc != 0)
         return rc;
-    struct s3_request req = { .method = "GET", .key = NULL, .query = query,
-                              .max_body = S3_JSON_LIST_MAX };
+    struct s3_request req = {
+        .method = "GET", .key = NULL, .query = query, .max_body = S3_JSON_LIST_MAX
+    };
     rc = s3_perform(s3, &req, &resp);
     free(query);
     if (rc != 0)
         return rc;
     rc = s3_status_errno(s3, "LIST", prefix, &resp);
-    if (rc == 0 && (rc = s3_parse_list((const char *)resp.body.data, resp.body.len, out,
-                                       &truncated)) != 0)
-        log_error("s3 LIST %s/%s%s: the listing is not ListObjectsV2 XML", s3->bucket,
-                  s3->prefix, prefix ? prefix : "");
+    if (rc == 0 &&
+        (rc = s3_parse_list((const char *)resp.body.data, resp.body.len, out, &truncated)) != 0)
+        log_error("s3 LIST %s/%s%s: the listing is not ListObjectsV2 XML", s3->bucket, s3->prefix,
+                  prefix ? prefix : "");
     s3_response_free(&resp);
     if (rc == 0)
         strip_prefix(s3, out);
@@ -362,7 +371,8 @@ static int list_page(struct s3_store *s3, const char *prefix, const char *delimi
 
 static int append_list(struct store_list *dst, struct store_list *src)
 {
-    struct store_entry *o = realloc(dst->objects, (dst->n_objects + src->n_objects + 1) * sizeof *o);
+    struct store_entry *o =
+        realloc(dst->objects, (dst->n_objects + src->n_objects + 1) * sizeof *o);
     if (o)
         dst->objects = o;
     char **p = realloc(dst->prefixes, (dst->n_prefixes + src->n_prefixes + 1) * sizeof *p);
@@ -370,7 +380,7 @@ static int append_list(struct store_list *dst, struct store_list *src)
         dst->prefixes = p;
     if (!o || !p)
         return -ENOMEM;
-    if (src->n_objects)             /* memcpy from NULL is undefined even for 0 bytes */
+    if (src->n_objects) /* memcpy from NULL is undefined even for 0 bytes */
         memcpy(dst->objects + dst->n_objects, src->objects, src->n_objects * sizeof *o);
     if (src->n_prefixes)
         memcpy(dst->prefixes + dst->n_prefixes, src->prefixes, src->n_prefixes * sizeof *p);
@@ -421,19 +431,22 @@ static int judge_listing(const struct s3_store *s3, const struct s3_response *re
     struct store_list list;
     int truncated;
     if (resp->status / 100 == 2) {
-        if (s3_parse_list((const char *)resp->body.data, resp->body.len, &list,
-                          &truncated) == 0) {
+        if (s3_parse_list((const char *)resp->body.data, resp->body.len, &list, &truncated) == 0) {
             store_list_free(&list);
             return 0;
         }
-        snprintf(why, why_len, "%s answered a bucket listing with something other than S3's "
-                 "ListObjectsV2 XML (is it an S3 endpoint?)", s3->base_url);
+        snprintf(why, why_len,
+                 "%s answered a bucket listing with something other than S3's "
+                 "ListObjectsV2 XML (is it an S3 endpoint?)",
+                 s3->base_url);
         return -EIO;
     }
     if (resp->status == 403 && s3->cfg.no_sign) {
         /* a public bucket may serve its objects to anyone but its listing to no one */
-        snprintf(why, why_len, "anonymous listing refused by %s (%s): mounted anyway, but "
-                 "whatever needs a listing will fail with EACCES", s3->base_url, failure);
+        snprintf(why, why_len,
+                 "anonymous listing refused by %s (%s): mounted anyway, but "
+                 "whatever needs a listing will fail with EACCES",
+                 s3->base_url, failure);
         return 0;
     }
     if (resp->status == 403) {
@@ -460,8 +473,11 @@ int store_s3_check(struct store *st, char *why, size_t why_len)
     int rc = list_query(s3->prefix, NULL, NULL, 1, &query);
     if (rc != 0)
         return rc;
-    struct s3_request req = { .method = "GET", .key = NULL, .query = query,
-                              .max_body = S3_JSON_LIST_MAX, .why = failure,
+    struct s3_request req = { .method = "GET",
+                              .key = NULL,
+                              .query = query,
+                              .max_body = S3_JSON_LIST_MAX,
+                              .why = failure,
                               .why_len = sizeof failure };
     rc = s3_perform(s3, &req, &resp);
     free(query);
@@ -540,15 +556,15 @@ static int build_urls(struct s3_store *s3)
               asprintf(&s3->base_url, "%.*s%.*s%s", scheme_len, endpoint, host_len, host,
                        s3->path_base) < 0;
     else
-        bad = asprintf(&s3->host, "%s.%.*s", s3->bucket, host_len, host) < 0 ||
-              asprintf(&s3->path_base, "%.*s", path_len, path) < 0 ||
-              asprintf(&s3->base_url, "%.*s%s%s", scheme_len, endpoint, s3->host,
-                       s3->path_base) < 0;
+        bad =
+            asprintf(&s3->host, "%s.%.*s", s3->bucket, host_len, host) < 0 ||
+            asprintf(&s3->path_base, "%.*s", path_len, path) < 0 ||
+            asprintf(&s3->base_url, "%.*s%s%s", scheme_len, endpoint, s3->host, s3->path_base) < 0;
     return bad ? -ENOMEM : 0;
 }
 
 static pthread_once_t curl_once = PTHREAD_ONCE_INIT;
-static CURLcode curl_init_result = CURLE_FAILED_INIT;  /* written once under curl_once */
+static CURLcode curl_init_result = CURLE_FAILED_INIT; /* written once under curl_once */
 
 static void init_curl(void)
 {
@@ -578,7 +594,7 @@ int store_s3_open(const struct store_s3_config *cfg, struct store **out)
     s3->ca_file = dup_or_null(cfg->ca_file);
     int rc = !s3->bucket || !s3->prefix || !s3->region ? -ENOMEM : 0;
     if (rc == 0 && !cfg->no_sign && (!s3->key_id || !s3->secret))
-        rc = -EACCES;           /* no credentials and not anonymous */
+        rc = -EACCES; /* no credentials and not anonymous */
     if (rc == 0)
         rc = build_urls(s3);
     if (rc == 0)

@@ -19,11 +19,11 @@ struct s3_store {
     struct store base;          /* first: a struct store * is a struct s3_store * */
     struct store_s3_config cfg; /* strings owned below */
     char *bucket, *prefix, *endpoint, *region, *key_id, *secret, *token, *ca_file;
-    char *host;                 /* Host header value: "127.0.0.1:9000", "b.s3.r.amazonaws.com" */
-    char *base_url;             /* "http://127.0.0.1:9000/bucket" or "https://b.s3…com" */
-    char *path_base;            /* the path part of base_url: "/bucket" or "" */
+    char *host;      /* Host header value: "127.0.0.1:9000", "b.s3.r.amazonaws.com" */
+    char *base_url;  /* "http://127.0.0.1:9000/bucket" or "https://b.s3…com" */
+    char *path_base; /* the path part of base_url: "/bucket" or "" */
     struct s3_pool *pool;
-    atomic_int if_match_bare;   /* the server compares If-Match with its ETag byte for byte,
+    atomic_int if_match_bare; /* the server compares If-Match with its ETag byte for byte,
                                    without RFC 7232's quotes (Ceph RGW 16) */
 };
 
@@ -35,35 +35,35 @@ struct s3_source {
 };
 
 struct s3_request {
-    const char *method;         /* GET, HEAD, PUT, DELETE, POST */
-    const char *key;            /* object key without the bucket prefix; NULL: the bucket */
-    const char *query;          /* canonical (sorted, encoded) query string, or NULL */
-    const char *range;          /* "bytes=a-b" or NULL */
-    const void *body;           /* PUT/POST body */
+    const char *method; /* GET, HEAD, PUT, DELETE, POST */
+    const char *key;    /* object key without the bucket prefix; NULL: the bucket */
+    const char *query;  /* canonical (sorted, encoded) query string, or NULL */
+    const char *range;  /* "bytes=a-b" or NULL */
+    const void *body;   /* PUT/POST body */
     size_t body_len;
-    const struct s3_source *body_file;  /* PUT: the body is body_len bytes of this file */
-    const char *payload_hash;   /* hex SHA-256 of the body if the caller has it (a file body
+    const struct s3_source *body_file; /* PUT: the body is body_len bytes of this file */
+    const char *payload_hash;          /* hex SHA-256 of the body if the caller has it (a file body
                                    must come with it), else computed from body */
-    int error_in_ok;            /* a 200 may carry an <Error> (CompleteMultipartUpload): one
+    int error_in_ok;                   /* a 200 may carry an <Error> (CompleteMultipartUpload): one
                                    that says "try again" is retried as a 5xx would be */
-    double extra_time;          /* seconds added to the store's timeout and retry_time: the
+    double extra_time;                 /* seconds added to the store's timeout and retry_time: the
                                    server works long before it answers (a Complete) */
-    const char *content_md5;    /* base64 Content-MD5 (batch delete needs it) or NULL */
-    const char *copy_source;    /* PUT: x-amz-copy-source "/bucket/encoded key" or NULL */
-    const char *if_match;       /* PUT: If-Match "\"etag\"", If-None-Match "*", or NULL */
+    const char *content_md5;           /* base64 Content-MD5 (batch delete needs it) or NULL */
+    const char *copy_source;           /* PUT: x-amz-copy-source "/bucket/encoded key" or NULL */
+    const char *if_match;              /* PUT: If-Match "\"etag\"", If-None-Match "*", or NULL */
     const char *if_none_match;
-    size_t max_body;            /* response bodies beyond this fail with -EFBIG */
-    char *why;                  /* set: a final error status or failure is described here */
-    size_t why_len;             /* (one line, as the log would say it) instead of logged */
+    size_t max_body; /* response bodies beyond this fail with -EFBIG */
+    char *why;       /* set: a final error status or failure is described here */
+    size_t why_len;  /* (one line, as the log would say it) instead of logged */
 };
 
 struct s3_response {
     long status;
-    struct store_buf body;      /* data NUL-terminated, as store_get promises */
+    struct store_buf body; /* data NUL-terminated, as store_get promises */
     int has_length;
-    uint64_t content_length;    /* from Content-Length (HEAD: the object's size) */
-    double mtime;               /* from Last-Modified */
-    int64_t range_start;        /* first byte of the body per Content-Range; -1: none */
+    uint64_t content_length; /* from Content-Length (HEAD: the object's size) */
+    double mtime;            /* from Last-Modified */
+    int64_t range_start;     /* first byte of the body per Content-Range; -1: none */
     char etag[65];
 };
 
@@ -80,8 +80,7 @@ int s3_source_sha256(const struct s3_source *src, uint64_t off, uint64_t len, co
 int s3_status_errno(const struct s3_store *s3, const char *op, const char *key,
                     const struct s3_response *resp);
 /* One PutObject of len bytes of src at key (single request, retried as any). */
-int s3_put_source(struct s3_store *s3, const char *key, const struct s3_source *src,
-                  uint64_t len);
+int s3_put_source(struct s3_store *s3, const char *key, const struct s3_source *src, uint64_t len);
 
 /* The part size for an object of len bytes: wanted, or the smallest whole number of MiB that
  * keeps it within STORE_S3_PARTS_MAX parts. 0, or -EFBIG past STORE_S3_OBJECT_MAX. */

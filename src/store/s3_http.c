@@ -35,7 +35,7 @@
 struct s3_pool {
     pthread_mutex_t lock;
     pthread_cond_t freed;
-    CURL **idle;                /* handles not in use */
+    CURL **idle; /* handles not in use */
     size_t n_idle;
     unsigned size, created;
 };
@@ -110,9 +110,9 @@ struct transfer {
     const struct s3_request *req;
     struct s3_response *resp;
     size_t cap;
-    size_t sent;                /* PUT body bytes handed to curl */
+    size_t sent; /* PUT body bytes handed to curl */
     int too_big;
-    int read_error;             /* errno of a failed read of a file body */
+    int read_error; /* errno of a failed read of a file body */
 };
 
 static void amz_date(char out[17])
@@ -139,8 +139,8 @@ static int object_path(const struct s3_store *s3, const char *key, char **out)
     return rc;
 }
 
-static struct curl_slist *add_header(struct curl_slist *list, const char *name,
-                                     const char *value, int *failed)
+static struct curl_slist *add_header(struct curl_slist *list, const char *name, const char *value,
+                                     int *failed)
 {
     char *line = NULL;
     if (asprintf(&line, "%s: %s", name, value) < 0) {
@@ -155,8 +155,8 @@ static struct curl_slist *add_header(struct curl_slist *list, const char *name,
 }
 
 /* Every header we send, signed (except what curl adds itself, which S3 does not need signed). */
-static int build_headers(const struct s3_store *s3, const struct s3_request *req,
-                         const char *path, struct curl_slist **out)
+static int build_headers(const struct s3_store *s3, const struct s3_request *req, const char *path,
+                         struct curl_slist **out)
 {
     char date[17], hash[65];
     struct sigv4_header h[11];
@@ -166,7 +166,7 @@ static int build_headers(const struct s3_store *s3, const struct s3_request *req
     if (req->payload_hash)
         snprintf(hash, sizeof hash, "%s", req->payload_hash);
     else if (req->body_file)
-        return -EINVAL;         /* hashing a file each attempt would read it twice as often */
+        return -EINVAL; /* hashing a file each attempt would read it twice as often */
     else if (req->body && sigv4_sha256_hex(req->body, req->body_len, hash) != 0)
         return -ENOMEM;
     else if (!req->body)
@@ -187,9 +187,9 @@ static int build_headers(const struct s3_store *s3, const struct s3_request *req
     if (s3->token && !s3->cfg.no_sign)
         h[n++] = (struct sigv4_header){ "x-amz-security-token", s3->token };
     struct curl_slist *list = NULL;
-    for (size_t i = 1; i < n; i++)  /* curl sends Host itself, from the URL */
+    for (size_t i = 1; i < n; i++) /* curl sends Host itself, from the URL */
         list = add_header(list, h[i].name, h[i].value, &failed);
-    list = add_header(list, "Expect", "", &failed);   /* no 100-continue round trip */
+    list = add_header(list, "Expect", "", &failed); /* no 100-continue round trip */
     if (!s3->cfg.no_sign) {
         struct sigv4_request sr = { req->method, path, req->query, h, n, hash };
         struct sigv4_credentials cred = { s3->key_id, s3->secret, s3->token };
@@ -218,7 +218,7 @@ static size_t on_body(char *data, size_t size, size_t nmemb, void *ctx)
     struct store_buf *b = &t->resp->body;
     if (b->len + n > t->req->max_body) {
         t->too_big = 1;
-        return 0;               /* aborts the transfer */
+        return 0; /* aborts the transfer */
     }
     if (b->len + n + 1 > t->cap) {
         unsigned char *nd = grow_array(b->data, &t->cap, b->len + n + 1, 1, 16384);
@@ -240,12 +240,11 @@ static void reserve_body(struct transfer *t)
 {
     struct store_buf *b = &t->resp->body;
     uint64_t want = t->resp->content_length + 1;
-    if (strcmp(t->req->method, "HEAD") == 0 || b->len != 0 || want > RESERVE_MAX ||
-        want <= t->cap)
+    if (strcmp(t->req->method, "HEAD") == 0 || b->len != 0 || want > RESERVE_MAX || want <= t->cap)
         return;
     unsigned char *nd = realloc(b->data, (size_t)want);
     if (!nd)
-        return;                 /* on_body grows it, or fails, as before */
+        return; /* on_body grows it, or fails, as before */
     b->data = nd;
     t->cap = (size_t)want;
 }
@@ -257,7 +256,7 @@ static size_t on_header(char *data, size_t size, size_t nmemb, void *ctx)
     char line[512];
     snprintf(line, sizeof line, "%.*s", (int)(n < sizeof line ? n : sizeof line - 1), data);
     line[strcspn(line, "\r\n")] = '\0';
-    if (strncasecmp(line, "HTTP/", 5) == 0) {     /* a new response (after a redirect) */
+    if (strncasecmp(line, "HTTP/", 5) == 0) { /* a new response (after a redirect) */
         t->resp->has_length = 0;
         t->resp->range_start = -1;
         t->resp->etag[0] = '\0';
@@ -348,7 +347,7 @@ static int setup(const struct s3_store *s3, CURL *h, const struct s3_request *re
     curl_easy_reset(h);
     int ok = curl_easy_setopt(h, CURLOPT_URL, url) == CURLE_OK;
     curl_easy_setopt(h, CURLOPT_HTTPHEADER, headers);
-    curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);          /* threads: no SIGALRM timeouts */
+    curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L); /* threads: no SIGALRM timeouts */
     curl_easy_setopt(h, CURLOPT_TIMEOUT_MS, (long)((s3->cfg.timeout + req->extra_time) * 1000));
     curl_easy_setopt(h, CURLOPT_CONNECTTIMEOUT_MS, (long)(s3->cfg.timeout * 1000));
     curl_easy_setopt(h, CURLOPT_TCP_KEEPALIVE, 1L);
@@ -370,8 +369,8 @@ enum outcome { DONE, RETRY, FAIL };
 
 struct attempt {
     CURLcode curl;
-    int too_big;                /* the body exceeded the caller's limit */
-    int read_error;             /* errno of a failed read of a file body */
+    int too_big;    /* the body exceeded the caller's limit */
+    int read_error; /* errno of a failed read of a file body */
     char code[64], msg[160];
 };
 
@@ -388,7 +387,9 @@ static enum outcome classify(const struct s3_response *resp, struct attempt *a,
     }
     if (a->curl != CURLE_OK)
         return a->curl == CURLE_URL_MALFORMAT || a->curl == CURLE_UNSUPPORTED_PROTOCOL ||
-               a->curl == CURLE_OUT_OF_MEMORY ? FAIL : RETRY;
+                       a->curl == CURLE_OUT_OF_MEMORY
+                   ? FAIL
+                   : RETRY;
     if ((resp->status >= 300 || (t->req->error_in_ok && resp->status / 100 == 2)) &&
         resp->body.len > 0)
         s3_parse_error((const char *)resp->body.data, resp->body.len, a->code, sizeof a->code,
@@ -403,9 +404,8 @@ static enum outcome classify(const struct s3_response *resp, struct attempt *a,
     return DONE;
 }
 
-static enum outcome attempt_once(struct s3_store *s3, const struct s3_request *req,
-                                 const char *url, const char *path, struct s3_response *resp,
-                                 struct attempt *a)
+static enum outcome attempt_once(struct s3_store *s3, const struct s3_request *req, const char *url,
+                                 const char *path, struct s3_response *resp, struct attempt *a)
 {
     struct curl_slist *headers = NULL;
     struct transfer t = { req, resp, 0, 0, 0, 0 };
@@ -440,7 +440,7 @@ static double backoff(unsigned attempt)
     double cap = BACKOFF_BASE * (double)(1u << (attempt < 10 ? attempt : 10));
     if (cap > BACKOFF_MAX)
         cap = BACKOFF_MAX;
-    return cap * ((double)r / 4294967296.0);      /* full jitter */
+    return cap * ((double)r / 4294967296.0); /* full jitter */
 }
 
 static void sleep_for(double s)
@@ -466,15 +466,16 @@ static void describe_failure(const struct s3_response *resp, const struct attemp
         snprintf(buf, len, "HTTP 403 %s: %s", a->code[0] ? a->code : "Forbidden",
                  strcmp(a->code, "SignatureDoesNotMatch") == 0
                      ? "the server refused the request signature (wrong secret key?)"
-                     : a->msg[0] ? a->msg : "access denied");
+                 : a->msg[0] ? a->msg
+                             : "access denied");
     else
         snprintf(buf, len, "HTTP %ld%s%s%s%s%s", resp->status, a->code[0] ? " " : "", a->code,
                  a->msg[0] ? ": " : "", a->msg, attempts);
 }
 
 static void report_failure(const struct s3_store *s3, const struct s3_request *req,
-                           const struct s3_response *resp, const struct attempt *a,
-                           unsigned tries, int retried)
+                           const struct s3_response *resp, const struct attempt *a, unsigned tries,
+                           int retried)
 {
     char what[320];
     describe_failure(resp, a, tries, retried, what, sizeof what);
@@ -519,7 +520,7 @@ int s3_perform(struct s3_store *s3, const struct s3_request *req, struct s3_resp
     if (o == DONE) {
         if (resp->status == 403 || (req->why && resp->status / 100 != 2))
             report_failure(s3, req, resp, &a, tries, 0);
-        return 0;               /* the caller maps the status */
+        return 0; /* the caller maps the status */
     }
     if (a.too_big && req->why)
         snprintf(req->why, req->why_len, "an answer larger than %zu bytes", req->max_body);

@@ -33,7 +33,7 @@
 #include "s3.h"
 
 #define MIB (1ull << 20)
-#define UPLOAD_ID_MAX 1024          /* AWS's are about 100 characters */
+#define UPLOAD_ID_MAX 1024 /* AWS's are about 100 characters */
 #define HASH_BLOCK (1u << 20)
 #define ANSWER_MAX (1u << 20)
 /* Bytes a second a server is granted to assemble an object before it answers a Complete (AWS:
@@ -50,17 +50,18 @@ struct upload {
     const struct s3_source *src;
     uint64_t len, part_size;
     size_t n_parts;
-    char *id_query;             /* "uploadId=<encoded id>" */
+    char *id_query; /* "uploadId=<encoded id>" */
     struct part *parts;
-    _Atomic int failed;         /* the first final failure of a part (-errno); 0: none */
+    _Atomic int failed; /* the first final failure of a part (-errno); 0: none */
 };
 
 int s3_part_size(uint64_t len, uint64_t wanted, uint64_t *out)
 {
     if (len > STORE_S3_OBJECT_MAX)
         return -EFBIG;
-    uint64_t part = wanted < STORE_S3_PART_MIN ? STORE_S3_PART_MIN
-                    : wanted > STORE_S3_PART_MAX ? STORE_S3_PART_MAX : wanted;
+    uint64_t part = wanted < STORE_S3_PART_MIN   ? STORE_S3_PART_MIN
+                    : wanted > STORE_S3_PART_MAX ? STORE_S3_PART_MAX
+                                                 : wanted;
     uint64_t fits = (len + STORE_S3_PARTS_MAX - 1) / STORE_S3_PARTS_MAX;
     if (part < fits)
         part = (fits + MIB - 1) / MIB * MIB;
@@ -127,22 +128,26 @@ static int answer_errno(const struct upload *u, const char *op, const struct s3_
         return s3_status_errno(u->s3, op, u->key, resp);
     s3_parse_error((const char *)resp->body.data, resp->body.len, code, sizeof code, msg,
                    sizeof msg);
-    log_error("s3 %s %s/%s%s: HTTP 404 %s%s%s", op, u->s3->bucket, u->s3->prefix, u->key,
-              code, msg[0] ? ": " : "", msg);
+    log_error("s3 %s %s/%s%s: HTTP 404 %s%s%s", op, u->s3->bucket, u->s3->prefix, u->key, code,
+              msg[0] ? ": " : "", msg);
     return -EIO;
 }
 
 static int initiate(struct upload *u, char *id, size_t id_len)
 {
     struct s3_response resp;
-    struct s3_request req = { .method = "POST", .key = u->key, .query = "uploads=",
-                              .body = "", .body_len = 0, .max_body = ANSWER_MAX };
+    struct s3_request req = { .method = "POST",
+                              .key = u->key,
+                              .query = "uploads=",
+                              .body = "",
+                              .body_len = 0,
+                              .max_body = ANSWER_MAX };
     int rc = s3_perform(u->s3, &req, &resp);
     if (rc != 0)
         return rc;
     rc = answer_errno(u, "POST (CreateMultipartUpload)", &resp);
-    if (rc == 0 && s3_parse_initiate((const char *)resp.body.data, resp.body.len, id,
-                                     id_len) != 0) {
+    if (rc == 0 &&
+        s3_parse_initiate((const char *)resp.body.data, resp.body.len, id, id_len) != 0) {
         log_error("s3 POST %s/%s%s: the answer to CreateMultipartUpload names no upload",
                   u->s3->bucket, u->s3->prefix, u->key);
         rc = -EIO;
@@ -174,8 +179,11 @@ static int put_part(struct upload *u, size_t i)
         rc = -ENOMEM;
     if (rc != 0)
         return rc;
-    struct s3_request req = { .method = "PUT", .key = u->key, .query = query,
-                              .body_len = (size_t)n, .payload_hash = hash,
+    struct s3_request req = { .method = "PUT",
+                              .key = u->key,
+                              .query = query,
+                              .body_len = (size_t)n,
+                              .payload_hash = hash,
                               .max_body = ANSWER_MAX };
     if (u->src->data)
         req.body = u->src->data + off;
@@ -202,7 +210,7 @@ static void part_step(void *ctx, size_t i)
 {
     struct upload *u = ctx;
     if (atomic_load(&u->failed))
-        return;                 /* the upload is lost: send no more bytes */
+        return; /* the upload is lost: send no more bytes */
     int rc = put_part(u, i), none = 0;
     if (rc != 0)
         atomic_compare_exchange_strong(&u->failed, &none, rc);
@@ -239,12 +247,13 @@ static int completed_before(struct upload *u)
     int rc = u->s3->base.ops->head(&u->s3->base, u->key, &st);
     if (rc == 0 && st.size == u->len) {
         log_info("s3 POST %s/%s%s: CompleteMultipartUpload was done by an attempt whose answer "
-                 "was lost", u->s3->bucket, u->s3->prefix, u->key);
+                 "was lost",
+                 u->s3->bucket, u->s3->prefix, u->key);
         return 0;
     }
     log_error("s3 POST %s/%s%s: CompleteMultipartUpload: the server no longer knows the upload "
-              "(NoSuchUpload), and the object is not there", u->s3->bucket, u->s3->prefix,
-              u->key);
+              "(NoSuchUpload), and the object is not there",
+              u->s3->bucket, u->s3->prefix, u->key);
     return -EIO;
 }
 
@@ -262,10 +271,12 @@ static int judge_complete(struct upload *u, const struct s3_response *resp)
     }
     int rc = s3_parse_complete(body, resp->body.len, code, sizeof code, msg, sizeof msg);
     if (rc != 0)
-        log_error("s3 %s %s/%s%s: HTTP %ld, but %s%s%s%s", op, u->s3->bucket, u->s3->prefix,
-                  u->key, resp->status, rc == -EIO ? "the body is the error " : "the body is "
-                  "not a CompleteMultipartUploadResult", rc == -EIO ? code : "",
-                  msg[0] ? ": " : "", msg);
+        log_error("s3 %s %s/%s%s: HTTP %ld, but %s%s%s%s", op, u->s3->bucket, u->s3->prefix, u->key,
+                  resp->status,
+                  rc == -EIO ? "the body is the error "
+                             : "the body is "
+                               "not a CompleteMultipartUploadResult",
+                  rc == -EIO ? code : "", msg[0] ? ": " : "", msg);
     return rc == 0 ? 0 : -EIO;
 }
 
@@ -275,8 +286,12 @@ static int complete(struct upload *u)
     struct s3_response resp;
     if (!xml)
         return -ENOMEM;
-    struct s3_request req = { .method = "POST", .key = u->key, .query = u->id_query,
-                              .body = xml, .body_len = strlen(xml), .max_body = ANSWER_MAX,
+    struct s3_request req = { .method = "POST",
+                              .key = u->key,
+                              .query = u->id_query,
+                              .body = xml,
+                              .body_len = strlen(xml),
+                              .max_body = ANSWER_MAX,
                               .error_in_ok = 1,
                               .extra_time = (double)u->len / COMPLETE_RATE };
     int rc = s3_perform(u->s3, &req, &resp);
@@ -292,21 +307,23 @@ static int complete(struct upload *u)
 static void abort_upload(struct upload *u, const char *id)
 {
     struct s3_response resp;
-    struct s3_request req = { .method = "DELETE", .key = u->key, .query = u->id_query,
-                              .max_body = ANSWER_MAX };
+    struct s3_request req = {
+        .method = "DELETE", .key = u->key, .query = u->id_query, .max_body = ANSWER_MAX
+    };
     int rc = s3_perform(u->s3, &req, &resp);
     if (rc == 0) {
-        if (resp.status != 404)     /* NoSuchUpload: nothing left of it */
+        if (resp.status != 404) /* NoSuchUpload: nothing left of it */
             rc = s3_status_errno(u->s3, "DELETE (AbortMultipartUpload)", u->key, &resp);
         s3_response_free(&resp);
     }
     if (rc != 0)
         log_error("s3 %s/%s%s: multipart upload %s could not be aborted: its parts stay in the "
                   "bucket until it is (or a lifecycle rule AbortIncompleteMultipartUpload "
-                  "removes them)", u->s3->bucket, u->s3->prefix, u->key, id);
+                  "removes them)",
+                  u->s3->bucket, u->s3->prefix, u->key, id);
     else
-        log_info("s3 %s/%s%s: multipart upload of %zu parts aborted after a failure",
-                 u->s3->bucket, u->s3->prefix, u->key, u->n_parts);
+        log_info("s3 %s/%s%s: multipart upload of %zu parts aborted after a failure", u->s3->bucket,
+                 u->s3->prefix, u->key, u->n_parts);
 }
 
 int s3_multipart_put(struct s3_store *s3, const char *key, const struct s3_source *src,

@@ -10,7 +10,7 @@
 #include "h5osfs/grow.h"
 #include "s3.h"
 
-#define XML_TEXT_MAX 4096       /* keys are at most 1024 bytes; tokens and messages less */
+#define XML_TEXT_MAX 4096 /* keys are at most 1024 bytes; tokens and messages less */
 
 /* The path of open elements is tracked as a short stack of names; text is collected for the
  * element being closed. */
@@ -114,8 +114,8 @@ static int push_object(struct list_ctx *c)
 {
     struct store_list *o = c->out;
     if (o->n_objects == c->cap_objects) {
-        struct store_entry *n = grow_array(o->objects, &c->cap_objects, c->cap_objects + 1,
-                                           sizeof *n, 64);
+        struct store_entry *n =
+            grow_array(o->objects, &c->cap_objects, c->cap_objects + 1, sizeof *n, 64);
         if (!n)
             return -ENOMEM;
         o->objects = n;
@@ -160,7 +160,7 @@ static void list_end(struct xml_walk *w, const char *name)
         copy_etag(c->cur.st.etag, sizeof c->cur.st.etag, w->text);
     } else if (strcmp(name, "Contents") == 0) {
         if (!c->cur.key)
-            memset(&c->cur, 0, sizeof c->cur);  /* no key: its fields go with it */
+            memset(&c->cur, 0, sizeof c->cur); /* no key: its fields go with it */
         else if (push_object(c) != 0)
             c->failed = -ENOMEM;
     } else if (at(w, "CommonPrefixes", "Prefix")) {
@@ -243,7 +243,7 @@ void s3_parse_error(const char *xml, size_t len, char *code, size_t code_len, ch
     struct xml_walk w = { .on_end = error_end, .ctx = &c };
     code[0] = msg[0] = '\0';
     if (xml && len > 0)
-        (void)walk(xml, len, &w);   /* not XML (a proxy's page): no code, the status says it */
+        (void)walk(xml, len, &w); /* not XML (a proxy's page): no code, the status says it */
 }
 
 /* ---- multipart uploads ---- */

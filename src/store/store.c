@@ -90,14 +90,14 @@ void store_counts(struct store *st, struct store_counts *out)
 
 const char *store_request_name(enum store_request kind)
 {
-    static const char *const names[STORE_REQUEST_KINDS] = { "get", "put", "head", "list",
-                                                            "delete", "copy" };
+    static const char *const names[STORE_REQUEST_KINDS] = { "get",  "put",    "head",
+                                                            "list", "delete", "copy" };
     return (unsigned)kind < STORE_REQUEST_KINDS ? names[kind] : "?";
 }
 
 /* Both kinds of get: the caller's buffer is always left empty on failure. */
-static int get_checked(struct store *st, const char *key, uint64_t off, uint64_t len,
-                       size_t max, struct store_buf *out)
+static int get_checked(struct store *st, const char *key, uint64_t off, uint64_t len, size_t max,
+                       struct store_buf *out)
 {
     int err = store_key_check(key);
     if (out) {
@@ -144,7 +144,7 @@ int store_put_if(struct store *st, const char *key, const void *data, size_t len
     int err = put_args(st, key, data, len);
     if (err)
         return err;
-    if (if_etag && (!*if_etag || strlen(if_etag) >= sizeof ((struct store_stat *)0)->etag))
+    if (if_etag && (!*if_etag || strlen(if_etag) >= sizeof((struct store_stat *)0)->etag))
         return -EINVAL;
     return counted(st, STORE_PUT, st->ops->put_if(st, key, data, len, if_etag), 0, len);
 }
@@ -201,7 +201,7 @@ int store_put_new_from_fd(struct store *st, const char *key, int fd, uint64_t of
     return counted(st, STORE_PUT, st->ops->put_new_from_fd(st, key, fd, off, len), 0, len);
 }
 
-#define COPY_THROUGH_MAX (1ull << 32)  /* a copy through memory: HSDS objects are far smaller */
+#define COPY_THROUGH_MAX (1ull << 32) /* a copy through memory: HSDS objects are far smaller */
 
 int store_copy(struct store *st, const char *src, const char *dst)
 {
@@ -277,7 +277,8 @@ static void keep_below(const char *prefix, struct store_list *l)
     l->n_prefixes = kept;
     if (dropped)
         log_error("store: list %s: the store answered %zu names that do not start with the "
-                  "prefix: left out", prefix, dropped);
+                  "prefix: left out",
+                  prefix, dropped);
 }
 
 /* prefix NULL is the empty prefix (the whole bucket); delimiter NULL or "" is none. */
@@ -302,14 +303,15 @@ int store_list(struct store *st, const char *prefix, const char *delimiter, cons
 #define LIST_KEYS_PAGE 1000
 
 static int list_keys_paged(struct store *st, const char *prefix,
-                           int (*fn)(void *ctx, const char *key, const struct store_stat *st), void *ctx)
+                           int (*fn)(void *ctx, const char *key, const struct store_stat *st),
+                           void *ctx)
 {
     char *token = NULL;
     int rc;
     do {
         struct store_list page = { 0 };
-        rc = counted(st, STORE_LIST, st->ops->list(st, prefix, NULL, token, LIST_KEYS_PAGE,
-                                                   &page), 0, 0);
+        rc = counted(st, STORE_LIST, st->ops->list(st, prefix, NULL, token, LIST_KEYS_PAGE, &page),
+                     0, 0);
         if (rc == 0)
             keep_below(prefix, &page);
         free(token);

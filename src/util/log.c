@@ -81,7 +81,7 @@ static void write_all(int fd, const char *buf, size_t len)
         if (w < 0 && errno == EINTR)
             continue;
         if (w <= 0)
-            return;            /* nowhere left to report a failing log */
+            return; /* nowhere left to report a failing log */
         buf += w;
         len -= (size_t)w;
     }
@@ -104,7 +104,7 @@ void log_vmsg(enum log_level level, const char *fmt, va_list ap)
     vsnprintf(raw, sizeof raw, fmt, ap);
     size_t rlen = strlen(raw);
     while (rlen > 0 && raw[rlen - 1] == '\n')
-        raw[--rlen] = '\0';        /* other libraries' lines come with their newline */
+        raw[--rlen] = '\0'; /* other libraries' lines come with their newline */
 
     if (log_cfg.sink == LOG_SINK_SYSLOG) {
         static const int prio[] = { LOG_ERR, LOG_WARNING, LOG_INFO, LOG_DEBUG };
@@ -115,9 +115,10 @@ void log_vmsg(enum log_level level, const char *fmt, va_list ap)
         struct tm tm;
         clock_gettime(CLOCK_REALTIME, &ts);
         gmtime_r(&ts.tv_sec, &tm);
-        int n = snprintf(line, sizeof line, "%04d-%02d-%02dT%02d:%02d:%02d.%03ldZ h5osfs[%d] %s: ",
-                         tm.tm_year + 1900, tm.tm_mon + 1, tm.tm_mday, tm.tm_hour, tm.tm_min,
-                         tm.tm_sec, ts.tv_nsec / 1000000, (int)getpid(), level_names[level]);
+        int n = snprintf(line, sizeof line,
+                         "%04d-%02d-%02dT%02d:%02d:%02d.%03ldZ h5osfs[%d] %s: ", tm.tm_year + 1900,
+                         tm.tm_mon + 1, tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec,
+                         ts.tv_nsec / 1000000, (int)getpid(), level_names[level]);
         size_t len = (size_t)n + escape_line(line + n, sizeof line - (size_t)n - 1, raw);
         line[len++] = '\n';
         write_all(log_cfg.fd, line, len);

@@ -23,7 +23,7 @@ struct strmap {
 
 static uint64_t hash_key(const char *key)
 {
-    uint64_t h = 0xcbf29ce484222325ull;     /* FNV-1a: short keys, good enough spread */
+    uint64_t h = 0xcbf29ce484222325ull; /* FNV-1a: short keys, good enough spread */
     for (const unsigned char *p = (const unsigned char *)key; *p; p++)
         h = (h ^ *p) * 0x100000001b3ull;
     return h;

@@ -41,12 +41,11 @@ static void collect(const struct commit_ctx *c, const char *root, const char *do
     if (!*root)
         return;
     if (!c->ops->gc || gc_add(c->ops->gc, root) != 0)
-        log_warn("%s: the objects of root %s stay in the bucket (nothing collects them)",
-                 domain, root);
+        log_warn("%s: the objects of root %s stay in the bucket (nothing collects them)", domain,
+                 root);
 }
 
-static int set_state(const struct commit_ctx *c, struct journal_rec *rec,
-                     enum journal_state state)
+static int set_state(const struct commit_ctx *c, struct journal_rec *rec, enum journal_state state)
 {
     rec->state = state;
     return journal_write(c->journal, rec);
@@ -79,7 +78,7 @@ static int read_domain(const struct commit_ctx *c, const char *key, struct store
         log_error("%s: not JSON: the domain is not replaced", key);
         rc = -EIO;
     }
-    if (rc == -ENOENT) {        /* none, or deleted between the two requests */
+    if (rc == -ENOENT) { /* none, or deleted between the two requests */
         now->etag[0] = '\0';
         rc = 0;
     }
@@ -98,15 +97,15 @@ static int named_root(const char *path, const char *key, const json_t *dom, cons
         log_error("%s: %s is not a domain object: not replaced", path, key);
         return -EIO;
     }
-    return *root ? 0 : -EISDIR;     /* a folder was made at this path meanwhile */
+    return *root ? 0 : -EISDIR; /* a folder was made at this path meanwhile */
 }
 
 /* The text of the .domain.json naming root: a new one, or dom with its root swapped and
  * lastModified now (owner, ACLs, created and unknown members kept). HSDS itself moves
  * lastModified only for ACL changes, but it is the file's mtime here, which a change must
  * move for make, rsync and backups; HSDS reads any later time. */
-static int domain_text(const struct commit_ctx *c, const char *path, json_t *dom,
-                       const char *root, char **text)
+static int domain_text(const struct commit_ctx *c, const char *path, json_t *dom, const char *root,
+                       char **text)
 {
     if (!dom)
         return domops_domain_json(c->ops, path, root, text);
@@ -120,9 +119,8 @@ static int domain_text(const struct commit_ctx *c, const char *path, json_t *dom
 static int lost_to_another_writer(const struct journal_rec *rec, const char *now)
 {
     log_error("%s: another writer changed the domain since this file was opened (it started "
-              "from %s, the domain is now %s): not committed", rec->domain,
-              *rec->base_root ? rec->base_root : "no domain",
-              *now ? now : "deleted");
+              "from %s, the domain is now %s): not committed",
+              rec->domain, *rec->base_root ? rec->base_root : "no domain", *now ? now : "deleted");
     return -ESTALE;
 }
 
@@ -137,8 +135,8 @@ static int lost_to_another_writer(const struct journal_rec *rec, const char *now
  * data of the domain as it now is, so the domain is read again: 0 when it names root, else
  * the put's error; *in_doubt when that read failed too (nobody can say which root is live).
  */
-static int landed_anyway(const struct commit_ctx *c, const char *key, const char *root,
-                         int put_rc, int *in_doubt)
+static int landed_anyway(const struct commit_ctx *c, const char *key, const char *root, int put_rc,
+                         int *in_doubt)
 {
     json_t *dom;
     int rc = load_domain(c, key, &dom);
@@ -164,7 +162,7 @@ static int swap_once(const struct commit_ctx *c, const struct journal_rec *rec, 
     if (rc == 0)
         rc = named_root(rec->domain, key, dom, &named);
     if (rc == 0 && strcmp(named, root) == 0) {
-        snprintf(old, SCHEMA_ID_BUF, "%s", rec->base_root);     /* ours landed */
+        snprintf(old, SCHEMA_ID_BUF, "%s", rec->base_root); /* ours landed */
     } else if (rc == 0 && strcmp(named, rec->base_root) != 0) {
         rc = lost_to_another_writer(rec, named);
     } else if (rc == 0) {
@@ -183,8 +181,8 @@ static int swap_once(const struct commit_ctx *c, const struct journal_rec *rec, 
 
 /* The one put that makes the new root the domain. *in_doubt: it failed, and whether it
  * took effect is unknown. */
-static int swap_domain(const struct commit_ctx *c, const struct journal_rec *rec,
-                       const char *root, char old[SCHEMA_ID_BUF], int *in_doubt)
+static int swap_domain(const struct commit_ctx *c, const struct journal_rec *rec, const char *root,
+                       char old[SCHEMA_ID_BUF], int *in_doubt)
 {
     char key[STORE_KEY_MAX + 1];
     old[0] = '\0';
@@ -222,8 +220,10 @@ static int check_base(const struct commit_ctx *c, const struct journal_rec *rec)
 
 static struct ingest_config ingest_cfg(const struct commit_ctx *c)
 {
-    return (struct ingest_config){ .store = c->ops->store, .workers = c->workers,
-                                   .link = c->link, .bucket_name = c->bucket_name,
+    return (struct ingest_config){ .store = c->ops->store,
+                                   .workers = c->workers,
+                                   .link = c->link,
+                                   .bucket_name = c->bucket_name,
                                    .on_stage = on_ingest_stage };
 }
 
@@ -232,7 +232,8 @@ static void log_done(const struct journal_rec *rec, const struct ingest_stats *s
     log_info("%s: committed (root %s): %llu groups, %llu datasets, %llu datatypes, "
              "%llu chunks written (%llu copied raw, %llu all-fill left out), %llu chunks "
              "copied in the store, %llu objects kept, %llu bytes, %llu objects stored "
-             "differently", rec->domain, rec->base_root, (unsigned long long)st->groups,
+             "differently",
+             rec->domain, rec->base_root, (unsigned long long)st->groups,
              (unsigned long long)st->datasets, (unsigned long long)st->datatypes,
              (unsigned long long)st->chunks_written, (unsigned long long)st->chunks_raw,
              (unsigned long long)st->chunks_fill, (unsigned long long)st->chunks_copied,
@@ -241,8 +242,8 @@ static void log_done(const struct journal_rec *rec, const struct ingest_stats *s
 }
 
 /* A new root for the staged file, then the swap: the one put that makes it the domain. */
-static int commit_new_root(const struct commit_ctx *c, struct journal_rec *rec,
-                           const char *staged, const struct ingest_base *base)
+static int commit_new_root(const struct commit_ctx *c, struct journal_rec *rec, const char *staged,
+                           const struct ingest_base *base)
 {
     struct ingest_config cfg = ingest_cfg(c);
     struct ingest_stats st = { 0 };
@@ -259,8 +260,8 @@ static int commit_new_root(const struct commit_ctx *c, struct journal_rec *rec,
         /* A full cache directory must not keep a whole staged file from becoming the domain
          * (and then from freeing its space): the record only lets a crash collect the root. */
         log_warn("%s: committing without its journal record: a crash during this commit "
-                 "would leave root %s in the bucket, named by nothing", rec->domain,
-                 rec->new_root);
+                 "would leave root %s in the bucket, named by nothing",
+                 rec->domain, rec->new_root);
         rc = 0;
     }
     if (rc != 0)
@@ -270,7 +271,7 @@ static int commit_new_root(const struct commit_ctx *c, struct journal_rec *rec,
     rc = ingest_new(&cfg, staged, rec->domain, rec->new_root, base, &st);
     double t1 = clock_monotonic();
     if (rc == 0)
-        rc = store_sync(c->ops->store);     /* every object durable before it is named */
+        rc = store_sync(c->ops->store); /* every object durable before it is named */
     log_debug("%s: ingest %.3f s, sync %.3f s", rec->domain, t1 - t0, clock_monotonic() - t1);
     if (rc == 0)
         rc = swap_domain(c, rec, rec->new_root, old, &in_doubt);
@@ -278,11 +279,12 @@ static int commit_new_root(const struct commit_ctx *c, struct journal_rec *rec,
         /* the domain may name the new root: the record stays COMMITTING, so that recovery
          * finishes or undoes the commit once the domain can be read */
         log_error("%s: whether the domain now names root %s cannot be told: kept for "
-                  "recovery at the next mount", rec->domain, rec->new_root);
+                  "recovery at the next mount",
+                  rec->domain, rec->new_root);
         return rc;
     }
     if (rc != 0) {
-        collect(c, rec->new_root, rec->domain);     /* never named by a .domain.json */
+        collect(c, rec->new_root, rec->domain); /* never named by a .domain.json */
         rec->new_root[0] = '\0';
         set_state(c, rec, JOURNAL_DIRTY);
         return rc;
@@ -293,7 +295,7 @@ static int commit_new_root(const struct commit_ctx *c, struct journal_rec *rec,
     rec->new_root[0] = '\0';
     rec->mode = JOURNAL_CHANGE;
     log_done(rec, &st);
-    set_state(c, rec, JOURNAL_CLEAN);   /* a lost record only means one idempotent rerun */
+    set_state(c, rec, JOURNAL_CLEAN); /* a lost record only means one idempotent rerun */
     info_write(c->ops->store, c->bucket_name, rec->base_root, c->workers);
     return 0;
 }
@@ -305,9 +307,10 @@ int commit_staged(const struct commit_ctx *c, struct journal_rec *rec,
     if (!staged)
         return -ENOMEM;
     int rc = commit_new_root(c, rec, staged, base);
-    if (rc != 0 && rc != -ESTALE)   /* a lost race is logged where it is found, never retried */
+    if (rc != 0 && rc != -ESTALE) /* a lost race is logged where it is found, never retried */
         log_error("%s: commit of the staged file %s failed: %s (kept; retried at the next "
-                  "flush or mount)", rec->domain, staged, strerror(-rc));
+                  "flush or mount)",
+                  rec->domain, staged, strerror(-rc));
     free(staged);
     return rc;
 }
@@ -355,7 +358,8 @@ static int recover_one(const struct commit_ctx *c, struct journal_rec *rec)
         return 0;
     struct ingest_base *base = NULL;
     int rc = rec->mode == JOURNAL_CHANGE && c->recover_base
-                 ? c->recover_base(c->base_ctx, rec, &base) : 0;
+                 ? c->recover_base(c->base_ctx, rec, &base)
+                 : 0;
     if (rc == 0)
         rc = commit_staged(c, rec, base);
     if (base)
@@ -373,12 +377,13 @@ static int reject_reserved_name(const struct commit_ctx *c, const struct journal
     if (rec->state == JOURNAL_COMMITTING && *rec->new_root) {
         current_root(c, rec->domain, now);
         if (strcmp(now, rec->new_root) != 0)
-            collect(c, rec->new_root, rec->domain);     /* interrupted: nothing names it */
+            collect(c, rec->new_root, rec->domain); /* interrupted: nothing names it */
     }
     int rc = journal_reject(c->journal, rec, &kept);
     if (rc == 0)
         log_error("%s: staged under a name the bucket reserves (%s): not committed; the bytes "
-                  "are kept as %s", rec->domain, why, kept ? kept : "(unknown)");
+                  "are kept as %s",
+                  rec->domain, why, kept ? kept : "(unknown)");
     free(kept);
     return rc;
 }
@@ -392,12 +397,14 @@ static int is_this_buckets(const struct commit_ctx *c, const struct journal_rec 
         return 1;
     if (rec->bucket) {
         log_warn("journal record %s (%s) is for bucket %s, not this one: kept for a mount of "
-                 "that bucket", rec->name, rec->domain, rec->bucket);
+                 "that bucket",
+                 rec->name, rec->domain, rec->bucket);
         return 0;
     }
     char *staged = journal_staged_path(c->journal, rec);
     log_warn("journal record %s (%s) names no bucket (an older h5osfs wrote it): not committed; "
-             "its staged bytes stay in %s", rec->name, rec->domain, staged ? staged : "staging/");
+             "its staged bytes stay in %s",
+             rec->name, rec->domain, staged ? staged : "staging/");
     free(staged);
     return 0;
 }

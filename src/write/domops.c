@@ -21,8 +21,8 @@
 #define DOMAIN_JSON_MAX (1u << 20)
 #define USER_NAME_MAX 256
 
-static const char *const acl_names[] = { "create", "read", "update", "delete", "readACL",
-                                         "updateACL" };
+static const char *const acl_names[] = { "create", "read",    "update",
+                                         "delete", "readACL", "updateACL" };
 
 /* ---- paths ---- */
 
@@ -77,13 +77,12 @@ static int nothing_hidden_at(const struct domops *d, const char *path)
     struct store_stat st;
     int rc = store_head(d->store, path + 1, &st);
     if (rc == -ENOENT || rc == -EISDIR)
-        return 0;               /* nothing, or a prefix (on posix: a directory) */
+        return 0; /* nothing, or a prefix (on posix: a directory) */
     if (rc == 0) {
-        log_info("%s: refused: the bucket holds an object %s that is not a domain", path,
-                 path + 1);
+        log_info("%s: refused: the bucket holds an object %s that is not a domain", path, path + 1);
         return -EEXIST;
     }
-    return rc == -EACCES ? rc : -EIO;       /* the store logged what failed */
+    return rc == -EACCES ? rc : -EIO; /* the store logged what failed */
 }
 
 int domops_may_create(const struct domops *d, const char *user, const char *path)
@@ -107,8 +106,7 @@ static json_t *acl_json(unsigned rights)
 
 /* HSDS (§9): the parent's entries except default, all-false ones, admins and the owner;
  * then the owner with every right; then default read-only for folders. */
-static int inherit_acls(const struct domops *d, const char *owner, const char *path,
-                        json_t *acls)
+static int inherit_acls(const struct domops *d, const char *owner, const char *path, json_t *acls)
 {
     char parent[STORE_KEY_MAX + 2], key[STORE_KEY_MAX + 1], why[160];
     struct store_buf buf = { 0 };
@@ -116,7 +114,7 @@ static int inherit_acls(const struct domops *d, const char *owner, const char *p
     parent_of(path, parent, sizeof parent);
     if (strcmp(parent, "/") == 0 || key_of(parent, key, sizeof key) != 0 ||
         store_get(d->store, key, DOMAIN_JSON_MAX, &buf) != 0)
-        return 0;               /* no parent folder object: nothing to inherit */
+        return 0; /* no parent folder object: nothing to inherit */
     int rc = schema_domain_parse((const char *)buf.data, buf.len, &dom, why, sizeof why);
     store_buf_free(&buf);
     if (rc != 0)
@@ -155,7 +153,7 @@ static int domain_json_of(const struct domops *d, const char *owner, const char 
     }
     *out = NULL;
     if (rc == 0)
-        rc = hjson_dumps(j, out);       /* as HSDS writes it: Python's json.dumps */
+        rc = hjson_dumps(j, out); /* as HSDS writes it: Python's json.dumps */
     json_decref(acls);
     json_decref(j);
     return rc == 0 ? 0 : -ENOMEM;
@@ -164,8 +162,7 @@ static int domain_json_of(const struct domops *d, const char *owner, const char 
 int domops_domain_json(const struct domops *d, const char *path, const char *root, char **out)
 {
     char creator[USER_NAME_MAX];
-    int rc = d->creator_of ? d->creator_of(d->creator_ctx, path, creator, sizeof creator)
-                           : -ENOENT;
+    int rc = d->creator_of ? d->creator_of(d->creator_ctx, path, creator, sizeof creator) : -ENOENT;
     *out = NULL;
     if (rc != 0 && rc != -ENOENT)
         return rc;
@@ -189,7 +186,7 @@ int domops_mkdir(const struct domops *d, const char *user, const char *path)
     if (rc != 0)
         return rc;
     rc = user ? domain_json_of(d, user, path, NULL, &json) : -EACCES;
-    if (rc == 0)    /* create only: another mount may have made a domain there meanwhile */
+    if (rc == 0) /* create only: another mount may have made a domain there meanwhile */
         rc = store_put_if(d->store, key, json, strlen(json), NULL);
     free(json);
     ns_invalidate(d->ns, path);
@@ -203,14 +200,14 @@ int domops_rmdir(const struct domops *d, const char *user, const char *path)
     char key[STORE_KEY_MAX + 1];
     struct ns_info info;
     struct ns_dir dir;
-    ns_invalidate(d->ns, path);     /* decide on what the store says now */
+    ns_invalidate(d->ns, path); /* decide on what the store says now */
     int rc = ns_stat_as(d->ns, path, user, &info);
     if (rc != 0)
         return rc;
     if (!is_dir(info.kind))
         return -ENOTDIR;
     if (info.kind == NS_DIR)
-        return -ENOTEMPTY;      /* a plain directory exists only because domains are below */
+        return -ENOTEMPTY; /* a plain directory exists only because domains are below */
     if (!(info.rights & SCHEMA_ACL_DELETE))
         return -EACCES;
     rc = ns_readdir(d->ns, path, &dir);
@@ -242,7 +239,7 @@ int domops_unlink(const struct domops *d, const char *user, const char *path)
         return -EACCES;
     if (key_of(path, key, sizeof key) != 0)
         return -EINVAL;
-    rc = store_delete(d->store, key);       /* first: the domain is gone for every reader */
+    rc = store_delete(d->store, key); /* first: the domain is gone for every reader */
     ns_invalidate(d->ns, path);
     if (rc != 0 && rc != -ENOENT)
         return -EIO;
@@ -277,7 +274,7 @@ static int move_tree(const struct domops *d, const char *from, const char *to)
         const char *rel = list.objects[i].key + plen;
         const char *tail = strrchr(rel, '/');
         if (strcmp(tail ? tail + 1 : rel, ".domain.json") != 0)
-            continue;           /* stray keys stay where they are */
+            continue; /* stray keys stay where they are */
         if (snprintf(to_key, sizeof to_key, "%s/%s", to + 1, rel) >= (int)sizeof to_key)
             rc = -ENAMETOOLONG;
         else
@@ -331,7 +328,7 @@ int domops_rename(const struct domops *d, const char *user, const char *from, co
         return -EINVAL;
     size_t flen = strlen(from);
     if (strncmp(to, from, flen) == 0 && to[flen] == '/')
-        return -EINVAL;         /* into itself */
+        return -EINVAL; /* into itself */
     ns_invalidate(d->ns, from);
     ns_invalidate(d->ns, to);
     int rc = ns_stat_as(d->ns, from, user, &src);
@@ -346,7 +343,7 @@ int domops_rename(const struct domops *d, const char *user, const char *from, co
         return rc;
     if (is_dir(src.kind)) {
         if (exists && dst.kind == NS_FOLDER)
-            store_delete(d->store, to_key);     /* an empty folder is replaced */
+            store_delete(d->store, to_key); /* an empty folder is replaced */
         rc = move_tree(d, from, to);
     } else {
         rc = copy_object(d, from_key, to_key);
@@ -363,7 +360,7 @@ int domops_rename(const struct domops *d, const char *user, const char *from, co
 
 /* ---- h5osfs's own folder settings ---- */
 
-#define SETTING_TRIES 8         /* read-modify-write rounds lost to other writers */
+#define SETTING_TRIES 8 /* read-modify-write rounds lost to other writers */
 
 /* The folder object at key with its h5osfs member's "ingest" set to mode (UNSET: removed),
  * written only if nobody changed it since it was read. 0, 1 (changed meanwhile: again),
@@ -392,7 +389,7 @@ static int put_ingest_once(const struct domops *d, const char *key, enum schema_
     if (rc == 0 && own && mode == SCHEMA_INGEST_UNSET) {
         json_object_del(own, "ingest");
         if (json_object_size(own) == 0)
-            json_object_del(dom, SCHEMA_H5OSFS_MEMBER);     /* as HSDS wrote it */
+            json_object_del(dom, SCHEMA_H5OSFS_MEMBER); /* as HSDS wrote it */
     }
     if (rc == 0)
         rc = hjson_dumps(dom, &text);
@@ -408,12 +405,12 @@ int domops_set_ingest(const struct domops *d, const char *user, const char *path
 {
     char key[STORE_KEY_MAX + 1];
     struct ns_info info;
-    ns_invalidate(d->ns, path);     /* decide on what the store says now */
+    ns_invalidate(d->ns, path); /* decide on what the store says now */
     int rc = ns_stat_as(d->ns, path, user, &info);
     if (rc != 0)
         return rc;
     if (info.kind != NS_FOLDER)
-        return -ENOTSUP;        /* a domain, or a plain directory: no object holds it */
+        return -ENOTSUP; /* a domain, or a plain directory: no object holds it */
     if (!user || !(info.rights & SCHEMA_ACL_UPDATE))
         return -EACCES;
     if (key_of(path, key, sizeof key) != 0)

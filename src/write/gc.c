@@ -12,9 +12,9 @@
 #include "h5osfs/log.h"
 #include "h5osfs/schema.h"
 
-#define GC_POSTPONE 10.0        /* seconds before a root in use is looked at again */
-#define GC_RETRY_AFTER 60.0     /* seconds before a root whose removal failed is tried again */
-#define GC_TRIES 3              /* then its leftovers stay (logged): the store keeps failing */
+#define GC_POSTPONE 10.0    /* seconds before a root in use is looked at again */
+#define GC_RETRY_AFTER 60.0 /* seconds before a root whose removal failed is tried again */
+#define GC_TRIES 3          /* then its leftovers stay (logged): the store keeps failing */
 
 struct gc_item {
     struct gc_item *next;
@@ -70,11 +70,11 @@ static int remove_root(struct gc *g, const char *root)
     size_t failed = 0;
     for (size_t i = 0; i < list.n_objects; i++) {
         int rc = store_delete(g->store, list.objects[i].key);
-        failed += rc != 0 && rc != -ENOENT;     /* gone already is what we wanted */
+        failed += rc != 0 && rc != -ENOENT; /* gone already is what we wanted */
     }
     if (failed)
-        log_error("gc: %zu of %zu objects of root %s could not be deleted", failed,
-                  list.n_objects, root);
+        log_error("gc: %zu of %zu objects of root %s could not be deleted", failed, list.n_objects,
+                  root);
     else
         log_info("gc: deleted the %zu objects of root %s", list.n_objects, root);
     store_list_free(&list);
@@ -85,8 +85,8 @@ static int remove_root(struct gc *g, const char *root)
 static void retry_later(struct gc *g, struct gc_item *it)
 {
     if (++it->tries >= GC_TRIES) {
-        log_error("gc: root %s: %d tries failed; what is left of it stays in the bucket",
-                  it->root, it->tries);
+        log_error("gc: root %s: %d tries failed; what is left of it stays in the bucket", it->root,
+                  it->tries);
         free(it);
         return;
     }

@@ -20,10 +20,10 @@
 #include "h5osfs/schema.h"
 #include "h5osfs/strmap.h"
 
-#define KEY_PARTS_MAX 6                 /* db/A-B/d/xxxx/pN/i_j */
-#define DATASET_JSON_MAX (64u << 20)    /* a CHUNKED_REF layout lists every chunk */
-#define MD5_PIECE (8u << 20)            /* bytes read at once for an object's MD5 */
-#define ETAG_PREFIX 16                  /* numpy "S16": the part of an ETag the md5_sum takes */
+#define KEY_PARTS_MAX 6              /* db/A-B/d/xxxx/pN/i_j */
+#define DATASET_JSON_MAX (64u << 20) /* a CHUNKED_REF layout lists every chunk */
+#define MD5_PIECE (8u << 20)         /* bytes read at once for an object's MD5 */
+#define ETAG_PREFIX 16               /* numpy "S16": the part of an ETag the md5_sum takes */
 
 /* ---- object ids (idUtil.getObjId for the v2 keys below db/) ---- */
 
@@ -104,13 +104,14 @@ int info_object_id(const char *key, char *out, size_t len)
         return -EINVAL;
     strcpy(copy, key);
     size_t n = split_key(copy, parts, KEY_PARTS_MAX);
-    int rc = n >= 3 && n <= KEY_PARTS_MAX && n != 4 ? append_undashed(token, &t, parts[1], 16)
-                                                     : -EINVAL;
+    int rc =
+        n >= 3 && n <= KEY_PARTS_MAX && n != 4 ? append_undashed(token, &t, parts[1], 16) : -EINVAL;
     if (rc == 0 && n == 3)
         rc = strcmp(parts[2], ".group.json") == 0 ? root_token(token) : -EINVAL;
     else if (rc == 0)
         rc = append_undashed(token, &t, parts[3], 16) == 0
-                 ? object_kind(parts, n, &cls, &partition, &coord) : -EINVAL;
+                 ? object_kind(parts, n, &cls, &partition, &coord)
+                 : -EINVAL;
     if (rc != 0)
         return rc;
     int w = snprintf(out, len, "%c%s-%.8s-%.8s-%.4s-%.6s-%.6s%s%s", cls, partition, token,
@@ -124,14 +125,14 @@ int info_object_id(const char *key, char *out, size_t len)
 
 struct dset_sum {
     char id[SCHEMA_ID_BUF];
-    double mtime;                   /* 0: none seen (HSDS writes the int 0) */
+    double mtime; /* 0: none seen (HSDS writes the int 0) */
     uint64_t chunks, allocated, logical, linked, linked_chunks;
     const json_t *doc;
 };
 
 struct checksum {
     char *id;
-    char prefix[ETAG_PREFIX];       /* NUL-padded, as numpy's S16 holds it */
+    char prefix[ETAG_PREFIX]; /* NUL-padded, as numpy's S16 holds it */
 };
 
 struct tally {
@@ -139,10 +140,10 @@ struct tally {
     uint64_t groups, datatypes, chunks, allocated, metadata, linked_chunks, linked, logical;
     struct dset_sum *dsets;
     size_t n_dsets, cap_dsets;
-    struct strmap *index;           /* dataset id -> position + 1 in dsets */
+    struct strmap *index; /* dataset id -> position + 1 in dsets */
     struct checksum *sums;
     size_t n_sums, cap_sums;
-    char md5[33];                   /* "" when not every object had an ETag */
+    char md5[33]; /* "" when not every object had an ETag */
 };
 
 static void tally_free(struct tally *t)
@@ -193,7 +194,7 @@ static int tally_dataset(struct tally *t, const char *id, const struct info_obje
 {
     char dset_id[SCHEMA_ID_BUF];
     const char *dash = strchr(id, '-');
-    snprintf(dset_id, sizeof dset_id, "d-%.36s", dash + 1);     /* chunkUtil.getDatasetId */
+    snprintf(dset_id, sizeof dset_id, "d-%.36s", dash + 1); /* chunkUtil.getDatasetId */
     struct dset_sum *d = dataset_of(t, dset_id);
     if (!d)
         return -ENOMEM;
@@ -212,7 +213,7 @@ static int tally_object(struct tally *t, const struct info_object *o)
 {
     char id[STORE_KEY_MAX + 1];
     if (info_object_id(o->key, id, sizeof id) != 0)
-        return 0;                   /* isS3ObjKey: not an object HSDS counts */
+        return 0; /* isS3ObjKey: not an object HSDS counts */
     if (*o->etag && add_checksum(t, id, o->etag) != 0)
         return -ENOMEM;
     if (o->mtime > t->mtime)
@@ -366,8 +367,8 @@ static int entry_size_field(const json_t *type, struct entry_size *e)
 {
     const json_t *fields = json_object_get(type, "fields");
     const json_t *size_type = json_object_get(json_array_get(fields, 1), "type");
-    const char *base = hjson_text(json_is_object(size_type) ? json_object_get(size_type, "base")
-                                                            : size_type);
+    const char *base =
+        hjson_text(json_is_object(size_type) ? json_object_get(size_type, "base") : size_type);
     char sign, order[3];
     unsigned bits;
     if (h5type_stored_size(type, &e->itemsize) != 0 || !base ||
@@ -396,7 +397,7 @@ struct table {
     const char *id;
     struct entry_size entry;
     struct codec_spec codec;
-    size_t chunk_bytes;         /* a whole decoded chunk of the table */
+    size_t chunk_bytes; /* a whole decoded chunk of the table */
     unsigned char *buf;
 };
 
@@ -415,10 +416,9 @@ static int table_open(const json_t *table, size_t rank, struct table *t)
         return 1;
     int rc = entry_size_field(json_object_get(table, "type"), &t->entry);
     if (rc == 0)
-        rc = codec_spec_from_filters(json_object_get(json_object_get(table, "creationProperties"),
-                                                     "filters"),
-                                     t->entry.itemsize, 0, CODEC_SOURCE_HSDS, &t->codec, why,
-                                     sizeof why);
+        rc = codec_spec_from_filters(
+            json_object_get(json_object_get(table, "creationProperties"), "filters"),
+            t->entry.itemsize, 0, CODEC_SOURCE_HSDS, &t->codec, why, sizeof why);
     if (rc == 0)
         rc = dims_product(lay_dims, &elements);
     if (rc == 0 && (elements > SIZE_MAX / t->entry.itemsize ||
@@ -492,11 +492,12 @@ static int dataset_bytes(const struct info_scan *s, struct dset_sum *d)
     int scalar = 0;
     size_t item_size = 0;
     if (!doc)
-        return -ENOENT;     /* chunks without a dataset: HSDS's scan stops there */
-    int rc = json_object_get(doc, "shape") ? shape_dims(json_object_get(doc, "shape"), &dims,
-                                                        &scalar) : 0;
+        return -ENOENT; /* chunks without a dataset: HSDS's scan stops there */
+    int rc = json_object_get(doc, "shape")
+                 ? shape_dims(json_object_get(doc, "shape"), &dims, &scalar)
+                 : 0;
     if (rc <= 0 || !type || !json_object_get(doc, "layout"))
-        return rc;          /* HSDS skips these, keeping 0 */
+        return rc; /* HSDS skips these, keeping 0 */
     int variable = h5type_stored_size(type, &item_size) != 0;
     uint64_t elements;
     rc = dims_product(scalar ? NULL : dims, &elements);
@@ -535,7 +536,7 @@ static int tally_md5(struct tally *t)
 {
     t->md5[0] = '\0';
     if (t->n_sums != t->groups + t->datatypes + t->n_dsets + t->chunks)
-        return 0;           /* HSDS: "skipping domain checksum calculation" */
+        return 0; /* HSDS: "skipping domain checksum calculation" */
     if (t->n_sums)
         qsort(t->sums, t->n_sums, sizeof *t->sums, by_id);
     unsigned char md[EVP_MAX_MD_SIZE];
@@ -557,7 +558,7 @@ static int tally_md5(struct tally *t)
  * unless the decimal exponent is below -4 or above 15. */
 static void put_float(FILE *f, double x)
 {
-    static const char zeros[] = "0000000000000000";     /* decpt is within [-3, 16] */
+    static const char zeros[] = "0000000000000000"; /* decpt is within [-3, 16] */
     char buf[40], digits[20];
     if (!isfinite(x)) {
         fputs(isnan(x) ? "NaN" : x < 0 ? "-Infinity" : "Infinity", f);
@@ -631,9 +632,14 @@ static int put_string(FILE *f, const char *s)
     fputc('"', f);
     while (*p) {
         long cp = next_code_point(&p);
-        const char *esc = cp == '"' ? "\\\"" : cp == '\\' ? "\\\\" : cp == '\n' ? "\\n"
-                        : cp == '\r' ? "\\r" : cp == '\t' ? "\\t" : cp == '\b' ? "\\b"
-                        : cp == '\f' ? "\\f" : NULL;
+        const char *esc = cp == '"'    ? "\\\""
+                          : cp == '\\' ? "\\\\"
+                          : cp == '\n' ? "\\n"
+                          : cp == '\r' ? "\\r"
+                          : cp == '\t' ? "\\t"
+                          : cp == '\b' ? "\\b"
+                          : cp == '\f' ? "\\f"
+                                       : NULL;
         if (cp < 0)
             return -EINVAL;
         if (esc)
@@ -654,7 +660,8 @@ static void put_dataset(FILE *f, const struct dset_sum *d, int whole_seconds)
 {
     fputs(": {\"lastModified\": ", f);
     put_time(f, d->mtime, whole_seconds);
-    fprintf(f, ", \"num_chunks\": %llu, \"allocated_bytes\": %llu, \"logical_bytes\": %llu, "
+    fprintf(f,
+            ", \"num_chunks\": %llu, \"allocated_bytes\": %llu, \"logical_bytes\": %llu, "
             "\"linked_bytes\": %llu, \"num_linked_chunks\": %llu}",
             (unsigned long long)d->chunks, (unsigned long long)d->allocated,
             (unsigned long long)d->logical, (unsigned long long)d->linked,
@@ -675,9 +682,11 @@ static int put_summary(FILE *f, const struct tally *t, const struct info_scan *s
             rc = -EINVAL;
         put_dataset(f, &t->dsets[i], s->whole_seconds);
     }
-    fprintf(f, "}, \"num_chunks\": %llu, \"allocated_bytes\": %llu, \"metadata_bytes\": %llu, "
+    fprintf(f,
+            "}, \"num_chunks\": %llu, \"allocated_bytes\": %llu, \"metadata_bytes\": %llu, "
             "\"num_linked_chunks\": %llu, \"linked_bytes\": %llu, \"logical_bytes\": %llu, "
-            "\"bucket\": ", (unsigned long long)t->chunks, (unsigned long long)t->allocated,
+            "\"bucket\": ",
+            (unsigned long long)t->chunks, (unsigned long long)t->allocated,
             (unsigned long long)t->metadata, (unsigned long long)t->linked_chunks,
             (unsigned long long)t->linked, (unsigned long long)t->logical);
     if (put_string(f, s->bucket ? s->bucket : "") != 0)
@@ -736,10 +745,10 @@ struct listed {
 
 struct scan_job {
     struct store *st;
-    int hsds_s3;      /* HSDS's S3 driver: ETags and whole seconds from the listing */
+    int hsds_s3; /* HSDS's S3 driver: ETags and whole seconds from the listing */
     struct listed *v;
     size_t n, cap;
-    struct strmap *tables;  /* ids of the chunk tables of the listed datasets */
+    struct strmap *tables; /* ids of the chunk tables of the listed datasets */
 };
 
 /* store_list_keys's callback: keep the keys HSDS's scan counts. */
@@ -763,7 +772,7 @@ static int add_listed(void *ctx, const char *key, const struct store_stat *st)
         l->have_stat = 1;
         l->o.size = st->size;
         l->o.mtime = st->mtime;
-        if (j->hsds_s3 && *st->etag)      /* botocore keeps the listing's quotes */
+        if (j->hsds_s3 && *st->etag) /* botocore keeps the listing's quotes */
             snprintf(l->o.etag, sizeof l->o.etag, "\"%s\"", st->etag);
     }
     return 0;
@@ -878,8 +887,8 @@ static int first_failure(const struct scan_job *j)
 {
     for (size_t i = 0; i < j->n; i++) {
         if (j->v[i].rc != 0) {
-            log_warn("%s: cannot read it for the domain summary (%s): no .info.json",
-                     j->v[i].o.key, strerror(-j->v[i].rc));
+            log_warn("%s: cannot read it for the domain summary (%s): no .info.json", j->v[i].o.key,
+                     strerror(-j->v[i].rc));
             return j->v[i].rc;
         }
     }
@@ -905,17 +914,19 @@ static int scan_root(struct scan_job *j, const char *prefix, unsigned workers)
     return rc;
 }
 
-static int summary_text(const struct scan_job *j, const char *bucket, double start,
-                        char **text)
+static int summary_text(const struct scan_job *j, const char *bucket, double start, char **text)
 {
     struct info_object *objs = calloc(j->n ? j->n : 1, sizeof *objs);
     if (!objs)
         return -ENOMEM;
     for (size_t i = 0; i < j->n; i++)
         objs[i] = j->v[i].o;
-    struct info_scan scan = { .bucket = bucket, .whole_seconds = j->hsds_s3,
-                              .scan_start = start, .scan_complete = clock_wall(),
-                              .objects = objs, .n = j->n };
+    struct info_scan scan = { .bucket = bucket,
+                              .whole_seconds = j->hsds_s3,
+                              .scan_start = start,
+                              .scan_complete = clock_wall(),
+                              .objects = objs,
+                              .n = j->n };
     int rc = info_text(&scan, text);
     free(objs);
     return rc;
@@ -925,7 +936,7 @@ void info_write(struct store *st, const char *bucket, const char *root, unsigned
 {
     char key[STORE_KEY_MAX + 1], prefix[STORE_KEY_MAX + 1], *text = NULL;
     if (schema_id_version(root) != 2)
-        return;                         /* HSDS: "no tabulation for schema v1" */
+        return; /* HSDS: "no tabulation for schema v1" */
     if (schema_info_key(root, key, sizeof key) != 0) {
         log_warn("%s: not a root id: no .info.json", root);
         return;

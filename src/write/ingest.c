@@ -23,7 +23,7 @@
 #include "h5osfs/log.h"
 #include "ingest_int.h"
 
-#define TIME_STEP 1e-6          /* timestamps of one ingest are distinct and increasing */
+#define TIME_STEP 1e-6 /* timestamps of one ingest are distinct and increasing */
 
 /* ---- ids (§1.2) ---- */
 
@@ -49,7 +49,7 @@ int ingest_new_root_id(char out[SCHEMA_ID_BUF])
     if (random_hex(hex, 16) != 0)
         return -EIO;
     for (int i = 0; i < 16; i++)
-        hex[16 + i] = (char)schema_hex_rot(hex[i]);     /* the root rule (§1.3) */
+        hex[16 + i] = (char)schema_hex_rot(hex[i]); /* the root rule (§1.3) */
     format_id('g', hex, out);
     return 0;
 }
@@ -77,10 +77,10 @@ int ingest_new_id(const struct ingest *g, char cls, char out[SCHEMA_ID_BUF])
 {
     char hex[32];
     if (schema_id_version(g->root) == 1) {
-        new_v1_id(cls, out);    /* a v1 domain stays v1 (§11): no digits shared with the root */
+        new_v1_id(cls, out); /* a v1 domain stays v1 (§11): no digits shared with the root */
         return 0;
     }
-    const char *r = g->root + 2;    /* "A-B-..." : the first 16 digits come from the root */
+    const char *r = g->root + 2; /* "A-B-..." : the first 16 digits come from the root */
     memcpy(hex, r, 8);
     memcpy(hex + 8, r + 9, 8);
     if (random_hex(hex + 16, 16) != 0)
@@ -139,7 +139,7 @@ int ingest_ref_id(void *ctx, const hobj_ref_t *ref, char id[39])
         return -ENOENT;
     hid_t obj = H5Rdereference2(g->file, H5P_DEFAULT, H5R_OBJECT, ref);
     if (obj < 0)
-        return -ENOENT;         /* dangling: stored as a null reference */
+        return -ENOENT; /* dangling: stored as a null reference */
     const char *found = ingest_id_of_object(g, obj);
     H5Oclose(obj);
     if (!found)
@@ -210,7 +210,7 @@ static int write_all(struct ingest *g)
 {
     int rc = store_chunks(g);
     if (rc == 0)
-        rc = ingest_link_store_file(g);     /* after the carried objects: they may name it */
+        rc = ingest_link_store_file(g); /* after the carried objects: they may name it */
     if (rc != 0)
         return rc;
     stage(g, INGEST_STAGE_CHUNKS_DONE);
@@ -227,8 +227,8 @@ static int write_all(struct ingest *g)
 
 static int open_file(struct ingest *g)
 {
-    H5Eset_auto2(H5E_DEFAULT, NULL, NULL);  /* failures are logged by us, once */
-    htri_t ok = H5Fis_hdf5(g->h5path);  /* H5Fis_accessible is 1.12 */
+    H5Eset_auto2(H5E_DEFAULT, NULL, NULL); /* failures are logged by us, once */
+    htri_t ok = H5Fis_hdf5(g->h5path);     /* H5Fis_accessible is 1.12 */
     g->file = ok > 0 ? H5Fopen(g->h5path, H5F_ACC_RDONLY, H5P_DEFAULT) : H5I_INVALID_HID;
     if (g->file < 0) {
         log_error("%s: %s is not an HDF5 file HDF5 can open", g->log_name, g->h5path);
@@ -287,13 +287,19 @@ static int is_new_root(const char *root)
 int ingest_new(const struct ingest_config *cfg, const char *h5path, const char *log_name,
                const char *root, const struct ingest_base *base, struct ingest_stats *stats)
 {
-    struct ingest g = { .cfg = cfg, .log_name = log_name, .h5path = h5path, .stats = stats,
-                        .base = base, .file = H5I_INVALID_HID, .raw_fd = -1 };
+    struct ingest g = { .cfg = cfg,
+                        .log_name = log_name,
+                        .h5path = h5path,
+                        .stats = stats,
+                        .base = base,
+                        .file = H5I_INVALID_HID,
+                        .raw_fd = -1 };
     memset(stats, 0, sizeof *stats);
-    if (!is_new_root(root) || (base && (schema_id_is_root(base->root) != 1 ||
-                                        schema_id_is_root(root) != 1))) {
+    if (!is_new_root(root) ||
+        (base && (schema_id_is_root(base->root) != 1 || schema_id_is_root(root) != 1))) {
         log_error("%s: %s is not a root group id this ingest can write (a v2 root, or a v1 "
-                  "group id with no base)", log_name, base ? base->root : root);
+                  "group id with no base)",
+                  log_name, base ? base->root : root);
         return -EINVAL;
     }
     if (h5type_register_stand_ins() != 0) {
@@ -309,8 +315,7 @@ int ingest_new(const struct ingest_config *cfg, const char *h5path, const char *
                  "%llu bytes stored whole), %llu chunks written (%llu "
                  "copied raw), %llu chunks copied from %s, %llu objects kept, %llu changes",
                  log_name, h5path, (unsigned long long)stats->groups,
-                 (unsigned long long)stats->datasets,
-                 (unsigned long long)stats->datasets_linked,
+                 (unsigned long long)stats->datasets, (unsigned long long)stats->datasets_linked,
                  (unsigned long long)stats->bytes_linked, (unsigned long long)stats->chunks_written,
                  (unsigned long long)stats->chunks_raw, (unsigned long long)stats->chunks_copied,
                  base ? base->root : "no base", (unsigned long long)stats->objects_kept,

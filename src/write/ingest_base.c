@@ -25,7 +25,7 @@
 #include "h5osfs/log.h"
 #include "ingest_int.h"
 
-#define BASE_PREFIX_LEN 19      /* "-AAAAAAAA-BBBBBBBB-": the 16 digits a root gives its ids */
+#define BASE_PREFIX_LEN 19 /* "-AAAAAAAA-BBBBBBBB-": the 16 digits a root gives its ids */
 /* The path in log lines of objects the file did not have (a job's path must outlive it). */
 static const char CARRIED[] = "(an object the file did not show)";
 
@@ -88,19 +88,20 @@ static json_t *remap(const json_t *v, const struct remapping *m)
     switch (json_typeof(v)) {
     case JSON_OBJECT:
         out = json_object();
-        json_object_foreach((json_t *)v, k, x)
-            if (out && json_object_set_new(out, k, remap(x, m)) != 0) {
-                json_decref(out);
-                return NULL;
-            }
+        json_object_foreach((json_t *)v, k,
+                            x) if (out && json_object_set_new(out, k, remap(x, m)) != 0)
+        {
+            json_decref(out);
+            return NULL;
+        }
         return out;
     case JSON_ARRAY:
         out = json_array();
-        json_array_foreach(v, i, x)
-            if (out && json_array_append_new(out, remap(x, m)) != 0) {
-                json_decref(out);
-                return NULL;
-            }
+        json_array_foreach(v, i, x) if (out && json_array_append_new(out, remap(x, m)) != 0)
+        {
+            json_decref(out);
+            return NULL;
+        }
         return out;
     case JSON_STRING:
         return remap_string(json_string_value(v), json_string_length(v), m->from, m->to,
@@ -130,8 +131,8 @@ static json_t *load_base_json(struct ingest *g, const char *id)
     json_t *j = rc == 0 ? hjson_loadb((const char *)buf.data, buf.len, why, sizeof why) : NULL;
     store_buf_free(&buf);
     if (!json_is_object(j)) {
-        log_error("%s: the base version's object %s (%s) cannot be read: %s", g->log_name, id,
-                  key, rc ? strerror(-rc) : why);
+        log_error("%s: the base version's object %s (%s) cannot be read: %s", g->log_name, id, key,
+                  rc ? strerror(-rc) : why);
         json_decref(j);
         return NULL;
     }
@@ -147,7 +148,7 @@ int ingest_base_load(struct ingest *g)
         if (!o->base_id[0])
             continue;
         if (!(o->old = load_base_json(g, o->base_id)))
-            return -EIO;        /* retried: the chunks of this object are still the base's */
+            return -EIO; /* retried: the chunks of this object are still the base's */
         if (strmap_put(g->by_base, o->base_id, (void *)(uintptr_t)(i + 1), NULL) != 0)
             return -ENOMEM;
     }
@@ -167,7 +168,8 @@ static void keep_member_times(json_t *now, const json_t *old)
 {
     const char *name;
     json_t *v;
-    json_object_foreach(now, name, v) {
+    json_object_foreach(now, name, v)
+    {
         const json_t *o = json_object_get(old, name);
         if (o && ingest_json_same(v, o) && json_object_get(o, "created"))
             json_object_set(v, "created", json_object_get(o, "created"));
@@ -216,12 +218,12 @@ static int settle_dataset(struct ingest *g, struct ingest_obj *o, const json_t *
             return 0;
         int untouched = ingest_dataset_untouched(g, o);
         if (untouched <= 0)
-            return untouched;   /* a chunk was written: an ordinary chunked dataset now */
+            return untouched; /* a chunk was written: an ordinary chunked dataset now */
     }
     if (json_object_set(o->json, "layout", (json_t *)layout) != 0)
         return -ENOMEM;
     if (!cprops)
-        json_object_del(o->json, "creationProperties");     /* absent in both: fine */
+        json_object_del(o->json, "creationProperties"); /* absent in both: fine */
     else if (json_object_set(o->json, "creationProperties", (json_t *)cprops) != 0)
         return -ENOMEM;
     o->base_layout = 1;
@@ -279,17 +281,17 @@ static int restore_member(struct ingest *g, struct ingest_obj *o, const char *wh
     if (!json_is_object(members) || !was)
         return 0;
     if (json_object_get(members, name)) {
-        ingest_change(g, o->path, "%s \"%s\", which the file did not show, is replaced by the one "
-                      "written through it", strcmp(what, "links") == 0 ? "link" : "attribute",
-                      name);
+        ingest_change(g, o->path,
+                      "%s \"%s\", which the file did not show, is replaced by the one "
+                      "written through it",
+                      strcmp(what, "links") == 0 ? "link" : "attribute", name);
         return 0;
     }
     json_t *now = ingest_base_json(g, was);
     if (!now || json_object_set_new(members, name, now) != 0)
         return -ENOMEM;
-    int want = strcmp(what, "links") == 0 ? want_carried(g, hjson_text(json_object_get(was,
-                                                                                        "id")))
-                                          : 0;
+    int want =
+        strcmp(what, "links") == 0 ? want_carried(g, hjson_text(json_object_get(was, "id"))) : 0;
     return want < 0 ? want : 0;
 }
 
@@ -316,7 +318,7 @@ int ingest_base_restore(struct ingest *g)
         const struct ingest_kept *k = &g->base->kept[i];
         struct ingest_obj *o = by_base(g, k->id);
         if (!o || !o->json || !o->old)
-            continue;   /* OBJECT, or the object (or group) is gone: deleted through the file */
+            continue; /* OBJECT, or the object (or group) is gone: deleted through the file */
         if (k->kind == INGEST_KEPT_PLACEHOLDER)
             rc = restore_placeholder(g, o);
         else if (k->kind == INGEST_KEPT_ATTRIBUTE && k->name)
@@ -327,8 +329,8 @@ int ingest_base_restore(struct ingest *g)
     return rc;
 }
 
-int ingest_base_kept_chunk(const struct ingest *g, const struct ingest_obj *o,
-                           const uint64_t *idx, int rank, char *key, size_t key_len)
+int ingest_base_kept_chunk(const struct ingest *g, const struct ingest_obj *o, const uint64_t *idx,
+                           int rank, char *key, size_t key_len)
 {
     char name[INGEST_MAX_RANK * 21];
     size_t len = 0;
@@ -340,10 +342,10 @@ int ingest_base_kept_chunk(const struct ingest *g, const struct ingest_obj *o,
         const struct ingest_kept *k = &g->base->kept[i];
         if (k->kind == INGEST_KEPT_CHUNK && k->name && strcmp(k->name, name) == 0 &&
             strcmp(k->id, o->base_id) == 0) {
-            int parts = (int)json_integer_value(json_object_get(json_object_get(o->old,
-                                                "layout"), "partition_count"));
-            return schema_chunk_key(o->base_id, idx, rank,
-                                    schema_chunk_partition(idx, rank, parts), key, key_len) == 0;
+            int parts = (int)json_integer_value(
+                json_object_get(json_object_get(o->old, "layout"), "partition_count"));
+            return schema_chunk_key(o->base_id, idx, rank, schema_chunk_partition(idx, rank, parts),
+                                    key, key_len) == 0;
         }
     }
     return 0;
@@ -358,7 +360,7 @@ static int copy_chunks(struct ingest *g, const char *id, const char *to, const c
     struct store_list list = { 0 };
     if (schema_obj_key(id, prefix, sizeof prefix) != 0)
         return -EIO;
-    strrchr(prefix, '/')[1] = '\0';    /* db/A-B/d/C-D-E/: its chunks' keys */
+    strrchr(prefix, '/')[1] = '\0'; /* db/A-B/d/C-D-E/: its chunks' keys */
     int rc = store_list(g->cfg->store, prefix, NULL, NULL, 0, &list);
     size_t plen = strlen(prefix);
     for (size_t i = 0; rc == 0 && i < list.n_objects; i++) {
@@ -388,7 +390,8 @@ static int carry_referred(struct ingest *g, const json_t *old)
     const char *name;
     json_t *l;
     int rc = 0;
-    json_object_foreach(json_object_get((json_t *)old, "links"), name, l) {
+    json_object_foreach(json_object_get((json_t *)old, "links"), name, l)
+    {
         const char *id = hjson_text(json_object_get(l, "id"));
         int want = rc == 0 ? want_carried(g, id) : 0;
         rc = want < 0 ? want : want ? carry_object(g, id) : rc;
@@ -408,7 +411,9 @@ static int carry_unreadable(struct ingest *g, const char *id)
              id + BASE_PREFIX_LEN);
     struct ingest_job job = { .src_fd = -1, .path = CARRIED };
     int rc = schema_obj_key(id, job.copy_of, sizeof job.copy_of) == 0 &&
-             schema_obj_key(to, job.key, sizeof job.key) == 0 ? 0 : -EIO;
+                     schema_obj_key(to, job.key, sizeof job.key) == 0
+                 ? 0
+                 : -EIO;
     if (rc == 0)
         rc = ingest_pool_submit(g->pool, &job);
     if (rc == 0 && id[0] == 'd')
@@ -423,7 +428,7 @@ static int carry_object(struct ingest *g, const char *id)
 {
     char key[STORE_KEY_MAX + 1];
     if (strmap_get(g->carried, id) == (void *)2)
-        return 0;               /* done */
+        return 0; /* done */
     if (strmap_put(g->carried, id, (void *)2, NULL) != 0)
         return -ENOMEM;
     json_t *old = load_base_json(g, id), *now = ingest_base_json(g, old);

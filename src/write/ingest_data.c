@@ -33,15 +33,15 @@ static uint64_t chunk_bytes(int rank, const uint64_t *c, size_t itemsize)
 }
 
 /* chunkUtil.expandChunk; maxdims NULL: the shape states none (not extensible) */
-static void expand_chunk(int rank, const uint64_t *dims, const uint64_t *maxdims,
-                         size_t itemsize, uint64_t *c)
+static void expand_chunk(int rank, const uint64_t *dims, const uint64_t *maxdims, size_t itemsize,
+                         uint64_t *c)
 {
     int extendable = 0;
     uint64_t dset = itemsize;
     for (int k = 0; k < rank; k++) {
         extendable += maxdims && (maxdims[k] == 0 || maxdims[k] > dims[k]);
         if (dims[k] && __builtin_mul_overflow(dset, dims[k], &dset))
-            dset = UINT64_MAX;  /* Python's size has no bound: never "small" by wrapping */
+            dset = UINT64_MAX; /* Python's size has no bound: never "small" by wrapping */
     }
     if (dset <= INGEST_CHUNK_MIN && extendable == 0) {
         memcpy(c, dims, (size_t)rank * sizeof *c);
@@ -109,7 +109,7 @@ void ingest_chunk_dims(int rank, const uint64_t *dims, const uint64_t *maxdims, 
     if (itemsize == 0)
         itemsize = INGEST_VLEN_ITEMSIZE;
     const uint64_t *guess = maxdims ? maxdims : dims;
-    for (int k = 0; k < rank; k++)        /* guessChunk: 0 (unlimited) guesses 1024 */
+    for (int k = 0; k < rank; k++) /* guessChunk: 0 (unlimited) guesses 1024 */
         out[k] = request ? request[k] : guess[k] ? guess[k] : 1024;
     if (chunk_bytes(rank, out, itemsize) < INGEST_CHUNK_MIN)
         expand_chunk(rank, dims, maxdims, itemsize, out);
@@ -124,7 +124,7 @@ struct dset_io {
     struct ingest_obj *o;
     hid_t dset, space, dcpl, mem;
     const json_t *type;
-    int rank;                   /* 1 for scalars (one chunk of one element) */
+    int rank; /* 1 for scalars (one chunk of one element) */
     int scalar;
     hsize_t dims[INGEST_MAX_RANK], cdims[INGEST_MAX_RANK];
     size_t memsize, n;          /* element size in memory, elements per chunk */
@@ -132,11 +132,11 @@ struct dset_io {
     unsigned char *fill_stored; /* one element as stored */
     size_t fill_len;
     struct codec_spec spec;
-    int raw;                    /* raw copies possible */
-    int same_grid;              /* the source's chunks are these chunks */
-    int same_dims;              /* with the base's layout: the base's shape too */
-    int partitions;             /* layout.partition_count (0: none) */
-    int virt;                   /* virtual or external: reading may fail */
+    int raw;        /* raw copies possible */
+    int same_grid;  /* the source's chunks are these chunks */
+    int same_dims;  /* with the base's layout: the base's shape too */
+    int partitions; /* layout.partition_count (0: none) */
+    int virt;       /* virtual or external: reading may fail */
 };
 
 static int layout_dims(const json_t *layout, int rank, hsize_t *out)
@@ -161,8 +161,10 @@ static int io_fill(struct dset_io *io, char *why, size_t why_len)
         return -EIO;
     }
     struct h5value_ids ids = { ingest_ref_id, io->g };
-    return h5value_to_stored(io->type, io->mem, io->fill, 1, &ids, &io->fill_stored,
-                             &io->fill_len, why, why_len) ? -EIO : 0;
+    return h5value_to_stored(io->type, io->mem, io->fill, 1, &ids, &io->fill_stored, &io->fill_len,
+                             why, why_len)
+               ? -EIO
+               : 0;
 }
 
 static int io_grid(struct dset_io *io)
@@ -221,13 +223,14 @@ static int io_open(struct dset_io *io, char *why, size_t why_len)
     if (!(traits & H5TYPE_HAS_VLEN) && h5type_stored_size(io->type, &itemsize) != 0)
         return -EIO;
     if (codec_spec_from_filters(json_object_get(cp, "filters"), itemsize,
-                                (traits & H5TYPE_HAS_VLEN) != 0, CODEC_SOURCE_HSDS, &io->spec,
-                                why, why_len) != 0 || io_grid(io) != 0)
+                                (traits & H5TYPE_HAS_VLEN) != 0, CODEC_SOURCE_HSDS, &io->spec, why,
+                                why_len) != 0 ||
+        io_grid(io) != 0)
         return -EIO;
     io->virt = H5Pget_layout(io->dcpl) == H5D_VIRTUAL || H5Pget_external_count(io->dcpl) > 0;
     io->raw = raw_possible(io);
-    io->partitions = (int)json_integer_value(json_object_get(json_object_get(io->o->json,
-                                                             "layout"), "partition_count"));
+    io->partitions = (int)json_integer_value(
+        json_object_get(json_object_get(io->o->json, "layout"), "partition_count"));
     io->same_dims = io->o->base_layout &&
                     json_equal(json_object_get(json_object_get(io->o->json, "shape"), "dims"),
                                json_object_get(json_object_get(io->o->old, "shape"), "dims"));
@@ -253,7 +256,7 @@ static void io_close(struct dset_io *io)
 struct chunk_at {
     uint64_t idx[INGEST_MAX_RANK];
     hsize_t off[INGEST_MAX_RANK], count[INGEST_MAX_RANK];
-    int inside;                 /* the whole chunk lies inside the dataspace */
+    int inside; /* the whole chunk lies inside the dataspace */
     char key[STORE_KEY_MAX + 1];
 };
 
@@ -293,8 +296,13 @@ static int all_fill(const struct dset_io *io, const unsigned char *s, size_t len
 static int submit(struct dset_io *io, const struct chunk_at *c, unsigned char *bytes, size_t len,
                   int raw)
 {
-    struct ingest_job job = { .bytes = bytes, .src_fd = -1, .len = len, .encode = !raw,
-                              .raw = raw, .spec = io->spec, .path = io->o->path };
+    struct ingest_job job = { .bytes = bytes,
+                              .src_fd = -1,
+                              .len = len,
+                              .encode = !raw,
+                              .raw = raw,
+                              .spec = io->spec,
+                              .path = io->o->path };
     memcpy(job.key, c->key, sizeof job.key);
     return ingest_pool_submit(io->g->pool, &job);
 }
@@ -309,8 +317,11 @@ static int copy_raw_by_fd(struct dset_io *io, const struct chunk_at *c)
     if (H5Dget_chunk_info_by_coord(io->dset, c->off, &mask, &addr, &size) < 0 || mask != 0 ||
         addr == HADDR_UNDEF || size == 0 || size > INGEST_CHUNK_MAX * 4)
         return 1;
-    struct ingest_job job = { .src_fd = io->g->raw_fd, .src_off = io->g->base_addr + addr,
-                              .len = size, .raw = 1, .path = io->o->path };
+    struct ingest_job job = { .src_fd = io->g->raw_fd,
+                              .src_off = io->g->base_addr + addr,
+                              .len = size,
+                              .raw = 1,
+                              .path = io->o->path };
     snprintf(job.key, sizeof job.key, "%s", c->key);
     return ingest_pool_submit(io->g->pool, &job);
 }
@@ -364,13 +375,13 @@ static int decoded_chunk(struct dset_io *io, const struct chunk_at *c, unsigned 
     int rc = read_region(io, c, buf);
     if (rc != 0) {
         reclaim_vlen(io, buf);
-        return -ENODATA;        /* HDF5 cannot read the values: the caller decides */
+        return -ENODATA; /* HDF5 cannot read the values: the caller decides */
     }
     rc = h5value_to_stored(io->type, io->mem, buf, io->n, &ids, &s, &len, why, sizeof why);
     reclaim_vlen(io, buf);
     if (rc != 0) {
-        log_error("%s: %s: chunk %s cannot be converted: %s", io->g->log_name, io->o->path,
-                  c->key, why);
+        log_error("%s: %s: chunk %s cannot be converted: %s", io->g->log_name, io->o->path, c->key,
+                  why);
         return -EIO;
     }
     if (all_fill(io, s, len)) {
@@ -391,7 +402,7 @@ static int base_chunk(struct dset_io *io, const struct chunk_at *c)
     hsize_t size = 0;
     if (!io->same_grid || H5Dget_chunk_info_by_coord(io->dset, c->off, &mask, &addr, &size) < 0 ||
         addr == HADDR_UNDEF || size == 0)
-        return 1;               /* unallocated, or not one chunk of the file: no base bytes */
+        return 1; /* unallocated, or not one chunk of the file: no base bytes */
     struct ingest_job job = { .src_fd = -1, .path = io->o->path };
     if (io->o->base_layout && (c->inside || io->same_dims)) {
         int state = b->chunk_state(b->ctx, addr, size, io->o->base_id, c->idx, io->rank, 0,
@@ -419,7 +430,7 @@ static int one_chunk(struct dset_io *io, struct chunk_at *c, unsigned char *buf)
         struct ingest_job job = { .src_fd = -1, .path = io->o->path };
         if (ingest_base_kept_chunk(io->g, io->o, c->idx, io->rank, job.copy_of,
                                    sizeof job.copy_of)) {
-            memcpy(job.key, c->key, sizeof job.key);    /* unreadable in the file: as stored */
+            memcpy(job.key, c->key, sizeof job.key); /* unreadable in the file: as stored */
             return ingest_pool_submit(io->g->pool, &job);
         }
         if ((rc = base_chunk(io, c)) <= 0)
@@ -450,8 +461,8 @@ static void place_chunk(const struct dset_io *io, struct chunk_at *c)
     c->inside = 1;
     for (int k = 0; k < io->rank; k++) {
         c->off[k] = c->idx[k] * io->cdims[k];
-        c->count[k] = io->dims[k] - c->off[k] < io->cdims[k] ? io->dims[k] - c->off[k]
-                                                              : io->cdims[k];
+        c->count[k] =
+            io->dims[k] - c->off[k] < io->cdims[k] ? io->dims[k] - c->off[k] : io->cdims[k];
         c->inside &= c->count[k] == io->cdims[k];
     }
 }
@@ -465,7 +476,7 @@ static int cmp_u64(const void *a, const void *b)
 }
 
 struct target_list {
-    uint64_t *idx;              /* linear chunk indices (C order over the grid), sorted */
+    uint64_t *idx; /* linear chunk indices (C order over the grid), sorted */
     size_t n, cap;
 };
 
@@ -477,15 +488,16 @@ static int add_overlaps(const struct dset_io *io, const uint64_t *grid, const hs
     for (int k = 0; k < io->rank; k++) {
         uint64_t end = off[k] + src[k] < io->dims[k] ? off[k] + src[k] : io->dims[k];
         if (end <= off[k])
-            return 0;           /* beyond the dataspace (the dataset shrank) */
+            return 0; /* beyond the dataspace (the dataset shrank) */
         lo[k] = cur[k] = off[k] / io->cdims[k];
         hi[k] = (end - 1) / io->cdims[k];
         if (__builtin_mul_overflow(count, hi[k] - lo[k] + 1, &count))
             return -ENOMEM;
     }
     if (l->n + count > l->cap) {
-        uint64_t *bigger = count > SIZE_MAX - l->n ? NULL
-                         : grow_array(l->idx, &l->cap, l->n + count, sizeof *bigger, 256);
+        uint64_t *bigger = count > SIZE_MAX - l->n
+                               ? NULL
+                               : grow_array(l->idx, &l->cap, l->n + count, sizeof *bigger, 256);
         if (!bigger)
             return -ENOMEM;
         l->idx = bigger;
@@ -576,10 +588,9 @@ static int all_chunks(struct dset_io *io)
     memset(&c, 0, sizeof c);
     for (int k = 0; k < io->rank; k++) {
         /* dims may be near 2^64: no dims + cdims - 1 */
-        grid[k] = io->cdims[k] ? io->dims[k] / io->cdims[k] + (io->dims[k] % io->cdims[k] != 0)
-                               : 0;
+        grid[k] = io->cdims[k] ? io->dims[k] / io->cdims[k] + (io->dims[k] % io->cdims[k] != 0) : 0;
         if (grid[k] == 0)
-            return 0;           /* an empty dataset has no chunks */
+            return 0; /* an empty dataset has no chunks */
         if (__builtin_mul_overflow(total, grid[k], &total))
             total = UINT64_MAX;
     }
@@ -639,9 +650,11 @@ static int for_each_file_chunk(struct ingest *g, hid_t d, const char *path,
     uint64_t idx[INGEST_MAX_RANK];
     int rank = space < 0 ? -1 : H5Sget_simple_extent_ndims(space);
     int rc = dcpl < 0 || rank < 0 || rank > INGEST_MAX_RANK ||
-             H5Sget_simple_extent_dims(space, dims, NULL) < 0 ? -EIO : 0;
+                     H5Sget_simple_extent_dims(space, dims, NULL) < 0
+                 ? -EIO
+                 : 0;
     int chunked = rc == 0 && rank > 0 && H5Pget_layout(dcpl) == H5D_CHUNKED &&
-                  H5Pget_chunk(dcpl, rank, cdims) == rank;     /* else no chunk extents */
+                  H5Pget_chunk(dcpl, rank, cdims) == rank; /* else no chunk extents */
     if (chunked && H5Dget_num_chunks(d, space, &n) < 0)
         rc = -EIO;
     for (hsize_t i = 0; rc == 0 && chunked && i < n; i++) {
@@ -650,13 +663,13 @@ static int for_each_file_chunk(struct ingest *g, hid_t d, const char *path,
         hsize_t size = 0;
         int inside = 1;
         if (H5Dget_chunk_info(d, space, i, off, &mask, &addr, &size) < 0) {
-            log_error("%s: %s: chunk %llu of the %llu the file has cannot be listed",
-                      g->log_name, path, (unsigned long long)i, (unsigned long long)n);
+            log_error("%s: %s: chunk %llu of the %llu the file has cannot be listed", g->log_name,
+                      path, (unsigned long long)i, (unsigned long long)n);
             rc = -EIO;
             break;
         }
         for (int k = 0; k < rank; k++) {
-            inside &= cdims[k] > 0 && off[k] < dims[k];     /* not left by a shrink */
+            inside &= cdims[k] > 0 && off[k] < dims[k]; /* not left by a shrink */
             idx[k] = cdims[k] ? off[k] / cdims[k] : 0;
         }
         if (inside && addr != HADDR_UNDEF && size > 0)
@@ -711,7 +724,7 @@ int ingest_dataset_chunks(struct ingest *g, struct ingest_obj *o)
         return ingest_link_table_chunks(g, o);
     if (o->dropped || !json_object_get(o->json, "layout") || o->base_ref || o->base_whole ||
         o->linked)
-        return 0;               /* left out, H5S_NULL, data in a linked file, or carried over */
+        return 0; /* left out, H5S_NULL, data in a linked file, or carried over */
     int rc = io_open(&io, why, sizeof why);
     if (rc != 0) {
         log_error("%s: %s: dataset cannot be read: %s", g->log_name, o->path, why);
@@ -719,7 +732,8 @@ int ingest_dataset_chunks(struct ingest *g, struct ingest_obj *o)
         return rc == -ENOMEM ? rc : -EIO;
     }
     if (io.virt)
-        ingest_change(g, o->path, "virtual dataset or external raw data stored as a regular "
+        ingest_change(g, o->path,
+                      "virtual dataset or external raw data stored as a regular "
                       "dataset");
     if (g->base && o->base_id[0] && !io.same_grid)
         rc = materialize_dataset(&io);
@@ -730,8 +744,10 @@ int ingest_dataset_chunks(struct ingest *g, struct ingest_obj *o)
         rc = 0;
     } else if (rc == -ENODATA && missing_filter(io.dcpl) >= 0) {
         /* the rule for what the schema cannot hold: store what can be read, say so */
-        ingest_change(g, o->path, "values not stored: HDF5 has no decoder for filter %d "
-                      "(reads give the fill value)", missing_filter(io.dcpl));
+        ingest_change(g, o->path,
+                      "values not stored: HDF5 has no decoder for filter %d "
+                      "(reads give the fill value)",
+                      missing_filter(io.dcpl));
         rc = 0;
     } else if (rc == -ENODATA) {
         log_error("%s: %s: values cannot be read", g->log_name, o->path);

@@ -21,25 +21,24 @@
 #define FILTER_LZ4 32004
 #define FILTER_ZSTD 32015
 #define FILTER_BLOSC 32001
-#define DEFAULT_LEVEL 5         /* HSDS's level when a filter gives none */
+#define DEFAULT_LEVEL 5 /* HSDS's level when a filter gives none */
 #define MAX_CD 16
 
 static json_t *deflate_entry(int level)
 {
-    return json_pack("{s:s,s:i,s:i,s:s}", "class", "H5Z_FILTER_DEFLATE", "id", 1, "level",
-                     level, "name", "gzip");
+    return json_pack("{s:s,s:i,s:i,s:s}", "class", "H5Z_FILTER_DEFLATE", "id", 1, "level", level,
+                     "name", "gzip");
 }
 
 static json_t *user_entry(const char *name, int level, int id)
 {
-    return json_pack("{s:s,s:s,s:i,s:i}", "class", "H5Z_FILTER_USER", "name", name, "level",
-                     level, "id", id);
+    return json_pack("{s:s,s:s,s:i,s:i}", "class", "H5Z_FILTER_USER", "name", name, "level", level,
+                     "id", id);
 }
 
 static json_t *shuffle_entry(void)
 {
-    return json_pack("{s:s,s:i,s:s}", "class", "H5Z_FILTER_SHUFFLE", "id", 2, "name",
-                     "shuffle");
+    return json_pack("{s:s,s:i,s:s}", "class", "H5Z_FILTER_SHUFFLE", "id", 2, "name", "shuffle");
 }
 
 static int level_of(const unsigned *cd, size_t n, size_t at)
@@ -58,7 +57,8 @@ static int blosc_entries(json_t *out, const unsigned *cd, size_t n)
     if (n > 5 && cd[5] == 1 && json_array_append_new(out, shuffle_entry()) != 0)
         return -ENOMEM;
     int level = level_of(cd, n, 4);
-    json_t *e = ids[codec] == 1 ? deflate_entry(level) : user_entry(codecs[codec], level, ids[codec]);
+    json_t *e =
+        ids[codec] == 1 ? deflate_entry(level) : user_entry(codecs[codec], level, ids[codec]);
     return json_array_append_new(out, e) == 0 ? 0 : -ENOMEM;
 }
 
@@ -91,9 +91,8 @@ static int has_compressor(const json_t *filters)
 {
     size_t i;
     json_t *e;
-    json_array_foreach(filters, i, e)
-        if (strcmp(json_string_value(json_object_get(e, "class")), "H5Z_FILTER_SHUFFLE") != 0)
-            return 1;
+    json_array_foreach(filters, i, e) if (strcmp(json_string_value(json_object_get(e, "class")),
+                                                 "H5Z_FILTER_SHUFFLE") != 0) return 1;
     return 0;
 }
 
@@ -107,8 +106,8 @@ json_t *ingest_filters_json(struct ingest *g, const char *path, hid_t dcpl)
         unsigned flags, cd[MAX_CD], config;
         size_t n = MAX_CD;
         char name[64] = "";
-        H5Z_filter_t id = H5Pget_filter2(dcpl, (unsigned)i, &flags, &n, cd, sizeof name, name,
-                                         &config);
+        H5Z_filter_t id =
+            H5Pget_filter2(dcpl, (unsigned)i, &flags, &n, cd, sizeof name, name, &config);
         int rc = id < 0 ? 1 : filter_entry(out, id, cd, n < MAX_CD ? n : MAX_CD);
         if (rc < 0) {
             json_decref(out);
@@ -123,8 +122,10 @@ json_t *ingest_filters_json(struct ingest *g, const char *path, hid_t dcpl)
     if (dlen) {
         if (!has_compressor(out) && json_array_append_new(out, deflate_entry(DEFAULT_LEVEL)))
             return json_decref(out), NULL;
-        ingest_change(g, path, "filters HSDS cannot apply dropped: %s; data stored decoded, "
-                      "compressed with zlib", dropped);
+        ingest_change(g, path,
+                      "filters HSDS cannot apply dropped: %s; data stored decoded, "
+                      "compressed with zlib",
+                      dropped);
     }
     if (!dlen && json_array_size(out) > 0 && !has_compressor(out)) {
         /* shuffle alone: HSDS stores such chunks unshuffled yet unshuffles them on read

@@ -25,18 +25,18 @@
 #include "h5osfs/strmap.h"
 
 #define INGEST_MAX_RANK 32
-#define INGEST_CHUNK_MIN (1u << 20)     /* HSDS's min_chunk_size (§5.4) */
-#define INGEST_CHUNK_MAX (4u << 20)     /* HSDS's max_chunk_size */
-#define INGEST_VLEN_ITEMSIZE 128        /* chunkUtil.DEFAULT_TYPE_SIZE */
+#define INGEST_CHUNK_MIN (1u << 20) /* HSDS's min_chunk_size (§5.4) */
+#define INGEST_CHUNK_MAX (4u << 20) /* HSDS's max_chunk_size */
+#define INGEST_VLEN_ITEMSIZE 128    /* chunkUtil.DEFAULT_TYPE_SIZE */
 #define INGEST_JSON_MAX (64u << 20)
 
 /* A link of a group, in the group's order. */
 struct ingest_link {
     char *name;
-    H5L_type_t type;            /* HARD, SOFT or EXTERNAL (user-defined links are left out) */
-    size_t target;              /* HARD: index into ingest.objs */
-    char *h5path;               /* SOFT, EXTERNAL */
-    char *file;                 /* EXTERNAL: the file name as the link stores it */
+    H5L_type_t type; /* HARD, SOFT or EXTERNAL (user-defined links are left out) */
+    size_t target;   /* HARD: index into ingest.objs */
+    char *h5path;    /* SOFT, EXTERNAL */
+    char *file;      /* EXTERNAL: the file name as the link stores it */
 };
 
 struct ingest_link_table;
@@ -45,23 +45,23 @@ struct ingest_link_table;
  * table a linked dataset needs, which nothing links). */
 struct ingest_obj {
     char id[SCHEMA_ID_BUF];
-    char cls;                   /* 'g', 'd' or 't' */
+    char cls; /* 'g', 'd' or 't' */
     haddr_t addr;
     char *path;
-    struct ingest_link *links;  /* groups */
+    struct ingest_link *links; /* groups */
     size_t n_links;
-    int track_order;            /* groups: links tracked in creation order */
-    int dropped;                /* a dataset or datatype whose type has no HSDS JSON */
-    json_t *json;               /* what will be stored */
-    char base_id[SCHEMA_ID_BUF];  /* the base object it is ("": none, a new object) */
-    json_t *old;                /* that object's stored JSON */
-    int base_layout;            /* a dataset that keeps the base's layout: its chunk grid is
+    int track_order;                 /* groups: links tracked in creation order */
+    int dropped;                     /* a dataset or datatype whose type has no HSDS JSON */
+    json_t *json;                    /* what will be stored */
+    char base_id[SCHEMA_ID_BUF];     /* the base object it is ("": none, a new object) */
+    json_t *old;                     /* that object's stored JSON */
+    int base_layout;                 /* a dataset that keeps the base's layout: its chunk grid is
                                    the base's, so unwritten chunks are copied in the store */
-    int base_ref;               /* ... and a *_REF layout: no chunk objects at all */
-    int base_whole;             /* stored as the base has it (a placeholder of the base's
+    int base_ref;                    /* ... and a *_REF layout: no chunk objects at all */
+    int base_whole;                  /* stored as the base has it (a placeholder of the base's
                                    file): JSON and every chunk carried over, nothing read */
-    int linked;                 /* a *_REF layout into the file stored whole: no chunks */
-    struct ingest_link_table *table;    /* a chunk table of this ingest: its entries */
+    int linked;                      /* a *_REF layout into the file stored whole: no chunks */
+    struct ingest_link_table *table; /* a chunk table of this ingest: its entries */
 };
 
 struct ingest_pool;
@@ -72,18 +72,18 @@ struct ingest {
     const char *h5path;
     char root[SCHEMA_ID_BUF];
     hid_t file;
-    int raw_fd;                 /* the file, for raw chunk copies in the kernel; -1: none */
-    uint64_t base_addr;         /* file offset of HDF5 address 0 (after a user block) */
-    struct ingest_obj *objs;    /* objs[0] is the root group */
+    int raw_fd;              /* the file, for raw chunk copies in the kernel; -1: none */
+    uint64_t base_addr;      /* file offset of HDF5 address 0 (after a user block) */
+    struct ingest_obj *objs; /* objs[0] is the root group */
     size_t n_objs, cap_objs;
-    struct strmap *by_addr;     /* "%llx" address -> index + 1 */
+    struct strmap *by_addr; /* "%llx" address -> index + 1 */
     struct ingest_stats *stats;
-    double last_time;           /* timestamps only increase */
-    const struct ingest_base *base;  /* what the file started as, or NULL */
-    struct strmap *by_base;     /* with a base: base id -> index + 1 of the object it is */
-    struct strmap *carried;     /* base ids carried over (not in the file) */
+    double last_time;               /* timestamps only increase */
+    const struct ingest_base *base; /* what the file started as, or NULL */
+    struct strmap *by_base;         /* with a base: base id -> index + 1 of the object it is */
+    struct strmap *carried;         /* base ids carried over (not in the file) */
     struct ingest_pool *pool;
-    char link_from[STORE_KEY_MAX + 1];  /* r+: the base's linked file, which kept *_REF
+    char link_from[STORE_KEY_MAX + 1]; /* r+: the base's linked file, which kept *_REF
                                            layouts now name under the new root ("": none) */
 };
 
@@ -125,8 +125,8 @@ int ingest_base_restore(struct ingest *g);
 int ingest_base_carry(struct ingest *g);
 /* 1 with the base's key of chunk idx of o when the base's file could not show that chunk (it
  * is copied as stored), else 0. */
-int ingest_base_kept_chunk(const struct ingest *g, const struct ingest_obj *o,
-                           const uint64_t *idx, int rank, char *key, size_t key_len);
+int ingest_base_kept_chunk(const struct ingest *g, const struct ingest_obj *o, const uint64_t *idx,
+                           int rank, char *key, size_t key_len);
 
 /* ---- ingest_walk.c ---- */
 /* Discover every object and link from the root; ids are assigned by assign_id. */
@@ -139,8 +139,8 @@ int ingest_build_json(struct ingest *g, struct ingest_obj *o);
 /* HSDS's type JSON of tid, with "id" when it is a committed type of the file, or the closest
  * type HSDS has (logged as a change of what at path); NULL with a reason in why when HSDS has
  * none. */
-json_t *ingest_type_json(struct ingest *g, hid_t tid, const char *path, const char *what,
-                         char *why, size_t why_len);
+json_t *ingest_type_json(struct ingest *g, hid_t tid, const char *path, const char *what, char *why,
+                         size_t why_len);
 
 /* ---- ingest_filters.c ---- */
 /* The dataset's filters in HSDS form (NULL: none); what cannot be kept is logged. */
@@ -183,15 +183,15 @@ int ingest_link_rebase(struct ingest *g, json_t *dataset);
 /* ---- ingest_pool.c ---- */
 struct ingest_job {
     char key[STORE_KEY_MAX + 1];
-    char copy_of[STORE_KEY_MAX + 1];    /* non-empty: copy this object in the store instead */
-    unsigned char *bytes;       /* owned by the job: freed by the worker; NULL: the bytes are */
-    int src_fd;                 /* len bytes of this file at src_off (raw copies) */
+    char copy_of[STORE_KEY_MAX + 1]; /* non-empty: copy this object in the store instead */
+    unsigned char *bytes; /* owned by the job: freed by the worker; NULL: the bytes are */
+    int src_fd;           /* len bytes of this file at src_off (raw copies) */
     uint64_t src_off;
     size_t len;
-    int encode;                 /* 1: codec_encode(spec) first; 0: put as it is */
-    int raw;                    /* a copy of the file's bytes (for the stats) */
+    int encode; /* 1: codec_encode(spec) first; 0: put as it is */
+    int raw;    /* a copy of the file's bytes (for the stats) */
     struct codec_spec spec;
-    const char *path;           /* for log lines: lives as long as the ingest */
+    const char *path; /* for log lines: lives as long as the ingest */
 };
 int ingest_pool_start(struct ingest *g, unsigned workers, struct ingest_pool **out);
 /* Queue a job (waits while the queue is full). Takes bytes in any case. 0, or the first

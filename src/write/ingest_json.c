@@ -13,7 +13,7 @@
 #include "h5osfs/log.h"
 #include "ingest_int.h"
 
-#define ATTR_VALUE_MAX (64u << 20)      /* as the image builder's limit */
+#define ATTR_VALUE_MAX (64u << 20) /* as the image builder's limit */
 
 /* ---- small JSON helpers ---- */
 
@@ -36,8 +36,8 @@ static json_t *class_json(const char *cls)
 /* {"class": ..., "dims": [...]} and, for datasets, "maxdims" as hsload sends them: always,
  * 0 for unlimited (§3.4). A fixed extent of 0 would then read as unlimited, so a dataset with
  * one and no unlimited dimension states none (*stated 0). */
-static json_t *shape_json(hid_t space, int with_maxdims, int *rank, hsize_t *dims,
-                          hsize_t *maxdims, int *stated)
+static json_t *shape_json(hid_t space, int with_maxdims, int *rank, hsize_t *dims, hsize_t *maxdims,
+                          int *stated)
 {
     *stated = 0;
     H5S_class_t cls = H5Sget_simple_extent_type(space);
@@ -62,8 +62,7 @@ static json_t *shape_json(hid_t space, int with_maxdims, int *rank, hsize_t *dim
             maxdims[k] = 0;
     }
     *stated = with_maxdims && (unlimited || !fixed_zero);
-    if (s && *stated &&
-        json_object_set_new(s, "maxdims", dims_json(r, maxdims)) != 0) {
+    if (s && *stated && json_object_set_new(s, "maxdims", dims_json(r, maxdims)) != 0) {
         json_decref(s);
         return NULL;
     }
@@ -76,16 +75,16 @@ int ingest_json_same(const json_t *a, const json_t *b)
         const char *k;
         json_t *v;
         size_t na = 0, nb = 0;
-        json_object_foreach((json_t *)a, k, v) {
+        json_object_foreach((json_t *)a, k, v)
+        {
             if (strcmp(k, "created") == 0 || strcmp(k, "lastModified") == 0)
                 continue;
             na++;
             if (!ingest_json_same(v, json_object_get(b, k)))
                 return 0;
         }
-        json_object_foreach((json_t *)b, k, v)
-            if (strcmp(k, "created") != 0 && strcmp(k, "lastModified") != 0)
-                nb++;
+        json_object_foreach((json_t *)b, k, v) if (strcmp(k, "created") != 0 &&
+                                                   strcmp(k, "lastModified") != 0) nb++;
         return na == nb;
     }
     if (json_is_array(a) && json_is_array(b)) {
@@ -101,8 +100,8 @@ int ingest_json_same(const json_t *a, const json_t *b)
 
 /* ---- types ---- */
 
-json_t *ingest_type_json(struct ingest *g, hid_t tid, const char *path, const char *what,
-                         char *why, size_t why_len)
+json_t *ingest_type_json(struct ingest *g, hid_t tid, const char *path, const char *what, char *why,
+                         size_t why_len)
 {
     char note[200];
     json_t *t = h5type_to_json_closest(tid, note, sizeof note, why, why_len);
@@ -181,8 +180,9 @@ static void names_free(struct names *l)
 static int attr_order_tracked(hid_t obj)
 {
     H5I_type_t t = H5Iget_type(obj);
-    hid_t cpl = t == H5I_GROUP ? H5Gget_create_plist(obj)
-              : t == H5I_DATASET ? H5Dget_create_plist(obj) : H5Tget_create_plist(obj);
+    hid_t cpl = t == H5I_GROUP     ? H5Gget_create_plist(obj)
+                : t == H5I_DATASET ? H5Dget_create_plist(obj)
+                                   : H5Tget_create_plist(obj);
     return ingest_order_tracked(cpl, H5Pget_attr_creation_order);
 }
 
@@ -255,8 +255,8 @@ static json_t *attribute_json(struct ingest *g, hid_t attr, const char *path, co
     }
     if (!(value = attr_value(g, attr, type, space, rank, dims, &base64, why, why_len)))
         goto out;
-    a = json_pack("{s:O,s:O,s:O,s:f}", "type", type, "shape", shape, "value", value,
-                  "created", ingest_now(g));
+    a = json_pack("{s:O,s:O,s:O,s:f}", "type", type, "shape", shape, "value", value, "created",
+                  ingest_now(g));
     if (a && base64 && json_object_set_new(a, "encoding", json_string("base64")) != 0) {
         json_decref(a);
         a = NULL;
@@ -286,9 +286,7 @@ static json_t *members_by_name(json_t *attrs)
     json_t *sorted = keys ? json_object() : NULL;
     const char *k;
     json_t *v;
-    json_object_foreach(attrs, k, v)
-        if (keys)
-            keys[i++] = k;
+    json_object_foreach(attrs, k, v) if (keys) keys[i++] = k;
     if (keys)
         qsort(keys, n, sizeof *keys, by_name);
     for (i = 0; sorted && i < n; i++)
@@ -339,8 +337,8 @@ static json_t *link_json(struct ingest *g, const struct ingest_link *l)
         return json_pack("{s:s,s:s,s:f}", "id", g->objs[l->target].id, "class", "H5L_TYPE_HARD",
                          "created", now);
     if (l->type == H5L_TYPE_SOFT)
-        return json_pack("{s:s,s:s,s:f}", "h5path", l->h5path, "class", "H5L_TYPE_SOFT",
-                         "created", now);
+        return json_pack("{s:s,s:s,s:f}", "h5path", l->h5path, "class", "H5L_TYPE_SOFT", "created",
+                         now);
     return json_pack("{s:s,s:s,s:s,s:f}", "h5path", l->h5path, "h5domain", l->file, "class",
                      "H5L_TYPE_EXTERNAL", "created", now);
 }
@@ -351,7 +349,7 @@ static json_t *links_json(struct ingest *g, const struct ingest_obj *o)
     for (size_t k = 0; links && k < o->n_links; k++) {
         const struct ingest_link *l = &o->links[k];
         if (l->type == H5L_TYPE_HARD && g->objs[l->target].dropped)
-            continue;           /* the object was left out (logged there) */
+            continue; /* the object was left out (logged there) */
         json_t *j = link_json(g, l);
         if (!j || json_object_set_new(links, l->name, j) != 0) {
             json_decref(links);
@@ -485,8 +483,8 @@ static json_t *layout_json(hid_t dcpl, const json_t *type, int rank, const hsize
     size_t itemsize = 0;
     if (!(h5type_traits(type) & H5TYPE_HAS_VLEN) && h5type_stored_size(type, &itemsize) != 0)
         return NULL;
-    int chunked = rank > 0 && H5Pget_layout(dcpl) == H5D_CHUNKED &&
-                  H5Pget_chunk(dcpl, rank, c) == rank;
+    int chunked =
+        rank > 0 && H5Pget_layout(dcpl) == H5D_CHUNKED && H5Pget_chunk(dcpl, rank, c) == rank;
     for (int k = 0; k < rank; k++) {
         d[k] = dims[k];
         m[k] = maxdims[k];
@@ -496,7 +494,7 @@ static json_t *layout_json(hid_t dcpl, const json_t *type, int rank, const hsize
     hsize_t h[INGEST_MAX_RANK];
     int r = rank ? rank : 1;
     for (int k = 0; k < r; k++)
-        h[k] = out[k] ? out[k] : 1;     /* HSDS's [0] for empty datasets: any positive
+        h[k] = out[k] ? out[k] : 1; /* HSDS's [0] for empty datasets: any positive
                                          * value will do (§10.3) and readers divide by it */
     return json_pack("{s:s,s:o*}", "class", "H5D_CHUNKED", "dims", dims_json(r, h));
 }
@@ -516,8 +514,8 @@ static int dataset_json(struct ingest *g, struct ingest_obj *o, hid_t dset)
     if (!(type = ingest_type_json(g, ftype, o->path, "dataset", why, sizeof why)) ||
         !(shape = shape_json(space, 1, &rank, dims, maxdims, &stated))) {
         o->dropped = 1;
-        ingest_change(g, o->path, "dataset left out: %s", type ? "a dataspace HSDS cannot hold"
-                                                              : why);
+        ingest_change(g, o->path, "dataset left out: %s",
+                      type ? "a dataspace HSDS cannot hold" : why);
         goto out;
     }
     rc = -ENOMEM;
@@ -558,8 +556,9 @@ int ingest_build_json(struct ingest *g, struct ingest_obj *o)
         log_error("%s: %s: object cannot be opened", g->log_name, o->path);
         return -EIO;
     }
-    int rc = o->cls == 'g' ? group_json(g, o, obj)
-           : o->cls == 't' ? datatype_json(g, o, obj) : dataset_json(g, o, obj);
+    int rc = o->cls == 'g'   ? group_json(g, o, obj)
+             : o->cls == 't' ? datatype_json(g, o, obj)
+                             : dataset_json(g, o, obj);
     H5Oclose(obj);
     if (rc == -ENOMEM)
         log_error("%s: %s: out of memory", g->log_name, o->path);

@@ -35,22 +35,22 @@
 #include "ingest_int.h"
 
 #define LINK_FILE_NAME ".h5osfs-file"
-#define LINK_MIN_ELEMENTS 512       /* hsload copies datasets of no more elements */
-#define LINK_MAP_MAX 10             /* more chunks: a chunk table */
-#define LINK_EXPAND_MIN (1u << 20)  /* hsload's MIN_CHUNK_SIZE (expandChunk) */
-#define LINK_TABLE_ITEM 12          /* offset I64LE, size I32LE, packed */
-#define LINK_CHUNK_MAX 0x7fffffffu  /* the table's size member is a signed 32-bit integer */
-#define LINK_TABLE_DIM_MAX (1ull << 53)     /* JSON integers readers take exactly */
+#define LINK_MIN_ELEMENTS 512           /* hsload copies datasets of no more elements */
+#define LINK_MAP_MAX 10                 /* more chunks: a chunk table */
+#define LINK_EXPAND_MIN (1u << 20)      /* hsload's MIN_CHUNK_SIZE (expandChunk) */
+#define LINK_TABLE_ITEM 12              /* offset I64LE, size I32LE, packed */
+#define LINK_CHUNK_MAX 0x7fffffffu      /* the table's size member is a signed 32-bit integer */
+#define LINK_TABLE_DIM_MAX (1ull << 53) /* JSON integers readers take exactly */
 
 /* A chunk table's entries, until its chunks are stored. */
 struct link_entry {
-    uint64_t idx[INGEST_MAX_RANK];  /* the file chunk's index = its place in the table */
+    uint64_t idx[INGEST_MAX_RANK]; /* the file chunk's index = its place in the table */
     uint64_t off, size;
 };
 
 struct ingest_link_table {
     int rank;
-    uint64_t dims[INGEST_MAX_RANK], cdims[INGEST_MAX_RANK];     /* the table's shape, chunks */
+    uint64_t dims[INGEST_MAX_RANK], cdims[INGEST_MAX_RANK]; /* the table's shape, chunks */
     struct link_entry *v;
     size_t n, cap;
 };
@@ -219,7 +219,9 @@ static int set_layout(struct ingest_obj *o, json_t *lay, int rank, const uint64_
     }
     json_object_del(cp, "fillTime");
     return json_object_set_new(cp, "layout", lay) == 0 &&
-           json_object_set_new(o->json, "layout", top) == 0 ? 0 : -ENOMEM;
+                   json_object_set_new(o->json, "layout", top) == 0
+               ? 0
+               : -ENOMEM;
 }
 
 static int link_contiguous(struct ingest_obj *o, const struct link_src *s, const char *uri)
@@ -230,7 +232,7 @@ static int link_contiguous(struct ingest_obj *o, const struct link_src *s, const
     for (int k = 0; k < s->rank; k++)
         need *= s->dims[k];
     if (off == HADDR_UNDEF || size != need)
-        return 1;               /* nothing stored (late allocation): nothing to link */
+        return 1; /* nothing stored (late allocation): nothing to link */
     contiguous_dims(s, dims);
     json_t *lay = json_pack("{s:s,s:s,s:I,s:I}", "class", "H5D_CONTIGUOUS_REF", "file_uri", uri,
                             "offset", (json_int_t)off, "size", (json_int_t)size);
@@ -243,7 +245,7 @@ static int add_entry(struct ingest *g, const struct link_src *s, struct ingest_l
                      const hsize_t *off, unsigned mask, haddr_t addr, hsize_t size)
 {
     if ((s->filtered && mask != 0) || size > LINK_CHUNK_MAX)
-        return 1;               /* a chunk HSDS could not decode as the others */
+        return 1; /* a chunk HSDS could not decode as the others */
     int inside = addr != HADDR_UNDEF && size > 0;
     for (int k = 0; k < s->rank; k++)
         inside &= off[k] < s->dims[k];
@@ -265,8 +267,8 @@ static int add_entry(struct ingest *g, const struct link_src *s, struct ingest_l
 
 /* The chunks the index lists, in its order (hsload's order of a chunk map). HDF5 1.10 walks
  * the index from its start at every H5Dget_chunk_info: n chunks cost n^2/2 steps. */
-static int list_by_index(struct ingest *g, const struct ingest_obj *o,
-                         const struct link_src *s, hsize_t n, struct ingest_link_table *t)
+static int list_by_index(struct ingest *g, const struct ingest_obj *o, const struct link_src *s,
+                         hsize_t n, struct ingest_link_table *t)
 {
     int rc = 0;
     for (hsize_t i = 0; rc == 0 && i < n; i++) {
@@ -274,8 +276,8 @@ static int list_by_index(struct ingest *g, const struct ingest_obj *o,
         unsigned mask = 0;
         haddr_t addr = HADDR_UNDEF;
         if (H5Dget_chunk_info(s->dset, s->space, i, off, &mask, &addr, &size) < 0) {
-            log_error("%s: %s: chunk %llu of the %llu the file has cannot be listed",
-                      g->log_name, o->path, (unsigned long long)i, (unsigned long long)n);
+            log_error("%s: %s: chunk %llu of the %llu the file has cannot be listed", g->log_name,
+                      o->path, (unsigned long long)i, (unsigned long long)n);
             return -EIO;
         }
         rc = add_entry(g, s, t, off, mask, addr, size);
@@ -285,9 +287,8 @@ static int list_by_index(struct ingest *g, const struct ingest_obj *o,
 
 /* Every place of the grid looked up by its coordinates (one index lookup each): for a dataset
  * that stores most of its grid, cheaper than the listing. */
-static int list_by_grid(struct ingest *g, const struct ingest_obj *o,
-                        const struct link_src *s, const uint64_t *grid,
-                        struct ingest_link_table *t)
+static int list_by_grid(struct ingest *g, const struct ingest_obj *o, const struct link_src *s,
+                        const uint64_t *grid, struct ingest_link_table *t)
 {
     uint64_t idx[INGEST_MAX_RANK] = { 0 };
     int rc = 0;
@@ -308,7 +309,7 @@ static int list_by_grid(struct ingest *g, const struct ingest_obj *o,
     return rc;
 }
 
-#define LINK_LIST_MAX 4096          /* more chunks, most of the grid stored: by coordinates */
+#define LINK_LIST_MAX 4096 /* more chunks, most of the grid stored: by coordinates */
 
 /* The file's chunks (inside the extent) as table entries; 1 when one cannot be linked. */
 static int list_chunks(struct ingest *g, const struct ingest_obj *o, const struct link_src *s,
@@ -351,8 +352,8 @@ static int link_map(struct ingest_obj *o, const struct link_src *s,
     for (size_t i = 0; chunks && i < t->n; i++) {
         const struct link_entry *e = &t->v[i];
         if (index_text(s->rank, e->idx, index, sizeof index) != 0 ||
-            json_object_set_new(chunks, index, json_pack("[I,I]", (json_int_t)e->off,
-                                                         (json_int_t)e->size)) != 0) {
+            json_object_set_new(chunks, index,
+                                json_pack("[I,I]", (json_int_t)e->off, (json_int_t)e->size)) != 0) {
             json_decref(chunks);
             chunks = NULL;
         }
@@ -382,8 +383,8 @@ static int add_table(struct ingest *g, const char *dataset_path, struct ingest_l
     json_t *j = json_pack("{s:s,s:s,s:f,s:f,s:o*,s:{s:s,s:o*,s:o*},s:{},s:{s:s,s:o*}}", "id", id,
                           "root", g->root, "created", now, "lastModified", now, "type", type,
                           "shape", "class", "H5S_SIMPLE", "dims", u64_array(t->rank, t->dims),
-                          "maxdims", u64_array(t->rank, t->dims), "attributes", "layout",
-                          "class", "H5D_CHUNKED", "dims", u64_array(t->rank, t->cdims));
+                          "maxdims", u64_array(t->rank, t->dims), "attributes", "layout", "class",
+                          "H5D_CHUNKED", "dims", u64_array(t->rank, t->cdims));
     char *path = NULL;
     if (!j || asprintf(&path, "(chunk table of %s)", dataset_path) < 0) {
         json_decref(j);
@@ -421,7 +422,7 @@ static int link_indirect(struct ingest *g, size_t at, const struct link_src *s,
         cdims[k] = s->cdims[k];
         t->dims[k] = s->dims[k] / s->cdims[k] + (s->dims[k] % s->cdims[k] != 0);
         if (t->dims[k] > LINK_TABLE_DIM_MAX)
-            return 1;           /* a declared extent no table can describe: copied */
+            return 1; /* a declared extent no table can describe: copied */
     }
     ingest_chunk_dims(t->rank, t->dims, t->dims, LINK_TABLE_ITEM, NULL, t->cdims);
     expand_dims(s, dims);
@@ -432,8 +433,8 @@ static int link_indirect(struct ingest *g, size_t at, const struct link_src *s,
     *tp = NULL;
     struct ingest_obj *o = &g->objs[at];
     json_t *lay = json_pack("{s:s,s:s,s:o*,s:s,s:o*}", "class", "H5D_CHUNKED_REF_INDIRECT",
-                            "file_uri", uri, "dims", u64_array(s->rank, dims), "chunk_table",
-                            id, "hyper_dims", u64_array(s->rank, cdims));
+                            "file_uri", uri, "dims", u64_array(s->rank, dims), "chunk_table", id,
+                            "hyper_dims", u64_array(s->rank, cdims));
     return set_layout(o, lay, s->rank, dims);
 }
 
@@ -472,10 +473,9 @@ int ingest_link_layouts(struct ingest *g)
     if (!g->cfg->link || g->base || schema_id_version(g->root) != 2 || !g->cfg->bucket_name)
         return 0;
     int rc = ingest_link_key(g->root, key, sizeof key);
-    if (rc == 0 && snprintf(uri, sizeof uri, "%s/%s", g->cfg->bucket_name, key) >=
-                       (int)sizeof uri)
+    if (rc == 0 && snprintf(uri, sizeof uri, "%s/%s", g->cfg->bucket_name, key) >= (int)sizeof uri)
         rc = -ENAMETOOLONG;
-    size_t n = g->n_objs;       /* chunk tables are appended behind */
+    size_t n = g->n_objs; /* chunk tables are appended behind */
     for (size_t i = 0; rc == 0 && i < n; i++)
         if (g->objs[i].cls == 'd')
             rc = link_dataset(g, i, uri);
@@ -490,8 +490,7 @@ static int link_size(struct ingest *g, uint64_t *size)
 {
     off_t end = lseek(g->raw_fd, 0, SEEK_END);
     if (end < 0) {
-        log_error("%s: %s: its size cannot be found: %s", g->log_name, g->h5path,
-                  strerror(errno));
+        log_error("%s: %s: its size cannot be found: %s", g->log_name, g->h5path, strerror(errno));
         return -EIO;
     }
     *size = (uint64_t)end;
@@ -506,7 +505,7 @@ int ingest_link_store_file(struct ingest *g)
         return 0;
     int rc = ingest_link_key(g->root, key, sizeof key);
     if (rc == 0 && g->link_from[0]) {
-        rc = store_copy(g->cfg->store, g->link_from, key);     /* r+: the base's file */
+        rc = store_copy(g->cfg->store, g->link_from, key); /* r+: the base's file */
         if (rc != 0)
             log_error("%s: the linked file %s could not be carried over to %s: %s", g->log_name,
                       g->link_from, key, strerror(-rc));
@@ -547,8 +546,7 @@ static int by_table_chunk(const void *a, const void *b, void *ctx)
 }
 
 /* One table chunk of entries [first, end) (sorted by table chunk), raw, zeros elsewhere. */
-static int put_table_chunk(struct ingest *g, const struct ingest_obj *o, size_t first,
-                           size_t end)
+static int put_table_chunk(struct ingest *g, const struct ingest_obj *o, size_t first, size_t end)
 {
     const struct ingest_link_table *t = o->table;
     uint64_t cidx[INGEST_MAX_RANK], n = 1;
@@ -599,7 +597,7 @@ int ingest_link_rebase(struct ingest *g, json_t *dataset)
     size_t blen = bucket ? strlen(bucket) : 0;
     if (!now || !bucket || !g->base || ingest_link_key(g->base->root, from, sizeof from) != 0 ||
         strncmp(now, bucket, blen) != 0 || now[blen] != '/' || strcmp(now + blen + 1, from) != 0)
-        return 0;               /* not the base's own file: it stays where it is */
+        return 0; /* not the base's own file: it stays where it is */
     if (ingest_link_key(g->root, to, sizeof to) != 0 ||
         snprintf(uri, sizeof uri, "%s/%s", bucket, to) >= (int)sizeof uri)
         return -EIO;

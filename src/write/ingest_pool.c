@@ -17,11 +17,11 @@
 struct ingest_pool {
     struct ingest *g;
     pthread_mutex_t lock;
-    pthread_cond_t changed;     /* a job queued or finished, or stopping */
-    struct ingest_job *queue;   /* ring of cap jobs */
+    pthread_cond_t changed;   /* a job queued or finished, or stopping */
+    struct ingest_job *queue; /* ring of cap jobs */
     size_t cap, head, count;
-    unsigned busy;              /* jobs taken by workers and not finished */
-    int error;                  /* the first error: later jobs are dropped */
+    unsigned busy; /* jobs taken by workers and not finished */
+    int error;     /* the first error: later jobs are dropped */
     int stopping;
     pthread_t *threads;
     unsigned n_threads;
@@ -41,8 +41,7 @@ static int copy_job(struct ingest_pool *p, const struct ingest_job *job, int *co
     return ingest_store_error(rc);
 }
 
-static int run_job(struct ingest_pool *p, struct ingest_job *job, size_t *put_bytes,
-                   int *copied)
+static int run_job(struct ingest_pool *p, struct ingest_job *job, size_t *put_bytes, int *copied)
 {
     if (job->copy_of[0])
         return copy_job(p, job, copied);
@@ -54,8 +53,8 @@ static int run_job(struct ingest_pool *p, struct ingest_job *job, size_t *put_by
     if (job->encode) {
         int rc = codec_encode(&job->spec, job->bytes, job->len, &enc, &enc_len, why, sizeof why);
         if (rc != 0) {
-            log_error("%s: %s: chunk %s cannot be encoded: %s", p->g->log_name, job->path,
-                      job->key, why);
+            log_error("%s: %s: chunk %s cannot be encoded: %s", p->g->log_name, job->path, job->key,
+                      why);
             return rc == -ENOMEM ? -ENOMEM : -EIO;
         }
         data = enc;
@@ -65,8 +64,8 @@ static int run_job(struct ingest_pool *p, struct ingest_job *job, size_t *put_by
     int rc = !data ? store_put_new_from_fd(st, job->key, job->src_fd, job->src_off, len)
                    : store_put_new(st, job->key, data, len);
     if (rc != 0)
-        log_error("%s: %s: chunk %s could not be stored (%s)", p->g->log_name, job->path,
-                  job->key, strerror(-rc));
+        log_error("%s: %s: chunk %s could not be stored (%s)", p->g->log_name, job->path, job->key,
+                  strerror(-rc));
     rc = ingest_store_error(rc);
     *put_bytes = len;
     free(enc);

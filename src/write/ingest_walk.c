@@ -124,8 +124,10 @@ static int add_obj(struct ingest *g, char cls, haddr_t addr, char *path, size_t 
 
 static char class_of(H5O_type_t t)
 {
-    return t == H5O_TYPE_GROUP ? 'g' : t == H5O_TYPE_DATASET ? 'd'
-         : t == H5O_TYPE_NAMED_DATATYPE ? 't' : 0;
+    return t == H5O_TYPE_GROUP            ? 'g'
+           : t == H5O_TYPE_DATASET        ? 'd'
+           : t == H5O_TYPE_NAMED_DATATYPE ? 't'
+                                          : 0;
 }
 
 static int hard_link(struct ingest *g, size_t gi, hid_t group, const struct raw_link *rl,
@@ -138,8 +140,8 @@ static int hard_link(struct ingest *g, size_t gi, hid_t group, const struct raw_
     }
     H5O_info_t info;
     if (H5Oget_info_by_name2(group, rl->name, &info, H5O_INFO_BASIC, H5P_DEFAULT) < 0) {
-        log_error("%s: %s: the object of link \"%s\" cannot be read", g->log_name,
-                  g->objs[gi].path, rl->name);
+        log_error("%s: %s: the object of link \"%s\" cannot be read", g->log_name, g->objs[gi].path,
+                  rl->name);
         return -EIO;
     }
     char cls = class_of(info.type);
@@ -175,8 +177,8 @@ static int value_link(struct ingest *g, size_t gi, hid_t group, const struct raw
     unsigned flags;
     if (H5Lunpack_elink_val(val, size, &flags, &file, &obj) < 0 || !file || !obj) {
         free(val);
-        log_error("%s: %s: external link \"%s\" cannot be read", g->log_name,
-                  g->objs[gi].path, rl->name);
+        log_error("%s: %s: external link \"%s\" cannot be read", g->log_name, g->objs[gi].path,
+                  rl->name);
         return -EIO;
     }
     l->file = strdup(file);
@@ -207,8 +209,10 @@ static int group_links(struct ingest *g, size_t gi, hid_t group, const struct li
         rc = l->type == H5L_TYPE_HARD ? hard_link(g, gi, group, rl, l)
                                       : value_link(g, gi, group, rl, l);
         if (rc == 1) {
-            ingest_change(g, g->objs[gi].path, "link \"%s\" to an object of no known kind "
-                          "left out", rl->name);
+            ingest_change(g, g->objs[gi].path,
+                          "link \"%s\" to an object of no known kind "
+                          "left out",
+                          rl->name);
             rc = 0;
             continue;
         }
@@ -220,7 +224,7 @@ static int group_links(struct ingest *g, size_t gi, hid_t group, const struct li
             free(l->h5path);
             free(l->file);
         }
-        g->objs[gi].links = v;  /* add_obj may not move v, but objs may have moved */
+        g->objs[gi].links = v; /* add_obj may not move v, but objs may have moved */
         g->objs[gi].n_links = n;
     }
     g->objs[gi].links = v;

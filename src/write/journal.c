@@ -21,9 +21,9 @@
 #define JOURNAL_REC_MAX (64u << 10)
 
 struct journal {
-    char *root;                 /* the cache directory */
-    char *bucket;               /* the identity every record staged here names */
-    int staging, records, rejected;     /* directory fds */
+    char *root;                     /* the cache directory */
+    char *bucket;                   /* the identity every record staged here names */
+    int staging, records, rejected; /* directory fds */
 };
 
 static const char *const mode_names[] = { "new", "replace", "change", "in_place" };
@@ -140,10 +140,10 @@ char *journal_staged_path(const struct journal *j, const struct journal_rec *rec
 
 static char *rec_text(const struct journal_rec *rec)
 {
-    json_t *o = json_pack("{s:s?, s:s, s:s, s:s, s:s, s:s}", "bucket", rec->bucket,
-                          "domain", rec->domain, "mode", mode_names[rec->mode],
-                          "state", state_names[rec->state], "base_root", rec->base_root,
-                          "new_root", rec->new_root);
+    json_t *o =
+        json_pack("{s:s?, s:s, s:s, s:s, s:s, s:s}", "bucket", rec->bucket, "domain", rec->domain,
+                  "mode", mode_names[rec->mode], "state", state_names[rec->state], "base_root",
+                  rec->base_root, "new_root", rec->new_root);
     char *text = o ? json_dumps(o, JSON_COMPACT) : NULL;
     json_decref(o);
     return text;
@@ -191,8 +191,7 @@ int journal_write_base(struct journal *j, const struct journal_rec *rec, const c
     file_name(rec, ".h5.base", final, sizeof final);
     int rc = replace_file(j->staging, tmp, final, text);
     if (rc != 0)
-        log_error("%s: cannot write %s/staging/%s: %s", rec->domain, j->root, final,
-                  strerror(-rc));
+        log_error("%s: cannot write %s/staging/%s: %s", rec->domain, j->root, final, strerror(-rc));
     return rc;
 }
 
@@ -243,8 +242,7 @@ void journal_forget(struct journal *j, const struct journal_rec *rec)
     char name[64];
     file_name(rec, ".json", name, sizeof name);
     if (unlinkat(j->records, name, 0) != 0 && errno != ENOENT)
-        log_warn("%s: cannot remove the journal record %s: %s", rec->domain, name,
-                 strerror(errno));
+        log_warn("%s: cannot remove the journal record %s: %s", rec->domain, name, strerror(errno));
 }
 
 void journal_remove(struct journal *j, const struct journal_rec *rec)
@@ -339,7 +337,7 @@ static int parse_rec(const char *text, size_t len, const char *name, struct jour
     const char *domain = json_string_value(json_object_get(o, "domain"));
     int mode = index_of(mode_names, 4, json_string_value(json_object_get(o, "mode")));
     if (mode == 3)
-        mode = JOURNAL_CHANGE;      /* an older daemon's name for it */
+        mode = JOURNAL_CHANGE; /* an older daemon's name for it */
     int state = index_of(state_names, 3, json_string_value(json_object_get(o, "state")));
     int rc = domain && domain[0] == '/' && mode >= 0 && state >= 0 ? 0 : -EINVAL;
     memset(rec, 0, sizeof *rec);
@@ -366,7 +364,7 @@ static int read_rec(struct journal *j, const char *file, struct journal_rec *rec
     int fd = openat(j->records, file, O_RDONLY | O_CLOEXEC);
     if (fd < 0)
         return -errno;
-    ssize_t n = read(fd, text, sizeof text);     /* one byte more: a longer file is no record */
+    ssize_t n = read(fd, text, sizeof text); /* one byte more: a longer file is no record */
     close(fd);
     if (n < 0 || n > JOURNAL_REC_MAX)
         return n < 0 ? -EIO : -EINVAL;
@@ -473,7 +471,8 @@ static int sweep_dir(struct journal *j, int dirfd, int (*stale)(struct journal *
         if (!stale(j, e->d_name))
             continue;
         unsigned long long size = fstatat(dirfd, e->d_name, &sb, AT_SYMLINK_NOFOLLOW) == 0
-                                      ? (unsigned long long)sb.st_blocks * 512 : 0;
+                                      ? (unsigned long long)sb.st_blocks * 512
+                                      : 0;
         if (unlinkat(dirfd, e->d_name, 0) != 0) {
             log_warn("%s: cannot remove %s: %s", j->root, e->d_name, strerror(errno));
             continue;
@@ -493,11 +492,12 @@ size_t journal_sweep(struct journal *j)
     if (rc == 0)
         rc = sweep_dir(j, j->records, is_stale_record, &n, &bytes);
     if (rc != 0)
-        log_warn("%s: cannot list the staging area to remove what no record names: %s",
-                 j->root, strerror(-rc));
+        log_warn("%s: cannot list the staging area to remove what no record names: %s", j->root,
+                 strerror(-rc));
     if (n)
         log_info("%s: removed %zu staged files that no journal record names (a write that "
-                 "failed, or a crash): %llu bytes freed", j->root, n, bytes);
+                 "failed, or a crash): %llu bytes freed",
+                 j->root, n, bytes);
     return n;
 }
 

@@ -12,7 +12,7 @@
 
 #include "h5osfs/log.h"
 
-#define OVERLAY_PIECE (1u << 20)        /* bytes copied at a time */
+#define OVERLAY_PIECE (1u << 20) /* bytes copied at a time */
 
 struct range {
     uint64_t off, len;
@@ -20,12 +20,12 @@ struct range {
 
 struct overlay {
     struct image *base;
-    struct ingest_kept *kept;           /* what the base's file did not show (image_left_out) */
+    struct ingest_kept *kept; /* what the base's file did not show (image_left_out) */
     size_t n_kept;
     char root[SCHEMA_ID_BUF];
-    int fd;                             /* the staged file */
+    int fd; /* the staged file */
     struct image_reader reader;
-    struct range *clean;                /* sorted, disjoint */
+    struct range *clean; /* sorted, disjoint */
     size_t n, cap;
 };
 
@@ -243,7 +243,7 @@ int overlay_before_write(struct overlay *o, uint64_t off, uint64_t len)
         struct range r = o->clean[i];
         int rc = 0;
         if (r.off >= off && r.off + r.len <= off + len)
-            drop(o, i);             /* written whole: nothing of the base is kept */
+            drop(o, i); /* written whole: nothing of the base is kept */
         else
             rc = materialize(o, i, UINT64_MAX);
         if (rc != 0)
@@ -277,8 +277,7 @@ static int chunk_state(void *ctx, uint64_t addr, uint64_t len, const char *datas
     struct overlay *o = ctx;
     size_t i = first_after(o, addr);
     if (i < o->n && o->clean[i].off == addr && o->clean[i].len == len) {
-        int state = image_chunk_source(o->base, addr, dataset_id, idx, rank, key, key_len) ? 2
-                                                                                          : 1;
+        int state = image_chunk_source(o->base, addr, dataset_id, idx, rank, key, key_len) ? 2 : 1;
         /* the caller reads the range from the file next (a *_REF chunk of a dataset that
          * became an ordinary one, a chunk of a grid that changed): it must be there */
         int rc = materialize_ ? materialize(o, i, UINT64_MAX) : 0;
@@ -302,7 +301,7 @@ int overlay_materialize_all(struct overlay *o)
 
 static const enum ingest_kept_kind kept_kinds[] = {
     [IMAGE_OMIT_OBJECT] = INGEST_KEPT_OBJECT, [IMAGE_OMIT_PLACEHOLDER] = INGEST_KEPT_PLACEHOLDER,
-    [IMAGE_OMIT_CHUNK] = INGEST_KEPT_CHUNK, [IMAGE_OMIT_ATTRIBUTE] = INGEST_KEPT_ATTRIBUTE,
+    [IMAGE_OMIT_CHUNK] = INGEST_KEPT_CHUNK,   [IMAGE_OMIT_ATTRIBUTE] = INGEST_KEPT_ATTRIBUTE,
     [IMAGE_OMIT_LINK] = INGEST_KEPT_LINK,
 };
 
@@ -324,8 +323,12 @@ static int kept_of(struct overlay *o)
 int overlay_ingest_base(struct overlay *o, struct ingest_base *out)
 {
     int rc = kept_of(o);
-    *out = (struct ingest_base){ .root = o->root, .kept = o->kept, .n_kept = o->n_kept,
-                                 .object_id = object_id, .chunk_state = chunk_state, .ctx = o };
+    *out = (struct ingest_base){ .root = o->root,
+                                 .kept = o->kept,
+                                 .n_kept = o->n_kept,
+                                 .object_id = object_id,
+                                 .chunk_state = chunk_state,
+                                 .ctx = o };
     return rc;
 }
 
@@ -368,7 +371,7 @@ int overlay_restore(struct overlay *o, const char *text)
         p += used;
         size_t i = first_after(&all, off);
         if (i >= all.n || all.clean[i].off != off || all.clean[i].len != len)
-            rc = -EINVAL;       /* the base has no such chunk extent: it changed */
+            rc = -EINVAL; /* the base has no such chunk extent: it changed */
         else if (!written(o->fd, off, len))
             rc = add_clean(o, off, len);
     }

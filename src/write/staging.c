@@ -17,38 +17,38 @@
 /* Lock order: the table's lock may be taken while holding an entry's, never the reverse
  * (except on a new entry nobody else can have locked yet). */
 struct staged {
-    pthread_mutex_t lock;       /* serialises its writes, truncates, commits and record */
-    unsigned refs;              /* guarded by the table's lock, as are path and root */
-    char *path;                 /* the key in the table */
-    char root[SCHEMA_ID_BUF];   /* the root it edits, for the collector's question */
+    pthread_mutex_t lock;     /* serialises its writes, truncates, commits and record */
+    unsigned refs;            /* guarded by the table's lock, as are path and root */
+    char *path;               /* the key in the table */
+    char root[SCHEMA_ID_BUF]; /* the root it edits, for the collector's question */
     int fd;
-    int broken;                 /* -errno: the entry could not be prepared */
-    int fill_pending;           /* r+: the domain's file is staged at the first use, so that
+    int broken;                    /* -errno: the entry could not be prepared */
+    int fill_pending;              /* r+: the domain's file is staged at the first use, so that
                                    an open(O_TRUNC) (an open, then a truncate to 0, since the
                                    kernel sends them apart) never stages it */
-    struct overlay *overlay;    /* r+: the version it started as, and its unwritten chunks */
-    char base_root[SCHEMA_ID_BUF];  /* that version's root (guarded like root) */
+    struct overlay *overlay;       /* r+: the version it started as, and its unwritten chunks */
+    char base_root[SCHEMA_ID_BUF]; /* that version's root (guarded like root) */
     uint64_t size;
-    int dirty;                  /* changed since the last commit, and journaled so */
-    int torn;                   /* -errno: a write or truncate of the staged file failed, so
+    int dirty;     /* changed since the last commit, and journaled so */
+    int torn;      /* -errno: a write or truncate of the staged file failed, so
                                    it lacks bytes its writer wrote: never committed, and its
                                    record is gone (a crash leaves nothing to recover) */
-    int gone;                   /* removed (unlink, rename over): out of the table, its bytes
+    int gone;      /* removed (unlink, rename over): out of the table, its bytes
                                    freed; its handles' reads and writes fail with ESTALE */
-    int rejected;               /* the last commit found no HDF5 file, nothing changed since */
-    int lost;                   /* a commit lost to another writer's change of the domain
+    int rejected;  /* the last commit found no HDF5 file, nothing changed since */
+    int lost;      /* a commit lost to another writer's change of the domain
                                    (ESTALE): never committed; at the last close its bytes,
                                    whole, go to rejected/ */
-    int committed;              /* a commit succeeded: a domain exists behind it */
+    int committed; /* a commit succeeded: a domain exists behind it */
     double mtime, ctime;
-    struct journal_rec rec;     /* rec.domain is the entry's path */
+    struct journal_rec rec; /* rec.domain is the entry's path */
 };
 
 struct staging {
-    pthread_mutex_t lock;       /* guards the map, every refs, and counts */
+    pthread_mutex_t lock; /* guards the map, every refs, and counts */
     struct staging_counts counts;
     struct strmap *by_path;
-    size_t finishing;           /* left the map, their last commit and cleanup under way */
+    size_t finishing; /* left the map, their last commit and cleanup under way */
     struct commit_ctx commit;
     struct staging_hooks hooks;
 };
@@ -195,7 +195,7 @@ static void tear(struct staging *t, struct staged *s, int err)
 static int truncate_locked(struct staging *t, struct staged *s, uint64_t size)
 {
     if (size == 0)
-        s->fill_pending = 0;    /* nothing of the domain's bytes would be left */
+        s->fill_pending = 0; /* nothing of the domain's bytes would be left */
     int rc = staged_fill(t, s);
     if (rc != 0)
         return rc;
@@ -209,9 +209,9 @@ static int truncate_locked(struct staging *t, struct staged *s, uint64_t size)
     }
     s->size = size;
     if (size == 0)
-        s->torn = 0;            /* nothing is missing from an empty file */
+        s->torn = 0; /* nothing is missing from an empty file */
     if (size == 0 && s->rec.mode == JOURNAL_CHANGE)
-        s->rec.mode = JOURNAL_REPLACE;      /* all new content: a new root, one swap */
+        s->rec.mode = JOURNAL_REPLACE; /* all new content: a new root, one swap */
     return 0;
 }
 
@@ -226,7 +226,7 @@ static int join_entry(struct staging *t, struct staged *s, int truncate)
         rc = truncate_locked(t, s, 0);
     if (rc == 0 && truncate && s->dirty) {
         s->dirty = 0;
-        journal_forget(t->commit.journal, &s->rec);     /* the next write journals again */
+        journal_forget(t->commit.journal, &s->rec); /* the next write journals again */
     }
     pthread_mutex_unlock(&s->lock);
     return rc;
@@ -247,7 +247,7 @@ int staging_open(struct staging *t, const char *path, const char *root, int trun
         return rc;
     if (created) {
         s->fill_pending = root && !truncate;
-        pthread_mutex_unlock(&s->lock);     /* staged_create returned it locked */
+        pthread_mutex_unlock(&s->lock); /* staged_create returned it locked */
     } else {
         rc = join_entry(t, s, truncate);
     }
@@ -273,14 +273,13 @@ static int mark_dirty(struct staging *t, struct staged *s)
     return rc;
 }
 
-ssize_t staging_read(struct staging *t, struct staged *s, void *buf, size_t len,
-                     uint64_t off)
+ssize_t staging_read(struct staging *t, struct staged *s, void *buf, size_t len, uint64_t off)
 {
     pthread_mutex_lock(&s->lock);
     int rc = s->gone ? -ESTALE : staged_fill(t, s);
-    ssize_t n = rc != 0 ? rc
-              : s->overlay ? overlay_read(s->overlay, s->size, buf, len, off)
-                           : pread(s->fd, buf, len, (off_t)off);
+    ssize_t n = rc != 0      ? rc
+                : s->overlay ? overlay_read(s->overlay, s->size, buf, len, off)
+                             : pread(s->fd, buf, len, (off_t)off);
     if (rc == 0 && !s->overlay && n < 0)
         n = -errno;
     pthread_mutex_unlock(&s->lock);
@@ -297,7 +296,7 @@ static ssize_t write_locked(struct staging *t, struct staged *s, const void *buf
     if (rc == 0)
         rc = mark_dirty(t, s);
     if (rc != 0)
-        return rc;              /* the staged file is as it was */
+        return rc; /* the staged file is as it was */
     if (s->overlay)
         rc = overlay_before_write(s->overlay, off, len);
     ssize_t n = rc == 0 ? pwrite(s->fd, buf, len, (off_t)off) : rc;
@@ -372,7 +371,8 @@ static void lose(struct staging *t, struct staged *s)
     }
     if (rc != 0)
         log_error("%s: the bytes of the change that lost could not all be staged (%s): the "
-                  "staged file lacks the unchanged chunks", s->rec.domain, strerror(-rc));
+                  "staged file lacks the unchanged chunks",
+                  s->rec.domain, strerror(-rc));
 }
 
 static int commit_locked(struct staging *t, struct staged *s)
@@ -425,7 +425,7 @@ int staging_commit(struct staging *t, struct staged *s)
 static void staged_finish(struct staging *t, struct staged *s)
 {
     if (s->gone)
-        return;                 /* its files went at its removal */
+        return; /* its files went at its removal */
     int rc = s->broken || s->rejected ? 0 : commit_locked(t, s);
     char *kept = NULL;
     if (!s->dirty || s->broken) {
@@ -436,10 +436,12 @@ static void staged_finish(struct staging *t, struct staged *s)
         log_error(s->lost ? "%s: another writer changed the domain while it was open: this "
                             "change is not stored; the file as written is kept as %s"
                           : "%s: not an HDF5 file: not stored; the bytes written are kept "
-                            "as %s", s->rec.domain, kept ? kept : "(unknown)");
+                            "as %s",
+                  s->rec.domain, kept ? kept : "(unknown)");
     } else {
         log_error("%s: closed with uncommitted changes: kept in the staging area, committed "
-                  "at the next mount", s->rec.domain);
+                  "at the next mount",
+                  s->rec.domain);
     }
     free(kept);
 }
@@ -449,7 +451,7 @@ void staging_release(struct staging *t, struct staged *s)
     pthread_mutex_lock(&t->lock);
     int last = --s->refs == 0;
     if (last && strmap_get(t->by_path, s->path) == s)
-        strmap_remove(t->by_path, s->path);    /* a gone entry has left it already */
+        strmap_remove(t->by_path, s->path); /* a gone entry has left it already */
     t->finishing += last;
     pthread_mutex_unlock(&t->lock);
     if (!last)
@@ -479,7 +481,7 @@ static void discard_locked(struct staging *t, struct staged *s)
         log_warn("%s: removed; its staged file keeps its bytes until its last close: %s",
                  s->rec.domain, strerror(errno));
     journal_remove(t->commit.journal, &s->rec);
-    overlay_free(s->overlay);   /* reads no more of the base version */
+    overlay_free(s->overlay); /* reads no more of the base version */
     s->overlay = NULL;
     s->fill_pending = 0;
     s->size = 0;
@@ -584,7 +586,7 @@ static int uses_root(const char *key, void *value, void *ctx)
     struct staged *s = value;
     struct root_walk *w = ctx;
     if (strcmp(s->root, w->root) == 0 || strcmp(s->base_root, w->root) == 0)
-        w->found = 1;           /* its overlay reads the base's chunks until it goes */
+        w->found = 1; /* its overlay reads the base's chunks until it goes */
     return 0;
 }
 
@@ -629,7 +631,7 @@ void staging_rename(struct staging *t, const char *from, const char *to)
 /* ---- recovery ---- */
 
 struct recovered_base {
-    struct ingest_base base;    /* first: what commit gets and gives back */
+    struct ingest_base base; /* first: what commit gets and gives back */
     struct overlay *overlay;
     int fd;
 };
@@ -663,8 +665,8 @@ static int recover_overlay(struct staging *t, const struct journal_rec *rec, con
         rc = overlay_materialize_all(r->overlay);
     if (rc != 0)
         log_error("%s: the version root %s that the staged file %s changes cannot be matched "
-                  "again (%s): kept for a later mount", rec->domain, root ? root : "?",
-                  staged ? staged : "?", strerror(-rc));
+                  "again (%s): kept for a later mount",
+                  rec->domain, root ? root : "?", staged ? staged : "?", strerror(-rc));
     image_put(img);
     free(root);
     free(staged);
@@ -678,7 +680,7 @@ static int recover_base(void *ctx, const struct journal_rec *rec, struct ingest_
     *out = NULL;
     int rc = journal_read_base(t->commit.journal, rec, &text);
     if (rc == -ENOENT)
-        return 0;               /* no overlay: the staged file holds every byte */
+        return 0; /* no overlay: the staged file holds every byte */
     struct recovered_base *r = rc == 0 ? calloc(1, sizeof *r) : NULL;
     if (rc == 0 && !r)
         rc = -ENOMEM;
@@ -699,7 +701,7 @@ static int recover_base(void *ctx, const struct journal_rec *rec, struct ingest_
 
 size_t staging_recover(struct staging *t)
 {
-    journal_sweep(t->commit.journal);      /* first: on a full disk, the space records need */
+    journal_sweep(t->commit.journal); /* first: on a full disk, the space records need */
     struct commit_ctx c = t->commit;
     c.recover_base = recover_base;
     c.release_base = release_base;

@@ -25,7 +25,7 @@
 static int usage(void)
 {
     fprintf(stderr, "usage: store_put [-t THRESHOLD] [-p PART_SIZE] [-m MAX_REQUESTS] "
-            "[-r RETRIES] [-T TIMEOUT] [-M] ENDPOINT BUCKET KEY FILE\n");
+                    "[-r RETRIES] [-T TIMEOUT] [-M] ENDPOINT BUCKET KEY FILE\n");
     return 2;
 }
 
@@ -71,18 +71,35 @@ static int put_file(struct store *st, const char *key, const char *path, int in_
 
 int main(int argc, char **argv)
 {
-    struct store_s3_config cfg = { .region = "us-east-1", .path_style = 1, .max_requests = 16,
-                                   .timeout = 30, .retries = 5, .retry_time = 60 };
+    struct store_s3_config cfg = { .region = "us-east-1",
+                                   .path_style = 1,
+                                   .max_requests = 16,
+                                   .timeout = 30,
+                                   .retries = 5,
+                                   .retry_time = 60 };
     int in_memory = 0, opt;
     while ((opt = getopt(argc, argv, "t:p:m:r:T:M")) != -1) {
         switch (opt) {
-        case 't': cfg.multipart_threshold = strtoull(optarg, NULL, 10); break;
-        case 'p': cfg.multipart_part_size = strtoull(optarg, NULL, 10); break;
-        case 'm': cfg.max_requests = (unsigned)strtoul(optarg, NULL, 10); break;
-        case 'r': cfg.retries = (unsigned)strtoul(optarg, NULL, 10); break;
-        case 'T': cfg.timeout = strtod(optarg, NULL); break;
-        case 'M': in_memory = 1; break;
-        default: return usage();
+        case 't':
+            cfg.multipart_threshold = strtoull(optarg, NULL, 10);
+            break;
+        case 'p':
+            cfg.multipart_part_size = strtoull(optarg, NULL, 10);
+            break;
+        case 'm':
+            cfg.max_requests = (unsigned)strtoul(optarg, NULL, 10);
+            break;
+        case 'r':
+            cfg.retries = (unsigned)strtoul(optarg, NULL, 10);
+            break;
+        case 'T':
+            cfg.timeout = strtod(optarg, NULL);
+            break;
+        case 'M':
+            in_memory = 1;
+            break;
+        default:
+            return usage();
         }
     }
     if (argc - optind != 4)

@@ -11,38 +11,38 @@
 
 static int check_passed, check_failed;
 
-#define CHECK(expr)                                                                     \
-    do {                                                                                \
-        if (expr) {                                                                     \
-            check_passed++;                                                             \
-        } else {                                                                        \
-            check_failed++;                                                             \
-            fprintf(stderr, "%s:%d: CHECK failed: %s\n", __FILE__, __LINE__, #expr);    \
-        }                                                                               \
+#define CHECK(expr)                                                                  \
+    do {                                                                             \
+        if (expr) {                                                                  \
+            check_passed++;                                                          \
+        } else {                                                                     \
+            check_failed++;                                                          \
+            fprintf(stderr, "%s:%d: CHECK failed: %s\n", __FILE__, __LINE__, #expr); \
+        }                                                                            \
     } while (0)
 
-#define CHECK_INT(got, want)                                                            \
-    do {                                                                                \
-        long long got_ = (long long)(got), want_ = (long long)(want);                   \
-        if (got_ == want_) {                                                            \
-            check_passed++;                                                             \
-        } else {                                                                        \
-            check_failed++;                                                             \
-            fprintf(stderr, "%s:%d: %s == %lld, expected %lld\n", __FILE__, __LINE__,   \
-                    #got, got_, want_);                                                 \
-        }                                                                               \
+#define CHECK_INT(got, want)                                                                      \
+    do {                                                                                          \
+        long long got_ = (long long)(got), want_ = (long long)(want);                             \
+        if (got_ == want_) {                                                                      \
+            check_passed++;                                                                       \
+        } else {                                                                                  \
+            check_failed++;                                                                       \
+            fprintf(stderr, "%s:%d: %s == %lld, expected %lld\n", __FILE__, __LINE__, #got, got_, \
+                    want_);                                                                       \
+        }                                                                                         \
     } while (0)
 
-#define CHECK_STR(got, want)                                                            \
-    do {                                                                                \
-        const char *got_ = (got), *want_ = (want);                                      \
-        if (got_ && want_ && strcmp(got_, want_) == 0) {                                \
-            check_passed++;                                                             \
-        } else {                                                                        \
-            check_failed++;                                                             \
-            fprintf(stderr, "%s:%d: %s == \"%s\", expected \"%s\"\n", __FILE__,         \
-                    __LINE__, #got, got_ ? got_ : "(null)", want_ ? want_ : "(null)");  \
-        }                                                                               \
+#define CHECK_STR(got, want)                                                                    \
+    do {                                                                                        \
+        const char *got_ = (got), *want_ = (want);                                              \
+        if (got_ && want_ && strcmp(got_, want_) == 0) {                                        \
+            check_passed++;                                                                     \
+        } else {                                                                                \
+            check_failed++;                                                                     \
+            fprintf(stderr, "%s:%d: %s == \"%s\", expected \"%s\"\n", __FILE__, __LINE__, #got, \
+                    got_ ? got_ : "(null)", want_ ? want_ : "(null)");                          \
+        }                                                                                       \
     } while (0)
 
 static inline int check_done(const char *suite)

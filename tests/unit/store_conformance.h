@@ -43,8 +43,8 @@ static int cf_has(struct store *st, const char *key, const char *want)
     int err = store_get(st, key, SIZE_MAX, &b);
     int ok = err == 0 && b.len == strlen(want) && memcmp(b.data, want, b.len) == 0;
     if (!ok)
-        fprintf(stderr, "get %s: err %d len %zu, expected \"%s\"\n", key, err,
-                err ? 0 : b.len, want);
+        fprintf(stderr, "get %s: err %d len %zu, expected \"%s\"\n", key, err, err ? 0 : b.len,
+                want);
     store_buf_free(&b);
     return ok;
 }
@@ -55,8 +55,8 @@ static size_t cf_join_page(const struct store_list *l, char *buf, size_t cap)
     size_t used = strlen(buf), i = 0, j = 0, items = 0;
     while (i < l->n_objects || j < l->n_prefixes) {
         const char *k;
-        if (j == l->n_prefixes || (i < l->n_objects &&
-                                   strcmp(l->objects[i].key, l->prefixes[j]) < 0))
+        if (j == l->n_prefixes ||
+            (i < l->n_objects && strcmp(l->objects[i].key, l->prefixes[j]) < 0))
             k = l->objects[i++].key;
         else
             k = l->prefixes[j++];
@@ -97,7 +97,7 @@ static void cf_round_trip(struct store *st)
     CHECK_INT(store_put(st, "bin", bin, sizeof bin), 0);
     CHECK_INT(store_get(st, "bin", SIZE_MAX, &b), 0);
     CHECK(b.len == sizeof bin && memcmp(b.data, bin, sizeof bin) == 0);
-    CHECK(b.data && b.data[b.len] == '\0');             /* one NUL after the bytes */
+    CHECK(b.data && b.data[b.len] == '\0'); /* one NUL after the bytes */
     store_buf_free(&b);
     CHECK_INT(store_put(st, "empty", NULL, 0), 0);
     CHECK_INT(store_get(st, "empty", 0, &b), 0);
@@ -125,7 +125,7 @@ static void cf_range(struct store *st)
     CHECK_INT(store_get_range(st, "r", 2, 3, &b), 0);
     CHECK(b.len == 3 && memcmp(b.data, "234", 3) == 0);
     store_buf_free(&b);
-    CHECK_INT(store_get_range(st, "r", 8, 10, &b), 0);          /* short at the end */
+    CHECK_INT(store_get_range(st, "r", 8, 10, &b), 0); /* short at the end */
     CHECK(b.len == 2 && memcmp(b.data, "89", 2) == 0);
     store_buf_free(&b);
     CHECK_INT(store_get_range(st, "r", 4, STORE_RANGE_TO_END, &b), 0);
@@ -264,9 +264,8 @@ static void *cf_reader(void *arg)
     while (!atomic_load(&c->stop)) {
         struct store_buf buf;
         int err = store_get(c->st, "obj/atom", SIZE_MAX, &buf);
-        int ok = err == 0 &&
-                 ((buf.len == strlen(c->a) && memcmp(buf.data, c->a, buf.len) == 0) ||
-                  (buf.len == strlen(c->b) && memcmp(buf.data, c->b, buf.len) == 0));
+        int ok = err == 0 && ((buf.len == strlen(c->a) && memcmp(buf.data, c->a, buf.len) == 0) ||
+                              (buf.len == strlen(c->b) && memcmp(buf.data, c->b, buf.len) == 0));
         c->bad += !ok;
         atomic_fetch_add(&c->reads, 1);
         store_buf_free(&buf);
@@ -286,8 +285,8 @@ static char *cf_filled(char ch, size_t n)
 
 static void cf_atomic_puts(struct store *st)
 {
-    int (*const puts[])(struct store *, const char *, const void *, size_t) = {
-        store_put, store_put_lazy };
+    int (*const puts[])(struct store *, const char *, const void *, size_t) = { store_put,
+                                                                                store_put_lazy };
     char *a = cf_filled('A', 3000), *b = cf_filled('B', 70000);
     for (size_t p = 0; p < sizeof puts / sizeof *puts; p++) {
         struct cf_atomic c = { .st = st, .a = a, .b = b };
@@ -321,7 +320,7 @@ static void cf_new_puts_and_copy(struct store *st)
     CHECK_INT(cf_put_str(st, "db/a/d/x/0_0", "chunk!"), 0);
     CHECK_INT(store_copy(st, "db/a/d/x/0_0", "db/b/d/x/0_0"), 0);
     CHECK(cf_has(st, "db/b/d/x/0_0", "chunk!"));
-    CHECK_INT(cf_put_str(st, "db/a/d/x/0_0", "new"), 0);        /* the copy stays as it was */
+    CHECK_INT(cf_put_str(st, "db/a/d/x/0_0", "new"), 0); /* the copy stays as it was */
     CHECK(cf_has(st, "db/b/d/x/0_0", "chunk!"));
     CHECK_INT(store_put_new(st, "db/c/d/x/0_0", "left", 4), 0);
     CHECK_INT(store_copy(st, "db/b/d/x/0_0", "db/c/d/x/0_0"), 0);
@@ -335,9 +334,14 @@ static void cf_new_puts_and_copy(struct store *st)
 static void cf_list(struct store *st)
 {
     static const char *const keys[] = {
-        "home/test_user1/.domain.json", "home/test_user1/f.h5/.domain.json",
-        "home/test_user2/.domain.json", "home/.domain.json", "homer", "db/g-1/.group.json",
-        "db/g-1/d-1/0_0", "db/g-1/d-1/0_1",
+        "home/test_user1/.domain.json",
+        "home/test_user1/f.h5/.domain.json",
+        "home/test_user2/.domain.json",
+        "home/.domain.json",
+        "homer",
+        "db/g-1/.group.json",
+        "db/g-1/d-1/0_0",
+        "db/g-1/d-1/0_1",
     };
     char buf[4096];
     struct store_list l;
@@ -350,7 +354,7 @@ static void cf_list(struct store *st)
     CHECK(strstr(buf, "homer|") != NULL);
     CHECK_INT(cf_list_all(st, "", "/", buf, sizeof buf), 0);
     CHECK_STR(buf, "db/|home/|homer|");
-    CHECK_INT(cf_list_all(st, "", "", buf, sizeof buf), 0);     /* "" = no delimiter */
+    CHECK_INT(cf_list_all(st, "", "", buf, sizeof buf), 0); /* "" = no delimiter */
     CHECK(strstr(buf, "db/g-1/d-1/0_1|") != NULL);
     CHECK_INT(cf_list_all(st, "home/", "/", buf, sizeof buf), 0);
     CHECK_STR(buf, "home/.domain.json|home/test_user1/|home/test_user2/|");
@@ -394,8 +398,8 @@ static void cf_list(struct store *st)
 
 static void cf_order(struct store *st)
 {
-    static const char *const keys[] = { "ab", "a0", "a/c", "a.x", "a-b", "a/b/x", "a/b-y",
-                                        "a/b0", "Z", "~" };
+    static const char *const keys[] = { "ab",    "a0",    "a/c",  "a.x", "a-b",
+                                        "a/b/x", "a/b-y", "a/b0", "Z",   "~" };
     char buf[1024];
     cf_put_all(st, keys, sizeof keys / sizeof *keys);
     CHECK_INT(cf_list_all(st, "", NULL, buf, sizeof buf), 0);
@@ -444,7 +448,7 @@ static void cf_check_pages(struct store *st, const char *prefix, const char *del
 
 static void cf_pagination(struct store *st)
 {
-    static const char *const keys[] = { "ab", "a0", "a/c", "a.x", "a-b", "a/b/x", "a/b-y",
+    static const char *const keys[] = { "ab",   "a0",      "a/c", "a.x", "a-b", "a/b/x", "a/b-y",
                                         "a/b0", "a/b/y/z", "q/1", "q/2", "q/3", "r" };
     static const char *const prefixes[] = { "", "a", "a/", "a/b", "q/", "zz" };
     struct store_list l;
@@ -457,7 +461,7 @@ static void cf_pagination(struct store *st)
     }
     cf_check_pages(st, "", NULL, 13);
     cf_check_pages(st, "", NULL, 12);
-    CHECK_INT(store_list(st, "", NULL, "a/b/x", 2, &l), 0);      /* tokens: strictly after */
+    CHECK_INT(store_list(st, "", NULL, "a/b/x", 2, &l), 0); /* tokens: strictly after */
     CHECK_INT(l.n_objects, 2);
     if (l.n_objects == 2) {
         CHECK_STR(l.objects[0].key, "a/b/y/z");
@@ -482,8 +486,11 @@ static void cf_pagination(struct store *st)
 static void cf_odd_names(struct store *st)
 {
     static const char *const keys[] = {
-        "dir with space/file name.json", "ünïcødé/日本語.json", "plus+eq=pct%20/a+b=c%2F",
-        "tab\there/x", "quote\"'`/$x",
+        "dir with space/file name.json",
+        "ünïcødé/日本語.json",
+        "plus+eq=pct%20/a+b=c%2F",
+        "tab\there/x",
+        "quote\"'`/$x",
     };
     char buf[2048];
     cf_put_all(st, keys, sizeof keys / sizeof *keys);
@@ -521,7 +528,7 @@ static void cf_list_keys(struct store *st)
     CHECK(strstr(k.seen, "db/a/x|") && strstr(k.seen, "db/a/y/z|") && strstr(k.seen, "db/b|"));
     CHECK(!strstr(k.seen, "dbx") && !strstr(k.seen, "home/u"));
     k = (struct cf_keys){ "", 999 };
-    CHECK_INT(store_list_keys(st, "db/", cf_key_seen, &k), 7);  /* fn's value ends the walk */
+    CHECK_INT(store_list_keys(st, "db/", cf_key_seen, &k), 7); /* fn's value ends the walk */
     CHECK_INT(k.calls, 1000);
 }
 
@@ -569,9 +576,13 @@ static void cf_parallel(struct store *st)
 static void store_conformance(const struct conformance_backend *b)
 {
     static void (*const checks[])(struct store *) = {
-        cf_round_trip, cf_range, cf_head, cf_delete, cf_put_if, cf_put_if_no_lost_update,
-        cf_atomic_puts, cf_new_puts_and_copy, cf_list, cf_order, cf_pagination, cf_odd_names,
-        cf_list_keys, cf_parallel,
+        cf_round_trip,  cf_range,
+        cf_head,        cf_delete,
+        cf_put_if,      cf_put_if_no_lost_update,
+        cf_atomic_puts, cf_new_puts_and_copy,
+        cf_list,        cf_order,
+        cf_pagination,  cf_odd_names,
+        cf_list_keys,   cf_parallel,
     };
     for (size_t i = 0; i < sizeof checks / sizeof *checks; i++) {
         void *ctx = NULL;

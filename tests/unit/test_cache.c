@@ -18,13 +18,13 @@
 /* What a test loader does; every field but key is optional. */
 struct load_ctx {
     const char *key;
-    atomic_int *calls;          /* loads started */
-    atomic_int *ok;             /* loads that succeeded */
-    int fail;                   /* -errno to return instead of loading */
+    atomic_int *calls; /* loads started */
+    atomic_int *ok;    /* loads that succeeded */
+    int fail;          /* -errno to return instead of loading */
     int sleep_ms;
-    struct chunk_cache *cache;  /* with wait_for: stall until that many callers wait */
+    struct chunk_cache *cache; /* with wait_for: stall until that many callers wait */
     uint64_t wait_for;
-    const char *nested;         /* get and put this key from inside the loader */
+    const char *nested; /* get and put this key from inside the loader */
 };
 
 static uint64_t key_hash(const char *key)
@@ -131,7 +131,7 @@ static void test_basic(void)
     CHECK(c != NULL);
     CHECK_INT(touch(c, "a", 100), 1);
     CHECK_INT(touch(c, "a", 100), 0);
-    CHECK_INT(touch(c, "b", 0), 1);             /* an empty chunk is still a chunk */
+    CHECK_INT(touch(c, "b", 0), 1); /* an empty chunk is still a chunk */
     CHECK_INT(touch(c, "b", 0), 0);
     struct chunk_cache_stats st = stats(c);
     CHECK_INT(st.hits, 2);
@@ -149,7 +149,7 @@ static void test_basic(void)
     CHECK(e1 == e2);
     chunk_entry_put(c, e1);
     chunk_entry_put(c, e2);
-    chunk_entry_put(c, NULL);                   /* harmless */
+    chunk_entry_put(c, NULL); /* harmless */
     chunk_cache_free(c);
     chunk_cache_free(NULL);
 }
@@ -166,7 +166,7 @@ static void test_size_mismatch(void)
     struct chunk_cache_stats st = stats(c);
     CHECK_INT(st.hits, 0);
     CHECK_INT(st.entries, 1);
-    CHECK_INT(touch(c, "a", 100), 0);           /* the cached entry is untouched */
+    CHECK_INT(touch(c, "a", 100), 0); /* the cached entry is untouched */
     chunk_cache_free(c);
 }
 
@@ -177,22 +177,22 @@ static void test_lru_order(void)
     CHECK_INT(touch(c, "b", 100), 1);
     CHECK_INT(touch(c, "c", 100), 1);
     CHECK_INT(stats(c).bytes, 300);
-    CHECK_INT(touch(c, "a", 100), 0);           /* a is now newer than b and c */
-    CHECK_INT(touch(c, "d", 100), 1);           /* evicts b, the oldest */
+    CHECK_INT(touch(c, "a", 100), 0); /* a is now newer than b and c */
+    CHECK_INT(touch(c, "d", 100), 1); /* evicts b, the oldest */
     CHECK_INT(stats(c).evictions, 1);
     CHECK_INT(stats(c).entries, 3);
     CHECK_INT(stats(c).bytes, 300);
-    CHECK_INT(touch(c, "c", 100), 0);           /* order, newest first: c d a */
-    CHECK_INT(touch(c, "a", 100), 0);           /* a c d */
-    CHECK_INT(touch(c, "b", 100), 1);           /* b back, d out: b a c */
-    CHECK_INT(touch(c, "d", 100), 1);           /* d back, c out: d b a */
+    CHECK_INT(touch(c, "c", 100), 0); /* order, newest first: c d a */
+    CHECK_INT(touch(c, "a", 100), 0); /* a c d */
+    CHECK_INT(touch(c, "b", 100), 1); /* b back, d out: b a c */
+    CHECK_INT(touch(c, "d", 100), 1); /* d back, c out: d b a */
     CHECK_INT(touch(c, "a", 100), 0);
     CHECK_INT(touch(c, "b", 100), 0);
     CHECK_INT(touch(c, "c", 100), 1);
     CHECK_INT(stats(c).evictions, 4);
-    CHECK_INT(touch(c, "big", 1000), 1);        /* larger than the limit: loaded, not kept */
+    CHECK_INT(touch(c, "big", 1000), 1); /* larger than the limit: loaded, not kept */
     struct chunk_cache_stats st = stats(c);
-    CHECK_INT(st.entries, 0);                   /* and it pushed everything else out first */
+    CHECK_INT(st.entries, 0); /* and it pushed everything else out first */
     CHECK_INT(st.bytes, 0);
     CHECK_INT(st.evictions, 8);
     chunk_cache_free(c);
@@ -207,24 +207,24 @@ static void test_held_not_evicted(void)
     CHECK_INT(chunk_cache_get(c, "b", 100, test_load, &cb, &b), 0);
     CHECK_INT(chunk_cache_get(c, "c", 100, test_load, &cc, &e), 0);
     struct chunk_cache_stats st = stats(c);
-    CHECK_INT(st.bytes, 300);                   /* over the limit while all are held */
+    CHECK_INT(st.bytes, 300); /* over the limit while all are held */
     CHECK_INT(st.entries, 3);
     CHECK_INT(st.evictions, 0);
     CHECK(pattern_ok("a", chunk_entry_data(a), 100));
     CHECK(pattern_ok("b", chunk_entry_data(b), 100));
     CHECK(pattern_ok("c", chunk_entry_data(e), 100));
 
-    chunk_entry_put(c, e);                      /* c is the only idle one: it goes */
+    chunk_entry_put(c, e); /* c is the only idle one: it goes */
     st = stats(c);
     CHECK_INT(st.bytes, 200);
     CHECK_INT(st.evictions, 1);
-    CHECK_INT(touch(c, "c", 100), 1);           /* and a, b held: c goes again at once */
+    CHECK_INT(touch(c, "c", 100), 1); /* and a, b held: c goes again at once */
     CHECK_INT(stats(c).evictions, 2);
     CHECK(pattern_ok("a", chunk_entry_data(a), 100));
     chunk_entry_put(c, a);
     chunk_entry_put(c, b);
     st = stats(c);
-    CHECK_INT(st.bytes, 200);                   /* fits: nothing more goes */
+    CHECK_INT(st.bytes, 200); /* fits: nothing more goes */
     CHECK_INT(st.evictions, 2);
     CHECK_INT(touch(c, "a", 100), 0);
     CHECK_INT(touch(c, "b", 100), 0);
@@ -270,7 +270,7 @@ static void test_failing_loader(void)
     bad.fail = -ENOENT;
     CHECK_INT(chunk_cache_get(c, "a", 100, test_load, &bad, &e), -ENOENT); /* tried again */
     CHECK_INT(atomic_load(&calls), 2);
-    CHECK_INT(touch(c, "a", 100), 1);           /* a good load after failures is cached */
+    CHECK_INT(touch(c, "a", 100), 1); /* a good load after failures is cached */
     CHECK_INT(touch(c, "a", 100), 0);
     st = stats(c);
     CHECK_INT(st.misses, 3);
@@ -289,18 +289,18 @@ static void test_retry_after(void)
     chunk_cache_set_retry_after(c, 0.3);
     CHECK_INT(chunk_cache_get(c, "a", 100, test_load, &bad, &e), -EIO);
     bad.fail = -ENOENT;
-    CHECK_INT(chunk_cache_get(c, "a", 100, test_load, &bad, &e), -EIO);  /* remembered */
+    CHECK_INT(chunk_cache_get(c, "a", 100, test_load, &bad, &e), -EIO); /* remembered */
     CHECK_INT(atomic_load(&calls), 1);
     CHECK_INT(stats(c).entries, 0);
     sleep_ms(350);
     CHECK_INT(chunk_cache_get(c, "a", 100, test_load, &bad, &e), -ENOENT); /* tried again */
     CHECK_INT(atomic_load(&calls), 2);
     sleep_ms(350);
-    CHECK_INT(touch(c, "a", 100), 1);           /* a good load after the wait is cached */
+    CHECK_INT(touch(c, "a", 100), 1); /* a good load after the wait is cached */
     CHECK_INT(touch(c, "a", 100), 0);
     CHECK_INT(stats(c).entries, 1);
     CHECK_INT(chunk_cache_get(c, "b", 10, test_load, &bad, &e), -ENOENT);
-    chunk_cache_free(c);                        /* a remembered failure is freed with the cache */
+    chunk_cache_free(c); /* a remembered failure is freed with the cache */
 }
 
 static void test_nested_get(void)
@@ -322,7 +322,7 @@ static void test_nested_get(void)
 
 struct flight {
     struct chunk_cache *cache;
-    struct load_ctx ctx;        /* shared: whichever thread loads uses it */
+    struct load_ctx ctx; /* shared: whichever thread loads uses it */
     pthread_barrier_t start;
     int rc[FLIGHT_THREADS];
     const void *data[FLIGHT_THREADS];
@@ -354,15 +354,19 @@ static void *flight_thread(void *arg)
 /* nthreads get one key at once; the one load sleeps 50 ms, then fails with fail or succeeds. */
 static void run_flight(uint64_t max_bytes, int nthreads, int fail)
 {
-    static struct flight f;     /* static: the barrier and arrays are large for a stack */
+    static struct flight f; /* static: the barrier and arrays are large for a stack */
     atomic_int calls = 0;
     pthread_t th[FLIGHT_THREADS];
     struct flight_arg args[FLIGHT_THREADS];
 
     memset(&f, 0, sizeof f);
     f.cache = chunk_cache_new(max_bytes);
-    f.ctx = (struct load_ctx){ .key = "k", .calls = &calls, .fail = fail, .sleep_ms = 50,
-                               .cache = f.cache, .wait_for = (uint64_t)nthreads - 1 };
+    f.ctx = (struct load_ctx){ .key = "k",
+                               .calls = &calls,
+                               .fail = fail,
+                               .sleep_ms = 50,
+                               .cache = f.cache,
+                               .wait_for = (uint64_t)nthreads - 1 };
     CHECK_INT(pthread_barrier_init(&f.start, NULL, (unsigned)nthreads), 0);
     for (int i = 0; i < nthreads; i++) {
         args[i] = (struct flight_arg){ &f, i };
@@ -384,7 +388,7 @@ static void run_flight(uint64_t max_bytes, int nthreads, int fail)
     CHECK_INT(st.hits, 0);
     CHECK_INT(st.entries, fail || max_bytes == 0 ? 0 : 1);
     if (fail) {
-        CHECK_INT(touch(f.cache, "k", 4096), 1);     /* the failure was not cached */
+        CHECK_INT(touch(f.cache, "k", 4096), 1); /* the failure was not cached */
     }
     chunk_cache_free(f.cache);
 }
@@ -418,7 +422,7 @@ struct held {
 
 static uint32_t next_rand(uint32_t *s)
 {
-    *s ^= *s << 13;             /* xorshift32: per-thread, no shared state */
+    *s ^= *s << 13; /* xorshift32: per-thread, no shared state */
     *s ^= *s >> 17;
     *s ^= *s << 5;
     return *s;
@@ -427,7 +431,7 @@ static uint32_t next_rand(uint32_t *s)
 static void stress_release(struct stress *s, struct held *h)
 {
     if (!pattern_ok(h->key, chunk_entry_data(h->e), h->size))
-        atomic_fetch_add(&s->bad, 1);           /* changed or freed while held */
+        atomic_fetch_add(&s->bad, 1); /* changed or freed while held */
     chunk_entry_put(s->cache, h->e);
     h->e = NULL;
 }
@@ -436,7 +440,7 @@ static void stress_get(struct stress *s, struct held *h, uint32_t *rnd)
 {
     int k = (int)(next_rand(rnd) % STRESS_KEYS);
     snprintf(h->key, sizeof h->key, "key/%d", k);
-    h->size = 64 + (size_t)(k % 7) * 48;        /* one size per key, 64..352 bytes */
+    h->size = 64 + (size_t)(k % 7) * 48; /* one size per key, 64..352 bytes */
     /* Every 11th key fails a third of its loads: errors must reach waiters, never stick. */
     int fail = k % 11 == 0 && next_rand(rnd) % 3 == 0 ? -EIO : 0;
     struct load_ctx ctx = { .key = h->key, .calls = &s->calls, .ok = &s->ok, .fail = fail };
@@ -464,7 +468,7 @@ static void *stress_thread(void *arg)
         struct held *h = &held[next_rand(&rnd) % STRESS_HOLD];
         if (h->e)
             stress_release(s, h);
-        if (next_rand(&rnd) % 4 != 0)           /* sometimes leave the slot empty */
+        if (next_rand(&rnd) % 4 != 0) /* sometimes leave the slot empty */
             stress_get(s, h, &rnd);
     }
     for (int i = 0; i < STRESS_HOLD; i++)
@@ -494,15 +498,15 @@ static void test_stress(void)
     CHECK_INT(atomic_load(&s.ok), st.evictions + st.entries);
     CHECK(st.bytes <= STRESS_LIMIT);
     CHECK(st.entries <= STRESS_KEYS);
-    CHECK(st.evictions > 0);                    /* the limit really was exercised */
-    CHECK(atomic_load(&s.failed) > 0);          /* and so were failures */
+    CHECK(st.evictions > 0);           /* the limit really was exercised */
+    CHECK(atomic_load(&s.failed) > 0); /* and so were failures */
     chunk_cache_free(s.cache);
 }
 
 int main(int argc, char **argv)
 {
     (void)argc;
-    (void)argv;                                 /* no data files needed */
+    (void)argv; /* no data files needed */
     test_basic();
     test_size_mismatch();
     test_lru_order();

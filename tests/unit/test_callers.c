@@ -24,20 +24,29 @@ static void test_check_map(void)
 {
     char why[200];
     CHECK_INT(callers_check_map("1001:alice", MOUNT_UID, why, sizeof why), 0);
-    CHECK_INT(callers_check_map("1001:alice:1002:bob smith:0:admin", MOUNT_UID, why,
-                                sizeof why), 0);
+    CHECK_INT(callers_check_map("1001:alice:1002:bob smith:0:admin", MOUNT_UID, why, sizeof why),
+              0);
     const char *bad[] = {
-        "", "1001", "1001:", "1001:alice:", "1001:alice:1002", ":alice", "x:alice",
-        "-1:alice", "4294967295:alice", "99999999999999999999:alice", "1001:al\tice",
-        "1001:alice:1001:bob",      /* the same uid twice */
-        "4242:alice",               /* the mounting uid: its name is -o user= */
+        "",
+        "1001",
+        "1001:",
+        "1001:alice:",
+        "1001:alice:1002",
+        ":alice",
+        "x:alice",
+        "-1:alice",
+        "4294967295:alice",
+        "99999999999999999999:alice",
+        "1001:al\tice",
+        "1001:alice:1001:bob", /* the same uid twice */
+        "4242:alice",          /* the mounting uid: its name is -o user= */
     };
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         why[0] = '\0';
         CHECK_INT(callers_check_map(bad[i], MOUNT_UID, why, sizeof why), -EINVAL);
         CHECK(why[0] != '\0');
     }
-    char long_name[300] = "1001:";         /* a name of 294 bytes */
+    char long_name[300] = "1001:"; /* a name of 294 bytes */
     memset(long_name + 5, 'n', sizeof long_name - 6);
     long_name[sizeof long_name - 1] = '\0';
     CHECK_INT(callers_check_map(long_name, MOUNT_UID, why, sizeof why), -EINVAL);
@@ -58,14 +67,14 @@ static void test_identify(void)
     callers_identify(c, 1001, &who);
     CHECK(!caller_is_mounter(&who));
     CHECK_STR(caller_user(&who), "test_user2");
-    callers_identify(c, 0, &who);           /* root is who the map says, nothing more */
+    callers_identify(c, 0, &who); /* root is who the map says, nothing more */
     CHECK_STR(caller_user(&who), "ops");
 
     struct passwd *nobody = getpwnam("nobody");
     CHECK(nobody != NULL);
     if (nobody) {
         uid_t uid = nobody->pw_uid;
-        callers_identify(c, uid, &who);     /* not mapped: the local user name */
+        callers_identify(c, uid, &who); /* not mapped: the local user name */
         CHECK_STR(caller_user(&who), "nobody");
     }
     uid_t unnamed = unnamed_uid();
@@ -77,7 +86,7 @@ static void test_identify(void)
 
     struct callers_config plain = { MOUNT_UID, "me", NULL };
     CHECK_INT(callers_new(&plain, &c), 0);
-    callers_identify(c, 0, &who);           /* without a map root is "root" */
+    callers_identify(c, 0, &who); /* without a map root is "root" */
     CHECK_STR(caller_user(&who), "root");
     callers_free(c);
 
@@ -130,7 +139,7 @@ static void test_creators(void)
     callers_prune_creators(c, staged_none, NULL);
     CHECK_INT(callers_creator(c, "/keep.h5", buf, sizeof buf), 0);
     CHECK_INT(callers_creator(c, "/f0.h5", buf, sizeof buf), -ENOENT);
-    CHECK_INT(callers_set_creator(c, "/again.h5", "bob"), 0);   /* not asked again at once */
+    CHECK_INT(callers_set_creator(c, "/again.h5", "bob"), 0); /* not asked again at once */
     callers_free(c);
 }
 

@@ -54,7 +54,7 @@ struct buf {
 /* len bytes at off of a file under the data directory (len 0: to the end). */
 static struct buf load(const char *dir, const char *rel, size_t off, size_t len)
 {
-    struct buf b = {NULL, 0};
+    struct buf b = { NULL, 0 };
     char path[PATH_LEN];
     snprintf(path, sizeof(path), "%s/%s", dir, rel);
     FILE *f = fopen(path, "rb");
@@ -80,7 +80,7 @@ static struct buf load(const char *dir, const char *rel, size_t off, size_t len)
 
 static struct buf dup_buf(const void *p, size_t len, size_t extra)
 {
-    struct buf b = {malloc(len + extra + 1), len};
+    struct buf b = { malloc(len + extra + 1), len };
     if (b.p)
         memcpy(b.p, p, len);
     return b;
@@ -89,11 +89,11 @@ static struct buf dup_buf(const void *p, size_t len, size_t extra)
 static struct codec_spec spec_of(int compressed, int zlib, enum codec_shuffle shuffle,
                                  size_t itemsize, enum codec_source source)
 {
-    struct codec_spec s = {.compressed = compressed,
-                           .zlib_fallback = zlib,
-                           .shuffle = shuffle,
-                           .itemsize = itemsize,
-                           .source = source};
+    struct codec_spec s = { .compressed = compressed,
+                            .zlib_fallback = zlib,
+                            .shuffle = shuffle,
+                            .itemsize = itemsize,
+                            .source = source };
     return s;
 }
 
@@ -199,77 +199,79 @@ struct spec_case {
 
 static const struct spec_case spec_cases[] = {
     /* the four filter lists of the fixture bucket, as HSDS stored them */
-    {"[{\"class\": \"H5Z_FILTER_SHUFFLE\", \"id\": 2, \"name\": \"shuffle\"}, "
-     "{\"class\": \"H5Z_FILTER_DEFLATE\", \"id\": 1, \"level\": 6, \"name\": \"gzip\"}]",
-     0, 0, 1, 1, CODEC_SHUFFLE_BYTE},
-    {"[{\"class\": \"H5Z_FILTER_USER\", \"name\": \"lz4\", \"level\": 5, \"id\": 32004}]", 0, 0, 1,
-     0, CODEC_SHUFFLE_NONE},
-    {"[{\"class\": \"H5Z_FILTER_USER\", \"name\": \"zstd\", \"level\": 5, \"id\": 32015}]", 0, 0, 1,
-     0, CODEC_SHUFFLE_NONE},
-    {NULL, 0, 0, 0, 0, CODEC_SHUFFLE_NONE},
-    {"[]", 0, 0, 0, 0, CODEC_SHUFFLE_NONE},
+    { "[{\"class\": \"H5Z_FILTER_SHUFFLE\", \"id\": 2, \"name\": \"shuffle\"}, "
+      "{\"class\": \"H5Z_FILTER_DEFLATE\", \"id\": 1, \"level\": 6, \"name\": \"gzip\"}]",
+      0, 0, 1, 1, CODEC_SHUFFLE_BYTE },
+    { "[{\"class\": \"H5Z_FILTER_USER\", \"name\": \"lz4\", \"level\": 5, \"id\": 32004}]", 0, 0, 1,
+      0, CODEC_SHUFFLE_NONE },
+    { "[{\"class\": \"H5Z_FILTER_USER\", \"name\": \"zstd\", \"level\": 5, \"id\": 32015}]", 0, 0,
+      1, 0, CODEC_SHUFFLE_NONE },
+    { NULL, 0, 0, 0, 0, CODEC_SHUFFLE_NONE },
+    { "[]", 0, 0, 0, 0, CODEC_SHUFFLE_NONE },
     /* numeric ids and names, as normalisation accepts them */
-    {"[1]", 0, 0, 1, 1, CODEC_SHUFFLE_NONE},
-    {"[2, 1]", 0, 0, 1, 1, CODEC_SHUFFLE_BYTE},
-    {"[32004]", 0, 0, 1, 0, CODEC_SHUFFLE_NONE},
-    {"[32001]", 0, 0, 1, 0, CODEC_SHUFFLE_NONE},
-    {"[32008]", 0, 0, 0, 0, CODEC_SHUFFLE_BIT},
-    {"[\"gzip\"]", 0, 0, 1, 1, CODEC_SHUFFLE_NONE},
-    {"[\"deflate\"]", 0, 0, 1, 1, CODEC_SHUFFLE_NONE},
-    {"[\"lz4\"]", 0, 0, 1, 0, CODEC_SHUFFLE_NONE},
-    {"[\"lz4hc\", \"shuffle\"]", 0, 0, 1, 0, CODEC_SHUFFLE_BYTE},
-    {"[\"shuffle\"]", 0, 0, 0, 0, CODEC_SHUFFLE_BYTE},
-    {"[\"bitshuffle\", \"zstd\"]", 0, 0, 1, 0, CODEC_SHUFFLE_BIT},
-    {"[{\"class\": \"H5Z_FILTER_BITSHUFFLE\", \"id\": 32008, \"name\": \"bitshuffle\"}]", 0, 0, 0,
-     0, CODEC_SHUFFLE_BIT},
-    {"[{\"class\": \"H5Z_FILTER_BLOSC\", \"id\": 32001, \"name\": \"blosclz\"}]", 0, 0, 1, 0,
-     CODEC_SHUFFLE_NONE},
-    {"[{\"class\": \"H5Z_FILTER_SNAPPY\", \"id\": 32003, \"name\": \"snappy\"}]", 0, 0, 1, 0,
-     CODEC_SHUFFLE_NONE},
+    { "[1]", 0, 0, 1, 1, CODEC_SHUFFLE_NONE },
+    { "[2, 1]", 0, 0, 1, 1, CODEC_SHUFFLE_BYTE },
+    { "[32004]", 0, 0, 1, 0, CODEC_SHUFFLE_NONE },
+    { "[32001]", 0, 0, 1, 0, CODEC_SHUFFLE_NONE },
+    { "[32008]", 0, 0, 0, 0, CODEC_SHUFFLE_BIT },
+    { "[\"gzip\"]", 0, 0, 1, 1, CODEC_SHUFFLE_NONE },
+    { "[\"deflate\"]", 0, 0, 1, 1, CODEC_SHUFFLE_NONE },
+    { "[\"lz4\"]", 0, 0, 1, 0, CODEC_SHUFFLE_NONE },
+    { "[\"lz4hc\", \"shuffle\"]", 0, 0, 1, 0, CODEC_SHUFFLE_BYTE },
+    { "[\"shuffle\"]", 0, 0, 0, 0, CODEC_SHUFFLE_BYTE },
+    { "[\"bitshuffle\", \"zstd\"]", 0, 0, 1, 0, CODEC_SHUFFLE_BIT },
+    { "[{\"class\": \"H5Z_FILTER_BITSHUFFLE\", \"id\": 32008, \"name\": \"bitshuffle\"}]", 0, 0, 0,
+      0, CODEC_SHUFFLE_BIT },
+    { "[{\"class\": \"H5Z_FILTER_BLOSC\", \"id\": 32001, \"name\": \"blosclz\"}]", 0, 0, 1, 0,
+      CODEC_SHUFFLE_NONE },
+    { "[{\"class\": \"H5Z_FILTER_SNAPPY\", \"id\": 32003, \"name\": \"snappy\"}]", 0, 0, 1, 0,
+      CODEC_SHUFFLE_NONE },
     /* H5Z_FILTER_USER: found by id or name; a compressor only by one of HSDS's names */
-    {"[{\"class\": \"H5Z_FILTER_USER\", \"id\": 32004}]", 0, 0, 1, 0, CODEC_SHUFFLE_NONE},
-    {"[{\"class\": \"H5Z_FILTER_USER\", \"name\": \"gzip\", \"id\": 1}]", 0, 0, 1, 1,
-     CODEC_SHUFFLE_NONE},
-    {"[{\"class\": \"H5Z_FILTER_USER\", \"name\": \"deflate\"}]", 0, 0, 0, 0, CODEC_SHUFFLE_NONE},
-    {"[{\"class\": \"H5Z_FILTER_USER\", \"name\": \"bitshuffle\"}]", 0, 0, 0, 0, CODEC_SHUFFLE_BIT},
+    { "[{\"class\": \"H5Z_FILTER_USER\", \"id\": 32004}]", 0, 0, 1, 0, CODEC_SHUFFLE_NONE },
+    { "[{\"class\": \"H5Z_FILTER_USER\", \"name\": \"gzip\", \"id\": 1}]", 0, 0, 1, 1,
+      CODEC_SHUFFLE_NONE },
+    { "[{\"class\": \"H5Z_FILTER_USER\", \"name\": \"deflate\"}]", 0, 0, 0, 0, CODEC_SHUFFLE_NONE },
+    { "[{\"class\": \"H5Z_FILTER_USER\", \"name\": \"bitshuffle\"}]", 0, 0, 0, 0,
+      CODEC_SHUFFLE_BIT },
     /* a DEFLATE entry is zlib whatever its name; a missing name elsewhere means lz4 */
-    {"[{\"class\": \"H5Z_FILTER_DEFLATE\", \"id\": 1}]", 0, 0, 1, 1, CODEC_SHUFFLE_NONE},
-    {"[{\"class\": \"H5Z_FILTER_LZ4\"}]", 0, 0, 1, 0, CODEC_SHUFFLE_NONE},
+    { "[{\"class\": \"H5Z_FILTER_DEFLATE\", \"id\": 1}]", 0, 0, 1, 1, CODEC_SHUFFLE_NONE },
+    { "[{\"class\": \"H5Z_FILTER_LZ4\"}]", 0, 0, 1, 0, CODEC_SHUFFLE_NONE },
     /* first compressor and first shuffle win; scaleoffset as compressor is a no-op */
-    {"[\"shuffle\", \"bitshuffle\"]", 0, 0, 0, 0, CODEC_SHUFFLE_BYTE},
-    {"[\"bitshuffle\", \"shuffle\"]", 0, 0, 0, 0, CODEC_SHUFFLE_BIT},
-    {"[\"scaleoffset\", \"gzip\"]", 0, 0, 0, 0, CODEC_SHUFFLE_NONE},
-    {"[\"gzip\", \"lzf\"]", 0, 0, 1, 1, CODEC_SHUFFLE_NONE},
-    {"[\"fletcher32\", \"nbit\", \"none\", \"lz4\"]", 0, 0, 1, 0, CODEC_SHUFFLE_NONE},
+    { "[\"shuffle\", \"bitshuffle\"]", 0, 0, 0, 0, CODEC_SHUFFLE_BYTE },
+    { "[\"bitshuffle\", \"shuffle\"]", 0, 0, 0, 0, CODEC_SHUFFLE_BIT },
+    { "[\"scaleoffset\", \"gzip\"]", 0, 0, 0, 0, CODEC_SHUFFLE_NONE },
+    { "[\"gzip\", \"lzf\"]", 0, 0, 1, 1, CODEC_SHUFFLE_NONE },
+    { "[\"fletcher32\", \"nbit\", \"none\", \"lz4\"]", 0, 0, 1, 0, CODEC_SHUFFLE_NONE },
     /* vlen types: shuffles ignored */
-    {"[\"shuffle\", \"gzip\"]", 1, 0, 1, 1, CODEC_SHUFFLE_NONE},
-    {"[\"bitshuffle\"]", 1, 0, 0, 0, CODEC_SHUFFLE_NONE},
+    { "[\"shuffle\", \"gzip\"]", 1, 0, 1, 1, CODEC_SHUFFLE_NONE },
+    { "[\"bitshuffle\"]", 1, 0, 0, 0, CODEC_SHUFFLE_NONE },
     /* refused: compressors nobody decodes, unknown filters, malformed lists */
-    {"[\"szip\"]", 0, -EINVAL, 0, 0, CODEC_SHUFFLE_NONE},
-    {"[4]", 0, -EINVAL, 0, 0, CODEC_SHUFFLE_NONE},
-    {"[\"lzf\"]", 0, -EINVAL, 0, 0, CODEC_SHUFFLE_NONE},
-    {"[{\"class\": \"H5Z_FILTER_LZF\", \"id\": 32000, \"name\": \"lzf\"}]", 0, -EINVAL, 0, 0,
-     CODEC_SHUFFLE_NONE},
-    {"[{\"class\": \"H5Z_FILTER_USER\", \"name\": \"szip\"}]", 0, -EINVAL, 0, 0,
-     CODEC_SHUFFLE_NONE},
-    {"[{\"class\": \"H5Z_FILTER_BLOSC\", \"name\": \"blosc2\"}]", 0, -EINVAL, 0, 0,
-     CODEC_SHUFFLE_NONE},
-    {"[12345]", 0, -EINVAL, 0, 0, CODEC_SHUFFLE_NONE},
-    {"[\"bzip2\"]", 0, -EINVAL, 0, 0, CODEC_SHUFFLE_NONE},
-    {"[{\"class\": \"H5Z_FILTER_FOO\"}]", 0, -EINVAL, 0, 0, CODEC_SHUFFLE_NONE},
-    {"[{\"class\": \"H5Z_FILTER_USER\", \"id\": 307}]", 0, -EINVAL, 0, 0, CODEC_SHUFFLE_NONE},
-    {"[{\"class\": \"H5Z_FILTER_USER\", \"name\": \"lz5\", \"id\": 32004}]", 0, -EINVAL, 0, 0,
-     CODEC_SHUFFLE_NONE},
-    {"[{\"name\": \"gzip\"}]", 0, -EINVAL, 0, 0, CODEC_SHUFFLE_NONE},
-    {"[{\"class\": \"H5Z_FILTER_DEFLATE\", \"name\": 1}]", 0, -EINVAL, 0, 0, CODEC_SHUFFLE_NONE},
-    {"[{\"class\": \"H5Z_FILTER_USER\", \"id\": \"32004\"}]", 0, -EINVAL, 0, 0, CODEC_SHUFFLE_NONE},
-    {"[null]", 0, -EINVAL, 0, 0, CODEC_SHUFFLE_NONE},
-    {"[true]", 0, -EINVAL, 0, 0, CODEC_SHUFFLE_NONE},
-    {"[[1]]", 0, -EINVAL, 0, 0, CODEC_SHUFFLE_NONE},
-    {"[1.5]", 0, -EINVAL, 0, 0, CODEC_SHUFFLE_NONE},
-    {"{\"filters\": [1]}", 0, -EINVAL, 0, 0, CODEC_SHUFFLE_NONE},
-    {"\"gzip\"", 0, -EINVAL, 0, 0, CODEC_SHUFFLE_NONE},
-    {"1", 0, -EINVAL, 0, 0, CODEC_SHUFFLE_NONE},
+    { "[\"szip\"]", 0, -EINVAL, 0, 0, CODEC_SHUFFLE_NONE },
+    { "[4]", 0, -EINVAL, 0, 0, CODEC_SHUFFLE_NONE },
+    { "[\"lzf\"]", 0, -EINVAL, 0, 0, CODEC_SHUFFLE_NONE },
+    { "[{\"class\": \"H5Z_FILTER_LZF\", \"id\": 32000, \"name\": \"lzf\"}]", 0, -EINVAL, 0, 0,
+      CODEC_SHUFFLE_NONE },
+    { "[{\"class\": \"H5Z_FILTER_USER\", \"name\": \"szip\"}]", 0, -EINVAL, 0, 0,
+      CODEC_SHUFFLE_NONE },
+    { "[{\"class\": \"H5Z_FILTER_BLOSC\", \"name\": \"blosc2\"}]", 0, -EINVAL, 0, 0,
+      CODEC_SHUFFLE_NONE },
+    { "[12345]", 0, -EINVAL, 0, 0, CODEC_SHUFFLE_NONE },
+    { "[\"bzip2\"]", 0, -EINVAL, 0, 0, CODEC_SHUFFLE_NONE },
+    { "[{\"class\": \"H5Z_FILTER_FOO\"}]", 0, -EINVAL, 0, 0, CODEC_SHUFFLE_NONE },
+    { "[{\"class\": \"H5Z_FILTER_USER\", \"id\": 307}]", 0, -EINVAL, 0, 0, CODEC_SHUFFLE_NONE },
+    { "[{\"class\": \"H5Z_FILTER_USER\", \"name\": \"lz5\", \"id\": 32004}]", 0, -EINVAL, 0, 0,
+      CODEC_SHUFFLE_NONE },
+    { "[{\"name\": \"gzip\"}]", 0, -EINVAL, 0, 0, CODEC_SHUFFLE_NONE },
+    { "[{\"class\": \"H5Z_FILTER_DEFLATE\", \"name\": 1}]", 0, -EINVAL, 0, 0, CODEC_SHUFFLE_NONE },
+    { "[{\"class\": \"H5Z_FILTER_USER\", \"id\": \"32004\"}]", 0, -EINVAL, 0, 0,
+      CODEC_SHUFFLE_NONE },
+    { "[null]", 0, -EINVAL, 0, 0, CODEC_SHUFFLE_NONE },
+    { "[true]", 0, -EINVAL, 0, 0, CODEC_SHUFFLE_NONE },
+    { "[[1]]", 0, -EINVAL, 0, 0, CODEC_SHUFFLE_NONE },
+    { "[1.5]", 0, -EINVAL, 0, 0, CODEC_SHUFFLE_NONE },
+    { "{\"filters\": [1]}", 0, -EINVAL, 0, 0, CODEC_SHUFFLE_NONE },
+    { "\"gzip\"", 0, -EINVAL, 0, 0, CODEC_SHUFFLE_NONE },
+    { "1", 0, -EINVAL, 0, 0, CODEC_SHUFFLE_NONE },
 };
 
 static void test_spec_case(const struct spec_case *c)
@@ -308,54 +310,54 @@ struct codec_case {
 #define NO_LEVEL INT_MIN
 
 static const struct codec_case codec_cases[] = {
-    {"[{\"class\": \"H5Z_FILTER_SHUFFLE\", \"id\": 2, \"name\": \"shuffle\"}, "
-     "{\"class\": \"H5Z_FILTER_DEFLATE\", \"id\": 1, \"level\": 6, \"name\": \"gzip\"}]",
-     "zlib", 6},
-    {"[{\"class\": \"H5Z_FILTER_USER\", \"name\": \"lz4\", \"level\": 5, \"id\": 32004}]", "lz4",
-     5},
-    {"[{\"class\": \"H5Z_FILTER_USER\", \"name\": \"zstd\", \"level\": 3, \"id\": 32015}]", "zstd",
-     3},
-    {NULL, "", 0},
-    {"[]", "", 0},
-    {"[\"shuffle\"]", "", 0},
-    {"[\"bitshuffle\"]", "", 0},
-    {"[1]", "zlib", 5},
-    {"[\"gzip\"]", "zlib", 5},
-    {"[\"deflate\"]", "zlib", 5},
-    {"[{\"class\": \"H5Z_FILTER_USER\", \"name\": \"gzip\", \"level\": 9}]", "zlib", 9},
-    {"[{\"class\": \"H5Z_FILTER_LZ4\", \"name\": \"gzip\"}]", "zlib", 5},
-    {"[{\"class\": \"H5Z_FILTER_DEFLATE\", \"name\": \"lz4\", \"level\": 1}]", "zlib", 1},
-    {"[{\"class\": \"H5Z_FILTER_USER\", \"name\": \"deflate\"}]", "", 0},
-    {"[32001]", "blosclz", 5},
-    {"[32003]", "snappy", 5},
-    {"[\"lz4hc\", \"shuffle\"]", "lz4hc", 5},
-    {"[\"bitshuffle\", \"zstd\"]", "zstd", 5},
-    {"[{\"class\": \"H5Z_FILTER_LZ4\"}]", "lz4", 5},
-    {"[{\"class\": \"H5Z_FILTER_ZSTD\", \"id\": 32015}]", "lz4", 5}, /* no name: lz4 */
-    {"[\"scaleoffset\", \"gzip\"]", "", 0},
+    { "[{\"class\": \"H5Z_FILTER_SHUFFLE\", \"id\": 2, \"name\": \"shuffle\"}, "
+      "{\"class\": \"H5Z_FILTER_DEFLATE\", \"id\": 1, \"level\": 6, \"name\": \"gzip\"}]",
+      "zlib", 6 },
+    { "[{\"class\": \"H5Z_FILTER_USER\", \"name\": \"lz4\", \"level\": 5, \"id\": 32004}]", "lz4",
+      5 },
+    { "[{\"class\": \"H5Z_FILTER_USER\", \"name\": \"zstd\", \"level\": 3, \"id\": 32015}]", "zstd",
+      3 },
+    { NULL, "", 0 },
+    { "[]", "", 0 },
+    { "[\"shuffle\"]", "", 0 },
+    { "[\"bitshuffle\"]", "", 0 },
+    { "[1]", "zlib", 5 },
+    { "[\"gzip\"]", "zlib", 5 },
+    { "[\"deflate\"]", "zlib", 5 },
+    { "[{\"class\": \"H5Z_FILTER_USER\", \"name\": \"gzip\", \"level\": 9}]", "zlib", 9 },
+    { "[{\"class\": \"H5Z_FILTER_LZ4\", \"name\": \"gzip\"}]", "zlib", 5 },
+    { "[{\"class\": \"H5Z_FILTER_DEFLATE\", \"name\": \"lz4\", \"level\": 1}]", "zlib", 1 },
+    { "[{\"class\": \"H5Z_FILTER_USER\", \"name\": \"deflate\"}]", "", 0 },
+    { "[32001]", "blosclz", 5 },
+    { "[32003]", "snappy", 5 },
+    { "[\"lz4hc\", \"shuffle\"]", "lz4hc", 5 },
+    { "[\"bitshuffle\", \"zstd\"]", "zstd", 5 },
+    { "[{\"class\": \"H5Z_FILTER_LZ4\"}]", "lz4", 5 },
+    { "[{\"class\": \"H5Z_FILTER_ZSTD\", \"id\": 32015}]", "lz4", 5 }, /* no name: lz4 */
+    { "[\"scaleoffset\", \"gzip\"]", "", 0 },
     /* only the first compressor's level; other entries' levels are not looked at */
-    {"[{\"class\": \"H5Z_FILTER_DEFLATE\", \"level\": 2}, "
-     "{\"class\": \"H5Z_FILTER_USER\", \"name\": \"lz4\", \"level\": 7}]",
-     "zlib", 2},
-    {"[{\"class\": \"H5Z_FILTER_SHUFFLE\", \"name\": \"shuffle\", \"level\": 1}, \"lz4\"]", "lz4",
-     5},
+    { "[{\"class\": \"H5Z_FILTER_DEFLATE\", \"level\": 2}, "
+      "{\"class\": \"H5Z_FILTER_USER\", \"name\": \"lz4\", \"level\": 7}]",
+      "zlib", 2 },
+    { "[{\"class\": \"H5Z_FILTER_SHUFFLE\", \"name\": \"shuffle\", \"level\": 1}, \"lz4\"]", "lz4",
+      5 },
     /* int(): floats truncate, numeric strings and booleans convert */
-    {"[{\"class\": \"H5Z_FILTER_DEFLATE\", \"level\": 0}]", "zlib", 0},
-    {"[{\"class\": \"H5Z_FILTER_DEFLATE\", \"level\": 9.7}]", "zlib", 9},
-    {"[{\"class\": \"H5Z_FILTER_DEFLATE\", \"level\": \"7\"}]", "zlib", 7},
-    {"[{\"class\": \"H5Z_FILTER_DEFLATE\", \"level\": \" +3 \"}]", "zlib", 3},
-    {"[{\"class\": \"H5Z_FILTER_DEFLATE\", \"level\": true}]", "zlib", 1},
-    {"[{\"class\": \"H5Z_FILTER_DEFLATE\", \"level\": false}]", "zlib", 0},
-    {"[{\"class\": \"H5Z_FILTER_DEFLATE\", \"level\": 10}]", "zlib", 10},
-    {"[{\"class\": \"H5Z_FILTER_DEFLATE\", \"level\": -2}]", "zlib", -2},
+    { "[{\"class\": \"H5Z_FILTER_DEFLATE\", \"level\": 0}]", "zlib", 0 },
+    { "[{\"class\": \"H5Z_FILTER_DEFLATE\", \"level\": 9.7}]", "zlib", 9 },
+    { "[{\"class\": \"H5Z_FILTER_DEFLATE\", \"level\": \"7\"}]", "zlib", 7 },
+    { "[{\"class\": \"H5Z_FILTER_DEFLATE\", \"level\": \" +3 \"}]", "zlib", 3 },
+    { "[{\"class\": \"H5Z_FILTER_DEFLATE\", \"level\": true}]", "zlib", 1 },
+    { "[{\"class\": \"H5Z_FILTER_DEFLATE\", \"level\": false}]", "zlib", 0 },
+    { "[{\"class\": \"H5Z_FILTER_DEFLATE\", \"level\": 10}]", "zlib", 10 },
+    { "[{\"class\": \"H5Z_FILTER_DEFLATE\", \"level\": -2}]", "zlib", -2 },
     /* what int() refuses, or beyond an int: kept out of reach of encoding */
-    {"[{\"class\": \"H5Z_FILTER_DEFLATE\", \"level\": \"9.5\"}]", "zlib", NO_LEVEL},
-    {"[{\"class\": \"H5Z_FILTER_DEFLATE\", \"level\": \"\"}]", "zlib", NO_LEVEL},
-    {"[{\"class\": \"H5Z_FILTER_DEFLATE\", \"level\": \"nine\"}]", "zlib", NO_LEVEL},
-    {"[{\"class\": \"H5Z_FILTER_DEFLATE\", \"level\": null}]", "zlib", NO_LEVEL},
-    {"[{\"class\": \"H5Z_FILTER_DEFLATE\", \"level\": [5]}]", "zlib", NO_LEVEL},
-    {"[{\"class\": \"H5Z_FILTER_DEFLATE\", \"level\": 99999999999}]", "zlib", NO_LEVEL},
-    {"[{\"class\": \"H5Z_FILTER_DEFLATE\", \"level\": 1e300}]", "zlib", NO_LEVEL},
+    { "[{\"class\": \"H5Z_FILTER_DEFLATE\", \"level\": \"9.5\"}]", "zlib", NO_LEVEL },
+    { "[{\"class\": \"H5Z_FILTER_DEFLATE\", \"level\": \"\"}]", "zlib", NO_LEVEL },
+    { "[{\"class\": \"H5Z_FILTER_DEFLATE\", \"level\": \"nine\"}]", "zlib", NO_LEVEL },
+    { "[{\"class\": \"H5Z_FILTER_DEFLATE\", \"level\": null}]", "zlib", NO_LEVEL },
+    { "[{\"class\": \"H5Z_FILTER_DEFLATE\", \"level\": [5]}]", "zlib", NO_LEVEL },
+    { "[{\"class\": \"H5Z_FILTER_DEFLATE\", \"level\": 99999999999}]", "zlib", NO_LEVEL },
+    { "[{\"class\": \"H5Z_FILTER_DEFLATE\", \"level\": 1e300}]", "zlib", NO_LEVEL },
 };
 
 /* The whole struct is set: two calls on differently filled memory give equal bytes. */
@@ -510,7 +512,7 @@ struct versions {
 
 static struct versions vector_versions(const char *dir)
 {
-    struct versions v = {0, 0};
+    struct versions v = { 0, 0 };
     char path[PATH_LEN], line[256], blosc[32] = "", lz4[32] = "";
     snprintf(path, sizeof(path), "%s/codec/encode.txt", dir);
     FILE *fp = fopen(path, "r");
@@ -567,7 +569,7 @@ static uint64_t get_le(const unsigned char *p, size_t n)
  * given); returns the frame or an empty buffer. */
 static struct buf blosc_wrap(const void *p, size_t len, size_t typesize, int doshuffle)
 {
-    struct buf b = {malloc(len + BLOSC_MAX_OVERHEAD), 0};
+    struct buf b = { malloc(len + BLOSC_MAX_OVERHEAD), 0 };
     int n = b.p ? blosc_compress_ctx(5, doshuffle, typesize, len, p, b.p, len + BLOSC_MAX_OVERHEAD,
                                      "lz4", 0, 1)
                 : -1;
@@ -580,7 +582,7 @@ static struct buf blosc_wrap(const void *p, size_t len, size_t typesize, int dos
 static struct buf zlib_wrap(const void *p, size_t len)
 {
     uLongf n = compressBound((uLong)len);
-    struct buf b = {malloc(n), 0};
+    struct buf b = { malloc(n), 0 };
     if (b.p && compress2(b.p, &n, p, (uLong)len, 6) == Z_OK)
         b.len = n;
     CHECK(b.len > 0);
@@ -717,7 +719,7 @@ static void test_vectors(const char *dir, const struct versions *v)
 /* The spec's worked example: 20 x int32 -> 51 bytes, one 19-byte block, 16 raw bytes. */
 static void test_spec_example(const char *dir)
 {
-    static const unsigned char header[] = {0, 0, 0, 0, 0, 0, 0, 0x50, 0, 0, 0x20, 0, 0, 0, 0, 19};
+    static const unsigned char header[] = { 0, 0, 0, 0, 0, 0, 0, 0x50, 0, 0, 0x20, 0, 0, 0, 0, 19 };
     struct buf enc = load(dir, "codec/bs_i32_20.bs", 0, 0);
     CHECK_INT(enc.len, 51);
     CHECK(enc.p && memcmp(enc.p, header, sizeof(header)) == 0);
@@ -738,11 +740,11 @@ static void test_spec_example(const char *dir)
 #define FLAG_BITSHUFFLE 0x04
 #define FRAME_HEADER 16
 
-static const char *const enc_compressors[] = {NULL,   "gzip",    "lz4",   "lz4hc",
-                                              "zstd", "blosclz", "snappy"};
-static const char *const enc_shuffles[] = {NULL, "shuffle", "bitshuffle"};
-static const size_t enc_itemsizes[] = {1, 2, 4, 8, 3};
-static const size_t enc_counts[] = {1, 7, 8, 2047, 2048, 2049};
+static const char *const enc_compressors[] = { NULL,   "gzip",    "lz4",   "lz4hc",
+                                               "zstd", "blosclz", "snappy" };
+static const char *const enc_shuffles[] = { NULL, "shuffle", "bitshuffle" };
+static const size_t enc_itemsizes[] = { 1, 2, 4, 8, 3 };
+static const size_t enc_counts[] = { 1, 7, 8, 2047, 2048, 2049 };
 #define N_OF(a) (sizeof(a) / sizeof((a)[0]))
 
 /* The codec number in bits 5-7 of the flags for a blosc codec name (§6.4). */
@@ -751,8 +753,8 @@ static int codec_format(const char *name)
     static const struct {
         const char *name;
         int format;
-    } formats[] = {{"blosclz", 0}, {"lz4", 1},  {"lz4hc", 1},
-                   {"snappy", 2},  {"zlib", 3}, {"zstd", 4}};
+    } formats[] = { { "blosclz", 0 }, { "lz4", 1 },  { "lz4hc", 1 },
+                    { "snappy", 2 },  { "zlib", 3 }, { "zstd", 4 } };
     for (size_t i = 0; i < N_OF(formats); i++)
         if (strcmp(formats[i].name, name) == 0)
             return formats[i].format;
@@ -988,7 +990,7 @@ static void test_encode_spec_sample(void)
     static const struct {
         const char *comp, *shuf;
         int shuffle_flag, format;
-    } cases[] = {{"gzip", "shuffle", 1, 3}, {"gzip", NULL, 0, 3}, {"lz4", NULL, 0, 1}};
+    } cases[] = { { "gzip", "shuffle", 1, 3 }, { "gzip", NULL, 0, 3 }, { "lz4", NULL, 0, 1 } };
     for (size_t i = 0; i < N_OF(cases); i++) {
         struct codec_spec s;
         if (spec_for(cases[i].comp, 6, cases[i].shuf, 4, 0, &s))
@@ -1018,8 +1020,8 @@ static void test_encode_levels(void)
 {
     const size_t len = 64 * 1024;
     unsigned char *data = make_data(len, 4, 0, 3);
-    size_t got[3] = {0, 0, 0};
-    const int levels[3] = {0, 1, 9};
+    size_t got[3] = { 0, 0, 0 };
+    const int levels[3] = { 0, 1, 9 };
     for (size_t i = 0; data && i < 3; i++) {
         struct codec_spec s;
         if (spec_for("zstd", levels[i], NULL, 4, 0, &s))
@@ -1034,8 +1036,9 @@ static void test_encode_levels(void)
 /* Variable-length data: shuffles are ignored, the frame holds the stream as it is. */
 static void test_encode_vlen(void)
 {
-    static const unsigned char stream[] = {2, 0, 0, 0, 'a', 'b', 0,    0,
-                                           0, 0, 2, 0, 0,   0,   0xc3, 0xa9};
+    static const unsigned char stream[] = {
+        2, 0, 0, 0, 'a', 'b', 0, 0, 0, 0, 2, 0, 0, 0, 0xc3, 0xa9
+    };
     for (size_t h = 0; h < N_OF(enc_shuffles); h++) {
         struct codec_spec s;
         if (spec_for("zstd", 5, enc_shuffles[h], 0, 1, &s) == 0) {
@@ -1056,7 +1059,7 @@ static void encode_fail_levels(void)
         "[{\"class\": \"H5Z_FILTER_DEFLATE\", \"level\": null}]",
         "[{\"class\": \"H5Z_FILTER_DEFLATE\", \"level\": 4294967296}]",
     };
-    unsigned char data[16] = {0};
+    unsigned char data[16] = { 0 };
     for (size_t i = 0; i < N_OF(lists); i++) {
         json_t *j = json_loads(lists[i], 0, NULL);
         struct codec_spec s;
@@ -1069,7 +1072,7 @@ static void encode_fail_levels(void)
 
 static void encode_fail_specs(void)
 {
-    unsigned char data[16] = {0};
+    unsigned char data[16] = { 0 };
     struct codec_spec s;
     if (spec_for("lz4", 5, "shuffle", 4, 0, &s))
         return;
@@ -1094,7 +1097,7 @@ static void encode_fail_specs(void)
 
 static void encode_fail_args(void)
 {
-    unsigned char data[16] = {0}, *out = NULL;
+    unsigned char data[16] = { 0 }, *out = NULL;
     size_t out_len = 0;
     struct codec_spec s;
     if (spec_for("zstd", 5, NULL, 4, 0, &s))
@@ -1339,7 +1342,7 @@ static void corrupt_misc(const char *dir)
     struct codec_spec sh = spec_of(0, 0, CODEC_SHUFFLE_BYTE, 3, CODEC_SOURCE_HDF5);
     struct codec_spec gz = spec_of(1, 1, CODEC_SHUFFLE_NONE, 4, CODEC_SOURCE_HSDS);
     struct codec_spec vl = spec_of(1, 0, CODEC_SHUFFLE_NONE, 0, CODEC_SOURCE_HSDS);
-    unsigned char bytes[16] = {0};
+    unsigned char bytes[16] = { 0 };
     expect_fail("empty input", &raw, bytes, 0, 16);
     expect_fail("empty input, gzip", &gz, bytes, 0, 16);
     expect_fail_alloc("empty input, alloc", &gz, bytes, 0, 16);

@@ -23,8 +23,9 @@ static void write_file(const char *name, const char *text)
 
 static void clear_env(void)
 {
-    const char *vars[] = { "AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN",
-                           "AWS_PROFILE", "AWS_REGION", "AWS_DEFAULT_REGION" };
+    const char *vars[] = { "AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY",
+                           "AWS_SESSION_TOKEN", "AWS_PROFILE",
+                           "AWS_REGION",        "AWS_DEFAULT_REGION" };
     for (size_t i = 0; i < sizeof vars / sizeof vars[0]; i++)
         unsetenv(vars[i]);
 }
@@ -34,7 +35,8 @@ int main(void)
     char why[400], path[256];
     struct credentials c;
     CHECK(mkdtemp(dir) != NULL);
-    write_file("credentials", "# comment\n[default]\naws_access_key_id = AKDEFAULT\n"
+    write_file("credentials",
+               "# comment\n[default]\naws_access_key_id = AKDEFAULT\n"
                "aws_secret_access_key=secretdefault\n\n[work]\n  aws_access_key_id=AKWORK  \n"
                "aws_secret_access_key = secret = with equals\naws_session_token=tok\n"
                "[empty]\nregion=x\n");
@@ -62,12 +64,12 @@ int main(void)
     setenv("AWS_SECRET_ACCESS_KEY", "secretenv", 1);
     setenv("AWS_REGION", "ap-south-1", 1);
     CHECK_INT(credentials_load(NULL, NULL, &c, why, sizeof why), 0);
-    CHECK_STR(c.access_key_id, "AKENV");            /* the environment wins without -o profile */
+    CHECK_STR(c.access_key_id, "AKENV"); /* the environment wins without -o profile */
     CHECK_STR(c.region, "ap-south-1");
     credentials_free(&c);
     CHECK_INT(credentials_load("work", "sa-east-1", &c, why, sizeof why), 0);
-    CHECK_STR(c.access_key_id, "AKWORK");           /* a named profile wins over the env */
-    CHECK_STR(c.region, "sa-east-1");               /* -o region= wins over everything */
+    CHECK_STR(c.access_key_id, "AKWORK"); /* a named profile wins over the env */
+    CHECK_STR(c.region, "sa-east-1");     /* -o region= wins over everything */
     credentials_free(&c);
 
     clear_env();
@@ -83,7 +85,8 @@ int main(void)
     /* "key =" with nothing after it is no value, as an empty variable is none: no empty
      * region for the endpoint and the signature, no empty key or token (fuzz_credentials) */
     unsetenv("AWS_PROFILE");
-    write_file("credentials", "[default]\naws_access_key_id = AK\naws_secret_access_key = SK\n"
+    write_file("credentials",
+               "[default]\naws_access_key_id = AK\naws_secret_access_key = SK\n"
                "aws_session_token =\n[blank]\naws_access_key_id =\naws_secret_access_key = SK\n");
     write_file("config", "[default]\nregion = \r\n[profile blank]\nregion=\n");
     CHECK_INT(credentials_load(NULL, NULL, &c, why, sizeof why), 0);
@@ -99,9 +102,11 @@ int main(void)
     char token[1300], text[1500];
     memset(token, 'T', sizeof token - 1);
     token[sizeof token - 1] = '\0';
-    memcpy(token + 1004, "x=y", 3);    /* where a 1 KiB line buffer would cut the line */
-    snprintf(text, sizeof text, "[default]\naws_access_key_id=AK\naws_secret_access_key=SK\n"
-             "aws_session_token= %s \n", token);
+    memcpy(token + 1004, "x=y", 3); /* where a 1 KiB line buffer would cut the line */
+    snprintf(text, sizeof text,
+             "[default]\naws_access_key_id=AK\naws_secret_access_key=SK\n"
+             "aws_session_token= %s \n",
+             token);
     write_file("credentials", text);
     CHECK_INT(credentials_load(NULL, NULL, &c, why, sizeof why), 0);
     CHECK_STR(c.session_token, token);

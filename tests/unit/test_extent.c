@@ -17,8 +17,8 @@ static void test_overwrites(void)
     fill(a, sizeof a, 'a');
     fill(b, sizeof b, 'b');
     CHECK_INT(extent_write_bytes(m, 0, a, 100), 0);
-    CHECK_INT(extent_write_bytes(m, 40, b, 10), 0);          /* split in the middle */
-    CHECK_INT(extent_write_bytes(m, 95, b, 10), 0);          /* trims a tail, extends */
+    CHECK_INT(extent_write_bytes(m, 40, b, 10), 0); /* split in the middle */
+    CHECK_INT(extent_write_bytes(m, 95, b, 10), 0); /* trims a tail, extends */
     extent_read(m, 0, got, 120);
     CHECK(got[39] == 'a' && got[40] == 'b' && got[49] == 'b' && got[50] == 'a');
     CHECK(got[94] == 'a' && got[95] == 'b' && got[104] == 'b' && got[105] == 0);
@@ -26,17 +26,17 @@ static void test_overwrites(void)
     struct extent_tag t = { 7, 42 };
     CHECK_INT(extent_write_chunk(m, 200, 50, t), 0);
     CHECK_INT(extent_write_chunk(m, 300, 50, (struct extent_tag){ 7, 43 }), 0);
-    CHECK_INT(extent_write_bytes(m, 210, b, 5), 0);          /* freed and reused: chunk gone */
+    CHECK_INT(extent_write_bytes(m, 210, b, 5), 0); /* freed and reused: chunk gone */
     CHECK_INT(extent_write_chunk(m, 20, 10, (struct extent_tag){ 1, 1 }), 0); /* clears bytes */
     extent_read(m, 0, got, 40);
     CHECK(got[19] == 'a' && got[20] == 0 && got[29] == 0 && got[30] == 'a');
 
-    CHECK_INT(extent_finish(m, 330), 0);                    /* chunk 43 ends past eof: dropped */
+    CHECK_INT(extent_finish(m, 330), 0); /* chunk 43 ends past eof: dropped */
     CHECK_INT(extent_size(m), 330);
     size_t n, chunks = 0;
     const struct segment *s = extent_segments(m, &n);
     uint64_t pos = 0;
-    for (size_t i = 0; i < n; i++) {                        /* sorted, disjoint, no holes */
+    for (size_t i = 0; i < n; i++) { /* sorted, disjoint, no holes */
         CHECK(s[i].off >= pos && s[i].len > 0 && s[i].kind != 0);
         pos = s[i].off + s[i].len;
         chunks += s[i].kind == SEGMENT_CHUNK;
@@ -45,9 +45,9 @@ static void test_overwrites(void)
     CHECK_INT(chunks, 1);
     CHECK_INT(s[extent_find(m, 25)].kind, SEGMENT_CHUNK);
     CHECK_INT(s[extent_find(m, 0)].kind, SEGMENT_BYTES);
-    CHECK(s[extent_find(m, 150)].off > 150);                 /* a hole: the next segment */
+    CHECK(s[extent_find(m, 150)].off > 150); /* a hole: the next segment */
     CHECK_INT(s[extent_find(m, 212)].kind, SEGMENT_BYTES);
-    CHECK_INT(extent_find(m, 329), n);                       /* a hole at the end */
+    CHECK_INT(extent_find(m, 329), n); /* a hole at the end */
     extent_map_free(m);
 }
 
@@ -60,7 +60,7 @@ static void test_appends_merge(void)
     CHECK_INT(extent_finish(m, 8000), 0);
     size_t n;
     extent_segments(m, &n);
-    CHECK_INT(n, 1);                         /* appends became one run */
+    CHECK_INT(n, 1); /* appends became one run */
     extent_map_free(m);
 }
 

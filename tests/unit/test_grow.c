@@ -33,7 +33,7 @@ static void test_need_beyond_double(void)
     size_t cap = 0;
     char *v = grow_array(NULL, &cap, 1000, 1, 16);
     CHECK(v != NULL && cap == 1024);
-    char *same = grow_array(v, &cap, 10, 1, 16);       /* room already: nothing moves */
+    char *same = grow_array(v, &cap, 10, 1, 16); /* room already: nothing moves */
     CHECK(same == v && cap == 1024);
     free(v);
 }
@@ -45,9 +45,9 @@ static void test_overflow_leaves_the_array(void)
     CHECK(v != NULL);
     CHECK(grow_array(v, &cap, SIZE_MAX / 2, sizeof *v, 4) == NULL);
     CHECK_INT(cap, 4);
-    cap = SIZE_MAX / 2 + 1;                     /* doubling would wrap */
+    cap = SIZE_MAX / 2 + 1; /* doubling would wrap */
     CHECK(grow_array(v, &cap, cap + 1, 1, 4) == NULL);
-    CHECK(grow_array(v, &(size_t){ 0 }, 1, 0, 4) == NULL);    /* no element size */
+    CHECK(grow_array(v, &(size_t){ 0 }, 1, 0, 4) == NULL); /* no element size */
     free(v);
 }
 

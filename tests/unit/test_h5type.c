@@ -230,7 +230,7 @@ static void test_vlen_opaque_array(void)
     CHECK(tid >= 0);
     CHECK_INT(H5Tget_class(tid), H5T_ARRAY);
     CHECK_INT(H5Tget_array_ndims(tid), 2);
-    hsize_t dims[2] = {0, 0};
+    hsize_t dims[2] = { 0, 0 };
     CHECK_INT(H5Tget_array_dims2(tid, dims), 2);
     CHECK_INT(dims[0], 2);
     CHECK_INT(dims[1], 3);
@@ -299,7 +299,7 @@ static void test_enums(void)
                   "{\"class\": \"H5T_INTEGER\", \"base\": \"H5T_STD_I16BE\"}}",
                   why);
     CHECK(tid >= 0);
-    unsigned char be[2] = {0, 0};
+    unsigned char be[2] = { 0, 0 };
     CHECK(H5Tenum_valueof(tid, "A", be) >= 0);
     CHECK(be[0] == 1 && be[1] == 2);
     CHECK(H5Tenum_valueof(tid, "B", be) >= 0);

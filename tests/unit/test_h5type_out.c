@@ -22,27 +22,27 @@
 #define WHY_LEN 256
 
 /* sample1 and sample2 type JSON (fixture) */
-#define F_ENUM                                                                                     \
-    "{\"class\": \"H5T_ENUM\", \"mapping\": {\"ALPHA\": 7, \"BLUE\": 2, \"GREEN\": 1, \"RED\": "   \
+#define F_ENUM                                                                                   \
+    "{\"class\": \"H5T_ENUM\", \"mapping\": {\"ALPHA\": 7, \"BLUE\": 2, \"GREEN\": 1, \"RED\": " \
     "0}, \"base\": {\"class\": \"H5T_INTEGER\", \"base\": \"H5T_STD_I8LE\"}}"
-#define F_BOOL                                                                                     \
-    "{\"class\": \"H5T_ENUM\", \"mapping\": {\"FALSE\": 0, \"TRUE\": 1}, \"base\": {\"class\": "   \
+#define F_BOOL                                                                                   \
+    "{\"class\": \"H5T_ENUM\", \"mapping\": {\"FALSE\": 0, \"TRUE\": 1}, \"base\": {\"class\": " \
     "\"H5T_INTEGER\", \"base\": \"H5T_STD_I8LE\"}}"
-#define F_VLEN_I32                                                                                 \
+#define F_VLEN_I32 \
     "{\"class\": \"H5T_VLEN\", \"size\": \"H5T_VARIABLE\", \"base\": \"H5T_STD_I32\"}"
-#define F_VSTR_UTF8                                                                                \
-    "{\"class\": \"H5T_STRING\", \"length\": \"H5T_VARIABLE\", \"charSet\": \"H5T_CSET_UTF8\", "   \
+#define F_VSTR_UTF8                                                                              \
+    "{\"class\": \"H5T_STRING\", \"length\": \"H5T_VARIABLE\", \"charSet\": \"H5T_CSET_UTF8\", " \
     "\"strPad\": \"H5T_STR_NULLTERM\"}"
-#define F_FSTR6                                                                                    \
-    "{\"class\": \"H5T_STRING\", \"charSet\": \"H5T_CSET_ASCII\", \"length\": 6, \"strPad\": "     \
+#define F_FSTR6                                                                                \
+    "{\"class\": \"H5T_STRING\", \"charSet\": \"H5T_CSET_ASCII\", \"length\": 6, \"strPad\": " \
     "\"H5T_STR_NULLPAD\"}"
-#define F_REF                                                                                      \
-    "{\"class\": \"H5T_REFERENCE\", \"base\": \"H5T_STD_REF_OBJ\", \"charSet\": "                  \
+#define F_REF                                                                     \
+    "{\"class\": \"H5T_REFERENCE\", \"base\": \"H5T_STD_REF_OBJ\", \"charSet\": " \
     "\"H5T_CSET_ASCII\", \"length\": 48, \"strPad\": \"H5T_STR_NULLPAD\"}"
 #define F_I32 "{\"class\": \"H5T_INTEGER\", \"base\": \"H5T_STD_I32LE\"}"
 #define F_F32 "{\"class\": \"H5T_FLOAT\", \"base\": \"H5T_IEEE_F32LE\"}"
-#define F_COMPOUND_VSTR                                                                            \
-    "{\"class\": \"H5T_COMPOUND\", \"fields\": [{\"name\": \"n\", \"type\": " F_I32 "}, "          \
+#define F_COMPOUND_VSTR                                                                   \
+    "{\"class\": \"H5T_COMPOUND\", \"fields\": [{\"name\": \"n\", \"type\": " F_I32 "}, " \
     "{\"name\": \"s\", \"type\": " F_VSTR_UTF8 "}]}"
 
 /* ---- checking one type ---- */
@@ -121,14 +121,14 @@ static void test_numbers(void)
         hid_t tid;
         const char *name;
     } ints[] = {
-        {H5T_STD_I8LE, "H5T_STD_I8LE"},    {H5T_STD_U8LE, "H5T_STD_U8LE"},
-        {H5T_STD_I16LE, "H5T_STD_I16LE"},  {H5T_STD_I16BE, "H5T_STD_I16BE"},
-        {H5T_STD_U16LE, "H5T_STD_U16LE"},  {H5T_STD_U16BE, "H5T_STD_U16BE"},
-        {H5T_STD_I32LE, "H5T_STD_I32LE"},  {H5T_STD_I32BE, "H5T_STD_I32BE"},
-        {H5T_STD_U32LE, "H5T_STD_U32LE"},  {H5T_STD_U32BE, "H5T_STD_U32BE"},
-        {H5T_STD_I64LE, "H5T_STD_I64LE"},  {H5T_STD_I64BE, "H5T_STD_I64BE"},
-        {H5T_STD_U64LE, "H5T_STD_U64LE"},  {H5T_STD_U64BE, "H5T_STD_U64BE"},
-        {H5T_NATIVE_INT, "H5T_STD_I32LE"}, {H5T_NATIVE_ULLONG, "H5T_STD_U64LE"},
+        { H5T_STD_I8LE, "H5T_STD_I8LE" },    { H5T_STD_U8LE, "H5T_STD_U8LE" },
+        { H5T_STD_I16LE, "H5T_STD_I16LE" },  { H5T_STD_I16BE, "H5T_STD_I16BE" },
+        { H5T_STD_U16LE, "H5T_STD_U16LE" },  { H5T_STD_U16BE, "H5T_STD_U16BE" },
+        { H5T_STD_I32LE, "H5T_STD_I32LE" },  { H5T_STD_I32BE, "H5T_STD_I32BE" },
+        { H5T_STD_U32LE, "H5T_STD_U32LE" },  { H5T_STD_U32BE, "H5T_STD_U32BE" },
+        { H5T_STD_I64LE, "H5T_STD_I64LE" },  { H5T_STD_I64BE, "H5T_STD_I64BE" },
+        { H5T_STD_U64LE, "H5T_STD_U64LE" },  { H5T_STD_U64BE, "H5T_STD_U64BE" },
+        { H5T_NATIVE_INT, "H5T_STD_I32LE" }, { H5T_NATIVE_ULLONG, "H5T_STD_U64LE" },
     };
     for (size_t k = 0; k < sizeof(ints) / sizeof(ints[0]); k++)
         check_number(ints[k].tid, "H5T_INTEGER", ints[k].name, true);
@@ -179,8 +179,7 @@ static void check_stand_in(hid_t tid, const char *want, const char *note_part)
     json_t *json = h5type_to_json_closest(tid, note, sizeof note, why, sizeof why);
     char *got = fixture_dumps(json);
     if (!json || strcmp(got, want) != 0 || !strstr(note, note_part))
-        fprintf(stderr, "stand-in\n  %s (%s)\nexpected\n  %s (%s)\n", got, note, want,
-                note_part);
+        fprintf(stderr, "stand-in\n  %s (%s)\nexpected\n  %s (%s)\n", got, note, want, note_part);
     CHECK_STR(got, want);
     CHECK(strstr(note, note_part) != NULL);
     free(got);
@@ -192,21 +191,22 @@ static void test_stand_ins(void)
 {
     char note[WHY_LEN] = "x", why[WHY_LEN];
     json_t *plain = h5type_to_json_closest(H5T_STD_I32LE, note, sizeof note, why, sizeof why);
-    CHECK(plain != NULL && note[0] == '\0');           /* no stand-in, no note */
+    CHECK(plain != NULL && note[0] == '\0'); /* no stand-in, no note */
     json_decref(plain);
-    check_stand_in(copy(H5T_STD_B16BE),
-                   "{\"class\": \"H5T_INTEGER\", \"base\": \"H5T_STD_U16BE\"}", "bitfield");
+    check_stand_in(copy(H5T_STD_B16BE), "{\"class\": \"H5T_INTEGER\", \"base\": \"H5T_STD_U16BE\"}",
+                   "bitfield");
     check_stand_in(copy(H5T_VAX_F32), F_F32, "the same values");
-    check_stand_in(copy(H5T_VAX_F64),
-                   "{\"class\": \"H5T_FLOAT\", \"base\": \"H5T_IEEE_F64LE\"}", "the same values");
+    check_stand_in(copy(H5T_VAX_F64), "{\"class\": \"H5T_FLOAT\", \"base\": \"H5T_IEEE_F64LE\"}",
+                   "the same values");
     check_stand_in(copy(H5T_NATIVE_LDOUBLE),
                    "{\"class\": \"H5T_FLOAT\", \"base\": \"H5T_IEEE_F64LE\"}", "rounded");
     check_stand_in(copy(H5T_UNIX_D64BE),
                    "{\"class\": \"H5T_OPAQUE\", \"size\": 8, \"tag\": \"HDF5 H5T_TIME, 8 bytes, "
-                   "big-endian\"}", "time");
-    hid_t s = copy(H5T_C_S1);                   /* no stand-in for everything: */
+                   "big-endian\"}",
+                   "time");
+    hid_t s = copy(H5T_C_S1); /* no stand-in for everything: */
     CHECK(H5Tset_size(s, H5T_VARIABLE) >= 0);
-    hid_t vlvl = H5Tvlen_create(s);             /* a vlen of vlen strings */
+    hid_t vlvl = H5Tvlen_create(s); /* a vlen of vlen strings */
     CHECK(vlvl >= 0 && H5Tclose(s) >= 0);
     json_t *none = h5type_to_json_closest(vlvl, note, sizeof note, why, sizeof why);
     CHECK(none == NULL && why[0] != '\0');
@@ -218,27 +218,27 @@ static void test_stand_ins(void)
 static void test_bitfield_conversion(void)
 {
     CHECK_INT(h5type_register_stand_ins(), 0);
-    CHECK_INT(h5type_register_stand_ins(), 0);          /* once is enough, twice is harmless */
+    CHECK_INT(h5type_register_stand_ins(), 0); /* once is enough, twice is harmless */
     hid_t b16 = copy(H5T_STD_B16BE);
     CHECK(H5Tset_precision(b16, 10) >= 0);
     CHECK(H5Tset_offset(b16, 3) >= 0);
-    unsigned char buf[6] = {0xff, 0xff, 0x12, 0x34, 0x00, 0x08};     /* three BE elements */
+    unsigned char buf[6] = { 0xff, 0xff, 0x12, 0x34, 0x00, 0x08 }; /* three BE elements */
     CHECK(H5Tconvert(b16, H5T_STD_U16LE, 3, buf, NULL, H5P_DEFAULT) >= 0);
-    uint16_t want[3] = {0x3ff, (0x1234 >> 3) & 0x3ff, 1};
+    uint16_t want[3] = { 0x3ff, (0x1234 >> 3) & 0x3ff, 1 };
     for (int i = 0; i < 3; i++)
         CHECK_INT(buf[2 * i] | buf[2 * i + 1] << 8, want[i]);
     CHECK(H5Tclose(b16) >= 0);
     unsigned char one = 0xa5;
     CHECK(H5Tconvert(H5T_STD_B8LE, H5T_STD_U8LE, 1, &one, NULL, H5P_DEFAULT) >= 0);
     CHECK_INT(one, 0xa5);
-    unsigned char when[4] = {1, 2, 3, 4};
+    unsigned char when[4] = { 1, 2, 3, 4 };
     hid_t opaque = H5Tcreate(H5T_OPAQUE, 4);
     CHECK(opaque >= 0 && H5Tconvert(H5T_UNIX_D32BE, opaque, 1, when, NULL, H5P_DEFAULT) >= 0);
     CHECK(when[0] == 1 && when[3] == 4);
     CHECK(H5Tclose(opaque) >= 0);
     H5E_BEGIN_TRY
     {
-        int32_t wider = 1;      /* sizes differ: no conversion, as before */
+        int32_t wider = 1; /* sizes differ: no conversion, as before */
         CHECK(H5Tconvert(H5T_STD_B16LE, H5T_STD_U32LE, 1, &wider, NULL, H5P_DEFAULT) < 0);
     }
     H5E_END_TRY;
@@ -303,21 +303,21 @@ static hid_t enum_of(hid_t base, const char *const *names, const long long *valu
 
 static void test_enums(void)
 {
-    const char *const colors[] = {"ALPHA", "BLUE", "GREEN", "RED"};
-    const long long color_values[] = {7, 2, 1, 0};
+    const char *const colors[] = { "ALPHA", "BLUE", "GREEN", "RED" };
+    const long long color_values[] = { 7, 2, 1, 0 };
     check_type(enum_of(H5T_STD_I8LE, colors, color_values, 4), F_ENUM, true); /* fixture */
     /* HDF5 member order, whatever it is (here the order of insertion) */
-    const char *const reds[] = {"RED", "GREEN"};
-    const long long red_values[] = {0, 1};
+    const char *const reds[] = { "RED", "GREEN" };
+    const long long red_values[] = { 0, 1 };
     check_type(enum_of(H5T_STD_U16BE, reds, red_values, 2),
                "{\"class\": \"H5T_ENUM\", \"mapping\": {\"RED\": 0, \"GREEN\": 1}, \"base\": "
                "{\"class\": \"H5T_INTEGER\", \"base\": \"H5T_STD_U16BE\"}}",
                true);
-    const char *const bools[] = {"FALSE", "TRUE"};
-    const long long bool_values[] = {0, 1};
+    const char *const bools[] = { "FALSE", "TRUE" };
+    const long long bool_values[] = { 0, 1 };
     check_type(enum_of(H5T_NATIVE_SCHAR, bools, bool_values, 2), F_BOOL, true); /* h5py's bool */
-    const char *const signs[] = {"NEG", "POS", "MIN"};
-    const long long sign_values[] = {-300, 300, -32768};
+    const char *const signs[] = { "NEG", "POS", "MIN" };
+    const long long sign_values[] = { -300, 300, -32768 };
     check_type(enum_of(H5T_STD_I16BE, signs, sign_values, 3),
                "{\"class\": \"H5T_ENUM\", \"mapping\": {\"NEG\": -300, \"POS\": 300, \"MIN\": "
                "-32768}, \"base\": {\"class\": \"H5T_INTEGER\", \"base\": \"H5T_STD_I16BE\"}}",
@@ -348,22 +348,22 @@ static hid_t compound_of(size_t size, const char *const *names, const size_t *of
 static void test_compounds(void)
 {
     hid_t vstr = string_type(H5T_VARIABLE, H5T_CSET_UTF8, H5T_STR_NULLTERM);
-    const char *const nv[] = {"n", "s"};
-    const size_t nv_at[] = {0, 8};
-    const hid_t nv_types[] = {H5T_STD_I32LE, vstr};
+    const char *const nv[] = { "n", "s" };
+    const size_t nv_at[] = { 0, 8 };
+    const hid_t nv_types[] = { H5T_STD_I32LE, vstr };
     /* fixture: sample2 /compound_vlen_str (h5py pads it; HSDS packs: offsets are dropped) */
     check_type(compound_of(16, nv, nv_at, nv_types, 2), F_COMPOUND_VSTR, false);
 
     hsize_t three = 3;
     hid_t vec = H5Tarray_create2(H5T_IEEE_F32LE, 1, &three);
-    const char *const ab[] = {"a", "b"};
-    const size_t ab_at[] = {0, 2};
-    const hid_t ab_types[] = {H5T_STD_I16LE, H5T_STD_U8LE};
+    const char *const ab[] = { "a", "b" };
+    const size_t ab_at[] = { 0, 2 };
+    const hid_t ab_types[] = { H5T_STD_I16LE, H5T_STD_U8LE };
     hid_t inner = compound_of(3, ab, ab_at, ab_types, 2);
     hid_t label = string_type(8, H5T_CSET_ASCII, H5T_STR_NULLPAD);
-    const char *const names[] = {"id", "temp", "label", "vec", "inner"};
-    const size_t at[] = {0, 4, 12, 20, 32};
-    const hid_t types[] = {H5T_STD_I32LE, H5T_IEEE_F64LE, label, vec, inner};
+    const char *const names[] = { "id", "temp", "label", "vec", "inner" };
+    const size_t at[] = { 0, 4, 12, 20, 32 };
+    const hid_t types[] = { H5T_STD_I32LE, H5T_IEEE_F64LE, label, vec, inner };
     /* fixture: sample2 /compound (packed there already, so equal both ways) */
     check_type(compound_of(35, names, at, types, 5),
                "{\"class\": \"H5T_COMPOUND\", \"fields\": [{\"name\": \"id\", \"type\": " F_I32
@@ -377,9 +377,9 @@ static void test_compounds(void)
                "{\"class\": \"H5T_INTEGER\", \"base\": \"H5T_STD_U8LE\"}}]}}]}",
                true);
 
-    const char *const bad_name[] = {"\xc3\xa9"};
-    const size_t zero[] = {0};
-    const hid_t one_int[] = {H5T_STD_I32LE};
+    const char *const bad_name[] = { "\xc3\xa9" };
+    const size_t zero[] = { 0 };
+    const hid_t one_int[] = { H5T_STD_I32LE };
     check_refused(compound_of(4, bad_name, zero, one_int, 1), "not ASCII");
     CHECK(H5Tclose(vstr) >= 0 && H5Tclose(vec) >= 0 && H5Tclose(inner) >= 0);
     CHECK(H5Tclose(label) >= 0);
@@ -403,7 +403,7 @@ static hid_t vlen_of(hid_t base)
 
 static void test_arrays(void)
 {
-    hsize_t dims[2] = {2, 3};
+    hsize_t dims[2] = { 2, 3 };
     check_type(array_of(H5T_STD_I16BE, 2, dims),
                "{\"dims\": [2, 3], \"class\": \"H5T_ARRAY\", \"base\": {\"class\": "
                "\"H5T_INTEGER\", \"base\": \"H5T_STD_I16BE\"}}",
@@ -417,8 +417,8 @@ static void test_arrays(void)
                "\"H5T_ARRAY\", \"base\": " F_F32 "}}",
                true);
     /* bases HSDS's createBaseDataType refuses for arrays */
-    const char *const bools[] = {"FALSE", "TRUE"};
-    const long long bool_values[] = {0, 1};
+    const char *const bools[] = { "FALSE", "TRUE" };
+    const long long bool_values[] = { 0, 1 };
     hid_t b = enum_of(H5T_STD_I8LE, bools, bool_values, 2);
     check_refused(array_of(b, 1, dims), "array base of class H5T_ENUM");
     hid_t vi = vlen_of(H5T_STD_I32LE);
@@ -450,8 +450,8 @@ static void test_vlens(void)
                true);
     check_type(vlen_of(H5T_IEEE_F32LE),
                "{\"class\": \"H5T_VLEN\", \"size\": \"H5T_VARIABLE\", \"base\": " F_F32 "}", true);
-    const char *const names[] = {"A", "B"};
-    const long long values[] = {1, 2};
+    const char *const names[] = { "A", "B" };
+    const long long values[] = { 1, 2 };
     hid_t e = enum_of(H5T_STD_I32LE, names, values, 2);
     check_type(vlen_of(e),
                "{\"class\": \"H5T_VLEN\", \"size\": \"H5T_VARIABLE\", \"base\": {\"class\": "
@@ -471,9 +471,9 @@ static void test_vlens(void)
     check_refused(vlen_of(vstr), "vlen of variable-length");
     hid_t vi = vlen_of(H5T_STD_I8LE);
     check_refused(vlen_of(vi), "vlen base of class H5T_VLEN");
-    const char *const x[] = {"x"};
-    const size_t at[] = {0};
-    const hid_t xt[] = {H5T_STD_I32LE};
+    const char *const x[] = { "x" };
+    const size_t at[] = { 0 };
+    const hid_t xt[] = { H5T_STD_I32LE };
     hid_t c = compound_of(4, x, at, xt, 1);
     check_refused(vlen_of(c), "vlen base of class H5T_COMPOUND");
     CHECK(H5Tclose(e) >= 0 && H5Tclose(pair) >= 0 && H5Tclose(vstr) >= 0);
@@ -506,8 +506,8 @@ struct tally {
  * hsload turns into UTF-8 for attributes only): what the bucket holds, made from ours by the
  * change; NULL for a difference that is only counted (fixed_str_utf8 lost its padding and
  * charSet, ref_to_points became a string). */
-static const char *const noted_names[] = {"i32_be",         "f32_be",        "h5t_array",
-                                          "fixed_str_utf8", "ref_to_points", "vlen_ascii"};
+static const char *const noted_names[] = { "i32_be",         "f32_be",        "h5t_array",
+                                           "fixed_str_utf8", "ref_to_points", "vlen_ascii" };
 
 static bool is_noted(const char *name)
 {
@@ -591,13 +591,13 @@ static void compare_object(struct tally *t, struct fixture *fx, const struct fix
 static void test_fixture(const char *data)
 {
     static const char *const domains[][2] = {
-        {"sample1.h5", "sample1.h5"},          {"sample2.h5", "sample2.h5"},
-        {"sample2_z_zstd.h5", "sample2.h5"},   {"sample3.h5", "sample3.h5"},
-        {"sample3_z_gzip.h5", "sample3.h5"},   {"sample3_z_lz4.h5", "sample3.h5"},
-        {"sample_link.h5", "sample_link.h5"},  {"sample_fastlink.h5", "sample_link.h5"},
-        {"partial.h5", "partial_expected.h5"},
+        { "sample1.h5", "sample1.h5" },          { "sample2.h5", "sample2.h5" },
+        { "sample2_z_zstd.h5", "sample2.h5" },   { "sample3.h5", "sample3.h5" },
+        { "sample3_z_gzip.h5", "sample3.h5" },   { "sample3_z_lz4.h5", "sample3.h5" },
+        { "sample_link.h5", "sample_link.h5" },  { "sample_fastlink.h5", "sample_link.h5" },
+        { "partial.h5", "partial_expected.h5" },
     };
-    struct tally t = {0, 0, 0};
+    struct tally t = { 0, 0, 0 };
     for (size_t k = 0; k < sizeof(domains) / sizeof(domains[0]); k++) {
         struct fixture fx;
         if (fixture_open(&fx, data, domains[k][0], domains[k][1]) == 0) {

@@ -67,7 +67,7 @@ static void file_close(struct file *f)
 /* Write n elements of tid from buf as a new attribute of the root group; its name in name. */
 static int write_attr(struct file *f, hid_t tid, size_t n, const void *buf, char name[32])
 {
-    hsize_t dims[1] = {n};
+    hsize_t dims[1] = { n };
     snprintf(name, 32, "a%d", f->n_attrs++);
     hid_t space = H5Screate_simple(1, dims, NULL);
     hid_t attr = H5Acreate2(f->fid, name, tid, space, H5P_DEFAULT, H5P_DEFAULT);
@@ -214,19 +214,19 @@ static void refused_stored(const char *type, const void *bytes, size_t len, size
 #define T_I64BE "{\"class\": \"H5T_INTEGER\", \"base\": \"H5T_STD_I64BE\"}"
 #define T_F32 "{\"class\": \"H5T_FLOAT\", \"base\": \"H5T_IEEE_F32LE\"}"
 #define T_F64 "{\"class\": \"H5T_FLOAT\", \"base\": \"H5T_IEEE_F64LE\"}"
-#define T_VSTR                                                                                     \
-    "{\"class\": \"H5T_STRING\", \"length\": \"H5T_VARIABLE\", \"charSet\": \"H5T_CSET_UTF8\", "   \
+#define T_VSTR                                                                                   \
+    "{\"class\": \"H5T_STRING\", \"length\": \"H5T_VARIABLE\", \"charSet\": \"H5T_CSET_UTF8\", " \
     "\"strPad\": \"H5T_STR_NULLTERM\"}"
-#define T_BOOL                                                                                     \
-    "{\"class\": \"H5T_ENUM\", \"mapping\": {\"FALSE\": 0, \"TRUE\": 1}, \"base\": {\"class\": "   \
+#define T_BOOL                                                                                   \
+    "{\"class\": \"H5T_ENUM\", \"mapping\": {\"FALSE\": 0, \"TRUE\": 1}, \"base\": {\"class\": " \
     "\"H5T_INTEGER\", \"base\": \"H5T_STD_I8LE\"}}"
-#define T_REF                                                                                      \
-    "{\"class\": \"H5T_REFERENCE\", \"base\": \"H5T_STD_REF_OBJ\", \"charSet\": "                  \
+#define T_REF                                                                     \
+    "{\"class\": \"H5T_REFERENCE\", \"base\": \"H5T_STD_REF_OBJ\", \"charSet\": " \
     "\"H5T_CSET_ASCII\", \"length\": 48, \"strPad\": \"H5T_STR_NULLPAD\"}"
 
 static void test_integers(struct file *f)
 {
-    long long ll[5] = {0};
+    long long ll[5] = { 0 };
     unsigned long long ull = 0;
     /* fixture: sample1 attribute values */
     roundtrip(f, T_I8, "-8", 1, H5T_NATIVE_LLONG, ll, NULL);
@@ -258,7 +258,7 @@ static void test_integers(struct file *f)
     CHECK(ll[0] == 1 && ll[3] == 4 && ll[4] == -5);
     struct value v;
     value_from_json(&v, T_I64BE, "-5", 1, NULL);
-    static const unsigned char be_minus5[8] = {0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xfb};
+    static const unsigned char be_minus5[8] = { 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xfb };
     CHECK(v.rc == 0 && memcmp(v.buf, be_minus5, 8) == 0);
     value_done(&v);
 
@@ -285,7 +285,7 @@ static void test_integers(struct file *f)
 
 static void test_floats(struct file *f)
 {
-    double d[12] = {0};
+    double d[12] = { 0 };
     roundtrip(f, T_F32, "3.25", 1, H5T_NATIVE_DOUBLE, d, NULL);
     CHECK(d[0] == 3.25);
     roundtrip(f, T_F64, "2.718281828459045", 1, H5T_NATIVE_DOUBLE, d, NULL);
@@ -301,7 +301,7 @@ static void test_floats(struct file *f)
     CHECK(d[0] == 0.1 && d[1] == -2.0);
     struct value v;
     value_from_json(&v, "\"H5T_IEEE_F32BE\"", "1.5", 1, NULL);
-    static const unsigned char be_1_5[4] = {0x3f, 0xc0, 0, 0};
+    static const unsigned char be_1_5[4] = { 0x3f, 0xc0, 0, 0 };
     CHECK(v.rc == 0 && memcmp(v.buf, be_1_5, 4) == 0);
     value_done(&v);
 
@@ -318,30 +318,30 @@ static void test_half(struct file *f)
         "[0.1, 1.0, 65504, 65519, 1e-08, 3e-08, 2.9802322387695312e-08, -2.5, 0.333, 6.1e-05, "
         "2049, 2051, -0.0, NaN, Infinity, 8.940696716308594e-08, 3.0547380447387695e-05, "
         "65520, 1e5, -1e5, \"nan\"]";
-    static const uint16_t want[] = {0x2e66, 0x3c00, 0x7bff, 0x7bff, 0x0000, 0x0001, 0x0000,
-                                    0xc100, 0x3554, 0x03ff, 0x6800, 0x6802, 0x8000, 0x7e00,
-                                    0x7c00, 0x0002, 0x0200, 0x7c00, 0x7c00, 0xfc00, 0x7e00};
-    static const double as_double[] = {0.0999755859375,
-                                       1.0,
-                                       65504.0,
-                                       65504.0,
-                                       0.0,
-                                       5.960464477539063e-08,
-                                       0.0,
-                                       -2.5,
-                                       0.3330078125,
-                                       6.097555160522461e-05,
-                                       2048.0,
-                                       2052.0,
-                                       -0.0,
-                                       NAN,
-                                       INFINITY,
-                                       1.1920928955078125e-07,
-                                       3.0517578125e-05,
-                                       INFINITY,
-                                       INFINITY,
-                                       -INFINITY,
-                                       NAN};
+    static const uint16_t want[] = { 0x2e66, 0x3c00, 0x7bff, 0x7bff, 0x0000, 0x0001, 0x0000,
+                                     0xc100, 0x3554, 0x03ff, 0x6800, 0x6802, 0x8000, 0x7e00,
+                                     0x7c00, 0x0002, 0x0200, 0x7c00, 0x7c00, 0xfc00, 0x7e00 };
+    static const double as_double[] = { 0.0999755859375,
+                                        1.0,
+                                        65504.0,
+                                        65504.0,
+                                        0.0,
+                                        5.960464477539063e-08,
+                                        0.0,
+                                        -2.5,
+                                        0.3330078125,
+                                        6.097555160522461e-05,
+                                        2048.0,
+                                        2052.0,
+                                        -0.0,
+                                        NAN,
+                                        INFINITY,
+                                        1.1920928955078125e-07,
+                                        3.0517578125e-05,
+                                        INFINITY,
+                                        INFINITY,
+                                        -INFINITY,
+                                        NAN };
     const size_t n = sizeof(want) / sizeof(want[0]);
     struct value v;
     value_from_json(&v, "\"H5T_IEEE_F16LE\"", value, n, NULL);
@@ -356,8 +356,8 @@ static void test_half(struct file *f)
     value_done(&v);
 
     /* HDF5 reads the 2-byte type back as the same numbers, in either byte order */
-    const char *types[] = {"{\"class\": \"H5T_FLOAT\", \"base\": \"H5T_IEEE_F16LE\"}",
-                           "\"H5T_IEEE_F16BE\""};
+    const char *types[] = { "{\"class\": \"H5T_FLOAT\", \"base\": \"H5T_IEEE_F16LE\"}",
+                            "\"H5T_IEEE_F16BE\"" };
     for (size_t t = 0; t < 2; t++) {
         double d[sizeof(want) / sizeof(want[0])];
         roundtrip(f, types[t], value, n, H5T_NATIVE_DOUBLE, d, NULL);
@@ -377,8 +377,8 @@ static void test_half(struct file *f)
 
 /* ---- strings ---- */
 
-#define T_FSTR(len, pad)                                                                           \
-    "{\"class\": \"H5T_STRING\", \"charSet\": \"H5T_CSET_ASCII\", \"length\": " #len               \
+#define T_FSTR(len, pad)                                                             \
+    "{\"class\": \"H5T_STRING\", \"charSet\": \"H5T_CSET_ASCII\", \"length\": " #len \
     ", \"strPad\": \"H5T_STR_" pad "\"}"
 
 static hid_t c_string(size_t size)
@@ -404,7 +404,7 @@ static void test_fixed_strings(struct file *f)
     roundtrip(f, T_FSTR(4, "NULLPAD"), "\"abcdefg\"", 1, c12, s, NULL);
     CHECK_STR(s[0], "abcd");
     /* every padding: the stored bytes are NUL-padded (HSDS's), readers get the text */
-    const char *pads[] = {T_FSTR(6, "NULLPAD"), T_FSTR(6, "NULLTERM"), T_FSTR(6, "SPACEPAD")};
+    const char *pads[] = { T_FSTR(6, "NULLPAD"), T_FSTR(6, "NULLTERM"), T_FSTR(6, "SPACEPAD") };
     for (size_t k = 0; k < 3; k++) {
         struct value v;
         value_from_json(&v, pads[k], "[\"ab\", \"\", \"abcdef\"]", 3, NULL);
@@ -437,14 +437,14 @@ static void test_fixed_strings(struct file *f)
 
 static void test_vlen_strings(struct file *f)
 {
-    char *s[3] = {NULL, NULL, NULL};
+    char *s[3] = { NULL, NULL, NULL };
     hid_t vs = c_string(H5T_VARIABLE);
     CHECK(H5Tset_cset(vs, H5T_CSET_UTF8) >= 0);
     /* fixture: sample1 vlen_str_array, empty_str_attr, vlen_utf8-like text */
     roundtrip(f, T_VSTR, "[\"one\", \"two\", \"three\"]", 3, vs, s, NULL);
     CHECK_STR(s[0], "one");
     CHECK_STR(s[2], "three");
-    hid_t space = H5Screate_simple(1, (hsize_t[]){3}, NULL);
+    hid_t space = H5Screate_simple(1, (hsize_t[]){ 3 }, NULL);
     CHECK(H5Dvlen_reclaim(vs, space, H5P_DEFAULT, s) >= 0);
     roundtrip(f, T_VSTR, "\"\"", 1, vs, s, NULL);
     CHECK_STR(s[0], "");
@@ -462,11 +462,11 @@ static void test_vlen_strings(struct file *f)
 
 /* ---- compounds, enums, arrays, vlen sequences ---- */
 
-#define T_POINT                                                                                    \
-    "{\"class\": \"H5T_COMPOUND\", \"fields\": [{\"name\": \"x\", \"type\": {\"class\": "          \
-    "\"H5T_INTEGER\", \"base\": \"H5T_STD_I32LE\"}}, {\"name\": \"y\", \"type\": {\"class\": "     \
-    "\"H5T_FLOAT\", \"base\": \"H5T_IEEE_F64LE\"}}, {\"name\": \"name\", \"type\": {\"class\": "   \
-    "\"H5T_STRING\", \"charSet\": \"H5T_CSET_ASCII\", \"length\": 6, \"strPad\": "                 \
+#define T_POINT                                                                                  \
+    "{\"class\": \"H5T_COMPOUND\", \"fields\": [{\"name\": \"x\", \"type\": {\"class\": "        \
+    "\"H5T_INTEGER\", \"base\": \"H5T_STD_I32LE\"}}, {\"name\": \"y\", \"type\": {\"class\": "   \
+    "\"H5T_FLOAT\", \"base\": \"H5T_IEEE_F64LE\"}}, {\"name\": \"name\", \"type\": {\"class\": " \
+    "\"H5T_STRING\", \"charSet\": \"H5T_CSET_ASCII\", \"length\": 6, \"strPad\": "               \
     "\"H5T_STR_NULLPAD\"}}]}"
 
 struct point {
@@ -523,7 +523,7 @@ static void test_compounds(struct file *f)
     struct ns {
         int n;
         char *s;
-    } q[2] = {{0, NULL}, {0, NULL}};
+    } q[2] = { { 0, NULL }, { 0, NULL } };
     hid_t nst = H5Tcreate(H5T_COMPOUND, sizeof(struct ns));
     hid_t vs = c_string(H5T_VARIABLE);
     CHECK(H5Tinsert(nst, "n", HOFFSET(struct ns, n), H5T_NATIVE_INT) >= 0);
@@ -547,16 +547,16 @@ static void test_compounds(struct file *f)
 }
 
 /* fixture: sample2's nested compound */
-#define T_NESTED                                                                                   \
-    "{\"class\": \"H5T_COMPOUND\", \"fields\": [{\"name\": \"id\", \"type\": {\"class\": "         \
-    "\"H5T_INTEGER\", \"base\": \"H5T_STD_I32LE\"}}, {\"name\": \"temp\", \"type\": "              \
-    "{\"class\": \"H5T_FLOAT\", \"base\": \"H5T_IEEE_F64LE\"}}, {\"name\": \"label\", "            \
-    "\"type\": {\"class\": \"H5T_STRING\", \"charSet\": \"H5T_CSET_ASCII\", \"length\": 8, "       \
-    "\"strPad\": \"H5T_STR_NULLPAD\"}}, {\"name\": \"vec\", \"type\": {\"dims\": [3], "            \
-    "\"class\": \"H5T_ARRAY\", \"base\": {\"class\": \"H5T_FLOAT\", \"base\": "                    \
-    "\"H5T_IEEE_F32LE\"}}}, {\"name\": \"inner\", \"type\": {\"class\": \"H5T_COMPOUND\", "        \
-    "\"fields\": [{\"name\": \"a\", \"type\": {\"class\": \"H5T_INTEGER\", \"base\": "             \
-    "\"H5T_STD_I16LE\"}}, {\"name\": \"b\", \"type\": {\"class\": \"H5T_INTEGER\", \"base\": "     \
+#define T_NESTED                                                                               \
+    "{\"class\": \"H5T_COMPOUND\", \"fields\": [{\"name\": \"id\", \"type\": {\"class\": "     \
+    "\"H5T_INTEGER\", \"base\": \"H5T_STD_I32LE\"}}, {\"name\": \"temp\", \"type\": "          \
+    "{\"class\": \"H5T_FLOAT\", \"base\": \"H5T_IEEE_F64LE\"}}, {\"name\": \"label\", "        \
+    "\"type\": {\"class\": \"H5T_STRING\", \"charSet\": \"H5T_CSET_ASCII\", \"length\": 8, "   \
+    "\"strPad\": \"H5T_STR_NULLPAD\"}}, {\"name\": \"vec\", \"type\": {\"dims\": [3], "        \
+    "\"class\": \"H5T_ARRAY\", \"base\": {\"class\": \"H5T_FLOAT\", \"base\": "                \
+    "\"H5T_IEEE_F32LE\"}}}, {\"name\": \"inner\", \"type\": {\"class\": \"H5T_COMPOUND\", "    \
+    "\"fields\": [{\"name\": \"a\", \"type\": {\"class\": \"H5T_INTEGER\", \"base\": "         \
+    "\"H5T_STD_I16LE\"}}, {\"name\": \"b\", \"type\": {\"class\": \"H5T_INTEGER\", \"base\": " \
     "\"H5T_STD_U8LE\"}}]}}]}"
 
 static void test_nested(struct file *f)
@@ -596,7 +596,7 @@ static void test_nested(struct file *f)
 
 static void test_enums(struct file *f)
 {
-    signed char e[4] = {0};
+    signed char e[4] = { 0 };
     /* fixture: sample2 colors, sample1 bool */
     const char *colors = "{\"class\": \"H5T_ENUM\", \"mapping\": {\"ALPHA\": 7, \"BLUE\": 2, "
                          "\"GREEN\": 1, \"RED\": 0}, \"base\": {\"class\": \"H5T_INTEGER\", "
@@ -634,7 +634,7 @@ static void test_enums(struct file *f)
 static void test_arrays(struct file *f)
 {
     unsigned short u[12];
-    hid_t mem = H5Tarray_create2(H5T_NATIVE_USHORT, 2, (hsize_t[]){2, 3});
+    hid_t mem = H5Tarray_create2(H5T_NATIVE_USHORT, 2, (hsize_t[]){ 2, 3 });
     const char *a23 = "{\"class\": \"H5T_ARRAY\", \"dims\": [2, 3], \"base\": \"H5T_STD_U16BE\"}";
     roundtrip(f, a23, "[[[1, 2, 3], [4, 5, 6]], [[7, 8, 9], [10, 11, 12]]]", 2, mem, u, NULL);
     CHECK(u[0] == 1 && u[5] == 6 && u[6] == 7 && u[11] == 12);
@@ -643,9 +643,9 @@ static void test_arrays(struct file *f)
     CHECK(H5Tclose(mem) >= 0);
 
     /* an array of vlen strings */
-    char *s[4] = {NULL, NULL, NULL, NULL};
+    char *s[4] = { NULL, NULL, NULL, NULL };
     hid_t vs = c_string(H5T_VARIABLE);
-    mem = H5Tarray_create2(vs, 1, (hsize_t[]){2});
+    mem = H5Tarray_create2(vs, 1, (hsize_t[]){ 2 });
     roundtrip(f, "{\"class\": \"H5T_ARRAY\", \"dims\": 2, \"base\": " T_VSTR "}",
               "[[\"a\", \"bb\"], [\"ccc\", \"\"]]", 2, mem, s, NULL);
     CHECK_STR(s[0], "a");
@@ -663,14 +663,14 @@ static void test_arrays(struct file *f)
     refused(a23, "[[[1, 2, 3], [4, 5, 6]], [[7, 8, 9], [10, 11]]]", 2, NULL);
 }
 
-#define T_VLEN_I32                                                                                 \
+#define T_VLEN_I32 \
     "{\"class\": \"H5T_VLEN\", \"size\": \"H5T_VARIABLE\", \"base\": \"H5T_STD_I32\"}"
 
 static void test_vlen_sequences(struct file *f)
 {
     hvl_t vl[3];
     hid_t mem = H5Tvlen_create(H5T_NATIVE_INT);
-    hid_t space = H5Screate_simple(1, (hsize_t[]){3}, NULL);
+    hid_t space = H5Screate_simple(1, (hsize_t[]){ 3 }, NULL);
     /* fixture type: sample2's vlen dataset */
     roundtrip(f, T_VLEN_I32, "[[1, 2, 3], [], [-4]]", 3, mem, vl, NULL);
     CHECK(vl[0].len == 3 && ((int *)vl[0].p)[2] == 3);
@@ -762,15 +762,16 @@ static void test_references(struct file *f)
                          H5P_DEFAULT);
     CHECK(g1 >= 0 && g2 >= 0 && d >= 0);
     CHECK(H5Gclose(g1) >= 0 && H5Gclose(g2) >= 0 && H5Dclose(d) >= 0 && H5Sclose(space) >= 0);
-    struct resolver r = {
-        .fid = f->fid, .ids = {G1_ID, G2_ID, DSET_ID}, .paths = {"/g1", "/g2", "/scalar_int"}};
-    struct h5value_refs refs = {resolve, &r};
+    struct resolver r = { .fid = f->fid,
+                          .ids = { G1_ID, G2_ID, DSET_ID },
+                          .paths = { "/g1", "/g2", "/scalar_int" } };
+    struct h5value_refs refs = { resolve, &r };
 
-    hobj_ref_t back[4] = {1, 1, 1, 1};
+    hobj_ref_t back[4] = { 1, 1, 1, 1 };
     /* fixture: sample1 ref_array attribute value, then a bare id and the null reference */
     roundtrip(f, T_REF, "[\"groups/" G2_ID "\", \"datasets/" DSET_ID "\", \"" G1_ID "\", \"\"]", 4,
               H5T_STD_REF_OBJ, back, &refs);
-    const char *want[] = {"/g2", "/scalar_int", "/g1"};
+    const char *want[] = { "/g2", "/scalar_int", "/g1" };
     for (int k = 0; k < 3; k++) {
         hid_t obj = H5Rdereference2(f->fid, H5P_DEFAULT, H5R_OBJECT, &back[k]);
         CHECK(obj >= 0);
@@ -783,7 +784,7 @@ static void test_references(struct file *f)
     CHECK(back[3] == 0);
 
     /* references inside a compound and a vlen: from stored bytes (48 bytes each) */
-    unsigned char stored[4 + 48 + 4 + 2 * 48] = {0};
+    unsigned char stored[4 + 48 + 4 + 2 * 48] = { 0 };
     stored[0] = 9;
     memcpy(stored + 4, "groups/" G1_ID, strlen("groups/" G1_ID));
     stored[52] = 96;
@@ -822,7 +823,7 @@ static void test_references(struct file *f)
     refused(T_REF, "\"groups/\"", 1, &refs);
     refused(T_REF, "5", 1, &refs);
     refused(T_REF, "\"groups/" G1_ID "\"", 1, NULL);
-    struct h5value_refs none = {NULL, NULL};
+    struct h5value_refs none = { NULL, NULL };
     refused(T_REF, "\"groups/" G1_ID "\"", 1, &none);
     value_from_json(&v, T_REF, "\"" UNKNOWN_ID "\"", 1, &refs);
     CHECK(strstr(v.why, UNKNOWN_ID) != NULL);
@@ -831,7 +832,7 @@ static void test_references(struct file *f)
     value_from_json(&v, T_REF, "\"\"", 1, NULL);
     CHECK(v.rc == 0 && *(hobj_ref_t *)v.buf == 0);
     value_done(&v);
-    unsigned char zeros[48] = {0}, junk[48] = {0};
+    unsigned char zeros[48] = { 0 }, junk[48] = { 0 };
     value_from_stored(&v, T_REF, zeros, 48, 1, NULL);
     CHECK(v.rc == 0 && *(hobj_ref_t *)v.buf == 0);
     value_done(&v);
@@ -842,8 +843,8 @@ static void test_references(struct file *f)
 
 /* ---- stored bytes (§6.2, §6.3) ---- */
 
-#define T_VSTR_COMPOUND                                                                            \
-    "{\"class\": \"H5T_COMPOUND\", \"fields\": [{\"name\": \"x\", \"type\": \"H5T_STD_I32LE\"}, "  \
+#define T_VSTR_COMPOUND                                                                           \
+    "{\"class\": \"H5T_COMPOUND\", \"fields\": [{\"name\": \"x\", \"type\": \"H5T_STD_I32LE\"}, " \
     "{\"name\": \"s\", \"type\": " T_VSTR "}]}"
 #define T_VLEN_I16 "{\"class\": \"H5T_VLEN\", \"base\": \"H5T_STD_I16LE\"}"
 
@@ -852,8 +853,8 @@ static void test_stored_vectors(struct file *f)
     struct value v;
     char name[32];
     /* §6.3: vlen UTF-8 strings ["ab", unset, "é", unset] */
-    static const unsigned char strs[] = {2, 0, 0, 0, 'a',  'b',  0, 0, 0, 0,
-                                         2, 0, 0, 0, 0xc3, 0xa9, 0, 0, 0, 0};
+    static const unsigned char strs[] = { 2, 0, 0, 0, 'a',  'b',  0, 0, 0, 0,
+                                          2, 0, 0, 0, 0xc3, 0xa9, 0, 0, 0, 0 };
     value_from_stored(&v, T_VSTR, strs, sizeof(strs), 4, NULL);
     CHECK_INT(v.rc, 0);
     if (v.rc == 0) {
@@ -875,7 +876,9 @@ static void test_stored_vectors(struct file *f)
     value_done(&v);
 
     /* §6.3: compound {x: I32LE, s: vlen str} [(7, "hi"), unset] */
-    static const unsigned char comp[] = {7, 0, 0, 0, 2, 0, 0, 0, 'h', 'i', 0, 0, 0, 0, 0, 0, 0, 0};
+    static const unsigned char comp[] = {
+        7, 0, 0, 0, 2, 0, 0, 0, 'h', 'i', 0, 0, 0, 0, 0, 0, 0, 0
+    };
     value_from_stored(&v, T_VSTR_COMPOUND, comp, sizeof(comp), 2, NULL);
     CHECK_INT(v.rc, 0);
     if (v.rc == 0) {
@@ -891,7 +894,7 @@ static void test_stored_vectors(struct file *f)
     value_done(&v);
 
     /* §6.3: vlen of I16LE [[1, 2, 3], unset] */
-    static const unsigned char seq[] = {6, 0, 0, 0, 1, 0, 2, 0, 3, 0, 0, 0, 0, 0};
+    static const unsigned char seq[] = { 6, 0, 0, 0, 1, 0, 2, 0, 3, 0, 0, 0, 0, 0 };
     value_from_stored(&v, T_VLEN_I16, seq, sizeof(seq), 2, NULL);
     CHECK_INT(v.rc, 0);
     if (v.rc == 0) {
@@ -910,7 +913,7 @@ static void test_stored_vectors(struct file *f)
     value_done(&v);
 
     /* an array of vlen strings: items back to back */
-    static const unsigned char arr[] = {1, 0, 0, 0, 'x', 0, 0, 0, 0, 3, 0, 0, 0, 'y', 'z', 'w'};
+    static const unsigned char arr[] = { 1, 0, 0, 0, 'x', 0, 0, 0, 0, 3, 0, 0, 0, 'y', 'z', 'w' };
     value_from_stored(&v, "{\"class\": \"H5T_ARRAY\", \"dims\": [3], \"base\": " T_VSTR "}", arr,
                       sizeof(arr), 1, NULL);
     CHECK_INT(v.rc, 0);
@@ -923,8 +926,8 @@ static void test_stored_vectors(struct file *f)
     value_done(&v);
 
     /* fixed-size types: the bytes as they are (big-endian stays big-endian) */
-    static const unsigned char be[] = {0,    0,    0,    0,    0,    0,    0,    1,
-                                       0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xfe};
+    static const unsigned char be[] = { 0,    0,    0,    0,    0,    0,    0,    1,
+                                        0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xfe };
     value_from_stored(&v, T_I64BE, be, sizeof(be), 2, NULL);
     CHECK(v.rc == 0 && memcmp(v.buf, be, sizeof(be)) == 0);
     if (v.rc == 0) {
@@ -961,23 +964,23 @@ static void test_stored_vectors(struct file *f)
 
 static void test_stored_refusals(void)
 {
-    static const unsigned char neg[] = {0xff, 0xff, 0xff, 0xff, 'a'};
+    static const unsigned char neg[] = { 0xff, 0xff, 0xff, 0xff, 'a' };
     refused_stored(T_VSTR, neg, sizeof(neg), 1);
-    static const unsigned char past[] = {5, 0, 0, 0, 'a', 'b'};
+    static const unsigned char past[] = { 5, 0, 0, 0, 'a', 'b' };
     refused_stored(T_VSTR, past, sizeof(past), 1);
-    static const unsigned char short_count[] = {1, 0};
+    static const unsigned char short_count[] = { 1, 0 };
     refused_stored(T_VSTR, short_count, sizeof(short_count), 1);
-    static const unsigned char trailing[] = {1, 0, 0, 0, 'a', 0};
+    static const unsigned char trailing[] = { 1, 0, 0, 0, 'a', 0 };
     refused_stored(T_VSTR, trailing, sizeof(trailing), 1);
-    static const unsigned char two[] = {1, 0, 0, 0, 'a'};
+    static const unsigned char two[] = { 1, 0, 0, 0, 'a' };
     refused_stored(T_VSTR, two, sizeof(two), 2);
-    static const unsigned char odd[] = {3, 0, 0, 0, 1, 0, 2};
+    static const unsigned char odd[] = { 3, 0, 0, 0, 1, 0, 2 };
     refused_stored(T_VLEN_I16, odd, sizeof(odd), 1);
-    static const unsigned char seq_past[] = {6, 0, 0, 0, 1, 0};
+    static const unsigned char seq_past[] = { 6, 0, 0, 0, 1, 0 };
     refused_stored(T_VLEN_I16, seq_past, sizeof(seq_past), 1);
-    static const unsigned char comp_short[] = {7, 0, 0, 0, 2, 0, 0, 0, 'h'};
+    static const unsigned char comp_short[] = { 7, 0, 0, 0, 2, 0, 0, 0, 'h' };
     refused_stored(T_VSTR_COMPOUND, comp_short, sizeof(comp_short), 1);
-    static const unsigned char fixed[] = {1, 2, 3, 4, 5};
+    static const unsigned char fixed[] = { 1, 2, 3, 4, 5 };
     refused_stored(T_I32, fixed, sizeof(fixed), 1);
     refused_stored(T_I32, fixed, 4, 2);
     refused_stored(T_I32, fixed, 0, 1);
@@ -992,7 +995,7 @@ static void test_stored_refusals(void)
     value_from_stored(&v, T_VSTR, neg, sizeof(neg), 1, NULL);
     CHECK(strstr(v.why, "negative") != NULL);
     value_done(&v);
-    static const unsigned char second_bad[] = {1, 0, 0, 0, 'a', 9, 0, 0, 0, 'b'};
+    static const unsigned char second_bad[] = { 1, 0, 0, 0, 'a', 9, 0, 0, 0, 'b' };
     value_from_stored(&v, T_VSTR, second_bad, sizeof(second_bad), 2, NULL);
     CHECK_INT(v.rc, -EINVAL);
     CHECK(strstr(v.why, "element 1") != NULL);
@@ -1021,8 +1024,8 @@ static void test_base64(void)
     check_b64("YWJjZA==", "abcd", 4);
     check_b64("YW\nJj\r\n", "abc", 3);
     check_b64("AAAA", "\0\0\0", 3);
-    const char *bad[] = {"Y",    "YQ",    "YQ=",  "YQ===", "Y*==", "YQ==YQ==",
-                         "=YQ=", "YWJ=j", "====", "YWJj=", "Y-_=", "YW\x80j"};
+    const char *bad[] = { "Y",    "YQ",    "YQ=",  "YQ===", "Y*==", "YQ==YQ==",
+                          "=YQ=", "YWJ=j", "====", "YWJj=", "Y-_=", "YW\x80j" };
     for (size_t k = 0; k < sizeof(bad) / sizeof(bad[0]); k++) {
         unsigned char *out = (unsigned char *)1;
         size_t n = 99;
@@ -1142,8 +1145,8 @@ static int visit(const char *path, const struct stat *st, int flag, struct FTW *
 
 static void test_fixture_bucket(struct file *f, const char *data)
 {
-    struct resolver r = {.fid = f->fid, .any_to_root = true};
-    struct walk w = {.f = f, .refs = {resolve, &r}};
+    struct resolver r = { .fid = f->fid, .any_to_root = true };
+    struct walk w = { .f = f, .refs = { resolve, &r } };
     char path[4096];
     the_walk = &w;
     snprintf(path, sizeof(path), "%s/hsds-v2/hsdstest", data);

@@ -40,7 +40,7 @@ static json_t *parse(const char *text)
 
 /* ---- references: three ids, as refs 8, 16 and 24; the id "g-…-000000" dangles ---- */
 
-static const char *const ref_ids[] = {G_ID, D_ID, T_ID};
+static const char *const ref_ids[] = { G_ID, D_ID, T_ID };
 
 static int resolve(void *ctx, const char *id, hobj_ref_t *out)
 {
@@ -70,8 +70,8 @@ static int id_of(void *ctx, const hobj_ref_t *ref, char id[39])
     return -ENOENT;
 }
 
-static const struct h5value_refs refs = {resolve, NULL};
-static const struct h5value_ids ids = {id_of, NULL};
+static const struct h5value_refs refs = { resolve, NULL };
+static const struct h5value_ids ids = { id_of, NULL };
 
 /* ---- JSON: read, write back, compare ---- */
 
@@ -140,38 +140,38 @@ static void check_json(const char *type, const char *text, int rank, const hsize
 #define T_F32 "{\"class\": \"H5T_FLOAT\", \"base\": \"H5T_IEEE_F32LE\"}"
 #define T_F32BE "{\"class\": \"H5T_FLOAT\", \"base\": \"H5T_IEEE_F32BE\"}"
 #define T_F64 "{\"class\": \"H5T_FLOAT\", \"base\": \"H5T_IEEE_F64LE\"}"
-#define T_VSTR                                                                                     \
-    "{\"class\": \"H5T_STRING\", \"length\": \"H5T_VARIABLE\", \"charSet\": \"H5T_CSET_UTF8\", "   \
+#define T_VSTR                                                                                   \
+    "{\"class\": \"H5T_STRING\", \"length\": \"H5T_VARIABLE\", \"charSet\": \"H5T_CSET_UTF8\", " \
     "\"strPad\": \"H5T_STR_NULLTERM\"}"
-#define T_FSTR(n)                                                                                  \
-    "{\"class\": \"H5T_STRING\", \"charSet\": \"H5T_CSET_ASCII\", \"length\": " #n                 \
+#define T_FSTR(n)                                                                  \
+    "{\"class\": \"H5T_STRING\", \"charSet\": \"H5T_CSET_ASCII\", \"length\": " #n \
     ", \"strPad\": \"H5T_STR_NULLPAD\"}"
-#define T_BOOL                                                                                     \
-    "{\"class\": \"H5T_ENUM\", \"mapping\": {\"FALSE\": 0, \"TRUE\": 1}, \"base\": {\"class\": "   \
+#define T_BOOL                                                                                   \
+    "{\"class\": \"H5T_ENUM\", \"mapping\": {\"FALSE\": 0, \"TRUE\": 1}, \"base\": {\"class\": " \
     "\"H5T_INTEGER\", \"base\": \"H5T_STD_I8LE\"}}"
-#define T_ENUM                                                                                     \
-    "{\"class\": \"H5T_ENUM\", \"mapping\": {\"A\": -1, \"B\": 300}, \"base\": {\"class\": "       \
+#define T_ENUM                                                                               \
+    "{\"class\": \"H5T_ENUM\", \"mapping\": {\"A\": -1, \"B\": 300}, \"base\": {\"class\": " \
     "\"H5T_INTEGER\", \"base\": \"H5T_STD_I16BE\"}}"
-#define T_REF                                                                                      \
-    "{\"class\": \"H5T_REFERENCE\", \"base\": \"H5T_STD_REF_OBJ\", \"charSet\": "                  \
+#define T_REF                                                                     \
+    "{\"class\": \"H5T_REFERENCE\", \"base\": \"H5T_STD_REF_OBJ\", \"charSet\": " \
     "\"H5T_CSET_ASCII\", \"length\": 48, \"strPad\": \"H5T_STR_NULLPAD\"}"
-#define T_POINT                                                                                    \
-    "{\"class\": \"H5T_COMPOUND\", \"fields\": [{\"name\": \"x\", \"type\": \"H5T_STD_I32LE\"}, "  \
+#define T_POINT                                                                                   \
+    "{\"class\": \"H5T_COMPOUND\", \"fields\": [{\"name\": \"x\", \"type\": \"H5T_STD_I32LE\"}, " \
     "{\"name\": \"y\", \"type\": " T_F64 "}, {\"name\": \"name\", \"type\": " T_FSTR(6) "}]}"
 #define T_ARR23 "{\"dims\": [2, 3], \"class\": \"H5T_ARRAY\", \"base\": " T_U16BE "}"
-#define T_NESTED                                                                                   \
-    "{\"class\": \"H5T_COMPOUND\", \"fields\": [{\"name\": \"a\", \"type\": " T_ARR23 "}, "        \
-    "{\"name\": \"s\", \"type\": " T_VSTR "}, {\"name\": \"r\", \"type\": " T_REF "}, "            \
+#define T_NESTED                                                                            \
+    "{\"class\": \"H5T_COMPOUND\", \"fields\": [{\"name\": \"a\", \"type\": " T_ARR23 "}, " \
+    "{\"name\": \"s\", \"type\": " T_VSTR "}, {\"name\": \"r\", \"type\": " T_REF "}, "     \
     "{\"name\": \"b\", \"type\": " T_BOOL "}]}"
 #define T_VLEN_I16 "{\"class\": \"H5T_VLEN\", \"base\": \"H5T_STD_I16LE\"}"
 #define T_VLEN_REF "{\"class\": \"H5T_VLEN\", \"base\": " T_REF "}"
 #define T_OPAQUE "{\"class\": \"H5T_OPAQUE\", \"size\": 4, \"tag\": \"\"}"
-#define T_VSTR_COMPOUND                                                                            \
-    "{\"class\": \"H5T_COMPOUND\", \"fields\": [{\"name\": \"x\", \"type\": \"H5T_STD_I32LE\"}, "  \
+#define T_VSTR_COMPOUND                                                                           \
+    "{\"class\": \"H5T_COMPOUND\", \"fields\": [{\"name\": \"x\", \"type\": \"H5T_STD_I32LE\"}, " \
     "{\"name\": \"s\", \"type\": " T_VSTR "}]}"
 #define T_VSTR_ARRAY "{\"class\": \"H5T_ARRAY\", \"dims\": [3], \"base\": " T_VSTR "}"
 
-static const hsize_t D1[] = {1}, D2[] = {2}, D3[] = {3}, D4[] = {4}, D23[] = {2, 3};
+static const hsize_t D1[] = { 1 }, D2[] = { 2 }, D3[] = { 3 }, D4[] = { 4 }, D23[] = { 2, 3 };
 
 static void test_json_numbers(void)
 {
@@ -181,19 +181,19 @@ static void test_json_numbers(void)
     check_json(T_I64BE, "[-9223372036854775808, 9223372036854775807]", 1, D2);
     check_json(T_U16BE, "[[1, 2, 3], [4, 5, 65535]]", 2, D23);
     check_json(T_F64, "[0.1, 1e-05, 1e+16, -0.0, 2.0, NaN, Infinity, -Infinity]", 1,
-               (const hsize_t[]){8});
+               (const hsize_t[]){ 8 });
     check_json(T_F64, "2.718281828459045", 0, NULL);    /* fixture */
     check_json(T_F32, "0.009999999776482582", 0, NULL); /* fixture: a float32 0.01 widened */
     check_json(T_F32BE, "[3.25, -1.5, NaN, -Infinity]", 1, D4);
     check_json_as(T_F32, "0.01", 0, NULL, "0.009999999776482582");
     check_json(T_F16, "[1.5, 65504.0, 5.960464477539063e-08, -0.0, Infinity]", 1,
-               (const hsize_t[]){5});
+               (const hsize_t[]){ 5 });
     check_json_as(T_F16, "[0.1, \"nan\", 1e9]", 1, D3, "[0.0999755859375, NaN, Infinity]");
     check_json(T_BOOL, "true", 0, NULL); /* fixture: sample1 bool */
     check_json_as(T_BOOL, "[0, 1, 2, false]", 1, D4, "[false, true, true, false]");
     check_json(T_ENUM, "[-1, 300]", 1, D2);
-    check_json(T_I8, "[]", 1, (const hsize_t[]){0});
-    check_json(T_I8, "[[], []]", 2, (const hsize_t[]){2, 0});
+    check_json(T_I8, "[]", 1, (const hsize_t[]){ 0 });
+    check_json(T_I8, "[[], []]", 2, (const hsize_t[]){ 2, 0 });
     check_json_as(T_I8, "[5]", 1, D1, "[5]");
 }
 
@@ -244,9 +244,9 @@ static void test_json_refusals(void)
     CHECK_INT(h5value_to_json(v.type, v.tid, v.buf, 1, NULL, &ids, &out, why, sizeof(why)),
               -EINVAL);
     CHECK_INT(h5value_to_json(v.type, v.tid, NULL, 1, D2, &ids, &out, why, sizeof(why)), -EINVAL);
-    CHECK_INT(
-        h5value_to_json(v.type, v.tid, NULL, 1, (const hsize_t[]){0}, &ids, &out, why, sizeof(why)),
-        0);
+    CHECK_INT(h5value_to_json(v.type, v.tid, NULL, 1, (const hsize_t[]){ 0 }, &ids, &out, why,
+                              sizeof(why)),
+              0);
     json_decref(out);
     CHECK_INT(h5value_to_json(v.type, H5T_NATIVE_INT, v.buf, 0, NULL, &ids, &out, why, sizeof(why)),
               -EINVAL); /* the HDF5 type does not match the JSON */
@@ -266,7 +266,7 @@ static void test_json_refusals(void)
               -EINVAL); /* a reference and nothing to resolve it */
     CHECK(strstr(why, "element 1") != NULL);
     int fail = -EIO;
-    struct h5value_ids failing = {id_of, &fail};
+    struct h5value_ids failing = { id_of, &fail };
     CHECK_INT(h5value_to_json(v.type, v.tid, v.buf, 1, D2, &failing, &out, why, sizeof(why)), -EIO);
     value_done(&v);
 }
@@ -310,10 +310,10 @@ static void test_json_edges(void)
     /* a dangling reference is stored as 48 NUL bytes; an id of another class is refused */
     CHECK_INT(value_read(&v, T_REF, "\"groups/g-d64bf735-c43d061d-0000-000000-000000\"", 1), 0);
     CHECK_INT(h5value_to_stored(v.type, v.tid, v.buf, 1, &ids, &stored, &len, why, sizeof(why)), 0);
-    static const unsigned char zeros[48] = {0};
+    static const unsigned char zeros[48] = { 0 };
     CHECK(len == 48 && memcmp(stored, zeros, 48) == 0);
     free(stored);
-    struct h5value_ids bad = {bad_id_of, NULL};
+    struct h5value_ids bad = { bad_id_of, NULL };
     CHECK_INT(h5value_to_json(v.type, v.tid, v.buf, 0, NULL, &bad, &out, why, sizeof(why)),
               -EINVAL);
     CHECK(strstr(why, "not an object id") != NULL);
@@ -360,24 +360,26 @@ static void check_json_stored(const char *type, const char *text, size_t n, cons
 static void test_stored(void)
 {
     /* §6.3 (verified against HSDS): vlen UTF-8 strings ["ab", unset, "é", unset] */
-    static const unsigned char strs[] = {2, 0, 0, 0, 'a',  'b',  0, 0, 0, 0,
-                                         2, 0, 0, 0, 0xc3, 0xa9, 0, 0, 0, 0};
+    static const unsigned char strs[] = { 2, 0, 0, 0, 'a',  'b',  0, 0, 0, 0,
+                                          2, 0, 0, 0, 0xc3, 0xa9, 0, 0, 0, 0 };
     check_stored(T_VSTR, strs, sizeof(strs), 4);
     check_json_stored(T_VSTR, "[\"ab\", \"\", \"\\u00e9\", \"\"]", 4, strs, sizeof(strs));
     /* §6.3: compound {x: I32LE, s: vlen str} [(7, "hi"), unset] */
-    static const unsigned char comp[] = {7, 0, 0, 0, 2, 0, 0, 0, 'h', 'i', 0, 0, 0, 0, 0, 0, 0, 0};
+    static const unsigned char comp[] = {
+        7, 0, 0, 0, 2, 0, 0, 0, 'h', 'i', 0, 0, 0, 0, 0, 0, 0, 0
+    };
     check_stored(T_VSTR_COMPOUND, comp, sizeof(comp), 2);
     check_json_stored(T_VSTR_COMPOUND, "[[7, \"hi\"], [0, \"\"]]", 2, comp, sizeof(comp));
     /* §6.3: vlen of I16LE [[1, 2, 3], unset] */
-    static const unsigned char seq[] = {6, 0, 0, 0, 1, 0, 2, 0, 3, 0, 0, 0, 0, 0};
+    static const unsigned char seq[] = { 6, 0, 0, 0, 1, 0, 2, 0, 3, 0, 0, 0, 0, 0 };
     check_stored(T_VLEN_I16, seq, sizeof(seq), 2);
     check_json_stored(T_VLEN_I16, "[[1, 2, 3], []]", 2, seq, sizeof(seq));
     /* an array of vlen strings: items back to back */
-    static const unsigned char arr[] = {1, 0, 0, 0, 'x', 0, 0, 0, 0, 3, 0, 0, 0, 'y', 'z', 'w'};
+    static const unsigned char arr[] = { 1, 0, 0, 0, 'x', 0, 0, 0, 0, 3, 0, 0, 0, 'y', 'z', 'w' };
     check_stored(T_VSTR_ARRAY, arr, sizeof(arr), 1);
     /* fixed sizes: the bytes as they are, big-endian stays big-endian */
-    static const unsigned char be[] = {0,    0,    0,    0,    0,    0,    0,    1,
-                                       0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xfe};
+    static const unsigned char be[] = { 0,    0,    0,    0,    0,    0,    0,    1,
+                                        0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xfe };
     check_stored(T_I64BE, be, sizeof(be), 2);
     check_json_stored(T_I64BE, "[1, -2]", 2, be, sizeof(be));
     unsigned char packed[3 * 18];
@@ -386,14 +388,14 @@ static void test_stored(void)
     check_stored(T_POINT, packed, sizeof(packed), 3);
     check_stored(T_I8, packed, 0, 0);
     /* references: 48 bytes NUL-padded; the null reference all NUL */
-    unsigned char refs_bytes[3 * 48] = {0};
+    unsigned char refs_bytes[3 * 48] = { 0 };
     memcpy(refs_bytes, "datatypes/" T_ID, 48);
     memcpy(refs_bytes + 96, "groups/" G_ID, 45);
     check_stored(T_REF, refs_bytes, sizeof(refs_bytes), 3);
     check_json_stored(T_REF, "[\"datatypes/" T_ID "\", \"\", \"" G_ID "\"]", 3, refs_bytes,
                       sizeof(refs_bytes));
     /* a vlen of references: the count is in stored bytes (48 each) */
-    unsigned char vref[4 + 96 + 4] = {96};
+    unsigned char vref[4 + 96 + 4] = { 96 };
     memcpy(vref + 4 + 48, "datasets/" D_ID, 47);
     check_stored(T_VLEN_REF, vref, sizeof(vref), 2);
     /* a nested compound with every kind inside */
@@ -436,7 +438,7 @@ static void test_stored_limits(void)
     CHECK_INT(h5value_to_stored(v.type, v.tid, v.buf, 1, NULL, &out, &out_len, why, sizeof(why)),
               -EINVAL);
     int fail = -ENOMEM;
-    struct h5value_ids failing = {id_of, &fail};
+    struct h5value_ids failing = { id_of, &fail };
     CHECK_INT(
         h5value_to_stored(v.type, v.tid, v.buf, 1, &failing, &out, &out_len, why, sizeof(why)),
         -ENOMEM);
@@ -494,9 +496,9 @@ static void test_base64(void)
 /* ---- big-endian numbers, both ways, whatever the thread's floating-point mode ---- */
 
 #define T_F64BE "{\"class\": \"H5T_FLOAT\", \"base\": \"H5T_IEEE_F64BE\"}"
-#define T_BE_RECORD                                                                                \
-    "{\"class\": \"H5T_COMPOUND\", \"fields\": [{\"name\": \"i\", \"type\": \"H5T_STD_I32BE\"}, "  \
-    "{\"name\": \"f\", \"type\": " T_F32BE "}, {\"name\": \"d\", \"type\": " T_F64BE "}, "           \
+#define T_BE_RECORD                                                                               \
+    "{\"class\": \"H5T_COMPOUND\", \"fields\": [{\"name\": \"i\", \"type\": \"H5T_STD_I32BE\"}, " \
+    "{\"name\": \"f\", \"type\": " T_F32BE "}, {\"name\": \"d\", \"type\": " T_F64BE "}, "        \
     "{\"name\": \"u\", \"type\": " T_U16BE "}]}"
 
 /* text read as type must give exactly the bytes want (the HDF5 memory layout), and be written
@@ -519,21 +521,21 @@ static void check_bytes(const char *type, const char *text, int rank, const hsiz
  * subnormal 1.594370487e-314; -99.0 is the other tables' FIELD_2/3_FILL. */
 static void test_big_endian(void)
 {
-    static const unsigned char f64[] = {0x00, 0x00, 0x00, 0x00, 0xc0, 0x58, 0xc0, 0x00,
-                                        0xc0, 0x58, 0xc0, 0x00, 0x00, 0x00, 0x00, 0x00,
-                                        0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x01};
+    static const unsigned char f64[] = { 0x00, 0x00, 0x00, 0x00, 0xc0, 0x58, 0xc0, 0x00,
+                                         0xc0, 0x58, 0xc0, 0x00, 0x00, 0x00, 0x00, 0x00,
+                                         0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x01 };
     check_bytes(T_F64BE, "[1.594370487e-314, -99.0, 5e-324]", 1, D3, f64, sizeof f64);
-    static const unsigned char f32[] = {0xc2, 0xc6, 0x00, 0x00, 0x00, 0x00, 0x00, 0x01};
+    static const unsigned char f32[] = { 0xc2, 0xc6, 0x00, 0x00, 0x00, 0x00, 0x00, 0x01 };
     check_bytes(T_F32BE, "[-99.0, 1.401298464324817e-45]", 1, D2, f32, sizeof f32);
-    static const unsigned char i64[] = {0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff,
-                                        0x01, 0x02, 0x03, 0x04, 0x05, 0x06, 0x07, 0x08};
+    static const unsigned char i64[] = { 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff,
+                                         0x01, 0x02, 0x03, 0x04, 0x05, 0x06, 0x07, 0x08 };
     check_bytes(T_I64BE, "[-1, 72623859790382856]", 1, D2, i64, sizeof i64);
-    static const unsigned char rec[] = {0xff, 0xff, 0xff, 0x9c,                         /* -100 */
-                                        0x00, 0x00, 0x00, 0x01,                         /* f32 */
-                                        0x00, 0x00, 0x00, 0x00, 0xc0, 0x58, 0xc0, 0x00, /* f64 */
-                                        0x01, 0x02};                                    /* 258 */
-    check_bytes(T_BE_RECORD, "[-100, 1.401298464324817e-45, 1.594370487e-314, 258]", 0, NULL,
-                rec, sizeof rec);
+    static const unsigned char rec[] = { 0xff, 0xff, 0xff, 0x9c,                         /* -100 */
+                                         0x00, 0x00, 0x00, 0x01,                         /* f32 */
+                                         0x00, 0x00, 0x00, 0x00, 0xc0, 0x58, 0xc0, 0x00, /* f64 */
+                                         0x01, 0x02 };                                   /* 258 */
+    check_bytes(T_BE_RECORD, "[-100, 1.401298464324817e-45, 1.594370487e-314, 258]", 0, NULL, rec,
+                sizeof rec);
 }
 
 #if defined(__SSE2__)

@@ -67,15 +67,15 @@ static void test_hdf5_compound(hid_t fid)
 {
     hid_t vstr = H5Tcopy(H5T_C_S1);
     CHECK(vstr >= 0 && H5Tset_size(vstr, H5T_VARIABLE) >= 0);
-    hsize_t adims[2] = {2, 3}, dims[1] = {2};
+    hsize_t adims[2] = { 2, 3 }, dims[1] = { 2 };
     hid_t arr = H5Tarray_create2(H5T_NATIVE_SHORT, 2, adims);
     hid_t ct = H5Tcreate(H5T_COMPOUND, sizeof(struct padded));
     CHECK(H5Tinsert(ct, "c", HOFFSET(struct padded, c), H5T_NATIVE_SCHAR) >= 0);
     CHECK(H5Tinsert(ct, "d", HOFFSET(struct padded, d), H5T_IEEE_F64BE) >= 0);
     CHECK(H5Tinsert(ct, "a", HOFFSET(struct padded, a), arr) >= 0);
     CHECK(H5Tinsert(ct, "s", HOFFSET(struct padded, s), vstr) >= 0);
-    struct padded rows[2] = {{-3, 0.5, {{1, 2, 3}, {4, 5, 6}}, "ab"},
-                             {7, -1e300, {{-1, 0, 0}, {0, 0, 32767}}, "\xc3\xa9"}};
+    struct padded rows[2] = { { -3, 0.5, { { 1, 2, 3 }, { 4, 5, 6 } }, "ab" },
+                              { 7, -1e300, { { -1, 0, 0 }, { 0, 0, 32767 } }, "\xc3\xa9" } };
     hid_t native = H5Tcreate(H5T_COMPOUND, sizeof(struct padded)); /* with a native double */
     CHECK(H5Tinsert(native, "c", HOFFSET(struct padded, c), H5T_NATIVE_SCHAR) >= 0);
     CHECK(H5Tinsert(native, "d", HOFFSET(struct padded, d), H5T_NATIVE_DOUBLE) >= 0);
@@ -161,7 +161,7 @@ static void compare_attr(struct tally *t, struct fixture *fx, const struct fixtu
         void *buf = calloc(n ? n : 1, H5Tget_size(mem));
         json_t *value = NULL;
         char why[WHY_LEN] = "";
-        struct h5value_ids ids = {fixture_id_of, fx};
+        struct h5value_ids ids = { fixture_id_of, fx };
         CHECK(buf && H5Aread(aid, mem, buf) >= 0);
         CHECK_INT(h5value_to_json(json, mem, buf, rank, dims, &ids, &value, why, sizeof(why)), 0);
         compare_value(o->path, name, value, json_object_get(attr, "value"));
@@ -216,7 +216,7 @@ static unsigned char *single_chunk(struct fixture *fx, const struct fixture_obje
             json_integer_value(json_array_get(cdims, (size_t)k)) != (json_int_t)dims[k])
             return NULL;
     }
-    uint64_t index[H5S_MAX_RANK] = {0};
+    uint64_t index[H5S_MAX_RANK] = { 0 };
     char key[512], path[4096 + 512];
     CHECK_INT(schema_chunk_key(o->id, index, rank ? rank : 1, -1, key, sizeof(key)), 0);
     snprintf(path, sizeof(path), "%s/%s", fx->bucket, key);
@@ -236,7 +236,7 @@ static void compare_chunk(struct tally *t, struct fixture *fx, const struct fixt
                           hid_t dset, const json_t *json, hid_t mem)
 {
     hid_t space = H5Dget_space(dset);
-    int rank = 0;   /* defined even after a failed CHECK (which goes on) */
+    int rank = 0; /* defined even after a failed CHECK (which goes on) */
     hsize_t dims[H5S_MAX_RANK];
     size_t n = 0, len = 0;
     CHECK(space >= 0 && shape_of(space, &rank, dims, &n) == 0);
@@ -246,7 +246,7 @@ static void compare_chunk(struct tally *t, struct fixture *fx, const struct fixt
         unsigned char *stored = NULL;
         size_t stored_len = 0;
         char why[WHY_LEN] = "";
-        struct h5value_ids ids = {fixture_id_of, fx};
+        struct h5value_ids ids = { fixture_id_of, fx };
         CHECK(buf && H5Dread(dset, mem, H5S_ALL, H5S_ALL, H5P_DEFAULT, buf) >= 0);
         CHECK_INT(
             h5value_to_stored(json, mem, buf, n, &ids, &stored, &stored_len, why, sizeof(why)), 0);
@@ -282,11 +282,11 @@ static void compare_dataset(struct tally *t, struct fixture *fx, const struct fi
 static void test_fixture(const char *data)
 {
     static const char *const domains[][2] = {
-        {"sample1.h5", "sample1.h5"},         {"sample2.h5", "sample2.h5"},
-        {"sample2_z_zstd.h5", "sample2.h5"},  {"sample3.h5", "sample3.h5"},
-        {"sample_link.h5", "sample_link.h5"}, {"partial.h5", "partial_expected.h5"},
+        { "sample1.h5", "sample1.h5" },         { "sample2.h5", "sample2.h5" },
+        { "sample2_z_zstd.h5", "sample2.h5" },  { "sample3.h5", "sample3.h5" },
+        { "sample_link.h5", "sample_link.h5" }, { "partial.h5", "partial_expected.h5" },
     };
-    struct tally t = {0, 0, 0};
+    struct tally t = { 0, 0, 0 };
     for (size_t k = 0; k < sizeof(domains) / sizeof(domains[0]); k++) {
         struct fixture fx;
         if (fixture_open(&fx, data, domains[k][0], domains[k][1]) == 0) {

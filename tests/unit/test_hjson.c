@@ -144,7 +144,7 @@ static void test_invalid(void)
         "{\"a\": Infinityy}",
         "{\"a\": NaN NaN}",
         "\"\\",
-        "{\"a\\u0000b\": 1}",    /* an object key with a NUL: not a C string */
+        "{\"a\\u0000b\": 1}", /* an object key with a NUL: not a C string */
     };
     for (size_t k = 0; k < sizeof(bad) / sizeof(bad[0]); k++) {
         json_t *doc = load(bad[k], why);
@@ -185,13 +185,13 @@ static void test_numbers(void)
 {
     json_t *v;
     double x;
-#define NUM_OF(expr, want)                                                                         \
-    do {                                                                                           \
-        v = (expr);                                                                                \
-        x = -1;                                                                                    \
-        CHECK_INT(hjson_number(v, &x), 0);                                                         \
-        CHECK(x == (want));                                                                        \
-        json_decref(v);                                                                            \
+#define NUM_OF(expr, want)                 \
+    do {                                   \
+        v = (expr);                        \
+        x = -1;                            \
+        CHECK_INT(hjson_number(v, &x), 0); \
+        CHECK(x == (want));                \
+        json_decref(v);                    \
     } while (0)
     NUM_OF(json_integer(-7), -7.0);
     NUM_OF(json_real(2.5), 2.5);
@@ -207,7 +207,7 @@ static void test_numbers(void)
                        "18446744073709551615"),
            18446744073709551615.0);
 #undef NUM_OF
-    const char *nans[] = {"nan", "NaN", " nan", "-nan", HJSON_NAN};
+    const char *nans[] = { "nan", "NaN", " nan", "-nan", HJSON_NAN };
     for (size_t k = 0; k < sizeof(nans) / sizeof(nans[0]); k++) {
         v = json_string(nans[k]);
         x = 0;
@@ -215,8 +215,8 @@ static void test_numbers(void)
         CHECK(isnan(x));
         json_decref(v);
     }
-    const char *bad[] = {"",    " ",    "abc",   "0x10",  "nan(1)",  "1.5x",
-                         "--1", "\x01", "\x01x", "1\x01", "infinit", "1 2"};
+    const char *bad[] = { "",    " ",    "abc",   "0x10",  "nan(1)",  "1.5x",
+                          "--1", "\x01", "\x01x", "1\x01", "infinit", "1 2" };
     for (size_t k = 0; k < sizeof(bad) / sizeof(bad[0]); k++) {
         v = json_string(bad[k]);
         CHECK_INT(hjson_number(v, &x), -EINVAL);
@@ -328,8 +328,8 @@ static void test_fixtures(const char *data)
 static void test_nul_in_strings(void)
 {
     char why[WHY_LEN];
-    json_t *doc = load("{\"v\": [\"x\\u0000y\", \"\\u0000d\", \"ab\"], \"f\": \"1.5\\u0000x\"}",
-                       why);
+    json_t *doc =
+        load("{\"v\": [\"x\\u0000y\", \"\\u0000d\", \"ab\"], \"f\": \"1.5\\u0000x\"}", why);
     CHECK(doc != NULL);
     const json_t *v = json_object_get(doc, "v");
     CHECK_INT(json_string_length(json_array_get(v, 0)), 3);
@@ -379,7 +379,7 @@ static void test_subnormals_in_fast_math_thread(void)
     CHECK(bits == 1);
     CHECK_INT(hjson_dumps(doc, &text), 0);
     CHECK_STR(text, "[1.594370487e-314, 5e-324, \"4.9e-324\"]");
-    CHECK_INT(_mm_getcsr() & 0x8040u, 0x8040u);  /* the caller's mode is left as it was */
+    CHECK_INT(_mm_getcsr() & 0x8040u, 0x8040u); /* the caller's mode is left as it was */
     _mm_setcsr(csr);
     free(text);
     json_decref(doc);

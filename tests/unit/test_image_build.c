@@ -124,11 +124,10 @@ static int write_image(struct image *img, const char *path)
     int rc = fp && r.cache ? 0 : -EIO;
     for (size_t i = 0; i < n && rc == 0; i++) {
         const struct segment *s = &segs[i];
-        int poisoned = s->kind == SEGMENT_CHUNK &&
-                       img->datasets[s->dset].origin == ORIGIN_POISON;
+        int poisoned = s->kind == SEGMENT_CHUNK && img->datasets[s->dset].origin == ORIGIN_POISON;
         if (poisoned)
             CHECK_INT(image_read(img, &r, s->off, buf, 1), -EIO);
-        if (fseeko(fp, (off_t)s->off, SEEK_SET) != 0)      /* the holes between: zeros */
+        if (fseeko(fp, (off_t)s->off, SEEK_SET) != 0) /* the holes between: zeros */
             rc = -EIO;
         for (uint64_t off = s->off; off < s->off + s->len && rc == 0;) {
             size_t len = s->off + s->len - off < sizeof buf ? s->off + s->len - off : sizeof buf;
@@ -156,45 +155,53 @@ static void put_sparse_domain(struct store *st)
     char l1[200], l2[200], l3[200], l4[200], l5[200], links[1024];
     const char *i8 = "\"type\": {\"class\": \"H5T_INTEGER\", \"base\": \"H5T_STD_I8LE\"}";
     char body[1024], linked[256];
-    snprintf(links, sizeof links, "%s, %s, %s, %s, %s",
-             hard_link("sparse", D_SPARSE, l1, sizeof l1),
-             hard_link("unlimited", D_UNLIMITED, l2, sizeof l2),
-             hard_link("maxdims", D_MAXDIMS, l3, sizeof l3),
-             hard_link("empty", D_EMPTY, l4, sizeof l4),
-             hard_link("linked", D_LINKED, l5, sizeof l5));
+    snprintf(
+        links, sizeof links, "%s, %s, %s, %s, %s", hard_link("sparse", D_SPARSE, l1, sizeof l1),
+        hard_link("unlimited", D_UNLIMITED, l2, sizeof l2),
+        hard_link("maxdims", D_MAXDIMS, l3, sizeof l3), hard_link("empty", D_EMPTY, l4, sizeof l4),
+        hard_link("linked", D_LINKED, l5, sizeof l5));
     put_root(st, links, "");
     /* 10^12 elements in chunks of one, fill value -1, one chunk object (42 at 123456789012) */
-    snprintf(body, sizeof body, "%s, \"shape\": {\"class\": \"H5S_SIMPLE\", \"dims\": [%llu]}, "
+    snprintf(body, sizeof body,
+             "%s, \"shape\": {\"class\": \"H5S_SIMPLE\", \"dims\": [%llu]}, "
              "\"creationProperties\": {\"fillValue\": -1}, "
-             "\"layout\": {\"class\": \"H5D_CHUNKED\", \"dims\": [1]}", i8, TERA);
+             "\"layout\": {\"class\": \"H5D_CHUNKED\", \"dims\": [1]}",
+             i8, TERA);
     put_dataset(st, D_SPARSE, body);
     put_chunk(st, D_SPARSE, (uint64_t[]){ 123456789012ull }, 1, "\x2a", 1);
     /* the same, extendible (one unlimited dimension: an extensible array in HDF5) */
-    snprintf(body, sizeof body, "%s, \"shape\": {\"class\": \"H5S_SIMPLE\", \"dims\": [%llu], "
+    snprintf(body, sizeof body,
+             "%s, \"shape\": {\"class\": \"H5S_SIMPLE\", \"dims\": [%llu], "
              "\"maxdims\": [0]}, \"creationProperties\": {\"fillValue\": -1}, "
-             "\"layout\": {\"class\": \"H5D_CHUNKED\", \"dims\": [1]}", i8, TERA);
+             "\"layout\": {\"class\": \"H5D_CHUNKED\", \"dims\": [1]}",
+             i8, TERA);
     put_dataset(st, D_UNLIMITED, body);
     put_chunk(st, D_UNLIMITED, (uint64_t[]){ TERA - 1 }, 1, "\x07", 1);
     /* small now, 10^13 at most */
-    snprintf(body, sizeof body, "%s, \"shape\": {\"class\": \"H5S_SIMPLE\", \"dims\": [1000], "
+    snprintf(body, sizeof body,
+             "%s, \"shape\": {\"class\": \"H5S_SIMPLE\", \"dims\": [1000], "
              "\"maxdims\": [%llu]}, \"layout\": {\"class\": \"H5D_CHUNKED\", \"dims\": [1]}",
              i8, 10 * TERA);
     put_dataset(st, D_MAXDIMS, body);
     put_chunk(st, D_MAXDIMS, (uint64_t[]){ 999 }, 1, "\x05", 1);
     /* no chunk object at all */
-    snprintf(body, sizeof body, "%s, \"shape\": {\"class\": \"H5S_SIMPLE\", \"dims\": [1000000, "
+    snprintf(body, sizeof body,
+             "%s, \"shape\": {\"class\": \"H5S_SIMPLE\", \"dims\": [1000000, "
              "1000000]}, \"creationProperties\": {\"fillValue\": 3}, "
-             "\"layout\": {\"class\": \"H5D_CHUNKED\", \"dims\": [1, 1]}", i8);
+             "\"layout\": {\"class\": \"H5D_CHUNKED\", \"dims\": [1, 1]}",
+             i8);
     put_dataset(st, D_EMPTY, body);
     /* element 5 is byte 77 of a linked file (an unfiltered one-byte HDF5 chunk) */
     for (int i = 0; i < 256; i++)
         linked[i] = (char)i;
     CHECK_INT(store_put(st, "linked/f.bin", linked, sizeof linked), 0);
-    snprintf(body, sizeof body, "%s, \"shape\": {\"class\": \"H5S_SIMPLE\", \"dims\": [%llu]}, "
+    snprintf(body, sizeof body,
+             "%s, \"shape\": {\"class\": \"H5S_SIMPLE\", \"dims\": [%llu]}, "
              "\"layout\": {\"class\": \"H5D_CHUNKED\", \"dims\": [1]}, "
              "\"creationProperties\": {\"layout\": {\"class\": \"H5D_CHUNKED_REF\", "
              "\"file_uri\": \"bucket/linked/f.bin\", \"dims\": [1], "
-             "\"chunks\": {\"5\": [77, 1]}}}", i8, TERA);
+             "\"chunks\": {\"5\": [77, 1]}}}",
+             i8, TERA);
     put_dataset(st, D_LINKED, body);
 }
 
@@ -250,7 +257,7 @@ static void test_declared_size(void)
     CHECK(stats.memory < (1u << 20));
     CHECK(stats.size < (4u << 20));
     CHECK_INT(stats.datasets, 5);
-    CHECK_INT(stats.chunks, 5);         /* four stored, the empty dataset's first */
+    CHECK_INT(stats.chunks, 5); /* four stored, the empty dataset's first */
     snprintf(path, sizeof path, "%s/declared.h5", tmp_dir);
     if (stats.size < (4u << 20) && write_image(img, path) == 0) {
         hid_t f = H5Fopen(path, H5F_ACC_RDONLY, H5P_DEFAULT);
@@ -279,16 +286,20 @@ static void put_bad_domain(struct store *st)
 {
     char l1[200], l2[200], l3[200], links[1024];
     snprintf(links, sizeof links, "%s, %s, %s", hard_link("badtype", D_BADTYPE, l1, sizeof l1),
-             hard_link("scalar", D_SCALAR, l2, sizeof l2), hard_link("ghost", D_GHOST, l3, sizeof l3));
-    put_root(st, links, "\"broken\": {\"type\": {\"class\": \"H5T_MYSTERY\"}, "
+             hard_link("scalar", D_SCALAR, l2, sizeof l2),
+             hard_link("ghost", D_GHOST, l3, sizeof l3));
+    put_root(st, links,
+             "\"broken\": {\"type\": {\"class\": \"H5T_MYSTERY\"}, "
              "\"shape\": {\"class\": \"H5S_SCALAR\"}, \"value\": 1}, "
              "\"fine\": {\"type\": {\"class\": \"H5T_INTEGER\", \"base\": \"H5T_STD_I32LE\"}, "
              "\"shape\": {\"class\": \"H5S_SCALAR\"}, \"value\": 1}");
-    put_dataset(st, D_BADTYPE, "\"type\": {\"class\": \"H5T_MYSTERY\"}, "
+    put_dataset(st, D_BADTYPE,
+                "\"type\": {\"class\": \"H5T_MYSTERY\"}, "
                 "\"shape\": {\"class\": \"H5S_SIMPLE\", \"dims\": [100, 100]}, "
                 "\"layout\": {\"class\": \"H5D_CHUNKED\", \"dims\": [10, 10]}");
     /* a scalar whose one chunk has 2 bytes where an int32 needs 4 */
-    put_dataset(st, D_SCALAR, "\"type\": {\"class\": \"H5T_INTEGER\", \"base\": \"H5T_STD_I32LE\"}, "
+    put_dataset(st, D_SCALAR,
+                "\"type\": {\"class\": \"H5T_INTEGER\", \"base\": \"H5T_STD_I32LE\"}, "
                 "\"shape\": {\"class\": \"H5S_SCALAR\"}, "
                 "\"layout\": {\"class\": \"H5D_CHUNKED\", \"dims\": [1]}");
     put_chunk(st, D_SCALAR, (uint64_t[]){ 0 }, 1, "\x01\x02", 2);

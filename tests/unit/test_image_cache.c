@@ -29,8 +29,8 @@
 #define ROOT "g-01234567-89abcdef-89ab-cdef01-234567"
 #define THREADS 8
 #define ROUNDS 50
-#define OLD 100             /* images there before each round */
-#define KEPT 4              /* images that fit the limit */
+#define OLD 100 /* images there before each round */
+#define KEPT 4  /* images that fit the limit */
 
 static char tmp_dir[256];
 
@@ -52,7 +52,7 @@ static void *save_one(void *arg)
     const struct saver *s = arg;
     struct image_cache_key key = { 0 };
     snprintf(key.name, sizeof key.name, "%032x%032x", s->round, s->id);
-    pthread_barrier_wait(s->start);     /* all saves at once */
+    pthread_barrier_wait(s->start); /* all saves at once */
     image_cache_save(s->src, &key, s->img);
     return NULL;
 }
@@ -83,8 +83,10 @@ static struct image *build_small_image(struct store **st)
     CHECK_INT(mkdir(bucket, 0755), 0);
     CHECK_INT(store_posix_open(bucket, st), 0);
     CHECK_INT(schema_obj_key(ROOT, key, sizeof key), 0);
-    snprintf(text, sizeof text, "{\"id\": \"%s\", \"root\": \"%s\", \"links\": {}, "
-             "\"attributes\": {}}", ROOT, ROOT);
+    snprintf(text, sizeof text,
+             "{\"id\": \"%s\", \"root\": \"%s\", \"links\": {}, "
+             "\"attributes\": {}}",
+             ROOT, ROOT);
     CHECK_INT(store_put(*st, key, text, strlen(text)), 0);
     struct image_source src = { .store = *st, .bucket_name = "bucket" };
     struct image *img = NULL;

@@ -38,10 +38,10 @@ static char *read_file(const char *path, size_t *len)
 }
 
 struct domain {
-    char dir[4096];             /* the bucket directory */
-    json_t *want;               /* the fixture's .info.json */
+    char dir[4096]; /* the bucket directory */
+    json_t *want;   /* the fixture's .info.json */
     struct info_object objs[MAX_OBJECTS];
-    int rank[MAX_OBJECTS];      /* 0: not a dataset's; else 1 + its place in want's datasets */
+    int rank[MAX_OBJECTS]; /* 0: not a dataset's; else 1 + its place in want's datasets */
     size_t n;
 };
 
@@ -53,7 +53,8 @@ static int dataset_rank(const json_t *want, const char *key)
     int i = 0;
     if (!d)
         return 0;
-    json_object_foreach(json_object_get(want, "datasets"), id, v) {
+    json_object_foreach(json_object_get(want, "datasets"), id, v)
+    {
         i++;
         if (strncmp(d + 3, id + 20, 18) == 0)
             return i;
@@ -87,7 +88,7 @@ static void add_object(struct domain *dom, const char *key)
     if (strstr(key, "/.dataset.json"))
         o->doc = hjson_loadb(data, len, NULL, 0);
     else if (strstr(key, "/d/"))
-        o->bytes = (unsigned char *)data;       /* chunk tables are read */
+        o->bytes = (unsigned char *)data; /* chunk tables are read */
     o->len = len;
     dom->rank[dom->n] = dataset_rank(dom->want, key);
     double mtime = 0;
@@ -95,9 +96,11 @@ static void add_object(struct domain *dom, const char *key)
     void *it = json_object_iter(dsets);
     for (int i = 1; it && i < dom->rank[dom->n]; i++)
         it = json_object_iter_next(dsets, it);
-    CHECK_INT(hjson_number(json_object_get(dom->rank[dom->n] ? json_object_iter_value(it)
-                                                             : dom->want, "lastModified"),
-                           &mtime), 0);
+    CHECK_INT(
+        hjson_number(json_object_get(dom->rank[dom->n] ? json_object_iter_value(it) : dom->want,
+                                     "lastModified"),
+                     &mtime),
+        0);
     o->mtime = mtime;
     if (!o->bytes)
         free(data);
@@ -156,8 +159,7 @@ static int has_chunk_table(const struct domain *dom)
     return 0;
 }
 
-static void check_domain(const char *bucket_dir, const char *bucket, const char *root,
-                         int *tables)
+static void check_domain(const char *bucket_dir, const char *bucket, const char *root, int *tables)
 {
     struct domain *dom = calloc(1, sizeof *dom);
     char path[8192], key[512];
@@ -178,7 +180,7 @@ static void check_domain(const char *bucket_dir, const char *bucket, const char 
     CHECK_INT(rc, 0);
     CHECK_STR(got, want_text);
     *tables += has_chunk_table(dom);
-    if (has_chunk_table(dom)) {      /* without its chunks' bytes, no guess */
+    if (has_chunk_table(dom)) { /* without its chunks' bytes, no guess */
         for (size_t i = 0; i < dom->n; i++) {
             free(dom->objs[i].bytes);
             dom->objs[i].bytes = NULL;
@@ -219,15 +221,14 @@ static void test_object_ids(void)
 {
     char id[128];
     CHECK_INT(info_object_id("db/5081627e-84cc3427/.group.json", id, sizeof id), 0);
-    CHECK_STR(id, "g-5081627e-84cc3427-d809-eaf60c-44bcaf");    /* its .domain.json's root */
-    CHECK_INT(info_object_id("db/5081627e-84cc3427/d/2676-fe3c22-f7924f/0_12", id, sizeof id),
-              0);
+    CHECK_STR(id, "g-5081627e-84cc3427-d809-eaf60c-44bcaf"); /* its .domain.json's root */
+    CHECK_INT(info_object_id("db/5081627e-84cc3427/d/2676-fe3c22-f7924f/0_12", id, sizeof id), 0);
     CHECK_STR(id, "c-5081627e-84cc3427-2676-fe3c22-f7924f_0_12");
-    CHECK_INT(info_object_id("db/5081627e-84cc3427/d/2676-fe3c22-f7924f/p3/1_7", id, sizeof id),
-              0);
+    CHECK_INT(info_object_id("db/5081627e-84cc3427/d/2676-fe3c22-f7924f/p3/1_7", id, sizeof id), 0);
     CHECK_STR(id, "c3-5081627e-84cc3427-2676-fe3c22-f7924f_1_7");
-    CHECK_INT(info_object_id("db/5081627e-84cc3427/t/2676-fe3c22-f7924f/.datatype.json", id,
-                             sizeof id), 0);
+    CHECK_INT(
+        info_object_id("db/5081627e-84cc3427/t/2676-fe3c22-f7924f/.datatype.json", id, sizeof id),
+        0);
     CHECK_STR(id, "t-5081627e-84cc3427-2676-fe3c22-f7924f");
     /* what HSDS's scan leaves out */
     CHECK_INT(info_object_id("db/5081627e-84cc3427/.info.json", id, sizeof id), -EINVAL);
@@ -240,11 +241,21 @@ static void test_object_ids(void)
 /* The scan times as Python's repr(float) writes them; an S3 listing's whole seconds as ints. */
 static void test_numbers(void)
 {
-    static const struct { double x; const char *text; } cases[] = {
-        { 1795302901.2782958, "1795302901.2782958" }, { 1795302901.283941, "1795302901.283941" },
-        { 1e16, "1e+16" }, { 1234567890123456.0, "1234567890123456.0" }, { 123.0, "123.0" },
-        { 0.0001, "0.0001" }, { 0.00001, "1e-05" }, { 0.5, "0.5" }, { 1.5e-7, "1.5e-07" },
-        { 0.1, "0.1" }, { 2.5e300, "2.5e+300" },
+    static const struct {
+        double x;
+        const char *text;
+    } cases[] = {
+        { 1795302901.2782958, "1795302901.2782958" },
+        { 1795302901.283941, "1795302901.283941" },
+        { 1e16, "1e+16" },
+        { 1234567890123456.0, "1234567890123456.0" },
+        { 123.0, "123.0" },
+        { 0.0001, "0.0001" },
+        { 0.00001, "1e-05" },
+        { 0.5, "0.5" },
+        { 1.5e-7, "1.5e-07" },
+        { 0.1, "0.1" },
+        { 2.5e300, "2.5e+300" },
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         struct info_scan scan = { .bucket = "b", .scan_start = cases[i].x, .scan_complete = 1 };
@@ -256,10 +267,16 @@ static void test_numbers(void)
             fprintf(stderr, "%s: want %s\n", got ? got : "(null)", want);
         free(got);
     }
-    struct info_object root = { .key = "db/5081627e-84cc3427/.group.json", .size = 10,
-                                .mtime = 1795302889.75, .etag = "\"0123456789abcdef0123\"" };
-    struct info_scan scan = { .bucket = "b\xc3\xa9\"", .whole_seconds = 1, .objects = &root,
-                              .n = 1, .scan_start = 2, .scan_complete = 3 };
+    struct info_object root = { .key = "db/5081627e-84cc3427/.group.json",
+                                .size = 10,
+                                .mtime = 1795302889.75,
+                                .etag = "\"0123456789abcdef0123\"" };
+    struct info_scan scan = { .bucket = "b\xc3\xa9\"",
+                              .whole_seconds = 1,
+                              .objects = &root,
+                              .n = 1,
+                              .scan_start = 2,
+                              .scan_complete = 3 };
     char *got = NULL;
     CHECK_INT(info_text(&scan, &got), 0);
     CHECK(got && strncmp(got, "{\"lastModified\": 1795302889, \"num_groups\": 1,", 45) == 0);
@@ -276,6 +293,6 @@ int main(int argc, char **argv)
     check_bucket(data, "hsdstest", &domains, &tables);
     check_bucket(data, "hsdsnc", &domains, &tables);
     CHECK_INT(domains, 21);
-    CHECK_INT(tables, 2);       /* sample_link.h5 and sample_fastlink.h5 */
+    CHECK_INT(tables, 2); /* sample_link.h5 and sample_fastlink.h5 */
     return check_done("info");
 }

@@ -72,8 +72,7 @@ static void test_chunk_dims(void)
                (uint64_t[]){ 1280, 1280 });
     check_dims(1, (uint64_t[]){ INT64_MAX }, NULL, 1, NULL, (uint64_t[]){ 4194304 });
     check_dims(1, (uint64_t[]){ 1ull << 50 }, NULL, 8192, NULL, (uint64_t[]){ 512 });
-    check_dims(2, (uint64_t[]){ 1ull << 62, 1ull << 62 }, NULL, 8, NULL,
-               (uint64_t[]){ 512, 1024 });
+    check_dims(2, (uint64_t[]){ 1ull << 62, 1ull << 62 }, NULL, 8, NULL, (uint64_t[]){ 512, 1024 });
 }
 
 /* ---- helpers ---- */
@@ -147,8 +146,8 @@ static int image_to_file(struct store *st, const char *root, const char *path)
 
 /* ---- 2. round trip through the image ---- */
 
-static const char *const sources[] = { "sample1.h5", "sample2.h5", "sample3.h5",
-                                       "sample_link.h5", "partial_expected.h5" };
+static const char *const sources[] = { "sample1.h5", "sample2.h5", "sample3.h5", "sample_link.h5",
+                                       "partial_expected.h5" };
 
 /* A v1 root's objects are all at the top level (§11): nothing under db/, the root's own key. */
 static void check_v1_layout(const char *dir, struct store *st, const char *root)
@@ -162,7 +161,8 @@ static void check_v1_layout(const char *dir, struct store *st, const char *root)
     const json_t *links = json_object_get(doc, "links");
     const char *name;
     const json_t *link;
-    json_object_foreach((json_t *)links, name, link) {
+    json_object_foreach((json_t *)links, name, link)
+    {
         const char *id = json_string_value(json_object_get(link, "id"));
         if (id) {
             CHECK_INT(schema_id_version(id), 1);
@@ -213,7 +213,6 @@ static void test_round_trip(const char *name, const char *base_root)
     store_close(st);
 }
 
-
 /* ---- 3. the JSON against what HSDS stored ---- */
 
 /* A copy without what differs between any two loads of one file: ids, timestamps. */
@@ -227,11 +226,13 @@ static json_t *normalised(const json_t *doc)
     json_object_del(json_object_get(c, "type"), "id");
     const char *k;
     json_t *v;
-    json_object_foreach(json_object_get(c, "links"), k, v) {
+    json_object_foreach(json_object_get(c, "links"), k, v)
+    {
         json_object_del(v, "id");
         json_object_del(v, "created");
     }
-    json_object_foreach(json_object_get(c, "attributes"), k, v) {
+    json_object_foreach(json_object_get(c, "attributes"), k, v)
+    {
         json_object_del(v, "created");
         json_object_del(json_object_get(v, "type"), "id");
     }
@@ -249,8 +250,8 @@ static void member_names(const json_t *o, char *buf, size_t len)
     json_t *v;
     size_t n = 0;
     buf[0] = '\0';
-    json_object_foreach((json_t *)o, k, v)
-        n += (size_t)snprintf(buf + n, n < len ? len - n : 0, "%s,", k);
+    json_object_foreach((json_t *)o, k, v) n +=
+        (size_t)snprintf(buf + n, n < len ? len - n : 0, "%s,", k);
 }
 
 static int by_name(const void *a, const void *b)
@@ -270,8 +271,7 @@ static void sorted_member_names(const json_t *o, char *buf, size_t len)
     CHECK(names != NULL);
     if (!names)
         return;
-    json_object_foreach((json_t *)o, k, v)
-        names[i++] = k;
+    json_object_foreach((json_t *)o, k, v) names[i++] = k;
     qsort(names, count, sizeof *names, by_name);
     for (i = 0; i < count; i++)
         n += (size_t)snprintf(buf + n, n < len ? len - n : 0, "%s,", names[i]);
@@ -301,7 +301,8 @@ static void compare_attr_values(const char *path, const json_t *mine, const json
 {
     const char *k;
     json_t *v;
-    json_object_foreach((json_t *)theirs, k, v) {
+    json_object_foreach((json_t *)theirs, k, v)
+    {
         json_t *m = json_object_get(mine, k);
         if (m && json_equal(m, v))
             continue;
@@ -376,7 +377,7 @@ static int h5diff_equal(const char *a, const char *b)
 struct test_base {
     struct image *img;
     struct image_reader reader;
-    int fd;                     /* the changed copy */
+    int fd; /* the changed copy */
 };
 
 static const char *test_object_id(void *ctx, uint64_t addr)
@@ -389,7 +390,7 @@ static int test_chunk_state(void *ctx, uint64_t addr, uint64_t len, const char *
                             size_t key_len)
 {
     struct test_base *b = ctx;
-    (void)materialize;          /* the copy holds every byte */
+    (void)materialize; /* the copy holds every byte */
     unsigned char *mine = malloc(len), *base = malloc(len);
     int same = mine && base && pread(b->fd, mine, len, (off_t)addr) == (ssize_t)len &&
                image_read(b->img, &b->reader, addr, base, len) == (ssize_t)len &&
@@ -411,7 +412,7 @@ static void test_changed_copy(void)
     snprintf(img, sizeof img, "%s/changed.image.h5", tmp_dir);
     CHECK_INT(ingest_new_root_id(root), 0);
     CHECK_INT(ingest_new(config(st), src, "/test", root, NULL, &st1), 0);
-    CHECK_INT(st1.chunks_raw, 8);       /* multichunk_f32_gzip: [shuffle, deflate], kept shape */
+    CHECK_INT(st1.chunks_raw, 8); /* multichunk_f32_gzip: [shuffle, deflate], kept shape */
     CHECK_INT(image_to_file(st, root, copy), 0);
 
     /* one element of one of the 8 chunks of multichunk_f32_gzip, and a dataset less */
@@ -433,14 +434,15 @@ static void test_changed_copy(void)
     struct test_base tb = { .reader = { .cache = chunk_cache_new(64u << 20) } };
     tb.fd = open(copy, O_RDONLY);
     CHECK_INT(image_build(&isrc, "/home/u/x.h5", root, &tb.img), 0);
-    struct ingest_base base = { .root = root, .object_id = test_object_id,
-                                .chunk_state = test_chunk_state, .ctx = &tb };
+    struct ingest_base base = {
+        .root = root, .object_id = test_object_id, .chunk_state = test_chunk_state, .ctx = &tb
+    };
     CHECK_INT(ingest_new_root_id(root2), 0);
     CHECK_INT(ingest_new(config(st), copy, "/test", root2, &base, &st2), 0);
     /* the changed chunk, and the 5 of variable-length data (the file holds their values,
      * not their chunk objects: they are encoded again) */
     CHECK_INT(st2.chunks_written, 6);
-    CHECK(st2.chunks_copied >= 7);      /* its 7 neighbours, and every other dataset's */
+    CHECK(st2.chunks_copied >= 7); /* its 7 neighbours, and every other dataset's */
     CHECK(st2.objects_kept > 10);
     if (image_to_file(st, root2, img) == 0)
         CHECK(h5diff_equal(copy, img));
@@ -501,10 +503,11 @@ static void make_edge_file(const char *path)
     put_attr(f, "f64be", H5T_IEEE_F64BE, scalar, sub);
 
     hid_t rec = H5Tcreate(H5T_COMPOUND, 14);
-    CHECK(H5Tinsert(rec, "i", 0, H5T_STD_I32BE) >= 0 && H5Tinsert(rec, "d", 4, H5T_IEEE_F64BE) >= 0);
+    CHECK(H5Tinsert(rec, "i", 0, H5T_STD_I32BE) >= 0 &&
+          H5Tinsert(rec, "d", 4, H5T_IEEE_F64BE) >= 0);
     CHECK(H5Tinsert(rec, "u", 12, H5T_STD_U16BE) >= 0);
-    static const unsigned char fill[14] = { 0xff, 0xff, 0xff, 0x9c, 0, 0, 0, 0, 0xc0, 0x58, 0xc0,
-                                            0, 0x01, 0x02 };
+    static const unsigned char fill[14] = { 0xff, 0xff, 0xff, 0x9c, 0, 0,    0,
+                                            0,    0xc0, 0x58, 0xc0, 0, 0x01, 0x02 };
     hid_t dcpl = H5Pcreate(H5P_DATASET_CREATE);
     CHECK(H5Pset_fill_value(dcpl, rec, fill) >= 0);
     hid_t d = H5Dcreate2(f, "records", rec, s2, H5P_DEFAULT, dcpl, H5P_DEFAULT);
@@ -519,7 +522,7 @@ static void make_edge_file(const char *path)
     CHECK(d >= 0 && H5Dwrite(d, H5T_NATIVE_DOUBLE, H5S_ALL, H5S_ALL, H5P_DEFAULT, &one) >= 0);
     H5Dclose(d);
     put_ref_dataset(g, "d", f, "/#refs#/a");
-    put_ref_dataset(f, "var", f, "/#refs#/a");      /* found before /#refs#/a */
+    put_ref_dataset(f, "var", f, "/#refs#/a"); /* found before /#refs#/a */
     H5Gclose(g);
     H5Tclose(rec);
     H5Tclose(nullterm);
@@ -630,7 +633,7 @@ int main(int argc, char **argv)
     test_fixture_json("sample3.h5", "sample3.h5");
     test_fixture_json("partial.h5", "partial_expected.h5");
     printf("%d differences from the fixture\n", differences);
-    CHECK_INT(differences, 18);     /* the fixture README's representation notes, and /raw */
+    CHECK_INT(differences, 18); /* the fixture README's representation notes, and /raw */
     test_changed_copy();
     test_corpus_edges();
     test_errors();

@@ -58,7 +58,8 @@ static void test_records_survive_a_restart(const char *dir)
     snprintf(rec.new_root, sizeof rec.new_root, "g-b03b24ef-69f244b6-38b3-ac67e1-7acc3e");
     CHECK_INT(journal_write(j, &rec), 0);
     CHECK_INT(journal_stage(j, "/home/u/b \"q\".h5", JOURNAL_CHANGE,
-                            "g-b03b24ef-69f244b6-38b3-ac67e1-7acc3e", &other, &fd2), 0);
+                            "g-b03b24ef-69f244b6-38b3-ac67e1-7acc3e", &other, &fd2),
+              0);
     close(fd2);
     CHECK(strcmp(rec.name, other.name) != 0);
     CHECK_INT(journal_write(j, &other), 0);
@@ -107,7 +108,9 @@ static void test_records_survive_a_restart(const char *dir)
 static void test_foreign_records_are_skipped(const char *dir)
 {
     static const char *const bad[] = {
-        "{", "[]", "{\"domain\": \"relative\", \"mode\": \"new\", \"state\": \"dirty\", "
+        "{",
+        "[]",
+        "{\"domain\": \"relative\", \"mode\": \"new\", \"state\": \"dirty\", "
         "\"base_root\": \"\", \"new_root\": \"\"}",
         "{\"domain\": \"/a\", \"mode\": \"sideways\", \"state\": \"dirty\", "
         "\"base_root\": \"\", \"new_root\": \"\"}",
@@ -162,7 +165,7 @@ static void test_foreign_records_are_skipped(const char *dir)
             fputc(' ', f);
         fclose(f);
     }
-    snprintf(path, sizeof path, "%s/journal/README.json", dir);    /* not a record name */
+    snprintf(path, sizeof path, "%s/journal/README.json", dir); /* not a record name */
     f = fopen(path, "w");
     if (f)
         fclose(f);
@@ -186,7 +189,8 @@ static void test_root_ids_read_back(const char *dir)
     if (f) {
         fputs("{\"bucket\":\"" BUCKET_A "\",\"domain\":\"/a\",\"mode\":\"change\","
               "\"state\":\"committing\",\"base_root\":\"g-1e6d4e44-3e6e-11e4-8f3c-3c15c2da029e\","
-              "\"new_root\":\"g-55dd170e-0f0e83c7-dd55-9f8687-860b4f\"}", f);
+              "\"new_root\":\"g-55dd170e-0f0e83c7-dd55-9f8687-860b4f\"}",
+              f);
         fclose(f);
     }
     struct journal_rec *recs = NULL;
@@ -240,7 +244,7 @@ static void test_records_name_their_bucket(const char *dir)
 
     snprintf(path, sizeof path, "%s/journal/00000000000000aa.json", dir);
     write_text(path, "{\"domain\": \"/home/u/old.h5\", \"mode\": \"new\", \"state\": \"dirty\", "
-               "\"base_root\": \"\", \"new_root\": \"\"}");
+                     "\"base_root\": \"\", \"new_root\": \"\"}");
     struct journal_rec *recs = NULL;
     size_t n = 0;
     CHECK_INT(journal_open(dir, BUCKET_B, &b), 0);
@@ -259,7 +263,7 @@ static void test_records_name_their_bucket(const char *dir)
     journal_recs_free(recs, n);
     journal_close(b);
 
-    CHECK_INT(journal_open(dir, BUCKET_A, &a), 0);        /* bucket A's next mount */
+    CHECK_INT(journal_open(dir, BUCKET_A, &a), 0); /* bucket A's next mount */
     CHECK_INT(journal_list(a, &recs, &n), 0);
     CHECK_INT(n, 2);
     for (size_t i = 0; i < n; i++)
@@ -297,12 +301,12 @@ static void test_sweep_removes_what_no_record_names(const char *dir)
     touch(dir, "staging", torn.name, ".h5.base");
     journal_forget(j, &torn);
     CHECK(!exists(dir, "journal", torn.name, ".json"));
-    CHECK(exists(dir, "staging", torn.name, ".h5"));        /* still the handles' file */
-    touch(dir, "staging", "0123456789abcdef", ".h5");      /* a crash before its record */
-    touch(dir, "journal", kept.name, ".json.tmp");          /* a crash in a replace */
-    touch(dir, "staging", "notes", ".txt");                 /* not ours: left alone */
+    CHECK(exists(dir, "staging", torn.name, ".h5"));  /* still the handles' file */
+    touch(dir, "staging", "0123456789abcdef", ".h5"); /* a crash before its record */
+    touch(dir, "journal", kept.name, ".json.tmp");    /* a crash in a replace */
+    touch(dir, "staging", "notes", ".txt");           /* not ours: left alone */
     journal_close(j);
-    CHECK_INT(journal_open(dir, BUCKET_A, &j), 0);                    /* the next mount */
+    CHECK_INT(journal_open(dir, BUCKET_A, &j), 0); /* the next mount */
     CHECK_INT(journal_sweep(j), 4);
     CHECK(!exists(dir, "staging", torn.name, ".h5"));
     CHECK(!exists(dir, "staging", torn.name, ".h5.base"));
@@ -342,14 +346,14 @@ static void test_lock_is_exclusive_and_follows_a_fork(const char *dir)
     CHECK_INT(journal_lock(dir, &fd, &holder), 0);
     CHECK(fd >= 0);
     CHECK_INT(lock_file_pid(dir), getpid());
-    CHECK_INT(journal_lock(dir, &fd2, &holder), -EBUSY);    /* another descriptor: refused */
+    CHECK_INT(journal_lock(dir, &fd2, &holder), -EBUSY); /* another descriptor: refused */
     CHECK_INT(holder, getpid());
     if (pipe(ready) != 0 || pipe(done) != 0)
         return;
     pid_t child = fork();
     if (child == 0) {
         char c = 0;
-        close(done[1]);                                     /* EOF when the parent closes it */
+        close(done[1]); /* EOF when the parent closes it */
         int ok = journal_lock_set_owner(fd) == 0 && write(ready[1], &c, 1) == 1;
         ok = ok && read(done[0], &c, 1) >= 0;
         _exit(ok ? 0 : 1);
@@ -357,14 +361,14 @@ static void test_lock_is_exclusive_and_follows_a_fork(const char *dir)
     CHECK(child > 0);
     char c;
     CHECK_INT(read(ready[0], &c, 1), 1);
-    close(fd);                                              /* the parent's exit */
+    close(fd); /* the parent's exit */
     CHECK_INT(journal_lock(dir, &fd2, &holder), -EBUSY);
     CHECK_INT(holder, child);
-    close(done[1]);                                         /* the child may exit now */
+    close(done[1]); /* the child may exit now */
     int status = -1;
     CHECK_INT(waitpid(child, &status, 0), child);
     CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0);
-    CHECK_INT(journal_lock(dir, &fd2, &holder), 0);         /* free again: taken at once */
+    CHECK_INT(journal_lock(dir, &fd2, &holder), 0); /* free again: taken at once */
     CHECK_INT(lock_file_pid(dir), getpid());
     close(fd2);
     close(ready[0]);
@@ -379,7 +383,7 @@ int main(void)
     if (!base)
         return 2;
     char dir[4096];
-    snprintf(dir, sizeof dir, "%s/deep/cache", base);      /* created on open, 0700 */
+    snprintf(dir, sizeof dir, "%s/deep/cache", base); /* created on open, 0700 */
     test_records_survive_a_restart(dir);
     struct stat st;
     CHECK(stat(dir, &st) == 0 && (st.st_mode & 0777) == 0700);
@@ -392,7 +396,7 @@ int main(void)
 
     snprintf(dir, sizeof dir, "%s/swept", base);
     test_sweep_removes_what_no_record_names(dir);
-    snprintf(dir, sizeof dir, "%s/locked/cache", base);    /* created by the lock, 0700 */
+    snprintf(dir, sizeof dir, "%s/locked/cache", base); /* created by the lock, 0700 */
     test_lock_is_exclusive_and_follows_a_fork(dir);
     CHECK(stat(dir, &st) == 0 && (st.st_mode & 0777) == 0700);
     nftw(base, rm_one, 16, FTW_DEPTH | FTW_PHYS);

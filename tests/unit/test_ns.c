@@ -18,13 +18,16 @@
 static char bucket[64];
 
 #define ROOT_A "g-d64bf735-c43d061d-5ec3-7fbd4c-b58e95"
-#define ACL_OWNER "{\"alice\": {\"create\": true, \"read\": true, \"update\": true, " \
-                  "\"delete\": true, \"readACL\": true, \"updateACL\": true}, " \
-                  "\"bob\": {\"read\": false}, \"default\": {\"read\": true}}"
-#define DOMAIN_JSON "{\"root\": \"" ROOT_A "\", \"owner\": \"alice\", \"acls\": " ACL_OWNER \
-                    ", \"created\": 1700000000.5, \"lastModified\": 1700000100.25}"
-#define FOLDER_JSON "{\"owner\": \"alice\", \"acls\": " ACL_OWNER \
-                    ", \"created\": 1600000000, \"lastModified\": 1600000001}"
+#define ACL_OWNER                                                       \
+    "{\"alice\": {\"create\": true, \"read\": true, \"update\": true, " \
+    "\"delete\": true, \"readACL\": true, \"updateACL\": true}, "       \
+    "\"bob\": {\"read\": false}, \"default\": {\"read\": true}}"
+#define DOMAIN_JSON                                                         \
+    "{\"root\": \"" ROOT_A "\", \"owner\": \"alice\", \"acls\": " ACL_OWNER \
+    ", \"created\": 1700000000.5, \"lastModified\": 1700000100.25}"
+#define FOLDER_JSON                               \
+    "{\"owner\": \"alice\", \"acls\": " ACL_OWNER \
+    ", \"created\": 1600000000, \"lastModified\": 1600000001}"
 
 static void put_file(const char *rel, const char *content)
 {
@@ -62,12 +65,15 @@ static void build_bucket(void)
     put_file("home/alice/a.h5/.domain.json", DOMAIN_JSON);
     put_file("home/alice/notobject.h5/.domain.json", "[1, 2, 3]");
     put_file("home/alice/truncated.h5/.domain.json", "{\"root\": \"g-d64b");
-    put_file("home/alice/badroot.h5/.domain.json",
-             "{\"root\": \"d-d64bf735-c43d061d-5ec3-7fbd4c-b58e95\", \"owner\": \"x\", \"acls\": {}}");
+    put_file(
+        "home/alice/badroot.h5/.domain.json",
+        "{\"root\": \"d-d64bf735-c43d061d-5ec3-7fbd4c-b58e95\", \"owner\": \"x\", \"acls\": {}}");
     make_dir("home/alice/isdir.h5");
     make_dir("home/alice/isdir.h5/.domain.json");
-    put_file("home/alice/bad\xff" "name.h5/.domain.json", DOMAIN_JSON);
-    put_file("home/alice/.h5osfs-tmp.x/.domain.json", DOMAIN_JSON);     /* a reserved name */
+    put_file("home/alice/bad\xff"
+             "name.h5/.domain.json",
+             DOMAIN_JSON);
+    put_file("home/alice/.h5osfs-tmp.x/.domain.json", DOMAIN_JSON); /* a reserved name */
     put_file("home/alice/stray.txt", "not a domain");
     put_file("home/alice/empty/x", "no domain below");
     put_file("implicit/deeper/b.h5/.domain.json", DOMAIN_JSON);
@@ -108,24 +114,29 @@ static void test_kinds(struct store *st)
     CHECK_STR(info.owner, "alice");
     CHECK(info.mtime == 1700000100.25);
     CHECK(info.ctime == 1700000000.5);
-    CHECK_INT(info.size, 0);                /* the file's size comes from its image, not ns */
+    CHECK_INT(info.size, 0); /* the file's size comes from its image, not ns */
     CHECK_INT(ns_stat(ns, "/implicit", &info), 0);
     CHECK_INT(info.kind, NS_DIR);
     CHECK_INT(ns_stat(ns, "/implicit/deeper", &info), 0);
     CHECK_INT(info.kind, NS_DIR);
 
-    for (const char *const *p = (const char *const[]){ "/home/alice/notobject.h5",
-             "/home/alice/truncated.h5", "/home/alice/badroot.h5", "/home/alice/isdir.h5",
-             NULL }; *p; p++) {
+    for (const char *const *p =
+             (const char *const[]){ "/home/alice/notobject.h5", "/home/alice/truncated.h5",
+                                    "/home/alice/badroot.h5", "/home/alice/isdir.h5", NULL };
+         *p; p++) {
         CHECK_INT(ns_stat(ns, *p, &info), 0);
         CHECK_INT(info.kind, NS_BROKEN);
         CHECK_INT(info.rights, 0);
     }
-    for (const char *const *p = (const char *const[]){ "/db", "/db/d64bf735-c43d061d",
-             "/linked", "/linked/file.h5", "/home/alice/stray.txt", "/home/alice/empty",
-             "/home/alice/bad\xff" "name.h5", "/nothing", "/home/alice/a.h5/x",
-             "/home//alice", "/home/alice/", "/home/./alice", "/home/alice/.h5osfs-tmp.x",
-             "/home/alice/.domain.json", NULL }; *p; p++) {
+    for (const char *const *p =
+             (const char *const[]){ "/db", "/db/d64bf735-c43d061d", "/linked", "/linked/file.h5",
+                                    "/home/alice/stray.txt", "/home/alice/empty",
+                                    "/home/alice/bad\xff"
+                                    "name.h5",
+                                    "/nothing", "/home/alice/a.h5/x", "/home//alice",
+                                    "/home/alice/", "/home/./alice", "/home/alice/.h5osfs-tmp.x",
+                                    "/home/alice/.domain.json", NULL };
+         *p; p++) {
         CHECK_INT(ns_stat(ns, *p, &info), -ENOENT);
     }
     ns_free(ns);
@@ -134,10 +145,13 @@ static void test_kinds(struct store *st)
 static void test_rights(struct store *st)
 {
     struct ns_info info;
-    struct { const char *user; unsigned rights; } cases[] = {
+    struct {
+        const char *user;
+        unsigned rights;
+    } cases[] = {
         { "alice", SCHEMA_ACL_ALL },
-        { "bob", 0 },                       /* own entry is authoritative over default */
-        { "carol", SCHEMA_ACL_READ },       /* default */
+        { "bob", 0 },                 /* own entry is authoritative over default */
+        { "carol", SCHEMA_ACL_READ }, /* default */
         { "admin", SCHEMA_ACL_ALL },
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
@@ -145,8 +159,8 @@ static void test_rights(struct store *st)
         CHECK_INT(ns_stat(ns, "/home/alice/a.h5", &info), 0);
         CHECK_INT(info.rights, cases[i].rights);
         CHECK_INT(ns_stat(ns, "/implicit", &info), 0);
-        CHECK_INT(info.rights, strcmp(cases[i].user, "admin") == 0 ? SCHEMA_ACL_ALL
-                                                                    : SCHEMA_ACL_READ);
+        CHECK_INT(info.rights,
+                  strcmp(cases[i].user, "admin") == 0 ? SCHEMA_ACL_ALL : SCHEMA_ACL_READ);
         ns_free(ns);
     }
 }
@@ -156,19 +170,20 @@ static void test_rights(struct store *st)
 static void test_rights_as(struct store *st)
 {
     struct ns_info info;
-    struct { const char *user; unsigned rights; } cases[] = {
-        { "alice", SCHEMA_ACL_ALL },
-        { "bob", 0 },
-        { "carol", SCHEMA_ACL_READ },
-        { "admin", SCHEMA_ACL_ALL },
-        { NULL, SCHEMA_ACL_READ },          /* no HSDS name: default's read */
+    struct {
+        const char *user;
+        unsigned rights;
+    } cases[] = {
+        { "alice", SCHEMA_ACL_ALL },  { "bob", 0 },
+        { "carol", SCHEMA_ACL_READ }, { "admin", SCHEMA_ACL_ALL },
+        { NULL, SCHEMA_ACL_READ }, /* no HSDS name: default's read */
     };
     put_file("implicit/open.h5/.domain.json",
              "{\"root\": \"" ROOT_A "\", \"owner\": \"alice\", \"acls\": {\"default\": "
              "{\"read\": true, \"update\": true, \"delete\": true}}}");
     for (double ttl = 0; ttl <= 60; ttl += 60) {
         struct ns *ns = open_ns(st, "carol", ttl);
-        for (int round = 0; round < 2; round++) {       /* from the store, then the cache */
+        for (int round = 0; round < 2; round++) { /* from the store, then the cache */
             for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
                 CHECK_INT(ns_stat_as(ns, "/home/alice/a.h5", cases[i].user, &info), 0);
                 CHECK_INT(info.kind, NS_DOMAIN);
@@ -211,7 +226,7 @@ static void test_readdir(struct store *st)
     struct ns_dir dir;
 
     CHECK_INT(ns_readdir(ns, "/", &dir), 0);
-    CHECK_INT(dir.n, 2);                    /* home, implicit; not db, not linked */
+    CHECK_INT(dir.n, 2); /* home, implicit; not db, not linked */
     CHECK(has_entry(&dir, "home", NS_FOLDER));
     CHECK(has_entry(&dir, "implicit", NS_DIR));
     ns_dir_free(&dir);
@@ -238,7 +253,7 @@ static void test_ttl(struct store *st)
     struct ns_info info;
     CHECK_INT(ns_stat(cached, "/home/alice/new.h5", &info), -ENOENT);
     put_file("home/alice/new.h5/.domain.json", DOMAIN_JSON);
-    CHECK_INT(ns_stat(cached, "/home/alice/new.h5", &info), -ENOENT);  /* negative entry */
+    CHECK_INT(ns_stat(cached, "/home/alice/new.h5", &info), -ENOENT); /* negative entry */
     CHECK_INT(ns_stat(fresh, "/home/alice/new.h5", &info), 0);
     ns_invalidate(cached, "/home/alice/new.h5");
     CHECK_INT(ns_stat(cached, "/home/alice/new.h5", &info), 0);

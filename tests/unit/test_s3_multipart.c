@@ -25,7 +25,7 @@ static void check_part_size(uint64_t len, uint64_t wanted)
     CHECK(parts_of(len, part) <= STORE_S3_PARTS_MAX);
     if (part > wanted && part > STORE_S3_PART_MIN) {
         CHECK_INT(part % MIB, 0);
-        CHECK(parts_of(len, part - MIB) > STORE_S3_PARTS_MAX);   /* no smaller one would do */
+        CHECK(parts_of(len, part - MIB) > STORE_S3_PARTS_MAX); /* no smaller one would do */
     }
 }
 
@@ -33,27 +33,27 @@ static void test_part_size(void)
 {
     uint64_t part = 0;
     CHECK_INT(s3_part_size(23 * MIB, 5 * MIB, &part), 0);
-    CHECK_INT(part, 5 * MIB);                       /* as asked: 5 parts */
+    CHECK_INT(part, 5 * MIB); /* as asked: 5 parts */
     CHECK_INT(s3_part_size(23 * MIB, 1 * MIB, &part), 0);
-    CHECK_INT(part, 5 * MIB);                       /* never under S3's minimum */
+    CHECK_INT(part, 5 * MIB); /* never under S3's minimum */
     CHECK_INT(s3_part_size(10 * GIB, 6 * GIB, &part), 0);
-    CHECK_INT(part, 5 * GIB);                       /* nor over its maximum */
-    CHECK(parts_of(80 * GIB, 8 * MIB) > STORE_S3_PARTS_MAX);   /* 10,000 of 8 MiB: 78.1 GiB */
+    CHECK_INT(part, 5 * GIB);                                /* nor over its maximum */
+    CHECK(parts_of(80 * GIB, 8 * MIB) > STORE_S3_PARTS_MAX); /* 10,000 of 8 MiB: 78.1 GiB */
     CHECK_INT(s3_part_size(80 * GIB, 8 * MIB, &part), 0);
-    CHECK_INT(part, 9 * MIB);                       /* ... so 80 GiB needs larger parts */
+    CHECK_INT(part, 9 * MIB); /* ... so 80 GiB needs larger parts */
     CHECK_INT(s3_part_size(640 * GIB + 1, 64 * MIB, &part), 0);
-    CHECK_INT(part, 66 * MIB);                      /* 64 MiB would need 10,241 parts */
+    CHECK_INT(part, 66 * MIB); /* 64 MiB would need 10,241 parts */
     CHECK_INT(s3_part_size(10000 * 5 * MIB, 5 * MIB, &part), 0);
-    CHECK_INT(part, 5 * MIB);                       /* exactly 10,000 parts */
+    CHECK_INT(part, 5 * MIB); /* exactly 10,000 parts */
     CHECK_INT(s3_part_size(10000 * 5 * MIB + 1, 5 * MIB, &part), 0);
     CHECK_INT(part, 6 * MIB);
     CHECK_INT(s3_part_size(5 * TIB, 8 * MIB, &part), 0);
-    CHECK_INT(part, 525 * MIB);                     /* S3's largest object */
+    CHECK_INT(part, 525 * MIB); /* S3's largest object */
     CHECK_INT(s3_part_size(5 * TIB + 1, 8 * MIB, &part), -EFBIG);
     CHECK_INT(s3_part_size(0, 8 * MIB, &part), 0);
     CHECK_INT(part, 8 * MIB);
-    static const uint64_t lens[] = { 1, 5 * MIB, 5 * GIB + 1, 48 * GIB, 49 * GIB, 100 * GIB,
-                                     999 * GIB, 3 * TIB + 12345, 5 * TIB };
+    static const uint64_t lens[] = { 1,         5 * MIB,   5 * GIB + 1,     48 * GIB, 49 * GIB,
+                                     100 * GIB, 999 * GIB, 3 * TIB + 12345, 5 * TIB };
     static const uint64_t wants[] = { 0, 5 * MIB, 8 * MIB, 100 * MIB + 3, 5 * GIB };
     for (size_t i = 0; i < sizeof lens / sizeof lens[0]; i++)
         for (size_t j = 0; j < sizeof wants / sizeof wants[0]; j++)
@@ -71,7 +71,7 @@ static void test_initiate(void)
     char id[128];
     CHECK_INT(s3_parse_initiate(aws, strlen(aws), id, sizeof id), 0);
     CHECK_STR(id, "VXBsb2FkIElEIGZvciA2aWWpbmcncyBteS1tb3ZpZS5tMnRzIHVwbG9hZA-&+/=");
-    CHECK_INT(s3_parse_initiate(aws, strlen(aws), id, 8), -EINVAL);     /* longer than room */
+    CHECK_INT(s3_parse_initiate(aws, strlen(aws), id, 8), -EINVAL); /* longer than room */
     static const char no_id[] = "<InitiateMultipartUploadResult><Bucket>b</Bucket>"
                                 "</InitiateMultipartUploadResult>";
     CHECK_INT(s3_parse_initiate(no_id, strlen(no_id), id, sizeof id), -EINVAL);
@@ -102,16 +102,14 @@ static void test_complete(void)
         "<Error><Code>InternalError</Code><Message>We encountered an internal error. Please "
         "try again.</Message><RequestId>656c76696e6727732072657175657374</RequestId>"
         "<HostId>Uuag1LuByRx9e6j5Onimru9pO4ZVKnJ2Qz7/C1NPcfTWAtRPfTaOFg==</HostId></Error>";
-    CHECK_INT(s3_parse_complete(error, strlen(error), code, sizeof code, msg, sizeof msg),
-              -EIO);
+    CHECK_INT(s3_parse_complete(error, strlen(error), code, sizeof code, msg, sizeof msg), -EIO);
     CHECK_STR(code, "InternalError");
     CHECK_STR(msg, "We encountered an internal error. Please try again.");
     static const char other[] = "<ListBucketResult><Code>x</Code></ListBucketResult>";
-    CHECK_INT(s3_parse_complete(other, strlen(other), code, sizeof code, msg, sizeof msg),
-              -EINVAL);
+    CHECK_INT(s3_parse_complete(other, strlen(other), code, sizeof code, msg, sizeof msg), -EINVAL);
     static const char cut[] = "<CompleteMultipartUploadResult><Bucket>b</Bu";
     CHECK_INT(s3_parse_complete(cut, strlen(cut), code, sizeof code, msg, sizeof msg),
-              -EINVAL);             /* the connection broke mid-answer: not a success */
+              -EINVAL); /* the connection broke mid-answer: not a success */
     CHECK_INT(s3_parse_complete("", 0, code, sizeof code, msg, sizeof msg), -EINVAL);
     /* the <Error> of a part, nested, is not the answer's */
     static const char nested[] = "<CompleteMultipartUploadResult><Error><Code>X</Code></Error>"

@@ -11,10 +11,12 @@ static const char list_page[] =
     "<Name>hsdstest</Name><Prefix>pre/home/</Prefix><KeyCount>3</KeyCount>"
     "<MaxKeys>3</MaxKeys><Delimiter>/</Delimiter><IsTruncated>true</IsTruncated>"
     "<NextContinuationToken>1ueGcxLPRx1Tr/XYExHnhbYLgveDs2J/wm36Hy4vbOwM=</NextContinuationToken>"
-    "<Contents><Key>pre/home/.domain.json</Key><LastModified>2026-11-21T23:14:46.123Z</LastModified>"
+    "<Contents><Key>pre/home/.domain.json</Key><LastModified>2026-11-21T23:14:46.123Z</"
+    "LastModified>"
     "<ETag>&quot;9b2cf535f27731c974343645a3985328&quot;</ETag><Size>312</Size>"
     "<StorageClass>STANDARD</StorageClass></Contents>"
-    "<Contents><Key>pre/home/a &amp; b \xc3\xbc.txt</Key><LastModified>2026-11-21T23:14:47Z</LastModified>"
+    "<Contents><Key>pre/home/a &amp; b "
+    "\xc3\xbc.txt</Key><LastModified>2026-11-21T23:14:47Z</LastModified>"
     "<ETag>\"abc\"</ETag><Size>0</Size></Contents>"
     "<Contents><Key>elsewhere/x</Key><Size>5</Size></Contents>"
     "<CommonPrefixes><Prefix>pre/home/test_user1/</Prefix></CommonPrefixes>"
@@ -30,7 +32,7 @@ static void test_list(void)
     CHECK_INT(l.n_objects, 3);
     CHECK_INT(l.n_prefixes, 2);
     if (l.n_objects == 3 && l.n_prefixes == 2) {
-        CHECK_STR(l.objects[0].key, "elsewhere/x");     /* sorted, as every page */
+        CHECK_STR(l.objects[0].key, "elsewhere/x"); /* sorted, as every page */
         CHECK_INT(l.objects[0].st.size, 5);
         CHECK_STR(l.objects[1].key, "pre/home/.domain.json");
         CHECK_INT(l.objects[1].st.size, 312);
@@ -48,7 +50,7 @@ static void test_list(void)
                                "</ListBucketResult>";
     CHECK_INT(s3_parse_list(last, strlen(last), &l, &truncated), 0);
     CHECK_INT(truncated, 0);
-    CHECK(l.next_token == NULL);        /* not truncated: no further page whatever it says */
+    CHECK(l.next_token == NULL); /* not truncated: no further page whatever it says */
     CHECK_INT(l.n_objects, 0);
     store_list_free(&l);
 }
@@ -71,9 +73,9 @@ static void test_unsorted_list(void)
     CHECK_INT(l.n_prefixes, 3);
     if (l.n_objects == 3 && l.n_prefixes == 3) {
         CHECK_STR(l.objects[0].key, "a");
-        CHECK_INT(l.objects[0].st.size, 3);     /* each key keeps its own fields */
+        CHECK_INT(l.objects[0].st.size, 3); /* each key keeps its own fields */
         CHECK_STR(l.objects[1].key, "b/z");
-        CHECK_STR(l.objects[2].key, "b/\xc3\xbc");   /* bytes, not characters: 0xc3 > 'z' */
+        CHECK_STR(l.objects[2].key, "b/\xc3\xbc"); /* bytes, not characters: 0xc3 > 'z' */
         CHECK_INT(l.objects[2].st.size, 1);
         CHECK_STR(l.prefixes[0], "p/Y/");
         CHECK_STR(l.prefixes[1], "p/x/");
@@ -85,10 +87,9 @@ static void test_unsorted_list(void)
 /* A <Contents> without a key is skipped whole: its size and etag are not the next key's. */
 static void test_keyless_contents(void)
 {
-    static const char page[] =
-        "<ListBucketResult><Contents><Size>77</Size><ETag>\"stale\"</ETag>"
-        "<LastModified>2026-11-21T23:14:46Z</LastModified></Contents>"
-        "<Contents><Key>k</Key></Contents></ListBucketResult>";
+    static const char page[] = "<ListBucketResult><Contents><Size>77</Size><ETag>\"stale\"</ETag>"
+                               "<LastModified>2026-11-21T23:14:46Z</LastModified></Contents>"
+                               "<Contents><Key>k</Key></Contents></ListBucketResult>";
     struct store_list l;
     int truncated;
     CHECK_INT(s3_parse_list(page, strlen(page), &l, &truncated), 0);
@@ -136,7 +137,10 @@ static void test_bad_lists(void)
     struct store_list l;
     int truncated;
     const char *bad[] = {
-        "", "<ListBucketResult>", "not xml at all", "<a><b></a>",
+        "",
+        "<ListBucketResult>",
+        "not xml at all",
+        "<a><b></a>",
         "<ListBucketResult><Contents><Key>\xff\xfe</Key></Contents></ListBucketResult>",
     };
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++)

@@ -13,14 +13,14 @@
 #define N(a) (sizeof(a) / sizeof((a)[0]))
 #define WHY_LEN 128
 
-#define ALL_TRUE                                                                            \
-    "{\"create\": true, \"read\": true, \"update\": true, \"delete\": true, "               \
+#define ALL_TRUE                                                              \
+    "{\"create\": true, \"read\": true, \"update\": true, \"delete\": true, " \
     "\"readACL\": true, \"updateACL\": true}"
-#define READ_ONLY                                                                           \
-    "{\"create\": false, \"read\": true, \"update\": false, \"delete\": false, "            \
+#define READ_ONLY                                                                \
+    "{\"create\": false, \"read\": true, \"update\": false, \"delete\": false, " \
     "\"readACL\": false, \"updateACL\": false}"
-#define ALL_FALSE                                                                           \
-    "{\"create\": false, \"read\": false, \"update\": false, \"delete\": false, "           \
+#define ALL_FALSE                                                                 \
+    "{\"create\": false, \"read\": false, \"update\": false, \"delete\": false, " \
     "\"readACL\": false, \"updateACL\": false}"
 
 /* hsdstest/home/.domain.json: a folder owned by admin, readable by everyone. */
@@ -30,8 +30,8 @@ static const char fixture_home[] =
 
 /* hsdstest/home/test_user1/.domain.json */
 static const char fixture_user_folder[] =
-    "{\"owner\": \"test_user1\", \"acls\": {\"test_user1\": " ALL_TRUE ", \"default\": "
-    READ_ONLY "}, \"created\": 1795302883.4599042, \"lastModified\": 1795302883.4599042}";
+    "{\"owner\": \"test_user1\", \"acls\": {\"test_user1\": " ALL_TRUE ", \"default\": " READ_ONLY
+    "}, \"created\": 1795302883.4599042, \"lastModified\": 1795302883.4599042}";
 
 /* hsdstest/home/test_user1/sample1.h5/.domain.json */
 static const char fixture_sample1[] =
@@ -61,8 +61,8 @@ static const struct schema_acl *acl_of(const struct schema_domain *dom, const ch
 
 static int is_zeroed(const struct schema_domain *dom)
 {
-    return !dom->root && !dom->owner && !dom->acls && dom->n_acls == 0 &&
-           dom->created == 0 && dom->last_modified == 0;
+    return !dom->root && !dom->owner && !dom->acls && dom->n_acls == 0 && dom->created == 0 &&
+           dom->last_modified == 0;
 }
 
 static void test_fixture_folder(void)
@@ -115,7 +115,9 @@ static void test_valid_variants(void)
     /* after PUT /acls/<user>, HSDS stores a stray "domain" member in the entry (§3.1) */
     CHECK_INT(parse("{\"owner\": \"u\", \"acls\": {\"bob\": {\"create\": false, \"read\": true, "
                     "\"update\": true, \"delete\": false, \"readACL\": false, \"updateACL\": "
-                    "false, \"domain\": \"hsdstest/home/u/x.h5\"}}}", &dom, why), 0);
+                    "false, \"domain\": \"hsdstest/home/u/x.h5\"}}}",
+                    &dom, why),
+              0);
     CHECK_INT(dom.n_acls, 1);
     CHECK_INT(dom.acls[0].rights, SCHEMA_ACL_READ | SCHEMA_ACL_UPDATE);
     CHECK(dom.created == 0 && dom.last_modified == 0);
@@ -124,7 +126,9 @@ static void test_valid_variants(void)
     /* v1 root, integer timestamps, missing actions, empty acls, unknown members */
     CHECK_INT(parse("{\"root\": \"g-2428ae0e-a082-11e6-9d93-0242ac110005\", \"owner\": \"u\", "
                     "\"acls\": {\"u\": {\"read\": true}, \"g:staff\": {}}, \"created\": 17, "
-                    "\"lastModified\": 18, \"extra\": [1, 2]}", &dom, why), 0);
+                    "\"lastModified\": 18, \"extra\": [1, 2]}",
+                    &dom, why),
+              0);
     CHECK_STR(dom.root, "g-2428ae0e-a082-11e6-9d93-0242ac110005");
     CHECK(acl_of(&dom, "u") && acl_of(&dom, "u")->rights == SCHEMA_ACL_READ);
     CHECK(acl_of(&dom, "g:staff") && acl_of(&dom, "g:staff")->rights == 0);
@@ -155,14 +159,14 @@ static void test_malformed(void)
     } cases[] = {
         { "[]", "not a JSON object" },
         { "[{\"owner\": \"u\", \"acls\": {}}]", "not a JSON object" },
-        { "{\"owner\": \"u\", \"acls\": {\"u\": " ALL_TRUE "}", NULL },       /* truncated */
+        { "{\"owner\": \"u\", \"acls\": {\"u\": " ALL_TRUE "}", NULL }, /* truncated */
         { "{\"owner\": \"u\", \"acls\": {\"u\": {\"read\": tr", NULL },
         { "", NULL },
         { "\"owner\"", NULL },
         { "42", NULL },
         { "null", NULL },
         { "{\"owner\": \"u\", \"acls\": {}} {}", NULL },
-        { "{\"owner\": \"u\xff\", \"acls\": {}}", NULL },                      /* bad UTF-8 */
+        { "{\"owner\": \"u\xff\", \"acls\": {}}", NULL }, /* bad UTF-8 */
         { "{\"owner\": \"u\", \"acls\": {\"\xc0\xaf\": {}}}", NULL },
         { "{\"owner\": \"a\\u0000b\", \"acls\": {}}", NULL },
         { "{\"acls\": {}}", "owner missing" },
@@ -187,13 +191,17 @@ static void test_malformed(void)
         { "{\"root\": \"\", \"owner\": \"u\", \"acls\": {}}", "root is not a root group id" },
         /* a dataset id, a non-root v2 group, a v1 dataset, uppercase hex */
         { "{\"root\": \"d-b03b24ef-69f244b6-56e5-25125a-89ba79\", \"owner\": \"u\", "
-          "\"acls\": {}}", "root is not a root group id" },
+          "\"acls\": {}}",
+          "root is not a root group id" },
         { "{\"root\": \"g-d64bf735-c43d061d-ccec-b24d36-800ad8\", \"owner\": \"u\", "
-          "\"acls\": {}}", "root is not a root group id" },
+          "\"acls\": {}}",
+          "root is not a root group id" },
         { "{\"root\": \"d-4ab77230-9c0e-11e6-8fdd-0242ac110005\", \"owner\": \"u\", "
-          "\"acls\": {}}", "root is not a root group id" },
+          "\"acls\": {}}",
+          "root is not a root group id" },
         { "{\"root\": \"g-B03B24EF-69F244B6-38B3-AC67E1-7ACC3E\", \"owner\": \"u\", "
-          "\"acls\": {}}", "root is not a root group id" },
+          "\"acls\": {}}",
+          "root is not a root group id" },
         { "{\"owner\": \"u\", \"acls\": {}, \"created\": \"1795302886.3\"}",
           "created is not a number" },
         { "{\"owner\": \"u\", \"acls\": {}, \"created\": 1, \"lastModified\": true}",
@@ -221,11 +229,15 @@ static void test_malformed_after_allocation(void)
     char why[WHY_LEN];
     CHECK_INT(parse("{\"root\": \"g-d64bf735-c43d061d-5ec3-7fbd4c-b58e95\", \"owner\": \"u\", "
                     "\"acls\": {\"a\": " ALL_TRUE ", \"b\": " READ_ONLY ", \"c\": {\"read\": "
-                    "\"yes\"}}}", &dom, why), -EINVAL);
+                    "\"yes\"}}}",
+                    &dom, why),
+              -EINVAL);
     CHECK(is_zeroed(&dom));
     CHECK_STR(why, "ACL of \"c\": read is not a boolean");
     CHECK_INT(parse("{\"root\": \"g-d64bf735-c43d061d-5ec3-7fbd4c-b58e95\", \"owner\": \"u\", "
-                    "\"acls\": {\"a\": " ALL_TRUE "}, \"created\": [1]}", &dom, why), -EINVAL);
+                    "\"acls\": {\"a\": " ALL_TRUE "}, \"created\": [1]}",
+                    &dom, why),
+              -EINVAL);
     CHECK(is_zeroed(&dom));
     CHECK_STR(why, "created is not a number");
 }
@@ -304,8 +316,9 @@ static void test_acl_deny_and_folders(void)
     CHECK_INT(schema_acl_rights(&dom, "test_user1", "admin", NULL, 0), SCHEMA_ACL_ALL);
     CHECK_INT(schema_acl_rights(&dom, "test_user2", "admin", NULL, 0), 0);
     CHECK_INT(schema_acl_rights(&dom, "default", "admin", NULL, 0), 0);
-    CHECK_INT(schema_acl_rights(&dom, "test_user2", "admin",
-                                (const char *const[]){ "test_user1" }, 1), 0);
+    CHECK_INT(
+        schema_acl_rights(&dom, "test_user2", "admin", (const char *const[]){ "test_user1" }, 1),
+        0);
     CHECK_INT(schema_acl_rights(&dom, "admin", "admin", NULL, 0), SCHEMA_ACL_ALL);
     schema_domain_free(&dom);
 
@@ -333,7 +346,7 @@ static void test_ingest_setting(void)
         "{\"owner\": \"u\", \"acls\": {}, \"h5osfs\": \"link\"}",
         "{\"owner\": \"u\", \"acls\": {}}",
     };
-    static const enum schema_ingest want[] = { SCHEMA_INGEST_LINK, SCHEMA_INGEST_COPY,
+    static const enum schema_ingest want[] = { SCHEMA_INGEST_LINK,  SCHEMA_INGEST_COPY,
                                                SCHEMA_INGEST_UNSET, SCHEMA_INGEST_UNSET,
                                                SCHEMA_INGEST_UNSET, SCHEMA_INGEST_UNSET };
     for (size_t i = 0; i < N(docs); i++) {

@@ -157,8 +157,8 @@ static void test_hex_rot(void)
         CHECK_INT(schema_hex_rot(from[i]), to[i]);
         CHECK_INT(schema_hex_rot(schema_hex_rot(from[i])), from[i]);
     }
-    static const int bad[] = { 'g', 'A', 'F', 'x', '-', '_', ' ', '/', '0' - 1, '9' + 1,
-                               'a' - 1, 0, -1, 256 + '0' };
+    static const int bad[] = { 'g', 'A',     'F',     'x',     '-', '_', ' ',
+                               '/', '0' - 1, '9' + 1, 'a' - 1, 0,   -1,  256 + '0' };
     for (size_t i = 0; i < N(bad); i++)
         CHECK_INT(schema_hex_rot(bad[i]), -EINVAL);
 }
@@ -222,8 +222,7 @@ static void test_obj_keys(void)
         CHECK_INT(schema_obj_key(obj_keys[i].id, key, sizeof(key)), 0);
         CHECK_STR(key, obj_keys[i].key);
     }
-    CHECK_INT(schema_obj_key("g-B03B24EF-69f244b6-38b3-ac67e1-7acc3e", key, sizeof(key)),
-              -EINVAL);
+    CHECK_INT(schema_obj_key("g-B03B24EF-69f244b6-38b3-ac67e1-7acc3e", key, sizeof(key)), -EINVAL);
     CHECK_STR(key, "");
     CHECK_INT(schema_obj_key("/home/test_user1/sample1.h5", key, sizeof(key)), -EINVAL);
     CHECK_INT(schema_obj_key(NULL, key, sizeof(key)), -EINVAL);
@@ -267,20 +266,23 @@ static void test_chunk_keys(void)
     CHECK_STR(key, "db/b03b24ef-69f244b6/d/56e5-25125a-89ba79/p7/3_0_12");
     CHECK_INT(schema_chunk_key(SPEC_DSET, idx3, 3, 0, key, sizeof(key)), 0);
     CHECK_STR(key, "db/b03b24ef-69f244b6/d/56e5-25125a-89ba79/p0/3_0_12");
-    CHECK_INT(schema_chunk_key("d-5897df5c-0a297b92-3429-31a752-46224c", idx2, 2, -1, key,
-                               sizeof(key)), 0);
+    CHECK_INT(
+        schema_chunk_key("d-5897df5c-0a297b92-3429-31a752-46224c", idx2, 2, -1, key, sizeof(key)),
+        0);
     CHECK_STR(key, "db/5897df5c-0a297b92/d/3429-31a752-46224c/2_1");
     /* scalar datasets have the single chunk "0" (§2.4) */
-    CHECK_INT(schema_chunk_key("d-5081627e-84cc3427-2676-fe3c22-f7924f", idx1, 1, -1, key,
-                               sizeof(key)), 0);
+    CHECK_INT(
+        schema_chunk_key("d-5081627e-84cc3427-2676-fe3c22-f7924f", idx1, 1, -1, key, sizeof(key)),
+        0);
     CHECK_STR(key, "db/5081627e-84cc3427/d/2676-fe3c22-f7924f/0");
     CHECK_INT(schema_chunk_key(SPEC_DSET, big, 1, -1, key, sizeof(key)), 0);
     CHECK_STR(key, "db/b03b24ef-69f244b6/d/56e5-25125a-89ba79/18446744073709551615");
 
     /* v1: the hash covers the chunk id, partition digits included (§11) */
     static const uint64_t idx01[] = { 0, 1 };
-    CHECK_INT(schema_chunk_key("d-2428ae0e-a082-11e6-9d93-0242ac110005", idx01, 2, -1, key,
-                               sizeof(key)), 0);
+    CHECK_INT(
+        schema_chunk_key("d-2428ae0e-a082-11e6-9d93-0242ac110005", idx01, 2, -1, key, sizeof(key)),
+        0);
     CHECK_STR(key, "e89bb-" V1_CHUNK);
     CHECK_INT(schema_chunk_key(V1_DSET, idx3, 3, -1, key, sizeof(key)), 0);
     CHECK_STR(key, "b67f3-c-4ab77230-9c0e-11e6-8fdd-0242ac110005_3_0_12");
@@ -291,15 +293,17 @@ static void test_chunk_keys(void)
 
     /* the chunk key of a dataset and the object key of its chunk id agree */
     CHECK_INT(schema_chunk_key(SPEC_DSET, idx3, 3, 7, key, sizeof(key)), 0);
-    CHECK_INT(schema_obj_key("c7-b03b24ef-69f244b6-56e5-25125a-89ba79_3_0_12", via_id,
-                             sizeof(via_id)), 0);
+    CHECK_INT(
+        schema_obj_key("c7-b03b24ef-69f244b6-56e5-25125a-89ba79_3_0_12", via_id, sizeof(via_id)),
+        0);
     CHECK_STR(key, via_id);
 
     /* only dataset ids; sane rank; buffer bounds */
     CHECK_INT(schema_chunk_key(SPEC_ROOT, idx3, 3, -1, key, sizeof(key)), -EINVAL);
     CHECK_STR(key, "");
-    CHECK_INT(schema_chunk_key("c-b03b24ef-69f244b6-56e5-25125a-89ba79_3", idx3, 3, -1, key,
-                               sizeof(key)), -EINVAL);
+    CHECK_INT(
+        schema_chunk_key("c-b03b24ef-69f244b6-56e5-25125a-89ba79_3", idx3, 3, -1, key, sizeof(key)),
+        -EINVAL);
     CHECK_INT(schema_chunk_key(SPEC_DSET, idx3, 0, -1, key, sizeof(key)), -EINVAL);
     CHECK_INT(schema_chunk_key(SPEC_DSET, idx3, -1, -1, key, sizeof(key)), -EINVAL);
     CHECK_INT(schema_chunk_key(SPEC_DSET, NULL, 3, -1, key, sizeof(key)), -EINVAL);
@@ -348,9 +352,22 @@ static void test_domain_keys(void)
         { "/.hidden/..x/...", ".hidden/..x/.../.domain.json" },
     };
     static const char *const bad_paths[] = {
-        "", "/", "//", "home/test_user1", "/home/", "/home//x", "//home", "/./home",
-        "/home/.", "/home/..", "/home/../etc", "/home/x\n", "/home/\x7f", "/home/\xff",
-        "/home/\xc0\xaf", "/\xed\xa0\x80",
+        "",
+        "/",
+        "//",
+        "home/test_user1",
+        "/home/",
+        "/home//x",
+        "//home",
+        "/./home",
+        "/home/.",
+        "/home/..",
+        "/home/../etc",
+        "/home/x\n",
+        "/home/\x7f",
+        "/home/\xff",
+        "/home/\xc0\xaf",
+        "/\xed\xa0\x80",
     };
     char buf[KEY_BUF];
     for (size_t i = 0; i < N(good); i++) {
@@ -373,11 +390,22 @@ static void test_domain_keys(void)
 static void test_domain_paths_hostile(void)
 {
     static const char *const bad_keys[] = {
-        "", ".domain.json", "/.domain.json", "/home/.domain.json", "home/domain.json",
-        "home/.domain.json/", "home/.domain.jsonx", "home//.domain.json",
-        "home/./.domain.json", "home/../.domain.json", "../.domain.json",
-        "home/.group.json", "db/b03b24ef-69f244b6/.group.json", "home/\x01/.domain.json",
-        "home/\xc3/.domain.json", "home/\xf4\x90\x80\x80/.domain.json",
+        "",
+        ".domain.json",
+        "/.domain.json",
+        "/home/.domain.json",
+        "home/domain.json",
+        "home/.domain.json/",
+        "home/.domain.jsonx",
+        "home//.domain.json",
+        "home/./.domain.json",
+        "home/../.domain.json",
+        "../.domain.json",
+        "home/.group.json",
+        "db/b03b24ef-69f244b6/.group.json",
+        "home/\x01/.domain.json",
+        "home/\xc3/.domain.json",
+        "home/\xf4\x90\x80\x80/.domain.json",
         "home/.domain.json/.domain.json/",
     };
     char buf[KEY_BUF];
@@ -436,15 +464,15 @@ static void test_names(void)
         { "..a", 1 },
         { "~", 1 },
         { "\\", 1 },
-        { "caf\xc3\xa9", 1 },                   /* U+00E9 */
-        { "\xc2\x80", 1 },                      /* U+0080, smallest 2-byte */
-        { "\xdf\xbf", 1 },                      /* U+07FF */
-        { "\xe0\xa0\x80", 1 },                  /* U+0800, smallest 3-byte */
-        { "\xed\x9f\xbf", 1 },                  /* U+D7FF, just below surrogates */
-        { "\xee\x80\x80", 1 },                  /* U+E000, just above surrogates */
-        { "\xef\xbf\xbd", 1 },                  /* U+FFFD */
-        { "\xf0\x90\x80\x80", 1 },              /* U+10000, smallest 4-byte */
-        { "\xf4\x8f\xbf\xbf", 1 },              /* U+10FFFF, the last code point */
+        { "caf\xc3\xa9", 1 },      /* U+00E9 */
+        { "\xc2\x80", 1 },         /* U+0080, smallest 2-byte */
+        { "\xdf\xbf", 1 },         /* U+07FF */
+        { "\xe0\xa0\x80", 1 },     /* U+0800, smallest 3-byte */
+        { "\xed\x9f\xbf", 1 },     /* U+D7FF, just below surrogates */
+        { "\xee\x80\x80", 1 },     /* U+E000, just above surrogates */
+        { "\xef\xbf\xbd", 1 },     /* U+FFFD */
+        { "\xf0\x90\x80\x80", 1 }, /* U+10000, smallest 4-byte */
+        { "\xf4\x8f\xbf\xbf", 1 }, /* U+10FFFF, the last code point */
         { "", 0 },
         { ".", 0 },
         { "..", 0 },
@@ -454,28 +482,28 @@ static void test_names(void)
         { "\n", 0 },
         { "\x1f", 0 },
         { "a\x7f", 0 },
-        { "\x80", 0 },                          /* lone continuation byte */
+        { "\x80", 0 }, /* lone continuation byte */
         { "\xbf", 0 },
-        { "\xc0\x80", 0 },                      /* overlong NUL */
-        { "\xc0\xaf", 0 },                      /* overlong '/' */
-        { "\xc1\xbf", 0 },                      /* overlong 2-byte */
-        { "\xe0\x80\xaf", 0 },                  /* overlong 3-byte '/' */
-        { "\xe0\x9f\xbf", 0 },                  /* overlong 3-byte */
-        { "\xf0\x80\x80\xaf", 0 },              /* overlong 4-byte '/' */
-        { "\xf0\x8f\xbf\xbf", 0 },              /* overlong 4-byte */
-        { "\xed\xa0\x80", 0 },                  /* U+D800, high surrogate */
-        { "\xed\xbf\xbf", 0 },                  /* U+DFFF, low surrogate */
-        { "\xed\xa0\xbd\xed\xb8\x80", 0 },      /* CESU-8 surrogate pair */
-        { "\xf4\x90\x80\x80", 0 },              /* U+110000 */
+        { "\xc0\x80", 0 },                 /* overlong NUL */
+        { "\xc0\xaf", 0 },                 /* overlong '/' */
+        { "\xc1\xbf", 0 },                 /* overlong 2-byte */
+        { "\xe0\x80\xaf", 0 },             /* overlong 3-byte '/' */
+        { "\xe0\x9f\xbf", 0 },             /* overlong 3-byte */
+        { "\xf0\x80\x80\xaf", 0 },         /* overlong 4-byte '/' */
+        { "\xf0\x8f\xbf\xbf", 0 },         /* overlong 4-byte */
+        { "\xed\xa0\x80", 0 },             /* U+D800, high surrogate */
+        { "\xed\xbf\xbf", 0 },             /* U+DFFF, low surrogate */
+        { "\xed\xa0\xbd\xed\xb8\x80", 0 }, /* CESU-8 surrogate pair */
+        { "\xf4\x90\x80\x80", 0 },         /* U+110000 */
         { "\xf5\x80\x80\x80", 0 },
-        { "\xf8\x88\x80\x80\x80", 0 },          /* 5-byte form */
+        { "\xf8\x88\x80\x80\x80", 0 }, /* 5-byte form */
         { "\xfe", 0 },
         { "\xff", 0 },
-        { "\xc3", 0 },                          /* truncated 2-byte */
-        { "\xe2\x82", 0 },                      /* truncated 3-byte */
-        { "\xf0\x9f\x98", 0 },                  /* truncated 4-byte */
-        { "\xe2\x28\xa1", 0 },                  /* bad second byte */
-        { "\xe2\x82\x28", 0 },                  /* bad third byte */
+        { "\xc3", 0 },         /* truncated 2-byte */
+        { "\xe2\x82", 0 },     /* truncated 3-byte */
+        { "\xf0\x9f\x98", 0 }, /* truncated 4-byte */
+        { "\xe2\x28\xa1", 0 }, /* bad second byte */
+        { "\xe2\x82\x28", 0 }, /* bad third byte */
         { "\xf0\x9f\x28\x80", 0 },
         { "\xf0\x9f\x98\x28", 0 },
     };
@@ -496,14 +524,14 @@ static void test_domain_path_allowed(void)
         { "/home/test_user1/sample1.h5", 0 },
         { "/home", 0 },
         { "/.hidden/..x/...", 0 },
-        { "/home/db", 0 },                      /* db is reserved at the top only */
+        { "/home/db", 0 }, /* db is reserved at the top only */
         { "/dbx", 0 },
         { "/d", 0 },
         { "/DB", 0 },
         { "/home/.domain.jsonx", 0 },
         { "/home/x.domain.json", 0 },
-        { "/home/domain.json", 0 },             /* HSDS's pre-2017 name: never read today */
-        { "/home/.h5osfs-tmp", 0 },             /* the prefix needs its final dot */
+        { "/home/domain.json", 0 }, /* HSDS's pre-2017 name: never read today */
+        { "/home/.h5osfs-tmp", 0 }, /* the prefix needs its final dot */
         { "/home/h5osfs-tmp.x", 0 },
         { "/home/x.h5osfs-tmp.y", 0 },
         { "/db", -EPERM },
@@ -515,7 +543,7 @@ static void test_domain_path_allowed(void)
         { "/.h5osfs-tmp.", -EINVAL },
         { "/home/.h5osfs-tmp.0123456789abcdef", -EINVAL },
         { "/home/.h5osfs-tmp.x/y", -EINVAL },
-        { "/db/.domain.json", -EINVAL },        /* never a domain anywhere: EINVAL first */
+        { "/db/.domain.json", -EINVAL }, /* never a domain anywhere: EINVAL first */
         { "/", -EINVAL },
         { "", -EINVAL },
         { "home/x.h5", -EINVAL },

@@ -87,7 +87,7 @@ int main(int argc, char **argv)
     int objects = 0, chunks = 0;
     for (struct dirent *e; d && (e = readdir(d));) {
         if (strlen(e->d_name) < 8 || e->d_name[5] != '-')
-            continue;           /* ".", "..", home/, linked/ */
+            continue; /* ".", "..", home/, linked/ */
         if (e->d_name[6] == 'c') {
             check_chunk_key(e->d_name);
             chunks++;

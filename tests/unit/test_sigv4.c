@@ -331,7 +331,7 @@ static int join_into(struct header_set *s, const char *name, const char *value)
         s->h[i].value = p;
         return 0;
     }
-    s->h[s->n++] = (struct sigv4_header){name, value};
+    s->h[s->n++] = (struct sigv4_header){ name, value };
     return 0;
 }
 
@@ -341,15 +341,15 @@ static int build_headers(const struct raw_request *r, const struct context *c, i
     memset(s, 0, sizeof *s);
     for (size_t i = 0; i < r->n_headers; i++) {
         if (!join)
-            s->h[s->n++] = (struct sigv4_header){r->names[i], r->values[i]};
+            s->h[s->n++] = (struct sigv4_header){ r->names[i], r->values[i] };
         else if (join_into(s, r->names[i], r->values[i]) != 0)
             return -1;
     }
-    s->h[s->n++] = (struct sigv4_header){"X-Amz-Date", c->amz_date};
+    s->h[s->n++] = (struct sigv4_header){ "X-Amz-Date", c->amz_date };
     if (c->token && !c->omit_token)
-        s->h[s->n++] = (struct sigv4_header){"X-Amz-Security-Token", c->token};
+        s->h[s->n++] = (struct sigv4_header){ "X-Amz-Security-Token", c->token };
     if (c->sign_body)
-        s->h[s->n++] = (struct sigv4_header){"x-amz-content-sha256", body_hash};
+        s->h[s->n++] = (struct sigv4_header){ "x-amz-content-sha256", body_hash };
     return 0;
 }
 
@@ -407,8 +407,8 @@ static void expected_load(const char *suite, const char *name, struct expected *
 static void check_signing(const struct sigv4_request *req, const struct context *c,
                           const struct expected *e)
 {
-    struct sigv4_credentials cred = {c->key_id, c->secret, c->token};
-    struct sigv4_scope scope = {c->amz_date, c->region, c->service};
+    struct sigv4_credentials cred = { c->key_id, c->secret, c->token };
+    struct sigv4_scope scope = { c->amz_date, c->region, c->service };
     char *creq = NULL, *sts = NULL, *auth = NULL;
     char sig[65] = "";
     CHECK_INT(sigv4_canonical_request(req, c->normalize, &creq), 0);
@@ -435,7 +435,7 @@ static void run_prepared(const struct raw_request *r, const struct context *c,
     for (int join = 0; join <= 1 && path; join++) {
         struct header_set hs;
         CHECK_INT(build_headers(r, c, join, body_hash, &hs), 0);
-        struct sigv4_request req = {r->method, path, r->query, hs.h, hs.n, body_hash};
+        struct sigv4_request req = { r->method, path, r->query, hs.h, hs.n, body_hash };
         check_signing(&req, c, e);
         header_set_free(&hs);
     }
@@ -447,7 +447,7 @@ static int run_suite_case(const char *suite, const char *name)
     int failed_before = check_failed;
     struct context c;
     struct raw_request r;
-    struct expected e = {0};
+    struct expected e = { 0 };
     int ok_ctx = context_load(suite, name, &c) == 0;
     int ok_req = parse_request(suite, name, &r) == 0;
     expected_load(suite, name, &e);
@@ -736,10 +736,10 @@ static void check_s3_encoding(const struct s3_case *t)
 
 static void run_s3_case(const struct s3_case *t)
 {
-    struct sigv4_request req = {t->method,  t->path,      t->query,
-                                t->headers, t->n_headers, t->payload_hash};
-    struct sigv4_credentials cred = {t->key_id, t->secret, NULL};
-    struct sigv4_scope scope = {t->amz_date, t->region, "s3"};
+    struct sigv4_request req = { t->method,  t->path,      t->query,
+                                 t->headers, t->n_headers, t->payload_hash };
+    struct sigv4_credentials cred = { t->key_id, t->secret, NULL };
+    struct sigv4_scope scope = { t->amz_date, t->region, "s3" };
     char *creq = NULL, *sts = NULL, *auth = NULL, sig[65] = "";
     check_s3_encoding(t);
     CHECK_INT(sigv4_canonical_request(&req, 0, &creq), 0);
@@ -777,10 +777,10 @@ static void test_sha256(void)
     static const struct {
         const char *in, *hex;
     } v[] = {
-        {"", EMPTY_SHA256},
-        {"abc", "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad"},
-        {"abcdbcdecdefdefgefghfghighijhijkijkljklmklmnlmnomnopnopq",
-         "248d6a61d20638b8e5c026930c3e6039a33ce45964ff2167f6ecedd419db06c1"},
+        { "", EMPTY_SHA256 },
+        { "abc", "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad" },
+        { "abcdbcdecdefdefgefghfghighijhijkijkljklmklmnlmnomnopnopq",
+          "248d6a61d20638b8e5c026930c3e6039a33ce45964ff2167f6ecedd419db06c1" },
     };
     char hex[65];
     for (size_t i = 0; i < sizeof v / sizeof v[0]; i++) {
@@ -854,8 +854,8 @@ static void test_uri_encode(void)
 static const char *canon_line(const char *path, const char *query, int normalize, int line,
                               char *buf, size_t cap)
 {
-    struct sigv4_header h[] = {{"Host", "example.com"}};
-    struct sigv4_request req = {"GET", path, query, h, 1, EMPTY_SHA256};
+    struct sigv4_header h[] = { { "Host", "example.com" } };
+    struct sigv4_request req = { "GET", path, query, h, 1, EMPTY_SHA256 };
     char *creq = NULL;
     int rc = sigv4_canonical_request(&req, normalize, &creq);
     if (rc)
@@ -920,30 +920,33 @@ static void test_path_rules(void)
 /* The canonical request of a GET / with these headers, or NULL. */
 static char *canon_headers(const struct sigv4_header *h, size_t n)
 {
-    struct sigv4_request req = {"GET", "/", NULL, h, n, EMPTY_SHA256};
+    struct sigv4_request req = { "GET", "/", NULL, h, n, EMPTY_SHA256 };
     char *creq = NULL;
     return sigv4_canonical_request(&req, 0, &creq) == 0 ? creq : NULL;
 }
 
 static void test_header_rules(void)
 {
-    struct sigv4_header apart[] = {{"Host", "h"}, {"X-B", " 2 "}, {"x-a", "1"}, {"X-b", "1"}};
-    struct sigv4_header joined[] = {{"host", "h"}, {"x-a", "1"}, {"x-b", "2,1"}};
+    struct sigv4_header apart[] = {
+        { "Host", "h" }, { "X-B", " 2 " }, { "x-a", "1" }, { "X-b", "1" }
+    };
+    struct sigv4_header joined[] = { { "host", "h" }, { "x-a", "1" }, { "x-b", "2,1" } };
     char *a = canon_headers(apart, 4), *j = canon_headers(joined, 3);
     CHECK_STR(a, "GET\n/\n\nhost:h\nx-a:1\nx-b:2,1\n\nhost;x-a;x-b\n" EMPTY_SHA256);
     CHECK_STR(a, j);
     free(a);
     free(j);
     struct sigv4_header blanks[] = {
-        {"Host", "h"}, {"X-V", " \t a \t  b  c\t"}, {"X-E", ""}, {"X-S", "   "}};
+        { "Host", "h" }, { "X-V", " \t a \t  b  c\t" }, { "X-E", "" }, { "X-S", "   " }
+    };
     a = canon_headers(blanks, 4);
     CHECK_STR(a, "GET\n/\n\nhost:h\nx-e:\nx-s:\nx-v:a b c\n\nhost;x-e;x-s;x-v\n" EMPTY_SHA256);
     free(a);
     struct sigv4_header bad[][2] = {
-        {{"Host", "h"}, {"X-V", "a\nb"}}, {{"Host", "h"}, {"X-V", "a\rb"}},
-        {{"Host", "h"}, {"X V", "a"}},    {{"Host", "h"}, {"", "a"}},
-        {{"Host", "h"}, {"X-V:", "a"}},   {{"Host", "h"}, {"X-V", NULL}},
-        {{"Hostess", "h"}, {"X-V", "a"}}, /* no host header */
+        { { "Host", "h" }, { "X-V", "a\nb" } }, { { "Host", "h" }, { "X-V", "a\rb" } },
+        { { "Host", "h" }, { "X V", "a" } },    { { "Host", "h" }, { "", "a" } },
+        { { "Host", "h" }, { "X-V:", "a" } },   { { "Host", "h" }, { "X-V", NULL } },
+        { { "Hostess", "h" }, { "X-V", "a" } }, /* no host header */
     };
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++)
         CHECK(canon_headers(bad[i], 2) == NULL);
@@ -977,32 +980,29 @@ static void test_bad_request_fields(const struct sigv4_request *good)
 
 static void test_bad_scope_and_credentials(const struct sigv4_request *good)
 {
-    struct sigv4_credentials cred = {EXAMPLE_ID, EXAMPLE_SECRET, session_token};
-    const char *bad_dates[] = {"2015-08-30T12:36:00Z",
-                               "20150830T123600",
-                               "20150830 123600Z",
-                               "2015083xT123600Z",
-                               "",
-                               NULL};
+    struct sigv4_credentials cred = { EXAMPLE_ID, EXAMPLE_SECRET, session_token };
+    const char *bad_dates[] = {
+        "2015-08-30T12:36:00Z", "20150830T123600", "20150830 123600Z", "2015083xT123600Z", "", NULL
+    };
     char *out = NULL, sig[65];
     for (size_t i = 0; i < sizeof bad_dates / sizeof bad_dates[0]; i++) {
-        struct sigv4_scope s = {bad_dates[i], "us-east-1", "s3"};
+        struct sigv4_scope s = { bad_dates[i], "us-east-1", "s3" };
         CHECK_INT(sigv4_string_to_sign("x", &s, &out), -EINVAL);
         CHECK_INT(sigv4_signature(&cred, &s, "x", sig), -EINVAL);
     }
-    struct sigv4_scope bad_region = {"20150830T123600Z", "us east", "s3"};
-    struct sigv4_scope bad_service = {"20150830T123600Z", "us-east-1", "s3/x"};
-    struct sigv4_scope scope = {"20150830T123600Z", "us-east-1", "s3"};
+    struct sigv4_scope bad_region = { "20150830T123600Z", "us east", "s3" };
+    struct sigv4_scope bad_service = { "20150830T123600Z", "us-east-1", "s3/x" };
+    struct sigv4_scope scope = { "20150830T123600Z", "us-east-1", "s3" };
     CHECK_INT(sigv4_string_to_sign("x", &bad_region, &out), -EINVAL);
     CHECK_INT(sigv4_string_to_sign("x", &bad_service, &out), -EINVAL);
     CHECK_INT(sigv4_string_to_sign(NULL, &scope, &out), -EINVAL);
     CHECK_INT(sigv4_string_to_sign("x", NULL, &out), -EINVAL);
-    struct sigv4_credentials no_secret = {EXAMPLE_ID, NULL, NULL};
+    struct sigv4_credentials no_secret = { EXAMPLE_ID, NULL, NULL };
     CHECK_INT(sigv4_signature(&no_secret, &scope, "x", sig), -EINVAL);
     CHECK_INT(sigv4_signature(NULL, &scope, "x", sig), -EINVAL);
-    const char *bad_ids[] = {"AKID,X", "AKID/X", "AKID X", "", NULL};
+    const char *bad_ids[] = { "AKID,X", "AKID/X", "AKID X", "", NULL };
     for (size_t i = 0; i < sizeof bad_ids / sizeof bad_ids[0]; i++) {
-        struct sigv4_credentials c = {bad_ids[i], EXAMPLE_SECRET, NULL};
+        struct sigv4_credentials c = { bad_ids[i], EXAMPLE_SECRET, NULL };
         CHECK_INT(sigv4_authorization(good, 0, &c, &scope, &out), -EINVAL);
     }
     CHECK_INT(sigv4_authorization(good, 0, &cred, &bad_region, &out), -EINVAL);
@@ -1016,8 +1016,9 @@ static void test_bad_secret_header(void)
 {
     char value[128];
     snprintf(value, sizeof value, "%s\n%s", session_token, EXAMPLE_SECRET);
-    struct sigv4_header h[] = {
-        {"Host", "h"}, {"X-Amz-Security-Token", value}, {EXAMPLE_SECRET, "x"}};
+    struct sigv4_header h[] = { { "Host", "h" },
+                                { "X-Amz-Security-Token", value },
+                                { EXAMPLE_SECRET, "x" } };
     CHECK(canon_headers(h, 2) == NULL);
     h[1].value = session_token;
     CHECK(canon_headers(h, 3) == NULL); /* its '/' makes the secret no header name */
@@ -1026,8 +1027,8 @@ static void test_bad_secret_header(void)
 /* Every malformed input at once. */
 static void test_errors(void)
 {
-    struct sigv4_header host[] = {{"Host", "example.com"}};
-    struct sigv4_request good = {"GET", "/", NULL, host, 1, EMPTY_SHA256};
+    struct sigv4_header host[] = { { "Host", "example.com" } };
+    struct sigv4_request good = { "GET", "/", NULL, host, 1, EMPTY_SHA256 };
     test_bad_request_fields(&good);
     test_bad_scope_and_credentials(&good);
     test_bad_secret_header();

@@ -40,7 +40,7 @@
 #include "h5osfs/store_test.h"
 
 #define BUCKET_ID "mem:test_store_faults"
-#define N_VALUES (1 << 20)      /* more than one HSDS chunk (ingest makes ~1 MiB chunks) */
+#define N_VALUES (1 << 20) /* more than one HSDS chunk (ingest makes ~1 MiB chunks) */
 #define CHUNK (1 << 16)
 #define CHUNK_KEYS "db/*/d/*/[0-9]*"
 #define DATASET_KEYS "db/*/d/*/.dataset.json"
@@ -48,20 +48,20 @@
 
 static char tmp_dir[256];
 
-#define REQUIRE(expr)                                                                       \
-    do {                                                                                    \
-        if (!(expr)) {                                                                      \
-            fprintf(stderr, "%s:%d: cannot go on: %s\n", __FILE__, __LINE__, #expr);        \
-            exit(2);                                                                        \
-        }                                                                                   \
+#define REQUIRE(expr)                                                                \
+    do {                                                                             \
+        if (!(expr)) {                                                               \
+            fprintf(stderr, "%s:%d: cannot go on: %s\n", __FILE__, __LINE__, #expr); \
+            exit(2);                                                                 \
+        }                                                                            \
     } while (0)
 
 /* ---- the rig: a memory bucket, the faulty store over it, and the modules over that ---- */
 
 struct rig {
     char cache_dir[320];
-    struct store *mem;          /* what the bucket holds, read without faults */
-    struct store *st;           /* the faulty store every module uses */
+    struct store *mem; /* what the bucket holds, read without faults */
+    struct store *st;  /* the faulty store every module uses */
     struct ns *ns;
     struct gc *gc;
     struct journal *journal;
@@ -80,8 +80,9 @@ static void rig_open(struct rig *r, const char *name, double ns_ttl)
     REQUIRE(gc_new(r->st, 0, NULL, NULL, &r->gc) == 0);
     REQUIRE(gc_start(r->gc) == 0);
     REQUIRE(journal_open(r->cache_dir, BUCKET_ID, &r->journal) == 0);
-    r->ops = (struct domops){ .store = r->st, .ns = r->ns, .user = "u", .admin_user = "admin",
-                              .gc = r->gc };
+    r->ops = (struct domops){
+        .store = r->st, .ns = r->ns, .user = "u", .admin_user = "admin", .gc = r->gc
+    };
     r->commit = (struct commit_ctx){ .ops = &r->ops, .journal = r->journal, .workers = 2 };
 }
 
@@ -125,8 +126,8 @@ static void write_h5(const char *path, int seed)
 }
 
 /* A staged file for domain (mode, base_root as the fs layer stages them), DIRTY. */
-static void stage(struct rig *r, const char *domain, enum journal_mode mode,
-                  const char *base_root, int seed, struct journal_rec *rec)
+static void stage(struct rig *r, const char *domain, enum journal_mode mode, const char *base_root,
+                  int seed, struct journal_rec *rec)
 {
     int fd = -1;
     REQUIRE(journal_stage(r->journal, domain, mode, base_root, rec, &fd) == 0);
@@ -219,8 +220,9 @@ static void named_root(struct store *mem, const char *domain, char out[SCHEMA_ID
 static void add_rule(struct store *st, unsigned ops, const char *pattern, uint64_t nth,
                      uint64_t times, enum faulty_mode mode, int err)
 {
-    struct faulty_rule r = { .ops = ops, .pattern = pattern, .nth = nth, .times = times,
-                             .mode = mode, .err = err };
+    struct faulty_rule r = {
+        .ops = ops, .pattern = pattern, .nth = nth, .times = times, .mode = mode, .err = err
+    };
     REQUIRE(store_faulty_add(st, &r) == 0);
 }
 
@@ -256,7 +258,7 @@ static long record_index_except(struct store *st, enum faulty_op op, const char 
 
 /* ---- 1. commit ---- */
 
-static size_t n_chunks;         /* chunk objects of a committed file (more than one) */
+static size_t n_chunks; /* chunk objects of a committed file (more than one) */
 
 /* The chunk objects of root in mem. */
 static size_t count_chunks(struct store *mem, const char *root)
@@ -269,8 +271,8 @@ static size_t count_chunks(struct store *mem, const char *root)
 /* A chunk put fails: the errno (ENOSPC as it is, anything else EIO), no .domain.json
  * attempted, the record DIRTY; the collector takes the half-written root, and the bucket is
  * as before. */
-static void check_chunk_put_fails(struct rig *r, const char *domain, const char *base,
-                                  int err, int want)
+static void check_chunk_put_fails(struct rig *r, const char *domain, const char *base, int err,
+                                  int want)
 {
     char *before = snapshot(r->mem);
     struct journal_rec rec;
@@ -297,7 +299,7 @@ static void test_commit_chunk_put_fails(void)
     rig_open(&r, "chunk", 0);
     commit_clean(&r, "/home/u/x.h5", 1, root);
     n_chunks = count_chunks(r.mem, root);
-    CHECK(n_chunks > 3);        /* else the third chunk put below would not exist */
+    CHECK(n_chunks > 3); /* else the third chunk put below would not exist */
     check_chunk_put_fails(&r, "/home/u/x.h5", root, -ENOSPC, -ENOSPC);
     check_chunk_put_fails(&r, "/home/u/x.h5", root, -ETIMEDOUT, -EIO);
     check_chunk_put_fails(&r, "/home/u/x.h5", root, -EIO, -EIO);
@@ -314,14 +316,14 @@ static void test_commit_chunk_put_fails(void)
     CHECK_STR(now, rec.base_root);
     CHECK(strcmp(now, root) != 0);
     /* the domain's summary (.info.json) is the one object put after the swap */
-    long last_put = record_index_except(r.st, FAULTY_PUT, root_glob(now, glob, sizeof glob),
-                                        "*/.info.json");
+    long last_put =
+        record_index_except(r.st, FAULTY_PUT, root_glob(now, glob, sizeof glob), "*/.info.json");
     long swap = record_index(r.st, FAULTY_PUT_IF, DOMAIN_KEYS, 0);
     long summary = record_index(r.st, FAULTY_PUT, "*/.info.json", 1);
     CHECK(last_put >= 0 && swap > last_put);
     CHECK(summary > swap);
     gc_drain(r.gc);
-    CHECK_INT(count_keys(r.mem, root_glob(root, glob, sizeof glob)), 0);   /* old: collected */
+    CHECK_INT(count_keys(r.mem, root_glob(root, glob, sizeof glob)), 0); /* old: collected */
     CHECK_INT(count_chunks(r.mem, now), n_chunks);
     unstage(&r, &rec);
     rig_close(&r);
@@ -357,7 +359,7 @@ static void test_commit_domain_put_fails(void)
     gc_drain(r.gc);
     check_unchanged(r.mem, before);
     store_faulty_clear(r.st);
-    CHECK_INT(commit_staged(&r.commit, &rec, NULL), 0);      /* and then it commits */
+    CHECK_INT(commit_staged(&r.commit, &rec, NULL), 0); /* and then it commits */
     named_root(r.mem, "/home/u/new.h5", now);
     CHECK_STR(now, rec.base_root);
     unstage(&r, &rec);
@@ -383,7 +385,7 @@ static void test_commit_domain_reply_lost(void)
     CHECK_STR(rec.base_root, now);
     CHECK_INT(rec.state, JOURNAL_CLEAN);
     gc_drain(r.gc);
-    CHECK_INT(count_chunks(r.mem, now), n_chunks);  /* the domain's data is there */
+    CHECK_INT(count_chunks(r.mem, now), n_chunks); /* the domain's data is there */
     CHECK_INT(count_keys(r.mem, root_glob(root, glob, sizeof glob)), 0);
     unstage(&r, &rec);
     rig_close(&r);
@@ -410,7 +412,7 @@ static void test_commit_domain_in_doubt(void)
     named_root(r.mem, "/home/u/x.h5", now);
     CHECK_STR(rec.new_root, now);
     gc_drain(r.gc);
-    CHECK_INT(count_chunks(r.mem, now), n_chunks);  /* what the domain names is kept */
+    CHECK_INT(count_chunks(r.mem, now), n_chunks); /* what the domain names is kept */
     store_faulty_clear(r.st);
     CHECK_INT(commit_recover(&r.commit), 0);
     gc_drain(r.gc);
@@ -478,18 +480,20 @@ static void test_gc_delete_fails(void)
     gc_drain(r.gc);
     CHECK_INT(count_keys(r.mem, other), 0);
     CHECK_INT(store_faulty_calls(r.st, FAULTY_LIST), 2);
-    CHECK_INT(count_keys(r.mem, stuck), 1);                 /* a's leftover: not b's to take */
+    CHECK_INT(count_keys(r.mem, stuck), 1); /* a's leftover: not b's to take */
     rig_close(&r);
 }
 
 /* ---- 3. ns ---- */
 
-#define FOLDER "{\"owner\": \"u\", \"acls\": {\"u\": {\"create\": true, \"read\": true, " \
-               "\"update\": true, \"delete\": true, \"readACL\": true, \"updateACL\": true}}, " \
-               "\"created\": 1600000000, \"lastModified\": 1600000001}"
-#define DOMAIN_JSON "{\"root\": \"g-d64bf735-c43d061d-5ec3-7fbd4c-b58e95\", \"owner\": \"u\", " \
-                    "\"acls\": {\"u\": {\"read\": true}}, \"created\": 1700000000, " \
-                    "\"lastModified\": 1700000001}"
+#define FOLDER                                                                       \
+    "{\"owner\": \"u\", \"acls\": {\"u\": {\"create\": true, \"read\": true, "       \
+    "\"update\": true, \"delete\": true, \"readACL\": true, \"updateACL\": true}}, " \
+    "\"created\": 1600000000, \"lastModified\": 1600000001}"
+#define DOMAIN_JSON                                                             \
+    "{\"root\": \"g-d64bf735-c43d061d-5ec3-7fbd4c-b58e95\", \"owner\": \"u\", " \
+    "\"acls\": {\"u\": {\"read\": true}}, \"created\": 1700000000, "            \
+    "\"lastModified\": 1700000001}"
 
 static void ns_bucket(struct store *mem)
 {
@@ -511,7 +515,7 @@ static void test_ns_listing_fails(void)
     add_rule(r.st, FAULTY_MASK(FAULTY_LIST), "home/u/", 1, 1, FAULTY_FAIL, -EIO);
     CHECK_INT(ns_readdir(r.ns, "/home/u", &dir), -EIO);
     CHECK_INT(dir.n, 0);
-    CHECK_INT(ns_readdir(r.ns, "/home/u", &dir), 0);        /* the failure was not cached */
+    CHECK_INT(ns_readdir(r.ns, "/home/u", &dir), 0); /* the failure was not cached */
     CHECK_INT(dir.n, 3);
     ns_dir_free(&dir);
 
@@ -556,18 +560,23 @@ static void test_ns_domain_json_fails(void)
     add_rule(r.st, FAULTY_MASK(FAULTY_GET), "home/u/b.h5/*", 1, 1, FAULTY_FAIL, -ETIMEDOUT);
     CHECK_INT(ns_stat(r.ns, "/home/u/a.h5", &info), -EIO);
     CHECK_INT(ns_stat(r.ns, "/home/u/b.h5", &info), -EIO);
-    CHECK_INT(ns_stat(r.ns, "/home/u/a.h5", &info), 0);     /* not cached */
+    CHECK_INT(ns_stat(r.ns, "/home/u/a.h5", &info), 0); /* not cached */
     CHECK_INT(info.kind, NS_DOMAIN);
     CHECK_STR(info.root, "g-d64bf735-c43d061d-5ec3-7fbd4c-b58e95");
 
-    struct faulty_rule cut = { .ops = FAULTY_MASK(FAULTY_GET), .pattern = "home/u/c.h5/*",
-                               .mode = FAULTY_TRUNCATE, .keep = 20, .times = 1 };
+    struct faulty_rule cut = { .ops = FAULTY_MASK(FAULTY_GET),
+                               .pattern = "home/u/c.h5/*",
+                               .mode = FAULTY_TRUNCATE,
+                               .keep = 20,
+                               .times = 1 };
     REQUIRE(store_faulty_add(r.st, &cut) == 0);
     CHECK_INT(ns_stat(r.ns, "/home/u/c.h5", &info), 0);
-    CHECK_INT(info.kind, NS_BROKEN);                    /* a cut object: broken, no root */
+    CHECK_INT(info.kind, NS_BROKEN); /* a cut object: broken, no root */
     CHECK_STR(info.root, "");
-    struct faulty_rule garb = { .ops = FAULTY_MASK(FAULTY_GET), .pattern = "home/u/b.h5/*",
-                                .mode = FAULTY_GARBLE, .times = 1 };
+    struct faulty_rule garb = { .ops = FAULTY_MASK(FAULTY_GET),
+                                .pattern = "home/u/b.h5/*",
+                                .mode = FAULTY_GARBLE,
+                                .times = 1 };
     REQUIRE(store_faulty_add(r.st, &garb) == 0);
     CHECK_INT(ns_stat(r.ns, "/home/u/b.h5", &info), 0);
     CHECK_INT(info.kind, NS_BROKEN);
@@ -689,8 +698,11 @@ static void test_image_faults(void)
 
     /* the dataset's JSON cut short: the rest of the domain shows, the link to the dataset
      * is left out (listed) */
-    struct faulty_rule cut = { .ops = FAULTY_MASK(FAULTY_GET), .pattern = DATASET_KEYS,
-                               .mode = FAULTY_TRUNCATE, .keep = 40, .times = 1 };
+    struct faulty_rule cut = { .ops = FAULTY_MASK(FAULTY_GET),
+                               .pattern = DATASET_KEYS,
+                               .mode = FAULTY_TRUNCATE,
+                               .keep = 40,
+                               .times = 1 };
     REQUIRE(store_faulty_add(r.st, &cut) == 0);
     CHECK_INT(build(&r, root, &img), 0);
     if (img) {
@@ -713,8 +725,12 @@ static void test_image_faults(void)
     REQUIRE(build(&r, root, &img) == 0);
     static const enum faulty_mode modes[] = { FAULTY_FAIL, FAULTY_TRUNCATE, FAULTY_GARBLE };
     for (size_t m = 0; m < sizeof modes / sizeof *modes; m++) {
-        struct faulty_rule bad = { .ops = FAULTY_MASK(FAULTY_GET), .pattern = CHUNK_KEYS,
-                                   .nth = 2, .mode = modes[m], .err = -EIO, .keep = 5 };
+        struct faulty_rule bad = { .ops = FAULTY_MASK(FAULTY_GET),
+                                   .pattern = CHUNK_KEYS,
+                                   .nth = 2,
+                                   .mode = modes[m],
+                                   .err = -EIO,
+                                   .keep = 5 };
         store_faulty_clear(r.st);
         REQUIRE(store_faulty_add(r.st, &bad) == 0);
         CHECK_INT(reads_good_or_eio(img, good, len), 1);

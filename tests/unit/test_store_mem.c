@@ -102,13 +102,17 @@ static void faulty_fixture_close(struct faulty_fixture *f)
 static void test_faulty_nth(void)
 {
     struct faulty_fixture f = faulty_fixture();
-    struct faulty_rule r = { .ops = FAULTY_MASK(FAULTY_PUT), .pattern = "db/*", .nth = 2,
-                             .times = 2, .mode = FAULTY_FAIL, .err = -ETIMEDOUT };
+    struct faulty_rule r = { .ops = FAULTY_MASK(FAULTY_PUT),
+                             .pattern = "db/*",
+                             .nth = 2,
+                             .times = 2,
+                             .mode = FAULTY_FAIL,
+                             .err = -ETIMEDOUT };
     CHECK_INT(store_faulty_add(f.st, &r), 0);
     CHECK_INT(cf_put_str(f.st, "db/1", "1"), 0);
-    CHECK_INT(cf_put_str(f.st, "home/x", "x"), 0);               /* does not match */
+    CHECK_INT(cf_put_str(f.st, "home/x", "x"), 0); /* does not match */
     CHECK_INT(cf_put_str(f.st, "db/2", "2"), -ETIMEDOUT);
-    CHECK_INT(store_put_new(f.st, "db/a/b/3", "3", 1), -ETIMEDOUT);   /* '*' matches '/' */
+    CHECK_INT(store_put_new(f.st, "db/a/b/3", "3", 1), -ETIMEDOUT); /* '*' matches '/' */
     CHECK_INT(cf_put_str(f.st, "db/4", "4"), 0);
     CHECK(cf_has(f.inner, "db/1", "1"));
     CHECK(cf_has(f.inner, "db/4", "4"));
@@ -159,8 +163,7 @@ static void test_faulty_every(void)
         CHECK_INT(store_head(f.st, "k", &s), -EIO);
     }
     CHECK_INT(store_faulty_fired(f.st), 6);
-    r = (struct faulty_rule){ .ops = FAULTY_MASK(FAULTY_PUT), .mode = FAULTY_FAIL,
-                              .err = -ENOSPC };
+    r = (struct faulty_rule){ .ops = FAULTY_MASK(FAULTY_PUT), .mode = FAULTY_FAIL, .err = -ENOSPC };
     CHECK_INT(store_faulty_add(f.st, &r), 0);
     CHECK_INT(cf_put_str(f.st, "k", "w"), -ENOSPC);
     store_faulty_clear(f.st);
@@ -176,7 +179,8 @@ static void test_faulty_reply_lost(void)
     struct faulty_fixture f = faulty_fixture();
     struct faulty_rule r = { .ops = FAULTY_MASK(FAULTY_PUT_IF) | FAULTY_MASK(FAULTY_DELETE) |
                                     FAULTY_MASK(FAULTY_COPY),
-                             .mode = FAULTY_AFTER, .err = -EIO };
+                             .mode = FAULTY_AFTER,
+                             .err = -EIO };
     CHECK_INT(cf_put_str(f.st, "gone", "x"), 0);
     CHECK_INT(store_faulty_add(f.st, &r), 0);
     CHECK_INT(store_put_if(f.st, "d/.domain.json", "{}", 2, NULL), -EIO);
@@ -195,9 +199,11 @@ static void test_faulty_reply_lost(void)
 static void test_faulty_bad_bytes(void)
 {
     struct faulty_fixture f = faulty_fixture();
-    struct faulty_rule trunc = { .ops = FAULTY_MASK(FAULTY_GET), .pattern = "t*",
-                                 .mode = FAULTY_TRUNCATE, .keep = 3 };
-    struct faulty_rule garb = { .ops = FAULTY_MASK(FAULTY_GET), .pattern = "g*",
+    struct faulty_rule trunc = {
+        .ops = FAULTY_MASK(FAULTY_GET), .pattern = "t*", .mode = FAULTY_TRUNCATE, .keep = 3
+    };
+    struct faulty_rule garb = { .ops = FAULTY_MASK(FAULTY_GET),
+                                .pattern = "g*",
                                 .mode = FAULTY_GARBLE };
     struct store_buf b;
     CHECK_INT(cf_put_str(f.st, "tjson", "{\"root\": 1}"), 0);
@@ -205,7 +211,7 @@ static void test_faulty_bad_bytes(void)
     CHECK_INT(store_faulty_add(f.st, &trunc), 0);
     CHECK_INT(store_faulty_add(f.st, &garb), 0);
     CHECK_INT(store_get(f.st, "tjson", SIZE_MAX, &b), 0);
-    CHECK(b.len == 3 && memcmp(b.data, "{\"r", 4) == 0);        /* NUL after the 3 bytes */
+    CHECK(b.len == 3 && memcmp(b.data, "{\"r", 4) == 0); /* NUL after the 3 bytes */
     store_buf_free(&b);
     CHECK_INT(store_get_range(f.st, "tjson", 2, 8, &b), 0);
     CHECK(b.len == 3 && memcmp(b.data, "roo", 3) == 0);
@@ -228,9 +234,13 @@ static int count_key(void *ctx, const char *key, const struct store_stat *st)
 static void test_faulty_list(void)
 {
     struct faulty_fixture f = faulty_fixture();
-    struct faulty_rule fail = { .ops = FAULTY_MASK(FAULTY_LIST), .pattern = "db/*",
-                                .mode = FAULTY_FAIL, .err = -EIO, .times = 1 };
-    struct faulty_rule garb = { .ops = FAULTY_MASK(FAULTY_LIST), .pattern = "home/*",
+    struct faulty_rule fail = { .ops = FAULTY_MASK(FAULTY_LIST),
+                                .pattern = "db/*",
+                                .mode = FAULTY_FAIL,
+                                .err = -EIO,
+                                .times = 1 };
+    struct faulty_rule garb = { .ops = FAULTY_MASK(FAULTY_LIST),
+                                .pattern = "home/*",
                                 .mode = FAULTY_GARBLE };
     char buf[256];
     int n = 0;
@@ -240,7 +250,7 @@ static void test_faulty_list(void)
     CHECK_INT(store_faulty_add(f.st, &garb), 0);
     CHECK_INT(store_list_keys(f.st, "db/", count_key, &n), -EIO);
     CHECK_INT(n, 0);
-    CHECK_INT(store_list_keys(f.st, "db/", count_key, &n), 0);   /* times 1: once only */
+    CHECK_INT(store_list_keys(f.st, "db/", count_key, &n), 0); /* times 1: once only */
     CHECK_INT(n, 1);
     /* what the backend answers: "home/u/" cut to "home", 'e' inverted */
     struct store_list l;
@@ -261,9 +271,9 @@ static void test_faulty_bad_rules(void)
     CHECK_INT(store_faulty_add(f.st, &r), -EINVAL);
     r = (struct faulty_rule){ .ops = 0, .mode = FAULTY_GARBLE };
     CHECK_INT(store_faulty_add(f.st, &r), -EINVAL);
-    r = (struct faulty_rule){ .mode = FAULTY_FAIL, .err = EIO };     /* errnos are negative */
+    r = (struct faulty_rule){ .mode = FAULTY_FAIL, .err = EIO }; /* errnos are negative */
     CHECK_INT(store_faulty_add(f.st, &r), -EINVAL);
-    CHECK_INT(store_faulty_add(f.inner, &r), -EINVAL);               /* not a faulty store */
+    CHECK_INT(store_faulty_add(f.inner, &r), -EINVAL); /* not a faulty store */
     CHECK_INT(store_faulty_calls(f.inner, FAULTY_GET), 0);
     faulty_fixture_close(&f);
 }
@@ -288,8 +298,9 @@ static void *put_many(void *arg)
 static void test_faulty_threads(void)
 {
     struct faulty_fixture f = faulty_fixture();
-    struct faulty_rule r = { .ops = FAULTY_MASK(FAULTY_PUT), .nth = 100, .times = 50,
-                             .mode = FAULTY_FAIL, .err = -EIO };
+    struct faulty_rule r = {
+        .ops = FAULTY_MASK(FAULTY_PUT), .nth = 100, .times = 50, .mode = FAULTY_FAIL, .err = -EIO
+    };
     struct put_thread t[4];
     pthread_t th[4];
     char buf[1 << 16];

@@ -107,8 +107,8 @@ static int has(struct store *st, const char *key, const char *want)
     int err = store_get(st, key, SIZE_MAX, &b);
     int ok = err == 0 && b.len == strlen(want) && memcmp(b.data, want, b.len) == 0;
     if (!ok)
-        fprintf(stderr, "get %s: err %d len %zu, expected \"%s\"\n", key, err,
-                err ? 0 : b.len, want);
+        fprintf(stderr, "get %s: err %d len %zu, expected \"%s\"\n", key, err, err ? 0 : b.len,
+                want);
     store_buf_free(&b);
     return ok;
 }
@@ -119,8 +119,8 @@ static size_t join_page(const struct store_list *l, char *buf, size_t cap)
     size_t used = strlen(buf), i = 0, j = 0, items = 0;
     while (i < l->n_objects || j < l->n_prefixes) {
         const char *k;
-        if (j == l->n_prefixes || (i < l->n_objects &&
-                                   strcmp(l->objects[i].key, l->prefixes[j]) < 0))
+        if (j == l->n_prefixes ||
+            (i < l->n_objects && strcmp(l->objects[i].key, l->prefixes[j]) < 0))
             k = l->objects[i++].key;
         else
             k = l->prefixes[j++];
@@ -131,8 +131,7 @@ static size_t join_page(const struct store_list *l, char *buf, size_t cap)
 }
 
 /* Whole listing (one page) joined as above; returns the store_list error. */
-static int list_all(struct store *st, const char *prefix, const char *delim, char *buf,
-                    size_t cap)
+static int list_all(struct store *st, const char *prefix, const char *delim, char *buf, size_t cap)
 {
     struct store_list l;
     buf[0] = '\0';
@@ -264,9 +263,8 @@ static void *reader(void *arg)
     while (!atomic_load(&c->stop)) {
         struct store_buf buf;
         int err = store_get(c->st, "obj/atom", SIZE_MAX, &buf);
-        int ok = err == 0 &&
-                 ((buf.len == strlen(c->a) && memcmp(buf.data, c->a, buf.len) == 0) ||
-                  (buf.len == strlen(c->b) && memcmp(buf.data, c->b, buf.len) == 0));
+        int ok = err == 0 && ((buf.len == strlen(c->a) && memcmp(buf.data, c->a, buf.len) == 0) ||
+                              (buf.len == strlen(c->b) && memcmp(buf.data, c->b, buf.len) == 0));
         if (!ok)
             c->bad++;
         c->reads++;
@@ -407,12 +405,12 @@ static void test_lazy_and_new_puts(void)
     char *dir = make_dir();
     struct store *st = open_store(dir);
     check_puts_atomic(st, store_put_lazy);
-    CHECK_INT(store_put_new(st, "db/r/d/x/0_0", "chunk", 5), 0);       /* directories made */
+    CHECK_INT(store_put_new(st, "db/r/d/x/0_0", "chunk", 5), 0); /* directories made */
     CHECK(has(st, "db/r/d/x/0_0", "chunk"));
-    CHECK_INT(store_put_new(st, "db/r/d/x/0_0", "re", 2), 0);          /* shorter: truncated */
+    CHECK_INT(store_put_new(st, "db/r/d/x/0_0", "re", 2), 0); /* shorter: truncated */
     CHECK(has(st, "db/r/d/x/0_0", "re"));
     CHECK_INT(store_put_new(st, "/abs", "x", 1), -EINVAL);
-    CHECK_INT(store_put_new(st, "obj/atom/under", "x", 1), -EIO);     /* an object, not a dir */
+    CHECK_INT(store_put_new(st, "obj/atom/under", "x", 1), -EIO); /* an object, not a dir */
     CHECK_INT(store_sync(st), 0);
     CHECK_INT(count_temp_files(dir), 0);
     store_close(st);
@@ -439,7 +437,7 @@ static void test_copy(void)
     CHECK_INT(store_put_new(st, "db/c/d/x/0_0", "left", 4), 0);
     CHECK_INT(store_copy(st, "db/b/d/x/0_0", "db/c/d/x/0_0"), 0);
     CHECK(has(st, "db/c/d/x/0_0", "chunk!"));
-    CHECK_INT(store_put_new(st, "db/c/d/x/0_0", "over", 4), 0);    /* never through a link */
+    CHECK_INT(store_put_new(st, "db/c/d/x/0_0", "over", 4), 0); /* never through a link */
     CHECK(has(st, "db/b/d/x/0_0", "chunk!"));
     CHECK_INT(store_copy(st, "db/none", "db/d/x"), -ENOENT);
     CHECK_INT(store_copy(st, "db/a/d", "db/d/y"), -EISDIR);
@@ -515,8 +513,8 @@ static void test_escapes(void)
 {
     char *dir = make_dir(), *outside = make_dir();
     struct store *st = open_store(dir);
-    static const char *const bad[] = { "../x", "a/../../x", "/abs", "a//b", "./a", "",
-                                       "a/", ".", "..", "a/.", "x/../y" };
+    static const char *const bad[] = { "../x", "a/../../x", "/abs", "a//b", "./a",   "",
+                                       "a/",   ".",         "..",   "a/.",  "x/../y" };
     char path[PATH_MAX], target[PATH_MAX];
     struct store_buf b;
     struct store_stat ss;
@@ -556,7 +554,10 @@ static void test_escapes(void)
     CHECK(!exists(outside, "sub"));
     CHECK(store_delete(st, "ldir/secret") < 0);
     CHECK(exists(outside, "secret"));
-    CHECK(store_get(st, "a/rel/" "h5osfs-x", SIZE_MAX, &b) < 0);
+    CHECK(store_get(st,
+                    "a/rel/"
+                    "h5osfs-x",
+                    SIZE_MAX, &b) < 0);
     {
         struct store_list l;
         /* nothing outside the bucket is listed: the prefix holds no object */
@@ -583,7 +584,7 @@ static void test_special_files(void)
     CHECK_INT(put_str(st, "sub/file", "x"), 0);
     path_of(path, dir, "fifo");
     CHECK_INT(mkfifo(path, 0644), 0);
-    CHECK_INT(store_get(st, "fifo", SIZE_MAX, &b), -ENOENT);    /* and does not hang */
+    CHECK_INT(store_get(st, "fifo", SIZE_MAX, &b), -ENOENT); /* and does not hang */
     CHECK_INT(store_head(st, "fifo", &ss), -ENOENT);
     CHECK_INT(store_get(st, "sub", SIZE_MAX, &b), -EISDIR);
     CHECK_INT(store_get_range(st, "sub", 0, 10, &b), -EISDIR);
@@ -619,13 +620,13 @@ static void test_range(void)
     CHECK_INT(store_get_range(st, "r", 2, 3, &b), 0);
     CHECK(b.len == 3 && memcmp(b.data, "234", 3) == 0);
     store_buf_free(&b);
-    CHECK_INT(store_get_range(st, "r", 8, 10, &b), 0);          /* short at the end */
+    CHECK_INT(store_get_range(st, "r", 8, 10, &b), 0); /* short at the end */
     CHECK(b.len == 2 && memcmp(b.data, "89", 2) == 0);
     store_buf_free(&b);
     CHECK_INT(store_get_range(st, "r", 4, STORE_RANGE_TO_END, &b), 0);
     CHECK(b.len == 6 && memcmp(b.data, "456789", 6) == 0);
     store_buf_free(&b);
-    CHECK_INT(store_get_range(st, "r", 10, 5, &b), 0);          /* at the end */
+    CHECK_INT(store_get_range(st, "r", 10, 5, &b), 0); /* at the end */
     CHECK_INT(b.len, 0);
     store_buf_free(&b);
     CHECK_INT(store_get_range(st, "r", 1000, STORE_RANGE_TO_END, &b), 0);
@@ -695,14 +696,14 @@ static void test_delete(void)
     CHECK_INT(put_str(st, "top", "1"), 0);
 
     CHECK_INT(store_delete(st, "p/q/r"), 0);
-    CHECK(!exists(dir, "p/q"));         /* the emptied parent goes */
-    CHECK(!exists(dir, "p"));           /* and its emptied parents: S3 has no directories */
+    CHECK(!exists(dir, "p/q")); /* the emptied parent goes */
+    CHECK(!exists(dir, "p"));   /* and its emptied parents: S3 has no directories */
     CHECK_INT(store_delete(st, "x/y"), 0);
-    CHECK(is_dir(dir, "x"));            /* not empty yet */
+    CHECK(is_dir(dir, "x")); /* not empty yet */
     CHECK_INT(store_delete(st, "x/z"), 0);
     CHECK(!exists(dir, "x"));
     CHECK_INT(store_delete(st, "top"), 0);
-    CHECK(is_dir(dir, "."));            /* never the bucket */
+    CHECK(is_dir(dir, ".")); /* never the bucket */
     CHECK_INT(store_delete(st, "top"), -ENOENT);
     CHECK_INT(store_delete(st, "no/such"), -ENOENT);
     CHECK_INT(store_delete(st, "p"), -ENOENT);
@@ -729,9 +730,14 @@ static void test_list(void)
     char *dir = make_dir();
     struct store *st = open_store(dir);
     static const char *const keys[] = {
-        "home/test_user1/.domain.json", "home/test_user1/f.h5/.domain.json",
-        "home/test_user2/.domain.json", "home/.domain.json", "homer", "db/g-1/.group.json",
-        "db/g-1/d-1/0_0", "db/g-1/d-1/0_1",
+        "home/test_user1/.domain.json",
+        "home/test_user1/f.h5/.domain.json",
+        "home/test_user2/.domain.json",
+        "home/.domain.json",
+        "homer",
+        "db/g-1/.group.json",
+        "db/g-1/d-1/0_0",
+        "db/g-1/d-1/0_1",
     };
     char buf[4096];
     struct store_list l;
@@ -748,7 +754,7 @@ static void test_list(void)
                    "home/test_user2/.domain.json|homer|");
     CHECK_INT(list_all(st, "", "/", buf, sizeof buf), 0);
     CHECK_STR(buf, "db/|home/|homer|");
-    CHECK_INT(list_all(st, "", "", buf, sizeof buf), 0);        /* "" = no delimiter */
+    CHECK_INT(list_all(st, "", "", buf, sizeof buf), 0); /* "" = no delimiter */
     CHECK(strstr(buf, "db/g-1/d-1/0_1|") != NULL);
     CHECK_INT(list_all(st, "home/", "/", buf, sizeof buf), 0);
     CHECK_STR(buf, "home/.domain.json|home/test_user1/|home/test_user2/|");
@@ -771,9 +777,9 @@ static void test_list(void)
     CHECK_STR(buf, "");
     CHECK_INT(list_all(st, "nothing", NULL, buf, sizeof buf), 0);
     CHECK_STR(buf, "");
-    CHECK_INT(list_all(st, "homer/x/", NULL, buf, sizeof buf), 0);   /* through an object */
+    CHECK_INT(list_all(st, "homer/x/", NULL, buf, sizeof buf), 0); /* through an object */
     CHECK_STR(buf, "");
-    CHECK_INT(list_all(st, "home/..", "/", buf, sizeof buf), 0);     /* a partial name */
+    CHECK_INT(list_all(st, "home/..", "/", buf, sizeof buf), 0); /* a partial name */
     CHECK_STR(buf, "");
 
     /* bad arguments */
@@ -808,8 +814,8 @@ static void test_order(void)
 {
     char *dir = make_dir();
     struct store *st = open_store(dir);
-    static const char *const keys[] = { "ab", "a0", "a/c", "a.x", "a-b", "a/b/x", "a/b-y",
-                                        "a/b0", "Z", "~" };
+    static const char *const keys[] = { "ab",    "a0",    "a/c",  "a.x", "a-b",
+                                        "a/b/x", "a/b-y", "a/b0", "Z",   "~" };
     char buf[1024];
 
     put_all(st, keys, sizeof keys / sizeof *keys);
@@ -846,7 +852,7 @@ static void check_pages(struct store *st, const char *prefix, const char *delim,
         size_t n = join_page(&l, page, sizeof page);
         CHECK(n <= max);
         size_t used = strlen(paged), len = strlen(page);
-        CHECK(used + len < sizeof paged);   /* a cut-off join would fail the compare below */
+        CHECK(used + len < sizeof paged); /* a cut-off join would fail the compare below */
         if (used + len < sizeof paged)
             memcpy(paged + used, page, len + 1);
         free(token);
@@ -870,7 +876,7 @@ static void test_pagination(void)
 {
     char *dir = make_dir();
     struct store *st = open_store(dir);
-    static const char *const keys[] = { "ab", "a0", "a/c", "a.x", "a-b", "a/b/x", "a/b-y",
+    static const char *const keys[] = { "ab",   "a0",      "a/c", "a.x", "a-b", "a/b/x", "a/b-y",
                                         "a/b0", "a/b/y/z", "q/1", "q/2", "q/3", "r" };
     static const char *const prefixes[] = { "", "a", "a/", "a/b", "q/", "zz" };
     struct store_list l;
@@ -882,7 +888,7 @@ static void test_pagination(void)
             check_pages(st, prefixes[p], "/", max);
         }
     }
-    check_pages(st, "", NULL, 13);          /* exactly everything: no further page */
+    check_pages(st, "", NULL, 13); /* exactly everything: no further page */
     check_pages(st, "", NULL, 12);
 
     /* tokens: strictly greater */
@@ -916,8 +922,11 @@ static void test_odd_names(void)
     char *dir = make_dir();
     struct store *st = open_store(dir);
     static const char *const keys[] = {
-        "dir with space/file name.json", "ünïcødé/日本語.json", "plus+eq=pct%20/a+b=c%2F",
-        "tab\there/x", "quote\"'`/$x",
+        "dir with space/file name.json",
+        "ünïcødé/日本語.json",
+        "plus+eq=pct%20/a+b=c%2F",
+        "tab\there/x",
+        "quote\"'`/$x",
     };
     char buf[2048];
 

@@ -142,7 +142,7 @@ int main(void)
     struct vfd_target t1 = { .map = extent_map_new(), .placeholder = placeholder };
     struct vfd_target t2 = { .map = extent_map_new(), .placeholder = placeholder };
     build(&t1, placeholder);
-    sleep(1);      /* a second apart: nothing time-dependent may be in the file */
+    sleep(1); /* a second apart: nothing time-dependent may be in the file */
     build(&t2, placeholder);
     CHECK_INT(t1.placeholders, 6);
     CHECK(extent_size(t1.map) > 5 * C0 * C1 * 4);
@@ -152,7 +152,7 @@ int main(void)
     size_t chunks = 0;
     for (size_t i = 0; i < n; i++)
         chunks += s[i].kind == SEGMENT_CHUNK;
-    CHECK_INT(chunks, 5);                   /* chunk 1's first placement was freed */
+    CHECK_INT(chunks, 5); /* chunk 1's first placement was freed */
 
     unsigned char *a = assemble(t1.map), *b = assemble(t2.map);
     CHECK_INT(extent_size(t1.map), extent_size(t2.map));
