@@ -13,7 +13,11 @@ mounts the bucket directory itself, [s3] uploads that directory to a real S3 ser
 tests/s3) and mounts it from there. A module (or test) that also names "rgw" runs a third time
 on Ceph RGW (tests/s3/rgw.py: a real S3 implementation, which checks signatures and
 conditional writes; skipped with the reason when Ceph is not installed). Elsewhere these
-fixtures mount the directory (posix), and test ids do not change. A module marked
+fixtures mount the directory (posix), and test ids do not change.
+
+Every daemon is run by harness.py, and every fixture's teardown is harness's: unmounted (a busy
+mount is retried, a lazy unmount fails the test), exit status 0, no secret in its log or
+stderr, no sanitizer report. A module marked
 backends("s3", "rgw") without mounts of its own (test_s3.py) gets its s3_server from the
 backend (s3fixtures.py).
 
@@ -46,9 +50,7 @@ import hashlib
 import itertools
 import os
 import shutil
-import signal
 import stat
-import subprocess
 import threading
 import time
 from pathlib import Path
@@ -56,6 +58,10 @@ from pathlib import Path
 import pytest
 
 import fpmode
+import harness
+# Re-exported for the test modules, which import them from here.
+from harness import (default_interrupt_signals, h5osfs_bin, is_mounted,  # noqa: F401
+                     run_refused)
 
 # The S3 servers' fixtures (s3_server, s3_bucket, fault_proxy, rgw_server ...), for every module.
 from s3fixtures import (fault_proxy, fixture_buckets, rgw_server, s3_bucket,  # noqa: F401
@@ -73,21 +79,6 @@ S3_BUCKET = "hsdstest"          # linked domains name it in their file_uri
 S3_BASE_PREFIX = "base/"        # the read-only fixture bucket
 OTHER_BUCKET = "otherbucket"    # another bucket, holding the fixture's linked file
 S3RVER_KEEP = ".s3rver-keep"    # see list_like_aws()
-
-
-def h5osfs_bin():
-    return Path(os.environ.get("H5OSFS_BIN", REPO / "build" / "h5osfs"))
-
-
-def is_mounted(path):
-    path = os.path.realpath(path)
-    with open("/proc/self/mountinfo") as f:
-        for line in f:
-            # field 5 is the mount point, with spaces etc. escaped as \040 octal
-            point = line.split()[4].encode().decode("unicode_escape")
-            if point == path:
-                return True
-    return False
 
 
 # ---- the backend parameter ----
@@ -514,72 +505,31 @@ def bucket_identity(src):
 
 # ---- mounts ----
 
-def run_refused(cmd, env, mnt, timeout=10):
-    """Runs a command line that must be refused at start: -> (status, stderr). Never leaves a
-    mount: one that was not refused is unmounted, and the test fails."""
-    proc = subprocess.Popen([str(c) for c in cmd], stdin=subprocess.DEVNULL,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
-    try:
-        out, err = proc.communicate(timeout=timeout)
-    except subprocess.TimeoutExpired:
-        if is_mounted(mnt):
-            subprocess.run(["fusermount3", "-u", str(mnt)], capture_output=True)
-        proc.kill()
-        out, err = proc.communicate()
-        pytest.fail(f"h5osfs was not refused: it ran (and mounted: {cmd})")
-    mounted = is_mounted(mnt)
-    if mounted:
-        subprocess.run(["fusermount3", "-u", str(mnt)], capture_output=True)
-    assert not mounted, f"{cmd} mounted something"
-    return proc.returncode, err.decode(errors="replace")
-
-
-def default_interrupt_signals():
-    """In a daemon's child, before exec: SIGINT and SIGQUIT as a terminal would give them. A
-    shell starts a background job (the suite run with &, or under nohup) with both ignored,
-    the child inherits that, and libfuse then leaves them ignored on purpose, so a test that
-    sends SIGINT would wait for an exit that never comes."""
-    signal.signal(signal.SIGINT, signal.SIG_DFL)
-    signal.signal(signal.SIGQUIT, signal.SIG_DFL)
-
-
 def names_cache_dir(args):
     return any("cache_dir=" in str(a) for a in args)
 
 
-class Mount:
-    """One running h5osfs daemon and its mountpoint. bucket: a directory, or a MountSource.
-    A read-write mount's cache_dir is its own (a second daemon on it is refused): unless args
-    name one, it is cache_dir, or else a new directory beside the log (<log>.cache). With
-    own_cache_dir=False, h5osfs's default is left (env must then set HOME and XDG_CACHE_HOME to
-    the test's own directories)."""
+class Mount(harness.Daemon):
+    """One running h5osfs daemon and its mountpoint (harness.Daemon). bucket: a directory, or a
+    MountSource. A read-write mount's cache_dir is its own (a second daemon on it is refused):
+    unless args name one, it is cache_dir, or else a new directory beside the log (<log>.cache).
+    With own_cache_dir=False, h5osfs's default is left (env must then set HOME and
+    XDG_CACHE_HOME to the test's own directories). expect_status: the exit status its teardown
+    accepts."""
 
-    def __init__(self, bucket, mnt, log, args, env=None, cache_dir=None, own_cache_dir=True):
+    def __init__(self, bucket, mnt, log, args, env=None, cache_dir=None, own_cache_dir=True,
+                 expect_status=0):
         src = bucket if isinstance(bucket, MountSource) else MountSource("posix", bucket, bucket)
         self.src = src
         self.backend = src.backend
         self.bucket = src.local         # the bucket directory (on s3: the uploaded one)
-        self.mnt = Path(mnt)
-        self.log_path = Path(log)
-        self.stderr = ""
         self.cache_dir = None
         if own_cache_dir and not names_cache_dir(args):
-            self.cache_dir = Path(cache_dir or self.log_path.with_suffix(".cache"))
+            self.cache_dir = Path(cache_dir or Path(log).with_suffix(".cache"))
             args = ["-o", f"cache_dir={self.cache_dir}", *args]
-        cmd = [str(h5osfs_bin()), "-f", "-o", f"log_file={log}"] + list(args) + list(
-            src.args) + [src.source, str(mnt)]
-        self.proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                                     stderr=subprocess.PIPE, env=env or src.env,
-                                     preexec_fn=default_interrupt_signals)
-        deadline = time.monotonic() + 15
-        while not is_mounted(mnt):
-            if self.proc.poll() is not None:
-                out, err = self.proc.communicate()
-                raise RuntimeError(f"h5osfs exited with {self.proc.returncode}: {err.decode()}")
-            if time.monotonic() > deadline:
-                self.proc.kill()
-                raise RuntimeError("h5osfs did not mount within 15 s")
-            time.sleep(0.02)
+        super().__init__([*args, *src.args], src.source, mnt, log, env=env or src.env,
+                         secrets=[src.secret] if src.secret else (),
+                         expect_status=expect_status)
         self.wait_serving()
 
     def wait_serving(self):
@@ -590,12 +540,6 @@ class Mount:
             os.stat(self.mnt)
         except OSError:
             pass
-
-    def path(self, rel=""):
-        return self.mnt / rel.lstrip("/")
-
-    def log(self):
-        return self.log_path.read_text(errors="replace") if self.log_path.exists() else ""
 
     # changing the bucket under the daemon: the directory, and on s3 the objects
 
@@ -630,28 +574,6 @@ class Mount:
         if self.src.mirror is not None:
             self.src.mirror.delete_below(p)
 
-    def unmount(self):
-        if is_mounted(self.mnt):
-            subprocess.run(["fusermount3", "-u", str(self.mnt)], check=True)
-        try:
-            self.proc.wait(timeout=15)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            self.proc.wait()
-            raise AssertionError("h5osfs did not exit after unmount")
-        if self.proc.stderr is not None and not self.proc.stderr.closed:
-            self.stderr = self.proc.communicate()[1].decode(errors="replace")
-        return self.proc.returncode
-
-    def problems(self):
-        """After unmount: what the teardown must report."""
-        out = []
-        if is_mounted(self.mnt):
-            out.append(f"{self.mnt}: still mounted")
-        if self.src.secret and (self.src.secret in self.log() or self.src.secret in self.stderr):
-            out.append(f"{self.mnt}: the secret key appears in the log or on stderr")
-        return out
-
 
 @pytest.fixture
 def mount_bucket(tmp_path, mount_source):
@@ -671,13 +593,7 @@ def mount_bucket(tmp_path, mount_source):
         return m
 
     yield start
-    failures = []
-    for m in mounts:
-        rc = m.unmount()
-        if rc != 0:
-            failures.append(f"{m.mnt}: exit status {rc}")
-        failures += m.problems()
-    assert not failures, failures
+    harness.assert_clean(mounts)
 
 
 @pytest.fixture
@@ -755,13 +671,10 @@ def shared_mount(tmp_path_factory, backend, request):
         src = MountSource("posix", BUCKET, BUCKET)
     m = Mount(src, mnt, root / "h5osfs.log", ("-o", "user=test_user1"))
     yield m
-    rc = m.unmount()
-    assert rc == 0, f"{mnt}: exit status {rc}"
-    assert not m.problems(), m.problems()
+    harness.assert_clean([m])
 
 
 def assert_serving(m):
     """The daemon of mount m is alive, still mounted and answering."""
-    assert m.proc.poll() is None, f"h5osfs exited with {m.proc.returncode}"
-    assert is_mounted(m.mnt)
+    m.assert_serving()
     assert os.listdir(m.path("home/test_user1"))
