@@ -1,10 +1,11 @@
 """pytest fixtures that run the real h5osfs binary on a real FUSE mount.
 
-The binary is $H5OSFS_BIN, or build/h5osfs in the repository. Every mount is started in the
-foreground with a log file and a cache_dir of its own (a read-write mount locks it: two on one
-cache_dir, or tests of another run on ~/.cache/h5osfs, would refuse each other), waited for in
-/proc/self/mountinfo, and on teardown unmounted with fusermount3; the daemon must then exit by
-itself with status 0.
+The binary is $H5OSFS_BIN, or build/h5osfs in the repository. Every mount is a harness.Daemon:
+started in the foreground with a log file and a cache_dir of its own (a read-write mount locks
+it: two on one cache_dir, or tests of another run on ~/.cache/h5osfs, would refuse each other),
+waited for in /proc/self/mountinfo, and on teardown checked by harness as everywhere in the
+suite: unmounted with fusermount3 (a busy mount is retried, a lazy unmount fails the test),
+exit status 0, no secret in its log or stderr, no sanitizer report.
 
 Backends. In a module marked `pytestmark = pytest.mark.backends("posix", "s3")` (the read-path
 suite: test_namespace, test_bad_input, test_image, test_image_bad_input), every test that mounts
@@ -13,18 +14,14 @@ mounts the bucket directory itself, [s3] uploads that directory to a real S3 ser
 tests/s3) and mounts it from there. A module (or test) that also names "rgw" runs a third time
 on Ceph RGW (tests/s3/rgw.py: a real S3 implementation, which checks signatures and
 conditional writes; skipped with the reason when Ceph is not installed). Elsewhere these
-fixtures mount the directory (posix), and test ids do not change.
-
-Every daemon is run by harness.py, and every fixture's teardown is harness's: unmounted (a busy
-mount is retried, a lazy unmount fails the test), exit status 0, no secret in its log or
-stderr, no sanitizer report. A module marked
+fixtures mount the directory (posix), and test ids do not change. A module marked
 backends("s3", "rgw") without mounts of its own (test_s3.py) gets its s3_server from the
 backend (s3fixtures.py).
 
-The S3 server of these runs is a session server of its own (backend_s3; on rgw backend_rgw, a
-tenant of its own on the session's RGW), not test_s3.py's s3_server. Its bucket "hsdstest"
-holds the read-only fixture under the prefix base/ (loaded
-once), and every other bucket directory a test mounts under a prefix of its own, c<n>/: uploaded
+The S3 server of these runs is the session's one server, test_s3.py's too: a tenant of its own
+on the session's s3rver (backend_s3) or RGW (backend_rgw), so that its bucket "hsdstest" is not
+test_s3.py's s3_bucket. Its bucket "hsdstest" holds the read-only fixture under the prefix
+base/ (loaded once), and every other bucket directory a test mounts under a prefix of its own, c<n>/: uploaded
 right before the mount, re-synchronised before every later mount of the same directory (a copy
 that an earlier test left exactly as uploaded, checked in a listing, serves a later test with
 the same files instead). The prefix mirrors the directory's parent: tmp_path/bucket/hsdstest is
@@ -415,20 +412,16 @@ class S3Mirror:
 
 
 @pytest.fixture(scope="session")
-def backend_s3(tmp_path_factory):
-    """The S3 server of the [s3] runs (see the module docstring)."""
-    from s3fixtures import S3Server, _unavailable, s3rver_problem
-    problem = s3rver_problem()
-    if problem:
-        _unavailable(problem)
-    workdir = tmp_path_factory.mktemp("s3backend")
-    s3 = S3Backend(workdir, S3Server(workdir / "server"))
+def backend_s3(s3rver_server, tmp_path_factory):
+    """The S3 server of the [s3] runs: a user of the session's s3rver in a tenant of its own
+    (s3fixtures.BACKEND_TENANT), so that its bucket hsdstest is not test_s3.py's."""
+    from s3fixtures import BACKEND_TENANT
+    s3 = S3Backend(tmp_path_factory.mktemp("s3backend"), s3rver_server.tenant(BACKEND_TENANT[0]))
     yield s3
     try:
         s3.base.check_unchanged(BUCKET, bucket_snapshot(BUCKET))   # mounted rw by many tests
     finally:
-        rc = s3.stop()
-    assert rc == 0, f"s3rver exited with {rc}: {s3.server.log()[-2000:]}"
+        s3.stop()
 
 
 RGW_BACKEND_KEY = "H5OSFSRGWBACKENDKEY1"

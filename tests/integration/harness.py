@@ -24,7 +24,8 @@ problems() lists what went wrong (empty: clean); assert_clean(daemons) raises As
 with all of it.
 
 S3Server(workdir) starts tests/s3/server.js (s3rver behind a SigV4 verifier) on 127.0.0.1; the
-test session runs one (s3fixtures.s3rver_server), a benchmark may run its own.
+test session runs one (s3fixtures.s3rver_server: test_s3.py's server, and in a tenant of its own
+conftest's [s3] backend), a benchmark may run its own.
 """
 import itertools
 import json
@@ -382,8 +383,9 @@ class S3Server(S3Account):
 
     kind = "s3rver"
 
-    def __init__(self, workdir, verify_sigv4=True, extra_args=()):
-        """extra_args: more server.js options (e.g. "--keep-alive-ms", "200")."""
+    def __init__(self, workdir, verify_sigv4=True, extra_args=(), tenants=()):
+        """extra_args: more server.js options (e.g. "--keep-alive-ms", "200"); tenants:
+        (tenant, access key, secret key) of users with buckets of their own (self.tenant)."""
         problem = s3rver_problem()
         if problem:
             raise FileNotFoundError(problem)
@@ -398,6 +400,9 @@ class S3Server(S3Account):
         if "--openssl-legacy-provider" not in opts:
             env["NODE_OPTIONS"] = (opts + " --openssl-legacy-provider").strip()
         env["S3_ACCESS_KEY_ID"], env["S3_SECRET_ACCESS_KEY"] = ACCESS_KEY, SECRET_KEY
+        self._tenants = {t: (a, k) for t, a, k in tenants}
+        env["S3_TENANTS"] = json.dumps([{"tenant": t, "access_key": a, "secret_key": k}
+                                        for t, (a, k) in self._tenants.items()])
         cmd = [node_binary(), str(S3DIR / "server.js"), "--directory", str(self.data_dir),
                "--port", "0", "--exit-on-stdin-eof", "--public-bucket", PUBLIC_BUCKET]
         if not verify_sigv4:
@@ -411,8 +416,32 @@ class S3Server(S3Account):
         self.endpoint = f"http://127.0.0.1:{self.port}"
         self._names = itertools.count(1)
 
+    def tenant(self, name):
+        """The S3Tenant of one of the tenants this server was started with."""
+        return S3Tenant(self, *self._tenants[name])
+
     def log(self):
         return _tail(self.log_path, 100000)
 
     def stop(self):
         return stop_process(self.proc)
+
+
+class S3Tenant(S3Account):
+    """A user of an S3Server in a tenant of its own (its buckets are nobody else's, as a
+    Ceph RGW tenant's), with S3Server's interface; the server is stopped by its owner."""
+
+    kind = "s3rver"
+
+    def __init__(self, server, access_key, secret_key):
+        self.server = server
+        self.endpoint, self.port = server.endpoint, server.port
+        self.access_key, self.secret_key, self.region = access_key, secret_key, REGION
+        self.public_bucket = PUBLIC_BUCKET
+        self._names = itertools.count(1)
+
+    def log(self):
+        return self.server.log()
+
+    def stop(self):
+        return 0

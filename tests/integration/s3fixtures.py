@@ -4,7 +4,7 @@ into them, and a fault-injecting proxy in front of them. conftest.py imports the
 
 s3_server (module): the S3 server of a module's tests: RGW's main user (RgwUser) where the
     backend is "rgw" (a module marked backends("s3", "rgw")), s3rver (S3Server) elsewhere.
-s3rver_server (session): S3Server (harness.py) — .endpoint ("http://127.0.0.1:PORT"), .access_key,
+s3rver_server (session): S3Server (harness.py), the session's one s3rver — .endpoint ("http://127.0.0.1:PORT"), .access_key,
     .secret_key, .region, .env() (AWS_* variables for a daemon), .client() (an S3Client),
     .load(bucket, directory), .new_bucket(directory=None), .stop(). Authentication is on:
     requests must be signed (SigV4 verified against the secret) with its key pair or s3rver's
@@ -246,12 +246,19 @@ class FaultProxy:
         return _stop(self.proc)
 
 
+# conftest's [s3] backend: a tenant of the session's s3rver, so that its bucket hsdstest is not
+# test_s3.py's (as backend_rgw's on RGW)
+BACKEND_TENANT = ("backend", "H5OSFSS3BACKENDKEY01", "h5osfs/S3+Backend=Secret0123456789abcdef")
+
+
 @pytest.fixture(scope="session")
 def s3rver_server(tmp_path_factory):
+    """The session's one s3rver: test_s3.py's server, and conftest's [s3] backend in the tenant
+    BACKEND_TENANT (server.tenant("backend"))."""
     problem = s3rver_problem()
     if problem:
         _unavailable(problem)
-    server = S3Server(tmp_path_factory.mktemp("s3server"))
+    server = S3Server(tmp_path_factory.mktemp("s3server"), tenants=[BACKEND_TENANT])
     yield server
     rc = server.stop()
     assert rc == 0, f"s3rver exited with {rc}: {server.log()[-2000:]}"
