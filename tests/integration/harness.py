@@ -21,7 +21,7 @@ The teardown, the same for every daemon (Daemon.finish, or unmount() then proble
   - no sanitizer report (AddressSanitizer, LeakSanitizer, UndefinedBehaviorSanitizer, ...) in
     its standard error or its log: UBSan reports and goes on, so the exit status alone misses it.
 problems() lists what went wrong (empty: clean); assert_clean(daemons) raises AssertionError
-with all of it.
+with all of it (a test's teardown), Daemon.stop() RuntimeError (a benchmark's).
 
 S3Server(workdir) starts tests/s3/server.js (s3rver behind a SigV4 verifier) on 127.0.0.1; the
 test session runs one (s3fixtures.s3rver_server: test_s3.py's server, and in a tenant of its own
@@ -50,6 +50,7 @@ import load_bucket  # noqa: E402
 MOUNT_TIMEOUT = 15      # s: from start to the mount in mountinfo
 BUSY_TIMEOUT = 5        # s: fusermount3 -u retried while the mount is busy
 EXIT_TIMEOUT = 15       # s: from the unmount to the daemon's exit
+TERM_TIMEOUT = 60       # s: from SIGTERM (unmount(terminate=True)) to the daemon's exit
 
 SECRET_VARIABLES = ("AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN")
 
@@ -119,17 +120,18 @@ class Daemon:
     """One h5osfs -f process and its mountpoint (see the module docstring)."""
 
     def __init__(self, args, bucket, mnt, log, env=None, secrets=(), stderr_path=None,
-                 mount_timeout=MOUNT_TIMEOUT, expect_status=0):
+                 mount_timeout=MOUNT_TIMEOUT, expect_status=0, binary=None):
         """args: options before the bucket; env: the daemon's whole environment (None: this
         process's); secrets: more strings that must appear in neither its log nor its stderr;
-        expect_status: the exit status the teardown accepts (-9: a test kills it)."""
+        expect_status: the exit status the teardown accepts (-9: a test kills it); binary:
+        the h5osfs to run (default h5osfs_bin())."""
         self.source, self.mnt, self.log_path = str(bucket), Path(mnt), Path(log)
         self.stderr_path = Path(stderr_path or self.log_path.with_suffix(".stderr"))
         self.env = dict(os.environ if env is None else env)
         self.secrets = [s for s in (*secrets, *(self.env.get(v) for v in SECRET_VARIABLES))
                         if s]
         self.expect_status = expect_status
-        self.cmd = [str(h5osfs_bin()), "-f", "-o", f"log_file={self.log_path}",
+        self.cmd = [str(binary or h5osfs_bin()), "-f", "-o", f"log_file={self.log_path}",
                     *map(str, args), self.source, str(self.mnt)]
         self._unmount_problems = []
         with open(self.stderr_path, "wb") as err:
@@ -176,8 +178,8 @@ class Daemon:
     def unmount(self, exit_timeout=EXIT_TIMEOUT, terminate=False):
         """Unmounts (if still mounted) and waits for the daemon's exit: -> its exit status.
         One still running after exit_timeout is killed (a problem), or with terminate=True
-        sent SIGTERM and waited for as long again (what a benchmark does with a daemon still
-        deleting old objects; it must then exit 0). Calling it again changes nothing."""
+        sent SIGTERM and waited for TERM_TIMEOUT s more (what a benchmark does with a daemon
+        still deleting old objects; it must then exit 0). Calling it again changes nothing."""
         problem = unmount_path(self.mnt)
         if problem:
             self._unmount_problems.append(problem)
@@ -189,7 +191,7 @@ class Daemon:
             if terminate:
                 self.proc.terminate()
                 try:
-                    self.proc.wait(timeout=exit_timeout)
+                    self.proc.wait(timeout=TERM_TIMEOUT)
                     self.terminated = True
                     return self.proc.returncode
                 except subprocess.TimeoutExpired:
@@ -197,7 +199,8 @@ class Daemon:
             self.proc.kill()
             self.proc.wait()
             self._unmount_problems.append(f"did not exit within {exit_timeout} s of the "
-                                          "unmount: killed")
+                                          f"unmount{' (nor of SIGTERM)' if terminate else ''}: "
+                                          "killed")
         return self.proc.returncode
 
     terminated = False      # unmount(terminate=True) had to send SIGTERM
@@ -230,6 +233,14 @@ class Daemon:
         """The teardown: unmount(), then problems()."""
         self.unmount(exit_timeout)
         return self.problems()
+
+    def stop(self, exit_timeout=EXIT_TIMEOUT, terminate=False):
+        """The teardown of a script (a benchmark): unmount(exit_timeout, terminate), then
+        RuntimeError with the problems, if any."""
+        self.unmount(exit_timeout, terminate)
+        problems = self.problems()
+        if problems:
+            raise RuntimeError("h5osfs failed its teardown:\n" + "\n".join(problems))
 
 
 def finish_all(daemons, exit_timeout=EXIT_TIMEOUT):
