@@ -20,17 +20,17 @@ backend (s3fixtures.py).
 
 The S3 server of these runs is the session's one server, test_s3.py's too: a tenant of its own
 on the session's s3rver (backend_s3) or RGW (backend_rgw), so that its bucket "hsdstest" is not
-test_s3.py's s3_bucket. Its bucket "hsdstest" holds the read-only fixture under the prefix
-base/ (loaded once), and every other bucket directory a test mounts under a prefix of its own, c<n>/: uploaded
-right before the mount, re-synchronised before every later mount of the same directory (a copy
-that an earlier test left exactly as uploaded, checked in a listing, serves a later test with
-the same files instead). The prefix mirrors the directory's parent: tmp_path/bucket/hsdstest is
-c<n>/hsdstest/, and a neighbouring tmp_path/bucket/otherbucket is c<n>/otherbucket/, so the S3
-layout is the POSIX one. The bucket has to be called hsdstest with every copy below a prefix:
-linked domains name their file "hsdstest/linked/sample_link.h5", which the daemon resolves below
-the mount's prefix. A second bucket, "otherbucket", holds the fixture's linked file
-(linked/sample_link.h5): a daemon that followed a file_uri out of its bucket would read the
-right bytes there.
+test_s3.py's s3_bucket. Its bucket "hsdstest" holds the read-only fixture under the prefix base/
+(loaded once), and every other bucket directory a test mounts under a prefix of its own, c<n>/:
+uploaded right before the mount, re-synchronised before every later mount of the same directory
+(a copy that an earlier test left exactly as uploaded, checked in a listing, serves a later test
+with the same files instead). The prefix mirrors the directory's parent:
+tmp_path/bucket/hsdstest is c<n>/hsdstest/, and a neighbouring tmp_path/bucket/otherbucket is
+c<n>/otherbucket/, so the S3 layout is the POSIX one. The bucket has to be called hsdstest with
+every copy below a prefix: linked domains name their file "hsdstest/linked/sample_link.h5",
+which the daemon resolves below the mount's prefix. A second bucket, "otherbucket", holds the
+fixture's linked file (linked/sample_link.h5): a daemon that followed a file_uri out of its
+bucket would read the right bytes there.
 
 To change a bucket while it is mounted, tests use m.put(key, bytes), m.delete(key) and
 m.delete_tree(prefix): they change the directory and, on s3, the objects. To prove that nothing

@@ -4,9 +4,10 @@ into them, and a fault-injecting proxy in front of them. conftest.py imports the
 
 s3_server (module): the S3 server of a module's tests: RGW's main user (RgwUser) where the
     backend is "rgw" (a module marked backends("s3", "rgw")), s3rver (S3Server) elsewhere.
-s3rver_server (session): S3Server (harness.py), the session's one s3rver — .endpoint ("http://127.0.0.1:PORT"), .access_key,
-    .secret_key, .region, .env() (AWS_* variables for a daemon), .client() (an S3Client),
-    .load(bucket, directory), .new_bucket(directory=None), .stop(). Authentication is on:
+s3rver_server (session): S3Server (harness.py), the session's one s3rver — .endpoint
+    ("http://127.0.0.1:PORT"), .access_key, .secret_key, .region, .env() (AWS_* variables for
+    a daemon), .client() (an S3Client), .load(bucket, directory), .new_bucket(directory=None),
+    .tenant(name) (conftest's [s3] backend: BACKEND_TENANT), .stop(). Authentication is on:
     requests must be signed (SigV4 verified against the secret) with its key pair or s3rver's
     S3RVER/S3RVER; unsigned requests get 403, except GET/HEAD in bucket PUBLIC_BUCKET.
 rgw_server (session): RgwServer — one Ceph cluster for the session (started in seconds; every
