@@ -98,7 +98,9 @@ def test_a_named_secret_on_stderr_fails(start):
 def test_a_busy_mount_is_unmounted_lazily_and_fails(start):
     """A descriptor open at teardown: fusermount3 -u is retried for BUSY_TIMEOUT s, then the
     mount is detached lazily, and that is a failure; the daemon exits once the descriptor goes
-    (closed here a little after the lazy unmount)."""
+    (closed here a little after the lazy unmount). How it exits is not this test's business:
+    under load the kernel sometimes ends the detached connection as aborted, libfuse's read
+    then fails with ECONNABORTED ("Software caused connection abort") and h5osfs exits 1."""
     d = start()
     fd = os.open(d.path("home/test_user1/sample1.h5"), os.O_RDONLY)
     closer = threading.Timer(harness.BUSY_TIMEOUT + 2, os.close, (fd,))
@@ -107,5 +109,6 @@ def test_a_busy_mount_is_unmounted_lazily_and_fails(start):
         problems = d.finish()
     finally:
         closer.join()
-    assert len(problems) == 1 and "unmounted lazily" in problems[0], problems
-    assert d.proc.returncode == 0
+    assert "unmounted lazily" in problems[0], problems
+    assert all("exit status 1 " in p for p in problems[1:]), problems
+    assert d.proc.returncode is not None and not harness.is_mounted(d.mnt)
