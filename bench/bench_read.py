@@ -107,7 +107,9 @@ def bench_build(work, chunks=100_000):
             ok = f["data"][:32].tobytes() == payload * 2
     finally:
         unmount(daemon)
-    m = re.search(r"(\d+) chunk extents, (\d+) bytes of RAM, ([\d.]+) s", log.read_text())
+    # "... N chunk extents, M runs of metadata, B bytes of RAM, S s" (the middle part may grow)
+    m = re.search(r"(\d+) chunk extents, (?:.*?, )?(\d+) bytes of RAM, ([\d.]+) s",
+                  log.read_text())
     print(f"build {chunks} chunks: open {t_open:.3f} s (build {m.group(3)} s, goal < 1 s); "
           f"image RAM {int(m.group(2)) / 2**20:.1f} MiB; daemon RSS {base / 1024:.1f} MiB at "
           f"mount -> {after / 1024:.1f} MiB after the build (+{(after - base) / 1024:.1f} MiB, "
