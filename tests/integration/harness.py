@@ -222,11 +222,11 @@ class Daemon:
             if where:
                 out.append(f"secret #{i + 1} ({len(s)} characters) appears in its "
                            f"{' and '.join(where)}")
-        for name, text in (("stderr", err), ("log", log)):
+        for name, text, path in (("stderr", err, self.stderr_path), ("log", log, self.log_path)):
             reports = sanitizer_reports(text)
             if reports:
                 out.append(f"sanitizer report in its {name}: {reports[0]} "
-                           f"({len(reports)} lines; see {self.stderr_path})")
+                           f"({len(reports)} lines; see {path})")
         return [f"{self.mnt}: {p}" for p in out]
 
     def finish(self, exit_timeout=EXIT_TIMEOUT):
