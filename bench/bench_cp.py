@@ -46,9 +46,9 @@ import hsds_bucket  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "tests" / "integration"))
+import harness  # noqa: E402
 import objcheck  # noqa: E402
 
-BIN = Path(os.environ.get("H5OSFS_BIN", REPO / "build" / "h5osfs"))
 USER = "bench"
 # float32 chunks of 16 x 16384 = 1 MiB; 3328 of them compress to a file of about 1 GiB
 ROWS, COLS, CHUNK_ROWS = 53248, 16384, 16
@@ -176,26 +176,16 @@ def make_bucket(bucket):
 
 
 def mount(bucket, mnt, log, cache_dir, ingest="copy"):
+    """A harness.Daemon (tests/integration/harness.py) on mnt."""
     mnt.mkdir(parents=True, exist_ok=True)
-    proc = subprocess.Popen([str(BIN), "-f", "-o", f"user={USER},log_file={log},"
-                             f"cache_dir={cache_dir},ingest={ingest}", str(bucket), str(mnt)],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-    for _ in range(1500):
-        if os.path.ismount(mnt):
-            return proc
-        if proc.poll() is not None:
-            raise RuntimeError(f"h5osfs exited with {proc.returncode}: "
-                               f"{proc.stderr.read().decode(errors='replace')}")
-        time.sleep(0.01)
-    proc.kill()
-    raise RuntimeError("mount failed")
+    return harness.Daemon(["-o", f"user={USER},cache_dir={cache_dir},ingest={ingest}"], bucket,
+                          mnt, log)
 
 
-def unmount(proc, mnt):
-    subprocess.run(["fusermount3", "-u", str(mnt)], check=True)
-    rc = proc.wait(timeout=600)
-    if rc != 0:
-        raise RuntimeError(f"h5osfs exited with {rc}")
+def unmount(daemon):
+    """harness's teardown (unmounted, exit status 0, no sanitizer report), or RuntimeError;
+    the daemon may take long: it commits what it staged before it exits."""
+    daemon.stop(exit_timeout=600)
 
 
 def bench_baseline(src, work, runs, tool="cp"):
@@ -223,11 +213,11 @@ def bench_mount(src, work, runs, ingest="copy"):
     cache.mkdir()
     target = mnt / "home" / USER / "bench.h5"
     times, peaks, error = [], [], None
-    proc = mount(bucket, mnt, root / "h5osfs.log", cache, ingest)
+    daemon = mount(bucket, mnt, root / "h5osfs.log", cache, ingest)
     try:
         for i in range(runs):
             warm(src)
-            with DiskSampler(cache, proc.pid) as s:
+            with DiskSampler(cache, daemon.pid) as s:
                 dt, r = timed_cp(src, target)
             if r.returncode != 0:
                 error = f"cp into the mount failed: {r.stderr.strip()}"
@@ -237,16 +227,16 @@ def bench_mount(src, work, runs, ingest="copy"):
             if i < runs - 1:
                 os.unlink(target)
     finally:
-        unmount(proc, mnt)
+        unmount(daemon)
     if error:
         return times, peaks, error, None, None
-    proc = mount(bucket, mnt, root / "h5osfs-2.log", cache)
+    daemon = mount(bucket, mnt, root / "h5osfs-2.log", cache)
     try:
         diff = subprocess.run(["h5diff", str(src), str(target)], capture_output=True, text=True)
         if diff.returncode != 0:
             error = f"h5diff exit {diff.returncode}: {(diff.stdout + diff.stderr)[-500:]}"
     finally:
-        unmount(proc, mnt)
+        unmount(daemon)
     problems = objcheck.problems(bucket, f"/home/{USER}/bench.h5", fill_chunks="error")
     return times, peaks, error, diff.returncode, problems
 

@@ -58,7 +58,7 @@ import bench_cp  # noqa: E402
 import bench_read_all as bra  # noqa: E402
 import hsds_bucket  # noqa: E402
 from bench_read_all import Line, Run, alternate, fmt_s, log, timed, wait_for  # noqa: E402
-from s3fixtures import S3Server, s3rver_problem  # noqa: E402
+from harness import S3Server, s3rver_problem  # noqa: E402
 
 USER = bra.USER                       # "bench": the folders /home/bench of both buckets
 META_BUCKET = "metabucket"            # A: /home/bench/meta/dNNNN.h5, 1000 domains
@@ -265,8 +265,8 @@ class Store:
 # contenders
 
 class Mount(bra.H5osfs):
-    """bench_read_all's h5osfs daemon with extra -o options (ttl), a log read per run, and an
-    unmount that may wait for the background collection of old roots."""
+    """bench_read_all's h5osfs daemon (run by harness.py) with extra -o options (ttl), a log
+    read per run, and an unmount that may wait for the background collection of old roots."""
 
     def __init__(self, label, bucket, mnt, work, store=None, opts=""):
         super().__init__(label, bucket, mnt, work, store)
@@ -279,51 +279,21 @@ class Mount(bra.H5osfs):
         """-o ttl=seconds from the next mount on."""
         self.opts = f"ttl={seconds}"
 
-    def mount(self):
-        self.mnt.mkdir(parents=True, exist_ok=True)
-        self.log.parent.mkdir(exist_ok=True)
-        self.cache_dir.mkdir(parents=True, exist_ok=True)
-        opts = f"user={USER},log_file={self.log},cache_dir={self.cache_dir}"
-        if self.opts:
-            opts += "," + self.opts
-        env = dict(os.environ)
-        if self.store:
-            opts += f",endpoint={self.store.endpoint}"
-            env.update(self.store.server.env())
-        self.proc = subprocess.Popen([str(bra.BIN), "-f", "-o", opts, str(self.bucket),
-                                      str(self.mnt)], env=env, stdout=subprocess.DEVNULL,
-                                     stderr=subprocess.PIPE)
-
-        def up():
-            if self.proc.poll() is not None:
-                raise RuntimeError(f"h5osfs exited with {self.proc.returncode}: "
-                                   f"{self.proc.stderr.read().decode(errors='replace')}")
-            return os.path.ismount(self.mnt)
-        wait_for(up, f"h5osfs to mount {self.bucket}")
-
     def unmount(self):
         """fusermount3 -u, then wait for the daemon to exit: it first deletes the objects of
         the old roots its commits replaced (gc_drain). One still at it after self.drain
         seconds is stopped with SIGTERM (self.cut_short counts them): over the test S3 server
-        that deletion runs at a few objects a second."""
-        if self.proc is None:
+        that deletion runs at a few objects a second. Then harness's checks, as every
+        teardown (RuntimeError)."""
+        if self.daemon is None:
             return
         t0 = time.perf_counter()
-        subprocess.run(["fusermount3", "-u", str(self.mnt)], check=True)
-        try:
-            rc = self.proc.wait(timeout=self.drain)
-        except subprocess.TimeoutExpired:
+        daemon = super().unmount(exit_timeout=self.drain, terminate=True)
+        self.last_unmount = time.perf_counter() - t0
+        if daemon.terminated:
             log(f"    h5osfs ({self.label}) still running {self.drain:.0f} s after the unmount "
                 "(deleting old objects): stopped with SIGTERM")
-            self.proc.terminate()
-            self.proc.wait(timeout=60)
             self.cut_short += 1
-            rc = 0
-        self.last_unmount = time.perf_counter() - t0
-        self.proc.stderr.close()
-        self.proc = None
-        if rc != 0:
-            raise RuntimeError(f"h5osfs ({self.label}) exited with {rc}; see {self.log}")
 
     def log_size(self):
         return self.log.stat().st_size if self.log.exists() else 0

@@ -57,10 +57,11 @@ HERE = Path(__file__).resolve().parent
 REPO = HERE.parent
 sys.path[:0] = [str(HERE), str(REPO / "tests" / "integration"), str(REPO / "tests" / "s3")]
 import bench_cp  # noqa: E402
+import harness  # noqa: E402
 import hsds_bucket  # noqa: E402
-from s3fixtures import S3Server, s3rver_problem  # noqa: E402
+from harness import S3Server, s3rver_problem  # noqa: E402
 
-BIN = Path(os.environ.get("H5OSFS_BIN", REPO / "build" / "h5osfs"))
+BIN = harness.h5osfs_bin()      # bench_meta.py runs a copy of it (snapshot_binary)
 USER = "bench"
 BUCKET = "benchbucket"          # HSDS objects: a local directory, and the same on S3
 FILES_BUCKET = "benchfiles"     # each native .h5 file as one object (s3fs, ros3)
@@ -301,7 +302,8 @@ class Native:
 
 
 class H5osfs:
-    """One h5osfs daemon on a bucket (a local directory, or s3://NAME with store set)."""
+    """One h5osfs daemon on a bucket (a local directory, or s3://NAME with store set), run by
+    tests/integration/harness.py: started and checked at unmount as in the tests."""
 
     def __init__(self, label, bucket, mnt, work, store=None, opts="", forget_images=False):
         """opts: more -o options; forget_images: every mount starts with no built file kept
@@ -310,7 +312,7 @@ class H5osfs:
         self.log = work / "logs" / f"h5osfs-{label}.log"
         self.cache_dir = work / "cache" / label
         self.opts, self.forget_images = opts, forget_images
-        self.proc = None
+        self.daemon = None
 
     def mount(self):
         self.mnt.mkdir(parents=True, exist_ok=True)
@@ -318,40 +320,30 @@ class H5osfs:
         self.cache_dir.mkdir(parents=True, exist_ok=True)
         if self.forget_images:
             shutil.rmtree(self.cache_dir / "images", ignore_errors=True)
-        opts = f"user={USER},log_file={self.log},cache_dir={self.cache_dir}"
+        opts = f"user={USER},cache_dir={self.cache_dir}"
         if self.opts:
             opts += "," + self.opts
-        env = dict(os.environ)
+        env = None
         if self.store:
             opts += f",endpoint={self.store.endpoint}"
-            env.update(self.store.server.env())
-        self.proc = subprocess.Popen([str(BIN), "-f", "-o", opts, str(self.bucket),
-                                      str(self.mnt)], env=env, stdout=subprocess.DEVNULL,
-                                     stderr=subprocess.PIPE)
+            env = dict(os.environ, **self.store.server.env())
+        self.daemon = harness.Daemon(["-o", opts], self.bucket, self.mnt, self.log, env=env,
+                                     mount_timeout=30, binary=BIN)
 
-        def up():
-            if self.proc.poll() is not None:
-                raise RuntimeError(f"h5osfs exited with {self.proc.returncode}: "
-                                   f"{self.proc.stderr.read().decode(errors='replace')}")
-            return os.path.ismount(self.mnt)
-        wait_for(up, f"h5osfs to mount {self.bucket}")
-
-    def unmount(self):
-        if self.proc is None:
-            return
-        subprocess.run(["fusermount3", "-u", str(self.mnt)], check=True)
-        rc = self.proc.wait(timeout=120)
-        self.proc.stderr.close()
-        self.proc = None
-        if rc != 0:
-            log(f"warning: h5osfs ({self.label}) exited with {rc}; see {self.log}")
+    def unmount(self, exit_timeout=120, terminate=False):
+        """harness's teardown (unmounted, exit status 0, no secret or sanitizer report in its
+        log), or RuntimeError. -> the harness.Daemon, or None when none was mounted."""
+        daemon, self.daemon = self.daemon, None
+        if daemon is not None:
+            daemon.stop(exit_timeout, terminate)
+        return daemon
 
     def fresh(self):
         self.unmount()
         self.mount()
 
     def ensure(self):
-        if self.proc is None:
+        if self.daemon is None:
             self.mount()
 
     @contextlib.contextmanager
@@ -371,7 +363,7 @@ class H5osfs:
         return h5py.File(self.domain(name), "r")
 
     def peak_rss_kib(self):
-        return proc_status_kib(self.proc.pid, "VmHWM")
+        return proc_status_kib(self.daemon.pid, "VmHWM")
 
 
 class S3fs:

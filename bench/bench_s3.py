@@ -16,7 +16,6 @@ usage: bench/bench_s3.py [--mib N] [--requests N] [--dir DIR]
 import argparse
 import concurrent.futures
 import os
-import subprocess
 import sys
 import tempfile
 import time
@@ -29,11 +28,10 @@ HERE = Path(__file__).resolve().parent
 REPO = HERE.parent
 sys.path.insert(0, str(HERE))
 sys.path.insert(0, str(REPO / "tests" / "integration"))
-sys.path.insert(0, str(REPO / "tests" / "s3"))
+import harness  # noqa: E402
 import hsds_bucket  # noqa: E402
-from s3fixtures import S3Server  # noqa: E402
+from harness import S3Server  # noqa: E402
 
-BIN = Path(os.environ.get("H5OSFS_BIN", REPO / "build" / "h5osfs"))
 ROWS_PER_CHUNK, COLS = 8, 65536                 # 8 x 65536 float32 = 2 MiB per chunk
 
 
@@ -66,14 +64,9 @@ def read_through_mount(server, work, requests):
     mnt = work / "mnt"
     mnt.mkdir(exist_ok=True)
     env = dict(os.environ, **server.env())
-    proc = subprocess.Popen([str(BIN), "-f", "-o",
-                             f"user=bench,endpoint={server.endpoint},max_requests={requests},"
-                             f"log_file={work / 'h5osfs.log'}", "s3://benchbucket", str(mnt)],
-                            env=env)
-    for _ in range(1000):
-        if os.path.ismount(mnt):
-            break
-        time.sleep(0.01)
+    daemon = harness.Daemon(["-o", f"user=bench,endpoint={server.endpoint},"
+                             f"max_requests={requests}"], "s3://benchbucket", mnt,
+                            work / "h5osfs.log", env=env)
     try:
         with h5py.File(mnt / "big.h5", "r") as f:          # the image build is not timed
             d = f["data"]
@@ -81,8 +74,7 @@ def read_through_mount(server, work, requests):
             a = d[()]
             dt = time.perf_counter() - t
     finally:
-        subprocess.run(["fusermount3", "-u", str(mnt)], check=True)
-        proc.wait(timeout=30)
+        daemon.stop(exit_timeout=30)        # harness's teardown, or RuntimeError
     return dt, a
 
 

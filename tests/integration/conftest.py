@@ -1,10 +1,11 @@
 """pytest fixtures that run the real h5osfs binary on a real FUSE mount.
 
-The binary is $H5OSFS_BIN, or build/h5osfs in the repository. Every mount is started in the
-foreground with a log file and a cache_dir of its own (a read-write mount locks it: two on one
-cache_dir, or tests of another run on ~/.cache/h5osfs, would refuse each other), waited for in
-/proc/self/mountinfo, and on teardown unmounted with fusermount3; the daemon must then exit by
-itself with status 0.
+The binary is $H5OSFS_BIN, or build/h5osfs in the repository. Every mount is a harness.Daemon:
+started in the foreground with a log file and a cache_dir of its own (a read-write mount locks
+it: two on one cache_dir, or tests of another run on ~/.cache/h5osfs, would refuse each other),
+waited for in /proc/self/mountinfo, and on teardown checked by harness as everywhere in the
+suite: unmounted with fusermount3 (a busy mount is retried, a lazy unmount fails the test),
+exit status 0, no secret in its log or stderr, no sanitizer report.
 
 Backends. In a module marked `pytestmark = pytest.mark.backends("posix", "s3")` (the read-path
 suite: test_namespace, test_bad_input, test_image, test_image_bad_input), every test that mounts
@@ -17,19 +18,19 @@ fixtures mount the directory (posix), and test ids do not change. A module marke
 backends("s3", "rgw") without mounts of its own (test_s3.py) gets its s3_server from the
 backend (s3fixtures.py).
 
-The S3 server of these runs is a session server of its own (backend_s3; on rgw backend_rgw, a
-tenant of its own on the session's RGW), not test_s3.py's s3_server. Its bucket "hsdstest"
-holds the read-only fixture under the prefix base/ (loaded
-once), and every other bucket directory a test mounts under a prefix of its own, c<n>/: uploaded
-right before the mount, re-synchronised before every later mount of the same directory (a copy
-that an earlier test left exactly as uploaded, checked in a listing, serves a later test with
-the same files instead). The prefix mirrors the directory's parent: tmp_path/bucket/hsdstest is
-c<n>/hsdstest/, and a neighbouring tmp_path/bucket/otherbucket is c<n>/otherbucket/, so the S3
-layout is the POSIX one. The bucket has to be called hsdstest with every copy below a prefix:
-linked domains name their file "hsdstest/linked/sample_link.h5", which the daemon resolves below
-the mount's prefix. A second bucket, "otherbucket", holds the fixture's linked file
-(linked/sample_link.h5): a daemon that followed a file_uri out of its bucket would read the
-right bytes there.
+The S3 server of these runs is the session's one server, test_s3.py's too: a tenant of its own
+on the session's s3rver (backend_s3) or RGW (backend_rgw), so that its bucket "hsdstest" is not
+test_s3.py's s3_bucket. Its bucket "hsdstest" holds the read-only fixture under the prefix base/
+(loaded once), and every other bucket directory a test mounts under a prefix of its own, c<n>/:
+uploaded right before the mount, re-synchronised before every later mount of the same directory
+(a copy that an earlier test left exactly as uploaded, checked in a listing, serves a later test
+with the same files instead). The prefix mirrors the directory's parent:
+tmp_path/bucket/hsdstest is c<n>/hsdstest/, and a neighbouring tmp_path/bucket/otherbucket is
+c<n>/otherbucket/, so the S3 layout is the POSIX one. The bucket has to be called hsdstest with
+every copy below a prefix: linked domains name their file "hsdstest/linked/sample_link.h5",
+which the daemon resolves below the mount's prefix. A second bucket, "otherbucket", holds the
+fixture's linked file (linked/sample_link.h5): a daemon that followed a file_uri out of its
+bucket would read the right bytes there.
 
 To change a bucket while it is mounted, tests use m.put(key, bytes), m.delete(key) and
 m.delete_tree(prefix): they change the directory and, on s3, the objects. To prove that nothing
@@ -46,9 +47,7 @@ import hashlib
 import itertools
 import os
 import shutil
-import signal
 import stat
-import subprocess
 import threading
 import time
 from pathlib import Path
@@ -56,6 +55,10 @@ from pathlib import Path
 import pytest
 
 import fpmode
+import harness
+# Re-exported for the test modules, which import them from here.
+from harness import (default_interrupt_signals, h5osfs_bin, is_mounted,  # noqa: F401
+                     run_refused)
 
 # The S3 servers' fixtures (s3_server, s3_bucket, fault_proxy, rgw_server ...), for every module.
 from s3fixtures import (fault_proxy, fixture_buckets, rgw_server, s3_bucket,  # noqa: F401
@@ -73,21 +76,6 @@ S3_BUCKET = "hsdstest"          # linked domains name it in their file_uri
 S3_BASE_PREFIX = "base/"        # the read-only fixture bucket
 OTHER_BUCKET = "otherbucket"    # another bucket, holding the fixture's linked file
 S3RVER_KEEP = ".s3rver-keep"    # see list_like_aws()
-
-
-def h5osfs_bin():
-    return Path(os.environ.get("H5OSFS_BIN", REPO / "build" / "h5osfs"))
-
-
-def is_mounted(path):
-    path = os.path.realpath(path)
-    with open("/proc/self/mountinfo") as f:
-        for line in f:
-            # field 5 is the mount point, with spaces etc. escaped as \040 octal
-            point = line.split()[4].encode().decode("unicode_escape")
-            if point == path:
-                return True
-    return False
 
 
 # ---- the backend parameter ----
@@ -424,20 +412,16 @@ class S3Mirror:
 
 
 @pytest.fixture(scope="session")
-def backend_s3(tmp_path_factory):
-    """The S3 server of the [s3] runs (see the module docstring)."""
-    from s3fixtures import S3Server, _unavailable, s3rver_problem
-    problem = s3rver_problem()
-    if problem:
-        _unavailable(problem)
-    workdir = tmp_path_factory.mktemp("s3backend")
-    s3 = S3Backend(workdir, S3Server(workdir / "server"))
+def backend_s3(s3rver_server, tmp_path_factory):
+    """The S3 server of the [s3] runs: a user of the session's s3rver in a tenant of its own
+    (s3fixtures.BACKEND_TENANT), so that its bucket hsdstest is not test_s3.py's."""
+    from s3fixtures import BACKEND_TENANT
+    s3 = S3Backend(tmp_path_factory.mktemp("s3backend"), s3rver_server.tenant(BACKEND_TENANT[0]))
     yield s3
     try:
         s3.base.check_unchanged(BUCKET, bucket_snapshot(BUCKET))   # mounted rw by many tests
     finally:
-        rc = s3.stop()
-    assert rc == 0, f"s3rver exited with {rc}: {s3.server.log()[-2000:]}"
+        s3.stop()
 
 
 RGW_BACKEND_KEY = "H5OSFSRGWBACKENDKEY1"
@@ -514,72 +498,31 @@ def bucket_identity(src):
 
 # ---- mounts ----
 
-def run_refused(cmd, env, mnt, timeout=10):
-    """Runs a command line that must be refused at start: -> (status, stderr). Never leaves a
-    mount: one that was not refused is unmounted, and the test fails."""
-    proc = subprocess.Popen([str(c) for c in cmd], stdin=subprocess.DEVNULL,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
-    try:
-        out, err = proc.communicate(timeout=timeout)
-    except subprocess.TimeoutExpired:
-        if is_mounted(mnt):
-            subprocess.run(["fusermount3", "-u", str(mnt)], capture_output=True)
-        proc.kill()
-        out, err = proc.communicate()
-        pytest.fail(f"h5osfs was not refused: it ran (and mounted: {cmd})")
-    mounted = is_mounted(mnt)
-    if mounted:
-        subprocess.run(["fusermount3", "-u", str(mnt)], capture_output=True)
-    assert not mounted, f"{cmd} mounted something"
-    return proc.returncode, err.decode(errors="replace")
-
-
-def default_interrupt_signals():
-    """In a daemon's child, before exec: SIGINT and SIGQUIT as a terminal would give them. A
-    shell starts a background job (the suite run with &, or under nohup) with both ignored,
-    the child inherits that, and libfuse then leaves them ignored on purpose, so a test that
-    sends SIGINT would wait for an exit that never comes."""
-    signal.signal(signal.SIGINT, signal.SIG_DFL)
-    signal.signal(signal.SIGQUIT, signal.SIG_DFL)
-
-
 def names_cache_dir(args):
     return any("cache_dir=" in str(a) for a in args)
 
 
-class Mount:
-    """One running h5osfs daemon and its mountpoint. bucket: a directory, or a MountSource.
-    A read-write mount's cache_dir is its own (a second daemon on it is refused): unless args
-    name one, it is cache_dir, or else a new directory beside the log (<log>.cache). With
-    own_cache_dir=False, h5osfs's default is left (env must then set HOME and XDG_CACHE_HOME to
-    the test's own directories)."""
+class Mount(harness.Daemon):
+    """One running h5osfs daemon and its mountpoint (harness.Daemon). bucket: a directory, or a
+    MountSource. A read-write mount's cache_dir is its own (a second daemon on it is refused):
+    unless args name one, it is cache_dir, or else a new directory beside the log (<log>.cache).
+    With own_cache_dir=False, h5osfs's default is left (env must then set HOME and
+    XDG_CACHE_HOME to the test's own directories). expect_status: the exit status its teardown
+    accepts."""
 
-    def __init__(self, bucket, mnt, log, args, env=None, cache_dir=None, own_cache_dir=True):
+    def __init__(self, bucket, mnt, log, args, env=None, cache_dir=None, own_cache_dir=True,
+                 expect_status=0):
         src = bucket if isinstance(bucket, MountSource) else MountSource("posix", bucket, bucket)
         self.src = src
         self.backend = src.backend
         self.bucket = src.local         # the bucket directory (on s3: the uploaded one)
-        self.mnt = Path(mnt)
-        self.log_path = Path(log)
-        self.stderr = ""
         self.cache_dir = None
         if own_cache_dir and not names_cache_dir(args):
-            self.cache_dir = Path(cache_dir or self.log_path.with_suffix(".cache"))
+            self.cache_dir = Path(cache_dir or Path(log).with_suffix(".cache"))
             args = ["-o", f"cache_dir={self.cache_dir}", *args]
-        cmd = [str(h5osfs_bin()), "-f", "-o", f"log_file={log}"] + list(args) + list(
-            src.args) + [src.source, str(mnt)]
-        self.proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                                     stderr=subprocess.PIPE, env=env or src.env,
-                                     preexec_fn=default_interrupt_signals)
-        deadline = time.monotonic() + 15
-        while not is_mounted(mnt):
-            if self.proc.poll() is not None:
-                out, err = self.proc.communicate()
-                raise RuntimeError(f"h5osfs exited with {self.proc.returncode}: {err.decode()}")
-            if time.monotonic() > deadline:
-                self.proc.kill()
-                raise RuntimeError("h5osfs did not mount within 15 s")
-            time.sleep(0.02)
+        super().__init__([*args, *src.args], src.source, mnt, log, env=env or src.env,
+                         secrets=[src.secret] if src.secret else (),
+                         expect_status=expect_status)
         self.wait_serving()
 
     def wait_serving(self):
@@ -590,12 +533,6 @@ class Mount:
             os.stat(self.mnt)
         except OSError:
             pass
-
-    def path(self, rel=""):
-        return self.mnt / rel.lstrip("/")
-
-    def log(self):
-        return self.log_path.read_text(errors="replace") if self.log_path.exists() else ""
 
     # changing the bucket under the daemon: the directory, and on s3 the objects
 
@@ -630,28 +567,6 @@ class Mount:
         if self.src.mirror is not None:
             self.src.mirror.delete_below(p)
 
-    def unmount(self):
-        if is_mounted(self.mnt):
-            subprocess.run(["fusermount3", "-u", str(self.mnt)], check=True)
-        try:
-            self.proc.wait(timeout=15)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            self.proc.wait()
-            raise AssertionError("h5osfs did not exit after unmount")
-        if self.proc.stderr is not None and not self.proc.stderr.closed:
-            self.stderr = self.proc.communicate()[1].decode(errors="replace")
-        return self.proc.returncode
-
-    def problems(self):
-        """After unmount: what the teardown must report."""
-        out = []
-        if is_mounted(self.mnt):
-            out.append(f"{self.mnt}: still mounted")
-        if self.src.secret and (self.src.secret in self.log() or self.src.secret in self.stderr):
-            out.append(f"{self.mnt}: the secret key appears in the log or on stderr")
-        return out
-
 
 @pytest.fixture
 def mount_bucket(tmp_path, mount_source):
@@ -671,13 +586,7 @@ def mount_bucket(tmp_path, mount_source):
         return m
 
     yield start
-    failures = []
-    for m in mounts:
-        rc = m.unmount()
-        if rc != 0:
-            failures.append(f"{m.mnt}: exit status {rc}")
-        failures += m.problems()
-    assert not failures, failures
+    harness.assert_clean(mounts)
 
 
 @pytest.fixture
@@ -755,13 +664,10 @@ def shared_mount(tmp_path_factory, backend, request):
         src = MountSource("posix", BUCKET, BUCKET)
     m = Mount(src, mnt, root / "h5osfs.log", ("-o", "user=test_user1"))
     yield m
-    rc = m.unmount()
-    assert rc == 0, f"{mnt}: exit status {rc}"
-    assert not m.problems(), m.problems()
+    harness.assert_clean([m])
 
 
 def assert_serving(m):
     """The daemon of mount m is alive, still mounted and answering."""
-    assert m.proc.poll() is None, f"h5osfs exited with {m.proc.returncode}"
-    assert is_mounted(m.mnt)
+    m.assert_serving()
     assert os.listdir(m.path("home/test_user1"))

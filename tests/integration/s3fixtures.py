@@ -4,9 +4,10 @@ into them, and a fault-injecting proxy in front of them. conftest.py imports the
 
 s3_server (module): the S3 server of a module's tests: RGW's main user (RgwUser) where the
     backend is "rgw" (a module marked backends("s3", "rgw")), s3rver (S3Server) elsewhere.
-s3rver_server (session): S3Server — .endpoint ("http://127.0.0.1:PORT"), .access_key,
-    .secret_key, .region, .env() (AWS_* variables for a daemon), .client() (an S3Client),
-    .load(bucket, directory), .new_bucket(directory=None), .stop(). Authentication is on:
+s3rver_server (session): S3Server (harness.py), the session's one s3rver — .endpoint
+    ("http://127.0.0.1:PORT"), .access_key, .secret_key, .region, .env() (AWS_* variables for
+    a daemon), .client() (an S3Client), .load(bucket, directory), .new_bucket(directory=None),
+    .tenant(name) (conftest's [s3] backend: BACKEND_TENANT), .stop(). Authentication is on:
     requests must be signed (SigV4 verified against the secret) with its key pair or s3rver's
     S3RVER/S3RVER; unsigned requests get 403, except GET/HEAD in bucket PUBLIC_BUCKET.
 rgw_server (session): RgwServer — one Ceph cluster for the session (started in seconds; every
@@ -31,8 +32,6 @@ import http.client
 import itertools
 import json
 import os
-import selectors
-import shutil
 import subprocess
 import sys
 import time
@@ -43,16 +42,12 @@ import pytest
 REPO = Path(__file__).resolve().parents[2]
 S3DIR = REPO / "tests" / "s3"
 FIXTURE_BUCKET = REPO / "tests" / "data" / "hsds-v2" / "hsdstest"
-S3RVER_VERSION = "3.7.1"
-ACCESS_KEY = "H5OSFSTESTACCESSKEY1"
-SECRET_KEY = "h5osfs/Test+Secret=Key0123456789abcdefghi"
-REGION = "us-east-1"
-PUBLIC_BUCKET = "hsdspublic"  # unsigned GET/HEAD allowed (for -o no_sign tests)
 
-if str(S3DIR) not in sys.path:
-    sys.path.insert(0, str(S3DIR))
-from s3client import S3Client  # noqa: E402
-import load_bucket  # noqa: E402
+# The s3rver server and its account live in harness.py (the benchmarks start theirs there too).
+from harness import (ACCESS_KEY, PUBLIC_BUCKET, REGION, SECRET_KEY, S3Account,  # noqa: E402
+                     S3Client, S3Server, _tail, load_bucket, node_binary, read_port,
+                     s3rver_problem)
+from harness import stop_process as _stop  # noqa: E402
 import rgw  # noqa: E402
 
 
@@ -62,24 +57,6 @@ def _unavailable(reason, what="S3 test server"):
     pytest.skip(f"{what} unavailable: {reason}")
 
 
-def node_binary():
-    return shutil.which("node") or shutil.which("nodejs")
-
-
-def s3rver_problem():
-    """None when node and the pinned s3rver are installed, else why not."""
-    if node_binary() is None:
-        return "node is not on PATH (scripts/install-deps.sh installs Debian's nodejs)"
-    pkg = S3DIR / "node_modules" / "s3rver" / "package.json"
-    if not pkg.is_file():
-        return f"{pkg} is missing (run scripts/install-s3rver.sh)"
-    version = json.loads(pkg.read_text()).get("version")
-    if version != S3RVER_VERSION:
-        return (f"s3rver {version} installed, {S3RVER_VERSION} pinned "
-                "(run scripts/install-s3rver.sh)")
-    return None
-
-
 def rgw_problem():
     """None when the Ceph programs rgw.py runs are installed, else why not."""
     missing = rgw.missing_tools()
@@ -87,124 +64,6 @@ def rgw_problem():
         return (f"{', '.join(missing)} not on PATH (scripts/install-deps.sh installs Debian's "
                 "ceph-mon, ceph-osd, radosgw and ceph-common)")
     return None
-
-
-def _read_port(proc, what, log_path, timeout=20.0):
-    """Waits for the "PORT <n>" line a child prints once it listens."""
-    sel = selectors.DefaultSelector()
-    sel.register(proc.stdout, selectors.EVENT_READ)
-    deadline = time.monotonic() + timeout
-    buf = b""
-    while b"\n" not in buf:
-        left = deadline - time.monotonic()
-        if left <= 0 or not sel.select(left):
-            proc.kill()
-            raise RuntimeError(f"{what} did not start within {timeout} s: {_tail(log_path)}")
-        chunk = os.read(proc.stdout.fileno(), 4096)
-        if not chunk:
-            proc.wait()
-            raise RuntimeError(f"{what} exited with {proc.returncode}: {_tail(log_path)}")
-        buf += chunk
-    sel.close()
-    line = buf.split(b"\n", 1)[0].decode()
-    if not line.startswith("PORT "):
-        proc.kill()
-        raise RuntimeError(f"{what} printed {line!r}")
-    return int(line.split()[1])
-
-
-def _tail(path, n=2000):
-    try:
-        return Path(path).read_text(errors="replace")[-n:]
-    except OSError:
-        return ""
-
-
-def _stop(proc, timeout=5):
-    if proc.poll() is None:
-        proc.terminate()
-        try:
-            proc.wait(timeout=timeout)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
-    for f in (proc.stdin, proc.stdout):
-        if f is not None:
-            f.close()
-    return proc.returncode
-
-
-class S3Account:
-    """A key pair on an S3 server: .endpoint, .access_key, .secret_key, .region."""
-
-    def client(self, **kw):
-        kw.setdefault("access_key", self.access_key)
-        kw.setdefault("secret_key", self.secret_key)
-        endpoint = kw.pop("endpoint", self.endpoint)
-        return S3Client(endpoint, **kw)
-
-    def env(self):
-        """Environment variables for a process that talks to this server (h5osfs)."""
-        return {"AWS_ACCESS_KEY_ID": self.access_key,
-                "AWS_SECRET_ACCESS_KEY": self.secret_key,
-                "AWS_DEFAULT_REGION": self.region, "AWS_REGION": self.region}
-
-    def load(self, bucket, directory):
-        """Creates bucket and uploads every file of directory (key = relative path)."""
-        return load_bucket.load(self.endpoint, bucket, directory, self.access_key,
-                                self.secret_key)
-
-    def new_bucket(self, directory=None):
-        """A fresh bucket with a unique name (loaded from directory if given): for tests
-        that write."""
-        name = f"h5osfs-test-{next(self._names)}"
-        if directory is None:
-            with self.client() as c:
-                c.create_bucket(name)
-        else:
-            self.load(name, directory)
-        return name
-
-
-class S3Server(S3Account):
-    """One s3rver process (tests/s3/server.js) on 127.0.0.1 with a fresh data directory."""
-
-    kind = "s3rver"
-
-    def __init__(self, workdir, verify_sigv4=True, extra_args=()):
-        """extra_args: more server.js options (e.g. "--keep-alive-ms", "200")."""
-        problem = s3rver_problem()
-        if problem:
-            raise FileNotFoundError(problem)
-        self.workdir = Path(workdir)
-        self.workdir.mkdir(parents=True, exist_ok=True)
-        self.data_dir = self.workdir / "data"
-        self.log_path = self.workdir / "server.log"
-        self.access_key, self.secret_key, self.region = ACCESS_KEY, SECRET_KEY, REGION
-        self.public_bucket = PUBLIC_BUCKET
-        env = dict(os.environ)
-        opts = env.get("NODE_OPTIONS", "")
-        if "--openssl-legacy-provider" not in opts:
-            env["NODE_OPTIONS"] = (opts + " --openssl-legacy-provider").strip()
-        env["S3_ACCESS_KEY_ID"], env["S3_SECRET_ACCESS_KEY"] = ACCESS_KEY, SECRET_KEY
-        cmd = [node_binary(), str(S3DIR / "server.js"), "--directory", str(self.data_dir),
-               "--port", "0", "--exit-on-stdin-eof", "--public-bucket", PUBLIC_BUCKET]
-        if not verify_sigv4:
-            cmd.append("--no-verify-sigv4")
-        cmd += list(extra_args)
-        with open(self.log_path, "wb") as log:
-            # stdin stays open: the server exits when this process does, however it ends.
-            self.proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                         stderr=log, cwd=S3DIR, env=env)
-        self.port = _read_port(self.proc, "s3rver", self.log_path)
-        self.endpoint = f"http://127.0.0.1:{self.port}"
-        self._names = itertools.count(1)
-
-    def log(self):
-        return _tail(self.log_path, 100000)
-
-    def stop(self):
-        return _stop(self.proc)
 
 
 class RgwServer:
@@ -230,7 +89,7 @@ class RgwServer:
                 [sys.executable, str(S3DIR / "rgw.py"), "--data-dir", str(self.data_dir),
                  "--exit-on-stdin-eof"], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                 stderr=log, env=env)
-        self.port = _read_port(self.proc, "rgw.py", self.log_path, self.START_TIMEOUT)
+        self.port = read_port(self.proc, "rgw.py", self.log_path, self.START_TIMEOUT)
         self.started_in = time.monotonic() - t0
         self.endpoint = f"http://127.0.0.1:{self.port}"
         self.main = RgwUser(self, ACCESS_KEY, SECRET_KEY)
@@ -337,7 +196,7 @@ class FaultProxy:
                 ["/usr/bin/python3", str(S3DIR / "fault_proxy.py"), "--upstream", upstream,
                  "--port", "0", "--verbose", "--exit-on-stdin-eof"],
                 stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=log)
-        self.port = _read_port(self.proc, "fault_proxy", self.log_path)
+        self.port = read_port(self.proc, "fault_proxy", self.log_path)
         self.endpoint = f"http://127.0.0.1:{self.port}"
 
     def _call(self, method, name, obj=None):
@@ -388,12 +247,19 @@ class FaultProxy:
         return _stop(self.proc)
 
 
+# conftest's [s3] backend: a tenant of the session's s3rver, so that its bucket hsdstest is not
+# test_s3.py's (as backend_rgw's on RGW)
+BACKEND_TENANT = ("backend", "H5OSFSS3BACKENDKEY01", "h5osfs/S3+Backend=Secret0123456789abcdef")
+
+
 @pytest.fixture(scope="session")
 def s3rver_server(tmp_path_factory):
+    """The session's one s3rver: test_s3.py's server, and conftest's [s3] backend in the tenant
+    BACKEND_TENANT (server.tenant("backend"))."""
     problem = s3rver_problem()
     if problem:
         _unavailable(problem)
-    server = S3Server(tmp_path_factory.mktemp("s3server"))
+    server = S3Server(tmp_path_factory.mktemp("s3server"), tenants=[BACKEND_TENANT])
     yield server
     rc = server.stop()
     assert rc == 0, f"s3rver exited with {rc}: {server.log()[-2000:]}"
@@ -449,4 +315,4 @@ def fault_proxy(s3_server, tmp_path):
 __all__ = ["s3_server", "s3rver_server", "rgw_server", "fixture_buckets", "s3_bucket",
            "fault_proxy", "S3Server", "RgwServer", "RgwUser", "S3Bucket", "FaultProxy",
            "S3Client", "s3rver_problem", "rgw_problem", "ACCESS_KEY", "SECRET_KEY", "REGION",
-           "PUBLIC_BUCKET", "FIXTURE_BUCKET"]
+           "PUBLIC_BUCKET", "FIXTURE_BUCKET", "node_binary"]

@@ -15,6 +15,7 @@ import subprocess
 import pytest
 
 import conftest
+import harness
 from conftest import (BUCKET, SOURCE, Mount, bucket_identity, h5osfs_bin, is_mounted,
                       set_child_subreaper, wait_exit)
 
@@ -57,21 +58,16 @@ def daemons(tmp_path):
         if crash_at:
             env["H5OSFS_TEST_CRASH_AT"] = crash_at
         m = Mount(src, mnt, tmp_path / f"h5osfs{n}.log", ("-o", "user=test_user1,ttl=0", *args),
-                  env=env, own_cache_dir=False)
+                  env=env, own_cache_dir=False, expect_status=-9 if crash_at else 0)
         m.crash_at = crash_at
         started.append(m)
         return m
 
     yield start
-    failures = []
     for m in started:
         if m.crash_at and m.proc.poll() is not None and is_mounted(m.mnt):
             subprocess.run(["fusermount3", "-uz", str(m.mnt)], check=False)
-        rc = m.unmount()
-        if rc != (-9 if m.crash_at else 0):
-            failures.append(f"{m.mnt}: exit status {rc}")
-        failures += m.problems()
-    assert not failures, failures
+    harness.assert_clean(started)
 
 
 def default_cache_dirs(tmp_path):

@@ -614,7 +614,7 @@ def test_handles_open_at_a_signal_are_freed(tmp_path, mount_source):
         os.read(fds[1], 4096)
         m.proc.send_signal(signal.SIGTERM)
         rc = m.proc.wait(timeout=10)
-        assert rc == 0, f"exit status {rc}; stderr: {m.proc.communicate()[1]!r}"
+        assert rc == 0, f"exit status {rc}; stderr: {m.stderr()!r}"
         assert "handles were still open at unmount" in m.log()
     finally:
         for fd in fds:
@@ -622,11 +622,8 @@ def test_handles_open_at_a_signal_are_freed(tmp_path, mount_source):
                 os.close(fd)
             except OSError:
                 pass            # the mount is gone: ENOTCONN
-        if is_mounted(mnt):
-            subprocess.run(["fusermount3", "-uz", str(mnt)], timeout=10)
-        if m.proc.poll() is None:
-            m.proc.kill()
-            m.proc.wait()
+        problems = m.finish()
+    assert not problems, problems
 
 
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT], ids=["TERM", "INT"])
@@ -644,10 +641,7 @@ def test_signal_unmounts_cleanly(tmp_path, mount_source, sig):
         assert not is_mounted(m.mnt)
         assert os.listdir(m.mnt) == []
         assert "unmounted" in m.log()
-        assert rc == 0, f"exit status {rc} after {sig!r}; stderr: {m.proc.communicate()[1]!r}"
+        assert rc == 0, f"exit status {rc} after {sig!r}; stderr: {m.stderr()!r}"
     finally:
-        if is_mounted(mnt):
-            subprocess.run(["fusermount3", "-u", str(mnt)], timeout=10)
-        if m.proc.poll() is None:
-            m.proc.kill()
-            m.proc.wait()
+        problems = m.finish()
+    assert not problems, problems

@@ -21,6 +21,7 @@ from pathlib import Path
 import h5py
 import pytest
 
+import harness
 from conftest import Mount, bucket_snapshot
 
 HOME = "home/test_user1"
@@ -150,13 +151,7 @@ def mount_shared(open_dir, tmp_path):
         return m
 
     yield start
-    failures = []
-    for m in mounts:
-        rc = m.unmount()
-        if rc != 0:
-            failures.append(f"{m.mnt}: exit status {rc}: {m.log()[-2000:]}")
-        failures += m.problems()
-    assert not failures, failures
+    harness.assert_clean(mounts)
 
 
 @pytest.fixture

@@ -8,10 +8,10 @@ the backend. Faults must be retried into correct bytes or, once retries are exha
 in bounded time with one log line naming the key, while the daemon keeps serving.
 
 Every mount here is started by S3Mounts (not conftest's Mount: an S3 daemon needs its own
-environment): h5osfs -f -o log_file=..., AWS_* from the test server, HOME in a temporary
-directory (no ~/.aws of the machine's), waited for in /proc/self/mountinfo; on teardown
-unmounted with fusermount3 -u, the daemon must exit 0, and no secret may appear in its log or
-its standard error.
+environment) as a harness.Daemon: h5osfs -f -o log_file=..., AWS_* from the test server, HOME in
+a temporary directory (no ~/.aws of the machine's); on teardown harness's checks, as for every
+mount of the suite: unmounted, exit status 0, no secret in its log or its standard error, no
+sanitizer report.
 """
 import errno
 import hashlib
@@ -31,6 +31,7 @@ import h5py
 import pytest
 
 import conftest
+import harness
 from s3fixtures import FIXTURE_BUCKET, PUBLIC_BUCKET, load_bucket
 
 pytestmark = pytest.mark.backends("s3", "rgw")
@@ -42,12 +43,10 @@ USER = ("-o", "user=test_user1")
 DOMAINS = ["partial", "sample1", "sample2", "sample2_z_zstd", "sample3", "sample3_z_gzip",
            "sample3_z_lz4", "sample_fastlink", "sample_link"]
 ERROR_LINE = re.compile(r"^\S+ h5osfs\[\d+\] error: ", re.M)
-MOUNT_TIMEOUT = 15
 
 
-h5osfs_bin = conftest.h5osfs_bin
-is_mounted = conftest.is_mounted
-run_refused = conftest.run_refused
+h5osfs_bin = harness.h5osfs_bin
+run_refused = harness.run_refused
 
 
 def error_lines(text):
@@ -64,65 +63,13 @@ def unexpected_errors(text):
 
 # ---- running the daemon ----
 
-class Daemon:
-    """One h5osfs -f process and its mountpoint."""
-
-    def __init__(self, bucket, mnt, workdir, args, env, secrets=()):
-        self.bucket, self.mnt = str(bucket), Path(mnt)
-        self.log_path = Path(workdir) / f"{self.mnt.name}.log"
-        self.err_path = Path(workdir) / f"{self.mnt.name}.stderr"
-        self.secrets = [s for s in secrets if s]
-        if not conftest.names_cache_dir(args):   # a cache_dir of its own, as conftest's mounts
-            args = ["-o", f"cache_dir={Path(workdir) / self.mnt.name}.cache", *args]
-        self.cmd = [str(h5osfs_bin()), "-f", "-o", f"log_file={self.log_path}"] + [
-            str(a) for a in args] + [self.bucket, str(self.mnt)]
-        with open(self.err_path, "wb") as err:
-            self.proc = subprocess.Popen(self.cmd, stdin=subprocess.DEVNULL,
-                                         stdout=subprocess.DEVNULL, stderr=err, env=env)
-        deadline = time.monotonic() + MOUNT_TIMEOUT
-        while not is_mounted(self.mnt):
-            if self.proc.poll() is not None:
-                raise RuntimeError(f"h5osfs exited with {self.proc.returncode}: {self.stderr()}")
-            if time.monotonic() > deadline:
-                self.proc.kill()
-                self.proc.wait()
-                raise RuntimeError(f"h5osfs did not mount within {MOUNT_TIMEOUT} s")
-            time.sleep(0.02)
-
-    def path(self, rel=""):
-        return self.mnt / rel
-
-    def log(self):
-        return self.log_path.read_text(errors="replace") if self.log_path.exists() else ""
-
-    def stderr(self):
-        return self.err_path.read_text(errors="replace") if self.err_path.exists() else ""
-
-    def unmount(self):
-        """fusermount3 -u (retried while busy, then lazily); returns the daemon's status."""
-        problems = []
-        for _ in range(50):
-            if not is_mounted(self.mnt):
-                break
-            r = subprocess.run(["fusermount3", "-u", str(self.mnt)], capture_output=True,
-                               text=True)
-            if r.returncode == 0:
-                break
-            time.sleep(0.1)
-        else:
-            problems.append("busy: unmounted lazily")
-            subprocess.run(["fusermount3", "-uz", str(self.mnt)], capture_output=True)
-        try:
-            self.proc.wait(timeout=15)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            self.proc.wait()
-            problems.append("did not exit after unmount")
-        return self.proc.returncode, problems
-
-    def assert_serving(self):
-        assert self.proc.poll() is None, f"h5osfs exited with {self.proc.returncode}"
-        assert is_mounted(self.mnt)
+def start_daemon(bucket, mnt, workdir, args, env, secrets=()):
+    """h5osfs on mnt, with its log, stderr and a cache_dir of its own (as conftest's mounts)
+    in workdir."""
+    if not conftest.names_cache_dir(args):
+        args = ["-o", f"cache_dir={Path(workdir) / mnt.name}.cache", *args]
+    return harness.Daemon(args, bucket, mnt, Path(workdir) / f"{mnt.name}.log", env=env,
+                          secrets=secrets)
 
 
 @pytest.fixture(scope="session")
@@ -155,39 +102,19 @@ class S3Mounts:
             opts += ["-o", f"endpoint={endpoint or self.server.endpoint}"]
         mnt = self.tmp_path / f"mnt{len(self.mounts)}"
         mnt.mkdir()
-        d = Daemon(bucket, mnt, self.tmp_path, opts + list(args), daemon_env(self.home, extra),
-                   secrets=[self.server.secret_key, *secrets])
+        d = start_daemon(bucket, mnt, self.tmp_path, opts + list(args),
+                         daemon_env(self.home, extra), [self.server.secret_key, *secrets])
         self.mounts.append(d)
         return d
-
-    def finish(self):
-        failures = []
-        for d in self.mounts:
-            rc, problems = d.unmount()
-            failures += [f"{d.mnt}: {p}" for p in problems]
-            if rc != 0:
-                failures.append(f"{d.mnt}: exit status {rc}: {d.stderr()[-500:]}")
-            if is_mounted(d.mnt):
-                failures.append(f"{d.mnt}: still mounted")
-            for s in d.secrets:
-                if s in d.log() or s in d.stderr():
-                    failures.append(f"{d.mnt}: a secret appears in the log or on stderr")
-            # with a sanitizer build (H5OSFS_BIN): UBSan reports and goes on
-            for line in d.stderr().splitlines():
-                if "runtime error:" in line or "Sanitizer" in line:
-                    failures.append(f"{d.mnt}: {line}")
-                    break
-        return failures
 
 
 @pytest.fixture
 def s3_mount(tmp_path, clean_home, s3_server):
-    """Factory: s3_mount(bucket, *args, endpoint=, env=, creds=, secrets=) -> Daemon; every
-    daemon is unmounted and checked at teardown."""
+    """Factory: s3_mount(bucket, *args, endpoint=, env=, creds=, secrets=) -> harness.Daemon;
+    every daemon gets harness's teardown."""
     mounts = S3Mounts(tmp_path, clean_home, s3_server)
     yield mounts.start
-    failures = mounts.finish()
-    assert not failures, failures
+    harness.assert_clean(mounts.mounts)
 
 
 # ---- what a mount shows ----
@@ -254,7 +181,7 @@ def ref(tmp_path_factory, clean_home):
     work = tmp_path_factory.mktemp("posix")
     mnt = work / "mnt"
     mnt.mkdir()
-    d = Daemon(FIXTURE_BUCKET, mnt, work, USER, daemon_env(clean_home))
+    d = start_daemon(FIXTURE_BUCKET, mnt, work, USER, daemon_env(clean_home))
     try:
         r = Reference()
         r.tree = tree(mnt)
@@ -287,8 +214,7 @@ def ref(tmp_path_factory, clean_home):
         d.unmount()
         raise
     yield r
-    rc, problems = d.unmount()
-    assert rc == 0 and not problems, (rc, problems)
+    harness.assert_clean([d])
 
 
 LINKED = {f"{HOME}/sample_link.h5", f"{HOME}/sample_fastlink.h5"}

@@ -78,6 +78,29 @@ def test_wrong_secret_is_refused(s3_server, s3_bucket):
         assert c.head_object("hsdstest", "should-not-exist").status == 404
 
 
+def test_s3rver_tenants_have_buckets_of_their_own(tmp_path):
+    """server.js's tenants (S3_TENANTS), as RGW's: a tenant's bucket hsdstest is not the main
+    user's, though both live on one server (the suite's [s3] backend and test_s3.py share the
+    session's s3rver that way)."""
+    srv = S3Server(tmp_path / "s3", tenants=[("t1", "H5OSFSTENANTKEY00001", "tenant/Sec+ret=1")])
+    try:
+        tenant = srv.tenant("t1")
+        with srv.client() as main, tenant.client() as ten:
+            for c, data in ((main, b"main"), (ten, b"tenant")):
+                c.create_bucket("hsdstest")
+                c.put_object("hsdstest", "k", data).check("PUT k")
+            ten.put_object("hsdstest", "tenant-only", b"x").check("PUT tenant-only")
+            assert main.get_object("hsdstest", "k").check().body == b"main"
+            assert ten.get_object("hsdstest", "k").check().body == b"tenant"
+            assert [k for k, *_ in main.list_all("hsdstest")[0]] == ["k"]
+            assert [k for k, *_ in ten.list_all("hsdstest")[0]] == ["k", "tenant-only"]
+        with S3Client(srv.endpoint, tenant.access_key, "wrong-secret") as c:
+            r = c.get_object("hsdstest", "k")
+            assert (r.status, r.error_code()) == (403, "SignatureDoesNotMatch")
+    finally:
+        assert srv.stop() == 0
+
+
 def test_tampered_request_is_refused(s3_server, s3_bucket, client):
     """The signature covers the signed headers: a Range changed after signing is refused."""
     ok = client.get_object("hsdstest", CHUNK, byte_range=(0, 9))

@@ -18,6 +18,7 @@ import numpy as np
 import pytest
 
 import conftest
+import harness
 import objcheck
 from conftest import SOURCE, Mount, MountSource, is_mounted
 
@@ -458,7 +459,7 @@ def test_kill_at_each_commit_stage(bucket_copy, backend, tmp_path, stage, replac
     if replace:
         m = crash_mount(bucket_copy, mnt, tmp_path / "0.log", cache, {})
         shutil.copyfile(SOURCE / "sample1.h5", m.path(target))
-        assert m.unmount() == 0
+        harness.assert_clean([m])
     m = crash_mount(bucket_copy, mnt, tmp_path / "1.log", cache, {"H5OSFS_TEST_CRASH_AT": stage})
     with pytest.raises(OSError):
         shutil.copyfile(SOURCE / "sample2.h5", m.path(target))
@@ -471,7 +472,7 @@ def test_kill_at_each_commit_stage(bucket_copy, backend, tmp_path, stage, replac
     assert [p.read_bytes() for p in staged] == [(SOURCE / "sample2.h5").read_bytes()]
     m = crash_mount(bucket_copy, mnt, tmp_path / "2.log", cache, {})
     assert_equal_files(SOURCE / "sample2.h5", m.path(target))
-    assert m.unmount() == 0                     # the collector drains at unmount
+    harness.assert_clean([m])                     # the collector drains at unmount
     assert list((cache / "staging").iterdir()) == []
     assert list((cache / "journal").iterdir()) == []
     on_disk = {p.name for p in (bucket_copy / "db").iterdir()}
@@ -511,7 +512,7 @@ def test_change_killed_at_each_stage_is_never_seen_torn(bucket_copy, tmp_path, s
     with h5py.File(m.path(target), "w") as f:
         f.create_dataset("x", data=old_x, chunks=(4096,))
         f.attrs["v"] = "old"
-    assert m.unmount() == 0
+    harness.assert_clean([m])
     m = crash_mount(bucket_copy, mnt, tmp_path / "1.log", cache, {"H5OSFS_TEST_CRASH_AT": stage})
     # in a child: h5py may crash when the close that commits dies with the daemon
     subprocess.run([sys.executable, "-c", CHANGE_EVERYTHING, str(m.path(target))],
@@ -524,11 +525,11 @@ def test_change_killed_at_each_stage_is_never_seen_torn(bucket_copy, tmp_path, s
     v, x = read_version(seen.path(target))
     want_v, want_x = ("new", new_x) if stage == "domain" else ("old", old_x)
     assert v == want_v and np.array_equal(x, want_x), f"{v}: a torn version"
-    assert seen.unmount() == 0
+    harness.assert_clean([seen])
     m = crash_mount(bucket_copy, mnt, tmp_path / "3.log", cache, {})
     v, x = read_version(m.path(target))
     assert v == "new" and np.array_equal(x, new_x)
-    assert m.unmount() == 0                     # the collector drains at unmount
+    harness.assert_clean([m])                     # the collector drains at unmount
     assert list((cache / "journal").iterdir()) == []
     on_disk = {p.name for p in (bucket_copy / "db").iterdir()}
     assert on_disk == live_roots(bucket_copy), "objects of undone or replaced roots remain"

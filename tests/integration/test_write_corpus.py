@@ -367,7 +367,7 @@ class RoundTrip:
                 self.copies[f] = (r.returncode, r.stderr.strip(), time.perf_counter() - t)
         finally:
             rc = m.unmount()
-        assert rc == 0, f"h5osfs (writing) exited with {rc}: {m.stderr[-2000:]}"
+        assert rc == 0, f"h5osfs (writing) exited with {rc}: {m.stderr()[-2000:]}"
         assert not m.problems(), m.problems()
         self.write_log = m.log()
 

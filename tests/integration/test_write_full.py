@@ -14,6 +14,7 @@ import h5py
 import numpy as np
 import pytest
 
+import harness
 from conftest import SOURCE, Mount, MountSource, is_mounted
 from test_write import assert_equal_files, wait_for
 
@@ -244,7 +245,7 @@ def test_remount_after_a_crash_with_a_half_written_file_frees_it(bucket_copy, tm
         assert not m.path(f"{HOME}/held.h5").exists()
         assert_small_cp_commits(m, small_cache)
     finally:
-        assert m.unmount() == 0
+        harness.assert_clean([m])
 
 
 @pytest.mark.parametrize("crash", [False, True], ids=["close", "crash"])
@@ -272,7 +273,7 @@ def test_a_whole_file_commits_when_its_journal_record_finds_no_room(bucket_copy,
         if crash:
             kill(m)
         else:
-            assert m.unmount() == 0
+            harness.assert_clean([m])
     if crash:
         assert journal(small_cache) != []   # a record, and a whole staged file, on a full disk
         m = mount_on(bucket_copy, tmp_path, small_cache, "recover")
@@ -285,7 +286,7 @@ def test_a_whole_file_commits_when_its_journal_record_finds_no_room(bucket_copy,
         assert_equal_files(src, m.path(f"{HOME}/whole.h5"))
         assert_small_cp_commits(m, small_cache)     # room for creates, the filler still there
     finally:
-        assert m.unmount() == 0
+        harness.assert_clean([m])
 
 
 def test_rm_of_a_domain_drops_its_staged_change(bucket_copy, mount_bucket, tmp_path):

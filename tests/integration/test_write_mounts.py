@@ -14,6 +14,7 @@ import numpy as np
 import pytest
 
 import conftest
+import harness
 from conftest import SOURCE, Mount, MountSource
 
 pytestmark = pytest.mark.backends("posix", "s3", "rgw")
@@ -276,6 +277,6 @@ def test_commits_on_a_server_that_wants_if_match_bare(backend, tmp_path):
         assert "without quotes" in a.log()
         the_second_of_two_writers_loses(a, b, "bare.h5", ["x", "y"])
     finally:
-        for m in mounts:
-            assert m.unmount() == 0
+        problems = harness.finish_all(mounts)
         assert srv.stop() == 0
+    assert not problems, problems

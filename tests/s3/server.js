@@ -23,6 +23,10 @@
 //                          does (a quoted "etag", RFC 7232's form, then never matches)
 // Environment:
 //   S3_ACCESS_KEY_ID, S3_SECRET_ACCESS_KEY   one more key pair, beside s3rver's S3RVER/S3RVER
+//   S3_TENANTS   more key pairs, each in a tenant of its own (JSON: [{"tenant", "access_key",
+//                "secret_key"}]): as with Ceph RGW's tenants, its buckets are not the others'
+//                (tenant T's bucket B is stored as bucket "T.B"), so two users of one server
+//                can each have a bucket of the same name
 //
 // Signature V4 verification (on by default) is done here, in front of s3rver, which itself only
 // checks that the access key exists: a wrong secret gets 403 SignatureDoesNotMatch with the
@@ -231,6 +235,24 @@ if (extraKey || extraSecret) {
   AWSAccount.DUMMY_ACCOUNT.createKeyPair(extraKey, extraSecret);
 }
 
+// A tenant's requests go to its own buckets: the path's bucket is renamed once the signature
+// (of the path the client sent) has been checked. ListBuckets ("/") is left as it is.
+const tenantOf = new Map();
+for (const t of JSON.parse(process.env.S3_TENANTS || '[]')) {
+  if (!/^[a-z0-9][a-z0-9-]*$/.test(t.tenant || '') || !t.access_key || !t.secret_key) {
+    usage('S3_TENANTS: each needs tenant (lowercase letters, digits, -), access_key, secret_key');
+  }
+  AWSAccount.DUMMY_ACCOUNT.createKeyPair(t.access_key, t.secret_key);
+  tenantOf.set(t.access_key, t.tenant);
+}
+
+function inTenant(req) {
+  const auth = sigv4.parseAuthorization(req.headers.authorization);
+  const tenant = auth && tenantOf.get(auth.accessKeyId);
+  const m = tenant && /^\/([^/?]+)(.*)$/s.exec(req.url);
+  if (m) req.url = `/${tenant}.${m[1]}${m[2]}`;
+}
+
 function secretFor(accessKeyId) {
   const account = AWSAccount.registry.get(accessKeyId);
   return account ? account.accessKeys.get(accessKeyId) : undefined;
@@ -359,6 +381,7 @@ const server = http.createServer((req, res) => {
       });
     }
   }
+  if (hasAuthHeader) inTenant(req);
   if (serveMultipart(req, res)) return undefined;
   return requestHeaders.run(req.headers, () => handler(req, res));
 });
