@@ -10,6 +10,8 @@
 #ifndef H5OSFS_GC_H
 #define H5OSFS_GC_H
 
+#include <signal.h>
+
 #include "h5osfs/store.h"
 
 struct gc;
@@ -26,5 +28,8 @@ void gc_free(struct gc *gc);
 int gc_add(struct gc *gc, const char *root);
 /* Remove every root queued now, ignoring the grace period (tests, unmount). */
 void gc_drain(struct gc *gc);
+/* gc_drain, given up as soon as *give_up is set (by a signal handler: a stop asked for while
+ * the objects of an unmounted daemon are deleted); what is left stays in the bucket. */
+void gc_drain_until(struct gc *gc, const volatile sig_atomic_t *give_up);
 
 #endif

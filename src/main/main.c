@@ -322,6 +322,29 @@ static void preload_filter_plugins(void)
 #endif
 }
 
+/* Set by a stop signal that arrives after libfuse's handlers are gone (the unmount is done and
+ * the daemon is deleting objects it no longer needs). Written only by the handler, read by
+ * gc_drain_until: a sig_atomic_t is what a handler may set, no lock can be taken there. */
+static volatile sig_atomic_t stop_asked;
+
+static void ask_stop(int sig)
+{
+    (void)sig;
+    stop_asked = 1;
+}
+
+/* Without this a SIGTERM during that work (systemd's stop) would kill the daemon by default
+ * action: exit status -15, no log line, the deletion cut anywhere. */
+static void catch_stop_signals(void)
+{
+    static const int sigs[] = { SIGTERM, SIGINT, SIGHUP };
+    struct sigaction sa = { .sa_handler = ask_stop };
+    sigemptyset(&sa.sa_mask);
+    for (size_t i = 0; i < sizeof sigs / sizeof *sigs; i++)
+        if (sigaction(sigs[i], &sa, NULL) != 0)
+            log_warn("cannot catch signal %d: %s", sigs[i], strerror(errno));
+}
+
 static int mount_bucket(struct fuse_args *args, const struct options *opts,
                         const struct fuse_cmdline_opts *cmd, int cache_lock)
 {
@@ -329,7 +352,10 @@ static int mount_bucket(struct fuse_args *args, const struct options *opts,
     if (stack_open(opts, &stack) != 0)
         return -1;
     int rc = serve(args, opts, cmd, stack, cache_lock);
-    stack_close(stack);
+    catch_stop_signals();
+    stack_close(stack, &stop_asked);
+    if (stop_asked)
+        log_info("stopped by a signal while finishing; exiting");
     return rc;
 }
 

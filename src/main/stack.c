@@ -327,7 +327,7 @@ int stack_open(const struct options *opts, struct stack **out)
     }
     s->opts = opts;
     if (open_store(opts, &s->store, &s->bucket_name) != 0) {
-        stack_close(s); /* open_store said why */
+        stack_close(s, NULL); /* open_store said why */
         return -1;
     }
     int rc = open_reading(s);
@@ -339,7 +339,7 @@ int stack_open(const struct options *opts, struct stack **out)
         rc = open_fs(s);
     if (rc != 0) {
         fprintf(stderr, "h5osfs: %s\n", strerror(-rc));
-        stack_close(s);
+        stack_close(s, NULL);
         return -1;
     }
     *out = s;
@@ -370,14 +370,14 @@ void stack_stop(struct stack *s)
 /* The reverse of stack_open; each part may be missing (a stack_open that failed half-way).
  * The prefetcher, made last (after the fork), goes where it sits in the layers: after the
  * image table, whose open files' readers queue loads on it. */
-void stack_close(struct stack *s)
+void stack_close(struct stack *s, const volatile sig_atomic_t *give_up)
 {
     if (!s)
         return;
     fs_free(s->fs); /* its handles whose release never came commit now */
     s->fs = NULL;
     if (s->gc)
-        gc_drain(s->gc); /* unmounted: no reader is left to wait for */
+        gc_drain_until(s->gc, give_up); /* unmounted: no reader is left to wait for */
     gc_free(s->gc);
     staging_free(s->staging);
     journal_close(s->journal);

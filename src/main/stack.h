@@ -8,6 +8,7 @@
 #ifndef H5OSFS_MAIN_STACK_H
 #define H5OSFS_MAIN_STACK_H
 
+#include <signal.h>
 #include <fuse_lowlevel.h>
 
 #include "h5osfs/cache.h"
@@ -19,8 +20,10 @@ struct stack;
 /* 0, or -1 with the reason printed on stderr in one line (the mount is refused) and every part
  * already made undone. */
 int stack_open(const struct options *opts, struct stack **out);
-/* Take the stack down (NULL: nothing), the last part built first. After stack_stop. */
-void stack_close(struct stack *s);
+/* Take the stack down (NULL: nothing), the last part built first. After stack_stop. The
+ * deletion of replaced and deleted domains' objects that an unmount finishes is given up as
+ * soon as *give_up is set (NULL: never): a stop signal during it still ends in a clean exit. */
+void stack_close(struct stack *s, const volatile sig_atomic_t *give_up);
 
 /* After daemonising, before the session's loop: read-ahead, fs's threads on se, the journal's
  * recovery, the collector. Each one that cannot start is logged and done without. */

@@ -2,6 +2,7 @@
 #include "h5osfs/gc.h"
 
 #include <errno.h>
+#include <stdatomic.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -32,6 +33,7 @@ struct gc {
     pthread_cond_t wake;
     struct gc_item *items;
     int stopping, started, draining;
+    atomic_int abandon; /* stop within the root being deleted, too */
     pthread_t thread;
 };
 
@@ -67,10 +69,16 @@ static int remove_root(struct gc *g, const char *root)
         log_error("gc: cannot list %s: objects of root %s left in the bucket", prefix, root);
         return -EIO;
     }
-    size_t failed = 0;
-    for (size_t i = 0; i < list.n_objects; i++) {
+    size_t failed = 0, i;
+    for (i = 0; i < list.n_objects && !atomic_load(&g->abandon); i++) {
         int rc = store_delete(g->store, list.objects[i].key);
         failed += rc != 0 && rc != -ENOENT; /* gone already is what we wanted */
+    }
+    if (i < list.n_objects) {
+        log_warn("gc: stopping; %zu of %zu objects of root %s stay in the bucket",
+                 list.n_objects - i, list.n_objects, root);
+        store_list_free(&list);
+        return 0; /* not tried again: the daemon is going */
     }
     if (failed)
         log_error("gc: %zu of %zu objects of root %s could not be deleted", failed, list.n_objects,
@@ -186,10 +194,28 @@ int gc_add(struct gc *g, const char *root)
 
 void gc_drain(struct gc *g)
 {
+    gc_drain_until(g, NULL);
+}
+
+/* A signal handler cannot wake a condition wait: the flag is looked at every 100 ms. */
+void gc_drain_until(struct gc *g, const volatile sig_atomic_t *give_up)
+{
     pthread_mutex_lock(&g->lock);
     g->draining = 1;
     pthread_cond_broadcast(&g->wake);
-    while (g->started && g->draining && !g->stopping)
-        pthread_cond_wait(&g->wake, &g->lock);
+    while (g->started && g->draining && !g->stopping) {
+        if (give_up && *give_up) {
+            atomic_store(&g->abandon, 1);
+            break;
+        }
+        struct timespec until;
+        clock_gettime(CLOCK_REALTIME, &until);
+        until.tv_nsec += 100000000;
+        if (until.tv_nsec >= 1000000000) {
+            until.tv_sec++;
+            until.tv_nsec -= 1000000000;
+        }
+        pthread_cond_timedwait(&g->wake, &g->lock, &until);
+    }
     pthread_mutex_unlock(&g->lock);
 }
