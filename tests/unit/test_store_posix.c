@@ -95,41 +95,6 @@ static void write_file(const char *path, const char *content)
     CHECK_INT(fclose(f), 0);
 }
 
-static int put_str(struct store *st, const char *key, const char *val)
-{
-    return store_put(st, key, val, strlen(val));
-}
-
-/* 1 if key holds exactly want. */
-static int has(struct store *st, const char *key, const char *want)
-{
-    struct store_buf b;
-    int err = store_get(st, key, SIZE_MAX, &b);
-    int ok = err == 0 && b.len == strlen(want) && memcmp(b.data, want, b.len) == 0;
-    if (!ok)
-        fprintf(stderr, "get %s: err %d len %zu, expected \"%s\"\n", key, err, err ? 0 : b.len,
-                want);
-    store_buf_free(&b);
-    return ok;
-}
-
-/* Join a page's objects and prefixes in merged key order as "k1|k2|...|" onto buf. */
-static size_t join_page(const struct store_list *l, char *buf, size_t cap)
-{
-    size_t used = strlen(buf), i = 0, j = 0, items = 0;
-    while (i < l->n_objects || j < l->n_prefixes) {
-        const char *k;
-        if (j == l->n_prefixes ||
-            (i < l->n_objects && strcmp(l->objects[i].key, l->prefixes[j]) < 0))
-            k = l->objects[i++].key;
-        else
-            k = l->prefixes[j++];
-        used += (size_t)snprintf(buf + used, used < cap ? cap - used : 0, "%s|", k);
-        items++;
-    }
-    return items;
-}
-
 /* Whole listing (one page) joined as above; returns the store_list error. */
 static int list_all(struct store *st, const char *prefix, const char *delim, char *buf, size_t cap)
 {
@@ -137,7 +102,7 @@ static int list_all(struct store *st, const char *prefix, const char *delim, cha
     buf[0] = '\0';
     int err = store_list(st, prefix, delim, NULL, 0, &l);
     if (!err) {
-        join_page(&l, buf, cap);
+        cf_join_page(&l, buf, cap);
         CHECK(l.next_token == NULL);
     }
     store_list_free(&l);
@@ -197,8 +162,8 @@ static void test_round_trip(void)
     static const unsigned char bin[] = { 0, 1, 2, 0xff, 0, 'x' };
     struct store_buf b;
 
-    CHECK_INT(put_str(st, "k", "hello"), 0);
-    CHECK(has(st, "k", "hello"));
+    CHECK_INT(cf_put_str(st, "k", "hello"), 0);
+    CHECK(cf_has(st, "k", "hello"));
     CHECK_INT(store_put(st, "bin", bin, sizeof bin), 0);
     CHECK_INT(store_get(st, "bin", SIZE_MAX, &b), 0);
     CHECK(b.len == sizeof bin && memcmp(b.data, bin, sizeof bin) == 0);
@@ -213,10 +178,10 @@ static void test_round_trip(void)
     CHECK_INT(store_get(st, "no/such/dir", SIZE_MAX, &b), -ENOENT);
 
     /* overwrite, longer then shorter */
-    CHECK_INT(put_str(st, "k", "a much longer value than before"), 0);
-    CHECK(has(st, "k", "a much longer value than before"));
-    CHECK_INT(put_str(st, "k", "s"), 0);
-    CHECK(has(st, "k", "s"));
+    CHECK_INT(cf_put_str(st, "k", "a much longer value than before"), 0);
+    CHECK(cf_has(st, "k", "a much longer value than before"));
+    CHECK_INT(cf_put_str(st, "k", "s"), 0);
+    CHECK(cf_has(st, "k", "s"));
     CHECK_INT(count_temp_files(dir), 0);
 
     store_close(st);
@@ -229,20 +194,20 @@ static void test_intermediate_dirs(void)
     struct store *st = open_store(dir);
     struct store_buf b;
 
-    CHECK_INT(put_str(st, "home/user/dom/.domain.json", "{}"), 0);
+    CHECK_INT(cf_put_str(st, "home/user/dom/.domain.json", "{}"), 0);
     CHECK(is_dir(dir, "home"));
     CHECK(is_dir(dir, "home/user"));
     CHECK(is_dir(dir, "home/user/dom"));
-    CHECK(has(st, "home/user/dom/.domain.json", "{}"));
-    CHECK_INT(put_str(st, "home/user/other", "x"), 0);
-    CHECK(has(st, "home/user/other", "x"));
+    CHECK(cf_has(st, "home/user/dom/.domain.json", "{}"));
+    CHECK_INT(cf_put_str(st, "home/user/other", "x"), 0);
+    CHECK(cf_has(st, "home/user/other", "x"));
 
     /* a middle component that is an object */
     CHECK_INT(store_get(st, "home/user/other/x", SIZE_MAX, &b), -ENOENT);
-    CHECK_INT(put_str(st, "home/user/other/x", "y"), -EIO);
+    CHECK_INT(cf_put_str(st, "home/user/other/x", "y"), -EIO);
     /* a key that names a directory */
     CHECK_INT(store_get(st, "home/user", SIZE_MAX, &b), -EISDIR);
-    CHECK_INT(put_str(st, "home/user", "y"), -EISDIR);
+    CHECK_INT(cf_put_str(st, "home/user", "y"), -EISDIR);
     CHECK(is_dir(dir, "home/user"));
     CHECK_INT(count_temp_files(dir), 0);
 
@@ -326,11 +291,11 @@ static void test_put_if(void)
     struct store_stat a, b;
     CHECK_INT(store_put_if(st, "home/d/.domain.json", "v1", 2, NULL), 0);
     CHECK_INT(store_put_if(st, "home/d/.domain.json", "v0", 2, NULL), -ESTALE);
-    CHECK(has(st, "home/d/.domain.json", "v1"));
+    CHECK(cf_has(st, "home/d/.domain.json", "v1"));
     CHECK_INT(store_head(st, "home/d/.domain.json", &a), 0);
     CHECK_INT(store_put_if(st, "home/d/.domain.json", "v2", 2, a.etag), 0);
     CHECK_INT(store_put_if(st, "home/d/.domain.json", "v3", 2, a.etag), -ESTALE);
-    CHECK(has(st, "home/d/.domain.json", "v2"));
+    CHECK(cf_has(st, "home/d/.domain.json", "v2"));
     CHECK_INT(store_head(st, "home/d/.domain.json", &b), 0);
     CHECK(strcmp(a.etag, b.etag) != 0);
     CHECK_INT(store_delete(st, "home/d/.domain.json"), 0);
@@ -393,7 +358,7 @@ static void test_put_if_no_lost_update(void)
         CHECK_INT(pthread_join(t[i], NULL), 0);
         CHECK_INT(c[i].failures, 0);
     }
-    CHECK(has(st, "c/count", "600"));
+    CHECK(cf_has(st, "c/count", "600"));
     CHECK_INT(count_temp_files(dir), 0);
     store_close(st);
     remove_dir(dir);
@@ -406,9 +371,9 @@ static void test_lazy_and_new_puts(void)
     struct store *st = open_store(dir);
     check_puts_atomic(st, store_put_lazy);
     CHECK_INT(store_put_new(st, "db/r/d/x/0_0", "chunk", 5), 0); /* directories made */
-    CHECK(has(st, "db/r/d/x/0_0", "chunk"));
+    CHECK(cf_has(st, "db/r/d/x/0_0", "chunk"));
     CHECK_INT(store_put_new(st, "db/r/d/x/0_0", "re", 2), 0); /* shorter: truncated */
-    CHECK(has(st, "db/r/d/x/0_0", "re"));
+    CHECK(cf_has(st, "db/r/d/x/0_0", "re"));
     CHECK_INT(store_put_new(st, "/abs", "x", 1), -EINVAL);
     CHECK_INT(store_put_new(st, "obj/atom/under", "x", 1), -EIO); /* an object, not a dir */
     CHECK_INT(store_sync(st), 0);
@@ -428,17 +393,17 @@ static void test_copy(void)
     char pa[512], pb[512];
     CHECK_INT(store_put(st, "db/a/d/x/0_0", "chunk!", 6), 0);
     CHECK_INT(store_copy(st, "db/a/d/x/0_0", "db/b/d/x/0_0"), 0);
-    CHECK(has(st, "db/b/d/x/0_0", "chunk!"));
+    CHECK(cf_has(st, "db/b/d/x/0_0", "chunk!"));
     snprintf(pa, sizeof pa, "%s/db/a/d/x/0_0", dir);
     snprintf(pb, sizeof pb, "%s/db/b/d/x/0_0", dir);
     CHECK(stat(pa, &a) == 0 && stat(pb, &b) == 0 && a.st_ino == b.st_ino && a.st_nlink == 2);
     CHECK_INT(store_put(st, "db/a/d/x/0_0", "new", 3), 0);
-    CHECK(has(st, "db/b/d/x/0_0", "chunk!"));
+    CHECK(cf_has(st, "db/b/d/x/0_0", "chunk!"));
     CHECK_INT(store_put_new(st, "db/c/d/x/0_0", "left", 4), 0);
     CHECK_INT(store_copy(st, "db/b/d/x/0_0", "db/c/d/x/0_0"), 0);
-    CHECK(has(st, "db/c/d/x/0_0", "chunk!"));
+    CHECK(cf_has(st, "db/c/d/x/0_0", "chunk!"));
     CHECK_INT(store_put_new(st, "db/c/d/x/0_0", "over", 4), 0); /* never through a link */
-    CHECK(has(st, "db/b/d/x/0_0", "chunk!"));
+    CHECK(cf_has(st, "db/b/d/x/0_0", "chunk!"));
     CHECK_INT(store_copy(st, "db/none", "db/d/x"), -ENOENT);
     CHECK_INT(store_copy(st, "db/a/d", "db/d/y"), -EISDIR);
     CHECK_INT(store_copy(st, "db/../x", "db/d/z"), -EINVAL);
@@ -458,7 +423,7 @@ static void *churn(void *arg)
 {
     struct churn_ctx *c = arg;
     for (int i = 0; i < 300; i++) {
-        c->errors += put_str(c->st, c->key, "v") != 0;
+        c->errors += cf_put_str(c->st, c->key, "v") != 0;
         c->errors += store_delete(c->st, c->key) != 0;
     }
     return NULL;
@@ -502,8 +467,8 @@ static void test_missing_bucket(void)
     CHECK_INT(mkdir(missing, 0755), 0);
     st = open_store(missing);
     CHECK_INT(rmdir(missing), 0);
-    CHECK(put_str(st, "k", "v") < 0);
-    CHECK(put_str(st, "a/b", "v") < 0);
+    CHECK(cf_put_str(st, "k", "v") < 0);
+    CHECK(cf_put_str(st, "a/b", "v") < 0);
     CHECK(!exists(dir, "nope"));
     store_close(st);
     remove_dir(dir);
@@ -519,17 +484,17 @@ static void test_escapes(void)
     struct store_buf b;
     struct store_stat ss;
 
-    CHECK_INT(put_str(st, "a/k", "inside"), 0);
+    CHECK_INT(cf_put_str(st, "a/k", "inside"), 0);
     for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
         CHECK_INT(store_get(st, bad[i], SIZE_MAX, &b), -EINVAL);
         CHECK_INT(store_get_range(st, bad[i], 0, 1, &b), -EINVAL);
-        CHECK_INT(put_str(st, bad[i], "evil"), -EINVAL);
+        CHECK_INT(cf_put_str(st, bad[i], "evil"), -EINVAL);
         CHECK_INT(store_head(st, bad[i], &ss), -EINVAL);
         CHECK_INT(store_delete(st, bad[i]), -EINVAL);
     }
     CHECK_INT(store_get(st, NULL, SIZE_MAX, &b), -EINVAL);
-    CHECK_INT(put_str(st, TMP_PREFIX "0123", "x"), -EINVAL);
-    CHECK_INT(put_str(st, "a/" TMP_PREFIX "0123", "x"), -EINVAL);
+    CHECK_INT(cf_put_str(st, TMP_PREFIX "0123", "x"), -EINVAL);
+    CHECK_INT(cf_put_str(st, "a/" TMP_PREFIX "0123", "x"), -EINVAL);
 
     /* symlinks inside the bucket that point outside */
     path_of(target, outside, "secret");
@@ -548,8 +513,8 @@ static void test_escapes(void)
     CHECK_INT(store_get(st, "ldir/secret", SIZE_MAX, &b), -ENOENT);
     CHECK(b.data == NULL);
     CHECK_INT(store_head(st, "ldir/secret", &ss), -ENOENT);
-    CHECK(put_str(st, "ldir/new", "evil") < 0);
-    CHECK(put_str(st, "ldir/sub/new", "evil") < 0);
+    CHECK(cf_put_str(st, "ldir/new", "evil") < 0);
+    CHECK(cf_put_str(st, "ldir/sub/new", "evil") < 0);
     CHECK(!exists(outside, "new"));
     CHECK(!exists(outside, "sub"));
     CHECK(store_delete(st, "ldir/secret") < 0);
@@ -581,7 +546,7 @@ static void test_special_files(void)
     struct store_buf b;
     struct store_stat ss;
 
-    CHECK_INT(put_str(st, "sub/file", "x"), 0);
+    CHECK_INT(cf_put_str(st, "sub/file", "x"), 0);
     path_of(path, dir, "fifo");
     CHECK_INT(mkfifo(path, 0644), 0);
     CHECK_INT(store_get(st, "fifo", SIZE_MAX, &b), -ENOENT); /* and does not hang */
@@ -616,7 +581,7 @@ static void test_range(void)
     struct store *st = open_store(dir);
     struct store_buf b;
 
-    CHECK_INT(put_str(st, "r", "0123456789"), 0);
+    CHECK_INT(cf_put_str(st, "r", "0123456789"), 0);
     CHECK_INT(store_get_range(st, "r", 2, 3, &b), 0);
     CHECK(b.len == 3 && memcmp(b.data, "234", 3) == 0);
     store_buf_free(&b);
@@ -666,14 +631,14 @@ static void test_head(void)
     struct store_stat s1, s2, s3;
     double now = (double)time(NULL);
 
-    CHECK_INT(put_str(st, "h/obj", "12345"), 0);
+    CHECK_INT(cf_put_str(st, "h/obj", "12345"), 0);
     CHECK_INT(store_head(st, "h/obj", &s1), 0);
     CHECK_INT(s1.size, 5);
     CHECK(s1.mtime > now - 60 && s1.mtime < now + 60);
     CHECK(strlen(s1.etag) > 0 && all_hex(s1.etag));
     CHECK_INT(store_head(st, "h/obj", &s2), 0);
     CHECK_STR(s2.etag, s1.etag);
-    CHECK_INT(put_str(st, "h/obj", "1234567"), 0);
+    CHECK_INT(cf_put_str(st, "h/obj", "1234567"), 0);
     CHECK_INT(store_head(st, "h/obj", &s3), 0);
     CHECK_INT(s3.size, 7);
     CHECK(strcmp(s3.etag, s1.etag) != 0);
@@ -690,10 +655,10 @@ static void test_delete(void)
     char *dir = make_dir();
     struct store *st = open_store(dir);
 
-    CHECK_INT(put_str(st, "p/q/r", "1"), 0);
-    CHECK_INT(put_str(st, "x/y", "1"), 0);
-    CHECK_INT(put_str(st, "x/z", "1"), 0);
-    CHECK_INT(put_str(st, "top", "1"), 0);
+    CHECK_INT(cf_put_str(st, "p/q/r", "1"), 0);
+    CHECK_INT(cf_put_str(st, "x/y", "1"), 0);
+    CHECK_INT(cf_put_str(st, "x/z", "1"), 0);
+    CHECK_INT(cf_put_str(st, "top", "1"), 0);
 
     CHECK_INT(store_delete(st, "p/q/r"), 0);
     CHECK(!exists(dir, "p/q")); /* the emptied parent goes */
@@ -707,13 +672,13 @@ static void test_delete(void)
     CHECK_INT(store_delete(st, "top"), -ENOENT);
     CHECK_INT(store_delete(st, "no/such"), -ENOENT);
     CHECK_INT(store_delete(st, "p"), -ENOENT);
-    CHECK_INT(put_str(st, "p/q/r", "1"), 0);
+    CHECK_INT(cf_put_str(st, "p/q/r", "1"), 0);
     CHECK_INT(store_delete(st, "p"), -EISDIR);
     CHECK_INT(store_delete(st, "p/q/r"), 0);
 
     /* the store still works after its directories came and went */
-    CHECK_INT(put_str(st, "x/y", "again"), 0);
-    CHECK(has(st, "x/y", "again"));
+    CHECK_INT(cf_put_str(st, "x/y", "again"), 0);
+    CHECK(cf_has(st, "x/y", "again"));
 
     store_close(st);
     remove_dir(dir);
@@ -722,7 +687,7 @@ static void test_delete(void)
 static void put_all(struct store *st, const char *const *keys, size_t n)
 {
     for (size_t i = 0; i < n; i++)
-        CHECK_INT(put_str(st, keys[i], keys[i]), 0);
+        CHECK_INT(cf_put_str(st, keys[i], keys[i]), 0);
 }
 
 static void test_list(void)
@@ -820,8 +785,8 @@ static void test_order(void)
 
     put_all(st, keys, sizeof keys / sizeof *keys);
     /* a file "a" cannot exist next to the directory "a" (POSIX); put reports it */
-    CHECK_INT(put_str(st, "a", "x"), -EISDIR);
-    CHECK_INT(put_str(st, "a-b/x", "x"), -EIO);
+    CHECK_INT(cf_put_str(st, "a", "x"), -EISDIR);
+    CHECK_INT(cf_put_str(st, "a-b/x", "x"), -EIO);
 
     CHECK_INT(list_all(st, "", NULL, buf, sizeof buf), 0);
     CHECK_STR(buf, "Z|a-b|a.x|a/b-y|a/b/x|a/b0|a/c|a0|ab|~|");
@@ -849,7 +814,7 @@ static void check_pages(struct store *st, const char *prefix, const char *delim,
         char page[4096] = "";
         int err = store_list(st, prefix, delim, token, max, &l);
         CHECK_INT(err, 0);
-        size_t n = join_page(&l, page, sizeof page);
+        size_t n = cf_join_page(&l, page, sizeof page);
         CHECK(n <= max);
         size_t used = strlen(paged), len = strlen(page);
         CHECK(used + len < sizeof paged); /* a cut-off join would fail the compare below */
@@ -932,7 +897,7 @@ static void test_odd_names(void)
 
     put_all(st, keys, sizeof keys / sizeof *keys);
     for (size_t i = 0; i < sizeof keys / sizeof *keys; i++)
-        CHECK(has(st, keys[i], keys[i]));
+        CHECK(cf_has(st, keys[i], keys[i]));
     CHECK_INT(list_all(st, "", NULL, buf, sizeof buf), 0);
     CHECK_STR(buf, "dir with space/file name.json|plus+eq=pct%20/a+b=c%2F|quote\"'`/$x|"
                    "tab\there/x|ünïcødé/日本語.json|");
