@@ -1,5 +1,5 @@
 /*
- * why: the short reason that goes with an -EINVAL (or -ENOMEM) from a parser or converter.
+ * why: the short reason that goes with an error from a parser, converter or builder.
  * Callers pass a buffer (why, why_len) that may be NULL or empty; it is always left a valid
  * string. One helper for every module, so every reason is written the same way.
  */
@@ -16,6 +16,10 @@ int why_reject(char *why, size_t why_len, const char *fmt, ...)
 /* The same with a va_list, for helpers that take their own format. */
 int why_vreject(char *why, size_t why_len, const char *fmt, va_list ap)
     __attribute__((format(printf, 3, 0)));
+
+/* Write the reason that goes with another error (-EIO, -ENOMEM, an invalid hid), which the
+ * caller returns itself. */
+void why_set(char *why, size_t why_len, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 
 /* "out of memory"; returns -ENOMEM. */
 int why_oom(char *why, size_t why_len);

@@ -76,22 +76,22 @@ int build_load_json(struct builder *b, const char *id, json_t **out, char *why, 
         return why_reject(why, why_len, "%.120s is not an object id", id);
     int rc = get_object(b, id, key, &buf);
     if (rc == -ENOENT || rc == -EFBIG || rc == -EISDIR) {
-        snprintf(why, why_len, "object %s (%.120s): %s", id, key,
-                 rc == -ENOENT  ? "missing"
-                 : rc == -EFBIG ? "larger than 64 MiB"
-                                : "a directory");
+        why_set(why, why_len, "object %s (%.120s): %s", id, key,
+                rc == -ENOENT  ? "missing"
+                : rc == -EFBIG ? "larger than 64 MiB"
+                               : "a directory");
         return rc == -ENOENT ? -ENOENT : -EINVAL;
     }
     if (rc != 0) {
-        snprintf(why, why_len, "object %s (%.120s): the store failed", id, key);
+        why_set(why, why_len, "object %s (%.120s): the store failed", id, key);
         return rc == -ENOMEM ? rc : -EIO;
     }
     json_t *j = hjson_loadb((const char *)buf.data, buf.len, jwhy, sizeof jwhy);
     store_buf_free(&buf);
     const json_t *jid = json_object_get(j, "id");
     if (!json_is_object(j) || !hjson_text(jid) || strcmp(hjson_text(jid), id) != 0) {
-        snprintf(why, why_len, "object %s (%.120s): %s", id, key,
-                 !j ? jwhy : "not an object with a matching \"id\"");
+        why_set(why, why_len, "object %s (%.120s): %s", id, key,
+                !j ? jwhy : "not an object with a matching \"id\"");
         json_decref(j);
         return -EINVAL;
     }
@@ -281,7 +281,7 @@ static int discover_link(struct builder *b, size_t parent, const struct link_ref
     if (!id || build_find(b, id))
         return 0;
     if (!member_id_ok(b, id)) {
-        snprintf(why, sizeof why, "to %.120s, which is not an object of this domain", id);
+        why_set(why, sizeof why, "to %.120s, which is not an object of this domain", id);
         return build_omit(b, IMAGE_OMIT_LINK, g->id, g->path, l->name, why);
     }
     json_t *j;
@@ -575,7 +575,7 @@ static int note_missing_target(struct builder *b, const struct build_obj *g, con
     char why[200];
     if (!o)
         return 0;
-    snprintf(why, sizeof why, "to %.120s, which is left out", id);
+    why_set(why, sizeof why, "to %.120s, which is left out", id);
     return record_omission(b, IMAGE_OMIT_LINK, g->id, g->path, name, why);
 }
 
@@ -649,7 +649,7 @@ static int make_attribute(struct builder *b, struct build_obj *o, const struct l
      * or short strings of a long fixed string type) must not decide gigabytes */
     size_t elem = H5Tget_size(tid);
     if (elem == 0 || n > ATTR_DATA_MAX / elem) {
-        snprintf(why, why_len, "value of more than %u bytes", ATTR_DATA_MAX);
+        why_set(why, why_len, "value of more than %u bytes", ATTR_DATA_MAX);
         goto out;
     }
     int has_value = n > 0 && !json_is_null(json_object_get(aj, "value"));
@@ -659,7 +659,7 @@ static int make_attribute(struct builder *b, struct build_obj *o, const struct l
     hid_t attr = acpl < 0 ? acpl : H5Acreate2(o->hid, a->name, tid, space, acpl, H5P_DEFAULT);
     rc = attr >= 0 && (!has_value || H5Awrite(attr, tid, buf) >= 0) ? 0 : -EIO;
     if (rc != 0)
-        snprintf(why, why_len, "HDF5 refused it");
+        why_set(why, why_len, "HDF5 refused it");
     if (attr >= 0)
         H5Aclose(attr);
     if (acpl >= 0)
@@ -711,14 +711,14 @@ static hid_t shape_space(const json_t *shape, size_t *n, char *why, size_t why_l
     hsize_t d[IMAGE_MAX_RANK];
     uint64_t total = 1;
     if (strcmp(cls, "H5S_SIMPLE") != 0 || rank < 1 || rank > IMAGE_MAX_RANK) {
-        snprintf(why, why_len, "shape is not NULL, SCALAR or SIMPLE with 1 to 32 dims");
+        why_set(why, why_len, "shape is not NULL, SCALAR or SIMPLE with 1 to 32 dims");
         return H5I_INVALID_HID;
     }
     for (size_t k = 0; k < rank; k++) {
         json_int_t v = json_integer_value(json_array_get(dims, k));
         if (!json_is_integer(json_array_get(dims, k)) || v < 0 ||
             (v > 0 && total > (UINT64_C(1) << 40) / (uint64_t)v)) {
-            snprintf(why, why_len, "shape dims are not non-negative integers of sane size");
+            why_set(why, why_len, "shape dims are not non-negative integers of sane size");
             return H5I_INVALID_HID;
         }
         d[k] = (hsize_t)v;

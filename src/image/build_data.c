@@ -140,7 +140,7 @@ static int plan_dataset(struct builder *b, struct build_obj *o, struct dset_plan
     if (!(traits & H5TYPE_HAS_VLEN) && h5type_stored_size(p->type, &p->stored_size) != 0) {
         p->stored_size = 0;
         if (rc == 0)
-            snprintf(why, why_len, "type has no stored size");
+            why_set(why, why_len, "type has no stored size");
         rc = -EINVAL;
     }
     p->by_value = (traits & (H5TYPE_HAS_VLEN | H5TYPE_HAS_REF)) ||
@@ -216,7 +216,7 @@ static hid_t dataset_plist(struct builder *b, const struct dset_plan *p, char *w
     }
     return dcpl;
 fail:
-    snprintf(why, why_len, "HDF5 refused the creation properties");
+    why_set(why, why_len, "HDF5 refused the creation properties");
     if (dcpl >= 0)
         H5Pclose(dcpl);
     return H5I_INVALID_HID;
@@ -238,7 +238,7 @@ static int create_as_stored(struct builder *b, struct build_obj *o, const struct
     if (space >= 0)
         dcpl = dataset_plist(b, p, why, why_len);
     if (dcpl >= 0 && (o->hid = H5Dcreate_anon(b->file, p->tid, space, dcpl, H5P_DEFAULT)) < 0)
-        snprintf(why, why_len, "HDF5 refused it");
+        why_set(why, why_len, "HDF5 refused it");
     if (dcpl >= 0)
         H5Pclose(dcpl);
     if (space >= 0)
@@ -404,15 +404,15 @@ static int chunk_source(struct builder *b, struct build_obj *o, const struct dse
     if (rc == 1) /* chunk objects in the bucket */
         rc = build_take_listed(o, ds, chunks) ? 0 : build_dataset_chunks(b, ds, chunks);
     if (rc == -EFBIG)
-        snprintf(why, why_len, "a v1 dataset of more than %u chunks, which cannot be listed",
-                 V1_PROBE_MAX);
+        why_set(why, why_len, "a v1 dataset of more than %u chunks, which cannot be listed",
+                V1_PROBE_MAX);
     /* h5diff and others call a dataset without allocated storage "empty" and will not compare
      * it: declare its first chunk, which reads as the fill value like every absent chunk */
     if (rc == 0 && chunks->n == 0 && ds->origin == ORIGIN_HSDS && build_all_chunks_nonzero(ds))
         rc = build_chunk_list_add(chunks, 0);
     if (rc == 0 && chunks->n > IMAGE_CHUNKS_MAX - b->declared) {
-        snprintf(why, why_len, "%zu more chunks would pass the image's limit of %u", chunks->n,
-                 IMAGE_CHUNKS_MAX);
+        why_set(why, why_len, "%zu more chunks would pass the image's limit of %u", chunks->n,
+                IMAGE_CHUNKS_MAX);
         rc = -EINVAL;
     }
     return rc == -EFBIG ? -EINVAL : rc;
@@ -565,7 +565,7 @@ static hid_t placeholder_plist(const struct dset_plan *p, hid_t tid, char *why, 
     int ok = dcpl >= 0 && build_object_plist(dcpl) == 0;
     if (ok && plan_has_data(p)) { /* else nothing to read: the default layout */
         if (placeholder_chunks(p, H5Tget_size(tid), c) != 0) {
-            snprintf(why, why_len, "too large to show even as a placeholder");
+            why_set(why, why_len, "too large to show even as a placeholder");
             ok = 0;
         } else {
             ok = H5Pset_chunk(dcpl, p->rank, c) >= 0 &&
@@ -590,7 +590,7 @@ static int try_placeholder(struct builder *b, struct build_obj *o, const struct 
                                : H5Screate_simple(p->rank, p->dims, NULL);
     hid_t dcpl = space >= 0 ? placeholder_plist(p, tid, why, why_len) : H5I_INVALID_HID;
     if (dcpl >= 0 && (o->hid = H5Dcreate_anon(b->file, tid, space, dcpl, H5P_DEFAULT)) < 0)
-        snprintf(why, why_len, "HDF5 refused even a placeholder");
+        why_set(why, why_len, "HDF5 refused even a placeholder");
     if (dcpl >= 0)
         H5Pclose(dcpl);
     if (space >= 0)
@@ -619,9 +619,9 @@ static int placeholder_possible(const struct dset_plan *p, char *why, size_t why
 {
     const char *cls = hjson_text(json_object_get(p->shape, "class"));
     if (!p->shape_ok)
-        snprintf(why, why_len, "its shape is not one HDF5 can make");
+        why_set(why, why_len, "its shape is not one HDF5 can make");
     else if (p->rank == 0 && (!cls || strcmp(cls, "H5S_NULL") != 0))
-        snprintf(why, why_len, "a scalar cannot be shown unreadable");
+        why_set(why, why_len, "a scalar cannot be shown unreadable");
     else
         return 1;
     return 0;
@@ -686,7 +686,7 @@ static int fetch_stored(struct builder *b, const struct image_dataset *ds, const
     if (rc == -ENOENT)
         return rc;
     if (rc != 0) {
-        snprintf(why, why_len, "chunk %.120s: %.60s", key, strerror(-rc));
+        why_set(why, why_len, "chunk %.120s: %.60s", key, strerror(-rc));
         return rc == -EFBIG || rc == -EISDIR ? -EINVAL : -EIO;
     }
     char cwhy[160] = "";
@@ -704,7 +704,7 @@ static int fetch_stored(struct builder *b, const struct image_dataset *ds, const
         }
     }
     if (rc == -EINVAL)
-        snprintf(why, why_len, "chunk %.120s: %.60s", key, cwhy);
+        why_set(why, why_len, "chunk %.120s: %.60s", key, cwhy);
     store_buf_free(&raw);
     return rc;
 }
@@ -766,10 +766,10 @@ static int value_chunk(struct builder *b, struct build_obj *o, const struct dset
         char vwhy[160] = "";
         rc = h5value_from_stored(p->type, p->tid, bytes, len, n, &refs, &buf, vwhy, sizeof vwhy);
         if (rc != 0)
-            snprintf(why, why_len, "chunk %.120s: %.60s", key, vwhy);
+            why_set(why, why_len, "chunk %.120s: %.60s", key, vwhy);
     }
     if (rc == 0 && (rc = write_chunk_values(o, p, ds, linear, buf)) != 0)
-        snprintf(why, why_len, "chunk %.120s: HDF5 refused the values", key);
+        why_set(why, why_len, "chunk %.120s: HDF5 refused the values", key);
     if (buf)
         h5value_free(p->tid, buf, n);
     free(bytes);
@@ -843,8 +843,8 @@ static int write_values(struct builder *b, struct build_obj *o, const struct dse
     if (rc == 0 && !build_take_listed(o, &ds, &chunks))
         rc = build_dataset_chunks(b, &ds, &chunks);
     if (rc == -EFBIG) {
-        snprintf(why, why_len, "a v1 dataset of more than %u chunks, which cannot be listed",
-                 V1_PROBE_MAX);
+        why_set(why, why_len, "a v1 dataset of more than %u chunks, which cannot be listed",
+                V1_PROBE_MAX);
         rc = -EINVAL;
     }
     if (rc == 0)
@@ -854,9 +854,9 @@ static int write_values(struct builder *b, struct build_obj *o, const struct dse
         rc = value_chunk(b, o, p, &ds, chunks.v[i], cwhy, sizeof cwhy);
         if (rc == -EINVAL &&
             (rc = poison_value_chunk(b, o, p, &ds, chunks.v[i], &poisoned, cwhy)) == -EINVAL)
-            snprintf(why, why_len, "%s; %s", cwhy,
-                     p->rank == 0 ? "a scalar cannot be shown unreadable"
-                                  : "HDF5 refused to make it unreadable");
+            why_set(why, why_len, "%s; %s", cwhy,
+                    p->rank == 0 ? "a scalar cannot be shown unreadable"
+                                 : "HDF5 refused to make it unreadable");
     }
     free(chunks.v);
     image_dataset_clear(&ds);

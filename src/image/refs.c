@@ -199,7 +199,7 @@ static int chunk_map(struct builder *b, const json_t *lay, struct image_dataset 
         int in = build_parse_index(ds, index, &linear);
         if (in < 0 || json_array_size(v) != 2 || json_u64(json_array_get(v, 0), &off) ||
             json_u64(json_array_get(v, 1), &size) || size > UINT32_MAX) {
-            snprintf(why, why_len, "chunk map entry \"%s\" is not index: [offset, size]", index);
+            why_set(why, why_len, "chunk map entry \"%s\" is not index: [offset, size]", index);
             rc = -EINVAL;
         } else if (in == 0 && size > 0) {
             rc = add_piece(&pieces, (struct ref_piece){ linear, off, (uint32_t)size, uri, 0 }, why,
@@ -463,7 +463,7 @@ static int indirect(struct builder *b, const json_t *lay, struct image_dataset *
         t.has_uri_field = 0;
         rc = add_uri(b, ds, file, &default_uri, why, why_len);
     } else if (rc == 0 && !t.has_uri_field) {
-        snprintf(why, why_len, "no file_uri in the layout and none in the chunk table");
+        why_set(why, why_len, "no file_uri in the layout and none in the chunk table");
         rc = -EINVAL;
     }
     /* only the table chunks that exist: probing every index of a large grid is a GET each */
@@ -472,7 +472,7 @@ static int indirect(struct builder *b, const json_t *lay, struct image_dataset *
     if (rc == 0)
         rc = build_list_chunks(b, &t.ds, &table_chunks, &n_table_chunks);
     if (rc == -EFBIG) {
-        snprintf(why, why_len, "chunk table %s has too many chunks to probe", table_id);
+        why_set(why, why_len, "chunk table %s has too many chunks to probe", table_id);
         rc = -EINVAL;
     }
     for (size_t c = 0; rc == 0 && c < n_table_chunks; c++)

@@ -19,6 +19,7 @@
 
 #include "fpenv.h"
 #include "h5osfs/grow.h"
+#include "h5osfs/why.h"
 
 /* The JSON text of the markers: jansson decodes \u0001 to the byte 0x01. */
 #define NAN_JSON "\"\\u0001NaN\""
@@ -222,8 +223,7 @@ static void report(const struct rewrite *rw, const json_error_t *err, char *why,
             }
         }
     }
-    if (snprintf(why, why_len, "%s at line %d column %d", err->text, line, column) < 0)
-        why[0] = '\0';
+    why_set(why, why_len, "%s at line %d column %d", err->text, line, column);
 }
 
 json_t *hjson_loadb(const char *text, size_t len, char *why, size_t why_len)
@@ -234,7 +234,7 @@ json_t *hjson_loadb(const char *text, size_t len, char *why, size_t why_len)
 
     if (scan(&rw) != 0) {
         if (why && why_len > 0)
-            snprintf(why, why_len, "out of memory");
+            why_set(why, why_len, "out of memory");
         goto out;
     }
     /* HSDS stores the text of fixed strings as it is, NULs inside included (numpy drops only

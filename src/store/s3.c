@@ -14,6 +14,7 @@
 
 #include "h5osfs/log.h"
 #include "h5osfs/sigv4.h"
+#include "h5osfs/why.h"
 #include "s3.h"
 
 #define S3_LIST_PAGE 1000
@@ -435,32 +436,32 @@ static int judge_listing(const struct s3_store *s3, const struct s3_response *re
             store_list_free(&list);
             return 0;
         }
-        snprintf(why, why_len,
-                 "%s answered a bucket listing with something other than S3's "
-                 "ListObjectsV2 XML (is it an S3 endpoint?)",
-                 s3->base_url);
+        why_set(why, why_len,
+                "%s answered a bucket listing with something other than S3's "
+                "ListObjectsV2 XML (is it an S3 endpoint?)",
+                s3->base_url);
         return -EIO;
     }
     if (resp->status == 403 && s3->cfg.no_sign) {
         /* a public bucket may serve its objects to anyone but its listing to no one */
-        snprintf(why, why_len,
-                 "anonymous listing refused by %s (%s): mounted anyway, but "
-                 "whatever needs a listing will fail with EACCES",
-                 s3->base_url, failure);
+        why_set(why, why_len,
+                "anonymous listing refused by %s (%s): mounted anyway, but "
+                "whatever needs a listing will fail with EACCES",
+                s3->base_url, failure);
         return 0;
     }
     if (resp->status == 403) {
-        snprintf(why, why_len, "credentials refused by %s: %s", s3->base_url, failure);
+        why_set(why, why_len, "credentials refused by %s: %s", s3->base_url, failure);
         return -EACCES;
     }
     char code[64], msg[8];
     s3_parse_error((const char *)resp->body.data, resp->body.len, code, sizeof code, msg,
                    sizeof msg);
     if (strcmp(code, "NoSuchBucket") == 0) {
-        snprintf(why, why_len, "no such bucket at %s: %s", s3->base_url, failure);
+        why_set(why, why_len, "no such bucket at %s: %s", s3->base_url, failure);
         return -ENOENT;
     }
-    snprintf(why, why_len, "%s refused a bucket listing: %s", s3->base_url, failure);
+    why_set(why, why_len, "%s refused a bucket listing: %s", s3->base_url, failure);
     return -EIO;
 }
 
@@ -482,8 +483,8 @@ int store_s3_check(struct store *st, char *why, size_t why_len)
     rc = s3_perform(s3, &req, &resp);
     free(query);
     if (rc != 0) {
-        snprintf(why, why_len, "no usable answer from %s: %s", s3->base_url,
-                 failure[0] ? failure : strerror(-rc));
+        why_set(why, why_len, "no usable answer from %s: %s", s3->base_url,
+                failure[0] ? failure : strerror(-rc));
         return rc;
     }
     rc = judge_listing(s3, &resp, failure, why, why_len);

@@ -21,6 +21,14 @@ int why_reject(char *why, size_t why_len, const char *fmt, ...)
     return rc;
 }
 
+void why_set(char *why, size_t why_len, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    why_vreject(why, why_len, fmt, ap);
+    va_end(ap);
+}
+
 int why_oom(char *why, size_t why_len)
 {
     why_reject(why, why_len, "out of memory");

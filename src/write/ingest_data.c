@@ -20,6 +20,7 @@
 #include "h5osfs/h5type.h"
 #include "h5osfs/h5value.h"
 #include "h5osfs/log.h"
+#include "h5osfs/why.h"
 #include "ingest_int.h"
 
 /* ---- §5.4 chunk dims ---- */
@@ -157,7 +158,7 @@ static int io_fill(struct dset_io *io, char *why, size_t why_len)
     if (!io->fill)
         return -ENOMEM;
     if (json_object_get(cp, "fillValue") && H5Pget_fill_value(io->dcpl, io->mem, io->fill) < 0) {
-        snprintf(why, why_len, "the fill value cannot be read");
+        why_set(why, why_len, "the fill value cannot be read");
         return -EIO;
     }
     struct h5value_ids ids = { ingest_ref_id, io->g };

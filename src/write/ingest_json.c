@@ -11,6 +11,7 @@
 #include "h5osfs/h5type.h"
 #include "h5osfs/h5value.h"
 #include "h5osfs/log.h"
+#include "h5osfs/why.h"
 #include "ingest_int.h"
 
 #define ATTR_VALUE_MAX (64u << 20) /* as the image builder's limit */
@@ -217,7 +218,7 @@ static json_t *attr_value(struct ingest *g, hid_t attr, const json_t *type, hid_
     size_t esize = H5Tget_size(mem);
     json_t *v = NULL;
     if (np < 0 || esize == 0 || (size_t)np > ATTR_VALUE_MAX / esize) {
-        snprintf(why, why_len, "value larger than %u bytes", ATTR_VALUE_MAX);
+        why_set(why, why_len, "value larger than %u bytes", ATTR_VALUE_MAX);
         H5Tclose(mem);
         return NULL;
     }
@@ -226,7 +227,7 @@ static json_t *attr_value(struct ingest *g, hid_t attr, const json_t *type, hid_
         v = value_json(g, type, mem, buf, rank, dims, (size_t)np, base64, why, why_len);
         h5value_free(mem, buf, (size_t)np);
     } else {
-        snprintf(why, why_len, buf ? "HDF5 cannot read it" : "out of memory");
+        why_set(why, why_len, buf ? "HDF5 cannot read it" : "out of memory");
         free(buf);
     }
     H5Tclose(mem);
@@ -243,14 +244,14 @@ static json_t *attribute_json(struct ingest *g, hid_t attr, const char *path, co
     hsize_t dims[INGEST_MAX_RANK], maxdims[INGEST_MAX_RANK];
     int rank = 0, base64 = 0;
     if (ftype < 0 || space < 0) {
-        snprintf(why, why_len, "HDF5 cannot read its type or shape");
+        why_set(why, why_len, "HDF5 cannot read its type or shape");
         goto out;
     }
     if (!(type = ingest_type_json(g, ftype, path, what, why, why_len)))
         goto out;
     int stated;
     if (!(shape = shape_json(space, 0, &rank, dims, maxdims, &stated))) {
-        snprintf(why, why_len, "a dataspace HSDS cannot hold");
+        why_set(why, why_len, "a dataspace HSDS cannot hold");
         goto out;
     }
     if (!(value = attr_value(g, attr, type, space, rank, dims, &base64, why, why_len)))
@@ -312,7 +313,7 @@ static json_t *attributes_json(struct ingest *g, hid_t obj, const char *path)
     for (size_t i = 0; attrs && i < names.n; i++) {
         hid_t attr = H5Aopen(obj, names.v[i], H5P_DEFAULT);
         json_t *a = NULL;
-        snprintf(why, sizeof why, "HDF5 cannot open it");
+        why_set(why, sizeof why, "HDF5 cannot open it");
         if (attr >= 0) {
             a = attribute_json(g, attr, path, names.v[i], why, sizeof why);
             H5Aclose(attr);
