@@ -99,6 +99,7 @@ static void cf_round_trip(struct store *st)
     CHECK(b.len == sizeof bin && memcmp(b.data, bin, sizeof bin) == 0);
     CHECK(b.data && b.data[b.len] == '\0'); /* one NUL after the bytes */
     store_buf_free(&b);
+    CHECK(b.data == NULL && b.len == 0); /* freeing empties the buffer */
     CHECK_INT(store_put(st, "empty", NULL, 0), 0);
     CHECK_INT(store_get(st, "empty", 0, &b), 0);
     CHECK_INT(b.len, 0);
