@@ -438,11 +438,9 @@ class S3Server(S3Account):
         return stop_process(self.proc)
 
 
-class S3Tenant(S3Account):
-    """A user of an S3Server in a tenant of its own (its buckets are nobody else's, as a
-    Ceph RGW tenant's), with S3Server's interface; the server is stopped by its owner."""
-
-    kind = "s3rver"
+class ServerUser(S3Account):
+    """Another user of a running server, with S3Server's interface; the server is stopped by
+    its owner, not here."""
 
     def __init__(self, server, access_key, secret_key):
         self.server = server
@@ -456,3 +454,10 @@ class S3Tenant(S3Account):
 
     def stop(self):
         return 0
+
+
+class S3Tenant(ServerUser):
+    """A user of an S3Server in a tenant of its own (its buckets are nobody else's, as a
+    Ceph RGW tenant's)."""
+
+    kind = "s3rver"

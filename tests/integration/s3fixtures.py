@@ -29,7 +29,6 @@ fixtures skip with the reason (scripts/install-deps.sh installs all); with H5OSF
 in the environment they fail instead.
 """
 import http.client
-import itertools
 import json
 import os
 import subprocess
@@ -44,8 +43,8 @@ S3DIR = REPO / "tests" / "s3"
 FIXTURE_BUCKET = REPO / "tests" / "data" / "hsds-v2" / "hsdstest"
 
 # The s3rver server and its account live in harness.py (the benchmarks start theirs there too).
-from harness import (ACCESS_KEY, PUBLIC_BUCKET, REGION, SECRET_KEY, S3Account,  # noqa: E402
-                     S3Client, S3Server, _tail, load_bucket, node_binary, read_port,
+from harness import (ACCESS_KEY, PUBLIC_BUCKET, REGION, SECRET_KEY, S3Client,  # noqa: E402
+                     S3Server, ServerUser, _tail, load_bucket, node_binary, read_port,
                      s3rver_problem)
 from harness import stop_process as _stop  # noqa: E402
 import rgw  # noqa: E402
@@ -147,18 +146,10 @@ class RgwServer:
         return _stop(self.proc, timeout=20)
 
 
-class RgwUser(S3Account):
-    """An S3 user of an RgwServer, with S3Server's interface (the server is stopped by its
-    fixture, not here)."""
+class RgwUser(ServerUser):
+    """An S3 user of an RgwServer (the server is stopped by its fixture)."""
 
     kind = "rgw"
-
-    def __init__(self, server, access_key, secret_key):
-        self.server = server
-        self.endpoint, self.port = server.endpoint, server.port
-        self.access_key, self.secret_key, self.region = access_key, secret_key, REGION
-        self.public_bucket = PUBLIC_BUCKET
-        self._names = itertools.count(1)
 
     def make_public(self, bucket):
         """Creates bucket with a policy that lets anyone (unsigned requests) GET its objects
@@ -171,12 +162,6 @@ class RgwUser(S3Account):
             c.create_bucket(bucket)
             c.request("PUT", bucket, query=[("policy", "")],
                       body=json.dumps(policy).encode()).check(f"PutBucketPolicy {bucket}")
-
-    def log(self):
-        return self.server.log()
-
-    def stop(self):
-        return 0
 
 
 class S3Bucket:

@@ -402,13 +402,19 @@ def judge(f, found):
     return "\n\n".join(msgs) or None
 
 
-@pytest.fixture(scope="module")
-def corpus_round_trip(tmp_path_factory):
-    rt = RoundTrip(tmp_path_factory.mktemp("corpus"), FILES)
+def copied_and_remounted(rt):
+    """rt once every file is copied in (copy_seconds: how long that took) and the bucket is
+    mounted again, so that reads come from the bucket, not from what the writer held."""
     t = time.perf_counter()
     rt.copy_all()
     rt.copy_seconds = time.perf_counter() - t
     rt.remount()
+    return rt
+
+
+@pytest.fixture(scope="module")
+def corpus_round_trip(tmp_path_factory):
+    rt = copied_and_remounted(RoundTrip(tmp_path_factory.mktemp("corpus"), FILES))
     yield rt
     rt.close()
 

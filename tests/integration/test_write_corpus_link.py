@@ -9,13 +9,12 @@ user block, and every 10th other file: about a fifth of the corpus, so CI pays a
 the full module); H5OSFS_CORPUS_LINK=all runs every file."""
 import os
 import re
-import time
 
 import pytest
 
 import objcheck
 import test_write_corpus as corpus
-from test_write_corpus import BUGS, FILES, judge
+from test_write_corpus import BUGS, FILES, copied_and_remounted, judge
 
 pytestmark = corpus.pytestmark
 
@@ -58,11 +57,8 @@ class LinkedRoundTrip(corpus.RoundTrip):
 
 @pytest.fixture(scope="module")
 def linked_round_trip(tmp_path_factory):
-    rt = LinkedRoundTrip(tmp_path_factory.mktemp("corpus-link"), LINK_FILES)
-    t = time.perf_counter()
-    rt.copy_all()
-    rt.copy_seconds = time.perf_counter() - t
-    rt.remount()
+    rt = copied_and_remounted(LinkedRoundTrip(tmp_path_factory.mktemp("corpus-link"),
+                                              LINK_FILES))
     yield rt
     rt.close()
 
