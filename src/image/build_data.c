@@ -66,6 +66,23 @@ static int read_dims(const json_t *arr, int rank, hsize_t *out, int allow_zero)
     return 0;
 }
 
+/* Elements beyond this cannot be counted: a product past 2^64 wraps (HDF5 1.10 then counts 0
+ * elements), and so would the chunk grid's linear index, which would put one chunk object's
+ * bytes where another's belong. A grid has no more chunks than its shape has elements. */
+#define COUNT_MAX ((uint64_t)1 << 62)
+
+/* 1 when the product of n[0..rank) (each > 0) stays within COUNT_MAX. */
+static int countable(const uint64_t *n, int rank)
+{
+    uint64_t product = 1;
+    for (int k = 0; k < rank; k++) {
+        if (n[k] > COUNT_MAX / product)
+            return 0;
+        product *= n[k];
+    }
+    return 1;
+}
+
 /* The shape; shape_ok once its class and dims are known (all a placeholder needs). */
 static int plan_shape(struct dset_plan *p, char *why, size_t why_len)
 {
@@ -85,6 +102,13 @@ static int plan_shape(struct dset_plan *p, char *why, size_t why_len)
     if (p->rank < 1 || p->rank > IMAGE_MAX_RANK || read_dims(dims, p->rank, p->dims, 1) != 0) {
         p->rank = 0;
         return why_reject(why, why_len, "shape dims are not 1 to 32 non-negative integers");
+    }
+    uint64_t n[IMAGE_MAX_RANK];
+    for (int k = 0; k < p->rank; k++)
+        n[k] = p->dims[k] ? p->dims[k] : 1;
+    if (!countable(n, p->rank)) {
+        p->rank = 0;
+        return why_reject(why, why_len, "more than 2^62 elements");
     }
     p->shape_ok = 1;
     if (max && (json_array_size(max) != (size_t)p->rank || read_dims(max, p->rank, p->maxdims, 1)))

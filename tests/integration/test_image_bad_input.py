@@ -287,6 +287,10 @@ DATASET_CASES = {
     "chunk-dims-negative": set_key("layout", "dims", value=[8, -8, 8]),
     "chunk-over-2GiB": set_key("layout", "dims", value=[1 << 20, 1 << 12, 16]),
     "maxdims-smaller-than-dims": set_key("shape", "maxdims", value=[16, 8, 16]),
+    # 2^84 elements in chunks of one: counts past 2^64 wrap, chunk indices with them
+    "elements-past-2^62": set_key("shape", value={"class": "H5S_SIMPLE",
+                                                   "dims": [1 << 40, 1 << 40, 16],
+                                                   "maxdims": [1 << 40, 1 << 40, 16]}),
 }
 
 
