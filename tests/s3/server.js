@@ -251,6 +251,11 @@ function inTenant(req) {
   const tenant = auth && tenantOf.get(auth.accessKeyId);
   const m = tenant && /^\/([^/?]+)(.*)$/s.exec(req.url);
   if (m) req.url = `/${tenant}.${m[1]}${m[2]}`;
+  // CopyObject names its source bucket in a header: the tenant's too (after the signature,
+  // which covers the header as the client sent it, was checked)
+  const src = tenant && req.headers['x-amz-copy-source'];
+  const s = src && /^(\/?)([^/]+)(\/.*)$/s.exec(src);
+  if (s) req.headers['x-amz-copy-source'] = `${s[1]}${tenant}.${s[2]}${s[3]}`;
 }
 
 function secretFor(accessKeyId) {
