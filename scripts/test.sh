@@ -25,7 +25,8 @@ export H5OSFS_S3_REQUIRED=1
 # does test_packaging, which builds and mounts the .deb's own binary, not $H5OSFS_BIN.)
 [ -f build-asan/build.ninja ] || meson setup build-asan -Db_sanitize=address,undefined \
     -Db_lundef=false >/dev/null
-ninja -C build-asan h5osfs >/dev/null
+# test_s3_multipart runs tests/store_put from beside the daemon: it is built here too
+ninja -C build-asan h5osfs tests/store_put >/dev/null
 H5OSFS_BIN=build-asan/h5osfs UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
     /usr/bin/python3 -m pytest -p no:cacheprovider -q tests/integration \
     --ignore tests/integration/test_s3_infra.py --ignore tests/integration/test_packaging.py \
