@@ -141,7 +141,9 @@ def test_connection_reset_mid_part_is_retried(s3_server, fault_proxy, bucket, cl
                             "-t", 5 * MIB, "-p", 5 * MIB)
     assert result["rc"] == 0, log[-3000:]
     assert fault_proxy.fired(cut) == 1
-    assert result["retries"] >= 1
+    # the part went again: by the store's retry, or by curl's own when the reset met a reused
+    # connection before any answer (then the store counts no retry: the race made this flaky)
+    assert {r["id"]: r["seen"] for r in fault_proxy.rules()}[cut] >= 2
     assert_stored(client, bucket, "db/reset", src.read_bytes())
 
 
