@@ -14,7 +14,7 @@ import pytest
 
 import objcheck
 import test_write_corpus as corpus
-from test_write_corpus import BUGS, FILES, copied_and_remounted, judge
+from test_write_corpus import FILES, copied_and_remounted, corpus_params, judge
 
 pytestmark = corpus.pytestmark
 
@@ -63,9 +63,7 @@ def linked_round_trip(tmp_path_factory):
     rt.close()
 
 
-@pytest.mark.parametrize("path", [
-    pytest.param(f, marks=pytest.mark.xfail(strict=True, reason=BUGS[f])) if f in BUGS else f
-    for f in LINK_FILES])
+@pytest.mark.parametrize("path", corpus_params(LINK_FILES))
 def test_round_trip_linked(linked_round_trip, path):
     msg = judge_linked(path, linked_round_trip.differences(path))
     assert msg is None, msg
