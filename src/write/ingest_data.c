@@ -196,7 +196,7 @@ static int io_grid(struct dset_io *io)
 static int raw_possible(struct dset_io *io)
 {
     size_t stored;
-    if (!io->same_grid || !ingest_filters_raw(io->dcpl) ||
+    if (!io->same_grid || !ingest_filters_raw(io->dcpl, &io->spec) ||
         (h5type_traits(io->type) & (H5TYPE_HAS_VLEN | H5TYPE_HAS_REF)) ||
         h5type_stored_size(io->type, &stored) != 0)
         return 0;

@@ -140,7 +140,7 @@ json_t *ingest_filters_json(struct ingest *g, const char *path, hid_t dcpl)
     return out;
 }
 
-int ingest_filters_raw(hid_t dcpl)
+int ingest_filters_raw(hid_t dcpl, const struct codec_spec *stored)
 {
     int nf = H5Pget_nfilters(dcpl);
     H5Z_filter_t ids[2] = { -1, -1 };
@@ -149,7 +149,16 @@ int ingest_filters_raw(hid_t dcpl)
         size_t n = MAX_CD;
         ids[i] = H5Pget_filter2(dcpl, (unsigned)i, &flags, &n, cd, 0, NULL, &config);
     }
-    /* the file's chunk bytes are what HSDS reads for exactly these (a zlib stream, §6.5) */
-    return (nf == 1 && ids[0] == H5Z_FILTER_DEFLATE) ||
-           (nf == 2 && ids[0] == H5Z_FILTER_SHUFFLE && ids[1] == H5Z_FILTER_DEFLATE);
+    /* the file's chunk bytes are what HSDS reads for exactly these: the values as they are,
+     * or a zlib stream of them (§6.5) */
+    int deflate = (nf == 1 && ids[0] == H5Z_FILTER_DEFLATE),
+        shuffled = nf == 2 && ids[0] == H5Z_FILTER_SHUFFLE && ids[1] == H5Z_FILTER_DEFLATE;
+    if (nf != 0 && !deflate && !shuffled)
+        return 0;
+    if (!stored)
+        return 1;
+    /* and the filters stored for them say so (an r+ base's kept filters may not) */
+    enum codec_shuffle shuffle = shuffled ? CODEC_SHUFFLE_BYTE : CODEC_SHUFFLE_NONE;
+    return stored->shuffle == shuffle &&
+           (nf == 0 ? !stored->compressed : stored->compressed && stored->zlib_fallback);
 }

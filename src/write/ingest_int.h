@@ -145,9 +145,10 @@ json_t *ingest_type_json(struct ingest *g, hid_t tid, const char *path, const ch
 /* ---- ingest_filters.c ---- */
 /* The dataset's filters in HSDS form (NULL: none); what cannot be kept is logged. */
 json_t *ingest_filters_json(struct ingest *g, const char *path, hid_t dcpl);
-/* 1 if the source's chunk bytes can be copied as they are: exactly [deflate] or
- * [shuffle, deflate]. */
-int ingest_filters_raw(hid_t dcpl);
+/* 1 if the source's chunk bytes can be copied as they are: no filter, [deflate] or
+ * [shuffle, deflate], and, given the filters to be stored (NULL: the file's own), the
+ * same ones there. */
+int ingest_filters_raw(hid_t dcpl, const struct codec_spec *stored);
 /* 1 if a and b are equal once every "created" and "lastModified" is left out. */
 int ingest_json_same(const json_t *a, const json_t *b);
 

@@ -125,7 +125,7 @@ static int filters_as_stored(hid_t dcpl, int *filtered)
     *filtered = nf > 0;
     if (nf == 0)
         return 1;
-    return ingest_filters_raw(dcpl) && H5Pget_chunk_opts(dcpl, &opts) >= 0 &&
+    return ingest_filters_raw(dcpl, NULL) && H5Pget_chunk_opts(dcpl, &opts) >= 0 &&
            !(opts & H5D_CHUNK_DONT_FILTER_PARTIAL_CHUNKS);
 }
 

@@ -587,6 +587,46 @@ static void test_corpus_edges(void)
     store_close(st);
 }
 
+/* Unfiltered chunks whose grid HSDS keeps are copied as they are (in the kernel), in either
+ * byte order: the file's bytes are the chunk objects' bytes. */
+static void make_unfiltered_file(const char *path)
+{
+    hid_t f = H5Fcreate(path, H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT);
+    hsize_t dims[2] = { 1024, 512 }, chunk[2] = { 512, 512 };
+    hid_t sp = H5Screate_simple(2, dims, NULL), dcpl = H5Pcreate(H5P_DATASET_CREATE);
+    CHECK(H5Pset_chunk(dcpl, 2, chunk) >= 0);
+    static int32_t v[1024 * 512];
+    for (size_t i = 0; i < 1024 * 512; i++)
+        v[i] = (int32_t)(i * 2654435761u);
+    const hid_t types[2] = { H5T_IEEE_F32LE, H5T_STD_I32BE };
+    const char *names[2] = { "le_f4", "be_i4" };
+    for (int k = 0; k < 2; k++) {
+        hid_t d = H5Dcreate2(f, names[k], types[k], sp, H5P_DEFAULT, dcpl, H5P_DEFAULT);
+        CHECK(d >= 0 && H5Dwrite(d, H5T_NATIVE_INT32, H5S_ALL, H5S_ALL, H5P_DEFAULT, v) >= 0);
+        H5Dclose(d);
+    }
+    H5Pclose(dcpl);
+    H5Sclose(sp);
+    CHECK(H5Fclose(f) >= 0);
+}
+
+static void test_unfiltered_raw(void)
+{
+    char dir[512], src[1024], img[1024], root[SCHEMA_ID_BUF];
+    struct ingest_stats stats;
+    struct store *st = new_bucket("unfiltered", dir, sizeof dir);
+    snprintf(src, sizeof src, "%s/unfiltered.h5", tmp_dir);
+    snprintf(img, sizeof img, "%s/unfiltered.image.h5", tmp_dir);
+    make_unfiltered_file(src);
+    CHECK_INT(ingest_new_root_id(root), 0);
+    CHECK_INT(ingest_new(config(st), src, "/test", root, NULL, &stats), 0);
+    CHECK_INT(stats.chunks_written, 4);
+    CHECK_INT(stats.chunks_raw, 4);
+    if (image_to_file(st, root, img) == 0)
+        CHECK(h5diff_equal(src, img));
+    store_close(st);
+}
+
 /* ---- 5. errors ---- */
 
 static void test_errors(void)
@@ -636,6 +676,7 @@ int main(int argc, char **argv)
     CHECK_INT(differences, 18); /* the fixture README's representation notes, and /raw */
     test_changed_copy();
     test_corpus_edges();
+    test_unfiltered_raw();
     test_errors();
     rm_tree(tmp_dir);
     H5close();
