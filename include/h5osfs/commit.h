@@ -61,9 +61,12 @@ struct commit_ctx {
  * journal record): after success the mode is CHANGE with the domain's new root as base_root,
  * and the state CLEAN. 0 or -errno: -EINVAL when the staged bytes are not an HDF5 file, -EIO,
  * -ENOSPC, -ENOMEM, -EISDIR (a folder was made at the path meanwhile), -ESTALE (another writer
- * changed, made or removed the domain since base_root). */
+ * changed, made or removed the domain since base_root).
+ * file_kept: NULL, or the caller lets a linked commit make the staged file itself an object of
+ * the new root (store_put_new_file); then *file_kept says whether it did, whatever the
+ * outcome, and from then on the caller must not change the staged file in place. */
 int commit_staged(const struct commit_ctx *c, struct journal_rec *rec,
-                  const struct ingest_base *base);
+                  const struct ingest_base *base, int *file_kept);
 
 /* At mount, before any request: finish, undo and retry what the journal holds. Returns the
  * number of records left for a later mount (logged each). */

@@ -47,6 +47,9 @@ struct ingest_config {
      */
     int link;
     const char *bucket_name;
+    /* With link: the file may become the stored object itself (store_put_new_file); the
+     * caller then changes it no more in place (stats->file_kept says it did). */
+    int keep_file;
     /* Called at each stage (may be NULL). A test hook may kill the process here. */
     void (*on_stage)(void *ctx, enum ingest_stage stage);
     void *ctx;
@@ -107,6 +110,7 @@ struct ingest_stats {
     uint64_t changes;         /* objects stored differently from the file (each logged) */
     uint64_t datasets_linked; /* datasets whose values are read from the stored file */
     uint64_t bytes_linked;    /* size of that file (0: none stored) */
+    int file_kept;            /* that object is the file itself (keep_file) */
 };
 
 /*

@@ -60,6 +60,12 @@ void journal_close(struct journal *j);
  * 0 or -errno. */
 int journal_stage(struct journal *j, const char *domain, enum journal_mode mode,
                   const char *base_root, struct journal_rec *rec, int *fd);
+/* The staged file made private again when it became an object of the domain (a hard link, see
+ * commit_staged's file_kept): a new file under the same name holding the first keep bytes of
+ * fd, copied in the kernel; the object keeps the old file. *new_fd is the new file, opened
+ * O_RDWR (the caller closes fd). 0 or -errno (logged), and then nothing changed. */
+int journal_restage(struct journal *j, const struct journal_rec *rec, int fd, uint64_t keep,
+                    int *new_fd);
 /* Write (or replace) the record durably. 0 or -errno (logged). */
 int journal_write(struct journal *j, const struct journal_rec *rec);
 /* An r+ change's base ranges (overlay.h): staging/<name>.h5.base, replaced durably; read back

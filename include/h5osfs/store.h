@@ -64,6 +64,8 @@ struct store_ops {
                   const char *if_etag);
     /* Optional (NULL: read into memory, then put_new): put_new of len bytes of fd at off. */
     int (*put_new_from_fd)(struct store *st, const char *key, int fd, uint64_t off, size_t len);
+    /* Optional (NULL: put_new_from_fd): see store_put_new_file. */
+    int (*put_new_file)(struct store *st, const char *key, int fd, size_t len, int *kept);
     /* Optional (NULL: get, then put_new): put_new of a copy of object src at dst, made by the
      * store itself (a hard link on a local disk, CopyObject on S3): no bytes through us. */
     int (*copy)(struct store *st, const char *src, const char *dst);
@@ -200,6 +202,14 @@ int store_put_new(struct store *st, const char *key, const void *data, size_t le
  * until this returns. -EFBIG: larger than the store takes (S3: 5 TiB).
  */
 int store_put_new_from_fd(struct store *st, const char *key, int fd, uint64_t off, size_t len);
+/*
+ * store_put_new of the whole file fd (len bytes), where the object may become that file
+ * itself: a local disk makes a hard link when the file is on the bucket's file system, so
+ * the bytes are neither copied nor written twice. *kept is 1 when it did: from then on the
+ * caller must never change the file in place (a copy first, then the change), since the
+ * domain's object would change with it. Elsewhere this is store_put_new_from_fd, *kept 0.
+ */
+int store_put_new_file(struct store *st, const char *key, int fd, size_t len, int *kept);
 /* store_put_new of the bytes of object src at key dst (a key no reader can reach yet): the
  * unchanged objects of a new version of a domain cost no bytes on the wire or on the disk
  * where the store can say "the same bytes" (hard link, CopyObject). -ENOENT: no object src. */

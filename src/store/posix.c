@@ -305,6 +305,7 @@ struct px_put {
     int src_fd; /* >= 0: the bytes are len bytes of this file at src_off */
     uint64_t src_off;
     int link_fd;         /* >= 0: the object is a hard link to this file (src_fd too) */
+    int *linked;         /* non-NULL: set to 1 when the hard link was made */
     int conditional;     /* put_if: replace only an object whose etag is if_etag */
     const char *if_etag; /* NULL (conditional): create only, where no object is */
     const char *what;    /* the step that failed, for the log line */
@@ -463,6 +464,8 @@ static int px_link(struct px_put *p, int dfd, const char *base)
 static int px_put_direct(struct px_put *p, int dfd, const char *base)
 {
     int linked = p->link_fd >= 0 ? px_link(p, dfd, base) : 1;
+    if (linked == 0 && p->linked)
+        *p->linked = 1;
     if (linked <= 0)
         return linked;
     p->what = "create";
@@ -673,6 +676,27 @@ static int px_put_new_from_fd(struct store *st, const char *key, int fd, uint64_
     return px_put_run(p);
 }
 
+/* The caller's file itself when it is on this file system (it promises to change it no
+ * more), with an object's mode, since that file was private. */
+static int px_put_new_file(struct store *st, const char *key, int fd, size_t len, int *kept)
+{
+    struct px_put p = { .ps = px(st),
+                        .key = key,
+                        .len = len,
+                        .lazy = 1,
+                        .direct = 1,
+                        .src_fd = fd,
+                        .src_off = 0,
+                        .link_fd = fd,
+                        .linked = kept,
+                        .what = "" };
+    int err = px_put_run(p);
+    if (err == 0 && *kept && fchmod(fd, PX_FILE_MODE) < 0)
+        log_warn("store %s: put %s: the object keeps its file's mode: %s", px(st)->dir, key,
+                 px_strerror(errno));
+    return err;
+}
+
 /* A hard link: the same file under both keys. Objects are replaced by rename, never written in
  * place by us (HSDS writes in place, but only to the version it serves, which is dst's). */
 static int px_copy(struct store *st, const char *src, const char *dst)
@@ -796,6 +820,7 @@ static const struct store_ops px_ops = {
     .put_if = px_put_if,
     .put_new = px_put_new,
     .put_new_from_fd = px_put_new_from_fd,
+    .put_new_file = px_put_new_file,
     .copy = px_copy,
     .list_keys = px_list_keys,
     .sync = px_sync,

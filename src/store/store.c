@@ -201,6 +201,19 @@ int store_put_new_from_fd(struct store *st, const char *key, int fd, uint64_t of
     return counted(st, STORE_PUT, st->ops->put_new_from_fd(st, key, fd, off, len), 0, len);
 }
 
+int store_put_new_file(struct store *st, const char *key, int fd, size_t len, int *kept)
+{
+    *kept = 0;
+    int err = store_key_check(key);
+    if (err)
+        return err;
+    if (!st || fd < 0)
+        return -EINVAL;
+    if (!st->ops->put_new_file)
+        return store_put_new_from_fd(st, key, fd, 0, len);
+    return counted(st, STORE_PUT, st->ops->put_new_file(st, key, fd, len, kept), 0, len);
+}
+
 #define COPY_THROUGH_MAX (1ull << 32) /* a copy through memory: HSDS objects are far smaller */
 
 int store_copy(struct store *st, const char *src, const char *dst)

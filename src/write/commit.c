@@ -243,10 +243,11 @@ static void log_done(const struct journal_rec *rec, const struct ingest_stats *s
 
 /* A new root for the staged file, then the swap: the one put that makes it the domain. */
 static int commit_new_root(const struct commit_ctx *c, struct journal_rec *rec, const char *staged,
-                           const struct ingest_base *base)
+                           const struct ingest_base *base, int *file_kept)
 {
     struct ingest_config cfg = ingest_cfg(c);
     struct ingest_stats st = { 0 };
+    cfg.keep_file = file_kept != NULL;
     if (c->link_for)
         cfg.link = c->link_for(c->link_ctx, rec->domain, c->link);
     char old[SCHEMA_ID_BUF];
@@ -269,6 +270,8 @@ static int commit_new_root(const struct commit_ctx *c, struct journal_rec *rec, 
     crash_point("committing");
     double t0 = clock_monotonic();
     rc = ingest_new(&cfg, staged, rec->domain, rec->new_root, base, &st);
+    if (file_kept)
+        *file_kept = st.file_kept;
     double t1 = clock_monotonic();
     if (rc == 0)
         rc = store_sync(c->ops->store); /* every object durable before it is named */
@@ -301,12 +304,12 @@ static int commit_new_root(const struct commit_ctx *c, struct journal_rec *rec, 
 }
 
 int commit_staged(const struct commit_ctx *c, struct journal_rec *rec,
-                  const struct ingest_base *base)
+                  const struct ingest_base *base, int *file_kept)
 {
     char *staged = journal_staged_path(c->journal, rec);
     if (!staged)
         return -ENOMEM;
-    int rc = commit_new_root(c, rec, staged, base);
+    int rc = commit_new_root(c, rec, staged, base, file_kept);
     if (rc != 0 && rc != -ESTALE) /* a lost race is logged where it is found, never retried */
         log_error("%s: commit of the staged file %s failed: %s (kept; retried at the next "
                   "flush or mount)",
@@ -360,8 +363,9 @@ static int recover_one(const struct commit_ctx *c, struct journal_rec *rec)
     int rc = rec->mode == JOURNAL_CHANGE && c->recover_base
                  ? c->recover_base(c->base_ctx, rec, &base)
                  : 0;
+    int kept = 0; /* the staged file is only removed after this: it may become an object */
     if (rc == 0)
-        rc = commit_staged(c, rec, base);
+        rc = commit_staged(c, rec, base, &kept);
     if (base)
         c->release_base(c->base_ctx, base);
     return rc;

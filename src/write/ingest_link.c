@@ -520,7 +520,10 @@ int ingest_link_store_file(struct ingest *g)
     if (rc == 0 && size > SIZE_MAX)
         rc = -EFBIG;
     if (rc == 0) {
-        rc = store_put_new_from_fd(g->cfg->store, key, g->raw_fd, 0, (size_t)size);
+        rc = g->cfg->keep_file
+                 ? store_put_new_file(g->cfg->store, key, g->raw_fd, (size_t)size,
+                                      &g->stats->file_kept)
+                 : store_put_new_from_fd(g->cfg->store, key, g->raw_fd, 0, (size_t)size);
         if (rc != 0)
             log_error("%s: the file could not be stored as %s: %s", g->log_name, key,
                       strerror(-rc));

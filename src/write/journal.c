@@ -130,6 +130,53 @@ int journal_stage(struct journal *j, const char *domain, enum journal_mode mode,
     return -EIO;
 }
 
+/* The first len bytes of from into to, in the kernel where it can (else through a buffer). */
+static int copy_prefix(int from, int to, uint64_t len)
+{
+    loff_t in = 0, out = 0;
+    while ((uint64_t)in < len) {
+        ssize_t n = copy_file_range(from, &in, to, &out, (size_t)(len - (uint64_t)in), 0);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n < 0 && in == 0 && (errno == EXDEV || errno == EINVAL || errno == ENOSYS))
+            break;
+        if (n <= 0)
+            return n < 0 ? -errno : -EIO;
+    }
+    char buf[1 << 16];
+    while ((uint64_t)in < len) {
+        size_t want = len - (uint64_t)in < sizeof buf ? (size_t)(len - (uint64_t)in) : sizeof buf;
+        ssize_t n = pread(from, buf, want, in);
+        if (n <= 0)
+            return n < 0 ? -errno : -EIO;
+        if (pwrite(to, buf, (size_t)n, in) != n)
+            return -EIO;
+        in += n;
+    }
+    return 0;
+}
+
+int journal_restage(struct journal *j, const struct journal_rec *rec, int fd, uint64_t keep,
+                    int *new_fd)
+{
+    char name[64], tmp[72];
+    file_name(rec, ".h5", name, sizeof name);
+    snprintf(tmp, sizeof tmp, "%s.new", name);
+    int out = openat(j->staging, tmp, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+    int rc = out < 0 ? -errno : copy_prefix(fd, out, keep);
+    if (rc == 0 && renameat(j->staging, tmp, j->staging, name) != 0)
+        rc = -errno;
+    if (rc != 0) {
+        log_error("%s: cannot copy its staged file %s/staging/%s before a change: %s", rec->domain,
+                  j->root, name, strerror(-rc));
+        if (out >= 0 && (close(out), unlinkat(j->staging, tmp, 0) != 0))
+            log_warn("%s: %s/staging/%s stays: %s", rec->domain, j->root, tmp, strerror(errno));
+        return rc;
+    }
+    *new_fd = out;
+    return 0;
+}
+
 char *journal_staged_path(const struct journal *j, const struct journal_rec *rec)
 {
     char *path = NULL;

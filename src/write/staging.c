@@ -14,6 +14,8 @@
 #include "h5osfs/strmap.h"
 #include "overlay.h"
 
+#define WRITE_BEHIND_WINDOW (8u << 20)
+
 /* Lock order: the table's lock may be taken while holding an entry's, never the reverse
  * (except on a new entry nobody else can have locked yet). */
 struct staged {
@@ -40,6 +42,8 @@ struct staged {
                                    (ESTALE): never committed; at the last close its bytes,
                                    whole, go to rejected/ */
     int committed; /* a commit succeeded: a domain exists behind it */
+    int shared;    /* the staged file is also an object of the domain (a linked commit made
+                      it one, store_put_new_file): copied before any change */
     double mtime, ctime;
     struct journal_rec rec; /* rec.domain is the entry's path */
 };
@@ -192,11 +196,30 @@ static void tear(struct staging *t, struct staged *s, int err)
     free(staged);
 }
 
+/* Before a change of a staged file that is also an object of the domain: a private copy of
+ * its first keep bytes takes its place, so that the stored version stays as committed. */
+static int own_file(struct staging *t, struct staged *s, uint64_t keep)
+{
+    if (!s->shared)
+        return 0;
+    int fd;
+    int rc =
+        journal_restage(t->commit.journal, &s->rec, s->fd, keep < s->size ? keep : s->size, &fd);
+    if (rc != 0)
+        return rc;
+    close(s->fd);
+    s->fd = fd;
+    s->shared = 0;
+    return 0;
+}
+
 static int truncate_locked(struct staging *t, struct staged *s, uint64_t size)
 {
     if (size == 0)
         s->fill_pending = 0; /* nothing of the domain's bytes would be left */
     int rc = staged_fill(t, s);
+    if (rc == 0)
+        rc = own_file(t, s, size);
     if (rc != 0)
         return rc;
     if (s->overlay)
@@ -286,6 +309,19 @@ ssize_t staging_read(struct staging *t, struct staged *s, void *buf, size_t len,
     return n;
 }
 
+/* A file written front to back (cp) is sent to the disk behind the writer, a window at a
+ * time, so that the commit's sync, which must make its bytes durable anyway, finds them
+ * written: the copy and the disk work at once instead of one after the other. Only a hint:
+ * the kernel may refuse it, and a file written in any other order is left to it. */
+static void write_behind(struct staged *s, uint64_t off, uint64_t len)
+{
+    uint64_t end = off + len;
+    if (off / WRITE_BEHIND_WINDOW == end / WRITE_BEHIND_WINDOW)
+        return;
+    uint64_t window = end / WRITE_BEHIND_WINDOW * WRITE_BEHIND_WINDOW - WRITE_BEHIND_WINDOW;
+    (void)sync_file_range(s->fd, (off_t)window, WRITE_BEHIND_WINDOW, SYNC_FILE_RANGE_WRITE);
+}
+
 /* A torn file takes no more writes: they could not make it whole (a truncation to 0 can). */
 static ssize_t write_locked(struct staging *t, struct staged *s, const void *buf, size_t len,
                             uint64_t off)
@@ -293,6 +329,8 @@ static ssize_t write_locked(struct staging *t, struct staged *s, const void *buf
     int rc = s->gone ? -ESTALE : s->torn;
     if (rc == 0)
         rc = staged_fill(t, s);
+    if (rc == 0)
+        rc = own_file(t, s, UINT64_MAX);
     if (rc == 0)
         rc = mark_dirty(t, s);
     if (rc != 0)
@@ -308,6 +346,7 @@ static ssize_t write_locked(struct staging *t, struct staged *s, const void *buf
     }
     if (off + (uint64_t)n > s->size)
         s->size = off + (uint64_t)n;
+    write_behind(s, off, (uint64_t)n);
     return n;
 }
 
@@ -382,9 +421,10 @@ static int commit_locked(struct staging *t, struct staged *s)
     if (!s->dirty)
         return 0;
     struct ingest_base base;
-    int rc = commit_base(t, s, &base);
-    if (rc >= 0)
-        rc = commit_staged(&t->commit, &s->rec, rc == 1 ? &base : NULL);
+    int rc = commit_base(t, s, &base), kept = 0;
+    if (rc >= 0) /* an overlay holds the descriptor: that file stays private */
+        rc = commit_staged(&t->commit, &s->rec, rc == 1 ? &base : NULL, s->overlay ? NULL : &kept);
+    s->shared |= kept;
     if (rc == 0) {
         s->dirty = 0;
         s->committed = 1;
@@ -477,7 +517,7 @@ static void discard_locked(struct staging *t, struct staged *s)
         strmap_remove(t->by_path, s->path);
     s->gone = 1;
     pthread_mutex_unlock(&t->lock);
-    if (ftruncate(s->fd, 0) != 0)
+    if (!s->shared && ftruncate(s->fd, 0) != 0) /* a shared file's bytes are the object's */
         log_warn("%s: removed; its staged file keeps its bytes until its last close: %s",
                  s->rec.domain, strerror(errno));
     journal_remove(t->commit.journal, &s->rec);

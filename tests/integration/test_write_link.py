@@ -408,3 +408,66 @@ def test_killed_linked_commit_leaves_no_file_behind(bucket_copy, tmp_path, stage
             for p in bucket_copy.rglob(".domain.json")}
     assert {p.parent.name for p in (bucket_copy / "db").glob(f"*/{FILE_NAME}")} <= live
     assert {p.name for p in (bucket_copy / "db").iterdir()} <= live
+
+
+def make_other_file(path):
+    with h5py.File(path, "w") as f:
+        f.create_dataset("other", data=np.arange(4000, dtype="<f8"))
+
+
+def test_local_bucket_keeps_the_staged_file_itself(linking, tmp_path):
+    """On a local bucket the staged file becomes the object (a hard link): no second copy of
+    the bytes. Seen while the writer still holds it open: one inode, an object's mode."""
+    if linking.backend != "posix":
+        pytest.skip("a hard link is a local bucket's way")
+    src = tmp_path / "kept.h5"
+    make_linkable_file(src)
+    target = f"{HOME}/kept.h5"
+    fd = os.open(linking.path(target), os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+    try:
+        os.write(fd, src.read_bytes())
+        os.fsync(fd)                                    # the commit
+        obj = linking.bucket / "db" / root_of(linking, target)[2:19] / FILE_NAME
+        staged = list((tmp_path / "cache" / "staging").glob("*.h5"))
+        assert len(staged) == 1
+        assert os.stat(obj).st_ino == os.stat(staged[0]).st_ino
+        assert os.stat(obj).st_mode & 0o777 == 0o644
+    finally:
+        os.close(fd)
+    assert obj.read_bytes() == src.read_bytes()
+    assert os.stat(obj).st_nlink == 1                   # the staged name went at the close
+
+
+@pytest.mark.parametrize("change", ["write", "truncate"])
+def test_writes_after_a_linked_commit_never_change_the_stored_file(linking, mount_bucket,
+                                                                    tmp_path, change):
+    """A handle kept open after its commit (fsync, then more writes, or a truncation and new
+    content) must not change the stored file in place: the staged file is copied first."""
+    src, other = tmp_path / "first.h5", tmp_path / "second.h5"
+    make_linkable_file(src)
+    make_other_file(other)
+    target = f"{HOME}/rewritten.h5"
+    fd = os.open(linking.path(target), os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o644)
+    try:
+        os.write(fd, src.read_bytes())
+        os.fsync(fd)
+        first = root_of(linking, target)
+        key = f"db/{first[2:19]}/{FILE_NAME}"
+        if change == "write":
+            os.pwrite(fd, b"\xff" * 4096, 0)            # no HDF5 file any more, for now
+            os.pwrite(fd, b"\xee" * 4096, 1 << 20)
+        else:
+            os.ftruncate(fd, 0)
+        assert linking.get(key) == src.read_bytes()     # the committed version, untouched
+        data = other.read_bytes()
+        os.ftruncate(fd, len(data))
+        os.pwrite(fd, data, 0)
+        assert linking.get(key) == src.read_bytes()
+    finally:
+        os.close(fd)                                    # commits the second content
+    assert root_of(linking, target) != first
+    rc, out = h5diff(other, linking.path(target))
+    assert rc == 0, out
+    m2 = remount(linking, mount_bucket, tmp_path)
+    rc, out = h5diff(other, m2.path(target))
+    assert rc == 0, out

@@ -151,7 +151,7 @@ static void commit_clean(struct rig *r, const char *domain, int seed, char root[
 {
     struct journal_rec rec;
     stage(r, domain, JOURNAL_NEW, NULL, seed, &rec);
-    REQUIRE(commit_staged(&r->commit, &rec, NULL) == 0);
+    REQUIRE(commit_staged(&r->commit, &rec, NULL, NULL) == 0);
     snprintf(root, SCHEMA_ID_BUF, "%s", rec.base_root);
     unstage(r, &rec);
     gc_drain(r->gc);
@@ -279,7 +279,7 @@ static void check_chunk_put_fails(struct rig *r, const char *domain, const char 
     stage(r, domain, JOURNAL_REPLACE, base, 2, &rec);
     store_faulty_reset(r->st);
     add_rule(r->st, FAULTY_MASK(FAULTY_PUT), CHUNK_KEYS, 3, 1, FAULTY_FAIL, err);
-    CHECK_INT(commit_staged(&r->commit, &rec, NULL), want);
+    CHECK_INT(commit_staged(&r->commit, &rec, NULL, NULL), want);
     CHECK_INT(store_faulty_fired(r->st), 1);
     CHECK_INT(store_faulty_calls_matching(r->st, FAULTY_PUT_IF, DOMAIN_KEYS), 0);
     CHECK_INT(store_faulty_calls_matching(r->st, FAULTY_PUT, DOMAIN_KEYS), 0);
@@ -308,9 +308,9 @@ static void test_commit_chunk_put_fails(void)
     struct journal_rec rec;
     stage(&r, "/home/u/x.h5", JOURNAL_REPLACE, root, 2, &rec);
     add_rule(r.st, FAULTY_MASK(FAULTY_PUT), CHUNK_KEYS, 1, 1, FAULTY_FAIL, -EIO);
-    CHECK_INT(commit_staged(&r.commit, &rec, NULL), -EIO);
+    CHECK_INT(commit_staged(&r.commit, &rec, NULL, NULL), -EIO);
     store_faulty_reset(r.st);
-    CHECK_INT(commit_staged(&r.commit, &rec, NULL), 0);
+    CHECK_INT(commit_staged(&r.commit, &rec, NULL, NULL), 0);
     CHECK_INT(rec.state, JOURNAL_CLEAN);
     named_root(r.mem, "/home/u/x.h5", now);
     CHECK_STR(now, rec.base_root);
@@ -343,7 +343,7 @@ static void test_commit_domain_put_fails(void)
     stage(&r, "/home/u/x.h5", JOURNAL_REPLACE, root, 3, &rec);
     store_faulty_reset(r.st);
     add_rule(r.st, FAULTY_MASK(FAULTY_PUT_IF), DOMAIN_KEYS, 1, 0, FAULTY_FAIL, -EIO);
-    CHECK_INT(commit_staged(&r.commit, &rec, NULL), -EIO);
+    CHECK_INT(commit_staged(&r.commit, &rec, NULL, NULL), -EIO);
     CHECK_INT(store_faulty_calls_matching(r.st, FAULTY_PUT, CHUNK_KEYS), n_chunks);
     CHECK_INT(rec.state, JOURNAL_DIRTY);
     named_root(r.mem, "/home/u/x.h5", now);
@@ -353,13 +353,13 @@ static void test_commit_domain_put_fails(void)
     unstage(&r, &rec);
 
     stage(&r, "/home/u/new.h5", JOURNAL_NEW, NULL, 4, &rec);
-    CHECK_INT(commit_staged(&r.commit, &rec, NULL), -EIO);
+    CHECK_INT(commit_staged(&r.commit, &rec, NULL, NULL), -EIO);
     named_root(r.mem, "/home/u/new.h5", now);
     CHECK_STR(now, "");
     gc_drain(r.gc);
     check_unchanged(r.mem, before);
     store_faulty_clear(r.st);
-    CHECK_INT(commit_staged(&r.commit, &rec, NULL), 0); /* and then it commits */
+    CHECK_INT(commit_staged(&r.commit, &rec, NULL, NULL), 0); /* and then it commits */
     named_root(r.mem, "/home/u/new.h5", now);
     CHECK_STR(now, rec.base_root);
     unstage(&r, &rec);
@@ -378,7 +378,7 @@ static void test_commit_domain_reply_lost(void)
     commit_clean(&r, "/home/u/x.h5", 1, root);
     stage(&r, "/home/u/x.h5", JOURNAL_REPLACE, root, 5, &rec);
     add_rule(r.st, FAULTY_MASK(FAULTY_PUT_IF), DOMAIN_KEYS, 1, 1, FAULTY_AFTER, -EIO);
-    CHECK_INT(commit_staged(&r.commit, &rec, NULL), 0);
+    CHECK_INT(commit_staged(&r.commit, &rec, NULL, NULL), 0);
     CHECK_INT(store_faulty_fired(r.st), 1);
     named_root(r.mem, "/home/u/x.h5", now);
     CHECK(strcmp(now, root) != 0);
@@ -406,7 +406,7 @@ static void test_commit_domain_in_doubt(void)
     /* GETs of the .domain.json: the check before the ingest, the swap's read, then the
      * read that would tell */
     add_rule(r.st, FAULTY_MASK(FAULTY_GET), DOMAIN_KEYS, 3, 1, FAULTY_FAIL, -EIO);
-    CHECK_INT(commit_staged(&r.commit, &rec, NULL), -EIO);
+    CHECK_INT(commit_staged(&r.commit, &rec, NULL, NULL), -EIO);
     CHECK_INT(store_faulty_fired(r.st), 2);
     CHECK_INT(rec.state, JOURNAL_COMMITTING);
     named_root(r.mem, "/home/u/x.h5", now);
