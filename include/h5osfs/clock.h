@@ -25,4 +25,19 @@ static inline double clock_wall(void)
     return clock_seconds(CLOCK_REALTIME);
 }
 
+/* The wall-clock time ms milliseconds from now: a deadline for pthread_cond_timedwait, whose
+ * clock that is by default. */
+static inline struct timespec clock_wall_in_ms(long ms)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    ts.tv_sec += ms / 1000;
+    ts.tv_nsec += (ms % 1000) * 1000000;
+    if (ts.tv_nsec >= 1000000000) {
+        ts.tv_sec++;
+        ts.tv_nsec -= 1000000000;
+    }
+    return ts;
+}
+
 #endif

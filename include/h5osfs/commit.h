@@ -39,6 +39,8 @@
 #include "h5osfs/ingest.h"
 #include "h5osfs/journal.h"
 
+struct info_queue;
+
 struct commit_ctx {
     const struct domops *ops; /* store, namespace, user, collector */
     struct journal *journal;
@@ -48,6 +50,7 @@ struct commit_ctx {
      * link). 1 link, 0 copy. */
     int (*link_for)(void *ctx, const char *domain, int link);
     void *link_ctx;
+    struct info_queue *info; /* summaries after commits (NULL: written before returning) */
     const char *bucket_name; /* HSDS's name of the bucket: .info.json (info.h),
                                  * linked layouts' file_uri */
     /* Recovery of a JOURNAL_CHANGE record: the base its staged file needs (NULL hook, or

@@ -14,6 +14,7 @@
 #ifndef H5OSFS_INFO_H
 #define H5OSFS_INFO_H
 
+#include <signal.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -58,5 +59,22 @@ int info_object_id(const char *key, char *out, size_t len);
  * root has none (HSDS tabulates none). Never fails: what goes wrong is logged once, and the
  * domain is left without a summary. workers: requests in parallel (stats, MD5s, JSON). */
 void info_write(struct store *st, const char *bucket, const char *root, unsigned workers);
+
+/*
+ * Summaries written by a thread of their own, one root at a time, in the order asked, so that
+ * a commit (a close()) does not wait for them: on a local bucket a summary reads every stored
+ * byte back for HSDS's MD5 ETags (HSDS, too, writes it after the change, from its scan).
+ * The thread starts at the first root (after the daemon's fork).
+ */
+struct info_queue;
+int info_queue_new(struct store *st, const char *bucket, unsigned workers, struct info_queue **out);
+/* Summarise root soon; when it cannot be queued, now. */
+void info_queue_add(struct info_queue *q, const char *root);
+/* 1 while root waits or is being summarised (the collector leaves such a root alone). */
+int info_queue_has(struct info_queue *q, const char *root);
+/* Write what waits (unless *give_up becomes non-zero: what waits then is left without a
+ * summary, logged), then stop the thread. Nothing may be added after. */
+void info_queue_drain(struct info_queue *q, const volatile sig_atomic_t *give_up);
+void info_queue_free(struct info_queue *q);
 
 #endif

@@ -12,6 +12,7 @@
 #include "h5osfs/domops.h"
 #include "h5osfs/gc.h"
 #include "h5osfs/image_table.h"
+#include "h5osfs/info.h"
 #include "h5osfs/journal.h"
 #include "h5osfs/log.h"
 #include "h5osfs/ns.h"
@@ -39,6 +40,7 @@ struct stack {
     struct domops ops;       /* complete before anything uses it (stack_start) */
     struct journal *journal; /* these two: NULL on a read-only mount */
     struct staging *staging;
+    struct info_queue *info; /* domain summaries after commits */
     struct gc *gc;
     struct fs *fs;
 };
@@ -179,7 +181,8 @@ static int root_in_use(void *ctx, const char *root)
 {
     struct stack *s = ctx;
     return image_table_root_in_use(s->images, root) ||
-           (s->staging && staging_root_in_use(s->staging, root));
+           (s->staging && staging_root_in_use(s->staging, root)) ||
+           (s->info && info_queue_has(s->info, root));
 }
 
 /* r+ starts from a version of the domain: its image (staging keeps its chunks in the store). */
@@ -274,10 +277,13 @@ static int open_writing(struct stack *s)
     if (s->opts->read_only)
         return 0;
     int rc = journal_open(s->opts->cache_dir, s->opts->bucket_id, &s->journal);
+    if (rc == 0)
+        rc = info_queue_new(s->store, s->bucket_name, WRITE_WORKERS, &s->info);
     if (rc != 0)
         return rc;
     struct commit_ctx commit = { .ops = &s->ops,
                                  .journal = s->journal,
+                                 .info = s->info,
                                  .workers = WRITE_WORKERS,
                                  .bucket_name = s->bucket_name,
                                  .link = s->opts->ingest_link,
@@ -376,10 +382,12 @@ void stack_close(struct stack *s, const volatile sig_atomic_t *give_up)
         return;
     fs_free(s->fs); /* its handles whose release never came commit now */
     s->fs = NULL;
+    info_queue_drain(s->info, give_up); /* before the collector: no root it waits for */
     if (s->gc)
         gc_drain_until(s->gc, give_up); /* unmounted: no reader is left to wait for */
     gc_free(s->gc);
     staging_free(s->staging);
+    info_queue_free(s->info);
     journal_close(s->journal);
     callers_free(s->callers);
     image_table_free(s->images);

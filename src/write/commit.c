@@ -45,6 +45,15 @@ static void collect(const struct commit_ctx *c, const char *root, const char *do
                  root);
 }
 
+/* The new root's .info.json: in the background where the mount has a queue for it. */
+static void summarise(const struct commit_ctx *c, const char *root)
+{
+    if (c->info)
+        info_queue_add(c->info, root);
+    else
+        info_write(c->ops->store, c->bucket_name, root, c->workers);
+}
+
 static int set_state(const struct commit_ctx *c, struct journal_rec *rec, enum journal_state state)
 {
     rec->state = state;
@@ -299,7 +308,7 @@ static int commit_new_root(const struct commit_ctx *c, struct journal_rec *rec, 
     rec->mode = JOURNAL_CHANGE;
     log_done(rec, &st);
     set_state(c, rec, JOURNAL_CLEAN); /* a lost record only means one idempotent rerun */
-    info_write(c->ops->store, c->bucket_name, rec->base_root, c->workers);
+    summarise(c, rec->base_root);
     return 0;
 }
 
@@ -343,7 +352,7 @@ static int settle_new_root(const struct commit_ctx *c, struct journal_rec *rec)
         if (strcmp(rec->base_root, rec->new_root) != 0)
             collect(c, rec->base_root, rec->domain);
         log_info("%s: the interrupted commit of root %s had finished", rec->domain, now);
-        info_write(c->ops->store, c->bucket_name, now, c->workers);
+        summarise(c, now);
         return 1;
     }
     log_info("%s: undoing the interrupted commit of root %s; committing again", rec->domain,

@@ -208,13 +208,7 @@ void gc_drain_until(struct gc *g, const volatile sig_atomic_t *give_up)
             atomic_store(&g->abandon, 1);
             break;
         }
-        struct timespec until;
-        clock_gettime(CLOCK_REALTIME, &until);
-        until.tv_nsec += 100000000;
-        if (until.tv_nsec >= 1000000000) {
-            until.tv_sec++;
-            until.tv_nsec -= 1000000000;
-        }
+        struct timespec until = clock_wall_in_ms(100);
         pthread_cond_timedwait(&g->wake, &g->lock, &until);
     }
     pthread_mutex_unlock(&g->lock);
