@@ -27,9 +27,16 @@ export H5OSFS_S3_REQUIRED=1
     -Db_lundef=false >/dev/null
 # test_s3_multipart runs tests/store_put from beside the daemon: it is built here too
 ninja -C build-asan h5osfs tests/store_put >/dev/null
+# Each pass keeps its files in a directory of its own (pytest empties it when the pass starts)
+# and removes them when it passes: a pass leaves up to 11 GB of buckets and s3rver data,
+# and pytest would keep its last three.
+TMPBASE="${TMPDIR:-/tmp}/h5osfs-pytest-$(id -u)"
 H5OSFS_BIN=build-asan/h5osfs UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
     /usr/bin/python3 -m pytest -p no:cacheprovider -q tests/integration \
+    --basetemp "$TMPBASE-asan" \
     --ignore tests/integration/test_s3_infra.py --ignore tests/integration/test_packaging.py \
     -k "not concurrent_listing"
+rm -rf "$TMPBASE-asan"
 # Debian's interpreter, where python3-pytest, -h5py and -numpy live (not a python3 on PATH).
-exec /usr/bin/python3 -m pytest -p no:cacheprovider tests/integration "$@"
+/usr/bin/python3 -m pytest -p no:cacheprovider --basetemp "$TMPBASE" tests/integration "$@"
+rm -rf "$TMPBASE"
