@@ -293,6 +293,8 @@ static int px_head(struct store *st, const char *key, struct store_stat *out)
     return err;
 }
 
+#define PX_WRITE_BEHIND_MIN (256u << 10)
+
 /* ---- put ------------------------------------------------------------------------------- */
 
 struct px_put {
@@ -460,6 +462,15 @@ static int px_link(struct px_put *p, int dfd, const char *base)
     return -err;
 }
 
+/* A lazy put's bytes are durable at the next sync (a commit's, before the swap): a big object
+ * is sent to the disk now, so that the disk works while the commit puts the next ones and
+ * the sync finds it written. Only a hint; small objects are left to the kernel's batching. */
+static void px_write_behind(int fd, size_t len)
+{
+    if (len >= PX_WRITE_BEHIND_MIN)
+        (void)sync_file_range(fd, 0, 0, SYNC_FILE_RANGE_WRITE);
+}
+
 /* A key nobody reads yet: written where it goes; a failure removes what was written. */
 static int px_put_direct(struct px_put *p, int dfd, const char *base)
 {
@@ -476,6 +487,8 @@ static int px_put_direct(struct px_put *p, int dfd, const char *base)
     if (fd < 0)
         return fd;
     int err = p->src_fd >= 0 ? px_copy_range(p, fd) : 0;
+    if (!err && p->src_fd >= 0)
+        px_write_behind(fd, p->len);
     if (err) {
         close(fd);
     } else if (p->src_fd >= 0) {
