@@ -225,6 +225,16 @@ static int write_all(struct ingest *g)
 
 /* ---- entry points ---- */
 
+/* HDF5 1.14.4 made H5Dget_chunk_info(_by_coord) count the user block (HDF5 PR 4236); before,
+ * its addresses are HDF5 addresses. The library that runs decides, not the headers. */
+static int chunk_info_counts_user_block(void)
+{
+    unsigned maj = 0, min = 0, rel = 0;
+    if (H5get_libversion(&maj, &min, &rel) < 0)
+        return 0;
+    return maj > 1 || (maj == 1 && (min > 14 || (min == 14 && rel >= 4)));
+}
+
 static int open_file(struct ingest *g)
 {
     H5Eset_auto2(H5E_DEFAULT, NULL, NULL); /* failures are logged by us, once */
@@ -239,7 +249,7 @@ static int open_file(struct ingest *g)
     hsize_t userblock = 0;
     if (fcpl >= 0 && H5Pget_userblock(fcpl, &userblock) >= 0)
         g->raw_fd = open(g->h5path, O_RDONLY | O_CLOEXEC);
-    g->base_addr = userblock;
+    g->chunk_base = chunk_info_counts_user_block() ? 0 : userblock;
     if (fcpl >= 0)
         H5Pclose(fcpl);
     return 0;

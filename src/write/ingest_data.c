@@ -319,7 +319,7 @@ static int copy_raw_by_fd(struct dset_io *io, const struct chunk_at *c)
         addr == HADDR_UNDEF || size == 0 || size > INGEST_CHUNK_MAX * 4)
         return 1;
     struct ingest_job job = { .src_fd = io->g->raw_fd,
-                              .src_off = io->g->base_addr + addr,
+                              .src_off = io->g->chunk_base + addr,
                               .len = size,
                               .raw = 1,
                               .path = io->o->path };

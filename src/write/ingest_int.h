@@ -73,7 +73,7 @@ struct ingest {
     char root[SCHEMA_ID_BUF];
     hid_t file;
     int raw_fd;              /* the file, for raw chunk copies in the kernel; -1: none */
-    uint64_t base_addr;      /* file offset of HDF5 address 0 (after a user block) */
+    uint64_t chunk_base;     /* what makes H5Dget_chunk_info's address a file offset */
     struct ingest_obj *objs; /* objs[0] is the root group */
     size_t n_objs, cap_objs;
     struct strmap *by_addr; /* "%llx" address -> index + 1 */

@@ -19,8 +19,8 @@
  * equal to the packed type the JSON states, and no filter or exactly [deflate] or
  * [shuffle, deflate] on every chunk. The rest is copied as before.
  *
- * Chunk addresses are HDF5 addresses: the file offset adds the user block (g->base_addr), which
- * hsload forgets; H5Dget_offset already counts it.
+ * Chunk addresses are HDF5 addresses before HDF5 1.14.4: the file offset adds the user block
+ * (g->chunk_base), which hsload forgets; H5Dget_offset always counted it.
  */
 #include <errno.h>
 #include <stdio.h>
@@ -260,7 +260,7 @@ static int add_entry(struct ingest *g, const struct link_src *s, struct ingest_l
     struct link_entry *e = &t->v[t->n++];
     for (int k = 0; k < s->rank; k++)
         e->idx[k] = off[k] / s->cdims[k];
-    e->off = g->base_addr + addr;
+    e->off = g->chunk_base + addr;
     e->size = size;
     return 0;
 }

@@ -589,9 +589,12 @@ static void test_corpus_edges(void)
 
 /* Unfiltered chunks whose grid HSDS keeps are copied as they are (in the kernel), in either
  * byte order: the file's bytes are the chunk objects' bytes. */
-static void make_unfiltered_file(const char *path)
+static void make_unfiltered_file(const char *path, hsize_t userblock)
 {
-    hid_t f = H5Fcreate(path, H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT);
+    hid_t fcpl = H5Pcreate(H5P_FILE_CREATE);
+    CHECK(fcpl >= 0 && H5Pset_userblock(fcpl, userblock) >= 0);
+    hid_t f = H5Fcreate(path, H5F_ACC_TRUNC, fcpl, H5P_DEFAULT);
+    H5Pclose(fcpl);
     hsize_t dims[2] = { 1024, 512 }, chunk[2] = { 512, 512 };
     hid_t sp = H5Screate_simple(2, dims, NULL), dcpl = H5Pcreate(H5P_DATASET_CREATE);
     CHECK(H5Pset_chunk(dcpl, 2, chunk) >= 0);
@@ -610,14 +613,16 @@ static void make_unfiltered_file(const char *path)
     CHECK(H5Fclose(f) >= 0);
 }
 
-static void test_unfiltered_raw(void)
+/* with a user block too: the chunks' file offsets count it (chunk_base) */
+static void test_unfiltered_raw(hsize_t userblock)
 {
-    char dir[512], src[1024], img[1024], root[SCHEMA_ID_BUF];
+    char dir[512], name[64], src[1024], img[1024], root[SCHEMA_ID_BUF];
     struct ingest_stats stats;
-    struct store *st = new_bucket("unfiltered", dir, sizeof dir);
-    snprintf(src, sizeof src, "%s/unfiltered.h5", tmp_dir);
-    snprintf(img, sizeof img, "%s/unfiltered.image.h5", tmp_dir);
-    make_unfiltered_file(src);
+    snprintf(name, sizeof name, "unfiltered%llu", (unsigned long long)userblock);
+    struct store *st = new_bucket(name, dir, sizeof dir);
+    snprintf(src, sizeof src, "%s/%s.h5", tmp_dir, name);
+    snprintf(img, sizeof img, "%s/%s.image.h5", tmp_dir, name);
+    make_unfiltered_file(src, userblock);
     CHECK_INT(ingest_new_root_id(root), 0);
     CHECK_INT(ingest_new(config(st), src, "/test", root, NULL, &stats), 0);
     CHECK_INT(stats.chunks_written, 4);
@@ -676,7 +681,8 @@ int main(int argc, char **argv)
     CHECK_INT(differences, 18); /* the fixture README's representation notes, and /raw */
     test_changed_copy();
     test_corpus_edges();
-    test_unfiltered_raw();
+    test_unfiltered_raw(0);
+    test_unfiltered_raw(4096);
     test_errors();
     rm_tree(tmp_dir);
     H5close();
