@@ -208,6 +208,56 @@ static int swap_domain(const struct commit_ctx *c, const struct journal_rec *rec
     return rc;
 }
 
+/* The root the domain's .domain.json names now ("" when there is no domain): 0, or -errno
+ * when it cannot be read, and then nobody can tell whether a commit in doubt landed. */
+static int current_root(const struct commit_ctx *c, const char *path, char out[SCHEMA_ID_BUF])
+{
+    char key[STORE_KEY_MAX + 1];
+    json_t *dom;
+    out[0] = '\0';
+    if (schema_domain_key(path, key, sizeof key) != 0)
+        return -EINVAL;
+    int rc = load_domain(c, key, &dom);
+    if (rc == -ENOENT)
+        return 0;
+    if (rc != 0)
+        return rc;
+    const char *root = hjson_text(json_object_get(dom, "root"));
+    snprintf(out, SCHEMA_ID_BUF, "%s", root ? root : "");
+    json_decref(dom);
+    return 0;
+}
+
+/* An interrupted or in-doubt new-root commit: finished when the swap happened (then rec is
+ * as after that commit: 1), else undone (0). -errno (logged) when the domain cannot be read
+ * to tell: nothing is collected, rec stays as it is. */
+static int settle_new_root(const struct commit_ctx *c, struct journal_rec *rec)
+{
+    char now[SCHEMA_ID_BUF];
+    int rc = current_root(c, rec->domain, now);
+    if (rc != 0) {
+        log_error("%s: whether the commit of root %s finished cannot be told (the domain "
+                  "cannot be read: %s): kept, settled later",
+                  rec->domain, rec->new_root, strerror(-rc));
+        return rc;
+    }
+    if (strcmp(now, rec->new_root) == 0) {
+        if (strcmp(rec->base_root, rec->new_root) != 0)
+            collect(c, rec->base_root, rec->domain);
+        log_info("%s: the interrupted commit of root %s had finished", rec->domain, now);
+        summarise(c, now);
+        snprintf(rec->base_root, sizeof rec->base_root, "%s", now);
+        rec->new_root[0] = '\0';
+        rec->mode = JOURNAL_CHANGE;
+        return 1;
+    }
+    log_info("%s: undoing the interrupted commit of root %s; committing again", rec->domain,
+             rec->new_root);
+    collect(c, rec->new_root, rec->domain);
+    rec->new_root[0] = '\0';
+    return 0;
+}
+
 /* Before the work of an ingest: is the domain still the version the staged file started
  * from? 0, -ESTALE, or the store's -errno (the swap checks again, atomically). */
 static int check_base(const struct commit_ctx *c, const struct journal_rec *rec)
@@ -260,8 +310,14 @@ static int commit_new_root(const struct commit_ctx *c, struct journal_rec *rec, 
     if (c->link_for)
         cfg.link = c->link_for(c->link_ctx, rec->domain, c->link);
     char old[SCHEMA_ID_BUF];
-    int in_doubt = 0;
-    int rc = check_base(c, rec);
+    int in_doubt = 0, rc = 0;
+    /* an earlier try of this record whose swap was in doubt: settled first, as recovery would
+     * (a landed swap is this commit's base now; an undone one is collected) */
+    if (rec->state == JOURNAL_COMMITTING && *rec->new_root)
+        rc = settle_new_root(c, rec);
+    if (rc < 0)
+        return rc;
+    rc = check_base(c, rec);
     if (rc == 0)
         rc = ingest_new_root_id_for(rec->base_root, rec->new_root);
     if (rc == 0)
@@ -329,45 +385,15 @@ int commit_staged(const struct commit_ctx *c, struct journal_rec *rec,
 
 /* ---- recovery ---- */
 
-/* The root the domain's .domain.json names now ("" when none). */
-static void current_root(const struct commit_ctx *c, const char *path, char out[SCHEMA_ID_BUF])
-{
-    char key[STORE_KEY_MAX + 1];
-    json_t *dom;
-    out[0] = '\0';
-    if (schema_domain_key(path, key, sizeof key) != 0 || load_domain(c, key, &dom) != 0)
-        return;
-    const char *root = hjson_text(json_object_get(dom, "root"));
-    snprintf(out, SCHEMA_ID_BUF, "%s", root ? root : "");
-    json_decref(dom);
-}
-
-/* An interrupted new-root commit: finished when the swap happened, else undone. 1 when
- * there is nothing left to commit. */
-static int settle_new_root(const struct commit_ctx *c, struct journal_rec *rec)
-{
-    char now[SCHEMA_ID_BUF];
-    current_root(c, rec->domain, now);
-    if (*rec->new_root && strcmp(now, rec->new_root) == 0) {
-        if (strcmp(rec->base_root, rec->new_root) != 0)
-            collect(c, rec->base_root, rec->domain);
-        log_info("%s: the interrupted commit of root %s had finished", rec->domain, now);
-        summarise(c, now);
-        return 1;
-    }
-    log_info("%s: undoing the interrupted commit of root %s; committing again", rec->domain,
-             rec->new_root);
-    collect(c, rec->new_root, rec->domain);
-    rec->new_root[0] = '\0';
-    return 0;
-}
-
 static int recover_one(const struct commit_ctx *c, struct journal_rec *rec)
 {
     if (rec->state == JOURNAL_CLEAN)
         return 0;
-    if (rec->state == JOURNAL_COMMITTING && settle_new_root(c, rec))
-        return 0;
+    if (rec->state == JOURNAL_COMMITTING && *rec->new_root) {
+        int settled = settle_new_root(c, rec);
+        if (settled != 0)
+            return settled < 0 ? settled : 0;
+    }
     struct ingest_base *base = NULL;
     int rc = rec->mode == JOURNAL_CHANGE && c->recover_base
                  ? c->recover_base(c->base_ctx, rec, &base)
@@ -387,11 +413,9 @@ static int reject_reserved_name(const struct commit_ctx *c, const struct journal
                                 const char *why)
 {
     char now[SCHEMA_ID_BUF], *kept = NULL;
-    if (rec->state == JOURNAL_COMMITTING && *rec->new_root) {
-        current_root(c, rec->domain, now);
-        if (strcmp(now, rec->new_root) != 0)
-            collect(c, rec->new_root, rec->domain); /* interrupted: nothing names it */
-    }
+    if (rec->state == JOURNAL_COMMITTING && *rec->new_root &&
+        current_root(c, rec->domain, now) == 0 && strcmp(now, rec->new_root) != 0)
+        collect(c, rec->new_root, rec->domain); /* interrupted: nothing names it */
     int rc = journal_reject(c->journal, rec, &kept);
     if (rc == 0)
         log_error("%s: staged under a name the bucket reserves (%s): not committed; the bytes "

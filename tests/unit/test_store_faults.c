@@ -427,6 +427,66 @@ static void test_commit_domain_in_doubt(void)
     rig_close(&r);
 }
 
+/* The commit of the reply-lost, unreadable case, left COMMITTING with the domain naming its
+ * new root (in now), as test_commit_domain_in_doubt makes it. */
+static void commit_in_doubt(struct rig *r, const char *root, struct journal_rec *rec,
+                            char now[SCHEMA_ID_BUF])
+{
+    stage(r, "/home/u/x.h5", JOURNAL_REPLACE, root, 6, rec);
+    add_rule(r->st, FAULTY_MASK(FAULTY_PUT_IF), DOMAIN_KEYS, 1, 1, FAULTY_AFTER, -EIO);
+    add_rule(r->st, FAULTY_MASK(FAULTY_GET), DOMAIN_KEYS, 3, 1, FAULTY_FAIL, -EIO);
+    CHECK_INT(commit_staged(&r->commit, rec, NULL, NULL), -EIO);
+    CHECK_INT(rec->state, JOURNAL_COMMITTING);
+    named_root(r->mem, "/home/u/x.h5", now);
+    CHECK_STR(rec->new_root, now);
+    store_faulty_clear(r->st);
+}
+
+/* The same mount tries the in-doubt commit again (the next close): the earlier swap landed,
+ * so it is settled as recovery would, and the commit goes on from that version (it used to
+ * find the domain changed "by another writer" and answer ESTALE). Nothing is left behind. */
+static void test_commit_in_doubt_retried(void)
+{
+    struct rig r;
+    char root[SCHEMA_ID_BUF], doubt[SCHEMA_ID_BUF], now[SCHEMA_ID_BUF], glob[64];
+    struct journal_rec rec;
+    rig_open(&r, "doubt-retry", 0);
+    commit_clean(&r, "/home/u/x.h5", 1, root);
+    commit_in_doubt(&r, root, &rec, doubt);
+    CHECK_INT(commit_staged(&r.commit, &rec, NULL, NULL), 0);
+    CHECK_INT(rec.state, JOURNAL_CLEAN);
+    named_root(r.mem, "/home/u/x.h5", now);
+    CHECK_STR(rec.base_root, now);
+    gc_drain(r.gc);
+    CHECK_INT(count_chunks(r.mem, now), n_chunks);
+    CHECK_INT(count_keys(r.mem, "db/*"), count_keys(r.mem, root_glob(now, glob, sizeof glob)));
+    unstage(&r, &rec);
+    rig_close(&r);
+}
+
+/* Recovery of an in-doubt commit while the domain cannot be read: it cannot tell whether the
+ * swap landed, so it collects nothing (the root the domain names keeps its chunks) and keeps
+ * the record; a later mount settles it. */
+static void test_recovery_cannot_read_the_domain(void)
+{
+    struct rig r;
+    char root[SCHEMA_ID_BUF], doubt[SCHEMA_ID_BUF];
+    struct journal_rec rec;
+    rig_open(&r, "doubt-recover", 0);
+    commit_clean(&r, "/home/u/x.h5", 1, root);
+    commit_in_doubt(&r, root, &rec, doubt);
+    add_rule(r.st, FAULTY_MASK(FAULTY_GET), DOMAIN_KEYS, 1, 1000, FAULTY_FAIL, -EIO);
+    CHECK_INT(commit_recover(&r.commit), 1);
+    gc_drain(r.gc);
+    CHECK_INT(count_chunks(r.mem, doubt), n_chunks); /* the domain's data */
+    store_faulty_clear(r.st);
+    CHECK_INT(commit_recover(&r.commit), 0);
+    gc_drain(r.gc);
+    CHECK_INT(count_chunks(r.mem, doubt), n_chunks);
+    journal_rec_free(&rec);
+    rig_close(&r);
+}
+
 /* ---- 2. gc ---- */
 
 static void put_root_objects(struct store *mem, const char *root, int n)
@@ -763,6 +823,8 @@ int main(void)
     test_commit_domain_put_fails();
     test_commit_domain_reply_lost();
     test_commit_domain_in_doubt();
+    test_commit_in_doubt_retried();
+    test_recovery_cannot_read_the_domain();
     test_gc_delete_fails();
     test_ns_listing_fails();
     test_ns_listing_garbage();
