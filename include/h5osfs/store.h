@@ -20,6 +20,7 @@
 
 #define STORE_KEY_MAX 1024 /* S3's limit, in bytes */
 #define STORE_RANGE_TO_END UINT64_MAX
+#define STORE_SIZE_UNKNOWN UINT64_MAX
 
 struct store;
 
@@ -65,8 +66,9 @@ struct store_ops {
     /* Optional (NULL: read into memory, then put_new): put_new of len bytes of fd at off. */
     int (*put_new_from_fd)(struct store *st, const char *key, int fd, uint64_t off, size_t len);
     /* Optional (NULL: get, then put_new): put_new of a copy of object src at dst, made by the
-     * store itself (a hard link on a local disk, CopyObject on S3): no bytes through us. */
-    int (*copy)(struct store *st, const char *src, const char *dst);
+     * store itself (a hard link on a local disk, CopyObject on S3): no bytes through us. size:
+     * src's size when the caller knows it, else STORE_SIZE_UNKNOWN. */
+    int (*copy)(struct store *st, const char *src, const char *dst, uint64_t size);
     /* Optional (NULL: nothing to do): make every lazy put durable. */
     int (*sync)(struct store *st);
     int (*del)(struct store *st, const char *key);
@@ -140,7 +142,8 @@ struct store_s3_config {
  * takes at most 5 GiB, a multipart upload at most 10,000 parts of 5 MiB to 5 GiB (the last
  * may be smaller) and 5 TiB in all. The defaults: parts of 8 MiB above 64 MiB. Every put
  * (but put_if) larger than multipart_threshold, from a buffer or from a file, is a multipart
- * upload, and so is every one over 5 GiB whatever the threshold.
+ * upload, and so is every one over 5 GiB whatever the threshold; so is every store_copy_sized
+ * of such a size (its parts copied by the server: one CopyObject also takes at most 5 GiB).
  */
 #define STORE_S3_PUT_MAX (5ull << 30)
 #define STORE_S3_PART_MIN (5ull << 20)
@@ -202,8 +205,17 @@ int store_put_new(struct store *st, const char *key, const void *data, size_t le
 int store_put_new_from_fd(struct store *st, const char *key, int fd, uint64_t off, size_t len);
 /* store_put_new of the bytes of object src at key dst (a key no reader can reach yet): the
  * unchanged objects of a new version of a domain cost no bytes on the wire or on the disk
- * where the store can say "the same bytes" (hard link, CopyObject). -ENOENT: no object src. */
+ * where the store can say "the same bytes" (hard link, CopyObject). -ENOENT: no object src.
+ * For objects of a chunk's size: S3 makes it one CopyObject, whatever its size. */
 int store_copy(struct store *st, const char *src, const char *dst);
+/*
+ * The same, for an object that may be big, whose size the caller has (store_head): S3 copies
+ * one above multipart_threshold (and every one above 5 GiB, which CopyObject refuses) as a
+ * multipart upload whose parts the server copies from ranges of src (UploadPartCopy), in
+ * parallel, each retried on its own, the upload aborted when one fails for good, as
+ * store_put_new_from_fd's parts. size STORE_SIZE_UNKNOWN: store_copy.
+ */
+int store_copy_sized(struct store *st, const char *src, const char *dst, uint64_t size);
 int store_sync(struct store *st);
 int store_delete(struct store *st, const char *key);
 int store_head(struct store *st, const char *key, struct store_stat *out);

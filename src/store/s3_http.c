@@ -180,6 +180,8 @@ static int build_headers(const struct s3_store *s3, const struct s3_request *req
         h[n++] = (struct sigv4_header){ "content-md5", req->content_md5 };
     if (req->copy_source)
         h[n++] = (struct sigv4_header){ "x-amz-copy-source", req->copy_source };
+    if (req->copy_range)
+        h[n++] = (struct sigv4_header){ "x-amz-copy-source-range", req->copy_range };
     if (req->if_match)
         h[n++] = (struct sigv4_header){ "if-match", req->if_match };
     if (req->if_none_match)

@@ -302,6 +302,39 @@ int s3_parse_complete(const char *xml, size_t len, char *code, size_t code_len, 
     return strcmp(c.root, "Error") == 0 ? -EIO : -EINVAL;
 }
 
+struct copy_ctx {
+    struct error_ctx err;
+    char root[40];
+    char *etag;
+    size_t etag_len;
+};
+
+static void copy_end(struct xml_walk *w, const char *name)
+{
+    struct copy_ctx *c = w->ctx;
+    if (w->depth == 1)
+        snprintf(c->root, sizeof c->root, "%s", name);
+    else if (!w->overflow && w->depth == 2 && strcmp(name, "ETag") == 0)
+        copy_etag(c->etag, c->etag_len, w->text);
+    w->ctx = &c->err;
+    error_end(w, name);
+    w->ctx = c;
+}
+
+int s3_parse_copy_result(const char *xml, size_t len, char *etag, size_t etag_len, char *code,
+                         size_t code_len, char *msg, size_t msg_len)
+{
+    struct copy_ctx c = { { code, msg, code_len, msg_len }, "", etag, etag_len };
+    struct xml_walk w = { .on_end = copy_end, .ctx = &c };
+    etag[0] = code[0] = msg[0] = '\0';
+    if (!xml || len == 0 || walk(xml, len, &w) != 0)
+        return -EINVAL;
+    if (strcmp(c.root, "Error") == 0)
+        return -EIO;
+    int result = strcmp(c.root, "CopyPartResult") == 0 || strcmp(c.root, "CopyObjectResult") == 0;
+    return result && etag[0] ? 0 : -EINVAL;
+}
+
 /* ---- DeleteObjects ---- */
 
 struct delete_ctx {

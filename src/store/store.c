@@ -205,6 +205,11 @@ int store_put_new_from_fd(struct store *st, const char *key, int fd, uint64_t of
 
 int store_copy(struct store *st, const char *src, const char *dst)
 {
+    return store_copy_sized(st, src, dst, STORE_SIZE_UNKNOWN);
+}
+
+int store_copy_sized(struct store *st, const char *src, const char *dst, uint64_t size)
+{
     int err = store_key_check(src);
     if (err == 0)
         err = store_key_check(dst);
@@ -213,7 +218,7 @@ int store_copy(struct store *st, const char *src, const char *dst)
     if (!st)
         return -EINVAL;
     if (st->ops->copy)
-        return counted(st, STORE_COPY, st->ops->copy(st, src, dst), 0, 0);
+        return counted(st, STORE_COPY, st->ops->copy(st, src, dst, size), 0, 0);
     struct store_buf buf;
     err = store_get(st, src, COPY_THROUGH_MAX, &buf);
     if (err)

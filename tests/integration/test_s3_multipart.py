@@ -1,12 +1,14 @@
 """S3 multipart upload (src/store/s3_multipart.c) against the suite's real S3 servers ([s3]:
 s3rver behind tests/s3/server.js, [rgw]: Ceph RGW), through the fault proxy.
 
-No mount puts an object above the multipart threshold yet: chunks are at most 4 MiB, and the
-objects that will be big (a whole file, by linked ingest, issue 10.1) are not written yet. So
-the objects are put by tests/tools/store_put (built next to the daemon), which runs the
+Most objects are put by tests/tools/store_put (built next to the daemon), which runs the
 daemon's own store code: store_put_new_from_fd (the bytes streamed from a file, never all in
-memory), or with -M store_put of a buffer. What each request was is told by the proxy: rules
-that never fire ("times": 0) count the requests they match.
+memory), or with -M store_put of a buffer; with -c it copies an object in the store
+(store_copy, or with -H store_copy_sized after a HEAD, as the daemon copies a linked file):
+above the threshold as a multipart upload of UploadPartCopy parts. A mount drives the big
+objects it makes: the whole file of a linked ingest, put in parts, and copied in parts by an
+r+ change. What each request was is told by the proxy: rules that never fire ("times": 0)
+count the requests they match.
 """
 import json
 import os
@@ -14,9 +16,12 @@ import shutil
 import subprocess
 from pathlib import Path
 
+import h5py
 import pytest
 
 import conftest
+import harness
+from test_write_link import FILE_NAME, HOME, make_linkable_file, root_of
 
 pytestmark = pytest.mark.backends("s3", "rgw")
 
@@ -260,3 +265,165 @@ def test_object_over_5_gib(s3_server, bucket, client, tmp_path):
     finally:
         client.delete_object(bucket, "db/huge")
         src.unlink()
+
+
+# ---- copies in the store (store_copy_sized): UploadPartCopy parts above the threshold ----
+
+def put_source(client, bucket, key, size):
+    data = os.urandom(size)
+    client.put_object(bucket, key, data)
+    return data
+
+
+def store_copy(server, endpoint, bucket, src, dst, *opts, sized=True):
+    """store_put -c: src copied to dst in the store (with -H, its size asked first)."""
+    env = dict(os.environ, **server.env())
+    args = [str(store_put_bin()), *map(str, opts), "-c", src, *(["-H"] if sized else []),
+            endpoint, bucket, dst]
+    r = subprocess.run(args, stdin=subprocess.DEVNULL, capture_output=True, text=True, env=env,
+                       timeout=120)
+    assert "runtime error:" not in r.stderr and "Sanitizer" not in r.stderr, r.stderr[-3000:]
+    lines = r.stdout.splitlines()
+    assert len(lines) == 1, (r.returncode, r.stdout, r.stderr[-3000:])
+    return json.loads(lines[0]), r.stderr
+
+
+def copy_counters(proxy, dst):
+    """counters() for the requests on key dst, and every PUT to it (parts and CopyObject)."""
+    ids = {name: proxy.add_rule("error", id=f"count-{name}", times=0, key=dst, **match)["id"]
+           for name, match in (("create", {"method": "POST", "query": "uploads"}),
+                               ("part", {"method": "PUT", "query": "partNumber="}),
+                               ("complete", {"method": "POST", "query": "uploadId="}),
+                               ("abort", {"method": "DELETE", "query": "uploadId="}),
+                               ("put", {"method": "PUT"}))}
+    return ids
+
+
+def test_copy_above_threshold_goes_in_parts(s3_server, fault_proxy, bucket, client):
+    data = put_source(client, bucket, "db/src", 23 * MIB)
+    ids = copy_counters(fault_proxy, "db/dst")
+    result, log = store_copy(s3_server, fault_proxy.endpoint, bucket, "db/src", "db/dst",
+                             "-t", 5 * MIB, "-p", 5 * MIB)
+    assert result["rc"] == 0, log[-3000:]
+    # 5 UploadPartCopy (5+5+5+5+3 MiB) and no CopyObject: every PUT to db/dst was a part
+    assert seen(fault_proxy, ids) == {"create": 1, "part": 5, "complete": 1, "abort": 0,
+                                      "put": 5}
+    assert result["retries"] == 0 and result["failures"] == 0
+    assert_stored(client, bucket, "db/dst", data)
+    assert client.get_object(bucket, "db/src").body == data
+
+
+def test_copy_at_threshold_is_one_copy_object(s3_server, fault_proxy, bucket, client):
+    data = put_source(client, bucket, "db/src", 6 * MIB)
+    ids = copy_counters(fault_proxy, "db/dst")
+    result, log = store_copy(s3_server, fault_proxy.endpoint, bucket, "db/src", "db/dst",
+                             "-t", 6 * MIB, "-p", 5 * MIB)
+    assert result["rc"] == 0, log[-3000:]
+    assert seen(fault_proxy, ids) == {"create": 0, "part": 0, "complete": 0, "abort": 0,
+                                      "put": 1}
+    assert_stored(client, bucket, "db/dst", data)
+
+
+@pytest.mark.parametrize("status", [500, 200], ids=["http_500", "error_in_200"])
+def test_copy_part_that_fails_once_is_retried(s3_server, fault_proxy, bucket, client, status):
+    """AWS documents that UploadPartCopy, as CompleteMultipartUpload, may answer 200 with an
+    <Error> body: an InternalError so is retried as a 500 is."""
+    data = put_source(client, bucket, "db/src", 23 * MIB)
+    ids = copy_counters(fault_proxy, "db/dst")
+    fail = fault_proxy.add_rule("error", method="PUT", query="partNumber=3&", status=status,
+                                times=1)["id"]
+    result, log = store_copy(s3_server, fault_proxy.endpoint, bucket, "db/src", "db/dst",
+                             "-t", 5 * MIB, "-p", 5 * MIB)
+    assert result["rc"] == 0, log[-3000:]
+    assert fault_proxy.fired(fail) == 1 and result["retries"] == 1
+    assert seen(fault_proxy, ids) == {"create": 1, "part": 6, "complete": 1, "abort": 0,
+                                      "put": 6}
+    assert_stored(client, bucket, "db/dst", data)
+
+
+def test_copy_permanent_failure_aborts_the_upload(s3_server, fault_proxy, bucket, client):
+    data = put_source(client, bucket, "db/src", 23 * MIB)
+    ids = copy_counters(fault_proxy, "db/dst")
+    fail = fault_proxy.add_rule("error", method="PUT", query="partNumber=4&", times=None)["id"]
+    result, log = store_copy(s3_server, fault_proxy.endpoint, bucket, "db/src", "db/dst",
+                             "-t", 5 * MIB, "-p", 5 * MIB, "-r", 2)
+    assert result["rc"] == -5, log[-3000:]
+    assert fault_proxy.fired(fail) == 3             # the first attempt and two retries
+    counts = seen(fault_proxy, ids)
+    assert counts["create"] == 1 and counts["complete"] == 0 and counts["abort"] == 1
+    assert "multipart copy of" in log and "aborted" in log
+    assert_nothing_left(client, bucket, "db/dst")
+    assert client.get_object(bucket, "db/src").body == data
+
+
+def test_copy_object_refused_as_too_big_goes_in_parts(s3_server, fault_proxy, bucket, client):
+    """A copy whose size the caller does not give (store_copy: a chunk's) is one CopyObject;
+    where S3 refuses it as it refuses a source over 5 GiB (400 InvalidRequest), the store asks
+    the size and copies in parts. The refusal is made by the proxy: a 5 GiB source is too big
+    for the test."""
+    data = put_source(client, bucket, "db/src", 12 * MIB)
+    ids = copy_counters(fault_proxy, "db/dst")
+    refuse = fault_proxy.add_rule(
+        "error", method="PUT", key="db/dst", status=400, code="InvalidRequest",
+        message="The specified copy source is larger than the maximum allowable size for a "
+        "copy source: 5368709120", times=1)["id"]
+    result, log = store_copy(s3_server, fault_proxy.endpoint, bucket, "db/src", "db/dst",
+                             "-t", 5 * MIB, "-p", 5 * MIB, sized=False)
+    assert result["rc"] == 0, log[-3000:]
+    assert fault_proxy.fired(refuse) == 1
+    assert seen(fault_proxy, ids) == {"create": 1, "part": 3, "complete": 1, "abort": 0,
+                                      "put": 4}
+    assert_stored(client, bucket, "db/dst", data)
+
+
+def test_copy_of_a_missing_object_is_enoent(s3_server, fault_proxy, bucket, client):
+    ids = copy_counters(fault_proxy, "db/dst")
+    result, log = store_copy(s3_server, fault_proxy.endpoint, bucket, "db/none", "db/dst",
+                             "-t", 5 * MIB, "-p", 5 * MIB)
+    assert result["rc"] == -2, log[-3000:]
+    assert seen(fault_proxy, ids)["create"] == 0
+    assert_nothing_left(client, bucket, "db/dst")
+
+
+def proxied_mount(mount_source, fault_proxy, bucket_dir, tmp_path, name, *args):
+    """A mount of bucket_dir on the test's backend whose requests go through the proxy."""
+    src = mount_source(bucket_dir)
+    via = conftest.MountSource(src.backend, src.local, src.source,
+                               ("-o", f"endpoint={fault_proxy.endpoint}"), src.env, src.mirror,
+                               src.secret)
+    mnt = tmp_path / name
+    mnt.mkdir()
+    return conftest.Mount(via, mnt, tmp_path / f"{name}.log", args,
+                          cache_dir=tmp_path / "cache")
+
+
+def test_r_plus_of_a_linked_domain_copies_its_file_in_parts(mount_source, fault_proxy,
+                                                             bucket_copy, tmp_path):
+    """The daemon's big copy: an r+ change of a linked domain carries the whole file over to
+    the new root in the store. Above multipart_threshold (S3: always above 5 GiB, which
+    CopyObject refuses) the server copies it as UploadPartCopy parts."""
+    src = tmp_path / "big.h5"
+    make_linkable_file(src)
+    size = src.stat().st_size
+    assert size > 5 * MIB
+    m = proxied_mount(mount_source, fault_proxy, bucket_copy, tmp_path, "mnt",
+                      "-o", "user=test_user1,ttl=0,ingest=link,multipart_threshold=5M,"
+                      "multipart_part_size=5M")
+    try:
+        target = f"{HOME}/big.h5"
+        shutil.copyfile(src, m.path(target))
+        old = root_of(m, target)
+        ids = copy_counters(fault_proxy, FILE_NAME)
+        with h5py.File(m.path(target), "r+") as f:
+            f["small"][0] = -7
+        new = root_of(m, target)
+        assert new != old
+        parts = -(-size // (5 * MIB))
+        assert seen(fault_proxy, ids) == {"create": 1, "part": parts, "complete": 1,
+                                          "abort": 0, "put": parts}
+        assert m.get(f"db/{new[2:19]}/{FILE_NAME}") == src.read_bytes()
+        with h5py.File(m.path(target), "r") as f, h5py.File(src, "r") as want:
+            assert f["small"][0] == -7 and (f["small"][1:] == want["small"][1:]).all()
+            assert (f["contig_big"][...] == want["contig_big"][...]).all()
+    finally:
+        harness.assert_clean([m])

@@ -1,4 +1,5 @@
 /* S3 response bodies: ListObjectsV2 pages (AWS's documented shape), errors, delete results. */
+#include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -179,6 +180,42 @@ static void test_errors(void)
     CHECK_STR(code, "AccessDenied");
 }
 
+/* UploadPartCopy answers: the ETag is in the body, and an error may come with a 200. */
+static void test_copy_results(void)
+{
+    char etag[65], code[64], msg[128];
+    static const char ok[] = "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<CopyPartResult "
+                             "xmlns=\"http://s3.amazonaws.com/doc/2006-03-01/\"><LastModified>"
+                             "2026-01-02T03:04:05.000Z</LastModified><ETag>&quot;9b2cf535f27731c9"
+                             "74343645a3985328&quot;</ETag></CopyPartResult>";
+    CHECK_INT(
+        s3_parse_copy_result(ok, strlen(ok), etag, sizeof etag, code, sizeof code, msg, sizeof msg),
+        0);
+    CHECK_STR(etag, "9b2cf535f27731c974343645a3985328");
+    static const char object[] = "<CopyObjectResult><ETag>\"abc\"</ETag></CopyObjectResult>";
+    CHECK_INT(s3_parse_copy_result(object, strlen(object), etag, sizeof etag, code, sizeof code,
+                                   msg, sizeof msg),
+              0);
+    CHECK_STR(etag, "abc");
+    static const char err[] = "<Error><Code>InternalError</Code><Message>try again</Message>"
+                              "</Error>";
+    CHECK_INT(s3_parse_copy_result(err, strlen(err), etag, sizeof etag, code, sizeof code, msg,
+                                   sizeof msg),
+              -EIO);
+    CHECK_STR(code, "InternalError");
+    CHECK_STR(msg, "try again");
+    static const char no_etag[] = "<CopyPartResult><LastModified>x</LastModified></CopyPartResult>";
+    CHECK_INT(s3_parse_copy_result(no_etag, strlen(no_etag), etag, sizeof etag, code, sizeof code,
+                                   msg, sizeof msg),
+              -EINVAL);
+    static const char other[] = "<Other><ETag>\"abc\"</ETag></Other>";
+    CHECK_INT(s3_parse_copy_result(other, strlen(other), etag, sizeof etag, code, sizeof code, msg,
+                                   sizeof msg),
+              -EINVAL);
+    CHECK_INT(s3_parse_copy_result("", 0, etag, sizeof etag, code, sizeof code, msg, sizeof msg),
+              -EINVAL);
+}
+
 int main(int argc, char **argv)
 {
     test_list();
@@ -190,5 +227,6 @@ int main(int argc, char **argv)
         CHECK(!"no test data directory given");
     test_bad_lists();
     test_errors();
+    test_copy_results();
     return check_done("s3_xml");
 }
