@@ -79,6 +79,8 @@ struct store_ops {
      * to fn with its stat or NULL (fn stops the walk with non-zero). */
     int (*list_keys)(struct store *st, const char *prefix,
                      int (*fn)(void *ctx, const char *key, const struct store_stat *st), void *ctx);
+    /* Optional (NULL: the store has no such thing): store_abort_uploads. */
+    int (*abort_uploads)(struct store *st, const char *prefix, size_t *aborted);
     void (*destroy)(struct store *st);
 };
 
@@ -236,6 +238,16 @@ int store_list(struct store *st, const char *prefix, const char *delimiter, cons
  */
 int store_list_keys(struct store *st, const char *prefix,
                     int (*fn)(void *ctx, const char *key, const struct store_stat *st), void *ctx);
+/*
+ * Abort every multipart upload begun, and neither completed nor aborted, under a key that
+ * starts with prefix (S3: ListMultipartUploads with that prefix, then AbortMultipartUpload of
+ * each; the uploads of other prefixes are never touched). S3 keeps, and bills, the parts of an
+ * upload whose writer died until it is aborted; the collector calls this for the roots it
+ * removes. *aborted: how many went. 0 (also for a store without uploads: posix, memory, or a
+ * server that lists none), or -errno when some could not be listed or aborted (logged).
+ * Counted as one list request and a delete for each upload aborted.
+ */
+int store_abort_uploads(struct store *st, const char *prefix, size_t *aborted);
 void store_close(struct store *st);
 
 void store_buf_free(struct store_buf *buf);

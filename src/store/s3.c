@@ -556,6 +556,11 @@ int store_s3_check(struct store *st, char *why, size_t why_len)
 
 /* ---- open / close ---- */
 
+static int s3_abort_uploads_op(struct store *st, const char *prefix, size_t *aborted)
+{
+    return s3_abort_uploads(s3_of(st), prefix, aborted);
+}
+
 static void s3_destroy(struct store *st)
 {
     struct s3_store *s3 = s3_of(st);
@@ -584,6 +589,7 @@ static const struct store_ops s3_ops = {
     .del = s3_del,
     .head = s3_head,
     .list = s3_list,
+    .abort_uploads = s3_abort_uploads_op,
     .destroy = s3_destroy,
 };
 

@@ -116,6 +116,23 @@ int s3_parse_complete(const char *xml, size_t len, char *code, size_t code_len, 
  * <Error> (code and message given back), -EINVAL for anything else (no ETag). */
 int s3_parse_copy_result(const char *xml, size_t len, char *etag, size_t etag_len, char *code,
                          size_t code_len, char *msg, size_t msg_len);
+/* One page of ListMultipartUploads: the uploads (keys still carrying the bucket prefix), and
+ * where the next page starts when it is truncated. */
+struct s3_upload_entry {
+    char *key, *id;
+};
+struct s3_uploads {
+    struct s3_upload_entry *items;
+    size_t n;
+    int truncated;
+    char *next_key, *next_id; /* NextKeyMarker, NextUploadIdMarker, or NULL */
+};
+/* ListMultipartUploadsResult -> out. 0, -EINVAL (not that XML), -ENOMEM. */
+int s3_parse_uploads(const char *xml, size_t len, struct s3_uploads *out);
+void s3_uploads_free(struct s3_uploads *u);
+/* Abort every multipart upload whose key starts with prefix (below the bucket prefix): the
+ * store's abort_uploads. 0 with *aborted, -EOPNOTSUPP (the server lists no uploads), -errno. */
+int s3_abort_uploads(struct s3_store *s3, const char *prefix, size_t *aborted);
 /* DeleteObjects result: number of <Error> entries (first key and code given back). */
 int s3_parse_delete_result(const char *xml, size_t len, char *key, size_t key_len, char *code,
                            size_t code_len);

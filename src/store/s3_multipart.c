@@ -410,3 +410,146 @@ int s3_multipart_copy(struct s3_store *s3, const char *key, const char *copy_sou
     struct upload u = { .s3 = s3, .key = key, .copy_source = copy_source, .len = len };
     return run_upload(&u);
 }
+
+/* ---- uploads nobody will complete (a daemon that died during one) ---- */
+
+#define UPLOADS_PAGE_MAX (16u << 20) /* one ListMultipartUploads page: 1000 uploads */
+
+/* "&name=<encoded value>" appended to *q (nothing for a NULL value). 0 or -ENOMEM. */
+static int add_query(char **q, const char *name, const char *value)
+{
+    char *enc = NULL, *n = NULL;
+    if (!value)
+        return 0;
+    if (sigv4_uri_encode(value, strlen(value), 0, &enc) != 0)
+        return -ENOMEM;
+    int rc = asprintf(&n, "%s%s%s=%s", *q ? *q : "", *q ? "&" : "", name, enc) < 0 ? -ENOMEM : 0;
+    free(enc);
+    if (rc == 0) {
+        free(*q);
+        *q = n;
+    }
+    return rc;
+}
+
+/* One ListMultipartUploads page of the uploads below full_prefix (the bucket prefix included),
+ * from the markers on. 0, -EOPNOTSUPP (the server has no such listing), or -errno (logged). */
+static int uploads_page(struct s3_store *s3, const char *full_prefix, const char *key_marker,
+                        const char *id_marker, struct s3_uploads *page)
+{
+    char *query = NULL;
+    struct s3_response resp;
+    int rc = add_query(&query, "key-marker", key_marker); /* the canonical order: sorted */
+    if (rc == 0)
+        rc = add_query(&query, "prefix", full_prefix);
+    if (rc == 0)
+        rc = add_query(&query, "upload-id-marker", id_marker);
+    if (rc == 0)
+        rc = add_query(&query, "uploads", "");
+    struct s3_request req = {
+        .method = "GET", .key = NULL, .query = query, .max_body = UPLOADS_PAGE_MAX
+    };
+    if (rc == 0)
+        rc = s3_perform(s3, &req, &resp);
+    free(query);
+    if (rc != 0)
+        return rc;
+    if (resp.status == 501 || resp.status == 405) {
+        log_debug("s3 GET %s: the server has no ListMultipartUploads (HTTP %ld)", s3->bucket,
+                  resp.status);
+        rc = -EOPNOTSUPP;
+    } else
+        rc = s3_status_errno(s3, "GET (ListMultipartUploads)", full_prefix, &resp);
+    if (rc == 0 && s3_parse_uploads((const char *)resp.body.data, resp.body.len, page) != 0) {
+        log_error("s3 GET %s/%s: the answer to ListMultipartUploads is not its XML", s3->bucket,
+                  full_prefix);
+        rc = -EIO;
+    }
+    s3_response_free(&resp);
+    return rc == -ENOENT ? -EIO : rc;
+}
+
+/* AbortMultipartUpload of a listed upload (its key with the bucket prefix). 0 (also when it
+ * is gone already) or -errno (logged). */
+static int abort_listed(struct s3_store *s3, const char *full_key, const char *id)
+{
+    const char *key = full_key + strlen(s3->prefix);
+    char *query = NULL;
+    struct s3_response resp;
+    int rc = upload_query(id, &query);
+    struct s3_request req = {
+        .method = "DELETE", .key = key, .query = query, .max_body = ANSWER_MAX
+    };
+    if (rc == 0)
+        rc = s3_perform(s3, &req, &resp);
+    free(query);
+    if (rc != 0)
+        return rc;
+    if (resp.status != 404) /* NoSuchUpload: aborted or completed meanwhile */
+        rc = s3_status_errno(s3, "DELETE (AbortMultipartUpload)", key, &resp);
+    s3_response_free(&resp);
+    if (rc == 0)
+        log_info("s3 %s/%s: multipart upload %s, never completed, aborted", s3->bucket, full_key,
+                 id);
+    return rc;
+}
+
+/* The uploads of one page below full_prefix aborted (any other the server sent left alone).
+ * The number that could not be. */
+static size_t abort_page(struct s3_store *s3, const char *full_prefix,
+                         const struct s3_uploads *page, size_t *aborted)
+{
+    size_t failed = 0, plen = strlen(full_prefix);
+    for (size_t i = 0; i < page->n; i++) {
+        if (strncmp(page->items[i].key, full_prefix, plen) != 0)
+            continue;
+        if (abort_listed(s3, page->items[i].key, page->items[i].id) == 0)
+            (*aborted)++;
+        else
+            failed++;
+    }
+    return failed;
+}
+
+/* The markers of the page after page: 0, or -EIO when a truncated page names none that moves
+ * on (a broken server would have us list the same page forever). */
+static int next_markers(const struct s3_store *s3, struct s3_uploads *page, char **key_marker,
+                        char **id_marker)
+{
+    int same = page->next_key && *key_marker && strcmp(page->next_key, *key_marker) == 0 &&
+               page->next_id && *id_marker && strcmp(page->next_id, *id_marker) == 0;
+    if (!page->next_key || same) {
+        log_error("s3 GET %s: ListMultipartUploads is truncated but names no next page",
+                  s3->bucket);
+        return -EIO;
+    }
+    free(*key_marker);
+    free(*id_marker);
+    *key_marker = page->next_key;
+    *id_marker = page->next_id;
+    page->next_key = page->next_id = NULL;
+    return 0;
+}
+
+int s3_abort_uploads(struct s3_store *s3, const char *prefix, size_t *aborted)
+{
+    char *full = NULL, *key_marker = NULL, *id_marker = NULL;
+    size_t failed = 0;
+    int rc = asprintf(&full, "%s%s", s3->prefix, prefix) < 0 ? -ENOMEM : 0, more = 1;
+    *aborted = 0;
+    while (rc == 0 && more) {
+        struct s3_uploads page;
+        rc = uploads_page(s3, full, key_marker, id_marker, &page);
+        if (rc != 0)
+            break;
+        failed += abort_page(s3, full, &page, aborted);
+        more = page.truncated;
+        if (more)
+            rc = next_markers(s3, &page, &key_marker, &id_marker);
+        s3_uploads_free(&page);
+    }
+    free(full);
+    free(key_marker);
+    free(id_marker);
+    return rc == 0 && failed ? -EIO : rc;
+}

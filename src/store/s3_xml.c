@@ -335,6 +335,93 @@ int s3_parse_copy_result(const char *xml, size_t len, char *etag, size_t etag_le
     return result && etag[0] ? 0 : -EINVAL;
 }
 
+/* ---- ListMultipartUploads ---- */
+
+struct uploads_ctx {
+    struct s3_uploads *out;
+    size_t cap;
+    struct s3_upload_entry cur;
+    int failed;
+};
+
+static int set_text(char **dst, const char *text)
+{
+    free(*dst);
+    *dst = strdup(text);
+    return *dst ? 0 : -ENOMEM;
+}
+
+static int push_upload(struct uploads_ctx *c)
+{
+    struct s3_uploads *o = c->out;
+    if (!c->cur.key || !c->cur.id) { /* half an entry: nothing to abort */
+        free(c->cur.key);
+        free(c->cur.id);
+        memset(&c->cur, 0, sizeof c->cur);
+        return 0;
+    }
+    if (o->n == c->cap) {
+        struct s3_upload_entry *n = grow_array(o->items, &c->cap, c->cap + 1, sizeof *n, 16);
+        if (!n)
+            return -ENOMEM;
+        o->items = n;
+    }
+    o->items[o->n++] = c->cur;
+    memset(&c->cur, 0, sizeof c->cur);
+    return 0;
+}
+
+static void uploads_end(struct xml_walk *w, const char *name)
+{
+    struct uploads_ctx *c = w->ctx;
+    int rc = 0;
+    if (w->overflow)
+        rc = -EINVAL;
+    else if (at(w, "Upload", "Key"))
+        rc = set_text(&c->cur.key, w->text);
+    else if (at(w, "Upload", "UploadId"))
+        rc = set_text(&c->cur.id, w->text);
+    else if (strcmp(name, "Upload") == 0 && w->depth == 2)
+        rc = push_upload(c);
+    else if (at(w, "ListMultipartUploadsResult", "IsTruncated"))
+        c->out->truncated = strcmp(w->text, "true") == 0;
+    else if (at(w, "ListMultipartUploadsResult", "NextKeyMarker"))
+        rc = set_text(&c->out->next_key, w->text);
+    else if (at(w, "ListMultipartUploadsResult", "NextUploadIdMarker"))
+        rc = set_text(&c->out->next_id, w->text);
+    else if (w->depth == 1 && strcmp(name, "ListMultipartUploadsResult") != 0)
+        rc = -EINVAL;
+    if (rc != 0 && c->failed == 0)
+        c->failed = rc;
+}
+
+int s3_parse_uploads(const char *xml, size_t len, struct s3_uploads *out)
+{
+    struct uploads_ctx c = { .out = out };
+    struct xml_walk w = { .on_end = uploads_end, .ctx = &c };
+    memset(out, 0, sizeof *out);
+    int rc = xml && len > 0 ? walk(xml, len, &w) : -EINVAL;
+    free(c.cur.key);
+    free(c.cur.id);
+    if (rc == 0)
+        rc = c.failed;
+    if (rc != 0)
+        s3_uploads_free(out);
+    return rc;
+}
+
+void s3_uploads_free(struct s3_uploads *u)
+{
+    for (size_t i = 0; i < u->n; i++) {
+        free(u->items[i].key);
+        free(u->items[i].id);
+    }
+    free(u->items);
+    free(u->next_key);
+    free(u->next_id);
+    memset(u, 0, sizeof *u);
+}
+
 /* ---- DeleteObjects ---- */
 
 struct delete_ctx {

@@ -353,6 +353,29 @@ int store_list_keys(struct store *st, const char *prefix,
     return rc;
 }
 
+int store_abort_uploads(struct store *st, const char *prefix, size_t *aborted)
+{
+    size_t n = 0;
+    if (aborted)
+        *aborted = 0;
+    if (!prefix)
+        prefix = "";
+    int err = prefix_check(prefix);
+    if (err)
+        return err;
+    if (!st)
+        return -EINVAL;
+    if (!st->ops->abort_uploads)
+        return 0;
+    int rc = st->ops->abort_uploads(st, prefix, &n);
+    if (rc == -EOPNOTSUPP)
+        rc = 0; /* a server without the listing keeps no uploads we could find */
+    atomic_fetch_add_explicit(&st->counters.requests[STORE_DELETE], n, memory_order_relaxed);
+    if (aborted)
+        *aborted = n;
+    return counted(st, STORE_LIST, rc, 0, 0);
+}
+
 void store_close(struct store *st)
 {
     if (st)

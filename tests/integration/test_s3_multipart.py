@@ -14,6 +14,7 @@ import json
 import os
 import shutil
 import subprocess
+import time
 from pathlib import Path
 
 import h5py
@@ -21,7 +22,7 @@ import pytest
 
 import conftest
 import harness
-from test_write_link import FILE_NAME, HOME, make_linkable_file, root_of
+from test_write_link import FILE_NAME, HOME, h5diff, make_linkable_file, root_of
 
 pytestmark = pytest.mark.backends("s3", "rgw")
 
@@ -427,3 +428,72 @@ def test_r_plus_of_a_linked_domain_copies_its_file_in_parts(mount_source, fault_
             assert (f["contig_big"][...] == want["contig_big"][...]).all()
     finally:
         harness.assert_clean([m])
+
+
+# ---- uploads a killed daemon left: aborted by the collector of their root ----
+
+def start_upload(client, key):
+    """CreateMultipartUpload of key in the backend's bucket (nothing more): its upload id."""
+    from s3client import parse_xml
+    r = client.request("POST", conftest.S3_BUCKET, key, query=[("uploads", "")]).check(
+        f"CreateMultipartUpload {key}")
+    return parse_xml(r.body).findtext("UploadId")
+
+
+def wait_for(what, cond, timeout=60):
+    deadline = time.monotonic() + timeout
+    while not cond():
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        time.sleep(0.1)
+
+
+def test_upload_of_a_killed_daemon_is_aborted_with_its_root(mount_source, fault_proxy,
+                                                             bucket_copy, tmp_path):
+    """The daemon is killed (kill -9) while it puts a linked file in parts: the upload stays
+    in the bucket, where S3 keeps and bills its parts. The next mount's recovery hands the
+    interrupted root to the collector, which aborts the uploads under db/A-B/ of that root
+    (at unmount at the latest), and only those: an upload under another root, and one under
+    the same key outside the mount's prefix, stay."""
+    src = tmp_path / "big.h5"
+    make_linkable_file(src)
+    opts = "user=test_user1,ttl=0,ingest=link,multipart_threshold=5M,multipart_part_size=5M"
+    held = fault_proxy.add_rule("delay", method="PUT", key=FILE_NAME, query="partNumber=2&",
+                                delay=120, times=1)["id"]
+    m = proxied_mount(mount_source, fault_proxy, bucket_copy, tmp_path, "mnt", "-o", opts)
+    mirror = m.src.mirror
+    client = mirror.s3.client()
+    target = f"{HOME}/big.h5"
+    cp = subprocess.Popen(["cp", str(src), str(m.path(target))], stdin=subprocess.DEVNULL,
+                          stderr=subprocess.DEVNULL)
+    try:
+        wait_for("the held part", lambda: fault_proxy.fired(held) == 1)
+        uploads = [k for k, _ in client.list_multipart_uploads(conftest.S3_BUCKET)
+                   if k.startswith(mirror.prefix) and k.endswith(FILE_NAME)]
+        assert len(uploads) == 1, uploads
+    finally:
+        m.proc.kill()               # kill -9 while the upload waits for its second part
+        m.proc.wait(timeout=30)
+        cp.kill()
+        cp.wait()
+        subprocess.run(["fusermount3", "-uz", str(m.mnt)], check=False)
+    killed_root_prefix = uploads[0][:-len(FILE_NAME)]           # <prefix>db/A-B/
+    other_root = start_upload(client, f"{mirror.prefix}db/01234567-89abcdef/{FILE_NAME}")
+    outside = start_upload(client, "elsewhere/" + uploads[0])
+    try:
+        # the same endpoint: the journal's records name the bucket by it
+        m2 = conftest.Mount(m.src, tmp_path / "mnt", tmp_path / "mnt2.log", ("-o", opts),
+                            cache_dir=tmp_path / "cache")
+        try:
+            rc, out = h5diff(src, m2.path(target))              # recovery committed it again
+            assert rc == 0, out
+        finally:
+            harness.assert_clean([m2])                          # the collector drains
+        left = client.list_multipart_uploads(conftest.S3_BUCKET)
+        assert not [k for k, _ in left if k.startswith(killed_root_prefix)], left
+        assert (f"{mirror.prefix}db/01234567-89abcdef/{FILE_NAME}", other_root) in left
+        assert ("elsewhere/" + uploads[0], outside) in left
+        assert "aborted 1 unfinished multipart uploads of root" in m2.log()
+    finally:
+        for key, upload in ((f"{mirror.prefix}db/01234567-89abcdef/{FILE_NAME}", other_root),
+                            ("elsewhere/" + uploads[0], outside)):
+            client.request("DELETE", conftest.S3_BUCKET, key, query=[("uploadId", upload)])

@@ -216,6 +216,44 @@ static void test_copy_results(void)
               -EINVAL);
 }
 
+/* ListMultipartUploads: uploads with key and id (a half entry left out), and the markers. */
+static void test_uploads(void)
+{
+    struct s3_uploads u;
+    static const char page[] =
+        "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<ListMultipartUploadsResult "
+        "xmlns=\"http://s3.amazonaws.com/doc/2006-03-01/\"><Bucket>b</Bucket>"
+        "<Prefix>pre/db/</Prefix><NextKeyMarker>pre/db/b/x</NextKeyMarker>"
+        "<NextUploadIdMarker>id-2</NextUploadIdMarker><IsTruncated>true</IsTruncated>"
+        "<Upload><Key>pre/db/a &amp; b/.h5osfs-file</Key><UploadId>id-1</UploadId>"
+        "<Initiator><ID>x</ID></Initiator></Upload>"
+        "<Upload><Key>pre/db/no-id</Key></Upload>"
+        "<Upload><Key>pre/db/b/x</Key><UploadId>id-2</UploadId></Upload>"
+        "</ListMultipartUploadsResult>";
+    CHECK_INT(s3_parse_uploads(page, strlen(page), &u), 0);
+    CHECK_INT((long)u.n, 2);
+    if (u.n == 2) {
+        CHECK_STR(u.items[0].key, "pre/db/a & b/.h5osfs-file");
+        CHECK_STR(u.items[0].id, "id-1");
+        CHECK_STR(u.items[1].key, "pre/db/b/x");
+        CHECK_STR(u.items[1].id, "id-2");
+    }
+    CHECK_INT(u.truncated, 1);
+    CHECK_STR(u.next_key ? u.next_key : "", "pre/db/b/x");
+    CHECK_STR(u.next_id ? u.next_id : "", "id-2");
+    s3_uploads_free(&u);
+    static const char empty[] = "<ListMultipartUploadsResult><IsTruncated>false</IsTruncated>"
+                                "</ListMultipartUploadsResult>";
+    CHECK_INT(s3_parse_uploads(empty, strlen(empty), &u), 0);
+    CHECK_INT((long)u.n, 0);
+    CHECK_INT(u.truncated, 0);
+    s3_uploads_free(&u);
+    static const char list[] = "<ListBucketResult><Upload><Key>k</Key><UploadId>i</UploadId>"
+                               "</Upload></ListBucketResult>";
+    CHECK_INT(s3_parse_uploads(list, strlen(list), &u), -EINVAL);
+    CHECK_INT(s3_parse_uploads("<html>", 6, &u), -EINVAL);
+}
+
 int main(int argc, char **argv)
 {
     test_list();
@@ -228,5 +266,6 @@ int main(int argc, char **argv)
     test_bad_lists();
     test_errors();
     test_copy_results();
+    test_uploads();
     return check_done("s3_xml");
 }
