@@ -132,7 +132,8 @@ struct store_s3_config {
     const char *session_token;    /* NULL when none */
     const char *ca_file;          /* NULL: the system CA store */
     unsigned max_requests;        /* requests in flight at once (connections kept alive) */
-    double timeout;               /* seconds one attempt may take */
+    double timeout;               /* seconds to connect, or of a stalled transfer (an
+                                     attempt's total time grows with its size) */
     unsigned retries;             /* further attempts after a retryable failure */
     double retry_time;            /* seconds all attempts of one request may take */
     uint64_t multipart_threshold; /* objects larger than this go up in parts; 0: default */

@@ -8,7 +8,8 @@ memory), or with -M store_put of a buffer; with -c it copies an object in the st
 above the threshold as a multipart upload of UploadPartCopy parts. A mount drives the big
 objects it makes: the whole file of a linked ingest, put in parts, and copied in parts by an
 r+ change. What each request was is told by the proxy: rules that never fire ("times": 0)
-count the requests they match.
+count the requests they match. The proxy also reads bodies slowly (throttle) or stops reading
+(stall_in_body): a big request's time is bounded by its stalls, not by a fixed total.
 """
 import json
 import os
@@ -497,3 +498,68 @@ def test_upload_of_a_killed_daemon_is_aborted_with_its_root(mount_source, fault_
         for key, upload in ((f"{mirror.prefix}db/01234567-89abcdef/{FILE_NAME}", other_root),
                             ("elsewhere/" + uploads[0], outside)):
             client.request("DELETE", conftest.S3_BUCKET, key, query=[("uploadId", upload)])
+
+
+# ---- timeouts: a slow transfer that moves goes on, a stalled one is given up ----
+
+def timed_put(server, proxy, bucket, key, path, *opts):
+    t0 = time.monotonic()
+    result, log = store_put(server, proxy.endpoint, bucket, key, path, *opts)
+    return result, log, time.monotonic() - t0
+
+
+# Curl counts as sent what the kernel took: on loopback a connection's send buffer grows to
+# tcp_wmem's 4 MiB, which then drains at the proxy's pace unseen (a silence at the end of the
+# body). Curl averages its speed over 5 s before its low-speed window (the timeout) counts:
+# the rates below keep that silence well within both.
+SLOW_CASES = {"timeout_3s": (3, 1 << 20, 12 * MIB),        # ~12 s at 1 MiB/s
+              "default_30s": (None, 192 << 10, 36 * (192 << 10))}  # ~36 s at 192 KiB/s
+
+
+@pytest.mark.parametrize("case", sorted(SLOW_CASES))
+def test_slow_put_that_never_stalls_succeeds(s3_server, fault_proxy, bucket, client, tmp_path,
+                                             case):
+    """A PUT that takes longer than the timeout on a slow link, its bytes flowing all along:
+    the timeout bounds a stall, not the whole transfer. With the default (30 s) too, on
+    s3rver only (it takes some 36 s)."""
+    timeout, rate, size = SLOW_CASES[case]
+    if timeout is None and s3_server.kind != "s3rver":
+        pytest.skip("36 s: run once, on s3rver")
+    src = random_file(tmp_path / "obj", size)
+    slow = fault_proxy.add_rule("throttle", method="PUT", key="db/slow", rate=rate,
+                                times=None)["id"]
+    opts = ["-r", 0] + (["-T", timeout] if timeout else [])
+    result, log, took = timed_put(s3_server, fault_proxy, bucket, "db/slow", src, *opts)
+    assert result["rc"] == 0, (took, log[-3000:])
+    assert fault_proxy.fired(slow) == 1 and result["retries"] == 0
+    assert took > (timeout or 30)       # longer than a fixed timeout of the request allowed
+    assert_stored(client, bucket, "db/slow", src.read_bytes())
+
+
+def test_slow_part_that_never_stalls_succeeds(s3_server, fault_proxy, bucket, client, tmp_path):
+    src = random_file(tmp_path / "obj", 12 * MIB)
+    slow = fault_proxy.add_rule("throttle", method="PUT", query="partNumber=2&",
+                                rate=1 << 20, times=None)["id"]
+    result, log, took = timed_put(s3_server, fault_proxy, bucket, "db/slowpart", src,
+                                  "-t", 5 * MIB, "-p", 5 * MIB, "-T", 3, "-r", 0)
+    assert result["rc"] == 0, (took, log[-3000:])
+    assert fault_proxy.fired(slow) == 1 and result["retries"] == 0
+    assert took > 4                     # the 5 MiB part at 1 MiB/s
+    assert_stored(client, bucket, "db/slowpart", src.read_bytes())
+
+
+def test_stalled_put_fails_within_the_stall_window(s3_server, fault_proxy, bucket, client,
+                                                   tmp_path):
+    """Bytes stop flowing mid-body: the attempt is given up once nothing moved for about the
+    timeout (curl's low-speed window, after the 5 s its speed is averaged over), not after the
+    stall (60 s)."""
+    src = random_file(tmp_path / "obj", 2 * MIB)
+    stall = fault_proxy.add_rule("stall_in_body", method="PUT", key="db/stalled",
+                                 bytes=256 << 10, delay=60, times=None)["id"]
+    result, log, took = timed_put(s3_server, fault_proxy, bucket, "db/stalled", src,
+                                  "-T", 3, "-r", 0)
+    assert result["rc"] == -5, log[-3000:]
+    assert fault_proxy.fired(stall) == 1
+    assert took < 15, log[-3000:]
+    assert "Timeout was reached" in log
+    assert client.head_object(bucket, "db/stalled").status == 404
