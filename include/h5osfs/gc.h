@@ -1,9 +1,11 @@
 /*
  * gc: removes the objects of domains that no .domain.json names any more (deleted or replaced
  * domains), after a grace period, on a thread of its own. A root still in use by an open file
- * (the caller's in_use callback) is postponed. Deletion lists db/A-B/ and deletes every key
- * (v2 roots only: v1 objects cannot be found by listing, as in HSDS). A root whose listing or
- * a delete failed is tried again a minute later, three tries in all (at once under gc_drain).
+ * (the caller's in_use callback) is postponed. Deletion aborts the multipart uploads under
+ * db/A-B/ (store_abort_uploads: what a daemon killed during an upload left), then lists
+ * db/A-B/ and deletes every key (v2 roots only: v1 objects cannot be found by listing, as in
+ * HSDS). A root whose listing, a delete or an abort failed is tried again a minute later,
+ * three tries in all (at once under gc_drain).
  * A daemon stopped before the grace period ends, or a store that keeps failing, leaves objects
  * behind (unreachable garbage, never wrong data).
  */

@@ -20,6 +20,7 @@
 
 #define STORE_KEY_MAX 1024 /* S3's limit, in bytes */
 #define STORE_RANGE_TO_END UINT64_MAX
+#define STORE_SIZE_UNKNOWN UINT64_MAX
 
 struct store;
 
@@ -67,8 +68,9 @@ struct store_ops {
     /* Optional (NULL: put_new_from_fd): see store_put_new_file. */
     int (*put_new_file)(struct store *st, const char *key, int fd, size_t len, int *kept);
     /* Optional (NULL: get, then put_new): put_new of a copy of object src at dst, made by the
-     * store itself (a hard link on a local disk, CopyObject on S3): no bytes through us. */
-    int (*copy)(struct store *st, const char *src, const char *dst);
+     * store itself (a hard link on a local disk, CopyObject on S3): no bytes through us. size:
+     * src's size when the caller knows it, else STORE_SIZE_UNKNOWN. */
+    int (*copy)(struct store *st, const char *src, const char *dst, uint64_t size);
     /* Optional (NULL: nothing to do): make every lazy put durable. */
     int (*sync)(struct store *st);
     int (*del)(struct store *st, const char *key);
@@ -79,6 +81,8 @@ struct store_ops {
      * to fn with its stat or NULL (fn stops the walk with non-zero). */
     int (*list_keys)(struct store *st, const char *prefix,
                      int (*fn)(void *ctx, const char *key, const struct store_stat *st), void *ctx);
+    /* Optional (NULL: the store has no such thing): store_abort_uploads. */
+    int (*abort_uploads)(struct store *st, const char *prefix, size_t *aborted);
     void (*destroy)(struct store *st);
 };
 
@@ -130,7 +134,8 @@ struct store_s3_config {
     const char *session_token;    /* NULL when none */
     const char *ca_file;          /* NULL: the system CA store */
     unsigned max_requests;        /* requests in flight at once (connections kept alive) */
-    double timeout;               /* seconds one attempt may take */
+    double timeout;               /* seconds to connect, or of a stalled transfer (an
+                                     attempt's total time grows with its size) */
     unsigned retries;             /* further attempts after a retryable failure */
     double retry_time;            /* seconds all attempts of one request may take */
     uint64_t multipart_threshold; /* objects larger than this go up in parts; 0: default */
@@ -142,7 +147,8 @@ struct store_s3_config {
  * takes at most 5 GiB, a multipart upload at most 10,000 parts of 5 MiB to 5 GiB (the last
  * may be smaller) and 5 TiB in all. The defaults: parts of 8 MiB above 64 MiB. Every put
  * (but put_if) larger than multipart_threshold, from a buffer or from a file, is a multipart
- * upload, and so is every one over 5 GiB whatever the threshold.
+ * upload, and so is every one over 5 GiB whatever the threshold; so is every store_copy_sized
+ * of such a size (its parts copied by the server: one CopyObject also takes at most 5 GiB).
  */
 #define STORE_S3_PUT_MAX (5ull << 30)
 #define STORE_S3_PART_MIN (5ull << 20)
@@ -212,8 +218,17 @@ int store_put_new_from_fd(struct store *st, const char *key, int fd, uint64_t of
 int store_put_new_file(struct store *st, const char *key, int fd, size_t len, int *kept);
 /* store_put_new of the bytes of object src at key dst (a key no reader can reach yet): the
  * unchanged objects of a new version of a domain cost no bytes on the wire or on the disk
- * where the store can say "the same bytes" (hard link, CopyObject). -ENOENT: no object src. */
+ * where the store can say "the same bytes" (hard link, CopyObject). -ENOENT: no object src.
+ * For objects of a chunk's size: S3 makes it one CopyObject, whatever its size. */
 int store_copy(struct store *st, const char *src, const char *dst);
+/*
+ * The same, for an object that may be big, whose size the caller has (store_head): S3 copies
+ * one above multipart_threshold (and every one above 5 GiB, which CopyObject refuses) as a
+ * multipart upload whose parts the server copies from ranges of src (UploadPartCopy), in
+ * parallel, each retried on its own, the upload aborted when one fails for good, as
+ * store_put_new_from_fd's parts. size STORE_SIZE_UNKNOWN: store_copy.
+ */
+int store_copy_sized(struct store *st, const char *src, const char *dst, uint64_t size);
 int store_sync(struct store *st);
 int store_delete(struct store *st, const char *key);
 int store_head(struct store *st, const char *key, struct store_stat *out);
@@ -234,6 +249,16 @@ int store_list(struct store *st, const char *prefix, const char *delimiter, cons
  */
 int store_list_keys(struct store *st, const char *prefix,
                     int (*fn)(void *ctx, const char *key, const struct store_stat *st), void *ctx);
+/*
+ * Abort every multipart upload begun, and neither completed nor aborted, under a key that
+ * starts with prefix (S3: ListMultipartUploads with that prefix, then AbortMultipartUpload of
+ * each; the uploads of other prefixes are never touched). S3 keeps, and bills, the parts of an
+ * upload whose writer died until it is aborted; the collector calls this for the roots it
+ * removes. *aborted: how many went. 0 (also for a store without uploads: posix, memory, or a
+ * server that lists none), or -errno when some could not be listed or aborted (logged).
+ * Counted as one list request and a delete for each upload aborted.
+ */
+int store_abort_uploads(struct store *st, const char *prefix, size_t *aborted);
 void store_close(struct store *st);
 
 void store_buf_free(struct store_buf *buf);

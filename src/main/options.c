@@ -121,7 +121,7 @@ void options_usage(const char *prog)
         "    -o virtual_host        bucket.endpoint/key URLs (default for AWS)\n"
         "    -o ca_file=PATH        CA certificates for TLS (default: the system's)\n"
         "    -o max_requests=N      requests in flight at once (default 16)\n"
-        "    -o timeout=SECONDS     one attempt of one request (default 30)\n"
+        "    -o timeout=SECONDS     connect, or a stalled transfer (default 30)\n"
         "    -o retries=N           further attempts after 5xx, 429, timeouts (default 5)\n"
         "    -o retry_time=SECONDS  all attempts of one request (default 60)\n"
         "    -o multipart_threshold=BYTES  objects larger than this go up in parts\n"

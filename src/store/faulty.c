@@ -243,11 +243,11 @@ static int faulty_put_if(struct store *st, const char *key, const void *data, si
     return faulty_answer(f, FAULTY_PUT_IF, key, rc, &v);
 }
 
-static int faulty_copy(struct store *st, const char *src, const char *dst)
+static int faulty_copy(struct store *st, const char *src, const char *dst, uint64_t size)
 {
     struct faulty_store *f = faulty_of(st);
     struct faulty_verdict v = faulty_judge(f, FAULTY_COPY, dst);
-    int rc = skipped(&v) ? v.err : store_copy(f->inner, src, dst);
+    int rc = skipped(&v) ? v.err : store_copy_sized(f->inner, src, dst, size);
     return faulty_answer(f, FAULTY_COPY, dst, rc, &v);
 }
 

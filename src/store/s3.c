@@ -229,34 +229,96 @@ static int s3_put_if(struct store *st, const char *key, const void *data, size_t
     return rc;
 }
 
-/* CopyObject: the server copies; an error may come inside a 200 answer (AWS documents it). */
-static int s3_copy(struct store *st, const char *src, const char *dst)
+/* x-amz-copy-source of object src of this store: "/bucket/<encoded prefix and key>". */
+static int copy_source_of(const struct s3_store *s3, const char *src, char **out)
 {
-    struct s3_store *s3 = s3_of(st);
-    char *full = NULL, *enc = NULL, *source = NULL;
-    struct s3_response resp;
+    char *full = NULL, *enc = NULL;
     int rc = asprintf(&full, "%s%s", s3->prefix, src) < 0 ? -ENOMEM : 0;
     if (rc == 0)
         rc = sigv4_uri_encode(full, strlen(full), 1, &enc);
-    if (rc == 0 && asprintf(&source, "/%s/%s", s3->bucket, enc) < 0)
+    if (rc == 0 && asprintf(out, "/%s/%s", s3->bucket, enc) < 0)
         rc = -ENOMEM;
+    free(full);
+    free(enc);
+    return rc;
+}
+
+/* 400 InvalidRequest is how S3 refuses a CopyObject of a source over 5 GiB. */
+static int refused_as_too_big(const struct s3_response *resp)
+{
+    char code[64], msg[8];
+    if (resp->status != 400)
+        return 0;
+    s3_parse_error((const char *)resp->body.data, resp->body.len, code, sizeof code, msg,
+                   sizeof msg);
+    return strcmp(code, "InvalidRequest") == 0;
+}
+
+/* One CopyObject: the server copies; an error may come inside a 200 answer (AWS documents it),
+ * and then InternalError or SlowDown are retried as a 5xx. -E2BIG, not logged, when the answer
+ * may mean that the source is too big for one CopyObject (size unknown). */
+static int copy_object(struct s3_store *s3, const char *source, const char *dst, uint64_t size)
+{
+    struct s3_response resp;
     struct s3_request req = { .method = "PUT",
                               .key = dst,
                               .body = "",
                               .body_len = 0,
                               .copy_source = source,
+                              .error_in_ok = 1,
                               .max_body = 1u << 20 };
-    if (rc == 0)
-        rc = s3_perform(s3, &req, &resp);
-    free(full);
-    free(enc);
-    free(source);
+    if (size != STORE_SIZE_UNKNOWN)
+        req.extra_time = (double)size / S3_SERVER_COPY_RATE;
+    int rc = s3_perform(s3, &req, &resp);
     if (rc != 0)
         return rc;
-    rc = s3_status_errno(s3, "PUT (copy)", dst, &resp);
+    if (size == STORE_SIZE_UNKNOWN && refused_as_too_big(&resp))
+        rc = -E2BIG;
+    else
+        rc = s3_status_errno(s3, "PUT (copy)", dst, &resp);
     if (rc == 0 && resp.body.len > 0 && strstr((const char *)resp.body.data, "<Error>"))
         rc = unexpected(s3, "PUT (copy)", dst, &resp);
     s3_response_free(&resp);
+    return rc;
+}
+
+static int over_threshold(const struct s3_store *s3, uint64_t size)
+{
+    return size > s3->cfg.multipart_threshold || size > STORE_S3_PUT_MAX;
+}
+
+/* A CopyObject that the server refused, of a source of unknown size: copied in parts if it is
+ * big (S3's answer for a source over 5 GiB), else the refusal stands. */
+static int copy_refused(struct s3_store *s3, const char *src, const char *source, const char *dst)
+{
+    struct store_stat st;
+    int rc = s3_head(&s3->base, src, &st);
+    if (rc == 0 && over_threshold(s3, st.size)) {
+        log_info("s3 PUT %s/%s%s: CopyObject of %s (%llu bytes) refused as InvalidRequest: copied "
+                 "in parts",
+                 s3->bucket, s3->prefix, dst, src, (unsigned long long)st.size);
+        return s3_multipart_copy(s3, dst, source, st.size);
+    }
+    if (rc == 0) {
+        log_error("s3 PUT %s/%s%s: CopyObject of %s refused: HTTP 400 InvalidRequest", s3->bucket,
+                  s3->prefix, dst, src);
+        rc = -EIO;
+    }
+    return rc;
+}
+
+/* One CopyObject up to the threshold, UploadPartCopy parts above it (and above 5 GiB, which
+ * CopyObject refuses). A source of unknown size is taken for a small one. */
+static int s3_copy(struct store *st, const char *src, const char *dst, uint64_t size)
+{
+    struct s3_store *s3 = s3_of(st);
+    char *source = NULL;
+    int rc = copy_source_of(s3, src, &source);
+    if (rc == 0 && size != STORE_SIZE_UNKNOWN && over_threshold(s3, size))
+        rc = s3_multipart_copy(s3, dst, source, size);
+    else if (rc == 0 && (rc = copy_object(s3, source, dst, size)) == -E2BIG)
+        rc = copy_refused(s3, src, source, dst);
+    free(source);
     return rc;
 }
 
@@ -494,6 +556,11 @@ int store_s3_check(struct store *st, char *why, size_t why_len)
 
 /* ---- open / close ---- */
 
+static int s3_abort_uploads_op(struct store *st, const char *prefix, size_t *aborted)
+{
+    return s3_abort_uploads(s3_of(st), prefix, aborted);
+}
+
 static void s3_destroy(struct store *st)
 {
     struct s3_store *s3 = s3_of(st);
@@ -522,6 +589,7 @@ static const struct store_ops s3_ops = {
     .del = s3_del,
     .head = s3_head,
     .list = s3_list,
+    .abort_uploads = s3_abort_uploads_op,
     .destroy = s3_destroy,
 };
 

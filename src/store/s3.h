@@ -50,6 +50,7 @@ struct s3_request {
                                    server works long before it answers (a Complete) */
     const char *content_md5;           /* base64 Content-MD5 (batch delete needs it) or NULL */
     const char *copy_source;           /* PUT: x-amz-copy-source "/bucket/encoded key" or NULL */
+    const char *copy_range;            /* PUT: x-amz-copy-source-range "bytes=a-b" or NULL */
     const char *if_match;              /* PUT: If-Match "\"etag\"", If-None-Match "*", or NULL */
     const char *if_none_match;
     size_t max_body; /* response bodies beyond this fail with -EFBIG */
@@ -88,6 +89,12 @@ int s3_part_size(uint64_t len, uint64_t wanted, uint64_t *out);
 /* len bytes of src put at key as a multipart upload (aborted on failure). 0 or -errno. */
 int s3_multipart_put(struct s3_store *s3, const char *key, const struct s3_source *src,
                      uint64_t len);
+/* Object copy_source (the x-amz-copy-source value), of len bytes, copied at key by the server
+ * as a multipart upload of UploadPartCopy parts (aborted on failure). 0 or -errno. */
+int s3_multipart_copy(struct s3_store *s3, const char *key, const char *copy_source, uint64_t len);
+/* Bytes a second a server is granted to copy or assemble an object before it answers (a
+ * CopyObject, an UploadPartCopy, a CompleteMultipartUpload): added to the request's time. */
+#define S3_SERVER_COPY_RATE (16.0 * (1u << 20))
 
 int s3_pool_new(unsigned size, struct s3_pool **out);
 void s3_pool_free(struct s3_pool *pool);
@@ -104,6 +111,28 @@ int s3_parse_initiate(const char *xml, size_t len, char *upload_id, size_t id_le
  * -EINVAL for anything else. */
 int s3_parse_complete(const char *xml, size_t len, char *code, size_t code_len, char *msg,
                       size_t msg_len);
+/* The answer to UploadPartCopy (or CopyObject), which may be an error although the status is
+ * 200: 0 with the copy's ETag (unquoted) for a CopyPartResult or CopyObjectResult, -EIO for an
+ * <Error> (code and message given back), -EINVAL for anything else (no ETag). */
+int s3_parse_copy_result(const char *xml, size_t len, char *etag, size_t etag_len, char *code,
+                         size_t code_len, char *msg, size_t msg_len);
+/* One page of ListMultipartUploads: the uploads (keys still carrying the bucket prefix), and
+ * where the next page starts when it is truncated. */
+struct s3_upload_entry {
+    char *key, *id;
+};
+struct s3_uploads {
+    struct s3_upload_entry *items;
+    size_t n;
+    int truncated;
+    char *next_key, *next_id; /* NextKeyMarker, NextUploadIdMarker, or NULL */
+};
+/* ListMultipartUploadsResult -> out. 0, -EINVAL (not that XML), -ENOMEM. */
+int s3_parse_uploads(const char *xml, size_t len, struct s3_uploads *out);
+void s3_uploads_free(struct s3_uploads *u);
+/* Abort every multipart upload whose key starts with prefix (below the bucket prefix): the
+ * store's abort_uploads. 0 with *aborted, -EOPNOTSUPP (the server lists no uploads), -errno. */
+int s3_abort_uploads(struct s3_store *s3, const char *prefix, size_t *aborted);
 /* DeleteObjects result: number of <Error> entries (first key and code given back). */
 int s3_parse_delete_result(const char *xml, size_t len, char *key, size_t key_len, char *code,
                            size_t code_len);

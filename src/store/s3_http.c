@@ -8,6 +8,12 @@
  * Retries: connection failures, timeouts, truncated bodies, 5xx, 429 and SlowDown are retried
  * with full-jitter exponential backoff (100 ms doubling, at most 5 s a wait), bounded by the
  * attempt count and by the total time of the request. One log line says what finally failed.
+ *
+ * Timeouts: an attempt may take the store's timeout to connect, and is given up once it moves
+ * fewer than LOW_SPEED_BYTES a second, either way, for that long (a stall: a server that does
+ * not answer, a body that stops); its total time grows with its size, so that a big PUT or
+ * part on a slow link is never cut off while its bytes flow. Requests whose server works before
+ * it answers (a copy, a Complete) get their extra_time in both.
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -29,6 +35,10 @@
 
 #define BACKOFF_BASE 0.1
 #define BACKOFF_MAX 5.0
+/* Slower than this for a whole timeout, a transfer is stalled. Low, because max_requests
+ * transfers share the link: 16 parts at once on a 1 Mbit/s link move 8 KiB/s each. */
+#define LOW_SPEED_BYTES 1024.0
+#define NO_TOTAL_LIMIT 1e9 /* seconds: past this a total time is no limit at all */
 
 /* ---- the pool ---- */
 
@@ -180,6 +190,8 @@ static int build_headers(const struct s3_store *s3, const struct s3_request *req
         h[n++] = (struct sigv4_header){ "content-md5", req->content_md5 };
     if (req->copy_source)
         h[n++] = (struct sigv4_header){ "x-amz-copy-source", req->copy_source };
+    if (req->copy_range)
+        h[n++] = (struct sigv4_header){ "x-amz-copy-source-range", req->copy_range };
     if (req->if_match)
         h[n++] = (struct sigv4_header){ "if-match", req->if_match };
     if (req->if_none_match)
@@ -341,6 +353,28 @@ static void set_method(CURL *h, const struct s3_request *req, struct transfer *t
     }
 }
 
+/* Seconds the bytes of req take at the low-speed rate: what it sends, and what a GET may
+ * receive (its limit; none when that is unbounded). */
+static double size_time(const struct s3_request *req)
+{
+    double bytes = (double)req->body_len;
+    if (strcmp(req->method, "GET") == 0)
+        bytes +=
+            req->max_body == SIZE_MAX ? NO_TOTAL_LIMIT * LOW_SPEED_BYTES : (double)req->max_body;
+    return bytes / LOW_SPEED_BYTES;
+}
+
+/* The three limits of one attempt (see the top of this file). */
+static void set_timeouts(const struct s3_store *s3, CURL *h, const struct s3_request *req)
+{
+    double stall = s3->cfg.timeout + req->extra_time;
+    double total = stall + size_time(req);
+    curl_easy_setopt(h, CURLOPT_CONNECTTIMEOUT_MS, (long)(s3->cfg.timeout * 1000));
+    curl_easy_setopt(h, CURLOPT_LOW_SPEED_LIMIT, (long)LOW_SPEED_BYTES);
+    curl_easy_setopt(h, CURLOPT_LOW_SPEED_TIME, stall < 1 ? 1L : (long)(stall + 0.5));
+    curl_easy_setopt(h, CURLOPT_TIMEOUT_MS, total >= NO_TOTAL_LIMIT ? 0L : (long)(total * 1000));
+}
+
 static int setup(const struct s3_store *s3, CURL *h, const struct s3_request *req,
                  struct transfer *t, struct curl_slist *headers, const char *url)
 {
@@ -348,8 +382,7 @@ static int setup(const struct s3_store *s3, CURL *h, const struct s3_request *re
     int ok = curl_easy_setopt(h, CURLOPT_URL, url) == CURLE_OK;
     curl_easy_setopt(h, CURLOPT_HTTPHEADER, headers);
     curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L); /* threads: no SIGALRM timeouts */
-    curl_easy_setopt(h, CURLOPT_TIMEOUT_MS, (long)((s3->cfg.timeout + req->extra_time) * 1000));
-    curl_easy_setopt(h, CURLOPT_CONNECTTIMEOUT_MS, (long)(s3->cfg.timeout * 1000));
+    set_timeouts(s3, h, req);
     curl_easy_setopt(h, CURLOPT_TCP_KEEPALIVE, 1L);
     curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, on_body);
     curl_easy_setopt(h, CURLOPT_WRITEDATA, t);
@@ -507,7 +540,10 @@ int s3_perform(struct s3_store *s3, const struct s3_request *req, struct s3_resp
         if (o != RETRY || tries > s3->cfg.retries)
             break;
         double wait = backoff(tries);
-        if (clock_monotonic() - start + wait > s3->cfg.retry_time + req->extra_time)
+        /* the bytes a request sends take their time on every attempt: that is no failing */
+        double budget =
+            s3->cfg.retry_time + req->extra_time + (double)req->body_len / LOW_SPEED_BYTES;
+        if (clock_monotonic() - start + wait > budget)
             break;
         log_debug("s3 %s %s: retrying (%s, HTTP %ld %s)", req->method, req->key ? req->key : "/",
                   curl_easy_strerror(a.curl), resp->status, a.code);

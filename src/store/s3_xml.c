@@ -302,6 +302,126 @@ int s3_parse_complete(const char *xml, size_t len, char *code, size_t code_len, 
     return strcmp(c.root, "Error") == 0 ? -EIO : -EINVAL;
 }
 
+struct copy_ctx {
+    struct error_ctx err;
+    char root[40];
+    char *etag;
+    size_t etag_len;
+};
+
+static void copy_end(struct xml_walk *w, const char *name)
+{
+    struct copy_ctx *c = w->ctx;
+    if (w->depth == 1)
+        snprintf(c->root, sizeof c->root, "%s", name);
+    else if (!w->overflow && w->depth == 2 && strcmp(name, "ETag") == 0)
+        copy_etag(c->etag, c->etag_len, w->text);
+    w->ctx = &c->err;
+    error_end(w, name);
+    w->ctx = c;
+}
+
+int s3_parse_copy_result(const char *xml, size_t len, char *etag, size_t etag_len, char *code,
+                         size_t code_len, char *msg, size_t msg_len)
+{
+    struct copy_ctx c = { { code, msg, code_len, msg_len }, "", etag, etag_len };
+    struct xml_walk w = { .on_end = copy_end, .ctx = &c };
+    etag[0] = code[0] = msg[0] = '\0';
+    if (!xml || len == 0 || walk(xml, len, &w) != 0)
+        return -EINVAL;
+    if (strcmp(c.root, "Error") == 0)
+        return -EIO;
+    int result = strcmp(c.root, "CopyPartResult") == 0 || strcmp(c.root, "CopyObjectResult") == 0;
+    return result && etag[0] ? 0 : -EINVAL;
+}
+
+/* ---- ListMultipartUploads ---- */
+
+struct uploads_ctx {
+    struct s3_uploads *out;
+    size_t cap;
+    struct s3_upload_entry cur;
+    int failed;
+};
+
+static int set_text(char **dst, const char *text)
+{
+    free(*dst);
+    *dst = strdup(text);
+    return *dst ? 0 : -ENOMEM;
+}
+
+static int push_upload(struct uploads_ctx *c)
+{
+    struct s3_uploads *o = c->out;
+    if (!c->cur.key || !c->cur.id) { /* half an entry: nothing to abort */
+        free(c->cur.key);
+        free(c->cur.id);
+        memset(&c->cur, 0, sizeof c->cur);
+        return 0;
+    }
+    if (o->n == c->cap) {
+        struct s3_upload_entry *n = grow_array(o->items, &c->cap, c->cap + 1, sizeof *n, 16);
+        if (!n)
+            return -ENOMEM;
+        o->items = n;
+    }
+    o->items[o->n++] = c->cur;
+    memset(&c->cur, 0, sizeof c->cur);
+    return 0;
+}
+
+static void uploads_end(struct xml_walk *w, const char *name)
+{
+    struct uploads_ctx *c = w->ctx;
+    int rc = 0;
+    if (w->overflow)
+        rc = -EINVAL;
+    else if (at(w, "Upload", "Key"))
+        rc = set_text(&c->cur.key, w->text);
+    else if (at(w, "Upload", "UploadId"))
+        rc = set_text(&c->cur.id, w->text);
+    else if (strcmp(name, "Upload") == 0 && w->depth == 2)
+        rc = push_upload(c);
+    else if (at(w, "ListMultipartUploadsResult", "IsTruncated"))
+        c->out->truncated = strcmp(w->text, "true") == 0;
+    else if (at(w, "ListMultipartUploadsResult", "NextKeyMarker"))
+        rc = set_text(&c->out->next_key, w->text);
+    else if (at(w, "ListMultipartUploadsResult", "NextUploadIdMarker"))
+        rc = set_text(&c->out->next_id, w->text);
+    else if (w->depth == 1 && strcmp(name, "ListMultipartUploadsResult") != 0)
+        rc = -EINVAL;
+    if (rc != 0 && c->failed == 0)
+        c->failed = rc;
+}
+
+int s3_parse_uploads(const char *xml, size_t len, struct s3_uploads *out)
+{
+    struct uploads_ctx c = { .out = out };
+    struct xml_walk w = { .on_end = uploads_end, .ctx = &c };
+    memset(out, 0, sizeof *out);
+    int rc = xml && len > 0 ? walk(xml, len, &w) : -EINVAL;
+    free(c.cur.key);
+    free(c.cur.id);
+    if (rc == 0)
+        rc = c.failed;
+    if (rc != 0)
+        s3_uploads_free(out);
+    return rc;
+}
+
+void s3_uploads_free(struct s3_uploads *u)
+{
+    for (size_t i = 0; i < u->n; i++) {
+        free(u->items[i].key);
+        free(u->items[i].id);
+    }
+    free(u->items);
+    free(u->next_key);
+    free(u->next_id);
+    memset(u, 0, sizeof *u);
+}
+
 /* ---- DeleteObjects ---- */
 
 struct delete_ctx {

@@ -218,6 +218,11 @@ int store_put_new_file(struct store *st, const char *key, int fd, size_t len, in
 
 int store_copy(struct store *st, const char *src, const char *dst)
 {
+    return store_copy_sized(st, src, dst, STORE_SIZE_UNKNOWN);
+}
+
+int store_copy_sized(struct store *st, const char *src, const char *dst, uint64_t size)
+{
     int err = store_key_check(src);
     if (err == 0)
         err = store_key_check(dst);
@@ -226,7 +231,7 @@ int store_copy(struct store *st, const char *src, const char *dst)
     if (!st)
         return -EINVAL;
     if (st->ops->copy)
-        return counted(st, STORE_COPY, st->ops->copy(st, src, dst), 0, 0);
+        return counted(st, STORE_COPY, st->ops->copy(st, src, dst, size), 0, 0);
     struct store_buf buf;
     err = store_get(st, src, COPY_THROUGH_MAX, &buf);
     if (err)
@@ -359,6 +364,29 @@ int store_list_keys(struct store *st, const char *prefix,
     int rc = st->ops->list_keys(st, prefix, fn, ctx);
     counted(st, STORE_LIST, rc < 0 ? rc : 0, 0, 0);
     return rc;
+}
+
+int store_abort_uploads(struct store *st, const char *prefix, size_t *aborted)
+{
+    size_t n = 0;
+    if (aborted)
+        *aborted = 0;
+    if (!prefix)
+        prefix = "";
+    int err = prefix_check(prefix);
+    if (err)
+        return err;
+    if (!st)
+        return -EINVAL;
+    if (!st->ops->abort_uploads)
+        return 0;
+    int rc = st->ops->abort_uploads(st, prefix, &n);
+    if (rc == -EOPNOTSUPP)
+        rc = 0; /* a server without the listing keeps no uploads we could find */
+    atomic_fetch_add_explicit(&st->counters.requests[STORE_DELETE], n, memory_order_relaxed);
+    if (aborted)
+        *aborted = n;
+    return counted(st, STORE_LIST, rc, 0, 0);
 }
 
 void store_close(struct store *st)

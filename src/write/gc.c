@@ -54,8 +54,24 @@ int gc_new(struct store *store, double grace, gc_in_use_fn in_use, void *ctx, st
     return 0;
 }
 
-/* Delete every key of root's domain: db/A-B/ holds all of them (spec §2.1). 0, or -EIO when
- * something is left that a later try may remove (logged). */
+/* The multipart uploads under root's prefix that a daemon killed during them left (S3 keeps
+ * and bills their parts): aborted first, so that none completes into an object after the
+ * objects are gone. 0, or -EIO (logged) when some are left for a later try. */
+static int abort_root_uploads(struct gc *g, const char *prefix, const char *root)
+{
+    size_t aborted = 0;
+    int rc = store_abort_uploads(g->store, prefix, &aborted);
+    if (aborted)
+        log_info("gc: aborted %zu unfinished multipart uploads of root %s", aborted, root);
+    if (rc != 0)
+        log_error("gc: multipart uploads under %s (root %s) could not all be aborted: %s", prefix,
+                  root, strerror(-rc));
+    return rc != 0 ? -EIO : 0;
+}
+
+/* Delete every key of root's domain: db/A-B/ holds all of them (spec §2.1), the uploads of
+ * parts under it too. 0, or -EIO when something is left that a later try may remove
+ * (logged). */
 static int remove_root(struct gc *g, const char *root)
 {
     char prefix[64];
@@ -65,6 +81,7 @@ static int remove_root(struct gc *g, const char *root)
         return 0;
     }
     snprintf(prefix, sizeof prefix, "db/%.17s/", root + 2);
+    int uploads_left = abort_root_uploads(g, prefix, root) != 0;
     if (store_list(g->store, prefix, NULL, NULL, 0, &list) != 0) {
         log_error("gc: cannot list %s: objects of root %s left in the bucket", prefix, root);
         return -EIO;
@@ -86,7 +103,7 @@ static int remove_root(struct gc *g, const char *root)
     else
         log_info("gc: deleted the %zu objects of root %s", list.n_objects, root);
     store_list_free(&list);
-    return failed ? -EIO : 0;
+    return failed || uploads_left ? -EIO : 0;
 }
 
 /* After a failed removal: queue it again (under g->lock), or give up and free it. */

@@ -505,7 +505,12 @@ int ingest_link_store_file(struct ingest *g)
         return 0;
     int rc = ingest_link_key(g->root, key, sizeof key);
     if (rc == 0 && g->link_from[0]) {
-        rc = store_copy(g->cfg->store, g->link_from, key); /* r+: the base's file */
+        /* r+: the base's file, whose size decides how the store copies it (S3: in parts
+         * above the multipart threshold; one CopyObject takes at most 5 GiB) */
+        struct store_stat from;
+        rc = store_head(g->cfg->store, g->link_from, &from);
+        if (rc == 0)
+            rc = store_copy_sized(g->cfg->store, g->link_from, key, from.size);
         if (rc != 0)
             log_error("%s: the linked file %s could not be carried over to %s: %s", g->log_name,
                       g->link_from, key, strerror(-rc));

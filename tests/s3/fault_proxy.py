@@ -31,12 +31,14 @@ A rule (every field optional but "action"):
      "skip": 1,                    let the first N matching requests pass
      "times": 2,                   fire at most N times (null: always; default 1)
      "action": "error" | "slowdown" | "signature" | "delay" | "drop" | "reset" |
-               "reset_in_body" | "drop_after_headers" | "truncate" | "stall",
+               "reset_in_body" | "drop_after_headers" | "truncate" | "stall" |
+               "throttle" | "stall_in_body",
      "status": 500, "code": "InternalError", "message": "...",   for "error"
      "delay": 5.0,                 seconds, for "delay" (before forwarding) and "stall"
      "bytes": 100,                 body bytes sent before "truncate" closes / "stall" waits,
-                                   request body bytes read before "reset_in_body" resets
-                                   (default: half of the body)
+                                   request body bytes read before "reset_in_body" resets or
+                                   "stall_in_body" waits (default: half of the body)
+     "rate": 65536,                request body bytes a second "throttle" reads
      "forward": false,             error/slowdown/signature/drop/reset: send the request to the
                                    server first (it is executed, the answer is lost)
      "close": false}               error/slowdown/signature: close the connection after the
@@ -47,7 +49,10 @@ a client's timeout); drop = close the connection without an answer; reset = the 
 RST; reset_in_body = a TCP RST while the client is still sending the request body (after
 "bytes" of it; nothing reaches the server); drop_after_headers = forward, send the status line and headers, close; truncate = forward,
 send the headers (full Content-Length) and only part of the body, close; stall = forward, send
-part of the body, wait, then send the rest.
+part of the body, wait, then send the rest; throttle = read the request body at "rate" bytes a
+second (a slow link that never stalls), then forward; stall_in_body = read "bytes" of the
+request body, read nothing for "delay" seconds, then the rest, and forward. For these two the
+connection's receive buffers are made small, so that the client's sending follows the reading.
 Each rule counts "seen" (requests matching method/key/query) and "fired". The first rule that
 fires on a request decides; every matching rule still counts the request as seen.
 """
@@ -63,10 +68,11 @@ import urllib.parse
 
 CONTROL = "/__fault__/"
 ACTIONS = {"error", "slowdown", "signature", "delay", "drop", "reset", "reset_in_body",
-           "drop_after_headers", "truncate", "stall"}
+           "drop_after_headers", "truncate", "stall", "throttle", "stall_in_body"}
 RULE_FIELDS = {"id", "method", "key", "query", "every", "skip", "times", "action", "status",
-               "code", "message", "delay", "bytes", "forward", "close"}
+               "code", "message", "delay", "bytes", "forward", "close", "rate"}
 MAX_HEAD = 1 << 20
+PACED_BUFFER = 256 << 10     # bytes a paced read lets the socket and the reader hold
 
 
 class BadRequest(Exception):
@@ -201,6 +207,40 @@ async def relay_chunked(reader, send):
                 raise asyncio.IncompleteReadError(b"", remaining)
             remaining -= len(piece)
             await send(piece)
+
+
+async def read_paced(creader, csock, length, rate=None, pause_at=None, delay=0.0):
+    """length bytes of a request body, read at rate bytes a second and/or with a pause of
+    delay seconds after pause_at bytes. The socket's receive buffer and the reader's are made
+    small first: the client can then send only as fast as this reads (else the kernel and
+    asyncio would take megabytes at once and the client would see its upload done)."""
+    if csock is not None:
+        csock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, PACED_BUFFER)
+    limit = creader._limit            # asyncio pauses the socket at twice this much buffered
+    creader._limit = PACED_BUFFER // 2
+    out = bytearray()
+    start = time.monotonic()
+    try:
+        while len(out) < length:
+            if pause_at is not None and len(out) >= pause_at:
+                await asyncio.sleep(delay)
+                pause_at = None
+            want = length - len(out)
+            if rate:
+                want = min(want, max(1, int(rate) // 20))
+            if pause_at is not None:
+                want = min(want, pause_at - len(out))
+            piece = await creader.read(want)
+            if not piece:
+                raise asyncio.IncompleteReadError(bytes(out), length)
+            out += piece
+            if rate:
+                ahead = start + len(out) / float(rate) - time.monotonic()
+                if ahead > 0:
+                    await asyncio.sleep(ahead)
+    finally:
+        creader._limit = limit
+    return bytes(out)
 
 
 class ClientGone(Exception):
@@ -360,6 +400,15 @@ class Proxy:
         # The request body, read whole (framing kept as received).
         if te is not None and "chunked" in te.lower():
             body = await read_chunked(creader)
+        elif cl is not None and rule and rule.action in ("throttle", "stall_in_body"):
+            length = int(cl)
+            if rule.action == "throttle":
+                body = await read_paced(creader, cwriter.get_extra_info("socket"), length,
+                                        rate=float(rule.spec.get("rate", 65536)))
+            else:
+                body = await read_paced(creader, cwriter.get_extra_info("socket"), length,
+                                        pause_at=int(rule.spec.get("bytes", length // 2)),
+                                        delay=float(rule.spec.get("delay", 5.0)))
         elif cl is not None:
             body = await creader.readexactly(int(cl))
         else:

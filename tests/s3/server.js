@@ -282,12 +282,13 @@ function sendError(req, res, status, code, message, extra) {
   res.end(buf);
 }
 
-// Multipart uploads: s3rver 3.7.1 has no AbortMultipartUpload (DELETE ?uploadId: 405) and no
-// ListMultipartUploads (GET ?uploads: 501), and takes parts for an upload it does not know
-// (making it anew, with no key). They are served here from s3rver's own layout, as S3 does:
-// an upload is the directory <bucket>/._S3rver_uploads/<id>, holding the file "key" and one
-// file per part; UploadPart and CompleteMultipartUpload of an unknown upload get 404
-// NoSuchUpload.
+// Multipart uploads: s3rver 3.7.1 has no AbortMultipartUpload (DELETE ?uploadId: 405), no
+// ListMultipartUploads (GET ?uploads: 501) and no UploadPartCopy (PUT ?partNumber&uploadId with
+// x-amz-copy-source: 501), and takes parts for an upload it does not know (making it anew,
+// with no key). They are served here from s3rver's own layout, as S3 does: an upload is the
+// directory <bucket>/._S3rver_uploads/<id>, holding the file "key" and one file per part (its
+// number, beside <number>.md5); UploadPart, UploadPartCopy and CompleteMultipartUpload of an
+// unknown upload get 404 NoSuchUpload. ListMultipartUploads honours prefix= (one page).
 const uploadStore = new FilesystemStore(opts.directory);
 
 function uploadsDir(bucket) {
@@ -306,10 +307,10 @@ function parseTarget(req) {
   return { bucket, key, query: new URLSearchParams(rawQuery) };
 }
 
-function listUploads(res, bucket) {
+function listUploads(res, bucket, prefix) {
   let body = '<?xml version="1.0" encoding="UTF-8"?>\n<ListMultipartUploadsResult ' +
     `xmlns="http://s3.amazonaws.com/doc/2006-03-01/"><Bucket>${xmlEscape(bucket)}</Bucket>` +
-    '<IsTruncated>false</IsTruncated>';
+    `<Prefix>${xmlEscape(prefix)}</Prefix><IsTruncated>false</IsTruncated>`;
   let ids = [];
   try {
     ids = fs.readdirSync(uploadsDir(bucket)).sort();
@@ -321,6 +322,7 @@ function listUploads(res, bucket) {
     try {
       key = fs.readFileSync(path.join(uploadsDir(bucket), id, 'key'), 'utf8');
     } catch (err) { /* an upload without its key file: listed with an empty key */ }
+    if (!key.startsWith(prefix)) continue;
     body += `<Upload><Key>${xmlEscape(key)}</Key><UploadId>${xmlEscape(id)}</UploadId></Upload>`;
   }
   body += '</ListMultipartUploadsResult>';
@@ -329,12 +331,86 @@ function listUploads(res, bucket) {
   res.end(buf);
 }
 
+// x-amz-copy-source "/bucket/key" (URI-encoded; the leading slash optional) -> [bucket, key]
+function parseCopySource(header) {
+  const m = /^\/?([^/]+)\/(.+)$/s.exec(header.split('?')[0]);
+  if (!m) return null;
+  try {
+    return [decodeURIComponent(m[1]), decodeURIComponent(m[2])];
+  } catch (err) {
+    return null;
+  }
+}
+
+function copyPartResult(res, md5) {
+  const buf = Buffer.from('<?xml version="1.0" encoding="UTF-8"?>\n<CopyPartResult ' +
+    'xmlns="http://s3.amazonaws.com/doc/2006-03-01/">' +
+    `<LastModified>${new Date().toISOString()}</LastModified><ETag>"${md5}"</ETag>` +
+    '</CopyPartResult>', 'utf8');
+  res.writeHead(200, { 'Content-Type': 'application/xml', 'Content-Length': buf.length });
+  res.end(buf);
+}
+
+// UploadPartCopy: bytes first-last (x-amz-copy-source-range; the whole object without it) of
+// the source become part partNumber, as AWS answers it: the ETag in a CopyPartResult body.
+async function copyPart(req, res, uploadDir, query) {
+  req.resume();
+  const number = Number(query.get('partNumber'));
+  if (!Number.isInteger(number) || number < 1 || number > 10000) {
+    return sendError(req, res, 400, 'InvalidArgument',
+                     'Part number must be an integer between 1 and 10000, inclusive');
+  }
+  const source = parseCopySource(req.headers['x-amz-copy-source']);
+  if (!source) return sendError(req, res, 400, 'InvalidArgument', 'Invalid copy source');
+  const objectPath = uploadStore.getResourcePath(source[0], source[1], 'object');
+  let fd;
+  try {
+    fd = await inKeyOrder(objectPath, () => fs.promises.open(objectPath, 'r'));
+  } catch (err) {
+    if (err.code !== 'ENOENT') throw err;
+    return sendError(req, res, 404, 'NoSuchKey', 'The specified key does not exist.',
+                     { Key: source[1] });
+  }
+  try {
+    const size = (await fd.stat()).size;
+    const range = req.headers['x-amz-copy-source-range'];
+    let first = 0;
+    let last = size - 1;
+    if (range !== undefined) {
+      const m = /^bytes=(\d+)-(\d+)$/.exec(range.trim());
+      if (!m || Number(m[1]) > Number(m[2]) || Number(m[2]) >= size) {
+        return sendError(req, res, 400, 'InvalidArgument',
+                         `Range specified is not valid for source object of size: ${size}`);
+      }
+      [first, last] = [Number(m[1]), Number(m[2])];
+    }
+    const partPath = path.join(uploadDir, String(number));
+    const md5 = crypto.createHash('md5');
+    const out = fs.createWriteStream(`${partPath}.put-${crypto.randomBytes(6).toString('hex')}`);
+    await new Promise((resolve, reject) => {
+      const from = fs.createReadStream(null, { fd: fd.fd, start: first, end: last,
+                                                autoClose: false });
+      from.on('data', (chunk) => md5.update(chunk));
+      from.on('error', reject);
+      out.on('error', reject);
+      out.on('finish', resolve);
+      from.pipe(out);
+    });
+    const digest = md5.digest('hex');
+    await fs.promises.writeFile(`${partPath}.md5`, digest);
+    await fs.promises.rename(out.path, partPath);
+    return copyPartResult(res, digest);
+  } finally {
+    await fd.close();
+  }
+}
+
 // true when the request was answered here.
 function serveMultipart(req, res) {
   const { bucket, key, query } = parseTarget(req);
   if (!bucket || !fs.existsSync(path.join(opts.directory, bucket))) return false;
   if (req.method === 'GET' && !key && query.has('uploads')) {
-    listUploads(res, bucket);
+    listUploads(res, bucket, query.get('prefix') || '');
     return true;
   }
   const id = query.get('uploadId');
@@ -343,6 +419,12 @@ function serveMultipart(req, res) {
   if (!fs.existsSync(dir)) {
     sendError(req, res, 404, 'NoSuchUpload', 'The specified upload does not exist.',
               { UploadId: id });
+    return true;
+  }
+  if (req.method === 'PUT' && req.headers['x-amz-copy-source'] !== undefined) {
+    copyPart(req, res, dir, query).catch((err) => {
+      sendError(req, res, 500, 'InternalError', `UploadPartCopy failed: ${err.message}`);
+    });
     return true;
   }
   if (req.method !== 'DELETE') return false;

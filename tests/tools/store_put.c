@@ -5,9 +5,12 @@
  *
  *   store_put [-t THRESHOLD] [-p PART_SIZE] [-m MAX_REQUESTS] [-r RETRIES] [-T TIMEOUT]
  *             [-M] ENDPOINT BUCKET KEY FILE
+ *   store_put [OPTIONS] -c SRC [-H] ENDPOINT BUCKET KEY
  *
  * The whole of FILE becomes object KEY: with store_put_new_from_fd (the bytes streamed from
- * the file), or with -M read into memory and put with store_put. Credentials come from
+ * the file), or with -M read into memory and put with store_put. With -c, object SRC of the
+ * bucket is copied to KEY by the store (store_copy, which takes it for a small object; with
+ * -H its size is asked first, store_head, and given to store_copy_sized). Credentials come from
  * AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY. The log goes to stderr; stdout gets one JSON
  * line, {"rc": 0 or -errno, "retries": N, "failures": N}. Exit status 0 when the put succeeded.
  */
@@ -25,7 +28,8 @@
 static int usage(void)
 {
     fprintf(stderr, "usage: store_put [-t THRESHOLD] [-p PART_SIZE] [-m MAX_REQUESTS] "
-                    "[-r RETRIES] [-T TIMEOUT] [-M] ENDPOINT BUCKET KEY FILE\n");
+                    "[-r RETRIES] [-T TIMEOUT] [-M] ENDPOINT BUCKET KEY FILE\n"
+                    "       store_put [OPTIONS] -c SRC [-H] ENDPOINT BUCKET KEY\n");
     return 2;
 }
 
@@ -69,6 +73,16 @@ static int put_file(struct store *st, const char *key, const char *path, int in_
     return rc;
 }
 
+/* src copied to key; sized: with its size, as the daemon copies a linked file. */
+static int copy_object(struct store *st, const char *src, const char *key, int sized)
+{
+    struct store_stat sb;
+    if (!sized)
+        return store_copy(st, src, key);
+    int rc = store_head(st, src, &sb);
+    return rc != 0 ? rc : store_copy_sized(st, src, key, sb.size);
+}
+
 int main(int argc, char **argv)
 {
     struct store_s3_config cfg = { .region = "us-east-1",
@@ -77,8 +91,9 @@ int main(int argc, char **argv)
                                    .timeout = 30,
                                    .retries = 5,
                                    .retry_time = 60 };
-    int in_memory = 0, opt;
-    while ((opt = getopt(argc, argv, "t:p:m:r:T:M")) != -1) {
+    int in_memory = 0, sized = 0, opt;
+    const char *copy_from = NULL;
+    while ((opt = getopt(argc, argv, "t:p:m:r:T:Mc:H")) != -1) {
         switch (opt) {
         case 't':
             cfg.multipart_threshold = strtoull(optarg, NULL, 10);
@@ -98,11 +113,17 @@ int main(int argc, char **argv)
         case 'M':
             in_memory = 1;
             break;
+        case 'c':
+            copy_from = optarg;
+            break;
+        case 'H':
+            sized = 1;
+            break;
         default:
             return usage();
         }
     }
-    if (argc - optind != 4)
+    if (argc - optind != (copy_from ? 3 : 4))
         return usage();
     cfg.endpoint = argv[optind];
     cfg.bucket = argv[optind + 1];
@@ -113,7 +134,9 @@ int main(int argc, char **argv)
         return 1;
     struct store *st = NULL;
     int rc = store_s3_open(&cfg, &st);
-    if (rc == 0)
+    if (rc == 0 && copy_from)
+        rc = copy_object(st, copy_from, argv[optind + 2], sized);
+    else if (rc == 0)
         rc = put_file(st, argv[optind + 2], argv[optind + 3], in_memory);
     struct store_counts c = { 0 };
     if (st)

@@ -1,4 +1,5 @@
 /* S3 response bodies: ListObjectsV2 pages (AWS's documented shape), errors, delete results. */
+#include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -179,6 +180,80 @@ static void test_errors(void)
     CHECK_STR(code, "AccessDenied");
 }
 
+/* UploadPartCopy answers: the ETag is in the body, and an error may come with a 200. */
+static void test_copy_results(void)
+{
+    char etag[65], code[64], msg[128];
+    static const char ok[] = "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<CopyPartResult "
+                             "xmlns=\"http://s3.amazonaws.com/doc/2006-03-01/\"><LastModified>"
+                             "2026-01-02T03:04:05.000Z</LastModified><ETag>&quot;9b2cf535f27731c9"
+                             "74343645a3985328&quot;</ETag></CopyPartResult>";
+    CHECK_INT(
+        s3_parse_copy_result(ok, strlen(ok), etag, sizeof etag, code, sizeof code, msg, sizeof msg),
+        0);
+    CHECK_STR(etag, "9b2cf535f27731c974343645a3985328");
+    static const char object[] = "<CopyObjectResult><ETag>\"abc\"</ETag></CopyObjectResult>";
+    CHECK_INT(s3_parse_copy_result(object, strlen(object), etag, sizeof etag, code, sizeof code,
+                                   msg, sizeof msg),
+              0);
+    CHECK_STR(etag, "abc");
+    static const char err[] = "<Error><Code>InternalError</Code><Message>try again</Message>"
+                              "</Error>";
+    CHECK_INT(s3_parse_copy_result(err, strlen(err), etag, sizeof etag, code, sizeof code, msg,
+                                   sizeof msg),
+              -EIO);
+    CHECK_STR(code, "InternalError");
+    CHECK_STR(msg, "try again");
+    static const char no_etag[] = "<CopyPartResult><LastModified>x</LastModified></CopyPartResult>";
+    CHECK_INT(s3_parse_copy_result(no_etag, strlen(no_etag), etag, sizeof etag, code, sizeof code,
+                                   msg, sizeof msg),
+              -EINVAL);
+    static const char other[] = "<Other><ETag>\"abc\"</ETag></Other>";
+    CHECK_INT(s3_parse_copy_result(other, strlen(other), etag, sizeof etag, code, sizeof code, msg,
+                                   sizeof msg),
+              -EINVAL);
+    CHECK_INT(s3_parse_copy_result("", 0, etag, sizeof etag, code, sizeof code, msg, sizeof msg),
+              -EINVAL);
+}
+
+/* ListMultipartUploads: uploads with key and id (a half entry left out), and the markers. */
+static void test_uploads(void)
+{
+    struct s3_uploads u;
+    static const char page[] =
+        "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<ListMultipartUploadsResult "
+        "xmlns=\"http://s3.amazonaws.com/doc/2006-03-01/\"><Bucket>b</Bucket>"
+        "<Prefix>pre/db/</Prefix><NextKeyMarker>pre/db/b/x</NextKeyMarker>"
+        "<NextUploadIdMarker>id-2</NextUploadIdMarker><IsTruncated>true</IsTruncated>"
+        "<Upload><Key>pre/db/a &amp; b/.h5osfs-file</Key><UploadId>id-1</UploadId>"
+        "<Initiator><ID>x</ID></Initiator></Upload>"
+        "<Upload><Key>pre/db/no-id</Key></Upload>"
+        "<Upload><Key>pre/db/b/x</Key><UploadId>id-2</UploadId></Upload>"
+        "</ListMultipartUploadsResult>";
+    CHECK_INT(s3_parse_uploads(page, strlen(page), &u), 0);
+    CHECK_INT((long)u.n, 2);
+    if (u.n == 2) {
+        CHECK_STR(u.items[0].key, "pre/db/a & b/.h5osfs-file");
+        CHECK_STR(u.items[0].id, "id-1");
+        CHECK_STR(u.items[1].key, "pre/db/b/x");
+        CHECK_STR(u.items[1].id, "id-2");
+    }
+    CHECK_INT(u.truncated, 1);
+    CHECK_STR(u.next_key ? u.next_key : "", "pre/db/b/x");
+    CHECK_STR(u.next_id ? u.next_id : "", "id-2");
+    s3_uploads_free(&u);
+    static const char empty[] = "<ListMultipartUploadsResult><IsTruncated>false</IsTruncated>"
+                                "</ListMultipartUploadsResult>";
+    CHECK_INT(s3_parse_uploads(empty, strlen(empty), &u), 0);
+    CHECK_INT((long)u.n, 0);
+    CHECK_INT(u.truncated, 0);
+    s3_uploads_free(&u);
+    static const char list[] = "<ListBucketResult><Upload><Key>k</Key><UploadId>i</UploadId>"
+                               "</Upload></ListBucketResult>";
+    CHECK_INT(s3_parse_uploads(list, strlen(list), &u), -EINVAL);
+    CHECK_INT(s3_parse_uploads("<html>", 6, &u), -EINVAL);
+}
+
 int main(int argc, char **argv)
 {
     test_list();
@@ -190,5 +265,7 @@ int main(int argc, char **argv)
         CHECK(!"no test data directory given");
     test_bad_lists();
     test_errors();
+    test_copy_results();
+    test_uploads();
     return check_done("s3_xml");
 }

@@ -75,6 +75,16 @@ static void test_mem_flat(void)
     CHECK_INT(store_copy(st, "m", "m2"), 0);
     CHECK_INT(store_head(st, "m2", &s), 0);
     CHECK_STR(s.etag, "5d41402abc4b2a76b9719d911017c592");
+    /* no multipart uploads in memory: nothing to abort, nothing counted, keys untouched */
+    size_t aborted = 7;
+    struct store_counts before, after;
+    store_counts(st, &before);
+    CHECK_INT(store_abort_uploads(st, "m", &aborted), 0);
+    CHECK_INT((long)aborted, 0);
+    store_counts(st, &after);
+    CHECK_INT((long)after.requests[STORE_LIST], (long)before.requests[STORE_LIST]);
+    CHECK_INT(store_head(st, "m2", &s), 0);
+    CHECK_INT(store_abort_uploads(st, "db/../x/", &aborted), -EINVAL);
     close_mem(st, ctx);
 }
 
