@@ -67,16 +67,25 @@ def default_dir():
     return Path(cache) / "h5osfs-bench"
 
 
+def source_ready(path, shape):
+    """Is path a finished source of that shape (its attribute "complete" is written last)?
+    An unfinished one is removed."""
+    if not path.exists():
+        return False
+    try:
+        with h5py.File(path, "r") as f:
+            if f.attrs.get("complete") == 1 and f["data"].shape == shape:
+                return True
+    except OSError:
+        pass
+    path.unlink()
+    return False
+
+
 def make_source(path):
-    """The 1 GiB source file (once; a finished file is recognised by its attribute)."""
-    if path.exists():
-        try:
-            with h5py.File(path, "r") as f:
-                if f.attrs.get("complete") == 1 and f["data"].shape == (ROWS, COLS):
-                    return False
-        except OSError:
-            pass
-        path.unlink()
+    """The 1 GiB gzip source file (once)."""
+    if source_ready(path, (ROWS, COLS)):
+        return False
     tmp = path.with_suffix(".tmp")
     rng = np.random.default_rng(20240601)
     x = np.linspace(0, 8 * np.pi, COLS, dtype=np.float32)[None, :]
@@ -204,15 +213,9 @@ CASES = {   # name: (source, ingest, backend, baseline, goal)
 
 
 def make_raw_source(path):
-    """The 1 GiB unfiltered source (once; a finished file is recognised by its attribute)."""
-    if path.exists():
-        try:
-            with h5py.File(path, "r") as f:
-                if f.attrs.get("complete") == 1 and f["data"].shape == (RAW_ROWS, COLS):
-                    return False
-        except OSError:
-            pass
-        path.unlink()
+    """The 1 GiB unfiltered source (once)."""
+    if source_ready(path, (RAW_ROWS, COLS)):
+        return False
     tmp = path.with_suffix(".tmp")
     rng = np.random.default_rng(20261125)
     with h5py.File(tmp, "w") as f:

@@ -675,7 +675,10 @@ static int px_put_new(struct store *st, const char *key, const void *data, size_
     return px_put_with(st, key, data, len, 1, 1);
 }
 
-static int px_put_new_from_fd(struct store *st, const char *key, int fd, uint64_t off, size_t len)
+/* A new object from len bytes of fd at off; with linked, it may be fd's file itself (a hard
+ * link, *linked set to 1). */
+static int px_put_new_fd(struct store *st, const char *key, int fd, uint64_t off, size_t len,
+                         int *linked)
 {
     struct px_put p = { .ps = px(st),
                         .key = key,
@@ -684,26 +687,22 @@ static int px_put_new_from_fd(struct store *st, const char *key, int fd, uint64_
                         .direct = 1,
                         .src_fd = fd,
                         .src_off = off,
-                        .link_fd = -1,
+                        .link_fd = linked ? fd : -1,
+                        .linked = linked,
                         .what = "" };
     return px_put_run(p);
+}
+
+static int px_put_new_from_fd(struct store *st, const char *key, int fd, uint64_t off, size_t len)
+{
+    return px_put_new_fd(st, key, fd, off, len, NULL);
 }
 
 /* The caller's file itself when it is on this file system (it promises to change it no
  * more), with an object's mode, since that file was private. */
 static int px_put_new_file(struct store *st, const char *key, int fd, size_t len, int *kept)
 {
-    struct px_put p = { .ps = px(st),
-                        .key = key,
-                        .len = len,
-                        .lazy = 1,
-                        .direct = 1,
-                        .src_fd = fd,
-                        .src_off = 0,
-                        .link_fd = fd,
-                        .linked = kept,
-                        .what = "" };
-    int err = px_put_run(p);
+    int err = px_put_new_fd(st, key, fd, 0, len, kept);
     if (err == 0 && *kept && fchmod(fd, PX_FILE_MODE) < 0)
         log_warn("store %s: put %s: the object keeps its file's mode: %s", px(st)->dir, key,
                  px_strerror(errno));

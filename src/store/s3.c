@@ -337,7 +337,7 @@ static int s3_del(struct store *st, const char *key)
 
 /* ---- list ---- */
 
-static int add_param(char **q, const char *name, const char *value)
+int s3_query_add(char **q, const char *name, const char *value)
 {
     char *enc = NULL, *n = NULL;
     if (!value)
@@ -360,15 +360,15 @@ static int list_query(const char *prefix, const char *delimiter, const char *tok
     char maxs[24];
     char *q = NULL;
     snprintf(maxs, sizeof maxs, "%zu", max);
-    int rc = add_param(&q, "continuation-token", token);
+    int rc = s3_query_add(&q, "continuation-token", token);
     if (rc == 0)
-        rc = add_param(&q, "delimiter", delimiter);
+        rc = s3_query_add(&q, "delimiter", delimiter);
     if (rc == 0)
-        rc = add_param(&q, "list-type", "2");
+        rc = s3_query_add(&q, "list-type", "2");
     if (rc == 0)
-        rc = add_param(&q, "max-keys", maxs);
+        rc = s3_query_add(&q, "max-keys", maxs);
     if (rc == 0)
-        rc = add_param(&q, "prefix", prefix);
+        rc = s3_query_add(&q, "prefix", prefix);
     if (rc != 0)
         free(q);
     *out = rc == 0 ? q : NULL;

@@ -80,6 +80,9 @@ int s3_source_sha256(const struct s3_source *src, uint64_t off, uint64_t len, co
  * op, key and the server's code). */
 int s3_status_errno(const struct s3_store *s3, const char *op, const char *key,
                     const struct s3_response *resp);
+/* "&name=<encoded value>" appended to the query *q (nothing for a NULL value; names must be
+ * added in SigV4's canonical order, sorted). 0 or -ENOMEM. */
+int s3_query_add(char **q, const char *name, const char *value);
 /* One PutObject of len bytes of src at key (single request, retried as any). */
 int s3_put_source(struct s3_store *s3, const char *key, const struct s3_source *src, uint64_t len);
 

@@ -415,23 +415,6 @@ int s3_multipart_copy(struct s3_store *s3, const char *key, const char *copy_sou
 
 #define UPLOADS_PAGE_MAX (16u << 20) /* one ListMultipartUploads page: 1000 uploads */
 
-/* "&name=<encoded value>" appended to *q (nothing for a NULL value). 0 or -ENOMEM. */
-static int add_query(char **q, const char *name, const char *value)
-{
-    char *enc = NULL, *n = NULL;
-    if (!value)
-        return 0;
-    if (sigv4_uri_encode(value, strlen(value), 0, &enc) != 0)
-        return -ENOMEM;
-    int rc = asprintf(&n, "%s%s%s=%s", *q ? *q : "", *q ? "&" : "", name, enc) < 0 ? -ENOMEM : 0;
-    free(enc);
-    if (rc == 0) {
-        free(*q);
-        *q = n;
-    }
-    return rc;
-}
-
 /* One ListMultipartUploads page of the uploads below full_prefix (the bucket prefix included),
  * from the markers on. 0, -EOPNOTSUPP (the server has no such listing), or -errno (logged). */
 static int uploads_page(struct s3_store *s3, const char *full_prefix, const char *key_marker,
@@ -439,13 +422,13 @@ static int uploads_page(struct s3_store *s3, const char *full_prefix, const char
 {
     char *query = NULL;
     struct s3_response resp;
-    int rc = add_query(&query, "key-marker", key_marker); /* the canonical order: sorted */
+    int rc = s3_query_add(&query, "key-marker", key_marker); /* the canonical order: sorted */
     if (rc == 0)
-        rc = add_query(&query, "prefix", full_prefix);
+        rc = s3_query_add(&query, "prefix", full_prefix);
     if (rc == 0)
-        rc = add_query(&query, "upload-id-marker", id_marker);
+        rc = s3_query_add(&query, "upload-id-marker", id_marker);
     if (rc == 0)
-        rc = add_query(&query, "uploads", "");
+        rc = s3_query_add(&query, "uploads", "");
     struct s3_request req = {
         .method = "GET", .key = NULL, .query = query, .max_body = UPLOADS_PAGE_MAX
     };
