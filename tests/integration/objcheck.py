@@ -102,6 +102,9 @@ INFO_REQUIRED = ("allocated_bytes", "lastModified", "num_groups", "num_datatypes
 MAX_VLEN_ELEMENT = 1_000_000
 VLEN = "variable"      # check_type() of a variable-length type
 
+# h5osfs's local bucket writes an object under this name, then renames it into place: never
+# a key (src/store/posix.c)
+TMP_PREFIX = ".h5osfs-tmp."
 CDE_RE = re.compile(r"^[0-9a-f]{4}-[0-9a-f]{6}-[0-9a-f]{6}$")
 INDEX_RE = re.compile(r"^(0|[1-9][0-9]*)(_(0|[1-9][0-9]*))*$")
 
@@ -842,6 +845,8 @@ class DomainChecker:
         for dirpath, dirnames, filenames in os.walk(base):
             dirnames.sort()
             for name in sorted(filenames):
+                if name.startswith(TMP_PREFIX):
+                    continue    # an atomic put under way (the summary is written after close)
                 path = Path(dirpath) / name
                 key = path.relative_to(self.bucket).as_posix()
                 parts = path.relative_to(base).parts
