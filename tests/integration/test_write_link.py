@@ -94,7 +94,7 @@ def root_objects(m, root):
     if m.src.mirror is None:
         base = m.bucket / prefix
         return {p.relative_to(base).as_posix(): p.read_bytes()
-                for p in base.rglob("*") if p.is_file()}
+                for p in base.rglob("*") if p.is_file() and not conftest.is_put_under_way(p)}
     bucket_prefix = m.src.source.removeprefix(f"s3://{conftest.S3_BUCKET}/") + "/"
     keys = m.src.mirror.s3.listing(bucket_prefix + prefix)
     return {k[len(bucket_prefix + prefix):]: m.get(k[len(bucket_prefix):]) for k in keys}
