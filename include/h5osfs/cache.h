@@ -14,8 +14,10 @@
 struct chunk_cache;
 struct chunk_entry;
 
-/* Fill buf (size bytes) with the chunk's decoded bytes; 0 or -errno (logged by the loader). */
-typedef int (*chunk_load_fn)(void *ctx, void *buf, size_t size);
+/* The chunk's decoded bytes: on 0, *data is a buffer of at least size bytes from malloc, now
+ * the cache's; else -errno (logged by the loader) and *data is left NULL. The loader allocates,
+ * so a body that needs no decoding becomes the entry itself instead of a copy of it. */
+typedef int (*chunk_load_fn)(void *ctx, size_t size, void **data);
 
 struct chunk_cache *chunk_cache_new(uint64_t max_bytes);
 /* Remember a failed load for this many seconds (default 0): gets within that time return the
@@ -27,6 +29,12 @@ void chunk_cache_free(struct chunk_cache *cache);
 /* The entry for key, loaded with load(ctx, …) if absent. 0 or the loader's -errno. */
 int chunk_cache_get(struct chunk_cache *cache, const char *key, size_t size, chunk_load_fn load,
                     void *ctx, struct chunk_entry **out);
+/* Load key if no entry for it is loaded or loading, without waiting for another caller's load
+ * and without counting a hit: what read-ahead wants. 0 or the loader's -errno. */
+int chunk_cache_preload(struct chunk_cache *cache, const char *key, size_t size, chunk_load_fn load,
+                        void *ctx);
+/* 1 if key is loaded or being loaded (a failed load does not count). */
+int chunk_cache_has(struct chunk_cache *cache, const char *key);
 const void *chunk_entry_data(const struct chunk_entry *e);
 void chunk_entry_put(struct chunk_cache *cache, struct chunk_entry *e);
 

@@ -47,6 +47,9 @@ int codec_spec_from_filters(const json_t *filters, size_t itemsize, int is_vlen,
                             enum codec_source source, struct codec_spec *out, char *why,
                             size_t why_len);
 
+/* 1 if decoding a fixed-size chunk is a plain copy of the object: it may serve as it is. */
+int codec_is_copy(const struct codec_spec *spec);
+
 /* Decode a fixed-size chunk: the result must be exactly out_len bytes (the full chunk). */
 int codec_decode(const struct codec_spec *spec, const void *in, size_t in_len, void *out,
                  size_t out_len, char *why, size_t why_len);

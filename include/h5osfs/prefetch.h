@@ -1,8 +1,9 @@
 /*
  * prefetch: load chunks into the cache ahead of a sequential reader, on worker threads.
  *
- * A job is a chunk the reader will probably want next; a worker runs chunk_cache_get on it (so
- * a job for a chunk already cached or being loaded costs nothing) and drops the entry again.
+ * A job is a chunk the reader will probably want next; a worker loads it into the cache unless
+ * it is there or being loaded by then (chunk_cache_preload). A chunk already there when it is
+ * added is not queued at all.
  * The queue is bounded: when it is full new jobs are dropped, never waited for. Thread-safe.
  */
 #ifndef H5OSFS_PREFETCH_H
@@ -22,13 +23,15 @@ int prefetcher_new(struct chunk_cache *cache, unsigned workers, size_t queue_max
 void prefetcher_free(struct prefetcher *p);
 
 /* Queue a load of key (size bytes) with load(ctx); done(ctx) is called when the job is over
- * or dropped. 0, or -EAGAIN when the queue is full (done was called), -ENOMEM. */
+ * or dropped. 0 (also when the chunk is already there: done was called), or -EAGAIN when the
+ * queue is full (done was called), -ENOMEM. */
 int prefetcher_add(struct prefetcher *p, const char *key, size_t size, chunk_load_fn load,
                    void *ctx, void (*done)(void *ctx));
 
-/* Jobs queued and jobs dropped (queue full or stopping) since the start; p may be NULL. */
+/* Jobs queued, jobs dropped (queue full or stopping), and chunks not queued because they were
+ * already loaded or loading, since the start; p may be NULL. */
 struct prefetch_counts {
-    uint64_t queued, dropped;
+    uint64_t queued, dropped, present;
 };
 void prefetcher_counts(struct prefetcher *p, struct prefetch_counts *out);
 

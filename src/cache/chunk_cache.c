@@ -197,17 +197,22 @@ static int join(struct chunk_cache *c, struct chunk_entry *e)
     return err;
 }
 
-/* Allocate and fill the buffer, without the lock: the loader may do network I/O. */
+/* Load the buffer, without the lock: the loader may do network I/O. */
 static int fill(struct chunk_entry *e, chunk_load_fn load, void *ctx)
 {
-    e->data = malloc(e->size ? e->size : 1); /* malloc(0) may be NULL, not a failure */
-    if (!e->data) {
-        log_error("cache: cannot allocate %zu bytes for chunk %s", e->size, e->key);
-        return -ENOMEM;
+    void *data = NULL;
+    int rc = load(ctx, e->size, &data);
+    /* The loader promises 0 with a buffer, or -errno; nothing else may pass for success. */
+    if (rc == 0 && !data) {
+        log_error("cache: the loader of chunk %s returned no buffer", e->key);
+        rc = -EIO;
     }
-    int rc = load(ctx, e->data, e->size);
-    /* The loader promises 0 or -errno; a positive value must not pass for success. */
-    return rc > 0 ? -EIO : rc;
+    if (rc != 0) {
+        free(data);
+        return rc > 0 ? -EIO : rc;
+    }
+    e->data = data;
+    return 0;
 }
 
 /* Take a failed entry out of the map (locked); the last reference frees it. */
@@ -309,6 +314,38 @@ int chunk_cache_get(struct chunk_cache *cache, const char *key, size_t size, chu
     if (rc == 0)
         *out = e;
     return rc;
+}
+
+/* An entry a get would share as it is (locked): loaded or loading. */
+static int usable(const struct chunk_entry *e)
+{
+    return e && e->state != ENTRY_FAILED;
+}
+
+int chunk_cache_preload(struct chunk_cache *cache, const char *key, size_t size, chunk_load_fn load,
+                        void *ctx)
+{
+    struct chunk_entry *e = NULL;
+    int rc = 0;
+    cache_lock(cache);
+    struct chunk_entry *found = strmap_get(cache->map, key);
+    if (!usable(found) && (!found || clock_monotonic() - found->failed_at >= cache->retry_after)) {
+        if (found)
+            forget(cache, found);
+        rc = load_new(cache, key, size, load, ctx, &e);
+        if (rc == 0)
+            release(cache, e);
+    }
+    cache_unlock(cache);
+    return rc;
+}
+
+int chunk_cache_has(struct chunk_cache *cache, const char *key)
+{
+    cache_lock(cache);
+    int has = usable(strmap_get(cache->map, key));
+    cache_unlock(cache);
+    return has;
 }
 
 const void *chunk_entry_data(const struct chunk_entry *e)

@@ -58,10 +58,9 @@ static void *worker(void *arg)
     struct prefetcher *p = arg;
     struct job *j;
     while ((j = next_job(p)) != NULL) {
-        struct chunk_entry *e;
-        if (chunk_cache_get(p->cache, j->key, j->size, j->load, j->ctx, &e) == 0)
-            chunk_entry_put(p->cache, e);
-        job_free(j); /* a failed load was logged; the reader will retry it */
+        /* a failed load was logged; the reader will retry it */
+        (void)chunk_cache_preload(p->cache, j->key, j->size, j->load, j->ctx);
+        job_free(j);
     }
     return NULL;
 }
@@ -125,9 +124,25 @@ void prefetcher_counts(struct prefetcher *p, struct prefetch_counts *out)
     pthread_mutex_unlock(&p->lock);
 }
 
+/* A reader that jumps back and forth queues the same chunks again and again; a chunk already
+ * there costs one lookup here, not a job and a worker's wake-up. */
+static int already_there(struct prefetcher *p, const char *key, void *ctx, void (*done)(void *ctx))
+{
+    if (!chunk_cache_has(p->cache, key))
+        return 0;
+    if (done)
+        done(ctx);
+    pthread_mutex_lock(&p->lock);
+    p->counts.present++;
+    pthread_mutex_unlock(&p->lock);
+    return 1;
+}
+
 int prefetcher_add(struct prefetcher *p, const char *key, size_t size, chunk_load_fn load,
                    void *ctx, void (*done)(void *ctx))
 {
+    if (already_there(p, key, ctx, done))
+        return 0;
     struct job *j = calloc(1, sizeof *j);
     char *k = strdup(key);
     if (!j || !k) {

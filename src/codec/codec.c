@@ -575,6 +575,11 @@ static int args_check(const struct codec_spec *spec, const void *in, size_t in_l
     return 0;
 }
 
+int codec_is_copy(const struct codec_spec *spec)
+{
+    return spec && !spec->compressed && initial_shuffle(spec) == CODEC_SHUFFLE_NONE;
+}
+
 int codec_decode(const struct codec_spec *spec, const void *in, size_t in_len, void *out,
                  size_t out_len, char *why, size_t why_len)
 {

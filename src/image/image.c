@@ -162,16 +162,53 @@ void image_fill(const struct image_dataset *ds, unsigned char *buf, uint64_t byt
         memcpy(buf + off, ds->fill, ds->itemsize);
 }
 
-static int load_hsds(const struct chunk_job *job, unsigned char *buf, size_t size)
+static unsigned char *chunk_buffer(const struct chunk_job *job, size_t size)
 {
-    char key[STORE_KEY_MAX + 1], why[160] = "";
+    unsigned char *buf = malloc(size ? size : 1); /* malloc(0) may be NULL, not a failure */
+    if (!buf)
+        log_error("%s: %s: cannot allocate %zu bytes for chunk %" PRIu64, job->img->domain_path,
+                  job->ds->path, size, job->linear);
+    return buf;
+}
+
+/* The object's bytes become the chunk when they need no decoding (an unfiltered chunk): no
+ * second buffer to fault in, no copy. */
+static int decode_hsds(const struct chunk_job *job, const char *key, struct store_buf *raw,
+                       size_t size, void **data)
+{
+    char why[160] = "";
+    const struct image_dataset *ds = job->ds;
+    if (codec_is_copy(&ds->codec) && raw->len == size) {
+        *data = raw->data;
+        raw->data = NULL;
+        return 0;
+    }
+    unsigned char *buf = chunk_buffer(job, size);
+    if (!buf)
+        return -ENOMEM;
+    if (codec_decode(&ds->codec, raw->data, raw->len, buf, size, why, sizeof why) != 0) {
+        log_error("%s: %s: chunk %s: %s", job->img->domain_path, ds->path, key, why);
+        free(buf);
+        return -EIO;
+    }
+    *data = buf;
+    return 0;
+}
+
+static int load_hsds(const struct chunk_job *job, size_t size, void **data)
+{
+    char key[STORE_KEY_MAX + 1];
     struct store_buf raw = { 0 };
     const struct image_dataset *ds = job->ds;
     if (image_chunk_key(ds, job->linear, key, sizeof key) != 0)
         return -EIO;
     int rc = store_get(job->img->store, key, size + size / 8 + 65536, &raw);
     if (rc == -ENOENT) {
+        unsigned char *buf = chunk_buffer(job, size);
+        if (!buf)
+            return -ENOMEM;
         image_fill(ds, buf, size); /* deleted since the build: as HSDS reads it */
+        *data = buf;
         return 0;
     }
     if (rc != 0) {
@@ -180,28 +217,31 @@ static int load_hsds(const struct chunk_job *job, unsigned char *buf, size_t siz
                       rc == -EFBIG ? "larger than any encoding of the chunk" : "a directory");
         return -EIO;
     }
-    rc = codec_decode(&ds->codec, raw.data, raw.len, buf, size, why, sizeof why);
-    if (rc != 0)
-        log_error("%s: %s: chunk %s: %s", job->img->domain_path, ds->path, key, why);
+    rc = decode_hsds(job, key, &raw, size, data);
     store_buf_free(&raw);
-    return rc ? -EIO : 0;
+    return rc;
 }
 
-static int load_chunk(void *ctx, void *buf, size_t size)
+static int load_chunk(void *ctx, size_t size, void **data)
 {
     const struct chunk_job *job = ctx;
-    switch (job->ds->origin) {
-    case ORIGIN_HSDS:
-        return load_hsds(job, buf, size);
-    case ORIGIN_REF_CONTIG:
-    case ORIGIN_REF_PIECES:
-        return image_load_ref(job, buf, size);
-    default:
+    if (job->ds->origin == ORIGIN_HSDS)
+        return load_hsds(job, size, data);
+    if (job->ds->origin != ORIGIN_REF_CONTIG && job->ds->origin != ORIGIN_REF_PIECES) {
         log_error("%s: %s: chunk %" PRIu64 ": the dataset's data cannot be served (see the "
                   "build's log line)",
                   job->img->domain_path, job->ds->path, job->linear);
         return -EIO;
     }
+    unsigned char *buf = chunk_buffer(job, size);
+    if (!buf)
+        return -ENOMEM;
+    int rc = image_load_ref(job, buf, size);
+    if (rc != 0)
+        free(buf);
+    else
+        *data = buf;
+    return rc;
 }
 
 /* ---- reads ---- */

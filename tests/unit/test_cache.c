@@ -14,6 +14,7 @@
 
 #include "check.h"
 #include "h5osfs/cache.h"
+#include "h5osfs/prefetch.h"
 
 /* What a test loader does; every field but key is optional. */
 struct load_ctx {
@@ -25,6 +26,7 @@ struct load_ctx {
     struct chunk_cache *cache; /* with wait_for: stall until that many callers wait */
     uint64_t wait_for;
     const char *nested; /* get and put this key from inside the loader */
+    atomic_int *done;   /* prefetch jobs over */
 };
 
 static uint64_t key_hash(const char *key)
@@ -70,9 +72,9 @@ static void wait_for_waiters(struct chunk_cache *cache, uint64_t n)
     }
 }
 
-static int nested_load(void *ctx, void *buf, size_t size);
+static int nested_load(void *ctx, size_t size, void **data);
 
-static int test_load(void *arg, void *buf, size_t size)
+static int test_load(void *arg, size_t size, void **data)
 {
     struct load_ctx *ctx = arg;
     if (ctx->calls)
@@ -93,7 +95,10 @@ static int test_load(void *arg, void *buf, size_t size)
     if (ctx->fail)
         return ctx->fail;
     uint64_t h = key_hash(ctx->key);
-    unsigned char *b = buf;
+    unsigned char *b = malloc(size ? size : 1);
+    if (!b)
+        return -ENOMEM;
+    *data = b;
     for (size_t i = 0; i < size; i++)
         b[i] = pattern_byte(h, i);
     if (ctx->ok)
@@ -101,9 +106,9 @@ static int test_load(void *arg, void *buf, size_t size)
     return 0;
 }
 
-static int nested_load(void *ctx, void *buf, size_t size)
+static int nested_load(void *ctx, size_t size, void **data)
 {
-    return test_load(ctx, buf, size);
+    return test_load(ctx, size, data);
 }
 
 /* Get and put key, checking its data; returns how many loads it started (0 or 1). */
@@ -503,6 +508,90 @@ static void test_stress(void)
     chunk_cache_free(s.cache);
 }
 
+/* Read-ahead's load: it loads what is absent, leaves what is there alone, counts no hit. */
+static void test_preload(void)
+{
+    struct chunk_cache *c = chunk_cache_new(1 << 20);
+    atomic_int calls = 0;
+    struct load_ctx ctx = { .key = "a", .calls = &calls };
+    CHECK_INT(chunk_cache_preload(c, "a", 100, test_load, &ctx), 0);
+    CHECK_INT(atomic_load(&calls), 1);
+    CHECK(chunk_cache_has(c, "a"));
+    CHECK_INT(chunk_cache_preload(c, "a", 100, test_load, &ctx), 0);
+    CHECK_INT(atomic_load(&calls), 1); /* there: not loaded again */
+    struct chunk_cache_stats st = stats(c);
+    CHECK_INT(st.hits, 0);
+    CHECK_INT(st.misses, 1);
+    CHECK_INT(st.entries, 1);
+    CHECK_INT(touch(c, "a", 100), 0); /* the reader finds the preloaded bytes */
+
+    struct load_ctx bad = { .key = "b", .fail = -EIO };
+    CHECK_INT(chunk_cache_preload(c, "b", 100, test_load, &bad), -EIO);
+    CHECK(!chunk_cache_has(c, "b")); /* a failure is not "there" */
+    CHECK_INT(touch(c, "b", 100), 1);
+    CHECK(chunk_cache_has(c, "b"));
+    CHECK(!chunk_cache_has(c, "never"));
+    chunk_cache_free(c);
+}
+
+struct slow_get {
+    struct chunk_cache *cache;
+    atomic_int calls;
+};
+
+static void *slow_get(void *arg)
+{
+    struct slow_get *g = arg;
+    struct load_ctx ctx = { .key = "slow", .calls = &g->calls, .sleep_ms = 200 };
+    struct chunk_entry *e;
+    CHECK_INT(chunk_cache_get(g->cache, "slow", 64, test_load, &ctx, &e), 0);
+    chunk_entry_put(g->cache, e);
+    return NULL;
+}
+
+static void done_count(void *ctx)
+{
+    atomic_fetch_add(((struct load_ctx *)ctx)->done, 1);
+}
+
+/* A chunk loaded or being loaded is not queued again: no job, no worker woken, no second load. */
+static void test_prefetcher_skips_what_is_there(void)
+{
+    struct chunk_cache *c = chunk_cache_new(1 << 20);
+    struct prefetcher *p = NULL;
+    CHECK_INT(prefetcher_new(c, 2, 8, &p), 0);
+    CHECK_INT(touch(c, "here", 32), 1);
+    struct slow_get g = { .cache = c };
+    pthread_t t;
+    CHECK_INT(pthread_create(&t, NULL, slow_get, &g), 0);
+    while (!chunk_cache_has(c, "slow"))
+        sleep_ms(1);
+    atomic_int done = 0, calls = 0;
+    struct load_ctx ctx = { .key = "here", .calls = &calls, .done = &done };
+    CHECK_INT(prefetcher_add(p, "here", 32, test_load, &ctx, done_count), 0);
+    struct load_ctx slow = { .key = "slow", .calls = &calls, .done = &done };
+    CHECK_INT(prefetcher_add(p, "slow", 64, test_load, &slow, done_count), 0);
+    CHECK_INT(atomic_load(&done), 2); /* both finished at once, as present */
+    struct prefetch_counts pc;
+    prefetcher_counts(p, &pc);
+    CHECK_INT(pc.present, 2);
+    CHECK_INT(pc.queued, 0);
+    struct load_ctx fresh = { .key = "new", .calls = &calls, .done = &done };
+    CHECK_INT(prefetcher_add(p, "new", 16, test_load, &fresh, done_count), 0);
+    for (int i = 0; i < 5000 && atomic_load(&done) < 3; i++)
+        sleep_ms(1);
+    CHECK_INT(atomic_load(&done), 3);
+    CHECK(chunk_cache_has(c, "new"));
+    prefetcher_counts(p, &pc);
+    CHECK_INT(pc.queued, 1);
+    CHECK_INT(pthread_join(t, NULL), 0);
+    CHECK_INT(atomic_load(&g.calls), 1);
+    CHECK_INT(atomic_load(&calls), 1); /* only "new" was loaded by the prefetcher */
+    CHECK_INT(stats(c).hits, 0);       /* its worker's load counts no hit */
+    prefetcher_free(p);
+    chunk_cache_free(c);
+}
+
 int main(int argc, char **argv)
 {
     (void)argc;
@@ -517,5 +606,7 @@ int main(int argc, char **argv)
     test_nested_get();
     test_single_flight();
     test_stress();
+    test_preload();
+    test_prefetcher_skips_what_is_there();
     return check_done("cache");
 }
