@@ -179,7 +179,10 @@ static int decode_hsds(const struct chunk_job *job, const char *key, struct stor
     char why[160] = "";
     const struct image_dataset *ds = job->ds;
     if (codec_is_copy(&ds->codec) && raw->len == size) {
-        *data = raw->data;
+        /* a body that grew as it came (no length announced) may hold more than it uses, and
+         * the cache counts size bytes: give the rest back (in place, no copy) */
+        unsigned char *fit = realloc(raw->data, size ? size : 1);
+        *data = fit ? fit : raw->data;
         raw->data = NULL;
         return 0;
     }
