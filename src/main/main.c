@@ -32,8 +32,6 @@
 #include "options.h"
 #include "stack.h"
 
-#define READ_AHEAD_KIB 8192
-
 static int check_bucket(const char *bucket)
 {
     struct stat st;
@@ -150,33 +148,6 @@ static int run_loop(struct fuse_session *se, const struct fuse_cmdline_opts *cmd
 }
 
 /*
- * The kernel reads ahead only 128 KiB on a FUSE mount unless its bdi says more, and FUSE's INIT
- * can only lower that. A sequential reader of 1-4 MiB chunks wants several chunks requested at
- * once, so raise it (root only; others keep the default, and the prefetcher still works).
- */
-static void raise_read_ahead(const char *mountpoint, unsigned kib)
-{
-    char *real = realpath(mountpoint, NULL), line[4096], path[128];
-    FILE *f = real ? fopen("/proc/self/mountinfo", "r") : NULL;
-    unsigned major = 0, minor = 0;
-    int found = 0;
-    while (f && !found && fgets(line, sizeof line, f)) {
-        char point[4096];
-        found = sscanf(line, "%*s %*s %u:%u %*s %4095s", &major, &minor, point) == 3 &&
-                strcmp(point, real) == 0;
-    }
-    if (f)
-        fclose(f);
-    free(real);
-    snprintf(path, sizeof path, "/sys/class/bdi/%u:%u/read_ahead_kb", major, minor);
-    FILE *ra = found ? fopen(path, "w") : NULL;
-    if (!ra || fprintf(ra, "%u\n", kib) < 0)
-        log_debug("read-ahead of %s stays at the kernel's default (%s)", mountpoint, path);
-    if (ra)
-        fclose(ra);
-}
-
-/*
  * SIGUSR1 writes the statistics (the mount's /.h5osfs-stats) to the log as one line. One
  * thread waits for it with sigwait; every other thread has it blocked, since they inherit
  * the mask of the main thread, which blocks it before it starts any.
@@ -267,7 +238,6 @@ static int serve(struct fuse_args *args, const struct options *opts,
     /* the default cache_dir's name is the bucket's: say where it is */
     log_info("mounted %s on %s (user %s, %s%s)", opts->bucket, cmd->mountpoint, opts->user,
              opts->read_only ? "read-only" : "cache_dir ", opts->read_only ? "" : opts->cache_dir);
-    raise_read_ahead(cmd->mountpoint, READ_AHEAD_KIB);
     if (fuse_daemonize(cmd->foreground) != 0)
         goto out_unmount;
     /* the lock went with its descriptor into the child; the pid it names did not */
