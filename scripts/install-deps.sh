@@ -6,7 +6,7 @@ set -euo pipefail
 packages=(
   build-essential meson ninja-build pkg-config
   libfuse3-dev fuse3
-  libjansson-dev libhdf5-dev hdf5-tools zlib1g-dev
+  libjansson-dev libhdf5-dev hdf5-tools zlib1g-dev libdeflate-dev
   libcurl4-openssl-dev libssl-dev libexpat1-dev
   libblosc-dev liblz4-dev libzstd-dev uuid-dev
   python3-pytest python3-h5py python3-numpy
