@@ -23,7 +23,7 @@ import pytest
 
 from conftest import assert_serving, assert_unchanged, bucket_snapshot
 from test_image import (
-    DOMAINS, USER, check_h5diff, chunk_dir, compare_dataset, compare_file, domain_file,
+    DOMAINS, HOME, USER, check_h5diff, chunk_dir, compare_dataset, compare_file, domain_file,
     domain_objects, object_json_path, source_file, unique_objects)
 
 pytestmark = pytest.mark.backends("posix", "s3", "rgw")
@@ -217,6 +217,45 @@ def test_bad_chunk_of_value_dataset_fails_with_eio(mount_bucket, bucket_copy, ca
     assert not failures, failures
     assert_domain_equals_source(m, other_domain(domain))
     assert_unchanged(m, before)
+    assert_serving(m)
+
+
+# A gzip dataset copied in keeps HDF5's own chunks: bare zlib streams (no blosc frame), which the
+# daemon inflates whole (libdeflate); each damage is named in the log line.
+ZLIB_CASES = [
+    ("truncated", cut_half, "corrupt or truncated"),
+    ("garbage", lambda b: b[:2] + garbage(b[2:]), "corrupt or truncated"),
+    ("trailing-bytes", longer, "followed by 4 bytes"),
+]
+
+
+@pytest.mark.posix_only(reason="damages a chunk object in the bucket directory after a cp "
+                        "stored it")
+@pytest.mark.parametrize("case", ZLIB_CASES, ids=[c[0] for c in ZLIB_CASES])
+def test_bad_zlib_stream_chunk_fails_with_eio(mount_bucket, bucket_copy, tmp_path, case):
+    _, mutate, why = case
+    n = 1024                    # 1 MiB chunks: big enough to be stored as they are
+    data = np.arange(n * n, dtype=np.float32).reshape(n, n)
+    src = tmp_path / "z.h5"
+    with h5py.File(src, "w") as f:
+        f.create_dataset("z", data=data, chunks=(n // 2, n // 2), compression="gzip")
+    writer = mount_bucket(bucket_copy, *USER)
+    writer.path(f"{HOME}/z.h5").write_bytes(src.read_bytes())
+    assert writer.unmount() == 0
+    _, ids = domain_objects(bucket_copy, "z")
+    obj = chunk_dir(bucket_copy, ids["/z"]) / "0_1"
+    body = obj.read_bytes()
+    assert body[0] == 0x78, "not a bare zlib stream"
+    obj.write_bytes(mutate(body))
+    m = mount_bucket(writer, *ARGS)
+    with h5py.File(m.path(f"{HOME}/z.h5"), "r") as f:
+        assert_eio(read_all, f["z"])
+        assert_eio(lambda d: d[:n // 2, n // 2:], f["z"])
+        assert np.array_equal(f["z"][:n // 2, :n // 2], data[:n // 2, :n // 2])
+        assert np.array_equal(f["z"][n // 2:, :], data[n // 2:, :])
+    key = str(obj.relative_to(bucket_copy))
+    lines = wait_for_log(m, key, why)
+    assert all(" error: " in line and "/z" in line for line in lines), lines
     assert_serving(m)
 
 
