@@ -22,6 +22,12 @@ def stats(m):
     return json.loads(m.path(".h5osfs-stats").read_text())["chunk_cache"]
 
 
+def asked(before, after):
+    """Chunks read ahead was asked for: queued, or found already loaded or loading (a chunk
+    the kernel's read-ahead, or an earlier job, brought in first is not queued again)."""
+    return sum(after[k] - before[k] for k in ("read_ahead_queued", "read_ahead_present"))
+
+
 @pytest.fixture
 def table_mount(mount_bucket, bucket_copy, tmp_path):
     """A fresh mount of a bucket holding /table: (GRID*CHUNK)^2 int16 in CHUNK^2 chunks."""
@@ -44,16 +50,20 @@ def test_a_column_loads_its_line_of_chunks_ahead(table_mount):
         assert np.array_equal(f["table"][:, j], data[:, j])
         after_one = stats(m)
         k = 4 * CHUNK + 3                   # a new column of chunks, started at row 0
+        assert np.array_equal(f["table"][:10, k], data[:10, k])     # its first chunk alone
+        after_first = stats(m)
         assert np.array_equal(f["table"][:, k], data[:, k])
     after = stats(m)
-    # the first column: two chunks read before the step is seen, the other GRID - 2 queued
-    assert after_one["read_ahead_queued"] - before["read_ahead_queued"] >= GRID - 2
-    # the second column is known to be a column from its first chunk on
-    assert after["read_ahead_queued"] - after_one["read_ahead_queued"] >= GRID - 1
-    # what was loaded: the two columns, plus at most one neighbour per chunk that the kernel's
-    # own read-ahead ran into; no window of neighbours in file order
+    # the first column: two chunks read before the step is seen, the other GRID - 2 asked for
+    assert asked(before, after_one) >= GRID - 2
+    # the second column is known to be a column from its first chunk on: reading that chunk
+    # alone asked for the rest of its line (no later step along it could have)
+    assert asked(after_one, after_first) >= GRID - 1
+    # what was loaded: the two columns, plus about one neighbour per chunk that the kernel's
+    # own read-ahead ran into; no window of neighbours in file order (that would be dozens).
+    # Seen: 24 in 9 runs of 10, 26 once, under ASan's timing.
     loads = after["misses"] - before["misses"]
-    assert 2 * GRID <= loads <= 4 * GRID, loads
+    assert 2 * GRID <= loads <= 4 * GRID + 4, loads
 
 
 def test_a_row_still_reads_ahead_in_file_order(table_mount):
@@ -63,6 +73,6 @@ def test_a_row_still_reads_ahead_in_file_order(table_mount):
         i = 3 * CHUNK + 5
         assert np.array_equal(f["table"][i, :], data[i, :])
     after = stats(m)
-    assert after["read_ahead_queued"] - before["read_ahead_queued"] >= GRID - 3
+    assert asked(before, after) >= GRID - 3
     # the row's chunks, and the window past its end (it doubled as the row went on)
     assert GRID <= after["misses"] - before["misses"] <= 3 * GRID
