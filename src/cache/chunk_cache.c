@@ -280,6 +280,12 @@ static int load_new(struct chunk_cache *c, const char *key, size_t size, chunk_l
     return 0;
 }
 
+/* A failed entry (locked) old enough to be loaded again; younger, it answers with its error. */
+static int retry_due(const struct chunk_cache *c, const struct chunk_entry *e)
+{
+    return clock_monotonic() - e->failed_at >= c->retry_after;
+}
+
 int chunk_cache_get(struct chunk_cache *cache, const char *key, size_t size, chunk_load_fn load,
                     void *ctx, struct chunk_entry **out)
 {
@@ -294,8 +300,7 @@ int chunk_cache_get(struct chunk_cache *cache, const char *key, size_t size, chu
         have = found->size; /* a caller bug: two sizes for one chunk; never mix them */
         mismatch = 1;
         rc = -EINVAL;
-    } else if (found && found->state == ENTRY_FAILED &&
-               clock_monotonic() - found->failed_at < cache->retry_after) {
+    } else if (found && found->state == ENTRY_FAILED && !retry_due(cache, found)) {
         rc = found->err; /* failed a moment ago: the same answer, without the wait */
         cache->st.hits++;
     } else if (found && found->state == ENTRY_FAILED) {
@@ -329,7 +334,7 @@ int chunk_cache_preload(struct chunk_cache *cache, const char *key, size_t size,
     int rc = 0;
     cache_lock(cache);
     struct chunk_entry *found = strmap_get(cache->map, key);
-    if (!usable(found) && (!found || clock_monotonic() - found->failed_at >= cache->retry_after)) {
+    if (!found || (found->state == ENTRY_FAILED && retry_due(cache, found))) {
         if (found)
             forget(cache, found);
         rc = load_new(cache, key, size, load, ctx, &e);

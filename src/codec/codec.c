@@ -355,7 +355,7 @@ static void zlib_feed(z_stream *zs, const unsigned char **in, size_t *in_left)
 }
 
 struct zout {
-    unsigned char *buf; /* filled up to len, allocated up to cap (a caller's: cap == max) */
+    unsigned char *buf; /* filled up to len, allocated up to cap, grown up to max */
     size_t len, cap, max;
 };
 
