@@ -25,14 +25,25 @@ struct chunk_cache *chunk_cache_new(uint64_t max_bytes);
  * start another round of store retries. */
 void chunk_cache_set_retry_after(struct chunk_cache *cache, double seconds);
 void chunk_cache_free(struct chunk_cache *cache);
+/* The byte limit it was made with. */
+uint64_t chunk_cache_capacity(const struct chunk_cache *cache);
 
 /* The entry for key, loaded with load(ctx, …) if absent. 0 or the loader's -errno. */
 int chunk_cache_get(struct chunk_cache *cache, const char *key, size_t size, chunk_load_fn load,
                     void *ctx, struct chunk_entry **out);
+/* How a get found its entry, for a reader that adapts its read-ahead: */
+struct chunk_found {
+    int loaded;       /* this call loaded it: nothing had asked for it before */
+    int spread_taken; /* the first use of an entry a spread load brought in */
+};
+/* chunk_cache_get, telling how the entry was found (found may be NULL). */
+int chunk_cache_fetch(struct chunk_cache *cache, const char *key, size_t size, chunk_load_fn load,
+                      void *ctx, struct chunk_entry **out, struct chunk_found *found);
 /* Load key if no entry for it is loaded or loading, without waiting for another caller's load
- * and without counting a hit: what read-ahead wants. 0 or the loader's -errno. */
+ * and without counting a hit: what read-ahead wants. spread: a guess, not a reader's next
+ * step (counted apart: used or evicted unused). 0 or the loader's -errno. */
 int chunk_cache_preload(struct chunk_cache *cache, const char *key, size_t size, chunk_load_fn load,
-                        void *ctx);
+                        void *ctx, int spread);
 /* 1 if key is loaded or being loaded (a failed load does not count). */
 int chunk_cache_has(struct chunk_cache *cache, const char *key);
 const void *chunk_entry_data(const struct chunk_entry *e);
@@ -40,6 +51,7 @@ void chunk_entry_put(struct chunk_cache *cache, struct chunk_entry *e);
 
 struct chunk_cache_stats {
     uint64_t hits, misses, waits, evictions, bytes, entries;
+    uint64_t spread_loaded, spread_used, spread_unused; /* unused: evicted before any get */
 };
 void chunk_cache_stats(struct chunk_cache *cache, struct chunk_cache_stats *out);
 

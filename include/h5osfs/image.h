@@ -61,20 +61,29 @@ int image_equal(const struct image *a, const struct image *b);
  * running one read past a chunk's end. A reader whose jumps step along one dimension of a
  * dataset's chunk grid (a column of a table: chunk (i, j), then (i + 1, j)) gets the rest of
  * that line of chunks loaded ahead, and so does a new line it starts at grid position 0 of
- * the same dimension. Several threads may read at once. */
+ * the same dimension. A jump that lands on a chunk nobody has loaded (a miss) also loads what
+ * follows it, as a guess (a spread): the stored chunks after it in file order, or the lines
+ * after its line when the reader steps along lines, up to 1/IMAGE_SPREAD_MISS of the cache;
+ * a reader's guesses not yet used may hold at most 1/IMAGE_SPREAD_UNUSED of it, so a reader
+ * whose guesses go unused stops guessing. Several threads may read at once. */
 #define IMAGE_PREFETCH_MAX 64
 #define IMAGE_PREFETCH_BYTES (64u << 20)
+#define IMAGE_SPREAD_MISS 32   /* the default 1 GiB cache: 32 MiB guessed at a miss */
+#define IMAGE_SPREAD_UNUSED 8  /* and 128 MiB of guesses not yet used */
+#define IMAGE_SPREAD_SCAN 4096 /* segments or lines looked at for one spread */
 struct image_reader {
     struct chunk_cache *cache;
-    struct prefetcher *prefetch; /* NULL: no read-ahead */
-    _Atomic uint64_t expect;     /* where a sequential read continues */
-    _Atomic unsigned window;     /* chunks to load ahead */
-    _Atomic uint64_t ahead;      /* segments before this index are already queued */
-    _Atomic uint64_t last_chunk; /* 1 + the segment index of the last chunk read */
-    _Atomic uint64_t run_chunk;  /* 1 + that of the chunk the last jump landed in */
-    _Atomic unsigned run_chunks; /* chunks entered since then, in file order */
-    _Atomic uint64_t stride;     /* 1 + dataset << 8 | dimension of the last step along
+    struct prefetcher *prefetch;     /* NULL: no read-ahead */
+    _Atomic uint64_t expect;         /* where a sequential read continues */
+    _Atomic unsigned window;         /* chunks to load ahead */
+    _Atomic uint64_t ahead;          /* segments before this index are already queued */
+    _Atomic uint64_t last_chunk;     /* 1 + the segment index of the last chunk read */
+    _Atomic uint64_t run_chunk;      /* 1 + that of the chunk the last jump landed in */
+    _Atomic unsigned run_chunks;     /* chunks entered since then, in file order */
+    _Atomic uint64_t stride;         /* 1 + dataset << 8 | dimension of the last step along
                                          * one grid dimension; 0: none seen */
+    _Atomic uint64_t spread_guessed; /* bytes of chunks queued as guesses */
+    _Atomic uint64_t spread_taken;   /* bytes of guesses this reader went on to read */
 };
 
 /* Copy up to len bytes at off into buf, fetching chunks through the reader's cache. Returns

@@ -33,6 +33,7 @@ struct chunk_entry {
     int err;          /* the loader's -errno once FAILED */
     int in_map;       /* 0 once a failed load removed it */
     int idle;         /* on the idle list (READY, refs 0) */
+    int spread;       /* loaded by a spread preload and not yet got by anyone */
     double failed_at; /* CLOCK_MONOTONIC seconds, once FAILED */
     char key[];       /* our own copy: eviction removes by key */
 };
@@ -121,6 +122,11 @@ void chunk_cache_free(struct chunk_cache *cache)
     free(cache);
 }
 
+uint64_t chunk_cache_capacity(const struct chunk_cache *cache)
+{
+    return cache->max_bytes; /* set at creation, never changed: no lock */
+}
+
 static void idle_push(struct chunk_cache *c, struct chunk_entry *e)
 {
     e->prev = NULL;
@@ -157,6 +163,7 @@ static void evict(struct chunk_cache *c)
         c->st.bytes -= v->size;
         c->st.entries--;
         c->st.evictions++;
+        c->st.spread_unused += (uint64_t)v->spread;
         free_entry(v);
     }
 }
@@ -176,9 +183,21 @@ static void release(struct chunk_cache *c, struct chunk_entry *e)
     evict(c);
 }
 
-/* Share an entry already in the map (locked): a hit, or a wait for another caller's load. */
-static int join(struct chunk_cache *c, struct chunk_entry *e)
+/* The first get of an entry a spread preload made is what proves the guess right (locked). */
+static void take_spread(struct chunk_cache *c, struct chunk_entry *e, struct chunk_found *found)
 {
+    if (!e->spread)
+        return;
+    e->spread = 0;
+    c->st.spread_used++;
+    if (found)
+        found->spread_taken = 1;
+}
+
+/* Share an entry already in the map (locked): a hit, or a wait for another caller's load. */
+static int join(struct chunk_cache *c, struct chunk_entry *e, struct chunk_found *found)
+{
+    take_spread(c, e, found);
     if (e->state == ENTRY_READY) {
         c->st.hits++;
         if (e->idle)
@@ -246,7 +265,7 @@ static void finish_load(struct chunk_cache *c, struct chunk_entry *e, int rc)
 
 /* Create the entry and load it (called and returns locked; unlocked while loading). */
 static int load_new(struct chunk_cache *c, const char *key, size_t size, chunk_load_fn load,
-                    void *ctx, struct chunk_entry **out)
+                    void *ctx, int spread, struct chunk_entry **out)
 {
     size_t klen = strlen(key);
     struct chunk_entry *e = calloc(1, sizeof *e + klen + 1);
@@ -259,6 +278,7 @@ static int load_new(struct chunk_cache *c, const char *key, size_t size, chunk_l
     e->refs = 1;
     e->state = ENTRY_LOADING;
     e->in_map = 1;
+    e->spread = spread; /* a reader that joins the load takes it too */
     int rc = strmap_put(c->map, key, e, NULL);
     if (rc < 0) {
         log_error("cache: cannot index chunk %s: %s", key, strerror(-rc));
@@ -266,6 +286,7 @@ static int load_new(struct chunk_cache *c, const char *key, size_t size, chunk_l
         return rc;
     }
     c->st.misses++;
+    c->st.spread_loaded += (uint64_t)(spread != 0);
 
     cache_unlock(c);
     rc = fill(e, load, ctx);
@@ -286,31 +307,34 @@ static int retry_due(const struct chunk_cache *c, const struct chunk_entry *e)
     return clock_monotonic() - e->failed_at >= c->retry_after;
 }
 
-int chunk_cache_get(struct chunk_cache *cache, const char *key, size_t size, chunk_load_fn load,
-                    void *ctx, struct chunk_entry **out)
+int chunk_cache_fetch(struct chunk_cache *cache, const char *key, size_t size, chunk_load_fn load,
+                      void *ctx, struct chunk_entry **out, struct chunk_found *found)
 {
     struct chunk_entry *e = NULL;
     size_t have = 0;
     int mismatch = 0, rc;
 
     *out = NULL;
+    if (found)
+        *found = (struct chunk_found){ 0 };
     cache_lock(cache);
-    struct chunk_entry *found = strmap_get(cache->map, key);
-    if (found && found->size != size) {
-        have = found->size; /* a caller bug: two sizes for one chunk; never mix them */
+    struct chunk_entry *there = strmap_get(cache->map, key);
+    if (there && there->size != size) {
+        have = there->size; /* a caller bug: two sizes for one chunk; never mix them */
         mismatch = 1;
         rc = -EINVAL;
-    } else if (found && found->state == ENTRY_FAILED && !retry_due(cache, found)) {
-        rc = found->err; /* failed a moment ago: the same answer, without the wait */
+    } else if (there && there->state == ENTRY_FAILED && !retry_due(cache, there)) {
+        rc = there->err; /* failed a moment ago: the same answer, without the wait */
         cache->st.hits++;
-    } else if (found && found->state == ENTRY_FAILED) {
-        forget(cache, found); /* failed long enough ago: try again */
-        rc = load_new(cache, key, size, load, ctx, &e);
-    } else if (found) {
-        rc = join(cache, found);
-        e = found;
+    } else if (there && there->state != ENTRY_FAILED) {
+        rc = join(cache, there, found);
+        e = there;
     } else {
-        rc = load_new(cache, key, size, load, ctx, &e);
+        if (there)
+            forget(cache, there); /* failed long enough ago: try again */
+        rc = load_new(cache, key, size, load, ctx, 0, &e);
+        if (found)
+            found->loaded = 1;
     }
     cache_unlock(cache);
 
@@ -321,6 +345,12 @@ int chunk_cache_get(struct chunk_cache *cache, const char *key, size_t size, chu
     return rc;
 }
 
+int chunk_cache_get(struct chunk_cache *cache, const char *key, size_t size, chunk_load_fn load,
+                    void *ctx, struct chunk_entry **out)
+{
+    return chunk_cache_fetch(cache, key, size, load, ctx, out, NULL);
+}
+
 /* An entry a get would share as it is (locked): loaded or loading. */
 static int usable(const struct chunk_entry *e)
 {
@@ -328,7 +358,7 @@ static int usable(const struct chunk_entry *e)
 }
 
 int chunk_cache_preload(struct chunk_cache *cache, const char *key, size_t size, chunk_load_fn load,
-                        void *ctx)
+                        void *ctx, int spread)
 {
     struct chunk_entry *e = NULL;
     int rc = 0;
@@ -337,7 +367,7 @@ int chunk_cache_preload(struct chunk_cache *cache, const char *key, size_t size,
     if (!found || (found->state == ENTRY_FAILED && retry_due(cache, found))) {
         if (found)
             forget(cache, found);
-        rc = load_new(cache, key, size, load, ctx, &e);
+        rc = load_new(cache, key, size, load, ctx, spread, &e);
         if (rc == 0)
             release(cache, e);
     }

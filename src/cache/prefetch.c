@@ -1,4 +1,4 @@
-/* prefetch: see include/h5osfs/prefetch.h. A bounded FIFO served by a few threads. */
+/* prefetch: see include/h5osfs/prefetch.h. Two bounded FIFOs served by a few threads. */
 #include "h5osfs/prefetch.h"
 
 #include <errno.h>
@@ -10,6 +10,7 @@
 
 struct job {
     struct job *next;
+    enum prefetch_kind kind;
     char *key;
     size_t size;
     chunk_load_fn load;
@@ -21,7 +22,11 @@ struct prefetcher {
     struct chunk_cache *cache;
     pthread_mutex_t lock;
     pthread_cond_t work;
-    struct job *head, *tail;
+    struct fifo {
+        struct job *head, *tail;
+        size_t n;
+    } q[2];             /* by enum prefetch_kind */
+    unsigned spreading; /* workers loading a spread job */
     size_t queued, queue_max;
     struct prefetch_counts counts; /* under lock */
     int stopping;
@@ -37,20 +42,65 @@ static void job_free(struct job *j)
     free(j);
 }
 
+static struct job *fifo_pop(struct fifo *f)
+{
+    struct job *j = f->head;
+    if (j) {
+        f->head = j->next;
+        if (!f->head)
+            f->tail = NULL;
+        f->n--;
+    }
+    return j;
+}
+
+static void fifo_push(struct fifo *f, struct job *j)
+{
+    if (f->tail)
+        f->tail->next = j;
+    else
+        f->head = j;
+    f->tail = j;
+    f->n++;
+}
+
+/* Spread jobs may take at most half the workers (at least one). */
+static int may_spread(const struct prefetcher *p)
+{
+    return p->q[PREFETCH_SPREAD].head && p->spreading < (p->n_threads + 1) / 2;
+}
+
+/* The next job for a worker (locked): read-ahead first. */
+static struct job *take_job(struct prefetcher *p)
+{
+    struct job *j = fifo_pop(&p->q[PREFETCH_AHEAD]);
+    if (!j && may_spread(p)) {
+        j = fifo_pop(&p->q[PREFETCH_SPREAD]);
+        p->spreading++;
+    }
+    if (j)
+        p->queued--;
+    return j;
+}
+
 static struct job *next_job(struct prefetcher *p)
 {
     pthread_mutex_lock(&p->lock);
-    while (!p->head && !p->stopping)
+    while (!p->q[PREFETCH_AHEAD].head && !may_spread(p) && !p->stopping)
         pthread_cond_wait(&p->work, &p->lock);
-    struct job *j = p->stopping ? NULL : p->head;
-    if (j) {
-        p->head = j->next;
-        if (!p->head)
-            p->tail = NULL;
-        p->queued--;
-    }
+    struct job *j = p->stopping ? NULL : take_job(p);
     pthread_mutex_unlock(&p->lock);
     return j;
+}
+
+/* A spread job done frees its worker slot for the next one. */
+static void end_spread(struct prefetcher *p)
+{
+    pthread_mutex_lock(&p->lock);
+    p->spreading--;
+    if (p->q[PREFETCH_SPREAD].head)
+        pthread_cond_signal(&p->work);
+    pthread_mutex_unlock(&p->lock);
 }
 
 static void *worker(void *arg)
@@ -58,9 +108,12 @@ static void *worker(void *arg)
     struct prefetcher *p = arg;
     struct job *j;
     while ((j = next_job(p)) != NULL) {
+        int spread = j->kind == PREFETCH_SPREAD;
         /* a failed load was logged; the reader will retry it */
-        (void)chunk_cache_preload(p->cache, j->key, j->size, j->load, j->ctx);
+        (void)chunk_cache_preload(p->cache, j->key, j->size, j->load, j->ctx, spread);
         job_free(j);
+        if (spread)
+            end_spread(p);
     }
     return NULL;
 }
@@ -103,11 +156,9 @@ void prefetcher_free(struct prefetcher *p)
     pthread_mutex_unlock(&p->lock);
     for (unsigned i = 0; i < p->n_threads; i++)
         pthread_join(p->threads[i], NULL);
-    while (p->head) {
-        struct job *j = p->head;
-        p->head = j->next;
-        job_free(j);
-    }
+    for (int k = 0; k < 2; k++)
+        for (struct job *j; (j = fifo_pop(&p->q[k])) != NULL;)
+            job_free(j);
     pthread_cond_destroy(&p->work);
     pthread_mutex_destroy(&p->lock);
     free(p->threads);
@@ -138,11 +189,11 @@ static int already_there(struct prefetcher *p, const char *key, void *ctx, void 
     return 1;
 }
 
-int prefetcher_add(struct prefetcher *p, const char *key, size_t size, chunk_load_fn load,
-                   void *ctx, void (*done)(void *ctx))
+int prefetcher_add(struct prefetcher *p, enum prefetch_kind kind, const char *key, size_t size,
+                   chunk_load_fn load, void *ctx, void (*done)(void *ctx))
 {
     if (already_there(p, key, ctx, done))
-        return 0;
+        return 1;
     struct job *j = calloc(1, sizeof *j);
     char *k = strdup(key);
     if (!j || !k) {
@@ -152,17 +203,17 @@ int prefetcher_add(struct prefetcher *p, const char *key, size_t size, chunk_loa
             done(ctx);
         return -ENOMEM;
     }
-    *j = (struct job){ NULL, k, size, load, ctx, done };
+    kind = kind == PREFETCH_SPREAD ? PREFETCH_SPREAD : PREFETCH_AHEAD;
+    *j = (struct job){ NULL, kind, k, size, load, ctx, done };
     pthread_mutex_lock(&p->lock);
-    int full = p->queued >= p->queue_max || p->stopping;
+    /* guesses may fill half the queue, never the room read-ahead needs */
+    int full = p->queued >= p->queue_max || p->stopping ||
+               (kind == PREFETCH_SPREAD && p->q[kind].n >= p->queue_max / 2);
     if (!full) {
-        if (p->tail)
-            p->tail->next = j;
-        else
-            p->head = j;
-        p->tail = j;
+        fifo_push(&p->q[kind], j);
         p->queued++;
         p->counts.queued++;
+        p->counts.spread += (uint64_t)(kind == PREFETCH_SPREAD);
         pthread_cond_signal(&p->work);
     } else {
         p->counts.dropped++;

@@ -113,7 +113,7 @@ static void chunk_cache_key(const struct image *img, const struct segment *s, ch
     snprintf(key, len, "%" PRIu64 ":%" PRIu32 ":%" PRIu64, img->serial, s->dset, s->u.chunk);
 }
 
-static int copy_chunk(struct image *img, struct chunk_cache *cache, const struct segment *s,
+static int copy_chunk(struct image *img, struct image_reader *r, const struct segment *s,
                       uint64_t from, unsigned char *out, uint64_t n)
 {
     char key[64];
@@ -126,11 +126,14 @@ static int copy_chunk(struct image *img, struct chunk_cache *cache, const struct
     if (job.ds->chunk_bytes != s->len)
         return -EIO; /* the driver declared what the table says: cannot happen */
     chunk_cache_key(img, s, key, sizeof key);
-    int rc = chunk_cache_get(cache, key, s->len, load_chunk, &job, &e);
+    struct chunk_found found;
+    int rc = chunk_cache_fetch(r->cache, key, s->len, load_chunk, &job, &e, &found);
     if (rc != 0)
         return -EIO;
+    if (found.spread_taken)
+        r->spread_taken += s->len;
     memcpy(out, (const unsigned char *)chunk_entry_data(e) + (from - s->off), n);
-    chunk_entry_put(cache, e);
+    chunk_entry_put(r->cache, e);
     return 0;
 }
 
@@ -141,10 +144,11 @@ static void prefetch_done(void *ctx)
     free(job);
 }
 
-/* Queue a load of chunk `linear` of dataset `dset` (len bytes). 0, or -1 when the queue is
- * full or memory is short: stop queueing, the reader fetches for itself. */
-static int queue_chunk(struct image *img, struct image_reader *r, uint32_t dset, uint64_t linear,
-                       uint64_t len)
+/* Queue a load of chunk `linear` of dataset `dset` (len bytes). 0 (queued), 1 (already loaded
+ * or loading), or -1 when the queue is full or memory is short: stop queueing, the reader
+ * fetches for itself. */
+static int queue_load(struct image *img, struct image_reader *r, enum prefetch_kind kind,
+                      uint32_t dset, uint64_t linear, uint64_t len)
 {
     struct chunk_job *job = malloc(sizeof *job);
     if (!job)
@@ -154,7 +158,14 @@ static int queue_chunk(struct image *img, struct image_reader *r, uint32_t dset,
     char key[64];
     struct segment s = { .dset = dset, .len = len, .u.chunk = linear };
     chunk_cache_key(img, &s, key, sizeof key);
-    return prefetcher_add(r->prefetch, key, len, load_chunk, job, prefetch_done) != 0 ? -1 : 0;
+    int rc = prefetcher_add(r->prefetch, kind, key, len, load_chunk, job, prefetch_done);
+    return rc < 0 ? -1 : rc;
+}
+
+static int queue_chunk(struct image *img, struct image_reader *r, uint32_t dset, uint64_t linear,
+                       uint64_t len)
+{
+    return queue_load(img, r, PREFETCH_AHEAD, dset, linear, len) < 0 ? -1 : 0;
 }
 
 static int can_prefetch(const struct image *img, uint32_t dset)
@@ -223,6 +234,105 @@ static void line_ahead(struct image *img, struct image_reader *r, uint32_t dset,
             break;
 }
 
+/* ---- spread: guesses around a miss ---- */
+
+/* Bytes a reader may guess at this miss: its guesses not yet used count against its share. */
+static uint64_t spread_room(const struct image_reader *r)
+{
+    uint64_t cache = chunk_cache_capacity(r->cache);
+    uint64_t guessed = r->spread_guessed, taken = r->spread_taken;
+    uint64_t unused = guessed > taken ? guessed - taken : 0, most = cache / IMAGE_SPREAD_UNUSED;
+    uint64_t room = unused < most ? most - unused : 0;
+    return room < cache / IMAGE_SPREAD_MISS ? room : cache / IMAGE_SPREAD_MISS;
+}
+
+/* Queue one guess; 0 to go on, -1 when the queue is full or the room is used up. */
+static int guess(struct image *img, struct image_reader *r, uint32_t dset, uint64_t linear,
+                 uint64_t len, uint64_t *room)
+{
+    int rc = queue_load(img, r, PREFETCH_SPREAD, dset, linear, len);
+    if (rc == 0) {
+        r->spread_guessed += len;
+        *room = *room > len ? *room - len : 0;
+    }
+    return rc < 0 || *room == 0 ? -1 : 0;
+}
+
+/* The stored chunks after segment seg in file order, of the same dataset. */
+static void spread_chunks(struct image *img, struct image_reader *r, size_t seg, uint64_t room)
+{
+    size_t n_segs;
+    const struct segment *segs = extent_segments(img->map, &n_segs);
+    uint32_t dset = segs[seg].dset;
+    for (size_t i = seg + 1, seen = 0; i < n_segs && seen < IMAGE_SPREAD_SCAN; i++, seen++) {
+        if (segs[i].kind != SEGMENT_CHUNK)
+            continue;
+        if (segs[i].dset != dset || guess(img, r, dset, segs[i].u.chunk, segs[i].len, &room))
+            return;
+    }
+}
+
+/* Step idx to the next line along dim in file order (the other dimensions counting, last
+ * fastest); 0 past the grid's end. */
+static int next_line(const struct image_dataset *ds, int dim, uint64_t *idx)
+{
+    for (int k = ds->rank - 1; k >= 0; k--) {
+        if (k == dim)
+            continue;
+        if (++idx[k] < ds->grid[k])
+            return 1;
+        idx[k] = 0;
+    }
+    return 0;
+}
+
+/* The lines after the one chunk `linear` lies on (along dim), each from the same position on
+ * dim to the grid's edge: a reader of columns reads whole lines. */
+static void spread_lines(struct image *img, struct image_reader *r, uint32_t dset, uint64_t linear,
+                         int dim, uint64_t room)
+{
+    const struct image_dataset *ds = &img->datasets[dset];
+    uint64_t idx[IMAGE_MAX_RANK], step = 1;
+    image_chunk_index(ds, linear, idx);
+    for (int k = dim + 1; k < ds->rank; k++)
+        step *= ds->grid[k];
+    for (unsigned lines = 0; lines < IMAGE_SPREAD_SCAN && next_line(ds, dim, idx); lines++) {
+        uint64_t at = 0;
+        for (int k = 0; k < ds->rank; k++)
+            at = at * ds->grid[k] + idx[k];
+        for (uint64_t m = idx[dim]; m < ds->grid[dim]; m++, at += step)
+            if (guess(img, r, dset, at, ds->chunk_bytes, &room))
+                return;
+    }
+}
+
+/* The reader's line dimension in dataset dset (columns: 0), or -1. */
+static int line_dim(const struct image_reader *r, uint32_t dset)
+{
+    uint64_t stride = r->stride;
+    return stride && (stride - 1) >> 8 == dset ? (int)((stride - 1) & 0xff) : -1;
+}
+
+/* A jump that lands on a chunk nobody has loaded: what lies after it is loaded too, as a
+ * guess that the reader will jump there next (whole lines when it reads lines). */
+static void spread(struct image *img, struct image_reader *r, size_t seg)
+{
+    size_t n_segs;
+    const struct segment *s = &extent_segments(img->map, &n_segs)[seg];
+    char key[64];
+    uint64_t room = spread_room(r);
+    if (room == 0)
+        return;
+    chunk_cache_key(img, s, key, sizeof key);
+    if (chunk_cache_has(r->cache, key))
+        return; /* not a miss: loaded, or being loaded for the reader already */
+    int dim = line_dim(r, s->dset);
+    if (dim >= 0 && img->datasets[s->dset].origin == ORIGIN_HSDS)
+        spread_lines(img, r, s->dset, s->u.chunk, dim, room);
+    else
+        spread_chunks(img, r, seg, room);
+}
+
 /* A read that begins a chunk away from where the last one was: a step along one dimension of
  * the grid (or a new line started where the last step's line started) queues the line. */
 static void stride_ahead(struct image *img, struct image_reader *r, const struct segment *segs,
@@ -241,15 +351,14 @@ static void stride_ahead(struct image *img, struct image_reader *r, const struct
     if (dim >= 0) {
         r->stride = 1 + ((uint64_t)s->dset << 8 | (unsigned)dim);
         line_ahead(img, r, s->dset, s->u.chunk, dim);
-        return;
-    }
-    if (stride && (stride - 1) >> 8 == s->dset) {
+    } else if (stride && (stride - 1) >> 8 == s->dset) {
         uint64_t idx[IMAGE_MAX_RANK];
         dim = (int)((stride - 1) & 0xff);
         image_chunk_index(ds, s->u.chunk, idx);
         if (idx[dim] == 0)
             line_ahead(img, r, s->dset, s->u.chunk, dim);
     }
+    spread(img, r, seg);
 }
 
 /* A jump closes the window: 1 if this read continues the last one. */
@@ -312,7 +421,7 @@ ssize_t image_read(struct image *img, struct image_reader *r, uint64_t off, void
         }
         if (s->kind == SEGMENT_BYTES)
             memcpy(out, s->u.bytes + (pos - s->off), n);
-        else if (copy_chunk(img, r->cache, s, pos, out, n) != 0)
+        else if (copy_chunk(img, r, s, pos, out, n) != 0)
             return -EIO;
         done += n;
     }

@@ -25,9 +25,45 @@ struct load_ctx {
     int sleep_ms;
     struct chunk_cache *cache; /* with wait_for: stall until that many callers wait */
     uint64_t wait_for;
-    const char *nested; /* get and put this key from inside the loader */
-    atomic_int *done;   /* prefetch jobs over */
+    const char *nested;    /* get and put this key from inside the loader */
+    atomic_int *done;      /* prefetch jobs over */
+    struct start_log *log; /* records the order loads start in */
 };
+
+/* The order in which loads start, and how many run at once. */
+struct start_log {
+    pthread_mutex_t lock;
+    const char *keys[16];
+    int n, running, most_running;
+};
+
+static void log_start(struct start_log *l, const char *key)
+{
+    pthread_mutex_lock(&l->lock);
+    if (l->n < 16)
+        l->keys[l->n++] = key;
+    if (++l->running > l->most_running)
+        l->most_running = l->running;
+    pthread_mutex_unlock(&l->lock);
+}
+
+static void log_end(struct start_log *l)
+{
+    pthread_mutex_lock(&l->lock);
+    l->running--;
+    pthread_mutex_unlock(&l->lock);
+}
+
+static int started_at(struct start_log *l, const char *key)
+{
+    pthread_mutex_lock(&l->lock);
+    int at = -1;
+    for (int i = 0; i < l->n && at < 0; i++)
+        if (strcmp(l->keys[i], key) == 0)
+            at = i;
+    pthread_mutex_unlock(&l->lock);
+    return at;
+}
 
 static uint64_t key_hash(const char *key)
 {
@@ -79,8 +115,12 @@ static int test_load(void *arg, size_t size, void **data)
     struct load_ctx *ctx = arg;
     if (ctx->calls)
         atomic_fetch_add(ctx->calls, 1);
+    if (ctx->log)
+        log_start(ctx->log, ctx->key);
     if (ctx->sleep_ms)
         sleep_ms(ctx->sleep_ms);
+    if (ctx->log)
+        log_end(ctx->log);
     if (ctx->cache && ctx->wait_for)
         wait_for_waiters(ctx->cache, ctx->wait_for);
     if (ctx->nested) {
@@ -514,10 +554,10 @@ static void test_preload(void)
     struct chunk_cache *c = chunk_cache_new(1 << 20);
     atomic_int calls = 0;
     struct load_ctx ctx = { .key = "a", .calls = &calls };
-    CHECK_INT(chunk_cache_preload(c, "a", 100, test_load, &ctx), 0);
+    CHECK_INT(chunk_cache_preload(c, "a", 100, test_load, &ctx, 0), 0);
     CHECK_INT(atomic_load(&calls), 1);
     CHECK(chunk_cache_has(c, "a"));
-    CHECK_INT(chunk_cache_preload(c, "a", 100, test_load, &ctx), 0);
+    CHECK_INT(chunk_cache_preload(c, "a", 100, test_load, &ctx, 0), 0);
     CHECK_INT(atomic_load(&calls), 1); /* there: not loaded again */
     struct chunk_cache_stats st = stats(c);
     CHECK_INT(st.hits, 0);
@@ -526,7 +566,7 @@ static void test_preload(void)
     CHECK_INT(touch(c, "a", 100), 0); /* the reader finds the preloaded bytes */
 
     struct load_ctx bad = { .key = "b", .fail = -EIO };
-    CHECK_INT(chunk_cache_preload(c, "b", 100, test_load, &bad), -EIO);
+    CHECK_INT(chunk_cache_preload(c, "b", 100, test_load, &bad, 0), -EIO);
     CHECK(!chunk_cache_has(c, "b")); /* a failure is not "there" */
     CHECK_INT(touch(c, "b", 100), 1);
     CHECK(chunk_cache_has(c, "b"));
@@ -568,16 +608,16 @@ static void test_prefetcher_skips_what_is_there(void)
         sleep_ms(1);
     atomic_int done = 0, calls = 0;
     struct load_ctx ctx = { .key = "here", .calls = &calls, .done = &done };
-    CHECK_INT(prefetcher_add(p, "here", 32, test_load, &ctx, done_count), 0);
+    CHECK_INT(prefetcher_add(p, PREFETCH_AHEAD, "here", 32, test_load, &ctx, done_count), 1);
     struct load_ctx slow = { .key = "slow", .calls = &calls, .done = &done };
-    CHECK_INT(prefetcher_add(p, "slow", 64, test_load, &slow, done_count), 0);
+    CHECK_INT(prefetcher_add(p, PREFETCH_SPREAD, "slow", 64, test_load, &slow, done_count), 1);
     CHECK_INT(atomic_load(&done), 2); /* both finished at once, as present */
     struct prefetch_counts pc;
     prefetcher_counts(p, &pc);
     CHECK_INT(pc.present, 2);
     CHECK_INT(pc.queued, 0);
     struct load_ctx fresh = { .key = "new", .calls = &calls, .done = &done };
-    CHECK_INT(prefetcher_add(p, "new", 16, test_load, &fresh, done_count), 0);
+    CHECK_INT(prefetcher_add(p, PREFETCH_AHEAD, "new", 16, test_load, &fresh, done_count), 0);
     for (int i = 0; i < 5000 && atomic_load(&done) < 3; i++)
         sleep_ms(1);
     CHECK_INT(atomic_load(&done), 3);
@@ -588,6 +628,84 @@ static void test_prefetcher_skips_what_is_there(void)
     CHECK_INT(atomic_load(&g.calls), 1);
     CHECK_INT(atomic_load(&calls), 1); /* only "new" was loaded by the prefetcher */
     CHECK_INT(stats(c).hits, 0);       /* its worker's load counts no hit */
+    prefetcher_free(p);
+    chunk_cache_free(c);
+}
+
+/* A spread load is counted apart: loaded, then used by the first get (and only the first), or
+ * evicted unused; a get says whether it loaded the entry itself. */
+static void test_spread_accounting(void)
+{
+    struct chunk_cache *c = chunk_cache_new(300);
+    struct load_ctx a = { .key = "a" }, b = { .key = "b" }, x = { .key = "x" };
+    CHECK_INT(chunk_cache_capacity(c), 300);
+    CHECK_INT(chunk_cache_preload(c, "a", 100, test_load, &a, 1), 0);
+    CHECK_INT(stats(c).spread_loaded, 1);
+    struct chunk_entry *e;
+    struct chunk_found found;
+    CHECK_INT(chunk_cache_fetch(c, "a", 100, test_load, &a, &e, &found), 0);
+    CHECK(found.spread_taken && !found.loaded);
+    CHECK(pattern_ok("a", chunk_entry_data(e), 100));
+    chunk_entry_put(c, e);
+    CHECK_INT(chunk_cache_fetch(c, "a", 100, test_load, &a, &e, &found), 0);
+    CHECK(!found.spread_taken && !found.loaded); /* used once, counted once */
+    chunk_entry_put(c, e);
+    CHECK_INT(stats(c).spread_used, 1);
+
+    CHECK_INT(chunk_cache_preload(c, "b", 100, test_load, &b, 1), 0);
+    CHECK_INT(chunk_cache_fetch(c, "x", 150, test_load, &x, &e, &found), 0);
+    CHECK(found.loaded && !found.spread_taken);
+    chunk_entry_put(c, e);
+    /* 350 bytes > 300: the least recently used, "a", went first; then "b", never got */
+    CHECK_INT(touch(c, "y", 100), 1);
+    struct chunk_cache_stats st = stats(c);
+    CHECK_INT(st.spread_loaded, 2);
+    CHECK_INT(st.spread_unused, 1);
+    CHECK_INT(st.spread_used, 1);
+    CHECK(!chunk_cache_has(c, "b"));
+    chunk_cache_free(c);
+}
+
+static void wait_done(atomic_int *done, int n)
+{
+    for (int i = 0; i < 10000 && atomic_load(done) < n; i++)
+        sleep_ms(1);
+    CHECK_INT(atomic_load(done), n);
+}
+
+/* Read-ahead jobs go before guesses, and guesses take at most half the workers: with two,
+ * one guess at a time, and the read-ahead queued behind it starts first. */
+static void test_prefetcher_reads_ahead_before_guessing(void)
+{
+    struct chunk_cache *c = chunk_cache_new(1 << 20);
+    struct prefetcher *p = NULL;
+    CHECK_INT(prefetcher_new(c, 2, 16, &p), 0);
+    struct start_log log = { .lock = PTHREAD_MUTEX_INITIALIZER };
+    atomic_int done = 0;
+    struct load_ctx s1 = { .key = "s1", .sleep_ms = 300, .log = &log, .done = &done },
+                    s2 = { .key = "s2", .sleep_ms = 50, .log = &log, .done = &done },
+                    s3 = { .key = "s3", .log = &log, .done = &done },
+                    a1 = { .key = "a1", .sleep_ms = 300, .log = &log, .done = &done },
+                    a2 = { .key = "a2", .log = &log, .done = &done };
+    CHECK_INT(prefetcher_add(p, PREFETCH_SPREAD, "s1", 8, test_load, &s1, done_count), 0);
+    CHECK_INT(prefetcher_add(p, PREFETCH_SPREAD, "s2", 8, test_load, &s2, done_count), 0);
+    while (started_at(&log, "s1") < 0)
+        sleep_ms(1);
+    sleep_ms(50); /* the idle worker would have taken s2 by now if it could */
+    CHECK_INT(started_at(&log, "s2"), -1);
+    CHECK_INT(prefetcher_add(p, PREFETCH_AHEAD, "a1", 8, test_load, &a1, done_count), 0);
+    CHECK_INT(prefetcher_add(p, PREFETCH_SPREAD, "s3", 8, test_load, &s3, done_count), 0);
+    CHECK_INT(prefetcher_add(p, PREFETCH_AHEAD, "a2", 8, test_load, &a2, done_count), 0);
+    wait_done(&done, 5);
+    CHECK_INT(started_at(&log, "a1"), 1); /* the idle worker, while s1 still ran */
+    CHECK(started_at(&log, "a2") < started_at(&log, "s2"));
+    CHECK(started_at(&log, "s2") < started_at(&log, "s3"));
+    CHECK_INT(log.most_running, 2);
+    struct prefetch_counts pc;
+    prefetcher_counts(p, &pc);
+    CHECK_INT(pc.queued, 5);
+    CHECK_INT(pc.spread, 3);
+    CHECK_INT(stats(c).spread_loaded, 3);
     prefetcher_free(p);
     chunk_cache_free(c);
 }
@@ -608,5 +726,7 @@ int main(int argc, char **argv)
     test_stress();
     test_preload();
     test_prefetcher_skips_what_is_there();
+    test_spread_accounting();
+    test_prefetcher_reads_ahead_before_guessing();
     return check_done("cache");
 }
