@@ -29,6 +29,7 @@ struct store;
 struct store_buf {
     unsigned char *data;
     size_t len;
+    size_t cap; /* bytes allocated at data, when the store says (else 0) */
 };
 
 struct store_stat {

@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "h5osfs/bigbuf.h"
 #include "h5osfs/log.h"
 #include "image_int.h"
 
@@ -23,7 +24,8 @@ void image_fill(const struct image_dataset *ds, unsigned char *buf, uint64_t byt
 
 static unsigned char *chunk_buffer(const struct chunk_job *job, size_t size)
 {
-    unsigned char *buf = malloc(size ? size : 1); /* malloc(0) may be NULL, not a failure */
+    size_t cap;
+    unsigned char *buf = bigbuf_alloc(size, &cap);
     if (!buf)
         log_error("%s: %s: cannot allocate %zu bytes for chunk %" PRIu64, job->img->domain_path,
                   job->ds->path, size, job->linear);
@@ -39,8 +41,11 @@ static int decode_hsds(const struct chunk_job *job, const char *key, struct stor
     const struct image_dataset *ds = job->ds;
     if (codec_is_copy(&ds->codec) && raw->len == size) {
         /* a body that grew as it came (no length announced) may hold more than it uses, and
-         * the cache counts size bytes: give the rest back (in place, no copy) */
-        unsigned char *fit = realloc(raw->data, size ? size : 1);
+         * the cache counts size bytes: give the rest back (in place, no copy); not the
+         * rounding of a huge-page buffer (bigbuf.h), which a shrink would split */
+        unsigned char *fit = raw->data;
+        if (!raw->cap || raw->cap - size > size / 8)
+            fit = realloc(raw->data, size ? size : 1);
         *data = fit ? fit : raw->data;
         raw->data = NULL;
         return 0;

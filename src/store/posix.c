@@ -27,6 +27,7 @@
  * No mutable state is shared: the struct is written once by store_posix_open, so any number
  * of threads may use one store.
  */
+#include "h5osfs/bigbuf.h"
 #include "h5osfs/log.h"
 #include "h5osfs/store.h"
 
@@ -221,7 +222,8 @@ void px_fill_stat(const struct stat *sb, struct store_stat *out)
 static int px_read(const struct posix_store *ps, const char *key, int fd, uint64_t off, size_t n,
                    struct store_buf *out)
 {
-    unsigned char *buf = malloc(n + 1);
+    size_t cap;
+    unsigned char *buf = bigbuf_alloc(n + 1, &cap);
     if (!buf)
         return px_fail(ps, "get", key, "allocate", ENOMEM);
     size_t got = 0;
@@ -241,6 +243,7 @@ static int px_read(const struct posix_store *ps, const char *key, int fd, uint64
     buf[got] = '\0';
     out->data = buf;
     out->len = got;
+    out->cap = cap;
     return 0;
 }
 

@@ -28,6 +28,7 @@
 #include <curl/curl.h>
 
 #include "h5osfs/clock.h"
+#include "h5osfs/bigbuf.h"
 #include "h5osfs/grow.h"
 #include "h5osfs/log.h"
 #include "h5osfs/sigv4.h"
@@ -119,7 +120,6 @@ static void pool_discard(struct s3_pool *p, CURL *h)
 struct transfer {
     const struct s3_request *req;
     struct s3_response *resp;
-    size_t cap;
     size_t sent; /* PUT body bytes handed to curl */
     int too_big;
     int read_error; /* errno of a failed read of a file body */
@@ -232,8 +232,8 @@ static size_t on_body(char *data, size_t size, size_t nmemb, void *ctx)
         t->too_big = 1;
         return 0; /* aborts the transfer */
     }
-    if (b->len + n + 1 > t->cap) {
-        unsigned char *nd = grow_array(b->data, &t->cap, b->len + n + 1, 1, 16384);
+    if (b->len + n + 1 > b->cap) {
+        unsigned char *nd = grow_array(b->data, &b->cap, b->len + n + 1, 1, 16384);
         if (!nd)
             return 0;
         b->data = nd;
@@ -245,20 +245,23 @@ static size_t on_body(char *data, size_t size, size_t nmemb, void *ctx)
 }
 
 /* A body of announced length gets its buffer at once: growing it by doubling copies a 1 MiB
- * chunk about twice over, and faults in twice its pages. A length past RESERVE_MAX is not
- * believed up front (a hostile or broken server); such a body grows as it comes. */
+ * chunk about twice over, and faults in twice its pages (a bigbuf: huge pages when it fills
+ * them). A length past RESERVE_MAX is not believed up front (a hostile or broken server); such
+ * a body grows as it comes. */
 #define RESERVE_MAX (256u << 20)
 static void reserve_body(struct transfer *t)
 {
     struct store_buf *b = &t->resp->body;
     uint64_t want = t->resp->content_length + 1;
-    if (strcmp(t->req->method, "HEAD") == 0 || b->len != 0 || want > RESERVE_MAX || want <= t->cap)
+    if (strcmp(t->req->method, "HEAD") == 0 || b->len != 0 || want > RESERVE_MAX || want <= b->cap)
         return;
-    unsigned char *nd = realloc(b->data, (size_t)want);
+    size_t cap;
+    unsigned char *nd = bigbuf_alloc((size_t)want, &cap);
     if (!nd)
-        return; /* on_body grows it, or fails, as before */
+        return;    /* on_body grows it, or fails, as before */
+    free(b->data); /* empty: b->len is 0 */
     b->data = nd;
-    t->cap = (size_t)want;
+    b->cap = cap;
 }
 
 static size_t on_header(char *data, size_t size, size_t nmemb, void *ctx)
@@ -441,7 +444,7 @@ static enum outcome attempt_once(struct s3_store *s3, const struct s3_request *r
                                  const char *path, struct s3_response *resp, struct attempt *a)
 {
     struct curl_slist *headers = NULL;
-    struct transfer t = { req, resp, 0, 0, 0, 0 };
+    struct transfer t = { req, resp, 0, 0, 0 };
     memset(resp, 0, sizeof *resp);
     resp->range_start = -1;
     memset(a, 0, sizeof *a);
@@ -460,8 +463,10 @@ static enum outcome attempt_once(struct s3_store *s3, const struct s3_request *r
         pool_give(s3->pool, h);
     else
         pool_discard(s3->pool, h);
-    if (!resp->body.data && (resp->body.data = malloc(1)) != NULL)
+    if (!resp->body.data && (resp->body.data = malloc(1)) != NULL) {
         resp->body.data[0] = '\0';
+        resp->body.cap = 1;
+    }
     return classify(resp, a, &t);
 }
 

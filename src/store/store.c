@@ -100,10 +100,8 @@ static int get_checked(struct store *st, const char *key, uint64_t off, uint64_t
                        struct store_buf *out)
 {
     int err = store_key_check(key);
-    if (out) {
-        out->data = NULL;
-        out->len = 0;
-    }
+    if (out)
+        *out = (struct store_buf){ 0 };
     if (err)
         return err;
     if (!st || !out)
@@ -400,8 +398,7 @@ void store_buf_free(struct store_buf *buf)
     if (!buf)
         return;
     free(buf->data);
-    buf->data = NULL;
-    buf->len = 0;
+    *buf = (struct store_buf){ 0 };
 }
 
 void store_list_free(struct store_list *list)

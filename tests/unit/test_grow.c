@@ -1,8 +1,12 @@
-/* Unit tests of grow_array (include/h5osfs/grow.h): capacities, contents kept, overflow. */
+/* Unit tests of grow_array (include/h5osfs/grow.h): capacities, contents kept, overflow; and of
+ * the buffers chunk data comes in (include/h5osfs/bigbuf.h). */
 #include "h5osfs/grow.h"
 
 #include <stdint.h>
 #include <stdlib.h>
+#include <string.h>
+
+#include "h5osfs/bigbuf.h"
 
 #include "check.h"
 
@@ -51,10 +55,41 @@ static void test_overflow_leaves_the_array(void)
     free(v);
 }
 
+/* Huge-page buffers only where whole 2 MiB pages are nearly filled; the rest from malloc. */
+static void test_bigbuf_sizes(void)
+{
+    const size_t mib2 = (size_t)2 << 20;
+    struct {
+        size_t size, cap; /* cap 0: the size itself */
+    } cases[] = {
+        { 0, 1 },                      /* one byte, as malloc(0) may give none */
+        { 4096, 0 },                   /* small */
+        { (1u << 20) + 1, 0 },         /* a 1 MiB chunk's body: a huge page would be half empty */
+        { 2000001, mib2 },             /* a 2 MB chunk's body: 5% rounding */
+        { mib2, mib2 },                /* exactly one */
+        { mib2 + 1, 0 },               /* a second page almost empty */
+        { 2 * mib2 - 4096, 2 * mib2 }, /* two, nearly full */
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+        size_t cap = 0;
+        unsigned char *p = bigbuf_alloc(cases[i].size, &cap);
+        CHECK(p != NULL);
+        if (!p)
+            continue;
+        CHECK_INT(cap, cases[i].cap ? cases[i].cap : cases[i].size);
+        if (cap % mib2 == 0)
+            CHECK_INT((uintptr_t)p % mib2, 0);
+        memset(p, 0xa5, cap); /* all of it is usable */
+        CHECK(p[cap - 1] == 0xa5);
+        free(p);
+    }
+}
+
 int main(void)
 {
     test_doubles_from_first();
     test_need_beyond_double();
     test_overflow_leaves_the_array();
+    test_bigbuf_sizes();
     return check_done("grow");
 }
