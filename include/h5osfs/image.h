@@ -91,6 +91,19 @@ struct image_reader {
  * read; logged). */
 ssize_t image_read(struct image *img, struct image_reader *r, uint64_t off, void *buf, size_t len);
 
+/* The bytes of one chunk, in the cache, without a copy. */
+struct image_view {
+    const void *data;
+    size_t len;
+    struct chunk_entry *entry; /* held until image_view_release */
+};
+/* Point v at the len bytes at off (fewer at the end of the file) when they all lie in one
+ * chunk, as most reads of a chunk's pages do: 1 (release v with image_view_release), 0 when
+ * they do not (nothing was done: image_read them), or -EIO. Read-ahead counts it as a read. */
+int image_read_view(struct image *img, struct image_reader *r, uint64_t off, size_t len,
+                    struct image_view *v);
+void image_view_release(struct image_reader *r, struct image_view *v);
+
 /*
  * What a copy of the file started from (an r+ change, staged and committed as a new version):
  * the HSDS object each HDF5 object of the file shows, by its object header's address (HDF5

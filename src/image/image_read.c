@@ -118,11 +118,11 @@ static void chunk_cache_key(const struct image *img, const struct segment *s, ch
     snprintf(key, len, "%" PRIu64 ":%" PRIu32 ":%" PRIu64, img->serial, s->dset, s->u.chunk);
 }
 
-static int copy_chunk(struct image *img, struct image_reader *r, const struct segment *s,
-                      uint64_t from, unsigned char *out, uint64_t n)
+/* The cache entry of chunk segment s, held (chunk_entry_put when done). 0 or -EIO. */
+static int hold_chunk(struct image *img, struct image_reader *r, const struct segment *s,
+                      struct chunk_entry **e)
 {
     char key[64];
-    struct chunk_entry *e;
     if (s->dset >= img->n_datasets)
         return -EIO;
     struct chunk_job job = { img, &img->datasets[s->dset], s->u.chunk };
@@ -132,11 +132,19 @@ static int copy_chunk(struct image *img, struct image_reader *r, const struct se
         return -EIO; /* the driver declared what the table says: cannot happen */
     chunk_cache_key(img, s, key, sizeof key);
     struct chunk_found found;
-    int rc = chunk_cache_fetch(r->cache, key, s->len, load_chunk, &job, &e, &found);
-    if (rc != 0)
+    if (chunk_cache_fetch(r->cache, key, s->len, load_chunk, &job, e, &found) != 0)
         return -EIO;
     if (found.spread_taken)
         r->spread_taken += s->len;
+    return 0;
+}
+
+static int copy_chunk(struct image *img, struct image_reader *r, const struct segment *s,
+                      uint64_t from, unsigned char *out, uint64_t n)
+{
+    struct chunk_entry *e;
+    if (hold_chunk(img, r, s, &e) != 0)
+        return -EIO;
     memcpy(out, (const unsigned char *)chunk_entry_data(e) + (from - s->off), n);
     chunk_entry_put(r->cache, e);
     return 0;
@@ -389,6 +397,22 @@ static void widen(struct image_reader *r)
     r->window = w == 0 ? 2 : w < IMAGE_PREFETCH_MAX ? w * 2 : IMAGE_PREFETCH_MAX;
 }
 
+/* What the first chunk of a read tells read-ahead (segment seg, once per read). */
+static void follow_reader(struct image *img, struct image_reader *r, const struct segment *segs,
+                          size_t seg, int sequential)
+{
+    int new_chunk = r->last_chunk != seg + 1;
+    if (sequential && new_chunk && ++r->run_chunks >= 3) {
+        widen(r);
+        read_ahead(img, r, seg);
+    } else if (!sequential) {
+        stride_ahead(img, r, segs, seg);
+    }
+    if (!r->run_chunk)
+        r->run_chunk = seg + 1; /* the reader's first chunk starts its first run */
+    r->last_chunk = seg + 1;
+}
+
 ssize_t image_read(struct image *img, struct image_reader *r, uint64_t off, void *buf, size_t len)
 {
     uint64_t size = extent_size(img->map);
@@ -412,16 +436,7 @@ ssize_t image_read(struct image *img, struct image_reader *r, uint64_t off, void
         const struct segment *s = &segs[i++];
         uint64_t n = s->off + s->len - pos < len - done ? s->off + s->len - pos : len - done;
         if (s->kind == SEGMENT_CHUNK && first_chunk && r->prefetch) {
-            int new_chunk = r->last_chunk != i; /* i - 1 is this segment's index */
-            if (sequential && new_chunk && ++r->run_chunks >= 3) {
-                widen(r);
-                read_ahead(img, r, i - 1);
-            } else if (!sequential) {
-                stride_ahead(img, r, segs, i - 1);
-            }
-            if (!r->run_chunk)
-                r->run_chunk = i; /* the reader's first chunk starts its first run */
-            r->last_chunk = i;
+            follow_reader(img, r, segs, i - 1, sequential);
             first_chunk = 0; /* once per read */
         }
         if (s->kind == SEGMENT_BYTES)
@@ -431,4 +446,32 @@ ssize_t image_read(struct image *img, struct image_reader *r, uint64_t off, void
         done += n;
     }
     return (ssize_t)done;
+}
+
+int image_read_view(struct image *img, struct image_reader *r, uint64_t off, size_t len,
+                    struct image_view *v)
+{
+    uint64_t size = extent_size(img->map);
+    size_t n_segs, i = extent_find(img->map, off);
+    const struct segment *segs = extent_segments(img->map, &n_segs);
+    if (off >= size || len == 0 || i >= n_segs)
+        return 0;
+    const struct segment *s = &segs[i];
+    if (len > size - off)
+        len = (size_t)(size - off);
+    if (s->kind != SEGMENT_CHUNK || s->off > off || off + len > s->off + s->len)
+        return 0; /* not all in one chunk */
+    if (r->prefetch)
+        follow_reader(img, r, segs, i, note_access(r, off, len));
+    if (hold_chunk(img, r, s, &v->entry) != 0)
+        return -EIO;
+    v->data = (const unsigned char *)chunk_entry_data(v->entry) + (off - s->off);
+    v->len = len;
+    return 1;
+}
+
+void image_view_release(struct image_reader *r, struct image_view *v)
+{
+    chunk_entry_put(r->cache, v->entry);
+    v->entry = NULL;
 }

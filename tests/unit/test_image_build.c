@@ -112,6 +112,28 @@ static struct image *build(struct store *st)
     return img;
 }
 
+/* image_read_view of a chunk extent: the bytes image_read gives, inside the extent only. */
+static void check_views(struct image *img, struct image_reader *r, const struct segment *s,
+                        int poisoned)
+{
+    static unsigned char copy[4096];
+    struct image_view v;
+    size_t len = s->len < sizeof copy ? (size_t)s->len : sizeof copy;
+    uint64_t at[] = { s->off, s->off + s->len - len };
+    for (int k = 0; k < 2; k++) {
+        int rc = image_read_view(img, r, at[k], len, &v);
+        CHECK_INT(rc, poisoned ? -EIO : 1);
+        if (rc != 1)
+            continue;
+        CHECK(v.len == len && image_read(img, r, at[k], copy, len) == (ssize_t)len);
+        CHECK(memcmp(v.data, copy, len) == 0);
+        image_view_release(r, &v);
+    }
+    /* across the extent's end (into the next segment or a hole): not one chunk */
+    if (s->off + s->len < image_size(img))
+        CHECK_INT(image_read_view(img, r, s->off + s->len - 1, 2, &v), 0);
+}
+
 /* The image on disk, with the bytes of unreadable extents as zeros (reads fail with -EIO: checked
  * here). Only for small images. */
 static int write_image(struct image *img, const char *path)
@@ -127,6 +149,8 @@ static int write_image(struct image *img, const char *path)
         int poisoned = s->kind == SEGMENT_CHUNK && img->datasets[s->dset].origin == ORIGIN_POISON;
         if (poisoned)
             CHECK_INT(image_read(img, &r, s->off, buf, 1), -EIO);
+        if (s->kind == SEGMENT_CHUNK)
+            check_views(img, &r, s, poisoned);
         if (fseeko(fp, (off_t)s->off, SEEK_SET) != 0) /* the holes between: zeros */
             rc = -EIO;
         for (uint64_t off = s->off; off < s->off + s->len && rc == 0;) {
