@@ -44,6 +44,10 @@ int chunk_cache_fetch(struct chunk_cache *cache, const char *key, size_t size, c
  * step (counted apart: used or evicted unused). 0 or the loader's -errno. */
 int chunk_cache_preload(struct chunk_cache *cache, const char *key, size_t size, chunk_load_fn load,
                         void *ctx, int spread);
+/* The caller has read all of key's bytes and nobody is likely to want them soon (a file read
+ * front to back: the kernel keeps its pages): key's entry leaves the cache once nobody holds
+ * it, so its memory serves the next load instead of fresh pages. Counted as an eviction. */
+void chunk_cache_drop(struct chunk_cache *cache, const char *key);
 /* 1 if key is loaded or being loaded (a failed load does not count). */
 int chunk_cache_has(struct chunk_cache *cache, const char *key);
 const void *chunk_entry_data(const struct chunk_entry *e);

@@ -65,7 +65,9 @@ int image_equal(const struct image *a, const struct image *b);
  * follows it, as a guess (a spread): the stored chunks after it in file order, or the lines
  * after its line when the reader steps along lines, up to 1/IMAGE_SPREAD_MISS of the cache;
  * a reader's guesses not yet used may hold at most 1/IMAGE_SPREAD_UNUSED of it, so a reader
- * whose guesses go unused stops guessing. Several threads may read at once. */
+ * whose guesses go unused stops guessing. A chunk the reader came into from the bytes before
+ * it and read through to its end leaves the cache (the kernel keeps its pages). Several
+ * threads may read at once. */
 #define IMAGE_PREFETCH_MAX 64
 #define IMAGE_PREFETCH_BYTES (64u << 20)
 #define IMAGE_SPREAD_MISS 32   /* the default 1 GiB cache: 32 MiB guessed at a miss */
@@ -84,6 +86,9 @@ struct image_reader {
                                          * one grid dimension; 0: none seen */
     _Atomic uint64_t spread_guessed; /* bytes of chunks queued as guesses */
     _Atomic uint64_t spread_taken;   /* bytes of guesses this reader went on to read */
+    _Atomic uint64_t contig_from;    /* where the run of reads that each begin where the last
+                                      * one ended began */
+    _Atomic uint64_t contig_end;     /* and where it ends */
 };
 
 /* Copy up to len bytes at off into buf, fetching chunks through the reader's cache. Returns

@@ -34,6 +34,7 @@ struct chunk_entry {
     int in_map;       /* 0 once a failed load removed it */
     int idle;         /* on the idle list (READY, refs 0) */
     int spread;       /* loaded by a spread preload and not yet got by anyone */
+    int drop;         /* leaves the cache when its last holder lets go */
     double failed_at; /* CLOCK_MONOTONIC seconds, once FAILED */
     char key[];       /* our own copy: eviction removes by key */
 };
@@ -153,19 +154,23 @@ static void idle_unlink(struct chunk_cache *c, struct chunk_entry *e)
     e->idle = 0;
 }
 
+/* Take an idle loaded entry out of the cache and free it (locked). */
+static void evict_one(struct chunk_cache *c, struct chunk_entry *v)
+{
+    idle_unlink(c, v);
+    strmap_remove(c->map, v->key);
+    c->st.bytes -= v->size;
+    c->st.entries--;
+    c->st.evictions++;
+    c->st.spread_unused += (uint64_t)v->spread;
+    free_entry(v);
+}
+
 /* Drop least recently used idle entries until the total fits; held entries are not idle. */
 static void evict(struct chunk_cache *c)
 {
-    while (c->st.bytes > c->max_bytes && c->idle_tail) {
-        struct chunk_entry *v = c->idle_tail;
-        idle_unlink(c, v);
-        strmap_remove(c->map, v->key);
-        c->st.bytes -= v->size;
-        c->st.entries--;
-        c->st.evictions++;
-        c->st.spread_unused += (uint64_t)v->spread;
-        free_entry(v);
-    }
+    while (c->st.bytes > c->max_bytes && c->idle_tail)
+        evict_one(c, c->idle_tail);
 }
 
 /* Drop one reference (locked). The last one idles a cached entry or frees a failed one. */
@@ -180,6 +185,8 @@ static void release(struct chunk_cache *c, struct chunk_entry *e)
     if (e->state == ENTRY_FAILED)
         return; /* remembered in the map until forgotten */
     idle_push(c, e);
+    if (e->drop)
+        evict_one(c, e);
     evict(c);
 }
 
@@ -198,6 +205,7 @@ static void take_spread(struct chunk_cache *c, struct chunk_entry *e, struct chu
 static int join(struct chunk_cache *c, struct chunk_entry *e, struct chunk_found *found)
 {
     take_spread(c, e, found);
+    e->drop = 0; /* wanted again after all */
     if (e->state == ENTRY_READY) {
         c->st.hits++;
         if (e->idle)
@@ -373,6 +381,18 @@ int chunk_cache_preload(struct chunk_cache *cache, const char *key, size_t size,
     }
     cache_unlock(cache);
     return rc;
+}
+
+void chunk_cache_drop(struct chunk_cache *cache, const char *key)
+{
+    cache_lock(cache);
+    struct chunk_entry *e = strmap_get(cache->map, key);
+    if (e && e->state == ENTRY_READY) {
+        e->drop = 1;
+        if (e->idle)
+            evict_one(cache, e);
+    }
+    cache_unlock(cache);
 }
 
 int chunk_cache_has(struct chunk_cache *cache, const char *key)

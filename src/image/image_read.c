@@ -388,6 +388,31 @@ static int note_access(struct image_reader *r, uint64_t off, size_t len)
     return sequential;
 }
 
+/* Where the reader's run of reads, each starting exactly where the last one ended, began (this
+ * read included). */
+static uint64_t contiguous_from(struct image_reader *r, uint64_t off, size_t len)
+{
+    if (off != r->contig_end)
+        r->contig_from = off;
+    r->contig_end = off + len;
+    return r->contig_from;
+}
+
+/* A read that ends where chunk segment s ends, by a reader that came into s from the bytes
+ * before it and read all of it in order (a file read front to back): the kernel now holds
+ * every page of it, so the cache need not (chunk_cache_drop). A run that began at s itself is
+ * a jump: a reader of columns lands on a chunk's first byte and reads it through, and the
+ * guesses of its next jump would load the chunk again. */
+static void drop_if_read_through(struct image *img, struct image_reader *r, const struct segment *s,
+                                 uint64_t from, uint64_t end)
+{
+    char key[64];
+    if (from >= s->off || end != s->off + s->len)
+        return;
+    chunk_cache_key(img, s, key, sizeof key);
+    chunk_cache_drop(r->cache, key);
+}
+
 /* Sequential reads that move into another chunk widen the window. Reads of metadata alone do
  * not (an open reads the metadata in order, and chunks fetched for it were fetched for
  * nobody), nor do reads within one chunk (a column of a chunk is read through all of it). */
@@ -421,6 +446,7 @@ ssize_t image_read(struct image *img, struct image_reader *r, uint64_t off, void
     if (len > size - off)
         len = (size_t)(size - off);
     int sequential = r->prefetch && note_access(r, off, len), first_chunk = 1;
+    uint64_t from = contiguous_from(r, off, len);
     size_t n_segs, done = 0, i;
     const struct segment *segs = extent_segments(img->map, &n_segs);
     for (i = extent_find(img->map, off); done < len;) {
@@ -443,6 +469,8 @@ ssize_t image_read(struct image *img, struct image_reader *r, uint64_t off, void
             memcpy(out, s->u.bytes + (pos - s->off), n);
         else if (copy_chunk(img, r, s, pos, out, n) != 0)
             return -EIO;
+        else
+            drop_if_read_through(img, r, s, from, pos + n);
         done += n;
     }
     return (ssize_t)done;
@@ -463,8 +491,10 @@ int image_read_view(struct image *img, struct image_reader *r, uint64_t off, siz
         return 0; /* not all in one chunk */
     if (r->prefetch)
         follow_reader(img, r, segs, i, note_access(r, off, len));
+    uint64_t from = contiguous_from(r, off, len);
     if (hold_chunk(img, r, s, &v->entry) != 0)
         return -EIO;
+    drop_if_read_through(img, r, s, from, off + len); /* leaves at image_view_release */
     v->data = (const unsigned char *)chunk_entry_data(v->entry) + (off - s->off);
     v->len = len;
     return 1;

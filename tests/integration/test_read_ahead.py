@@ -148,3 +148,19 @@ def test_scattered_reads_stop_guessing(mount_bucket, table_bucket):
     assert after["spread_queued"] - before["spread_queued"] == 4
     assert after["spread_used"] - before["spread_used"] == 0
     assert after["misses"] - before["misses"] == len(points) + 4
+
+
+def test_a_file_read_front_to_back_leaves_the_cache(table_mount):
+    """A reader that goes through chunk after chunk in file order: the kernel keeps each one's
+    pages, so the cache lets go of each chunk read through; the daemon's memory stays small
+    however large the file."""
+    m, data = table_mount
+    before = stats(m)
+    with h5py.File(m.path(f"{HOME}/table.h5"), "r") as f:
+        assert np.array_equal(f["table"][:], data)
+    after = settled(m)
+    chunks = GRID * GRID
+    assert after["misses"] - before["misses"] >= chunks
+    # every chunk but the first (the read began there) and the ones read ahead past the end
+    assert after["evictions"] - before["evictions"] >= chunks - 4
+    assert after["bytes"] <= 4 * 2 * CHUNK * CHUNK

@@ -710,6 +710,36 @@ static void test_prefetcher_reads_ahead_before_guessing(void)
     chunk_cache_free(c);
 }
 
+/* A dropped entry leaves at once when idle, at its last release when held, and stays when a
+ * get wants it again before that. */
+static void test_drop(void)
+{
+    struct chunk_cache *c = chunk_cache_new(1 << 20);
+    struct load_ctx a = { .key = "a" }, b = { .key = "b" };
+    CHECK_INT(touch(c, "a", 100), 1);
+    chunk_cache_drop(c, "a");
+    CHECK(!chunk_cache_has(c, "a"));
+    CHECK_INT(stats(c).evictions, 1);
+    CHECK_INT(stats(c).bytes, 0);
+
+    struct chunk_entry *held, *again;
+    CHECK_INT(chunk_cache_get(c, "b", 100, test_load, &b, &held), 0);
+    chunk_cache_drop(c, "b");
+    CHECK(chunk_cache_has(c, "b")); /* held: still there */
+    chunk_entry_put(c, held);
+    CHECK(!chunk_cache_has(c, "b"));
+
+    CHECK_INT(chunk_cache_get(c, "a", 100, test_load, &a, &held), 0);
+    chunk_cache_drop(c, "a");
+    CHECK_INT(chunk_cache_get(c, "a", 100, test_load, &a, &again), 0); /* wanted after all */
+    chunk_entry_put(c, held);
+    chunk_entry_put(c, again);
+    CHECK(chunk_cache_has(c, "a"));
+    chunk_cache_drop(c, "never loaded"); /* nothing to do */
+    CHECK_INT(stats(c).entries, 1);
+    chunk_cache_free(c);
+}
+
 int main(int argc, char **argv)
 {
     (void)argc;
@@ -727,6 +757,7 @@ int main(int argc, char **argv)
     test_preload();
     test_prefetcher_skips_what_is_there();
     test_spread_accounting();
+    test_drop();
     test_prefetcher_reads_ahead_before_guessing();
     return check_done("cache");
 }
