@@ -5,7 +5,9 @@ of issue 9, reproduced from scratch.
 Contenders, all on the same data:
   native   h5py on the local .h5 file (the baseline of the local rows)
   local    h5osfs on a local-directory bucket ($H5OSFS_BIN, default build/h5osfs)
-  S3       h5osfs on s3://benchbucket of the test S3 server (tests/s3: s3rver on 127.0.0.1)
+  S3       h5osfs on s3://benchbucket of the test S3 server (tests/s3: s3rver on 127.0.0.1, or
+           with --server rgw Ceph RGW, a real S3 implementation: multi-threaded, its objects in
+           RAM, its listings and requests several times cheaper than s3rver's)
   s3fs     s3fs-fuse (Debian's s3fs) mounting bucket benchfiles of the same server, which holds
            each native .h5 file as one object; no local cache
   ros3     HDF5's read-only S3 driver, h5py.File(url, driver="ros3") on the same objects, with
@@ -31,7 +33,7 @@ the same region of the native file; h5ls/h5dump output is compared with the nati
 A run longer than --budget seconds stops early and is extrapolated (shown with "~").
 
 usage: bench/bench_read_all.py [--work DIR] [--keep] [--only ROWS] [--reps N] [--budget S]
-                               [--out FILE]
+                               [--server s3rver|rgw] [--out FILE]
 """
 import argparse
 import contextlib
@@ -59,6 +61,7 @@ sys.path[:0] = [str(HERE), str(REPO / "tests" / "integration"), str(REPO / "test
 import bench_cp  # noqa: E402
 import harness  # noqa: E402
 import hsds_bucket  # noqa: E402
+import s3fixtures  # noqa: E402
 from harness import S3Server, s3rver_problem  # noqa: E402
 
 BIN = harness.h5osfs_bin()      # bench_meta.py runs a copy of it (snapshot_binary)
@@ -250,9 +253,15 @@ def many_chunk(i):
 
 
 class Store:
-    """The S3 server, loaded once with the local bucket (HSDS objects) and the native files."""
+    """The S3 server, loaded with the local bucket (HSDS objects) and the native files: s3rver,
+    whose data directory is kept between runs (uploaded again only when the data changed), or
+    Ceph RGW, whose OSD holds everything in RAM (started and loaded anew by every run)."""
 
-    def __init__(self, work, names, reload):
+    def __init__(self, work, names, reload, kind="s3rver"):
+        self.kind = kind
+        if kind == "rgw":
+            self._start_rgw(work, names)
+            return
         self.dir = work / "s3"
         marker = self.dir / "loaded.json"
         want = {"bucket": json.loads((work / "bucket" / "ingested.json").read_text()),
@@ -260,13 +269,27 @@ class Store:
         fresh = reload or not marker.exists() or json.loads(marker.read_text()) != want
         if fresh:
             shutil.rmtree(self.dir, ignore_errors=True)
-        self.server = S3Server(self.dir)
+        self._server = S3Server(self.dir)
+        self.server = self._server
         self.endpoint = self.server.endpoint
         if fresh:
             log(f"uploading the bucket and the native files to {self.endpoint}")
             t, _ = timed(self._load, work, names)
             marker.write_text(json.dumps(want))
             log(f"  {t:.0f} s")
+
+    def _start_rgw(self, work, names):
+        data = sum(f.stat().st_size for f in (work / "bucket" / BUCKET).rglob("*") if f.is_file())
+        data += sum((work / "native" / f"{n}.h5").stat().st_size for n in names)
+        mib = (data >> 20) * 5 // 4 + 1024     # the OSD's overhead, and room to spare
+        shutil.rmtree(work / "rgw", ignore_errors=True)
+        log(f"starting Ceph RGW with {mib} MiB of memstore")
+        self._server = s3fixtures.RgwServer(work / "rgw", memstore_mib=mib)
+        self.server = self._server.main
+        self.endpoint = self._server.endpoint
+        log(f"uploading the bucket and the native files to {self.endpoint}")
+        t, _ = timed(self._load, work, names)
+        log(f"  {t:.0f} s")
 
     def _load(self, work, names):
         self.server.load(BUCKET, work / "bucket" / BUCKET)
@@ -279,7 +302,7 @@ class Store:
         return f"{self.endpoint}/{FILES_BUCKET}/{name}.h5"
 
     def stop(self):
-        self.server.stop()
+        self._server.stop()
 
 
 # ---------------------------------------------------------------------------------------------
@@ -670,7 +693,7 @@ class Bench:
 
     def s3_contenders(self):
         if self.store is None:
-            self.store = Store(self.work, list(WRITERS), self.args.reload)
+            self.store = Store(self.work, list(WRITERS), self.args.reload, self.args.server)
             self.s3 = H5osfs("S3", f"s3://{BUCKET}", self.work / "mnt" / "s3", self.work,
                              self.store, opts="bucket_images=write", forget_images=True)
             self.s3_built = H5osfs("S3-built", f"s3://{BUCKET}", self.work / "mnt" / "s3-built",
@@ -895,7 +918,7 @@ def markdown_table(rows):
                      + ["| " + " | ".join(esc(c) for c in r) + " |" for r in rows])
 
 
-def machine():
+def machine(server):
     cpu = next((line.split(":", 1)[1].strip() for line in open("/proc/cpuinfo")
                 if line.startswith("model name")), platform.machine())
     mem = proc_meminfo_gib()
@@ -905,7 +928,8 @@ def machine():
     s3fs = s3fs.split("\n", 1)[0].replace("Amazon Simple Storage Service File System ", "")
     return (f"{os.cpu_count()} x {cpu}, {mem:.0f} GiB RAM, Linux {platform.release()}; "
             f"{BIN} (source tree {rev}); HDF5 {h5py.version.hdf5_version}, h5py "
-            f"{h5py.version.version}; s3fs {s3fs.strip()}; s3rver (tests/s3)")
+            f"{h5py.version.version}; s3fs {s3fs.strip()}; S3 server: "
+            + ("Ceph RGW (tests/s3/rgw.py)" if server == "rgw" else "s3rver (tests/s3)"))
 
 
 def proc_meminfo_gib():
@@ -931,6 +955,9 @@ def parse_args():
                     help="h5py chunk cache (rdcc_nbytes) of a second ros3 contender, one that "
                     "holds the chunks a selection needs; 0: none (default %(default)s)")
     ap.add_argument("--reload", action="store_true", help="upload the data to S3 again")
+    ap.add_argument("--server", choices=("s3rver", "rgw"), default="s3rver",
+                    help="the S3 server of the S3 rows: the test s3rver (default), or Ceph RGW "
+                    "(tests/s3/rgw.py, its OSD in RAM: started and loaded by every run)")
     ap.add_argument("--out", type=Path, help="markdown table (default WORK/results.md)")
     args = ap.parse_args()
     args.only = [r.strip() for r in args.only.split(",") if r.strip()]
@@ -940,12 +967,12 @@ def parse_args():
     return args
 
 
-def check_tools(rows):
+def check_tools(rows, server):
     if not BIN.is_file():
         sys.exit(f"{BIN} not found: build h5osfs (ninja -C build) or set H5OSFS_BIN")
     s3 = {"1", "2", "3", "4", "5", "6"} & set(rows)
     if s3:
-        problem = s3rver_problem()
+        problem = s3fixtures.rgw_problem() if server == "rgw" else s3rver_problem()
         if problem:
             sys.exit(f"the S3 test server is missing: {problem}")
         for tool in ("s3fs", "curl"):
@@ -957,7 +984,7 @@ def check_tools(rows):
 
 def main():
     args = parse_args()
-    check_tools(args.only)
+    check_tools(args.only, args.server)
     work = args.work.resolve()
     work.mkdir(parents=True, exist_ok=True)
     t_start = time.perf_counter()
@@ -981,7 +1008,7 @@ def main():
     rows, ok = table_cells(bench.lines)
     head = (f"h5osfs read benchmark (bench/bench_read_all.py --only {','.join(args.only)}), "
             f"{started:%Y-%m-%d %H:%M}, {total / 60:.1f} min in all (making the data: "
-            f"{bench.setup_seconds:.0f} s)\n{machine()}\n"
+            f"{bench.setup_seconds:.0f} s)\n{machine(args.server)}\n"
             "ratio = baseline time / h5osfs time (> 1: h5osfs is faster); median of "
             f"{args.reps} runs (fast rows: {max(args.reps, FAST_REPS)}); ~ = extrapolated "
             f"from a run stopped after {args.budget:.0f} s\nload average (1 min) "

@@ -71,7 +71,8 @@ class RgwServer:
 
     START_TIMEOUT = 150     # rgw.py's own limit is 120 s; ~2 s on a quiet machine
 
-    def __init__(self, workdir):
+    def __init__(self, workdir, memstore_mib=None):
+        """memstore_mib: what the OSD may hold (all of it in RAM; rgw.py's default: 4096)."""
         problem = rgw_problem()
         if problem:
             raise FileNotFoundError(problem)
@@ -84,9 +85,10 @@ class RgwServer:
         t0 = time.monotonic()
         with open(self.log_path, "wb") as log:
             # stdin stays open: the cluster stops when this process does, however it ends.
+            more = ["--memstore-mib", str(memstore_mib)] if memstore_mib else []
             self.proc = subprocess.Popen(
                 [sys.executable, str(S3DIR / "rgw.py"), "--data-dir", str(self.data_dir),
-                 "--exit-on-stdin-eof"], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                 "--exit-on-stdin-eof", *more], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                 stderr=log, env=env)
         self.port = read_port(self.proc, "rgw.py", self.log_path, self.START_TIMEOUT)
         self.started_in = time.monotonic() - t0

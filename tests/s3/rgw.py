@@ -4,6 +4,7 @@ its objects in RAM, radosgw with the beast frontend) in a fresh data directory, 
 
     tests/s3/rgw.py --access-key AK --secret-key SK [--port 0] [--data-dir DIR]
                     [--exit-on-stdin-eof] [--keep-data-dir] [--timeout 120]
+                    [--memstore-mib 4096]
 
 Prints "PORT <n>" and then "ENDPOINT http://127.0.0.1:<n>" on stdout once RGW answers a request
 signed with the user's keys, then nothing. SIGTERM, SIGINT or SIGHUP (or stdin closing, with
@@ -75,7 +76,7 @@ mon data avail crit = 1
 mon data = {d}/mon.$id
 osd data = {d}/osd.$id
 osd objectstore = memstore
-memstore device bytes = 4294967296
+memstore device bytes = {memstore_bytes}
 run dir = {d}/run
 crash dir = {d}/crash
 pid file = {d}/run/$name.pid
@@ -157,8 +158,9 @@ def add_user(data_dir, access_key, secret_key, tenant=None, env=None):
 class Cluster:
     """The daemons of one cluster in data_dir (fresh), radosgw on 127.0.0.1:port."""
 
-    def __init__(self, data_dir, port=0):
+    def __init__(self, data_dir, port=0, memstore_mib=4096):
         self.dir = Path(data_dir).resolve()
+        self.memstore_bytes = memstore_mib << 20
         self.conf = self.dir / "ceph.conf"
         self.port = port or free_port()
         self.endpoint = f"http://127.0.0.1:{self.port}"
@@ -200,7 +202,7 @@ class Cluster:
         fsid = str(uuid.uuid4())
         mon_port = free_port()
         self.conf.write_text(CONF.format(fsid=fsid, mon_port=mon_port, rgw_port=self.port,
-                                         d=self.dir))
+                                         d=self.dir, memstore_bytes=self.memstore_bytes))
         monmap = self.dir / "monmap"
         self._run("monmaptool", "monmaptool", "--create", "--fsid", fsid, "--add", "a",
                   f"v2:127.0.0.1:{mon_port}", str(monmap))
@@ -264,10 +266,10 @@ class Cluster:
             p.wait()
 
 
-def start(data_dir, access_key, secret_key, port=0, timeout=120.0):
+def start(data_dir, access_key, secret_key, port=0, timeout=120.0, memstore_mib=4096):
     """A started Cluster with one user; on failure nothing keeps running (StartError)."""
     t0 = time.monotonic()
-    cluster = Cluster(data_dir, port)
+    cluster = Cluster(data_dir, port, memstore_mib)
     try:
         cluster.start(timeout)
         cluster.add_user(access_key, secret_key)
@@ -324,6 +326,8 @@ def main():
     ap.add_argument("--exit-on-stdin-eof", action="store_true",
                     help="stop when stdin closes (a killed parent never leaves it behind)")
     ap.add_argument("--timeout", type=float, default=120.0, help="seconds to start (120)")
+    ap.add_argument("--memstore-mib", type=int, default=4096,
+                    help="what the OSD may hold, all of it in RAM (default 4096)")
     a = ap.parse_args()
     if not a.access_key or not a.secret_key:
         ap.error("--access-key and --secret-key (or S3_ACCESS_KEY_ID/S3_SECRET_ACCESS_KEY)")
@@ -338,7 +342,7 @@ def main():
         signal.signal(s, signal.default_int_handler)
     try:
         data_dir = fresh_dir(a.data_dir)
-        cluster = start(data_dir, a.access_key, a.secret_key, a.port, a.timeout)
+        cluster = start(data_dir, a.access_key, a.secret_key, a.port, a.timeout, a.memstore_mib)
         print(f"PORT {cluster.port}\nENDPOINT {cluster.endpoint}", flush=True)
         print(f"rgw.py: {cluster.endpoint} ready in {cluster.started_in:.1f} s, data in "
               f"{data_dir}", file=sys.stderr, flush=True)
