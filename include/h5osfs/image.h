@@ -100,14 +100,15 @@ ssize_t image_read(struct image *img, struct image_reader *r, uint64_t off, void
 struct image_view {
     const void *data;
     size_t len;
-    struct chunk_entry *entry; /* held until image_view_release */
+    struct chunk_cache *cache; /* the cache that holds it: it outlives the reader, which may */
+    struct chunk_entry *entry; /* be gone by the time this is released (image_view_release) */
 };
 /* Point v at the len bytes at off (fewer at the end of the file) when they all lie in one
  * chunk, as most reads of a chunk's pages do: 1 (release v with image_view_release), 0 when
  * they do not (nothing was done: image_read them), or -EIO. Read-ahead counts it as a read. */
 int image_read_view(struct image *img, struct image_reader *r, uint64_t off, size_t len,
                     struct image_view *v);
-void image_view_release(struct image_reader *r, struct image_view *v);
+void image_view_release(struct image_view *v);
 
 /*
  * What a copy of the file started from (an r+ change, staged and committed as a new version):

@@ -157,7 +157,7 @@ static int reply_from_view(fuse_req_t req, struct fs_file *f, size_t size, off_t
     if (rc != 1)
         return rc < 0;
     fuse_reply_buf(req, v.data, v.len);
-    image_view_release(&f->reader, &v);
+    image_view_release(&v); /* not f's reader: once answered, the file may be released */
     return 1;
 }
 

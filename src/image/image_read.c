@@ -497,11 +497,12 @@ int image_read_view(struct image *img, struct image_reader *r, uint64_t off, siz
     drop_if_read_through(img, r, s, from, off + len); /* leaves at image_view_release */
     v->data = (const unsigned char *)chunk_entry_data(v->entry) + (off - s->off);
     v->len = len;
+    v->cache = r->cache;
     return 1;
 }
 
-void image_view_release(struct image_reader *r, struct image_view *v)
+void image_view_release(struct image_view *v)
 {
-    chunk_entry_put(r->cache, v->entry);
+    chunk_entry_put(v->cache, v->entry);
     v->entry = NULL;
 }

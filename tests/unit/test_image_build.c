@@ -127,7 +127,7 @@ static void check_views(struct image *img, struct image_reader *r, const struct 
             continue;
         CHECK(v.len == len && image_read(img, r, at[k], copy, len) == (ssize_t)len);
         CHECK(memcmp(v.data, copy, len) == 0);
-        image_view_release(r, &v);
+        image_view_release(&v);
     }
     /* across the extent's end (into the next segment or a hole): not one chunk */
     if (s->off + s->len < image_size(img))
