@@ -27,16 +27,24 @@ export H5OSFS_S3_REQUIRED=1
     -Db_lundef=false >/dev/null
 # test_s3_multipart runs tests/store_put from beside the daemon: it is built here too
 ninja -C build-asan h5osfs tests/store_put >/dev/null
-# Each pass keeps its files in a directory of its own (pytest empties it when the pass starts)
-# and removes them when it passes: a pass leaves up to 11 GB of buckets and s3rver data,
-# and pytest would keep its last three.
-TMPBASE="${TMPDIR:-/tmp}/h5osfs-pytest-$(id -u)"
+# Each run keeps its files in a directory of its own, made fresh here, so two runs on one
+# machine never share one: a fixed name let a second run (CI beside a developer's run) empty
+# the first's buckets, or fail on a mount a killed run left behind. Mounts whose daemon died
+# with an earlier run (ENOTCONN) are detached first; a pass removes its files when it passes
+# (up to 11 GB of buckets and s3rver data).
+TMPROOT="${TMPDIR:-/tmp}"
+findmnt -rn -t fuse.h5osfs -o TARGET 2>/dev/null | while read -r target; do
+    case "$target" in "$TMPROOT"/h5osfs-pytest-*)
+        stat "$target" >/dev/null 2>&1 || fusermount3 -u -z "$target" || true ;;
+    esac
+done
+TMPBASE="$(mktemp -d "$TMPROOT/h5osfs-pytest-XXXXXX")"
 H5OSFS_BIN=build-asan/h5osfs UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
     /usr/bin/python3 -m pytest -p no:cacheprovider -q tests/integration \
-    --basetemp "$TMPBASE-asan" \
+    --basetemp "$TMPBASE/asan" \
     --ignore tests/integration/test_s3_infra.py --ignore tests/integration/test_packaging.py \
     -k "not concurrent_listing"
-rm -rf "$TMPBASE-asan"
+rm -rf "$TMPBASE/asan"
 # Debian's interpreter, where python3-pytest, -h5py and -numpy live (not a python3 on PATH).
-/usr/bin/python3 -m pytest -p no:cacheprovider --basetemp "$TMPBASE" tests/integration "$@"
+/usr/bin/python3 -m pytest -p no:cacheprovider --basetemp "$TMPBASE/plain" tests/integration "$@"
 rm -rf "$TMPBASE"
