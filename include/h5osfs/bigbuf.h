@@ -15,5 +15,9 @@
 /* At least size bytes (size 0: one), *cap set to how many it holds; NULL when memory is
  * short. */
 void *bigbuf_alloc(size_t size, size_t *cap);
+/* p (cap bytes; 0: not known) holding size bytes, given back what it does not use, in place
+ * where it can: unless its spare bytes are within the rounding a huge-page buffer keeps (a
+ * shrink would split the page). p itself when nothing is given back or realloc fails. */
+void *bigbuf_fit(void *p, size_t size, size_t cap);
 
 #endif

@@ -41,12 +41,8 @@ static int decode_hsds(const struct chunk_job *job, const char *key, struct stor
     const struct image_dataset *ds = job->ds;
     if (codec_is_copy(&ds->codec) && raw->len == size) {
         /* a body that grew as it came (no length announced) may hold more than it uses, and
-         * the cache counts size bytes: give the rest back (in place, no copy); not the
-         * rounding of a huge-page buffer (bigbuf.h), which a shrink would split */
-        unsigned char *fit = raw->data;
-        if (!raw->cap || raw->cap - size > size / 8)
-            fit = realloc(raw->data, size ? size : 1);
-        *data = fit ? fit : raw->data;
+         * the cache counts size bytes: give the rest back */
+        *data = bigbuf_fit(raw->data, size, raw->cap);
         raw->data = NULL;
         return 0;
     }
@@ -352,7 +348,7 @@ static void stride_ahead(struct image *img, struct image_reader *r, const struct
                          size_t seg)
 {
     const struct segment *s = &segs[seg];
-    uint64_t from = r->run_chunk, stride = r->stride;
+    uint64_t from = r->run_chunk;
     if (r->last_chunk == seg + 1 || !can_prefetch(img, s->dset))
         return; /* within the same chunk: nothing new */
     r->run_chunk = seg + 1;
@@ -364,9 +360,8 @@ static void stride_ahead(struct image *img, struct image_reader *r, const struct
     if (dim >= 0) {
         r->stride = 1 + ((uint64_t)s->dset << 8 | (unsigned)dim);
         line_ahead(img, r, s->dset, s->u.chunk, dim);
-    } else if (stride && (stride - 1) >> 8 == s->dset) {
+    } else if ((dim = line_dim(r, s->dset)) >= 0) {
         uint64_t idx[IMAGE_MAX_RANK];
-        dim = (int)((stride - 1) & 0xff);
         image_chunk_index(ds, s->u.chunk, idx);
         if (idx[dim] == 0)
             line_ahead(img, r, s->dset, s->u.chunk, dim);

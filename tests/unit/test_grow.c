@@ -85,11 +85,33 @@ static void test_bigbuf_sizes(void)
     }
 }
 
+/* A huge-page buffer keeps its rounding; a buffer that grew past what it holds gives the rest
+ * back, keeping its bytes. */
+static void test_bigbuf_fit(void)
+{
+    size_t cap = 0, size = 2000001;
+    unsigned char *p = bigbuf_alloc(size, &cap);
+    CHECK(p != NULL);
+    if (p)
+        CHECK(bigbuf_fit(p, size, cap) == p);
+    free(p);
+    size_t grown = 4 * size;
+    unsigned char *q = malloc(grown);
+    CHECK(q != NULL);
+    if (!q)
+        return;
+    memset(q, 0x5a, size);
+    q = bigbuf_fit(q, size, grown);
+    CHECK(q != NULL && q[0] == 0x5a && q[size - 1] == 0x5a);
+    free(q);
+}
+
 int main(void)
 {
     test_doubles_from_first();
     test_need_beyond_double();
     test_overflow_leaves_the_array();
     test_bigbuf_sizes();
+    test_bigbuf_fit();
     return check_done("grow");
 }
