@@ -27,7 +27,7 @@ struct prefetcher {
         size_t n;
     } q[2];             /* by enum prefetch_kind */
     unsigned spreading; /* workers loading a spread job */
-    size_t queued, queue_max;
+    size_t queue_max;
     struct prefetch_counts counts; /* under lock */
     int stopping;
     pthread_t *threads;
@@ -78,8 +78,6 @@ static struct job *take_job(struct prefetcher *p)
         j = fifo_pop(&p->q[PREFETCH_SPREAD]);
         p->spreading++;
     }
-    if (j)
-        p->queued--;
     return j;
 }
 
@@ -207,11 +205,10 @@ int prefetcher_add(struct prefetcher *p, enum prefetch_kind kind, const char *ke
     *j = (struct job){ NULL, kind, k, size, load, ctx, done };
     pthread_mutex_lock(&p->lock);
     /* guesses may fill half the queue, never the room read-ahead needs */
-    int full = p->queued >= p->queue_max || p->stopping ||
+    int full = p->q[PREFETCH_AHEAD].n + p->q[PREFETCH_SPREAD].n >= p->queue_max || p->stopping ||
                (kind == PREFETCH_SPREAD && p->q[kind].n >= p->queue_max / 2);
     if (!full) {
         fifo_push(&p->q[kind], j);
-        p->queued++;
         p->counts.queued++;
         p->counts.spread += (uint64_t)(kind == PREFETCH_SPREAD);
         pthread_cond_signal(&p->work);
