@@ -25,23 +25,16 @@ static json_t *store_json(const struct fs_stats *s)
 
 static json_t *cache_json(const struct fs_stats *s)
 {
-    json_t *o = json_pack(
-        "{s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I}", "hits", (json_int_t)s->cache.hits,
-        "misses", (json_int_t)s->cache.misses, "waits", (json_int_t)s->cache.waits, "evictions",
-        (json_int_t)s->cache.evictions, "bytes", (json_int_t)s->cache.bytes, "entries",
-        (json_int_t)s->cache.entries, "read_ahead_queued", (json_int_t)s->read_ahead.queued,
-        "read_ahead_dropped", (json_int_t)s->read_ahead.dropped, "read_ahead_present",
-        (json_int_t)s->read_ahead.present);
-    json_t *spread = json_pack(
-        "{s:I, s:I, s:I, s:I}", "spread_queued", (json_int_t)s->read_ahead.spread, "spread_loaded",
-        (json_int_t)s->cache.spread_loaded, "spread_used", (json_int_t)s->cache.spread_used,
-        "spread_unused", (json_int_t)s->cache.spread_unused);
-    if (o && spread && json_object_update(o, spread) != 0) {
-        json_decref(o);
-        o = NULL;
-    }
-    json_decref(spread);
-    return o;
+    return json_pack(
+        "{s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I}", "hits",
+        (json_int_t)s->cache.hits, "misses", (json_int_t)s->cache.misses, "waits",
+        (json_int_t)s->cache.waits, "evictions", (json_int_t)s->cache.evictions, "bytes",
+        (json_int_t)s->cache.bytes, "entries", (json_int_t)s->cache.entries, "read_ahead_queued",
+        (json_int_t)s->read_ahead.queued, "read_ahead_dropped", (json_int_t)s->read_ahead.dropped,
+        "read_ahead_present", (json_int_t)s->read_ahead.present, "spread_queued",
+        (json_int_t)s->read_ahead.spread, "spread_loaded", (json_int_t)s->cache.spread_loaded,
+        "spread_used", (json_int_t)s->cache.spread_used, "spread_unused",
+        (json_int_t)s->cache.spread_unused);
 }
 
 static json_t *images_json(const struct fs_stats *s)
