@@ -65,14 +65,20 @@ int image_equal(const struct image *a, const struct image *b);
  * follows it, as a guess (a spread): the stored chunks after it in file order, or the lines
  * after its line when the reader steps along lines, up to 1/IMAGE_SPREAD_MISS of the cache;
  * a reader's guesses not yet used may hold at most 1/IMAGE_SPREAD_UNUSED of it, so a reader
- * whose guesses go unused stops guessing. A chunk the reader came into from the bytes before
- * it and read through to its end leaves the cache (the kernel keeps its pages). Several
- * threads may read at once. */
+ * whose guesses go unused stops guessing. A chunk whose every byte the reader read in one
+ * sequential run that began before the chunk leaves the cache (the kernel keeps its pages),
+ * however the kernel's parallel READs of it were ordered. Several threads may read at once. */
 #define IMAGE_PREFETCH_MAX 64
 #define IMAGE_PREFETCH_BYTES (64u << 20)
 #define IMAGE_SPREAD_MISS 32   /* the default 1 GiB cache: 32 MiB guessed at a miss */
 #define IMAGE_SPREAD_UNUSED 8  /* and 128 MiB of guesses not yet used */
 #define IMAGE_SPREAD_SCAN 4096 /* segments or lines looked at for one spread */
+#define IMAGE_THROUGH_SLOTS 8  /* chunks counted at once: the kernel's READs in flight span few */
+/* A chunk being read through: how many of its bytes the reader has read. */
+struct image_through {
+    _Atomic uint64_t seg;   /* 1 + its segment index; 0: free */
+    _Atomic uint64_t bytes; /* read so far */
+};
 struct image_reader {
     struct chunk_cache *cache;
     struct prefetcher *prefetch;     /* NULL: no read-ahead */
@@ -86,9 +92,9 @@ struct image_reader {
                                          * one grid dimension; 0: none seen */
     _Atomic uint64_t spread_guessed; /* bytes of chunks queued as guesses */
     _Atomic uint64_t spread_taken;   /* bytes of guesses this reader went on to read */
-    _Atomic uint64_t contig_from;    /* where the run of reads that each begin where the last
-                                      * one ended began */
-    _Atomic uint64_t contig_end;     /* and where it ends */
+    _Atomic uint64_t run_from;       /* where the reader's sequential run began */
+    struct image_through through[IMAGE_THROUGH_SLOTS];
+    _Atomic unsigned through_next; /* the slot a new chunk takes */
 };
 
 /* Copy up to len bytes at off into buf, fetching chunks through the reader's cache. Returns

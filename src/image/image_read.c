@@ -369,7 +369,7 @@ static void stride_ahead(struct image *img, struct image_reader *r, const struct
     spread(img, r, seg);
 }
 
-/* A jump closes the window: 1 if this read continues the last one. */
+/* A jump closes the window and begins a new run: 1 if this read continues the last one. */
 static int note_access(struct image_reader *r, uint64_t off, size_t len)
 {
     uint64_t expect = r->expect;
@@ -379,33 +379,52 @@ static int note_access(struct image_reader *r, uint64_t off, size_t len)
     if (!sequential) {
         r->window = 0;
         r->ahead = 0;
+        r->run_from = off;
     }
     return sequential;
 }
 
-/* Where the reader's run of reads, each starting exactly where the last one ended, began (this
- * read included). */
-static uint64_t contiguous_from(struct image_reader *r, uint64_t off, size_t len)
+static struct image_through *find_through(struct image_reader *r, size_t seg)
 {
-    if (off != r->contig_end)
-        r->contig_from = off;
-    r->contig_end = off + len;
-    return r->contig_from;
+    for (unsigned k = 0; k < IMAGE_THROUGH_SLOTS; k++)
+        if (r->through[k].seg == seg + 1)
+            return &r->through[k];
+    return NULL;
 }
 
-/* A read that ends where chunk segment s ends, by a reader that came into s from the bytes
- * before it and read all of it in order (a file read front to back): the kernel now holds
- * every page of it, so the cache need not (chunk_cache_drop). A run that began at s itself is
- * a jump: a reader of columns lands on a chunk's first byte and reads it through, and the
- * guesses of its next jump would load the chunk again. */
-static void drop_if_read_through(struct image *img, struct image_reader *r, const struct segment *s,
-                                 uint64_t from, uint64_t end)
+static void drop_chunk(struct image *img, struct image_reader *r, const struct segment *s)
 {
     char key[64];
-    if (from >= s->off || end != s->off + s->len)
-        return;
     chunk_cache_key(img, s, key, sizeof key);
     chunk_cache_drop(r->cache, key);
+}
+
+/* n more bytes of chunk segment seg read, in a run that began at from. Once the run has read
+ * all of a chunk it came into from the bytes before it (a file read front to back), the kernel
+ * holds every page of it and the cache need not (chunk_cache_drop). The bytes are counted, not
+ * their order: the kernel's parallel READs arrive out of order. A run that began in the chunk
+ * is a jump: a reader of columns lands on a chunk's first byte and reads it through, and the
+ * guesses of its next jump would load the chunk again. A heuristic: a race between threads
+ * can only lose a drop or drop early (a reload), never change a byte read. */
+static void count_read_through(struct image *img, struct image_reader *r,
+                               const struct segment *segs, size_t seg, uint64_t n, uint64_t from)
+{
+    const struct segment *s = &segs[seg];
+    struct image_through *t = find_through(r, seg);
+    if (t) {
+        uint64_t before = atomic_fetch_add(&t->bytes, n);
+        if (before < s->len && before + n >= s->len) {
+            t->seg = 0;
+            drop_chunk(img, r, s);
+        }
+    } else if (from < s->off && n >= s->len) {
+        drop_chunk(img, r, s);
+    } else if (from < s->off) {
+        t = &r->through[atomic_fetch_add(&r->through_next, 1) % IMAGE_THROUGH_SLOTS];
+        t->seg = 0; /* the slot's last chunk, if unfinished, is given up */
+        t->bytes = n;
+        t->seg = seg + 1;
+    }
 }
 
 /* Sequential reads that move into another chunk widen the window. Reads of metadata alone do
@@ -440,8 +459,8 @@ ssize_t image_read(struct image *img, struct image_reader *r, uint64_t off, void
         return 0;
     if (len > size - off)
         len = (size_t)(size - off);
-    int sequential = r->prefetch && note_access(r, off, len), first_chunk = 1;
-    uint64_t from = contiguous_from(r, off, len);
+    int sequential = note_access(r, off, len), first_chunk = 1;
+    uint64_t from = r->run_from;
     size_t n_segs, done = 0, i;
     const struct segment *segs = extent_segments(img->map, &n_segs);
     for (i = extent_find(img->map, off); done < len;) {
@@ -465,7 +484,7 @@ ssize_t image_read(struct image *img, struct image_reader *r, uint64_t off, void
         else if (copy_chunk(img, r, s, pos, out, n) != 0)
             return -EIO;
         else
-            drop_if_read_through(img, r, s, from, pos + n);
+            count_read_through(img, r, segs, i - 1, n, from);
         done += n;
     }
     return (ssize_t)done;
@@ -484,12 +503,13 @@ int image_read_view(struct image *img, struct image_reader *r, uint64_t off, siz
         len = (size_t)(size - off);
     if (s->kind != SEGMENT_CHUNK || s->off > off || off + len > s->off + s->len)
         return 0; /* not all in one chunk */
+    int sequential = note_access(r, off, len);
+    uint64_t from = r->run_from;
     if (r->prefetch)
-        follow_reader(img, r, segs, i, note_access(r, off, len));
-    uint64_t from = contiguous_from(r, off, len);
+        follow_reader(img, r, segs, i, sequential);
     if (hold_chunk(img, r, s, &v->entry) != 0)
         return -EIO;
-    drop_if_read_through(img, r, s, from, off + len); /* leaves at image_view_release */
+    count_read_through(img, r, segs, i, len, from); /* a drop leaves at image_view_release */
     v->data = (const unsigned char *)chunk_entry_data(v->entry) + (off - s->off);
     v->len = len;
     v->cache = r->cache;

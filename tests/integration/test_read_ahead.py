@@ -161,8 +161,8 @@ def test_a_file_read_front_to_back_leaves_the_cache(table_mount):
     after = settled(m)
     chunks = GRID * GRID
     assert after["misses"] - before["misses"] >= chunks
-    # every chunk but the first (the read began there), when the kernel's READs arrive in
-    # order; one that arrives late breaks the run, and the chunk stays (seen under ASan on a
-    # busy machine: 14 of 36 dropped). Without the drop, none leaves and all 36 stay (72 MiB).
-    assert after["evictions"] - before["evictions"] >= chunks // 4
-    assert after["bytes"] <= (chunks - chunks // 4) * 2 * CHUNK * CHUNK
+    # every chunk, whatever order the kernel's parallel READs of it came in (36 of 36 seen
+    # under ASan on a busy machine); two threads starting on one chunk at the same instant may
+    # count it apart and keep it. Without the drop, none leaves and all 36 stay (72 MiB).
+    assert after["evictions"] - before["evictions"] >= chunks - 2
+    assert after["bytes"] <= 2 * 2 * CHUNK * CHUNK

@@ -10,6 +10,9 @@
  *    fail to read (-EIO); a scalar whose value cannot be read, an attribute that cannot be made
  *    and a link to a missing object are left out; image_left_out lists each once, with its id
  *    and name.
+ * 3. Read through: a reader that reads every byte of a chunk in a run begun before it lets the
+ *    cache drop the chunk, whatever order its pieces came in (the kernel's parallel READs); a
+ *    reader that jumps onto a chunk's first byte and reads it through keeps it.
  */
 #include <errno.h>
 #include <ftw.h>
@@ -41,6 +44,7 @@
 #define D_SCALAR MEMBER("d", "0000-000000-000006")
 #define D_GHOST MEMBER("d", "0000-000000-000007")
 #define D_LINKED MEMBER("d", "0000-000000-000008")
+#define D_THROUGH MEMBER("d", "0000-000000-000009")
 
 #define TERA 1000000000000ull
 
@@ -393,6 +397,105 @@ static void test_left_out(void)
     store_close(st);
 }
 
+/* ---- 3. read through ---- */
+
+#define MIB (1u << 20)
+#define THROUGH_CHUNKS 8
+
+static struct image *build_through(struct store *st, const struct segment **chunks)
+{
+    static unsigned char bytes[MIB];
+    char link[200], body[512];
+    put_root(st, hard_link("big", D_THROUGH, link, sizeof link), "");
+    snprintf(body, sizeof body,
+             "\"type\": {\"class\": \"H5T_INTEGER\", \"base\": \"H5T_STD_U8LE\"}, "
+             "\"shape\": {\"class\": \"H5S_SIMPLE\", \"dims\": [%u]}, "
+             "\"layout\": {\"class\": \"H5D_CHUNKED\", \"dims\": [%u]}",
+             THROUGH_CHUNKS * MIB, MIB);
+    put_dataset(st, D_THROUGH, body);
+    for (uint64_t c = 0; c < THROUGH_CHUNKS; c++) {
+        for (size_t k = 0; k < MIB; k++)
+            bytes[k] = (unsigned char)(c * 7 + k);
+        put_chunk(st, D_THROUGH, &c, 1, bytes, MIB);
+    }
+    struct image *img = build(st);
+    size_t n, found = 0;
+    const struct segment *segs = img ? extent_segments(img->map, &n) : NULL;
+    for (size_t i = 0; img && i < n; i++)
+        if (segs[i].kind == SEGMENT_CHUNK && found < THROUGH_CHUNKS)
+            chunks[found++] = &segs[i];
+    CHECK_INT(found, img ? THROUGH_CHUNKS : 0);
+    return found == THROUGH_CHUNKS ? img : NULL;
+}
+
+/* Reads len bytes at off through a view (view != 0) or a copy, and checks them: chunk c's
+ * byte k is c * 7 + k. */
+static void read_checked(struct image *img, struct image_reader *r, const struct segment *s,
+                         uint64_t c, uint64_t off, size_t len, int view)
+{
+    static unsigned char buf[MIB];
+    struct image_view v;
+    const unsigned char *got = buf;
+    if (view) {
+        CHECK_INT(image_read_view(img, r, off, len, &v), 1);
+        got = v.data;
+    } else {
+        CHECK(image_read(img, r, off, buf, len) == (ssize_t)len);
+    }
+    int same = 1;
+    for (size_t k = 0; k < len; k++)
+        same &= got[k] == (unsigned char)(c * 7 + (off - s->off) + k);
+    CHECK(same);
+    if (view)
+        image_view_release(&v);
+}
+
+/* Chunk c read whole in pieces of 64 KiB, each pair of pieces swapped. */
+static void read_chunk_shuffled(struct image *img, struct image_reader *r, const struct segment *s,
+                                uint64_t c)
+{
+    const size_t piece = 64u << 10;
+    for (size_t p = 0; p < MIB / piece; p++)
+        read_checked(img, r, s, c, s->off + (p ^ 1) * piece, piece, (int)(c & 1));
+}
+
+static void test_read_through(void)
+{
+    struct store *st = new_bucket("through");
+    const struct segment *chunks[THROUGH_CHUNKS];
+    struct image *img = build_through(st, chunks);
+    struct chunk_cache_stats cs;
+    if (!img) {
+        store_close(st);
+        return;
+    }
+    /* front to back, from byte 0 */
+    struct image_reader r = { .cache = chunk_cache_new(64u * MIB) };
+    static unsigned char meta[MIB];
+    CHECK(chunks[0]->off <= sizeof meta &&
+          image_read(img, &r, 0, meta, chunks[0]->off) == (ssize_t)chunks[0]->off);
+    for (uint64_t c = 0; c < THROUGH_CHUNKS; c++)
+        read_chunk_shuffled(img, &r, chunks[c], c);
+    chunk_cache_stats(r.cache, &cs);
+    CHECK_INT(cs.misses, THROUGH_CHUNKS);
+    CHECK_INT(cs.evictions, THROUGH_CHUNKS);
+    CHECK_INT(cs.bytes, 0);
+    chunk_cache_free(r.cache);
+    /* a jump (6 MiB past where the last read ended) onto chunk 6's first byte: it stays; the
+     * run goes on into chunk 7, which leaves */
+    struct image_reader j = { .cache = chunk_cache_new(64u * MIB) };
+    read_checked(img, &j, chunks[0], 0, chunks[0]->off, 4096, 0);
+    read_checked(img, &j, chunks[6], 6, chunks[6]->off, MIB / 2, 0);
+    read_checked(img, &j, chunks[6], 6, chunks[6]->off + MIB / 2, MIB / 2, 1);
+    read_chunk_shuffled(img, &j, chunks[7], 7);
+    chunk_cache_stats(j.cache, &cs);
+    CHECK_INT(cs.evictions, 1);
+    CHECK_INT(cs.entries, 2); /* chunks 0 and 6 */
+    chunk_cache_free(j.cache);
+    image_put(img);
+    store_close(st);
+}
+
 int main(void)
 {
     snprintf(tmp_dir, sizeof tmp_dir, "/tmp/test_image_build.XXXXXX");
@@ -405,6 +508,7 @@ int main(void)
         return 1;
     test_declared_size();
     test_left_out();
+    test_read_through();
     log_teardown();
     nftw(tmp_dir, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
     return check_done("image_build");
