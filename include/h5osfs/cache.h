@@ -33,7 +33,6 @@ int chunk_cache_get(struct chunk_cache *cache, const char *key, size_t size, chu
                     void *ctx, struct chunk_entry **out);
 /* How a get found its entry, for a reader that adapts its read-ahead: */
 struct chunk_found {
-    int loaded;       /* this call loaded it: nothing had asked for it before */
     int spread_taken; /* the first use of an entry a spread load brought in */
 };
 /* chunk_cache_get, telling how the entry was found (found may be NULL). */

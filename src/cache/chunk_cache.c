@@ -341,8 +341,6 @@ int chunk_cache_fetch(struct chunk_cache *cache, const char *key, size_t size, c
         if (there)
             forget(cache, there); /* failed long enough ago: try again */
         rc = load_new(cache, key, size, load, ctx, 0, &e);
-        if (found)
-            found->loaded = 1;
     }
     cache_unlock(cache);
 
