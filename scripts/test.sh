@@ -22,7 +22,7 @@ meson test -C build --suite unit --setup valgrind --print-errorlogs
 meson test -C build-fuzz --suite fuzz --print-errorlogs
 export H5OSFS_S3_REQUIRED=1
 # The daemon built with AddressSanitizer and UBSan: a leak at exit or any undefined behaviour
-# makes it exit non-zero, which every mount's teardown checks. (The 50-round concurrency
+# makes it exit non-zero, which every mount's teardown checks. (The concurrency
 # stress runs in the plain pass below only: under ASan it takes minutes on the S3 backend. So
 # does test_packaging, which builds and mounts the .deb's own binary, not $H5OSFS_BIN.)
 [ -f build-asan/build.ninja ] || meson setup build-asan -Db_sanitize=address,undefined \
