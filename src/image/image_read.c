@@ -411,19 +411,18 @@ static void count_read_through(struct image *img, struct image_reader *r,
 {
     const struct segment *s = &segs[seg];
     struct image_through *t = find_through(r, seg);
-    if (t) {
-        uint64_t before = atomic_fetch_add(&t->bytes, n);
-        if (before < s->len && before + n >= s->len) {
-            t->seg = 0;
-            drop_chunk(img, r, s);
-        }
-    } else if (from < s->off && n >= s->len) {
-        drop_chunk(img, r, s);
-    } else if (from < s->off) {
+    if (!t) {
+        if (from >= s->off)
+            return; /* a jump landed in it */
         t = &r->through[atomic_fetch_add(&r->through_next, 1) % IMAGE_THROUGH_SLOTS];
         t->seg = 0; /* the slot's last chunk, if unfinished, is given up */
-        t->bytes = n;
+        t->bytes = 0;
         t->seg = seg + 1;
+    }
+    uint64_t before = atomic_fetch_add(&t->bytes, n);
+    if (before < s->len && before + n >= s->len) {
+        t->seg = 0;
+        drop_chunk(img, r, s);
     }
 }
 
