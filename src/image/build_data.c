@@ -372,7 +372,6 @@ static int declare_chunks(struct builder *b, struct build_obj *o, uint32_t dset_
                           const struct chunk_list *chunks)
 {
     struct image_dataset *ds = &b->img->datasets[dset_index];
-    b->declared += chunks->n; /* against IMAGE_CHUNKS_MAX, checked by chunk_source */
     int rc = ensure_placeholder(b, ds->chunk_bytes);
     if (rc == 0)
         rc = extent_reserve_chunks(b->img->map, chunks->n);
@@ -439,6 +438,8 @@ static int chunk_source(struct builder *b, struct build_obj *o, const struct dse
                 IMAGE_CHUNKS_MAX);
         rc = -EINVAL;
     }
+    if (rc == 0)
+        b->declared += chunks->n; /* every dataset is made before any chunk is declared */
     return rc == -EFBIG ? -EINVAL : rc;
 }
 
