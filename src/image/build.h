@@ -22,6 +22,7 @@ struct build_obj {
     uint64_t *chunks;    /* ... served from these chunk extents (linear indexes), */
     size_t n_chunks;     /*     declared after every object, link and attribute */
     uint32_t dset_index; /*     exists (build_dataset_declare) */
+    int dense;           /*     every chunk of the grid: made empty, grown at declaring */
     uint64_t *listed;    /* its chunk objects, listed ahead (build_list_ahead): sorted */
     size_t n_listed;     /*     linear indexes over listed_grid */
     int listed_ok;

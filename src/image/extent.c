@@ -218,6 +218,15 @@ int extent_write_chunk(struct extent_map *map, uint64_t off, uint64_t len, struc
     return 0;
 }
 
+int extent_chunk_at(const struct extent_map *map, uint64_t off, struct extent_tag *tag)
+{
+    size_t i = first_chunk_ending_after(map, off);
+    if (i == map->n_chunks || map->chunks[i].off != off)
+        return 0;
+    *tag = (struct extent_tag){ map->chunks[i].dset, map->chunks[i].chunk };
+    return 1;
+}
+
 int extent_reserve_chunks(struct extent_map *map, size_t n)
 {
     size_t need = map->n_chunks + n;

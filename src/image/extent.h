@@ -48,6 +48,8 @@ void extent_map_free(struct extent_map *map);
 int extent_write_bytes(struct extent_map *map, uint64_t off, const void *buf, uint64_t len);
 /* Record a chunk placeholder at off. 0 or -ENOMEM. */
 int extent_write_chunk(struct extent_map *map, uint64_t off, uint64_t len, struct extent_tag tag);
+/* While built: 1 and the tag of the chunk extent that starts at off, or 0 when none does. */
+int extent_chunk_at(const struct extent_map *map, uint64_t off, struct extent_tag *tag);
 /* Room for n more chunk extents at once (a dataset's chunks are declared together): a million
  * chunks grow the table once, to its size, not by doubling past it. 0 or -ENOMEM. */
 int extent_reserve_chunks(struct extent_map *map, size_t n);

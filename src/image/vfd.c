@@ -104,16 +104,31 @@ static herr_t vfd_read(H5FD_t *file, H5FD_mem_t type, hid_t dxpl, haddr_t addr, 
     return 0;
 }
 
+/* The fill write of the next chunk of a dense dataset: recorded as that chunk, its bytes
+ * dropped. A write that does not fit marks the run broken (the builder declares the chunks one
+ * by one instead). */
+static int dense_chunk(struct vfd_target *t, haddr_t addr, size_t size)
+{
+    struct vfd_dense *d = &t->dense;
+    if (d->broken || size != d->chunk_bytes || d->next >= d->n) {
+        d->broken = 1;
+        return 0;
+    }
+    return extent_write_chunk(t->map, addr, size, (struct extent_tag){ d->dset, d->next++ });
+}
+
 static herr_t vfd_write(H5FD_t *file, H5FD_mem_t type, hid_t dxpl, haddr_t addr, size_t size,
                         const void *buf)
 {
-    (void)type, (void)dxpl;
+    (void)dxpl;
     struct vfd_file *f = (struct vfd_file *)file;
     struct vfd_target *t = f->target;
     int rc;
     if (buf == t->placeholder) {
         rc = extent_write_chunk(t->map, addr, size, t->tag);
         t->placeholders++;
+    } else if (t->dense.on && type == H5FD_MEM_DRAW) {
+        rc = dense_chunk(t, addr, size);
     } else {
         rc = extent_write_bytes(t->map, addr, buf, size);
     }

@@ -4,9 +4,10 @@
  * The HDF5 library writes the synthesised file's metadata through it; raw chunk data is
  * declared with H5Dwrite_chunk from the one placeholder buffer of the target, which the driver
  * recognises by its address and records as a chunk extent tagged with vfd_target.tag (set by
- * the builder before each call). Everything else is kept as bytes. Reads are served from the
- * map (the library reads metadata back while it writes). At close the final end of allocation
- * is the file size. The builder also records extents itself: storage HDF5 allocated but that
+ * the builder before each call), or, for a dataset that has every chunk of its grid, from the
+ * fill writes of the library's own allocation of all of them (vfd_dense). Everything else is
+ * kept as bytes. Reads are served from the map (the library reads metadata back while it
+ * writes). At close the final end of allocation is the file size. The builder also records extents itself: storage HDF5 allocated but that
  * must read as EIO (build_data.c, placeholders).
  *
  * One target per file being built; the driver itself holds no state.
@@ -21,10 +22,21 @@
 
 #include "extent.h"
 
+/* A dense dataset's chunks, allocated by the library in one call: each raw write of
+ * chunk_bytes while `on`, other than from the placeholder, is the fill of the next chunk of
+ * the grid in order (the builder checks that order afterwards, build_data.c). */
+struct vfd_dense {
+    int on;
+    int broken; /* a raw write of another size, or more than n of them */
+    uint32_t dset;
+    uint64_t chunk_bytes, n, next;
+};
+
 struct vfd_target {
     struct extent_map *map;
     const void *placeholder; /* writes from this address are chunk placeholders */
     struct extent_tag tag;   /* what the next placeholder write is */
+    struct vfd_dense dense;  /* on while a dense dataset's chunks are allocated */
     uint64_t placeholders;   /* count of placeholder writes seen */
     uint64_t eoa;            /* end of allocation at close: the file size */
     int failed;              /* -ENOMEM from the map: the build must fail */

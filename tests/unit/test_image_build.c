@@ -13,6 +13,10 @@
  * 3. Read through: a reader that reads every byte of a chunk in a run begun before it lets the
  *    cache drop the chunk, whatever order its pieces came in (the kernel's parallel READs); a
  *    reader that jumps onto a chunk's first byte and reads it through keeps it.
+ * 4. Dense datasets: one with every chunk of its grid stored has them allocated by HDF5 in one
+ *    call (early allocation); every element reads as stored, with edge chunks, under each
+ *    chunk index (fixed array, extensible array, v2 B-tree), and a dataset missing one chunk
+ *    is built as before (incremental allocation, the missing chunk reads as the fill value).
  */
 #include <errno.h>
 #include <ftw.h>
@@ -45,6 +49,10 @@
 #define D_GHOST MEMBER("d", "0000-000000-000007")
 #define D_LINKED MEMBER("d", "0000-000000-000008")
 #define D_THROUGH MEMBER("d", "0000-000000-000009")
+#define D_DENSE MEMBER("d", "0000-000000-00000a")
+#define D_DENSE_EA MEMBER("d", "0000-000000-00000b")
+#define D_HOLED MEMBER("d", "0000-000000-00000c")
+#define D_DENSE_BT2 MEMBER("d", "0000-000000-00000d")
 
 #define TERA 1000000000000ull
 
@@ -496,6 +504,141 @@ static void test_read_through(void)
     store_close(st);
 }
 
+/* ---- 4. dense datasets ---- */
+
+struct grid3 {
+    const char *id, *name;
+    hsize_t dims[3], chunk[3], n[3]; /* n: chunks per dimension */
+    int rank;
+    const char *maxdims; /* JSON, or "": fixed (a fixed array index) */
+};
+
+/* Element `e` (row-major within chunk `linear`): a value that tells both apart. */
+static signed char dense_value(uint64_t linear, uint64_t e)
+{
+    return (signed char)((linear * 13 + e) % 127);
+}
+
+/* "[a, b, c]" of the first rank values of v. */
+static const char *json_dims(const hsize_t *v, int rank, char *buf, size_t len)
+{
+    size_t at = (size_t)snprintf(buf, len, "[");
+    for (int k = 0; k < rank && at < len; k++)
+        at +=
+            (size_t)snprintf(buf + at, len - at, "%s%llu", k ? ", " : "", (unsigned long long)v[k]);
+    if (at < len)
+        snprintf(buf + at, len - at, "]");
+    return buf;
+}
+
+/* Every chunk object of g but chunk `skip` (none: -1), full-sized as HSDS stores edge chunks. */
+static void put_grid(struct store *st, const struct grid3 *g, int64_t skip)
+{
+    char body[512], dims[64], chunk[64];
+    unsigned char buf[64];
+    uint64_t per = 1, total = 1;
+    for (int k = 0; k < g->rank; k++) {
+        per *= g->chunk[k];
+        total *= g->n[k];
+    }
+    snprintf(body, sizeof body,
+             "\"type\": {\"class\": \"H5T_INTEGER\", \"base\": \"H5T_STD_I8LE\"}, "
+             "\"shape\": {\"class\": \"H5S_SIMPLE\", \"dims\": %s%s}, "
+             "\"creationProperties\": {\"fillValue\": -9}, "
+             "\"layout\": {\"class\": \"H5D_CHUNKED\", \"dims\": %s}",
+             json_dims(g->dims, g->rank, dims, sizeof dims), g->maxdims,
+             json_dims(g->chunk, g->rank, chunk, sizeof chunk));
+    put_dataset(st, g->id, body);
+    for (uint64_t linear = 0; linear < total; linear++) {
+        uint64_t index[3], rest = linear;
+        for (int k = g->rank - 1; k >= 0; k--) {
+            index[k] = rest % g->n[k];
+            rest /= g->n[k];
+        }
+        for (uint64_t e = 0; e < per; e++)
+            buf[e] = (unsigned char)dense_value(linear, e);
+        if ((int64_t)linear != skip)
+            put_chunk(st, g->id, index, g->rank, buf, per);
+    }
+}
+
+/* What element at (within g's dims) holds: its chunk's value, or the fill value when that
+ * chunk is `skip`. */
+static signed char grid_expected(const struct grid3 *g, const hsize_t *at, int64_t skip)
+{
+    uint64_t linear = 0, e = 0;
+    for (int k = 0; k < g->rank; k++) {
+        linear = linear * g->n[k] + at[k] / g->chunk[k];
+        e = e * g->chunk[k] + at[k] % g->chunk[k];
+    }
+    return (int64_t)linear == skip ? -9 : dense_value(linear, e);
+}
+
+/* Every element of dataset g of the image file f, and its allocation time. */
+static void check_grid(hid_t f, const struct grid3 *g, int64_t skip, H5D_alloc_time_t when)
+{
+    signed char all[5 * 7 * 3];
+    hid_t d = H5Dopen2(f, g->name, H5P_DEFAULT), dcpl = d >= 0 ? H5Dget_create_plist(d) : -1;
+    H5D_alloc_time_t alloc = H5D_ALLOC_TIME_ERROR;
+    CHECK(dcpl >= 0 && H5Pget_alloc_time(dcpl, &alloc) >= 0);
+    CHECK_INT(alloc, when);
+    CHECK(d >= 0 && H5Dread(d, H5T_NATIVE_SCHAR, H5S_ALL, H5S_ALL, H5P_DEFAULT, all) >= 0);
+    int wrong = 0;
+    hsize_t at[3] = { 0 }, i = 0;
+    for (at[0] = 0; at[0] < g->dims[0]; at[0]++)
+        for (at[1] = 0; at[1] < g->dims[1]; at[1]++)
+            for (at[2] = 0; at[2] < (g->rank == 3 ? g->dims[2] : 1); at[2]++)
+                wrong += all[i++] != grid_expected(g, at, skip);
+    CHECK_INT(wrong, 0);
+    if (dcpl >= 0)
+        H5Pclose(dcpl);
+    if (d >= 0)
+        H5Dclose(d);
+}
+
+static void test_dense(void)
+{
+    char l1[200], l2[200], l3[200], l4[200], links[1024], path[512];
+    const struct grid3 dense = { D_DENSE, "dense", { 5, 7, 3 }, { 2, 3, 2 }, { 3, 3, 2 }, 3, "" };
+    /* one unlimited dimension: an extensible array; two: a version 2 B-tree */
+    const struct grid3 ea = {
+        D_DENSE_EA, "ea", { 9, 4 }, { 2, 3 }, { 5, 2 }, 2, ", \"maxdims\": [0, 4]"
+    };
+    const struct grid3 bt2 = {
+        D_DENSE_BT2, "bt2", { 9, 4 }, { 2, 3 }, { 5, 2 }, 2, ", \"maxdims\": [0, 0]"
+    };
+    const struct grid3 holed = { D_HOLED, "holed", { 5, 7, 3 }, { 2, 3, 2 }, { 3, 3, 2 }, 3, "" };
+    struct store *st = new_bucket("dense");
+    snprintf(links, sizeof links, "%s, %s, %s, %s", hard_link("dense", D_DENSE, l1, sizeof l1),
+             hard_link("ea", D_DENSE_EA, l2, sizeof l2),
+             hard_link("bt2", D_DENSE_BT2, l3, sizeof l3),
+             hard_link("holed", D_HOLED, l4, sizeof l4));
+    put_root(st, links, "");
+    put_grid(st, &dense, -1);
+    put_grid(st, &ea, -1);
+    put_grid(st, &bt2, -1);
+    put_grid(st, &holed, 7);
+    struct image *img = build(st);
+    struct image_stats stats;
+    if (img) {
+        image_stats(img, &stats);
+        CHECK_INT(stats.chunks, 18 + 10 + 10 + 17);
+        snprintf(path, sizeof path, "%s/dense.h5", tmp_dir);
+        CHECK_INT(write_image(img, path), 0);
+        hid_t f = H5Fopen(path, H5F_ACC_RDONLY, H5P_DEFAULT);
+        CHECK(f >= 0);
+        if (f >= 0) {
+            check_grid(f, &dense, -1, H5D_ALLOC_TIME_EARLY);
+            check_grid(f, &ea, -1, H5D_ALLOC_TIME_EARLY);
+            check_grid(f, &bt2, -1, H5D_ALLOC_TIME_EARLY);
+            check_grid(f, &holed, 7, H5D_ALLOC_TIME_INCR);
+            H5Fclose(f);
+        }
+        image_put(img);
+    }
+    store_close(st);
+}
+
 int main(void)
 {
     snprintf(tmp_dir, sizeof tmp_dir, "/tmp/test_image_build.XXXXXX");
@@ -509,6 +652,7 @@ int main(void)
     test_declared_size();
     test_left_out();
     test_read_through();
+    test_dense();
     log_teardown();
     nftw(tmp_dir, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
     return check_done("image_build");
