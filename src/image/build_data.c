@@ -472,8 +472,11 @@ static int declare_extents(struct builder *b, struct build_obj *o, struct image_
     return read_fill_value(o, entry);
 }
 
-/* Every chunk of the grid stored, each as large as HDF5's chunk, and the library's fill buffer
- * small: the chunks can be allocated by the library in one call (declare_dense). */
+/* Every chunk of the grid stored, each as large as HDF5's chunk, the library's fill buffer
+ * small, and a shape that cannot grow: the chunks can be allocated by the library in one call
+ * (declare_dense). Early allocation stays with the dataset: an r+ writer that grew one by 4x
+ * and wrote one element stored 64 chunk objects (48 of them fill) instead of 17, so a dataset
+ * that can grow keeps incremental allocation and is declared chunk by chunk. */
 static int is_dense(const struct dset_plan *p, const struct image_dataset *ds, size_t n)
 {
     uint64_t grid = 1;
@@ -482,8 +485,8 @@ static int is_dense(const struct dset_plan *p, const struct image_dataset *ds, s
     for (int k = 0; k < p->rank; k++) {
         if (hdf5_chunk_dim(p, k) != p->cdims[k])
             return 0;
-        if (p->maxdims[k] != H5S_UNLIMITED && p->maxdims[k] < p->dims[k])
-            return 0; /* made as it is, HDF5 refuses it (a placeholder), not at growing */
+        if (p->maxdims[k] != p->dims[k])
+            return 0;
         grid *= ds->grid[k];
     }
     return grid == n;
@@ -532,10 +535,9 @@ static int dense_in_grid_order(struct builder *b, const struct build_obj *o)
 
 /* A dense dataset's chunks. It was made with no elements and early allocation: grown to its
  * shape, it has the library allocate every chunk in one call, 1e6 chunks in 0.12 s where one
- * H5Dwrite_chunk each takes 1.2 s (late allocation, at the first write, takes 0.7 s). An r+
- * writer that grows the dataset gets all its new chunks at once, filled, as HDF5 does for any
- * early dataset. 0, 1 when the chunks must be declared one by one after all (which puts every
- * tag right), or -errno. */
+ * H5Dwrite_chunk each takes 1.2 s (late allocation, at the first write, takes 0.7 s). 0, 1
+ * when the chunks must be declared one by one after all (which puts every tag right), or
+ * -errno. */
 static int declare_dense(struct builder *b, struct build_obj *o)
 {
     const struct image_dataset *ds = &b->img->datasets[o->dset_index];
