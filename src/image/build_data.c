@@ -567,9 +567,9 @@ static int declare_dense(struct builder *b, struct build_obj *o)
 int build_dataset_declare(struct builder *b, struct build_obj *o)
 {
     struct chunk_list chunks = { o->chunks, o->n_chunks, o->n_chunks };
-    int rc = o->chunks && o->dense ? declare_dense(b, o) : 1;
-    if (rc == 1)
-        rc = o->chunks ? declare_chunks(b, o, o->dset_index, &chunks) : 0;
+    int rc = !o->chunks ? 0 : o->dense ? declare_dense(b, o) : 1;
+    if (rc == 1) /* not dense, or the library's order was not the grid's */
+        rc = declare_chunks(b, o, o->dset_index, &chunks);
     free(o->chunks);
     o->chunks = NULL;
     o->n_chunks = 0;

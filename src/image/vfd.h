@@ -7,8 +7,9 @@
  * the builder before each call), or, for a dataset that has every chunk of its grid, from the
  * fill writes of the library's own allocation of all of them (vfd_dense). Everything else is
  * kept as bytes. Reads are served from the map (the library reads metadata back while it
- * writes). At close the final end of allocation is the file size. The builder also records extents itself: storage HDF5 allocated but that
- * must read as EIO (build_data.c, placeholders).
+ * writes). At close the final end of allocation is the file size. The builder also records
+ * extents itself: storage HDF5 allocated but that must read as EIO (build_data.c,
+ * placeholders).
  *
  * One target per file being built; the driver itself holds no state.
  */
