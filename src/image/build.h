@@ -1,6 +1,7 @@
 /*
  * build.h: the state of one image build, shared by build.c (objects, links, attributes) and
- * build_data.c (datasets: creation properties, chunk extents, materialised values).
+ * build_data.c (datasets: creation properties, chunk sources, materialised values) and
+ * build_declare.c (the chunk extents, declared last).
  */
 #ifndef H5OSFS_IMAGE_BUILD_H
 #define H5OSFS_IMAGE_BUILD_H

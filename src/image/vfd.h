@@ -25,7 +25,7 @@
 
 /* A dense dataset's chunks, allocated by the library in one call: each raw write of
  * chunk_bytes while `on`, other than from the placeholder, is the fill of the next chunk of
- * the grid in order (the builder checks that order afterwards, build_data.c). */
+ * the grid in order (the builder checks that order afterwards, build_declare.c). */
 struct vfd_dense {
     int on;
     int broken; /* a raw write of another size, or more than n of them */
