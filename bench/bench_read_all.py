@@ -30,7 +30,9 @@ cache and no page cache) and reopen ros3 before every measured run; the mount it
 timed, the open of the file and the reads are. Every value read is compared with the native
 file (numpy.array_equal); GETs are checked by decoding each chunk object and comparing it with
 the same region of the native file; h5ls/h5dump output is compared with the native file's.
-A run longer than --budget seconds stops early and is extrapolated (shown with "~").
+A run longer than --budget seconds stops early and is extrapolated (shown with "~"). Each
+measured run also counts the CPU seconds of the S3 server, the daemon and the reader: a second
+table shows where the time went, and whether the machine's cores were all busy.
 
 usage: bench/bench_read_all.py [--work DIR] [--keep] [--only ROWS] [--reps N] [--budget S]
                                [--server s3rver|rgw] [--out FILE]
@@ -42,6 +44,7 @@ import json
 import os
 import platform
 import re
+import resource
 import shutil
 import statistics
 import subprocess
@@ -79,6 +82,7 @@ NATIVE = {"meta": "/g17/d3", "table": "/table", "float": "/data", "gzip": "/data
 SELECTIONS = 200
 FAST_ROW = 1.0                  # seconds: warm rows faster than this get more runs
 FAST_REPS = 7
+CLK_TCK = os.sysconf("SC_CLK_TCK")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -105,6 +109,62 @@ def wait_for(cond, what, timeout=30.0):
         if time.monotonic() > deadline:
             raise RuntimeError(f"timed out waiting for {what}")
         time.sleep(0.01)
+
+
+def proc_cpu_seconds(pid):
+    """utime + stime of process pid (all its threads) so far; 0 when it is gone."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+    except OSError:
+        return 0.0
+    return (int(fields[11]) + int(fields[12])) / CLK_TCK
+
+
+def process_tree(root):
+    """root and every process below it (the S3 server and the daemons it started: RGW's)."""
+    children = {}
+    for d in os.listdir("/proc"):
+        if not d.isdigit():
+            continue
+        try:
+            with open(f"/proc/{d}/stat") as f:
+                ppid = int(f.read().rsplit(")", 1)[1].split()[1])
+        except (OSError, ValueError, IndexError):
+            continue
+        children.setdefault(ppid, []).append(int(d))
+    out, todo = [], [root]
+    while todo:
+        pid = todo.pop()
+        out.append(pid)
+        todo += children.get(pid, [])
+    return out
+
+
+class CpuMeter:
+    """CPU seconds spent during one measured run by the S3 server (with every process it
+    started), the contender's daemon (h5osfs, s3fs) and the reader: this process (h5py, ros3),
+    or with reader_is_child its reaped children (curl, the GETs). On a machine of few cores
+    their sum against wall time x cores tells a run that waited from one that had no CPU left."""
+
+    def __init__(self, server_pid=None, daemon_pid=None, reader_is_child=False):
+        self.server = process_tree(server_pid) if server_pid else []
+        self.daemon, self.reader_is_child = daemon_pid, reader_is_child
+        self.start = self._now()
+
+    def _reader(self):
+        if self.reader_is_child:
+            ru = resource.getrusage(resource.RUSAGE_CHILDREN)
+            return ru.ru_utime + ru.ru_stime
+        return time.process_time()
+
+    def _now(self):
+        return (sum(proc_cpu_seconds(p) for p in self.server),
+                proc_cpu_seconds(self.daemon) if self.daemon else 0.0, self._reader())
+
+    def stop(self):
+        return {k: round(b - a, 3)
+                for k, a, b in zip(("server", "daemon", "reader"), self.start, self._now())}
 
 
 def proc_status_kib(pid, field_name):
@@ -298,6 +358,11 @@ class Store:
             for n in names:
                 c.put_object(FILES_BUCKET, f"{n}.h5", (work / "native" / f"{n}.h5").read_bytes())
 
+    @property
+    def pid(self):
+        """The server's process: s3rver, or rgw.py, which started RGW's daemons."""
+        return self._server.proc.pid
+
     def url(self, name):
         return f"{self.endpoint}/{FILES_BUCKET}/{name}.h5"
 
@@ -388,6 +453,9 @@ class H5osfs:
     def peak_rss_kib(self):
         return proc_status_kib(self.daemon.pid, "VmHWM")
 
+    def daemon_pid(self):
+        return self.daemon.pid if self.daemon else None
+
 
 class S3fs:
     """s3fs-fuse on the files bucket: no use_cache (nothing kept between mounts), path-style."""
@@ -430,6 +498,9 @@ class S3fs:
 
     def open(self, name):
         return h5py.File(self.mnt / f"{name}.h5", "r")
+
+    def daemon_pid(self):
+        return self.proc.pid if self.proc else None
 
 
 class Ros3:
@@ -602,21 +673,27 @@ def run_h5py(contender, wl, cold, budget):
     selection; the open and the reads are timed, then the values are checked."""
     if cold:
         contender.fresh()
+    store = getattr(contender, "store", None)
+    daemon = getattr(contender, "daemon_pid", lambda: None)()
+    cpu = CpuMeter(store.pid if store else None, daemon)
     t0 = time.perf_counter()
     with contender.open(wl.file) as f:
         got = read_selections(f, wl.sels, t0 + budget)
     dt = time.perf_counter() - t0
+    used = cpu.stop()
     ok = all(np.array_equal(a, b) for a, b in zip(got, wl.expected))
     n = len(wl.sels)
-    return Run(dt * n / len(got), len(got), n, ok)
+    return Run(dt * n / len(got), len(got), n, ok, {"cpu": used})
 
 
 def run_gets(gets, layout, wl, native, dtype):
     keys = layout.needed_keys(wl.sels)
+    cpu = CpuMeter(gets.store.pid, reader_is_child=True)
     dt, bodies = gets.fetch(keys)
+    used = cpu.stop()
     ok = len(bodies) == len(keys) and layout.check(bodies, native, wl.file, wl.sels[0][0],
                                                     dtype)
-    return Run(dt, ok=ok, extra={"objects": len(keys),
+    return Run(dt, ok=ok, extra={"objects": len(keys), "cpu": used,
                                  "bytes": sum(len(b) for b in bodies.values())})
 
 
@@ -906,15 +983,41 @@ def table_cells(lines):
     return out, all_ok
 
 
-def text_table(rows):
-    widths = [max(len(r[i]) for r in rows + [HEADER]) for i in range(len(HEADER))]
+CPU_HEADER = ["workload", "contender", "time", "server CPU", "daemon CPU", "reader CPU",
+              "CPU sum", "busy"]
+CPU_PARTS = ("server", "daemon", "reader")
+
+
+def cpu_cells(lines):
+    """One line per row and contender that measured CPU: the medians of its runs' time and
+    CPU seconds, and busy = CPU sum / (time x cores) (1: every core was busy all along)."""
+    seen, out = set(), []
+    for ln in lines:
+        for label, runs in ((ln.h5osfs, ln.h5osfs_runs), (ln.other, ln.other_runs or [])):
+            runs = [r for r in runs if "cpu" in r.extra]
+            key = (ln.row, ln.workload, label)
+            if not runs or key in seen:
+                continue
+            seen.add(key)
+            med = {k: statistics.median(r.extra["cpu"][k] for r in runs) for k in CPU_PARTS}
+            busy = statistics.median(
+                sum(r.extra["cpu"].values()) / (r.seconds * r.done / r.total * os.cpu_count())
+                for r in runs)
+            out.append([f"{ln.row}. {ln.workload}", label, fmt_s(Line.median(runs)),
+                        *(f"{med[k]:.2f} s" for k in CPU_PARTS),
+                        f"{sum(med.values()):.2f} s", f"{busy:.2f}"])
+    return out
+
+
+def text_table(rows, header=HEADER):
+    widths = [max(len(r[i]) for r in rows + [header]) for i in range(len(header))]
     fmt = lambda r: "  ".join(c.ljust(w) for c, w in zip(r, widths))  # noqa: E731
-    return "\n".join([fmt(HEADER), fmt(["-" * w for w in widths])] + [fmt(r) for r in rows])
+    return "\n".join([fmt(header), fmt(["-" * w for w in widths])] + [fmt(r) for r in rows])
 
 
-def markdown_table(rows):
+def markdown_table(rows, header=HEADER):
     esc = lambda c: c.replace("|", "\\|")  # noqa: E731
-    return "\n".join(["| " + " | ".join(HEADER) + " |", "|" + "---|" * len(HEADER)]
+    return "\n".join(["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
                      + ["| " + " | ".join(esc(c) for c in r) + " |" for r in rows])
 
 
@@ -1014,9 +1117,16 @@ def main():
             f"from a run stopped after {args.budget:.0f} s\nload average (1 min) "
             f"{load_before[0]:.1f} at the start, {os.getloadavg()[0]:.1f} at the end (other work "
             "on this machine)")
-    print(head + "\n\n" + text_table(rows))
+    cpu = cpu_cells(bench.lines)
+    cpu_head = (f"Where the time goes: CPU seconds spent during the measured runs (medians) by "
+                f"the S3 server (every process of it), the daemon (h5osfs, s3fs) and the reader "
+                f"(h5py with ros3 in it; curl for the GETs); busy = their sum / (time x "
+                f"{os.cpu_count()} cores)")
+    print(head + "\n\n" + text_table(rows) + "\n\n" + cpu_head + "\n\n"
+          + text_table(cpu, CPU_HEADER))
     out = args.out or work / "results.md"
-    out.write_text(head.replace("\n", "  \n") + "\n\n" + markdown_table(rows) + "\n")
+    out.write_text(head.replace("\n", "  \n") + "\n\n" + markdown_table(rows) + "\n\n"
+                   + cpu_head + "\n\n" + markdown_table(cpu, CPU_HEADER) + "\n")
     (work / "results.json").write_text(json.dumps(
         [{"row": ln.row, "workload": ln.workload, "h5osfs": ln.h5osfs,
           "h5osfs_runs": [r.__dict__ for r in ln.h5osfs_runs], "baseline": ln.other,
