@@ -994,18 +994,19 @@ def cpu_cells(lines):
     seen, out = set(), []
     for ln in lines:
         for label, runs in ((ln.h5osfs, ln.h5osfs_runs), (ln.other, ln.other_runs or [])):
-            runs = [r for r in runs if "cpu" in r.extra]
-            key = (ln.row, ln.workload, label)
-            if not runs or key in seen:
-                continue
-            seen.add(key)
-            med = {k: statistics.median(r.extra["cpu"][k] for r in runs) for k in CPU_PARTS}
-            busy = statistics.median(
-                sum(r.extra["cpu"].values()) / (r.seconds * r.done / r.total * os.cpu_count())
-                for r in runs)
-            out.append([f"{ln.row}. {ln.workload}", label, fmt_s(Line.median(runs)),
-                        *(f"{med[k]:.2f} s" for k in CPU_PARTS),
-                        f"{sum(med.values()):.2f} s", f"{busy:.2f}"])
+            if not runs or id(runs) in seen or any("cpu" not in r.extra for r in runs):
+                continue                    # a baseline shared by two lines: once
+            seen.add(id(runs))
+            # a run stopped early: its CPU scaled up as its time was ("~")
+            whole = [{k: r.extra["cpu"][k] * r.total / r.done for k in CPU_PARTS}
+                     for r in runs]
+            med = {k: statistics.median(c[k] for c in whole) for k in CPU_PARTS}
+            busy = statistics.median(sum(c.values()) / (r.seconds * os.cpu_count())
+                                     for c, r in zip(whole, runs))
+            est = "~" if any(r.partial for r in runs) else ""
+            out.append([f"{ln.row}. {ln.workload}", label, est + fmt_s(Line.median(runs)),
+                        *(f"{est}{med[k]:.2f} s" for k in CPU_PARTS),
+                        f"{est}{sum(med.values()):.2f} s", f"{busy:.2f}"])
     return out
 
 
