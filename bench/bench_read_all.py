@@ -749,6 +749,7 @@ def at_least(x):
 
 
 FASTER = ("> 1 (faster)", lambda h, o, r: r is not None and r > 1)
+NO_GOAL = ("-", None)           # shown for comparison: the issue sets no goal against it
 
 
 class Bench:
@@ -857,7 +858,7 @@ class Bench:
         def goal(h, o, r):
             return h <= 0.25 and r >= 0.2
         self.cold_s3_row("1", "open 500-dataset domain + one value, S3 cold", one_value(),
-                         {"s3fs": ("<= 0.25 s and >= 0.2 (5x)", goal), "ros3": FASTER},
+                         {"s3fs": ("<= 0.25 s and >= 0.2 (5x)", goal), "ros3": NO_GOAL},
                          fast=True, first_open=True)
 
     def row2(self):
