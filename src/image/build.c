@@ -435,14 +435,71 @@ static hid_t group_plist(hid_t cls, const json_t *json)
     return pl;
 }
 
+static hid_t shape_space(const json_t *shape, size_t *n, char *why, size_t why_len);
+
+/* An attribute message of a version-1 object header holds at most 64 KiB; a value of up to
+ * this much leaves room for its name, type and shape. */
+#define V1_ATTR_VALUE_MAX (48u << 10)
+
+/* Whether the attribute's value surely fits one message of a version-1 header. Its elements
+ * are counted at their size in memory, twice that when they hold variable-length data (16
+ * bytes each in the file, 8 or 16 in memory); what cannot be worked out here does not fit. */
+static int attr_fits_v1(struct builder *b, const json_t *attr)
+{
+    char why[200];
+    size_t n = 0, elem = 0;
+    hid_t tid = build_type(b, json_object_get(attr, "type"), why, sizeof why);
+    hid_t space = tid < 0 ? H5I_INVALID_HID
+                          : shape_space(json_object_get(attr, "shape"), &n, why, sizeof why);
+    if (space >= 0) {
+        int vlen = H5Tdetect_class(tid, H5T_VLEN) != 0 || H5Tis_variable_str(tid) != 0;
+        elem = H5Tget_size(tid) << vlen;
+        H5Sclose(space);
+    }
+    if (tid >= 0)
+        H5Tclose(tid);
+    return elem > 0 && n <= V1_ATTR_VALUE_MAX / elem;
+}
+
+/* A group that does not track creation order is made in HDF5's original format, a symbol
+ * table, as h5py and most writers make theirs: HDF5 lists and looks up its links with less
+ * work than in the newer format's dense storage (doc/image.md: h5ls -r of the 500-dataset
+ * bench domain's file 100-106 ms against 108-113 ms). That format keeps attributes in a
+ * version-1 header, whose messages hold 64 KiB at most, so a group with a larger attribute
+ * keeps the newer one. HDF5 itself converts the group when a link needs the newer format (an
+ * external link, a UTF-8 name). */
+static int original_format(struct builder *b, const json_t *group)
+{
+    const json_t *attrs = json_object_get(group, "attributes");
+    const char *name;
+    json_t *attr;
+    if (creation_ordered(group))
+        return 0;
+    json_object_foreach((json_t *)attrs, name, attr)
+    {
+        if (!attr_fits_v1(b, attr))
+            return 0;
+    }
+    return 1;
+}
+
 static int create_group(struct builder *b, struct build_obj *o)
 {
     if (strcmp(o->path, "/") == 0) {
         o->hid = H5Gopen2(b->file, "/", H5P_DEFAULT);
         return o->hid < 0 ? -EIO : 0;
     }
+    int original = original_format(b, o->json);
     hid_t gcpl = group_plist(H5P_GROUP_CREATE, o->json);
-    o->hid = gcpl < 0 ? gcpl : H5Gcreate_anon(b->file, gcpl, H5P_DEFAULT);
+    if (original && H5Fset_libver_bounds(b->file, H5F_LIBVER_EARLIEST, H5F_LIBVER_V110) < 0)
+        original = -1;
+    o->hid =
+        gcpl < 0 || original < 0 ? H5I_INVALID_HID : H5Gcreate_anon(b->file, gcpl, H5P_DEFAULT);
+    if (original == 1 && H5Fset_libver_bounds(b->file, H5F_LIBVER_V110, H5F_LIBVER_V110) < 0 &&
+        o->hid >= 0) {
+        H5Gclose(o->hid); /* the rest would be made in the original format too */
+        o->hid = H5I_INVALID_HID;
+    }
     if (gcpl >= 0)
         H5Pclose(gcpl);
     return o->hid < 0 ? -EIO : 0;
@@ -610,8 +667,6 @@ static int link_group(struct builder *b, struct build_obj *g)
 /* ---- 4. attributes ---- */
 
 #define ATTR_DATA_MAX (64u << 20) /* largest attribute value, as IMAGE_JSON_MAX */
-
-static hid_t shape_space(const json_t *shape, size_t *n, char *why, size_t why_len);
 
 static int attr_value(struct builder *b, const json_t *a, hid_t tid, size_t n, void **buf,
                       char *why, size_t why_len)

@@ -17,6 +17,10 @@
  *    them allocated by HDF5 in one call (early allocation); one that can grow (an extensible
  *    array, a v2 B-tree index) or misses a chunk (that reads as the fill value) is built as
  *    before (incremental allocation); in each, with edge chunks, every element reads as stored.
+ * 5. Group formats: a group that does not track creation order is a symbol table (HDF5's
+ *    original format) unless an attribute is too large for that format's object header; a
+ *    group that tracks it keeps the newer format; in each, every link and attribute is there,
+ *    an external link and a UTF-8 name too (HDF5 converts a symbol table that gets one).
  */
 #include <errno.h>
 #include <ftw.h>
@@ -53,6 +57,10 @@
 #define D_DENSE_EA MEMBER("d", "0000-000000-00000b")
 #define D_HOLED MEMBER("d", "0000-000000-00000c")
 #define D_DENSE_BT2 MEMBER("d", "0000-000000-00000d")
+#define G_PLAIN MEMBER("g", "0000-000000-00000e")
+#define G_BIGATTR MEMBER("g", "0000-000000-00000f")
+#define G_ORDERED MEMBER("g", "0000-000000-000010")
+#define G_MIXED MEMBER("g", "0000-000000-000011")
 
 #define TERA 1000000000000ull
 
@@ -639,6 +647,136 @@ static void test_dense(void)
     store_close(st);
 }
 
+/* ---- 5. group formats ---- */
+
+#define GROUP_LINKS 12 /* past HDF5's 8 compact links */
+#define BIG_ATTR 20000 /* int32 values: 80 KB, more than a version-1 header message holds */
+
+/* Group id with GROUP_LINKS soft links, the given extra links, attributes and properties. */
+static void put_group(struct store *st, const char *id, const char *more_links, const char *attrs,
+                      const char *props)
+{
+    size_t cap = 64 * 1024 + strlen(attrs), len = 0;
+    char *body = malloc(cap);
+    CHECK(body != NULL);
+    if (!body)
+        return;
+    len += (size_t)snprintf(body + len, cap - len, "\"links\": {%s", more_links);
+    for (int i = 0; i < GROUP_LINKS; i++)
+        len += (size_t)snprintf(body + len, cap - len,
+                                "%s\"l%02d\": {\"class\": \"H5L_TYPE_SOFT\", \"h5path\": \"/x%d\"}",
+                                i == 0 && !more_links[0] ? "" : ", ", i, i);
+    snprintf(body + len, cap - len, "}, \"attributes\": {%s}%s", attrs, props);
+    char key[STORE_KEY_MAX + 1];
+    size_t tcap = cap + 256;
+    char *text = malloc(tcap);
+    CHECK(text != NULL);
+    CHECK_INT(schema_obj_key(id, key, sizeof key), 0);
+    if (text) {
+        snprintf(text, tcap, "{\"id\": \"%s\", \"root\": \"%s\", %s}", id, ROOT, body);
+        put(st, key, text);
+    }
+    free(text);
+    free(body);
+}
+
+static char *big_attribute(void)
+{
+    size_t cap = BIG_ATTR * 8 + 256, len = 0;
+    char *a = malloc(cap);
+    CHECK(a != NULL);
+    if (!a)
+        return NULL;
+    len += (size_t)snprintf(a, cap,
+                            "\"big\": {\"type\": {\"class\": \"H5T_INTEGER\", \"base\": "
+                            "\"H5T_STD_I32LE\"}, \"shape\": {\"class\": \"H5S_SIMPLE\", "
+                            "\"dims\": [%d]}, \"value\": [",
+                            BIG_ATTR);
+    for (int i = 0; i < BIG_ATTR; i++)
+        len += (size_t)snprintf(a + len, cap - len, "%s%d", i ? "," : "", i);
+    snprintf(a + len, cap - len, "]}");
+    return a;
+}
+
+/* The group at name: its storage, its links (GROUP_LINKS + extra) and attribute `a` (n
+ * values counting up from `first`). */
+static void check_group(hid_t f, const char *name, int symbol_table, int extra, const char *a,
+                        hsize_t n, int first)
+{
+    H5G_info_t gi;
+    hid_t g = H5Gopen2(f, name, H5P_DEFAULT);
+    CHECK(g >= 0);
+    if (g < 0)
+        return;
+    CHECK_INT(H5Gget_info(g, &gi), 0);
+    CHECK_INT(gi.storage_type == H5G_STORAGE_TYPE_SYMBOL_TABLE, symbol_table);
+    CHECK_INT((int)gi.nlinks, GROUP_LINKS + extra);
+    CHECK_INT(H5Lexists(g, "l11", H5P_DEFAULT), 1);
+    hid_t attr = H5Aopen(g, a, H5P_DEFAULT);
+    CHECK(attr >= 0);
+    if (attr >= 0) {
+        hid_t sp = H5Aget_space(attr);
+        CHECK_INT((int)H5Sget_simple_extent_npoints(sp), (int)n);
+        int *v = calloc(n, sizeof *v);
+        CHECK(v != NULL);
+        CHECK(v && H5Aread(attr, H5T_NATIVE_INT, v) >= 0);
+        if (v) {
+            CHECK_INT(v[0], first);
+            CHECK_INT(v[n - 1], first + (int)n - 1);
+        }
+        free(v);
+        H5Sclose(sp);
+        H5Aclose(attr);
+    }
+    H5Gclose(g);
+}
+
+static void test_group_formats(void)
+{
+    char l[4][200], links[1024], path[512];
+    const char *small = "\"n\": {\"type\": {\"class\": \"H5T_INTEGER\", \"base\": "
+                        "\"H5T_STD_I32LE\"}, \"shape\": {\"class\": \"H5S_SCALAR\"}, "
+                        "\"value\": 7}";
+    const char *ext = "\"ext\": {\"class\": \"H5L_TYPE_EXTERNAL\", \"h5path\": \"/a\", "
+                      "\"h5domain\": \"other.h5\"}, \"\u00e9t\u00e9\": {\"class\": "
+                      "\"H5L_TYPE_SOFT\", \"h5path\": \"/b\"}";
+    char *big = big_attribute();
+    struct store *st = new_bucket("groups");
+    snprintf(links, sizeof links, "%s, %s, %s, %s", hard_link("plain", G_PLAIN, l[0], 200),
+             hard_link("bigattr", G_BIGATTR, l[1], 200), hard_link("ordered", G_ORDERED, l[2], 200),
+             hard_link("mixed", G_MIXED, l[3], 200));
+    put_root(st, links, "");
+    put_group(st, G_PLAIN, "", small, "");
+    put_group(st, G_BIGATTR, "", big ? big : small, "");
+    put_group(st, G_ORDERED, "", small, ", \"creationProperties\": {\"CreateOrder\": 1}");
+    put_group(st, G_MIXED, ext, small, "");
+    free(big);
+    struct image *img = build(st);
+    if (img) {
+        size_t n_out = 1;
+        image_left_out(img, &n_out);
+        CHECK_INT((int)n_out, 0);
+        snprintf(path, sizeof path, "%s/groups.h5", tmp_dir);
+        CHECK_INT(write_image(img, path), 0);
+        hid_t f = H5Fopen(path, H5F_ACC_RDONLY, H5P_DEFAULT);
+        CHECK(f >= 0);
+        if (f >= 0) {
+            check_group(f, "/plain", 1, 0, "n", 1, 7);
+            check_group(f, "/bigattr", 0, 0, "big", BIG_ATTR, 0);
+            check_group(f, "/ordered", 0, 0, "n", 1, 7);
+            check_group(f, "/mixed", 0, 2, "n", 1, 7); /* converted by HDF5 */
+            H5L_info_t li;
+            CHECK_INT(H5Lget_info(f, "/mixed/\xc3\xa9t\xc3\xa9", &li, H5P_DEFAULT), 0);
+            CHECK_INT(li.cset, H5T_CSET_UTF8);
+            CHECK_INT(H5Lget_info(f, "/mixed/ext", &li, H5P_DEFAULT), 0);
+            CHECK_INT(li.type, H5L_TYPE_EXTERNAL);
+            H5Fclose(f);
+        }
+        image_put(img);
+    }
+    store_close(st);
+}
+
 int main(void)
 {
     snprintf(tmp_dir, sizeof tmp_dir, "/tmp/test_image_build.XXXXXX");
@@ -653,6 +791,7 @@ int main(void)
     test_left_out();
     test_read_through();
     test_dense();
+    test_group_formats();
     log_teardown();
     nftw(tmp_dir, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
     return check_done("image_build");
