@@ -530,8 +530,8 @@ hid_t build_type(struct builder *b, const json_t *type, char *why, size_t why_le
 {
     const char *tref = hjson_text(json_object_get(type, "id"));
     struct build_obj *t = tref ? build_find(b, tref) : NULL;
-    if (t && t->cls == 't' && !t->dropped && t->hid >= 0)
-        return H5Tcopy(t->hid) >= 0 ? H5Iinc_ref(t->hid), t->hid : H5I_INVALID_HID;
+    if (t && t->cls == 't' && !t->dropped && t->hid >= 0) /* the caller's H5Tclose is ours */
+        return H5Iinc_ref(t->hid) >= 0 ? t->hid : H5I_INVALID_HID;
     return h5type_from_json(type, why, why_len);
 }
 

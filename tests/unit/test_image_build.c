@@ -21,6 +21,8 @@
  *    original format) unless an attribute is too large for that format's object header; a
  *    group that tracks it keeps the newer format; in each, every link and attribute is there,
  *    an external link and a UTF-8 name too (HDF5 converts a symbol table that gets one).
+ * 6. Committed types: a dataset and an attribute of a committed type use it as stored, and
+ *    the type stays usable after each use has released it.
  */
 #include <errno.h>
 #include <ftw.h>
@@ -61,6 +63,8 @@
 #define G_BIGATTR MEMBER("g", "0000-000000-00000f")
 #define G_ORDERED MEMBER("g", "0000-000000-000010")
 #define G_MIXED MEMBER("g", "0000-000000-000011")
+#define T_NAMED MEMBER("t", "0000-000000-000012")
+#define D_TYPED MEMBER("d", "0000-000000-000013")
 
 #define TERA 1000000000000ull
 
@@ -777,6 +781,52 @@ static void test_group_formats(void)
     store_close(st);
 }
 
+/* ---- 6. committed types ---- */
+
+static void test_committed_type(void)
+{
+    char l1[200], l2[200], links[512], body[1024], path[512];
+    const char *i32 = "\"class\": \"H5T_INTEGER\", \"base\": \"H5T_STD_I32LE\"";
+    struct store *st = new_bucket("typed");
+    snprintf(links, sizeof links, "%s, %s", hard_link("int_t", T_NAMED, l1, sizeof l1),
+             hard_link("typed", D_TYPED, l2, sizeof l2));
+    put_root(st, links, "");
+    snprintf(body, sizeof body, "\"type\": {%s}, \"attributes\": {}", i32);
+    put_object(st, T_NAMED, body);
+    snprintf(body, sizeof body,
+             "\"type\": {%s, \"id\": \"%s\"}, \"shape\": {\"class\": \"H5S_SIMPLE\", "
+             "\"dims\": [4]}, \"layout\": {\"class\": \"H5D_CHUNKED\", \"dims\": [4]}, "
+             "\"attributes\": {\"a\": {\"type\": {%s, \"id\": \"%s\"}, \"shape\": "
+             "{\"class\": \"H5S_SCALAR\"}, \"value\": 5}}",
+             i32, T_NAMED, i32, T_NAMED);
+    put_object(st, D_TYPED, body);
+    put_chunk(st, D_TYPED, (uint64_t[]){ 0 }, 1, "\1\0\0\0\2\0\0\0\3\0\0\0\4\0\0\0", 16);
+    struct image *img = build(st);
+    if (img) {
+        snprintf(path, sizeof path, "%s/typed.h5", tmp_dir);
+        CHECK_INT(write_image(img, path), 0);
+        image_put(img);
+    }
+    hid_t f = H5Fopen(path, H5F_ACC_RDONLY, H5P_DEFAULT);
+    CHECK(f >= 0);
+    if (f >= 0) {
+        hid_t d = H5Dopen2(f, "typed", H5P_DEFAULT), a = H5Aopen(d, "a", H5P_DEFAULT);
+        hid_t dt = H5Dget_type(d), at = H5Aget_type(a);
+        int v[4] = { 0 }, x = 0;
+        CHECK_INT(H5Tcommitted(dt), 1);
+        CHECK_INT(H5Tcommitted(at), 1);
+        CHECK(H5Dread(d, H5T_NATIVE_INT, H5S_ALL, H5S_ALL, H5P_DEFAULT, v) >= 0);
+        CHECK(H5Aread(a, H5T_NATIVE_INT, &x) >= 0);
+        CHECK_INT(v[0] + v[3] * 10 + x * 100, 1 + 40 + 500);
+        H5Tclose(at);
+        H5Tclose(dt);
+        H5Aclose(a);
+        H5Dclose(d);
+        H5Fclose(f);
+    }
+    store_close(st);
+}
+
 int main(void)
 {
     snprintf(tmp_dir, sizeof tmp_dir, "/tmp/test_image_build.XXXXXX");
@@ -792,6 +842,7 @@ int main(void)
     test_read_through();
     test_dense();
     test_group_formats();
+    test_committed_type();
     log_teardown();
     nftw(tmp_dir, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
     return check_done("image_build");
