@@ -112,6 +112,10 @@ int build_dataset_fill(struct builder *b, struct build_obj *o, char *why, size_t
  * written among them made some of it overlap a chunk (a metadata checksum error on reading
  * files of 10^5 chunks and more). 0 or -errno. */
 int build_dataset_declare(struct builder *b, struct build_obj *o);
+/* Where the library keeps the chunk of dataset dset at chunk coordinates idx (build_declare.c):
+ * its address and size, HADDR_UNDEF and 0 when it has none. 0 or -EIO. */
+int build_chunk_info(hid_t dset, const struct image_dataset *ds, const uint64_t *idx, haddr_t *addr,
+                     hsize_t *size);
 
 /* The chunks of a *_REF dataset (spec §8): fills ds's origin, uris and pieces, and the sorted
  * linear indexes of the chunks that have data. 0, -EINVAL (with why), -ENOMEM, -EIO. */

@@ -790,15 +790,11 @@ static int value_chunk(struct builder *b, struct build_obj *o, const struct dset
 static int chunk_storage(struct build_obj *o, const struct image_dataset *ds, uint64_t linear,
                          haddr_t *addr, hsize_t *size)
 {
-    hsize_t offset[IMAGE_MAX_RANK];
     uint64_t idx[IMAGE_MAX_RANK];
-    unsigned mask;
     *addr = HADDR_UNDEF;
     *size = 0;
     image_chunk_index(ds, linear, idx);
-    for (int k = 0; k < ds->rank; k++)
-        offset[k] = idx[k] * ds->chunk_dims[k];
-    if (H5Dget_chunk_info_by_coord(o->hid, offset, &mask, addr, size) < 0)
+    if (build_chunk_info(o->hid, ds, idx, addr, size) != 0)
         return -EIO;
     return *addr == HADDR_UNDEF || *size == 0 ? -EIO : 0;
 }

@@ -23,6 +23,22 @@ static int ensure_placeholder(struct builder *b, size_t size)
     return 0;
 }
 
+/* The element offset of the chunk at chunk coordinates idx, as the library's chunk calls take it. */
+static void chunk_offset(const struct image_dataset *ds, const uint64_t *idx, hsize_t *offset)
+{
+    for (int k = 0; k < ds->rank; k++)
+        offset[k] = idx[k] * ds->chunk_dims[k];
+}
+
+int build_chunk_info(hid_t dset, const struct image_dataset *ds, const uint64_t *idx, haddr_t *addr,
+                     hsize_t *size)
+{
+    hsize_t offset[IMAGE_MAX_RANK];
+    unsigned mask;
+    chunk_offset(ds, idx, offset);
+    return H5Dget_chunk_info_by_coord(dset, offset, &mask, addr, size) < 0 ? -EIO : 0;
+}
+
 static int declare_chunks(struct builder *b, struct build_obj *o, uint32_t dset_index,
                           const struct chunk_list *chunks)
 {
@@ -32,11 +48,9 @@ static int declare_chunks(struct builder *b, struct build_obj *o, uint32_t dset_
         rc = extent_reserve_chunks(b->img->map, chunks->n);
     for (size_t i = 0; i < chunks->n && rc == 0; i++) {
         hsize_t offset[IMAGE_MAX_RANK];
-        uint64_t rest = chunks->v[i];
-        for (int k = ds->rank - 1; k >= 0; k--) {
-            offset[k] = (rest % ds->grid[k]) * ds->chunk_dims[k];
-            rest /= ds->grid[k];
-        }
+        uint64_t idx[IMAGE_MAX_RANK];
+        image_chunk_index(ds, chunks->v[i], idx);
+        chunk_offset(ds, idx, offset);
         b->target.tag = (struct extent_tag){ dset_index, chunks->v[i] };
         if (H5Dwrite_chunk(o->hid, H5P_DEFAULT, 0, offset, ds->chunk_bytes, b->placeholder) < 0)
             rc = b->target.failed ? b->target.failed : -EIO;
@@ -48,12 +62,9 @@ static int declare_chunks(struct builder *b, struct build_obj *o, uint32_t dset_
 static int chunk_tag_at(struct builder *b, const struct build_obj *o,
                         const struct image_dataset *ds, const uint64_t *idx, struct extent_tag *tag)
 {
-    hsize_t offset[IMAGE_MAX_RANK], size;
+    hsize_t size;
     haddr_t addr;
-    unsigned mask;
-    for (int k = 0; k < ds->rank; k++)
-        offset[k] = idx[k] * ds->chunk_dims[k];
-    if (H5Dget_chunk_info_by_coord(o->hid, offset, &mask, &addr, &size) < 0)
+    if (build_chunk_info(o->hid, ds, idx, &addr, &size) != 0)
         return -EIO;
     return extent_chunk_at(b->img->map, addr, tag) ? 0 : -EIO;
 }
