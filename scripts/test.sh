@@ -1,34 +1,56 @@
 #!/usr/bin/env bash
 # The whole test suite: installs what is missing, builds, runs the C unit tests (then once
-# more under valgrind), then the pytest integration tests against real FUSE mounts, on a
-# posix bucket and on two local S3 servers, s3rver ([s3]) and Ceph RGW ([rgw]), both of which
-# must be there: no silent skips. The plain pass runs the [rgw] instances (~4.5 min on 2
-# shared CPUs; RGW starts in ~2 s); the ASan pass leaves them out: they drive the same daemon
-# code as [s3], and CI's 90 minutes had only 10 to spare with both passes running them. Each
-# pass lists its 30 slowest tests, to show where the suite's time goes.
+# more under valgrind), replays the fuzz corpora, then the pytest integration tests against
+# real FUSE mounts, on a posix bucket and on two local S3 servers, s3rver ([s3]) and Ceph RGW
+# ([rgw]), both of which must be there: no silent skips.
+#
+#   scripts/test.sh            the whole suite (what .ci/run runs)
+#   scripts/test.sh --quick    build, unit tests, and one test of each integration module
+#                              (a few minutes: for development, not a substitute)
+#
+# Two pytest passes: one with the daemon built with AddressSanitizer and UBSan, which runs each
+# test once (its posix instance, or its S3 one for S3-only tests: the daemon code under the
+# sanitizers is the same whichever store serves the bytes, and the S3 store's own code runs in
+# the S3-only modules), and the plain pass, which runs every instance on every backend. Each
+# pass lists its 30 slowest tests and the end lists the time of every stage, so that growth
+# is seen where it happens.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-./scripts/install-deps.sh
-./scripts/build.sh
-./scripts/check-format.sh
-meson test -C build --suite unit --print-errorlogs
-meson test -C build --suite unit --setup valgrind --print-errorlogs
-# The fuzz targets, built by clang with libFuzzer, ASan and UBSan from the same libraries as the
-# daemon (fuzz/build.sh, which also builds the daemon and the unit tests with clang -Werror),
-# replay every input of fuzz/corpus/ and fuzz/regress/ once: a parser change that breaks a
-# target, or an input that once found a bug, fails here in seconds (fuzz/README.md). Without
-# clang or its libFuzzer runtime this stops, saying which is missing: never a silent pass.
-./fuzz/build.sh --no-install
-meson test -C build-fuzz --suite fuzz --print-errorlogs
-export H5OSFS_S3_REQUIRED=1
-# The daemon built with AddressSanitizer and UBSan: a leak at exit or any undefined behaviour
-# makes it exit non-zero, which every mount's teardown checks. (The concurrency
-# stress runs in the plain pass below only: under ASan it takes minutes on the S3 backend. So
-# does test_packaging, which builds and mounts the .deb's own binary, not $H5OSFS_BIN.)
-[ -f build-asan/build.ninja ] || meson setup build-asan -Db_sanitize=address,undefined \
-    -Db_lundef=false >/dev/null
-# test_s3_multipart runs tests/store_put from beside the daemon: it is built here too
-ninja -C build-asan h5osfs tests/store_put >/dev/null
+
+quick=0
+if [ "${1:-}" = "--quick" ]; then
+    quick=1
+    shift
+fi
+
+stage_names=()
+stage_secs=()
+report_stages() {
+    local status=$?
+    [ ${#stage_names[@]} -gt 0 ] || return 0
+    echo "== stage times (scripts/test.sh) =="
+    for i in "${!stage_names[@]}"; do
+        printf '%7ds  %s\n' "${stage_secs[$i]}" "${stage_names[$i]}"
+    done
+    printf '%7ds  total%s\n' "$SECONDS" "$([ "$status" -eq 0 ] || echo " (stopped by a failure)")"
+}
+trap report_stages EXIT
+
+# stage NAME COMMAND...: run COMMAND, remembering how long it took (also when it fails).
+stage() {
+    local name=$1 t0=$SECONDS rc=0
+    shift
+    "$@" || rc=$?
+    stage_names+=("$name")
+    stage_secs+=($((SECONDS - t0)))
+    return "$rc"
+}
+
+stage "install what is missing" ./scripts/install-deps.sh
+stage "build" ./scripts/build.sh
+stage "format check" ./scripts/check-format.sh
+stage "unit tests" meson test -C build --suite unit --print-errorlogs
+
 # Each run keeps its files in a directory of its own, made fresh here, so two runs on one
 # machine never share one: a fixed name let a second run (CI beside a developer's run) empty
 # the first's buckets, or fail on a mount a killed run left behind. Mounts whose daemon died
@@ -41,13 +63,45 @@ TMPROOT="${TMPDIR:-/tmp}"
     esac
 done
 TMPBASE="$(mktemp -d "$TMPROOT/h5osfs-pytest-XXXXXX")"
-H5OSFS_BIN=build-asan/h5osfs UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
-    /usr/bin/python3 -m pytest -p no:cacheprovider -q tests/integration \
-    --basetemp "$TMPBASE/asan" \
-    --ignore tests/integration/test_s3_infra.py --ignore tests/integration/test_packaging.py \
-    -k "not concurrent_listing and not rgw" --durations=30
-rm -rf "$TMPBASE/asan"
+export H5OSFS_S3_REQUIRED=1
 # Debian's interpreter, where python3-pytest, -h5py and -numpy live (not a python3 on PATH).
-/usr/bin/python3 -m pytest -p no:cacheprovider --basetemp "$TMPBASE/plain" --durations=30 \
-    tests/integration "$@"
+pytest=(/usr/bin/python3 -m pytest -p no:cacheprovider)
+
+if [ "$quick" -eq 1 ]; then
+    stage "integration smoke (one test per module)" "${pytest[@]}" -q --smoke \
+        --basetemp "$TMPBASE/smoke" tests/integration "$@"
+    rm -rf "$TMPBASE"
+    exit 0
+fi
+
+stage "unit tests under valgrind" meson test -C build --suite unit --setup valgrind \
+    --print-errorlogs
+# The fuzz targets, built by clang with libFuzzer, ASan and UBSan from the same libraries as the
+# daemon (fuzz/build.sh, which also builds the daemon and the unit tests with clang -Werror),
+# replay every input of fuzz/corpus/ and fuzz/regress/ once: a parser change that breaks a
+# target, or an input that once found a bug, fails here in seconds (fuzz/README.md). Without
+# clang or its libFuzzer runtime this stops, saying which is missing: never a silent pass.
+stage "fuzz build (clang)" ./fuzz/build.sh --no-install
+stage "fuzz corpora replayed" meson test -C build-fuzz --suite fuzz --print-errorlogs
+
+# The daemon built with AddressSanitizer and UBSan: a leak at exit or any undefined behaviour
+# makes it exit non-zero, which every mount's teardown checks. Left out of this pass: the
+# concurrency stress (minutes under ASan, and the plain pass runs it), test_packaging (it
+# builds and mounts the .deb's own binary, not $H5OSFS_BIN) and test_s3_infra (the test
+# servers' own behaviour, no daemon code).
+build_asan() {
+    [ -f build-asan/build.ninja ] || meson setup build-asan -Db_sanitize=address,undefined \
+        -Db_lundef=false >/dev/null
+    # test_s3_multipart runs tests/store_put from beside the daemon: it is built here too
+    ninja -C build-asan h5osfs tests/store_put >/dev/null
+}
+stage "ASan build" build_asan
+stage "integration, ASan+UBSan daemon, each test once" env H5OSFS_BIN=build-asan/h5osfs \
+    UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
+    "${pytest[@]}" -q tests/integration --one-backend --basetemp "$TMPBASE/asan" \
+    --ignore tests/integration/test_s3_infra.py --ignore tests/integration/test_packaging.py \
+    -k "not concurrent_listing" --durations=30
+rm -rf "$TMPBASE/asan"
+stage "integration, every backend" "${pytest[@]}" -q --basetemp "$TMPBASE/plain" \
+    --durations=30 tests/integration "$@"
 rm -rf "$TMPBASE"

@@ -87,6 +87,18 @@ def is_put_under_way(path):
     return Path(path).name.startswith(".h5osfs-tmp.")
 
 
+def pytest_addoption(parser):
+    group = parser.getgroup("h5osfs")
+    group.addoption(
+        "--smoke", action="store_true",
+        help="run one test of each module (its first, on posix where it has a posix instance): "
+        "scripts/test.sh --quick")
+    group.addoption(
+        "--one-backend", action="store_true",
+        help="run each backend-parametrised test once: its posix instance, or its first "
+        "instance where it has none (S3-only tests); the sanitizer pass of scripts/test.sh")
+
+
 def pytest_configure(config):
     config.addinivalue_line(
         "markers", "posix_only(reason): the test cannot run on the S3 backends (why, in "
@@ -134,12 +146,61 @@ def excluded_backends(item):
     return excluded
 
 
+def item_backend(item):
+    return getattr(getattr(item, "callspec", None), "params", {}).get("backend")
+
+
+def instance_key(item):
+    """What an item tests, whatever backend it runs on: its node id less the backend."""
+    params = dict(getattr(getattr(item, "callspec", None), "params", {}))
+    params.pop("backend", None)
+    return (item.module.__name__, item.originalname, repr(sorted(params.items())))
+
+
+def one_per_backend_set(items):
+    """Of each test's backend instances, the posix one, or the first (S3-only tests)."""
+    by_test = {}
+    for item in items:
+        by_test.setdefault(instance_key(item), []).append(item)
+    keep = set()
+    for group in by_test.values():
+        posix = [i for i in group if item_backend(i) in (None, "posix")]
+        keep.update(map(id, posix or group[:1]))
+    return keep
+
+
+def first_per_module(items):
+    """The first item of each module, a posix instance where the module has one."""
+    keep, modules = set(), {}
+    for item in items:
+        modules.setdefault(item.module.__name__, []).append(item)
+    for group in modules.values():
+        posix = [i for i in group if item_backend(i) in (None, "posix")]
+        keep.add(id((posix or group)[0]))
+    return keep
+
+
+def select(config, items, wanted):
+    dropped = [i for i in items if id(i) not in wanted]
+    if dropped:
+        config.hook.pytest_deselected(items=dropped)
+        items[:] = [i for i in items if id(i) in wanted]
+
+
 @pytest.hookimpl(trylast=True)       # after -k and -m have deselected theirs
 def pytest_collection_modifyitems(config, items):
+    drop_excluded_backends(config, items)
+    if config.getoption("--one-backend"):
+        select(config, items, one_per_backend_set(items))
+    if config.getoption("--smoke"):
+        select(config, items, first_per_module(items))
+
+
+def drop_excluded_backends(config, items):
     keep, dropped = [], []
     for item in items:
         excluded = excluded_backends(item)
-        backend = getattr(getattr(item, "callspec", None), "params", {}).get("backend")
+        backend = item_backend(item)
         if backend in excluded:
             dropped.append(item)
             config._h5osfs_posix_only.append((item.nodeid, excluded[backend]))
@@ -152,7 +213,8 @@ def pytest_collection_modifyitems(config, items):
 
 def pytest_terminal_summary(terminalreporter, exitstatus, config):
     dropped = getattr(config, "_h5osfs_posix_only", [])
-    if dropped:
+    one_instance = config.getoption("--smoke") or config.getoption("--one-backend")
+    if dropped and not one_instance:   # a pass that runs each test once drops far more
         terminalreporter.section(f"not on every backend: {len(dropped)} instances not run")
         for nodeid, reason in dropped:
             terminalreporter.write_line(f"{nodeid}: {reason}")

@@ -122,14 +122,16 @@ def test_a_new_column_of_chunks_is_loaded_before_it_is_read(table_mount):
         assert np.array_equal(f["table"][:, j], data[:, j])
         k = 2 * CHUNK + 11                  # line 2, a miss: lines 3, 4, ... are guessed
         assert np.array_equal(f["table"][:, k], data[:, k])
-        before, gets_before = settled(m), gets(m)
+        before = settled(m)
         assert before["spread_queued"] >= GRID
         h = 3 * CHUNK + 500                 # line 3: all of it a guess
         assert np.array_equal(f["table"][:, h], data[:, h])
         after = settled(m)
+    # The column's chunks were taken from guesses (loaded, or still loading when the reader
+    # came: either way no load of the reader's own). Not asserted: how many GETs the read
+    # made, which depends on whether the reader or the kernel's read-ahead past the line's
+    # end got there first (2 instead of 1 seen under ASan on a busy machine).
     assert after["spread_used"] - before["spread_used"] >= GRID - 1
-    # the kernel's read-ahead past the line's last chunk may touch a chunk nobody asked for
-    assert gets(m) - gets_before <= 1
 
 
 def test_scattered_reads_stop_guessing(mount_bucket, table_bucket):
