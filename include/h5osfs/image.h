@@ -51,8 +51,20 @@ int image_refs(struct image *img);
 uint64_t image_size(const struct image *img);
 /* A number no other build of this process had: the identity of this version of the file. */
 uint64_t image_serial(const struct image *img);
-/* True when both images have the same bytes (same layout, metadata and chunk sources). */
+/* True when both images have the same bytes (same layout, metadata and chunk sources), and
+ * were made after listings that saw the same chunk objects (key, size, etag): a chunk that
+ * HSDS rewrote in place makes another version. */
 int image_equal(const struct image *a, const struct image *b);
+
+/* Before a commit of a change made on img (r+): each chunk object behind an extent the writer
+ * wrote (written(ctx, off, len) != 0) is asked for (one HEAD each, `requests` at a time) and
+ * compared with what the listing img was made after saw. 0: none changed, or img has no such
+ * listing (nothing to compare with); -ESTALE, logged with the key, when one was rewritten,
+ * made or deleted since (another writer, HSDS itself, changed the chunk the writer's copy is
+ * based on); else the store's -errno. */
+int image_check_chunks(const struct image *img,
+                       int (*written)(void *ctx, uint64_t off, uint64_t len), void *ctx,
+                       unsigned requests);
 
 /* What one open file's reads share: the caches, and how its reads move. A reader that moves
  * sequentially through a third chunk gets the next chunks in file order loaded ahead (a window

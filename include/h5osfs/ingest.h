@@ -96,6 +96,11 @@ struct ingest_base {
      * of the range when this returns (clean bytes are copied in). -errno on failure. */
     int (*chunk_state)(void *ctx, uint64_t addr, uint64_t len, const char *dataset_id,
                        const uint64_t *idx, int rank, int materialize, char *key, size_t key_len);
+    /* Before the ingest (commit.c): 0 when every base chunk object the file's writer wrote
+     * over is still as the base saw it, -ESTALE (logged) when another writer (HSDS updates
+     * chunks in place) changed one since, so that the commit does not undo it; -errno. NULL:
+     * nothing to check. */
+    int (*written_chunks_unchanged)(void *ctx);
     void *ctx;
 };
 

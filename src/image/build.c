@@ -1055,6 +1055,7 @@ int image_build(const struct image_source *src, const char *domain_path, const c
     int rc = image_cache_key(src, domain_path, root_id, &rl, &key), cached = rc == 0;
     *out = cached ? kept_image(src, domain_path, &key, &where) : NULL;
     if (*out) {
+        image_take_chunk_states(*out, &key.chunks);
         build_root_listing_end(&rl);
         (*out)->build_seconds = clock_monotonic() - t0;
         log_image(*out, where);
@@ -1066,6 +1067,10 @@ int image_build(const struct image_source *src, const char *domain_path, const c
     }
     rc = build_now(src, domain_path, root_id, &rl, out);
     build_root_listing_end(&rl);
+    if (rc == 0 && cached)
+        image_take_chunk_states(*out, &key.chunks);
+    if (cached)
+        image_chunk_states_free(&key.chunks);
     if (rc != 0)
         return rc;
     (*out)->build_seconds = clock_monotonic() - t0;

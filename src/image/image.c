@@ -1,9 +1,14 @@
 /* image: a built image's life, identity and comparison (see include/h5osfs/image.h); reading is
  * in image_read.c, building in build*.c. */
+#include <errno.h>
 #include <pthread.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "h5osfs/grow.h"
+#include "h5osfs/log.h"
+#include "h5osfs/pfor.h"
 #include "image_int.h"
 
 static pthread_mutex_t image_lock = PTHREAD_MUTEX_INITIALIZER; /* guards every refs count */
@@ -69,6 +74,7 @@ void image_put(struct image *img)
         free(img->objects[i].id);
     free(img->objects);
     free_omissions(img);
+    image_chunk_states_free(&img->chunk_states);
     extent_map_free(img->map);
     free(img->domain_path);
     free(img);
@@ -196,8 +202,191 @@ static int same_omissions(const struct image *a, const struct image *b)
     return 1;
 }
 
+/* ---- chunk objects as listed ---- */
+
+/* FNV-1a: 64 bits make a collision among one root's keys (at most a root listing's worth)
+ * far less likely than a lost write anyway. */
+static uint64_t hash_bytes(uint64_t h, const void *data, size_t len)
+{
+    const unsigned char *p = data;
+    for (size_t i = 0; i < len; i++)
+        h = (h ^ p[i]) * 0x100000001b3ull;
+    return h;
+}
+
+#define HASH_START 0xcbf29ce484222325ull
+
+static uint64_t key_hash(const char *key)
+{
+    return hash_bytes(HASH_START, key, strlen(key));
+}
+
+static uint64_t state_hash(const struct store_stat *st)
+{
+    uint64_t h = hash_bytes(HASH_START, &st->size, sizeof st->size);
+    return hash_bytes(h, st->etag, strnlen(st->etag, sizeof st->etag));
+}
+
+int image_chunk_states_add(struct image_chunk_states *s, const char *key,
+                           const struct store_stat *st)
+{
+    if (s->n == s->cap) {
+        struct image_chunk_state *v = grow_array(s->v, &s->cap, s->cap + 1, sizeof *v, 256);
+        if (!v)
+            return -ENOMEM;
+        s->v = v;
+    }
+    s->v[s->n++] = (struct image_chunk_state){ key_hash(key), state_hash(st) };
+    return 0;
+}
+
+static int by_key_hash(const void *a, const void *b)
+{
+    uint64_t x = ((const struct image_chunk_state *)a)->key;
+    uint64_t y = ((const struct image_chunk_state *)b)->key;
+    return x < y ? -1 : x > y;
+}
+
+void image_chunk_states_done(struct image_chunk_states *s)
+{
+    if (s->n > 1)
+        qsort(s->v, s->n, sizeof *s->v, by_key_hash);
+    s->known = 1;
+}
+
+void image_chunk_states_free(struct image_chunk_states *s)
+{
+    free(s->v);
+    memset(s, 0, sizeof *s);
+}
+
+void image_take_chunk_states(struct image *img, struct image_chunk_states *s)
+{
+    image_chunk_states_free(&img->chunk_states);
+    img->chunk_states = *s;
+    memset(s, 0, sizeof *s);
+}
+
+/* Two images made without a complete listing (too many objects, no image_cache) compare by
+ * their layout alone; one with and one without cannot be told equal. */
+static int same_chunk_states(const struct image_chunk_states *a, const struct image_chunk_states *b)
+{
+    if (a->known != b->known)
+        return 0;
+    return a->n == b->n && (a->n == 0 || memcmp(a->v, b->v, a->n * sizeof *a->v) == 0);
+}
+
+static const struct image_chunk_state *listed_state(const struct image_chunk_states *s,
+                                                    const char *key)
+{
+    struct image_chunk_state want = { key_hash(key), 0 };
+    return s->n ? bsearch(&want, s->v, s->n, sizeof *s->v, by_key_hash) : NULL;
+}
+
+struct chunk_check {
+    const struct image *img;
+    char (*keys)[STORE_KEY_MAX + 1];
+    int *rc; /* per key: 0 unchanged, -ESTALE changed, or the head's -errno */
+    size_t n, cap;
+};
+
+static void check_one(void *ctx, size_t i)
+{
+    struct chunk_check *c = ctx;
+    struct store_stat now;
+    int rc = store_head(c->img->store, c->keys[i], &now);
+    const struct image_chunk_state *was = listed_state(&c->img->chunk_states, c->keys[i]);
+    if (rc == -ENOENT)
+        c->rc[i] = was ? -ESTALE : 0;
+    else if (rc != 0)
+        c->rc[i] = rc;
+    else
+        c->rc[i] = was && was->state == state_hash(&now) ? 0 : -ESTALE;
+}
+
+static int add_written_key(struct chunk_check *c, const struct image_dataset *ds, uint64_t linear)
+{
+    if (c->n == c->cap) {
+        size_t cap = c->cap;
+        void *keys = grow_array(c->keys, &cap, c->cap + 1, sizeof *c->keys, 16);
+        if (!keys)
+            return -ENOMEM;
+        c->keys = keys;
+        int *rc = realloc(c->rc, cap * sizeof *rc);
+        if (!rc)
+            return -ENOMEM;
+        c->rc = rc;
+        c->cap = cap;
+    }
+    int rc = image_chunk_key(ds, linear, c->keys[c->n], sizeof c->keys[c->n]);
+    return rc == 0 ? (c->n++, 0) : rc;
+}
+
+/* The keys of the chunk objects behind the extents written says were written. */
+static int written_keys(struct chunk_check *c,
+                        int (*written)(void *ctx, uint64_t off, uint64_t len), void *ctx)
+{
+    size_t n;
+    const struct segment *seg = extent_segments(c->img->map, &n);
+    for (size_t i = 0; i < n; i++) {
+        if (seg[i].kind != SEGMENT_CHUNK || seg[i].dset >= c->img->n_datasets)
+            continue;
+        const struct image_dataset *ds = &c->img->datasets[seg[i].dset];
+        if (ds->origin != ORIGIN_HSDS || !written(ctx, seg[i].off, seg[i].len))
+            continue;
+        int rc = add_written_key(c, ds, seg[i].u.chunk);
+        if (rc != 0)
+            return rc;
+    }
+    return 0;
+}
+
+/* One line for the first chunk that stops the commit (the others are alike). */
+static void report_check(const struct chunk_check *c)
+{
+    for (size_t i = 0; i < c->n; i++) {
+        if (c->rc[i] == -ESTALE) {
+            log_error("%s: chunk object %s was changed in the bucket by another writer since "
+                      "this file was opened: the change written over it is not stored",
+                      c->img->domain_path, c->keys[i]);
+            break;
+        }
+        if (c->rc[i] != 0) {
+            log_error("%s: cannot check chunk object %s before the commit: %s", c->img->domain_path,
+                      c->keys[i], strerror(-c->rc[i]));
+            break;
+        }
+    }
+}
+
+int image_check_chunks(const struct image *img,
+                       int (*written)(void *ctx, uint64_t off, uint64_t len), void *ctx,
+                       unsigned requests)
+{
+    if (!img->chunk_states.known)
+        return 0;
+    struct chunk_check c = { .img = img };
+    int rc = written_keys(&c, written, ctx);
+    if (rc != 0) {
+        log_error("%s: cannot name the chunk objects written before the commit: %s",
+                  img->domain_path, strerror(-rc));
+    } else {
+        pfor(c.n, requests ? requests : 1, check_one, &c);
+        for (size_t i = 0; rc == 0 && i < c.n; i++)
+            rc = c.rc[i];
+        report_check(&c);
+    }
+    free(c.keys);
+    free(c.rc);
+    return rc;
+}
+
+/* ---- equal versions ---- */
+
 int image_equal(const struct image *a, const struct image *b)
 {
+    if (!same_chunk_states(&a->chunk_states, &b->chunk_states))
+        return 0;
     size_t na, nb;
     const struct segment *sa = extent_segments(a->map, &na), *sb = extent_segments(b->map, &nb);
     if (extent_size(a->map) != extent_size(b->map) || na != nb || a->n_datasets != b->n_datasets ||

@@ -140,6 +140,19 @@ static int digest_entries(struct stamp_walk *w, unsigned requests, unsigned char
     return ok ? 0 : -EIO;
 }
 
+/* What the image remembers of its chunk objects, to tell an in-place rewrite (image.c). */
+static int chunk_states_of(const struct stamp_walk *w, struct image_chunk_states *out)
+{
+    for (size_t i = 0; i < w->n; i++) {
+        const struct stamp_entry *e = &w->v[i];
+        int rc = e->gone || is_json(e->key) ? 0 : image_chunk_states_add(out, e->key, &e->st);
+        if (rc != 0)
+            return rc;
+    }
+    image_chunk_states_done(out);
+    return 0;
+}
+
 static int digest_name(const struct image_source *src, const char *domain_path, const char *root_id,
                        char name[65])
 {
@@ -188,8 +201,11 @@ int image_cache_key(const struct image_source *src, const char *domain_path, con
     int rc = store_list_keys(src->store, rl->prefix, stamp_key, &w);
     if (rc == 1)
         rc = -EFBIG;
+    memset(&key->chunks, 0, sizeof key->chunks);
     if (rc == 0)
         rc = digest_entries(&w, src->requests, key->stamp);
+    if (rc == 0)
+        rc = chunk_states_of(&w, &key->chunks);
     if (rc == 0)
         rc = digest_name(src, domain_path, root_id, key->name);
     if (rc == 0)
@@ -199,6 +215,8 @@ int image_cache_key(const struct image_source *src, const char *domain_path, con
         rc = -ENAMETOOLONG;
     key->shared_listed = w.shared_listed;
     rl->complete = rc == 0;
+    if (rc != 0)
+        image_chunk_states_free(&key->chunks);
     for (size_t i = 0; i < w.n; i++)
         free(w.v[i].key);
     free(w.v);

@@ -29,6 +29,9 @@ struct image_cache_key {
     char shared_key[48]; /* db/A-B/.h5osfs-image */
     unsigned char shared_stamp[32];
     int shared_listed; /* the listing had one (of whatever version) */
+    /* The listed objects but JSON (chunks), for image_take_chunk_states: the caller frees
+     * them (image_chunk_states_free) after a 0 return. */
+    struct image_chunk_states chunks;
 };
 
 /* List the root of root_id (v2 ids), compute the entry's key, and keep the chunk keys in rl

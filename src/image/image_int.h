@@ -75,6 +75,28 @@ struct image_object {
     char *id;
 };
 
+/* One object below the root (not JSON) as the listing an image was made after saw it: what
+ * tells a chunk HSDS rewrote in place (same key, same layout) from the one the image knew. */
+struct image_chunk_state {
+    uint64_t key;   /* hash of its key */
+    uint64_t state; /* hash of its size and etag */
+};
+
+struct image_chunk_states {
+    struct image_chunk_state *v; /* sorted by key once done */
+    size_t n, cap;
+    int known; /* a complete listing filled it (else the image cannot tell rewrites) */
+};
+
+/* Add key's state (st as the listing or a head gave it). 0 or -ENOMEM. */
+int image_chunk_states_add(struct image_chunk_states *s, const char *key,
+                           const struct store_stat *st);
+/* The listing is complete: sort, and known from now on. */
+void image_chunk_states_done(struct image_chunk_states *s);
+void image_chunk_states_free(struct image_chunk_states *s);
+/* img takes s's states (s is left empty). */
+void image_take_chunk_states(struct image *img, struct image_chunk_states *s);
+
 struct image {
     int refs;                     /* guarded by image_lock in image.c */
     struct image_object *objects; /* sorted by addr */
@@ -88,6 +110,7 @@ struct image {
     double build_seconds;
     struct image_omission *omissions; /* what image_left_out lists; strings owned */
     size_t n_omissions;
+    struct image_chunk_states chunk_states;
 };
 
 /* A chunk to load: which image, dataset and chunk (linear index in the grid). */

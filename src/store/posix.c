@@ -20,9 +20,12 @@
  * etag and renames (or, to create, links) under an flock of the object's directory, which
  * every put_if on that directory, from any process, takes too.
  *
- * The etag is a change token, not HSDS's MD5 of the content: hex of (inode, size, mtime in ns).
- * Every put renames a new inode into place, so a rewrite changes it; computing it costs one
- * stat instead of reading the whole object.
+ * The etag is a change token, not HSDS's MD5 of the content: hex of (inode, size, mtime in ns,
+ * ctime in ns). Every put renames a new inode into place, so a rewrite changes it; computing it
+ * costs one stat instead of reading the whole object. The ctime is there for writers that
+ * rewrite a file in place (same inode, same size) and set its mtime back (touch -r, os.utime):
+ * nobody can set a ctime back, so such a rewrite still changes the token. It also changes on
+ * chmod, chown or a new hard link: a change seen where there was none costs a re-read only.
  *
  * No mutable state is shared: the struct is written once by store_posix_open, so any number
  * of threads may use one store.
@@ -210,12 +213,13 @@ static int px_check_regular(const struct stat *sb)
 void px_fill_stat(const struct stat *sb, struct store_stat *out)
 {
     uint64_t ns = (uint64_t)sb->st_mtim.tv_sec * 1000000000u + (uint64_t)sb->st_mtim.tv_nsec;
+    uint64_t cns = (uint64_t)sb->st_ctim.tv_sec * 1000000000u + (uint64_t)sb->st_ctim.tv_nsec;
     out->size = (uint64_t)sb->st_size;
     /* Python's float st_mtime (sec + nsec * 1e-9), the time HSDS's POSIX driver lists: the
      * .info.json h5osfs writes holds the very float HSDS's scan would (info.h). */
     out->mtime = (double)sb->st_mtim.tv_sec + (double)sb->st_mtim.tv_nsec * 1e-9;
-    snprintf(out->etag, sizeof out->etag, "%016" PRIx64 "%016" PRIx64 "%016" PRIx64,
-             (uint64_t)sb->st_ino, (uint64_t)sb->st_size, ns);
+    snprintf(out->etag, sizeof out->etag, "%016" PRIx64 "%016" PRIx64 "%016" PRIx64 "%016" PRIx64,
+             (uint64_t)sb->st_ino, (uint64_t)sb->st_size, ns, cns);
 }
 
 /* Read n bytes at off into a new buffer (one NUL after the data); short at end of file. */

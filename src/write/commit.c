@@ -318,6 +318,8 @@ static int commit_new_root(const struct commit_ctx *c, struct journal_rec *rec, 
     if (rc < 0)
         return rc;
     rc = check_base(c, rec);
+    if (rc == 0 && base && base->written_chunks_unchanged)
+        rc = base->written_chunks_unchanged(base->ctx); /* HSDS rewrites chunks in place */
     if (rc == 0)
         rc = ingest_new_root_id_for(rec->base_root, rec->new_root);
     if (rc == 0)

@@ -291,6 +291,22 @@ static int chunk_state(void *ctx, uint64_t addr, uint64_t len, const char *datas
     return 0;
 }
 
+/* A base chunk extent the writer wrote into (or truncated away): no longer clean whole. */
+static int written_extent(void *ctx, uint64_t off, uint64_t len)
+{
+    const struct overlay *o = ctx;
+    size_t i = first_after(o, off);
+    return !(i < o->n && o->clean[i].off == off && o->clean[i].len == len);
+}
+
+#define OVERLAY_CHECKS 8 /* chunk objects asked for at once before a commit */
+
+static int written_chunks_unchanged(void *ctx)
+{
+    struct overlay *o = ctx;
+    return image_check_chunks(o->base, written_extent, o, OVERLAY_CHECKS);
+}
+
 int overlay_materialize_all(struct overlay *o)
 {
     int rc = 0;
@@ -328,6 +344,7 @@ int overlay_ingest_base(struct overlay *o, struct ingest_base *out)
                                  .n_kept = o->n_kept,
                                  .object_id = object_id,
                                  .chunk_state = chunk_state,
+                                 .written_chunks_unchanged = written_chunks_unchanged,
                                  .ctx = o };
     return rc;
 }
