@@ -239,14 +239,14 @@ int domops_unlink(const struct domops *d, const char *user, const char *path)
         return -EACCES;
     if (key_of(path, key, sizeof key) != 0)
         return -EINVAL;
-    /* queued (and journaled) before the delete, so that a crash right after it leaves no
-     * orphan: the collector reads the domain first and never deletes a root it still names */
-    if (info.kind == NS_DOMAIN && d->gc && gc_add(d->gc, info.root, path, "") != 0)
-        log_warn("%s: deleted; its objects (root %s) stay in the bucket", path, info.root);
-    rc = store_delete(d->store, key); /* the domain is gone for every reader */
+    rc = store_delete(d->store, key); /* first: the domain is gone for every reader */
     ns_invalidate(d->ns, path);
     if (rc != 0 && rc != -ENOENT)
         return -EIO;
+    /* queued only once nothing names it: a queued root whose delete failed could be renamed
+     * with its folder and then deleted under its new name */
+    if (info.kind == NS_DOMAIN && d->gc && gc_add(d->gc, info.root, path, "") != 0)
+        log_warn("%s: deleted; its objects (root %s) stay in the bucket", path, info.root);
     return 0;
 }
 
@@ -348,11 +348,12 @@ int domops_rename(const struct domops *d, const char *user, const char *from, co
             store_delete(d->store, to_key); /* an empty folder is replaced */
         rc = move_tree(d, from, to);
     } else {
-        /* queued first, as in unlink: a root that to still names is never deleted */
-        if (exists && dst.kind == NS_DOMAIN && d->gc && strcmp(dst.root, src.root) != 0 &&
-            gc_add(d->gc, dst.root, to, src.root) != 0)
-            log_warn("%s: replaced; its objects (root %s) stay in the bucket", to, dst.root);
         rc = copy_object(d, from_key, to_key);
+        /* to's old root is named by nothing once the copy is there, whether or not the old
+         * name's delete then fails */
+        if (rc == 0 && exists && dst.kind == NS_DOMAIN && d->gc &&
+            strcmp(dst.root, src.root) != 0 && gc_add(d->gc, dst.root, to, src.root) != 0)
+            log_warn("%s: replaced; its objects (root %s) stay in the bucket", to, dst.root);
         if (rc == 0)
             rc = store_delete(d->store, from_key);
     }

@@ -94,10 +94,10 @@ static void crash_point(const char *stage)
     }
 }
 
-/* Does it->domain's .domain.json name it->root? A record replayed at mount may be older than
- * what happened since (an rm whose delete failed after the record was written), and whatever
- * a domain names is never garbage. 0 (no: it may go), 1 (yes), or -EIO (cannot tell: logged,
- * tried again later). */
+/* Does it->domain's .domain.json name it->root? Roots are queued only once nothing names
+ * them, but a record is read back at a later mount, after whatever happened to the bucket
+ * meanwhile (another tool, a restored backup): what a domain names is never garbage. 0 (no: it
+ * may go), 1 (yes), or -EIO (cannot tell: logged, tried again later). */
 static int named_by_its_domain(struct gc *g, const struct gc_item *it)
 {
     char key[STORE_KEY_MAX + 1], why[200];

@@ -180,6 +180,33 @@ def test_kill_during_a_collection_is_finished_at_the_next_mount(bucket_copy, mou
     h5diff_ok(SOURCE / "sample3.h5", ro.path(TARGET))
 
 
+@pytest.mark.posix_only(reason="rm queues the root through the same code as a commit; the "
+                        "store's part is tested on s3 above")
+def test_domain_removed_before_a_kill_is_collected_at_the_next_mount(bucket_copy, mount_source,
+                                                                     daemons, tmp_path):
+    """rm, kill -9 while the removed version waits (a reader holds it open), remount, unmount:
+    its objects are gone."""
+    src = mount_source(bucket_copy)
+    m = daemons(src, killed=True)
+    shutil.copyfile(SOURCE / "sample2.h5", m.path(TARGET))
+    old = domain_root(src, TARGET)
+    old_keys = committed_keys(src, old)
+    reader = os.open(m.path(TARGET), os.O_RDONLY)
+    os.unlink(m.path(TARGET))
+    kill(m)
+    try:
+        os.close(reader)
+    except OSError:
+        pass
+    assert store_keys(src, root_prefix(old)) == old_keys
+    m = daemons(src)
+    assert not m.path(TARGET).exists()
+    assert m.unmount() == 0
+    assert store_keys(src, root_prefix(old)) == []
+    assert stored_prefixes(src) == live_prefixes(src)
+    assert collector_records(tmp_path) == []
+
+
 def bucket_tag(identity):
     """The FNV-1a hash of the bucket's identity that names its records (src/write/journal.c)."""
     h = 1469598103934665603
@@ -192,8 +219,8 @@ def bucket_tag(identity):
                         "the same code on every backend")
 def test_root_its_domain_names_is_never_collected(bucket_copy, mount_source, daemons,
                                                   tmp_path):
-    """A record replayed at mount may be older than what happened since (an rm whose delete
-    failed after it was written): a root that its domain's .domain.json names is kept, and the
+    """A record replayed at mount may be older than what happened to the bucket since (another
+    tool, a restored backup): a root that its domain's .domain.json names is kept, and the
     record dropped."""
     src = mount_source(bucket_copy)
     m = daemons(src)
