@@ -94,6 +94,30 @@ void journal_rec_free(struct journal_rec *rec);
 void journal_recs_free(struct journal_rec *recs, size_t n);
 
 /*
+ * The collector's records (gc.h): journal/gc.<B>.<root>.json, one per root waiting to be
+ * collected, B a hash of the bucket's identity (two buckets on one cache_dir may hold the same
+ * root id: a copied bucket). It says which domain the root was the version of and which root
+ * replaced it ("" for a deleted domain). Written durably (as journal_write) before the root
+ * is queued; removed once the root's prefix lists empty. A crash in between leaves the record,
+ * and the next mount of the bucket with this cache_dir queues the root again.
+ */
+struct journal_gc_rec {
+    char root[SCHEMA_ID_BUF];
+    char *domain; /* owned; "/home/u/x.h5" */
+    char replaced_by[SCHEMA_ID_BUF];
+};
+
+/* Write (or replace) root's record. 0 or -errno (logged). Not for two threads at once. */
+int journal_gc_write(struct journal *j, const char *root, const char *domain,
+                     const char *replaced_by);
+/* Remove root's record (none there: nothing to do). */
+void journal_gc_remove(struct journal *j, const char *root);
+/* Every record of this journal's bucket (other buckets' stay; unreadable ones are logged and
+ * left). 0 or -errno. */
+int journal_gc_list(struct journal *j, struct journal_gc_rec **recs, size_t *n);
+void journal_gc_recs_free(struct journal_gc_rec *recs, size_t n);
+
+/*
  * A cache directory belongs to one daemon: a second one's recovery would commit the first
  * one's open files. journal_lock creates cache_dir (0700) when missing and takes an exclusive
  * flock on its file "lock" without waiting; the lock lasts while *fd is open in any process (a

@@ -295,14 +295,51 @@ static int open_writing(struct stack *s)
     return staging_new(&commit, &hooks, &s->staging);
 }
 
+/* The collector's records, in the journal (gc.h's gc_records). */
+static int gc_record_write(void *ctx, const char *root, const char *domain, const char *replaced_by)
+{
+    return journal_gc_write(ctx, root, domain, replaced_by);
+}
+
+static void gc_record_remove(void *ctx, const char *root)
+{
+    journal_gc_remove(ctx, root);
+}
+
+/* The roots the journal says an earlier daemon of this bucket had queued, queued again. */
+static void requeue_recorded_roots(struct stack *s)
+{
+    struct journal_gc_rec *recs;
+    size_t n, queued = 0;
+    if (!s->journal)
+        return;
+    if (journal_gc_list(s->journal, &recs, &n) != 0) {
+        log_error("the journal cannot be read: replaced versions an earlier daemon had queued "
+                  "for collection stay in the bucket");
+        return;
+    }
+    for (size_t i = 0; i < n; i++)
+        queued += gc_requeue(s->gc, recs[i].root, recs[i].domain) == 0;
+    if (queued)
+        log_info("gc: %zu roots an earlier daemon of this bucket had queued are queued again",
+                 queued);
+    journal_gc_recs_free(recs, n);
+}
+
 /* The collector asks the image table and staging which roots are in use: made after both,
- * and so taken down before them. 0 or -errno. */
+ * and so taken down before them. Its queue is journaled in a read-write mount's cache_dir
+ * (a read-only mount queues nothing). 0 or -errno. */
 static int open_gc(struct stack *s)
 {
     int rc = gc_new(s->store, GC_GRACE, root_in_use, s, &s->gc);
-    if (rc == 0)
-        s->ops.gc = s->gc;
-    return rc;
+    if (rc != 0)
+        return rc;
+    if (s->journal) {
+        struct gc_records records = { gc_record_write, gc_record_remove, s->journal };
+        gc_use_records(s->gc, &records);
+    }
+    s->ops.gc = s->gc;
+    return 0;
 }
 
 static int open_fs(struct stack *s)
@@ -359,6 +396,7 @@ void stack_start(struct stack *s, struct fuse_session *se)
         s->prefetch = NULL;
     }
     fs_start_threads(s->fs, se, s->prefetch);
+    requeue_recorded_roots(s); /* what a killed daemon had queued; its grace starts again */
     if (s->staging) {
         size_t left = staging_recover(s->staging);
         if (left)

@@ -36,11 +36,15 @@ static void on_ingest_stage(void *ctx, enum ingest_stage stage)
         crash_point(names[stage]);
 }
 
-static void collect(const struct commit_ctx *c, const char *root, const char *domain)
+/* Hand root, a version of domain that replaced_by replaced ("": none, a commit undone), to
+ * the collector, which records it in the journal before it returns: called only where the
+ * commit's own record no longer covers a crash (after the swap, or for a root never named). */
+static void collect(const struct commit_ctx *c, const char *root, const char *domain,
+                    const char *replaced_by)
 {
     if (!*root)
         return;
-    if (!c->ops->gc || gc_add(c->ops->gc, root) != 0)
+    if (!c->ops->gc || gc_add(c->ops->gc, root, domain, replaced_by) != 0)
         log_warn("%s: the objects of root %s stay in the bucket (nothing collects them)", domain,
                  root);
 }
@@ -243,7 +247,7 @@ static int settle_new_root(const struct commit_ctx *c, struct journal_rec *rec)
     }
     if (strcmp(now, rec->new_root) == 0) {
         if (strcmp(rec->base_root, rec->new_root) != 0)
-            collect(c, rec->base_root, rec->domain);
+            collect(c, rec->base_root, rec->domain, rec->new_root);
         log_info("%s: the interrupted commit of root %s had finished", rec->domain, now);
         summarise(c, now);
         snprintf(rec->base_root, sizeof rec->base_root, "%s", now);
@@ -253,7 +257,7 @@ static int settle_new_root(const struct commit_ctx *c, struct journal_rec *rec)
     }
     log_info("%s: undoing the interrupted commit of root %s; committing again", rec->domain,
              rec->new_root);
-    collect(c, rec->new_root, rec->domain);
+    collect(c, rec->new_root, rec->domain, "");
     rec->new_root[0] = '\0';
     return 0;
 }
@@ -354,13 +358,13 @@ static int commit_new_root(const struct commit_ctx *c, struct journal_rec *rec, 
         return rc;
     }
     if (rc != 0) {
-        collect(c, rec->new_root, rec->domain); /* never named by a .domain.json */
+        collect(c, rec->new_root, rec->domain, ""); /* never named by a .domain.json */
         rec->new_root[0] = '\0';
         set_state(c, rec, JOURNAL_DIRTY);
         return rc;
     }
     crash_point("domain");
-    collect(c, old, rec->domain);
+    collect(c, old, rec->domain, rec->new_root); /* before the record is CLEAN */
     snprintf(rec->base_root, sizeof rec->base_root, "%s", rec->new_root);
     rec->new_root[0] = '\0';
     rec->mode = JOURNAL_CHANGE;
@@ -417,7 +421,7 @@ static int reject_reserved_name(const struct commit_ctx *c, const struct journal
     char now[SCHEMA_ID_BUF], *kept = NULL;
     if (rec->state == JOURNAL_COMMITTING && *rec->new_root &&
         current_root(c, rec->domain, now) == 0 && strcmp(now, rec->new_root) != 0)
-        collect(c, rec->new_root, rec->domain); /* interrupted: nothing names it */
+        collect(c, rec->new_root, rec->domain, ""); /* interrupted: nothing names it */
     int rc = journal_reject(c->journal, rec, &kept);
     if (rc == 0)
         log_error("%s: staged under a name the bucket reserves (%s): not committed; the bytes "

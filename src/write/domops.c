@@ -243,7 +243,9 @@ int domops_unlink(const struct domops *d, const char *user, const char *path)
     ns_invalidate(d->ns, path);
     if (rc != 0 && rc != -ENOENT)
         return -EIO;
-    if (info.kind == NS_DOMAIN && d->gc && gc_add(d->gc, info.root) != 0)
+    /* queued only once nothing names it: a queued root whose delete failed could be renamed
+     * with its folder and then deleted under its new name */
+    if (info.kind == NS_DOMAIN && d->gc && gc_add(d->gc, info.root, path, "") != 0)
         log_warn("%s: deleted; its objects (root %s) stay in the bucket", path, info.root);
     return 0;
 }
@@ -347,11 +349,13 @@ int domops_rename(const struct domops *d, const char *user, const char *from, co
         rc = move_tree(d, from, to);
     } else {
         rc = copy_object(d, from_key, to_key);
+        /* to's old root is named by nothing once the copy is there, whether or not the old
+         * name's delete then fails */
+        if (rc == 0 && exists && dst.kind == NS_DOMAIN && d->gc &&
+            strcmp(dst.root, src.root) != 0 && gc_add(d->gc, dst.root, to, src.root) != 0)
+            log_warn("%s: replaced; its objects (root %s) stay in the bucket", to, dst.root);
         if (rc == 0)
             rc = store_delete(d->store, from_key);
-        if (rc == 0 && exists && dst.kind == NS_DOMAIN && d->gc &&
-            strcmp(dst.root, src.root) != 0 && gc_add(d->gc, dst.root) != 0)
-            log_warn("%s: replaced; its objects (root %s) stay in the bucket", to, dst.root);
     }
     ns_invalidate(d->ns, from);
     ns_invalidate(d->ns, to);

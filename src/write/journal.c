@@ -19,6 +19,8 @@
 #include "h5osfs/log.h"
 
 #define JOURNAL_REC_MAX (64u << 10)
+#define GC_PREFIX "gc." /* the collector's records: gc.<bucket tag>.<root>.json */
+#define GC_SUFFIX ".json"
 
 struct journal {
     char *root;                     /* the cache directory */
@@ -496,7 +498,11 @@ static int is_orphan(struct journal *j, const char *name)
 static int is_stale_record(struct journal *j, const char *name)
 {
     static const char *const suffixes[] = { ".json.tmp" };
+    size_t len = strlen(name), suf = strlen(GC_SUFFIX ".tmp");
     (void)j;
+    if (strncmp(name, GC_PREFIX, strlen(GC_PREFIX)) == 0 && len > suf &&
+        strcmp(name + len - suf, GC_SUFFIX ".tmp") == 0)
+        return 1; /* a collector's record never finished; any bucket's: the lock says none runs */
     return is_staging_name(name, suffixes, 1);
 }
 
@@ -546,6 +552,152 @@ size_t journal_sweep(struct journal *j)
                  "failed, or a crash): %llu bytes freed",
                  j->root, n, bytes);
     return n;
+}
+
+/* ---- the collector's records ---- */
+
+/* FNV-1a of the bucket's identity: the records of two buckets sharing a cache_dir never share
+ * a name, even for one root id. */
+static void bucket_tag(const char *bucket, char out[17])
+{
+    uint64_t h = 1469598103934665603ull;
+    for (const unsigned char *p = (const unsigned char *)bucket; *p; p++)
+        h = (h ^ *p) * 1099511628211ull;
+    snprintf(out, 17, "%016llx", (unsigned long long)h);
+}
+
+/* "gc.<tag>.<root>.json" (suffix appended); -EINVAL when root is no root id. */
+static int gc_file_name(const struct journal *j, const char *root, const char *suffix, char *buf,
+                        size_t len)
+{
+    char tag[17], checked[SCHEMA_ID_BUF];
+    if (!*root || copy_root(checked, root) != 0 || strpbrk(root, "/."))
+        return -EINVAL;
+    bucket_tag(j->bucket, tag);
+    snprintf(buf, len, GC_PREFIX "%s.%s" GC_SUFFIX "%s", tag, root, suffix);
+    return 0;
+}
+
+int journal_gc_write(struct journal *j, const char *root, const char *domain,
+                     const char *replaced_by)
+{
+    char tmp[128], final[128];
+    int rc = gc_file_name(j, root, ".tmp", tmp, sizeof tmp);
+    if (rc == 0)
+        rc = gc_file_name(j, root, "", final, sizeof final);
+    if (rc != 0)
+        return rc;
+    json_t *o = json_pack("{s:s, s:s, s:s, s:s}", "bucket", j->bucket, "root", root, "domain",
+                          domain ? domain : "", "replaced_by", replaced_by ? replaced_by : "");
+    char *text = o ? json_dumps(o, JSON_COMPACT) : NULL;
+    json_decref(o);
+    if (!text)
+        return -ENOMEM;
+    rc = replace_file(j->records, tmp, final, text);
+    if (rc != 0)
+        log_error("%s: cannot write the collector's record %s/journal/%s: %s",
+                  domain ? domain : root, j->root, final, strerror(-rc));
+    free(text);
+    return rc;
+}
+
+void journal_gc_remove(struct journal *j, const char *root)
+{
+    char name[128];
+    if (gc_file_name(j, root, "", name, sizeof name) != 0)
+        return;
+    if (unlinkat(j->records, name, 0) != 0 && errno != ENOENT)
+        log_warn("cannot remove the collector's record %s/journal/%s: %s (root %s is collected "
+                 "again, finding nothing, at the next mount)",
+                 j->root, name, strerror(errno), root);
+}
+
+/* One record file; -EINVAL for anything journal_gc_write did not write for this bucket. */
+static int read_gc_rec(struct journal *j, const char *file, struct journal_gc_rec *rec)
+{
+    char text[JOURNAL_REC_MAX + 1], want[128];
+    int fd = openat(j->records, file, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return -errno;
+    ssize_t n = read(fd, text, sizeof text);
+    close(fd);
+    if (n < 0 || n > JOURNAL_REC_MAX)
+        return n < 0 ? -EIO : -EINVAL;
+    json_t *o = json_loadb(text, (size_t)n, 0, NULL);
+    const char *bucket = json_string_value(json_object_get(o, "bucket"));
+    const char *root = json_string_value(json_object_get(o, "root"));
+    const char *domain = json_string_value(json_object_get(o, "domain"));
+    memset(rec, 0, sizeof *rec);
+    int rc = bucket && root && domain && strcmp(bucket, j->bucket) == 0 ? 0 : -EINVAL;
+    if (rc == 0 && (gc_file_name(j, root, "", want, sizeof want) != 0 || strcmp(want, file) != 0))
+        rc = -EINVAL;
+    if (rc == 0)
+        rc = copy_root(rec->root, root);
+    if (rc == 0)
+        rc = copy_root(rec->replaced_by, json_string_value(json_object_get(o, "replaced_by")));
+    if (rc == 0 && !(rec->domain = strdup(domain)))
+        rc = -ENOMEM;
+    json_decref(o);
+    return rc;
+}
+
+/* A record of this journal's bucket, by its name alone. */
+static int is_our_gc_name(const struct journal *j, const char *name)
+{
+    char tag[17];
+    size_t len = strlen(name), pre = strlen(GC_PREFIX) + 16 + 1, suf = strlen(GC_SUFFIX);
+    bucket_tag(j->bucket, tag);
+    return len > pre + suf && strncmp(name, GC_PREFIX, strlen(GC_PREFIX)) == 0 &&
+           strncmp(name + strlen(GC_PREFIX), tag, 16) == 0 && name[pre - 1] == '.' &&
+           strcmp(name + len - suf, GC_SUFFIX) == 0;
+}
+
+int journal_gc_list(struct journal *j, struct journal_gc_rec **recs, size_t *n)
+{
+    *recs = NULL;
+    *n = 0;
+    int fd = dup(j->records);
+    DIR *dir = fd >= 0 ? fdopendir(fd) : NULL;
+    if (!dir) {
+        int rc = -errno;
+        if (fd >= 0)
+            close(fd);
+        return rc;
+    }
+    rewinddir(dir);
+    size_t cap = 0;
+    int rc = 0;
+    for (struct dirent *e; rc == 0 && (e = readdir(dir));) {
+        if (!is_our_gc_name(j, e->d_name))
+            continue;
+        if (*n == cap) {
+            struct journal_gc_rec *bigger = grow_array(*recs, &cap, *n + 1, sizeof *bigger, 8);
+            if (!bigger) {
+                rc = -ENOMEM;
+                break;
+            }
+            *recs = bigger;
+        }
+        if (read_gc_rec(j, e->d_name, &(*recs)[*n]) == 0)
+            (*n)++;
+        else
+            log_error("the collector's record %s/journal/%s is unreadable: left as it is", j->root,
+                      e->d_name);
+    }
+    closedir(dir);
+    if (rc != 0) {
+        journal_gc_recs_free(*recs, *n);
+        *recs = NULL;
+        *n = 0;
+    }
+    return rc;
+}
+
+void journal_gc_recs_free(struct journal_gc_rec *recs, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        free(recs[i].domain);
+    free(recs);
 }
 
 /* ---- the cache directory's lock ---- */

@@ -3,7 +3,7 @@
  * created, what survives a "crash" (a new journal object over the same directory), rejects,
  * removal, what the sweep at mount removes, records that are not ours, the bucket each
  * record names (another bucket's mount on the same directory must not take it for its own),
- * and the directory's lock across a fork (a daemonised mount's).
+ * the collector's records, and the directory's lock across a fork (a daemonised mount's).
  */
 #include "h5osfs/journal.h"
 
@@ -323,6 +323,62 @@ static void test_sweep_removes_what_no_record_names(const char *dir)
     journal_close(j);
 }
 
+#define ROOT_X "g-1e526a9c-e25565c6-96da-e2146a-dded4e"
+#define ROOT_Y "g-2dd05233-5ca263d5-a558-dabbd4-2aeb5d"
+
+/* The collector's records: written durably, listed again by a later journal of the same
+ * bucket (a crash: a new journal object over the same directory), never by another bucket's,
+ * gone once removed; invalid roots are refused; their temporaries are swept; journal_list
+ * (the commit records) never takes one for a staged file's record. */
+static void test_collector_records_survive_a_restart(const char *dir)
+{
+    struct journal *j = NULL, *other = NULL;
+    struct journal_gc_rec *recs = NULL;
+    struct journal_rec *srecs = NULL;
+    size_t n = 99;
+    CHECK_INT(journal_open(dir, BUCKET_A, &j), 0);
+    CHECK_INT(journal_gc_write(j, ROOT_X, "/home/u/a.h5", ROOT_Y), 0);
+    CHECK_INT(journal_gc_write(j, ROOT_X, "/home/u/a.h5", ROOT_Y), 0); /* again: one record */
+    CHECK_INT(journal_gc_write(j, ROOT_Y, "/home/u/b \"q\".h5", ""), 0);
+    CHECK_INT(journal_gc_write(j, "", "/home/u/c.h5", ""), -EINVAL);
+    CHECK_INT(journal_gc_write(j, "../../etc", "/home/u/c.h5", ""), -EINVAL);
+    CHECK_INT(journal_gc_write(j, "g-b03b24ef-69f244b6-38b3-ac67e1-7acc3f", "/x", ""), -EINVAL);
+    CHECK_INT(journal_open(dir, BUCKET_B, &other), 0);
+    CHECK_INT(journal_gc_write(other, ROOT_X, "/home/u/z.h5", ""), 0); /* the same id there */
+    journal_close(j);
+
+    CHECK_INT(journal_open(dir, BUCKET_A, &j), 0); /* the next mount */
+    CHECK_INT(journal_list(j, &srecs, &n), 0);     /* no staged file's record among them */
+    CHECK_INT(n, 0);
+    journal_recs_free(srecs, n);
+    CHECK_INT(journal_gc_list(j, &recs, &n), 0);
+    CHECK_INT(n, 2);
+    for (size_t i = 0; i < n; i++) {
+        int x = strcmp(recs[i].root, ROOT_X) == 0;
+        CHECK_STR(recs[i].domain, x ? "/home/u/a.h5" : "/home/u/b \"q\".h5");
+        CHECK_STR(recs[i].replaced_by, x ? ROOT_Y : "");
+        CHECK_STR(recs[i].root, x ? ROOT_X : ROOT_Y);
+    }
+    journal_gc_recs_free(recs, n);
+
+    journal_gc_remove(j, ROOT_X);
+    journal_gc_remove(j, ROOT_X); /* gone already: nothing to do */
+    CHECK_INT(journal_gc_list(j, &recs, &n), 0);
+    CHECK_INT(n, 1);
+    CHECK_STR(recs[0].root, ROOT_Y);
+    journal_gc_recs_free(recs, n);
+    CHECK_INT(journal_gc_list(other, &recs, &n), 0); /* bucket B's record of the same id stays */
+    CHECK_INT(n, 1);
+    CHECK_STR(recs[0].domain, "/home/u/z.h5");
+    journal_gc_recs_free(recs, n);
+
+    touch(dir, "journal", "gc.0000000000000000." ROOT_X, ".json.tmp"); /* a crash in a write */
+    CHECK_INT(journal_sweep(j), 1);
+    CHECK(!exists(dir, "journal", "gc.0000000000000000." ROOT_X, ".json.tmp"));
+    journal_close(other);
+    journal_close(j);
+}
+
 static long lock_file_pid(const char *dir)
 {
     char path[4096];
@@ -396,6 +452,8 @@ int main(void)
 
     snprintf(dir, sizeof dir, "%s/swept", base);
     test_sweep_removes_what_no_record_names(dir);
+    snprintf(dir, sizeof dir, "%s/collector", base);
+    test_collector_records_survive_a_restart(dir);
     snprintf(dir, sizeof dir, "%s/locked/cache", base); /* created by the lock, 0700 */
     test_lock_is_exclusive_and_follows_a_fork(dir);
     CHECK(stat(dir, &st) == 0 && (st.st_mode & 0777) == 0700);
