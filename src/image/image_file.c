@@ -18,6 +18,7 @@
 
 #include "h5osfs/grow.h"
 #include "h5osfs/log.h"
+#include "image_check.h"
 
 #define FILE_MAGIC "H5OSFSIM"
 #define FILE_FORMAT 1u
@@ -353,16 +354,7 @@ static int get_image(struct in *in, struct image *img)
         m->path = get_str(in);
         m->why = get_str(in);
     }
-    for (size_t i = 0; i < img->n_datasets && !in->bad; i++)
-        for (int k = 0; k < img->datasets[i].rank; k++)
-            if (img->datasets[i].grid[k] == 0 || img->datasets[i].chunk_dims[k] == 0)
-                in->bad = 1;
-    size_t n;
-    const struct segment *segs = extent_segments(img->map, &n);
-    for (size_t i = 0; i < n && !in->bad; i++)
-        if (segs[i].kind == SEGMENT_CHUNK && segs[i].dset >= img->n_datasets)
-            in->bad = 1; /* a chunk of no dataset */
-    return in->bad || in->left ? -EINVAL : 0;
+    return in->bad || in->left ? -EINVAL : 0; /* then image_check: what the fields mean */
 }
 
 static int read_whole(const char *path, unsigned char **out, size_t *len)
@@ -408,8 +400,13 @@ int image_file_decode(const unsigned char *buf, size_t len, const unsigned char 
         rc = -ENOENT; /* another version of the domain: built again */
     else
         rc = get_image(&in, img);
-    if (rc == -EINVAL)
+    char why[256] = "";
+    if (rc == 0 && image_check(img, why, sizeof why) != 0)
+        log_warn("%s: not a usable built file: %s: built again", what, why);
+    else if (rc == -EINVAL)
         log_warn("%s: not a usable built file: built again", what);
+    if (why[0])
+        rc = -EINVAL;
     return rc == -ENOMEM ? rc : rc ? -ENOENT : 0;
 }
 
