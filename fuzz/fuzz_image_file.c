@@ -96,9 +96,9 @@ static void put_chunk(const char *dset_id, const char *index, const void *bytes,
     put(chunk, bytes, len);
 }
 
-#define DSET_JSON(id, type, dims, cdims)                                                       \
+#define DSET_JSON(id, type, dims, cdims)                                                         \
     "{\"id\": \"" id "\", \"root\": \"" ROOT_ID "\", \"attributes\": {}, \"type\": {\"class\": " \
-    "\"H5T_INTEGER\", \"base\": \"" type "\"}, \"shape\": {\"class\": \"H5S_SIMPLE\", "        \
+    "\"H5T_INTEGER\", \"base\": \"" type "\"}, \"shape\": {\"class\": \"H5S_SIMPLE\", "          \
     "\"dims\": " dims "}, \"layout\": {\"class\": \"H5D_CHUNKED\", \"dims\": " cdims "}}"
 
 static void make_domain(void)

@@ -93,8 +93,9 @@ static int check_sub(const struct image_dataset *d, char *why, size_t why_len)
     for (int k = 0; k < d->rank; k++) {
         uint64_t s = d->sub_dims[k];
         if (s == 0 || d->chunk_dims[k] % s != 0 || mul_u64(n, d->chunk_dims[k] / s, &n) != 0)
-            return why_reject(why, why_len, "sub-chunk dimension %d (%" PRIu64 ") does not divide "
-                              "the chunk", k, s);
+            return why_reject(why, why_len,
+                              "sub-chunk dimension %d (%" PRIu64 ") does not divide the chunk", k,
+                              s);
     }
     if (n != d->n_sub)
         return why_reject(why, why_len, "%" PRIu32 " pieces per chunk, %" PRIu64 " by its shape",
@@ -110,7 +111,8 @@ static int check_pieces(const struct image_dataset *d, uint64_t chunks, char *wh
         if (p->chunk >= chunks || p->sub >= d->n_sub || p->uri >= d->n_uris ||
             p->off > UINT64_MAX - p->size)
             rc = why_reject(why, why_len, "linked piece %zu is outside its dataset", i);
-        else if (prev && (p->chunk < prev->chunk || (p->chunk == prev->chunk && p->sub <= prev->sub)))
+        else if (prev &&
+                 (p->chunk < prev->chunk || (p->chunk == prev->chunk && p->sub <= prev->sub)))
             rc = why_reject(why, why_len, "linked pieces are not sorted and unique");
     }
     return rc;
@@ -144,8 +146,7 @@ static int check_poison(const struct image_dataset *d, char *why, size_t why_len
 }
 
 /* 0 or -EINVAL; *chunks: the number of chunks of its grid (0 for a placeholder). */
-static int check_dataset(const struct image_dataset *d, uint64_t *chunks, char *why,
-                         size_t why_len)
+static int check_dataset(const struct image_dataset *d, uint64_t *chunks, char *why, size_t why_len)
 {
     *chunks = 0;
     if (!d->id || !d->path)
@@ -161,8 +162,7 @@ static int check_dataset(const struct image_dataset *d, uint64_t *chunks, char *
 }
 
 /* Every chunk extent is a whole chunk inside its dataset's grid (readers size buffers by it). */
-static int check_extents(const struct image *img, const uint64_t *chunks, char *why,
-                         size_t why_len)
+static int check_extents(const struct image *img, const uint64_t *chunks, char *why, size_t why_len)
 {
     size_t n;
     const struct segment *segs = extent_segments(img->map, &n);
@@ -173,9 +173,12 @@ static int check_extents(const struct image *img, const uint64_t *chunks, char *
         if (s->dset >= img->n_datasets)
             return why_reject(why, why_len, "a chunk extent of no dataset");
         const struct image_dataset *d = &img->datasets[s->dset];
-        if (d->origin != ORIGIN_POISON && (s->u.chunk >= chunks[s->dset] || s->len != d->chunk_bytes))
-            return why_reject(why, why_len, "chunk extent %" PRIu64 "+%" PRIu64 " of %s is not "
-                              "one of its chunks", s->off, s->len, d->path);
+        if (d->origin != ORIGIN_POISON &&
+            (s->u.chunk >= chunks[s->dset] || s->len != d->chunk_bytes))
+            return why_reject(why, why_len,
+                              "chunk extent %" PRIu64 "+%" PRIu64 " of %s is not "
+                              "one of its chunks",
+                              s->off, s->len, d->path);
     }
     return 0;
 }
@@ -248,8 +251,8 @@ int image_check_ids(const struct image *img, const char *root_prefix,
                               img->datasets[i].id, root_prefix);
     for (size_t i = 0; i < img->n_objects; i++)
         if (!is_listed(img->objects[i].id, object_keys, n_keys))
-            return why_reject(why, why_len, "object %s is not an object of %s",
-                              img->objects[i].id, root_prefix);
+            return why_reject(why, why_len, "object %s is not an object of %s", img->objects[i].id,
+                              root_prefix);
     /* what the build left out may be missing from the listing (a link to nothing) */
     for (size_t i = 0; i < img->n_omissions; i++)
         if (!of_root(img->omissions[i].id, root_prefix))
@@ -263,8 +266,10 @@ int image_check_no_links(const struct image *img, char *why, size_t why_len)
     for (size_t i = 0; i < img->n_datasets; i++) {
         enum chunk_origin o = img->datasets[i].origin;
         if (o == ORIGIN_REF_CONTIG || o == ORIGIN_REF_PIECES)
-            return why_reject(why, why_len, "dataset %s reads linked files, which only its JSON "
-                              "may name", img->datasets[i].path);
+            return why_reject(why, why_len,
+                              "dataset %s reads linked files, which only its JSON "
+                              "may name",
+                              img->datasets[i].path);
     }
     return 0;
 }
