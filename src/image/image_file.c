@@ -9,6 +9,8 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -240,6 +242,16 @@ static char *get_str(struct in *in)
     return s;
 }
 
+/* A number that must be at most max (what a narrower field of the image holds): larger is
+ * corrupt, never cut down to another value. */
+static uint64_t get_upto(struct in *in, uint64_t max)
+{
+    uint64_t v = get_u64(in);
+    if (v > max)
+        in->bad = 1;
+    return in->bad ? 0 : v;
+}
+
 /* A count of items each taking at least min bytes: more than the file holds is corrupt. */
 static uint64_t get_count(struct in *in, size_t min)
 {
@@ -257,16 +269,16 @@ static void get_dataset(struct in *in, struct image_dataset *d)
     prefix = get_str(in);
     snprintf(d->key_prefix, sizeof d->key_prefix, "%s", prefix ? prefix : "");
     free(prefix);
-    d->origin = (enum chunk_origin)get_u64(in);
-    d->rank = (int)get_u64(in);
-    d->partition_count = (int)get_u64(in);
+    d->origin = (enum chunk_origin)get_upto(in, ORIGIN_REF_PIECES);
+    d->rank = (int)get_upto(in, IMAGE_MAX_RANK);
+    d->partition_count = (int)get_upto(in, INT_MAX);
     for (int k = 0; k < IMAGE_MAX_RANK; k++) {
         d->dims[k] = get_u64(in);
         d->chunk_dims[k] = get_u64(in);
         d->grid[k] = get_u64(in);
         d->sub_dims[k] = get_u64(in);
     }
-    d->itemsize = (size_t)get_u64(in);
+    d->itemsize = (size_t)get_upto(in, SIZE_MAX);
     d->chunk_bytes = get_u64(in);
     const unsigned char *codec = take(in, sizeof d->codec);
     if (codec)
@@ -286,7 +298,7 @@ static void get_dataset(struct in *in, struct image_dataset *d)
     d->n_pieces = (size_t)get_count(in, sizeof *d->pieces);
     if (d->n_pieces)
         d->pieces = get_copy(in, d->n_pieces * sizeof *d->pieces);
-    d->n_sub = (uint32_t)get_u64(in);
+    d->n_sub = (uint32_t)get_upto(in, UINT32_MAX);
     if (d->rank < 0 || d->rank > IMAGE_MAX_RANK || d->origin > ORIGIN_REF_PIECES || !d->id ||
         !d->path)
         in->bad = 1;
@@ -303,8 +315,8 @@ static int get_segments(struct in *in, struct image *img)
         struct segment *s = &segs[i];
         s->off = get_u64(in);
         s->len = get_u64(in);
-        s->kind = (uint32_t)get_u64(in);
-        s->dset = (uint32_t)get_u64(in);
+        s->kind = (uint32_t)get_upto(in, UINT32_MAX);
+        s->dset = (uint32_t)get_upto(in, UINT32_MAX);
         if (s->kind == SEGMENT_BYTES)
             s->u.bytes = get_copy(in, s->len);
         else if (s->kind == SEGMENT_CHUNK)
@@ -348,7 +360,7 @@ static int get_image(struct in *in, struct image *img)
         return -ENOMEM;
     for (size_t i = 0; i < img->n_omissions && !in->bad; i++) {
         struct image_omission *m = &img->omissions[i];
-        m->kind = (enum image_omission_kind)get_u64(in);
+        m->kind = (enum image_omission_kind)get_upto(in, IMAGE_OMIT_LINK);
         m->id = get_str(in);
         m->name = get_str(in);
         m->path = get_str(in);
