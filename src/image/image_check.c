@@ -8,6 +8,7 @@
  */
 #include "image_check.h"
 
+#include <errno.h>
 #include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
@@ -201,8 +202,10 @@ static int check_objects(const struct image *img, char *why, size_t why_len)
 int image_check(const struct image *img, char *why, size_t why_len)
 {
     uint64_t *chunks = calloc(img->n_datasets ? img->n_datasets : 1, sizeof *chunks);
-    if (!chunks)
-        return why_reject(why, why_len, "no memory to check it");
+    if (!chunks) {
+        why_set(why, why_len, "no memory to check it");
+        return -ENOMEM;
+    }
     int rc = 0;
     for (size_t i = 0; rc == 0 && i < img->n_datasets; i++) {
         rc = check_dataset(&img->datasets[i], &chunks[i], why, why_len);

@@ -14,7 +14,8 @@
 #include "image_int.h"
 
 /* The image's own consistency: ranks, shapes, chunk sizes, grids, sub-chunks, pieces, linked
- * file keys, chunk extents and object addresses. 0 or -EINVAL (why says what is wrong). */
+ * file keys, chunk extents and object addresses. 0, -EINVAL (why says what is wrong), or
+ * -ENOMEM. */
 int image_check(const struct image *img, char *why, size_t why_len);
 
 /* Every id img carries is of the root whose keys start with root_prefix ("db/A-B/"): its

@@ -20,6 +20,7 @@
 
 #include "h5osfs/grow.h"
 #include "h5osfs/log.h"
+#include "h5osfs/why.h"
 #include "image_check.h"
 
 #define FILE_MAGIC "H5OSFSIM"
@@ -405,20 +406,18 @@ int image_file_decode(const unsigned char *buf, size_t len, const unsigned char 
     const unsigned char *magic = take(&in, 8);
     uint64_t format = get_u64(&in);
     const unsigned char *was = take(&in, 32);
+    char why[256] = "";
     int rc;
     if (!magic || memcmp(magic, FILE_MAGIC, 8) != 0 || format != FILE_FORMAT || !was)
-        rc = -EINVAL;
+        rc = why_reject(why, sizeof why, "not an image of this format");
     else if (memcmp(was, stamp, 32) != 0)
         rc = -ENOENT; /* another version of the domain: built again */
-    else
-        rc = get_image(&in, img);
-    char why[256] = "";
-    if (rc == 0 && image_check(img, why, sizeof why) != 0)
+    else if ((rc = get_image(&in, img)) == -EINVAL)
+        why_set(why, sizeof why, "truncated or malformed");
+    if (rc == 0)
+        rc = image_check(img, why, sizeof why);
+    if (rc == -EINVAL)
         log_warn("%s: not a usable built file: %s: built again", what, why);
-    else if (rc == -EINVAL)
-        log_warn("%s: not a usable built file: built again", what);
-    if (why[0])
-        rc = -EINVAL;
     return rc == -ENOMEM ? rc : rc ? -ENOENT : 0;
 }
 
