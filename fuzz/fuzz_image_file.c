@@ -154,6 +154,24 @@ static void write_seed(const char *path)
     exit(0);
 }
 
+/* Buckets of earlier runs that died (a crash, a timeout or a merge child skips the destructor). */
+static void remove_stale(const char *base)
+{
+    DIR *d = opendir(base);
+    struct dirent *e;
+    while (d && (e = readdir(d))) {
+        char path[600];
+        long pid;
+        if (sscanf(e->d_name, "h5osfs-fuzz-image-file.%ld", &pid) != 1 || pid <= 0 ||
+            kill((pid_t)pid, 0) == 0 || errno != ESRCH)
+            continue;
+        snprintf(path, sizeof path, "%s/%s", base, e->d_name);
+        nftw(path, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
+    }
+    if (d)
+        closedir(d);
+}
+
 int LLVMFuzzerInitialize(int *argc, char ***argv)
 {
     (void)argc;
@@ -165,6 +183,7 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
     H5Eset_auto2(H5E_DEFAULT, NULL, NULL);
     struct stat sb;
     const char *base = stat("/dev/shm", &sb) == 0 && S_ISDIR(sb.st_mode) ? "/dev/shm" : "/tmp";
+    remove_stale(base);
     snprintf(g_bucket, sizeof g_bucket, "%s/h5osfs-fuzz-image-file.%ld", base, (long)getpid());
     if (mkdir(g_bucket, 0755) != 0 || store_posix_open(g_bucket, &g_store) != 0)
         abort();
