@@ -1050,10 +1050,11 @@ int image_build(const struct image_source *src, const char *domain_path, const c
 {
     struct root_listing rl = { 0 };
     struct image_cache_key key;
-    const char *where;
+    const char *where = NULL;
     double t0 = clock_monotonic();
     int rc = image_cache_key(src, domain_path, root_id, &rl, &key), cached = rc == 0;
     *out = cached ? kept_image(src, domain_path, &key, &where) : NULL;
+    image_cache_key_clear(&key);
     if (*out) {
         image_take_chunk_states(*out, &key.chunks);
         build_root_listing_end(&rl);

@@ -19,6 +19,7 @@
 #include "h5osfs/grow.h"
 #include "h5osfs/log.h"
 #include "h5osfs/pfor.h"
+#include "image_check.h"
 #include "image_file.h"
 
 /* ---- the key: what the image was built from ---- */
@@ -58,8 +59,10 @@ struct stamp_walk {
     struct root_listing *rl;
     struct stamp_entry *v;
     size_t n, cap;
-    int stat_later;    /* the listing gave no stats (a local bucket) */
-    int shared_listed; /* saw the image kept in the bucket */
+    int stat_later;              /* the listing gave no stats (a local bucket) */
+    int shared_listed;           /* saw the image kept in the bucket */
+    struct image_cache_key *key; /* its object_keys are collected */
+    size_t cap_object_keys;
 };
 
 static int is_json(const char *key)
@@ -74,6 +77,20 @@ static int is_named(const char *key, const char *name)
     return strcmp(slash ? slash + 1 : key, name) == 0;
 }
 
+/* An object's key, for image_check_ids. */
+static int keep_object_key(struct stamp_walk *w, const char *key)
+{
+    struct image_cache_key *k = w->key;
+    if (k->n_object_keys == w->cap_object_keys) {
+        char **bigger = grow_array(k->object_keys, &w->cap_object_keys, w->cap_object_keys + 1,
+                                   sizeof *bigger, 64);
+        if (!bigger)
+            return -ENOMEM;
+        k->object_keys = bigger;
+    }
+    return (k->object_keys[k->n_object_keys] = strdup(key)) ? (k->n_object_keys++, 0) : -ENOMEM;
+}
+
 static int stamp_key(void *ctx, const char *key, const struct store_stat *st)
 {
     struct stamp_walk *w = ctx;
@@ -85,7 +102,7 @@ static int stamp_key(void *ctx, const char *key, const struct store_stat *st)
         w->shared_listed = 1;
         return 0;
     }
-    int rc = is_json(key) ? 0 : build_root_listing_add(w->rl, key);
+    int rc = is_json(key) ? keep_object_key(w, key) : build_root_listing_add(w->rl, key);
     if (rc != 0)
         return rc; /* 1: too many chunks, stop before any stat is spent */
     if (w->n == w->cap) {
@@ -191,13 +208,29 @@ static int digest_shared(const struct image_source *src, const char *domain_path
     return ok ? 0 : -ENOMEM;
 }
 
+static int by_text(const void *a, const void *b)
+{
+    return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+void image_cache_key_clear(struct image_cache_key *key)
+{
+    for (size_t i = 0; i < key->n_object_keys; i++)
+        free(key->object_keys[i]);
+    free(key->object_keys);
+    key->object_keys = NULL;
+    key->n_object_keys = 0;
+}
+
 int image_cache_key(const struct image_source *src, const char *domain_path, const char *root_id,
                     struct root_listing *rl, struct image_cache_key *key)
 {
+    memset(key, 0, sizeof *key);
     if (!src->image_dir || schema_id_version(root_id) != 2)
         return -ENOTSUP;
     build_root_listing_init(src->store, root_id, rl);
-    struct stamp_walk w = { .store = src->store, .rl = rl };
+    snprintf(key->root_prefix, sizeof key->root_prefix, "%s", rl->prefix);
+    struct stamp_walk w = { .store = src->store, .rl = rl, .key = key };
     int rc = store_list_keys(src->store, rl->prefix, stamp_key, &w);
     if (rc == 1)
         rc = -EFBIG;
@@ -215,8 +248,12 @@ int image_cache_key(const struct image_source *src, const char *domain_path, con
         rc = -ENAMETOOLONG;
     key->shared_listed = w.shared_listed;
     rl->complete = rc == 0;
-    if (rc != 0)
+    if (rc == 0 && key->n_object_keys > 1)
+        qsort(key->object_keys, key->n_object_keys, sizeof *key->object_keys, by_text);
+    if (rc != 0) {
         image_chunk_states_free(&key->chunks);
+        image_cache_key_clear(key);
+    }
     for (size_t i = 0; i < w.n; i++)
         free(w.v[i].key);
     free(w.v);
@@ -229,32 +266,35 @@ int image_cache_key(const struct image_source *src, const char *domain_path, con
 #define SHARE_MIN_OBJECTS 8
 #define SHARED_MAX (256u << 20) /* larger is not an image (500 datasets: ~1 MiB) */
 
+/* A kept image names objects of this root only, as a build does: a copy put into the bucket by
+ * anyone who can write it must not make this mount read another domain's objects (whose ACL
+ * may deny them). 0, or -EINVAL (logged: what names the image). */
+static int check_ids(const struct image *img, const struct image_cache_key *key, const char *what)
+{
+    char why[256];
+    int rc = image_check_ids(img, key->root_prefix, (const char *const *)key->object_keys,
+                             key->n_object_keys, why, sizeof why);
+    if (rc != 0)
+        log_warn("%s: not a usable built file: %s: built again", what, why);
+    return rc;
+}
+
 struct image *image_cache_load(const struct image_source *src, const char *domain_path,
                                const struct image_cache_key *key)
 {
+    char path[4096];
+    snprintf(path, sizeof path, "%s/%s", src->image_dir, key->name);
     struct image *img = image_alloc(src, domain_path);
     int rc = img ? image_file_load(src->image_dir, key->name, key->stamp, img) : -ENOMEM;
+    if (rc == 0)
+        rc = check_ids(img, key, path);
     if (rc != 0) {
         image_put(img);
         return NULL;
     }
-    char path[4096];
-    snprintf(path, sizeof path, "%s/%s", src->image_dir, key->name);
     if (utimensat(AT_FDCWD, path, NULL, 0) != 0) /* recently used: evicted last */
         log_debug("%s: cannot touch it: %s", path, strerror(errno));
     return img;
-}
-
-/* The bucket's copy may have been put by anyone who can write the bucket: its chunks must be
- * this root's, as a build's are (linked files of *_REF layouts may be anywhere, as their
- * dataset JSON says). */
-static int chunks_of_root(const struct image *img, const char *shared_key)
-{
-    size_t root_len = strlen("db/12345678-12345678/");
-    for (size_t i = 0; i < img->n_datasets; i++)
-        if (strncmp(img->datasets[i].key_prefix, shared_key, root_len) != 0)
-            return 0;
-    return 1;
 }
 
 /* The bucket's copy is deflated (HDF5 metadata is mostly zeros: 500 datasets, 1.5 MiB of image
@@ -314,10 +354,11 @@ static struct image *decode_shared(const struct image_source *src, const char *d
     else if (rc == -EINVAL)
         log_warn("%s: not a usable built file: built again", key->shared_key);
     free(raw);
-    if (rc == 0 && !chunks_of_root(img, key->shared_key)) {
-        log_warn("%s: its chunks are not the domain's: built again", key->shared_key);
-        rc = -EINVAL;
-    }
+    char why[256];
+    if (rc == 0)
+        rc = check_ids(img, key, key->shared_key);
+    if (rc == 0 && (rc = image_check_no_links(img, why, sizeof why)) != 0)
+        log_warn("%s: not a usable built file: %s: built again", key->shared_key, why);
     if (rc != 0) {
         image_put(img);
         return NULL;

@@ -32,6 +32,10 @@ struct image_cache_key {
     /* The listed objects but JSON (chunks), for image_take_chunk_states: the caller frees
      * them (image_chunk_states_free) after a 0 return. */
     struct image_chunk_states chunks;
+    /* the listing's object JSON keys, sorted: a kept image may name no other object */
+    char root_prefix[32]; /* db/A-B/ */
+    char **object_keys;
+    size_t n_object_keys;
 };
 
 /* List the root of root_id (v2 ids), compute the entry's key, and keep the chunk keys in rl
@@ -40,13 +44,17 @@ struct image_cache_key {
 int image_cache_key(const struct image_source *src, const char *domain_path, const char *root_id,
                     struct root_listing *rl, struct image_cache_key *key);
 
+/* Free what image_cache_key keeps in key (also after it failed). */
+void image_cache_key_clear(struct image_cache_key *key);
+
 /* The cached image for key, or NULL (a miss; a bad entry is logged, and the build that
  * follows replaces it). */
 struct image *image_cache_load(const struct image_source *src, const char *domain_path,
                                const struct image_cache_key *key);
 
 /* The image kept in the bucket under key, or NULL (none, another version, or not usable:
- * logged). A usable one is also kept in cache_dir. */
+ * logged). Usable: as image_check.h says, and without linked datasets (whose files only their
+ * JSON may name). A usable one is also kept in cache_dir. */
 struct image *image_cache_load_shared(const struct image_source *src, const char *domain_path,
                                       const struct image_cache_key *key);
 

@@ -9,6 +9,8 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -18,6 +20,8 @@
 
 #include "h5osfs/grow.h"
 #include "h5osfs/log.h"
+#include "h5osfs/why.h"
+#include "image_check.h"
 
 #define FILE_MAGIC "H5OSFSIM"
 #define FILE_FORMAT 1u
@@ -239,6 +243,16 @@ static char *get_str(struct in *in)
     return s;
 }
 
+/* A number that must be at most max (what a narrower field of the image holds): larger is
+ * corrupt, never cut down to another value. */
+static uint64_t get_upto(struct in *in, uint64_t max)
+{
+    uint64_t v = get_u64(in);
+    if (v > max)
+        in->bad = 1;
+    return in->bad ? 0 : v;
+}
+
 /* A count of items each taking at least min bytes: more than the file holds is corrupt. */
 static uint64_t get_count(struct in *in, size_t min)
 {
@@ -256,16 +270,16 @@ static void get_dataset(struct in *in, struct image_dataset *d)
     prefix = get_str(in);
     snprintf(d->key_prefix, sizeof d->key_prefix, "%s", prefix ? prefix : "");
     free(prefix);
-    d->origin = (enum chunk_origin)get_u64(in);
-    d->rank = (int)get_u64(in);
-    d->partition_count = (int)get_u64(in);
+    d->origin = (enum chunk_origin)get_upto(in, ORIGIN_REF_PIECES);
+    d->rank = (int)get_upto(in, IMAGE_MAX_RANK);
+    d->partition_count = (int)get_upto(in, INT_MAX);
     for (int k = 0; k < IMAGE_MAX_RANK; k++) {
         d->dims[k] = get_u64(in);
         d->chunk_dims[k] = get_u64(in);
         d->grid[k] = get_u64(in);
         d->sub_dims[k] = get_u64(in);
     }
-    d->itemsize = (size_t)get_u64(in);
+    d->itemsize = (size_t)get_upto(in, SIZE_MAX);
     d->chunk_bytes = get_u64(in);
     const unsigned char *codec = take(in, sizeof d->codec);
     if (codec)
@@ -285,7 +299,7 @@ static void get_dataset(struct in *in, struct image_dataset *d)
     d->n_pieces = (size_t)get_count(in, sizeof *d->pieces);
     if (d->n_pieces)
         d->pieces = get_copy(in, d->n_pieces * sizeof *d->pieces);
-    d->n_sub = (uint32_t)get_u64(in);
+    d->n_sub = (uint32_t)get_upto(in, UINT32_MAX);
     if (d->rank < 0 || d->rank > IMAGE_MAX_RANK || d->origin > ORIGIN_REF_PIECES || !d->id ||
         !d->path)
         in->bad = 1;
@@ -302,8 +316,8 @@ static int get_segments(struct in *in, struct image *img)
         struct segment *s = &segs[i];
         s->off = get_u64(in);
         s->len = get_u64(in);
-        s->kind = (uint32_t)get_u64(in);
-        s->dset = (uint32_t)get_u64(in);
+        s->kind = (uint32_t)get_upto(in, UINT32_MAX);
+        s->dset = (uint32_t)get_upto(in, UINT32_MAX);
         if (s->kind == SEGMENT_BYTES)
             s->u.bytes = get_copy(in, s->len);
         else if (s->kind == SEGMENT_CHUNK)
@@ -347,22 +361,13 @@ static int get_image(struct in *in, struct image *img)
         return -ENOMEM;
     for (size_t i = 0; i < img->n_omissions && !in->bad; i++) {
         struct image_omission *m = &img->omissions[i];
-        m->kind = (enum image_omission_kind)get_u64(in);
+        m->kind = (enum image_omission_kind)get_upto(in, IMAGE_OMIT_LINK);
         m->id = get_str(in);
         m->name = get_str(in);
         m->path = get_str(in);
         m->why = get_str(in);
     }
-    for (size_t i = 0; i < img->n_datasets && !in->bad; i++)
-        for (int k = 0; k < img->datasets[i].rank; k++)
-            if (img->datasets[i].grid[k] == 0 || img->datasets[i].chunk_dims[k] == 0)
-                in->bad = 1;
-    size_t n;
-    const struct segment *segs = extent_segments(img->map, &n);
-    for (size_t i = 0; i < n && !in->bad; i++)
-        if (segs[i].kind == SEGMENT_CHUNK && segs[i].dset >= img->n_datasets)
-            in->bad = 1; /* a chunk of no dataset */
-    return in->bad || in->left ? -EINVAL : 0;
+    return in->bad || in->left ? -EINVAL : 0; /* then image_check: what the fields mean */
 }
 
 static int read_whole(const char *path, unsigned char **out, size_t *len)
@@ -401,15 +406,18 @@ int image_file_decode(const unsigned char *buf, size_t len, const unsigned char 
     const unsigned char *magic = take(&in, 8);
     uint64_t format = get_u64(&in);
     const unsigned char *was = take(&in, 32);
+    char why[256] = "";
     int rc;
     if (!magic || memcmp(magic, FILE_MAGIC, 8) != 0 || format != FILE_FORMAT || !was)
-        rc = -EINVAL;
+        rc = why_reject(why, sizeof why, "not an image of this format");
     else if (memcmp(was, stamp, 32) != 0)
         rc = -ENOENT; /* another version of the domain: built again */
-    else
-        rc = get_image(&in, img);
+    else if ((rc = get_image(&in, img)) == -EINVAL)
+        why_set(why, sizeof why, "truncated or malformed");
+    if (rc == 0)
+        rc = image_check(img, why, sizeof why);
     if (rc == -EINVAL)
-        log_warn("%s: not a usable built file: built again", what);
+        log_warn("%s: not a usable built file: %s: built again", what, why);
     return rc == -ENOMEM ? rc : rc ? -ENOENT : 0;
 }
 

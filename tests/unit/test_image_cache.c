@@ -1,6 +1,7 @@
 /*
  * test_image_cache: the size limit of the directory of kept images (src/image/image_cache.c)
- * when builds save at once from many threads, as FUSE's threads do.
+ * when builds save at once from many threads, as FUSE's threads do; and the checks every kept
+ * image passes before use (src/image/image_check.c), on a genuine image with one field changed.
  *
  * Every save here is larger than a sixteenth of the limit, so every save is followed by a
  * trim. A trim removes the least recently used files until the directory fits the limit, and
@@ -25,6 +26,8 @@
 #include "h5osfs/schema.h"
 #include "h5osfs/store.h"
 #include "image_cache.h"
+#include "image_check.h"
+#include "image_file.h"
 
 #define ROOT "g-01234567-89abcdef-89ab-cdef01-234567"
 #define THREADS 8
@@ -161,6 +164,177 @@ static void test_parallel_saves_keep_what_fits(void)
     store_close(st);
 }
 
+/* ---- image_check: a genuine image with one field changed is refused, and says why ---- */
+
+#define DSET "d-01234567-89abcdef-0123-456789-abcdef"
+
+static struct store *check_store;
+static unsigned char *genuine;
+static size_t genuine_len;
+static const unsigned char no_stamp[32];
+
+/* The root and one dataset (int32 [10], chunks [4], chunk objects 0 and 2), built and encoded. */
+static void build_genuine(void)
+{
+    char bucket[512], key[STORE_KEY_MAX + 1], text[512];
+    snprintf(bucket, sizeof bucket, "%s/check", tmp_dir);
+    CHECK_INT(mkdir(bucket, 0755), 0);
+    CHECK_INT(store_posix_open(bucket, &check_store), 0);
+    CHECK_INT(schema_obj_key(ROOT, key, sizeof key), 0);
+    snprintf(text, sizeof text,
+             "{\"id\": \"%s\", \"root\": \"%s\", \"attributes\": {}, \"links\": {\"d\": "
+             "{\"class\": \"H5L_TYPE_HARD\", \"id\": \"%s\"}}}",
+             ROOT, ROOT, DSET);
+    CHECK_INT(store_put(check_store, key, text, strlen(text)), 0);
+    CHECK_INT(schema_obj_key(DSET, key, sizeof key), 0);
+    snprintf(text, sizeof text,
+             "{\"id\": \"%s\", \"root\": \"%s\", \"attributes\": {}, \"type\": {\"class\": "
+             "\"H5T_INTEGER\", \"base\": \"H5T_STD_I32LE\"}, \"shape\": {\"class\": "
+             "\"H5S_SIMPLE\", \"dims\": [10]}, \"layout\": {\"class\": \"H5D_CHUNKED\", "
+             "\"dims\": [4]}}",
+             DSET, ROOT);
+    CHECK_INT(store_put(check_store, key, text, strlen(text)), 0);
+    *strrchr(key, '/') = '\0';
+    for (int i = 0; i < 3; i += 2) {
+        char chunk[STORE_KEY_MAX + 8];
+        snprintf(chunk, sizeof chunk, "%s/%d", key, i);
+        CHECK_INT(store_put(check_store, chunk, "0123456789abcdef", 16), 0);
+    }
+    struct image_source src = { .store = check_store, .bucket_name = "check" };
+    struct image *img = NULL;
+    CHECK_INT(image_build(&src, "/c.h5", ROOT, &img), 0);
+    if (img)
+        CHECK_INT(image_file_encode(no_stamp, img, &genuine, &genuine_len), 0);
+    image_put(img);
+}
+
+/* The genuine image decoded: its checks pass. */
+static struct image *decoded(void)
+{
+    struct image_source src = { .store = check_store, .bucket_name = "check" };
+    struct image *img = image_alloc(&src, "/c.h5");
+    CHECK(img != NULL);
+    if (img)
+        CHECK_INT(image_file_decode(genuine, genuine_len, no_stamp, img, "genuine"), 0);
+    return img;
+}
+
+static void expect_refused(const char *what, struct image *img, const char *reason)
+{
+    char why[256] = "";
+    CHECK_INT(image_check(img, why, sizeof why), -EINVAL);
+    if (!strstr(why, reason)) {
+        fprintf(stderr, "%s: refused for \"%s\", expected \"%s\"\n", what, why, reason);
+        CHECK(strstr(why, reason) != NULL);
+    }
+    image_put(img);
+}
+
+static char **one_key(const char *key)
+{
+    char **v = malloc(sizeof *v);
+    CHECK(v != NULL);
+    if (v)
+        *v = strdup(key);
+    return v;
+}
+
+/* Dataset 0 made a linked one of `origin` over one file, pieces on chunk 0 (sub 0 and 1). */
+static struct image_dataset *linked(struct image *img, enum chunk_origin origin, uint32_t n_sub)
+{
+    struct image_dataset *d = &img->datasets[0];
+    d->origin = origin;
+    d->uris = one_key("linked/f.h5");
+    d->n_uris = 1;
+    d->n_sub = n_sub;
+    if (origin == ORIGIN_REF_PIECES) {
+        d->pieces = calloc(2, sizeof *d->pieces);
+        CHECK(d->pieces != NULL);
+        d->n_pieces = d->pieces ? 2 : 0;
+        if (d->pieces)
+            d->pieces[1] = (struct ref_piece){ .chunk = 0, .sub = 1, .size = 8, .off = 8 };
+        d->sub_dims[0] = 2;
+    } else {
+        d->contig_size = 40;
+    }
+    return d;
+}
+
+static void test_genuine_image_passes(void)
+{
+    struct image *img = decoded();
+    if (!img)
+        return;
+    char why[256] = "", key[STORE_KEY_MAX + 1], root_key[STORE_KEY_MAX + 1];
+    CHECK_INT(image_check(img, why, sizeof why), 0);
+    CHECK_INT(schema_obj_key(DSET, key, sizeof key), 0);
+    CHECK_INT(schema_obj_key(ROOT, root_key, sizeof root_key), 0);
+    const char *keys[2] = { root_key, key }; /* sorted: "db/A-B/.group.json" < "db/A-B/d/..." */
+    CHECK_INT(image_check_ids(img, "db/01234567-89abcdef/", keys, 2, why, sizeof why), 0);
+    CHECK_INT(image_check_no_links(img, why, sizeof why), 0);
+    /* the same without the dataset's key, or naming a dataset of another root */
+    CHECK_INT(image_check_ids(img, "db/01234567-89abcdef/", keys + 1, 1, why, sizeof why), -EINVAL);
+    CHECK(strstr(why, "is not an object of") != NULL);
+    free(img->datasets[0].id);
+    img->datasets[0].id = strdup("d-11111111-99999999-0123-456789-abcdef");
+    CHECK_INT(image_check_ids(img, "db/01234567-89abcdef/", keys, 2, why, sizeof why), -EINVAL);
+    image_put(img);
+
+    img = decoded(); /* a well-formed linked dataset passes the checks, not a bucket copy's */
+    if (!img)
+        return;
+    linked(img, ORIGIN_REF_PIECES, 2);
+    CHECK_INT(image_check(img, why, sizeof why), 0);
+    CHECK_INT(image_check_no_links(img, why, sizeof why), -EINVAL);
+    image_put(img);
+}
+
+static void test_fields_are_checked(void)
+{
+    struct image *img;
+    struct image_dataset *d;
+#define CASE(reason, change)                  \
+    if ((img = decoded()) != NULL) {          \
+        d = &img->datasets[0];                \
+        change;                               \
+        expect_refused(#change, img, reason); \
+    }
+    CASE("rank 0", d->rank = 0);
+    CASE("rank 33", d->rank = 33);
+    CASE("element size 0", (d->itemsize = 0, d->codec.itemsize = 0));
+    CASE("chunk dimension 0 is 0", d->chunk_dims[0] = 0);
+    CASE("grid 2 for 10 / 4", d->grid[0] = 2);
+    CASE("chunk of 8 bytes", d->chunk_bytes = 8);
+    CASE("chunk of 16 bytes, 160001-byte elements",
+         (d->itemsize = 160001, d->codec.itemsize = 160001));
+    CASE("overflow", (d->itemsize = d->codec.itemsize = 1ull << 40, d->chunk_dims[0] = 1ull << 30,
+                      d->grid[0] = 1));
+    CASE("codec itemsize", d->codec.itemsize = 8);
+    CASE("unknown shuffle", d->codec.shuffle = (enum codec_shuffle)7);
+    CASE("are not those of its id", d->key_prefix[3] ^= 1);
+    if ((img = decoded()) != NULL) { /* its datasets are freed with it: only hidden awhile */
+        char why[256] = "";
+        size_t n = img->n_datasets;
+        img->n_datasets = 0;
+        CHECK_INT(image_check(img, why, sizeof why), -EINVAL);
+        CHECK(strstr(why, "a chunk extent of no dataset") != NULL);
+        img->n_datasets = n;
+        image_put(img);
+    }
+    CASE("object 1 is not in the file", img->objects[1].addr = extent_size(img->map));
+    CASE("sub-chunk dimension 0 (0)", linked(img, ORIGIN_REF_PIECES, 2)->sub_dims[0] = 0);
+    CASE("2 pieces per chunk, 4", linked(img, ORIGIN_REF_PIECES, 2)->sub_dims[0] = 1);
+    CASE("0 pieces per chunk", linked(img, ORIGIN_REF_PIECES, 0));
+    CASE("outside its dataset", linked(img, ORIGIN_REF_PIECES, 2)->pieces[1].chunk = 3);
+    CASE("outside its dataset", linked(img, ORIGIN_REF_PIECES, 2)->pieces[1].uri = 1);
+    CASE("outside its dataset", linked(img, ORIGIN_REF_PIECES, 2)->pieces[1].sub = 2);
+    CASE("not sorted", linked(img, ORIGIN_REF_PIECES, 2)->pieces[1].sub = 0);
+    CASE("not a key", (linked(img, ORIGIN_REF_CONTIG, 1), d->uris[0][0] = '/'));
+    CASE("not one linked byte range", linked(img, ORIGIN_REF_CONTIG, 1)->contig_off = UINT64_MAX);
+    CASE("linked files of no layout", (linked(img, ORIGIN_REF_CONTIG, 1), d->origin = ORIGIN_HSDS));
+#undef CASE
+}
+
 int main(void)
 {
     snprintf(tmp_dir, sizeof tmp_dir, "/tmp/test_image_cache.XXXXXX");
@@ -171,6 +345,14 @@ int main(void)
     if (log_setup(LOG_LVL_WARN, LOG_SINK_FILE, "/dev/null") != 0)
         return 1;
     test_parallel_saves_keep_what_fits();
+    build_genuine();
+    if (genuine) {
+        test_genuine_image_passes();
+        test_fields_are_checked();
+    }
+    free(genuine);
+    if (check_store)
+        store_close(check_store);
     log_teardown();
     nftw(tmp_dir, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
     return check_done("image_cache");
