@@ -109,7 +109,12 @@ def pytest_configure(config):
     config.addinivalue_line(
         "markers", "backends(*names): run the tests that mount on each of these backends "
         "(\"posix\", \"s3\", \"rgw\"), as the parameter `backend`")
+    config.addinivalue_line(
+        "markers", "store_independent(reason): what the test checks does not depend on the "
+        "store (why, in reason=): its [s3] and [rgw] instances are deselected (issue 25: each "
+        "behaviour once per backend where the backend matters)")
     config._h5osfs_posix_only = []
+    config._h5osfs_store_independent = 0
     fpmode.load_plugins_then_restore()
 
 
@@ -199,6 +204,12 @@ def pytest_collection_modifyitems(config, items):
 def drop_excluded_backends(config, items):
     keep, dropped = [], []
     for item in items:
+        if item.get_closest_marker("store_independent") and item_backend(item) in S3_BACKENDS:
+            if not item.get_closest_marker("store_independent").kwargs.get("reason"):
+                raise pytest.UsageError(f"{item.nodeid}: store_independent needs reason=")
+            dropped.append(item)
+            config._h5osfs_store_independent += 1
+            continue
         excluded = excluded_backends(item)
         backend = item_backend(item)
         if backend in excluded:
@@ -218,6 +229,11 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config):
         terminalreporter.section(f"not on every backend: {len(dropped)} instances not run")
         for nodeid, reason in dropped:
             terminalreporter.write_line(f"{nodeid}: {reason}")
+    independent = getattr(config, "_h5osfs_store_independent", 0)
+    if independent:
+        terminalreporter.write_line(
+            f"{independent} [s3]/[rgw] instances of store_independent tests not run: they check "
+            "what the store does not change (each test's reason= says why)")
     rgw = getattr(config, "_h5osfs_rgw", None)
     if rgw is not None:
         terminalreporter.section("Ceph RGW")

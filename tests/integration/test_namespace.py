@@ -243,6 +243,8 @@ ACL_CASES = {
 
 
 @pytest.mark.parametrize("case", list(ACL_CASES))
+@pytest.mark.store_independent(reason="the modes an ACL gives are worked out from the "
+                               "domain JSON, whichever store served it")
 def test_acl_modes(mount_bucket, case):
     args, user, admin, ro = ACL_CASES[case]
     tree = bucket_tree()
@@ -260,6 +262,8 @@ def test_acl_modes(mount_bucket, case):
 
 
 @pytest.mark.parametrize("case", list(ACL_CASES))
+@pytest.mark.store_independent(reason="the modes an ACL gives are worked out from the "
+                               "domain JSON, whichever store served it")
 def test_acl_modes_documented_examples(mount_bucket, case):
     """The man page's examples, spelled out for the fixture's ACLs."""
     args, user, admin, ro = ACL_CASES[case]
