@@ -7,9 +7,9 @@
  * Input: up to 4 records separated by the line "\n@@\n", each the bytes of one file.
  *
  * Checks beyond "no crash, no leak, no UB": journal_list returns exactly the records the
- * format allows (what journal_write can write, older shapes included), checked here against
+ * format allows (what journal_write can write), checked here against
  * jansson directly: an object with a "domain" string starting with '/', a known "mode" ("new",
- * "replace", "change", and "in_place" for "change") and "state", "base_root" and "new_root"
+ * "replace", "change") and "state", "base_root" and "new_root"
  * strings each empty or a root group id (a v2 root, or a v1 group id), and a "bucket" absent,
  * null or a non-empty string; anything else, a file larger than 64 KiB included, is not a
  * record. Every record read has the fields of its file, its file's name, ids that fit their
@@ -101,7 +101,7 @@ static int index_in(const char *s, const char *const *names, int n)
     return -1;
 }
 
-static const char *const MODES[4] = { "new", "replace", "change", "in_place" };
+static const char *const MODES[3] = { "new", "replace", "change" };
 static const char *const STATES[3] = { "clean", "dirty", "committing" };
 
 /* The record the file holds, or NULL when it holds none. */
@@ -113,7 +113,7 @@ static json_t *ref_record(const char *text, size_t len)
     json_t *domain = json_object_get(o, "domain"), *bucket = json_object_get(o, "bucket");
     int ok =
         json_is_string(domain) && json_string_value(domain)[0] == '/' &&
-        index_in(json_string_value(json_object_get(o, "mode")), MODES, 4) >= 0 &&
+        index_in(json_string_value(json_object_get(o, "mode")), MODES, 3) >= 0 &&
         index_in(json_string_value(json_object_get(o, "state")), STATES, 3) >= 0 &&
         root_or_empty(json_object_get(o, "base_root")) &&
         root_or_empty(json_object_get(o, "new_root")) &&
@@ -132,11 +132,11 @@ static void check_rec(const struct journal_rec *rec, json_t *want)
     const char *name = rec->name;
     if (!want)
         fail("journal_list returned a record the format does not allow", name);
-    int mode = index_in(json_string_value(json_object_get(want, "mode")), MODES, 4);
+    int mode = index_in(json_string_value(json_object_get(want, "mode")), MODES, 3);
     const char *bucket = json_string_value(json_object_get(want, "bucket"));
     if (!rec->domain || strcmp(rec->domain, json_string_value(json_object_get(want, "domain"))))
         fail("the domain is not the record's", name);
-    if ((int)rec->mode != (mode == 3 ? JOURNAL_CHANGE : mode))
+    if ((int)rec->mode != mode)
         fail("the mode is not the record's", name);
     if ((int)rec->state != index_in(json_string_value(json_object_get(want, "state")), STATES, 3))
         fail("the state is not the record's", name);

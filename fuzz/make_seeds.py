@@ -505,8 +505,7 @@ def domain_json_seeds():
 
 def journal_seeds():
     """Records as journal_write writes them (compact JSON, these members in this order), for
-    every mode and state, with the fixture's real root ids, and the older shapes journal.c
-    still reads (no bucket, mode "in_place")."""
+    every mode and state, with the fixture's real root ids, and a record with no bucket."""
     roots = [root for _, root in domains()]
     def rec(bucket, domain, mode, state, base, new):
         o = {"bucket": bucket} if bucket is not None else {}
@@ -521,7 +520,7 @@ def journal_seeds():
     write("fuzz_journal", "change-dirty",
           rec("s3:http://127.0.0.1:9000/hsdstest/", "/home/test_user1/d.h5", "change",
               "dirty", roots[2], ""))
-    write("fuzz_journal", "old-in-place", rec(None, "/a b/\u00fc.h5", "in_place", "dirty",
+    write("fuzz_journal", "no-bucket", rec(None, "/a b/\u00fc.h5", "change", "dirty",
                                               "g-5897df5c-0a297b92-d01f-57d482-a1f31a", ""))
     write("fuzz_journal", "v1-root", rec("fuzzb", "/home/v1.h5", "change", "committing",
                                          "g-1e6d4e44-3e6e-11e4-8f3c-3c15c2da029e", ""))

@@ -45,8 +45,6 @@ int image_build(const struct image_source *src, const char *domain_path, const c
 
 void image_get(struct image *img);
 void image_put(struct image *img);
-/* References held now (a snapshot: for "is anyone reading this version?"). */
-int image_refs(struct image *img);
 
 uint64_t image_size(const struct image *img);
 /* A number no other build of this process had: the identity of this version of the file. */

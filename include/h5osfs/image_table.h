@@ -32,9 +32,6 @@ struct image_table_counts {
 };
 void image_table_counts(struct image_table *t, struct image_table_counts *out);
 
-/* The exact size of the domain's file when an image of it is known. 0 or -ENOENT. */
-int image_table_size(struct image_table *t, const char *path, const char *root, uint64_t *size);
-
 /* The next open of path builds a new image (its objects changed in place, same root):
  * nothing cached of the old one (chunks, kernel pages) is used for it. */
 void image_table_expire(struct image_table *t, const char *path);

@@ -47,8 +47,7 @@ void fs_fill_stat(const struct fs *fs, fuse_ino_t ino, const struct ns_info *inf
 
 /* ---- helpers that every request uses ---- */
 
-/* Namespace answer for path as it is now; a file being written for the first time is its
- * staged file. A domain's size is not known here (see fs_resolve). */
+/* The statistics file is one name at the root, whatever the bucket holds. */
 int fs_is_stats_path(const char *path)
 {
     return strcmp(path, "/" STATS_FILE_NAME) == 0;
@@ -63,6 +62,8 @@ static void stats_info(const struct fs *fs, struct ns_info *info)
     info->mtime = info->ctime = clock_wall() - (clock_monotonic() - fs->started);
 }
 
+/* Namespace answer for path as it is now; a file being written for the first time is its
+ * staged file. A domain's size is not known here (see fs_resolve). */
 static int stat_staged(struct fs *fs, const char *path, struct ns_info *info, int *staged)
 {
     if (fs_is_stats_path(path)) {

@@ -32,14 +32,6 @@ void image_get(struct image *img)
     pthread_mutex_unlock(&image_lock);
 }
 
-int image_refs(struct image *img)
-{
-    pthread_mutex_lock(&image_lock);
-    int refs = img->refs;
-    pthread_mutex_unlock(&image_lock);
-    return refs;
-}
-
 static void free_omissions(struct image *img)
 {
     for (size_t i = 0; i < img->n_omissions; i++) {

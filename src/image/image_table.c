@@ -215,19 +215,6 @@ int image_table_get(struct image_table *t, const char *path, const char *root, s
     return rc;
 }
 
-int image_table_size(struct image_table *t, const char *path, const char *root, uint64_t *size)
-{
-    int rc = -ENOENT;
-    pthread_mutex_lock(&t->lock);
-    struct image_slot *s = strmap_get(t->slots, path);
-    if (s && strcmp(s->root, root) == 0) {
-        *size = image_size(s->img);
-        rc = 0;
-    }
-    pthread_mutex_unlock(&t->lock);
-    return rc;
-}
-
 /* Open files per root: the collector must not delete a version someone still reads. */
 void image_table_hold(struct image_table *t, const char *root, int delta)
 {

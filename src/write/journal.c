@@ -28,7 +28,7 @@ struct journal {
     int staging, records, rejected; /* directory fds */
 };
 
-static const char *const mode_names[] = { "new", "replace", "change", "in_place" };
+static const char *const mode_names[] = { "new", "replace", "change" };
 static const char *const state_names[] = { "clean", "dirty", "committing" };
 
 static int open_subdir(const char *root, const char *name, int *fd)
@@ -384,9 +384,7 @@ static int parse_rec(const char *text, size_t len, const char *name, struct jour
 {
     json_t *o = json_loadb(text, len, 0, NULL);
     const char *domain = json_string_value(json_object_get(o, "domain"));
-    int mode = index_of(mode_names, 4, json_string_value(json_object_get(o, "mode")));
-    if (mode == 3)
-        mode = JOURNAL_CHANGE; /* an older daemon's name for it */
+    int mode = index_of(mode_names, 3, json_string_value(json_object_get(o, "mode")));
     int state = index_of(state_names, 3, json_string_value(json_object_get(o, "state")));
     int rc = domain && domain[0] == '/' && mode >= 0 && state >= 0 ? 0 : -EINVAL;
     memset(rec, 0, sizeof *rec);
