@@ -28,10 +28,19 @@ int fs_check_open(const struct fs *fs, const struct ns_info *info, int flags)
     return 0;
 }
 
+struct fs_file *fs_file_new(void)
+{
+    struct fs_file *f = calloc(1, sizeof *f);
+    if (f)
+        holders_init(&f->holders);
+    return f;
+}
+
 void fs_file_free(struct fs *fs, struct fs_file *f)
 {
     if (!f)
         return;
+    holders_destroy(&f->holders);
     fs_handle_untrack(fs, &f->link);
     if (f->stg)
         staging_release(fs->staging, f->stg);
@@ -112,7 +121,7 @@ void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
     struct ns_info info;
     uint64_t version;
     char *path = NULL;
-    struct fs_file *f = calloc(1, sizeof *f);
+    struct fs_file *f = fs_file_new();
     struct caller caller;
     fs_caller_of(fs, req, &caller);
     int rc = f ? fs_version_attributes(fs, ino, &path, &version, &info) : -ENOMEM;
@@ -133,6 +142,7 @@ void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
     f->ino = ino;
     f->opener = fuse_req_ctx(req)->pid;
     f->fresh = 1;
+    holders_add(&f->holders, f->opener);
     fs_hand_out(fs, fi, f);
     if (fuse_reply_open(req, fi) != 0)
         fs_file_free(fs, f); /* the opener is gone: no release will come */
@@ -191,6 +201,7 @@ void op_write(fuse_req_t req, fuse_ino_t ino, const char *buf, size_t size, off_
     struct fs *fs = fs_of(req);
     struct fs_file *f = (struct fs_file *)(uintptr_t)fi->fh;
     f->fresh = 0;
+    holders_add(&f->holders, fuse_req_ctx(req)->pid); /* direct_io: the writer's own request */
     ssize_t n = !f->stg || (fi->flags & O_ACCMODE) == O_RDONLY ? -EBADF
                 : off < 0                                      ? -EINVAL
                           : staging_write(fs->staging, f->stg, buf, size, (uint64_t)off);
@@ -212,9 +223,26 @@ static void reply_commit(fuse_req_t req, struct fuse_file_info *fi)
     fuse_reply_err(req, -rc);
 }
 
+/*
+ * close(): the last close of a written file commits it, and its error is close()'s. An open
+ * file description may have many descriptors (dup, fork: a shell's `(head; tail) > f` hands
+ * one to each command), each close a flush; while a process known to use it still has a
+ * descriptor open for writing on the inode, this close is not the last: it commits nothing
+ * and succeeds, so that no half-written file is ever tried (doc/semantics.md, "Commit at the
+ * last close"). The release commits what a close could not see the end of.
+ */
 void op_flush(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
     (void)ino;
+    struct fs_file *f = (struct fs_file *)(uintptr_t)fi->fh;
+    if (f->stg) {
+        holders_add(&f->holders, fuse_req_ctx(req)->pid);
+        if (holders_still_writing(&f->holders, f->ino)) {
+            f->fresh = 0;
+            fuse_reply_err(req, 0);
+            return;
+        }
+    }
     reply_commit(req, fi);
 }
 

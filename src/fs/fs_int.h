@@ -22,6 +22,7 @@
 #include "h5osfs/domops.h"
 #include "h5osfs/image_table.h"
 #include "h5osfs/log.h"
+#include "holders.h"
 #include "inode.h"
 #include "notify.h"
 #include "h5osfs/staging.h"
@@ -66,8 +67,9 @@ struct fs {
 struct fs_file {
     struct fs_handle link; /* first: the handle list holds it by this */
     fuse_ino_t ino;
-    pid_t opener;      /* the thread whose open made it */
-    _Atomic int fresh; /* opened, nothing done with it yet (see truncate_of_open) */
+    pid_t opener;           /* the thread whose open made it */
+    struct holders holders; /* who may still hold a descriptor of it (see op_flush) */
+    _Atomic int fresh;      /* opened, nothing done with it yet (see truncate_of_open) */
     struct staged *stg;
     struct image *img;
     struct image_reader reader;
@@ -119,6 +121,7 @@ void op_releasedir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi);
 /* ---- fs_file.c: open files, reads, writes, commits ---- */
 int fs_check_open(const struct fs *fs, const struct ns_info *info, int flags);
 void fs_file_dispose(struct fs *fs, struct fs_handle *link);
+struct fs_file *fs_file_new(void);
 void fs_file_free(struct fs *fs, struct fs_file *f);
 void fs_hand_out(struct fs *fs, struct fuse_file_info *fi, struct fs_file *f);
 void op_flush(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi);
