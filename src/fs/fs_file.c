@@ -52,24 +52,33 @@ void fs_file_free(struct fs *fs, struct fs_file *f)
     free(f);
 }
 
+/* f reads img (its reference, taken over), the version whose attributes info has; the
+ * collector keeps that version's objects while f is open. */
+static void read_image(struct fs *fs, const struct ns_info *info, struct image *img,
+                       struct fs_file *f)
+{
+    f->img = img;
+    snprintf(f->root, sizeof f->root, "%s", info->root);
+    image_table_hold(fs->images, f->root, +1);
+    f->reader.cache = fs->cfg.cache;
+    f->reader.prefetch = fs->cfg.prefetch;
+}
+
 /* A reader of a committed version: the image of exactly that version, or -ESTALE when the
  * path has a newer one (the kernel then looks the name up again and opens the new node). */
 static int open_image(struct fs *fs, const char *path, const struct ns_info *info, uint64_t version,
                       struct fs_file *f)
 {
     int reused;
-    int rc = image_table_get(fs->images, path, info->root, &f->img, &reused);
+    struct image *img;
+    int rc = image_table_get(fs->images, path, info->root, &img, &reused);
     if (rc != 0)
         return rc;
-    if (image_serial(f->img) != version) {
-        image_put(f->img);
-        f->img = NULL;
+    if (image_serial(img) != version) {
+        image_put(img);
         return -ESTALE;
     }
-    snprintf(f->root, sizeof f->root, "%s", info->root);
-    image_table_hold(fs->images, f->root, +1);
-    f->reader.cache = fs->cfg.cache;
-    f->reader.prefetch = fs->cfg.prefetch;
+    read_image(fs, info, img, f);
     return 0;
 }
 
@@ -107,12 +116,26 @@ void fs_hand_out(struct fs *fs, struct fuse_file_info *fi, struct fs_file *f)
                                                    the statistics are longer than st_size */
 }
 
-/* The node's version, if it is still the one its path has (the same check opens make). */
-static int check_current(struct fs *fs, const char *path, uint64_t version, struct ns_info *info)
+/*
+ * Which version an open of a domain's node gets, and the attributes it goes by (*info).
+ * A reader of the version a lookup handed out lately gets it, with the node's attributes,
+ * even if the path has a newer one now (*looked_up: its image; recent.h says why that is
+ * whole): so an open that follows its lookup never fails because the domain was replaced in
+ * between, however long the machine made it wait. An O_TRUNC writer replaces whatever the path
+ * has now. Any other open needs the node to be the path's version: else ESTALE, and the kernel
+ * looks the name up again (once) and opens the new node.
+ */
+static int settle_version(struct fs *fs, const char *path, uint64_t version, int flags,
+                          struct ns_info *info, struct image **looked_up)
 {
+    *looked_up = NULL;
+    if (version == INODE_STAGED || version == INODE_NO_VERSION)
+        return 0;
+    if (!open_for_writing(flags) && (*looked_up = recent_find(fs->recent, version)) != NULL)
+        return 0;
     uint64_t now;
     int rc = fs_resolve(fs, path, info, &now);
-    return rc == 0 && now != version ? -ESTALE : rc;
+    return rc == 0 && now != version && !(flags & O_TRUNC) ? -ESTALE : rc;
 }
 
 void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
@@ -124,15 +147,22 @@ void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
     struct fs_file *f = fs_file_new();
     struct caller caller;
     fs_caller_of(fs, req, &caller);
+    struct image *looked_up = NULL;
     int rc = f ? fs_version_attributes(fs, ino, &path, &version, &info) : -ENOMEM;
-    if (rc == 0 && version != INODE_STAGED && version != INODE_NO_VERSION)
-        rc = check_current(fs, path, version, &info);
+    if (rc == 0)
+        rc = settle_version(fs, path, version, fi->flags, &info, &looked_up);
     if (rc == 0)
         rc = fs_caller_rights(fs, &caller, path, &info);
     if (rc == 0)
         rc = fs_check_open(fs, &info, fi->flags);
-    if (rc == 0)
+    if (rc == 0 && looked_up) {
+        read_image(fs, &info, looked_up, f);
+        looked_up = NULL;
+    } else if (rc == 0) {
         rc = fs_open_file(fs, path, &info, version, fi->flags, f);
+    }
+    if (looked_up)
+        image_put(looked_up);
     free(path);
     if (rc != 0) {
         fs_file_free(fs, f);

@@ -25,6 +25,7 @@
 #include "holders.h"
 #include "inode.h"
 #include "notify.h"
+#include "recent.h"
 #include "h5osfs/staging.h"
 #include "stats.h"
 
@@ -54,7 +55,8 @@ struct fs {
     pthread_mutex_t handles_lock;
     struct fs_handle handles; /* the list's head */
     struct inode_table *inodes;
-    struct image_table *images; /* these four: cfg's, for short */
+    struct recent_images *recent; /* versions lookups handed out: what opens get */
+    struct image_table *images;   /* these four: cfg's, for short */
     const struct domops *ops;
     struct callers *callers;
     struct staging *staging;   /* NULL on a read-only mount */
@@ -102,6 +104,8 @@ int fs_is_stats_path(const char *path);
 mode_t fs_mode_of(const struct fs *fs, const struct ns_info *info);
 int fs_remember_creator(struct fs *fs, const struct caller *c, const char *path);
 int fs_resolve(struct fs *fs, const char *path, struct ns_info *info, uint64_t *version);
+int fs_resolve_image(struct fs *fs, const char *path, struct ns_info *info, uint64_t *version,
+                     struct image **img);
 int fs_stat_ino(struct fs *fs, fuse_ino_t ino, char **path, struct ns_info *info);
 int fs_version_attributes(struct fs *fs, fuse_ino_t ino, char **path, uint64_t *version,
                           struct ns_info *info);

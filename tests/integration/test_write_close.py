@@ -6,8 +6,12 @@ that `cp` keeps replacing, on a busy machine, each get one whole version, never 
 The store does not matter here (flush, release and open are the FUSE front end's): posix only.
 """
 import errno
+import json
 import os
+import shutil
 import subprocess
+import sys
+import threading
 
 import h5py
 import numpy as np
@@ -97,3 +101,65 @@ def test_fsync_commits_while_other_descriptors_are_open(writable, tmp_path):
     assert writable.log().count("synced.h5: committed") == 1
     assert os.getxattr(target, "user.h5osfs.root") == root
     assert_version(target, 20000, "synced")
+
+
+READER = r"""
+import errno, json, sys
+import h5py, numpy as np
+path, opens, sizes = sys.argv[1], int(sys.argv[2]), json.loads(sys.argv[3])
+seen, failures = {tag: 0 for tag in sizes}, []
+for _ in range(opens):
+    try:
+        with h5py.File(path, "r") as f:
+            tag = f.attrs["tag"]
+            if not np.array_equal(f["x"][...], np.arange(sizes[tag], dtype="<i8") * 3):
+                failures.append(f"version {tag}: other values")
+            seen[tag] += 1
+    except Exception as e:              # every failure is a finding
+        failures.append(repr(e)[:200])
+print(json.dumps({"seen": seen, "failures": failures}))
+"""
+
+
+def test_opens_on_a_busy_machine_while_cp_replaces_get_whole_versions(writable, tmp_path):
+    """A domain that cp keeps replacing (two versions of different sizes) on the same mount,
+    four reader processes opening and reading it whole 150 times each, the CPUs kept busy by
+    burners (the wait between the kernel's lookup and its open grows, and the domain is
+    often replaced in between, twice too): every open succeeds (no ESTALE) and reads one
+    whole version; every cp succeeds."""
+    sizes = {"A": 1000, "B": 300000}
+    versions = {tag: tmp_path / f"{tag}.h5" for tag in sizes}
+    for tag, n in sizes.items():
+        make_file_of(versions[tag], n, tag)
+    target = writable.path(f"{HOME}/race.h5")
+    shutil.copyfile(versions["A"], target)
+    stop, copies, cp_errors = threading.Event(), [0], []
+
+    def replace_in_a_loop():
+        while not stop.is_set():
+            try:
+                shutil.copyfile(versions["B" if copies[0] % 2 == 0 else "A"], target)
+                copies[0] += 1
+            except OSError as e:
+                cp_errors.append(repr(e))
+
+    burners = [subprocess.Popen(["nice", "-n", "5", "sh", "-c", "while :; do :; done"])
+               for _ in range(os.cpu_count() or 2)]
+    writer = threading.Thread(target=replace_in_a_loop)
+    try:
+        writer.start()
+        readers = [subprocess.Popen([sys.executable, "-c", READER, str(target), "150",
+                                     json.dumps(sizes)], stdout=subprocess.PIPE, text=True)
+                   for _ in range(4)]
+        results = [json.loads(r.communicate()[0]) for r in readers]
+    finally:
+        stop.set()
+        writer.join()
+        for b in burners:
+            b.kill()
+            b.wait()
+    failures = [f for r in results for f in r["failures"]]
+    assert failures == [], (len(failures), failures[:5])
+    assert cp_errors == [], cp_errors[:5]
+    assert sum(sum(r["seen"].values()) for r in results) == 600
+    assert copies[0] >= 2, (copies, results)
