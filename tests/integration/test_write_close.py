@@ -66,10 +66,12 @@ def test_dup_descriptors_commit_at_the_last_close_with_its_error(writable, tmp_p
     target = writable.path(f"{HOME}/dup.h5")
     fd = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
     second = os.dup(fd)
-    os.write(fd, data[:1000])
-    os.close(fd)                                        # not the last: no EINVAL
-    os.write(second, data[1000:])
-    os.close(second)
+    try:
+        os.write(fd, data[:1000])
+        os.close(fd)                                    # not the last: no EINVAL
+        os.write(second, data[1000:])
+    finally:
+        os.close(second)
     assert_version(target, 50000, "dup")
     assert writable.log().count("dup.h5: committed") == 1
 
@@ -82,6 +84,44 @@ def test_dup_descriptors_commit_at_the_last_close_with_its_error(writable, tmp_p
         os.close(second)
     assert e.value.errno == errno.EINVAL
     assert not junk.exists()
+
+
+def test_opener_closing_first_leaves_the_commit_to_the_child_that_writes(writable, tmp_path):
+    """open, fork: the child writes the first half, the parent closes its descriptor (not the
+    last: the child, which wrote, still holds one), then the child writes the rest and exits;
+    its exit's close commits the whole file."""
+    src = tmp_path / "src.h5"
+    make_file_of(src, 50000, "forked")
+    data = src.read_bytes()
+    target = writable.path(f"{HOME}/forked.h5")
+    fd = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+    wrote_half, go_on = os.pipe(), os.pipe()
+    pid = os.fork()
+    if pid == 0:                                        # the child: no pytest code runs here
+        code = 1
+        try:
+            os.close(wrote_half[0])
+            os.close(go_on[1])
+            os.write(fd, data[:len(data) // 2])
+            os.write(wrote_half[1], b"x")
+            os.read(go_on[0], 1)                        # the parent closed (or gave up)
+            os.write(fd, data[len(data) // 2:])
+            code = 0
+        finally:
+            os._exit(code)                              # closes fd: the last descriptor
+    os.close(wrote_half[1])
+    os.close(go_on[0])
+    try:
+        assert os.read(wrote_half[0], 1) == b"x"
+        os.close(fd)                                    # the child still writes: no commit
+    finally:
+        os.close(go_on[1])
+        os.close(wrote_half[0])
+        _, status = os.waitpid(pid, 0)
+    assert os.waitstatus_to_exitcode(status) == 0
+    assert_version(target, 50000, "forked")
+    assert writable.log().count("forked.h5: committed") == 1
+    assert "not an HDF5 file" not in writable.log()
 
 
 def test_fsync_commits_while_other_descriptors_are_open(writable, tmp_path):
