@@ -121,9 +121,9 @@ void fs_hand_out(struct fs *fs, struct fuse_file_info *fi, struct fs_file *f)
  * A reader of the version a lookup handed out lately gets it, with the node's attributes,
  * even if the path has a newer one now (*looked_up: its image; recent.h says why that is
  * whole): so an open that follows its lookup never fails because the domain was replaced in
- * between, however long the machine made it wait. An O_TRUNC writer replaces whatever the path
- * has now. Any other open needs the node to be the path's version: else ESTALE, and the kernel
- * looks the name up again (once) and opens the new node.
+ * between, however long the machine made it wait. Any other open needs the node to be the
+ * path's version: else ESTALE, and the kernel looks the name up again (once) and opens the new
+ * node.
  */
 static int settle_version(struct fs *fs, const char *path, uint64_t version, int flags,
                           struct ns_info *info, struct image **looked_up)
@@ -135,7 +135,7 @@ static int settle_version(struct fs *fs, const char *path, uint64_t version, int
         return 0;
     uint64_t now;
     int rc = fs_resolve(fs, path, info, &now);
-    return rc == 0 && now != version && !(flags & O_TRUNC) ? -ESTALE : rc;
+    return rc == 0 && now != version ? -ESTALE : rc;
 }
 
 void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
