@@ -67,6 +67,8 @@ int fs_new(const struct fs_config *cfg, struct fs **out)
     pthread_mutex_init(&fs->handles_lock, NULL);
     fs->handles.next = fs->handles.prev = &fs->handles;
     int rc = inode_table_new(&fs->inodes);
+    if (rc == 0 && (rc = recent_new(&fs->recent)) != 0)
+        inode_table_free(fs->inodes);
     if (rc != 0) {
         pthread_mutex_destroy(&fs->handles_lock);
         free(fs);
@@ -108,6 +110,7 @@ void fs_free(struct fs *fs)
     fs_stop_threads(fs);
     if (fs->handles.next)
         dispose_handles(fs);
+    recent_free(fs->recent);
     inode_table_free(fs->inodes);
     pthread_mutex_destroy(&fs->handles_lock);
     free(fs);

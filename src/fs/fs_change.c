@@ -318,7 +318,7 @@ void op_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode,
     struct fuse_entry_param e = { .entry_timeout = fs->cfg.ttl };
     struct ns_info info;
     uint64_t version = INODE_NO_VERSION;
-    struct fs_file *f = calloc(1, sizeof *f);
+    struct fs_file *f = fs_file_new();
     struct caller caller;
     fs_caller_of(fs, req, &caller);
     char *path = f && !fs->cfg.read_only ? path_in(fs, parent, name) : NULL;
@@ -335,6 +335,8 @@ void op_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode,
     }
     fs_fill_stat(fs, e.ino, &info, &e.attr);
     e.attr_timeout = fs_attr_timeout(fs, version);
+    f->ino = e.ino;
+    holders_add(&f->holders, fuse_req_ctx(req)->pid);
     fs_hand_out(fs, fi, f);
     if (fuse_reply_create(req, &e, fi) != 0) {
         inode_forget(fs->inodes, e.ino, 1);

@@ -88,11 +88,15 @@ static int stat_path(struct fs *fs, const char *path, struct ns_info *info)
 /*
  * What path is now and which version of it an open would get: for a domain, its file is built
  * (or the build of the last ttl reused), so that the size is exact whenever it is reported.
- * *version as inode.h says. A domain whose file cannot be built shows as broken.
+ * *version as inode.h says. A domain whose file cannot be built shows as broken. *out (when
+ * out is not NULL) gets that version's image (a reference), NULL for anything else.
  */
-int fs_resolve(struct fs *fs, const char *path, struct ns_info *info, uint64_t *version)
+int fs_resolve_image(struct fs *fs, const char *path, struct ns_info *info, uint64_t *version,
+                     struct image **out)
 {
     int staged;
+    if (out)
+        *out = NULL;
     int rc = stat_staged(fs, path, info, &staged);
     *version = staged ? INODE_STAGED : INODE_NO_VERSION;
     if (rc != 0 || staged || info->kind != NS_DOMAIN)
@@ -109,8 +113,16 @@ int fs_resolve(struct fs *fs, const char *path, struct ns_info *info, uint64_t *
     }
     info->size = image_size(img);
     *version = image_serial(img);
-    image_put(img);
+    if (out)
+        *out = img;
+    else
+        image_put(img);
     return 0;
+}
+
+int fs_resolve(struct fs *fs, const char *path, struct ns_info *info, uint64_t *version)
+{
+    return fs_resolve_image(fs, path, info, version, NULL);
 }
 
 /* A version's attributes never change, so the kernel may keep them (and the version's pages)

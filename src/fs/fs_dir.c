@@ -8,12 +8,17 @@ void op_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
     struct fs *fs = fs_of(req);
     struct fuse_entry_param e = { .attr_timeout = fs->cfg.ttl, .entry_timeout = fs->cfg.ttl };
     struct ns_info info;
+    struct image *img = NULL;
     uint64_t version;
     char *dir = inode_path(fs->inodes, parent);
     char *path = dir ? fs_child_path(dir, name) : NULL;
-    int rc = path ? fs_resolve(fs, path, &info, &version) : -ENOMEM;
+    int rc = path ? fs_resolve_image(fs, path, &info, &version, &img) : -ENOMEM;
     if (rc == 0)
         rc = inode_lookup(fs->inodes, path, version, &info, &e.ino, &e.generation);
+    if (rc == 0 && img)
+        recent_add(fs->recent, img); /* the open that follows gets this version */
+    if (img)
+        image_put(img);
     if (rc == 0) {
         fs_fill_stat(fs, e.ino, &info, &e.attr);
         e.attr_timeout = fs_attr_timeout(fs, version);

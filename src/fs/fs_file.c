@@ -28,10 +28,19 @@ int fs_check_open(const struct fs *fs, const struct ns_info *info, int flags)
     return 0;
 }
 
+struct fs_file *fs_file_new(void)
+{
+    struct fs_file *f = calloc(1, sizeof *f);
+    if (f)
+        holders_init(&f->holders);
+    return f;
+}
+
 void fs_file_free(struct fs *fs, struct fs_file *f)
 {
     if (!f)
         return;
+    holders_destroy(&f->holders);
     fs_handle_untrack(fs, &f->link);
     if (f->stg)
         staging_release(fs->staging, f->stg);
@@ -43,24 +52,33 @@ void fs_file_free(struct fs *fs, struct fs_file *f)
     free(f);
 }
 
+/* f reads img (its reference, taken over), the version whose attributes info has; the
+ * collector keeps that version's objects while f is open. */
+static void read_image(struct fs *fs, const struct ns_info *info, struct image *img,
+                       struct fs_file *f)
+{
+    f->img = img;
+    snprintf(f->root, sizeof f->root, "%s", info->root);
+    image_table_hold(fs->images, f->root, +1);
+    f->reader.cache = fs->cfg.cache;
+    f->reader.prefetch = fs->cfg.prefetch;
+}
+
 /* A reader of a committed version: the image of exactly that version, or -ESTALE when the
  * path has a newer one (the kernel then looks the name up again and opens the new node). */
 static int open_image(struct fs *fs, const char *path, const struct ns_info *info, uint64_t version,
                       struct fs_file *f)
 {
     int reused;
-    int rc = image_table_get(fs->images, path, info->root, &f->img, &reused);
+    struct image *img;
+    int rc = image_table_get(fs->images, path, info->root, &img, &reused);
     if (rc != 0)
         return rc;
-    if (image_serial(f->img) != version) {
-        image_put(f->img);
-        f->img = NULL;
+    if (image_serial(img) != version) {
+        image_put(img);
         return -ESTALE;
     }
-    snprintf(f->root, sizeof f->root, "%s", info->root);
-    image_table_hold(fs->images, f->root, +1);
-    f->reader.cache = fs->cfg.cache;
-    f->reader.prefetch = fs->cfg.prefetch;
+    read_image(fs, info, img, f);
     return 0;
 }
 
@@ -98,9 +116,23 @@ void fs_hand_out(struct fs *fs, struct fuse_file_info *fi, struct fs_file *f)
                                                    the statistics are longer than st_size */
 }
 
-/* The node's version, if it is still the one its path has (the same check opens make). */
-static int check_current(struct fs *fs, const char *path, uint64_t version, struct ns_info *info)
+/*
+ * Which version an open of a domain's node gets, and the attributes it goes by (*info).
+ * A reader of the version a lookup handed out lately gets it, with the node's attributes,
+ * even if the path has a newer one now (*looked_up: its image; recent.h says why that is
+ * whole): so an open that follows its lookup never fails because the domain was replaced in
+ * between, however long the machine made it wait. Any other open needs the node to be the
+ * path's version: else ESTALE, and the kernel looks the name up again (once) and opens the new
+ * node.
+ */
+static int settle_version(struct fs *fs, const char *path, uint64_t version, int flags,
+                          struct ns_info *info, struct image **looked_up)
 {
+    *looked_up = NULL;
+    if (version == INODE_STAGED || version == INODE_NO_VERSION)
+        return 0;
+    if (!open_for_writing(flags) && (*looked_up = recent_find(fs->recent, version)) != NULL)
+        return 0;
     uint64_t now;
     int rc = fs_resolve(fs, path, info, &now);
     return rc == 0 && now != version ? -ESTALE : rc;
@@ -112,18 +144,25 @@ void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
     struct ns_info info;
     uint64_t version;
     char *path = NULL;
-    struct fs_file *f = calloc(1, sizeof *f);
+    struct fs_file *f = fs_file_new();
     struct caller caller;
     fs_caller_of(fs, req, &caller);
+    struct image *looked_up = NULL;
     int rc = f ? fs_version_attributes(fs, ino, &path, &version, &info) : -ENOMEM;
-    if (rc == 0 && version != INODE_STAGED && version != INODE_NO_VERSION)
-        rc = check_current(fs, path, version, &info);
+    if (rc == 0)
+        rc = settle_version(fs, path, version, fi->flags, &info, &looked_up);
     if (rc == 0)
         rc = fs_caller_rights(fs, &caller, path, &info);
     if (rc == 0)
         rc = fs_check_open(fs, &info, fi->flags);
-    if (rc == 0)
+    if (rc == 0 && looked_up) {
+        read_image(fs, &info, looked_up, f);
+        looked_up = NULL;
+    } else if (rc == 0) {
         rc = fs_open_file(fs, path, &info, version, fi->flags, f);
+    }
+    if (looked_up)
+        image_put(looked_up);
     free(path);
     if (rc != 0) {
         fs_file_free(fs, f);
@@ -133,6 +172,7 @@ void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
     f->ino = ino;
     f->opener = fuse_req_ctx(req)->pid;
     f->fresh = 1;
+    holders_add(&f->holders, f->opener);
     fs_hand_out(fs, fi, f);
     if (fuse_reply_open(req, fi) != 0)
         fs_file_free(fs, f); /* the opener is gone: no release will come */
@@ -191,6 +231,7 @@ void op_write(fuse_req_t req, fuse_ino_t ino, const char *buf, size_t size, off_
     struct fs *fs = fs_of(req);
     struct fs_file *f = (struct fs_file *)(uintptr_t)fi->fh;
     f->fresh = 0;
+    holders_add(&f->holders, fuse_req_ctx(req)->pid); /* direct_io: the writer's own request */
     ssize_t n = !f->stg || (fi->flags & O_ACCMODE) == O_RDONLY ? -EBADF
                 : off < 0                                      ? -EINVAL
                           : staging_write(fs->staging, f->stg, buf, size, (uint64_t)off);
@@ -212,9 +253,26 @@ static void reply_commit(fuse_req_t req, struct fuse_file_info *fi)
     fuse_reply_err(req, -rc);
 }
 
+/*
+ * close(): the last close of a written file commits it, and its error is close()'s. An open
+ * file description may have many descriptors (dup, fork: a shell's `(head; tail) > f` hands
+ * one to each command), each close a flush; while a process known to use it still has a
+ * descriptor open for writing on the inode, this close is not the last: it commits nothing
+ * and succeeds, so that no half-written file is ever tried (doc/semantics.md, "Commit at the
+ * last close"). The release commits what a close could not see the end of.
+ */
 void op_flush(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
     (void)ino;
+    struct fs_file *f = (struct fs_file *)(uintptr_t)fi->fh;
+    if (f->stg) {
+        holders_add(&f->holders, fuse_req_ctx(req)->pid);
+        if (holders_still_writing(&f->holders, f->ino)) {
+            f->fresh = 0;
+            fuse_reply_err(req, 0);
+            return;
+        }
+    }
     reply_commit(req, fi);
 }
 

@@ -22,8 +22,10 @@
 #include "h5osfs/domops.h"
 #include "h5osfs/image_table.h"
 #include "h5osfs/log.h"
+#include "holders.h"
 #include "inode.h"
 #include "notify.h"
+#include "recent.h"
 #include "h5osfs/staging.h"
 #include "stats.h"
 
@@ -53,7 +55,8 @@ struct fs {
     pthread_mutex_t handles_lock;
     struct fs_handle handles; /* the list's head */
     struct inode_table *inodes;
-    struct image_table *images; /* these four: cfg's, for short */
+    struct recent_images *recent; /* versions lookups handed out: what opens get */
+    struct image_table *images;   /* these four: cfg's, for short */
     const struct domops *ops;
     struct callers *callers;
     struct staging *staging;   /* NULL on a read-only mount */
@@ -66,8 +69,9 @@ struct fs {
 struct fs_file {
     struct fs_handle link; /* first: the handle list holds it by this */
     fuse_ino_t ino;
-    pid_t opener;      /* the thread whose open made it */
-    _Atomic int fresh; /* opened, nothing done with it yet (see truncate_of_open) */
+    pid_t opener;           /* the thread whose open made it */
+    struct holders holders; /* who may still hold a descriptor of it (see op_flush) */
+    _Atomic int fresh;      /* opened, nothing done with it yet (see truncate_of_open) */
     struct staged *stg;
     struct image *img;
     struct image_reader reader;
@@ -100,6 +104,8 @@ int fs_is_stats_path(const char *path);
 mode_t fs_mode_of(const struct fs *fs, const struct ns_info *info);
 int fs_remember_creator(struct fs *fs, const struct caller *c, const char *path);
 int fs_resolve(struct fs *fs, const char *path, struct ns_info *info, uint64_t *version);
+int fs_resolve_image(struct fs *fs, const char *path, struct ns_info *info, uint64_t *version,
+                     struct image **img);
 int fs_stat_ino(struct fs *fs, fuse_ino_t ino, char **path, struct ns_info *info);
 int fs_version_attributes(struct fs *fs, fuse_ino_t ino, char **path, uint64_t *version,
                           struct ns_info *info);
@@ -119,6 +125,7 @@ void op_releasedir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi);
 /* ---- fs_file.c: open files, reads, writes, commits ---- */
 int fs_check_open(const struct fs *fs, const struct ns_info *info, int flags);
 void fs_file_dispose(struct fs *fs, struct fs_handle *link);
+struct fs_file *fs_file_new(void);
 void fs_file_free(struct fs *fs, struct fs_file *f);
 void fs_hand_out(struct fs *fs, struct fuse_file_info *fi, struct fs_file *f);
 void op_flush(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi);
