@@ -548,6 +548,7 @@ static int create_objects(struct builder *b)
             struct build_obj *o = &b->objs[i];
             if (o->cls != want || (want == 'd' && build_dataset_fill_refers(o) != (pass == 3)))
                 continue;
+            b->converting = o;
             rc = want == 'g'   ? create_group(b, o)
                  : want == 't' ? create_datatype(b, o)
                                : build_dataset_create(b, o);
@@ -740,6 +741,7 @@ static int attributes_of(struct builder *b, struct build_obj *o)
     struct link_ref *attrs = ordered_members(json_object_get(o->json, "attributes"), 1, &n);
     if (!attrs)
         return -ENOMEM;
+    b->converting = o;
     for (size_t k = 0; k < n && rc == 0; k++) {
         char why[200] = "";
         if (make_attribute(b, o, &attrs[k], why, sizeof why) != 0)
@@ -813,6 +815,7 @@ static int unlink_object(struct builder *b, const struct build_obj *o)
 static int fill_or_unlink(struct builder *b, struct build_obj *o)
 {
     char why[200] = "its data cannot be served";
+    b->converting = o;
     int rc = build_dataset_fill(b, o, why, sizeof why);
     if (rc != -EINVAL)
         return rc;
@@ -1002,6 +1005,8 @@ static void log_image(const struct image *img, const char *how)
              st.build_seconds);
 }
 
+static void log_dangling_refs(const struct builder *b);
+
 static int build_now(const struct image_source *src, const char *domain_path, const char *root_id,
                      struct root_listing *rl, struct image **out)
 {
@@ -1014,6 +1019,8 @@ static int build_now(const struct image_source *src, const char *domain_path, co
     H5Eset_auto2(H5E_DEFAULT, NULL, NULL); /* failures are logged by us, once */
     if (rc == 0)
         rc = build_steps(&b);
+    if (rc == 0)
+        log_dangling_refs(&b);
     if (rc != 0 && b.file >= 0) {
         close_objects(&b);
         H5Fclose(b.file);
@@ -1077,13 +1084,36 @@ int image_build(const struct image_source *src, const char *domain_path, const c
     return 0;
 }
 
+/* A reference to an object the image does not have (deleted, never linked, or left out): HSDS
+ * serves such a value as it is stored, so it is read as the null reference, not an error that
+ * would cost the whole chunk or attribute. Counted, and logged once per build
+ * (log_dangling_refs). */
+static int dangling_ref(struct builder *b, const char *id, hobj_ref_t *out)
+{
+    *out = 0;
+    if (b->dangling_refs++ == 0)
+        snprintf(b->dangling_first, sizeof b->dangling_first, "%.40s, in %.100s", id,
+                 b->converting ? b->converting->path : "?");
+    return 0;
+}
+
+static void log_dangling_refs(const struct builder *b)
+{
+    if (b->dangling_refs)
+        log_warn("%s: %" PRIu64 " object reference(s) to objects not in the domain (first: %s):"
+                 " read as null references",
+                 b->domain_path, b->dangling_refs, b->dangling_first);
+}
+
 int build_resolve_ref(void *ctx, const char *id, hobj_ref_t *out)
 {
     struct builder *b = ctx;
     struct build_obj *o = build_find(b, id);
     H5O_info_t info;
-    if (!o || o->dropped || o->hid < 0 || H5Oget_info2(o->hid, &info, H5O_INFO_BASIC) < 0)
-        return -ENOENT;
+    if (!o || o->dropped)
+        return dangling_ref(b, id, out);
+    if (o->hid < 0 || H5Oget_info2(o->hid, &info, H5O_INFO_BASIC) < 0)
+        return -ENOENT; /* not made yet: a fill value's target is made first (create_objects) */
     /* an HDF5 1.10 object reference is the object header's address (what H5Rcreate stores
      * for H5R_OBJECT), and that needs no path: fill values refer to objects not linked yet */
     *out = (hobj_ref_t)info.addr;

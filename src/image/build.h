@@ -48,6 +48,9 @@ struct builder {
     struct strmap *fetched; /* id -> struct fetched: JSON fetched ahead, in parallel */
     size_t fetched_upto;    /* the groups before this one had their links fetched */
     size_t cap_omissions;
+    const struct build_obj *converting; /* whose values (or attributes) are being converted */
+    uint64_t dangling_refs;             /* references to objects not in the image, made null */
+    char dangling_first[160];           /* the first of them: target and where */
 };
 
 /* Load and parse an object's JSON by id: a JSON object whose "id" is id. 0, -ENOENT, -EIO

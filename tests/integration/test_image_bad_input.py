@@ -590,3 +590,44 @@ def test_linked_file_removed(mount_bucket, bucket_copy):
     assert_domain_equals_source(m, "sample1", hyperslabs=0)
     assert_unchanged(m, before)
     assert_serving(m)
+
+
+# ---- object references to objects that are not in the domain ----
+
+REF_DOMAIN, REF_PATH = "sample1", "/object_refs"
+REF_SIZE = 48           # spec 6.2: a reference is 48 NUL-padded ASCII bytes
+
+
+def point_reference_at(bucket, element, target):
+    """Make element of the dataset's only chunk refer to target ("datasets/d-..."); its id."""
+    _, ids = domain_objects(bucket, REF_DOMAIN)
+    obj = chunk_dir(bucket, ids[REF_PATH]) / "0"
+    b = bytearray(obj.read_bytes())
+    b[element * REF_SIZE:(element + 1) * REF_SIZE] = target.encode().ljust(REF_SIZE, b"\0")
+    obj.write_bytes(bytes(b))
+
+
+def reference_names(f, refs):
+    return [f[r].name if r else None for r in refs]
+
+
+@pytest.mark.posix_only(reason="the build reads the same bytes from every store")
+def test_reference_to_deleted_object_reads_as_null(mount_bucket, bucket_copy):
+    """HSDS keeps and serves a reference whose target was deleted: that element reads as the
+    null reference, the others as stored, and the daemon says so once."""
+    root, _ = domain_objects(bucket_copy, REF_DOMAIN)
+    ghost = "d-" + root[2:19] + "-0000-000000-000000"
+    point_reference_at(bucket_copy, 2, "datasets/" + ghost)
+    before = bucket_snapshot(bucket_copy)
+    m = mount_bucket(bucket_copy, *ARGS)
+    with h5py.File(domain_file(m, REF_DOMAIN), "r") as f, \
+            h5py.File(source_file(REF_DOMAIN), "r") as s:
+        want = reference_names(s, s[REF_PATH][()])
+        want[2] = None
+        assert reference_names(f, f[REF_PATH][()]) == want
+        assert reference_names(f, f[REF_PATH][1:4]) == want[1:4]
+    lines = log_lines(m, ghost)
+    assert len(lines) == 1 and "null reference" in lines[0] and REF_PATH in lines[0], m.log()
+    assert_domain_equals_source(m, "sample3")
+    assert_unchanged(m, before)
+    assert_serving(m)
