@@ -237,10 +237,23 @@ static struct link_ref *ordered_members(const json_t *members, int by_creation, 
     return v;
 }
 
-/* A link name HDF5 accepts and a user can type: no '/', not "." . */
+/* A link name HDF5 accepts and a user can type: no '/', not "." , Unicode text. */
 static int link_name_ok(const char *name)
 {
-    return name[0] && !strchr(name, '/') && strcmp(name, ".") != 0;
+    return name[0] && !strchr(name, '/') && strcmp(name, ".") != 0 && !hjson_unloadable(name);
+}
+
+/* A name as the log shows it: an unloadable one as its JSON text. */
+static const char *shown_name(const char *name)
+{
+    return hjson_unloadable(name) ? name + strlen(HJSON_UNLOADABLE) : name;
+}
+
+static const char *bad_name_why(const char *name)
+{
+    return hjson_unloadable(name) ? "a name that is not Unicode text (a lone UTF-16 surrogate or "
+                                    "a NUL, as stored)"
+                                  : "not a name HDF5 can use";
 }
 
 static const char *hard_target(const json_t *link)
@@ -648,7 +661,8 @@ static int link_group(struct builder *b, struct build_obj *g)
     for (size_t k = 0; k < n && rc == 0; k++) {
         const char *name = links[k].name;
         if (!link_name_ok(name)) {
-            rc = build_omit(b, IMAGE_OMIT_LINK, g->id, g->path, name, "not a name HDF5 can use");
+            rc = build_omit(b, IMAGE_OMIT_LINK, g->id, g->path, shown_name(name),
+                            bad_name_why(name));
             continue;
         }
         hid_t lcpl = link_plist(name);
@@ -744,7 +758,10 @@ static int attributes_of(struct builder *b, struct build_obj *o)
     b->converting = o;
     for (size_t k = 0; k < n && rc == 0; k++) {
         char why[200] = "";
-        if (make_attribute(b, o, &attrs[k], why, sizeof why) != 0)
+        if (hjson_unloadable(attrs[k].name))
+            rc = build_omit(b, IMAGE_OMIT_ATTRIBUTE, o->id, o->path, shown_name(attrs[k].name),
+                            bad_name_why(attrs[k].name));
+        else if (make_attribute(b, o, &attrs[k], why, sizeof why) != 0)
             rc = build_omit(b, IMAGE_OMIT_ATTRIBUTE, o->id, o->path, attrs[k].name, why);
     }
     free(attrs);
