@@ -11,6 +11,10 @@ from /proc; the baseline is the daemon's VmRSS right after the mount, in the sam
 The domain is written as HSDS objects (bench/hsds_bucket.py's ids) into a temporary
 directory (or --work), and deleted at the end unless --work is given. Output: one line per
 open, then the number of builds the log counted.
+
+Figures (2-core box shared with other builds, depth 10,000; an open builds 4 times):
+before a363cdd, after open 1 VmRSS 712 MiB (peak 712), after open 2 1053 MiB; at a363cdd,
+after open 1 67 MiB (peak 117), after open 5 92 MiB (peak 163); 13 MiB after the mount.
 """
 import argparse
 import shutil
