@@ -490,8 +490,8 @@ static size_t utf8_next(const unsigned char *s, size_t n, uint32_t *cp)
 
 static int put_u_escape(struct sbuf *b, uint32_t unit)
 {
-    char esc[8];
-    snprintf(esc, sizeof(esc), "\\u%04x", (unsigned)unit);
+    char esc[16]; /* a unit is 16 bits, but the compiler cannot see that */
+    snprintf(esc, sizeof(esc), "\\u%04x", (unsigned)(unit & 0xffff));
     return sb_put(b, esc, 6);
 }
 
@@ -527,9 +527,46 @@ static int put_code_point(struct sbuf *b, uint32_t cp)
     return rc == 0 ? put_u_escape(b, 0xdc00 | (cp & 0x3ff)) : rc;
 }
 
+/* true if s[0, n) is the text of a JSON string between its quotes, as it can be written as is:
+ * no raw control character or quote, escapes complete, UTF-8. */
+static bool json_string_body(const unsigned char *s, size_t n)
+{
+    static const char escapes[] = "\"\\/bfnrt";
+    uint32_t cp;
+    for (size_t i = 0; i < n;) {
+        if (s[i] < 0x20 || s[i] == '"')
+            return false;
+        if (s[i] >= 0x80) {
+            size_t len = utf8_next(s + i, n - i, &cp);
+            if (len == 0)
+                return false;
+            i += len;
+        } else if (s[i] != '\\') {
+            i++;
+        } else if (i + 1 < n && s[i + 1] != '\0' && strchr(escapes, s[i + 1])) {
+            i += 2;
+        } else {
+            if (i + 6 > n || s[i + 1] != 'u')
+                return false;
+            for (size_t k = i + 2; k < i + 6; k++)
+                if (!isxdigit(s[k]))
+                    return false;
+            i += 6;
+        }
+    }
+    return true;
+}
+
 static int dump_string(struct sbuf *b, const char *text, size_t n)
 {
     const unsigned char *s = (const unsigned char *)text;
+    size_t marker = strlen(HJSON_UNLOADABLE);
+    /* what hjson_loadb could not hold goes back as it was stored */
+    if (n >= marker && hjson_unloadable(text) && json_string_body(s + marker, n - marker)) {
+        int rc = sb_put(b, "\"", 1);
+        rc = rc ? rc : sb_put(b, text + marker, n - marker);
+        return rc ? rc : sb_put(b, "\"", 1);
+    }
     int rc = sb_put(b, "\"", 1);
     size_t i = 0;
     while (rc == 0 && i < n) {
