@@ -220,6 +220,27 @@ def test_nul_and_lone_surrogates_cost_no_folder_or_domain(tmp_path, mount_bucket
     assert_unchanged(m, before)
 
 
+@pytest.mark.posix_only(reason="the parser and writer see the same bytes from every store")
+def test_lone_surrogate_in_an_acl_is_inherited_as_stored(tmp_path, mount_bucket):
+    """A folder made below one whose ACLs name a user with a lone surrogate inherits that
+    ACL with the user's name as HSDS stored it, not as whatever the parser made of it."""
+    bucket = make_bucket(tmp_path)
+    folder = bucket / "home" / DOMAIN_JSON
+    doc = json.loads(folder.read_text())
+    doc["acls"]["test_user1"] = {"create": True, "read": True, "update": True,
+                                 "delete": True, "readACL": True, "updateACL": True}
+    doc["acls"]["nobody\udc80"] = {"read": True, "update": True}
+    folder.write_text(json.dumps(doc))
+    m = mount_bucket(bucket, *USER)
+    os.mkdir(m.path("/home/sub"))
+    assert m.unmount() == 0
+    text = (bucket / "home" / "sub" / DOMAIN_JSON).read_text()
+    assert json.loads(text)["acls"]["nobody\udc80"] == {
+        k: k in ("read", "update")
+        for k in ("create", "read", "update", "delete", "readACL", "updateACL")}, text
+    assert '"nobody\\udc80": {' in text, text
+
+
 # ---- names ----
 
 def add_domain(bucket, rel):
