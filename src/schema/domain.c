@@ -48,8 +48,9 @@ static int parse_root(json_t *doc, struct schema_domain *out, char *why, size_t 
     return out->root ? 0 : why_oom(why, why_len);
 }
 
-/* A string for showing (the owner is shown, never compared): a NUL, or any control character
- * (HSDS takes them), as '?', rather than a C string cut short. A new string, or NULL. */
+/* A string for showing (the owner is shown, never compared): a NUL (HSDS takes it) as '?',
+ * rather than a C string cut short; an unloadable string as its JSON text. A new string, or
+ * NULL. */
 static char *shown_text(const json_t *v)
 {
     const char *s = json_string_value(v);
@@ -58,7 +59,7 @@ static char *shown_text(const json_t *v)
     size_t n = json_string_length(v) - (size_t)(s - json_string_value(v));
     char *out = malloc(n + 1);
     for (size_t i = 0; out && i < n; i++)
-        out[i] = (unsigned char)s[i] < 0x20 ? '?' : s[i];
+        out[i] = s[i] ? s[i] : '?';
     if (out)
         out[n] = '\0';
     return out;

@@ -335,7 +335,7 @@ static void test_acl_deny_and_folders(void)
 
 /* HSDS takes any string Python writes: a NUL or a lone surrogate in any string (an unknown
  * member, the owner, an ACL's user) costs nothing but itself. The owner is only shown: its
- * control characters as '?'. A root id is compared, so one with a NUL is no root. */
+ * NUL as '?'. A root id is compared, so one with a NUL is no root. */
 static void test_strings_hsds_takes(void)
 {
     struct schema_domain dom;
