@@ -12,6 +12,7 @@
 #ifndef H5OSFS_HJSON_H
 #define H5OSFS_HJSON_H
 
+#include <stdbool.h>
 #include <stddef.h>
 
 #include <jansson.h>
@@ -22,16 +23,27 @@
 /* Integers outside json_int_t (uint64 values above INT64_MAX) become the string
  * HJSON_BIGINT_PREFIX followed by their decimal digits. */
 #define HJSON_BIGINT_PREFIX "\x01"
+/* A string jansson cannot hold but Python writes and HSDS keeps: a lone UTF-16 surrogate
+ * ("\udc80", from a name decoded with surrogateescape) anywhere, or a NUL in an object key.
+ * It becomes HJSON_UNLOADABLE followed by its JSON text as stored (escapes as plain
+ * characters), so the rest of the document loads and the string stays distinct and printable:
+ * the name or value that holds it is the only thing that fails (hjson_unloadable). */
+#define HJSON_UNLOADABLE "\x01\x02"
 
 /* A new reference, or NULL with a reason (jansson's message with line and column) in why.
  * String values may hold NUL characters ("\u0000": HSDS stores fixed-string values with their
  * inner NULs, as numpy keeps them), so read them with json_string_length, and names, ids and
- * other text meant for C strings with hjson_text. Object keys with a NUL are refused. */
+ * other text meant for C strings with hjson_text. Object keys with a NUL, and strings with a
+ * lone surrogate, load as HJSON_UNLOADABLE strings. */
 json_t *hjson_loadb(const char *text, size_t len, char *why, size_t why_len);
 
-/* The text of a string value without NUL characters, or NULL (not a string, or one that a C
- * string would cut short). */
+/* The text of a string value without NUL characters, or NULL (not a string, one that a C
+ * string would cut short, or an unloadable one). */
 const char *hjson_text(const json_t *value);
+
+/* true if s (a key or a string value) stood for a string jansson cannot hold
+ * (HJSON_UNLOADABLE): no name or text may be made of it. Its JSON text is s + 2. */
+bool hjson_unloadable(const char *s);
 
 /* A JSON number, a marker, or a numeric string (no NUL inside) as a double. 0 or -EINVAL. */
 int hjson_number(const json_t *value, double *out);

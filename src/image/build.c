@@ -15,6 +15,7 @@
  */
 #include <errno.h>
 #include <inttypes.h>
+#include <malloc.h>
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
@@ -105,6 +106,8 @@ static int record_omission(struct builder *b, enum image_omission_kind kind, con
                            const char *path, const char *name, const char *why)
 {
     struct image *img = b->img;
+    if (!path)
+        return -ENOMEM; /* build_path could not make it */
     if (img->n_omissions == b->cap_omissions) {
         struct image_omission *n =
             grow_array(img->omissions, &b->cap_omissions, b->cap_omissions + 1, sizeof *n, 16);
@@ -143,6 +146,8 @@ int build_omit(struct builder *b, enum image_omission_kind kind, const char *id,
                const char *name, const char *why)
 {
     const char *dom = b->domain_path;
+    if (!path)
+        return -ENOMEM; /* build_path could not make it */
     switch (kind) {
     case IMAGE_OMIT_OBJECT:
         log_error("%s: %s %s (%s): %s: left out", dom, class_word(id), path, id, why);
@@ -164,7 +169,7 @@ int build_omit(struct builder *b, enum image_omission_kind kind, const char *id,
     return record_omission(b, kind, id, path, name, why);
 }
 
-static int add_obj(struct builder *b, const char *id, const char *path, json_t *json)
+static int add_obj(struct builder *b, const char *id, size_t parent, const char *name, json_t *json)
 {
     if (b->n_objs == b->cap_objs) {
         struct build_obj *n = grow_array(b->objs, &b->cap_objs, b->cap_objs + 1, sizeof *n, 64);
@@ -176,12 +181,12 @@ static int add_obj(struct builder *b, const char *id, const char *path, json_t *
     memset(o, 0, sizeof *o);
     o->hid = H5I_INVALID_HID;
     o->id = strdup(id);
-    o->path = strdup(path);
+    o->parent = parent;
+    o->name = name;
     o->cls = id[0];
     o->json = json;
-    if (!o->id || !o->path || strmap_put(b->by_id, id, (void *)(uintptr_t)(b->n_objs + 1), NULL)) {
+    if (!o->id || strmap_put(b->by_id, id, (void *)(uintptr_t)(b->n_objs + 1), NULL)) {
         free(o->id);
-        free(o->path);
         return -ENOMEM;
     }
     b->n_objs++;
@@ -237,10 +242,23 @@ static struct link_ref *ordered_members(const json_t *members, int by_creation, 
     return v;
 }
 
-/* A link name HDF5 accepts and a user can type: no '/', not "." . */
+/* A link name HDF5 accepts and a user can type: no '/', not "." , Unicode text. */
 static int link_name_ok(const char *name)
 {
-    return name[0] && !strchr(name, '/') && strcmp(name, ".") != 0;
+    return name[0] && !strchr(name, '/') && strcmp(name, ".") != 0 && !hjson_unloadable(name);
+}
+
+/* A name as the log shows it: an unloadable one as its JSON text. */
+static const char *shown_name(const char *name)
+{
+    return hjson_unloadable(name) ? name + strlen(HJSON_UNLOADABLE) : name;
+}
+
+static const char *bad_name_why(const char *name)
+{
+    return hjson_unloadable(name) ? "a name that is not Unicode text (a lone UTF-16 surrogate or "
+                                    "a NUL, as stored)"
+                                  : "not a name HDF5 can use";
 }
 
 static const char *hard_target(const json_t *link)
@@ -254,12 +272,25 @@ static const char *hard_target(const json_t *link)
 
 /* ---- 1. discovery ---- */
 
-static char *child_path(const char *parent, const char *name)
+const char *build_path(struct builder *b, const struct build_obj *o)
 {
-    char *p = NULL;
-    if (asprintf(&p, "%s/%s", strcmp(parent, "/") == 0 ? "" : parent, name) < 0)
+    size_t len = 0;
+    if (o->path || o->parent == SIZE_MAX)
+        return o->path ? o->path : "/";
+    for (const struct build_obj *p = o; p->parent != SIZE_MAX; p = &b->objs[p->parent])
+        len += 1 + strlen(p->name);
+    char *path = malloc(len + 1);
+    if (!path)
         return NULL;
-    return p;
+    path[len] = '\0';
+    for (const struct build_obj *p = o; p->parent != SIZE_MAX; p = &b->objs[p->parent]) {
+        size_t n = strlen(p->name);
+        len -= n + 1;
+        path[len] = '/';
+        memcpy(path + len + 1, p->name, n);
+    }
+    /* the one field a const object changes: its path, made once */
+    return ((struct build_obj *)o)->path = path;
 }
 
 /* id may be linked here if it is an object id of this domain (same 16-digit prefix). */
@@ -282,17 +313,15 @@ static int discover_link(struct builder *b, size_t parent, const struct link_ref
         return 0;
     if (!member_id_ok(b, id)) {
         why_set(why, sizeof why, "to %.120s, which is not an object of this domain", id);
-        return build_omit(b, IMAGE_OMIT_LINK, g->id, g->path, l->name, why);
+        return build_omit(b, IMAGE_OMIT_LINK, g->id, build_path(b, g), l->name, why);
     }
     json_t *j;
     int rc = build_load_json(b, id, &j, why, sizeof why);
     if (rc == -ENOENT || rc == -EINVAL)
-        return build_omit(b, IMAGE_OMIT_LINK, g->id, g->path, l->name, why);
+        return build_omit(b, IMAGE_OMIT_LINK, g->id, build_path(b, g), l->name, why);
     if (rc != 0)
         return rc;
-    char *path = child_path(b->objs[parent].path, l->name);
-    rc = path ? add_obj(b, id, path, j) : -ENOMEM;
-    free(path);
+    rc = add_obj(b, id, parent, l->name, j);
     if (rc != 0)
         json_decref(j);
     return rc;
@@ -378,7 +407,7 @@ static int discover(struct builder *b)
         log_error("%s: root group: %s", b->domain_path, why);
         return rc == -ENOMEM ? rc : -EIO;
     }
-    rc = add_obj(b, b->root_id, "/", root);
+    rc = add_obj(b, b->root_id, SIZE_MAX, NULL, root);
     if (rc != 0) {
         json_decref(root);
         return rc;
@@ -483,10 +512,23 @@ static int original_format(struct builder *b, const json_t *group)
     return 1;
 }
 
+/* The root group, opened so that it has no path: HDF5 gives every object linked below an
+ * open object with a path that path plus its name, kept as long as the object is open, and
+ * the build keeps every object open. For nested groups that is memory quadratic in the depth
+ * (10,000 nested groups: gigabytes), which the build does not need: it never asks HDF5 for
+ * a name. An object opened by address has no path, nor has anything linked below it. */
+static hid_t root_without_path(hid_t file)
+{
+    H5O_info_t info;
+    if (H5Oget_info_by_name2(file, "/", &info, H5O_INFO_BASIC, H5P_DEFAULT) < 0)
+        return H5I_INVALID_HID;
+    return H5Oopen_by_addr(file, info.addr);
+}
+
 static int create_group(struct builder *b, struct build_obj *o)
 {
-    if (strcmp(o->path, "/") == 0) {
-        o->hid = H5Gopen2(b->file, "/", H5P_DEFAULT);
+    if (o->parent == SIZE_MAX) {
+        o->hid = root_without_path(b->file);
         return o->hid < 0 ? -EIO : 0;
     }
     int original = original_format(b, o->json);
@@ -511,7 +553,7 @@ static int create_datatype(struct builder *b, struct build_obj *o)
     hid_t tid = h5type_from_json(json_object_get(o->json, "type"), why, sizeof why);
     if (tid < 0) {
         o->dropped = 1;
-        return build_omit(b, IMAGE_OMIT_OBJECT, o->id, o->path, NULL, why);
+        return build_omit(b, IMAGE_OMIT_OBJECT, o->id, build_path(b, o), NULL, why);
     }
     hid_t tcpl = H5Pcreate(H5P_DATATYPE_CREATE);
     if (tcpl < 0 || build_object_plist(tcpl) != 0 ||
@@ -548,6 +590,7 @@ static int create_objects(struct builder *b)
             struct build_obj *o = &b->objs[i];
             if (o->cls != want || (want == 'd' && build_dataset_fill_refers(o) != (pass == 3)))
                 continue;
+            b->converting = o;
             rc = want == 'g'   ? create_group(b, o)
                  : want == 't' ? create_datatype(b, o)
                                : build_dataset_create(b, o);
@@ -633,7 +676,7 @@ static int note_missing_target(struct builder *b, const struct build_obj *g, con
     if (!o)
         return 0;
     why_set(why, sizeof why, "to %.120s, which is left out", id);
-    return record_omission(b, IMAGE_OMIT_LINK, g->id, g->path, name, why);
+    return record_omission(b, IMAGE_OMIT_LINK, g->id, build_path(b, g), name, why);
 }
 
 static int link_group(struct builder *b, struct build_obj *g)
@@ -647,7 +690,8 @@ static int link_group(struct builder *b, struct build_obj *g)
     for (size_t k = 0; k < n && rc == 0; k++) {
         const char *name = links[k].name;
         if (!link_name_ok(name)) {
-            rc = build_omit(b, IMAGE_OMIT_LINK, g->id, g->path, name, "not a name HDF5 can use");
+            rc = build_omit(b, IMAGE_OMIT_LINK, g->id, build_path(b, g), shown_name(name),
+                            bad_name_why(name));
             continue;
         }
         hid_t lcpl = link_plist(name);
@@ -657,7 +701,7 @@ static int link_group(struct builder *b, struct build_obj *g)
         if (made == 1)
             rc = note_missing_target(b, g, name, hard_target(links[k].json));
         else if (made < 0 || made == 2)
-            rc = build_omit(b, IMAGE_OMIT_LINK, g->id, g->path, name,
+            rc = build_omit(b, IMAGE_OMIT_LINK, g->id, build_path(b, g), name,
                             made == 2 ? "of no known class" : "HDF5 could not make it");
     }
     free(links);
@@ -740,10 +784,14 @@ static int attributes_of(struct builder *b, struct build_obj *o)
     struct link_ref *attrs = ordered_members(json_object_get(o->json, "attributes"), 1, &n);
     if (!attrs)
         return -ENOMEM;
+    b->converting = o;
     for (size_t k = 0; k < n && rc == 0; k++) {
         char why[200] = "";
-        if (make_attribute(b, o, &attrs[k], why, sizeof why) != 0)
-            rc = build_omit(b, IMAGE_OMIT_ATTRIBUTE, o->id, o->path, attrs[k].name, why);
+        if (hjson_unloadable(attrs[k].name))
+            rc = build_omit(b, IMAGE_OMIT_ATTRIBUTE, o->id, build_path(b, o),
+                            shown_name(attrs[k].name), bad_name_why(attrs[k].name));
+        else if (make_attribute(b, o, &attrs[k], why, sizeof why) != 0)
+            rc = build_omit(b, IMAGE_OMIT_ATTRIBUTE, o->id, build_path(b, o), attrs[k].name, why);
     }
     free(attrs);
     return rc;
@@ -813,11 +861,12 @@ static int unlink_object(struct builder *b, const struct build_obj *o)
 static int fill_or_unlink(struct builder *b, struct build_obj *o)
 {
     char why[200] = "its data cannot be served";
+    b->converting = o;
     int rc = build_dataset_fill(b, o, why, sizeof why);
     if (rc != -EINVAL)
         return rc;
     o->dropped = 1;
-    rc = build_omit(b, IMAGE_OMIT_OBJECT, o->id, o->path, NULL, why);
+    rc = build_omit(b, IMAGE_OMIT_OBJECT, o->id, build_path(b, o), NULL, why);
     return rc ? rc : unlink_object(b, o);
 }
 
@@ -1002,6 +1051,19 @@ static void log_image(const struct image *img, const char *how)
              st.build_seconds);
 }
 
+static void log_dangling_refs(const struct builder *b);
+
+/* Give back what the build no longer needs. HDF5 keeps freed blocks on its free lists, and
+ * glibc keeps freed memory in the arena of the FUSE thread that built (it returns only the top
+ * of a heap): after a build of many small objects, most of the peak stayed resident for good,
+ * and each build on another thread added an arena's worth. The image itself is a few large
+ * blocks, kept. Called with build_lock held (H5garbage_collect is HDF5's). */
+static void release_build_memory(void)
+{
+    H5garbage_collect();
+    malloc_trim(0);
+}
+
 static int build_now(const struct image_source *src, const char *domain_path, const char *root_id,
                      struct root_listing *rl, struct image **out)
 {
@@ -1014,12 +1076,15 @@ static int build_now(const struct image_source *src, const char *domain_path, co
     H5Eset_auto2(H5E_DEFAULT, NULL, NULL); /* failures are logged by us, once */
     if (rc == 0)
         rc = build_steps(&b);
+    if (rc == 0)
+        log_dangling_refs(&b);
     if (rc != 0 && b.file >= 0) {
         close_objects(&b);
         H5Fclose(b.file);
     }
     free_objects(&b);
     free(b.placeholder);
+    release_build_memory();
     pthread_mutex_unlock(&build_lock);
     if (rc != 0) {
         log_error("%s: cannot build the HDF5 file: %s", domain_path, strerror(-rc));
@@ -1083,13 +1148,36 @@ int image_build(const struct image_source *src, const char *domain_path, const c
     return 0;
 }
 
+/* A reference to an object the image does not have (deleted, never linked, or left out): HSDS
+ * serves such a value as it is stored, so it is read as the null reference, not an error that
+ * would cost the whole chunk or attribute. Counted, and logged once per build
+ * (log_dangling_refs). */
+static int dangling_ref(struct builder *b, const char *id, hobj_ref_t *out)
+{
+    *out = 0;
+    if (b->dangling_refs++ == 0)
+        snprintf(b->dangling_first, sizeof b->dangling_first, "%.40s, in %.100s", id,
+                 b->converting ? build_path(b, b->converting) : "?");
+    return 0;
+}
+
+static void log_dangling_refs(const struct builder *b)
+{
+    if (b->dangling_refs)
+        log_warn("%s: %" PRIu64 " object reference(s) to objects not in the domain (first: %s):"
+                 " read as null references",
+                 b->domain_path, b->dangling_refs, b->dangling_first);
+}
+
 int build_resolve_ref(void *ctx, const char *id, hobj_ref_t *out)
 {
     struct builder *b = ctx;
     struct build_obj *o = build_find(b, id);
     H5O_info_t info;
-    if (!o || o->dropped || o->hid < 0 || H5Oget_info2(o->hid, &info, H5O_INFO_BASIC) < 0)
-        return -ENOENT;
+    if (!o || o->dropped)
+        return dangling_ref(b, id, out);
+    if (o->hid < 0 || H5Oget_info2(o->hid, &info, H5O_INFO_BASIC) < 0)
+        return -ENOENT; /* not made yet: a fill value's target is made first (create_objects) */
     /* an HDF5 1.10 object reference is the object header's address (what H5Rcreate stores
      * for H5R_OBJECT), and that needs no path: fill values refer to objects not linked yet */
     *out = (hobj_ref_t)info.addr;

@@ -14,8 +14,10 @@
 /* One object of the domain reached by hard links from the root, in discovery order. */
 struct build_obj {
     char *id;
-    char *path; /* first path found: "/" for the root */
-    char cls;   /* 'g', 'd' or 't' */
+    size_t parent;    /* where it was first found: objs[parent] links it ... */
+    const char *name; /* ... by this name (a key of that group's JSON); the root: SIZE_MAX */
+    char *path;       /* that path, made when first asked for (build_path), else NULL */
+    char cls;         /* 'g', 'd' or 't' */
     json_t *json;
     hid_t hid;           /* the HDF5 object (anonymous until linked) */
     int dropped;         /* could not be made: links to it are left out */
@@ -48,6 +50,9 @@ struct builder {
     struct strmap *fetched; /* id -> struct fetched: JSON fetched ahead, in parallel */
     size_t fetched_upto;    /* the groups before this one had their links fetched */
     size_t cap_omissions;
+    const struct build_obj *converting; /* whose values (or attributes) are being converted */
+    uint64_t dangling_refs;             /* references to objects not in the image, made null */
+    char dangling_first[160];           /* the first of them: target and where */
 };
 
 /* Load and parse an object's JSON by id: a JSON object whose "id" is id. 0, -ENOENT, -EIO
@@ -58,6 +63,11 @@ int build_load_json(struct builder *b, const char *id, json_t **out, char *why, 
  * build writes about it. name: attribute, link or chunk index, or NULL. 0 or -ENOMEM. */
 int build_omit(struct builder *b, enum image_omission_kind kind, const char *id, const char *path,
                const char *name, const char *why);
+
+/* The path where o was first found ("/" for the root), or NULL (out of memory). Made only for
+ * the objects whose path is asked for: every path of n nested groups would take memory
+ * quadratic in n. */
+const char *build_path(struct builder *b, const struct build_obj *o);
 
 /* The built object of id, or NULL. */
 struct build_obj *build_find(struct builder *b, const char *id);

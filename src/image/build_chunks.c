@@ -194,8 +194,9 @@ static int listing_grid(struct builder *b, const struct build_obj *o, struct ima
     }
     ds->rank = (int)rank;
     ds->partition_count = (int)json_integer_value(json_object_get(layout, "partition_count"));
-    ds->path = o->path;
-    (void)b;
+    ds->path = (char *)build_path(b, o); /* borrowed, for log lines: ds is not kept */
+    if (!ds->path)
+        return -1;
     return build_chunk_key_prefix(o->id, ds->rank, ds->key_prefix, sizeof ds->key_prefix) ? -1 : 0;
 }
 

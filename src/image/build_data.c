@@ -337,11 +337,11 @@ static int add_dataset(struct builder *b, struct image_dataset **out)
     return 0;
 }
 
-static int describe_dataset(struct build_obj *o, const struct dset_plan *p,
+static int describe_dataset(struct builder *b, struct build_obj *o, const struct dset_plan *p,
                             struct image_dataset *ds, char *why, size_t why_len)
 {
     ds->id = strdup(o->id);
-    ds->path = strdup(o->path);
+    ds->path = build_path(b, o) ? strdup(build_path(b, o)) : NULL;
     ds->rank = p->rank;
     ds->itemsize = p->stored_size;
     ds->chunk_bytes = p->stored_size;
@@ -462,7 +462,7 @@ static int create_extents(struct builder *b, struct build_obj *o, const struct d
 {
     struct image_dataset ds = { 0 };
     struct chunk_list chunks = { 0 };
-    int rc = describe_dataset(o, p, &ds, why, why_len);
+    int rc = describe_dataset(b, o, p, &ds, why, why_len);
     if (rc == 0)
         rc = chunk_source(b, o, p, &ds, &chunks, why, why_len);
     o->dense = rc == 0 && is_dense(p, &ds, chunks.n);
@@ -485,8 +485,8 @@ static int is_null_space(const json_t *shape)
 }
 
 /* The chunk grid and codec of a dataset written as values. 0 or -EINVAL (why). */
-static int values_grid(struct build_obj *o, const struct dset_plan *p, struct image_dataset *ds,
-                       char *why, size_t why_len)
+static int values_grid(struct builder *b, struct build_obj *o, const struct dset_plan *p,
+                       struct image_dataset *ds, char *why, size_t why_len)
 {
     struct dset_plan q = *p;
     int vlen = (h5type_traits(p->type) & H5TYPE_HAS_VLEN) != 0;
@@ -496,7 +496,7 @@ static int values_grid(struct build_obj *o, const struct dset_plan *p, struct im
     }
     if (vlen)
         q.stored_size = 1; /* vlen chunks have no fixed size; only their grid matters */
-    int rc = describe_dataset(o, &q, ds, why, why_len);
+    int rc = describe_dataset(b, o, &q, ds, why, why_len);
     if (rc == 0 && vlen)
         rc = codec_spec_from_filters(json_object_get(p->cprops, "filters"), 1, 1, CODEC_SOURCE_HSDS,
                                      &ds->codec, why, why_len);
@@ -509,7 +509,7 @@ static int create_for_values(struct builder *b, struct build_obj *o, const struc
                              char *why, size_t why_len)
 {
     struct image_dataset ds = { 0 };
-    int rc = is_null_space(p->shape) ? 0 : values_grid(o, p, &ds, why, why_len);
+    int rc = is_null_space(p->shape) ? 0 : values_grid(b, o, p, &ds, why, why_len);
     image_dataset_clear(&ds);
     return rc ? rc : create_as_stored(b, o, p, 0, why, why_len);
 }
@@ -529,7 +529,7 @@ static int poison_extent(struct builder *b, const struct build_obj *o, haddr_t a
         ds->origin = ORIGIN_POISON;
         ds->chunk_bytes = size;
         ds->id = strdup(o->id);
-        ds->path = strdup(o->path);
+        ds->path = build_path(b, o) ? strdup(build_path(b, o)) : NULL;
         if (!ds->id || !ds->path)
             return -ENOMEM;
         *index = (uint32_t)(ds - b->img->datasets);
@@ -650,7 +650,7 @@ static int create_placeholder(struct builder *b, struct build_obj *o, const stru
     if (!placeholder_possible(p, no, sizeof no) || !make_placeholder(b, o, p, no, sizeof no)) {
         o->dropped = 1;
         snprintf(full, sizeof full, "%s; %s", why, no);
-        return build_omit(b, IMAGE_OMIT_OBJECT, o->id, o->path, NULL, full);
+        return build_omit(b, IMAGE_OMIT_OBJECT, o->id, build_path(b, o), NULL, full);
     }
     o->data_done = 1;
     int rc = 0;
@@ -664,7 +664,7 @@ static int create_placeholder(struct builder *b, struct build_obj *o, const stru
             return -EIO;
         rc = poison_extent(b, o, addr, size, 0, &index);
     }
-    return rc ? rc : build_omit(b, IMAGE_OMIT_PLACEHOLDER, o->id, o->path, NULL, why);
+    return rc ? rc : build_omit(b, IMAGE_OMIT_PLACEHOLDER, o->id, build_path(b, o), NULL, why);
 }
 
 int build_dataset_create(struct builder *b, struct build_obj *o)
@@ -836,7 +836,7 @@ static int poison_value_chunk(struct builder *b, struct build_obj *o, const stru
     image_chunk_index(ds, linear, idx);
     for (int k = 0; k < ds->rank; k++)
         len += (size_t)snprintf(name + len, sizeof name - len, "%s%" PRIu64, k ? "_" : "", idx[k]);
-    return build_omit(b, IMAGE_OMIT_CHUNK, o->id, o->path, name, why);
+    return build_omit(b, IMAGE_OMIT_CHUNK, o->id, build_path(b, o), name, why);
 }
 
 static int write_values(struct builder *b, struct build_obj *o, const struct dset_plan *p,
@@ -845,7 +845,7 @@ static int write_values(struct builder *b, struct build_obj *o, const struct dse
     struct image_dataset ds = { 0 };
     struct chunk_list chunks = { 0 };
     uint32_t poisoned = UINT32_MAX;
-    int rc = values_grid(o, p, &ds, why, why_len);
+    int rc = values_grid(b, o, p, &ds, why, why_len);
     if (rc == 0 && !build_take_listed(o, &ds, &chunks))
         rc = build_dataset_chunks(b, &ds, &chunks);
     if (rc == -EFBIG) {

@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include <jansson.h>
+#include "h5osfs/hjson.h"
 #include "h5osfs/why.h"
 
 /* authUtil.ACL_KEYS, in HSDS's order. */
@@ -41,10 +42,27 @@ static int parse_root(json_t *doc, struct schema_domain *out, char *why, size_t 
         return 0; /* a folder */
     if (!json_is_string(root))
         return why_reject(why, why_len, "root is not a string");
-    if (!root_id_acceptable(json_string_value(root)))
+    if (!hjson_text(root) || !root_id_acceptable(hjson_text(root)))
         return why_reject(why, why_len, "root is not a root group id");
-    out->root = strdup(json_string_value(root));
+    out->root = strdup(hjson_text(root));
     return out->root ? 0 : why_oom(why, why_len);
+}
+
+/* A string for showing (the owner is shown, never compared): a NUL (HSDS takes it) as '?',
+ * rather than a C string cut short; an unloadable string as its JSON text. A new string, or
+ * NULL. */
+static char *shown_text(const json_t *v)
+{
+    const char *s = json_string_value(v);
+    if (hjson_unloadable(s))
+        s += strlen(HJSON_UNLOADABLE);
+    size_t n = json_string_length(v) - (size_t)(s - json_string_value(v));
+    char *out = malloc(n + 1);
+    for (size_t i = 0; out && i < n; i++)
+        out[i] = s[i] ? s[i] : '?';
+    if (out)
+        out[n] = '\0';
+    return out;
 }
 
 static int parse_owner(json_t *doc, struct schema_domain *out, char *why, size_t why_len)
@@ -54,7 +72,7 @@ static int parse_owner(json_t *doc, struct schema_domain *out, char *why, size_t
         return why_reject(why, why_len, "owner missing");
     if (!json_is_string(owner))
         return why_reject(why, why_len, "owner is not a string");
-    out->owner = strdup(json_string_value(owner));
+    out->owner = shown_text(owner);
     return out->owner ? 0 : why_oom(why, why_len);
 }
 
@@ -168,16 +186,18 @@ static int parse_members(json_t *doc, struct schema_domain *out, char *why, size
 int schema_domain_parse(const char *json, size_t len, struct schema_domain *out, char *why,
                         size_t why_len)
 {
-    json_error_t error;
     int rc;
     if (!out)
         return why_reject(why, why_len, "no output");
     memset(out, 0, sizeof(*out));
     if (!json)
         return why_reject(why, why_len, "no JSON");
-    json_t *doc = json_loadb(json, len, 0, &error);
+    /* as every object of the bucket: HSDS takes any string Python writes, NULs and lone
+     * surrogates included, and none of them may cost the folder or domain */
+    char jwhy[160];
+    json_t *doc = hjson_loadb(json, len, jwhy, sizeof jwhy);
     if (!doc)
-        return why_reject(why, why_len, "invalid JSON: %s", error.text);
+        return why_reject(why, why_len, "invalid JSON: %s", jwhy);
     if (!json_is_object(doc))
         rc = why_reject(why, why_len, "not a JSON object");
     else

@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include "h5osfs/h5type.h"
+#include "h5osfs/hjson.h"
 #include "h5osfs/why.h"
 
 /* ---- predefined names (§4): H5T_STD_[IU]{8,16,32,64} and H5T_IEEE_F{16,32,64}, each with
@@ -193,6 +194,11 @@ static int check_mapping(struct parser *p, const json_t *mapping, const struct h
         struct h5type_int v;
         if (name[0] == '\0') {
             rc = why_reject(p->why, p->why_len, "enum with an empty name");
+            break;
+        }
+        if (hjson_unloadable(name)) {
+            rc = why_reject(p->why, p->why_len, "enum name \"%.60s\" is not Unicode text",
+                            name + strlen(HJSON_UNLOADABLE));
             break;
         }
         if (h5type_int_from_json(value, false, &v) != 0 || h5type_int_bits(d, v, &seen[i++]) != 0) {

@@ -178,6 +178,8 @@ static int put_bytes(struct jctx *c, size_t size, const json_t *v, unsigned char
 {
     if (!json_is_string(v))
         return FAIL(c, "not a string");
+    if (hjson_unloadable(json_string_value(v)))
+        return FAIL(c, "string with a lone UTF-16 surrogate");
     size_t len = json_string_length(v);
     if (len > size)
         len = size;
@@ -193,6 +195,8 @@ static int put_vstr(struct jctx *c, const json_t *v, unsigned char *dst)
     size_t len = json_string_length(v);
     if (strlen(json_string_value(v)) != len)
         return FAIL(c, "string with a NUL character");
+    if (hjson_unloadable(json_string_value(v)))
+        return FAIL(c, "string with a lone UTF-16 surrogate");
     char *s = strndup(json_string_value(v), len);
     if (!s)
         return -ENOMEM;

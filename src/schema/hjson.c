@@ -164,27 +164,97 @@ static int scan_token(struct rewrite *rw, size_t *i)
     return 0;
 }
 
+/* The UTF-16 unit of the escape \uXXXX at text[i] (i at the backslash), or -1. */
+static long escaped_unit(const struct rewrite *rw, size_t i)
+{
+    if (i + 6 > rw->len || rw->text[i] != '\\' || rw->text[i + 1] != 'u')
+        return -1;
+    long unit = 0;
+    for (size_t k = i + 2; k < i + 6; k++) {
+        int c = (unsigned char)rw->text[k];
+        if (!isxdigit(c))
+            return -1;
+        unit = unit * 16 + (isdigit(c) ? c - '0' : (tolower(c) - 'a') + 10);
+    }
+    return unit;
+}
+
+/* What jansson refuses in a string that Python writes and HSDS keeps: a UTF-16 surrogate
+ * without its other half (a name Python decoded with surrogateescape), or in a key a NUL. The
+ * string at [start, end) (between its quotes) holds one of those: true. */
+static bool string_unloadable(const struct rewrite *rw, size_t start, size_t end, bool key)
+{
+    for (size_t i = start; i < end; i++) {
+        if (rw->text[i] != '\\')
+            continue;
+        long unit = escaped_unit(rw, i);
+        if (unit == 0 && key)
+            return true;
+        if (unit >= 0xD800 && unit <= 0xDBFF) {
+            long low = escaped_unit(rw, i + 6);
+            if (low < 0xDC00 || low > 0xDFFF)
+                return true;
+            i += 6; /* the pair */
+        } else if (unit >= 0xDC00 && unit <= 0xDFFF) {
+            return true;
+        }
+        i++; /* the escaped character cannot start another escape */
+    }
+    return false;
+}
+
+/* The string at [start, end) becomes HJSON_UNLOADABLE followed by its JSON text as stored
+ * (escapes and all, as plain characters): still a distinct name, shown as stored in logs. */
+static int replace_unloadable(struct rewrite *rw, size_t start, size_t end)
+{
+    struct span s = { .in_start = start, .in_end = end };
+    int rc = out_append(rw, rw->text + rw->copied, start - rw->copied);
+    s.out_start = rw->out_len;
+    if (rc == 0)
+        rc = out_append(rw, "\\u0001\\u0002", 12);
+    for (size_t i = start; i < end && rc == 0; i++) {
+        char c = rw->text[i];
+        if (c != '\\') {
+            rc = out_append(rw, &c, 1);
+            continue;
+        }
+        /* the escape as two plain characters: a backslash, then what it escapes */
+        rc = out_append(rw, "\\\\", 2);
+        if (rc == 0 && i + 1 < end && (rw->text[i + 1] == '"' || rw->text[i + 1] == '\\'))
+            rc = out_append(rw, "\\", 1);
+        if (rc == 0 && i + 1 < end)
+            rc = out_append(rw, &rw->text[++i], 1);
+    }
+    if (rc != 0)
+        return rc;
+    s.out_end = rw->out_len;
+    rw->copied = end;
+    return span_add(rw, s);
+}
+
+/* The string whose opening quote is at *i; *i moves past its closing quote. */
+static int scan_string(struct rewrite *rw, size_t *i)
+{
+    size_t start = *i + 1, end = start;
+    while (end < rw->len && rw->text[end] != '"')
+        end += rw->text[end] == '\\' ? 2 : 1;
+    if (end > rw->len)
+        end = rw->len;
+    *i = end + 1;
+    size_t next = *i;
+    while (next < rw->len && isspace((unsigned char)rw->text[next]))
+        next++;
+    bool key = next < rw->len && rw->text[next] == ':';
+    if (end >= rw->len || !string_unloadable(rw, start, end, key))
+        return 0; /* an unterminated string is jansson's to report */
+    return replace_unloadable(rw, start, end);
+}
+
 static int scan(struct rewrite *rw)
 {
-    bool in_string = false;
     size_t i = 0;
     while (i < rw->len) {
-        char c = rw->text[i];
-        if (in_string) {
-            if (c == '\\')
-                i += 2; /* the escaped byte cannot end the string */
-            else
-                i++;
-            if (c == '"')
-                in_string = false;
-            continue;
-        }
-        if (c == '"') {
-            in_string = true;
-            i++;
-            continue;
-        }
-        int rc = scan_token(rw, &i);
+        int rc = rw->text[i] == '"' ? scan_string(rw, &i) : scan_token(rw, &i);
         if (rc != 0)
             return rc;
     }
@@ -310,7 +380,12 @@ static int parse_numeric_string(const char *s, double *out)
 const char *hjson_text(const json_t *value)
 {
     const char *s = json_string_value(value);
-    return s && strlen(s) == json_string_length(value) ? s : NULL;
+    return s && strlen(s) == json_string_length(value) && !hjson_unloadable(s) ? s : NULL;
+}
+
+bool hjson_unloadable(const char *s)
+{
+    return s && strncmp(s, HJSON_UNLOADABLE, strlen(HJSON_UNLOADABLE)) == 0;
 }
 
 static int number_of(const json_t *value, double *out);
@@ -415,8 +490,8 @@ static size_t utf8_next(const unsigned char *s, size_t n, uint32_t *cp)
 
 static int put_u_escape(struct sbuf *b, uint32_t unit)
 {
-    char esc[8];
-    snprintf(esc, sizeof(esc), "\\u%04x", (unsigned)unit);
+    char esc[16]; /* a unit is 16 bits, but the compiler cannot see that */
+    snprintf(esc, sizeof(esc), "\\u%04x", (unsigned)(unit & 0xffff));
     return sb_put(b, esc, 6);
 }
 
@@ -452,9 +527,46 @@ static int put_code_point(struct sbuf *b, uint32_t cp)
     return rc == 0 ? put_u_escape(b, 0xdc00 | (cp & 0x3ff)) : rc;
 }
 
+/* true if s[0, n) is the text of a JSON string between its quotes, as it can be written as is:
+ * no raw control character or quote, escapes complete, UTF-8. */
+static bool json_string_body(const unsigned char *s, size_t n)
+{
+    static const char escapes[] = "\"\\/bfnrt";
+    uint32_t cp;
+    for (size_t i = 0; i < n;) {
+        if (s[i] < 0x20 || s[i] == '"')
+            return false;
+        if (s[i] >= 0x80) {
+            size_t len = utf8_next(s + i, n - i, &cp);
+            if (len == 0)
+                return false;
+            i += len;
+        } else if (s[i] != '\\') {
+            i++;
+        } else if (i + 1 < n && s[i + 1] != '\0' && strchr(escapes, s[i + 1])) {
+            i += 2;
+        } else {
+            if (i + 6 > n || s[i + 1] != 'u')
+                return false;
+            for (size_t k = i + 2; k < i + 6; k++)
+                if (!isxdigit(s[k]))
+                    return false;
+            i += 6;
+        }
+    }
+    return true;
+}
+
 static int dump_string(struct sbuf *b, const char *text, size_t n)
 {
     const unsigned char *s = (const unsigned char *)text;
+    size_t marker = strlen(HJSON_UNLOADABLE);
+    /* what hjson_loadb could not hold goes back as it was stored */
+    if (n >= marker && hjson_unloadable(text) && json_string_body(s + marker, n - marker)) {
+        int rc = sb_put(b, "\"", 1);
+        rc = rc ? rc : sb_put(b, text + marker, n - marker);
+        return rc ? rc : sb_put(b, "\"", 1);
+    }
     int rc = sb_put(b, "\"", 1);
     size_t i = 0;
     while (rc == 0 && i < n) {

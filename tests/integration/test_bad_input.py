@@ -185,6 +185,62 @@ def test_malformed_folder_object_hides_nothing_else(tmp_path, mount_bucket):
     assert len(log_lines(m, "home/.domain.json")) == 1
 
 
+# ---- strings HSDS takes and jansson does not ----
+
+def with_strings_hsds_takes(doc, owner_tail):
+    """A NUL and lone surrogates in strings of a domain object: the owner, an ACL's user, a
+    member no one reads (json.dumps writes them as \\u0000 and \\udc80, HSDS keeps them)."""
+    doc["owner"] = doc["owner"] + owner_tail
+    doc["acls"]["nobody\udc80"] = {"read": True}
+    doc["note\x00"] = ["\x00", "\udc80"]
+    return json.dumps(doc).encode()
+
+
+@pytest.mark.posix_only(reason="the parser reads the same bytes from every store")
+def test_nul_and_lone_surrogates_cost_no_folder_or_domain(tmp_path, mount_bucket):
+    bucket = make_bucket(tmp_path)
+    folder = bucket / "home" / DOMAIN_JSON
+    folder.write_bytes(with_strings_hsds_takes(json.loads(folder.read_text()), "\x00"))
+    good = bucket / "home" / "good.h5" / DOMAIN_JSON
+    good.write_bytes(with_strings_hsds_takes(json.loads(good.read_text()), "\udc80"))
+    assert b"\\u0000" in folder.read_bytes() and b"\\udc80" in good.read_bytes()
+    before = bucket_snapshot(bucket)
+    m = mount_bucket(bucket, *USER)
+    assert os.listdir(m.mnt) == ["home"]
+    assert stat.S_ISDIR(os.stat(m.path("/home")).st_mode)
+    assert os.listdir(m.path("/home")) == ["good.h5"]
+    assert_good_domain(m)
+    # the owner is only shown: a NUL as '?', a string with a lone surrogate as its JSON text
+    owner = template_domain()[0]["owner"].encode()
+    assert os.getxattr(m.path("/home/good.h5"), "user.h5osfs.owner") == owner + b"\\udc80"
+    folder_owner = json.loads((BUCKET / "home" / DOMAIN_JSON).read_text())["owner"].encode()
+    assert os.getxattr(m.path("/home"), "user.h5osfs.owner") == folder_owner + b"?"
+    assert not log_lines(m, "unusable"), m.log()
+    assert m.unmount() == 0
+    assert_unchanged(m, before)
+
+
+@pytest.mark.posix_only(reason="the parser and writer see the same bytes from every store")
+def test_lone_surrogate_in_an_acl_is_inherited_as_stored(tmp_path, mount_bucket):
+    """A folder made below one whose ACLs name a user with a lone surrogate inherits that
+    ACL with the user's name as HSDS stored it, not as whatever the parser made of it."""
+    bucket = make_bucket(tmp_path)
+    folder = bucket / "home" / DOMAIN_JSON
+    doc = json.loads(folder.read_text())
+    doc["acls"]["test_user1"] = {"create": True, "read": True, "update": True,
+                                 "delete": True, "readACL": True, "updateACL": True}
+    doc["acls"]["nobody\udc80"] = {"read": True, "update": True}
+    folder.write_text(json.dumps(doc))
+    m = mount_bucket(bucket, *USER)
+    os.mkdir(m.path("/home/sub"))
+    assert m.unmount() == 0
+    text = (bucket / "home" / "sub" / DOMAIN_JSON).read_text()
+    assert json.loads(text)["acls"]["nobody\udc80"] == {
+        k: k in ("read", "update")
+        for k in ("create", "read", "update", "delete", "readACL", "updateACL")}, text
+    assert '"nobody\\udc80": {' in text, text
+
+
 # ---- names ----
 
 def add_domain(bucket, rel):

@@ -144,7 +144,6 @@ static void test_invalid(void)
         "{\"a\": Infinityy}",
         "{\"a\": NaN NaN}",
         "\"\\",
-        "{\"a\\u0000b\": 1}", /* an object key with a NUL: not a C string */
     };
     for (size_t k = 0; k < sizeof(bad) / sizeof(bad[0]); k++) {
         json_t *doc = load(bad[k], why);
@@ -386,6 +385,60 @@ static void test_subnormals_in_fast_math_thread(void)
 }
 #endif
 
+/* The key of doc's only member. */
+static const char *only_key(json_t *doc)
+{
+    return json_object_size(doc) == 1 ? json_object_iter_key(json_object_iter(doc)) : NULL;
+}
+
+/* What jansson refuses but Python writes and HSDS keeps (a lone surrogate anywhere, a NUL in a
+ * key) loads as HJSON_UNLOADABLE + the JSON text as stored; the rest of the document as ever. */
+static void test_unloadable_strings(void)
+{
+    char why[WHY_LEN];
+    static const struct {
+        const char *json, *key_text;
+    } keys[] = {
+        { "{\"a\\udc80\": 1}", "a\\udc80" },                 /* a lone low surrogate */
+        { "{\"\\uD800x\": 1}", "\\uD800x" },                 /* a high one, no low after it */
+        { "{\"\\ud800\\u0041\": 1}", "\\ud800\\u0041" },     /* ... not a low one after it */
+        { "{\"x\\udc80\\ud800\": 1}", "x\\udc80\\ud800" },   /* the pair the wrong way */
+        { "{\"a\\u0000b\" : 1}", "a\\u0000b" },              /* a NUL in a key */
+        { "{\"q\\\"\\\\\\udc80\": 1}", "q\\\"\\\\\\udc80" }, /* \" and \\ kept as text */
+    };
+    for (size_t k = 0; k < sizeof(keys) / sizeof(keys[0]); k++) {
+        json_t *doc = load(keys[k].json, why);
+        CHECK(doc != NULL);
+        const char *key = only_key(doc);
+        CHECK(key && hjson_unloadable(key));
+        if (key && hjson_unloadable(key))
+            CHECK_STR(key + strlen(HJSON_UNLOADABLE), keys[k].key_text);
+        CHECK_INT(json_integer_value(json_object_iter_value(json_object_iter(doc))), 1);
+        json_decref(doc);
+    }
+    /* two such keys stay two members; a value too; what follows loads as ever */
+    json_t *doc = load(
+        "{\"a\\udc80\": \"v\\udfff\", \"b\\udc80\": [\"\\udc81\", NaN], \"c\": \"\\u00e9\"}", why);
+    CHECK(doc != NULL);
+    CHECK_INT(json_object_size(doc), 3);
+    const json_t *v = json_object_get(doc, HJSON_UNLOADABLE "a\\udc80");
+    CHECK(hjson_unloadable(json_string_value(v)) && hjson_text(v) == NULL);
+    const json_t *arr = json_object_get(doc, HJSON_UNLOADABLE "b\\udc80");
+    CHECK(hjson_unloadable(json_string_value(json_array_get(arr, 0))));
+    CHECK_STR(json_string_value(json_array_get(arr, 1)), HJSON_NAN);
+    CHECK_STR(str_at(doc, "c"), "\xc3\xa9");
+    json_decref(doc);
+    /* untouched: pairs, a NUL in a value, a text that only looks like an escape */
+    doc = load("{\"\\ud83d\\ude00\": \"a\\u0000b\", \"\\\\udc80\": 2}", why);
+    CHECK(doc != NULL);
+    CHECK(json_string_length(json_object_get(doc, "\xf0\x9f\x98\x80")) == 3);
+    CHECK_INT(json_integer_value(json_object_get(doc, "\\udc80")), 2);
+    json_decref(doc);
+    /* a syntax error after a rewritten string is still reported where it is in the input */
+    CHECK(load("{\"a\\udc80\": 1,\n \"b\": x}", why) == NULL);
+    CHECK(strstr(why, "line 2") != NULL);
+}
+
 int main(int argc, char **argv)
 {
     test_tokens();
@@ -394,6 +447,7 @@ int main(int argc, char **argv)
     test_invalid();
     test_numbers();
     test_nul_in_strings();
+    test_unloadable_strings();
 #if defined(__SSE2__)
     test_subnormals_in_fast_math_thread();
 #endif

@@ -148,6 +148,18 @@ static void test_round_trip(void)
     CHECK_INT(bad, 0);
 }
 
+/* What hjson_loadb could not hold (HJSON_UNLOADABLE) is written back as it was stored; a
+ * string that only looks like one, and would not be a JSON string as is, is escaped. */
+static void test_unloadable_round_trip(void)
+{
+    check_text("{\"caf\\udc80\": \"x\\ud800\", \"a\\u0000b\": [\"q\\\"\\\\\\udfff\"]}",
+               "{\"caf\\udc80\": \"x\\ud800\", \"a\\u0000b\": [\"q\\\"\\\\\\udfff\"]}");
+    check_dumps(json_string(HJSON_UNLOADABLE "\", \"evil\": \"1"),
+                "\"\\u0001\\u0002\\\", \\\"evil\\\": \\\"1\"");
+    check_dumps(json_string(HJSON_UNLOADABLE "a\\"), "\"\\u0001\\u0002a\\\\\"");
+    check_dumps(json_string(HJSON_UNLOADABLE "\\u12"), "\"\\u0001\\u0002\\\\u12\"");
+}
+
 /* ---- Python's vectors ---- */
 
 static json_t *load_vector(const char *text, size_t len, char *why)
@@ -234,6 +246,7 @@ int main(int argc, char **argv)
     test_markers();
     test_refusals();
     test_round_trip();
+    test_unloadable_round_trip();
     if (argc > 1) {
         test_vectors(argv[1], "floats", 300);
         test_vectors(argv[1], "strings", 200);

@@ -162,13 +162,12 @@ static void test_malformed(void)
         { "{\"owner\": \"u\", \"acls\": {\"u\": " ALL_TRUE "}", NULL }, /* truncated */
         { "{\"owner\": \"u\", \"acls\": {\"u\": {\"read\": tr", NULL },
         { "", NULL },
-        { "\"owner\"", NULL },
-        { "42", NULL },
-        { "null", NULL },
+        { "\"owner\"", "not a JSON object" },
+        { "42", "not a JSON object" },
+        { "null", "not a JSON object" },
         { "{\"owner\": \"u\", \"acls\": {}} {}", NULL },
         { "{\"owner\": \"u\xff\", \"acls\": {}}", NULL }, /* bad UTF-8 */
         { "{\"owner\": \"u\", \"acls\": {\"\xc0\xaf\": {}}}", NULL },
-        { "{\"owner\": \"a\\u0000b\", \"acls\": {}}", NULL },
         { "{\"acls\": {}}", "owner missing" },
         { "{\"owner\": 7, \"acls\": {}}", "owner is not a string" },
         { "{\"owner\": null, \"acls\": {}}", "owner is not a string" },
@@ -206,7 +205,7 @@ static void test_malformed(void)
           "created is not a number" },
         { "{\"owner\": \"u\", \"acls\": {}, \"created\": 1, \"lastModified\": true}",
           "lastModified is not a number" },
-        { "{\"owner\": \"u\", \"acls\": {}, \"created\": NaN}", NULL },
+        { "{\"owner\": \"u\", \"acls\": {}, \"created\": NaN}", "created is not a number" },
     };
     for (size_t i = 0; i < N(cases); i++) {
         struct schema_domain dom;
@@ -334,6 +333,39 @@ static void test_acl_deny_and_folders(void)
     schema_domain_free(&dom);
 }
 
+/* HSDS takes any string Python writes: a NUL or a lone surrogate in any string (an unknown
+ * member, the owner, an ACL's user) costs nothing but itself. The owner is only shown: its
+ * NUL as '?'. A root id is compared, so one with a NUL is no root. */
+static void test_strings_hsds_takes(void)
+{
+    struct schema_domain dom;
+    char why[WHY_LEN] = "";
+    CHECK_INT(parse("{\"owner\": \"a\\u0000b\", \"acls\": {\"default\": {\"read\": true}}, "
+                    "\"note\": \"\\u0000\", \"x\\u0000\": \"\\udc80\"}",
+                    &dom, why),
+              0);
+    CHECK_STR(dom.owner, "a?b");
+    CHECK(dom.root == NULL);
+    CHECK(acl_of(&dom, "default") && acl_of(&dom, "default")->rights == SCHEMA_ACL_READ);
+    schema_domain_free(&dom);
+
+    CHECK_INT(parse("{\"owner\": \"u\\udc80\", \"acls\": {\"v\\udc80\": {\"read\": true}, "
+                    "\"u\": {\"read\": true}}}",
+                    &dom, why),
+              0);
+    CHECK_STR(dom.owner, "u\\udc80");
+    /* the surrogate's user is nobody's name: it grants no one anything */
+    CHECK_INT(schema_acl_rights(&dom, "v", NULL, NULL, 0), 0);
+    CHECK_INT(schema_acl_rights(&dom, "u", NULL, NULL, 0), SCHEMA_ACL_READ);
+    schema_domain_free(&dom);
+
+    CHECK_INT(parse("{\"root\": \"g-d64bf735-c43d061d-5ec3-7fbd4c-b58e95\\u0000\", "
+                    "\"owner\": \"u\", \"acls\": {}}",
+                    &dom, why),
+              -EINVAL);
+    CHECK_STR(why, "root is not a root group id");
+}
+
 /* h5osfs's folder setting (user.h5osfs.ingest): read when it is one of the two words, else no
  * setting, and never a reason to refuse the folder. */
 static void test_ingest_setting(void)
@@ -372,5 +404,6 @@ int main(void)
     test_acl_decisions();
     test_acl_deny_and_folders();
     test_ingest_setting();
+    test_strings_hsds_takes();
     return check_done("schema_domain");
 }
