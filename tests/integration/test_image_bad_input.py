@@ -629,6 +629,41 @@ def test_file_uri_outside_the_bucket_leaves_other_datasets_readable(mount_bucket
     assert_serving(m)
 
 
+def plant_in_another_domain(bucket):
+    """The linked file as an object of another domain (sample1's root, where linked ingest
+    keeps a file): bytes that a file_uri must not reach, whatever they are."""
+    root, _ = domain_objects(bucket, "sample1")
+    planted = object_json_path(bucket, root, root).parent / ".h5osfs-file"
+    shutil.copyfile(bucket / "linked" / "sample_link.h5", planted)
+    return planted.relative_to(bucket).as_posix()
+
+
+@pytest.mark.parametrize("target", ["another-domains-file", "a-domain-json"])
+@CONTENT_ONLY
+def test_file_uri_naming_an_object_of_a_domain_fails_with_eio(mount_bucket, bucket_copy,
+                                                              target):
+    """A dataset's file_uri may name any HDF5 file of the bucket, never an object of a domain
+    (its chunks, its linked file, its .domain.json): that would read another domain's bytes
+    past its ACL (issue 24). Only EIO proves it: the planted object holds the right bytes."""
+    path = "/contig_f64"
+    key = (plant_in_another_domain(bucket_copy) if target == "another-domains-file"
+           else f"{HOME}/sample1.h5/.domain.json")
+    uri = f"hsdstest/{key}"
+    root, ids = domain_objects(bucket_copy, LINK_DOMAIN)
+    p = object_json_path(bucket_copy, ids[path], root)
+    doc = json.loads(p.read_text())
+    doc["creationProperties"]["layout"]["file_uri"] = uri
+    p.write_text(json.dumps(doc))
+    m = mount_bucket(bucket_copy, *ARGS)
+    with h5py.File(domain_file(m, LINK_DOMAIN), "r") as f:
+        assert_eio(read_all, f[path])
+    lines = log_lines(m, path)
+    assert any(uri in line and "names an object of a domain" in line for line in lines), m.log()
+    failures = rest_of_domain_failures(m, LINK_DOMAIN, {path})
+    assert not failures, failures
+    assert_serving(m)
+
+
 LINKED_DOMAINS = ("sample_link", "sample_fastlink")
 
 
