@@ -44,7 +44,7 @@ static int is_v1_object_key(const char *key)
 static int linked_key_allowed(const struct builder *b, const char *key)
 {
     size_t len = strlen(key), suffix = strlen(SCHEMA_DOMAIN_KEY_SUFFIX);
-    if (strcmp(key, SCHEMA_DOMAIN_KEY_SUFFIX + 1) == 0 ||
+    if (strcmp(key, &SCHEMA_DOMAIN_KEY_SUFFIX[1]) == 0 ||
         (len > suffix && strcmp(key + len - suffix, SCHEMA_DOMAIN_KEY_SUFFIX) == 0))
         return 0;
     if (is_v1_object_key(key))
