@@ -32,6 +32,7 @@
 #include "h5osfs/ns.h"
 #include "h5osfs/schema.h"
 #include "h5osfs/store.h"
+#include "fuzz_scratch.h"
 
 #define DOMAIN_PATH "/home/fuzz/d.h5"
 #define DOMAIN_DIR "home/fuzz/d.h5"
@@ -51,30 +52,18 @@ static void fail(const char *what, const char *user)
     abort();
 }
 
-static int rm_entry(const char *path, const struct stat *sb, int flag, struct FTW *ftw)
-{
-    (void)sb;
-    (void)flag;
-    (void)ftw;
-    return remove(path);
-}
-
 static void remove_bucket(void)
 {
     store_close(g_store);
-    nftw(g_bucket, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
+    fuzz_rm_tree(g_bucket);
 }
 
 int LLVMFuzzerInitialize(int *argc, char ***argv)
 {
     (void)argc;
     (void)argv;
-    if (getenv("FUZZ_VERBOSE"))
-        log_setup(LOG_LVL_DEBUG, LOG_SINK_STDERR, NULL);
-    else
-        log_setup(LOG_LVL_DEBUG, LOG_SINK_FILE, "/dev/null");
-    struct stat sb;
-    const char *base = stat("/dev/shm", &sb) == 0 && S_ISDIR(sb.st_mode) ? "/dev/shm" : "/tmp";
+    fuzz_log_setup();
+    const char *base = fuzz_scratch_base();
     snprintf(g_bucket, sizeof g_bucket, "%s/h5osfs-fuzz-domain.%ld", base, (long)getpid());
     char dir[512];
     snprintf(dir, sizeof dir, "%s/" DOMAIN_DIR, g_bucket);

@@ -33,6 +33,7 @@
 #include "h5osfs/hjson.h"
 #include "h5osfs/log.h"
 #include "h5osfs/schema.h"
+#include "fuzz_scratch.h"
 
 /* As the image builder's shape_space: at most 2^40 elements. */
 #define MAX_ELEMENTS (UINT64_C(1) << 40)
@@ -50,11 +51,7 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
 {
     (void)argc;
     (void)argv;
-    /* every log line is formatted (and so checked) either way; FUZZ_VERBOSE=1 shows them */
-    if (getenv("FUZZ_VERBOSE"))
-        log_setup(LOG_LVL_DEBUG, LOG_SINK_STDERR, NULL);
-    else
-        log_setup(LOG_LVL_DEBUG, LOG_SINK_FILE, "/dev/null");
+    fuzz_log_setup();
     H5Eset_auto2(H5E_DEFAULT, NULL, NULL);
     return 0;
 }

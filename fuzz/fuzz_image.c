@@ -48,6 +48,7 @@
 
 #include "extent.h"
 #include "image_int.h"
+#include "fuzz_scratch.h"
 
 #define ROOT_ID "g-5897df5c-0a297b92-d01f-57d482-a1f31a"
 #define D1_ID "d-5897df5c-0a297b92-76c1-4d1b3f-0a99df"
@@ -70,14 +71,6 @@ static struct store *g_store;
 
 int LLVMFuzzerInitialize(int *argc, char ***argv);
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
-
-static int rm_entry(const char *path, const struct stat *sb, int flag, struct FTW *ftw)
-{
-    (void)sb;
-    (void)flag;
-    (void)ftw;
-    return remove(path);
-}
 
 static void mkdirs(const char *path)
 {
@@ -116,37 +109,14 @@ static void put_object(const char *key, const void *bytes, size_t len)
     close(fd);
 }
 
-/* Buckets of earlier runs that died (a crash or a merge child skips the destructor below). */
-static void remove_stale(const char *base)
-{
-    DIR *d = opendir(base);
-    struct dirent *e;
-    while (d && (e = readdir(d))) {
-        char path[600];
-        long pid;
-        if (sscanf(e->d_name, "h5osfs-fuzz-image.%ld", &pid) != 1 || pid <= 0 ||
-            kill((pid_t)pid, 0) == 0 || errno != ESRCH)
-            continue;
-        snprintf(path, sizeof path, "%s/%s", base, e->d_name);
-        nftw(path, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
-    }
-    if (d)
-        closedir(d);
-}
-
 int LLVMFuzzerInitialize(int *argc, char ***argv)
 {
     (void)argc;
     (void)argv;
-    /* every log line is formatted (and so checked) either way; FUZZ_VERBOSE=1 shows them */
-    if (getenv("FUZZ_VERBOSE"))
-        log_setup(LOG_LVL_DEBUG, LOG_SINK_STDERR, NULL);
-    else
-        log_setup(LOG_LVL_DEBUG, LOG_SINK_FILE, "/dev/null");
+    fuzz_log_setup();
     H5Eset_auto2(H5E_DEFAULT, NULL, NULL); /* image_build does the same; failures are ours */
-    struct stat sb;
-    const char *base = stat("/dev/shm", &sb) == 0 && S_ISDIR(sb.st_mode) ? "/dev/shm" : "/tmp";
-    remove_stale(base);
+    const char *base = fuzz_scratch_base();
+    fuzz_remove_stale(base, "h5osfs-fuzz-image");
     snprintf(g_bucket, sizeof g_bucket, "%s/h5osfs-fuzz-image.%ld", base, (long)getpid());
     if (mkdir(g_bucket, 0755) != 0)
         abort();
@@ -165,7 +135,7 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
 __attribute__((destructor)) static void cleanup(void)
 {
     if (g_bucket[0])
-        nftw(g_bucket, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
+        fuzz_rm_tree(g_bucket);
 }
 
 /* text with the placeholders replaced; a new string. */
@@ -411,7 +381,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         start = end + seplen;
     }
 
-    nftw(g_domain_dir, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
+    fuzz_rm_tree(g_domain_dir);
     {
         char linked[600];
         snprintf(linked, sizeof linked, "%s/%s", g_bucket, LINKED_KEY);

@@ -43,6 +43,7 @@
 #include "image_check.h"
 #include "image_file.h"
 #include "image_int.h"
+#include "fuzz_scratch.h"
 
 #define ROOT_ID "g-5897df5c-0a297b92-d01f-57d482-a1f31a"
 #define D1_ID "d-5897df5c-0a297b92-76c1-4d1b3f-0a99df"
@@ -63,14 +64,6 @@ static const char *g_key_list[3];
 
 int LLVMFuzzerInitialize(int *argc, char ***argv);
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
-
-static int rm_entry(const char *path, const struct stat *sb, int flag, struct FTW *ftw)
-{
-    (void)sb;
-    (void)flag;
-    (void)ftw;
-    return remove(path);
-}
 
 static void put(const char *key, const void *bytes, size_t len)
 {
@@ -154,36 +147,14 @@ static void write_seed(const char *path)
     exit(0);
 }
 
-/* Buckets of earlier runs that died (a crash, a timeout or a merge child skips the destructor). */
-static void remove_stale(const char *base)
-{
-    DIR *d = opendir(base);
-    struct dirent *e;
-    while (d && (e = readdir(d))) {
-        char path[600];
-        long pid;
-        if (sscanf(e->d_name, "h5osfs-fuzz-image-file.%ld", &pid) != 1 || pid <= 0 ||
-            kill((pid_t)pid, 0) == 0 || errno != ESRCH)
-            continue;
-        snprintf(path, sizeof path, "%s/%s", base, e->d_name);
-        nftw(path, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
-    }
-    if (d)
-        closedir(d);
-}
-
 int LLVMFuzzerInitialize(int *argc, char ***argv)
 {
     (void)argc;
     (void)argv;
-    if (getenv("FUZZ_VERBOSE"))
-        log_setup(LOG_LVL_DEBUG, LOG_SINK_STDERR, NULL);
-    else
-        log_setup(LOG_LVL_DEBUG, LOG_SINK_FILE, "/dev/null");
+    fuzz_log_setup();
     H5Eset_auto2(H5E_DEFAULT, NULL, NULL);
-    struct stat sb;
-    const char *base = stat("/dev/shm", &sb) == 0 && S_ISDIR(sb.st_mode) ? "/dev/shm" : "/tmp";
-    remove_stale(base);
+    const char *base = fuzz_scratch_base();
+    fuzz_remove_stale(base, "h5osfs-fuzz-image-file");
     snprintf(g_bucket, sizeof g_bucket, "%s/h5osfs-fuzz-image-file.%ld", base, (long)getpid());
     if (mkdir(g_bucket, 0755) != 0 || store_posix_open(g_bucket, &g_store) != 0)
         abort();
@@ -200,7 +171,7 @@ __attribute__((destructor)) static void cleanup(void)
     if (g_store)
         store_close(g_store);
     if (g_bucket[0])
-        nftw(g_bucket, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
+        fuzz_rm_tree(g_bucket);
 }
 
 static void read_range(struct image *img, struct image_reader *r, uint64_t from, uint64_t to,

@@ -31,6 +31,7 @@
 #include "h5osfs/journal.h"
 #include "h5osfs/log.h"
 #include "h5osfs/schema.h"
+#include "fuzz_scratch.h"
 
 #define BUCKET "fuzzb"
 #define SEP "\n@@\n"
@@ -51,30 +52,18 @@ static void fail(const char *what, const char *name)
     abort();
 }
 
-static int rm_entry(const char *path, const struct stat *sb, int flag, struct FTW *ftw)
-{
-    (void)sb;
-    (void)flag;
-    (void)ftw;
-    return remove(path);
-}
-
 static void remove_dir(void)
 {
     journal_close(g_journal);
-    nftw(g_dir, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
+    fuzz_rm_tree(g_dir);
 }
 
 int LLVMFuzzerInitialize(int *argc, char ***argv)
 {
     (void)argc;
     (void)argv;
-    if (getenv("FUZZ_VERBOSE"))
-        log_setup(LOG_LVL_DEBUG, LOG_SINK_STDERR, NULL);
-    else
-        log_setup(LOG_LVL_DEBUG, LOG_SINK_FILE, "/dev/null");
-    struct stat sb;
-    const char *base = stat("/dev/shm", &sb) == 0 && S_ISDIR(sb.st_mode) ? "/dev/shm" : "/tmp";
+    fuzz_log_setup();
+    const char *base = fuzz_scratch_base();
     snprintf(g_dir, sizeof g_dir, "%s/h5osfs-fuzz-journal.%ld", base, (long)getpid());
     if (journal_open(g_dir, BUCKET, &g_journal) != 0)
         abort();

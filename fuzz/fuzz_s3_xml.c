@@ -26,6 +26,7 @@
 #include "h5osfs/log.h"
 #include "h5osfs/store.h"
 #include "../src/store/s3.h"
+#include "fuzz_scratch.h"
 
 int LLVMFuzzerInitialize(int *argc, char ***argv);
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
@@ -40,10 +41,7 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
 {
     (void)argc;
     (void)argv;
-    if (getenv("FUZZ_VERBOSE"))
-        log_setup(LOG_LVL_DEBUG, LOG_SINK_STDERR, NULL);
-    else
-        log_setup(LOG_LVL_DEBUG, LOG_SINK_FILE, "/dev/null");
+    fuzz_log_setup();
     return 0;
 }
 
