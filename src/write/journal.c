@@ -426,43 +426,82 @@ static int is_record_name(const char *name)
     return strspn(name, "0123456789abcdef") == JOURNAL_NAME_LEN;
 }
 
-int journal_list(struct journal *j, struct journal_rec **recs, size_t *n)
+/* The files of the records directory that wanted() takes, each read by read_one() into the
+ * next element (size bytes) of a growing array; one that cannot be read is logged as what and
+ * left where it is. On failure (-errno, -ENOMEM) nothing is returned: free_all frees what was
+ * read. */
+struct file_list {
+    int (*wanted)(const struct journal *j, const char *name);
+    int (*read_one)(struct journal *j, const char *name, void *elem);
+    void (*free_all)(void *elems, size_t n);
+    size_t size;
+    const char *what;
+};
+
+static int list_files(struct journal *j, const struct file_list *how, void **out, size_t *n)
 {
-    *recs = NULL;
+    *out = NULL;
     *n = 0;
     int fd = dup(j->records);
     DIR *dir = fd >= 0 ? fdopendir(fd) : NULL;
     if (!dir) {
+        int rc = -errno;
         if (fd >= 0)
             close(fd);
-        return -errno;
+        return rc;
     }
     rewinddir(dir);
     size_t cap = 0;
     int rc = 0;
     for (struct dirent *e; rc == 0 && (e = readdir(dir));) {
-        if (!is_record_name(e->d_name))
+        if (!how->wanted(j, e->d_name))
             continue;
         if (*n == cap) {
-            struct journal_rec *bigger = grow_array(*recs, &cap, *n + 1, sizeof *bigger, 8);
+            void *bigger = grow_array(*out, &cap, *n + 1, how->size, 8);
             if (!bigger) {
                 rc = -ENOMEM;
                 break;
             }
-            *recs = bigger;
+            *out = bigger;
         }
-        if (read_rec(j, e->d_name, &(*recs)[*n]) == 0)
+        if (how->read_one(j, e->d_name, (char *)*out + *n * how->size) == 0)
             (*n)++;
         else
-            log_error("journal record %s/journal/%s is unreadable: left as it is", j->root,
+            log_error("%s %s/journal/%s is unreadable: left as it is", how->what, j->root,
                       e->d_name);
     }
     closedir(dir);
     if (rc != 0) {
-        journal_recs_free(*recs, *n);
-        *recs = NULL;
+        how->free_all(*out, *n);
+        *out = NULL;
         *n = 0;
     }
+    return rc;
+}
+
+static int wanted_rec(const struct journal *j, const char *name)
+{
+    (void)j;
+    return is_record_name(name);
+}
+
+static int read_rec_elem(struct journal *j, const char *name, void *elem)
+{
+    return read_rec(j, name, elem);
+}
+
+static void free_recs(void *elems, size_t n)
+{
+    journal_recs_free(elems, n);
+}
+
+int journal_list(struct journal *j, struct journal_rec **recs, size_t *n)
+{
+    static const struct file_list how = { wanted_rec, read_rec_elem, free_recs, sizeof **recs,
+                                          "journal record" };
+    void *out;
+    int rc = list_files(j, &how, &out, n);
+    *recs = out;
     return rc;
 }
 
@@ -650,44 +689,23 @@ static int is_our_gc_name(const struct journal *j, const char *name)
            strcmp(name + len - suf, GC_SUFFIX) == 0;
 }
 
+static int read_gc_elem(struct journal *j, const char *name, void *elem)
+{
+    return read_gc_rec(j, name, elem);
+}
+
+static void free_gc_recs(void *elems, size_t n)
+{
+    journal_gc_recs_free(elems, n);
+}
+
 int journal_gc_list(struct journal *j, struct journal_gc_rec **recs, size_t *n)
 {
-    *recs = NULL;
-    *n = 0;
-    int fd = dup(j->records);
-    DIR *dir = fd >= 0 ? fdopendir(fd) : NULL;
-    if (!dir) {
-        int rc = -errno;
-        if (fd >= 0)
-            close(fd);
-        return rc;
-    }
-    rewinddir(dir);
-    size_t cap = 0;
-    int rc = 0;
-    for (struct dirent *e; rc == 0 && (e = readdir(dir));) {
-        if (!is_our_gc_name(j, e->d_name))
-            continue;
-        if (*n == cap) {
-            struct journal_gc_rec *bigger = grow_array(*recs, &cap, *n + 1, sizeof *bigger, 8);
-            if (!bigger) {
-                rc = -ENOMEM;
-                break;
-            }
-            *recs = bigger;
-        }
-        if (read_gc_rec(j, e->d_name, &(*recs)[*n]) == 0)
-            (*n)++;
-        else
-            log_error("the collector's record %s/journal/%s is unreadable: left as it is", j->root,
-                      e->d_name);
-    }
-    closedir(dir);
-    if (rc != 0) {
-        journal_gc_recs_free(*recs, *n);
-        *recs = NULL;
-        *n = 0;
-    }
+    static const struct file_list how = { is_our_gc_name, read_gc_elem, free_gc_recs, sizeof **recs,
+                                          "the collector's record" };
+    void *out;
+    int rc = list_files(j, &how, &out, n);
+    *recs = out;
     return rc;
 }
 
