@@ -31,14 +31,15 @@ enum ns_kind {
 
 struct ns_info {
     enum ns_kind kind;
-    unsigned rights;           /* schema_right bits of the user asked: ns_stat_as's user, the
+    unsigned rights;                 /* schema_right bits of the user asked: ns_stat_as's user, the
                                    mount's for ns_stat and listings (before -o ro) */
-    double mtime;              /* lastModified; the mount time for plain directories */
-    double ctime;              /* created */
-    uint64_t size;             /* 0 here: a domain's size is its file's (the image's) */
-    char root[SCHEMA_ID_BUF];  /* domains: root group id */
-    char owner[64];            /* folders and domains: owner (truncated for display) */
-    enum schema_ingest ingest; /* folders: user.h5osfs.ingest (UNSET: none) */
+    double mtime;                    /* lastModified; the mount time for plain directories */
+    double ctime;                    /* created */
+    uint64_t size;                   /* 0 here: a domain's size is its file's (the image's) */
+    char root[SCHEMA_ID_BUF];        /* domains: root group id */
+    char owner[64];                  /* folders and domains: owner (truncated for display) */
+    enum schema_ingest ingest;       /* folders: user.h5osfs.ingest (UNSET: none) */
+    struct schema_versions versions; /* folders: user.h5osfs.versions (UNSET: none) */
 };
 
 struct ns_config {
