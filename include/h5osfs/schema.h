@@ -89,6 +89,10 @@ int schema_versions_dir(const char *domain_path, char *buf, size_t len);
 /* "/DIR/NAME", "3.h5" -> "/DIR/.versions/NAME/3.h5": the version's own domain path. */
 int schema_version_domain_path(const char *domain_path, const char *name, char *buf, size_t len);
 
+/* The inverse: "/DIR/.versions/NAME/x" -> "/DIR/NAME". -EINVAL unless path is exactly a
+ * version's path (one .versions component, followed by two names). */
+int schema_version_domain_of(const char *path, char *buf, size_t len);
+
 /* "/DIR/NAME" -> "DIR/.versions/NAME/.h5osfs-versions": the key of its version list. */
 int schema_vlist_key(const char *domain_path, char *buf, size_t len);
 

@@ -240,8 +240,10 @@ void op_releasedir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 /* ---- extended attributes: the domain's root id and owner (read-only), a folder's ingest
  * mode (set in fs_change.c) ---- */
 
+#define XATTR_TEXT_MAX 32 /* a version number or a versions setting, as text */
+
 static int xattr_value(const struct ns_info *info, const char *name, const char **value,
-                       char versions[SCHEMA_VERSIONS_TEXT_MAX])
+                       char versions[XATTR_TEXT_MAX])
 {
     if (strcmp(name, FS_XATTR_ROOT) == 0 && info->kind == NS_DOMAIN)
         *value = info->root;
@@ -251,8 +253,13 @@ static int xattr_value(const struct ns_info *info, const char *name, const char 
     else if (strcmp(name, FS_XATTR_INGEST) == 0 && info->kind == NS_FOLDER &&
              info->ingest != SCHEMA_INGEST_UNSET)
         *value = schema_ingest_name(info->ingest);
+    else if (strcmp(name, FS_XATTR_VERSION) == 0 && info->version > 0 &&
+             snprintf(versions, XATTR_TEXT_MAX, "%llu", (unsigned long long)info->version) > 0)
+        *value = versions;
+    else if (strcmp(name, FS_XATTR_COMMITTER) == 0 && info->version > 0)
+        *value = info->committer;
     else if (strcmp(name, FS_XATTR_VERSIONS) == 0 && info->kind == NS_FOLDER &&
-             schema_versions_text(&info->versions, versions, SCHEMA_VERSIONS_TEXT_MAX) == 0)
+             schema_versions_text(&info->versions, versions, XATTR_TEXT_MAX) == 0)
         *value = versions;
     else
         return -ENODATA;
@@ -276,7 +283,7 @@ void op_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name, size_t size)
     struct ns_info info;
     struct caller caller;
     const char *value = NULL;
-    char versions[SCHEMA_VERSIONS_TEXT_MAX];
+    char versions[XATTR_TEXT_MAX];
     char *path;
     fs_caller_of(fs, req, &caller);
     int rc = fs_stat_ino(fs, ino, &path, &info);
@@ -298,7 +305,13 @@ void op_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name, size_t size)
 static size_t xattr_names(const struct ns_info *info, char *buf)
 {
     static const char names_domain[] = FS_XATTR_ROOT "\0" FS_XATTR_OWNER;
+    static const char names_version[] =
+        FS_XATTR_ROOT "\0" FS_XATTR_OWNER "\0" FS_XATTR_VERSION "\0" FS_XATTR_COMMITTER;
     size_t len = 0;
+    if (info->kind == NS_DOMAIN && info->version > 0) {
+        memcpy(buf, names_version, sizeof names_version);
+        return sizeof names_version;
+    }
     if (info->kind == NS_DOMAIN) {
         memcpy(buf, names_domain, sizeof names_domain);
         return sizeof names_domain;
@@ -320,8 +333,8 @@ static size_t xattr_names(const struct ns_info *info, char *buf)
 
 void op_listxattr(fuse_req_t req, fuse_ino_t ino, size_t size)
 {
-    char names[sizeof FS_XATTR_ROOT + sizeof FS_XATTR_OWNER + sizeof FS_XATTR_INGEST +
-               sizeof FS_XATTR_VERSIONS];
+    char names[sizeof FS_XATTR_ROOT + sizeof FS_XATTR_OWNER + sizeof FS_XATTR_VERSION +
+               sizeof FS_XATTR_COMMITTER + sizeof FS_XATTR_INGEST + sizeof FS_XATTR_VERSIONS];
     struct fs *fs = fs_of(req);
     struct ns_info info;
     char *path;

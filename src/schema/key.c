@@ -460,6 +460,25 @@ int schema_version_domain_path(const char *domain_path, const char *name, char *
     return writer_finish(&w);
 }
 
+int schema_version_domain_of(const char *path, char *buf, size_t len)
+{
+    static const char marker[] = "/" SCHEMA_VERSIONS_DIR "/";
+    const char *at = path ? strstr(path, marker) : NULL;
+    if (!at || path[0] != '/' || !path_names_valid(path + 1, strlen(path + 1)))
+        return fail_with_empty(buf, len, -EINVAL);
+    const char *name = at + sizeof marker - 1, *slash = strchr(name, '/');
+    if (!slash || strchr(slash + 1, '/') || schema_is_versions_path(slash) == 1)
+        return fail_with_empty(buf, len, -EINVAL);
+    struct key_writer w;
+    writer_init(&w, buf, len);
+    writer_put(&w, path, (size_t)(at - path));
+    writer_put(&w, "/", 1);
+    writer_put(&w, name, (size_t)(slash - name));
+    if (schema_is_versions_path(w.err ? "" : buf) == 1)
+        w.err = -EINVAL;
+    return writer_finish(&w);
+}
+
 int schema_vlist_key(const char *domain_path, char *buf, size_t len)
 {
     int rc = schema_versions_dir(domain_path, buf, len);

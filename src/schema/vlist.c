@@ -153,8 +153,7 @@ static int parse_entry_fields(json_t *obj, struct vlist_entry *e)
     if (!root || strlen(root) >= SCHEMA_ID_BUF || schema_id_is_root(root) != 1)
         return e->error = "root is not a root group id", 0;
     strcpy(e->root, root);
-    if (!json_is_number(time) || !isfinite(json_number_value(time)) ||
-        json_number_value(time) < 0)
+    if (!json_is_number(time) || !isfinite(json_number_value(time)) || json_number_value(time) < 0)
         return e->error = "time is not a non-negative number", 0;
     e->time = json_number_value(time);
     if (get_count(obj, "parent", 0, &e->parent) != 0 || get_count(obj, "size", 0, &e->size) != 0)
@@ -399,8 +398,8 @@ int vlist_append(struct vlist *l, const char *root, double time, const char *by,
                  const char *stamp, uint64_t *n_out)
 {
     char name[32];
-    if (!root || strlen(root) >= SCHEMA_ID_BUF || schema_id_is_root(root) != 1 ||
-        !(time >= 0) || l->next == 0)
+    if (!root || strlen(root) >= SCHEMA_ID_BUF || schema_id_is_root(root) != 1 || !(time >= 0) ||
+        l->next == 0)
         return -EINVAL;
     const struct vlist_entry *latest = vlist_latest(l);
     uint64_t parent = latest ? latest->n : 0; /* before realloc moves the entries */
@@ -418,8 +417,8 @@ int vlist_append(struct vlist *l, const char *root, double time, const char *by,
     e->state = VLIST_KEPT;
     int rc = number_name(e->n, name, sizeof name);
     if (rc == 0)
-        rc = (e->by = strdup(by ? by : "")) && (e->stamp = strdup(stamp ? stamp : "")) ? 0
-                                                                                        : -ENOMEM;
+        rc =
+            (e->by = strdup(by ? by : "")) && (e->stamp = strdup(stamp ? stamp : "")) ? 0 : -ENOMEM;
     if (rc == 0)
         rc = add_name(e, name);
     if (rc != 0) {
@@ -465,7 +464,8 @@ int vlist_unname(struct vlist *l, const char *name, uint64_t head)
     struct vlist_entry *e = mutable_entry(l, vlist_lookup(l, name));
     if (!e || e->error)
         return -ENOENT;
-    if (head != 0 && e->n == head && (e->n_names == 1 || (vlist_number_name(name, &n) && n == e->n)))
+    if (head != 0 && e->n == head &&
+        (e->n_names == 1 || (vlist_number_name(name, &n) && n == e->n)))
         return -EBUSY;
     remove_name(e, name);
     return 0;

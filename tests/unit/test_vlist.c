@@ -73,9 +73,9 @@ static void test_broken_frame(void)
     CHECK_INT(parse("[]", &l), -EINVAL);
     CHECK_INT(parse("{\"format\": 2, \"pool\": \"" POOL "\", \"next\": 1, \"versions\": []}", &l),
               -EINVAL);
-    CHECK_INT(parse("{\"format\": 1, \"pool\": \"" BAD_ROOT "\", \"next\": 1, \"versions\": []}",
-                    &l),
-              -EINVAL);
+    CHECK_INT(
+        parse("{\"format\": 1, \"pool\": \"" BAD_ROOT "\", \"next\": 1, \"versions\": []}", &l),
+        -EINVAL);
     CHECK_INT(parse("{\"format\": 1, \"pool\": \"" POOL "\", \"next\": 1, \"versions\": {}}", &l),
               -EINVAL);
     CHECK_INT(parse("{\"format\": 1, \"pool\": \"" POOL "\", \"next\": -1, \"versions\": []}", &l),
@@ -207,6 +207,14 @@ static void test_keys(void)
     CHECK_INT(schema_version_domain_path("/home/a.h5", "3.h5", buf, sizeof buf), 0);
     CHECK_STR(buf, "/home/.versions/a.h5/3.h5");
     CHECK_INT(schema_version_domain_path("/home/a.h5", "x/y", buf, sizeof buf), -EINVAL);
+    CHECK_INT(schema_version_domain_of("/home/.versions/a.h5/3.h5", buf, sizeof buf), 0);
+    CHECK_STR(buf, "/home/a.h5");
+    CHECK_INT(schema_version_domain_of("/.versions/a.h5/tag", buf, sizeof buf), 0);
+    CHECK_STR(buf, "/a.h5");
+    CHECK_INT(schema_version_domain_of("/home/.versions/a.h5", buf, sizeof buf), -EINVAL);
+    CHECK_INT(schema_version_domain_of("/home/.versions/a.h5/x/y", buf, sizeof buf), -EINVAL);
+    CHECK_INT(schema_version_domain_of("/.versions/.versions/a/x", buf, sizeof buf), -EINVAL);
+    CHECK_INT(schema_version_domain_of("/a/.versions/b/.versions", buf, sizeof buf), -EINVAL);
     CHECK_INT(schema_vlist_key("/home/a.h5", buf, sizeof buf), 0);
     CHECK_STR(buf, "home/.versions/a.h5/.h5osfs-versions");
     CHECK_INT(schema_vlist_key("/home/a.h5", buf, 20), -ENAMETOOLONG);
@@ -227,9 +235,9 @@ static void test_keys(void)
               -EINVAL);
     CHECK_INT(schema_pool_uri_check("bkt/db/11111111-22222222/.group.json", "bkt", POOL, NULL),
               -EINVAL);
-    CHECK_INT(schema_pool_uri_check("bkt/db/11111111-22222222/c/../../x/.domain.json", "bkt", POOL,
-                                    NULL),
-              -EINVAL);
+    CHECK_INT(
+        schema_pool_uri_check("bkt/db/11111111-22222222/c/../../x/.domain.json", "bkt", POOL, NULL),
+        -EINVAL);
     CHECK_INT(schema_is_versions_path("/a/.versions/b.h5"), 1);
     CHECK_INT(schema_is_versions_path("/.versions"), 1);
     CHECK_INT(schema_is_versions_path("/a/.versionsx/b.h5"), 0);
@@ -253,8 +261,8 @@ static void test_setting(void)
     CHECK_INT(schema_versions_parse("keep:999999999", 14, &v), 0);
     CHECK_INT(schema_versions_text(&v, buf, sizeof buf), 0);
     CHECK_STR(buf, "keep:999999999");
-    const char *bad[] = { "", "On", "keep:", "keep:0", "keep:01", "keep:1000000000", "keep:-1",
-                          "keep:1x", "onn" };
+    const char *bad[] = { "",        "On",      "keep:", "keep:0", "keep:01", "keep:1000000000",
+                          "keep:-1", "keep:1x", "onn" };
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         CHECK_INT(schema_versions_parse(bad[i], strlen(bad[i]), &v), -EINVAL);
         CHECK(v.mode == SCHEMA_VERSIONS_UNSET);
