@@ -24,6 +24,7 @@
 #define VLIST_FORMAT 1
 #define VLIST_OBJECT_NAME ".h5osfs-versions" /* in DIR/.versions/NAME/ */
 #define VLIST_NAME_MAX 255
+#define VLIST_MAX_BYTES (64u << 20) /* ~230 bytes a version: far more than any list */
 
 enum vlist_state {
     VLIST_KEPT,     /* named, readable */

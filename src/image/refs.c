@@ -24,8 +24,7 @@
 #include "h5osfs/why.h"
 
 #define REF_GRID_MAX 10000000u /* linked chunks (pieces, contiguous chunks) one dataset may have */
-#define REF_RANGE_MAX (256u << 20)  /* largest byte range one chunk may need */
-#define VLIST_MAX_BYTES (64u << 20) /* a version list (ns_versions.c reads it too) */
+#define REF_RANGE_MAX (256u << 20) /* largest byte range one chunk may need */
 
 /* ---- file_uri -> key ---- */
 

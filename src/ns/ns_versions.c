@@ -21,13 +21,12 @@
 #include "h5osfs/vlist.h"
 #include "ns_int.h"
 
-#define VLIST_MAX (64u << 20) /* ~230 bytes a version: far more than any list needs */
 #define VERSIONS_LIST_PAGE 1000
 
 /* A path split at its .versions component: depth 0 "/D/.versions", 1 ".../NAME", 2
  * ".../NAME/x". */
 struct vpath {
-    char dir[STORE_KEY_MAX + 2]; /* "/D" ("/" for the top) */
+    char dir[STORE_KEY_MAX + 2];    /* "/D" ("/" for the top) */
     char domain[STORE_KEY_MAX + 2]; /* "/D/NAME" (depth >= 1) */
     char entry[VLIST_NAME_MAX + 1]; /* x (depth 2) */
     int depth;
@@ -69,8 +68,8 @@ static int split_versions_path(const char *path, struct vpath *v)
     v->depth = 1;
     if (!slash)
         return 0;
-    if (strchr(slash + 1, '/') || copy_part(v->entry, sizeof v->entry, slash + 1,
-                                            strlen(slash + 1)) != 0)
+    if (strchr(slash + 1, '/') ||
+        copy_part(v->entry, sizeof v->entry, slash + 1, strlen(slash + 1)) != 0)
         return -ENOENT;
     v->depth = 2;
     return 0;
@@ -83,11 +82,11 @@ static int load_list(struct ns *ns, const char *domain, struct vlist *out)
     struct store_buf buf = { 0 };
     if (schema_vlist_key(domain, key, sizeof key) != 0)
         return -ENOENT;
-    int rc = store_get(ns_store_of(ns), key, VLIST_MAX, &buf);
+    int rc = store_get(ns_store_of(ns), key, VLIST_MAX_BYTES, &buf);
     if (rc == -ENOENT || rc == -EINVAL)
         return -ENOENT;
     if (rc == -EFBIG)
-        snprintf(why, sizeof why, "larger than %u bytes", VLIST_MAX);
+        snprintf(why, sizeof why, "larger than %u bytes", VLIST_MAX_BYTES);
     else if (rc == 0 && vlist_parse((const char *)buf.data, buf.len, out, why, sizeof why) == 0)
         rc = 1;
     store_buf_free(&buf);
@@ -103,12 +102,10 @@ static unsigned read_rights(struct ns *ns, const struct vpath *v, const char *us
                             struct ns_info *domain)
 {
     memset(domain, 0, sizeof *domain);
-    if (v->depth >= 1 && ns_stat_as(ns, v->domain, user, domain) == 0 &&
-        domain->kind == NS_DOMAIN)
+    if (v->depth >= 1 && ns_stat_as(ns, v->domain, user, domain) == 0 && domain->kind == NS_DOMAIN)
         return domain->rights & SCHEMA_ACL_READ;
     struct ns_info dir;
-    if (ns_stat_as(ns, v->dir, user, &dir) != 0 ||
-        (dir.kind != NS_DIR && dir.kind != NS_FOLDER))
+    if (ns_stat_as(ns, v->dir, user, &dir) != 0 || (dir.kind != NS_DIR && dir.kind != NS_FOLDER))
         return 0;
     if (v->depth >= 1)
         snprintf(domain->owner, sizeof domain->owner, "%s", dir.owner);
@@ -266,7 +263,8 @@ int ns_versions_readdir(struct ns *ns, const char *path, struct ns_dir *out)
     if (v.depth == 2)
         return -ENOTDIR;
     unsigned rights = read_rights(ns, &v, ns_user_of(ns), &current);
-    int rc = v.depth == 0 ? list_domains(ns, &v, &current, rights, out) : load_list(ns, v.domain, &l);
+    int rc =
+        v.depth == 0 ? list_domains(ns, &v, &current, rights, out) : load_list(ns, v.domain, &l);
     if (rc == 0 && v.depth == 1) {
         rc = list_names(ns, &v, &l, &current, rights, out);
         vlist_free(&l);

@@ -1,5 +1,6 @@
 /* commit: see include/h5osfs/commit.h. */
 #include "h5osfs/commit.h"
+#include "h5osfs/versions.h"
 
 #include <errno.h>
 #include <signal.h>
@@ -304,6 +305,29 @@ static void log_done(const struct journal_rec *rec, const struct ingest_stats *s
              (unsigned long long)st->changes);
 }
 
+/* With versions on, the ingested root kept as a version before anyone is shown it. 0 (kept,
+ * or a domain that cannot be kept yet: logged, committed without one) or -errno. */
+static int keep_version(const struct commit_ctx *c, const struct journal_rec *rec)
+{
+    char vroot[SCHEMA_ID_BUF] = "";
+    uint64_t n = 0;
+    if (!c->versions_for || !c->versions_for(c->link_ctx, rec->domain))
+        return 0;
+    struct versions_commit vc = { .store = c->ops->store,
+                                  .bucket_name = c->bucket_name,
+                                  .domain = rec->domain,
+                                  .root = rec->new_root,
+                                  .user = c->ops->user,
+                                  .workers = c->workers,
+                                  .crash_point = crash_point };
+    int rc = versions_commit(&vc, &n, vroot);
+    if (rc == 0)
+        log_info("%s: kept as version %llu (root %s)", rec->domain, (unsigned long long)n, vroot);
+    else if (rc != -EOPNOTSUPP && vroot[0])
+        collect(c, vroot, rec->domain, ""); /* not listed: nothing names it */
+    return rc == -EOPNOTSUPP ? 0 : rc;
+}
+
 /* A new root for the staged file, then the swap: the one put that makes it the domain. */
 static int commit_new_root(const struct commit_ctx *c, struct journal_rec *rec, const char *staged,
                            const struct ingest_base *base, int *file_kept)
@@ -347,6 +371,8 @@ static int commit_new_root(const struct commit_ctx *c, struct journal_rec *rec, 
     if (rc == 0)
         rc = store_sync(c->ops->store); /* every object durable before it is named */
     log_debug("%s: ingest %.3f s, sync %.3f s", rec->domain, t1 - t0, clock_monotonic() - t1);
+    if (rc == 0)
+        rc = keep_version(c, rec);
     if (rc == 0)
         rc = swap_domain(c, rec, rec->new_root, old, &in_doubt);
     if (rc != 0 && in_doubt) {
