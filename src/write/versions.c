@@ -379,8 +379,8 @@ static int set_ref_layout(json_t *doc, const char *tid, const char *pool)
     int rc = cprops && lay && own ? 0 : -ENOMEM;
     if (rc == 0 &&
         (json_object_set_new(lay, "class", json_string("H5D_CHUNKED_REF_INDIRECT")) != 0 ||
-         json_object_set(lay, "dims",
-                         json_object_get(json_object_get(doc, "layout"), "dims")) != 0 ||
+         json_object_set(lay, "dims", json_object_get(json_object_get(doc, "layout"), "dims")) !=
+             0 ||
          json_object_set_new(lay, "chunk_table", json_string(tid)) != 0 ||
          json_object_set_new(own, "pool", json_string(pool)) != 0 ||
          json_object_set(lay, "h5osfs", own) != 0 || json_object_set(cprops, "layout", lay) != 0))
@@ -496,8 +496,7 @@ static int version_object(const struct dataset_ctx *d, const char *key)
 }
 
 /* V's objects, the root group last: nothing names V before the list does anyway. */
-static int write_version_root(const struct versions_commit *vc, const char *pool,
-                              const char *vroot)
+static int write_version_root(const struct versions_commit *vc, const char *pool, const char *vroot)
 {
     struct key_set keys = { 0 };
     char prefix[32];
@@ -529,27 +528,31 @@ static int write_version_root(const struct versions_commit *vc, const char *pool
 
 static json_t *read_only_domain(const char *user, const char *root, uint64_t n)
 {
-    json_t *doc = json_object(), *acls = json_object(), *mine = json_object();
-    static const char *const rights[] = { "create", "read", "update",
+    static const char *const rights[] = { "create", "read",    "update",
                                           "delete", "readACL", "updateACL" };
-    for (size_t i = 0; mine && i < 6; i++)
-        json_object_set_new(mine, rights[i],
-                            json_boolean(strcmp(rights[i], "read") == 0 ||
-                                         strcmp(rights[i], "readACL") == 0));
-    if (root)
-        json_object_set_new(doc, "root", json_string(root));
-    json_object_set_new(doc, "owner", json_string(user));
-    json_object_set(acls, user, mine);
-    json_object_set(doc, "acls", acls);
-    json_object_set_new(doc, "created", json_real(clock_wall()));
-    json_object_set_new(doc, "lastModified", json_real(clock_wall()));
-    if (n > 0) {
-        json_t *own = json_object();
-        json_object_set_new(own, "version", json_integer((json_int_t)n));
-        json_object_set_new(doc, SCHEMA_H5OSFS_MEMBER, own);
+    json_t *doc = json_object(), *acls = json_object(), *mine = json_object();
+    int bad = !doc || !acls || !mine;
+    for (size_t i = 0; !bad && i < 6; i++)
+        bad = json_object_set_new(mine, rights[i],
+                                  json_boolean(strcmp(rights[i], "read") == 0 ||
+                                               strcmp(rights[i], "readACL") == 0)) != 0;
+    if (!bad && root)
+        bad = json_object_set_new(doc, "root", json_string(root)) != 0;
+    if (!bad)
+        bad = json_object_set_new(doc, "owner", json_string(user)) != 0 ||
+              json_object_set(acls, user, mine) != 0 || json_object_set(doc, "acls", acls) != 0 ||
+              json_object_set_new(doc, "created", json_real(clock_wall())) != 0 ||
+              json_object_set_new(doc, "lastModified", json_real(clock_wall())) != 0;
+    if (!bad && n > 0) {
+        json_t *own = json_pack("{sI}", "version", (json_int_t)n);
+        bad = !own || json_object_set_new(doc, SCHEMA_H5OSFS_MEMBER, own) != 0;
     }
     json_decref(acls);
     json_decref(mine);
+    if (bad) {
+        json_decref(doc);
+        return NULL;
+    }
     return doc;
 }
 
@@ -616,8 +619,7 @@ static int load_list(const struct versions_commit *vc, const char *key, struct v
     if (rc == 0)
         rc = store_get(vc->store, key, VLIST_MAX_BYTES, &buf);
     if (rc == 0 && vlist_parse((const char *)buf.data, buf.len, l, why, sizeof why) != 0) {
-        log_error("%s: version list unusable (%s): no version kept until it is repaired", key,
-                  why);
+        log_error("%s: version list unusable (%s): no version kept until it is repaired", key, why);
         rc = -EIO;
     }
     store_buf_free(&buf);
