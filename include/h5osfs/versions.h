@@ -24,15 +24,22 @@ struct versions_commit {
     const char *bucket_name; /* the pool URIs' bucket (spec §8.3) */
     const char *domain;      /* "/DIR/NAME" */
     const char *root;        /* the new root, ingested and synced, not named yet */
+    const char *base_root;   /* the domain's root the commit replaces ("" for a new domain) */
     const char *user;        /* owner of the version objects; the committer's name */
     unsigned workers;        /* chunks sealed at once */
     /* Test hook: called after V's objects are durable, and after the list put. */
     void (*crash_point)(const char *stage);
 };
 
-/* 0 with the version's number and root; -EOPNOTSUPP (logged: the commit goes on without a
+/* 0 with the version's number and root; -ESTALE (logged) when the list already holds a
+ * commit on base_root: another writer's, listed first, which wins as its swap will; -EOPNOTSUPP (logged: the commit goes on without a
  * version) for a domain it cannot keep yet (v1 ids, linked datasets, chunk tables too large);
  * else -errno (the store's, -ENOMEM), logged. */
 int versions_commit(const struct versions_commit *vc, uint64_t *n, char vroot[SCHEMA_ID_BUF]);
+
+/* Is new_root (a domain root a commit made) listed among domain's versions? A commit that
+ * died after its list put and before its swap is then finished, not undone. 1, 0, or -errno
+ * (logged). */
+int versions_listed(struct store *store, const char *domain, const char *new_root);
 
 #endif

@@ -37,9 +37,13 @@ struct vlist_entry {
     double time; /* commit time, seconds since the epoch */
     char *by;    /* who committed it ("" when unknown) */
     uint64_t parent;
-    uint64_t size; /* synthesised image size under stamp; 0 unknown */
-    char *stamp;   /* image format stamp of size ("" unknown) */
-    char **names;  /* "<n>.h5" while the number is kept, then tags */
+    char base[SCHEMA_ID_BUF];    /* the domain's root this commit replaced ("" new or unknown):
+                                  * a second commit on the same base lost the race (ESTALE) */
+    char current[SCHEMA_ID_BUF]; /* the domain's root this commit made ("" unknown): a commit
+                                  * listed but not swapped when its daemon died is finished */
+    uint64_t size;               /* synthesised image size under stamp; 0 unknown */
+    char *stamp;                 /* image format stamp of size ("" unknown) */
+    char **names;                /* "<n>.h5" while the number is kept, then tags */
     size_t n_names;
     enum vlist_state state;
     const char *error; /* NULL: valid; else why the entry cannot be used (static text) */
@@ -81,9 +85,19 @@ const struct vlist_entry *vlist_latest(const struct vlist *l);
 
 /* Append a version with root: it gets number next (then next++), parent = the latest valid
  * entry's number, names ["<n>.h5"]. *n_out (may be NULL) gets its number. 0, -EINVAL (root
- * not a root group id), -ENOMEM. */
+ * not a root group id), -ENOMEM. vlist_append_on also records base, the domain root the
+ * commit replaced. */
 int vlist_append(struct vlist *l, const char *root, double time, const char *by, uint64_t size,
                  const char *stamp, uint64_t *n_out);
+int vlist_append_on(struct vlist *l, const char *base, const char *current, const char *root,
+                    double time, const char *by, uint64_t *n_out);
+
+/* The valid entry whose commit made the domain root current, or NULL. */
+const struct vlist_entry *vlist_listed_as(const struct vlist *l, const char *current);
+
+/* The valid entry of a commit that replaced base (non-empty), or NULL: a commit on base that
+ * finds one lost to that other writer. */
+const struct vlist_entry *vlist_committed_on(const struct vlist *l, const char *base);
 
 /* Give the version called existing the extra name tag. -EINVAL: tag is "<digits>.h5" or not a
  * valid name; -EEXIST: tag names a version already; -ENOENT: no valid version is called

@@ -158,6 +158,18 @@ static int parse_entry_fields(json_t *obj, struct vlist_entry *e)
     e->time = json_number_value(time);
     if (get_count(obj, "parent", 0, &e->parent) != 0 || get_count(obj, "size", 0, &e->size) != 0)
         return e->error = "parent or size is not a non-negative integer", 0;
+    const char *base = hjson_text(json_object_get(obj, "base"));
+    if (json_object_get(obj, "base") &&
+        (!base || strlen(base) >= SCHEMA_ID_BUF || schema_id_version(base) < 0))
+        return e->error = "base is not an id", 0;
+    if (base)
+        strcpy(e->base, base);
+    const char *current = hjson_text(json_object_get(obj, "current"));
+    if (json_object_get(obj, "current") &&
+        (!current || strlen(current) >= SCHEMA_ID_BUF || schema_id_version(current) < 0))
+        return e->error = "current is not an id", 0;
+    if (current)
+        strcpy(e->current, current);
     if ((rc = get_text(obj, "by", &e->by)) != 0 || (rc = get_text(obj, "stamp", &e->stamp)) != 0)
         return rc == -ENOMEM ? rc : (e->error = "by or stamp is not text", 0);
     if ((e->error = parse_state(obj, e)) != NULL)
@@ -302,6 +314,10 @@ static json_t *entry_json(const struct vlist_entry *e)
         rc = set(obj, "by", json_string(e->by ? e->by : ""));
     if (rc == 0)
         rc = set(obj, "parent", json_integer((json_int_t)e->parent));
+    if (rc == 0 && e->base[0])
+        rc = set(obj, "base", json_string(e->base));
+    if (rc == 0 && e->current[0])
+        rc = set(obj, "current", json_string(e->current));
     if (rc == 0)
         rc = set(obj, "size", json_integer((json_int_t)e->size));
     if (rc == 0)
@@ -430,6 +446,43 @@ int vlist_append(struct vlist *l, const char *root, double time, const char *by,
     if (n_out)
         *n_out = e->n;
     return 0;
+}
+
+static int optional_id(const char *id)
+{
+    return !id || (strlen(id) < SCHEMA_ID_BUF && (!id[0] || schema_id_version(id) > 0));
+}
+
+int vlist_append_on(struct vlist *l, const char *base, const char *current, const char *root,
+                    double time, const char *by, uint64_t *n_out)
+{
+    uint64_t n;
+    if (!optional_id(base) || !optional_id(current))
+        return -EINVAL;
+    int rc = vlist_append(l, root, time, by, 0, "", &n);
+    if (rc == 0 && base)
+        strcpy(l->entries[l->n_entries - 1].base, base);
+    if (rc == 0 && current)
+        strcpy(l->entries[l->n_entries - 1].current, current);
+    if (rc == 0 && n_out)
+        *n_out = n;
+    return rc;
+}
+
+const struct vlist_entry *vlist_committed_on(const struct vlist *l, const char *base)
+{
+    for (size_t i = 0; base && base[0] && i < l->n_entries; i++)
+        if (!l->entries[i].error && strcmp(l->entries[i].base, base) == 0)
+            return &l->entries[i];
+    return NULL;
+}
+
+const struct vlist_entry *vlist_listed_as(const struct vlist *l, const char *current)
+{
+    for (size_t i = 0; current && current[0] && i < l->n_entries; i++)
+        if (!l->entries[i].error && strcmp(l->entries[i].current, current) == 0)
+            return &l->entries[i];
+    return NULL;
 }
 
 int vlist_name(struct vlist *l, const char *existing, const char *tag)

@@ -233,9 +233,23 @@ static int current_root(const struct commit_ctx *c, const char *path, char out[S
     return 0;
 }
 
+/* A commit whose version was listed (its commit point) but whose swap did not happen: the
+ * swap now, as the commit would have done. 1 when the domain names the new root after it. */
+static int rolled_forward(const struct commit_ctx *c, const struct journal_rec *rec)
+{
+    char old[SCHEMA_ID_BUF];
+    int in_doubt = 0;
+    if (versions_listed(c->ops->store, rec->domain, rec->new_root) != 1)
+        return 0;
+    log_info("%s: the interrupted commit of root %s was listed as a version: finishing it",
+             rec->domain, rec->new_root);
+    return swap_domain(c, rec, rec->new_root, old, &in_doubt) == 0;
+}
+
 /* An interrupted or in-doubt new-root commit: finished when the swap happened (then rec is
  * as after that commit: 1), else undone (0). -errno (logged) when the domain cannot be read
- * to tell: nothing is collected, rec stays as it is. */
+ * to tell: nothing is collected, rec stays as it is. A versioned commit that was listed is
+ * finished (rolled forward) rather than undone. */
 static int settle_new_root(const struct commit_ctx *c, struct journal_rec *rec)
 {
     char now[SCHEMA_ID_BUF];
@@ -246,6 +260,8 @@ static int settle_new_root(const struct commit_ctx *c, struct journal_rec *rec)
                   rec->domain, rec->new_root, strerror(-rc));
         return rc;
     }
+    if (strcmp(now, rec->new_root) != 0 && rolled_forward(c, rec))
+        snprintf(now, sizeof now, "%s", rec->new_root);
     if (strcmp(now, rec->new_root) == 0) {
         if (strcmp(rec->base_root, rec->new_root) != 0)
             collect(c, rec->base_root, rec->domain, rec->new_root);
@@ -317,6 +333,7 @@ static int keep_version(const struct commit_ctx *c, const struct journal_rec *re
                                   .bucket_name = c->bucket_name,
                                   .domain = rec->domain,
                                   .root = rec->new_root,
+                                  .base_root = rec->base_root,
                                   .user = c->ops->user,
                                   .workers = c->workers,
                                   .crash_point = crash_point };

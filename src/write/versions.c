@@ -667,7 +667,15 @@ int versions_commit(const struct versions_commit *vc, uint64_t *n, char vroot[SC
         rc = put_folders(vc);
     committer(vc, by, sizeof by);
     for (int tries = 0; rc == 0; tries++) {
-        rc = vlist_append(&l, vroot, clock_wall(), by, 0, "", n);
+        const struct vlist_entry *won = vlist_committed_on(&l, vc->base_root);
+        if (won) {
+            log_error("%s: version %" PRIu64 " of another writer was committed on the same base "
+                      "root %s first: this commit loses (ESTALE)",
+                      vc->domain, won->n, vc->base_root);
+            rc = -ESTALE;
+            break;
+        }
+        rc = vlist_append_on(&l, vc->base_root, vc->root, vroot, clock_wall(), by, n);
         if (rc == 0)
             rc = put_version_domain(vc, vroot, *n);
         if (rc == 0)
@@ -686,5 +694,27 @@ int versions_commit(const struct versions_commit *vc, uint64_t *n, char vroot[SC
         log_error("%s: version not kept (%s): the commit stops here", vc->domain, strerror(-rc));
     else if (vc->crash_point)
         vc->crash_point("listed");
+    return rc;
+}
+
+int versions_listed(struct store *store, const char *domain, const char *new_root)
+{
+    char key[STORE_KEY_MAX + 1], why[200];
+    struct store_buf buf = { 0 };
+    struct vlist l;
+    if (schema_vlist_key(domain, key, sizeof key) != 0)
+        return 0;
+    int rc = store_get(store, key, VLIST_MAX_BYTES, &buf);
+    if (rc == -ENOENT)
+        return 0;
+    if (rc == 0 && vlist_parse((const char *)buf.data, buf.len, &l, why, sizeof why) != 0) {
+        log_error("%s: version list unusable (%s)", key, why);
+        rc = -EIO;
+    }
+    store_buf_free(&buf);
+    if (rc != 0)
+        return rc;
+    rc = vlist_listed_as(&l, new_root) != NULL;
+    vlist_free(&l);
     return rc;
 }

@@ -139,6 +139,28 @@ static void test_merge_by_reapply(void)
     vlist_free(&theirs);
 }
 
+/* Two writers committing on one base: the second finds the first's entry and loses. */
+static void test_committed_on(void)
+{
+    struct vlist l, again;
+    char *text = NULL;
+    CHECK_INT(vlist_init(&l, "/a.h5", POOL), 0);
+    CHECK_INT(vlist_append_on(&l, "", R1, R2, 1, "a", NULL), 0);
+    CHECK_INT(vlist_append_on(&l, R1, R3, R2, 2, "b", NULL), 0);
+    CHECK_INT(vlist_append_on(&l, "not an id", R1, R3, 3, "c", NULL), -EINVAL);
+    CHECK_INT(vlist_dump(&l, &text), 0);
+    CHECK_INT(parse(text, &again), 0);
+    CHECK(vlist_committed_on(&again, R1) == &again.entries[1]);
+    CHECK(vlist_committed_on(&again, R2) == NULL);
+    CHECK(vlist_committed_on(&again, "") == NULL); /* new domains: no base to race on */
+    CHECK(vlist_listed_as(&again, R3) == &again.entries[1]);
+    CHECK(vlist_listed_as(&again, R2) == NULL);
+    CHECK(text && !strstr(text, "\"base\": \"\"")); /* absent, not empty */
+    free(text);
+    vlist_free(&l);
+    vlist_free(&again);
+}
+
 static void test_names(void)
 {
     struct vlist l;
@@ -291,6 +313,7 @@ int main(void)
     test_broken_frame();
     test_malformed_entries();
     test_merge_by_reapply();
+    test_committed_on();
     test_names();
     test_expire();
     test_number_names();
