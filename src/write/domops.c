@@ -195,6 +195,21 @@ int domops_mkdir(const struct domops *d, const char *user, const char *path)
     return rc == 0 ? 0 : rc == -EACCES || rc == -ENOENT ? rc : -EIO;
 }
 
+/* Does folder path hold kept versions (DIR/.versions/, never listed)? 1, 0 or -EIO. Removing
+ * the folder would leave them in the bucket and unreachable. */
+static int holds_versions(const struct domops *d, const char *path)
+{
+    char prefix[STORE_KEY_MAX + 2];
+    struct store_list list = { 0 };
+    int n = snprintf(prefix, sizeof prefix, "%s/" SCHEMA_VERSIONS_DIR "/", path + 1);
+    if (n < 0 || (size_t)n >= sizeof prefix)
+        return 0; /* no key can be that long: nothing below */
+    int rc = store_list(d->store, prefix, NULL, NULL, 1, &list);
+    int found = rc == 0 && (list.n_objects > 0 || list.n_prefixes > 0);
+    store_list_free(&list);
+    return rc == 0 || rc == -ENOENT ? found : -EIO;
+}
+
 int domops_rmdir(const struct domops *d, const char *user, const char *path)
 {
     char key[STORE_KEY_MAX + 1];
@@ -217,6 +232,8 @@ int domops_rmdir(const struct domops *d, const char *user, const char *path)
     ns_dir_free(&dir);
     if (!empty)
         return -ENOTEMPTY;
+    if ((rc = holds_versions(d, path)) != 0)
+        return rc < 0 ? rc : -ENOTEMPTY; /* its versions are removed by name first */
     rc = key_of(path, key, sizeof key) == 0 ? store_delete(d->store, key) : -EINVAL;
     ns_invalidate(d->ns, path);
     return rc == 0 || rc == -ENOENT ? 0 : -EIO;

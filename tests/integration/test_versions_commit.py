@@ -175,3 +175,21 @@ def test_a_commit_on_a_base_another_writer_listed_first_loses(bucket_copy, mount
     assert [v["n"] for v in json.loads(lst_path.read_text())["versions"]] == [1, 2]
     assert "committed on the same base root" in m.log()
     assert same(m.path(TARGET), A)
+
+
+@pytest.mark.not_on("rgw", reason="one prefix listing; s3rver covers the S3 side")
+def test_rm_keeps_the_versions_and_their_folder(bucket_copy, mount_bucket, tmp_path):
+    """rm of a versioned domain removes the domain, not its versions; the folder holding them
+    looks empty but is not (rmdir: ENOTEMPTY), so they never become unreachable."""
+    m = mount_bucket(bucket_copy, "-o",
+                     f"user=test_user1,ttl=0,versions=on,cache_dir={tmp_path}/c1")
+    folder = m.path(f"{HOME}/d")
+    os.mkdir(folder)
+    shutil.copyfile(A, os.path.join(folder, "x.h5"))
+    os.unlink(os.path.join(folder, "x.h5"))
+    assert os.listdir(folder) == []
+    assert same(os.path.join(folder, ".versions", "x.h5", "1.h5"), A)
+    with pytest.raises(OSError) as e:
+        os.rmdir(folder)
+    assert e.value.errno == errno.ENOTEMPTY
+    assert same(os.path.join(folder, ".versions", "x.h5", "1.h5"), A)
