@@ -193,3 +193,21 @@ def test_rm_keeps_the_versions_and_their_folder(bucket_copy, mount_bucket, tmp_p
         os.rmdir(folder)
     assert e.value.errno == errno.ENOTEMPTY
     assert same(os.path.join(folder, ".versions", "x.h5", "1.h5"), A)
+
+
+@pytest.mark.posix_only(reason="the setting is a folder object's member, read the same on "
+                        "every store")
+def test_folder_xattr_turns_versions_on_below_it(bucket_copy, mount_bucket, tmp_path):
+    """Without -o versions, a folder's user.h5osfs.versions=on keeps versions of domains
+    below it, in subfolders too, until one says off; elsewhere none."""
+    m = mount_bucket(bucket_copy, "-o", f"user=test_user1,ttl=0,cache_dir={tmp_path}/c1")
+    top = m.path(f"{HOME}/kept")
+    os.makedirs(os.path.join(top, "sub", "off"))
+    os.setxattr(top, "user.h5osfs.versions", b"on")
+    os.setxattr(os.path.join(top, "sub", "off"), "user.h5osfs.versions", b"off")
+    for rel in ("kept/a.h5", "kept/sub/b.h5", "kept/sub/off/c.h5", "d.h5"):
+        shutil.copyfile(A, m.path(f"{HOME}/{rel}"))
+    assert os.listdir(os.path.join(top, ".versions", "a.h5")) == ["1.h5"]
+    assert os.listdir(os.path.join(top, "sub", ".versions", "b.h5")) == ["1.h5"]
+    for rel in ("kept/sub/off/.versions/c.h5", ".versions/d.h5"):
+        assert not os.path.exists(m.path(f"{HOME}/{rel}")), rel
