@@ -19,14 +19,21 @@
 #include "h5osfs/schema.h"
 #include "h5osfs/store.h"
 
+struct versions_stats {
+    uint64_t chunks_pooled; /* chunks the version names in the pool */
+    uint64_t chunks_new;    /* of which were not there yet (stored now) */
+    uint64_t chunks_copied; /* of which were copied in the store, keyed by their listed MD5 */
+};
+
 struct versions_commit {
     struct store *store;
-    const char *bucket_name; /* the pool URIs' bucket (spec §8.3) */
-    const char *domain;      /* "/DIR/NAME" */
-    const char *root;        /* the new root, ingested and synced, not named yet */
-    const char *base_root;   /* the domain's root the commit replaces ("" for a new domain) */
-    const char *user;        /* owner of the version objects; the committer's name */
-    unsigned workers;        /* chunks sealed at once */
+    const char *bucket_name;      /* the pool URIs' bucket (spec §8.3) */
+    const char *domain;           /* "/DIR/NAME" */
+    const char *root;             /* the new root, ingested and synced, not named yet */
+    const char *base_root;        /* the domain's root the commit replaces ("" for a new domain) */
+    const char *user;             /* owner of the version objects; the committer's name */
+    unsigned workers;             /* chunks sealed at once */
+    struct versions_stats *stats; /* filled (may be NULL) */
     /* Test hook: called after V's objects are durable, and after the list put. */
     void (*crash_point)(const char *stage);
 };

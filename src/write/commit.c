@@ -327,6 +327,7 @@ static int keep_version(const struct commit_ctx *c, const struct journal_rec *re
 {
     char vroot[SCHEMA_ID_BUF] = "";
     uint64_t n = 0;
+    struct versions_stats st = { 0 };
     if (!c->versions_for || !c->versions_for(c->link_ctx, rec->domain))
         return 0;
     struct versions_commit vc = { .store = c->ops->store,
@@ -336,10 +337,14 @@ static int keep_version(const struct commit_ctx *c, const struct journal_rec *re
                                   .base_root = rec->base_root,
                                   .user = c->ops->user,
                                   .workers = c->workers,
+                                  .stats = &st,
                                   .crash_point = crash_point };
     int rc = versions_commit(&vc, &n, vroot);
     if (rc == 0)
-        log_info("%s: kept as version %llu (root %s)", rec->domain, (unsigned long long)n, vroot);
+        log_info("%s: kept as version %llu (root %s): %llu chunks in the pool, %llu of them new "
+                 "(%llu copied in the store)",
+                 rec->domain, (unsigned long long)n, vroot, (unsigned long long)st.chunks_pooled,
+                 (unsigned long long)st.chunks_new, (unsigned long long)st.chunks_copied);
     else if (rc != -EOPNOTSUPP && vroot[0])
         collect(c, vroot, rec->domain, ""); /* not listed: nothing names it */
     return rc == -EOPNOTSUPP ? 0 : rc;

@@ -140,6 +140,7 @@ struct sealed {
     char uri[URI_LEN];
     uint64_t size;
     int rc;
+    int fresh, copied; /* stored now; by a copy in the store */
 };
 
 struct seal_job {
@@ -163,27 +164,72 @@ static int md5_hex(const void *data, size_t len, char out[33])
     return 0;
 }
 
-/* One chunk into the pool: its bytes as stored, at the key their MD5 names (an object that
- * is there already has these bytes). */
-static void seal_one(void *ctx, size_t i)
+/* 1 if etag is 32 lowercase hex digits: a single-part S3 object's MD5 (a local bucket's etags
+ * are longer, multipart ones have a "-N"). An S3 server whose ETag is not the MD5 (AWS with
+ * SSE-KMS) gives unique ones instead: then equal chunks are not shared, never wrongly so. */
+static int etag_is_md5(const char *etag)
 {
-    struct seal_job *j = ctx;
-    struct sealed *s = &j->chunks[i];
+    size_t n = strlen(etag);
+    for (size_t i = 0; n == 32 && i < n; i++)
+        if (!((etag[i] >= '0' && etag[i] <= '9') || (etag[i] >= 'a' && etag[i] <= 'f')))
+            return 0;
+    return n == 32;
+}
+
+/* Into the pool by CopyObject, keyed by the chunk's listed MD5: no byte crosses the wire. 0,
+ * or 1 when the etag is no MD5 (the bytes must be read). */
+static int seal_by_etag(struct seal_job *j, struct sealed *s, char *key, size_t key_len)
+{
+    struct store_stat st, pooled;
+    int rc = store_head(j->vc->store, s->key, &st);
+    if (rc != 0)
+        return rc;
+    if (!etag_is_md5(st.etag))
+        return 1;
+    if (st.size >= CHUNK_MAX)
+        return -EOPNOTSUPP;
+    rc = schema_pool_key(j->pool, st.etag, key, key_len);
+    if (rc == 0 && store_head(j->vc->store, key, &pooled) != 0) {
+        rc = store_copy(j->vc->store, s->key, key);
+        s->fresh = s->copied = 1;
+    }
+    s->size = st.size;
+    return rc;
+}
+
+/* By the bytes: read, hash, put (an object already there has these bytes). A local bucket's
+ * copy is a hard link, which HSDS's in-place chunk writes would change with the chunk. */
+static int seal_by_bytes(struct seal_job *j, struct sealed *s, char *key, size_t key_len)
+{
     struct store_buf buf = { 0 };
     struct store_stat st;
-    char md5[33], key[STORE_KEY_MAX + 1];
+    char md5[33];
     int rc = store_get(j->vc->store, s->key, CHUNK_MAX - 1, &buf);
     if (rc == 0)
         rc = md5_hex(buf.data, buf.len, md5);
     if (rc == 0)
-        rc = schema_pool_key(j->pool, md5, key, sizeof key);
-    if (rc == 0 && store_head(j->vc->store, key, &st) != 0)
+        rc = schema_pool_key(j->pool, md5, key, key_len);
+    if (rc == 0 && store_head(j->vc->store, key, &st) != 0) {
         rc = store_put_lazy(j->vc->store, key, buf.data, buf.len);
+        s->fresh = 1;
+    }
+    s->size = buf.len;
+    store_buf_free(&buf);
+    return rc == -EFBIG ? -EOPNOTSUPP : rc;
+}
+
+/* One chunk into the pool, at the key its MD5 names (content addressed: written once). */
+static void seal_one(void *ctx, size_t i)
+{
+    struct seal_job *j = ctx;
+    struct sealed *s = &j->chunks[i];
+    char key[STORE_KEY_MAX + 1];
+    int rc = seal_by_etag(j, s, key, sizeof key);
+    if (rc == 1)
+        rc = seal_by_bytes(j, s, key, sizeof key);
     if (rc == 0 && snprintf(s->uri, sizeof s->uri, "%s/%s", j->vc->bucket_name, key) >= URI_LEN)
         rc = -ENAMETOOLONG;
-    s->size = buf.len;
-    s->rc = rc == -EFBIG ? -EOPNOTSUPP : rc;
-    store_buf_free(&buf);
+    s->rc = rc;
 }
 
 /* ---- one dataset ---- */
@@ -414,6 +460,11 @@ static int pooled_dataset(const struct dataset_ctx *d, const char *json_key, jso
         pfor(n, d->vc->workers ? d->vc->workers : 1, seal_one, &job);
     for (size_t i = 0; rc == 0 && i < n; i++) {
         rc = chunks[i].rc;
+        if (d->vc->stats) {
+            d->vc->stats->chunks_pooled++;
+            d->vc->stats->chunks_new += (uint64_t)chunks[i].fresh;
+            d->vc->stats->chunks_copied += (uint64_t)chunks[i].copied;
+        }
         for (int k = 0; rc == 0 && k < rank; k++)
             if (chunks[i].idx[k] >= grid[k])
                 rc = -EOPNOTSUPP;

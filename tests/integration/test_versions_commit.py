@@ -7,6 +7,7 @@ any stage of a versioned commit leaves every listed version readable."""
 import errno
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -48,6 +49,21 @@ def test_cp_then_cp_over_keeps_both(bucket_copy, mount_bucket, tmp_path):
     assert versions(ro) == ["1.h5", "2.h5"]
     assert same(ro.path(f"{VDIR}/1.h5"), A) and same(ro.path(f"{VDIR}/2.h5"), B)
     assert same(ro.path(TARGET), B)
+
+
+def test_equal_chunks_are_stored_once_on_every_store(bucket_copy, mount_bucket, tmp_path):
+    """cp a, cp a again: the second version names the same pool objects and stores none (on
+    S3 the first copied them in the store, keyed by their listed MD5, without reading them)."""
+    m = mount_bucket(bucket_copy, "-o",
+                     f"user=test_user1,ttl=0,versions=on,cache_dir={tmp_path}/c1")
+    shutil.copyfile(A, m.path(TARGET))
+    shutil.copyfile(A, m.path(TARGET))
+    lines = [line for line in m.log().splitlines() if "kept as version" in line]
+    first, second = (re.search(r"(\d+) chunks in the pool, (\d+) of them new \((\d+) copied",
+                               line).groups() for line in lines)
+    assert int(first[0]) > 0 and first[0] == first[1] == second[0] and second[1] == "0"
+    assert int(first[2]) == (int(first[0]) if m.backend != "posix" else 0)
+    assert same(m.path(f"{VDIR}/2.h5"), A)
 
 
 def pool_objects(bucket):
