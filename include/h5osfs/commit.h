@@ -27,10 +27,16 @@
  * After the swap, the new root gets its summary .info.json (info.h; never fails the commit),
  * also when recovery finds a commit that had swapped before a crash.
  *
+ * With versions on (versions_for), the new root is also kept as a version before the swap
+ * (versions.h): the version list's put is that version's commit point; a crash after it and
+ * before the swap leaves the version listed and readable, and the retried commit keeps
+ * another, equal one.
+ *
  * Test hook: with the environment variable H5OSFS_TEST_CRASH_AT set to one of "committing",
- * "chunks", "metadata", "root" or "domain", the daemon kills itself (SIGKILL) at that point of
- * the next commit: right after the journal says COMMITTING, after the chunk objects, after the
- * JSON objects but the root group, after the root group, after the .domain.json put.
+ * "chunks", "metadata", "root", "vroot", "listed" or "domain", the daemon kills itself
+ * (SIGKILL) at that point of the next commit: right after the journal says COMMITTING, after
+ * the chunk objects, after the JSON objects but the root group, after the root group, after
+ * a version's root (versions on), after its list entry, after the .domain.json put.
  */
 #ifndef H5OSFS_COMMIT_H
 #define H5OSFS_COMMIT_H
@@ -50,6 +56,9 @@ struct commit_ctx {
      * link). 1 link, 0 copy. */
     int (*link_for)(void *ctx, const char *domain, int link);
     void *link_ctx;
+    /* Does a commit of the domain at path keep a version (issue 26)? A folder's
+     * user.h5osfs.versions above it, else -o versions. NULL: never. Called with link_ctx. */
+    int (*versions_for)(void *ctx, const char *domain);
     struct info_queue *info; /* summaries after commits (NULL: written before returning) */
     const char *bucket_name; /* HSDS's name of the bucket: .info.json (info.h),
                                  * linked layouts' file_uri */

@@ -60,6 +60,11 @@ int domops_may_create(const struct domops *d, const char *user, const char *path
 int domops_set_ingest(const struct domops *d, const char *user, const char *path,
                       enum schema_ingest mode);
 
+/* The same for user.h5osfs.versions (issue 26): "h5osfs": {"versions": "on" | "off" |
+ * "keep:N"}; setting NULL removes it. -EINVAL for an UNSET setting. */
+int domops_set_versions(const struct domops *d, const char *user, const char *path,
+                        const struct schema_versions *setting);
+
 /* The .domain.json HSDS would write for a new domain (root != NULL) or folder at path: owned
  * by the domain's creator (creator_of, else the mount's user), ACLs inherited from the parent
  * folder as HSDS does, timestamps. */

@@ -6,6 +6,9 @@
  *   prefix P/ holding domains, no own .domain.json -> /P is a plain directory
  *   a .domain.json that cannot be used (malformed, not an object, bad root, a directory where
  *   an object should be, too large)   -> /P is "broken": shown as a file, every use fails EIO
+ *   DIR/.versions/NAME/<x>            -> a kept version of DIR/NAME (its version list's
+ *                                        entry named x): a read-only domain, never listed in
+ *                                        DIR (reachable by name only, ns_versions.c)
  *   anything else (db/, .info.json, linked HDF5 files, stray keys, names that are not valid
  *   UTF-8 or longer than 255 bytes, every path schema_domain_path_allowed refuses) -> hidden
  *
@@ -31,14 +34,17 @@ enum ns_kind {
 
 struct ns_info {
     enum ns_kind kind;
-    unsigned rights;           /* schema_right bits of the user asked: ns_stat_as's user, the
+    unsigned rights;                 /* schema_right bits of the user asked: ns_stat_as's user, the
                                    mount's for ns_stat and listings (before -o ro) */
-    double mtime;              /* lastModified; the mount time for plain directories */
-    double ctime;              /* created */
-    uint64_t size;             /* 0 here: a domain's size is its file's (the image's) */
-    char root[SCHEMA_ID_BUF];  /* domains: root group id */
-    char owner[64];            /* folders and domains: owner (truncated for display) */
-    enum schema_ingest ingest; /* folders: user.h5osfs.ingest (UNSET: none) */
+    double mtime;                    /* lastModified; the mount time for plain directories */
+    double ctime;                    /* created */
+    uint64_t size;                   /* 0 here: a domain's size is its file's (the image's) */
+    char root[SCHEMA_ID_BUF];        /* domains: root group id */
+    char owner[64];                  /* folders and domains: owner (truncated for display) */
+    enum schema_ingest ingest;       /* folders: user.h5osfs.ingest (UNSET: none) */
+    struct schema_versions versions; /* folders: user.h5osfs.versions (UNSET: none) */
+    uint64_t version;                /* DIR/.versions/NAME/<x>: its number; else 0 */
+    char committer[64];              /* and who committed it (truncated for display) */
 };
 
 struct ns_config {

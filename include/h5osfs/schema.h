@@ -70,9 +70,57 @@ int schema_name_valid(const char *name, size_t len);
  * and what may be created, renamed or made a folder. 0 if it may; -EINVAL if it never can: a
  * name that is not valid (schema_name_valid), or a part called ".domain.json" (the key of the
  * parent's own object) or starting with SCHEMA_TMP_NAME_PREFIX; -EPERM for /db and below
- * (HSDS's object tree). *why (if why is not NULL) gets a short reason, NULL on 0.
+ * (HSDS's object tree) and for a SCHEMA_VERSIONS_DIR component at any depth (versions are
+ * made by h5osfs's version operations only). *why (if why is not NULL) gets a short reason, NULL on 0.
  */
 int schema_domain_path_allowed(const char *path, const char **why);
+
+/* ---- versions (issue 26; /work/notes/versions-design.md §3) ---- */
+
+/* The hidden folder beside a domain that holds its versions: DIR/.versions/NAME/. */
+#define SCHEMA_VERSIONS_DIR ".versions"
+
+/* 1 if a component of path is SCHEMA_VERSIONS_DIR, 0 if none. */
+int schema_is_versions_path(const char *path);
+
+/* "/DIR/NAME" -> "/DIR/.versions/NAME" (a path, not a key). */
+int schema_versions_dir(const char *domain_path, char *buf, size_t len);
+
+/* "/DIR/NAME", "3.h5" -> "/DIR/.versions/NAME/3.h5": the version's own domain path. */
+int schema_version_domain_path(const char *domain_path, const char *name, char *buf, size_t len);
+
+/* The inverse: "/DIR/.versions/NAME/x" -> "/DIR/NAME". -EINVAL unless path is exactly a
+ * version's path (one .versions component, followed by two names). */
+int schema_version_domain_of(const char *path, char *buf, size_t len);
+
+/* "/DIR/NAME" -> "DIR/.versions/NAME/.h5osfs-versions": the key of its version list. */
+int schema_vlist_key(const char *domain_path, char *buf, size_t len);
+
+/* The pool object of a chunk: "db/<pool's A-B>/c/<md5>" for a root group id pool and 32
+ * lowercase hex digits md5. */
+int schema_pool_key(const char *pool, const char *md5, char *buf, size_t len);
+
+/* Is uri "<bucket>/<schema_pool_key(pool, md5)>" for some md5? 0 (and *key, if key is not
+ * NULL, points at the key inside uri) or -EINVAL: a table entry that names anything else
+ * must not be read. */
+int schema_pool_uri_check(const char *uri, const char *bucket, const char *pool, const char **key);
+
+/* Whether commits below a folder keep versions (its xattr user.h5osfs.versions): the member
+ * "h5osfs": {"versions": "on" | "off" | "keep:N"} of its .domain.json. keep:N is on, keeping
+ * the newest N untagged versions (N >= 1); on keeps all (keep 0). */
+enum schema_versions_mode { SCHEMA_VERSIONS_UNSET, SCHEMA_VERSIONS_ON, SCHEMA_VERSIONS_OFF };
+struct schema_versions {
+    enum schema_versions_mode mode;
+    unsigned keep;
+};
+#define SCHEMA_VERSIONS_TEXT_MAX 16 /* "keep:" and up to 9 digits, NUL */
+#define SCHEMA_VERSIONS_KEEP_MAX 999999999u
+
+/* Parse "on", "off", "keep:N" (len bytes, no NUL needed). 0 or -EINVAL (*out UNSET). */
+int schema_versions_parse(const char *text, size_t len, struct schema_versions *out);
+
+/* And back, into buf[SCHEMA_VERSIONS_TEXT_MAX]; -EINVAL for UNSET. */
+int schema_versions_text(const struct schema_versions *v, char *buf, size_t len);
 
 /* ---- domain JSON (§3.1) and ACLs (§9) ---- */
 
@@ -103,7 +151,8 @@ struct schema_domain {
     size_t n_acls;
     double created;
     double last_modified;
-    enum schema_ingest ingest; /* UNSET when absent or not one of the two words */
+    enum schema_ingest ingest;       /* UNSET when absent or not one of the two words */
+    struct schema_versions versions; /* folders: UNSET when absent or not valid */
 };
 
 /* "copy", "link" -> COPY, LINK; anything else UNSET. And back (UNSET: NULL). */

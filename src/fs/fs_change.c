@@ -5,8 +5,8 @@
 
 /* ---- writes and changes ---- */
 
-/* Device nodes, symlinks, hard links and xattrs (but a folder's user.h5osfs.ingest): HSDS has
- * no object that could hold them. */
+/* Device nodes, symlinks, hard links and xattrs (but a folder's user.h5osfs.ingest and
+ * user.h5osfs.versions): HSDS has no object that could hold them. */
 static void reply_erofs(fuse_req_t req)
 {
     fuse_reply_err(req, EROFS);
@@ -366,9 +366,38 @@ static int set_ingest(fuse_req_t req, fuse_ino_t ino, enum schema_ingest mode, i
     return rc;
 }
 
+/* user.h5osfs.versions, as set_ingest: on, off or keep:N (setting NULL: remove it). */
+static int set_versions(fuse_req_t req, fuse_ino_t ino, const struct schema_versions *setting,
+                        int flags)
+{
+    struct fs *fs = fs_of(req);
+    struct caller caller;
+    struct ns_info info;
+    char *path = NULL;
+    fs_caller_of(fs, req, &caller);
+    int rc = fs->cfg.read_only ? -EROFS : fs_stat_ino(fs, ino, &path, &info);
+    int is_set = rc == 0 && info.versions.mode != SCHEMA_VERSIONS_UNSET;
+    if (rc == 0 && info.kind == NS_FOLDER && (flags & XATTR_CREATE) && is_set)
+        rc = -EEXIST;
+    else if (rc == 0 && info.kind == NS_FOLDER && (flags & XATTR_REPLACE) && !is_set)
+        rc = -ENODATA;
+    if (rc == 0)
+        rc = domops_set_versions(fs->ops, caller_user(&caller), path, setting);
+    free(path);
+    return rc;
+}
+
 void op_setxattr(fuse_req_t req, fuse_ino_t ino, const char *name, const char *value, size_t size,
                  int flags)
 {
+    struct schema_versions versions;
+    if (strcmp(name, FS_XATTR_VERSIONS) == 0) {
+        if (schema_versions_parse(value, size, &versions) != 0)
+            fuse_reply_err(req, EINVAL); /* only on, off or keep:N */
+        else
+            fuse_reply_err(req, -set_versions(req, ino, &versions, flags));
+        return;
+    }
     enum schema_ingest mode = schema_ingest_parse(value, size);
     if (strcmp(name, FS_XATTR_INGEST) != 0)
         reply_erofs(req);
@@ -380,7 +409,9 @@ void op_setxattr(fuse_req_t req, fuse_ino_t ino, const char *name, const char *v
 
 void op_removexattr(fuse_req_t req, fuse_ino_t ino, const char *name)
 {
-    if (strcmp(name, FS_XATTR_INGEST) != 0)
+    if (strcmp(name, FS_XATTR_VERSIONS) == 0)
+        fuse_reply_err(req, -set_versions(req, ino, NULL, XATTR_REPLACE));
+    else if (strcmp(name, FS_XATTR_INGEST) != 0)
         reply_erofs(req);
     else
         fuse_reply_err(req, -set_ingest(req, ino, SCHEMA_INGEST_UNSET, XATTR_REPLACE));

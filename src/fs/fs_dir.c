@@ -245,7 +245,10 @@ void op_releasedir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 /* ---- extended attributes: the domain's root id and owner (read-only), a folder's ingest
  * mode (set in fs_change.c) ---- */
 
-static int xattr_value(const struct ns_info *info, const char *name, const char **value)
+#define XATTR_TEXT_MAX 32 /* a version number or a versions setting, as text */
+
+static int xattr_value(const struct ns_info *info, const char *name, const char **value,
+                       char versions[XATTR_TEXT_MAX])
 {
     if (strcmp(name, FS_XATTR_ROOT) == 0 && info->kind == NS_DOMAIN)
         *value = info->root;
@@ -255,6 +258,14 @@ static int xattr_value(const struct ns_info *info, const char *name, const char 
     else if (strcmp(name, FS_XATTR_INGEST) == 0 && info->kind == NS_FOLDER &&
              info->ingest != SCHEMA_INGEST_UNSET)
         *value = schema_ingest_name(info->ingest);
+    else if (strcmp(name, FS_XATTR_VERSION) == 0 && info->version > 0 &&
+             snprintf(versions, XATTR_TEXT_MAX, "%llu", (unsigned long long)info->version) > 0)
+        *value = versions;
+    else if (strcmp(name, FS_XATTR_COMMITTER) == 0 && info->version > 0)
+        *value = info->committer;
+    else if (strcmp(name, FS_XATTR_VERSIONS) == 0 && info->kind == NS_FOLDER &&
+             schema_versions_text(&info->versions, versions, XATTR_TEXT_MAX) == 0)
+        *value = versions;
     else
         return -ENODATA;
     return 0;
@@ -277,11 +288,12 @@ void op_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name, size_t size)
     struct ns_info info;
     struct caller caller;
     const char *value = NULL;
+    char versions[XATTR_TEXT_MAX];
     char *path;
     fs_caller_of(fs, req, &caller);
     int rc = fs_stat_ino(fs, ino, &path, &info);
     if (rc == 0) {
-        rc = xattr_value(&info, name, &value);
+        rc = xattr_value(&info, name, &value, versions);
         if (rc == 0)
             rc = fs_caller_rights(fs, &caller, path, &info);
         if (rc == 0 && !(info.rights & SCHEMA_ACL_READ))
@@ -294,11 +306,40 @@ void op_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name, size_t size)
         reply_sized(req, value, strlen(value), size);
 }
 
-void op_listxattr(fuse_req_t req, fuse_ino_t ino, size_t size)
+/* The names of the xattrs ino has, NUL-separated, into buf; returns their length. */
+static size_t xattr_names(const struct ns_info *info, char *buf)
 {
     static const char names_domain[] = FS_XATTR_ROOT "\0" FS_XATTR_OWNER;
-    static const char names_folder[] = FS_XATTR_OWNER;
-    static const char names_set_folder[] = FS_XATTR_OWNER "\0" FS_XATTR_INGEST;
+    static const char names_version[] =
+        FS_XATTR_ROOT "\0" FS_XATTR_OWNER "\0" FS_XATTR_VERSION "\0" FS_XATTR_COMMITTER;
+    size_t len = 0;
+    if (info->kind == NS_DOMAIN && info->version > 0) {
+        memcpy(buf, names_version, sizeof names_version);
+        return sizeof names_version;
+    }
+    if (info->kind == NS_DOMAIN) {
+        memcpy(buf, names_domain, sizeof names_domain);
+        return sizeof names_domain;
+    }
+    if (info->kind != NS_FOLDER)
+        return 0;
+    memcpy(buf, FS_XATTR_OWNER, sizeof FS_XATTR_OWNER);
+    len = sizeof FS_XATTR_OWNER;
+    if (info->ingest != SCHEMA_INGEST_UNSET) {
+        memcpy(buf + len, FS_XATTR_INGEST, sizeof FS_XATTR_INGEST);
+        len += sizeof FS_XATTR_INGEST;
+    }
+    if (info->versions.mode != SCHEMA_VERSIONS_UNSET) {
+        memcpy(buf + len, FS_XATTR_VERSIONS, sizeof FS_XATTR_VERSIONS);
+        len += sizeof FS_XATTR_VERSIONS;
+    }
+    return len;
+}
+
+void op_listxattr(fuse_req_t req, fuse_ino_t ino, size_t size)
+{
+    char names[sizeof FS_XATTR_ROOT + sizeof FS_XATTR_OWNER + sizeof FS_XATTR_VERSION +
+               sizeof FS_XATTR_COMMITTER + sizeof FS_XATTR_INGEST + sizeof FS_XATTR_VERSIONS];
     struct fs *fs = fs_of(req);
     struct ns_info info;
     char *path;
@@ -308,12 +349,5 @@ void op_listxattr(fuse_req_t req, fuse_ino_t ino, size_t size)
         return;
     }
     free(path);
-    if (info.kind == NS_DOMAIN)
-        reply_sized(req, names_domain, sizeof names_domain, size);
-    else if (info.kind == NS_FOLDER && info.ingest != SCHEMA_INGEST_UNSET)
-        reply_sized(req, names_set_folder, sizeof names_set_folder, size);
-    else if (info.kind == NS_FOLDER)
-        reply_sized(req, names_folder, sizeof names_folder, size);
-    else
-        reply_sized(req, "", 0, size);
+    reply_sized(req, names, xattr_names(&info, names), size);
 }

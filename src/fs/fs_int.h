@@ -37,7 +37,10 @@
 #define FS_UNKNOWN_INO 0xffffffffu /* readdir: "ask lookup", as libfuse's high-level API does */
 #define FS_XATTR_ROOT "user.h5osfs.root"
 #define FS_XATTR_OWNER "user.h5osfs.owner"
-#define FS_XATTR_INGEST "user.h5osfs.ingest" /* folders: how new files below are stored */
+#define FS_XATTR_INGEST "user.h5osfs.ingest"       /* folders: how new files below are stored */
+#define FS_XATTR_VERSIONS "user.h5osfs.versions"   /* folders: do commits below keep versions */
+#define FS_XATTR_VERSION "user.h5osfs.version"     /* DIR/.versions/NAME/<x>: its number */
+#define FS_XATTR_COMMITTER "user.h5osfs.committer" /* and who committed it */
 
 #ifndef RENAME_NOREPLACE
 #define RENAME_NOREPLACE (1 << 0)

@@ -129,7 +129,8 @@ static int check_origin(const struct image_dataset *d, uint64_t chunks, char *wh
             return why_reject(why, why_len, "not one linked byte range");
         return check_uris(d, why, why_len);
     case ORIGIN_REF_PIECES:
-        if (d->n_uris == 0)
+        if (d->n_uris == 0 && d->n_pieces > 0) /* none: every chunk is fill (a version's
+                                                   * table over an empty dataset) */
             return why_reject(why, why_len, "linked chunks without a file");
         int rc = check_uris(d, why, why_len);
         return rc ? rc : check_pieces(d, chunks, why, why_len);

@@ -21,6 +21,7 @@
 #include "h5osfs/h5value.h"
 #include "h5osfs/hjson.h"
 #include "h5osfs/log.h"
+#include "h5osfs/vlist.h"
 #include "h5osfs/why.h"
 
 #define REF_GRID_MAX 10000000u /* linked chunks (pieces, contiguous chunks) one dataset may have */
@@ -251,6 +252,7 @@ struct table {
     hid_t tid;
     struct image_dataset ds; /* its own chunk grid in the bucket */
     int has_uri_field;
+    char pool[SCHEMA_ID_BUF]; /* a version's table: every entry names an object of this pool */
 };
 
 static uint64_t member_u64(hid_t tid, unsigned k, const unsigned char *elem)
@@ -308,6 +310,10 @@ static int entry_to_piece(struct builder *b, struct table *t, struct image_datas
         int rc = member_uri(t->tid, elem, uri_text, sizeof uri_text);
         if (rc == 0 && !uri_text[0])
             return 0; /* HSDS would reuse a stale URI here (spec §12); we do not */
+        if (rc == 0 && t->pool[0] &&
+            schema_pool_uri_check(uri_text, b->src->bucket_name, t->pool, NULL) != 0)
+            return why_reject(why, why_len, "chunk table entry names \"%s\", outside pool %s",
+                              uri_text, t->pool);
         if (rc != 0 || (rc = add_uri(b, ds, uri_text, &uri, why, why_len)) != 0)
             return rc ? rc : -EINVAL;
     }
@@ -478,6 +484,52 @@ static int sub_geometry(const json_t *lay, struct image_dataset *ds, char *why, 
     return 0;
 }
 
+/* The pool a layout names ("h5osfs": {"pool": P}), or NULL. */
+static const char *layout_pool(const json_t *lay)
+{
+    return hjson_text(json_object_get(json_object_get(lay, "h5osfs"), "pool"));
+}
+
+/* The pool of the version list of the domain whose version is being built; 0 or -EINVAL
+ * (why says why: no list, not a version, another pool). */
+static int version_pool(struct builder *b, const char *claimed, char *why, size_t why_len)
+{
+    char domain[STORE_KEY_MAX + 2], key[STORE_KEY_MAX + 1], lwhy[160];
+    struct store_buf buf = { 0 };
+    struct vlist l;
+    if (schema_version_domain_of(b->domain_path, domain, sizeof domain) != 0 ||
+        schema_vlist_key(domain, key, sizeof key) != 0)
+        return why_reject(why, why_len, "a pool layout outside a domain's versions");
+    int rc = store_get(b->src->store, key, VLIST_MAX_BYTES, &buf);
+    if (rc == 0)
+        rc = vlist_parse((const char *)buf.data, buf.len, &l, lwhy, sizeof lwhy);
+    store_buf_free(&buf);
+    if (rc != 0)
+        return why_reject(why, why_len, "version list %s unusable (%d)", key, rc);
+    rc = claimed && strcmp(l.pool, claimed) == 0
+             ? 0
+             : why_reject(why, why_len, "pool %s is not the domain's (%s)", claimed, l.pool);
+    vlist_free(&l);
+    return rc;
+}
+
+/* Versions name chunks only in their own domain's pool: a REF layout of a version is a
+ * per-entry table over that pool, or it is refused. *pool gets it ("" for other domains). */
+static int pool_of_layout(struct builder *b, const json_t *lay, char pool[SCHEMA_ID_BUF], char *why,
+                          size_t why_len)
+{
+    const char *claimed = layout_pool(lay);
+    pool[0] = '\0';
+    if (schema_is_versions_path(b->domain_path) != 1)
+        return claimed ? why_reject(why, why_len, "a pool layout outside a domain's versions") : 0;
+    if (!claimed || json_object_get(lay, "file_uri"))
+        return why_reject(why, why_len, "a version's reference layout without its pool");
+    int rc = version_pool(b, claimed, why, why_len);
+    if (rc == 0)
+        snprintf(pool, SCHEMA_ID_BUF, "%s", claimed);
+    return rc;
+}
+
 static int indirect(struct builder *b, const json_t *lay, struct image_dataset *ds,
                     uint64_t **chunks, size_t *n, char *why, size_t why_len)
 {
@@ -488,11 +540,16 @@ static int indirect(struct builder *b, const json_t *lay, struct image_dataset *
     const char *table_id = hjson_text(json_object_get(lay, "chunk_table"));
     if (!table_id)
         return why_reject(why, why_len, "H5D_CHUNKED_REF_INDIRECT without chunk_table");
-    int rc = sub_geometry(lay, ds, why, why_len);
+    char pool[SCHEMA_ID_BUF];
+    int rc = pool_of_layout(b, lay, pool, why, why_len);
+    if (rc == 0)
+        rc = sub_geometry(lay, ds, why, why_len);
     if (rc == 0)
         rc = table_open(b, table_id, ds, &t, why, why_len);
     else
         memset(&t, 0, sizeof t), t.tid = H5I_INVALID_HID;
+    if (rc == 0)
+        memcpy(t.pool, pool, sizeof pool);
     if (rc == 0 && file) {
         t.has_uri_field = 0;
         rc = add_uri(b, ds, file, &default_uri, why, why_len);
@@ -525,10 +582,15 @@ int build_ref_chunks(struct builder *b, struct build_obj *o, struct image_datase
     const char *cls = hjson_text(json_object_get(lay, "class"));
     *chunks = NULL;
     *n = 0;
-    int rc = codec_spec_from_filters(json_object_get(cprops, "filters"), ds->itemsize, 0,
-                                     CODEC_SOURCE_HDF5, &ds->codec, why, why_len);
+    /* pool objects are chunks as HSDS stores them; other references are pieces of HDF5 files */
+    enum codec_source source = layout_pool(lay) ? CODEC_SOURCE_HSDS : CODEC_SOURCE_HDF5;
+    int rc = codec_spec_from_filters(json_object_get(cprops, "filters"), ds->itemsize, 0, source,
+                                     &ds->codec, why, why_len);
     if (rc != 0)
         return rc;
+    if (schema_is_versions_path(b->domain_path) == 1 &&
+        strcmp(cls, "H5D_CHUNKED_REF_INDIRECT") != 0)
+        return why_reject(why, why_len, "a version's reference layout without its pool");
     if (strcmp(cls, "H5D_CONTIGUOUS_REF") == 0)
         return contiguous(b, lay, ds, chunks, n, why, why_len);
     if (strcmp(cls, "H5D_CHUNKED_REF") == 0)

@@ -14,6 +14,7 @@
 #include <openssl/evp.h>
 
 #include "h5osfs/callers.h"
+#include "h5osfs/schema.h"
 #include "h5osfs/store.h"
 
 enum option_key {
@@ -44,6 +45,8 @@ enum option_key {
     KEY_MULTIPART_THRESHOLD,
     KEY_MULTIPART_PART_SIZE,
     KEY_INGEST,
+    KEY_VERSIONS,
+    KEY_VERSIONS_KEEP,
 };
 
 static const struct fuse_opt option_spec[] = {
@@ -52,6 +55,8 @@ static const struct fuse_opt option_spec[] = {
     FUSE_OPT_KEY("subtype=", KEY_SUBTYPE),
     FUSE_OPT_KEY("bucket_images=", KEY_BUCKET_IMAGES),
     FUSE_OPT_KEY("ingest=", KEY_INGEST),
+    FUSE_OPT_KEY("versions=", KEY_VERSIONS),
+    FUSE_OPT_KEY("versions_keep=", KEY_VERSIONS_KEEP),
     FUSE_OPT_KEY("no_repairs", KEY_NO_REPAIRS),
     FUSE_OPT_KEY("user=", KEY_USER),
     /* user= is also mount(8)'s own "user" keyword: in fstab it would make the entry mountable
@@ -109,6 +114,11 @@ void options_usage(const char *prog)
         "                           read them (default), also put them there, or neither\n"
         "    -o ingest=copy|link    how a new file is stored: as HSDS objects (default), or\n"
         "                           whole, its datasets linked into it (as hsload --link)\n"
+        "    -o versions=on|off     keep every commit of a domain DIR/NAME as a read-only\n"
+        "                           version DIR/.versions/NAME/<n>.h5 (default: off; a\n"
+        "                           folder's xattr user.h5osfs.versions decides below it)\n"
+        "    -o versions_keep=N     with versions=on, keep the newest N untagged versions\n"
+        "                           (default: all)\n"
         "    -o log_file=PATH       log here instead of syslog when in the background\n"
         "\n"
         "S3 buckets (BUCKET is s3://bucket or s3://bucket/prefix):\n"
@@ -181,6 +191,10 @@ static int option_proc(void *data, const char *arg, int key, struct fuse_args *o
         return set_value(&opts->bucket_images_text, arg);
     case KEY_INGEST:
         return set_value(&opts->ingest_text, arg);
+    case KEY_VERSIONS:
+        return set_value(&opts->versions_text, arg);
+    case KEY_VERSIONS_KEEP:
+        return set_value(&opts->versions_keep_text, arg);
     case KEY_RO:
         opts->read_only = 1;
         return 1; /* also a kernel mount option */
@@ -350,6 +364,23 @@ static int parse_count(const char *text, unsigned min, unsigned max, unsigned *o
     if (options_parse_size(text, &v) != 0 || v < min || v > max)
         return -EINVAL;
     *out = (unsigned)v;
+    return 0;
+}
+
+/* versions=on|off and versions_keep=N: the mount's default where no folder says otherwise. */
+static int parse_versions(struct options *opts)
+{
+    struct schema_versions v = { SCHEMA_VERSIONS_OFF, 0 };
+    if (opts->versions_text &&
+        (schema_versions_parse(opts->versions_text, strlen(opts->versions_text), &v) != 0 ||
+         v.keep != 0))
+        return fail("versions must be on or off", opts->versions_text);
+    opts->versions = v.mode == SCHEMA_VERSIONS_ON;
+    if (opts->versions_keep_text &&
+        parse_count(opts->versions_keep_text, 1, SCHEMA_VERSIONS_KEEP_MAX, &opts->versions_keep) !=
+            0)
+        return fail("versions_keep must be a whole number from 1 to 999999999",
+                    opts->versions_keep_text);
     return 0;
 }
 
@@ -524,7 +555,7 @@ int options_finish(struct options *opts)
     if (opts->cache_size_text && options_parse_size(opts->cache_size_text, &opts->cache_size) != 0)
         return fail("cache_size must be a byte count such as 536870912 or 512M",
                     opts->cache_size_text);
-    if (parse_bucket_images(opts) != 0 || parse_ingest(opts) != 0)
+    if (parse_bucket_images(opts) != 0 || parse_ingest(opts) != 0 || parse_versions(opts) != 0)
         return -1;
     opts->image_cache = OPTIONS_DEFAULT_IMAGE_CACHE;
     if (opts->image_cache_text &&
@@ -559,6 +590,8 @@ void options_free(struct options *opts)
     free(opts->image_cache_text);
     free(opts->bucket_images_text);
     free(opts->ingest_text);
+    free(opts->versions_text);
+    free(opts->versions_keep_text);
     free(opts->endpoint);
     free(opts->region);
     free(opts->profile);

@@ -34,6 +34,10 @@ struct options {
     int bucket_images;               /* OPTIONS_BUCKET_IMAGES_*: built images in the bucket */
     char *ingest_text;               /* raw -o ingest= */
     int ingest_link;                 /* -o ingest=link: new files stored whole, datasets linked */
+    char *versions_text;             /* raw -o versions= */
+    char *versions_keep_text;        /* raw -o versions_keep= */
+    int versions;                    /* -o versions=on: commits keep versions (issue 26) */
+    unsigned versions_keep;          /* -o versions_keep=N: newest N untagged kept; 0 all */
     /* S3 buckets (s3://bucket/prefix) */
     char *endpoint;
     char *region;

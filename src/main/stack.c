@@ -268,6 +268,28 @@ static int link_for(void *ctx, const char *domain, int link)
     return link;
 }
 
+/* The nearest folder above domain with user.h5osfs.versions decides (inherited like
+ * user.h5osfs.ingest); none: the mount's -o versions. */
+static int versions_for(void *ctx, const char *domain)
+{
+    struct stack *s = ctx;
+    int on = s->opts->versions;
+    char *dir = strdup(domain);
+    for (char *slash = dir ? strrchr(dir, '/') : NULL; slash; slash = strrchr(dir, '/')) {
+        struct ns_info info;
+        slash[slash == dir ? 1 : 0] = '\0';
+        if (ns_stat(s->ns, dir, &info) == 0 && info.kind == NS_FOLDER &&
+            info.versions.mode != SCHEMA_VERSIONS_UNSET) {
+            on = info.versions.mode == SCHEMA_VERSIONS_ON;
+            break;
+        }
+        if (slash == dir)
+            break; /* "/" was the last */
+    }
+    free(dir);
+    return on;
+}
+
 /* A read-write mount's journal and staging area, in its cache_dir (claimed by main). The
  * collector is not made yet: ops.gc is set with it, before anything commits. 0 or -errno. */
 static int open_writing(struct stack *s)
@@ -288,6 +310,7 @@ static int open_writing(struct stack *s)
                                  .bucket_name = s->bucket_name,
                                  .link = s->opts->ingest_link,
                                  .link_for = link_for,
+                                 .versions_for = versions_for,
                                  .link_ctx = s };
     struct staging_hooks hooks = {
         .base = staging_base, .cache = s->cache, .committed = committed, .ctx = s

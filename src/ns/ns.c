@@ -1,5 +1,6 @@
 /* ns: see include/h5osfs/ns.h. */
 #include "h5osfs/ns.h"
+#include "ns_int.h"
 
 #include <errno.h>
 #include <jansson.h>
@@ -93,8 +94,23 @@ static bool path_may_be_visible(const char *path)
     return schema_domain_path_allowed(path, NULL) == 0;
 }
 
+struct store *ns_store_of(const struct ns *ns)
+{
+    return ns->store;
+}
+
+const char *ns_user_of(const struct ns *ns)
+{
+    return ns->user;
+}
+
 /* Report an unusable name once (per NS_WARNED_MAX distinct keys), not on every listing. */
 static void warn_once(struct ns *ns, const char *key, const char *why)
+{
+    ns_warn_once(ns, key, "hidden", why);
+}
+
+void ns_warn_once(struct ns *ns, const char *key, const char *what, const char *why)
 {
     bool first;
     pthread_mutex_lock(&ns->lock);
@@ -107,7 +123,7 @@ static void warn_once(struct ns *ns, const char *key, const char *why)
         first = true;
     pthread_mutex_unlock(&ns->lock);
     if (first)
-        log_warn("%s: hidden: %s", key, why);
+        log_warn("%s: %s: %s", key, what, why);
 }
 
 /* ---- resolving one path against the store ---- */
@@ -121,6 +137,8 @@ static void fill_from_domain(const struct schema_domain *dom, struct ns_info *ou
         snprintf(out->root, sizeof out->root, "%s", dom->root);
     snprintf(out->owner, sizeof out->owner, "%s", dom->owner);
     out->ingest = dom->root ? SCHEMA_INGEST_UNSET : dom->ingest;
+    out->versions =
+        dom->root ? (struct schema_versions){ SCHEMA_VERSIONS_UNSET, 0 } : dom->versions;
 }
 
 /* Plain directories have no ACL: anyone may list them, only the admin may create in them
@@ -345,6 +363,8 @@ int ns_stat_as(struct ns *ns, const char *path, const char *user, struct ns_info
         root_info(ns, user, out);
         return 0;
     }
+    if (schema_is_versions_path(path) == 1)
+        return ns_versions_stat(ns, path, user, out);
     if (!path_may_be_visible(path))
         return -ENOENT;
     int rc = lookup_cached(ns, path, user, out);
@@ -395,6 +415,8 @@ static char *child_of(struct ns *ns, const char *dir_path, const char *list_pref
     if (len == 0 || name[len - 1] != '/')
         return NULL;
     len--;
+    if (len == strlen(SCHEMA_VERSIONS_DIR) && memcmp(name, SCHEMA_VERSIONS_DIR, len) == 0)
+        return NULL; /* reachable by name, never listed: tar, rsync, du skip the versions */
     if (schema_name_valid(name, len) != 1) {
         warn_once(ns, common, "the name is not valid UTF-8, is too long or has control characters");
         return NULL;
@@ -562,6 +584,8 @@ static void remember_listing(struct ns *ns, const char *path, const struct ns_di
 
 int ns_readdir(struct ns *ns, const char *path, struct ns_dir *out)
 {
+    if (schema_is_versions_path(path) == 1)
+        return ns_versions_readdir(ns, path, out);
     int rc = listing_cached(ns, path, out);
     if (rc <= 0)
         return rc;

@@ -168,6 +168,54 @@ static void parse_ingest(json_t *doc, struct schema_domain *out)
                       : SCHEMA_INGEST_UNSET;
 }
 
+int schema_versions_parse(const char *text, size_t len, struct schema_versions *out)
+{
+    static const char keep[] = "keep:";
+    const size_t keep_len = sizeof keep - 1;
+    *out = (struct schema_versions){ SCHEMA_VERSIONS_UNSET, 0 };
+    if (!text)
+        return -EINVAL;
+    if (len == 2 && memcmp(text, "on", 2) == 0)
+        return out->mode = SCHEMA_VERSIONS_ON, 0;
+    if (len == 3 && memcmp(text, "off", 3) == 0)
+        return out->mode = SCHEMA_VERSIONS_OFF, 0;
+    if (len <= keep_len || len > keep_len + 9 || memcmp(text, keep, keep_len) != 0 ||
+        text[keep_len] == '0')
+        return -EINVAL;
+    unsigned n = 0;
+    for (size_t i = keep_len; i < len; i++) {
+        if (text[i] < '0' || text[i] > '9')
+            return -EINVAL;
+        n = n * 10 + (unsigned)(text[i] - '0'); /* 9 digits: no overflow */
+    }
+    *out = (struct schema_versions){ SCHEMA_VERSIONS_ON, n };
+    return 0;
+}
+
+int schema_versions_text(const struct schema_versions *v, char *buf, size_t len)
+{
+    int w;
+    if (v->mode == SCHEMA_VERSIONS_OFF)
+        w = snprintf(buf, len, "off");
+    else if (v->mode == SCHEMA_VERSIONS_ON && v->keep == 0)
+        w = snprintf(buf, len, "on");
+    else if (v->mode == SCHEMA_VERSIONS_ON && v->keep <= SCHEMA_VERSIONS_KEEP_MAX)
+        w = snprintf(buf, len, "keep:%u", v->keep);
+    else
+        return -EINVAL;
+    return w > 0 && (size_t)w < len ? 0 : -ENAMETOOLONG;
+}
+
+/* As for ingest: a value h5osfs does not know is no setting. An object is not a folder's
+ * setting (a versioned domain's head member has that name). */
+static void parse_versions(json_t *doc, struct schema_domain *out)
+{
+    json_t *v = json_object_get(json_object_get(doc, SCHEMA_H5OSFS_MEMBER), "versions");
+    if (!json_is_string(v) ||
+        schema_versions_parse(json_string_value(v), json_string_length(v), &out->versions) != 0)
+        out->versions = (struct schema_versions){ SCHEMA_VERSIONS_UNSET, 0 };
+}
+
 /* ---- document ---- */
 
 static int parse_members(json_t *doc, struct schema_domain *out, char *why, size_t why_len)
@@ -180,6 +228,7 @@ static int parse_members(json_t *doc, struct schema_domain *out, char *why, size
         (rc = parse_time(doc, "lastModified", &out->last_modified, why, why_len)) < 0)
         return rc;
     parse_ingest(doc, out);
+    parse_versions(doc, out);
     return 0;
 }
 

@@ -389,6 +389,11 @@ int schema_domain_path_allowed(const char *path, const char **why)
                        "own object, \"" SCHEMA_TMP_NAME_PREFIX "*\" the store's temporary "
                        "files)",
                        -EINVAL);
+    if (schema_is_versions_path(path) == 1)
+        return refused(why,
+                       "\"" SCHEMA_VERSIONS_DIR "\" holds versions, made by h5osfs's version "
+                       "operations only",
+                       -EPERM);
     const char *first_end = strchr(path + 1, '/');
     size_t first_len = first_end ? (size_t)(first_end - (path + 1)) : strlen(path + 1);
     if (name_is(path + 1, first_len, SCHEMA_OBJECT_TREE))
@@ -405,4 +410,124 @@ int schema_chunk_partition(const uint64_t *index, int rank, int count)
     for (int k = 0; k < rank; k++)
         sum += index[k] * primes[k % 10];
     return (int)(sum % (uint64_t)count);
+}
+
+/* ---- versions ---- */
+
+static int name_is_versions_dir(const char *name, size_t len)
+{
+    return !name_is(name, len, SCHEMA_VERSIONS_DIR);
+}
+
+int schema_is_versions_path(const char *path)
+{
+    if (!path)
+        return 0;
+    return !path_names_all(path, strlen(path), name_is_versions_dir);
+}
+
+/* Split "/DIR/NAME" at its last '/': a domain path with a name after it. */
+static int split_domain_path(const char *domain_path, size_t *dir_len)
+{
+    const char *slash = domain_path ? strrchr(domain_path, '/') : NULL;
+    if (!slash || domain_path[0] != '/' || slash[1] == '\0')
+        return -EINVAL;
+    *dir_len = (size_t)(slash - domain_path);
+    return 0;
+}
+
+int schema_versions_dir(const char *domain_path, char *buf, size_t len)
+{
+    struct key_writer w;
+    size_t dir_len;
+    if (split_domain_path(domain_path, &dir_len) != 0)
+        return fail_with_empty(buf, len, -EINVAL);
+    writer_init(&w, buf, len);
+    writer_put(&w, domain_path, dir_len);
+    writer_printf(&w, "/" SCHEMA_VERSIONS_DIR "%s", domain_path + dir_len);
+    return writer_finish(&w);
+}
+
+int schema_version_domain_path(const char *domain_path, const char *name, char *buf, size_t len)
+{
+    int rc = schema_versions_dir(domain_path, buf, len);
+    if (rc != 0)
+        return rc;
+    if (!name || schema_name_valid(name, strlen(name)) != 1)
+        return fail_with_empty(buf, len, -EINVAL);
+    struct key_writer w = { buf, len, strlen(buf), 0 };
+    writer_printf(&w, "/%s", name);
+    return writer_finish(&w);
+}
+
+int schema_version_domain_of(const char *path, char *buf, size_t len)
+{
+    static const char marker[] = "/" SCHEMA_VERSIONS_DIR "/";
+    const char *at = path ? strstr(path, marker) : NULL;
+    if (!at || path[0] != '/' || !path_names_valid(path + 1, strlen(path + 1)))
+        return fail_with_empty(buf, len, -EINVAL);
+    const char *name = at + sizeof marker - 1, *slash = strchr(name, '/');
+    if (!slash || strchr(slash + 1, '/') || schema_is_versions_path(slash) == 1)
+        return fail_with_empty(buf, len, -EINVAL);
+    struct key_writer w;
+    writer_init(&w, buf, len);
+    writer_put(&w, path, (size_t)(at - path));
+    writer_put(&w, "/", 1);
+    writer_put(&w, name, (size_t)(slash - name));
+    if (schema_is_versions_path(w.err ? "" : buf) == 1)
+        w.err = -EINVAL;
+    return writer_finish(&w);
+}
+
+int schema_vlist_key(const char *domain_path, char *buf, size_t len)
+{
+    int rc = schema_versions_dir(domain_path, buf, len);
+    if (rc != 0)
+        return rc;
+    size_t used = strlen(buf);
+    memmove(buf, buf + 1, used); /* keys have no leading '/' */
+    struct key_writer w = { buf, len, used - 1, 0 };
+    writer_printf(&w, "/.h5osfs-versions");
+    return writer_finish(&w);
+}
+
+static int md5_hex_valid(const char *md5, size_t len)
+{
+    if (len != 32)
+        return 0;
+    for (size_t i = 0; i < len; i++)
+        if (!((md5[i] >= '0' && md5[i] <= '9') || (md5[i] >= 'a' && md5[i] <= 'f')))
+            return 0;
+    return 1;
+}
+
+int schema_pool_key(const char *pool, const char *md5, char *buf, size_t len)
+{
+    struct key_writer w;
+    if (schema_id_is_root(pool) != 1 || !md5 || !md5_hex_valid(md5, strlen(md5)))
+        return fail_with_empty(buf, len, -EINVAL);
+    writer_init(&w, buf, len);
+    v2_write_domain_dir(&w, pool);
+    writer_printf(&w, "c/%s", md5);
+    return writer_finish(&w);
+}
+
+int schema_pool_uri_check(const char *uri, const char *bucket, const char *pool, const char **key)
+{
+    char prefix[64];
+    size_t bucket_len = bucket ? strlen(bucket) : 0;
+    if (!uri || bucket_len == 0 || strncmp(uri, bucket, bucket_len) != 0 ||
+        uri[bucket_len] != '/' || schema_id_is_root(pool) != 1)
+        return -EINVAL;
+    const char *k = uri + bucket_len + 1;
+    struct key_writer w;
+    writer_init(&w, prefix, sizeof prefix);
+    v2_write_domain_dir(&w, pool);
+    writer_printf(&w, "c/");
+    if (writer_finish(&w) != 0 || strncmp(k, prefix, strlen(prefix)) != 0 ||
+        !md5_hex_valid(k + strlen(prefix), strlen(k + strlen(prefix))))
+        return -EINVAL;
+    if (key)
+        *key = k;
+    return 0;
 }

@@ -1,5 +1,6 @@
 /* commit: see include/h5osfs/commit.h. */
 #include "h5osfs/commit.h"
+#include "h5osfs/versions.h"
 
 #include <errno.h>
 #include <signal.h>
@@ -232,9 +233,23 @@ static int current_root(const struct commit_ctx *c, const char *path, char out[S
     return 0;
 }
 
+/* A commit whose version was listed (its commit point) but whose swap did not happen: the
+ * swap now, as the commit would have done. 1 when the domain names the new root after it. */
+static int rolled_forward(const struct commit_ctx *c, const struct journal_rec *rec)
+{
+    char old[SCHEMA_ID_BUF];
+    int in_doubt = 0;
+    if (versions_listed(c->ops->store, rec->domain, rec->new_root) != 1)
+        return 0;
+    log_info("%s: the interrupted commit of root %s was listed as a version: finishing it",
+             rec->domain, rec->new_root);
+    return swap_domain(c, rec, rec->new_root, old, &in_doubt) == 0;
+}
+
 /* An interrupted or in-doubt new-root commit: finished when the swap happened (then rec is
  * as after that commit: 1), else undone (0). -errno (logged) when the domain cannot be read
- * to tell: nothing is collected, rec stays as it is. */
+ * to tell: nothing is collected, rec stays as it is. A versioned commit that was listed is
+ * finished (rolled forward) rather than undone. */
 static int settle_new_root(const struct commit_ctx *c, struct journal_rec *rec)
 {
     char now[SCHEMA_ID_BUF];
@@ -245,6 +260,8 @@ static int settle_new_root(const struct commit_ctx *c, struct journal_rec *rec)
                   rec->domain, rec->new_root, strerror(-rc));
         return rc;
     }
+    if (strcmp(now, rec->new_root) != 0 && rolled_forward(c, rec))
+        snprintf(now, sizeof now, "%s", rec->new_root);
     if (strcmp(now, rec->new_root) == 0) {
         if (strcmp(rec->base_root, rec->new_root) != 0)
             collect(c, rec->base_root, rec->domain, rec->new_root);
@@ -304,6 +321,35 @@ static void log_done(const struct journal_rec *rec, const struct ingest_stats *s
              (unsigned long long)st->changes);
 }
 
+/* With versions on, the ingested root kept as a version before anyone is shown it. 0 (kept,
+ * or a domain that cannot be kept yet: logged, committed without one) or -errno. */
+static int keep_version(const struct commit_ctx *c, const struct journal_rec *rec)
+{
+    char vroot[SCHEMA_ID_BUF] = "";
+    uint64_t n = 0;
+    struct versions_stats st = { 0 };
+    if (!c->versions_for || !c->versions_for(c->link_ctx, rec->domain))
+        return 0;
+    struct versions_commit vc = { .store = c->ops->store,
+                                  .bucket_name = c->bucket_name,
+                                  .domain = rec->domain,
+                                  .root = rec->new_root,
+                                  .base_root = rec->base_root,
+                                  .user = c->ops->user,
+                                  .workers = c->workers,
+                                  .stats = &st,
+                                  .crash_point = crash_point };
+    int rc = versions_commit(&vc, &n, vroot);
+    if (rc == 0)
+        log_info("%s: kept as version %llu (root %s): %llu chunks in the pool, %llu of them new "
+                 "(%llu copied in the store)",
+                 rec->domain, (unsigned long long)n, vroot, (unsigned long long)st.chunks_pooled,
+                 (unsigned long long)st.chunks_new, (unsigned long long)st.chunks_copied);
+    else if (rc != -EOPNOTSUPP && vroot[0])
+        collect(c, vroot, rec->domain, ""); /* not listed: nothing names it */
+    return rc == -EOPNOTSUPP ? 0 : rc;
+}
+
 /* A new root for the staged file, then the swap: the one put that makes it the domain. */
 static int commit_new_root(const struct commit_ctx *c, struct journal_rec *rec, const char *staged,
                            const struct ingest_base *base, int *file_kept)
@@ -347,6 +393,8 @@ static int commit_new_root(const struct commit_ctx *c, struct journal_rec *rec, 
     if (rc == 0)
         rc = store_sync(c->ops->store); /* every object durable before it is named */
     log_debug("%s: ingest %.3f s, sync %.3f s", rec->domain, t1 - t0, clock_monotonic() - t1);
+    if (rc == 0)
+        rc = keep_version(c, rec);
     if (rc == 0)
         rc = swap_domain(c, rec, rec->new_root, old, &in_doubt);
     if (rc != 0 && in_doubt) {

@@ -195,6 +195,21 @@ int domops_mkdir(const struct domops *d, const char *user, const char *path)
     return rc == 0 ? 0 : rc == -EACCES || rc == -ENOENT ? rc : -EIO;
 }
 
+/* Does folder path hold kept versions (DIR/.versions/, never listed)? 1, 0 or -EIO. Removing
+ * the folder would leave them in the bucket and unreachable. */
+static int holds_versions(const struct domops *d, const char *path)
+{
+    char prefix[STORE_KEY_MAX + 2];
+    struct store_list list = { 0 };
+    int n = snprintf(prefix, sizeof prefix, "%s/" SCHEMA_VERSIONS_DIR "/", path + 1);
+    if (n < 0 || (size_t)n >= sizeof prefix)
+        return 0; /* no key can be that long: nothing below */
+    int rc = store_list(d->store, prefix, NULL, NULL, 1, &list);
+    int found = rc == 0 && (list.n_objects > 0 || list.n_prefixes > 0);
+    store_list_free(&list);
+    return rc == 0 || rc == -ENOENT ? found : -EIO;
+}
+
 int domops_rmdir(const struct domops *d, const char *user, const char *path)
 {
     char key[STORE_KEY_MAX + 1];
@@ -217,6 +232,8 @@ int domops_rmdir(const struct domops *d, const char *user, const char *path)
     ns_dir_free(&dir);
     if (!empty)
         return -ENOTEMPTY;
+    if ((rc = holds_versions(d, path)) != 0)
+        return rc < 0 ? rc : -ENOTEMPTY; /* its versions are removed by name first */
     rc = key_of(path, key, sizeof key) == 0 ? store_delete(d->store, key) : -EINVAL;
     ns_invalidate(d->ns, path);
     return rc == 0 || rc == -ENOENT ? 0 : -EIO;
@@ -366,10 +383,11 @@ int domops_rename(const struct domops *d, const char *user, const char *from, co
 
 #define SETTING_TRIES 8 /* read-modify-write rounds lost to other writers */
 
-/* The folder object at key with its h5osfs member's "ingest" set to mode (UNSET: removed),
- * written only if nobody changed it since it was read. 0, 1 (changed meanwhile: again),
- * or -errno. */
-static int put_ingest_once(const struct domops *d, const char *key, enum schema_ingest mode)
+/* The folder object at key with its h5osfs member's setting name set to value (NULL:
+ * removed), written only if nobody changed it since it was read. 0, 1 (changed meanwhile:
+ * again), or -errno. */
+static int put_setting_once(const struct domops *d, const char *key, const char *name,
+                            const char *value)
 {
     struct store_stat st;
     struct store_buf buf = { 0 };
@@ -384,14 +402,13 @@ static int put_ingest_once(const struct domops *d, const char *key, enum schema_
     }
     store_buf_free(&buf);
     json_t *own = dom ? json_object_get(dom, SCHEMA_H5OSFS_MEMBER) : NULL;
-    if (rc == 0 && !own && mode != SCHEMA_INGEST_UNSET &&
+    if (rc == 0 && !own && value &&
         json_object_set_new(dom, SCHEMA_H5OSFS_MEMBER, own = json_object()) != 0)
         rc = -ENOMEM;
-    if (rc == 0 && own && mode != SCHEMA_INGEST_UNSET &&
-        json_object_set_new(own, "ingest", json_string(schema_ingest_name(mode))) != 0)
+    if (rc == 0 && own && value && json_object_set_new(own, name, json_string(value)) != 0)
         rc = -ENOMEM;
-    if (rc == 0 && own && mode == SCHEMA_INGEST_UNSET) {
-        json_object_del(own, "ingest");
+    if (rc == 0 && own && !value) {
+        json_object_del(own, name);
         if (json_object_size(own) == 0)
             json_object_del(dom, SCHEMA_H5OSFS_MEMBER); /* as HSDS wrote it */
     }
@@ -404,8 +421,9 @@ static int put_ingest_once(const struct domops *d, const char *key, enum schema_
     return rc == -ESTALE ? 1 : rc;
 }
 
-int domops_set_ingest(const struct domops *d, const char *user, const char *path,
-                      enum schema_ingest mode)
+/* Set (value) or remove (NULL) the folder setting name of path, as user. */
+static int set_folder_setting(const struct domops *d, const char *user, const char *path,
+                              const char *name, const char *value)
 {
     char key[STORE_KEY_MAX + 1];
     struct ns_info info;
@@ -421,11 +439,26 @@ int domops_set_ingest(const struct domops *d, const char *user, const char *path
         return -EINVAL;
     rc = 1;
     for (int tries = 0; rc == 1 && tries < SETTING_TRIES; tries++)
-        rc = put_ingest_once(d, key, mode);
+        rc = put_setting_once(d, key, name, value);
     ns_invalidate(d->ns, path);
     if (rc == 1) {
-        log_error("%s: the folder object kept changing: its setting is not changed", path);
+        log_error("%s: the folder object kept changing: its %s setting is not changed", path, name);
         return -EAGAIN;
     }
     return rc == 0 || rc == -ENOENT || rc == -EACCES || rc == -ENOMEM ? rc : -EIO;
+}
+
+int domops_set_ingest(const struct domops *d, const char *user, const char *path,
+                      enum schema_ingest mode)
+{
+    return set_folder_setting(d, user, path, "ingest", schema_ingest_name(mode));
+}
+
+int domops_set_versions(const struct domops *d, const char *user, const char *path,
+                        const struct schema_versions *setting)
+{
+    char text[SCHEMA_VERSIONS_TEXT_MAX];
+    if (setting && schema_versions_text(setting, text, sizeof text) != 0)
+        return -EINVAL;
+    return set_folder_setting(d, user, path, "versions", setting ? text : NULL);
 }

@@ -1,0 +1,17 @@
+/* ns_int.h: what ns.c shares with ns_versions.c (the namespace below DIR/.versions). */
+#ifndef H5OSFS_NS_INT_H
+#define H5OSFS_NS_INT_H
+
+#include "h5osfs/ns.h"
+
+struct store *ns_store_of(const struct ns *ns);
+const char *ns_user_of(const struct ns *ns); /* the mount's HSDS user */
+
+/* Report a problem with key once (per ns), not on every lookup. */
+void ns_warn_once(struct ns *ns, const char *key, const char *what, const char *why);
+
+/* ns_stat_as and ns_readdir for a path with a .versions component (ns_versions.c). */
+int ns_versions_stat(struct ns *ns, const char *path, const char *user, struct ns_info *out);
+int ns_versions_readdir(struct ns *ns, const char *path, struct ns_dir *out);
+
+#endif
