@@ -59,7 +59,10 @@ static int linked_key_allowed(const struct builder *b, const char *key)
     return strncmp(key, own, strlen(own)) == 0;
 }
 
-static int uri_key(struct builder *b, const char *uri, char **key, char *why, size_t why_len)
+/* in_pool: uri was checked to be an object of the domain's own version pool (a version's
+ * table), the one object of a domain that a layout may name besides its root's. */
+static int uri_key(struct builder *b, const char *uri, int in_pool, char **key, char *why,
+                   size_t why_len)
 {
     const char *p = uri;
     if (strncmp(p, "s3://", 5) == 0)
@@ -71,18 +74,18 @@ static int uri_key(struct builder *b, const char *uri, char **key, char *why, si
     if (!slash || !bucket || (size_t)(slash - p) != strlen(bucket) ||
         strncmp(p, bucket, (size_t)(slash - p)) != 0 || store_key_check(slash + 1) != 0)
         return why_reject(why, why_len, "file_uri \"%s\" is not a key of this bucket", uri);
-    if (!linked_key_allowed(b, slash + 1))
+    if (!in_pool && !linked_key_allowed(b, slash + 1))
         return why_reject(why, why_len,
                           "file_uri \"%s\" names an object of a domain, not an HDF5 file", uri);
     *key = strdup(slash + 1);
     return *key ? 0 : -ENOMEM;
 }
 
-static int add_uri(struct builder *b, struct image_dataset *ds, const char *uri, uint32_t *index,
-                   char *why, size_t why_len)
+static int add_uri(struct builder *b, struct image_dataset *ds, const char *uri, int in_pool,
+                   uint32_t *index, char *why, size_t why_len)
 {
     char *key = NULL;
-    int rc = uri_key(b, uri, &key, why, why_len);
+    int rc = uri_key(b, uri, in_pool, &key, why, why_len);
     if (rc != 0)
         return rc;
     for (size_t i = 0; i < ds->n_uris; i++)
@@ -196,7 +199,7 @@ static int contiguous(struct builder *b, const json_t *lay, struct image_dataset
         return 1; /* nothing linked: chunks live in the bucket (spec §8.1) */
     if (total > REF_GRID_MAX)
         return why_reject(why, why_len, "more than %u linked chunks", REF_GRID_MAX);
-    int rc = add_uri(b, ds, file, &uri, why, why_len);
+    int rc = add_uri(b, ds, file, 0, &uri, why, why_len);
     if (rc != 0)
         return rc;
     ds->origin = ORIGIN_REF_CONTIG;
@@ -223,7 +226,7 @@ static int chunk_map(struct builder *b, const json_t *lay, struct image_dataset 
     if (!file || !json_is_object(map))
         return why_reject(why, why_len, "H5D_CHUNKED_REF without file_uri and chunks");
     ds->n_sub = 1;
-    int rc = add_uri(b, ds, file, &uri, why, why_len);
+    int rc = add_uri(b, ds, file, 0, &uri, why, why_len);
     const char *index;
     json_t *v;
     json_object_foreach((json_t *)map, index, v)
@@ -314,7 +317,7 @@ static int entry_to_piece(struct builder *b, struct table *t, struct image_datas
             schema_pool_uri_check(uri_text, b->src->bucket_name, t->pool, NULL) != 0)
             return why_reject(why, why_len, "chunk table entry names \"%s\", outside pool %s",
                               uri_text, t->pool);
-        if (rc != 0 || (rc = add_uri(b, ds, uri_text, &uri, why, why_len)) != 0)
+        if (rc != 0 || (rc = add_uri(b, ds, uri_text, t->pool[0] != 0, &uri, why, why_len)) != 0)
             return rc ? rc : -EINVAL;
     }
     *out = (struct ref_piece){ 0, off, (uint32_t)size, uri, 0 };
@@ -552,7 +555,7 @@ static int indirect(struct builder *b, const json_t *lay, struct image_dataset *
         memcpy(t.pool, pool, sizeof pool);
     if (rc == 0 && file) {
         t.has_uri_field = 0;
-        rc = add_uri(b, ds, file, &default_uri, why, why_len);
+        rc = add_uri(b, ds, file, 0, &default_uri, why, why_len);
     } else if (rc == 0 && !t.has_uri_field) {
         why_set(why, why_len, "no file_uri in the layout and none in the chunk table");
         rc = -EINVAL;
