@@ -14,7 +14,7 @@
 #include <openssl/evp.h>
 
 #include "h5osfs/callers.h"
-#include "h5osfs/store.h"
+#include "h5osfs/store_s3.h"
 
 enum option_key {
     KEY_RO,

@@ -3,15 +3,15 @@
  * request with retries over a pool of kept-alive curl handles), s3_multipart.c (objects put in
  * parts), s3_xml.c (response bodies).
  */
-#ifndef H5OSFS_STORE_S3_H
-#define H5OSFS_STORE_S3_H
+#ifndef H5OSFS_STORE_S3_PRIVATE_H
+#define H5OSFS_STORE_S3_PRIVATE_H
 
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stddef.h>
 #include <stdint.h>
 
-#include "h5osfs/store.h"
+#include "h5osfs/store_s3.h"
 
 struct s3_pool;
 
