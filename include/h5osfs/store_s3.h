@@ -2,6 +2,11 @@
  * store_s3: a store (store.h) over a bucket of an S3-compatible object store (src/store/s3*.c):
  * its configuration, S3's size limits, and the check made at mount. Only those who open an S3
  * store need this; everything else sees the backend-neutral struct store.
+ *
+ * Where an S3 store answers differently from store.h's local stores (by design, and checked by
+ * tests/tools/store_conformance_s3 on s3rver and RGW): a listing's next_token is S3's opaque
+ * continuation token; store_delete of a missing key is 0 (DeleteObject is idempotent); head's
+ * mtime is whole seconds (HTTP's Last-Modified) where a listing's has milliseconds.
  */
 #ifndef H5OSFS_STORE_S3_H
 #define H5OSFS_STORE_S3_H
