@@ -25,7 +25,7 @@
 
 #include "h5osfs/log.h"
 #include "h5osfs/store.h"
-#include "../src/store/s3.h"
+#include "../src/store/s3_int.h"
 #include "fuzz_scratch.h"
 
 int LLVMFuzzerInitialize(int *argc, char ***argv);

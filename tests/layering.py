@@ -16,6 +16,11 @@ project defines), and the test fails, naming the library and the symbols, when
 
 Symbols no library of the project defines come from system libraries and are not checked
 here: linking the programs checks them.
+
+Inside a library, "--one-way LIB LOWER UPPER" (after the libraries) says that source file
+LOWER.c of LIB calls nothing UPPER.c defines (UPPER calls LOWER, never the reverse): the test
+fails, naming the symbols, when it does. It keeps a broken cycle broken (store: s3.c calls
+s3_multipart.c, which calls nothing of s3.c).
 """
 import os
 import subprocess
@@ -45,11 +50,66 @@ def symbols(path, *flags):
     return names
 
 
+def member_symbols(path, *flags):
+    """{object file name: symbols} of an archive, as symbols() gives them for the whole."""
+    nm = os.environ.get("NM", "nm")
+    out = subprocess.run([nm, "--format=posix", *flags, path], check=True,
+                         capture_output=True, text=True).stdout
+    members, current = {}, None
+    for line in out.splitlines():
+        fields = line.split()
+        if len(fields) == 1 and fields[0].endswith("]:"):
+            current = os.path.basename(fields[0][fields[0].rindex("[") + 1:-2])
+            members[current] = set()
+        elif len(fields) >= 2 and current is not None:
+            members[current].add(fields[0])
+    return members
+
+
+def parse_one_way(tokens):
+    """["--one-way", LIB, LOWER, UPPER, ...] -> [(LIB, LOWER, UPPER)]."""
+    rules = []
+    for i in range(0, len(tokens), 4):
+        rule = tokens[i:i + 4]
+        if len(rule) != 4 or rule[0] != "--one-way":
+            sys.exit(f"layering.py: expected --one-way LIB LOWER UPPER, got {' '.join(rule)}")
+        rules.append(tuple(rule[1:]))
+    return rules
+
+
+def check_one_way(libs, rules):
+    paths = {name_of(lib["path"]): lib["path"] for lib in libs}
+    problems = []
+    for lib, lower, upper in rules:
+        if lib not in paths:
+            problems.append(f"--one-way {lib} {lower} {upper}: no library {lib}")
+            continue
+        defined = member_symbols(paths[lib], "--defined-only", "--extern-only")
+        used = member_symbols(paths[lib], "--undefined-only")
+
+        def member(stem, table):
+            found = [m for m in table if m.endswith(f"_{stem}.c.o") or m == f"{stem}.c.o"]
+            return found[0] if len(found) == 1 else None
+        low, up = member(lower, used), member(upper, defined)
+        if low is None or up is None:
+            missing = lower if low is None else upper
+            problems.append(f"--one-way {lib} {lower} {upper}: no object {missing}.c in {lib}")
+            continue
+        back = sorted(used[low] & defined[up])
+        if back:
+            problems.append(f"{lib}: {lower}.c calls {upper}.c, which is to call it, not be called "
+                            f"(--one-way): {' '.join(back)}")
+    return problems
+
+
 def parse(argv):
     if "--" not in argv:
-        sys.exit("usage: layering.py LAYER... -- --lib LAYER LIB.a [LINKED.a...] ...")
+        sys.exit("usage: layering.py LAYER... -- --lib LAYER LIB.a [LINKED.a...] ... "
+                 "[--one-way LIB LOWER UPPER]...")
     split = argv.index("--")
     layers, rest = argv[:split], argv[split + 1:]
+    one_way = rest.index("--one-way") if "--one-way" in rest else len(rest)
+    rest, rules = rest[:one_way], parse_one_way(rest[one_way:])
     libs = []
     for token in rest:
         if token == "--lib":
@@ -64,7 +124,7 @@ def parse(argv):
             libs[-1]["path"] = token
         else:
             libs[-1]["links"].append(name_of(token))
-    return layers, libs
+    return layers, libs, rules
 
 
 def check(layers, libs):
@@ -101,8 +161,8 @@ def check(layers, libs):
 
 
 def main():
-    layers, libs = parse(sys.argv[1:])
-    problems = check(layers, libs)
+    layers, libs, rules = parse(sys.argv[1:])
+    problems = check(layers, libs) + check_one_way(libs, rules)
     for p in problems:
         print(p)
     print(f"{len(libs)} libraries in {len(layers)} layers: "

@@ -15,7 +15,7 @@
 
 #include "h5osfs/callers.h"
 #include "h5osfs/schema.h"
-#include "h5osfs/store.h"
+#include "h5osfs/store_s3.h"
 
 enum option_key {
     KEY_RO,

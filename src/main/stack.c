@@ -19,6 +19,7 @@
 #include "h5osfs/prefetch.h"
 #include "h5osfs/staging.h"
 #include "h5osfs/store.h"
+#include "h5osfs/store_s3.h"
 #include "credentials.h"
 
 #define CHUNK_RETRY_AFTER 1.0 /* seconds a chunk that failed to load fails without a retry */

@@ -15,7 +15,8 @@
 #include "h5osfs/log.h"
 #include "h5osfs/sigv4.h"
 #include "h5osfs/why.h"
-#include "s3.h"
+#include "s3_int.h"
+#include "s3_multipart.h"
 
 #define S3_LIST_PAGE 1000
 #define S3_JSON_LIST_MAX (16u << 20) /* one ListObjectsV2 page: ~1000 keys of 1 KiB */
@@ -23,29 +24,6 @@
 static struct s3_store *s3_of(struct store *st)
 {
     return (struct s3_store *)st;
-}
-
-static int unexpected(const struct s3_store *s3, const char *op, const char *key,
-                      const struct s3_response *resp)
-{
-    char code[64], msg[160];
-    s3_parse_error((const char *)resp->body.data, resp->body.len, code, sizeof code, msg,
-                   sizeof msg);
-    log_error("s3 %s %s/%s%s: unexpected HTTP %ld %s%s%s", op, s3->bucket, s3->prefix,
-              key ? key : "", resp->status, code, msg[0] ? ": " : "", msg);
-    return -EIO;
-}
-
-int s3_status_errno(const struct s3_store *s3, const char *op, const char *key,
-                    const struct s3_response *resp)
-{
-    if (resp->status / 100 == 2)
-        return 0;
-    if (resp->status == 404)
-        return -ENOENT;
-    if (resp->status == 403)
-        return -EACCES;
-    return unexpected(s3, op, key, resp);
 }
 
 /* ---- get / head ---- */
@@ -128,7 +106,9 @@ static int s3_head(struct store *st, const char *key, struct store_stat *out)
 
 /* ---- put / delete ---- */
 
-int s3_put_source(struct s3_store *s3, const char *key, const struct s3_source *src, uint64_t len)
+/* One PutObject of len bytes of src at key (a single request, retried as any). */
+static int put_source(struct s3_store *s3, const char *key, const struct s3_source *src,
+                      uint64_t len)
 {
     char hash[65];
     struct s3_response resp;
@@ -157,7 +137,7 @@ static int put_any(struct s3_store *s3, const char *key, const struct s3_source 
 {
     if (len > s3->cfg.multipart_threshold || len > STORE_S3_PUT_MAX)
         return s3_multipart_put(s3, key, src, len);
-    return s3_put_source(s3, key, src, len);
+    return put_source(s3, key, src, len);
 }
 
 static int s3_put(struct store *st, const char *key, const void *data, size_t len)
@@ -277,7 +257,7 @@ static int copy_object(struct s3_store *s3, const char *source, const char *dst,
     else
         rc = s3_status_errno(s3, "PUT (copy)", dst, &resp);
     if (rc == 0 && resp.body.len > 0 && strstr((const char *)resp.body.data, "<Error>"))
-        rc = unexpected(s3, "PUT (copy)", dst, &resp);
+        rc = s3_unexpected(s3, "PUT (copy)", dst, &resp);
     s3_response_free(&resp);
     return rc;
 }
@@ -336,22 +316,6 @@ static int s3_del(struct store *st, const char *key)
 }
 
 /* ---- list ---- */
-
-int s3_query_add(char **q, const char *name, const char *value)
-{
-    char *enc = NULL, *n = NULL;
-    if (!value)
-        return 0;
-    if (sigv4_uri_encode(value, strlen(value), 0, &enc) != 0)
-        return -ENOMEM;
-    int rc = asprintf(&n, "%s%s%s=%s", *q ? *q : "", *q ? "&" : "", name, enc) < 0 ? -ENOMEM : 0;
-    free(enc);
-    if (rc == 0) {
-        free(*q);
-        *q = n;
-    }
-    return rc;
-}
 
 /* The query in SigV4's canonical order (names sorted). */
 static int list_query(const char *prefix, const char *delimiter, const char *token, size_t max,

@@ -32,7 +32,7 @@
 #include "h5osfs/grow.h"
 #include "h5osfs/log.h"
 #include "h5osfs/sigv4.h"
-#include "s3.h"
+#include "s3_int.h"
 
 #define BACKOFF_BASE 0.1
 #define BACKOFF_MAX 5.0

@@ -25,18 +25,17 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 #include <openssl/evp.h>
 
 #include "h5osfs/log.h"
 #include "h5osfs/pfor.h"
 #include "h5osfs/sigv4.h"
-#include "s3.h"
+#include "s3_int.h"
+#include "s3_multipart.h"
 
 #define MIB (1ull << 20)
 #define UPLOAD_ID_MAX 1024 /* AWS's are about 100 characters */
-#define HASH_BLOCK (1u << 20)
 #define ANSWER_MAX (1u << 20)
 /* Bytes a second a server is granted to assemble an object before it answers a Complete (AWS:
  * "several minutes" for big ones; s3rver copies the parts into one file first), or to copy a
@@ -71,54 +70,6 @@ int s3_part_size(uint64_t len, uint64_t wanted, uint64_t *out)
         part = (fits + MIB - 1) / MIB * MIB;
     *out = part;
     return 0;
-}
-
-static void hex(const unsigned char *md, size_t n, char *out)
-{
-    for (size_t i = 0; i < n; i++)
-        snprintf(out + 2 * i, 3, "%02x", md[i]);
-}
-
-/* The file's bytes into ctx, HASH_BLOCK at a time. 0 or -EIO (logged). */
-static int hash_file(EVP_MD_CTX *ctx, const struct s3_source *src, uint64_t off, uint64_t len,
-                     const char *key, unsigned char *buf)
-{
-    for (uint64_t done = 0; done < len;) {
-        size_t want = len - done < HASH_BLOCK ? (size_t)(len - done) : HASH_BLOCK;
-        ssize_t got = pread(src->fd, buf, want, (off_t)(src->off + off + done));
-        if (got < 0 && errno == EINTR)
-            continue;
-        if (got <= 0) {
-            log_error("s3 PUT %s: reading its bytes at offset %llu failed: %s", key,
-                      (unsigned long long)(src->off + off + done),
-                      got < 0 ? strerror(errno) : "the file ends before the object does");
-            return -EIO;
-        }
-        if (EVP_DigestUpdate(ctx, buf, (size_t)got) != 1)
-            return -ENOMEM;
-        done += (uint64_t)got;
-    }
-    return 0;
-}
-
-int s3_source_sha256(const struct s3_source *src, uint64_t off, uint64_t len, const char *key,
-                     char out[65])
-{
-    if (src->data)
-        return sigv4_sha256_hex(src->data + off, (size_t)len, out);
-    EVP_MD_CTX *ctx = EVP_MD_CTX_new();
-    unsigned char *buf = malloc(HASH_BLOCK), md[EVP_MAX_MD_SIZE];
-    unsigned md_len = 0;
-    int rc = ctx && buf && EVP_DigestInit_ex(ctx, EVP_sha256(), NULL) == 1 ? 0 : -ENOMEM;
-    if (rc == 0)
-        rc = hash_file(ctx, src, off, len, key, buf);
-    if (rc == 0 && (EVP_DigestFinal_ex(ctx, md, &md_len) != 1 || md_len != 32))
-        rc = -ENOMEM;
-    if (rc == 0)
-        hex(md, md_len, out);
-    EVP_MD_CTX_free(ctx);
-    free(buf);
-    return rc;
 }
 
 /* ---- the three steps, and the abort ---- */

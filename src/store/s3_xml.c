@@ -1,4 +1,4 @@
-/* s3_xml: S3 response bodies parsed with expat (see s3.h). */
+/* s3_xml: S3 response bodies parsed with expat (see s3_int.h). */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -8,7 +8,7 @@
 #include <expat.h>
 
 #include "h5osfs/grow.h"
-#include "s3.h"
+#include "s3_int.h"
 
 #define XML_TEXT_MAX 4096 /* keys are at most 1024 bytes; tokens and messages less */
 

@@ -24,6 +24,7 @@
 
 #include "h5osfs/log.h"
 #include "h5osfs/store.h"
+#include "h5osfs/store_s3.h"
 
 static int usage(void)
 {

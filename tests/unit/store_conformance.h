@@ -8,6 +8,17 @@
  * Left out on purpose, because the backends differ there by design: whether "a" and "a/b" may
  * both be objects (a directory cannot be a file; S3 and memory are flat), delimiters other than
  * "/", and temporary files (test_store_posix checks those itself).
+ *
+ * Where S3 differs, the backend says so (struct conformance_backend) and the checks that do not
+ * apply are skipped there, not dropped: store.h makes a listing's next_token opaque, to be
+ * given back as it came, and S3's are (ListObjectsV2 continuation tokens: RGW's is a key
+ * with the bucket prefix, s3rver's a base64 blob). The local stores' token is the page's last
+ * item, and they take any key as one ("strictly after"); only those two checks assume it.
+ * S3's DeleteObject of a missing key succeeds (it is idempotent; knowing would cost a HEAD
+ * first, and the callers take -ENOENT and 0 alike). A HEAD's Last-Modified is an HTTP date,
+ * whole seconds, where a listing's LastModified has milliseconds: the two agree to the second.
+ * A test server with bugs of its own (s3rver's ListObjectsV2) names the checks it cannot pass
+ * in skip, and the caller says why.
  */
 #ifndef H5OSFS_TEST_STORE_CONFORMANCE_H
 #define H5OSFS_TEST_STORE_CONFORMANCE_H
@@ -29,7 +40,14 @@ struct conformance_backend {
     const char *name;
     struct store *(*open)(void **ctx);          /* a new empty bucket */
     void (*close)(struct store *st, void *ctx); /* close it and remove what it held */
+    int opaque_tokens;       /* next_token is not the page's last item, nor is any key a token */
+    int delete_missing_ok;   /* store_delete of no object is 0, not -ENOENT */
+    int head_mtime_whole;    /* head's mtime is the listing's cut to whole seconds */
+    const char *const *skip; /* names of checks not run (NULL-terminated), or NULL */
 };
+
+/* Set by store_conformance for the checks of one backend (they run one backend at a time). */
+static const struct conformance_backend *cf_backend;
 
 static int cf_put_str(struct store *st, const char *key, const char *val)
 {
@@ -174,8 +192,8 @@ static void cf_delete(struct store *st)
     CHECK_INT(cf_put_str(st, "p/q/r", "1"), 0);
     CHECK_INT(cf_put_str(st, "x/y", "1"), 0);
     CHECK_INT(store_delete(st, "p/q/r"), 0);
-    CHECK_INT(store_delete(st, "p/q/r"), -ENOENT);
-    CHECK_INT(store_delete(st, "no/such"), -ENOENT);
+    CHECK_INT(store_delete(st, "p/q/r"), cf_backend->delete_missing_ok ? 0 : -ENOENT);
+    CHECK_INT(store_delete(st, "no/such"), cf_backend->delete_missing_ok ? 0 : -ENOENT);
     CHECK(cf_has(st, "x/y", "1"));
     CHECK_INT(store_delete(st, "x/y"), 0);
     CHECK_INT(cf_put_str(st, "x/y", "again"), 0);
@@ -391,7 +409,10 @@ static void cf_list(struct store *st)
         CHECK_INT(l.objects[0].st.size, strlen("db/g-1/.group.json"));
         CHECK_INT(store_head(st, "db/g-1/.group.json", &hs), 0);
         CHECK_STR(l.objects[0].st.etag, hs.etag);
-        CHECK(l.objects[0].st.mtime == hs.mtime);
+        if (cf_backend->head_mtime_whole)
+            CHECK((double)(int64_t)l.objects[0].st.mtime == hs.mtime);
+        else
+            CHECK(l.objects[0].st.mtime == hs.mtime);
         CHECK_STR(l.prefixes[0], "db/g-1/d-1/");
     }
     store_list_free(&l);
@@ -433,7 +454,10 @@ static void cf_check_pages(struct store *st, const char *prefix, const char *del
             memcpy(paged + used, page, len + 1);
         free(token);
         token = NULL;
-        if (l.next_token) {
+        if (l.next_token && cf_backend->opaque_tokens) {
+            CHECK_INT(n, max);
+            token = strdup(l.next_token);
+        } else if (l.next_token) {
             CHECK_INT(n, max);
             size_t plen = strlen(page), tlen = strlen(l.next_token);
             CHECK(plen > tlen && strncmp(page + plen - tlen - 1, l.next_token, tlen) == 0);
@@ -462,6 +486,8 @@ static void cf_pagination(struct store *st)
     }
     cf_check_pages(st, "", NULL, 13);
     cf_check_pages(st, "", NULL, 12);
+    if (cf_backend->opaque_tokens)
+        return;
     CHECK_INT(store_list(st, "", NULL, "a/b/x", 2, &l), 0); /* tokens: strictly after */
     CHECK_INT(l.n_objects, 2);
     if (l.n_objects == 2) {
@@ -573,27 +599,48 @@ static void cf_parallel(struct store *st)
     CHECK(strstr(buf, "d/t2/k2|") == NULL);
 }
 
+static int cf_skipped(const struct conformance_backend *b, const char *name)
+{
+    for (const char *const *s = b->skip; s && *s; s++)
+        if (strcmp(*s, name) == 0)
+            return 1;
+    return 0;
+}
+
 /* Run every check over the backend, each on a fresh bucket. */
 static void store_conformance(const struct conformance_backend *b)
 {
-    static void (*const checks[])(struct store *) = {
-        cf_round_trip,  cf_range,
-        cf_head,        cf_delete,
-        cf_put_if,      cf_put_if_no_lost_update,
-        cf_atomic_puts, cf_new_puts_and_copy,
-        cf_list,        cf_order,
-        cf_pagination,  cf_odd_names,
-        cf_list_keys,   cf_parallel,
+#define CF_CHECK(fn) \
+    {                \
+#fn, fn      \
+    }
+    static const struct {
+        const char *name;
+        void (*run)(struct store *);
+    } checks[] = {
+        CF_CHECK(cf_round_trip),  CF_CHECK(cf_range),
+        CF_CHECK(cf_head),        CF_CHECK(cf_delete),
+        CF_CHECK(cf_put_if),      CF_CHECK(cf_put_if_no_lost_update),
+        CF_CHECK(cf_atomic_puts), CF_CHECK(cf_new_puts_and_copy),
+        CF_CHECK(cf_list),        CF_CHECK(cf_order),
+        CF_CHECK(cf_pagination),  CF_CHECK(cf_odd_names),
+        CF_CHECK(cf_list_keys),   CF_CHECK(cf_parallel),
     };
+#undef CF_CHECK
+    cf_backend = b;
     for (size_t i = 0; i < sizeof checks / sizeof *checks; i++) {
         void *ctx = NULL;
+        if (cf_skipped(b, checks[i].name)) {
+            printf("%s: %s skipped\n", b->name, checks[i].name);
+            continue;
+        }
         struct store *st = b->open(&ctx);
         if (!st) {
             fprintf(stderr, "%s: cannot open a bucket\n", b->name);
             CHECK(st != NULL);
             return;
         }
-        checks[i](st);
+        checks[i].run(st);
         b->close(st, ctx);
     }
 }

@@ -336,8 +336,10 @@ static void test_faulty_threads(void)
 
 int main(void)
 {
-    static const struct conformance_backend mem = { "mem", open_mem, close_mem };
-    static const struct conformance_backend faulty = { "faulty", open_faulty, close_faulty };
+    static const struct conformance_backend mem = { "mem", open_mem, close_mem,
+                                                    .opaque_tokens = 0 };
+    static const struct conformance_backend faulty = { "faulty", open_faulty, close_faulty,
+                                                       .opaque_tokens = 0 };
     CHECK_INT(log_setup(LOG_LVL_ERROR, LOG_SINK_STDERR, NULL), 0);
     store_conformance(&mem);
     store_conformance(&faulty);

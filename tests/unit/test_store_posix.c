@@ -541,7 +541,8 @@ static void close_fresh(struct store *st, void *ctx)
 
 int main(void)
 {
-    static const struct conformance_backend posix = { "posix", open_fresh, close_fresh };
+    static const struct conformance_backend posix = { "posix", open_fresh, close_fresh,
+                                                      .opaque_tokens = 0 };
     store_conformance(&posix);
     test_key_check();
     test_round_trip();

@@ -1,17 +1,19 @@
 /*
- * s3.h: what the S3 backend's files share: s3.c (the store operations), s3_http.c (one signed
- * request with retries over a pool of kept-alive curl handles), s3_multipart.c (objects put in
- * parts), s3_xml.c (response bodies).
+ * s3_int.h: what the S3 backend's files share: the store, one request and its answer. s3.c
+ * (the store operations) calls s3_multipart.c (objects put in parts, s3_multipart.h); both
+ * call what is declared here, from s3_request.c (status, query, body hash), s3_http.c (one
+ * signed request with retries over a pool of kept-alive curl handles) and s3_xml.c (response
+ * bodies), none of which calls back into s3.c or s3_multipart.c.
  */
-#ifndef H5OSFS_STORE_S3_H
-#define H5OSFS_STORE_S3_H
+#ifndef H5OSFS_STORE_S3_INT_H
+#define H5OSFS_STORE_S3_INT_H
 
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stddef.h>
 #include <stdint.h>
 
-#include "h5osfs/store.h"
+#include "h5osfs/store_s3.h"
 
 struct s3_pool;
 
@@ -76,6 +78,9 @@ void s3_response_free(struct s3_response *resp);
 int s3_source_sha256(const struct s3_source *src, uint64_t off, uint64_t len, const char *key,
                      char out[65]);
 
+/* An answer no caller expected: -EIO, logged with op, key, the status and the server's code. */
+int s3_unexpected(const struct s3_store *s3, const char *op, const char *key,
+                  const struct s3_response *resp);
 /* 0 for a 2xx answer, else the store's errno: -ENOENT (404), -EACCES (403), -EIO (logged with
  * op, key and the server's code). */
 int s3_status_errno(const struct s3_store *s3, const char *op, const char *key,
@@ -83,18 +88,7 @@ int s3_status_errno(const struct s3_store *s3, const char *op, const char *key,
 /* "&name=<encoded value>" appended to the query *q (nothing for a NULL value; names must be
  * added in SigV4's canonical order, sorted). 0 or -ENOMEM. */
 int s3_query_add(char **q, const char *name, const char *value);
-/* One PutObject of len bytes of src at key (single request, retried as any). */
-int s3_put_source(struct s3_store *s3, const char *key, const struct s3_source *src, uint64_t len);
 
-/* The part size for an object of len bytes: wanted, or the smallest whole number of MiB that
- * keeps it within STORE_S3_PARTS_MAX parts. 0, or -EFBIG past STORE_S3_OBJECT_MAX. */
-int s3_part_size(uint64_t len, uint64_t wanted, uint64_t *out);
-/* len bytes of src put at key as a multipart upload (aborted on failure). 0 or -errno. */
-int s3_multipart_put(struct s3_store *s3, const char *key, const struct s3_source *src,
-                     uint64_t len);
-/* Object copy_source (the x-amz-copy-source value), of len bytes, copied at key by the server
- * as a multipart upload of UploadPartCopy parts (aborted on failure). 0 or -errno. */
-int s3_multipart_copy(struct s3_store *s3, const char *key, const char *copy_source, uint64_t len);
 /* Bytes a second a server is granted to copy or assemble an object before it answers (a
  * CopyObject, an UploadPartCopy, a CompleteMultipartUpload): added to the request's time. */
 #define S3_SERVER_COPY_RATE (16.0 * (1u << 20))
@@ -133,9 +127,6 @@ struct s3_uploads {
 /* ListMultipartUploadsResult -> out. 0, -EINVAL (not that XML), -ENOMEM. */
 int s3_parse_uploads(const char *xml, size_t len, struct s3_uploads *out);
 void s3_uploads_free(struct s3_uploads *u);
-/* Abort every multipart upload whose key starts with prefix (below the bucket prefix): the
- * store's abort_uploads. 0 with *aborted, -EOPNOTSUPP (the server lists no uploads), -errno. */
-int s3_abort_uploads(struct s3_store *s3, const char *prefix, size_t *aborted);
 /* DeleteObjects result: number of <Error> entries (first key and code given back). */
 int s3_parse_delete_result(const char *xml, size_t len, char *key, size_t key_len, char *code,
                            size_t code_len);
