@@ -92,8 +92,9 @@ stage "fuzz corpora replayed" meson test -C build-fuzz --suite fuzz --print-erro
 build_asan() {
     [ -f build-asan/build.ninja ] || meson setup build-asan -Db_sanitize=address,undefined \
         -Db_lundef=false >/dev/null
-    # test_s3_multipart runs tests/store_put from beside the daemon: it is built here too
-    ninja -C build-asan h5osfs tests/store_put >/dev/null
+    # test_s3_multipart and test_store_conformance run tests/store_put and
+    # tests/store_conformance_s3 from beside the daemon: they are built here too
+    ninja -C build-asan h5osfs tests/store_put tests/store_conformance_s3 >/dev/null
 }
 stage "ASan build" build_asan
 stage "integration, ASan+UBSan daemon, each test once" env H5OSFS_BIN=build-asan/h5osfs \
