@@ -47,6 +47,10 @@ int fs_new(const struct fs_config *cfg, struct fs **out);
 int fs_stats_text(struct fs *fs, int pretty, char **out);
 void fs_free(struct fs *fs);
 
+/* The file system is mounted at mountpoint: what a close's check of other descriptors needs
+ * (src/fs/holders.h). Before requests are served. */
+void fs_mounted(struct fs *fs, const char *mountpoint);
+
 /* Start read-ahead with p (may be NULL) and the kernel notifier's thread on session se
  * (after daemonising: threads would not survive the fork). */
 void fs_start_threads(struct fs *fs, struct fuse_session *se, struct prefetcher *p);

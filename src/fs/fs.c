@@ -64,6 +64,7 @@ int fs_new(const struct fs_config *cfg, struct fs **out)
     fs->callers = cfg->callers;
     fs->staging = cfg->staging;
     fs->started = clock_monotonic();
+    fs->mnt_id = -1;
     pthread_mutex_init(&fs->handles_lock, NULL);
     fs->handles.next = fs->handles.prev = &fs->handles;
     int rc = inode_table_new(&fs->inodes);
@@ -114,6 +115,17 @@ void fs_free(struct fs *fs)
     inode_table_free(fs->inodes);
     pthread_mutex_destroy(&fs->handles_lock);
     free(fs);
+}
+
+void fs_mounted(struct fs *fs, const char *mountpoint)
+{
+    char *real = realpath(mountpoint, NULL);
+    fs->mnt_id = real ? holders_mount_id(real) : -1;
+    if (fs->mnt_id < 0)
+        log_warn("%s: this mount's id is not in /proc/self/mountinfo: a close that is not the "
+                 "last may be taken for the last by another mount's descriptors",
+                 real ? real : mountpoint);
+    free(real);
 }
 
 void fs_start_threads(struct fs *fs, struct fuse_session *se, struct prefetcher *p)

@@ -267,7 +267,8 @@ void op_flush(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
     struct fs_file *f = (struct fs_file *)(uintptr_t)fi->fh;
     if (f->stg) {
         holders_add(&f->holders, fuse_req_ctx(req)->pid);
-        if (holders_still_writing(&f->holders, f->ino)) {
+        struct holders_file file = { fs_of(req)->mnt_id, f->ino };
+        if (holders_still_writing(&f->holders, file)) {
             f->fresh = 0;
             fuse_reply_err(req, 0);
             return;

@@ -65,6 +65,7 @@ struct fs {
     struct staging *staging;   /* NULL on a read-only mount */
     struct notifier *notifier; /* NULL until the threads start */
     double started;            /* clock_monotonic() at fs_new */
+    int mnt_id;                /* this mount's id (holders.h); set before requests come */
 };
 
 /* An open domain file: its version and its reads' state; or, for writing (and for reading a

@@ -235,6 +235,7 @@ static int serve(struct fuse_args *args, const struct options *opts,
         goto out_destroy;
     if (fuse_session_mount(se, cmd->mountpoint) != 0)
         goto out_signals;
+    fs_mounted(fs, cmd->mountpoint);
     /* the default cache_dir's name is the bucket's: say where it is */
     log_info("mounted %s on %s (user %s, %s%s)", opts->bucket, cmd->mountpoint, opts->user,
              opts->read_only ? "read-only" : "cache_dir ", opts->read_only ? "" : opts->cache_dir);
