@@ -33,4 +33,7 @@ int vnames_tag(struct store *store, const char *owner, const char *domain, const
 int vnames_remove(struct store *store, const char *domain, const char *name,
                   const char *current_root);
 
+/* Delete the HSDS domain object of name (gone already: 0). 0 or the store's -errno. */
+int vnames_delete_object(struct store *store, const char *domain, const char *name);
+
 #endif

@@ -269,11 +269,13 @@ static int link_for(void *ctx, const char *domain, int link)
 }
 
 /* The nearest folder above domain with user.h5osfs.versions decides (inherited like
- * user.h5osfs.ingest); none: the mount's -o versions. */
-static int versions_for(void *ctx, const char *domain)
+ * user.h5osfs.ingest), its keep:N too ("on" keeps all); none: the mount's -o versions and
+ * -o versions_keep. */
+static int versions_for(void *ctx, const char *domain, unsigned *keep)
 {
     struct stack *s = ctx;
     int on = s->opts->versions;
+    *keep = s->opts->versions_keep;
     char *dir = strdup(domain);
     for (char *slash = dir ? strrchr(dir, '/') : NULL; slash; slash = strrchr(dir, '/')) {
         struct ns_info info;
@@ -281,6 +283,7 @@ static int versions_for(void *ctx, const char *domain)
         if (ns_stat(s->ns, dir, &info) == 0 && info.kind == NS_FOLDER &&
             info.versions.mode != SCHEMA_VERSIONS_UNSET) {
             on = info.versions.mode == SCHEMA_VERSIONS_ON;
+            *keep = info.versions.keep;
             break;
         }
         if (slash == dir)

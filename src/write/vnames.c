@@ -86,8 +86,8 @@ static int change_list(struct store *store, const char *domain, struct list_chan
         vlist_free(&l);
     }
     if (rc == -ESTALE) {
-        log_error("%s: version list changed by other writers %d times in a row: not changed",
-                  key, LIST_TRIES);
+        log_error("%s: version list changed by other writers %d times in a row: not changed", key,
+                  LIST_TRIES);
         return -EIO;
     }
     return rc;
@@ -102,10 +102,9 @@ static int put_name_object(struct store *store, const char *owner, const char *d
         schema_domain_key(path, key, sizeof key) != 0)
         return -EINVAL;
     json_t *doc = json_pack("{ss ss s{s{sb sb sb sb sb sb}} sf sf s{sI}}", "root", root, "owner",
-                            owner, "acls", owner, "create", 0, "read", 1, "update", 0, "delete",
-                            0, "readACL", 1, "updateACL", 0, "created", clock_wall(),
-                            "lastModified", clock_wall(), SCHEMA_H5OSFS_MEMBER, "version",
-                            (json_int_t)n);
+                            owner, "acls", owner, "create", 0, "read", 1, "update", 0, "delete", 0,
+                            "readACL", 1, "updateACL", 0, "created", clock_wall(), "lastModified",
+                            clock_wall(), SCHEMA_H5OSFS_MEMBER, "version", (json_int_t)n);
     int rc = doc ? hjson_dumps(doc, &text) : -ENOMEM;
     if (rc == 0)
         rc = store_put(store, key, text, strlen(text));
@@ -114,7 +113,7 @@ static int put_name_object(struct store *store, const char *owner, const char *d
     return rc;
 }
 
-static int delete_name_object(struct store *store, const char *domain, const char *name)
+int vnames_delete_object(struct store *store, const char *domain, const char *name)
 {
     char path[STORE_KEY_MAX + 2], key[STORE_KEY_MAX + 1];
     if (schema_version_domain_path(domain, name, path, sizeof path) != 0 ||
@@ -204,9 +203,9 @@ int vnames_remove(struct store *store, const char *domain, const char *name,
     if (rc != 0)
         return rc;
     crash_point("unnamed");
-    rc = delete_name_object(store, domain, name);
+    rc = vnames_delete_object(store, domain, name);
     if (rc != 0)
-        log_warn("%s: name %s is gone from the list, but its HSDS domain object stays (%s)",
-                 domain, name, strerror(-rc));
+        log_warn("%s: name %s is gone from the list, but its HSDS domain object stays (%s)", domain,
+                 name, strerror(-rc));
     return 0;
 }
