@@ -143,6 +143,10 @@ def test_two_mounts_tagging_at_once_both_land(bucket_copy, mount_bucket, tmp_pat
     assert same(m2.path(f"{VDIR}/t7.h5"), A)
 
 
+def gets_of(m):
+    return json.loads(m.path(".h5osfs-stats").read_text())["store"]["requests"]["get"]
+
+
 def listed(m, vdir=VDIR):
     return sorted(os.listdir(m.path(vdir)))
 
@@ -168,3 +172,32 @@ def test_keep_n_expires_old_untagged_versions_at_commit(bucket_copy, mount_bucke
         shutil.copyfile(f, os.path.join(folder, "x.h5"))
     assert listed(m, f"{HOME}/one/.versions/x.h5") == ["2.h5"]
     assert same(os.path.join(folder, ".versions", "x.h5", "2.h5"), B)
+
+
+@pytest.mark.posix_only(reason="the mount's cache of version lists; the store plays no part")
+def test_a_mount_sees_its_own_name_changes_at_once_with_a_long_ttl(bucket_copy, mount_bucket,
+                                                                   tmp_path):
+    """With ttl=600 the version list is read once for many lookups (`ls -l` of 20 names: one
+    GET of the list, not one per name); this mount's own tag, removal and commit show at once
+    all the same."""
+    m = mount_bucket(bucket_copy, "-o",
+                     f"user=test_user1,ttl=600,versions=on,cache_dir={tmp_path}/c1")
+    two_versions(m)
+    for i in range(20):
+        os.link(m.path(f"{VDIR}/1.h5"), m.path(f"{VDIR}/t{i}.h5"))
+    for name in listed(m):                      # built once, kept in cache_dir
+        os.stat(m.path(f"{VDIR}/{name}"))
+    assert m.unmount() == 0
+    m = mount_bucket(m, "-o", f"user=test_user1,ttl=600,versions=on,cache_dir={tmp_path}/c1")
+    gets = gets_of(m)
+    subprocess.run(["ls", "-l", m.path(VDIR)], check=True, capture_output=True)
+    assert gets_of(m) - gets <= 5               # the list once, the folders and domain objects
+    for i in range(20):
+        os.unlink(m.path(f"{VDIR}/t{i}.h5"))
+    os.link(m.path(f"{VDIR}/1.h5"), m.path(f"{VDIR}/paper.h5"))
+    assert listed(m) == ["1.h5", "2.h5", "paper.h5"]
+    os.unlink(m.path(f"{VDIR}/1.h5"))
+    assert listed(m) == ["2.h5", "paper.h5"]
+    shutil.copyfile(A, m.path(TARGET))
+    assert listed(m) == ["2.h5", "3.h5", "paper.h5"]
+    assert same(m.path(f"{VDIR}/3.h5"), A) and same(m.path(f"{VDIR}/paper.h5"), A)
