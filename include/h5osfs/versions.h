@@ -36,6 +36,12 @@ struct versions_commit {
     unsigned keep; /* untagged versions kept, the new one included (0: all): older untagged
                     * ones lose their number in the same list put (doc/versions.md §4.5) */
     struct versions_stats *stats; /* filled (may be NULL) */
+    /* The size of version path's file (root vroot) as this build lays it out, and the layout
+     * stamp it holds for, recorded in the list so that a listing need not build it (NULL, or
+     * an error: not recorded, the listing builds). */
+    int (*measure)(void *ctx, const char *path, const char *vroot, uint64_t *size, char *stamp,
+                   size_t stamp_len);
+    void *measure_ctx;
     /* Test hook: called after V's objects are durable, and after the list put. */
     void (*crash_point)(const char *stage);
 };

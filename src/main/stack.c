@@ -196,6 +196,24 @@ static int staging_base(void *ctx, const char *path, const char *root, struct im
     return rc;
 }
 
+/* A kept version's file size, built now (and kept in the image table for its first reads). */
+static int measure_version(void *ctx, const char *path, const char *vroot, uint64_t *size,
+                           char *stamp, size_t stamp_len)
+{
+    struct stack *s = ctx;
+    struct image *img;
+    int reused;
+    char mine[IMAGE_STAMP_BUF];
+    int rc = image_table_get(s->images, path, vroot, &img, &reused);
+    if (rc != 0)
+        return rc;
+    *size = image_size(img);
+    image_put(img);
+    image_table_stamp(s->images, mine);
+    snprintf(stamp, stamp_len, "%s", mine);
+    return 0;
+}
+
 /* A commit made a new version of path: its ACL decides from now on, not who created it; the
  * next open builds the new version, and the next lookup must find it, not the kernel's cached
  * name of the old version's node. fs is NULL only once it is gone (stack_close). */
@@ -314,6 +332,7 @@ static int open_writing(struct stack *s)
                                  .link = s->opts->ingest_link,
                                  .link_for = link_for,
                                  .versions_for = versions_for,
+                                 .measure_version = measure_version,
                                  .link_ctx = s };
     struct staging_hooks hooks = {
         .base = staging_base, .cache = s->cache, .committed = committed, .ctx = s

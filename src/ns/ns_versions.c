@@ -256,8 +256,21 @@ static unsigned read_rights(struct ns *ns, const struct vpath *v, const char *us
     return dir.rights & SCHEMA_ACL_READ;
 }
 
+/* The size the commit recorded, for the version's own number (the name it was built
+ * under), with the layout stamp it holds for: fs trusts it only for an equal stamp. */
+static void recorded_size(const struct vlist_entry *e, const char *name, struct ns_info *out)
+{
+    uint64_t n;
+    if (e->size == 0 || !e->stamp || !e->stamp[0] || strlen(e->stamp) >= sizeof out->size_stamp ||
+        !vlist_number_name(name, &n) || n != e->n)
+        return;
+    out->size = e->size;
+    snprintf(out->size_stamp, sizeof out->size_stamp, "%s", e->stamp);
+}
+
 static void version_info(struct ns *ns, const char *domain, const struct vlist_entry *e,
-                         const struct ns_info *current, unsigned rights, struct ns_info *out)
+                         const char *name, const struct ns_info *current, unsigned rights,
+                         struct ns_info *out)
 {
     memset(out, 0, sizeof *out);
     if (e->error) {
@@ -274,6 +287,7 @@ static void version_info(struct ns *ns, const char *domain, const struct vlist_e
     snprintf(out->owner, sizeof out->owner, "%s", current->owner);
     snprintf(out->committer, sizeof out->committer, "%s", e->by ? e->by : "");
     out->version = e->n;
+    recorded_size(e, name, out);
 }
 
 static void dir_info(double mtime, unsigned rights, struct ns_info *out)
@@ -312,7 +326,7 @@ int ns_versions_stat(struct ns *ns, const char *path, const char *user, struct n
     } else {
         const struct vlist_entry *e = vlist_lookup(&l->l, v.entry);
         if (e)
-            version_info(ns, v.domain, e, &current, rights, out);
+            version_info(ns, v.domain, e, v.entry, &current, rights, out);
         else
             rc = -ENOENT;
     }
@@ -345,13 +359,15 @@ static int list_names(struct ns *ns, const struct vpath *v, const struct vlist *
         const struct vlist_entry *e = &l->entries[i];
         struct ns_info info;
         char own[32];
-        version_info(ns, v->domain, e, current, rights, &info);
         if (e->error && e->n > 0) {
             snprintf(own, sizeof own, "%llu.h5", (unsigned long long)e->n);
+            version_info(ns, v->domain, e, own, current, rights, &info);
             rc = append(out, &cap, own, &info);
         }
-        for (size_t k = 0; rc == 0 && !e->error && k < e->n_names; k++)
+        for (size_t k = 0; rc == 0 && !e->error && k < e->n_names; k++) {
+            version_info(ns, v->domain, e, e->names[k], current, rights, &info);
             rc = append(out, &cap, e->names[k], &info);
+        }
     }
     return rc;
 }

@@ -339,6 +339,8 @@ static int keep_version(const struct commit_ctx *c, const struct journal_rec *re
                                   .user = c->ops->user,
                                   .workers = c->workers,
                                   .keep = keep,
+                                  .measure = c->measure_version,
+                                  .measure_ctx = c->link_ctx,
                                   .stats = &st,
                                   .crash_point = crash_point };
     int rc = versions_commit(&vc, &n, vroot);

@@ -734,6 +734,49 @@ static void drop_expired_objects(const struct versions_commit *vc, const uint64_
         log_info("%s: %zu version(s) expired (keep %u untagged)", vc->domain, n_expired, vc->keep);
 }
 
+/*
+ * Version n's size, recorded in its list entry once the version is listed (a build needs the
+ * list: its pool is what the version's table URIs are checked against), with one more
+ * conditional put; so a listing need not build it. Best effort: when it fails (logged), the
+ * entry keeps size 0 and listings build the file, as for lists written before sizes were.
+ */
+static void record_measured_size(const struct versions_commit *vc, const char *key, uint64_t n,
+                                 const char *vroot)
+{
+    char name[32], path[STORE_KEY_MAX + 2], stamp[64] = "";
+    char etag[sizeof(((struct store_stat *)0)->etag)];
+    uint64_t size = 0;
+    if (!vc->measure)
+        return;
+    snprintf(name, sizeof name, "%" PRIu64 ".h5", n);
+    int rc = schema_version_domain_path(vc->domain, name, path, sizeof path);
+    if (rc == 0)
+        rc = vc->measure(vc->measure_ctx, path, vroot, &size, stamp, sizeof stamp);
+    for (int tries = 0; rc == 0 && tries < LIST_TRIES; tries++) {
+        struct vlist l;
+        if ((rc = load_list(vc, key, &l, etag)) != 0)
+            break;
+        const struct vlist_entry *found = vlist_entry_of(&l, n);
+        struct vlist_entry *e = found && !found->error ? &l.entries[found - l.entries] : NULL;
+        char *copy = e ? strdup(stamp) : NULL;
+        if (e && copy) {
+            free(e->stamp);
+            e->stamp = copy;
+            e->size = size;
+            rc = put_list(vc, key, &l, etag);
+        } else {
+            free(copy);
+            rc = e ? -ENOMEM : 0; /* gone already (expired, removed): nothing to record */
+        }
+        vlist_free(&l);
+        if (rc != -ESTALE)
+            break;
+    }
+    if (rc != 0)
+        log_warn("%s: version %" PRIu64 "'s size not recorded (%s): listings build it", vc->domain,
+                 n, strerror(-rc));
+}
+
 static void committer(const struct versions_commit *vc, char *buf, size_t len)
 {
     char host[256] = "";
@@ -796,6 +839,8 @@ int versions_commit(const struct versions_commit *vc, uint64_t *n, char vroot[SC
     if (rc == 0)
         drop_expired_objects(vc, expired, n_expired);
     free(expired);
+    if (rc == 0)
+        record_measured_size(vc, key, *n, vroot);
     return rc;
 }
 

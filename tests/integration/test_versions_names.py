@@ -201,3 +201,43 @@ def test_a_mount_sees_its_own_name_changes_at_once_with_a_long_ttl(bucket_copy, 
     shutil.copyfile(A, m.path(TARGET))
     assert listed(m) == ["2.h5", "3.h5", "paper.h5"]
     assert same(m.path(f"{VDIR}/3.h5"), A) and same(m.path(f"{VDIR}/paper.h5"), A)
+
+
+def built(m):
+    return json.loads(m.path(".h5osfs-stats").read_text())["images"]["built"]
+
+
+@pytest.mark.posix_only(reason="edits the version list by hand; the sizes are recorded by the "
+                        "same commit code on every store")
+def test_ls_l_of_versions_builds_nothing_and_a_wrong_size_is_eio(bucket_copy, mount_bucket,
+                                                                 tmp_path):
+    """Each commit records its version's file size in the list: `ls -l` of the versions on a
+    fresh mount (fresh cache_dir) builds no file, and the sizes are the bytes a read returns.
+    An entry without a size (an older list) is built to be listed; a recorded size that is
+    wrong makes the open fail with EIO, never a short or long read."""
+    m = mount_bucket(bucket_copy, "-o",
+                     f"user=test_user1,ttl=0,versions=on,cache_dir={tmp_path}/c1")
+    for f in (A, B, A):
+        shutil.copyfile(f, m.path(TARGET))
+    assert m.unmount() == 0
+    ro = mount_bucket(m, "-o", f"user=test_user1,ro,ttl=0,cache_dir={tmp_path}/fresh")
+    subprocess.run(["ls", "-l", ro.path(VDIR)], check=True, capture_output=True)
+    assert built(ro) == 0
+    for n, f in ((1, A), (2, B), (3, A)):
+        p = ro.path(f"{VDIR}/{n}.h5")
+        assert os.stat(p).st_size == len(open(p, "rb").read())
+        assert same(p, f)
+    assert ro.unmount() == 0
+    lst_path = bucket_copy / VDIR / ".h5osfs-versions"
+    lst = json.loads(lst_path.read_text())
+    lst["versions"][0]["size"] = 0                  # as written before sizes were
+    lst["versions"][1]["size"] += 4096              # wrong for this build
+    lst_path.write_text(json.dumps(lst))
+    ro = mount_bucket(m, "-o", f"user=test_user1,ro,ttl=0,cache_dir={tmp_path}/fresh2")
+    p1 = ro.path(f"{VDIR}/1.h5")
+    assert os.stat(p1).st_size == len(open(p1, "rb").read()) and built(ro) >= 1
+    with pytest.raises(OSError) as e:
+        open(ro.path(f"{VDIR}/2.h5"), "rb").read()
+    assert e.value.errno == errno.EIO
+    assert "but its commit recorded" in ro.log()
+    assert same(ro.path(f"{VDIR}/3.h5"), A)
