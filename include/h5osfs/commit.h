@@ -57,8 +57,12 @@ struct commit_ctx {
     int (*link_for)(void *ctx, const char *domain, int link);
     void *link_ctx;
     /* Does a commit of the domain at path keep a version (issue 26)? A folder's
-     * user.h5osfs.versions above it, else -o versions. NULL: never. Called with link_ctx. */
-    int (*versions_for)(void *ctx, const char *domain);
+     * user.h5osfs.versions above it, else -o versions. NULL: never. Called with link_ctx.
+     * *keep gets how many untagged versions to keep (0: all), from the same setting. */
+    int (*versions_for)(void *ctx, const char *domain, unsigned *keep);
+    /* versions_commit's measure (versions.h), called with link_ctx. NULL: sizes not recorded. */
+    int (*measure_version)(void *ctx, const char *path, const char *vroot, uint64_t *size,
+                           char *stamp, size_t stamp_len);
     struct info_queue *info; /* summaries after commits (NULL: written before returning) */
     const char *bucket_name; /* HSDS's name of the bucket: .info.json (info.h),
                                  * linked layouts' file_uri */

@@ -47,6 +47,12 @@ void image_get(struct image *img);
 void image_put(struct image *img);
 
 uint64_t image_size(const struct image *img);
+
+/* What an image's size depends on besides its objects: this executable (its digest, as for
+ * kept images) and the options of src that change the layout. A size recorded with one stamp
+ * is the size this process builds for the same root when the stamps are equal. */
+#define IMAGE_STAMP_BUF 40
+void image_layout_stamp(const struct image_source *src, char out[IMAGE_STAMP_BUF]);
 /* A number no other build of this process had: the identity of this version of the file. */
 uint64_t image_serial(const struct image *img);
 /* True when both images have the same bytes (same layout, metadata and chunk sources), and

@@ -21,6 +21,9 @@ void image_table_free(struct image_table *t);
 
 /* The image of the domain at path with root id root (a new reference). *reused is 1 when it
  * is the image the previous open got. 0, -EIO or -ENOMEM. */
+/* image_layout_stamp of the table's source. */
+void image_table_stamp(const struct image_table *t, char out[IMAGE_STAMP_BUF]);
+
 int image_table_get(struct image_table *t, const char *path, const char *root, struct image **out,
                     int *reused);
 

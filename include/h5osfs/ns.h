@@ -45,6 +45,8 @@ struct ns_info {
     struct schema_versions versions; /* folders: user.h5osfs.versions (UNSET: none) */
     uint64_t version;                /* DIR/.versions/NAME/<x>: its number; else 0 */
     char committer[64];              /* and who committed it (truncated for display) */
+    char size_stamp[40];             /* and when size is the size its commit recorded: the
+                                      * image layout stamp it holds for (image.h); else "" */
 };
 
 struct ns_config {

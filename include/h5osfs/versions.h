@@ -27,13 +27,21 @@ struct versions_stats {
 
 struct versions_commit {
     struct store *store;
-    const char *bucket_name;      /* the pool URIs' bucket (spec §8.3) */
-    const char *domain;           /* "/DIR/NAME" */
-    const char *root;             /* the new root, ingested and synced, not named yet */
-    const char *base_root;        /* the domain's root the commit replaces ("" for a new domain) */
-    const char *user;             /* owner of the version objects; the committer's name */
-    unsigned workers;             /* chunks sealed at once */
+    const char *bucket_name; /* the pool URIs' bucket (spec §8.3) */
+    const char *domain;      /* "/DIR/NAME" */
+    const char *root;        /* the new root, ingested and synced, not named yet */
+    const char *base_root;   /* the domain's root the commit replaces ("" for a new domain) */
+    const char *user;        /* owner of the version objects; the committer's name */
+    unsigned workers;        /* chunks sealed at once */
+    unsigned keep; /* untagged versions kept, the new one included (0: all): older untagged
+                    * ones lose their number in the same list put (doc/versions.md §4.5) */
     struct versions_stats *stats; /* filled (may be NULL) */
+    /* The size of version path's file (root vroot) as this build lays it out, and the layout
+     * stamp it holds for, recorded in the list so that a listing need not build it (NULL, or
+     * an error: not recorded, the listing builds). */
+    int (*measure)(void *ctx, const char *path, const char *vroot, uint64_t *size, char *stamp,
+                   size_t stamp_len);
+    void *measure_ctx;
     /* Test hook: called after V's objects are durable, and after the list put. */
     void (*crash_point)(const char *stage);
 };

@@ -274,10 +274,25 @@ void op_rename(fuse_req_t req, fuse_ino_t parent, const char *name, fuse_ino_t n
     free(to);
 }
 
+/* Only a version gets a second name (a tag, domops_link); the new name is then looked up. */
 void op_link(fuse_req_t req, fuse_ino_t ino, fuse_ino_t newparent, const char *newname)
 {
-    (void)ino, (void)newparent, (void)newname;
-    reply_erofs(req);
+    struct fs *fs = fs_of(req);
+    struct caller caller;
+    fs_caller_of(fs, req, &caller);
+    char *from = NULL, *to = NULL;
+    int rc = -EROFS;
+    if (!fs->cfg.read_only) {
+        from = inode_path(fs->inodes, ino);
+        to = path_in(fs, newparent, newname);
+        rc = !from || !to ? -ENOMEM : domops_link(fs->ops, caller_user(&caller), from, to);
+    }
+    if (rc == 0)
+        reply_entry_for(req, fs, to);
+    else
+        fuse_reply_err(req, -rc);
+    free(from);
+    free(to);
 }
 
 /* A new domain's staged file (the caller's), or an existing domain opened as open(2) says. */

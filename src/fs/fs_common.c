@@ -91,6 +91,30 @@ static int stat_path(struct fs *fs, const char *path, struct ns_info *info)
  * *version as inode.h says. A domain whose file cannot be built shows as broken. *out (when
  * out is not NULL) gets that version's image (a reference), NULL for anything else.
  */
+int fs_is_recorded_version(uint64_t version)
+{
+    return version != INODE_STAGED && (version & FS_RECORDED_VERSION) != 0;
+}
+
+/* FS_RECORDED_VERSION and 62 bits of FNV-1a of the root id: one number per version root, so
+ * that a name given to another version later is another node. */
+static uint64_t recorded_version(const char *root)
+{
+    uint64_t h = 14695981039346656037ull;
+    for (const unsigned char *p = (const unsigned char *)root; *p; p++)
+        h = (h ^ *p) * 1099511628211ull;
+    return FS_RECORDED_VERSION | (h & (FS_RECORDED_VERSION - 1));
+}
+
+int fs_size_is_recorded(struct fs *fs, const struct ns_info *info)
+{
+    char stamp[IMAGE_STAMP_BUF];
+    if (info->version == 0 || info->size == 0 || !info->size_stamp[0])
+        return 0;
+    image_table_stamp(fs->images, stamp);
+    return strcmp(stamp, info->size_stamp) == 0;
+}
+
 int fs_resolve_image(struct fs *fs, const char *path, struct ns_info *info, uint64_t *version,
                      struct image **out)
 {
@@ -101,6 +125,10 @@ int fs_resolve_image(struct fs *fs, const char *path, struct ns_info *info, uint
     *version = staged ? INODE_STAGED : INODE_NO_VERSION;
     if (rc != 0 || staged || info->kind != NS_DOMAIN)
         return rc;
+    if (fs_size_is_recorded(fs, info)) {
+        *version = recorded_version(info->root);
+        return 0;
+    }
     struct image *img;
     int reused;
     rc = image_table_get(fs->images, path, info->root, &img, &reused);

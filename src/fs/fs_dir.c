@@ -148,8 +148,9 @@ static void warm_folder(struct fs *fs, const char *path, const struct ns_dir *di
     const char **roots = calloc(dir->n ? dir->n : 1, sizeof *roots);
     size_t n = 0;
     for (size_t i = 0; paths && roots && i < dir->n; i++) {
-        if (dir->entries[i].info.kind != NS_DOMAIN)
-            continue;
+        if (dir->entries[i].info.kind != NS_DOMAIN ||
+            fs_size_is_recorded(fs, &dir->entries[i].info))
+            continue; /* a version whose size is recorded: its stat builds nothing */
         if (!(paths[n] = fs_child_path(path, dir->entries[i].name)))
             break;
         roots[n++] = dir->entries[i].info.root;

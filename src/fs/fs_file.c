@@ -74,7 +74,14 @@ static int open_image(struct fs *fs, const char *path, const struct ns_info *inf
     int rc = image_table_get(fs->images, path, info->root, &img, &reused);
     if (rc != 0)
         return rc;
-    if (image_serial(img) != version) {
+    if (fs_is_recorded_version(version) && image_size(img) != info->size) {
+        log_error("%s: version built as %llu bytes, but its commit recorded %llu: not read "
+                  "(EIO)",
+                  path, (unsigned long long)image_size(img), (unsigned long long)info->size);
+        image_put(img);
+        return -EIO;
+    }
+    if (!fs_is_recorded_version(version) && image_serial(img) != version) {
         image_put(img);
         return -ESTALE;
     }

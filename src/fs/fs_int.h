@@ -108,6 +108,14 @@ int fs_is_stats_path(const char *path);
 mode_t fs_mode_of(const struct fs *fs, const struct ns_info *info);
 int fs_remember_creator(struct fs *fs, const struct caller *c, const char *path);
 int fs_resolve(struct fs *fs, const char *path, struct ns_info *info, uint64_t *version);
+
+/* A kept version whose commit recorded its size (for this build's layout) is not built to be
+ * looked up: its node's version is then this number, made of its root (never an image serial,
+ * which counts from 1), and the open that follows checks the built size against it. */
+#define FS_RECORDED_VERSION (1ull << 62)
+int fs_is_recorded_version(uint64_t version);
+/* Is info a kept version with a size recorded for this build's layout (no build needed)? */
+int fs_size_is_recorded(struct fs *fs, const struct ns_info *info);
 int fs_resolve_image(struct fs *fs, const char *path, struct ns_info *info, uint64_t *version,
                      struct image **img);
 int fs_stat_ino(struct fs *fs, fuse_ino_t ino, char **path, struct ns_info *info);

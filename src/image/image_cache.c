@@ -170,6 +170,14 @@ static int chunk_states_of(const struct stamp_walk *w, struct image_chunk_states
     return 0;
 }
 
+void image_layout_stamp(const struct image_source *src, char out[IMAGE_STAMP_BUF])
+{
+    pthread_once(&program_once, digest_program);
+    for (size_t i = 0; i < 16; i++)
+        snprintf(out + 2 * i, 3, "%02x", program_digest[i]);
+    snprintf(out + 32, IMAGE_STAMP_BUF - 32, src->no_repairs ? ":s" : ":r");
+}
+
 static int digest_name(const struct image_source *src, const char *domain_path, const char *root_id,
                        char name[65])
 {

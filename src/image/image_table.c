@@ -182,6 +182,11 @@ void image_table_counts(struct image_table *t, struct image_table_counts *out)
     pthread_mutex_unlock(&t->lock);
 }
 
+void image_table_stamp(const struct image_table *t, char out[IMAGE_STAMP_BUF])
+{
+    image_layout_stamp(&t->src, out);
+}
+
 int image_table_get(struct image_table *t, const char *path, const char *root, struct image **out,
                     int *reused)
 {

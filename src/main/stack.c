@@ -197,6 +197,24 @@ static int staging_base(void *ctx, const char *path, const char *root, struct im
     return rc;
 }
 
+/* A kept version's file size, built now (and kept in the image table for its first reads). */
+static int measure_version(void *ctx, const char *path, const char *vroot, uint64_t *size,
+                           char *stamp, size_t stamp_len)
+{
+    struct stack *s = ctx;
+    struct image *img;
+    int reused;
+    char mine[IMAGE_STAMP_BUF];
+    int rc = image_table_get(s->images, path, vroot, &img, &reused);
+    if (rc != 0)
+        return rc;
+    *size = image_size(img);
+    image_put(img);
+    image_table_stamp(s->images, mine);
+    snprintf(stamp, stamp_len, "%s", mine);
+    return 0;
+}
+
 /* A commit made a new version of path: its ACL decides from now on, not who created it; the
  * next open builds the new version, and the next lookup must find it, not the kernel's cached
  * name of the old version's node. fs is NULL only once it is gone (stack_close). */
@@ -270,11 +288,13 @@ static int link_for(void *ctx, const char *domain, int link)
 }
 
 /* The nearest folder above domain with user.h5osfs.versions decides (inherited like
- * user.h5osfs.ingest); none: the mount's -o versions. */
-static int versions_for(void *ctx, const char *domain)
+ * user.h5osfs.ingest), its keep:N too ("on" keeps all); none: the mount's -o versions and
+ * -o versions_keep. */
+static int versions_for(void *ctx, const char *domain, unsigned *keep)
 {
     struct stack *s = ctx;
     int on = s->opts->versions;
+    *keep = s->opts->versions_keep;
     char *dir = strdup(domain);
     for (char *slash = dir ? strrchr(dir, '/') : NULL; slash; slash = strrchr(dir, '/')) {
         struct ns_info info;
@@ -282,6 +302,7 @@ static int versions_for(void *ctx, const char *domain)
         if (ns_stat(s->ns, dir, &info) == 0 && info.kind == NS_FOLDER &&
             info.versions.mode != SCHEMA_VERSIONS_UNSET) {
             on = info.versions.mode == SCHEMA_VERSIONS_ON;
+            *keep = info.versions.keep;
             break;
         }
         if (slash == dir)
@@ -312,6 +333,7 @@ static int open_writing(struct stack *s)
                                  .link = s->opts->ingest_link,
                                  .link_for = link_for,
                                  .versions_for = versions_for,
+                                 .measure_version = measure_version,
                                  .link_ctx = s };
     struct staging_hooks hooks = {
         .base = staging_base, .cache = s->cache, .committed = committed, .ctx = s

@@ -35,11 +35,12 @@ struct ns {
     char *admin_user;
     double ttl;
     double mount_time;
-    unsigned requests;       /* children stat at once by a listing */
-    pthread_mutex_t lock;    /* guards cache, warned and listings */
-    struct strmap *cache;    /* path -> struct ns_cached */
-    struct strmap *warned;   /* keys already reported as unusable names */
-    struct strmap *listings; /* path -> struct ns_cached_dir */
+    unsigned requests;        /* children stat at once by a listing */
+    pthread_mutex_t lock;     /* guards cache, warned and listings */
+    struct strmap *cache;     /* path -> struct ns_cached */
+    struct strmap *warned;    /* keys already reported as unusable names */
+    struct strmap *listings;  /* path -> struct ns_cached_dir */
+    struct ns_vlists *vlists; /* version lists (ns_versions.c), locked on their own */
 };
 
 static void cached_dir_free(void *value);
@@ -60,7 +61,8 @@ int ns_new(struct store *store, const struct ns_config *cfg, struct ns **out)
     ns->warned = strmap_new();
     ns->listings = strmap_new();
     if (!ns->user || !ns->admin_user || !ns->cache || !ns->warned || !ns->listings ||
-        pthread_mutex_init(&ns->lock, NULL) != 0) {
+        ns_vlists_new(cfg->ttl, &ns->vlists) != 0 || pthread_mutex_init(&ns->lock, NULL) != 0) {
+        ns_vlists_free(ns->vlists);
         strmap_free(ns->cache, NULL);
         strmap_free(ns->warned, NULL);
         strmap_free(ns->listings, NULL);
@@ -80,6 +82,7 @@ void ns_free(struct ns *ns)
     strmap_free(ns->cache, cached_free);
     strmap_free(ns->warned, NULL);
     strmap_free(ns->listings, cached_dir_free);
+    ns_vlists_free(ns->vlists);
     pthread_mutex_destroy(&ns->lock);
     free(ns->user);
     free(ns->admin_user);
@@ -97,6 +100,11 @@ static bool path_may_be_visible(const char *path)
 struct store *ns_store_of(const struct ns *ns)
 {
     return ns->store;
+}
+
+struct ns_vlists *ns_vlists_of(const struct ns *ns)
+{
+    return ns->vlists;
 }
 
 const char *ns_user_of(const struct ns *ns)
@@ -340,6 +348,7 @@ void ns_invalidate(struct ns *ns, const char *path)
     void *listing = strmap_remove(ns->listings, parent);
     void *own = strmap_remove(ns->listings, path);
     pthread_mutex_unlock(&ns->lock);
+    ns_vlists_invalidate(ns->vlists, path);
     cached_free(self);
     cached_free(up);
     if (listing)

@@ -14,4 +14,14 @@ void ns_warn_once(struct ns *ns, const char *key, const char *what, const char *
 int ns_versions_stat(struct ns *ns, const char *path, const char *user, struct ns_info *out);
 int ns_versions_readdir(struct ns *ns, const char *path, struct ns_dir *out);
 
+/* The version lists read in the last ttl, parsed, shared by every lookup below one
+ * DIR/.versions/NAME (so that `ls -l` of 1,000 versions reads and parses the list once, not
+ * once per name). ttl <= 0: nothing kept. */
+struct ns_vlists;
+int ns_vlists_new(double ttl, struct ns_vlists **out);
+void ns_vlists_free(struct ns_vlists *c);
+/* A change at path (a domain, or a path below its .versions) makes its list be read again. */
+void ns_vlists_invalidate(struct ns_vlists *c, const char *path);
+struct ns_vlists *ns_vlists_of(const struct ns *ns);
+
 #endif

@@ -13,15 +13,146 @@
  * versions stay readable. Each problem is logged once, with the key and the reason.
  */
 #include <errno.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "h5osfs/clock.h"
 #include "h5osfs/grow.h"
+#include "h5osfs/strmap.h"
 #include "h5osfs/vlist.h"
 #include "ns_int.h"
 
 #define VERSIONS_LIST_PAGE 1000
+#define VLISTS_PRUNE_AT 256 /* lists kept before expired ones are dropped */
+
+/* ---- the lists read in the last ttl ---- */
+
+/* One parsed list, shared: the cache holds a reference, each reader one while it reads. */
+struct shared_vlist {
+    struct vlist l;
+    unsigned refs; /* under ns_vlists.lock */
+    double expires;
+};
+
+struct ns_vlists {
+    double ttl;
+    pthread_mutex_t lock; /* guards map and every refs */
+    struct strmap *map;   /* domain path -> struct shared_vlist */
+};
+
+int ns_vlists_new(double ttl, struct ns_vlists **out)
+{
+    struct ns_vlists *c = calloc(1, sizeof *c);
+    if (c && (c->map = strmap_new()) != NULL && pthread_mutex_init(&c->lock, NULL) == 0) {
+        c->ttl = ttl;
+        *out = c;
+        return 0;
+    }
+    if (c)
+        strmap_free(c->map, NULL);
+    free(c);
+    return -ENOMEM;
+}
+
+static void shared_free(struct shared_vlist *s)
+{
+    vlist_free(&s->l);
+    free(s);
+}
+
+static void release(struct ns_vlists *c, struct shared_vlist *s)
+{
+    pthread_mutex_lock(&c->lock);
+    int last = --s->refs == 0;
+    pthread_mutex_unlock(&c->lock);
+    if (last)
+        shared_free(s);
+}
+
+static void release_all(void *value)
+{
+    struct shared_vlist *s = value;
+    if (--s->refs == 0) /* at the end: no reader left */
+        shared_free(s);
+}
+
+void ns_vlists_free(struct ns_vlists *c)
+{
+    if (!c)
+        return;
+    strmap_free(c->map, release_all);
+    pthread_mutex_destroy(&c->lock);
+    free(c);
+}
+
+/* The cached list of domain (a reference), or NULL. */
+static struct shared_vlist *cached_list(struct ns_vlists *c, const char *domain)
+{
+    if (c->ttl <= 0)
+        return NULL;
+    pthread_mutex_lock(&c->lock);
+    struct shared_vlist *s = strmap_get(c->map, domain);
+    if (s && s->expires > clock_monotonic())
+        s->refs++;
+    else
+        s = NULL;
+    pthread_mutex_unlock(&c->lock);
+    return s;
+}
+
+static int drop_if_expired(const char *key, void *value, void *ctx)
+{
+    (void)key;
+    struct shared_vlist *s = value;
+    if (s->expires > *(double *)ctx)
+        return 0;
+    if (--s->refs == 0) /* under the lock; a reader's reference keeps it */
+        shared_free(s);
+    return 1;
+}
+
+static void remember_list(struct ns_vlists *c, const char *domain, struct shared_vlist *s)
+{
+    if (c->ttl <= 0)
+        return;
+    struct shared_vlist *old = NULL;
+    double now = clock_monotonic();
+    pthread_mutex_lock(&c->lock);
+    if (strmap_count(c->map) >= VLISTS_PRUNE_AT)
+        strmap_filter(c->map, drop_if_expired, &now);
+    s->expires = now + c->ttl;
+    s->refs++;
+    if (strmap_put(c->map, domain, s, (void **)&old) != 0) {
+        s->refs--; /* not kept: caching is an optimisation */
+        old = NULL;
+    }
+    int last_old = old && --old->refs == 0;
+    pthread_mutex_unlock(&c->lock);
+    if (last_old)
+        shared_free(old);
+}
+
+static void forget_list(struct ns_vlists *c, const char *domain)
+{
+    pthread_mutex_lock(&c->lock);
+    struct shared_vlist *s = strmap_remove(c->map, domain);
+    int last = s && --s->refs == 0;
+    pthread_mutex_unlock(&c->lock);
+    if (last)
+        shared_free(s);
+}
+
+void ns_vlists_invalidate(struct ns_vlists *c, const char *path)
+{
+    char domain[STORE_KEY_MAX + 2];
+    if (!c || c->ttl <= 0)
+        return;
+    forget_list(c, path); /* a commit of the domain at path appends to its list */
+    if (schema_version_domain_of(path, domain, sizeof domain) == 0)
+        forget_list(c, domain); /* a name changed */
+}
 
 /* A path split at its .versions component: depth 0 "/D/.versions", 1 ".../NAME", 2
  * ".../NAME/x". */
@@ -75,23 +206,34 @@ static int split_versions_path(const char *path, struct vpath *v)
     return 0;
 }
 
-/* The version list of domain (absolute path): 0, -ENOENT (none), -EIO (logged once). */
-static int load_list(struct ns *ns, const char *domain, struct vlist *out)
+/* The version list of domain (absolute path), as read in the last ttl or now: 0 with *out a
+ * reference (give it back with release), -ENOENT (none), -EIO (logged once), -ENOMEM. */
+static int load_list(struct ns *ns, const char *domain, struct shared_vlist **out)
 {
     char key[STORE_KEY_MAX + 1], why[200];
     struct store_buf buf = { 0 };
+    if ((*out = cached_list(ns_vlists_of(ns), domain)) != NULL)
+        return 0;
     if (schema_vlist_key(domain, key, sizeof key) != 0)
         return -ENOENT;
+    struct shared_vlist *s = calloc(1, sizeof *s);
+    if (!s)
+        return -ENOMEM;
     int rc = store_get(ns_store_of(ns), key, VLIST_MAX_BYTES, &buf);
-    if (rc == -ENOENT || rc == -EINVAL)
-        return -ENOENT;
     if (rc == -EFBIG)
         snprintf(why, sizeof why, "larger than %u bytes", VLIST_MAX_BYTES);
-    else if (rc == 0 && vlist_parse((const char *)buf.data, buf.len, out, why, sizeof why) == 0)
+    else if (rc == 0 && vlist_parse((const char *)buf.data, buf.len, &s->l, why, sizeof why) == 0)
         rc = 1;
     store_buf_free(&buf);
-    if (rc == 1)
+    if (rc == 1) {
+        s->refs = 1;
+        remember_list(ns_vlists_of(ns), domain, s);
+        *out = s;
         return 0;
+    }
+    free(s);
+    if (rc == -ENOENT || rc == -EINVAL)
+        return -ENOENT;
     if (rc == 0 || rc == -EFBIG)
         ns_warn_once(ns, key, "version list unusable, its versions are not shown", why);
     return rc == -ENOMEM || rc == -EACCES ? rc : -EIO;
@@ -114,8 +256,21 @@ static unsigned read_rights(struct ns *ns, const struct vpath *v, const char *us
     return dir.rights & SCHEMA_ACL_READ;
 }
 
+/* The size the commit recorded, for the version's own number (the name it was built
+ * under), with the layout stamp it holds for: fs trusts it only for an equal stamp. */
+static void recorded_size(const struct vlist_entry *e, const char *name, struct ns_info *out)
+{
+    uint64_t n;
+    if (e->size == 0 || !e->stamp || !e->stamp[0] || strlen(e->stamp) >= sizeof out->size_stamp ||
+        !vlist_number_name(name, &n) || n != e->n)
+        return;
+    out->size = e->size;
+    snprintf(out->size_stamp, sizeof out->size_stamp, "%s", e->stamp);
+}
+
 static void version_info(struct ns *ns, const char *domain, const struct vlist_entry *e,
-                         const struct ns_info *current, unsigned rights, struct ns_info *out)
+                         const char *name, const struct ns_info *current, unsigned rights,
+                         struct ns_info *out)
 {
     memset(out, 0, sizeof *out);
     if (e->error) {
@@ -132,6 +287,7 @@ static void version_info(struct ns *ns, const char *domain, const struct vlist_e
     snprintf(out->owner, sizeof out->owner, "%s", current->owner);
     snprintf(out->committer, sizeof out->committer, "%s", e->by ? e->by : "");
     out->version = e->n;
+    recorded_size(e, name, out);
 }
 
 static void dir_info(double mtime, unsigned rights, struct ns_info *out)
@@ -151,7 +307,7 @@ static double latest_time(const struct vlist *l)
 int ns_versions_stat(struct ns *ns, const char *path, const char *user, struct ns_info *out)
 {
     struct vpath v;
-    struct vlist l;
+    struct shared_vlist *l;
     struct ns_info current;
     if (split_versions_path(path, &v) != 0)
         return -ENOENT;
@@ -166,15 +322,15 @@ int ns_versions_stat(struct ns *ns, const char *path, const char *user, struct n
     if (rc != 0)
         return rc;
     if (v.depth == 1) {
-        dir_info(latest_time(&l), rights, out);
+        dir_info(latest_time(&l->l), rights, out);
     } else {
-        const struct vlist_entry *e = vlist_lookup(&l, v.entry);
+        const struct vlist_entry *e = vlist_lookup(&l->l, v.entry);
         if (e)
-            version_info(ns, v.domain, e, &current, rights, out);
+            version_info(ns, v.domain, e, v.entry, &current, rights, out);
         else
             rc = -ENOENT;
     }
-    vlist_free(&l);
+    release(ns_vlists_of(ns), l);
     return rc;
 }
 
@@ -203,13 +359,15 @@ static int list_names(struct ns *ns, const struct vpath *v, const struct vlist *
         const struct vlist_entry *e = &l->entries[i];
         struct ns_info info;
         char own[32];
-        version_info(ns, v->domain, e, current, rights, &info);
         if (e->error && e->n > 0) {
             snprintf(own, sizeof own, "%llu.h5", (unsigned long long)e->n);
+            version_info(ns, v->domain, e, own, current, rights, &info);
             rc = append(out, &cap, own, &info);
         }
-        for (size_t k = 0; rc == 0 && !e->error && k < e->n_names; k++)
+        for (size_t k = 0; rc == 0 && !e->error && k < e->n_names; k++) {
+            version_info(ns, v->domain, e, e->names[k], current, rights, &info);
             rc = append(out, &cap, e->names[k], &info);
+        }
     }
     return rc;
 }
@@ -255,7 +413,7 @@ static int list_domains(struct ns *ns, const struct vpath *v, const struct ns_in
 int ns_versions_readdir(struct ns *ns, const char *path, struct ns_dir *out)
 {
     struct vpath v;
-    struct vlist l;
+    struct shared_vlist *l = NULL;
     struct ns_info current;
     memset(out, 0, sizeof *out);
     if (split_versions_path(path, &v) != 0)
@@ -266,8 +424,8 @@ int ns_versions_readdir(struct ns *ns, const char *path, struct ns_dir *out)
     int rc =
         v.depth == 0 ? list_domains(ns, &v, &current, rights, out) : load_list(ns, v.domain, &l);
     if (rc == 0 && v.depth == 1) {
-        rc = list_names(ns, &v, &l, &current, rights, out);
-        vlist_free(&l);
+        rc = list_names(ns, &v, &l->l, &current, rights, out);
+        release(ns_vlists_of(ns), l);
     }
     if (rc != 0)
         ns_dir_free(out);

@@ -328,7 +328,8 @@ static int keep_version(const struct commit_ctx *c, const struct journal_rec *re
     char vroot[SCHEMA_ID_BUF] = "";
     uint64_t n = 0;
     struct versions_stats st = { 0 };
-    if (!c->versions_for || !c->versions_for(c->link_ctx, rec->domain))
+    unsigned keep = 0;
+    if (!c->versions_for || !c->versions_for(c->link_ctx, rec->domain, &keep))
         return 0;
     struct versions_commit vc = { .store = c->ops->store,
                                   .bucket_name = c->bucket_name,
@@ -337,6 +338,9 @@ static int keep_version(const struct commit_ctx *c, const struct journal_rec *re
                                   .base_root = rec->base_root,
                                   .user = c->ops->user,
                                   .workers = c->workers,
+                                  .keep = keep,
+                                  .measure = c->measure_version,
+                                  .measure_ctx = c->link_ctx,
                                   .stats = &st,
                                   .crash_point = crash_point };
     int rc = versions_commit(&vc, &n, vroot);

@@ -12,6 +12,7 @@
 #include "h5osfs/hjson.h"
 #include "h5osfs/log.h"
 #include "h5osfs/schema.h"
+#include "h5osfs/vnames.h"
 
 #ifndef RENAME_NOREPLACE
 #define RENAME_NOREPLACE (1 << 0)
@@ -239,12 +240,79 @@ int domops_rmdir(const struct domops *d, const char *user, const char *path)
     return rc == 0 || rc == -ENOENT ? 0 : -EIO;
 }
 
+/* ---- names of versions (DIR/.versions/NAME/<name>) ---- */
+
+/* user's rights on a version's names: the domain's while it exists (its root then says which
+ * version is current), else its folder's. */
+static int version_rights(const struct domops *d, const char *user, const char *domain,
+                          unsigned *rights, char root[SCHEMA_ID_BUF])
+{
+    char parent[STORE_KEY_MAX + 2];
+    struct ns_info info;
+    root[0] = '\0';
+    ns_invalidate(d->ns, domain);
+    int rc = ns_stat_as(d->ns, domain, user, &info);
+    if (rc == 0 && info.kind == NS_DOMAIN) {
+        snprintf(root, SCHEMA_ID_BUF, "%s", info.root);
+        *rights = info.rights;
+        return 0;
+    }
+    if (rc != 0 && rc != -ENOENT)
+        return rc;
+    parent_of(domain, parent, sizeof parent);
+    rc = ns_stat_as(d->ns, parent, user, &info);
+    *rights = rc == 0 ? info.rights : 0;
+    return rc;
+}
+
+static int is_admin(const struct domops *d, const char *user)
+{
+    return user && strcmp(user, d->admin_user) == 0;
+}
+
+static int unlink_version_name(const struct domops *d, const char *user, const char *path)
+{
+    char domain[STORE_KEY_MAX + 2], root[SCHEMA_ID_BUF];
+    unsigned rights;
+    if (schema_version_domain_of(path, domain, sizeof domain) != 0)
+        return -EPERM; /* .versions itself or a version folder: not a file */
+    int rc = version_rights(d, user, domain, &rights, root);
+    if (rc != 0)
+        return rc;
+    if (!user || (!(rights & SCHEMA_ACL_DELETE) && !is_admin(d, user)))
+        return -EACCES;
+    rc = vnames_remove(d->store, domain, strrchr(path, '/') + 1, root);
+    ns_invalidate(d->ns, path);
+    return rc;
+}
+
+int domops_link(const struct domops *d, const char *user, const char *from, const char *to)
+{
+    char domain[STORE_KEY_MAX + 2], to_domain[STORE_KEY_MAX + 2], root[SCHEMA_ID_BUF];
+    unsigned rights;
+    if (schema_version_domain_of(from, domain, sizeof domain) != 0)
+        return -EPERM; /* a domain has one name: its bytes are a root, not a file */
+    if (schema_version_domain_of(to, to_domain, sizeof to_domain) != 0 ||
+        strcmp(domain, to_domain) != 0)
+        return -EXDEV; /* a tag names a version of the same domain, in the same folder */
+    int rc = version_rights(d, user, domain, &rights, root);
+    if (rc != 0)
+        return rc;
+    if (!user || (!(rights & SCHEMA_ACL_UPDATE) && !is_admin(d, user)))
+        return -EACCES;
+    rc = vnames_tag(d->store, user, domain, strrchr(from, '/') + 1, strrchr(to, '/') + 1);
+    ns_invalidate(d->ns, to);
+    return rc;
+}
+
 /* ---- unlink ---- */
 
 int domops_unlink(const struct domops *d, const char *user, const char *path)
 {
     char key[STORE_KEY_MAX + 1];
     struct ns_info info;
+    if (schema_is_versions_path(path) == 1)
+        return unlink_version_name(d, user, path);
     ns_invalidate(d->ns, path);
     int rc = ns_stat_as(d->ns, path, user, &info);
     if (rc != 0)

@@ -18,6 +18,7 @@
 #include "h5osfs/log.h"
 #include "h5osfs/pfor.h"
 #include "h5osfs/vlist.h"
+#include "h5osfs/vnames.h"
 
 #define CHUNK_MAX (1ull << 31)       /* table sizes are I32 (spec §8.3) */
 #define TABLE_ENTRIES_MAX (1u << 20) /* one table chunk, < refs.c's 256 MiB per chunk */
@@ -690,6 +691,92 @@ static int put_list(const struct versions_commit *vc, const char *key, const str
     return rc;
 }
 
+/* keep's expiry (§4.5) in the list being put: *expired (malloc'd, *n_expired long) gets the
+ * numbers that lost their name, whose domain objects go once the put has landed. */
+static int expire(struct vlist *l, unsigned keep, uint64_t head, uint64_t **expired,
+                  size_t *n_expired)
+{
+    *n_expired = 0;
+    if (keep == 0 || l->n_entries == 0)
+        return 0;
+    unsigned char *was_kept = malloc(l->n_entries);
+    uint64_t *numbers = realloc(*expired, l->n_entries * sizeof *numbers);
+    if (numbers)
+        *expired = numbers;
+    if (!was_kept || !numbers) {
+        free(was_kept);
+        return -ENOMEM;
+    }
+    for (size_t i = 0; i < l->n_entries; i++)
+        was_kept[i] = !l->entries[i].error && l->entries[i].state == VLIST_KEPT;
+    vlist_expire(l, keep, head);
+    for (size_t i = 0; i < l->n_entries; i++)
+        if (was_kept[i] && l->entries[i].state == VLIST_REMOVING)
+            numbers[(*n_expired)++] = l->entries[i].n;
+    free(was_kept);
+    return 0;
+}
+
+/* The expired numbers' HSDS domain objects: the list, which h5osfs reads, no longer has them. */
+static void drop_expired_objects(const struct versions_commit *vc, const uint64_t *expired,
+                                 size_t n_expired)
+{
+    for (size_t i = 0; i < n_expired; i++) {
+        char name[32];
+        snprintf(name, sizeof name, "%" PRIu64 ".h5", expired[i]);
+        int rc = vnames_delete_object(vc->store, vc->domain, name);
+        if (rc != 0)
+            log_warn("%s: version %" PRIu64 " expired (keep %u), but its HSDS domain object "
+                     "stays (%s)",
+                     vc->domain, expired[i], vc->keep, strerror(-rc));
+    }
+    if (n_expired > 0)
+        log_info("%s: %zu version(s) expired (keep %u untagged)", vc->domain, n_expired, vc->keep);
+}
+
+/*
+ * Version n's size, recorded in its list entry once the version is listed (a build needs the
+ * list: its pool is what the version's table URIs are checked against), with one more
+ * conditional put; so a listing need not build it. Best effort: when it fails (logged), the
+ * entry keeps size 0 and listings build the file, as for lists written before sizes were.
+ */
+static void record_measured_size(const struct versions_commit *vc, const char *key, uint64_t n,
+                                 const char *vroot)
+{
+    char name[32], path[STORE_KEY_MAX + 2], stamp[64] = "";
+    char etag[sizeof(((struct store_stat *)0)->etag)];
+    uint64_t size = 0;
+    if (!vc->measure)
+        return;
+    snprintf(name, sizeof name, "%" PRIu64 ".h5", n);
+    int rc = schema_version_domain_path(vc->domain, name, path, sizeof path);
+    if (rc == 0)
+        rc = vc->measure(vc->measure_ctx, path, vroot, &size, stamp, sizeof stamp);
+    for (int tries = 0; rc == 0 && tries < LIST_TRIES; tries++) {
+        struct vlist l;
+        if ((rc = load_list(vc, key, &l, etag)) != 0)
+            break;
+        const struct vlist_entry *found = vlist_entry_of(&l, n);
+        struct vlist_entry *e = found && !found->error ? &l.entries[found - l.entries] : NULL;
+        char *copy = e ? strdup(stamp) : NULL;
+        if (e && copy) {
+            free(e->stamp);
+            e->stamp = copy;
+            e->size = size;
+            rc = put_list(vc, key, &l, etag);
+        } else {
+            free(copy);
+            rc = e ? -ENOMEM : 0; /* gone already (expired, removed): nothing to record */
+        }
+        vlist_free(&l);
+        if (rc != -ESTALE)
+            break;
+    }
+    if (rc != 0)
+        log_warn("%s: version %" PRIu64 "'s size not recorded (%s): listings build it", vc->domain,
+                 n, strerror(-rc));
+}
+
 static void committer(const struct versions_commit *vc, char *buf, size_t len)
 {
     char host[256] = "";
@@ -702,6 +789,8 @@ int versions_commit(const struct versions_commit *vc, uint64_t *n, char vroot[SC
 {
     char key[STORE_KEY_MAX + 1], etag[sizeof(((struct store_stat *)0)->etag)], by[320];
     struct vlist l;
+    uint64_t *expired = NULL;
+    size_t n_expired = 0;
     if (schema_id_version(vc->root) != 2 || schema_vlist_key(vc->domain, key, sizeof key) != 0) {
         log_warn("%s: versions are kept for v2 domains only: committed without a version",
                  vc->domain);
@@ -728,6 +817,8 @@ int versions_commit(const struct versions_commit *vc, uint64_t *n, char vroot[SC
         }
         rc = vlist_append_on(&l, vc->base_root, vc->root, vroot, clock_wall(), by, n);
         if (rc == 0)
+            rc = expire(&l, vc->keep, *n, &expired, &n_expired);
+        if (rc == 0)
             rc = put_version_domain(vc, vroot, *n);
         if (rc == 0)
             rc = put_list(vc, key, &l, etag);
@@ -745,6 +836,11 @@ int versions_commit(const struct versions_commit *vc, uint64_t *n, char vroot[SC
         log_error("%s: version not kept (%s): the commit stops here", vc->domain, strerror(-rc));
     else if (vc->crash_point)
         vc->crash_point("listed");
+    if (rc == 0)
+        drop_expired_objects(vc, expired, n_expired);
+    free(expired);
+    if (rc == 0)
+        record_measured_size(vc, key, *n, vroot);
     return rc;
 }
 
