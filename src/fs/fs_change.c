@@ -359,22 +359,39 @@ void op_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode,
     }
 }
 
-/* The one xattr that can change, a folder's ingest mode (domops_set_ingest), as the caller.
- * flags: XATTR_CREATE (-EEXIST when set), XATTR_REPLACE (-ENODATA when not). */
+static int ingest_is_set(const struct ns_info *info)
+{
+    return info->ingest != SCHEMA_INGEST_UNSET;
+}
+
+static int versions_is_set(const struct ns_info *info)
+{
+    return info->versions.mode != SCHEMA_VERSIONS_UNSET;
+}
+
+/* The path of ino for a change of one of a folder's settings, after the xattr flags' rules:
+ * XATTR_CREATE (-EEXIST when set), XATTR_REPLACE (-ENODATA when not). *path to be freed. */
+static int setting_target(struct fs *fs, fuse_ino_t ino, int flags,
+                          int (*is_set)(const struct ns_info *), char **path)
+{
+    struct ns_info info;
+    *path = NULL;
+    int rc = fs->cfg.read_only ? -EROFS : fs_stat_ino(fs, ino, path, &info);
+    if (rc == 0 && info.kind == NS_FOLDER && (flags & XATTR_CREATE) && is_set(&info))
+        rc = -EEXIST;
+    else if (rc == 0 && info.kind == NS_FOLDER && (flags & XATTR_REPLACE) && !is_set(&info))
+        rc = -ENODATA;
+    return rc;
+}
+
+/* A folder's ingest mode (domops_set_ingest), as the caller. */
 static int set_ingest(fuse_req_t req, fuse_ino_t ino, enum schema_ingest mode, int flags)
 {
     struct fs *fs = fs_of(req);
     struct caller caller;
-    struct ns_info info;
-    char *path = NULL;
+    char *path;
     fs_caller_of(fs, req, &caller);
-    int rc = fs->cfg.read_only ? -EROFS : fs_stat_ino(fs, ino, &path, &info);
-    if (rc == 0 && info.kind == NS_FOLDER && (flags & XATTR_CREATE) &&
-        info.ingest != SCHEMA_INGEST_UNSET)
-        rc = -EEXIST;
-    else if (rc == 0 && info.kind == NS_FOLDER && (flags & XATTR_REPLACE) &&
-             info.ingest == SCHEMA_INGEST_UNSET)
-        rc = -ENODATA;
+    int rc = setting_target(fs, ino, flags, ingest_is_set, &path);
     if (rc == 0)
         rc = domops_set_ingest(fs->ops, caller_user(&caller), path, mode);
     free(path);
@@ -387,15 +404,9 @@ static int set_versions(fuse_req_t req, fuse_ino_t ino, const struct schema_vers
 {
     struct fs *fs = fs_of(req);
     struct caller caller;
-    struct ns_info info;
-    char *path = NULL;
+    char *path;
     fs_caller_of(fs, req, &caller);
-    int rc = fs->cfg.read_only ? -EROFS : fs_stat_ino(fs, ino, &path, &info);
-    int is_set = rc == 0 && info.versions.mode != SCHEMA_VERSIONS_UNSET;
-    if (rc == 0 && info.kind == NS_FOLDER && (flags & XATTR_CREATE) && is_set)
-        rc = -EEXIST;
-    else if (rc == 0 && info.kind == NS_FOLDER && (flags & XATTR_REPLACE) && !is_set)
-        rc = -ENODATA;
+    int rc = setting_target(fs, ino, flags, versions_is_set, &path);
     if (rc == 0)
         rc = domops_set_versions(fs->ops, caller_user(&caller), path, setting);
     free(path);

@@ -13,18 +13,12 @@ import subprocess
 import pytest
 
 import harness
-from conftest import SOURCE, Mount, MountSource, is_mounted
+from conftest import Mount, MountSource, is_mounted
 
 pytestmark = pytest.mark.backends("posix", "s3", "rgw")
 
-HOME = "home/test_user1"
-TARGET = f"{HOME}/v.h5"
-VDIR = f"{HOME}/.versions/v.h5"
-A, B = SOURCE / "sample3.h5", SOURCE / "sample1.h5"
-
-
-def same(a, b):
-    return subprocess.run(["h5diff", str(a), str(b)], capture_output=True).returncode == 0
+# the domain, its versions' folder, its two sources, and h5diff's verdict: as the commits' tests
+from test_versions_commit import A, B, HOME, TARGET, VDIR, same  # noqa: E402
 
 
 def two_versions(m):
