@@ -46,7 +46,7 @@ int domops_unlink(const struct domops *d, const char *user, const char *path);
 /* A version's path DIR/.versions/NAME/<x> (issue 26): unlink drops that name (vnames.h),
  * with the domain's "delete" (its folder's once the domain is gone); link gives the version
  * from names a second name to (a tag) with the domain's "update". link of anything else:
- * -EPERM; a tag in another version folder: -EXDEV. */
+ * -EROFS (as before versions); a tag in another version folder: -EXDEV. */
 int domops_link(const struct domops *d, const char *user, const char *from, const char *to);
 /* flags: RENAME_NOREPLACE, RENAME_EXCHANGE (refused with -EINVAL). */
 int domops_rename(const struct domops *d, const char *user, const char *from, const char *to,

@@ -291,7 +291,7 @@ int domops_link(const struct domops *d, const char *user, const char *from, cons
     char domain[STORE_KEY_MAX + 2], to_domain[STORE_KEY_MAX + 2], root[SCHEMA_ID_BUF];
     unsigned rights;
     if (schema_version_domain_of(from, domain, sizeof domain) != 0)
-        return -EPERM; /* a domain has one name: its bytes are a root, not a file */
+        return -EROFS; /* a domain has one name, as before versions: only tags are links */
     if (schema_version_domain_of(to, to_domain, sizeof to_domain) != 0 ||
         strcmp(domain, to_domain) != 0)
         return -EXDEV; /* a tag names a version of the same domain, in the same folder */
