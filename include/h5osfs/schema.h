@@ -75,7 +75,7 @@ int schema_name_valid(const char *name, size_t len);
  */
 int schema_domain_path_allowed(const char *path, const char **why);
 
-/* ---- versions (issue 26; /work/notes/versions-design.md §3) ---- */
+/* ---- versions (issue 26; doc/versions.md §3) ---- */
 
 /* The hidden folder beside a domain that holds its versions: DIR/.versions/NAME/. */
 #define SCHEMA_VERSIONS_DIR ".versions"
