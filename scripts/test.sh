@@ -8,12 +8,12 @@
 #   scripts/test.sh --quick    build, unit tests, and one test of each integration module
 #                              (a few minutes: for development, not a substitute)
 #
-# Two pytest passes: one with the daemon built with AddressSanitizer and UBSan, which runs each
-# test once (its posix instance, or its S3 one for S3-only tests: the daemon code under the
-# sanitizers is the same whichever store serves the bytes, and the S3 store's own code runs in
-# the S3-only modules), and the plain pass, which runs every instance on every backend. Each
-# pass lists its 30 slowest tests and the end lists the time of every stage, so that growth
-# is seen where it happens.
+# Two pytest passes, run at the same time: one with the daemon built with AddressSanitizer and
+# UBSan, which runs each test once (its posix instance, or its S3 one for S3-only tests: the
+# daemon code under the sanitizers is the same whichever store serves the bytes, and the S3
+# store's own code runs in the S3-only modules), and the plain pass, which runs every instance
+# on every backend. Each pass lists its 30 slowest tests and the end lists the time of every
+# stage, so that growth is seen where it happens.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -97,12 +97,47 @@ build_asan() {
     ninja -C build-asan h5osfs tests/store_put tests/store_conformance_s3 >/dev/null
 }
 stage "ASan build" build_asan
-stage "integration, ASan+UBSan daemon, each test once" env H5OSFS_BIN=build-asan/h5osfs \
-    UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
-    "${pytest[@]}" -q tests/integration --one-backend --basetemp "$TMPBASE/asan" \
-    --ignore tests/integration/test_s3_infra.py --ignore tests/integration/test_packaging.py \
-    -k "not concurrent_listing" --durations=30
-rm -rf "$TMPBASE/asan"
-stage "integration, every backend" "${pytest[@]}" -q --basetemp "$TMPBASE/plain" \
-    --durations=30 tests/integration "$@"
+
+# The two passes run at the same time: each spends most of its time waiting on mounts, servers
+# and child processes, so on two cores together they take little longer than the plain pass
+# alone (bench/README.md, "The suite"). Each has its own servers, buckets and directories.
+# The sanitizer pass writes to a log that is printed when both have ended; the plain pass
+# prints as it goes. Both always run to the end, and the stage fails if either failed.
+asan_pass() {
+    local t0=$SECONDS rc=0
+    env H5OSFS_BIN=build-asan/h5osfs UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
+        "${pytest[@]}" -q tests/integration --one-backend --basetemp "$TMPBASE/asan" \
+        --ignore tests/integration/test_s3_infra.py \
+        --ignore tests/integration/test_packaging.py \
+        -k "not concurrent_listing" --durations=30 </dev/null >"$TMPBASE/asan.log" 2>&1 || rc=$?
+    echo "$((SECONDS - t0)) $rc" >"$TMPBASE/asan.status"
+    [ "$rc" -ne 0 ] || rm -rf "$TMPBASE/asan"
+    return "$rc"
+}
+
+plain_pass() {
+    local t0=$SECONDS rc=0
+    "${pytest[@]}" -q --basetemp "$TMPBASE/plain" --durations=30 tests/integration "$@" || rc=$?
+    echo "$((SECONDS - t0)) $rc" >"$TMPBASE/plain.status"
+    return "$rc"
+}
+
+both_passes() {
+    local asan_pid rc=0
+    asan_pass &
+    asan_pid=$!
+    plain_pass "$@" || rc=1
+    wait "$asan_pid" || rc=1
+    echo "== integration, ASan+UBSan daemon, each test once (ran beside the plain pass) =="
+    cat "$TMPBASE/asan.log"
+    local secs status
+    for pass in asan plain; do
+        read -r secs status <"$TMPBASE/$pass.status" || { secs=0; status=unknown; }
+        stage_names+=("integration, $pass pass alone (exit $status)")
+        stage_secs+=("$secs")
+    done
+    return "$rc"
+}
+stage "integration, both passes at once: ASan+UBSan (each test once), plain (every backend)" \
+    both_passes "$@"
 rm -rf "$TMPBASE"

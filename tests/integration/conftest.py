@@ -113,6 +113,10 @@ def pytest_configure(config):
         "markers", "store_independent(reason): what the test checks does not depend on the "
         "store (why, in reason=): its [s3] and [rgw] instances are deselected (issue 25: each "
         "behaviour once per backend where the backend matters)")
+    config.addinivalue_line(
+        "markers", "plain_pass_only(reason): an instance that runs the same daemon or store "
+        "code as another instance of its test, only longer (why, in reason=): the sanitizer "
+        "pass (--one-backend) deselects it, the plain pass runs it")
     config._h5osfs_posix_only = []
     config._h5osfs_store_independent = 0
     fpmode.load_plugins_then_restore()
@@ -174,6 +178,19 @@ def one_per_backend_set(items):
     return keep
 
 
+def plain_pass_only(items):
+    """ids of the items marked plain_pass_only (each must say why)."""
+    out = set()
+    for item in items:
+        mark = item.get_closest_marker("plain_pass_only")
+        if mark is None:
+            continue
+        if not mark.kwargs.get("reason"):
+            raise pytest.UsageError(f"{item.nodeid}: plain_pass_only needs reason=")
+        out.add(id(item))
+    return out
+
+
 def first_per_module(items):
     """The first item of each module, a posix instance where the module has one."""
     keep, modules = set(), {}
@@ -196,7 +213,7 @@ def select(config, items, wanted):
 def pytest_collection_modifyitems(config, items):
     drop_excluded_backends(config, items)
     if config.getoption("--one-backend"):
-        select(config, items, one_per_backend_set(items))
+        select(config, items, one_per_backend_set(items) - plain_pass_only(items))
     if config.getoption("--smoke"):
         select(config, items, first_per_module(items))
 

@@ -516,7 +516,10 @@ SLOW_CASES = {"timeout_3s": (3, 1 << 20, 12 * MIB),        # ~12 s at 1 MiB/s
               "default_30s": (None, 192 << 10, 36 * (192 << 10))}  # ~36 s at 192 KiB/s
 
 
-@pytest.mark.parametrize("case", sorted(SLOW_CASES))
+@pytest.mark.parametrize("case", [
+    "timeout_3s",
+    pytest.param("default_30s", marks=pytest.mark.plain_pass_only(
+        reason="the code path of timeout_3s with the default timeout: 36 s more"))])
 def test_slow_put_that_never_stalls_succeeds(s3_server, fault_proxy, bucket, client, tmp_path,
                                              case):
     """A PUT that takes longer than the timeout on a slow link, its bytes flowing all along:
