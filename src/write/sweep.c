@@ -21,11 +21,11 @@
 
 #define LIST_TRIES 16
 #define ETAG_BUF sizeof(((struct store_stat *)0)->etag)
-#define PREFIX_LEN 17            /* "A-B" of an id: its root's directory under db/ */
-#define JSON_MAX (64u << 20)     /* a dataset's JSON */
-#define TABLE_MAX (512u << 20)   /* one chunk-table chunk (versions.c: 2^20 entries of 140) */
-#define MTIME_SLACK 1.0          /* S3's LastModified has whole seconds */
-#define HINT_EVERY 60.0          /* a reader's hint starts a finish at most this often */
+#define PREFIX_LEN 17          /* "A-B" of an id: its root's directory under db/ */
+#define JSON_MAX (64u << 20)   /* a dataset's JSON */
+#define TABLE_MAX (512u << 20) /* one chunk-table chunk (versions.c: 2^20 entries of 140) */
+#define MTIME_SLACK 1.0        /* S3's LastModified has whole seconds */
+#define HINT_EVERY 60.0        /* a reader's hint starts a finish at most this often */
 
 /* The crash tests' hook: die here, as kill -9 would, when asked to. */
 static void crash_point(const char *stage)
@@ -111,8 +111,8 @@ static int delete_name_objects(struct store *store, const char *list_key, const 
     for (size_t i = 0; rc == 0 && i < page.n_prefixes; i++) {
         const char *name = page.prefixes[i] + strlen(dir);
         size_t len = strlen(name);
-        if (len < 2 || snprintf(key, sizeof key, "%s.domain.json", page.prefixes[i]) >=
-                           (int)sizeof key)
+        if (len < 2 ||
+            snprintf(key, sizeof key, "%s.domain.json", page.prefixes[i]) >= (int)sizeof key)
             continue;
         char plain[VLIST_NAME_MAX + 1];
         snprintf(plain, sizeof plain, "%.*s", (int)(len - 1), name);
@@ -180,8 +180,8 @@ static int finish_entry(struct store *store, struct gc *gc, const char *domain, 
         return rc;
     rc = root_is_gone(store, e->root);
     if (rc < 0) {
-        log_error("%s: cannot list the root %s of removed version %" PRIu64 ": %s", domain,
-                  e->root, e->n, strerror(-rc));
+        log_error("%s: cannot list the root %s of removed version %" PRIu64 ": %s", domain, e->root,
+                  e->n, strerror(-rc));
         return rc;
     }
     if (rc == 1) {
@@ -237,8 +237,7 @@ int sweep_finish_removals(struct store *store, struct gc *gc, const char *domain
         rc = drop_entries(store, key, drop, n_drop);
         if (rc == 0) {
             out->dropped = n_drop;
-            log_info("%s: %zu removed version(s) collected (their roots are gone)", domain,
-                     n_drop);
+            log_info("%s: %zu removed version(s) collected (their roots are gone)", domain, n_drop);
         } else
             log_error("%s: removed versions whose roots are gone stay listed as removing (%s): "
                       "dropped later",
@@ -268,7 +267,7 @@ static int is_md5(const unsigned char *p, size_t left)
 
 /* Mark every pool URI in a table chunk's bytes (table entries are fixed-length ASCII: found by
  * their text). Every entry, absent ones too (".../c/0"), names the pool: a chunk in which the
- * pool's prefix never occurs is not a table this code can read (compressed?): -EIO. */
+ * pool's prefix never occurs (empty, compressed?) is not a table this code can read: -EIO. */
 static int mark_table_bytes(struct marks *m, const unsigned char *data, size_t len)
 {
     size_t seen = 0;
@@ -286,7 +285,7 @@ static int mark_table_bytes(struct marks *m, const unsigned char *data, size_t l
             return -ENOMEM;
         p += 32;
     }
-    return seen > 0 || len == 0 ? 0 : -EIO;
+    return seen > 0 ? 0 : -EIO;
 }
 
 struct root_keys {
@@ -353,7 +352,12 @@ static int mark_table(struct store *store, struct marks *m, const struct root_ke
         if (strncmp(k, json_key, dir_len) != 0 || ends_with(k, ".json"))
             continue;
         struct store_buf buf = { 0 };
+        struct store_stat st;
         rc = store_get(store, k, TABLE_MAX, &buf);
+        if (rc == 0)
+            rc = store_head(store, k, &st);
+        if (rc == 0 && st.size != buf.len)
+            rc = -EIO; /* cut short: the entries past the cut would go unmarked */
         if (rc == 0)
             rc = mark_table_bytes(m, buf.data, buf.len);
         store_buf_free(&buf);
@@ -506,8 +510,8 @@ int sweep_pool(struct store *store, const char *domain, double grace, const atom
     int rc = load_list(store, key, &l, NULL);
     if (rc != 0)
         return rc;
-    r.marks.needle_len = (size_t)snprintf(r.marks.needle, sizeof r.marks.needle, "db/%.17s/c/",
-                                          l.pool + 2);
+    r.marks.needle_len =
+        (size_t)snprintf(r.marks.needle, sizeof r.marks.needle, "db/%.17s/c/", l.pool + 2);
     r.marks.md5s = strmap_new();
     r.done = strmap_new();
     rc = r.marks.md5s && r.done ? mark_list(store, &r.marks, &l, r.done, stats) : -ENOMEM;
@@ -545,7 +549,7 @@ struct sweeper {
     pthread_cond_t wake;
     struct job *jobs; /* one per domain ever asked for (a mount's few) */
     int stopping, started;
-    int finishing; /* a finish is running (settle waits for it) */
+    int finishing;   /* a finish is running (settle waits for it) */
     atomic_int stop; /* stops a sweep between two deletes */
     pthread_t thread;
 };
