@@ -361,7 +361,7 @@ static int mark_table(struct store *store, struct marks *m, const struct root_ke
         if (rc == 0)
             rc = mark_table_bytes(m, buf.data, buf.len);
         store_buf_free(&buf);
-        if (rc != 0)
+        if (rc != 0 && rc != -ENOENT)
             log_error("pool sweep: chunk table object %s cannot be read (%s): nothing is "
                       "deleted",
                       k, strerror(-rc));
@@ -389,11 +389,21 @@ static int mark_version(struct store *store, struct marks *m, const struct vlist
         rc = table_of(store, keys.keys[i], tid);
         if (rc == 0 && tid[0])
             rc = mark_table(store, m, &keys, tid);
-        else if (rc != 0)
+        else if (rc != 0 && rc != -ENOENT)
             log_error("pool sweep: %s cannot be read (%s): nothing is deleted", keys.keys[i],
                       strerror(-rc));
     }
     root_keys_free(&keys);
+    /* a removing version's root is being deleted by the collector (no reader is left: it
+     * waits for them): what is gone names nothing */
+    if (rc == -ENOENT && e->state == VLIST_REMOVING)
+        return 0;
+    if (rc == -ENOENT) {
+        log_error("pool sweep: objects of kept version %" PRIu64 " (root %s) vanished while "
+                  "read: nothing is deleted",
+                  e->n, e->root);
+        return -EIO;
+    }
     return rc;
 }
 

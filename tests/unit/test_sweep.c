@@ -173,6 +173,7 @@ static int orphans_left(struct rig *r)
 }
 
 static size_t truncate_to; /* TRUNCATE rules keep this many bytes */
+static int fault_err = -EIO; /* what FAIL rules answer */
 
 static void add_rule(struct store *st, unsigned ops, const char *pattern, uint64_t nth,
                      uint64_t times, enum faulty_mode mode)
@@ -182,7 +183,7 @@ static void add_rule(struct store *st, unsigned ops, const char *pattern, uint64
                                 .nth = nth,
                                 .times = times,
                                 .mode = mode,
-                                .err = -EIO,
+                                .err = fault_err,
                                 .keep = truncate_to };
     REQUIRE(store_faulty_add(st, &rule) == 0);
 }
@@ -246,6 +247,9 @@ static void test_failed_mark_deletes_nothing(void)
     truncate_to = ENTRY + 20; /* a's entry whole, b's cut */
     expect_nothing_deleted("table cut", FAULTY_MASK(FAULTY_GET), 1, 1, FAULTY_TRUNCATE);
     truncate_to = 0;
+    fault_err = -ENOENT; /* listed, then gone: a kept version's table is never "nothing" */
+    expect_nothing_deleted("table vanished", FAULTY_MASK(FAULTY_GET), 1, 1, FAULTY_FAIL);
+    fault_err = -EIO;
     expect_nothing_deleted("pool listing", FAULTY_MASK(FAULTY_LIST), 2, 1, FAULTY_FAIL);
     expect_nothing_deleted("list read again", FAULTY_MASK(FAULTY_GET), 3, 2, FAULTY_FAIL);
     expect_nothing_deleted("head before delete", FAULTY_MASK(FAULTY_HEAD), 2, 1, FAULTY_FAIL);
