@@ -21,7 +21,6 @@
 
 #define LIST_TRIES 16
 #define ETAG_BUF sizeof(((struct store_stat *)0)->etag)
-#define PREFIX_LEN 17          /* "A-B" of an id: its root's directory under db/ */
 #define JSON_MAX (64u << 20)   /* a dataset's JSON */
 #define TABLE_MAX (512u << 20) /* one chunk-table chunk (versions.c: 2^20 entries of 140) */
 #define MTIME_SLACK 1.0        /* S3's LastModified has whole seconds */
