@@ -172,7 +172,7 @@ static int orphans_left(struct rig *r)
     return pool_has(r, orphan_md5[0]) + pool_has(r, orphan_md5[1]);
 }
 
-static size_t truncate_to; /* TRUNCATE rules keep this many bytes */
+static size_t truncate_to;   /* TRUNCATE rules keep this many bytes */
 static int fault_err = -EIO; /* what FAIL rules answer */
 
 static void add_rule(struct store *st, unsigned ops, const char *pattern, uint64_t nth,
