@@ -63,6 +63,7 @@ struct commit_ctx {
     /* versions_commit's measure (versions.h), called with link_ctx. NULL: sizes not recorded. */
     int (*measure_version)(void *ctx, const char *path, const char *vroot, uint64_t *size,
                            char *stamp, size_t stamp_len);
+    double pool_fresh_for;   /* versions_commit's (versions.h): half of -o versions_grace */
     struct info_queue *info; /* summaries after commits (NULL: written before returning) */
     const char *bucket_name; /* HSDS's name of the bucket: .info.json (info.h),
                                  * linked layouts' file_uri */

@@ -38,6 +38,11 @@ struct domops {
      * name in buf, or -ENOENT for the mount's user. NULL: always the mount's user. */
     int (*creator_of)(void *ctx, const char *path, char *buf, size_t len);
     void *creator_ctx;
+    /* Told that versions of domain lost their last name (rm of a name, expiry at a commit):
+     * the sweeper collects them (sweep.h). NULL: they stay "removing" in the list until a
+     * mount that has one reads it. */
+    void (*versions_removed)(void *ctx, const char *domain);
+    void *versions_ctx;
 };
 
 int domops_mkdir(const struct domops *d, const char *user, const char *path);

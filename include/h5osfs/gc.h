@@ -49,6 +49,11 @@ int gc_add(struct gc *gc, const char *root, const char *domain, const char *repl
  * bucket left (killed within the grace period or during a collection, or stopped before it
  * finished); the record is not written again. 0 or -ENOMEM. */
 int gc_requeue(struct gc *gc, const char *root, const char *domain);
+/* Told (on the collector's thread, under its lock: fn must not call gc_*) of each root whose
+ * objects are all gone; domain as given to gc_add (NULL: none). The version collector
+ * (sweep.h) learns here that a removed version's root is gone. fn NULL: nobody is told. */
+typedef void (*gc_gone_fn)(void *ctx, const char *root, const char *domain);
+void gc_on_gone(struct gc *gc, gc_gone_fn fn, void *ctx);
 /* Remove every root queued now, ignoring the grace period (tests, unmount). */
 void gc_drain(struct gc *gc);
 /* gc_drain, given up as soon as *give_up is set (by a signal handler: a stop asked for while

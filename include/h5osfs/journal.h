@@ -118,6 +118,24 @@ int journal_gc_list(struct journal *j, struct journal_gc_rec **recs, size_t *n);
 void journal_gc_recs_free(struct journal_gc_rec *recs, size_t n);
 
 /*
+ * The pool sweeps' records (sweep.h): journal/sweep.<B>.<pool>.json, one per domain pool whose
+ * mark-and-sweep is owed (doc/versions.md §5): written durably before the sweep starts (or as
+ * soon as a collected version makes one due), removed once it has finished. A daemon stopped
+ * or killed in between leaves it, and the next mount of the bucket with this cache_dir sweeps
+ * again from the start (a sweep is idempotent).
+ */
+struct journal_sweep_rec {
+    char pool[SCHEMA_ID_BUF];
+    char *domain; /* owned; "/home/u/x.h5" */
+    double t0;    /* when it was owed (informative: a restarted sweep takes its own) */
+};
+
+int journal_pool_sweep_write(struct journal *j, const char *pool, const char *domain, double t0);
+void journal_pool_sweep_remove(struct journal *j, const char *pool);
+int journal_pool_sweep_list(struct journal *j, struct journal_sweep_rec **recs, size_t *n);
+void journal_sweep_recs_free(struct journal_sweep_rec *recs, size_t n);
+
+/*
  * A cache directory belongs to one daemon: a second one's recovery would commit the first
  * one's open files. journal_lock creates cache_dir (0700) when missing and takes an exclusive
  * flock on its file "lock" without waiting; the lock lasts while *fd is open in any process (a

@@ -81,6 +81,11 @@ int ns_stat(struct ns *ns, const char *path, struct ns_info *out);
  * gives unauthenticated requests, the "default" entry's read right and nothing else. */
 int ns_stat_as(struct ns *ns, const char *path, const char *user, struct ns_info *out);
 
+/* fn(ctx, domain) is called whenever a version list read from the store has versions whose
+ * collection is unfinished ("removing": sweep.h finishes them). Set before any lookup; fn must
+ * be quick (it runs inside the lookup) and thread-safe. */
+void ns_on_removing(struct ns *ns, void (*fn)(void *ctx, const char *domain), void *ctx);
+
 /* The visible children of directory path (root, folder or plain directory). */
 int ns_readdir(struct ns *ns, const char *path, struct ns_dir *out);
 void ns_dir_free(struct ns_dir *dir);

@@ -8,8 +8,8 @@
  * chunks are copied under V), DIR/.versions/NAME/<n>.h5/.domain.json names V, and the entry
  * is appended to the version list by a conditional put: the version's commit point. The
  * caller then swaps the domain to the new root as for any commit. Nothing here is ever
- * deleted: V and P are not roots a domain's commit replaces, so the collector never gets
- * them.
+ * deleted: V and P are not roots a domain's commit replaces; versions that lose their names
+ * are collected by sweep.h.
  */
 #ifndef H5OSFS_VERSIONS_H
 #define H5OSFS_VERSIONS_H
@@ -35,6 +35,10 @@ struct versions_commit {
     unsigned workers;        /* chunks sealed at once */
     unsigned keep; /* untagged versions kept, the new one included (0: all): older untagged
                     * ones lose their number in the same list put (doc/versions.md §4.5) */
+    /* A pool object the version names that was written longer ago than this (seconds) is
+     * written again, so that a pool sweep running meanwhile keeps it (sweep.h: half its grace
+     * period). 0: never. */
+    double pool_fresh_for;
     struct versions_stats *stats; /* filled (may be NULL) */
     /* The size of version path's file (root vroot) as this build lays it out, and the layout
      * stamp it holds for, recorded in the list so that a listing need not build it (NULL, or

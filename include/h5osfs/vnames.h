@@ -7,8 +7,8 @@
  * The list is the truth for h5osfs readers; each name also has an HSDS domain object
  * DIR/.versions/NAME/<name>/.domain.json (read-only, naming the version's root), written after
  * the list put (a tag) or deleted after it (a removal). A version left without a name is
- * marked "removing" in the list; its root and pool objects stay in the bucket (collection is
- * not built yet: nothing a version needs is ever deleted here).
+ * marked "removing" in the list; nothing is deleted here: sweep.h collects its root and the
+ * pool objects no other version names.
  *
  * Paths are mount paths "/DIR/.versions/NAME/<entry>". Errors: negative errnos, logged once
  * where understood: -ENOENT (no such list or name), -EINVAL (a tag of the form "<digits>.h5"

@@ -47,6 +47,8 @@ enum option_key {
     KEY_INGEST,
     KEY_VERSIONS,
     KEY_VERSIONS_KEEP,
+    KEY_VERSIONS_GRACE,
+    KEY_VERSIONS_SWEEP_INTERVAL,
 };
 
 static const struct fuse_opt option_spec[] = {
@@ -57,6 +59,8 @@ static const struct fuse_opt option_spec[] = {
     FUSE_OPT_KEY("ingest=", KEY_INGEST),
     FUSE_OPT_KEY("versions=", KEY_VERSIONS),
     FUSE_OPT_KEY("versions_keep=", KEY_VERSIONS_KEEP),
+    FUSE_OPT_KEY("versions_grace=", KEY_VERSIONS_GRACE),
+    FUSE_OPT_KEY("versions_sweep_interval=", KEY_VERSIONS_SWEEP_INTERVAL),
     FUSE_OPT_KEY("no_repairs", KEY_NO_REPAIRS),
     FUSE_OPT_KEY("user=", KEY_USER),
     /* user= is also mount(8)'s own "user" keyword: in fstab it would make the entry mountable
@@ -119,6 +123,11 @@ void options_usage(const char *prog)
         "                           folder's xattr user.h5osfs.versions decides below it)\n"
         "    -o versions_keep=N     with versions=on, keep the newest N untagged versions\n"
         "                           (default: all)\n"
+        "    -o versions_grace=SECONDS  a pool chunk no kept version names is deleted only\n"
+        "                           once it is this old: longer than any commit (default:\n"
+        "                           3600)\n"
+        "    -o versions_sweep_interval=SECONDS  at most one sweep of a domain's pool per\n"
+        "                           interval after versions are removed (default: 3600)\n"
         "    -o log_file=PATH       log here instead of syslog when in the background\n"
         "\n"
         "S3 buckets (BUCKET is s3://bucket or s3://bucket/prefix):\n"
@@ -195,6 +204,10 @@ static int option_proc(void *data, const char *arg, int key, struct fuse_args *o
         return set_value(&opts->versions_text, arg);
     case KEY_VERSIONS_KEEP:
         return set_value(&opts->versions_keep_text, arg);
+    case KEY_VERSIONS_GRACE:
+        return set_value(&opts->versions_grace_text, arg);
+    case KEY_VERSIONS_SWEEP_INTERVAL:
+        return set_value(&opts->versions_sweep_interval_text, arg);
     case KEY_RO:
         opts->read_only = 1;
         return 1; /* also a kernel mount option */
@@ -381,6 +394,17 @@ static int parse_versions(struct options *opts)
             0)
         return fail("versions_keep must be a whole number from 1 to 999999999",
                     opts->versions_keep_text);
+    opts->versions_grace = OPTIONS_DEFAULT_VERSIONS_GRACE;
+    opts->versions_sweep_interval = OPTIONS_DEFAULT_VERSIONS_SWEEP_INTERVAL;
+    if (opts->versions_grace_text &&
+        options_parse_seconds(opts->versions_grace_text, &opts->versions_grace) != 0)
+        return fail("versions_grace must be a number of seconds between 0 and 1e9",
+                    opts->versions_grace_text);
+    if (opts->versions_sweep_interval_text &&
+        options_parse_seconds(opts->versions_sweep_interval_text, &opts->versions_sweep_interval) !=
+            0)
+        return fail("versions_sweep_interval must be a number of seconds between 0 and 1e9",
+                    opts->versions_sweep_interval_text);
     return 0;
 }
 
@@ -592,6 +616,8 @@ void options_free(struct options *opts)
     free(opts->ingest_text);
     free(opts->versions_text);
     free(opts->versions_keep_text);
+    free(opts->versions_grace_text);
+    free(opts->versions_sweep_interval_text);
     free(opts->endpoint);
     free(opts->region);
     free(opts->profile);

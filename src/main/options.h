@@ -38,6 +38,10 @@ struct options {
     char *versions_keep_text;        /* raw -o versions_keep= */
     int versions;                    /* -o versions=on: commits keep versions (issue 26) */
     unsigned versions_keep;          /* -o versions_keep=N: newest N untagged kept; 0 all */
+    char *versions_grace_text;       /* raw -o versions_grace= */
+    char *versions_sweep_interval_text; /* raw -o versions_sweep_interval= */
+    double versions_grace;              /* pool objects younger than this are never swept */
+    double versions_sweep_interval;     /* one pool sweep per domain per interval */
     /* S3 buckets (s3://bucket/prefix) */
     char *endpoint;
     char *region;
@@ -60,6 +64,8 @@ struct options {
 #define OPTIONS_BUCKET_IMAGES_READ 1  /* read them (the default) */
 #define OPTIONS_BUCKET_IMAGES_WRITE 2 /* read them, and put what this mount builds */
 #define OPTIONS_DEFAULT_TTL 5.0
+#define OPTIONS_DEFAULT_VERSIONS_GRACE 3600.0          /* -o versions_grace: 1 h */
+#define OPTIONS_DEFAULT_VERSIONS_SWEEP_INTERVAL 3600.0 /* -o versions_sweep_interval */
 #define OPTIONS_DEFAULT_CACHE_SIZE (1024ull << 20)
 #define OPTIONS_DEFAULT_IMAGE_CACHE (256ull << 20)
 #define OPTIONS_DEFAULT_MAX_REQUESTS 16

@@ -20,6 +20,7 @@
 #include "h5osfs/staging.h"
 #include "h5osfs/store.h"
 #include "h5osfs/store_s3.h"
+#include "h5osfs/sweep.h"
 #include "credentials.h"
 
 #define CHUNK_RETRY_AFTER 1.0 /* seconds a chunk that failed to load fails without a retry */
@@ -43,6 +44,7 @@ struct stack {
     struct staging *staging;
     struct info_queue *info; /* domain summaries after commits */
     struct gc *gc;
+    struct sweeper *sweeper; /* removed versions' collection; NULL on a read-only mount */
     struct fs *fs;
 };
 
@@ -316,8 +318,12 @@ static int versions_for(void *ctx, const char *domain, unsigned *keep)
  * collector is not made yet: ops.gc is set with it, before anything commits. 0 or -errno. */
 static int open_writing(struct stack *s)
 {
-    s->ops = (struct domops){ s->store, s->ns,      s->opts->user, s->opts->admin_user,
-                              NULL,     creator_of, s->callers };
+    s->ops = (struct domops){ .store = s->store,
+                              .ns = s->ns,
+                              .user = s->opts->user,
+                              .admin_user = s->opts->admin_user,
+                              .creator_of = creator_of,
+                              .creator_ctx = s->callers };
     if (s->opts->read_only)
         return 0;
     int rc = journal_open(s->opts->cache_dir, s->opts->bucket_id, &s->journal);
@@ -334,6 +340,7 @@ static int open_writing(struct stack *s)
                                  .link_for = link_for,
                                  .versions_for = versions_for,
                                  .measure_version = measure_version,
+                                 .pool_fresh_for = s->opts->versions_grace / 2,
                                  .link_ctx = s };
     struct staging_hooks hooks = {
         .base = staging_base, .cache = s->cache, .committed = committed, .ctx = s
@@ -370,6 +377,83 @@ static void requeue_recorded_roots(struct stack *s)
         log_info("gc: %zu roots an earlier daemon of this bucket had queued are queued again",
                  queued);
     journal_gc_recs_free(recs, n);
+}
+
+/* ---- the collection of removed versions (sweep.h) ---- */
+
+static int sweep_record_write(void *ctx, const char *pool, const char *domain, double t0)
+{
+    return journal_pool_sweep_write(ctx, pool, domain, t0);
+}
+
+static void sweep_record_remove(void *ctx, const char *pool)
+{
+    journal_pool_sweep_remove(ctx, pool);
+}
+
+/* domops: a name was removed, or versions expired at a commit. */
+static void versions_removed(void *ctx, const char *domain)
+{
+    struct stack *s = ctx;
+    sweeper_request(s->sweeper, domain);
+}
+
+/* ns: a list read from the bucket has removing entries (another mount's, a killed daemon's). */
+static void removing_seen(void *ctx, const char *domain)
+{
+    struct stack *s = ctx;
+    sweeper_hint(s->sweeper, domain);
+}
+
+/* gc: a root is gone; a removed version's (its domain is "/DIR/.versions/NAME/<n>.h5") lets
+ * the entry be dropped now. */
+static void root_gone(void *ctx, const char *root, const char *domain)
+{
+    struct stack *s = ctx;
+    char owner[STORE_KEY_MAX + 2];
+    (void)root;
+    if (domain && schema_is_versions_path(domain) == 1 &&
+        schema_version_domain_of(domain, owner, sizeof owner) == 0)
+        sweeper_request(s->sweeper, owner);
+}
+
+/* The sweeps an earlier daemon of this bucket recorded as owed, queued again. */
+static void resume_recorded_sweeps(struct stack *s)
+{
+    struct journal_sweep_rec *recs;
+    size_t n;
+    if (!s->sweeper)
+        return;
+    if (journal_pool_sweep_list(s->journal, &recs, &n) != 0) {
+        log_error("the journal cannot be read: pool sweeps an earlier daemon owed are not run");
+        return;
+    }
+    for (size_t i = 0; i < n; i++)
+        sweeper_resume(s->sweeper, recs[i].domain, recs[i].pool);
+    if (n)
+        log_info("%zu pool sweeps an earlier daemon of this bucket owed are run again", n);
+    journal_sweep_recs_free(recs, n);
+}
+
+/* A read-write mount collects removed versions; after the collector, which it feeds. */
+static int open_sweeper(struct stack *s)
+{
+    if (!s->journal)
+        return 0;
+    struct sweeper_config cfg = { .store = s->store,
+                                  .gc = s->gc,
+                                  .grace = s->opts->versions_grace,
+                                  .interval = s->opts->versions_sweep_interval,
+                                  .records = { sweep_record_write, sweep_record_remove,
+                                               s->journal } };
+    int rc = sweeper_new(&cfg, &s->sweeper);
+    if (rc != 0)
+        return rc;
+    s->ops.versions_removed = versions_removed;
+    s->ops.versions_ctx = s;
+    gc_on_gone(s->gc, root_gone, s);
+    ns_on_removing(s->ns, removing_seen, s);
+    return 0;
 }
 
 /* The collector asks the image table and staging which roots are in use: made after both,
@@ -425,6 +509,8 @@ int stack_open(const struct options *opts, struct stack **out)
     if (rc == 0)
         rc = open_gc(s);
     if (rc == 0)
+        rc = open_sweeper(s);
+    if (rc == 0)
         rc = open_fs(s);
     if (rc != 0) {
         fprintf(stderr, "h5osfs: %s\n", strerror(-rc));
@@ -450,6 +536,9 @@ void stack_start(struct stack *s, struct fuse_session *se)
     }
     if (gc_start(s->gc) != 0)
         log_warn("no collector thread: deleted domains' objects stay in the bucket");
+    resume_recorded_sweeps(s);
+    if (s->sweeper && sweeper_start(s->sweeper) != 0)
+        log_warn("no sweeper thread: removed versions stay in the bucket");
 }
 
 void stack_stop(struct stack *s)
@@ -467,8 +556,12 @@ void stack_close(struct stack *s, const volatile sig_atomic_t *give_up)
     fs_free(s->fs); /* its handles whose release never came commit now */
     s->fs = NULL;
     info_queue_drain(s->info, give_up); /* before the collector: no root it waits for */
+    sweeper_settle(s->sweeper);         /* removed versions' roots queued before the drain */
     if (s->gc)
         gc_drain_until(s->gc, give_up); /* unmounted: no reader is left to wait for */
+    if (s->gc)
+        gc_on_gone(s->gc, NULL, NULL); /* the sweeper goes first: it queues roots */
+    sweeper_free(s->sweeper);          /* finishes removals, stops its sweep */
     gc_free(s->gc);
     staging_free(s->staging);
     info_queue_free(s->info);

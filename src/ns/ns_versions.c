@@ -37,6 +37,8 @@ struct shared_vlist {
 };
 
 struct ns_vlists {
+    void (*on_removing)(void *ctx, const char *domain); /* set before any lookup */
+    void *removing_ctx;
     double ttl;
     pthread_mutex_t lock; /* guards map and every refs */
     struct strmap *map;   /* domain path -> struct shared_vlist */
@@ -206,6 +208,24 @@ static int split_versions_path(const char *path, struct vpath *v)
     return 0;
 }
 
+void ns_on_removing(struct ns *ns, void (*fn)(void *ctx, const char *domain), void *ctx)
+{
+    ns_vlists_of(ns)->on_removing = fn;
+    ns_vlists_of(ns)->removing_ctx = ctx;
+}
+
+/* A list read from the store with versions whose collection is unfinished (state in the
+ * bucket: another mount's, a killed daemon's): whoever collects is told. */
+static void tell_removing(struct ns *ns, const char *domain, const struct vlist *l)
+{
+    struct ns_vlists *c = ns_vlists_of(ns);
+    for (size_t i = 0; c->on_removing && i < l->n_entries; i++)
+        if (!l->entries[i].error && l->entries[i].state == VLIST_REMOVING) {
+            c->on_removing(c->removing_ctx, domain);
+            return;
+        }
+}
+
 /* The version list of domain (absolute path), as read in the last ttl or now: 0 with *out a
  * reference (give it back with release), -ENOENT (none), -EIO (logged once), -ENOMEM. */
 static int load_list(struct ns *ns, const char *domain, struct shared_vlist **out)
@@ -226,6 +246,7 @@ static int load_list(struct ns *ns, const char *domain, struct shared_vlist **ou
         rc = 1;
     store_buf_free(&buf);
     if (rc == 1) {
+        tell_removing(ns, domain, &s->l);
         s->refs = 1;
         remember_list(ns_vlists_of(ns), domain, s);
         *out = s;

@@ -341,6 +341,7 @@ static int keep_version(const struct commit_ctx *c, const struct journal_rec *re
                                   .keep = keep,
                                   .measure = c->measure_version,
                                   .measure_ctx = c->link_ctx,
+                                  .pool_fresh_for = c->pool_fresh_for,
                                   .stats = &st,
                                   .crash_point = crash_point };
     int rc = versions_commit(&vc, &n, vroot);
@@ -351,6 +352,8 @@ static int keep_version(const struct commit_ctx *c, const struct journal_rec *re
                  (unsigned long long)st.chunks_new, (unsigned long long)st.chunks_copied);
     else if (rc != -EOPNOTSUPP && vroot[0])
         collect(c, vroot, rec->domain, ""); /* not listed: nothing names it */
+    if (rc == 0 && keep > 0 && c->ops->versions_removed)
+        c->ops->versions_removed(c->ops->versions_ctx, rec->domain); /* expired ones, if any */
     return rc == -EOPNOTSUPP ? 0 : rc;
 }
 

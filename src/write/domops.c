@@ -283,6 +283,8 @@ static int unlink_version_name(const struct domops *d, const char *user, const c
         return -EACCES;
     rc = vnames_remove(d->store, domain, strrchr(path, '/') + 1, root);
     ns_invalidate(d->ns, path);
+    if (rc == 0 && d->versions_removed)
+        d->versions_removed(d->versions_ctx, domain);
     return rc;
 }
 

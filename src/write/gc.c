@@ -44,6 +44,8 @@ struct gc {
     double grace;
     gc_in_use_fn in_use;
     void *ctx;
+    gc_gone_fn on_gone; /* under lock */
+    void *gone_ctx;
     pthread_mutex_t lock;
     pthread_cond_t wake;
     struct gc_item *items;
@@ -223,6 +225,8 @@ static void settle_item(struct gc *g, struct gc_item *it, int rc)
     }
     if (rc != GC_ABANDONED && it->journaled)
         g->records.remove(g->records.ctx, it->root);
+    if (rc == GC_GONE && g->on_gone)
+        g->on_gone(g->gone_ctx, it->root, it->domain);
     item_free(it);
 }
 
@@ -296,6 +300,14 @@ void gc_free(struct gc *g)
     pthread_cond_destroy(&g->wake);
     pthread_mutex_destroy(&g->lock);
     free(g);
+}
+
+void gc_on_gone(struct gc *g, gc_gone_fn fn, void *ctx)
+{
+    pthread_mutex_lock(&g->lock);
+    g->on_gone = fn;
+    g->gone_ctx = ctx;
+    pthread_mutex_unlock(&g->lock);
 }
 
 void gc_use_records(struct gc *g, const struct gc_records *records)

@@ -21,6 +21,7 @@
 #define JOURNAL_REC_MAX (64u << 10)
 #define GC_PREFIX "gc." /* the collector's records: gc.<bucket tag>.<root>.json */
 #define GC_SUFFIX ".json"
+#define SWEEP_PREFIX "sweep." /* pool sweeps owed: sweep.<bucket tag>.<pool>.json */
 
 struct journal {
     char *root;                     /* the cache directory */
@@ -540,6 +541,9 @@ static int is_stale_record(struct journal *j, const char *name)
     if (strncmp(name, GC_PREFIX, strlen(GC_PREFIX)) == 0 && len > suf &&
         strcmp(name + len - suf, GC_SUFFIX ".tmp") == 0)
         return 1; /* a collector's record never finished; any bucket's: the lock says none runs */
+    if (strncmp(name, SWEEP_PREFIX, strlen(SWEEP_PREFIX)) == 0 && len > suf &&
+        strcmp(name + len - suf, GC_SUFFIX ".tmp") == 0)
+        return 1; /* the same for a sweep's record */
     return is_staging_name(name, suffixes, 1);
 }
 
@@ -710,6 +714,120 @@ int journal_gc_list(struct journal *j, struct journal_gc_rec **recs, size_t *n)
 }
 
 void journal_gc_recs_free(struct journal_gc_rec *recs, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        free(recs[i].domain);
+    free(recs);
+}
+
+/* ---- the pool sweeps' records ---- */
+
+/* "sweep.<tag>.<pool>.json" (suffix appended); -EINVAL when pool is no root id. */
+static int sweep_file_name(const struct journal *j, const char *pool, const char *suffix, char *buf,
+                           size_t len)
+{
+    char tag[17], checked[SCHEMA_ID_BUF];
+    if (!*pool || copy_root(checked, pool) != 0 || strpbrk(pool, "/."))
+        return -EINVAL;
+    bucket_tag(j->bucket, tag);
+    snprintf(buf, len, SWEEP_PREFIX "%s.%s" GC_SUFFIX "%s", tag, pool, suffix);
+    return 0;
+}
+
+int journal_pool_sweep_write(struct journal *j, const char *pool, const char *domain, double t0)
+{
+    char tmp[128], final[128];
+    int rc = sweep_file_name(j, pool, ".tmp", tmp, sizeof tmp);
+    if (rc == 0)
+        rc = sweep_file_name(j, pool, "", final, sizeof final);
+    if (rc != 0)
+        return rc;
+    json_t *o = json_pack("{s:s, s:s, s:s, s:f}", "bucket", j->bucket, "pool", pool, "domain",
+                          domain, "t0", t0);
+    char *text = o ? json_dumps(o, JSON_COMPACT) : NULL;
+    json_decref(o);
+    if (!text)
+        return -ENOMEM;
+    rc = replace_file(j->records, tmp, final, text);
+    if (rc != 0)
+        log_error("%s: cannot write the sweep's record %s/journal/%s: %s", domain, j->root, final,
+                  strerror(-rc));
+    free(text);
+    return rc;
+}
+
+void journal_pool_sweep_remove(struct journal *j, const char *pool)
+{
+    char name[128];
+    if (sweep_file_name(j, pool, "", name, sizeof name) != 0)
+        return;
+    if (unlinkat(j->records, name, 0) != 0 && errno != ENOENT)
+        log_warn("cannot remove the sweep's record %s/journal/%s: %s (pool %s is swept again, "
+                 "finding nothing to delete, at the next mount)",
+                 j->root, name, strerror(errno), pool);
+}
+
+static int read_sweep_rec(struct journal *j, const char *file, struct journal_sweep_rec *rec)
+{
+    char text[JOURNAL_REC_MAX + 1], want[128];
+    int fd = openat(j->records, file, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return -errno;
+    ssize_t n = read(fd, text, sizeof text);
+    close(fd);
+    if (n < 0 || n > JOURNAL_REC_MAX)
+        return n < 0 ? -EIO : -EINVAL;
+    json_t *o = json_loadb(text, (size_t)n, 0, NULL);
+    const char *bucket = json_string_value(json_object_get(o, "bucket"));
+    const char *pool = json_string_value(json_object_get(o, "pool"));
+    const char *domain = json_string_value(json_object_get(o, "domain"));
+    memset(rec, 0, sizeof *rec);
+    int rc = bucket && pool && domain && domain[0] == '/' && strcmp(bucket, j->bucket) == 0
+                 ? 0
+                 : -EINVAL;
+    if (rc == 0 &&
+        (sweep_file_name(j, pool, "", want, sizeof want) != 0 || strcmp(want, file) != 0))
+        rc = -EINVAL;
+    if (rc == 0)
+        rc = copy_root(rec->pool, pool);
+    if (rc == 0 && !(rec->domain = strdup(domain)))
+        rc = -ENOMEM;
+    rec->t0 = json_number_value(json_object_get(o, "t0"));
+    json_decref(o);
+    return rc;
+}
+
+static int is_our_sweep_name(const struct journal *j, const char *name)
+{
+    char tag[17];
+    size_t len = strlen(name), pre = strlen(SWEEP_PREFIX) + 16 + 1, suf = strlen(GC_SUFFIX);
+    bucket_tag(j->bucket, tag);
+    return len > pre + suf && strncmp(name, SWEEP_PREFIX, strlen(SWEEP_PREFIX)) == 0 &&
+           strncmp(name + strlen(SWEEP_PREFIX), tag, 16) == 0 && name[pre - 1] == '.' &&
+           strcmp(name + len - suf, GC_SUFFIX) == 0;
+}
+
+static int read_sweep_elem(struct journal *j, const char *name, void *elem)
+{
+    return read_sweep_rec(j, name, elem);
+}
+
+static void free_sweep_recs(void *elems, size_t n)
+{
+    journal_sweep_recs_free(elems, n);
+}
+
+int journal_pool_sweep_list(struct journal *j, struct journal_sweep_rec **recs, size_t *n)
+{
+    static const struct file_list how = { is_our_sweep_name, read_sweep_elem, free_sweep_recs,
+                                          sizeof **recs, "the sweep's record" };
+    void *out;
+    int rc = list_files(j, &how, &out, n);
+    *recs = out;
+    return rc;
+}
+
+void journal_sweep_recs_free(struct journal_sweep_rec *recs, size_t n)
 {
     for (size_t i = 0; i < n; i++)
         free(recs[i].domain);

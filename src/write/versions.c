@@ -177,11 +177,23 @@ static int etag_is_md5(const char *etag)
     return n == 32;
 }
 
+/* Must the pool object at key be written? Yes when it is absent (*absent), and when it is
+ * older than pool_fresh_for: written again (same bytes), it is new to a concurrent sweep of
+ * the pool (sweep.h), which deletes only objects older than its grace period. */
+static int must_write(struct seal_job *j, const char *key, int *absent)
+{
+    struct store_stat st;
+    *absent = store_head(j->vc->store, key, &st) != 0;
+    return *absent ||
+           (j->vc->pool_fresh_for > 0 && st.mtime < clock_wall() - j->vc->pool_fresh_for);
+}
+
 /* Into the pool by CopyObject, keyed by the chunk's listed MD5: no byte crosses the wire. 0,
  * or 1 when the etag is no MD5 (the bytes must be read). */
 static int seal_by_etag(struct seal_job *j, struct sealed *s, char *key, size_t key_len)
 {
-    struct store_stat st, pooled;
+    struct store_stat st;
+    int absent;
     int rc = store_head(j->vc->store, s->key, &st);
     if (rc != 0)
         return rc;
@@ -190,9 +202,9 @@ static int seal_by_etag(struct seal_job *j, struct sealed *s, char *key, size_t 
     if (st.size >= CHUNK_MAX)
         return -EOPNOTSUPP;
     rc = schema_pool_key(j->pool, st.etag, key, key_len);
-    if (rc == 0 && store_head(j->vc->store, key, &pooled) != 0) {
+    if (rc == 0 && must_write(j, key, &absent)) {
         rc = store_copy(j->vc->store, s->key, key);
-        s->fresh = s->copied = 1;
+        s->fresh = s->copied = absent;
     }
     s->size = st.size;
     return rc;
@@ -203,16 +215,16 @@ static int seal_by_etag(struct seal_job *j, struct sealed *s, char *key, size_t 
 static int seal_by_bytes(struct seal_job *j, struct sealed *s, char *key, size_t key_len)
 {
     struct store_buf buf = { 0 };
-    struct store_stat st;
     char md5[33];
+    int absent;
     int rc = store_get(j->vc->store, s->key, CHUNK_MAX - 1, &buf);
     if (rc == 0)
         rc = md5_hex(buf.data, buf.len, md5);
     if (rc == 0)
         rc = schema_pool_key(j->pool, md5, key, key_len);
-    if (rc == 0 && store_head(j->vc->store, key, &st) != 0) {
+    if (rc == 0 && must_write(j, key, &absent)) {
         rc = store_put_lazy(j->vc->store, key, buf.data, buf.len);
-        s->fresh = 1;
+        s->fresh = absent;
     }
     s->size = buf.len;
     store_buf_free(&buf);

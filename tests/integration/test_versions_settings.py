@@ -17,11 +17,14 @@ HOME = "home/test_user1"
 def test_help_names_the_options():
     out = subprocess.run([h5osfs_bin(), "--help"], capture_output=True, text=True).stdout
     assert "-o versions=on|off" in out and "-o versions_keep=N" in out
+    assert "-o versions_grace=SECONDS" in out and "-o versions_sweep_interval=SECONDS" in out
 
 
 @pytest.mark.parametrize("opt,message", [
     ("versions=yes", "versions must be on or off"),
     ("versions_keep=0", "versions_keep must be a whole number"),
+    ("versions_grace=-1", "versions_grace must be a number of seconds"),
+    ("versions_sweep_interval=x", "versions_sweep_interval must be a number of seconds"),
 ])
 def test_bad_option_values_are_refused(opt, message, tmp_path):
     (tmp_path / "b").mkdir()

@@ -1,0 +1,218 @@
+"""Issue 26, collection (doc/versions.md §4.4 steps 2-4, §5): a version with no name left (rm
+of its last name, versions_keep expiry) is collected. Its root db/V_n/ goes through the durable
+collector, its entry leaves the list once the root is gone, and a mark-and-sweep of the
+domain's pool deletes the pool objects that no listed version's chunk table names any more
+(older than versions_grace), never one that a kept version needs, chunks shared with the
+removed version included. The state lives in the bucket: a mount with a fresh cache_dir
+finishes what another left; a sweep owed is journaled, so a killed or unmounted daemon sweeps
+again at the next mount."""
+import json
+import os
+import re
+import shutil
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+
+import harness
+from conftest import Mount, MountSource, is_mounted
+from test_versions_commit import A, B, TARGET, VDIR, same  # noqa: E402
+
+pytestmark = pytest.mark.backends("posix", "s3", "rgw")
+
+FAST = "versions_grace=0,versions_sweep_interval=0"   # tests: sweep whatever is unnamed
+
+
+def keys(m, prefix):
+    """Relative keys of the mounted bucket below prefix, as the store has them now."""
+    mirror = m.src.mirror
+    if mirror is None:
+        base = m.bucket / prefix
+        return {p.relative_to(m.bucket).as_posix() for p in base.rglob("*") if p.is_file()} \
+            if base.exists() else set()
+    rel = Path(m.bucket).relative_to(mirror.root).as_posix()
+    full = mirror.prefix + ("" if rel == "." else rel + "/")
+    return {k[len(full):] for k in mirror.s3.listing(full + prefix)}
+
+
+def version_list(m):
+    return json.loads(m.get(f"{VDIR}/.h5osfs-versions"))
+
+
+def pool_prefix(m):
+    return f"db/{version_list(m)['pool'][2:19]}/c/"
+
+
+def named_pool_objects(m, root):
+    """Pool keys the chunk tables under root name: every non-JSON object of the version's root
+    scanned for a pool URI (test-side, independent of the daemon's reading of tables)."""
+    prefix = pool_prefix(m)
+    found = set()
+    for k in keys(m, f"db/{root[2:19]}/"):
+        if not k.endswith(".json"):
+            found |= {prefix + h.decode() for h in
+                      re.findall(rb"%s([0-9a-f]{32})" % re.escape(prefix.encode()), m.get(k))}
+    return found
+
+
+def root_of(m, name):
+    return os.getxattr(m.path(f"{VDIR}/{name}"), "user.h5osfs.root").decode()
+
+
+def wait_for(cond, what, timeout=60):
+    deadline = time.monotonic() + timeout
+    while not cond():
+        assert time.monotonic() < deadline, f"not within {timeout} s: {what}"
+        time.sleep(0.2)
+
+
+def test_rm_of_last_names_collects_roots_and_unshared_pool_objects(bucket_copy, mount_bucket,
+                                                                   tmp_path):
+    """cp a, cp b, cp a: version 3 shares every pool chunk with version 1. rm 1.h5 and 2.h5:
+    their roots go (the collector drains at unmount) and their entries leave the list; the
+    pool is swept (right then, or by the next mount from the sweep's journal record when the
+    unmount stopped it): exactly the objects version 3 names are left, and version 3 and the
+    domain read as a."""
+    opts = f"user=test_user1,ttl=0,versions=on,{FAST},cache_dir={tmp_path}/c1"
+    m = mount_bucket(bucket_copy, "-o", opts)
+    shutil.copyfile(A, m.path(TARGET))
+    pool_a = keys(m, pool_prefix(m))
+    shutil.copyfile(B, m.path(TARGET))
+    shutil.copyfile(A, m.path(TARGET))
+    pool_all = keys(m, pool_prefix(m))
+    roots = {n: root_of(m, f"{n}.h5") for n in (1, 2, 3)}
+    assert pool_a < pool_all
+    assert named_pool_objects(m, roots[3]) == pool_a == named_pool_objects(m, roots[1])
+    os.unlink(m.path(f"{VDIR}/1.h5"))
+    os.unlink(m.path(f"{VDIR}/2.h5"))
+    assert os.listdir(m.path(VDIR)) == ["3.h5"]
+    assert m.unmount() == 0
+    assert keys(m, f"db/{roots[1][2:19]}/") == set() == keys(m, f"db/{roots[2][2:19]}/")
+    assert keys(m, f"db/{roots[3][2:19]}/")
+    assert [v["n"] for v in version_list(m)["versions"]] == [3]
+    assert m.get(f"{VDIR}/1.h5/.domain.json") is None
+    m = mount_bucket(m, "-o", opts)
+    wait_for(lambda: keys(m, pool_prefix(m)) == pool_a, "the pool holds what version 3 names")
+    assert same(m.path(f"{VDIR}/3.h5"), A) and same(m.path(TARGET), A)
+
+
+@pytest.mark.posix_only(reason="expiry drops names through the same list code on every store; "
+                        "the collection after it is the rm test's")
+def test_expiry_collects_what_it_unnamed(bucket_copy, mount_bucket, tmp_path):
+    """versions_keep=1: cp a, cp b expires version 1; after a remount its root and the pool
+    objects only it named are gone, version 2 reads as b."""
+    opts = f"user=test_user1,ttl=0,versions=on,versions_keep=1,{FAST},cache_dir={tmp_path}/c1"
+    m = mount_bucket(bucket_copy, "-o", opts)
+    shutil.copyfile(A, m.path(TARGET))
+    root1 = root_of(m, "1.h5")
+    shutil.copyfile(B, m.path(TARGET))
+    assert os.listdir(m.path(VDIR)) == ["2.h5"]
+    root2 = root_of(m, "2.h5")
+    assert m.unmount() == 0
+    assert keys(m, f"db/{root1[2:19]}/") == set()
+    m = mount_bucket(m, "-o", opts)
+    want = named_pool_objects(m, root2)
+    wait_for(lambda: keys(m, pool_prefix(m)) == want, "the pool holds what version 2 names")
+    assert [v["n"] for v in version_list(m)["versions"]] == [2]
+    assert same(m.path(f"{VDIR}/2.h5"), B)
+
+
+@pytest.mark.posix_only(reason="reads the pool objects' mtimes in the bucket directory")
+def test_a_commit_rewrites_the_old_pool_chunks_it_reuses(bucket_copy, mount_bucket, tmp_path):
+    """A sweep deletes only pool objects older than versions_grace: a commit that names a pool
+    chunk written more than half of it ago writes it again (same bytes), so a sweep running
+    meanwhile keeps it. With a grace of 2 ms, cp a twice: the second commit stores no new
+    chunk but rewrites every one it names; with the default grace it leaves them as they are."""
+    def mtimes(m):
+        pool = m.bucket / pool_prefix(m)
+        return {p.name: p.stat().st_mtime_ns for p in pool.iterdir()}
+
+    m = mount_bucket(bucket_copy, "-o", f"user=test_user1,ttl=0,versions=on,"
+                     f"versions_grace=0.002,cache_dir={tmp_path}/c1")
+    shutil.copyfile(A, m.path(TARGET))
+    first = mtimes(m)
+    shutil.copyfile(A, m.path(TARGET))
+    second = mtimes(m)
+    assert second.keys() == first.keys() and all(second[k] > first[k] for k in first)
+    assert m.get(f"{VDIR}/2.h5/.domain.json") and same(m.path(f"{VDIR}/2.h5"), A)
+    assert m.unmount() == 0
+    m = mount_bucket(m, "-o", f"user=test_user1,ttl=0,versions=on,cache_dir={tmp_path}/c1")
+    shutil.copyfile(A, m.path(TARGET))
+    assert mtimes(m) == second
+
+
+def crash_mount(bucket, mnt, tmp_path, log, cache, env_extra, extra=""):
+    args = ("-o", f"user=test_user1,ttl=0,versions=on,{FAST},cache_dir={cache}{extra}")
+    return Mount(MountSource("posix", bucket, bucket, env=dict(os.environ, **env_extra)), mnt,
+                 tmp_path / log, args)
+
+
+def await_killed(m, mnt):
+    m.proc.wait(timeout=60)
+    assert m.proc.returncode == -9
+    subprocess.run(["fusermount3", "-uz", str(mnt)], check=False, capture_output=True)
+    assert not is_mounted(mnt)
+
+
+@pytest.mark.posix_only(reason="kills the daemon; the list and the sweep are the same code on "
+                        "every store")
+@pytest.mark.parametrize("stage", ["unnamed", "collected", "sweep"])
+def test_kill_during_collection_then_every_version_reads_and_orphans_go(bucket_copy, tmp_path,
+                                                                        stage):
+    """cp a, cp b, cp a; rm 2.h5 (b's chunks are its own) with the daemon killed right after
+    the list put (unnamed), right before the collected entry is dropped (collected), or after
+    the sweep's mark, before it deletes (sweep). The next mounts (a fresh cache_dir after the
+    first two: the bucket says what is left to do) finish it: version 2's root and name object
+    are gone, its entry leaves the list, the pool holds exactly what versions 1 and 3 name,
+    and they read whole."""
+    mnt = tmp_path / "mnt"
+    mnt.mkdir()
+    m = crash_mount(bucket_copy, mnt, tmp_path, "0.log", tmp_path / "c0", {},
+                    ",versions_grace=3600")  # the sweep at its unmount keeps b's chunks
+    try:
+        for f in (A, B, A):
+            shutil.copyfile(f, m.path(TARGET))
+        roots = {n: root_of(m, f"{n}.h5") for n in (1, 2, 3)}
+        if stage == "sweep":
+            os.unlink(m.path(f"{VDIR}/2.h5"))
+        harness.assert_clean([m])
+        if stage == "unnamed":
+            m = crash_mount(bucket_copy, mnt, tmp_path, "1.log", tmp_path / "c1",
+                            {"H5OSFS_TEST_CRASH_AT": "unnamed"})
+            with pytest.raises(OSError):
+                os.unlink(m.path(f"{VDIR}/2.h5"))
+            await_killed(m, mnt)
+        elif stage == "collected":
+            m = crash_mount(bucket_copy, mnt, tmp_path, "1.log", tmp_path / "c1",
+                            {"H5OSFS_TEST_CRASH_AT": "collected"})
+            os.unlink(m.path(f"{VDIR}/2.h5"))
+            subprocess.run(["fusermount3", "-u", str(mnt)], check=True)
+            await_killed(m, mnt)             # the collector drained; killed before the drop
+            assert keys(m, f"db/{roots[2][2:19]}/") == set()
+            assert [v["state"] for v in version_list(m)["versions"]][1] == "removing"
+        else:
+            m = crash_mount(bucket_copy, mnt, tmp_path, "1.log", tmp_path / "c0",
+                            {"H5OSFS_TEST_CRASH_AT": "sweep"})
+            await_killed(m, mnt)             # the journaled sweep restarted and was killed
+        assert len(keys(m, pool_prefix(m))) == 8          # b's four chunks are still there
+        cache = tmp_path / ("c0" if stage == "sweep" else "c2")
+        m = crash_mount(bucket_copy, mnt, tmp_path, "2.log", cache, {})
+        assert sorted(os.listdir(m.path(VDIR))) == ["1.h5", "3.h5"]   # a reader's hint too
+        harness.assert_clean([m])            # the collector drains the root at unmount
+        m = crash_mount(bucket_copy, mnt, tmp_path, "3.log", cache, {})
+        want = named_pool_objects(m, roots[1]) | named_pool_objects(m, roots[3])
+        assert len(want) == 4
+        wait_for(lambda: keys(m, pool_prefix(m)) == want, "the pool holds what 1 and 3 name")
+        assert keys(m, f"db/{roots[2][2:19]}/") == set()
+        assert m.get(f"{VDIR}/2.h5/.domain.json") is None
+        assert [v["n"] for v in version_list(m)["versions"]] == [1, 3]
+        assert same(m.path(f"{VDIR}/1.h5"), A) and same(m.path(f"{VDIR}/3.h5"), A)
+        assert same(m.path(TARGET), A)
+        harness.assert_clean([m])
+    finally:                    # a failed step must not leave its daemon mounted
+        if m.proc.poll() is None:
+            m.proc.kill()
+            m.proc.wait(timeout=30)
+        subprocess.run(["fusermount3", "-uz", str(mnt)], check=False, capture_output=True)

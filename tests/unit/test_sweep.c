@@ -1,0 +1,371 @@
+/*
+ * test_sweep: the collection of removed versions (sweep.h) over a memory bucket behind the
+ * faulty store. A version root V names pool objects a and b through its chunk table; c and d
+ * are in the pool, named by nothing. Whatever call fails (the root's or the pool's listing, a
+ * table's GET, a garbled table, the list's second read, a HEAD or a delete), a and b are never
+ * deleted; a sweep that could not mark everything deletes nothing at all; a failed delete
+ * stops the sweep, and the next one finishes it. Removing entries: the name objects go, the
+ * entry stays while its root lists objects, and is dropped (the sweep recorded as owed first)
+ * once it lists empty.
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <jansson.h>
+
+#include "check.h"
+#include "h5osfs/log.h"
+#include "h5osfs/store_test.h"
+#include "h5osfs/sweep.h"
+#include "h5osfs/vlist.h"
+
+#define DOMAIN "/home/u/v.h5"
+#define ENTRY 140 /* versions.c's table entry: offset I64, size I32, 128 bytes of URI */
+
+#define REQUIRE(expr)                                                                \
+    do {                                                                             \
+        if (!(expr)) {                                                               \
+            fprintf(stderr, "%s:%d: cannot go on: %s\n", __FILE__, __LINE__, #expr); \
+            exit(2);                                                                 \
+        }                                                                            \
+    } while (0)
+
+static const char *const named_md5[] = { "0123456789abcdef0123456789abcdef",
+                                         "fedcba9876543210fedcba9876543210" };
+static const char *const orphan_md5[] = { "00000000000000000000000000000001",
+                                          "00000000000000000000000000000002" };
+
+struct rig {
+    struct store *mem, *st; /* st: the faulty store over mem */
+    char pool[SCHEMA_ID_BUF], vroot[SCHEMA_ID_BUF], list_key[STORE_KEY_MAX + 1];
+    char table_chunk[STORE_KEY_MAX + 1];
+};
+
+/* A v2 id: 16 digits from seed, the next 16 their rotation (spec §1.2); kind 'g' or 'd' (a
+ * dataset of root, sharing its first 16 digits). */
+static void make_id(char kind, unsigned seed, const char *root, char out[SCHEMA_ID_BUF])
+{
+    char d[33];
+    snprintf(d, 17, "%08x%08x", seed * 2654435761u, seed ^ 0x5bd1e995u);
+    if (root) /* the root's digits 0-15, from its A-B prefix */
+        snprintf(d, 17, "%.8s%.8s", root + 2, root + 11);
+    for (int i = 0; i < 16; i++)
+        d[16 + i] = (char)schema_hex_rot(d[i]);
+    d[32] = '\0';
+    if (root) /* other digits 16-31: any (only roots follow the rule) */
+        for (int i = 16; i < 32; i++)
+            d[i] = "0123456789abcdef"[(seed + (unsigned)i) & 15];
+    snprintf(out, SCHEMA_ID_BUF, "%c-%.8s-%.8s-%.4s-%.6s-%.6s", kind, d, d + 8, d + 16, d + 20,
+             d + 26);
+}
+
+static void put_text(struct store *st, const char *key, const char *text)
+{
+    REQUIRE(store_put(st, key, text, strlen(text)) == 0);
+}
+
+static void pool_key(const struct rig *r, const char *md5, char *buf, size_t len)
+{
+    REQUIRE(schema_pool_key(r->pool, md5, buf, len) == 0);
+}
+
+/* V: a root group, a dataset over a chunk table naming a and b (and an absent entry). */
+static void put_version_root(struct rig *r, unsigned seed)
+{
+    char key[STORE_KEY_MAX + 1], did[SCHEMA_ID_BUF], tid[SCHEMA_ID_BUF], text[1024];
+    uint64_t zero = 0;
+    make_id('d', seed + 1, r->vroot, did);
+    make_id('d', seed + 2, r->vroot, tid);
+    REQUIRE(schema_obj_key(r->vroot, key, sizeof key) == 0);
+    put_text(r->mem, key, "{\"id\": \"root\"}");
+    REQUIRE(schema_obj_key(did, key, sizeof key) == 0);
+    snprintf(text, sizeof text,
+             "{\"creationProperties\": {\"layout\": {\"class\": \"H5D_CHUNKED_REF_INDIRECT\", "
+             "\"chunk_table\": \"%s\"}}}",
+             tid);
+    put_text(r->mem, key, text);
+    REQUIRE(schema_obj_key(tid, key, sizeof key) == 0);
+    put_text(r->mem, key, "{\"creationProperties\": {}}");
+    unsigned char table[3 * ENTRY] = { 0 };
+    for (int i = 0; i < 3; i++) {
+        char uri[STORE_KEY_MAX + 16];
+        if (i < 2) {
+            pool_key(r, named_md5[i], key, sizeof key);
+            snprintf(uri, sizeof uri, "hsdstest/%s", key);
+        } else
+            snprintf(uri, sizeof uri, "hsdstest/db/%.17s/c/0", r->pool + 2);
+        REQUIRE(strlen(uri) < 128);
+        table[i * ENTRY + 8] = 16;
+        memcpy(table + i * ENTRY + 12, uri, strlen(uri));
+    }
+    REQUIRE(schema_chunk_key(tid, &zero, 1, -1, r->table_chunk, sizeof r->table_chunk) == 0);
+    REQUIRE(store_put(r->mem, r->table_chunk, table, sizeof table) == 0);
+}
+
+static void put_list(struct rig *r, enum vlist_state state, const char *extra_entry)
+{
+    struct vlist l;
+    char *text = NULL;
+    REQUIRE(vlist_init(&l, DOMAIN, r->pool) == 0);
+    REQUIRE(vlist_append(&l, r->vroot, 1.0, "u", 0, "", NULL) == 0);
+    if (state == VLIST_REMOVING)
+        REQUIRE(vlist_unname(&l, "1.h5", 0) == 0);
+    REQUIRE(vlist_dump(&l, &text) == 0);
+    vlist_free(&l);
+    if (extra_entry) { /* before the closing "]}" */
+        char *end = strrchr(text, ']');
+        REQUIRE(end);
+        size_t head = (size_t)(end - text);
+        char *joined = malloc(head + strlen(extra_entry) + 8);
+        REQUIRE(joined);
+        snprintf(joined, head + strlen(extra_entry) + 8, "%.*s, %s]}", (int)head, text,
+                 extra_entry);
+        free(text);
+        text = joined;
+    }
+    put_text(r->mem, r->list_key, text);
+    free(text);
+}
+
+static void rig_open(struct rig *r, enum vlist_state state)
+{
+    char key[STORE_KEY_MAX + 1];
+    memset(r, 0, sizeof *r);
+    REQUIRE(store_mem_open(&r->mem) == 0);
+    REQUIRE(store_faulty_open(r->mem, &r->st) == 0);
+    make_id('g', 7, NULL, r->pool);
+    make_id('g', 11, NULL, r->vroot);
+    REQUIRE(schema_vlist_key(DOMAIN, r->list_key, sizeof r->list_key) == 0);
+    put_version_root(r, 20);
+    put_list(r, state, NULL);
+    for (int i = 0; i < 2; i++) {
+        pool_key(r, named_md5[i], key, sizeof key);
+        put_text(r->mem, key, "named");
+        pool_key(r, orphan_md5[i], key, sizeof key);
+        put_text(r->mem, key, "orphan");
+    }
+}
+
+static void rig_close(struct rig *r)
+{
+    store_close(r->st);
+    store_close(r->mem);
+}
+
+static int pool_has(struct rig *r, const char *md5)
+{
+    char key[STORE_KEY_MAX + 1];
+    struct store_stat st;
+    pool_key(r, md5, key, sizeof key);
+    return store_head(r->mem, key, &st) == 0;
+}
+
+static int named_all_there(struct rig *r)
+{
+    return pool_has(r, named_md5[0]) && pool_has(r, named_md5[1]);
+}
+
+static int orphans_left(struct rig *r)
+{
+    return pool_has(r, orphan_md5[0]) + pool_has(r, orphan_md5[1]);
+}
+
+static size_t truncate_to;   /* TRUNCATE rules keep this many bytes */
+static int fault_err = -EIO; /* what FAIL rules answer */
+
+static void add_rule(struct store *st, unsigned ops, const char *pattern, uint64_t nth,
+                     uint64_t times, enum faulty_mode mode)
+{
+    struct faulty_rule rule = { .ops = ops,
+                                .pattern = pattern,
+                                .nth = nth,
+                                .times = times,
+                                .mode = mode,
+                                .err = fault_err,
+                                .keep = truncate_to };
+    REQUIRE(store_faulty_add(st, &rule) == 0);
+}
+
+/* Every object is old: grace -10 puts "before" in the future. */
+#define ALL_OLD (-10.0)
+
+static void test_clean_sweep(void)
+{
+    struct rig r;
+    struct sweep_stats st;
+    rig_open(&r, VLIST_KEPT);
+    CHECK_INT(sweep_pool(r.st, DOMAIN, 3600, NULL, &st), 0); /* all young: nothing goes */
+    CHECK_INT(orphans_left(&r), 2);
+    CHECK_INT(st.young, 2);
+    CHECK_INT(sweep_pool(r.st, DOMAIN, ALL_OLD, NULL, &st), 0);
+    CHECK(named_all_there(&r));
+    CHECK_INT(orphans_left(&r), 0);
+    CHECK_INT(st.marked, 2);
+    CHECK_INT(st.deleted, 2);
+    CHECK_INT(sweep_pool(r.st, "/home/u/none.h5", ALL_OLD, NULL, &st), -ENOENT);
+    rig_close(&r);
+}
+
+/* A failure anywhere before the deletes: -EIO and nothing deleted at all. */
+static void expect_nothing_deleted(const char *what, unsigned ops, int which, int nth,
+                                   enum faulty_mode mode)
+{
+    struct rig r;
+    struct sweep_stats st;
+    char pattern[STORE_KEY_MAX + 8];
+    rig_open(&r, VLIST_KEPT);
+    if (which == 0)
+        snprintf(pattern, sizeof pattern, "db/%.17s/*", r.vroot + 2); /* the version's root */
+    else if (which == 1)
+        snprintf(pattern, sizeof pattern, "%s", r.table_chunk);
+    else if (which == 2)
+        snprintf(pattern, sizeof pattern, "db/%.17s/c/*", r.pool + 2); /* the pool */
+    else
+        snprintf(pattern, sizeof pattern, "%s", r.list_key);
+    add_rule(r.st, ops, pattern, (uint64_t)nth, 1, mode);
+    int rc = sweep_pool(r.st, DOMAIN, ALL_OLD, NULL, &st);
+    if (rc != -EIO || !named_all_there(&r) || orphans_left(&r) != 2)
+        fprintf(stderr, "case %s: rc %d, orphans left %d\n", what, rc, orphans_left(&r));
+    CHECK_INT(rc, -EIO);
+    CHECK(named_all_there(&r));
+    CHECK_INT(orphans_left(&r), 2);
+    store_faulty_clear(r.st);
+    CHECK_INT(sweep_pool(r.st, DOMAIN, ALL_OLD, NULL, &st), 0); /* the next sweep does it */
+    CHECK(named_all_there(&r));
+    CHECK_INT(orphans_left(&r), 0);
+    rig_close(&r);
+}
+
+static void test_failed_mark_deletes_nothing(void)
+{
+    expect_nothing_deleted("root listing", FAULTY_MASK(FAULTY_LIST), 0, 1, FAULTY_FAIL);
+    expect_nothing_deleted("table get", FAULTY_MASK(FAULTY_GET), 1, 1, FAULTY_FAIL);
+    expect_nothing_deleted("table garbled", FAULTY_MASK(FAULTY_GET), 1, 1, FAULTY_GARBLE);
+    expect_nothing_deleted("table empty", FAULTY_MASK(FAULTY_GET), 1, 1, FAULTY_TRUNCATE);
+    truncate_to = ENTRY + 20; /* a's entry whole, b's cut */
+    expect_nothing_deleted("table cut", FAULTY_MASK(FAULTY_GET), 1, 1, FAULTY_TRUNCATE);
+    truncate_to = 0;
+    fault_err = -ENOENT; /* listed, then gone: a kept version's table is never "nothing" */
+    expect_nothing_deleted("table vanished", FAULTY_MASK(FAULTY_GET), 1, 1, FAULTY_FAIL);
+    fault_err = -EIO;
+    expect_nothing_deleted("pool listing", FAULTY_MASK(FAULTY_LIST), 2, 1, FAULTY_FAIL);
+    expect_nothing_deleted("list read again", FAULTY_MASK(FAULTY_GET), 3, 2, FAULTY_FAIL);
+    expect_nothing_deleted("head before delete", FAULTY_MASK(FAULTY_HEAD), 2, 1, FAULTY_FAIL);
+}
+
+/* A delete fails (or its reply is lost): the sweep stops there; the named objects stay. */
+static void test_failed_delete_stops_the_sweep(void)
+{
+    for (int mode = 0; mode < 2; mode++) {
+        struct rig r;
+        struct sweep_stats st;
+        char pattern[64];
+        rig_open(&r, VLIST_KEPT);
+        snprintf(pattern, sizeof pattern, "db/%.17s/c/*", r.pool + 2);
+        add_rule(r.st, FAULTY_MASK(FAULTY_DELETE), pattern, 1, 1,
+                 mode ? FAULTY_AFTER : FAULTY_FAIL);
+        CHECK_INT(sweep_pool(r.st, DOMAIN, ALL_OLD, NULL, &st), -EIO);
+        CHECK(named_all_there(&r));
+        CHECK_INT(orphans_left(&r), mode ? 1 : 2); /* the lost reply's delete took effect */
+        CHECK_INT(sweep_pool(r.st, DOMAIN, ALL_OLD, NULL, &st), 0);
+        CHECK(named_all_there(&r));
+        CHECK_INT(orphans_left(&r), 0);
+        rig_close(&r);
+    }
+}
+
+/* What cannot be told from the list stops the sweep before it deletes anything. */
+static void test_unknowable_lists_delete_nothing(void)
+{
+    struct rig r;
+    struct sweep_stats st;
+    char prefix[64];
+    rig_open(&r, VLIST_KEPT);
+    put_list(&r, VLIST_KEPT, "{\"n\": 5, \"root\": 12}"); /* malformed: names who knows what */
+    CHECK_INT(sweep_pool(r.st, DOMAIN, ALL_OLD, NULL, &st), -EIO);
+    CHECK_INT(orphans_left(&r), 2);
+    put_list(&r, VLIST_KEPT, NULL);
+    snprintf(prefix, sizeof prefix, "db/%.17s/", r.vroot + 2);
+    struct store_list all = { 0 };
+    REQUIRE(store_list(r.mem, prefix, NULL, NULL, 0, &all) == 0);
+    for (size_t i = 0; i < all.n_objects; i++) /* a kept version whose root is missing */
+        REQUIRE(store_delete(r.mem, all.objects[i].key) == 0);
+    store_list_free(&all);
+    CHECK_INT(sweep_pool(r.st, DOMAIN, ALL_OLD, NULL, &st), -EIO);
+    CHECK_INT(orphans_left(&r), 2);
+    CHECK(named_all_there(&r));
+    rig_close(&r);
+}
+
+static int owed_calls;
+static int count_owed(void *ctx, const char *pool, const char *domain)
+{
+    (void)ctx;
+    (void)pool;
+    owed_calls += strcmp(domain, DOMAIN) == 0;
+    return 0;
+}
+
+/* A removing entry: its name object goes; the entry stays while its root lists objects (and
+ * while the root cannot be listed), then is dropped, the sweep recorded as owed first; the
+ * removing entry's tables are still marked while its root is there. */
+static void test_finish_removals(void)
+{
+    struct rig r;
+    struct sweep_finish f;
+    struct sweep_stats st;
+    char key[STORE_KEY_MAX + 1], path[STORE_KEY_MAX + 2], prefix[64], text[128];
+    rig_open(&r, VLIST_REMOVING);
+    REQUIRE(schema_version_domain_path(DOMAIN, "1.h5", path, sizeof path) == 0);
+    REQUIRE(schema_domain_key(path, key, sizeof key) == 0);
+    snprintf(text, sizeof text, "{\"root\": \"%s\"}", r.vroot);
+    put_text(r.mem, key, text);
+    CHECK_INT(sweep_pool(r.st, DOMAIN, ALL_OLD, NULL, &st), 0);
+    CHECK(named_all_there(&r)); /* a removing version's root is still read: marked */
+    CHECK_INT(sweep_finish_removals(r.st, NULL, DOMAIN, count_owed, NULL, &f), 0);
+    CHECK_INT(f.waiting, 1);
+    CHECK_INT(f.dropped, 0);
+    CHECK_INT(store_head(r.mem, key, &(struct store_stat){ 0 }), -ENOENT);
+    snprintf(prefix, sizeof prefix, "db/%.17s/", r.vroot + 2);
+    struct store_list all = { 0 };
+    REQUIRE(store_list(r.mem, prefix, NULL, NULL, 0, &all) == 0);
+    for (size_t i = 0; i < all.n_objects; i++) /* what the collector does */
+        REQUIRE(store_delete(r.mem, all.objects[i].key) == 0);
+    store_list_free(&all);
+    char pattern[80];
+    snprintf(pattern, sizeof pattern, "%s*", prefix);
+    add_rule(r.st, FAULTY_MASK(FAULTY_LIST), pattern, 1, 1, FAULTY_FAIL);
+    CHECK(sweep_finish_removals(r.st, NULL, DOMAIN, count_owed, NULL, &f) < 0);
+    CHECK_INT(f.dropped, 0);
+    CHECK_INT(owed_calls, 0);
+    CHECK_INT(sweep_finish_removals(r.st, NULL, DOMAIN, count_owed, NULL, &f), 0);
+    CHECK_INT(f.dropped, 1);
+    CHECK_INT(owed_calls, 1);
+    struct store_buf buf = { 0 };
+    struct vlist l;
+    char why[200];
+    REQUIRE(store_get(r.mem, r.list_key, 1 << 20, &buf) == 0);
+    REQUIRE(vlist_parse((const char *)buf.data, buf.len, &l, why, sizeof why) == 0);
+    CHECK_INT(l.n_entries, 0);
+    vlist_free(&l);
+    store_buf_free(&buf);
+    CHECK_INT(sweep_pool(r.st, DOMAIN, ALL_OLD, NULL, &st), 0);
+    CHECK_INT(orphans_left(&r), 0);
+    CHECK_INT(pool_has(&r, named_md5[0]) + pool_has(&r, named_md5[1]), 0);
+    rig_close(&r);
+}
+
+int main(void)
+{
+    if (log_setup(LOG_LVL_ERROR, LOG_SINK_FILE, "/dev/null") != 0)
+        return 2;
+    test_clean_sweep();
+    test_failed_mark_deletes_nothing();
+    test_failed_delete_stops_the_sweep();
+    test_unknowable_lists_delete_nothing();
+    test_finish_removals();
+    log_teardown();
+    return check_done("sweep");
+}
