@@ -38,6 +38,11 @@ struct domops {
      * name in buf, or -ENOENT for the mount's user. NULL: always the mount's user. */
     int (*creator_of)(void *ctx, const char *path, char *buf, size_t len);
     void *creator_ctx;
+    /* A domain renamed onto path, whose kept versions stay there (doc/versions.md §4.7):
+     * keep root, the domain's root now, as path's next version. NULL: none kept. 0 or
+     * -errno (logged); the rename is not made then. */
+    int (*keep_moved)(void *ctx, const char *path, const char *root);
+    void *keep_ctx;
 };
 
 int domops_mkdir(const struct domops *d, const char *user, const char *path);

@@ -20,6 +20,7 @@
 #include "h5osfs/staging.h"
 #include "h5osfs/store.h"
 #include "h5osfs/store_s3.h"
+#include "h5osfs/versions.h"
 #include "credentials.h"
 
 #define CHUNK_RETRY_AFTER 1.0 /* seconds a chunk that failed to load fails without a retry */
@@ -312,12 +313,41 @@ static int versions_for(void *ctx, const char *domain, unsigned *keep)
     return on;
 }
 
+/* A domain renamed onto path, which has kept versions of its own: root becomes path's next
+ * version (doc/versions.md §4.7), as a commit replacing path would make it. */
+static int keep_moved(void *ctx, const char *path, const char *root)
+{
+    struct stack *s = ctx;
+    char vroot[SCHEMA_ID_BUF] = "";
+    uint64_t n = 0;
+    unsigned keep = 0;
+    versions_for(s, path, &keep);
+    struct versions_commit vc = { .store = s->store,
+                                  .bucket_name = s->bucket_name,
+                                  .domain = path,
+                                  .root = root,
+                                  .base_root = "", /* not a commit on path's root: no race */
+                                  .user = s->opts->user,
+                                  .workers = WRITE_WORKERS,
+                                  .keep = keep,
+                                  .measure = measure_version,
+                                  .measure_ctx = s };
+    int rc = versions_commit(&vc, &n, vroot);
+    if (rc == 0)
+        log_info("%s: the domain moved here is kept as its version %llu", path,
+                 (unsigned long long)n);
+    else if (rc != -EOPNOTSUPP && vroot[0] && s->ops.gc && gc_add(s->ops.gc, vroot, path, "") != 0)
+        log_warn("%s: version root %s, not listed, stays in the bucket", path, vroot);
+    return rc == -EOPNOTSUPP ? 0 : rc;
+}
+
 /* A read-write mount's journal and staging area, in its cache_dir (claimed by main). The
  * collector is not made yet: ops.gc is set with it, before anything commits. 0 or -errno. */
 static int open_writing(struct stack *s)
 {
     s->ops = (struct domops){ s->store, s->ns,      s->opts->user, s->opts->admin_user,
-                              NULL,     creator_of, s->callers };
+                              NULL,     creator_of, s->callers,    keep_moved,
+                              s };
     if (s->opts->read_only)
         return 0;
     int rc = journal_open(s->opts->cache_dir, s->opts->bucket_id, &s->journal);
