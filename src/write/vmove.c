@@ -178,8 +178,7 @@ static void key_set_free(struct key_set *s)
 }
 
 /* "DIR/.versions/" of to, for HSDS's listing of DIR: made from from's when it is missing. */
-static int put_versions_folder(struct store *store, const char *from_prefix,
-                               const char *to_prefix)
+static int put_versions_folder(struct store *store, const char *from_prefix, const char *to_prefix)
 {
     char from_key[STORE_KEY_MAX + 1], to_key[STORE_KEY_MAX + 1];
     struct store_stat st;
