@@ -216,6 +216,42 @@ static int measure_version(void *ctx, const char *path, const char *vroot, uint6
     return 0;
 }
 
+/* Do size bytes of fd equal the file img? 1, 0, or -errno. */
+static int same_bytes(struct stack *s, struct image *img, int fd, uint64_t size)
+{
+    enum { BLOCK = 1 << 20 };
+    struct image_reader reader = { .cache = s->cache };
+    char *mine = malloc(BLOCK), *theirs = malloc(BLOCK);
+    int rc = mine && theirs ? 1 : -ENOMEM;
+    for (uint64_t off = 0; rc == 1 && off < size; off += BLOCK) {
+        size_t want = size - off < BLOCK ? (size_t)(size - off) : BLOCK;
+        ssize_t got = image_read(img, &reader, off, theirs, want);
+        ssize_t have = got == (ssize_t)want ? pread(fd, mine, want, (off_t)off) : 0;
+        if (got < 0 || have < 0)
+            rc = got < 0 ? (int)got : -errno;
+        else if ((size_t)got != want || (size_t)have != want || memcmp(mine, theirs, want) != 0)
+            rc = 0;
+    }
+    free(mine);
+    free(theirs);
+    return rc;
+}
+
+/* restore.h: is the staged file at fd the file of the kept version path (root vroot)? Its
+ * file is built (or found in the image table) and compared byte for byte. */
+static int same_as_version(void *ctx, const char *path, const char *vroot, int fd, uint64_t size)
+{
+    struct stack *s = ctx;
+    struct image *img;
+    int reused;
+    int rc = image_table_get(s->images, path, vroot, &img, &reused);
+    if (rc != 0)
+        return rc;
+    rc = image_size(img) == size ? same_bytes(s, img, fd, size) : 0;
+    image_put(img);
+    return rc;
+}
+
 /* A commit made a new version of path: its ACL decides from now on, not who created it; the
  * next open builds the new version, and the next lookup must find it, not the kernel's cached
  * name of the old version's node. fs is NULL only once it is gone (stack_close). */
@@ -364,6 +400,7 @@ static int open_writing(struct stack *s)
                                  .link_for = link_for,
                                  .versions_for = versions_for,
                                  .measure_version = measure_version,
+                                 .same_as_version = same_as_version,
                                  .link_ctx = s };
     struct staging_hooks hooks = {
         .base = staging_base, .cache = s->cache, .committed = committed, .ctx = s
