@@ -5,6 +5,7 @@ kept version over the domain (a restore, also after rm: an undelete) commits a n
 that stores no chunk bytes: the pool has them all, and the current root gets its chunks by a
 copy in the store, not by an upload. kill -9 between moving the versions and moving the
 domain loses nothing, and mv again finishes the move."""
+import errno
 import json
 import os
 import shutil
@@ -123,6 +124,26 @@ def test_mv_onto_a_versioned_domain_adds_one_version_there(bucket_copy, mount_bu
     os.unlink(f"{w}/2.h5")                  # 3 is the current version: 2 may go
     with pytest.raises(OSError):
         os.unlink(f"{w}/3.h5")
+
+
+@pytest.mark.posix_only(reason="namespace rules, the same code on every store")
+def test_a_folder_emptied_by_mv_can_be_removed_and_versions_keep_their_names(
+        bucket_copy, mount_bucket, tmp_path):
+    """Once its only versioned domain has moved out, nothing of its versions is left in the
+    folder: rmdir works. A version's own name cannot be renamed (EROFS): a second name is a
+    tag (ln)."""
+    f1, = make_files(tmp_path, 1)
+    m = mount(mount_bucket, bucket_copy, tmp_path)
+    os.mkdir(m.path(f"{HOME}/d"))
+    shutil.copyfile(f1, m.path(f"{HOME}/d/v.h5"))
+    v = vdir(m, f"{HOME}/d/v.h5")
+    with pytest.raises(OSError) as e:
+        os.rename(f"{v}/1.h5", f"{v}/x.h5")
+    assert e.value.errno == errno.EROFS
+    os.rename(m.path(f"{HOME}/d/v.h5"), m.path(f"{HOME}/w.h5"))
+    os.rmdir(m.path(f"{HOME}/d"))
+    assert versions(vdir(m, f"{HOME}/w.h5")) == ["1.h5"]
+    assert not (bucket_copy / HOME / "d").exists()
 
 
 def listing(m, rel_prefix):
