@@ -17,8 +17,8 @@
 #include "h5osfs/pfor.h"
 #include "h5osfs/vlist.h"
 
-#define PREFIX_LEN 17               /* "A-B" of an id: its root's directory under db/ */
-#define URI_LEN 128                 /* versions.c's table entries: offset I64, size I32, URI */
+#define PREFIX_LEN 17 /* "A-B" of an id: its root's directory under db/ */
+#define URI_LEN 128   /* versions.c's table entries: offset I64, size I32, URI */
 #define ENTRY_BYTES (8 + 4 + URI_LEN)
 #define TABLE_ENTRIES_MAX (1u << 20)
 #define JSON_MAX (64u << 20)
@@ -92,8 +92,8 @@ static void move_ids(char *text, size_t len, const char *from, const char *to)
     for (char *p = text, *end = text + len; (p = memmem(p, (size_t)(end - p), from, id_len));
          p += id_len)
         memcpy(p, to, id_len);
-    for (char *p = text, *end = text + len; (p = memmem(p, (size_t)(end - p), from + 2, PREFIX_LEN));
-         p += PREFIX_LEN)
+    for (char *p = text, *end = text + len;
+         (p = memmem(p, (size_t)(end - p), from + 2, PREFIX_LEN)); p += PREFIX_LEN)
         memcpy(p, to + 2, PREFIX_LEN);
 }
 
@@ -174,8 +174,8 @@ static void restore_entry(void *ctx, size_t e)
 {
     struct table_job *j = ctx;
     const unsigned char *p = j->table + e * ENTRY_BYTES;
-    uint32_t size = (uint32_t)p[8] | (uint32_t)p[9] << 8 | (uint32_t)p[10] << 16 |
-                    (uint32_t)p[11] << 24;
+    uint32_t size =
+        (uint32_t)p[8] | (uint32_t)p[9] << 8 | (uint32_t)p[10] << 16 | (uint32_t)p[11] << 24;
     char uri[URI_LEN + 1], dst[STORE_KEY_MAX + 1];
     uint64_t idx[32], lin = e;
     const char *key;
@@ -185,8 +185,8 @@ static void restore_entry(void *ctx, size_t e)
     memcpy(uri, p + 12, URI_LEN);
     uri[URI_LEN] = '\0';
     if (schema_pool_uri_check(uri, j->r->bucket, j->r->pool, &key) != 0) {
-        log_error("%s: chunk table entry %zu names %s, outside the pool: not restored",
-                  j->r->vroot, e, uri);
+        log_error("%s: chunk table entry %zu names %s, outside the pool: not restored", j->r->vroot,
+                  e, uri);
         j->rcs[e] = -EIO;
         return;
     }
@@ -231,8 +231,8 @@ static int pooled_dataset(const struct restore_ctx *r, json_t *doc, const char *
     if (rc == 0)
         rc = store_get(r->store, key, entries * ENTRY_BYTES, &table);
     if (rc == 0 && table.len != entries * ENTRY_BYTES) {
-        log_error("%s: chunk table %s has %zu bytes, not %" PRIu64 ": not restored", r->vroot,
-                  tid, table.len, entries * ENTRY_BYTES);
+        log_error("%s: chunk table %s has %zu bytes, not %" PRIu64 ": not restored", r->vroot, tid,
+                  table.len, entries * ENTRY_BYTES);
         rc = -EIO;
     }
     int *rcs = rc == 0 ? calloc(entries, sizeof *rcs) : NULL;
@@ -240,7 +240,9 @@ static int pooled_dataset(const struct restore_ctx *r, json_t *doc, const char *
         rc = -ENOMEM;
     const char *id = hjson_text(json_object_get(doc, "id"));
     json_t *parts = json_object_get(lay, "partition_count");
-    struct table_job job = { r,    table.data, id, grid, rank, json_is_integer(parts) ? (int)json_integer_value(parts) : 0,
+    struct table_job job = { r,    table.data,
+                             id,   grid,
+                             rank, json_is_integer(parts) ? (int)json_integer_value(parts) : 0,
                              rcs };
     if (rc == 0 && !id)
         rc = -EIO;
@@ -255,11 +257,10 @@ static int pooled_dataset(const struct restore_ctx *r, json_t *doc, const char *
     free(rcs);
     store_buf_free(&table);
     json_t *cprops = json_object_get(doc, "creationProperties");
-    if (rc == 0 &&
-        (!json_is_object(cprops) ||
-         json_object_set_new(cprops, "layout",
-                             json_pack("{s:s, s:O}", "class", "H5D_CHUNKED", "dims",
-                                       json_object_get(lay, "dims"))) != 0))
+    if (rc == 0 && (!json_is_object(cprops) ||
+                    json_object_set_new(cprops, "layout",
+                                        json_pack("{s:s, s:O}", "class", "H5D_CHUNKED", "dims",
+                                                  json_object_get(lay, "dims"))) != 0))
         rc = -ENOMEM; /* the plain layout it had before it was kept */
     return rc == 0 ? put_doc(r, dst_key, doc) : rc;
 }
@@ -360,8 +361,7 @@ static int copied_dataset(const struct restore_ctx *r, const struct key_set *key
     return rc == 0 ? put_doc(r, dst_key, doc) : rc;
 }
 
-static int restore_object(const struct restore_ctx *r, const struct key_set *keys,
-                          const char *key)
+static int restore_object(const struct restore_ctx *r, const struct key_set *keys, const char *key)
 {
     char dst[STORE_KEY_MAX + 1];
     json_t *doc;
@@ -444,7 +444,7 @@ int restore_root(struct store *store, const char *bucket_name, const char *domai
     key_set_free(&keys);
     vlist_free(&l);
     if (rc != 0 && rc != -EOPNOTSUPP)
-        log_error("%s: root %s could not be restored from version root %s (%s)", domain,
-                  new_root, vroot, strerror(-rc));
+        log_error("%s: root %s could not be restored from version root %s (%s)", domain, new_root,
+                  vroot, strerror(-rc));
     return rc;
 }
