@@ -262,3 +262,39 @@ def test_kill_between_moving_the_versions_and_the_domain(bucket_copy, tmp_path):
 
 if __name__ == "__main__":
     sys.exit(pytest.main([__file__]))
+
+
+@pytest.mark.posix_only(reason="kills the daemon; the commit protocol is the same code on "
+                        "every store")
+@pytest.mark.parametrize("stage", ["vroot", "listed"])
+def test_kill_during_a_restore(bucket_copy, tmp_path, stage):
+    """A restore killed before its version is listed is committed again by the next mount
+    (again from the version, not ingested); one killed after it is finished. Either way
+    version 3 reads as 1, the domain too, and the pool is unchanged."""
+    f1, f2 = make_files(tmp_path, 2)
+    cache, mnt = tmp_path / "cache", tmp_path / "mnt"
+    mnt.mkdir()
+    m = crash_mount(bucket_copy, mnt, tmp_path / "0.log", cache, {})
+    shutil.copyfile(f1, m.path(f"{HOME}/v.h5"))
+    shutil.copyfile(f2, m.path(f"{HOME}/v.h5"))
+    pool = pool_of(m, f"{HOME}/v.h5")
+    harness.assert_clean([m])
+    m = crash_mount(bucket_copy, mnt, tmp_path / "1.log", cache, {"H5OSFS_TEST_CRASH_AT": stage})
+    try:
+        shutil.copyfile(f"{vdir(m, f'{HOME}/v.h5')}/1.h5", m.path(f"{HOME}/v.h5"))
+    except OSError:
+        pass
+    else:
+        harness.assert_clean([m])
+        pytest.fail("the restore was not stopped at the crash point")
+    m.proc.wait(timeout=30)
+    assert m.proc.returncode == -9
+    subprocess.run(["fusermount3", "-uz", str(mnt)], check=False)
+    assert not is_mounted(mnt)
+    m = crash_mount(bucket_copy, mnt, tmp_path / "2.log", cache, {})
+    v = vdir(m, f"{HOME}/v.h5")
+    assert versions(v) == ["1.h5", "2.h5", "3.h5"]
+    assert [same(f"{v}/{n}.h5", f) for n, f in ((1, f1), (2, f2), (3, f1))] == [True] * 3
+    assert same(m.path(f"{HOME}/v.h5"), f1)
+    assert pool_of(m, f"{HOME}/v.h5") == pool
+    harness.assert_clean([m])
