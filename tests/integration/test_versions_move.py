@@ -249,15 +249,18 @@ def test_kill_between_moving_the_versions_and_the_domain(bucket_copy, tmp_path):
     subprocess.run(["fusermount3", "-uz", str(mnt)], check=False)
     assert not is_mounted(mnt)
     m = crash_mount(bucket_copy, mnt, tmp_path / "2.log", cache, {})
-    v = vdir(m, f"{HOME}/v.h5")
-    assert versions(v) == ["1.h5", "2.h5"]
-    assert same(f"{v}/1.h5", f1) and same(f"{v}/2.h5", f2) and same(m.path(f"{HOME}/v.h5"), f2)
-    os.rename(m.path(f"{HOME}/v.h5"), m.path(f"{HOME}/w.h5"))
-    w = vdir(m, f"{HOME}/w.h5")
-    assert versions(w) == ["1.h5", "2.h5"]
-    assert same(f"{w}/1.h5", f1) and same(f"{w}/2.h5", f2)
-    assert not os.path.exists(v)
-    harness.assert_clean([m])
+    try:
+        v = vdir(m, f"{HOME}/v.h5")
+        assert versions(v) == ["1.h5", "2.h5"]
+        assert same(f"{v}/1.h5", f1) and same(f"{v}/2.h5", f2)
+        assert same(m.path(f"{HOME}/v.h5"), f2)
+        os.rename(m.path(f"{HOME}/v.h5"), m.path(f"{HOME}/w.h5"))
+        w = vdir(m, f"{HOME}/w.h5")
+        assert versions(w) == ["1.h5", "2.h5"]
+        assert same(f"{w}/1.h5", f1) and same(f"{w}/2.h5", f2)
+        assert not os.path.exists(v)
+    finally:
+        harness.assert_clean([m])
 
 
 if __name__ == "__main__":
@@ -292,9 +295,11 @@ def test_kill_during_a_restore(bucket_copy, tmp_path, stage):
     subprocess.run(["fusermount3", "-uz", str(mnt)], check=False)
     assert not is_mounted(mnt)
     m = crash_mount(bucket_copy, mnt, tmp_path / "2.log", cache, {})
-    v = vdir(m, f"{HOME}/v.h5")
-    assert versions(v) == ["1.h5", "2.h5", "3.h5"]
-    assert [same(f"{v}/{n}.h5", f) for n, f in ((1, f1), (2, f2), (3, f1))] == [True] * 3
-    assert same(m.path(f"{HOME}/v.h5"), f1)
-    assert pool_of(m, f"{HOME}/v.h5") == pool
-    harness.assert_clean([m])
+    try:
+        v = vdir(m, f"{HOME}/v.h5")
+        assert versions(v) == ["1.h5", "2.h5", "3.h5"]
+        assert [same(f"{v}/{n}.h5", f) for n, f in ((1, f1), (2, f2), (3, f1))] == [True] * 3
+        assert same(m.path(f"{HOME}/v.h5"), f1)
+        assert pool_of(m, f"{HOME}/v.h5") == pool
+    finally:
+        harness.assert_clean([m])
