@@ -44,6 +44,7 @@
 #include "h5osfs/domops.h"
 #include "h5osfs/ingest.h"
 #include "h5osfs/journal.h"
+#include "h5osfs/restore.h"
 
 struct info_queue;
 
@@ -64,6 +65,9 @@ struct commit_ctx {
     int (*measure_version)(void *ctx, const char *path, const char *vroot, uint64_t *size,
                            char *stamp, size_t stamp_len);
     double pool_fresh_for;   /* versions_commit's (versions.h): half of -o versions_grace */
+    /* restore.h's test: is this file the file of that kept version? Called with link_ctx.
+     * NULL: a copy of a version is ingested like any file. */
+    restore_same_fn same_as_version;
     struct info_queue *info; /* summaries after commits (NULL: written before returning) */
     const char *bucket_name; /* HSDS's name of the bucket: .info.json (info.h),
                                  * linked layouts' file_uri */

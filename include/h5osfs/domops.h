@@ -43,6 +43,11 @@ struct domops {
      * mount that has one reads it. */
     void (*versions_removed)(void *ctx, const char *domain);
     void *versions_ctx;
+    /* A domain renamed onto path, whose kept versions stay there (doc/versions.md §4.7):
+     * keep root, the domain's root now, as path's next version. NULL: none kept. 0 or
+     * -errno (logged); the rename is not made then. */
+    int (*keep_moved)(void *ctx, const char *path, const char *root);
+    void *keep_ctx;
 };
 
 int domops_mkdir(const struct domops *d, const char *user, const char *path);

@@ -21,6 +21,7 @@
 #include "h5osfs/store.h"
 #include "h5osfs/store_s3.h"
 #include "h5osfs/sweep.h"
+#include "h5osfs/versions.h"
 #include "credentials.h"
 
 #define CHUNK_RETRY_AFTER 1.0 /* seconds a chunk that failed to load fails without a retry */
@@ -217,6 +218,42 @@ static int measure_version(void *ctx, const char *path, const char *vroot, uint6
     return 0;
 }
 
+/* Do size bytes of fd equal the file img? 1, 0, or -errno. */
+static int same_bytes(struct stack *s, struct image *img, int fd, uint64_t size)
+{
+    enum { BLOCK = 1 << 20 };
+    struct image_reader reader = { .cache = s->cache };
+    char *mine = malloc(BLOCK), *theirs = malloc(BLOCK);
+    int rc = mine && theirs ? 1 : -ENOMEM;
+    for (uint64_t off = 0; rc == 1 && off < size; off += BLOCK) {
+        size_t want = size - off < BLOCK ? (size_t)(size - off) : BLOCK;
+        ssize_t got = image_read(img, &reader, off, theirs, want);
+        ssize_t have = got == (ssize_t)want ? pread(fd, mine, want, (off_t)off) : 0;
+        if (got < 0 || have < 0)
+            rc = got < 0 ? (int)got : -errno;
+        else if ((size_t)got != want || (size_t)have != want || memcmp(mine, theirs, want) != 0)
+            rc = 0;
+    }
+    free(mine);
+    free(theirs);
+    return rc;
+}
+
+/* restore.h: is the staged file at fd the file of the kept version path (root vroot)? Its
+ * file is built (or found in the image table) and compared byte for byte. */
+static int same_as_version(void *ctx, const char *path, const char *vroot, int fd, uint64_t size)
+{
+    struct stack *s = ctx;
+    struct image *img;
+    int reused;
+    int rc = image_table_get(s->images, path, vroot, &img, &reused);
+    if (rc != 0)
+        return rc;
+    rc = image_size(img) == size ? same_bytes(s, img, fd, size) : 0;
+    image_put(img);
+    return rc;
+}
+
 /* A commit made a new version of path: its ACL decides from now on, not who created it; the
  * next open builds the new version, and the next lookup must find it, not the kernel's cached
  * name of the old version's node. fs is NULL only once it is gone (stack_close). */
@@ -314,6 +351,34 @@ static int versions_for(void *ctx, const char *domain, unsigned *keep)
     return on;
 }
 
+/* A domain renamed onto path, which has kept versions of its own: root becomes path's next
+ * version (doc/versions.md §4.7), as a commit replacing path would make it. */
+static int keep_moved(void *ctx, const char *path, const char *root)
+{
+    struct stack *s = ctx;
+    char vroot[SCHEMA_ID_BUF] = "";
+    uint64_t n = 0;
+    unsigned keep = 0;
+    versions_for(s, path, &keep);
+    struct versions_commit vc = { .store = s->store,
+                                  .bucket_name = s->bucket_name,
+                                  .domain = path,
+                                  .root = root,
+                                  .base_root = "", /* not a commit on path's root: no race */
+                                  .user = s->opts->user,
+                                  .workers = WRITE_WORKERS,
+                                  .keep = keep,
+                                  .measure = measure_version,
+                                  .measure_ctx = s };
+    int rc = versions_commit(&vc, &n, vroot);
+    if (rc == 0)
+        log_info("%s: the domain moved here is kept as its version %llu", path,
+                 (unsigned long long)n);
+    else if (rc != -EOPNOTSUPP && vroot[0] && s->ops.gc && gc_add(s->ops.gc, vroot, path, "") != 0)
+        log_warn("%s: version root %s, not listed, stays in the bucket", path, vroot);
+    return rc == -EOPNOTSUPP ? 0 : rc;
+}
+
 /* A read-write mount's journal and staging area, in its cache_dir (claimed by main). The
  * collector is not made yet: ops.gc is set with it, before anything commits. 0 or -errno. */
 static int open_writing(struct stack *s)
@@ -323,7 +388,9 @@ static int open_writing(struct stack *s)
                               .user = s->opts->user,
                               .admin_user = s->opts->admin_user,
                               .creator_of = creator_of,
-                              .creator_ctx = s->callers };
+                              .creator_ctx = s->callers,
+                              .keep_moved = keep_moved,
+                              .keep_ctx = s };
     if (s->opts->read_only)
         return 0;
     int rc = journal_open(s->opts->cache_dir, s->opts->bucket_id, &s->journal);
@@ -341,6 +408,7 @@ static int open_writing(struct stack *s)
                                  .versions_for = versions_for,
                                  .measure_version = measure_version,
                                  .pool_fresh_for = s->opts->versions_grace / 2,
+                                 .same_as_version = same_as_version,
                                  .link_ctx = s };
     struct staging_hooks hooks = {
         .base = staging_base, .cache = s->cache, .committed = committed, .ctx = s

@@ -16,6 +16,7 @@
 #include "h5osfs/hjson.h"
 #include "h5osfs/info.h"
 #include "h5osfs/log.h"
+#include "h5osfs/restore.h"
 
 #define DOMAIN_JSON_MAX (1u << 20)
 
@@ -357,6 +358,34 @@ static int keep_version(const struct commit_ctx *c, const struct journal_rec *re
     return rc == -EOPNOTSUPP ? 0 : rc;
 }
 
+/* A replacement by a byte copy of a kept version (restore.h): the new root is written from
+ * that version's root, no chunk stored again. 1 done, 0 not such a copy (ingest it), -errno. */
+static int restore_version(const struct commit_ctx *c, const struct journal_rec *rec,
+                           const char *staged, const struct ingest_base *base,
+                           const struct ingest_config *cfg)
+{
+    char vroot[SCHEMA_ID_BUF];
+    uint64_t n = 0;
+    unsigned keep = 0;
+    struct restore_stats st = { 0 };
+    if (base || cfg->link || !c->same_as_version || !c->versions_for ||
+        !c->versions_for(c->link_ctx, rec->domain, &keep))
+        return 0; /* an r+ change, a linked file, or no versions here */
+    int rc = restore_find(c->ops->store, rec->domain, staged, c->same_as_version, c->link_ctx, &n,
+                          vroot);
+    if (rc != 1)
+        return rc;
+    rc = restore_root(c->ops->store, c->bucket_name, rec->domain, vroot, rec->new_root, c->workers,
+                      &st);
+    if (rc != 0)
+        return rc == -EOPNOTSUPP ? -EIO : rc;
+    log_info("%s: restored from version %llu (root %s): %llu objects written, %llu chunks "
+             "copied from the pool, none taken from the file",
+             rec->domain, (unsigned long long)n, vroot, (unsigned long long)st.objects,
+             (unsigned long long)st.chunks_copied);
+    return 1;
+}
+
 /* A new root for the staged file, then the swap: the one put that makes it the domain. */
 static int commit_new_root(const struct commit_ctx *c, struct journal_rec *rec, const char *staged,
                            const struct ingest_base *base, int *file_kept)
@@ -393,7 +422,11 @@ static int commit_new_root(const struct commit_ctx *c, struct journal_rec *rec, 
         return rc;
     crash_point("committing");
     double t0 = clock_monotonic();
-    rc = ingest_new(&cfg, staged, rec->domain, rec->new_root, base, &st);
+    rc = restore_version(c, rec, staged, base, &cfg);
+    if (rc == 0)
+        rc = ingest_new(&cfg, staged, rec->domain, rec->new_root, base, &st);
+    else if (rc == 1)
+        rc = 0;
     if (file_kept)
         *file_kept = st.file_kept;
     double t1 = clock_monotonic();

@@ -12,6 +12,7 @@
 #include "h5osfs/hjson.h"
 #include "h5osfs/log.h"
 #include "h5osfs/schema.h"
+#include "h5osfs/vmove.h"
 #include "h5osfs/vnames.h"
 
 #ifndef RENAME_NOREPLACE
@@ -369,9 +370,20 @@ static int move_tree(const struct domops *d, const char *from, const char *to)
         else
             rc = copy_object(d, list.objects[i].key, to_key);
     }
+    /* version lists after every name they list (vmove.h), naming their domains' new paths */
+    for (size_t i = 0; i < list.n_objects && rc == 0; i++) {
+        const char *rel = list.objects[i].key + plen;
+        if (!vmove_is_list_key(list.objects[i].key))
+            continue;
+        if (snprintf(to_key, sizeof to_key, "%s/%s", to + 1, rel) >= (int)sizeof to_key)
+            rc = -ENAMETOOLONG;
+        else
+            rc = vmove_copy_list_to(d->store, list.objects[i].key, to_key);
+    }
     for (size_t i = 0; i < list.n_objects && rc == 0; i++) {
         const char *rel = list.objects[i].key + plen, *tail = strrchr(rel, '/');
-        if (strcmp(tail ? tail + 1 : rel, ".domain.json") == 0 &&
+        if ((strcmp(tail ? tail + 1 : rel, ".domain.json") == 0 ||
+             vmove_is_list_key(list.objects[i].key)) &&
             store_delete(d->store, list.objects[i].key) != 0)
             log_warn("%s: moved to %s, but its old name could not be deleted and still shows",
                      list.objects[i].key, to);
@@ -405,6 +417,36 @@ static int check_target(const struct domops *d, const char *user, const struct n
     return *exists ? may_name(d, user, to) : domops_may_create(d, user, to);
 }
 
+/* The domain object from moves to to, with its versions (vmove.h); dst: what to was (NULL:
+ * nothing). */
+static int move_domain(const struct domops *d, const char *from, const char *to,
+                       const struct ns_info *src, const struct ns_info *dst)
+{
+    char from_key[STORE_KEY_MAX + 1], to_key[STORE_KEY_MAX + 1];
+    enum vmove_plan plan = VMOVE_NONE;
+    if (key_of(from, from_key, sizeof from_key) || key_of(to, to_key, sizeof to_key))
+        return -EINVAL;
+    int rc = src->kind == NS_DOMAIN ? vmove_plan(d->store, from, to, &plan) : 0;
+    if (rc == 0 && plan == VMOVE_MOVE)
+        rc = vmove_copy(d->store, from, to);
+    if (rc == 0 && plan == VMOVE_TARGET_KEEPS && d->keep_moved)
+        rc = d->keep_moved(d->keep_ctx, to, src->root);
+    if (rc == 0)
+        rc = copy_object(d, from_key, to_key);
+    if (rc != 0 && plan == VMOVE_MOVE)
+        vmove_drop(d->store, to); /* only a copy: from's are whole */
+    /* to's old root is named by nothing once the copy is there, whether or not the old
+     * name's delete then fails */
+    if (rc == 0 && dst && dst->kind == NS_DOMAIN && d->gc && strcmp(dst->root, src->root) != 0 &&
+        gc_add(d->gc, dst->root, to, src->root) != 0)
+        log_warn("%s: replaced; its objects (root %s) stay in the bucket", to, dst->root);
+    if (rc == 0)
+        rc = store_delete(d->store, from_key);
+    if (rc == 0 && plan == VMOVE_MOVE)
+        vmove_drop(d->store, from);
+    return rc;
+}
+
 int domops_rename(const struct domops *d, const char *user, const char *from, const char *to,
                   unsigned flags)
 {
@@ -413,6 +455,8 @@ int domops_rename(const struct domops *d, const char *user, const char *from, co
     int exists;
     if (flags & ~(unsigned)RENAME_NOREPLACE)
         return -EINVAL;
+    if (schema_is_versions_path(from) == 1)
+        return -EROFS; /* a version keeps its name; a tag is made by ln */
     if (key_of(from, from_key, sizeof from_key) || key_of(to, to_key, sizeof to_key))
         return -EINVAL;
     size_t flen = strlen(from);
@@ -435,14 +479,7 @@ int domops_rename(const struct domops *d, const char *user, const char *from, co
             store_delete(d->store, to_key); /* an empty folder is replaced */
         rc = move_tree(d, from, to);
     } else {
-        rc = copy_object(d, from_key, to_key);
-        /* to's old root is named by nothing once the copy is there, whether or not the old
-         * name's delete then fails */
-        if (rc == 0 && exists && dst.kind == NS_DOMAIN && d->gc &&
-            strcmp(dst.root, src.root) != 0 && gc_add(d->gc, dst.root, to, src.root) != 0)
-            log_warn("%s: replaced; its objects (root %s) stay in the bucket", to, dst.root);
-        if (rc == 0)
-            rc = store_delete(d->store, from_key);
+        rc = move_domain(d, from, to, &src, exists ? &dst : NULL);
     }
     ns_invalidate(d->ns, from);
     ns_invalidate(d->ns, to);
