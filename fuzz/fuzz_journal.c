@@ -28,9 +28,9 @@
 
 #include <jansson.h>
 
-#include "h5osfs/journal.h"
-#include "h5osfs/log.h"
-#include "h5osfs/schema.h"
+#include "h5osfs/commit/journal.h"
+#include "h5osfs/util/log.h"
+#include "h5osfs/schema/schema.h"
 #include "fuzz_scratch.h"
 
 #define BUCKET "fuzzb"

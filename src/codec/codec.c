@@ -8,7 +8,7 @@
  *
  * Encoding is in codec_encode.c.
  */
-#include "h5osfs/codec.h"
+#include "h5osfs/codec/codec.h"
 
 #include <errno.h>
 #include <limits.h>
@@ -22,8 +22,8 @@
 #include <libdeflate.h>
 #include <zlib.h>
 
-#include "bitshuffle.h"
-#include "h5osfs/why.h"
+#include "h5osfs/codec/bitshuffle.h"
+#include "h5osfs/util/why.h"
 #include "codec_int.h"
 
 int codec_fail(char *why, size_t why_len, int err, const char *fmt, ...)

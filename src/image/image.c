@@ -6,9 +6,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "h5osfs/grow.h"
-#include "h5osfs/log.h"
-#include "h5osfs/pfor.h"
+#include "h5osfs/util/grow.h"
+#include "h5osfs/util/log.h"
+#include "h5osfs/util/pfor.h"
 #include "image_int.h"
 
 static pthread_mutex_t image_lock = PTHREAD_MUTEX_INITIALIZER; /* guards every refs count */

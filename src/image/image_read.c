@@ -6,8 +6,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "h5osfs/bigbuf.h"
-#include "h5osfs/log.h"
+#include "h5osfs/util/bigbuf.h"
+#include "h5osfs/util/log.h"
 #include "image_int.h"
 #include "readahead.h"
 

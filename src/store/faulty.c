@@ -13,9 +13,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "h5osfs/grow.h"
-#include "h5osfs/log.h"
-#include "h5osfs/store_test.h"
+#include "h5osfs/util/grow.h"
+#include "h5osfs/util/log.h"
+#include "h5osfs/store/store_test.h"
 
 struct faulty_rule_state {
     struct faulty_rule rule; /* pattern: a copy, owned */

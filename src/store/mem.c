@@ -18,10 +18,10 @@
 
 #include <openssl/evp.h>
 
-#include "h5osfs/clock.h"
-#include "h5osfs/grow.h"
-#include "h5osfs/log.h"
-#include "h5osfs/store_test.h"
+#include "h5osfs/util/clock.h"
+#include "h5osfs/util/grow.h"
+#include "h5osfs/util/log.h"
+#include "h5osfs/store/store_test.h"
 
 struct mem_obj {
     char *key;

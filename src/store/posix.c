@@ -30,9 +30,9 @@
  * No mutable state is shared: the struct is written once by store_posix_open, so any number
  * of threads may use one store.
  */
-#include "h5osfs/bigbuf.h"
-#include "h5osfs/log.h"
-#include "h5osfs/store.h"
+#include "h5osfs/util/bigbuf.h"
+#include "h5osfs/util/log.h"
+#include "h5osfs/store/store.h"
 
 #include <dirent.h>
 #include <errno.h>

@@ -8,8 +8,8 @@
 #include <sys/stat.h>
 #include <sys/types.h>
 
-#include "h5osfs/schema.h"
-#include "h5osfs/store.h"
+#include "h5osfs/schema/schema.h"
+#include "h5osfs/store/store.h"
 
 #define PX_TMP_PREFIX SCHEMA_TMP_NAME_PREFIX /* reserved there: no domain is named so */
 #define PX_TMP_PREFIX_LEN (sizeof PX_TMP_PREFIX - 1)

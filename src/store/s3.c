@@ -12,11 +12,11 @@
 
 #include <curl/curl.h>
 
-#include "h5osfs/log.h"
-#include "h5osfs/sigv4.h"
-#include "h5osfs/why.h"
-#include "s3_int.h"
-#include "s3_multipart.h"
+#include "h5osfs/util/log.h"
+#include "h5osfs/store/sigv4.h"
+#include "h5osfs/util/why.h"
+#include "h5osfs/store/s3_int.h"
+#include "h5osfs/store/s3_multipart.h"
 
 #define S3_LIST_PAGE 1000
 #define S3_JSON_LIST_MAX (16u << 20) /* one ListObjectsV2 page: ~1000 keys of 1 KiB */

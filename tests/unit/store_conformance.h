@@ -34,7 +34,7 @@
 #include <time.h>
 
 #include "check.h"
-#include "h5osfs/store.h"
+#include "h5osfs/store/store.h"
 
 struct conformance_backend {
     const char *name;

@@ -7,14 +7,14 @@
  * domains, the type of the object in the source file the domain was loaded from must give the
  * bucket's type JSON, but for the documented representation notes of its README.
  */
-#include "h5osfs/h5type.h"
+#include "h5osfs/h5json/h5type.h"
 
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "h5osfs/hjson.h"
+#include "h5osfs/schema/hjson.h"
 
 #include "check.h"
 #include "fixture_walk.h"

@@ -7,7 +7,7 @@
  * (real HSDS); the byte vectors of §6.3 were verified against HSDS. argv[1] is tests/data:
  * every attribute value and fill value of the fixture bucket must convert and write.
  */
-#include "h5osfs/h5value.h"
+#include "h5osfs/h5json/h5value.h"
 
 #include <errno.h>
 #include <ftw.h>
@@ -17,8 +17,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "h5osfs/h5type.h"
-#include "h5osfs/hjson.h"
+#include "h5osfs/h5json/h5type.h"
+#include "h5osfs/schema/hjson.h"
 
 #include "check.h"
 

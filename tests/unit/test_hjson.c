@@ -4,7 +4,7 @@
  * argv[1] is tests/data: every JSON document of the fixture bucket hsds-v2/hsdstest (written by
  * real HSDS) must load.
  */
-#include "h5osfs/hjson.h"
+#include "h5osfs/schema/hjson.h"
 
 #include <errno.h>
 #include <ftw.h>

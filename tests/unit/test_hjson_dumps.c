@@ -5,7 +5,7 @@
  * Python's own json module (input text, json.dumps output), compared byte for byte;
  *   - hsds-v2/hsdstest: every JSON document real HSDS wrote must be written back identically.
  */
-#include "h5osfs/hjson.h"
+#include "h5osfs/schema/hjson.h"
 
 #include <errno.h>
 #include <ftw.h>

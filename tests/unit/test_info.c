@@ -7,8 +7,8 @@
  * fixture's: the counts, sizes, logical and linked bytes, md5_sum, member order, number
  * formats and dataset order are all ours.
  */
-#include "h5osfs/info.h"
-#include "h5osfs/hjson.h"
+#include "h5osfs/commit/info.h"
+#include "h5osfs/schema/hjson.h"
 
 #include <dirent.h>
 #include <errno.h>

@@ -11,8 +11,8 @@
  *  - textbook SHA-256 vectors and a byte-by-byte URI encoding table written from the spec.
  * Malformed input must fail with -EINVAL, and the log lines it causes must hold no secret.
  */
-#include "h5osfs/sigv4.h"
-#include "h5osfs/log.h"
+#include "h5osfs/store/sigv4.h"
+#include "h5osfs/util/log.h"
 
 #include <dirent.h>
 #include <errno.h>

@@ -15,8 +15,8 @@
 #include <string.h>
 
 #include "check.h"
-#include "h5osfs/log.h"
-#include "h5osfs/store_test.h"
+#include "h5osfs/util/log.h"
+#include "h5osfs/store/store_test.h"
 #include "store_conformance.h"
 
 static struct store *open_mem(void **ctx)

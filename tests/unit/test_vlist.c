@@ -5,8 +5,8 @@
 #include <string.h>
 
 #include "check.h"
-#include "h5osfs/schema.h"
-#include "h5osfs/vlist.h"
+#include "h5osfs/schema/schema.h"
+#include "h5osfs/schema/vlist.h"
 
 #define POOL "g-11111111-22222222-9999-9999aa-aaaaaa"
 #define R1 "g-a1111111-22222222-2999-9999aa-aaaaaa"
