@@ -4,7 +4,7 @@
 meson.build passes, for every static library of the project, its layer and the libraries it
 links (link_with):
 
-    layering.py LAYER... -- --lib LAYER LIB.a [LINKED.a...] --lib ...
+    layering.py LAYER... -- --lib LAYER LIB.a [LINKED.a...] [SOURCE.c...] --lib ...
 
 where the LAYERs before "--" are the layers from the bottom up. With nm, each library's calls
 into the project are read off its objects (the symbols they use and another library of the
@@ -13,6 +13,13 @@ project defines), and the test fails, naming the library and the symbols, when
 - a library calls into one it does not link (the build would only link by luck of the order);
 - a library links one that sits in a higher layer (an upward call);
 - a library links one it calls nothing of (a declared dependency that is not real).
+
+The tree shows the libraries: library NAME (libh5osfs_NAME.a) is the folder src/NAME/ of the
+source tree, and the test fails, naming the file, when
+
+- a source file of a library lies outside that library's folder (src/NAME/ and the folders
+  below it);
+- a folder holds source files of two libraries.
 
 Symbols no library of the project defines come from system libraries and are not checked
 here: linking the programs checks them.
@@ -25,6 +32,8 @@ s3_multipart.c, which calls nothing of s3.c).
 import os
 import subprocess
 import sys
+
+ROOT = os.path.dirname(os.path.dirname(os.path.realpath(__file__)))
 
 
 def name_of(path):
@@ -104,7 +113,7 @@ def check_one_way(libs, rules):
 
 def parse(argv):
     if "--" not in argv:
-        sys.exit("usage: layering.py LAYER... -- --lib LAYER LIB.a [LINKED.a...] ... "
+        sys.exit("usage: layering.py LAYER... -- --lib LAYER LIB.a [LINKED.a...] [SOURCE.c...] ... "
                  "[--one-way LIB LOWER UPPER]...")
     split = argv.index("--")
     layers, rest = argv[:split], argv[split + 1:]
@@ -113,7 +122,7 @@ def parse(argv):
     libs = []
     for token in rest:
         if token == "--lib":
-            libs.append({"layer": None, "path": None, "links": []})
+            libs.append({"layer": None, "path": None, "links": [], "sources": []})
         elif not libs:
             sys.exit(f"layering.py: '{token}' before the first --lib")
         elif libs[-1]["layer"] is None:
@@ -122,6 +131,8 @@ def parse(argv):
             libs[-1]["layer"] = token
         elif libs[-1]["path"] is None:
             libs[-1]["path"] = token
+        elif token.endswith(".c"):
+            libs[-1]["sources"].append(os.path.relpath(os.path.realpath(token), ROOT))
         else:
             libs[-1]["links"].append(name_of(token))
     return layers, libs, rules
@@ -160,12 +171,34 @@ def check(layers, libs):
     return problems
 
 
+def check_folders(libs):
+    """Each library's sources in its own folder src/NAME/, no folder shared by two libraries."""
+    problems = []
+    owners = {}   # folder -> {library: [its files there]}
+    for lib in libs:
+        name = name_of(lib["path"])
+        home = os.path.join("src", name)
+        for source in lib["sources"]:
+            if os.path.commonpath([home, source]) != home:
+                problems.append(f"{name}: {source} lies outside {home}/, the folder of library "
+                                f"{name} (meson.build lists it there)")
+            folder = os.path.dirname(source)
+            owners.setdefault(folder, {}).setdefault(name, []).append(os.path.basename(source))
+    for folder, by_lib in sorted(owners.items()):
+        if len(by_lib) > 1:
+            held = "; ".join(f"{name}: {' '.join(files)}" for name, files in sorted(by_lib.items()))
+            problems.append(f"{folder}/ holds sources of {len(by_lib)} libraries ({held}): "
+                            "one folder per library")
+    return problems
+
+
 def main():
     layers, libs, rules = parse(sys.argv[1:])
-    problems = check(layers, libs) + check_one_way(libs, rules)
+    problems = check(layers, libs) + check_folders(libs) + check_one_way(libs, rules)
     for p in problems:
         print(p)
-    print(f"{len(libs)} libraries in {len(layers)} layers: "
+    folders = len({os.path.dirname(s) for lib in libs for s in lib["sources"]})
+    print(f"{len(libs)} libraries in {len(layers)} layers and {folders} folders: "
           f"{'ok' if not problems else f'{len(problems)} problems'}")
     return 1 if problems else 0
 
