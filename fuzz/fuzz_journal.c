@@ -1,5 +1,5 @@
 /*
- * fuzz_journal: the journal records a restart reads back (src/write/journal.c): each input
+ * fuzz_journal: the journal records a restart reads back (src/commit/journal.c): each input
  * record is written as journal/<name>.json of a cache directory (in /dev/shm when it exists),
  * then journal_list, journal_rec_is_ours, and for every record read, journal_write and
  * journal_list again (what recovery does when it moves a record on).

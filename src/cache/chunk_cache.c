@@ -1,5 +1,5 @@
 /*
- * chunk_cache: see include/h5osfs/cache.h.
+ * chunk_cache: see include/h5osfs/cache/cache.h.
  *
  * One mutex guards everything; one condition variable announces finished loads. Every entry
  * that is loading or loaded sits in the map, so a second caller for the same key finds it and

@@ -1,4 +1,4 @@
-/* prefetch: see include/h5osfs/prefetch.h. Two bounded FIFOs served by a few threads. */
+/* prefetch: see include/h5osfs/cache/prefetch.h. Two bounded FIFOs served by a few threads. */
 #include "h5osfs/cache/prefetch.h"
 
 #include <errno.h>

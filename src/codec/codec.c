@@ -1,5 +1,5 @@
 /*
- * codec: see include/h5osfs/codec.h.
+ * codec: see include/h5osfs/codec/codec.h.
  *
  * Decoding is two stages, as in HSDS's storUtil: undo the compressor (a blosc frame, or a zlib
  * stream for gzip datasets), then undo a shuffle that is still pending. Each stage knows the

@@ -1,4 +1,4 @@
-/* info: see include/h5osfs/info.h. */
+/* info: see include/h5osfs/commit/info.h. */
 #include "h5osfs/commit/info.h"
 
 #include <errno.h>

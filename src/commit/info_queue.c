@@ -1,4 +1,4 @@
-/* info_queue: see include/h5osfs/info.h. A FIFO of roots served by one thread. */
+/* info_queue: see include/h5osfs/commit/info.h. A FIFO of roots served by one thread. */
 #include "h5osfs/commit/info.h"
 
 #include <errno.h>

@@ -1,4 +1,4 @@
-/* callers: see include/h5osfs/callers.h. */
+/* callers: see include/h5osfs/fs/callers.h. */
 #include "h5osfs/fs/callers.h"
 
 #include <errno.h>

@@ -1,5 +1,5 @@
 /* fs_int.h: what the parts of the FUSE layer (fs.c, fs_common.c, fs_dir.c, fs_file.c,
- * fs_change.c) share. Only src/fs includes it; include/h5osfs/fs.h is the contract. */
+ * fs_change.c) share. Only src/fs includes it; include/h5osfs/fs/fs.h is the contract. */
 #ifndef H5OSFS_FS_INT_H
 #define H5OSFS_FS_INT_H
 

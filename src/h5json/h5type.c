@@ -1,4 +1,4 @@
-/* h5type: HSDS type JSON -> HDF5 datatypes. See include/h5osfs/h5type.h and spec §4.
+/* h5type: HSDS type JSON -> HDF5 datatypes. See include/h5osfs/h5json/h5type.h and spec §4.
  *
  * The JSON is first parsed into a descriptor tree (h5type_desc.c) that applies every validation
  * rule and fixes the memory layout; the HDF5 type is then built from the descriptor, so that

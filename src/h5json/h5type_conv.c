@@ -2,7 +2,7 @@
  * bitfields only to bitfields and time types to nothing; these soft conversions give a
  * bitfield's bits to an unsigned integer of the same size and a time value's bytes to an
  * opaque type of the same size, so H5Dread and H5Aread fill a buffer of the stand-in type like
- * any other. See include/h5osfs/h5type.h. */
+ * any other. See include/h5osfs/h5json/h5type.h. */
 #include "h5osfs/h5json/h5type.h"
 
 #include <pthread.h>

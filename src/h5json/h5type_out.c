@@ -1,4 +1,5 @@
-/* h5type_out: HDF5 datatypes -> the type JSON HSDS stores. See include/h5osfs/h5type.h, spec §4.
+/* h5type_out: HDF5 datatypes -> the type JSON HSDS stores. See spec §4 and
+ * include/h5osfs/h5json/h5type.h.
  *
  * The JSON is what h5pyd (hsload) sends for the type h5py reads from the file, which HSDS stores
  * as sent (only a top-level predefined name would be expanded, and h5pyd never sends one), so

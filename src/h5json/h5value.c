@@ -1,5 +1,6 @@
 /* h5value: HSDS stored bytes -> buffers for HDF5, base64, and what the JSON side shares.
- * See include/h5osfs/h5value.h, spec §3.6, §6.2, §6.3. JSON values are in h5value_json.c. */
+ * See include/h5osfs/h5json/h5value.h, spec §3.6, §6.2, §6.3. JSON values are in
+ * h5value_json.c. */
 #include "h5osfs/h5json/h5value.h"
 
 #include <errno.h>

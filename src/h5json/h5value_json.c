@@ -1,5 +1,5 @@
 /* h5value_json: JSON element values (spec §3.6 table, §5.1) -> buffers for HDF5.
- * See include/h5osfs/h5value.h.
+ * See include/h5osfs/h5json/h5value.h.
  *
  * The value's shape is found from the type: an element of a compound is an array of its
  * fields, an element of an H5T_ARRAY nested arrays of its dims, an element of a vlen an

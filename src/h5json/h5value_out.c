@@ -1,5 +1,5 @@
 /* h5value_out: buffers read from HDF5 -> HSDS stored bytes (§6.2, §6.3), base64, and object
- * references as HSDS writes them. See include/h5osfs/h5value.h. JSON values are in
+ * references as HSDS writes them. See include/h5osfs/h5json/h5value.h. JSON values are in
  * h5value_out_json.c.
  *
  * The buffers are in the memory layout of the type h5type_from_json builds (h5type.h), which

@@ -1,5 +1,5 @@
 /* h5value_out_json: buffers read from HDF5 -> the JSON value HSDS stores for an attribute
- * (spec §3.6 table). See include/h5osfs/h5value.h.
+ * (spec §3.6 table). See include/h5osfs/h5json/h5value.h.
  *
  * Elements are what h5pyd sends (its attrs._bytesArrayToList of numpy's tolist()), which HSDS
  * stores without re-encoding: integers as JSON integers (uint64 above INT64_MAX as the big

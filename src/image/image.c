@@ -1,5 +1,5 @@
-/* image: a built image's life, identity and comparison (see include/h5osfs/image.h); reading is
- * in image_read.c, building in build*.c. */
+/* image: a built image's life, identity and comparison (see include/h5osfs/image/image.h); reading
+ * is in image_read.c, building in build*.c. */
 #include <errno.h>
 #include <pthread.h>
 #include <stdio.h>

@@ -1,5 +1,5 @@
-/* image_read: serving a built image's bytes (include/h5osfs/image.h): chunks loaded through the
- * cache, and the loads, guesses and drops the read-ahead policy (readahead.h) decides. */
+/* image_read: serving a built image's bytes (include/h5osfs/image/image.h): chunks loaded through
+ * the cache, and the loads, guesses and drops the read-ahead policy (readahead.h) decides. */
 #include <errno.h>
 #include <inttypes.h>
 #include <stdio.h>

@@ -1,4 +1,4 @@
-/* image_table: see include/h5osfs/image_table.h. */
+/* image_table: see include/h5osfs/image/image_table.h. */
 #include "h5osfs/image/image_table.h"
 
 #include <errno.h>

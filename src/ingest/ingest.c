@@ -1,5 +1,5 @@
 /*
- * ingest: see include/h5osfs/ingest.h. This file holds the order of the work: walk the file
+ * ingest: see include/h5osfs/ingest/ingest.h. This file holds the order of the work: walk the file
  * (ids: the base's where the base knows the object, ingest_base.c), build every JSON, keep
  * what the base had unchanged, store the chunks through the worker pool, then datatypes,
  * datasets, groups, and the root group last.

@@ -1,4 +1,4 @@
-/* ns: see include/h5osfs/ns.h. */
+/* ns: see include/h5osfs/ns/ns.h. */
 #include "h5osfs/ns/ns.h"
 #include "ns_int.h"
 

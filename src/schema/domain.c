@@ -1,4 +1,5 @@
-/* schema domain JSON and ACLs: see include/h5osfs/schema.h and spec/hsds-format.md §3.1, §9. */
+/* schema domain JSON and ACLs: see include/h5osfs/schema/schema.h and
+ * spec/hsds-format.md §3.1, §9. */
 #include "h5osfs/schema/schema.h"
 
 #include <errno.h>

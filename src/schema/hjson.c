@@ -1,4 +1,4 @@
-/* hjson: JSON as Python writes it -> jansson. See include/h5osfs/hjson.h and spec §3.0.
+/* hjson: JSON as Python writes it -> jansson. See include/h5osfs/schema/hjson.h and spec §3.0.
  *
  * The text is scanned once. Outside strings, the bare tokens NaN, Infinity and -Infinity become
  * the marker strings of hjson.h, and integers jansson cannot hold (json_int_t is 64-bit signed;

@@ -1,4 +1,4 @@
-/* vlist: a domain's version list as pure functions; see include/h5osfs/vlist.h. */
+/* vlist: a domain's version list as pure functions; see include/h5osfs/schema/vlist.h. */
 #include "h5osfs/schema/vlist.h"
 
 #include <errno.h>

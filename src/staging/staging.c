@@ -1,4 +1,4 @@
-/* staging: see include/h5osfs/staging.h. */
+/* staging: see include/h5osfs/staging/staging.h. */
 #include "h5osfs/staging/staging.h"
 
 #include <errno.h>

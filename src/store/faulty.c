@@ -1,5 +1,5 @@
 /*
- * faulty: a store that fails on purpose (include/h5osfs/store_test.h), over any other.
+ * faulty: a store that fails on purpose (include/h5osfs/store/store_test.h), over any other.
  *
  * Each call takes the lock once to count itself and ask the rules, runs without it (the inner
  * store may be slow, or called by many threads), and takes it again to record its answer.

@@ -1,5 +1,5 @@
 /*
- * mem: a bucket in memory (include/h5osfs/store_test.h), for unit tests of the modules above
+ * mem: a bucket in memory (include/h5osfs/store/store_test.h), for unit tests of the modules above
  * the store.
  *
  * The objects are one array sorted by key (strcmp is byte order), so a lookup is a binary

@@ -1,5 +1,5 @@
 /*
- * s3: the store interface over an S3-compatible object store (see include/h5osfs/store.h).
+ * s3: the store interface over an S3-compatible object store (see include/h5osfs/store/store.h).
  *
  * Keys are the HSDS keys below cfg.prefix. Status codes become the store's errnos here:
  * 404 -> -ENOENT, 403 -> -EACCES (logged by s3_http with the server's reason), 416 on a range

@@ -1,5 +1,5 @@
 /*
- * sigv4: see include/h5osfs/sigv4.h.
+ * sigv4: see include/h5osfs/store/sigv4.h.
  *
  * Strings are built in a growable buffer with a sticky error (struct sbuf): a run of appends is
  * checked once at its end, and a half-built string never escapes. Secrets reach only the HMAC

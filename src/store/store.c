@@ -1,5 +1,5 @@
 /*
- * store: the backend-independent half of include/h5osfs/store.h.
+ * store: the backend-independent half of include/h5osfs/store/store.h.
  *
  * Every wrapper clears its output first (so the caller may always free it), checks the key
  * with store_key_check (a listing's prefix with prefix_check) and only then calls the backend,

@@ -1,4 +1,4 @@
-/* bigbuf: see include/h5osfs/bigbuf.h. */
+/* bigbuf: see include/h5osfs/util/bigbuf.h. */
 #include "h5osfs/util/bigbuf.h"
 
 #include <stdint.h>

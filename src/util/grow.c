@@ -1,4 +1,4 @@
-/* grow: see include/h5osfs/grow.h. */
+/* grow: see include/h5osfs/util/grow.h. */
 #include "h5osfs/util/grow.h"
 
 #include <stdint.h>

@@ -1,4 +1,4 @@
-/* log: see include/h5osfs/log.h. */
+/* log: see include/h5osfs/util/log.h. */
 #include "h5osfs/util/log.h"
 
 #include <errno.h>

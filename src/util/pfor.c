@@ -1,4 +1,4 @@
-/* pfor: see include/h5osfs/pfor.h. */
+/* pfor: see include/h5osfs/util/pfor.h. */
 #include "h5osfs/util/pfor.h"
 
 #include <pthread.h>

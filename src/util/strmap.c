@@ -1,4 +1,4 @@
-/* strmap: see include/h5osfs/strmap.h. Separate chaining, power-of-two bucket count. */
+/* strmap: see include/h5osfs/util/strmap.h. Separate chaining, power-of-two bucket count. */
 #include "h5osfs/util/strmap.h"
 
 #include <errno.h>

@@ -1,4 +1,4 @@
-/* why: see include/h5osfs/why.h. */
+/* why: see include/h5osfs/util/why.h. */
 #include "h5osfs/util/why.h"
 
 #include <errno.h>

@@ -1,5 +1,5 @@
-/* Unit tests of grow_array (include/h5osfs/grow.h): capacities, contents kept, overflow; and of
- * the buffers chunk data comes in (include/h5osfs/bigbuf.h). */
+/* Unit tests of grow_array (include/h5osfs/util/grow.h): capacities, contents kept, overflow; and
+ * of the buffers chunk data comes in (include/h5osfs/util/bigbuf.h). */
 #include "h5osfs/util/grow.h"
 
 #include <stdint.h>

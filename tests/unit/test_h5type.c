@@ -1,5 +1,5 @@
 /*
- * Unit tests of h5type (include/h5osfs/h5type.h, spec/hsds-format.md §4): every class, the
+ * Unit tests of h5type (include/h5osfs/h5json/h5type.h, spec/hsds-format.md §4): every class, the
  * memory layout of the types built, stored sizes, traits and refusals. Type JSON marked
  * "fixture" is copied byte for byte from the bucket tests/data/hsds-v2/hsdstest (real HSDS);
  * argv[1] is tests/data, and every type found in that bucket must build.

@@ -1,6 +1,6 @@
 /*
- * Unit tests of h5type_to_json (include/h5osfs/h5type.h, spec/hsds-format.md §4): the type JSON
- * HSDS stores for every HDF5 class, written with hjson_dumps and compared byte for byte (key
+ * Unit tests of h5type_to_json (include/h5osfs/h5json/h5type.h, spec/hsds-format.md §4): the type
+ * JSON HSDS stores for every HDF5 class, written with hjson_dumps and compared byte for byte (key
  * order included); the round trip through h5type_from_json; refusals. Expected JSON marked
  * "fixture" is copied from the bucket tests/data/hsds-v2/hsdstest (real HSDS, loaded by hsload).
  * argv[1] is tests/data: for every dataset, committed datatype and attribute of the fixture

@@ -1,5 +1,6 @@
 /*
- * Unit tests of h5value (include/h5osfs/h5value.h, spec/hsds-format.md §3.6, §5.1, §6.2, §6.3).
+ * Unit tests of h5value (include/h5osfs/h5json/h5value.h,
+ * spec/hsds-format.md §3.6, §5.1, §6.2, §6.3).
  *
  * Values are checked with the real HDF5 library: the buffer built for a type is written as an
  * attribute of an in-memory file with that type, read back into native types and compared.

@@ -1,5 +1,5 @@
 /*
- * Unit tests of the writing side of h5value (include/h5osfs/h5value.h, spec/hsds-format.md
+ * Unit tests of the writing side of h5value (include/h5osfs/h5json/h5value.h, spec/hsds-format.md
  * §3.6, §6.2, §6.3): h5value_to_json, h5value_to_stored, h5value_base64_encode.
  *
  * Each is checked as the inverse of its reader: a value as HSDS stores it (JSON text written by

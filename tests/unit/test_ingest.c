@@ -1,5 +1,5 @@
 /*
- * test_ingest: HDF5 files -> HSDS objects (src/write/ingest*.c).
+ * test_ingest: HDF5 files -> HSDS objects (src/ingest/ingest*.c).
  *
  * 1. §5.4's verified chunk-dims examples.
  * 2. Every fixture source file is ingested into a temporary posix bucket, the image builder

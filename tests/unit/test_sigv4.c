@@ -1,5 +1,5 @@
 /*
- * Unit tests of the SigV4 signer (include/h5osfs/sigv4.h).
+ * Unit tests of the SigV4 signer (include/h5osfs/store/sigv4.h).
  *
  * argv[1] is tests/data. Three kinds of truth, none of them this code:
  *  - the official AWS suite in aws-sigv4/ (awslabs/aws-c-auth), header signing only: every case

@@ -1,6 +1,6 @@
 /*
  * test_store_faults: commit, gc, ns and the image builder, driven through the entry points
- * the fs layer calls, over a memory bucket behind the faulty wrapper (h5osfs/store_test.h).
+ * the fs layer calls, over a memory bucket behind the faulty wrapper (h5osfs/store/store_test.h).
  * Each test makes the store fail, lose a reply or answer garbage at one chosen call and
  * asserts what the bucket holds afterwards and the errno the caller got.
  *

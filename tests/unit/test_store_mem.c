@@ -1,5 +1,5 @@
 /*
- * test_store_mem: the two test stores of include/h5osfs/store_test.h.
+ * test_store_mem: the two test stores of include/h5osfs/store/store_test.h.
  *
  * 1. The memory store passes the checks every backend passes (store_conformance.h, which
  *    test_store_posix runs over a directory), and so does the faulty wrapper with no rule.

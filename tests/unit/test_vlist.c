@@ -1,5 +1,5 @@
-/* Unit tests of the version list (include/h5osfs/vlist.h), the version keys and the
- * versions setting (include/h5osfs/schema.h, issue 26). */
+/* Unit tests of the version list (include/h5osfs/schema/vlist.h), the version keys and the
+ * versions setting (include/h5osfs/schema/schema.h, issue 26). */
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>

@@ -1,6 +1,7 @@
 /*
- * bitshuffle (private to codec): the bitshuffle/LZ4 stream HSDS writes (spec §6.6) and HDF5's
- * filter 32008 stores with LZ4 (§8.3), and the bit transposition inside it; both ways.
+ * bitshuffle (the codec's own, here for its unit test): the bitshuffle/LZ4 stream HSDS writes
+ * (spec §6.6) and HDF5's filter 32008 stores with LZ4 (§8.3), and the bit transposition inside
+ * it; both ways.
  *
  * Stream: [u64 BE total bytes][u32 BE block bytes] then, for every full block of B elements and
  * one final block of floor((N mod B)/8)*8 elements (if any), [u32 BE length][LZ4 block of the

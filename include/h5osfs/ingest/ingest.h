@@ -58,7 +58,7 @@ struct ingest_config {
 /*
  * What the file started as, when it is a changed copy of a stored version (r+): every commit
  * stores a new root all the same (so readers switch from the old version to the new one at
- * once, src/write/commit.c), but what did not change costs nothing:
+ * once, src/commit/commit.c), but what did not change costs nothing:
  * - an object of the file whose header address the base knows keeps its id's last 16 digits
  *   (its identity across versions), the "created" time of its unchanged links and attributes,
  *   and, for a dataset of the same type and chunk shape, the base's layout and creation

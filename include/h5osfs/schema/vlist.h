@@ -11,7 +11,8 @@
  * malformed entry is an error for that entry only: it keeps its number when it has one (its
  * "<n>.h5" then names a broken version), its text is written back unchanged by vlist_dump,
  * and the other entries stay usable. No I/O, no global state: the store side (a put_if loop
- * that re-applies an operation on a fresh read) lives in src/write.
+ * that re-applies an operation on a fresh read) lives in src/commit (versions.c) and
+ * src/domops (vnames.c).
  */
 #ifndef H5OSFS_VLIST_H
 #define H5OSFS_VLIST_H

@@ -1,6 +1,6 @@
 /*
- * fpenv: the default floating-point environment for the span of a value conversion. Private to
- * src/schema.
+ * fpenv: the default floating-point environment for the span of a value conversion, for the
+ * number conversions of src/schema (hjson) and src/h5json (values).
  *
  * A library loaded into the process can change the calling thread's floating-point control for
  * good: Debian's HDF5 filter plugins libh5LZF.so and libh5bshuf.so (package bitshuffle) are
