@@ -27,7 +27,9 @@ here: linking the programs checks them.
 Inside a library, "--one-way LIB LOWER UPPER" (after the libraries) says that source file
 LOWER.c of LIB calls nothing UPPER.c defines (UPPER calls LOWER, never the reverse): the test
 fails, naming the symbols, when it does. It keeps a broken cycle broken (store: s3.c calls
-s3_multipart.c, which calls nothing of s3.c).
+s3_multipart.c, which calls nothing of s3.c). "*" for LOWER is every other file of LIB (UPPER
+is called by none of them: it only calls, as ingest.c runs the steps of an ingest); "*" for
+UPPER is every other file too (LOWER calls none of them: a leaf every file may use).
 """
 import os
 import subprocess
@@ -86,6 +88,24 @@ def parse_one_way(tokens):
     return rules
 
 
+def stem_of(member):
+    """ingest_base.c.o -> ingest_base"""
+    return member[:-len(".c.o")] if member.endswith(".c.o") else member
+
+
+def one_way_pairs(lib, lower, upper, used, defined):
+    """The (LOWER, UPPER) object pairs a rule names, "*" standing for every other object."""
+    stems = sorted({stem_of(m) for m in used} | {stem_of(m) for m in defined})
+    for stem in (lower, upper):
+        if stem != "*" and stem not in stems:
+            return None, f"--one-way {lib} {lower} {upper}: no object {stem}.c in {lib}"
+    if lower == "*" and upper == "*":
+        return None, f"--one-way {lib} * *: name one of the two files"
+    lows = [s for s in stems if s != upper] if lower == "*" else [lower]
+    ups = [s for s in stems if s != lower] if upper == "*" else [upper]
+    return [(low, up) for low in lows for up in ups], None
+
+
 def check_one_way(libs, rules):
     paths = {name_of(lib["path"]): lib["path"] for lib in libs}
     problems = []
@@ -93,21 +113,18 @@ def check_one_way(libs, rules):
         if lib not in paths:
             problems.append(f"--one-way {lib} {lower} {upper}: no library {lib}")
             continue
-        defined = member_symbols(paths[lib], "--defined-only", "--extern-only")
-        used = member_symbols(paths[lib], "--undefined-only")
-
-        def member(stem, table):
-            found = [m for m in table if m.endswith(f"_{stem}.c.o") or m == f"{stem}.c.o"]
-            return found[0] if len(found) == 1 else None
-        low, up = member(lower, used), member(upper, defined)
-        if low is None or up is None:
-            missing = lower if low is None else upper
-            problems.append(f"--one-way {lib} {lower} {upper}: no object {missing}.c in {lib}")
+        defined = {stem_of(m): s for m, s in
+                   member_symbols(paths[lib], "--defined-only", "--extern-only").items()}
+        used = {stem_of(m): s for m, s in member_symbols(paths[lib], "--undefined-only").items()}
+        pairs, error = one_way_pairs(lib, lower, upper, used, defined)
+        if error:
+            problems.append(error)
             continue
-        back = sorted(used[low] & defined[up])
-        if back:
-            problems.append(f"{lib}: {lower}.c calls {upper}.c, which is to call it, not be called "
-                            f"(--one-way): {' '.join(back)}")
+        for low, up in pairs:
+            back = sorted(used.get(low, set()) & defined.get(up, set()))
+            if back:
+                problems.append(f"{lib}: {low}.c calls {up}.c, which is to call it, not be "
+                                f"called (--one-way {lower} {upper}): {' '.join(back)}")
     return problems
 
 

@@ -294,3 +294,30 @@ void ingest_objs_free(struct ingest *g)
     g->objs = NULL;
     g->n_objs = g->cap_objs = 0;
 }
+
+/* ---- lookups in the objects found ---- */
+
+const char *ingest_id_of_object(const struct ingest *g, hid_t hid)
+{
+    H5O_info_t info;
+    if (H5Oget_info2(hid, &info, H5O_INFO_BASIC) < 0)
+        return NULL;
+    long i = ingest_find_addr(g, info.addr);
+    return i < 0 || g->objs[i].dropped ? NULL : g->objs[i].id;
+}
+
+int ingest_ref_id(void *ctx, const hobj_ref_t *ref, char id[39])
+{
+    struct ingest *g = ctx;
+    if (*ref == 0)
+        return -ENOENT;
+    hid_t obj = H5Rdereference2(g->file, H5P_DEFAULT, H5R_OBJECT, ref);
+    if (obj < 0)
+        return -ENOENT; /* dangling: stored as a null reference */
+    const char *found = ingest_id_of_object(g, obj);
+    H5Oclose(obj);
+    if (!found)
+        return -ENOENT;
+    memcpy(id, found, SCHEMA_ID_BUF);
+    return 0;
+}

@@ -1,11 +1,14 @@
 /*
  * ingest_int.h: what the ingest files share.
  *
- *   ingest.c        entry points, ids, the order of puts, what a changed copy keeps of its base
- *   ingest_walk.c   the HDF5 file -> objects (first path, id, links) in file order
+ *   ingest.c        entry points, the order of the steps and puts (no other file calls it)
+ *   ingest_shared.c ids (§1.2), timestamps, changes: what every step uses (calls no other file)
+ *   ingest_walk.c   the HDF5 file -> objects (first path, id, links) in file order, lookups
+ *   ingest_base.c   what a changed copy keeps of its base
  *   ingest_json.c   objects -> the JSON HSDS stores (§3.2-§3.6), attributes
  *   ingest_filters.c  HDF5 filters -> HSDS filters (§5.2)
- *   ingest_data.c   datasets -> chunk objects (§5.4 chunk dims, §6 bytes, raw copies)
+ *   ingest_chunking.c §5.4 chunk dims (calls no other file)
+ *   ingest_data.c   datasets -> chunk objects (§6 bytes, raw copies)
  *   ingest_pool.c   worker threads that encode and put chunks, behind a bounded queue
  *   ingest_link.c   linked ingest: the file stored whole, datasets pointing into it (§8)
  *
@@ -87,7 +90,7 @@ struct ingest {
                                            layouts now name under the new root ("": none) */
 };
 
-/* ---- ingest.c ---- */
+/* ---- ingest_shared.c: what every step uses (it calls no other file) ---- */
 double ingest_now(struct ingest *g);
 /* A new non-root id of class cls ('g', 'd', 't') sharing the root's first 16 digits. */
 int ingest_new_id(const struct ingest *g, char cls, char out[SCHEMA_ID_BUF]);
@@ -97,17 +100,11 @@ int ingest_order_tracked(hid_t cpl, herr_t (*get)(hid_t, unsigned *));
 /* Count a change (something stored differently from the file) and log it. */
 void ingest_change(struct ingest *g, const char *path, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
+
+/* ---- ingest_base.c ---- */
 /* A copy of JSON v of the base where every id of the base domain is the id it has in the new
  * root (same class and last 16 digits, the new root's first 16). NULL on ENOMEM. */
 json_t *ingest_base_json(const struct ingest *g, const json_t *v);
-/* The object a reference or committed type points at: index, or -1. */
-long ingest_find_addr(const struct ingest *g, haddr_t addr);
-/* The id of the object hid is (an open object of the file), or NULL. */
-const char *ingest_id_of_object(const struct ingest *g, hid_t hid);
-/* h5value_ref_id_fn over the ingest. */
-int ingest_ref_id(void *ctx, const hobj_ref_t *ref, char id[39]);
-
-/* ---- ingest_base.c ---- */
 /* o (cls, addr, a fresh id set) as the base object its header address says it is: then
  * o->base_id is that object and o->id keeps its last 16 digits. */
 void ingest_base_identify(struct ingest *g, struct ingest_obj *o);
@@ -132,6 +129,12 @@ int ingest_base_kept_chunk(const struct ingest *g, const struct ingest_obj *o, c
 /* Discover every object and link from the root; ids are assigned by assign_id. */
 int ingest_walk(struct ingest *g);
 void ingest_objs_free(struct ingest *g);
+/* The object a reference or committed type points at: index, or -1. */
+long ingest_find_addr(const struct ingest *g, haddr_t addr);
+/* The id of the object hid is (an open object of the file), or NULL. */
+const char *ingest_id_of_object(const struct ingest *g, hid_t hid);
+/* h5value_ref_id_fn over the ingest. */
+int ingest_ref_id(void *ctx, const hobj_ref_t *ref, char id[39]);
 
 /* ---- ingest_json.c ---- */
 /* The JSON of object o (o->json), created/lastModified set to now. 0, -EIO, -ENOMEM. */
@@ -152,12 +155,14 @@ int ingest_filters_raw(hid_t dcpl, const struct codec_spec *stored);
 /* 1 if a and b are equal once every "created" and "lastModified" is left out. */
 int ingest_json_same(const json_t *a, const json_t *b);
 
-/* ---- ingest_data.c ---- */
+/* ---- ingest_chunking.c (it calls no other file) ---- */
 /* §5.4: chunk dims for a dataset of rank (0: scalar) with dims and maxdims as the shape JSON
  * states them (maxdims NULL: none stated; 0 = unlimited), element size (0: variable length),
  * starting from the requested chunk dims (NULL: guessChunk). */
 void ingest_chunk_dims(int rank, const uint64_t *dims, const uint64_t *maxdims, size_t itemsize,
                        const uint64_t *request, uint64_t *out);
+
+/* ---- ingest_data.c ---- */
 /* Store the chunks of dataset o (its JSON built). 0 or -errno (logged). */
 int ingest_dataset_chunks(struct ingest *g, struct ingest_obj *o);
 /* With a base: 1 when every allocated chunk of dataset o in the file is still the base's
