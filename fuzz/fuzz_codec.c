@@ -24,7 +24,7 @@
 
 #include <jansson.h>
 
-#include "h5osfs/codec.h"
+#include "h5osfs/codec/codec.h"
 
 #define HEADER_LEN 8
 #define SIZE_MASK ((1u << 22) - 1)

@@ -1,7 +1,7 @@
 /*
  * fuzz_credentials: the AWS credentials and config files as the daemon reads them
- * (src/main/credentials.c): credentials_ini_get for the sections and keys the daemon asks for,
- * then credentials_load with AWS_SHARED_CREDENTIALS_FILE and AWS_CONFIG_FILE both naming the
+ * (src/credentials/credentials.c): credentials_ini_get for the sections and keys the daemon asks
+ * for, then credentials_load with AWS_SHARED_CREDENTIALS_FILE and AWS_CONFIG_FILE both naming the
  * input (a memfd, through /proc/self/fd/N: no file system is touched).
  *
  * Input: the file's bytes.
@@ -12,8 +12,8 @@
  * "[name]" line starts a section; the first "key = value" of the section wins), is free of
  * surrounding white space and of '\n'. credentials_load succeeds exactly when the profile has
  * both keys (not empty), with those values, the profile's region (not empty) or us-east-1,
- * and says why when it fails. Inputs with a NUL byte are only run (a C string reader stops there; no reference).
- * Secrets are never printed: a mismatch prints which field and the lengths.
+ * and says why when it fails. Inputs with a NUL byte are only run (a C string reader stops there;
+ * no reference). Secrets are never printed: a mismatch prints which field and the lengths.
  */
 #include <ctype.h>
 #include <errno.h>
@@ -24,7 +24,7 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
-#include "../src/main/credentials.h"
+#include "h5osfs/credentials/credentials.h"
 
 int LLVMFuzzerInitialize(int *argc, char ***argv);
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);

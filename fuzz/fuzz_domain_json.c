@@ -28,10 +28,10 @@
 
 #include <jansson.h>
 
-#include "h5osfs/log.h"
-#include "h5osfs/ns.h"
-#include "h5osfs/schema.h"
-#include "h5osfs/store.h"
+#include "h5osfs/util/log.h"
+#include "h5osfs/ns/ns.h"
+#include "h5osfs/schema/schema.h"
+#include "h5osfs/store/store.h"
 #include "fuzz_scratch.h"
 
 #define DOMAIN_PATH "/home/fuzz/d.h5"

@@ -28,11 +28,11 @@
 #include <hdf5.h>
 #include <jansson.h>
 
-#include "h5osfs/h5type.h"
-#include "h5osfs/h5value.h"
-#include "h5osfs/hjson.h"
-#include "h5osfs/log.h"
-#include "h5osfs/schema.h"
+#include "h5osfs/h5json/h5type.h"
+#include "h5osfs/h5json/h5value.h"
+#include "h5osfs/schema/hjson.h"
+#include "h5osfs/util/log.h"
+#include "h5osfs/schema/schema.h"
 #include "fuzz_scratch.h"
 
 /* As the image builder's shape_space: at most 2^40 elements. */

@@ -40,11 +40,11 @@
 
 #include <hdf5.h>
 
-#include "h5osfs/cache.h"
-#include "h5osfs/image.h"
-#include "h5osfs/log.h"
-#include "h5osfs/schema.h"
-#include "h5osfs/store.h"
+#include "h5osfs/cache/cache.h"
+#include "h5osfs/image/image.h"
+#include "h5osfs/util/log.h"
+#include "h5osfs/schema/schema.h"
+#include "h5osfs/store/store.h"
 
 #include "extent.h"
 #include "image_int.h"

@@ -1,5 +1,5 @@
 /*
- * fuzz_journal: the journal records a restart reads back (src/write/journal.c): each input
+ * fuzz_journal: the journal records a restart reads back (src/commit/journal.c): each input
  * record is written as journal/<name>.json of a cache directory (in /dev/shm when it exists),
  * then journal_list, journal_rec_is_ours, and for every record read, journal_write and
  * journal_list again (what recovery does when it moves a record on).
@@ -28,9 +28,9 @@
 
 #include <jansson.h>
 
-#include "h5osfs/journal.h"
-#include "h5osfs/log.h"
-#include "h5osfs/schema.h"
+#include "h5osfs/commit/journal.h"
+#include "h5osfs/util/log.h"
+#include "h5osfs/schema/schema.h"
 #include "fuzz_scratch.h"
 
 #define BUCKET "fuzzb"

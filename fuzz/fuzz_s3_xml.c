@@ -23,9 +23,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "h5osfs/log.h"
-#include "h5osfs/store.h"
-#include "../src/store/s3_int.h"
+#include "h5osfs/util/log.h"
+#include "h5osfs/store/store.h"
+#include "h5osfs/store/s3_int.h"
 #include "fuzz_scratch.h"
 
 int LLVMFuzzerInitialize(int *argc, char ***argv);

@@ -16,7 +16,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
-#include "h5osfs/log.h"
+#include "h5osfs/util/log.h"
 
 static inline void fuzz_log_setup(void)
 {

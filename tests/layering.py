@@ -4,7 +4,7 @@
 meson.build passes, for every static library of the project, its layer and the libraries it
 links (link_with):
 
-    layering.py LAYER... -- --lib LAYER LIB.a [LINKED.a...] --lib ...
+    layering.py LAYER... -- --lib LAYER LIB.a [LINKED.a...] [SOURCE.c...] --lib ...
 
 where the LAYERs before "--" are the layers from the bottom up. With nm, each library's calls
 into the project are read off its objects (the symbols they use and another library of the
@@ -14,17 +14,28 @@ project defines), and the test fails, naming the library and the symbols, when
 - a library links one that sits in a higher layer (an upward call);
 - a library links one it calls nothing of (a declared dependency that is not real).
 
+The tree shows the libraries: library NAME (libh5osfs_NAME.a) is the folder src/NAME/ of the
+source tree, and the test fails, naming the file, when
+
+- a source file of a library lies outside that library's folder (src/NAME/ and the folders
+  below it);
+- a folder holds source files of two libraries.
+
 Symbols no library of the project defines come from system libraries and are not checked
 here: linking the programs checks them.
 
 Inside a library, "--one-way LIB LOWER UPPER" (after the libraries) says that source file
 LOWER.c of LIB calls nothing UPPER.c defines (UPPER calls LOWER, never the reverse): the test
 fails, naming the symbols, when it does. It keeps a broken cycle broken (store: s3.c calls
-s3_multipart.c, which calls nothing of s3.c).
+s3_multipart.c, which calls nothing of s3.c). "*" for LOWER is every other file of LIB (UPPER
+is called by none of them: it only calls, as ingest.c runs the steps of an ingest); "*" for
+UPPER is every other file too (LOWER calls none of them: a leaf every file may use).
 """
 import os
 import subprocess
 import sys
+
+ROOT = os.path.dirname(os.path.dirname(os.path.realpath(__file__)))
 
 
 def name_of(path):
@@ -77,6 +88,24 @@ def parse_one_way(tokens):
     return rules
 
 
+def stem_of(member):
+    """ingest_base.c.o -> ingest_base"""
+    return member[:-len(".c.o")] if member.endswith(".c.o") else member
+
+
+def one_way_pairs(lib, lower, upper, used, defined):
+    """The (LOWER, UPPER) object pairs a rule names, "*" standing for every other object."""
+    stems = sorted({stem_of(m) for m in used} | {stem_of(m) for m in defined})
+    for stem in (lower, upper):
+        if stem != "*" and stem not in stems:
+            return None, f"--one-way {lib} {lower} {upper}: no object {stem}.c in {lib}"
+    if lower == "*" and upper == "*":
+        return None, f"--one-way {lib} * *: name one of the two files"
+    lows = [s for s in stems if s != upper] if lower == "*" else [lower]
+    ups = [s for s in stems if s != lower] if upper == "*" else [upper]
+    return [(low, up) for low in lows for up in ups], None
+
+
 def check_one_way(libs, rules):
     paths = {name_of(lib["path"]): lib["path"] for lib in libs}
     problems = []
@@ -84,27 +113,24 @@ def check_one_way(libs, rules):
         if lib not in paths:
             problems.append(f"--one-way {lib} {lower} {upper}: no library {lib}")
             continue
-        defined = member_symbols(paths[lib], "--defined-only", "--extern-only")
-        used = member_symbols(paths[lib], "--undefined-only")
-
-        def member(stem, table):
-            found = [m for m in table if m.endswith(f"_{stem}.c.o") or m == f"{stem}.c.o"]
-            return found[0] if len(found) == 1 else None
-        low, up = member(lower, used), member(upper, defined)
-        if low is None or up is None:
-            missing = lower if low is None else upper
-            problems.append(f"--one-way {lib} {lower} {upper}: no object {missing}.c in {lib}")
+        defined = {stem_of(m): s for m, s in
+                   member_symbols(paths[lib], "--defined-only", "--extern-only").items()}
+        used = {stem_of(m): s for m, s in member_symbols(paths[lib], "--undefined-only").items()}
+        pairs, error = one_way_pairs(lib, lower, upper, used, defined)
+        if error:
+            problems.append(error)
             continue
-        back = sorted(used[low] & defined[up])
-        if back:
-            problems.append(f"{lib}: {lower}.c calls {upper}.c, which is to call it, not be called "
-                            f"(--one-way): {' '.join(back)}")
+        for low, up in pairs:
+            back = sorted(used.get(low, set()) & defined.get(up, set()))
+            if back:
+                problems.append(f"{lib}: {low}.c calls {up}.c, which is to call it, not be "
+                                f"called (--one-way {lower} {upper}): {' '.join(back)}")
     return problems
 
 
 def parse(argv):
     if "--" not in argv:
-        sys.exit("usage: layering.py LAYER... -- --lib LAYER LIB.a [LINKED.a...] ... "
+        sys.exit("usage: layering.py LAYER... -- --lib LAYER LIB.a [LINKED.a...] [SOURCE.c...] ... "
                  "[--one-way LIB LOWER UPPER]...")
     split = argv.index("--")
     layers, rest = argv[:split], argv[split + 1:]
@@ -113,7 +139,7 @@ def parse(argv):
     libs = []
     for token in rest:
         if token == "--lib":
-            libs.append({"layer": None, "path": None, "links": []})
+            libs.append({"layer": None, "path": None, "links": [], "sources": []})
         elif not libs:
             sys.exit(f"layering.py: '{token}' before the first --lib")
         elif libs[-1]["layer"] is None:
@@ -122,6 +148,8 @@ def parse(argv):
             libs[-1]["layer"] = token
         elif libs[-1]["path"] is None:
             libs[-1]["path"] = token
+        elif token.endswith(".c"):
+            libs[-1]["sources"].append(os.path.relpath(os.path.realpath(token), ROOT))
         else:
             libs[-1]["links"].append(name_of(token))
     return layers, libs, rules
@@ -160,12 +188,34 @@ def check(layers, libs):
     return problems
 
 
+def check_folders(libs):
+    """Each library's sources in its own folder src/NAME/, no folder shared by two libraries."""
+    problems = []
+    owners = {}   # folder -> {library: [its files there]}
+    for lib in libs:
+        name = name_of(lib["path"])
+        home = os.path.join("src", name)
+        for source in lib["sources"]:
+            if os.path.commonpath([home, source]) != home:
+                problems.append(f"{name}: {source} lies outside {home}/, the folder of library "
+                                f"{name} (meson.build lists it there)")
+            folder = os.path.dirname(source)
+            owners.setdefault(folder, {}).setdefault(name, []).append(os.path.basename(source))
+    for folder, by_lib in sorted(owners.items()):
+        if len(by_lib) > 1:
+            held = "; ".join(f"{name}: {' '.join(files)}" for name, files in sorted(by_lib.items()))
+            problems.append(f"{folder}/ holds sources of {len(by_lib)} libraries ({held}): "
+                            "one folder per library")
+    return problems
+
+
 def main():
     layers, libs, rules = parse(sys.argv[1:])
-    problems = check(layers, libs) + check_one_way(libs, rules)
+    problems = check(layers, libs) + check_folders(libs) + check_one_way(libs, rules)
     for p in problems:
         print(p)
-    print(f"{len(libs)} libraries in {len(layers)} layers: "
+    folders = len({os.path.dirname(s) for lib in libs for s in lib["sources"]})
+    print(f"{len(libs)} libraries in {len(layers)} layers and {folders} folders: "
           f"{'ok' if not problems else f'{len(problems)} problems'}")
     return 1 if problems else 0
 

@@ -5,7 +5,7 @@
     ninja -C build
     /usr/bin/python3 tools/check_codec_encode.py [--build build] [--write-vectors tests/data]
 
-A tiny C program, compiled here against build/libh5osfs_codec.a, runs codec_encode (through
+A tiny C program, linked with build/src/codec/libh5osfs_codec.a, runs codec_encode (through
 codec_spec_from_filters, as the daemon does) on inputs this script makes. Every result is then
 read the way HSDS's storUtil._uncompress reads a chunk (numcodecs cbuffer_metainfo to sniff a
 blosc frame, numcodecs Blosc().decode, then bitshuffle.decompress_lz4 behind the 12-byte
@@ -69,7 +69,7 @@ FIXTURE_FILTERS = [
 ]
 
 ENCODER_C = r"""
-#include "h5osfs/codec.h"
+#include "h5osfs/codec/codec.h"
 
 #include <blosc.h>
 #include <lz4.h>
@@ -278,8 +278,8 @@ def build_encoder(root, build, tmp):
     exe = os.path.join(tmp, "encode")
     with open(src, "w") as f:
         f.write(ENCODER_C)
-    libs = [os.path.join(build, "libh5osfs_codec.a")]
-    util = os.path.join(build, "libh5osfs_util.a")
+    libs = [os.path.join(build, "src", "codec", "libh5osfs_codec.a")]
+    util = os.path.join(build, "src", "util", "libh5osfs_util.a")
     if os.path.exists(util):
         libs.append(util)
     pkg = subprocess.run(["pkg-config", "--cflags", "--libs", "jansson", "blosc", "liblz4", "zlib"],

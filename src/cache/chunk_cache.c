@@ -1,5 +1,5 @@
 /*
- * chunk_cache: see include/h5osfs/cache.h.
+ * chunk_cache: see include/h5osfs/cache/cache.h.
  *
  * One mutex guards everything; one condition variable announces finished loads. Every entry
  * that is loading or loaded sits in the map, so a second caller for the same key finds it and
@@ -10,7 +10,7 @@
  * once instead of a second round of store retries; after that the next get loads afresh. Its
  * waiters hold it, and the last reference frees it once it has left the map.
  */
-#include "h5osfs/cache.h"
+#include "h5osfs/cache/cache.h"
 
 #include <errno.h>
 #include <pthread.h>
@@ -18,9 +18,9 @@
 #include <string.h>
 #include <time.h>
 
-#include "h5osfs/clock.h"
-#include "h5osfs/log.h"
-#include "h5osfs/strmap.h"
+#include "h5osfs/util/clock.h"
+#include "h5osfs/util/log.h"
+#include "h5osfs/util/strmap.h"
 
 enum entry_state { ENTRY_LOADING, ENTRY_READY, ENTRY_FAILED };
 

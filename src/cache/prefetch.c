@@ -1,12 +1,12 @@
-/* prefetch: see include/h5osfs/prefetch.h. Two bounded FIFOs served by a few threads. */
-#include "h5osfs/prefetch.h"
+/* prefetch: see include/h5osfs/cache/prefetch.h. Two bounded FIFOs served by a few threads. */
+#include "h5osfs/cache/prefetch.h"
 
 #include <errno.h>
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "h5osfs/log.h"
+#include "h5osfs/util/log.h"
 
 struct job {
     struct job *next;

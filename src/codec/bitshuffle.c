@@ -7,7 +7,7 @@
  * Every length in the stream is checked against what the header and the caller imply before it
  * is used; LZ4 blocks go through LZ4_decompress_safe, which never reads or writes out of bounds.
  */
-#include "bitshuffle.h"
+#include "h5osfs/codec/bitshuffle.h"
 
 #include <errno.h>
 #include <limits.h>
@@ -19,7 +19,7 @@
 
 #include <lz4.h>
 
-#include "h5osfs/why.h"
+#include "h5osfs/util/why.h"
 
 /* Elements per bit-transposed group: a block holds a multiple of this, the rest is raw. */
 #define GROUP 8u

@@ -1,5 +1,5 @@
 /*
- * codec: see include/h5osfs/codec.h.
+ * codec: see include/h5osfs/codec/codec.h.
  *
  * Decoding is two stages, as in HSDS's storUtil: undo the compressor (a blosc frame, or a zlib
  * stream for gzip datasets), then undo a shuffle that is still pending. Each stage knows the
@@ -8,7 +8,7 @@
  *
  * Encoding is in codec_encode.c.
  */
-#include "h5osfs/codec.h"
+#include "h5osfs/codec/codec.h"
 
 #include <errno.h>
 #include <limits.h>
@@ -22,8 +22,8 @@
 #include <libdeflate.h>
 #include <zlib.h>
 
-#include "bitshuffle.h"
-#include "h5osfs/why.h"
+#include "h5osfs/codec/bitshuffle.h"
+#include "h5osfs/util/why.h"
 #include "codec_int.h"
 
 int codec_fail(char *why, size_t why_len, int err, const char *fmt, ...)

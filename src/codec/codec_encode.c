@@ -3,7 +3,7 @@
  * bitshuffle first when asked, then a blosc frame (typesize 1, the blosc shuffle flag for a
  * byte shuffle) when there is a compressor.
  */
-#include "h5osfs/codec.h"
+#include "h5osfs/codec/codec.h"
 
 #include <errno.h>
 #include <limits.h>
@@ -14,7 +14,7 @@
 
 #include <blosc.h>
 
-#include "bitshuffle.h"
+#include "h5osfs/codec/bitshuffle.h"
 #include "codec_int.h"
 
 /* ---- encoding (spec §6.4, §6.6): what HSDS's storUtil._compress writes ---- */

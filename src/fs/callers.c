@@ -1,5 +1,5 @@
-/* callers: see include/h5osfs/callers.h. */
-#include "h5osfs/callers.h"
+/* callers: see include/h5osfs/fs/callers.h. */
+#include "h5osfs/fs/callers.h"
 
 #include <errno.h>
 #include <limits.h>
@@ -10,9 +10,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "h5osfs/log.h"
-#include "h5osfs/strmap.h"
-#include "h5osfs/why.h"
+#include "h5osfs/util/log.h"
+#include "h5osfs/util/strmap.h"
+#include "h5osfs/util/why.h"
 
 #define PASSWD_BUF_MIN 1024
 #define PASSWD_BUF_MAX (1u << 20)

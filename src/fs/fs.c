@@ -1,4 +1,4 @@
-/* fs: see include/h5osfs/fs.h. The mount's state, its lifetime and the FUSE operation table;
+/* fs: see include/h5osfs/fs/fs.h. The mount's state, its lifetime and the FUSE operation table;
  * the operations are in fs_dir.c, fs_file.c and fs_change.c (fs_int.h). */
 #include "fs_int.h"
 

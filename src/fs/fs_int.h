@@ -1,9 +1,9 @@
 /* fs_int.h: what the parts of the FUSE layer (fs.c, fs_common.c, fs_dir.c, fs_file.c,
- * fs_change.c) share. Only src/fs includes it; include/h5osfs/fs.h is the contract. */
+ * fs_change.c) share. Only src/fs includes it; include/h5osfs/fs/fs.h is the contract. */
 #ifndef H5OSFS_FS_INT_H
 #define H5OSFS_FS_INT_H
 
-#include "h5osfs/fs.h"
+#include "h5osfs/fs/fs.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -16,17 +16,17 @@
 #include <sys/statvfs.h>
 #include <unistd.h>
 
-#include "h5osfs/callers.h"
-#include "h5osfs/clock.h"
-#include "h5osfs/commit.h"
-#include "h5osfs/domops.h"
-#include "h5osfs/image_table.h"
-#include "h5osfs/log.h"
+#include "h5osfs/fs/callers.h"
+#include "h5osfs/util/clock.h"
+#include "h5osfs/commit/commit.h"
+#include "h5osfs/domops/domops.h"
+#include "h5osfs/image/image_table.h"
+#include "h5osfs/util/log.h"
 #include "holders.h"
 #include "inode.h"
 #include "notify.h"
 #include "recent.h"
-#include "h5osfs/staging.h"
+#include "h5osfs/staging/staging.h"
 #include "stats.h"
 
 #define FS_BLOCK_SIZE 4096

@@ -7,8 +7,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "h5osfs/grow.h"
-#include "h5osfs/strmap.h"
+#include "h5osfs/util/grow.h"
+#include "h5osfs/util/strmap.h"
 
 struct inode {
     struct inode *prev, *next; /* every node, current or not: all are freed at unmount */

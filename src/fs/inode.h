@@ -20,7 +20,7 @@
 
 #include <fuse_lowlevel.h>
 
-#include "h5osfs/ns.h"
+#include "h5osfs/ns/ns.h"
 
 #define INODE_NO_VERSION 0      /* directories, broken domains */
 #define INODE_STAGED UINT64_MAX /* a file not committed yet: its size changes */

@@ -6,7 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "h5osfs/log.h"
+#include "h5osfs/util/log.h"
 
 struct stale_name {
     struct stale_name *next;

@@ -5,7 +5,7 @@
 #include <pthread.h>
 #include <stdlib.h>
 
-#include "h5osfs/clock.h"
+#include "h5osfs/util/clock.h"
 
 struct recent_entry {
     struct image *img; /* NULL: a free slot */

@@ -16,7 +16,7 @@
 
 #include <stdint.h>
 
-#include "h5osfs/image.h"
+#include "h5osfs/image/image.h"
 
 #define RECENT_MAX 64
 #define RECENT_SECONDS 5.0

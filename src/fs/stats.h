@@ -8,11 +8,11 @@
 
 #include <stdint.h>
 
-#include "h5osfs/cache.h"
-#include "h5osfs/image_table.h"
-#include "h5osfs/prefetch.h"
-#include "h5osfs/staging.h"
-#include "h5osfs/store.h"
+#include "h5osfs/cache/cache.h"
+#include "h5osfs/image/image_table.h"
+#include "h5osfs/cache/prefetch.h"
+#include "h5osfs/staging/staging.h"
+#include "h5osfs/store/store.h"
 
 #define STATS_FILE_NAME ".h5osfs-stats"
 

@@ -23,14 +23,14 @@
 
 #include "build.h"
 #include "image_cache.h"
-#include "h5osfs/clock.h"
-#include "h5osfs/grow.h"
-#include "h5osfs/h5type.h"
-#include "h5osfs/h5value.h"
-#include "h5osfs/hjson.h"
-#include "h5osfs/log.h"
-#include "h5osfs/pfor.h"
-#include "h5osfs/why.h"
+#include "h5osfs/util/clock.h"
+#include "h5osfs/util/grow.h"
+#include "h5osfs/h5json/h5type.h"
+#include "h5osfs/h5json/h5value.h"
+#include "h5osfs/schema/hjson.h"
+#include "h5osfs/util/log.h"
+#include "h5osfs/util/pfor.h"
+#include "h5osfs/util/why.h"
 
 /* HDF5's global state is not worth contending on: one build at a time. */
 static pthread_mutex_t build_lock = PTHREAD_MUTEX_INITIALIZER;

@@ -8,7 +8,7 @@
 
 #include <pthread.h>
 
-#include "h5osfs/strmap.h"
+#include "h5osfs/util/strmap.h"
 #include "image_int.h"
 
 /* One object of the domain reached by hard links from the root, in discovery order. */

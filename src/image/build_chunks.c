@@ -9,10 +9,10 @@
 #include <string.h>
 
 #include "build.h"
-#include "h5osfs/grow.h"
-#include "h5osfs/hjson.h"
-#include "h5osfs/log.h"
-#include "h5osfs/pfor.h"
+#include "h5osfs/util/grow.h"
+#include "h5osfs/schema/hjson.h"
+#include "h5osfs/util/log.h"
+#include "h5osfs/util/pfor.h"
 
 int build_chunk_list_add(struct chunk_list *l, uint64_t linear)
 {

@@ -25,11 +25,11 @@
 #include <string.h>
 
 #include "build.h"
-#include "h5osfs/grow.h"
-#include "h5osfs/h5type.h"
-#include "h5osfs/h5value.h"
-#include "h5osfs/hjson.h"
-#include "h5osfs/why.h"
+#include "h5osfs/util/grow.h"
+#include "h5osfs/h5json/h5type.h"
+#include "h5osfs/h5json/h5value.h"
+#include "h5osfs/schema/hjson.h"
+#include "h5osfs/util/why.h"
 
 /* A chunk grid up to this many chunks, or up to DENSE_FACTOR times the chunks written, keeps
  * the index HDF5 picks (see index_by_stored_chunks). */

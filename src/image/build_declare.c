@@ -6,7 +6,7 @@
 #include <stdlib.h>
 
 #include "build.h"
-#include "h5osfs/log.h"
+#include "h5osfs/util/log.h"
 
 static int ensure_placeholder(struct builder *b, size_t size)
 {

@@ -5,7 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "h5osfs/grow.h"
+#include "h5osfs/util/grow.h"
 
 struct run {
     uint64_t off, len, cap;

@@ -1,14 +1,14 @@
-/* image: a built image's life, identity and comparison (see include/h5osfs/image.h); reading is
- * in image_read.c, building in build*.c. */
+/* image: a built image's life, identity and comparison (see include/h5osfs/image/image.h); reading
+ * is in image_read.c, building in build*.c. */
 #include <errno.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "h5osfs/grow.h"
-#include "h5osfs/log.h"
-#include "h5osfs/pfor.h"
+#include "h5osfs/util/grow.h"
+#include "h5osfs/util/log.h"
+#include "h5osfs/util/pfor.h"
 #include "image_int.h"
 
 static pthread_mutex_t image_lock = PTHREAD_MUTEX_INITIALIZER; /* guards every refs count */

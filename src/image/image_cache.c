@@ -16,9 +16,9 @@
 #include <openssl/evp.h>
 #include <zlib.h>
 
-#include "h5osfs/grow.h"
-#include "h5osfs/log.h"
-#include "h5osfs/pfor.h"
+#include "h5osfs/util/grow.h"
+#include "h5osfs/util/log.h"
+#include "h5osfs/util/pfor.h"
 #include "image_check.h"
 #include "image_file.h"
 

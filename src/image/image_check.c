@@ -14,7 +14,7 @@
 #include <string.h>
 
 #include "build.h"
-#include "h5osfs/why.h"
+#include "h5osfs/util/why.h"
 
 /* a * b into *out: 0, or -1 when it does not fit 64 bits */
 static int mul_u64(uint64_t a, uint64_t b, uint64_t *out)

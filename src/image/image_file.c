@@ -18,9 +18,9 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "h5osfs/grow.h"
-#include "h5osfs/log.h"
-#include "h5osfs/why.h"
+#include "h5osfs/util/grow.h"
+#include "h5osfs/util/log.h"
+#include "h5osfs/util/why.h"
 #include "image_check.h"
 
 #define FILE_MAGIC "H5OSFSIM"

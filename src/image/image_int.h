@@ -10,10 +10,10 @@
 #include <jansson.h>
 
 #include "extent.h"
-#include "h5osfs/codec.h"
-#include "h5osfs/image.h"
-#include "h5osfs/schema.h"
-#include "h5osfs/store.h"
+#include "h5osfs/codec/codec.h"
+#include "h5osfs/image/image.h"
+#include "h5osfs/schema/schema.h"
+#include "h5osfs/store/store.h"
 #include "vfd.h"
 
 #define IMAGE_MAX_RANK 32

@@ -1,13 +1,13 @@
-/* image_read: serving a built image's bytes (include/h5osfs/image.h): chunks loaded through the
- * cache, and the loads, guesses and drops the read-ahead policy (readahead.h) decides. */
+/* image_read: serving a built image's bytes (include/h5osfs/image/image.h): chunks loaded through
+ * the cache, and the loads, guesses and drops the read-ahead policy (readahead.h) decides. */
 #include <errno.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "h5osfs/bigbuf.h"
-#include "h5osfs/log.h"
+#include "h5osfs/util/bigbuf.h"
+#include "h5osfs/util/log.h"
 #include "image_int.h"
 #include "readahead.h"
 

@@ -1,5 +1,5 @@
-/* image_table: see include/h5osfs/image_table.h. */
-#include "h5osfs/image_table.h"
+/* image_table: see include/h5osfs/image/image_table.h. */
+#include "h5osfs/image/image_table.h"
 
 #include <errno.h>
 #include <pthread.h>
@@ -8,11 +8,11 @@
 #include <string.h>
 #include <time.h>
 
-#include "h5osfs/clock.h"
-#include "h5osfs/log.h"
-#include "h5osfs/pfor.h"
-#include "h5osfs/schema.h"
-#include "h5osfs/strmap.h"
+#include "h5osfs/util/clock.h"
+#include "h5osfs/util/log.h"
+#include "h5osfs/util/pfor.h"
+#include "h5osfs/schema/schema.h"
+#include "h5osfs/util/strmap.h"
 
 #define IMAGES_PRUNE_AT 256 /* unused images beyond this many are dropped when stale */
 

@@ -40,8 +40,8 @@
 #include <stdint.h>
 
 #include "extent.h"
-#include "h5osfs/image.h"
-#include "h5osfs/prefetch.h"
+#include "h5osfs/image/image.h"
+#include "h5osfs/cache/prefetch.h"
 
 /* What the policy needs to know of a dataset. */
 struct readahead_dataset {

@@ -16,13 +16,13 @@
 #include <string.h>
 
 #include "build.h"
-#include "h5osfs/grow.h"
-#include "h5osfs/h5type.h"
-#include "h5osfs/h5value.h"
-#include "h5osfs/hjson.h"
-#include "h5osfs/log.h"
-#include "h5osfs/vlist.h"
-#include "h5osfs/why.h"
+#include "h5osfs/util/grow.h"
+#include "h5osfs/h5json/h5type.h"
+#include "h5osfs/h5json/h5value.h"
+#include "h5osfs/schema/hjson.h"
+#include "h5osfs/util/log.h"
+#include "h5osfs/schema/vlist.h"
+#include "h5osfs/util/why.h"
 
 #define REF_GRID_MAX 10000000u /* linked chunks (pieces, contiguous chunks) one dataset may have */
 #define REF_RANGE_MAX (256u << 20) /* largest byte range one chunk may need */

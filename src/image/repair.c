@@ -7,7 +7,7 @@
 
 #include <string.h>
 
-#include "h5osfs/hjson.h"
+#include "h5osfs/schema/hjson.h"
 
 static int text_is(const json_t *v, const char *want)
 {

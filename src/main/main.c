@@ -25,10 +25,10 @@
 #include <xmmintrin.h>
 #endif
 
-#include "h5osfs/cache.h"
-#include "h5osfs/fs.h"
-#include "h5osfs/journal.h"
-#include "h5osfs/log.h"
+#include "h5osfs/cache/cache.h"
+#include "h5osfs/fs/fs.h"
+#include "h5osfs/commit/journal.h"
+#include "h5osfs/util/log.h"
 #include "options.h"
 #include "stack.h"
 

@@ -13,9 +13,9 @@
 #include <fuse_opt.h>
 #include <openssl/evp.h>
 
-#include "h5osfs/callers.h"
-#include "h5osfs/schema.h"
-#include "h5osfs/store_s3.h"
+#include "h5osfs/fs/callers.h"
+#include "h5osfs/schema/schema.h"
+#include "h5osfs/store/store_s3.h"
 
 enum option_key {
     KEY_RO,

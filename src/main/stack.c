@@ -7,22 +7,22 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "h5osfs/callers.h"
-#include "h5osfs/dirs.h"
-#include "h5osfs/domops.h"
-#include "h5osfs/gc.h"
-#include "h5osfs/image_table.h"
-#include "h5osfs/info.h"
-#include "h5osfs/journal.h"
-#include "h5osfs/log.h"
-#include "h5osfs/ns.h"
-#include "h5osfs/prefetch.h"
-#include "h5osfs/staging.h"
-#include "h5osfs/store.h"
-#include "h5osfs/store_s3.h"
-#include "h5osfs/sweep.h"
-#include "h5osfs/versions.h"
-#include "credentials.h"
+#include "h5osfs/fs/callers.h"
+#include "h5osfs/util/dirs.h"
+#include "h5osfs/domops/domops.h"
+#include "h5osfs/domops/gc.h"
+#include "h5osfs/image/image_table.h"
+#include "h5osfs/commit/info.h"
+#include "h5osfs/commit/journal.h"
+#include "h5osfs/util/log.h"
+#include "h5osfs/ns/ns.h"
+#include "h5osfs/cache/prefetch.h"
+#include "h5osfs/staging/staging.h"
+#include "h5osfs/store/store.h"
+#include "h5osfs/store/store_s3.h"
+#include "h5osfs/domops/sweep.h"
+#include "h5osfs/commit/versions.h"
+#include "h5osfs/credentials/credentials.h"
 
 #define CHUNK_RETRY_AFTER 1.0 /* seconds a chunk that failed to load fails without a retry */
 #define GC_GRACE 30.0         /* seconds a deleted domain's objects stay for open readers */

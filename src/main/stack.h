@@ -11,8 +11,8 @@
 #include <signal.h>
 #include <fuse_lowlevel.h>
 
-#include "h5osfs/cache.h"
-#include "h5osfs/fs.h"
+#include "h5osfs/cache/cache.h"
+#include "h5osfs/fs/fs.h"
 #include "options.h"
 
 struct stack;

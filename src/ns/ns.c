@@ -1,5 +1,5 @@
-/* ns: see include/h5osfs/ns.h. */
-#include "h5osfs/ns.h"
+/* ns: see include/h5osfs/ns/ns.h. */
+#include "h5osfs/ns/ns.h"
 #include "ns_int.h"
 
 #include <errno.h>
@@ -10,11 +10,11 @@
 #include <string.h>
 #include <time.h>
 
-#include "h5osfs/clock.h"
-#include "h5osfs/grow.h"
-#include "h5osfs/log.h"
-#include "h5osfs/pfor.h"
-#include "h5osfs/strmap.h"
+#include "h5osfs/util/clock.h"
+#include "h5osfs/util/grow.h"
+#include "h5osfs/util/log.h"
+#include "h5osfs/util/pfor.h"
+#include "h5osfs/util/strmap.h"
 
 #define NS_DOMAIN_JSON_MAX (1u << 20) /* HSDS domain JSON is < 1 KiB; more is hostile */
 #define NS_LIST_PAGE 1000

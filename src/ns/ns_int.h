@@ -2,7 +2,7 @@
 #ifndef H5OSFS_NS_INT_H
 #define H5OSFS_NS_INT_H
 
-#include "h5osfs/ns.h"
+#include "h5osfs/ns/ns.h"
 
 struct store *ns_store_of(const struct ns *ns);
 const char *ns_user_of(const struct ns *ns); /* the mount's HSDS user */

@@ -18,10 +18,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "h5osfs/clock.h"
-#include "h5osfs/grow.h"
-#include "h5osfs/strmap.h"
-#include "h5osfs/vlist.h"
+#include "h5osfs/util/clock.h"
+#include "h5osfs/util/grow.h"
+#include "h5osfs/util/strmap.h"
+#include "h5osfs/schema/vlist.h"
 #include "ns_int.h"
 
 #define VERSIONS_LIST_PAGE 1000

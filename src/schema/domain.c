@@ -1,5 +1,6 @@
-/* schema domain JSON and ACLs: see include/h5osfs/schema.h and spec/hsds-format.md §3.1, §9. */
-#include "h5osfs/schema.h"
+/* schema domain JSON and ACLs: see include/h5osfs/schema/schema.h and
+ * spec/hsds-format.md §3.1, §9. */
+#include "h5osfs/schema/schema.h"
 
 #include <errno.h>
 #include <stdarg.h>
@@ -8,8 +9,8 @@
 #include <string.h>
 
 #include <jansson.h>
-#include "h5osfs/hjson.h"
-#include "h5osfs/why.h"
+#include "h5osfs/schema/hjson.h"
+#include "h5osfs/util/why.h"
 
 /* authUtil.ACL_KEYS, in HSDS's order. */
 static const struct {

@@ -1,4 +1,4 @@
-/* hjson: JSON as Python writes it -> jansson. See include/h5osfs/hjson.h and spec §3.0.
+/* hjson: JSON as Python writes it -> jansson. See include/h5osfs/schema/hjson.h and spec §3.0.
  *
  * The text is scanned once. Outside strings, the bare tokens NaN, Infinity and -Infinity become
  * the marker strings of hjson.h, and integers jansson cannot hold (json_int_t is 64-bit signed;
@@ -6,7 +6,7 @@
  * followed by their decimal digits, so that no value is lost or rounded. Everything else is
  * passed through unchanged. When nothing needs rewriting, the caller's text is parsed as is.
  */
-#include "h5osfs/hjson.h"
+#include "h5osfs/schema/hjson.h"
 
 #include <ctype.h>
 #include <errno.h>
@@ -17,9 +17,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "fpenv.h"
-#include "h5osfs/grow.h"
-#include "h5osfs/why.h"
+#include "h5osfs/util/fpenv.h"
+#include "h5osfs/util/grow.h"
+#include "h5osfs/util/why.h"
 
 /* The JSON text of the markers: jansson decodes \u0001 to the byte 0x01. */
 #define NAN_JSON "\"\\u0001NaN\""

@@ -1,5 +1,5 @@
-/* schema ids: see include/h5osfs/schema.h and spec/hsds-format.md §1. */
-#include "h5osfs/schema.h"
+/* schema ids: see include/h5osfs/schema/schema.h and spec/hsds-format.md §1. */
+#include "h5osfs/schema/schema.h"
 
 #include <errno.h>
 #include <stdio.h>

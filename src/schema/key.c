@@ -1,5 +1,5 @@
-/* schema keys: see include/h5osfs/schema.h and spec/hsds-format.md §2, §11. */
-#include "h5osfs/schema.h"
+/* schema keys: see include/h5osfs/schema/schema.h and spec/hsds-format.md §2, §11. */
+#include "h5osfs/schema/schema.h"
 
 #include <errno.h>
 #include <inttypes.h>

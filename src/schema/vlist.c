@@ -1,5 +1,5 @@
-/* vlist: a domain's version list as pure functions; see include/h5osfs/vlist.h. */
-#include "h5osfs/vlist.h"
+/* vlist: a domain's version list as pure functions; see include/h5osfs/schema/vlist.h. */
+#include "h5osfs/schema/vlist.h"
 
 #include <errno.h>
 #include <inttypes.h>
@@ -9,8 +9,8 @@
 #include <string.h>
 
 #include <jansson.h>
-#include "h5osfs/hjson.h"
-#include "h5osfs/why.h"
+#include "h5osfs/schema/hjson.h"
+#include "h5osfs/util/why.h"
 
 #define MAX_EXACT_INT 9007199254740992.0 /* 2^53: larger JSON numbers are not exact */
 

@@ -1,5 +1,5 @@
 /*
- * faulty: a store that fails on purpose (include/h5osfs/store_test.h), over any other.
+ * faulty: a store that fails on purpose (include/h5osfs/store/store_test.h), over any other.
  *
  * Each call takes the lock once to count itself and ask the rules, runs without it (the inner
  * store may be slow, or called by many threads), and takes it again to record its answer.
@@ -13,9 +13,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "h5osfs/grow.h"
-#include "h5osfs/log.h"
-#include "h5osfs/store_test.h"
+#include "h5osfs/util/grow.h"
+#include "h5osfs/util/log.h"
+#include "h5osfs/store/store_test.h"
 
 struct faulty_rule_state {
     struct faulty_rule rule; /* pattern: a copy, owned */

@@ -1,5 +1,5 @@
 /*
- * mem: a bucket in memory (include/h5osfs/store_test.h), for unit tests of the modules above
+ * mem: a bucket in memory (include/h5osfs/store/store_test.h), for unit tests of the modules above
  * the store.
  *
  * The objects are one array sorted by key (strcmp is byte order), so a lookup is a binary
@@ -18,10 +18,10 @@
 
 #include <openssl/evp.h>
 
-#include "h5osfs/clock.h"
-#include "h5osfs/grow.h"
-#include "h5osfs/log.h"
-#include "h5osfs/store_test.h"
+#include "h5osfs/util/clock.h"
+#include "h5osfs/util/grow.h"
+#include "h5osfs/util/log.h"
+#include "h5osfs/store/store_test.h"
 
 struct mem_obj {
     char *key;

@@ -1,6 +1,7 @@
 /*
- * posix.h: what the posix backend's two files share (posix.c: keys, get, put, delete;
- * posix_list.c: listings). Not part of the store interface.
+ * posix.h: what the posix backend's files share (posix.c: get, put, delete, the store;
+ * posix_list.c: listings; posix_path.c: keys resolved beneath the bucket, errors). Not part of
+ * the store interface.
  */
 #ifndef H5OSFS_STORE_POSIX_H
 #define H5OSFS_STORE_POSIX_H
@@ -8,8 +9,8 @@
 #include <sys/stat.h>
 #include <sys/types.h>
 
-#include "h5osfs/schema.h"
-#include "h5osfs/store.h"
+#include "h5osfs/schema/schema.h"
+#include "h5osfs/store/store.h"
 
 #define PX_TMP_PREFIX SCHEMA_TMP_NAME_PREFIX /* reserved there: no domain is named so */
 #define PX_TMP_PREFIX_LEN (sizeof PX_TMP_PREFIX - 1)
@@ -25,13 +26,18 @@ struct posix_store {
     char *dir;         /* the bucket's path, for log lines */
 };
 
+/* posix_path.c */
 const struct posix_store *px(const struct store *st);
+const char *px_strerror(int err);
 int px_fail(const struct posix_store *ps, const char *op, const char *key, const char *what,
             int err);
+/* openat2(RESOLVE_BENEATH | RESOLVE_NO_MAGICLINKS) of path relative to root; an fd or -errno. */
+int px_openat2(int root, const char *path, int flags, mode_t mode);
 int px_open(const struct posix_store *ps, const char *path, int flags, mode_t mode);
 /* openat(2) relative to dfd, retried on EINTR; an fd or -errno. */
 int px_sys_openat(int dfd, const char *name, int flags, mode_t mode);
 void px_fill_stat(const struct stat *sb, struct store_stat *out);
+/* posix_list.c */
 int px_list(struct store *st, const char *prefix, const char *delimiter, const char *token,
             size_t max_keys, struct store_list *out);
 int px_list_keys(struct store *st, const char *prefix,

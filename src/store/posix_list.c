@@ -9,8 +9,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "h5osfs/grow.h"
-#include "h5osfs/log.h"
+#include "h5osfs/util/grow.h"
+#include "h5osfs/util/log.h"
 #include "posix.h"
 
 struct px_dirent {

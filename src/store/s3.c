@@ -1,5 +1,5 @@
 /*
- * s3: the store interface over an S3-compatible object store (see include/h5osfs/store.h).
+ * s3: the store interface over an S3-compatible object store (see include/h5osfs/store/store.h).
  *
  * Keys are the HSDS keys below cfg.prefix. Status codes become the store's errnos here:
  * 404 -> -ENOENT, 403 -> -EACCES (logged by s3_http with the server's reason), 416 on a range
@@ -12,11 +12,11 @@
 
 #include <curl/curl.h>
 
-#include "h5osfs/log.h"
-#include "h5osfs/sigv4.h"
-#include "h5osfs/why.h"
-#include "s3_int.h"
-#include "s3_multipart.h"
+#include "h5osfs/util/log.h"
+#include "h5osfs/store/sigv4.h"
+#include "h5osfs/util/why.h"
+#include "h5osfs/store/s3_int.h"
+#include "h5osfs/store/s3_multipart.h"
 
 #define S3_LIST_PAGE 1000
 #define S3_JSON_LIST_MAX (16u << 20) /* one ListObjectsV2 page: ~1000 keys of 1 KiB */

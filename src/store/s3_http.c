@@ -27,12 +27,12 @@
 
 #include <curl/curl.h>
 
-#include "h5osfs/clock.h"
-#include "h5osfs/bigbuf.h"
-#include "h5osfs/grow.h"
-#include "h5osfs/log.h"
-#include "h5osfs/sigv4.h"
-#include "s3_int.h"
+#include "h5osfs/util/clock.h"
+#include "h5osfs/util/bigbuf.h"
+#include "h5osfs/util/grow.h"
+#include "h5osfs/util/log.h"
+#include "h5osfs/store/sigv4.h"
+#include "h5osfs/store/s3_int.h"
 
 #define BACKOFF_BASE 0.1
 #define BACKOFF_MAX 5.0

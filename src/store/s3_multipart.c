@@ -28,11 +28,11 @@
 
 #include <openssl/evp.h>
 
-#include "h5osfs/log.h"
-#include "h5osfs/pfor.h"
-#include "h5osfs/sigv4.h"
-#include "s3_int.h"
-#include "s3_multipart.h"
+#include "h5osfs/util/log.h"
+#include "h5osfs/util/pfor.h"
+#include "h5osfs/store/sigv4.h"
+#include "h5osfs/store/s3_int.h"
+#include "h5osfs/store/s3_multipart.h"
 
 #define MIB (1ull << 20)
 #define UPLOAD_ID_MAX 1024 /* AWS's are about 100 characters */

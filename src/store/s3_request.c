@@ -11,9 +11,9 @@
 
 #include <openssl/evp.h>
 
-#include "h5osfs/log.h"
-#include "h5osfs/sigv4.h"
-#include "s3_int.h"
+#include "h5osfs/util/log.h"
+#include "h5osfs/store/sigv4.h"
+#include "h5osfs/store/s3_int.h"
 
 #define HASH_BLOCK (1u << 20)
 

@@ -7,8 +7,8 @@
 
 #include <expat.h>
 
-#include "h5osfs/grow.h"
-#include "s3_int.h"
+#include "h5osfs/util/grow.h"
+#include "h5osfs/store/s3_int.h"
 
 #define XML_TEXT_MAX 4096 /* keys are at most 1024 bytes; tokens and messages less */
 

@@ -1,11 +1,11 @@
 /*
- * store: the backend-independent half of include/h5osfs/store.h.
+ * store: the backend-independent half of include/h5osfs/store/store.h.
  *
  * Every wrapper clears its output first (so the caller may always free it), checks the key
  * with store_key_check (a listing's prefix with prefix_check) and only then calls the backend,
  * so no backend ever sees a key that could name something outside its bucket.
  */
-#include "h5osfs/store.h"
+#include "h5osfs/store/store.h"
 
 #include <errno.h>
 #include <stdatomic.h>
@@ -14,7 +14,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "h5osfs/log.h"
+#include "h5osfs/util/log.h"
 
 /* A complete key component: not empty, not "." and not "..". */
 static int component_ok(const char *p, size_t n)

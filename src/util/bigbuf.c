@@ -1,5 +1,5 @@
-/* bigbuf: see include/h5osfs/bigbuf.h. */
-#include "h5osfs/bigbuf.h"
+/* bigbuf: see include/h5osfs/util/bigbuf.h. */
+#include "h5osfs/util/bigbuf.h"
 
 #include <stdint.h>
 #include <stdlib.h>

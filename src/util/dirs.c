@@ -1,7 +1,7 @@
 /*
  * dirs: directories of the daemon's own (dirs.h).
  */
-#include "h5osfs/dirs.h"
+#include "h5osfs/util/dirs.h"
 
 #include <errno.h>
 #include <stdlib.h>

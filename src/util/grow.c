@@ -1,5 +1,5 @@
-/* grow: see include/h5osfs/grow.h. */
-#include "h5osfs/grow.h"
+/* grow: see include/h5osfs/util/grow.h. */
+#include "h5osfs/util/grow.h"
 
 #include <stdint.h>
 #include <stdlib.h>

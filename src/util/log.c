@@ -1,5 +1,5 @@
-/* log: see include/h5osfs/log.h. */
-#include "h5osfs/log.h"
+/* log: see include/h5osfs/util/log.h. */
+#include "h5osfs/util/log.h"
 
 #include <errno.h>
 #include <fcntl.h>

@@ -1,5 +1,5 @@
-/* pfor: see include/h5osfs/pfor.h. */
-#include "h5osfs/pfor.h"
+/* pfor: see include/h5osfs/util/pfor.h. */
+#include "h5osfs/util/pfor.h"
 
 #include <pthread.h>
 #include <stdatomic.h>

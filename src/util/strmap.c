@@ -1,5 +1,5 @@
-/* strmap: see include/h5osfs/strmap.h. Separate chaining, power-of-two bucket count. */
-#include "h5osfs/strmap.h"
+/* strmap: see include/h5osfs/util/strmap.h. Separate chaining, power-of-two bucket count. */
+#include "h5osfs/util/strmap.h"
 
 #include <errno.h>
 #include <stdint.h>

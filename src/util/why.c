@@ -1,5 +1,5 @@
-/* why: see include/h5osfs/why.h. */
-#include "h5osfs/why.h"
+/* why: see include/h5osfs/util/why.h. */
+#include "h5osfs/util/why.h"
 
 #include <errno.h>
 #include <stdarg.h>

@@ -208,7 +208,7 @@ def test_domain_removed_before_a_kill_is_collected_at_the_next_mount(bucket_copy
 
 
 def bucket_tag(identity):
-    """The FNV-1a hash of the bucket's identity that names its records (src/write/journal.c)."""
+    """The FNV-1a hash of the bucket's identity that names its records (src/commit/journal.c)."""
     h = 1469598103934665603
     for b in identity.encode():
         h = ((h ^ b) * 1099511628211) & (2 ** 64 - 1)

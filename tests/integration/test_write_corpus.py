@@ -102,7 +102,7 @@ MANIFEST = read_manifest()
 FILES = sorted(MANIFEST)
 
 # Why a file cannot come back equal. "Left out" is the ingest's documented behaviour for what
-# the schema cannot hold (include/h5osfs/ingest.h: logged, one line per object).
+# the schema cannot hold (include/h5osfs/ingest/ingest.h: logged, one line per object).
 BITFIELD = ("bitfields have no HSDS class (§4): stored as the unsigned integer of their size, "
             "bits kept, type class lost (logged)")
 NC_BITFIELD = ("netCDF does not read bitfields, so ncdump of the source lists no such variable; "
@@ -456,7 +456,7 @@ def test_round_trip(corpus_round_trip, path):
 
 def test_bucket_objects(corpus_round_trip):
     """What the copies left in the bucket is what HSDS would have written (chunks equal to
-    the fill value everywhere are not stored: include/h5osfs/ingest.h)."""
+    the fill value everywhere are not stored: include/h5osfs/ingest/ingest.h)."""
     if all(rc != 0 and "Read-only file system" in err
            for rc, err, _ in corpus_round_trip.copies.values()):
         pytest.xfail("the write path has not landed: creating a file in the mount gives EROFS")

@@ -19,9 +19,9 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "h5osfs/log.h"
-#include "h5osfs/store.h"
-#include "h5osfs/store_s3.h"
+#include "h5osfs/util/log.h"
+#include "h5osfs/store/store.h"
+#include "h5osfs/store/store_s3.h"
 #include "store_conformance.h"
 
 static struct store_s3_config base_cfg;

@@ -22,9 +22,9 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "h5osfs/log.h"
-#include "h5osfs/store.h"
-#include "h5osfs/store_s3.h"
+#include "h5osfs/util/log.h"
+#include "h5osfs/store/store.h"
+#include "h5osfs/store/store_s3.h"
 
 static int usage(void)
 {

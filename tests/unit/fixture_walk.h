@@ -19,8 +19,8 @@
 #include <hdf5.h>
 #include <jansson.h>
 
-#include "h5osfs/hjson.h"
-#include "h5osfs/schema.h"
+#include "h5osfs/schema/hjson.h"
+#include "h5osfs/schema/schema.h"
 
 #include "check.h"
 

@@ -1,5 +1,5 @@
 /*
- * store_conformance: what every backend of include/h5osfs/store.h must do, whatever it keeps
+ * store_conformance: what every backend of include/h5osfs/store/store.h must do, whatever it keeps
  * its objects in. store_conformance() runs each check on a fresh, empty store the backend's
  * open function gives, and closes it with its close function. test_store_posix runs it over
  * a directory, test_store_mem over memory (and over the faulty wrapper with no rules): the
@@ -34,7 +34,7 @@
 #include <time.h>
 
 #include "check.h"
-#include "h5osfs/store.h"
+#include "h5osfs/store/store.h"
 
 struct conformance_backend {
     const char *name;

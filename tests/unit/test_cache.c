@@ -13,8 +13,8 @@
 #include <time.h>
 
 #include "check.h"
-#include "h5osfs/cache.h"
-#include "h5osfs/prefetch.h"
+#include "h5osfs/cache/cache.h"
+#include "h5osfs/cache/prefetch.h"
 
 /* What a test loader does; every field but key is optional. */
 struct load_ctx {

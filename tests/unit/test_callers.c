@@ -7,7 +7,7 @@
 #include <string.h>
 
 #include "check.h"
-#include "h5osfs/callers.h"
+#include "h5osfs/fs/callers.h"
 
 #define MOUNT_UID 4242
 

@@ -13,7 +13,7 @@
  * it wrote that numcodecs and bitshuffle (HSDS's decoders) read back
  * (tools/check_codec_encode.py, codec/encode.txt).
  */
-#include "h5osfs/codec.h"
+#include "h5osfs/codec/codec.h"
 
 #include <errno.h>
 #include <limits.h>
@@ -26,7 +26,7 @@
 #include <lz4.h>
 #include <zlib.h>
 
-#include "../../src/codec/bitshuffle.h"
+#include "h5osfs/codec/bitshuffle.h"
 #include "check.h"
 
 #define WHY_LEN 256

@@ -4,7 +4,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "../../src/main/credentials.h"
+#include "h5osfs/credentials/credentials.h"
 #include "check.h"
 
 static char dir[] = "/tmp/h5osfs-cred-XXXXXX";

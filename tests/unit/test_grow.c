@@ -1,12 +1,12 @@
-/* Unit tests of grow_array (include/h5osfs/grow.h): capacities, contents kept, overflow; and of
- * the buffers chunk data comes in (include/h5osfs/bigbuf.h). */
-#include "h5osfs/grow.h"
+/* Unit tests of grow_array (include/h5osfs/util/grow.h): capacities, contents kept, overflow; and
+ * of the buffers chunk data comes in (include/h5osfs/util/bigbuf.h). */
+#include "h5osfs/util/grow.h"
 
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "h5osfs/bigbuf.h"
+#include "h5osfs/util/bigbuf.h"
 
 #include "check.h"
 

@@ -1,10 +1,10 @@
 /*
- * Unit tests of h5type (include/h5osfs/h5type.h, spec/hsds-format.md §4): every class, the
+ * Unit tests of h5type (include/h5osfs/h5json/h5type.h, spec/hsds-format.md §4): every class, the
  * memory layout of the types built, stored sizes, traits and refusals. Type JSON marked
  * "fixture" is copied byte for byte from the bucket tests/data/hsds-v2/hsdstest (real HSDS);
  * argv[1] is tests/data, and every type found in that bucket must build.
  */
-#include "h5osfs/h5type.h"
+#include "h5osfs/h5json/h5type.h"
 
 #include <errno.h>
 #include <ftw.h>
@@ -12,7 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "h5osfs/hjson.h"
+#include "h5osfs/schema/hjson.h"
 
 #include "check.h"
 

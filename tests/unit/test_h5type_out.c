@@ -1,20 +1,20 @@
 /*
- * Unit tests of h5type_to_json (include/h5osfs/h5type.h, spec/hsds-format.md §4): the type JSON
- * HSDS stores for every HDF5 class, written with hjson_dumps and compared byte for byte (key
+ * Unit tests of h5type_to_json (include/h5osfs/h5json/h5type.h, spec/hsds-format.md §4): the type
+ * JSON HSDS stores for every HDF5 class, written with hjson_dumps and compared byte for byte (key
  * order included); the round trip through h5type_from_json; refusals. Expected JSON marked
  * "fixture" is copied from the bucket tests/data/hsds-v2/hsdstest (real HSDS, loaded by hsload).
  * argv[1] is tests/data: for every dataset, committed datatype and attribute of the fixture
  * domains, the type of the object in the source file the domain was loaded from must give the
  * bucket's type JSON, but for the documented representation notes of its README.
  */
-#include "h5osfs/h5type.h"
+#include "h5osfs/h5json/h5type.h"
 
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "h5osfs/hjson.h"
+#include "h5osfs/schema/hjson.h"
 
 #include "check.h"
 #include "fixture_walk.h"

@@ -1,5 +1,6 @@
 /*
- * Unit tests of h5value (include/h5osfs/h5value.h, spec/hsds-format.md §3.6, §5.1, §6.2, §6.3).
+ * Unit tests of h5value (include/h5osfs/h5json/h5value.h,
+ * spec/hsds-format.md §3.6, §5.1, §6.2, §6.3).
  *
  * Values are checked with the real HDF5 library: the buffer built for a type is written as an
  * attribute of an in-memory file with that type, read back into native types and compared.
@@ -7,7 +8,7 @@
  * (real HSDS); the byte vectors of §6.3 were verified against HSDS. argv[1] is tests/data:
  * every attribute value and fill value of the fixture bucket must convert and write.
  */
-#include "h5osfs/h5value.h"
+#include "h5osfs/h5json/h5value.h"
 
 #include <errno.h>
 #include <ftw.h>
@@ -17,8 +18,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "h5osfs/h5type.h"
-#include "h5osfs/hjson.h"
+#include "h5osfs/h5json/h5type.h"
+#include "h5osfs/schema/hjson.h"
 
 #include "check.h"
 

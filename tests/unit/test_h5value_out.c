@@ -1,5 +1,5 @@
 /*
- * Unit tests of the writing side of h5value (include/h5osfs/h5value.h, spec/hsds-format.md
+ * Unit tests of the writing side of h5value (include/h5osfs/h5json/h5value.h, spec/hsds-format.md
  * §3.6, §6.2, §6.3): h5value_to_json, h5value_to_stored, h5value_base64_encode.
  *
  * Each is checked as the inverse of its reader: a value as HSDS stores it (JSON text written by
@@ -9,7 +9,7 @@
  * floats, object references) are read with the memory type h5type_from_json(h5type_to_json())
  * and converted. The fixture bucket (real HSDS) is compared in test_h5value_out_fixture.c.
  */
-#include "h5osfs/h5value.h"
+#include "h5osfs/h5json/h5value.h"
 
 #include <errno.h>
 #include <stdint.h>
@@ -17,8 +17,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "h5osfs/h5type.h"
-#include "h5osfs/hjson.h"
+#include "h5osfs/h5json/h5type.h"
+#include "h5osfs/schema/hjson.h"
 
 #include "check.h"
 #include "fixture_walk.h"

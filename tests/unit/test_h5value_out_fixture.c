@@ -11,7 +11,7 @@
  * single-chunk dataset must give the bytes of HSDS's chunk object (§6.2, §6.3), object
  * references included (resolved through the bucket's ids).
  */
-#include "h5osfs/h5value.h"
+#include "h5osfs/h5json/h5value.h"
 
 #include <errno.h>
 #include <stdint.h>
@@ -20,8 +20,8 @@
 #include <string.h>
 #include <sys/stat.h>
 
-#include "h5osfs/h5type.h"
-#include "h5osfs/hjson.h"
+#include "h5osfs/h5json/h5type.h"
+#include "h5osfs/schema/hjson.h"
 
 #include "check.h"
 #include "fixture_walk.h"

@@ -1,10 +1,10 @@
 /*
- * Unit tests of hjson (include/h5osfs/hjson.h, spec/hsds-format.md §3.0): Python's NaN and
+ * Unit tests of hjson (include/h5osfs/schema/hjson.h, spec/hsds-format.md §3.0): Python's NaN and
  * Infinity tokens, integers beyond int64, everything else passed to jansson unchanged.
  * argv[1] is tests/data: every JSON document of the fixture bucket hsds-v2/hsdstest (written by
  * real HSDS) must load.
  */
-#include "h5osfs/hjson.h"
+#include "h5osfs/schema/hjson.h"
 
 #include <errno.h>
 #include <ftw.h>

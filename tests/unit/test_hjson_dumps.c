@@ -1,11 +1,11 @@
 /*
- * Unit tests of hjson_dumps (include/h5osfs/hjson.h, spec/hsds-format.md §3.0): the bytes Python's
- * json.dumps writes. argv[1] is tests/data:
+ * Unit tests of hjson_dumps (include/h5osfs/schema/hjson.h, spec/hsds-format.md §3.0): the bytes
+ * Python's json.dumps writes. argv[1] is tests/data:
  *   - hjson/{floats,strings,structures}.json: vectors made by tools/check_hjson_dumps.py with
  * Python's own json module (input text, json.dumps output), compared byte for byte;
  *   - hsds-v2/hsdstest: every JSON document real HSDS wrote must be written back identically.
  */
-#include "h5osfs/hjson.h"
+#include "h5osfs/schema/hjson.h"
 
 #include <errno.h>
 #include <ftw.h>

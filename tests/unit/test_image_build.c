@@ -36,11 +36,11 @@
 #include <hdf5.h>
 
 #include "check.h"
-#include "h5osfs/cache.h"
-#include "h5osfs/image.h"
-#include "h5osfs/log.h"
-#include "h5osfs/schema.h"
-#include "h5osfs/store.h"
+#include "h5osfs/cache/cache.h"
+#include "h5osfs/image/image.h"
+#include "h5osfs/util/log.h"
+#include "h5osfs/schema/schema.h"
+#include "h5osfs/store/store.h"
 #include "image_int.h"
 
 /* A v2 root id (its second half is the first rotated by 8, spec §1.2) and members of it. */

@@ -1,5 +1,5 @@
 /*
- * The domain summary (src/write/info.c) against every .info.json real HSDS 0.9.4 wrote in the
+ * The domain summary (src/commit/info.c) against every .info.json real HSDS 0.9.4 wrote in the
  * fixture buckets (tests/data/hsds-v2/hsdstest, hsdsnc): fed the domain's objects as HSDS's
  * POSIX driver lists them (key, size, MD5 of the bytes), info_text must give the fixture's
  * bytes exactly. The copies' mtimes are not HSDS's, so each object gets the time the fixture
@@ -7,8 +7,8 @@
  * fixture's: the counts, sizes, logical and linked bytes, md5_sum, member order, number
  * formats and dataset order are all ours.
  */
-#include "h5osfs/info.h"
-#include "h5osfs/hjson.h"
+#include "h5osfs/commit/info.h"
+#include "h5osfs/schema/hjson.h"
 
 #include <dirent.h>
 #include <errno.h>

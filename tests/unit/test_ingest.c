@@ -1,5 +1,5 @@
 /*
- * test_ingest: HDF5 files -> HSDS objects (src/write/ingest*.c).
+ * test_ingest: HDF5 files -> HSDS objects (src/ingest/ingest*.c).
  *
  * 1. §5.4's verified chunk-dims examples.
  * 2. Every fixture source file is ingested into a temporary posix bucket, the image builder
@@ -22,16 +22,16 @@
 #include <hdf5.h>
 #include <jansson.h>
 
-#include "../../src/write/ingest_int.h"
+#include "h5osfs/ingest/ingest_int.h"
 #include "check.h"
 #include "fixture_walk.h"
-#include "h5osfs/cache.h"
-#include "h5osfs/hjson.h"
-#include "h5osfs/image.h"
-#include "h5osfs/ingest.h"
-#include "h5osfs/log.h"
-#include "h5osfs/schema.h"
-#include "h5osfs/store.h"
+#include "h5osfs/cache/cache.h"
+#include "h5osfs/schema/hjson.h"
+#include "h5osfs/image/image.h"
+#include "h5osfs/ingest/ingest.h"
+#include "h5osfs/util/log.h"
+#include "h5osfs/schema/schema.h"
+#include "h5osfs/store/store.h"
 
 static const char *data_dir;
 static char tmp_dir[256];

@@ -5,7 +5,7 @@
  * record names (another bucket's mount on the same directory must not take it for its own),
  * the collector's records, and the directory's lock across a fork (a daemonised mount's).
  */
-#include "h5osfs/journal.h"
+#include "h5osfs/commit/journal.h"
 
 #include "check.h"
 

@@ -11,9 +11,9 @@
 #include <unistd.h>
 
 #include "check.h"
-#include "h5osfs/log.h"
-#include "h5osfs/ns.h"
-#include "h5osfs/store.h"
+#include "h5osfs/util/log.h"
+#include "h5osfs/ns/ns.h"
+#include "h5osfs/store/store.h"
 
 static char bucket[64];
 

@@ -4,7 +4,7 @@
 #include <stdint.h>
 #include <string.h>
 
-#include "../../src/store/s3_multipart.h"
+#include "h5osfs/store/s3_multipart.h"
 #include "check.h"
 
 #define MIB (1ull << 20)

@@ -3,7 +3,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../../src/store/s3_int.h"
+#include "h5osfs/store/s3_int.h"
 #include "check.h"
 
 static const char list_page[] =

@@ -3,7 +3,7 @@
  * The valid documents are copied byte for byte from the fixture bucket
  * fixtures/hsds-v2/hsdstest, which real HSDS 0.9.4 wrote; they are embedded, not read.
  */
-#include "h5osfs/schema.h"
+#include "h5osfs/schema/schema.h"
 
 #include <errno.h>
 #include <string.h>

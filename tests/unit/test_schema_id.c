@@ -3,7 +3,7 @@
  * Vectors are the spec's worked examples and ids/keys copied from the fixture bucket
  * fixtures/hsds-v2/hsdstest, which real HSDS 0.9.4 wrote; they are embedded, not read.
  */
-#include "h5osfs/schema.h"
+#include "h5osfs/schema/schema.h"
 
 #include <errno.h>
 #include <stdint.h>

@@ -4,8 +4,8 @@
  * of the id in its JSON, and every chunk key schema_chunk_key of its dataset and index. Two
  * implementations of spec §11 that must agree on every key of the bucket.
  */
-#include "h5osfs/schema.h"
-#include "h5osfs/hjson.h"
+#include "h5osfs/schema/schema.h"
+#include "h5osfs/schema/hjson.h"
 
 #include <dirent.h>
 #include <errno.h>

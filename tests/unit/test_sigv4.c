@@ -1,5 +1,5 @@
 /*
- * Unit tests of the SigV4 signer (include/h5osfs/sigv4.h).
+ * Unit tests of the SigV4 signer (include/h5osfs/store/sigv4.h).
  *
  * argv[1] is tests/data. Three kinds of truth, none of them this code:
  *  - the official AWS suite in aws-sigv4/ (awslabs/aws-c-auth), header signing only: every case
@@ -11,8 +11,8 @@
  *  - textbook SHA-256 vectors and a byte-by-byte URI encoding table written from the spec.
  * Malformed input must fail with -EINVAL, and the log lines it causes must hold no secret.
  */
-#include "h5osfs/sigv4.h"
-#include "h5osfs/log.h"
+#include "h5osfs/store/sigv4.h"
+#include "h5osfs/util/log.h"
 
 #include <dirent.h>
 #include <errno.h>

@@ -1,6 +1,6 @@
 /*
  * test_store_faults: commit, gc, ns and the image builder, driven through the entry points
- * the fs layer calls, over a memory bucket behind the faulty wrapper (h5osfs/store_test.h).
+ * the fs layer calls, over a memory bucket behind the faulty wrapper (h5osfs/store/store_test.h).
  * Each test makes the store fail, lose a reply or answer garbage at one chosen call and
  * asserts what the bucket holds afterwards and the errno the caller got.
  *
@@ -29,15 +29,15 @@
 #include <jansson.h>
 
 #include "check.h"
-#include "h5osfs/cache.h"
-#include "h5osfs/commit.h"
-#include "h5osfs/gc.h"
-#include "h5osfs/image.h"
-#include "h5osfs/ingest.h"
-#include "h5osfs/journal.h"
-#include "h5osfs/log.h"
-#include "h5osfs/ns.h"
-#include "h5osfs/store_test.h"
+#include "h5osfs/cache/cache.h"
+#include "h5osfs/commit/commit.h"
+#include "h5osfs/domops/gc.h"
+#include "h5osfs/image/image.h"
+#include "h5osfs/ingest/ingest.h"
+#include "h5osfs/commit/journal.h"
+#include "h5osfs/util/log.h"
+#include "h5osfs/ns/ns.h"
+#include "h5osfs/store/store_test.h"
 
 #define BUCKET_ID "mem:test_store_faults"
 #define N_VALUES (1 << 20) /* more than one HSDS chunk (ingest makes ~1 MiB chunks) */

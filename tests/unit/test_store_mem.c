@@ -1,5 +1,5 @@
 /*
- * test_store_mem: the two test stores of include/h5osfs/store_test.h.
+ * test_store_mem: the two test stores of include/h5osfs/store/store_test.h.
  *
  * 1. The memory store passes the checks every backend passes (store_conformance.h, which
  *    test_store_posix runs over a directory), and so does the faulty wrapper with no rule.
@@ -15,8 +15,8 @@
 #include <string.h>
 
 #include "check.h"
-#include "h5osfs/log.h"
-#include "h5osfs/store_test.h"
+#include "h5osfs/util/log.h"
+#include "h5osfs/store/store_test.h"
 #include "store_conformance.h"
 
 static struct store *open_mem(void **ctx)

@@ -2,7 +2,7 @@
  * test_store_posix: the store wrappers and the POSIX backend against real temporary buckets.
  * Every test makes its own bucket under /tmp and removes it afterwards.
  */
-#include "h5osfs/store.h"
+#include "h5osfs/store/store.h"
 
 #include "check.h"
 #include "store_conformance.h"

@@ -16,10 +16,10 @@
 #include <jansson.h>
 
 #include "check.h"
-#include "h5osfs/log.h"
-#include "h5osfs/store_test.h"
-#include "h5osfs/sweep.h"
-#include "h5osfs/vlist.h"
+#include "h5osfs/util/log.h"
+#include "h5osfs/store/store_test.h"
+#include "h5osfs/domops/sweep.h"
+#include "h5osfs/schema/vlist.h"
 
 #define DOMAIN "/home/u/v.h5"
 #define ENTRY 140 /* versions.c's table entry: offset I64, size I32, 128 bytes of URI */

@@ -1,12 +1,12 @@
-/* Unit tests of the version list (include/h5osfs/vlist.h), the version keys and the
- * versions setting (include/h5osfs/schema.h, issue 26). */
+/* Unit tests of the version list (include/h5osfs/schema/vlist.h), the version keys and the
+ * versions setting (include/h5osfs/schema/schema.h, issue 26). */
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "check.h"
-#include "h5osfs/schema.h"
-#include "h5osfs/vlist.h"
+#include "h5osfs/schema/schema.h"
+#include "h5osfs/schema/vlist.h"
 
 #define POOL "g-11111111-22222222-9999-9999aa-aaaaaa"
 #define R1 "g-a1111111-22222222-2999-9999aa-aaaaaa"

@@ -5,9 +5,9 @@
 #include <string.h>
 
 #include "check.h"
-#include "h5osfs/store_test.h"
-#include "h5osfs/vlist.h"
-#include "h5osfs/vmove.h"
+#include "h5osfs/store/store_test.h"
+#include "h5osfs/schema/vlist.h"
+#include "h5osfs/domops/vmove.h"
 
 #define POOL "g-11111111-22222222-9999-9999aa-aaaaaa"
 #define OTHER_POOL "g-b2222222-22222222-3aaa-aaaaaa-aaaaaa"

@@ -1,0 +1,64 @@
+/*
+ * versions: the store side of a domain's kept versions (issue 26; doc/versions.md).
+ *
+ * versions_commit makes the domain's freshly ingested root (not named yet) a kept version:
+ * its fixed-size datasets' chunks are sealed into the domain's pool db/<P>/c/<md5> (content
+ * addressed, written once, never rewritten), a version root V gets every object's JSON with
+ * those datasets as H5D_CHUNKED_REF_INDIRECT over a chunk table of pool URIs (other datasets'
+ * chunks are copied under V), DIR/.versions/NAME/<n>.h5/.domain.json names V, and the entry
+ * is appended to the version list by a conditional put: the version's commit point. The
+ * caller then swaps the domain to the new root as for any commit. Nothing here is ever
+ * deleted: V and P are not roots a domain's commit replaces; versions that lose their names
+ * are collected by sweep.h.
+ */
+#ifndef H5OSFS_VERSIONS_H
+#define H5OSFS_VERSIONS_H
+
+#include <stdint.h>
+
+#include "h5osfs/schema/schema.h"
+#include "h5osfs/store/store.h"
+
+struct versions_stats {
+    uint64_t chunks_pooled; /* chunks the version names in the pool */
+    uint64_t chunks_new;    /* of which were not there yet (stored now) */
+    uint64_t chunks_copied; /* of which were copied in the store, keyed by their listed MD5 */
+};
+
+struct versions_commit {
+    struct store *store;
+    const char *bucket_name; /* the pool URIs' bucket (spec §8.3) */
+    const char *domain;      /* "/DIR/NAME" */
+    const char *root;        /* the new root, ingested and synced, not named yet */
+    const char *base_root;   /* the domain's root the commit replaces ("" for a new domain) */
+    const char *user;        /* owner of the version objects; the committer's name */
+    unsigned workers;        /* chunks sealed at once */
+    unsigned keep; /* untagged versions kept, the new one included (0: all): older untagged
+                    * ones lose their number in the same list put (doc/versions.md §4.5) */
+    /* A pool object the version names that was written longer ago than this (seconds) is
+     * written again, so that a pool sweep running meanwhile keeps it (sweep.h: half its grace
+     * period). 0: never. */
+    double pool_fresh_for;
+    struct versions_stats *stats; /* filled (may be NULL) */
+    /* The size of version path's file (root vroot) as this build lays it out, and the layout
+     * stamp it holds for, recorded in the list so that a listing need not build it (NULL, or
+     * an error: not recorded, the listing builds). */
+    int (*measure)(void *ctx, const char *path, const char *vroot, uint64_t *size, char *stamp,
+                   size_t stamp_len);
+    void *measure_ctx;
+    /* Test hook: called after V's objects are durable, and after the list put. */
+    void (*crash_point)(const char *stage);
+};
+
+/* 0 with the version's number and root; -ESTALE (logged) when the list already holds a
+ * commit on base_root: another writer's, listed first, which wins as its swap will; -EOPNOTSUPP (logged: the commit goes on without a
+ * version) for a domain it cannot keep yet (v1 ids, linked datasets, chunk tables too large);
+ * else -errno (the store's, -ENOMEM), logged. */
+int versions_commit(const struct versions_commit *vc, uint64_t *n, char vroot[SCHEMA_ID_BUF]);
+
+/* Is new_root (a domain root a commit made) listed among domain's versions? A commit that
+ * died after its list put and before its swap is then finished, not undone. 1, 0, or -errno
+ * (logged). */
+int versions_listed(struct store *store, const char *domain, const char *new_root);
+
+#endif

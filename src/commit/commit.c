@@ -1,0 +1,578 @@
+/* commit: see include/h5osfs/commit.h. */
+#include "h5osfs/commit/commit.h"
+#include "h5osfs/commit/versions.h"
+
+#include <errno.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include <jansson.h>
+
+#include "h5osfs/util/clock.h"
+#include "h5osfs/domops/gc.h"
+#include "h5osfs/schema/hjson.h"
+#include "h5osfs/commit/info.h"
+#include "h5osfs/util/log.h"
+#include "h5osfs/commit/restore.h"
+
+#define DOMAIN_JSON_MAX (1u << 20)
+
+/* The crash tests' hook: die here, as kill -9 would, when asked to. */
+static void crash_point(const char *stage)
+{
+    const char *want = getenv("H5OSFS_TEST_CRASH_AT");
+    if (want && strcmp(want, stage) == 0) {
+        log_warn("test hook H5OSFS_TEST_CRASH_AT=%s: killing the daemon", stage);
+        raise(SIGKILL);
+    }
+}
+
+static void on_ingest_stage(void *ctx, enum ingest_stage stage)
+{
+    (void)ctx;
+    static const char *const names[] = { "chunks", "metadata", "root" };
+    if ((unsigned)stage < sizeof names / sizeof names[0])
+        crash_point(names[stage]);
+}
+
+/* Hand root, a version of domain that replaced_by replaced ("": none, a commit undone), to
+ * the collector, which records it in the journal before it returns: called only where the
+ * commit's own record no longer covers a crash (after the swap, or for a root never named). */
+static void collect(const struct commit_ctx *c, const char *root, const char *domain,
+                    const char *replaced_by)
+{
+    if (!*root)
+        return;
+    if (!c->ops->gc || gc_add(c->ops->gc, root, domain, replaced_by) != 0)
+        log_warn("%s: the objects of root %s stay in the bucket (nothing collects them)", domain,
+                 root);
+}
+
+/* The new root's .info.json: in the background where the mount has a queue for it. */
+static void summarise(const struct commit_ctx *c, const char *root)
+{
+    if (c->info)
+        info_queue_add(c->info, root);
+    else
+        info_write(c->ops->store, c->bucket_name, root, c->workers);
+}
+
+static int set_state(const struct commit_ctx *c, struct journal_rec *rec, enum journal_state state)
+{
+    rec->state = state;
+    return journal_write(c->journal, rec);
+}
+
+/* The domain object at key, parsed (NULL when it is not JSON). 0 or the store's -errno. */
+static int load_domain(const struct commit_ctx *c, const char *key, json_t **dom)
+{
+    struct store_buf buf;
+    char why[200];
+    *dom = NULL;
+    int rc = store_get(c->ops->store, key, DOMAIN_JSON_MAX, &buf);
+    if (rc != 0)
+        return rc;
+    *dom = hjson_loadb((const char *)buf.data, buf.len, why, sizeof why);
+    store_buf_free(&buf);
+    return 0;
+}
+
+/* The domain object as it is now: its etag and content (*dom NULL, etag "" when there is
+ * none). 0 or the store's -errno. */
+static int read_domain(const struct commit_ctx *c, const char *key, struct store_stat *now,
+                       json_t **dom)
+{
+    *dom = NULL;
+    int rc = store_head(c->ops->store, key, now);
+    if (rc == 0)
+        rc = load_domain(c, key, dom);
+    if (rc == 0 && !*dom) {
+        log_error("%s: not JSON: the domain is not replaced", key);
+        rc = -EIO;
+    }
+    if (rc == -ENOENT) { /* none, or deleted between the two requests */
+        now->etag[0] = '\0';
+        rc = 0;
+    }
+    return rc;
+}
+
+/* The root dom names ("" for no domain object); -EIO when it is not a domain object, -EISDIR
+ * when it is a folder's. */
+static int named_root(const char *path, const char *key, const json_t *dom, const char **root)
+{
+    *root = "";
+    if (!dom)
+        return 0;
+    *root = json_is_object(dom) ? hjson_text(json_object_get(dom, "root")) : NULL;
+    if (!json_is_object(dom)) {
+        log_error("%s: %s is not a domain object: not replaced", path, key);
+        return -EIO;
+    }
+    return *root ? 0 : -EISDIR; /* a folder was made at this path meanwhile */
+}
+
+/* The text of the .domain.json naming root: a new one, or dom with its root swapped and
+ * lastModified now (owner, ACLs, created and unknown members kept). HSDS itself moves
+ * lastModified only for ACL changes, but it is the file's mtime here, which a change must
+ * move for make, rsync and backups; HSDS reads any later time. */
+static int domain_text(const struct commit_ctx *c, const char *path, json_t *dom, const char *root,
+                       char **text)
+{
+    if (!dom)
+        return domops_domain_json(c->ops, path, root, text);
+    if (json_object_set_new(dom, "root", json_string(root)) != 0 ||
+        (json_object_get(dom, "lastModified") &&
+         json_object_set_new(dom, "lastModified", json_real(clock_wall())) != 0))
+        return -ENOMEM;
+    return hjson_dumps(dom, text);
+}
+
+static int lost_to_another_writer(const struct journal_rec *rec, const char *now)
+{
+    log_error("%s: another writer changed the domain since this file was opened (it started "
+              "from %s, the domain is now %s): not committed",
+              rec->domain, *rec->base_root ? rec->base_root : "no domain", *now ? now : "deleted");
+    return -ESTALE;
+}
+
+/* The swap is conditional on the domain being the version the staged file started from; a
+ * put_if that loses to a change of something else in the object (or to our own put, landed
+ * though its answer was lost) is read again. */
+#define SWAP_TRIES 8
+
+/*
+ * A put_if that failed may have landed all the same: its reply was lost (a timeout or a
+ * dropped connection after the store took it). Collecting the new root then would delete the
+ * data of the domain as it now is, so the domain is read again: 0 when it names root, else
+ * the put's error; *in_doubt when that read failed too (nobody can say which root is live).
+ */
+static int landed_anyway(const struct commit_ctx *c, const char *key, const char *root, int put_rc,
+                         int *in_doubt)
+{
+    json_t *dom;
+    int rc = load_domain(c, key, &dom);
+    const char *named = rc == 0 ? hjson_text(json_object_get(dom, "root")) : NULL;
+    int landed = named && strcmp(named, root) == 0;
+    json_decref(dom);
+    if (landed)
+        log_warn("%s: the put failed (%s) but took effect: the domain names root %s", key,
+                 strerror(-put_rc), root);
+    *in_doubt = rc != 0 && rc != -ENOENT;
+    return landed ? 0 : put_rc;
+}
+
+/* One attempt: 0 (swapped), 1 (read again), or -errno. *old gets the root replaced. */
+static int swap_once(const struct commit_ctx *c, const struct journal_rec *rec, const char *key,
+                     const char *root, char old[SCHEMA_ID_BUF], int *in_doubt)
+{
+    struct store_stat now;
+    json_t *dom;
+    const char *named;
+    char *text = NULL;
+    int rc = read_domain(c, key, &now, &dom);
+    if (rc == 0)
+        rc = named_root(rec->domain, key, dom, &named);
+    if (rc == 0 && strcmp(named, root) == 0) {
+        snprintf(old, SCHEMA_ID_BUF, "%s", rec->base_root); /* ours landed */
+    } else if (rc == 0 && strcmp(named, rec->base_root) != 0) {
+        rc = lost_to_another_writer(rec, named);
+    } else if (rc == 0) {
+        snprintf(old, SCHEMA_ID_BUF, "%s", named);
+        rc = domain_text(c, rec->domain, dom, root, &text);
+        if (rc == 0)
+            rc = store_put_if(c->ops->store, key, text, strlen(text), dom ? now.etag : NULL);
+        if (rc < 0 && rc != -ESTALE && text)
+            rc = landed_anyway(c, key, root, rc, in_doubt);
+        rc = rc == -ESTALE ? 1 : rc;
+    }
+    free(text);
+    json_decref(dom);
+    return rc;
+}
+
+/* The one put that makes the new root the domain. *in_doubt: it failed, and whether it
+ * took effect is unknown. */
+static int swap_domain(const struct commit_ctx *c, const struct journal_rec *rec, const char *root,
+                       char old[SCHEMA_ID_BUF], int *in_doubt)
+{
+    char key[STORE_KEY_MAX + 1];
+    old[0] = '\0';
+    *in_doubt = 0;
+    int rc = schema_domain_key(rec->domain, key, sizeof key) == 0 ? 1 : -EINVAL;
+    for (int tries = 0; rc == 1 && tries < SWAP_TRIES; tries++)
+        rc = swap_once(c, rec, key, root, old, in_doubt);
+    if (rc == 1) {
+        log_error("%s: the domain object kept changing under the commit: not committed",
+                  rec->domain);
+        rc = -ESTALE;
+    }
+    ns_invalidate(c->ops->ns, rec->domain);
+    return rc;
+}
+
+/* The root the domain's .domain.json names now ("" when there is no domain): 0, or -errno
+ * when it cannot be read, and then nobody can tell whether a commit in doubt landed. */
+static int current_root(const struct commit_ctx *c, const char *path, char out[SCHEMA_ID_BUF])
+{
+    char key[STORE_KEY_MAX + 1];
+    json_t *dom;
+    out[0] = '\0';
+    if (schema_domain_key(path, key, sizeof key) != 0)
+        return -EINVAL;
+    int rc = load_domain(c, key, &dom);
+    if (rc == -ENOENT)
+        return 0;
+    if (rc != 0)
+        return rc;
+    const char *root = hjson_text(json_object_get(dom, "root"));
+    snprintf(out, SCHEMA_ID_BUF, "%s", root ? root : "");
+    json_decref(dom);
+    return 0;
+}
+
+/* A commit whose version was listed (its commit point) but whose swap did not happen: the
+ * swap now, as the commit would have done. 1 when the domain names the new root after it. */
+static int rolled_forward(const struct commit_ctx *c, const struct journal_rec *rec)
+{
+    char old[SCHEMA_ID_BUF];
+    int in_doubt = 0;
+    if (versions_listed(c->ops->store, rec->domain, rec->new_root) != 1)
+        return 0;
+    log_info("%s: the interrupted commit of root %s was listed as a version: finishing it",
+             rec->domain, rec->new_root);
+    return swap_domain(c, rec, rec->new_root, old, &in_doubt) == 0;
+}
+
+/* An interrupted or in-doubt new-root commit: finished when the swap happened (then rec is
+ * as after that commit: 1), else undone (0). -errno (logged) when the domain cannot be read
+ * to tell: nothing is collected, rec stays as it is. A versioned commit that was listed is
+ * finished (rolled forward) rather than undone. */
+static int settle_new_root(const struct commit_ctx *c, struct journal_rec *rec)
+{
+    char now[SCHEMA_ID_BUF];
+    int rc = current_root(c, rec->domain, now);
+    if (rc != 0) {
+        log_error("%s: whether the commit of root %s finished cannot be told (the domain "
+                  "cannot be read: %s): kept, settled later",
+                  rec->domain, rec->new_root, strerror(-rc));
+        return rc;
+    }
+    if (strcmp(now, rec->new_root) != 0 && rolled_forward(c, rec))
+        snprintf(now, sizeof now, "%s", rec->new_root);
+    if (strcmp(now, rec->new_root) == 0) {
+        if (strcmp(rec->base_root, rec->new_root) != 0)
+            collect(c, rec->base_root, rec->domain, rec->new_root);
+        log_info("%s: the interrupted commit of root %s had finished", rec->domain, now);
+        summarise(c, now);
+        snprintf(rec->base_root, sizeof rec->base_root, "%s", now);
+        rec->new_root[0] = '\0';
+        rec->mode = JOURNAL_CHANGE;
+        return 1;
+    }
+    log_info("%s: undoing the interrupted commit of root %s; committing again", rec->domain,
+             rec->new_root);
+    collect(c, rec->new_root, rec->domain, "");
+    rec->new_root[0] = '\0';
+    return 0;
+}
+
+/* Before the work of an ingest: is the domain still the version the staged file started
+ * from? 0, -ESTALE, or the store's -errno (the swap checks again, atomically). */
+static int check_base(const struct commit_ctx *c, const struct journal_rec *rec)
+{
+    char key[STORE_KEY_MAX + 1];
+    struct store_stat now;
+    json_t *dom;
+    const char *named;
+    if (schema_domain_key(rec->domain, key, sizeof key) != 0)
+        return -EINVAL;
+    int rc = read_domain(c, key, &now, &dom);
+    if (rc == 0)
+        rc = named_root(rec->domain, key, dom, &named);
+    if (rc == 0 && strcmp(named, rec->base_root) != 0)
+        rc = lost_to_another_writer(rec, named);
+    json_decref(dom);
+    return rc;
+}
+
+static struct ingest_config ingest_cfg(const struct commit_ctx *c)
+{
+    return (struct ingest_config){ .store = c->ops->store,
+                                   .workers = c->workers,
+                                   .link = c->link,
+                                   .bucket_name = c->bucket_name,
+                                   .on_stage = on_ingest_stage };
+}
+
+static void log_done(const struct journal_rec *rec, const struct ingest_stats *st)
+{
+    log_info("%s: committed (root %s): %llu groups, %llu datasets, %llu datatypes, "
+             "%llu chunks written (%llu copied raw, %llu all-fill left out), %llu chunks "
+             "copied in the store, %llu objects kept, %llu bytes, %llu objects stored "
+             "differently",
+             rec->domain, rec->base_root, (unsigned long long)st->groups,
+             (unsigned long long)st->datasets, (unsigned long long)st->datatypes,
+             (unsigned long long)st->chunks_written, (unsigned long long)st->chunks_raw,
+             (unsigned long long)st->chunks_fill, (unsigned long long)st->chunks_copied,
+             (unsigned long long)st->objects_kept, (unsigned long long)st->bytes_written,
+             (unsigned long long)st->changes);
+}
+
+/* With versions on, the ingested root kept as a version before anyone is shown it. 0 (kept,
+ * or a domain that cannot be kept yet: logged, committed without one) or -errno. */
+static int keep_version(const struct commit_ctx *c, const struct journal_rec *rec)
+{
+    char vroot[SCHEMA_ID_BUF] = "";
+    uint64_t n = 0;
+    struct versions_stats st = { 0 };
+    unsigned keep = 0;
+    if (!c->versions_for || !c->versions_for(c->link_ctx, rec->domain, &keep))
+        return 0;
+    struct versions_commit vc = { .store = c->ops->store,
+                                  .bucket_name = c->bucket_name,
+                                  .domain = rec->domain,
+                                  .root = rec->new_root,
+                                  .base_root = rec->base_root,
+                                  .user = c->ops->user,
+                                  .workers = c->workers,
+                                  .keep = keep,
+                                  .measure = c->measure_version,
+                                  .measure_ctx = c->link_ctx,
+                                  .pool_fresh_for = c->pool_fresh_for,
+                                  .stats = &st,
+                                  .crash_point = crash_point };
+    int rc = versions_commit(&vc, &n, vroot);
+    if (rc == 0)
+        log_info("%s: kept as version %llu (root %s): %llu chunks in the pool, %llu of them new "
+                 "(%llu copied in the store)",
+                 rec->domain, (unsigned long long)n, vroot, (unsigned long long)st.chunks_pooled,
+                 (unsigned long long)st.chunks_new, (unsigned long long)st.chunks_copied);
+    else if (rc != -EOPNOTSUPP && vroot[0])
+        collect(c, vroot, rec->domain, ""); /* not listed: nothing names it */
+    if (rc == 0 && keep > 0 && c->ops->versions_removed)
+        c->ops->versions_removed(c->ops->versions_ctx, rec->domain); /* expired ones, if any */
+    return rc == -EOPNOTSUPP ? 0 : rc;
+}
+
+/* A replacement by a byte copy of a kept version (restore.h): the new root is written from
+ * that version's root, no chunk stored again. 1 done, 0 not such a copy (ingest it), -errno. */
+static int restore_version(const struct commit_ctx *c, const struct journal_rec *rec,
+                           const char *staged, const struct ingest_base *base,
+                           const struct ingest_config *cfg)
+{
+    char vroot[SCHEMA_ID_BUF];
+    uint64_t n = 0;
+    unsigned keep = 0;
+    struct restore_stats st = { 0 };
+    if (base || cfg->link || !c->same_as_version || !c->versions_for ||
+        !c->versions_for(c->link_ctx, rec->domain, &keep))
+        return 0; /* an r+ change, a linked file, or no versions here */
+    int rc = restore_find(c->ops->store, rec->domain, staged, c->same_as_version, c->link_ctx, &n,
+                          vroot);
+    if (rc != 1)
+        return rc;
+    rc = restore_root(c->ops->store, c->bucket_name, rec->domain, vroot, rec->new_root, c->workers,
+                      &st);
+    if (rc != 0)
+        return rc == -EOPNOTSUPP ? -EIO : rc;
+    log_info("%s: restored from version %llu (root %s): %llu objects written, %llu chunks "
+             "copied from the pool, none taken from the file",
+             rec->domain, (unsigned long long)n, vroot, (unsigned long long)st.objects,
+             (unsigned long long)st.chunks_copied);
+    return 1;
+}
+
+/* A new root for the staged file, then the swap: the one put that makes it the domain. */
+static int commit_new_root(const struct commit_ctx *c, struct journal_rec *rec, const char *staged,
+                           const struct ingest_base *base, int *file_kept)
+{
+    struct ingest_config cfg = ingest_cfg(c);
+    struct ingest_stats st = { 0 };
+    cfg.keep_file = file_kept != NULL;
+    if (c->link_for)
+        cfg.link = c->link_for(c->link_ctx, rec->domain, c->link);
+    char old[SCHEMA_ID_BUF];
+    int in_doubt = 0, rc = 0;
+    /* an earlier try of this record whose swap was in doubt: settled first, as recovery would
+     * (a landed swap is this commit's base now; an undone one is collected) */
+    if (rec->state == JOURNAL_COMMITTING && *rec->new_root)
+        rc = settle_new_root(c, rec);
+    if (rc < 0)
+        return rc;
+    rc = check_base(c, rec);
+    if (rc == 0 && base && base->written_chunks_unchanged)
+        rc = base->written_chunks_unchanged(base->ctx); /* HSDS rewrites chunks in place */
+    if (rc == 0)
+        rc = ingest_new_root_id_for(rec->base_root, rec->new_root);
+    if (rc == 0)
+        rc = set_state(c, rec, JOURNAL_COMMITTING);
+    if (rc == -ENOSPC || rc == -EDQUOT) {
+        /* A full cache directory must not keep a whole staged file from becoming the domain
+         * (and then from freeing its space): the record only lets a crash collect the root. */
+        log_warn("%s: committing without its journal record: a crash during this commit "
+                 "would leave root %s in the bucket, named by nothing",
+                 rec->domain, rec->new_root);
+        rc = 0;
+    }
+    if (rc != 0)
+        return rc;
+    crash_point("committing");
+    double t0 = clock_monotonic();
+    rc = restore_version(c, rec, staged, base, &cfg);
+    if (rc == 0)
+        rc = ingest_new(&cfg, staged, rec->domain, rec->new_root, base, &st);
+    else if (rc == 1)
+        rc = 0;
+    if (file_kept)
+        *file_kept = st.file_kept;
+    double t1 = clock_monotonic();
+    if (rc == 0)
+        rc = store_sync(c->ops->store); /* every object durable before it is named */
+    log_debug("%s: ingest %.3f s, sync %.3f s", rec->domain, t1 - t0, clock_monotonic() - t1);
+    if (rc == 0)
+        rc = keep_version(c, rec);
+    if (rc == 0)
+        rc = swap_domain(c, rec, rec->new_root, old, &in_doubt);
+    if (rc != 0 && in_doubt) {
+        /* the domain may name the new root: the record stays COMMITTING, so that recovery
+         * finishes or undoes the commit once the domain can be read */
+        log_error("%s: whether the domain now names root %s cannot be told: kept for "
+                  "recovery at the next mount",
+                  rec->domain, rec->new_root);
+        return rc;
+    }
+    if (rc != 0) {
+        collect(c, rec->new_root, rec->domain, ""); /* never named by a .domain.json */
+        rec->new_root[0] = '\0';
+        set_state(c, rec, JOURNAL_DIRTY);
+        return rc;
+    }
+    crash_point("domain");
+    collect(c, old, rec->domain, rec->new_root); /* before the record is CLEAN */
+    snprintf(rec->base_root, sizeof rec->base_root, "%s", rec->new_root);
+    rec->new_root[0] = '\0';
+    rec->mode = JOURNAL_CHANGE;
+    log_done(rec, &st);
+    set_state(c, rec, JOURNAL_CLEAN); /* a lost record only means one idempotent rerun */
+    summarise(c, rec->base_root);
+    return 0;
+}
+
+int commit_staged(const struct commit_ctx *c, struct journal_rec *rec,
+                  const struct ingest_base *base, int *file_kept)
+{
+    char *staged = journal_staged_path(c->journal, rec);
+    if (!staged)
+        return -ENOMEM;
+    int rc = commit_new_root(c, rec, staged, base, file_kept);
+    if (rc != 0 && rc != -ESTALE) /* a lost race is logged where it is found, never retried */
+        log_error("%s: commit of the staged file %s failed: %s (kept; retried at the next "
+                  "flush or mount)",
+                  rec->domain, staged, strerror(-rc));
+    free(staged);
+    return rc;
+}
+
+/* ---- recovery ---- */
+
+static int recover_one(const struct commit_ctx *c, struct journal_rec *rec)
+{
+    if (rec->state == JOURNAL_CLEAN)
+        return 0;
+    if (rec->state == JOURNAL_COMMITTING && *rec->new_root) {
+        int settled = settle_new_root(c, rec);
+        if (settled != 0)
+            return settled < 0 ? settled : 0;
+    }
+    struct ingest_base *base = NULL;
+    int rc = rec->mode == JOURNAL_CHANGE && c->recover_base
+                 ? c->recover_base(c->base_ctx, rec, &base)
+                 : 0;
+    int kept = 0; /* the staged file is only removed after this: it may become an object */
+    if (rc == 0)
+        rc = commit_staged(c, rec, base, &kept);
+    if (base)
+        c->release_base(c->base_ctx, base);
+    return rc;
+}
+
+/* Earlier versions accepted names the bucket reserves at create and kept the staged file after
+ * its commit failed (or wrote /db into HSDS's object tree). Such a file can never become a
+ * domain: its bytes go to rejected/ once, instead of a commit at every mount. 0 or -errno. */
+static int reject_reserved_name(const struct commit_ctx *c, const struct journal_rec *rec,
+                                const char *why)
+{
+    char now[SCHEMA_ID_BUF], *kept = NULL;
+    if (rec->state == JOURNAL_COMMITTING && *rec->new_root &&
+        current_root(c, rec->domain, now) == 0 && strcmp(now, rec->new_root) != 0)
+        collect(c, rec->new_root, rec->domain, ""); /* interrupted: nothing names it */
+    int rc = journal_reject(c->journal, rec, &kept);
+    if (rc == 0)
+        log_error("%s: staged under a name the bucket reserves (%s): not committed; the bytes "
+                  "are kept as %s",
+                  rec->domain, why, kept ? kept : "(unknown)");
+    free(kept);
+    return rc;
+}
+
+/* A cache_dir can hold records of other buckets (one -o cache_dir given to mounts of different
+ * buckets in turn): those wait for their own bucket's mount. A record naming no bucket was
+ * written before records named one, so its bucket is unknown: it waits too, for the user. */
+static int is_this_buckets(const struct commit_ctx *c, const struct journal_rec *rec)
+{
+    if (journal_rec_is_ours(c->journal, rec))
+        return 1;
+    if (rec->bucket) {
+        log_warn("journal record %s (%s) is for bucket %s, not this one: kept for a mount of "
+                 "that bucket",
+                 rec->name, rec->domain, rec->bucket);
+        return 0;
+    }
+    char *staged = journal_staged_path(c->journal, rec);
+    log_warn("journal record %s (%s) names no bucket (an older h5osfs wrote it): not committed; "
+             "its staged bytes stay in %s",
+             rec->name, rec->domain, staged ? staged : "staging/");
+    free(staged);
+    return 0;
+}
+
+size_t commit_recover(const struct commit_ctx *c)
+{
+    struct journal_rec *recs;
+    size_t n, left = 0;
+    if (journal_list(c->journal, &recs, &n) != 0) {
+        log_error("the journal cannot be read: staged files are not recovered");
+        return 0;
+    }
+    for (size_t i = 0; i < n; i++) {
+        struct journal_rec *rec = &recs[i];
+        const char *why;
+        if (!is_this_buckets(c, rec))
+            continue;
+        if (rec->state != JOURNAL_CLEAN && schema_domain_path_allowed(rec->domain, &why) != 0) {
+            left += reject_reserved_name(c, rec, why) != 0;
+            continue;
+        }
+        int rc = recover_one(c, rec);
+        char *kept = NULL;
+        if (rc == 0) {
+            journal_remove(c->journal, rec);
+        } else if (rc == -EINVAL && journal_reject(c->journal, rec, &kept) == 0) {
+            log_error("%s: the staged bytes are not an HDF5 file: kept as %s", rec->domain,
+                      kept ? kept : "(unknown)");
+        } else if (rc == -ESTALE && rec->mode != JOURNAL_CHANGE &&
+                   journal_reject(c->journal, rec, &kept) == 0) {
+            log_error("%s: the staged file lost to another writer's change: kept as %s",
+                      rec->domain, kept ? kept : "(unknown)");
+        } else {
+            left++;
+        }
+        free(kept);
+    }
+    journal_recs_free(recs, n);
+    return left;
+}

@@ -1,0 +1,879 @@
+/* versions: a new root kept as a version; see include/h5osfs/versions.h. */
+#include "h5osfs/commit/versions.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <jansson.h>
+#include <openssl/evp.h>
+#include <openssl/rand.h>
+
+#include "h5osfs/util/clock.h"
+#include "h5osfs/h5json/h5type.h"
+#include "h5osfs/schema/hjson.h"
+#include "h5osfs/util/log.h"
+#include "h5osfs/util/pfor.h"
+#include "h5osfs/schema/vlist.h"
+#include "h5osfs/domops/vnames.h"
+
+#define CHUNK_MAX (1ull << 31)       /* table sizes are I32 (spec §8.3) */
+#define TABLE_ENTRIES_MAX (1u << 20) /* one table chunk, < refs.c's 256 MiB per chunk */
+#define URI_LEN 128                  /* fixed-length ASCII file_uri field */
+#define ENTRY_BYTES (8 + 4 + URI_LEN)
+#define JSON_MAX (64u << 20)
+#define LIST_TRIES 16
+#define PREFIX_LEN 17 /* "A-B" of an id: the root's directory under db/ */
+
+/* ---- the keys of the new root ---- */
+
+struct key_set {
+    char **keys;
+    size_t n, cap;
+};
+
+static int collect_key(void *ctx, const char *key, const struct store_stat *st)
+{
+    (void)st;
+    struct key_set *s = ctx;
+    if (s->n == s->cap) {
+        size_t cap = s->cap ? s->cap * 2 : 256;
+        char **k = realloc(s->keys, cap * sizeof *k);
+        if (!k)
+            return -ENOMEM;
+        s->keys = k;
+        s->cap = cap;
+    }
+    return (s->keys[s->n] = strdup(key)) ? (s->n++, 0) : -ENOMEM;
+}
+
+static void key_set_free(struct key_set *s)
+{
+    for (size_t i = 0; i < s->n; i++)
+        free(s->keys[i]);
+    free(s->keys);
+}
+
+static int ends_with(const char *s, const char *tail)
+{
+    size_t a = strlen(s), b = strlen(tail);
+    return a >= b && strcmp(s + a - b, tail) == 0;
+}
+
+/* ---- ids ---- */
+
+static int mint_root(char out[SCHEMA_ID_BUF])
+{
+    static const char hex[] = "0123456789abcdef";
+    unsigned char r[8];
+    char d[33];
+    if (RAND_bytes(r, sizeof r) != 1)
+        return -EIO;
+    for (int i = 0; i < 8; i++) {
+        d[2 * i] = hex[r[i] >> 4];
+        d[2 * i + 1] = hex[r[i] & 15];
+    }
+    for (int i = 0; i < 16; i++)
+        d[16 + i] = (char)schema_hex_rot(d[i]);
+    d[32] = '\0';
+    snprintf(out, SCHEMA_ID_BUF, "g-%.8s-%.8s-%.4s-%.6s-%.6s", d, d + 8, d + 16, d + 20, d + 26);
+    return 0;
+}
+
+/* A new dataset id under root vroot (its chunk table). */
+static int mint_dataset(const char *vroot, char out[SCHEMA_ID_BUF])
+{
+    char r[SCHEMA_ID_BUF];
+    if (mint_root(r) != 0)
+        return -EIO;
+    /* random digits 16-31 of r, digits 0-15 of vroot (spec §1.2) */
+    snprintf(out, SCHEMA_ID_BUF, "d-%.17s-%s", vroot + 2, r + 20);
+    return 0;
+}
+
+/* text with every id of root moved under vroot: the root id itself, and the A-B prefix that
+ * every other object of the root shares (suffixes kept, as ingest_base_identify does). */
+static char *moved(const char *text, size_t len, const char *root, const char *vroot)
+{
+    char *out = malloc(len + 1);
+    if (!out)
+        return NULL;
+    memcpy(out, text, len);
+    out[len] = '\0';
+    for (char *p = out; (p = strstr(p, root)) != NULL; p += strlen(root))
+        memcpy(p, vroot, strlen(vroot)); /* ids have one length: in place */
+    char from[PREFIX_LEN + 1], to[PREFIX_LEN + 1];
+    memcpy(from, root + 2, PREFIX_LEN);
+    from[PREFIX_LEN] = '\0';
+    memcpy(to, vroot + 2, PREFIX_LEN);
+    to[PREFIX_LEN] = '\0';
+    for (char *p = out; (p = strstr(p, from)) != NULL; p += PREFIX_LEN)
+        memcpy(p, to, PREFIX_LEN);
+    return out;
+}
+
+/* The same on bytes (a reference dataset's chunk: ids of fixed length, in place). */
+static void move_ids_in_place(unsigned char *data, size_t len, const char *root, const char *vroot)
+{
+    const size_t id_len = strlen(root);
+    for (unsigned char *p = data, *end = data + len;
+         (p = memmem(p, (size_t)(end - p), root, id_len)) != NULL; p += id_len)
+        memcpy(p, vroot, id_len);
+    for (unsigned char *p = data, *end = data + len;
+         (p = memmem(p, (size_t)(end - p), root + 2, PREFIX_LEN)) != NULL; p += PREFIX_LEN)
+        memcpy(p, vroot + 2, PREFIX_LEN);
+}
+
+/* The key of the same object under vroot: db/<A-B of root>/rest -> db/<A-B of vroot>/rest. */
+static void moved_key(const char *key, const char *vroot, char *out, size_t len)
+{
+    snprintf(out, len, "db/%.17s%s", vroot + 2, key + 3 + PREFIX_LEN);
+}
+
+/* ---- sealing chunks into the pool ---- */
+
+struct sealed {
+    char *key;     /* the chunk's key under the new root */
+    uint64_t *idx; /* its index (rank numbers) */
+    char uri[URI_LEN];
+    uint64_t size;
+    int rc;
+    int fresh, copied; /* stored now; by a copy in the store */
+};
+
+struct seal_job {
+    const struct versions_commit *vc;
+    const char *pool;
+    struct sealed *chunks;
+};
+
+static int md5_hex(const void *data, size_t len, char out[33])
+{
+    static const char hex[] = "0123456789abcdef";
+    unsigned char md[EVP_MAX_MD_SIZE];
+    unsigned md_len = 0;
+    if (EVP_Digest(data, len, md, &md_len, EVP_md5(), NULL) != 1 || md_len != 16)
+        return -EIO;
+    for (int i = 0; i < 16; i++) {
+        out[2 * i] = hex[md[i] >> 4];
+        out[2 * i + 1] = hex[md[i] & 15];
+    }
+    out[32] = '\0';
+    return 0;
+}
+
+/* 1 if etag is 32 lowercase hex digits: a single-part S3 object's MD5 (a local bucket's etags
+ * are longer, multipart ones have a "-N"). An S3 server whose ETag is not the MD5 (AWS with
+ * SSE-KMS) gives unique ones instead: then equal chunks are not shared, never wrongly so. */
+static int etag_is_md5(const char *etag)
+{
+    size_t n = strlen(etag);
+    for (size_t i = 0; n == 32 && i < n; i++)
+        if (!((etag[i] >= '0' && etag[i] <= '9') || (etag[i] >= 'a' && etag[i] <= 'f')))
+            return 0;
+    return n == 32;
+}
+
+/* Must the pool object at key be written? Yes when it is absent (*absent), and when it is
+ * older than pool_fresh_for: written again (same bytes), it is new to a concurrent sweep of
+ * the pool (sweep.h), which deletes only objects older than its grace period. */
+static int must_write(struct seal_job *j, const char *key, int *absent)
+{
+    struct store_stat st;
+    *absent = store_head(j->vc->store, key, &st) != 0;
+    return *absent ||
+           (j->vc->pool_fresh_for > 0 && st.mtime < clock_wall() - j->vc->pool_fresh_for);
+}
+
+/* Into the pool by CopyObject, keyed by the chunk's listed MD5: no byte crosses the wire. 0,
+ * or 1 when the etag is no MD5 (the bytes must be read). */
+static int seal_by_etag(struct seal_job *j, struct sealed *s, char *key, size_t key_len)
+{
+    struct store_stat st;
+    int absent;
+    int rc = store_head(j->vc->store, s->key, &st);
+    if (rc != 0)
+        return rc;
+    if (!etag_is_md5(st.etag))
+        return 1;
+    if (st.size >= CHUNK_MAX)
+        return -EOPNOTSUPP;
+    rc = schema_pool_key(j->pool, st.etag, key, key_len);
+    if (rc == 0 && must_write(j, key, &absent)) {
+        rc = store_copy(j->vc->store, s->key, key);
+        s->fresh = s->copied = absent;
+    }
+    s->size = st.size;
+    return rc;
+}
+
+/* By the bytes: read, hash, put (an object already there has these bytes). A local bucket's
+ * copy is a hard link, which HSDS's in-place chunk writes would change with the chunk. */
+static int seal_by_bytes(struct seal_job *j, struct sealed *s, char *key, size_t key_len)
+{
+    struct store_buf buf = { 0 };
+    char md5[33];
+    int absent;
+    int rc = store_get(j->vc->store, s->key, CHUNK_MAX - 1, &buf);
+    if (rc == 0)
+        rc = md5_hex(buf.data, buf.len, md5);
+    if (rc == 0)
+        rc = schema_pool_key(j->pool, md5, key, key_len);
+    if (rc == 0 && must_write(j, key, &absent)) {
+        rc = store_put_lazy(j->vc->store, key, buf.data, buf.len);
+        s->fresh = absent;
+    }
+    s->size = buf.len;
+    store_buf_free(&buf);
+    return rc == -EFBIG ? -EOPNOTSUPP : rc;
+}
+
+/* One chunk into the pool, at the key its MD5 names (content addressed: written once). */
+static void seal_one(void *ctx, size_t i)
+{
+    struct seal_job *j = ctx;
+    struct sealed *s = &j->chunks[i];
+    char key[STORE_KEY_MAX + 1];
+    int rc = seal_by_etag(j, s, key, sizeof key);
+    if (rc == 1)
+        rc = seal_by_bytes(j, s, key, sizeof key);
+    if (rc == 0 && snprintf(s->uri, sizeof s->uri, "%s/%s", j->vc->bucket_name, key) >= URI_LEN)
+        rc = -ENAMETOOLONG;
+    s->rc = rc;
+}
+
+/* ---- one dataset ---- */
+
+struct dataset_ctx {
+    const struct versions_commit *vc;
+    const char *pool, *vroot;
+    const struct key_set *keys;
+};
+
+static int json_dims(const json_t *arr, uint64_t *out, int *rank)
+{
+    size_t i;
+    json_t *v;
+    if (!json_is_array(arr) || json_array_size(arr) == 0 || json_array_size(arr) > 32)
+        return -EINVAL;
+    json_array_foreach(arr, i, v)
+    {
+        if (!json_is_integer(v) || json_integer_value(v) < 0)
+            return -EINVAL;
+        out[i] = (uint64_t)json_integer_value(v);
+    }
+    *rank = (int)json_array_size(arr);
+    return 0;
+}
+
+/* Plain chunked, simple shape, fixed-size type: its chunks can live in the pool. */
+static int poolable(const json_t *doc)
+{
+    const json_t *lay = json_object_get(doc, "layout");
+    const json_t *clay = json_object_get(json_object_get(doc, "creationProperties"), "layout");
+    const char *cls = hjson_text(json_object_get(lay, "class"));
+    const char *ccls = clay ? hjson_text(json_object_get(clay, "class")) : "H5D_CHUNKED";
+    const char *shape = hjson_text(json_object_get(json_object_get(doc, "shape"), "class"));
+    return cls && strcmp(cls, "H5D_CHUNKED") == 0 && ccls && strcmp(ccls, "H5D_CHUNKED") == 0 &&
+           shape && strcmp(shape, "H5S_SIMPLE") == 0 &&
+           !(h5type_traits(json_object_get(doc, "type")) & (H5TYPE_HAS_VLEN | H5TYPE_HAS_REF));
+}
+
+static int is_reference_layout(const json_t *doc)
+{
+    const json_t *clay = json_object_get(json_object_get(doc, "creationProperties"), "layout");
+    const char *ccls = hjson_text(json_object_get(clay, "class"));
+    return ccls && strstr(ccls, "_REF") != NULL;
+}
+
+/* The index "i_j_k" at the end of a chunk key. */
+static int chunk_index(const char *key, int rank, uint64_t *idx)
+{
+    const char *p = strrchr(key, '/');
+    p = p ? p + 1 : key;
+    for (int k = 0; k < rank; k++) {
+        char *end;
+        if (*p < '0' || *p > '9')
+            return -EINVAL;
+        idx[k] = strtoull(p, &end, 10);
+        if (*end != (k == rank - 1 ? '\0' : '_'))
+            return -EINVAL;
+        p = end + 1;
+    }
+    return 0;
+}
+
+static void put_entry(unsigned char *e, uint64_t size, const char *uri)
+{
+    memset(e, 0, ENTRY_BYTES);
+    for (int i = 0; i < 4; i++)
+        e[8 + i] = (unsigned char)(size >> (8 * i)); /* offset 0, I64LE; size I32LE */
+    memcpy(e + 12, uri, strnlen(uri, URI_LEN - 1));
+}
+
+static json_t *table_json(const char *tid, const char *vroot, const uint64_t *grid, int rank)
+{
+    char text[2048];
+    int n = snprintf(text, sizeof text,
+                     "{\"id\": \"%s\", \"root\": \"%s\", \"type\": {\"class\": \"H5T_COMPOUND\", "
+                     "\"fields\": [{\"name\": \"offset\", \"type\": {\"class\": \"H5T_INTEGER\", "
+                     "\"base\": \"H5T_STD_I64LE\"}}, {\"name\": \"size\", \"type\": {\"class\": "
+                     "\"H5T_INTEGER\", \"base\": \"H5T_STD_I32LE\"}}, {\"name\": \"file_uri\", "
+                     "\"type\": {\"class\": \"H5T_STRING\", \"charSet\": \"H5T_CSET_ASCII\", "
+                     "\"strPad\": \"H5T_STR_NULLPAD\", \"length\": %d}}]}, \"attributes\": {}, "
+                     "\"creationProperties\": {}}",
+                     tid, vroot, URI_LEN);
+    json_t *doc = n > 0 && (size_t)n < sizeof text ? json_loads(text, 0, NULL) : NULL;
+    json_t *dims = json_array(), *shape = json_object(), *lay = json_object();
+    for (int k = 0; dims && k < rank; k++)
+        json_array_append_new(dims, json_integer((json_int_t)grid[k]));
+    if (!doc || !dims || !shape || !lay ||
+        json_object_set_new(shape, "class", json_string("H5S_SIMPLE")) != 0 ||
+        json_object_set(shape, "dims", dims) != 0 || json_object_set(shape, "maxdims", dims) != 0 ||
+        json_object_set_new(lay, "class", json_string("H5D_CHUNKED")) != 0 ||
+        json_object_set(lay, "dims", dims) != 0 || json_object_set(doc, "shape", shape) != 0 ||
+        json_object_set(doc, "layout", lay) != 0 ||
+        json_object_set_new(doc, "created", json_real(clock_wall())) != 0 ||
+        json_object_set_new(doc, "lastModified", json_real(clock_wall())) != 0) {
+        json_decref(doc);
+        doc = NULL;
+    }
+    json_decref(dims);
+    json_decref(shape);
+    json_decref(lay);
+    return doc;
+}
+
+static int put_json(struct store *st, const char *key, const json_t *doc)
+{
+    char *text = NULL;
+    int rc = hjson_dumps(doc, &text);
+    if (rc == 0)
+        rc = store_put_new(st, key, text, strlen(text));
+    free(text);
+    return rc;
+}
+
+/* The chunk table over sealed chunks, put under vroot; its id into tid. */
+static int put_table(const struct dataset_ctx *d, const uint64_t *grid, int rank,
+                     struct sealed *chunks, size_t n, char tid[SCHEMA_ID_BUF])
+{
+    char key[STORE_KEY_MAX + 1], absent[URI_LEN];
+    uint64_t entries = 1, zero[32] = { 0 };
+    for (int k = 0; k < rank; k++)
+        entries *= grid[k];
+    if (entries > TABLE_ENTRIES_MAX)
+        return -EOPNOTSUPP;
+    unsigned char *table = malloc(entries * ENTRY_BYTES);
+    if (!table)
+        return -ENOMEM;
+    snprintf(absent, sizeof absent, "%s/db/%.17s/c/0", d->vc->bucket_name, d->pool + 2);
+    for (uint64_t e = 0; e < entries; e++)
+        put_entry(table + e * ENTRY_BYTES, 0, absent); /* fill: a non-empty URI (spec §12) */
+    for (size_t i = 0; i < n; i++) {
+        uint64_t lin = 0;
+        for (int k = 0; k < rank; k++)
+            lin = lin * grid[k] + chunks[i].idx[k];
+        put_entry(table + lin * ENTRY_BYTES, chunks[i].size, chunks[i].uri);
+    }
+    json_t *doc = NULL;
+    int rc = mint_dataset(d->vroot, tid);
+    if (rc == 0)
+        rc = schema_chunk_key(tid, zero, rank, -1, key, sizeof key);
+    if (rc == 0)
+        rc = store_put_new(d->vc->store, key, table, entries * ENTRY_BYTES);
+    if (rc == 0 && !(doc = table_json(tid, d->vroot, grid, rank)))
+        rc = -ENOMEM;
+    if (rc == 0)
+        rc = schema_obj_key(tid, key, sizeof key);
+    if (rc == 0)
+        rc = put_json(d->vc->store, key, doc);
+    json_decref(doc);
+    free(table);
+    return rc;
+}
+
+/* The chunk keys of the dataset whose JSON is at json_key (same directory, partitions too). */
+static int chunks_of(const struct dataset_ctx *d, const char *json_key, int rank,
+                     struct sealed **out, size_t *n)
+{
+    size_t dir_len = strlen(json_key) - strlen(".dataset.json");
+    *out = NULL;
+    *n = 0;
+    for (size_t i = 0; i < d->keys->n; i++) {
+        const char *k = d->keys->keys[i];
+        if (strncmp(k, json_key, dir_len) != 0 || ends_with(k, ".json"))
+            continue;
+        struct sealed *grown = realloc(*out, (*n + 1) * sizeof *grown);
+        if (!grown)
+            return -ENOMEM;
+        *out = grown;
+        memset(&grown[*n], 0, sizeof *grown);
+        grown[*n].key = (char *)k;
+        if (!(grown[*n].idx = calloc((size_t)rank, sizeof(uint64_t))))
+            return -ENOMEM;
+        (*n)++;
+        if (chunk_index(k, rank, grown[*n - 1].idx) != 0)
+            return -EOPNOTSUPP;
+    }
+    return 0;
+}
+
+static void sealed_free(struct sealed *s, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        free(s[i].idx);
+    free(s);
+}
+
+static int set_ref_layout(json_t *doc, const char *tid, const char *pool)
+{
+    json_t *cprops = json_object_get(doc, "creationProperties");
+    json_t *lay = json_object(), *own = json_object();
+    if (!cprops && json_object_set_new(doc, "creationProperties", cprops = json_object()) != 0)
+        cprops = NULL;
+    int rc = cprops && lay && own ? 0 : -ENOMEM;
+    if (rc == 0 &&
+        (json_object_set_new(lay, "class", json_string("H5D_CHUNKED_REF_INDIRECT")) != 0 ||
+         json_object_set(lay, "dims", json_object_get(json_object_get(doc, "layout"), "dims")) !=
+             0 ||
+         json_object_set_new(lay, "chunk_table", json_string(tid)) != 0 ||
+         json_object_set_new(own, "pool", json_string(pool)) != 0 ||
+         json_object_set(lay, "h5osfs", own) != 0 || json_object_set(cprops, "layout", lay) != 0))
+        rc = -ENOMEM;
+    json_decref(lay);
+    json_decref(own);
+    return rc;
+}
+
+/* A fixed-size dataset: chunks sealed, a table, the JSON with the table layout. */
+static int pooled_dataset(const struct dataset_ctx *d, const char *json_key, json_t *doc,
+                          const char *vkey)
+{
+    uint64_t dims[32], cdims[32], grid[32];
+    int rank = 0, crank = 0;
+    struct sealed *chunks = NULL;
+    size_t n = 0;
+    char tid[SCHEMA_ID_BUF];
+    if (json_dims(json_object_get(json_object_get(doc, "shape"), "dims"), dims, &rank) != 0 ||
+        json_dims(json_object_get(json_object_get(doc, "layout"), "dims"), cdims, &crank) != 0 ||
+        rank != crank)
+        return -EOPNOTSUPP;
+    for (int k = 0; k < rank; k++) {
+        if (cdims[k] == 0)
+            return -EOPNOTSUPP;
+        grid[k] = dims[k] ? (dims[k] + cdims[k] - 1) / cdims[k] : 1;
+    }
+    int rc = chunks_of(d, json_key, rank, &chunks, &n);
+    struct seal_job job = { d->vc, d->pool, chunks };
+    if (rc == 0)
+        pfor(n, d->vc->workers ? d->vc->workers : 1, seal_one, &job);
+    for (size_t i = 0; rc == 0 && i < n; i++) {
+        rc = chunks[i].rc;
+        if (d->vc->stats) {
+            d->vc->stats->chunks_pooled++;
+            d->vc->stats->chunks_new += (uint64_t)chunks[i].fresh;
+            d->vc->stats->chunks_copied += (uint64_t)chunks[i].copied;
+        }
+        for (int k = 0; rc == 0 && k < rank; k++)
+            if (chunks[i].idx[k] >= grid[k])
+                rc = -EOPNOTSUPP;
+    }
+    if (rc == 0)
+        rc = put_table(d, grid, rank, chunks, n, tid);
+    if (rc == 0)
+        rc = set_ref_layout(doc, tid, d->pool);
+    if (rc == 0)
+        rc = put_json(d->vc->store, vkey, doc);
+    sealed_free(chunks, n);
+    return rc;
+}
+
+/* A chunk of object references names objects of the root: the version's copy must name
+ * the version's (spec §4). Only unfiltered chunks can be edited as bytes. */
+static int copy_reference_chunk(const struct dataset_ctx *d, const char *key, const char *dst)
+{
+    struct store_buf buf = { 0 };
+    int rc = store_get(d->vc->store, key, CHUNK_MAX - 1, &buf);
+    if (rc == 0) {
+        move_ids_in_place(buf.data, buf.len, d->vc->root, d->vroot);
+        rc = store_put_new(d->vc->store, dst, buf.data, buf.len);
+    }
+    store_buf_free(&buf);
+    return rc;
+}
+
+static int has_filters(const json_t *doc)
+{
+    const json_t *f = json_object_get(json_object_get(doc, "creationProperties"), "filters");
+    return json_is_array(f) && json_array_size(f) > 0;
+}
+
+/* Any other dataset: its chunks copied under V, its JSON as it is (ids moved). */
+static int copied_dataset(const struct dataset_ctx *d, const char *json_key, const json_t *doc,
+                          const char *text, const char *vkey)
+{
+    size_t dir_len = strlen(json_key) - strlen(".dataset.json");
+    char dst[STORE_KEY_MAX + 1];
+    int refs = (h5type_traits(json_object_get(doc, "type")) & H5TYPE_HAS_REF) != 0;
+    int rc = refs && has_filters(doc) ? -EOPNOTSUPP : 0;
+    for (size_t i = 0; rc == 0 && i < d->keys->n; i++) {
+        const char *k = d->keys->keys[i];
+        if (strncmp(k, json_key, dir_len) != 0 || ends_with(k, ".json"))
+            continue;
+        moved_key(k, d->vroot, dst, sizeof dst);
+        rc = refs ? copy_reference_chunk(d, k, dst) : store_copy(d->vc->store, k, dst);
+    }
+    return rc == 0 ? store_put_new(d->vc->store, vkey, text, strlen(text)) : rc;
+}
+
+static int version_object(const struct dataset_ctx *d, const char *key)
+{
+    struct store_buf buf = { 0 };
+    char vkey[STORE_KEY_MAX + 1], why[200];
+    int rc = store_get(d->vc->store, key, JSON_MAX, &buf);
+    char *text = rc == 0 ? moved((const char *)buf.data, buf.len, d->vc->root, d->vroot) : NULL;
+    store_buf_free(&buf);
+    if (rc != 0 || !text)
+        return rc ? rc : -ENOMEM;
+    moved_key(key, d->vroot, vkey, sizeof vkey);
+    if (!ends_with(key, "/.dataset.json")) {
+        rc = store_put_new(d->vc->store, vkey, text, strlen(text));
+        free(text);
+        return rc;
+    }
+    json_t *doc = hjson_loadb(text, strlen(text), why, sizeof why);
+    if (!doc)
+        rc = -EIO;
+    else if (is_reference_layout(doc))
+        rc = -EOPNOTSUPP; /* linked data: the file is not in the pool yet */
+    else if (poolable(doc))
+        rc = pooled_dataset(d, key, doc, vkey);
+    else
+        rc = copied_dataset(d, key, doc, text, vkey);
+    json_decref(doc);
+    free(text);
+    return rc;
+}
+
+/* V's objects, the root group last: nothing names V before the list does anyway. */
+static int write_version_root(const struct versions_commit *vc, const char *pool, const char *vroot)
+{
+    struct key_set keys = { 0 };
+    char prefix[32];
+    snprintf(prefix, sizeof prefix, "db/%.17s/", vc->root + 2);
+    int rc = store_list_keys(vc->store, prefix, collect_key, &keys);
+    struct dataset_ctx d = { vc, pool, vroot, &keys };
+    const char *root_group = NULL;
+    for (size_t i = 0; rc == 0 && i < keys.n; i++) {
+        const char *k = keys.keys[i];
+        if (strcmp(k + strlen(prefix), ".group.json") == 0)
+            root_group = k;
+        else if (ends_with(k, "/.group.json") || ends_with(k, "/.dataset.json") ||
+                 ends_with(k, "/.datatype.json"))
+            rc = version_object(&d, k);
+        else if (strcmp(k + strlen(prefix), ".h5osfs-file") == 0)
+            rc = -EOPNOTSUPP;
+    }
+    if (rc == 0 && !root_group)
+        rc = -EIO;
+    if (rc == 0)
+        rc = version_object(&d, root_group);
+    if (rc == 0)
+        rc = store_sync(vc->store);
+    key_set_free(&keys);
+    return rc;
+}
+
+/* ---- the names: folders, the version's domain object, the list ---- */
+
+static json_t *read_only_domain(const char *user, const char *root, uint64_t n)
+{
+    static const char *const rights[] = { "create", "read",    "update",
+                                          "delete", "readACL", "updateACL" };
+    json_t *doc = json_object(), *acls = json_object(), *mine = json_object();
+    int bad = !doc || !acls || !mine;
+    for (size_t i = 0; !bad && i < 6; i++)
+        bad = json_object_set_new(mine, rights[i],
+                                  json_boolean(strcmp(rights[i], "read") == 0 ||
+                                               strcmp(rights[i], "readACL") == 0)) != 0;
+    if (!bad && root)
+        bad = json_object_set_new(doc, "root", json_string(root)) != 0;
+    if (!bad)
+        bad = json_object_set_new(doc, "owner", json_string(user)) != 0 ||
+              json_object_set(acls, user, mine) != 0 || json_object_set(doc, "acls", acls) != 0 ||
+              json_object_set_new(doc, "created", json_real(clock_wall())) != 0 ||
+              json_object_set_new(doc, "lastModified", json_real(clock_wall())) != 0;
+    if (!bad && n > 0) {
+        json_t *own = json_pack("{sI}", "version", (json_int_t)n);
+        bad = !own || json_object_set_new(doc, SCHEMA_H5OSFS_MEMBER, own) != 0;
+    }
+    json_decref(acls);
+    json_decref(mine);
+    if (bad) {
+        json_decref(doc);
+        return NULL;
+    }
+    return doc;
+}
+
+/* HSDS lists domains through folders: DIR/.versions/ and DIR/.versions/NAME/, made once. */
+static int put_folder_once(const struct versions_commit *vc, const char *path)
+{
+    char key[STORE_KEY_MAX + 1], *text = NULL;
+    struct store_stat st;
+    if (schema_domain_key(path, key, sizeof key) != 0)
+        return -EINVAL;
+    if (store_head(vc->store, key, &st) == 0)
+        return 0;
+    json_t *doc = read_only_domain(vc->user, NULL, 0);
+    int rc = doc ? hjson_dumps(doc, &text) : -ENOMEM;
+    if (rc == 0)
+        rc = store_put_if(vc->store, key, text, strlen(text), NULL);
+    json_decref(doc);
+    free(text);
+    return rc == -ESTALE ? 0 : rc; /* another writer made it */
+}
+
+static int put_folders(const struct versions_commit *vc)
+{
+    char dir[STORE_KEY_MAX + 2];
+    int rc = schema_versions_dir(vc->domain, dir, sizeof dir);
+    char *slash = rc == 0 ? strrchr(dir, '/') : NULL;
+    if (!slash)
+        return -EINVAL;
+    *slash = '\0';
+    rc = put_folder_once(vc, dir);
+    *slash = '/';
+    return rc == 0 ? put_folder_once(vc, dir) : rc;
+}
+
+static int put_version_domain(const struct versions_commit *vc, const char *vroot, uint64_t n)
+{
+    char name[32], path[STORE_KEY_MAX + 2], key[STORE_KEY_MAX + 1], *text = NULL;
+    snprintf(name, sizeof name, "%" PRIu64 ".h5", n);
+    int rc = schema_version_domain_path(vc->domain, name, path, sizeof path);
+    if (rc == 0)
+        rc = schema_domain_key(path, key, sizeof key);
+    json_t *doc = rc == 0 ? read_only_domain(vc->user, vroot, n) : NULL;
+    if (rc == 0)
+        rc = doc ? hjson_dumps(doc, &text) : -ENOMEM;
+    if (rc == 0)
+        rc = store_put(vc->store, key, text, strlen(text));
+    json_decref(doc);
+    free(text);
+    return rc;
+}
+
+/* The list at key and its etag (etag "" and a new list with a new pool when there is none). */
+static int load_list(const struct versions_commit *vc, const char *key, struct vlist *l,
+                     char etag[sizeof(((struct store_stat *)0)->etag)])
+{
+    struct store_stat st;
+    struct store_buf buf = { 0 };
+    char why[200], pool[SCHEMA_ID_BUF];
+    int rc = store_head(vc->store, key, &st);
+    if (rc == -ENOENT) {
+        etag[0] = '\0';
+        return mint_root(pool) == 0 ? vlist_init(l, vc->domain, pool) : -EIO;
+    }
+    if (rc == 0)
+        rc = store_get(vc->store, key, VLIST_MAX_BYTES, &buf);
+    if (rc == 0 && vlist_parse((const char *)buf.data, buf.len, l, why, sizeof why) != 0) {
+        log_error("%s: version list unusable (%s): no version kept until it is repaired", key, why);
+        rc = -EIO;
+    }
+    store_buf_free(&buf);
+    if (rc == 0)
+        snprintf(etag, sizeof st.etag, "%s", st.etag);
+    return rc;
+}
+
+static int put_list(const struct versions_commit *vc, const char *key, const struct vlist *l,
+                    const char *etag)
+{
+    char *text = NULL;
+    int rc = vlist_dump(l, &text);
+    if (rc == 0)
+        rc = store_put_if(vc->store, key, text, strlen(text), etag[0] ? etag : NULL);
+    free(text);
+    return rc;
+}
+
+/* keep's expiry (§4.5) in the list being put: *expired (malloc'd, *n_expired long) gets the
+ * numbers that lost their name, whose domain objects go once the put has landed. */
+static int expire(struct vlist *l, unsigned keep, uint64_t head, uint64_t **expired,
+                  size_t *n_expired)
+{
+    *n_expired = 0;
+    if (keep == 0 || l->n_entries == 0)
+        return 0;
+    unsigned char *was_kept = malloc(l->n_entries);
+    uint64_t *numbers = realloc(*expired, l->n_entries * sizeof *numbers);
+    if (numbers)
+        *expired = numbers;
+    if (!was_kept || !numbers) {
+        free(was_kept);
+        return -ENOMEM;
+    }
+    for (size_t i = 0; i < l->n_entries; i++)
+        was_kept[i] = !l->entries[i].error && l->entries[i].state == VLIST_KEPT;
+    vlist_expire(l, keep, head);
+    for (size_t i = 0; i < l->n_entries; i++)
+        if (was_kept[i] && l->entries[i].state == VLIST_REMOVING)
+            numbers[(*n_expired)++] = l->entries[i].n;
+    free(was_kept);
+    return 0;
+}
+
+/* The expired numbers' HSDS domain objects: the list, which h5osfs reads, no longer has them. */
+static void drop_expired_objects(const struct versions_commit *vc, const uint64_t *expired,
+                                 size_t n_expired)
+{
+    for (size_t i = 0; i < n_expired; i++) {
+        char name[32];
+        snprintf(name, sizeof name, "%" PRIu64 ".h5", expired[i]);
+        int rc = vnames_delete_object(vc->store, vc->domain, name);
+        if (rc != 0)
+            log_warn("%s: version %" PRIu64 " expired (keep %u), but its HSDS domain object "
+                     "stays (%s)",
+                     vc->domain, expired[i], vc->keep, strerror(-rc));
+    }
+    if (n_expired > 0)
+        log_info("%s: %zu version(s) expired (keep %u untagged)", vc->domain, n_expired, vc->keep);
+}
+
+/*
+ * Version n's size, recorded in its list entry once the version is listed (a build needs the
+ * list: its pool is what the version's table URIs are checked against), with one more
+ * conditional put; so a listing need not build it. Best effort: when it fails (logged), the
+ * entry keeps size 0 and listings build the file, as for lists written before sizes were.
+ */
+static void record_measured_size(const struct versions_commit *vc, const char *key, uint64_t n,
+                                 const char *vroot)
+{
+    char name[32], path[STORE_KEY_MAX + 2], stamp[64] = "";
+    char etag[sizeof(((struct store_stat *)0)->etag)];
+    uint64_t size = 0;
+    if (!vc->measure)
+        return;
+    snprintf(name, sizeof name, "%" PRIu64 ".h5", n);
+    int rc = schema_version_domain_path(vc->domain, name, path, sizeof path);
+    if (rc == 0)
+        rc = vc->measure(vc->measure_ctx, path, vroot, &size, stamp, sizeof stamp);
+    for (int tries = 0; rc == 0 && tries < LIST_TRIES; tries++) {
+        struct vlist l;
+        if ((rc = load_list(vc, key, &l, etag)) != 0)
+            break;
+        const struct vlist_entry *found = vlist_entry_of(&l, n);
+        struct vlist_entry *e = found && !found->error ? &l.entries[found - l.entries] : NULL;
+        char *copy = e ? strdup(stamp) : NULL;
+        if (e && copy) {
+            free(e->stamp);
+            e->stamp = copy;
+            e->size = size;
+            rc = put_list(vc, key, &l, etag);
+        } else {
+            free(copy);
+            rc = e ? -ENOMEM : 0; /* gone already (expired, removed): nothing to record */
+        }
+        vlist_free(&l);
+        if (rc != -ESTALE)
+            break;
+    }
+    if (rc != 0)
+        log_warn("%s: version %" PRIu64 "'s size not recorded (%s): listings build it", vc->domain,
+                 n, strerror(-rc));
+}
+
+static void committer(const struct versions_commit *vc, char *buf, size_t len)
+{
+    char host[256] = "";
+    if (gethostname(host, sizeof host - 1) != 0)
+        host[0] = '\0';
+    snprintf(buf, len, "%s%s%s", vc->user, host[0] ? "@" : "", host);
+}
+
+int versions_commit(const struct versions_commit *vc, uint64_t *n, char vroot[SCHEMA_ID_BUF])
+{
+    char key[STORE_KEY_MAX + 1], etag[sizeof(((struct store_stat *)0)->etag)], by[320];
+    struct vlist l;
+    uint64_t *expired = NULL;
+    size_t n_expired = 0;
+    if (schema_id_version(vc->root) != 2 || schema_vlist_key(vc->domain, key, sizeof key) != 0) {
+        log_warn("%s: versions are kept for v2 domains only: committed without a version",
+                 vc->domain);
+        return -EOPNOTSUPP;
+    }
+    int rc = load_list(vc, key, &l, etag);
+    if (rc == 0)
+        rc = mint_root(vroot);
+    if (rc == 0)
+        rc = write_version_root(vc, l.pool, vroot);
+    if (rc == 0 && vc->crash_point)
+        vc->crash_point("vroot");
+    if (rc == 0)
+        rc = put_folders(vc);
+    committer(vc, by, sizeof by);
+    for (int tries = 0; rc == 0; tries++) {
+        const struct vlist_entry *won = vlist_committed_on(&l, vc->base_root);
+        if (won) {
+            log_error("%s: version %" PRIu64 " of another writer was committed on the same base "
+                      "root %s first: this commit loses (ESTALE)",
+                      vc->domain, won->n, vc->base_root);
+            rc = -ESTALE;
+            break;
+        }
+        rc = vlist_append_on(&l, vc->base_root, vc->root, vroot, clock_wall(), by, n);
+        if (rc == 0)
+            rc = expire(&l, vc->keep, *n, &expired, &n_expired);
+        if (rc == 0)
+            rc = put_version_domain(vc, vroot, *n);
+        if (rc == 0)
+            rc = put_list(vc, key, &l, etag);
+        if (rc != -ESTALE || tries + 1 >= LIST_TRIES)
+            break;
+        vlist_free(&l); /* another writer changed the list: read it again, append again */
+        rc = load_list(vc, key, &l, etag);
+    }
+    vlist_free(&l);
+    if (rc == -EOPNOTSUPP)
+        log_warn("%s: this domain cannot be kept as a version yet (linked data, a chunk table "
+                 "of more than %u entries, or a chunk of 2 GiB): committed without a version",
+                 vc->domain, TABLE_ENTRIES_MAX);
+    else if (rc != 0)
+        log_error("%s: version not kept (%s): the commit stops here", vc->domain, strerror(-rc));
+    else if (vc->crash_point)
+        vc->crash_point("listed");
+    if (rc == 0)
+        drop_expired_objects(vc, expired, n_expired);
+    free(expired);
+    if (rc == 0)
+        record_measured_size(vc, key, *n, vroot);
+    return rc;
+}
+
+int versions_listed(struct store *store, const char *domain, const char *new_root)
+{
+    char key[STORE_KEY_MAX + 1], why[200];
+    struct store_buf buf = { 0 };
+    struct vlist l;
+    if (schema_vlist_key(domain, key, sizeof key) != 0)
+        return 0;
+    int rc = store_get(store, key, VLIST_MAX_BYTES, &buf);
+    if (rc == -ENOENT)
+        return 0;
+    if (rc == 0 && vlist_parse((const char *)buf.data, buf.len, &l, why, sizeof why) != 0) {
+        log_error("%s: version list unusable (%s)", key, why);
+        rc = -EIO;
+    }
+    store_buf_free(&buf);
+    if (rc != 0)
+        return rc;
+    rc = vlist_listed_as(&l, new_root) != NULL;
+    vlist_free(&l);
+    return rc;
+}
