@@ -1,4 +1,4 @@
-/* commit: see include/h5osfs/commit.h. */
+/* commit: see include/h5osfs/commit/commit.h. */
 #include "h5osfs/commit/commit.h"
 #include "h5osfs/commit/versions.h"
 

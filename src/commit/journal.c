@@ -1,4 +1,4 @@
-/* journal: see include/h5osfs/journal.h. */
+/* journal: see include/h5osfs/commit/journal.h. */
 #include "h5osfs/commit/journal.h"
 
 #include <dirent.h>

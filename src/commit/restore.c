@@ -1,4 +1,4 @@
-/* restore: a kept version committed again from its own root; see include/h5osfs/restore.h. */
+/* restore: a kept version committed again from its own root; see include/h5osfs/commit/restore.h. */
 #include "h5osfs/commit/restore.h"
 
 #include <errno.h>

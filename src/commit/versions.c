@@ -1,4 +1,4 @@
-/* versions: a new root kept as a version; see include/h5osfs/versions.h. */
+/* versions: a new root kept as a version; see include/h5osfs/commit/versions.h. */
 #include "h5osfs/commit/versions.h"
 
 #include <errno.h>

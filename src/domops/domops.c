@@ -1,4 +1,4 @@
-/* domops: see include/h5osfs/domops.h. */
+/* domops: see include/h5osfs/domops/domops.h. */
 #include "h5osfs/domops/domops.h"
 
 #include <errno.h>

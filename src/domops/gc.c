@@ -1,4 +1,4 @@
-/* gc: see include/h5osfs/gc.h. A list of (root, not before) served by one thread. */
+/* gc: see include/h5osfs/domops/gc.h. A list of (root, not before) served by one thread. */
 #include "h5osfs/domops/gc.h"
 
 #include <errno.h>

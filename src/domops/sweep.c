@@ -1,4 +1,4 @@
-/* sweep: collection of kept versions; see include/h5osfs/sweep.h. */
+/* sweep: collection of kept versions; see include/h5osfs/domops/sweep.h. */
 #include "h5osfs/domops/sweep.h"
 
 #include <errno.h>

@@ -1,4 +1,4 @@
-/* vmove: versions follow a renamed domain; see include/h5osfs/vmove.h. */
+/* vmove: versions follow a renamed domain; see include/h5osfs/domops/vmove.h. */
 #include "h5osfs/domops/vmove.h"
 
 #include <errno.h>

@@ -1,4 +1,4 @@
-/* vnames: see include/h5osfs/vnames.h. */
+/* vnames: see include/h5osfs/domops/vnames.h. */
 #include "h5osfs/domops/vnames.h"
 
 #include <errno.h>

@@ -1,4 +1,4 @@
-/* Unit tests of vmove (include/h5osfs/vmove.h): versions follow a renamed domain, over the
+/* Unit tests of vmove (include/h5osfs/domops/vmove.h): versions follow a renamed domain, over the
  * memory store. */
 #include <errno.h>
 #include <stdlib.h>
