@@ -16,9 +16,12 @@
 
 static const char *entry(uint64_t n, const char *root, const char *names)
 {
-    static char buf[4][512];
+    /* More buffers than entry() calls in one argument list (5): the order C evaluates
+     * arguments in is unspecified (gcc and clang differ), so a buffer reused within one call
+     * gave each compiler another text. */
+    static char buf[8][512];
     static int k;
-    char *b = buf[k++ % 4];
+    char *b = buf[k++ % 8];
     snprintf(b, 512,
              "{\"n\": %llu, \"root\": \"%s\", \"time\": 1764390000.5, \"by\": \"alice\", "
              "\"parent\": 0, \"size\": 4096, \"stamp\": \"s1\", \"names\": %s, \"state\": "
