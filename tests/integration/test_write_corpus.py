@@ -250,8 +250,6 @@ REWRITES = (
     # HSDS has no "undefined" fill value: a dataset without one reads as zeros (§5.1), which
     # is what HDF5 calls the default fill value
     (re.compile(r"^(\s*VALUE  )H5D_FILL_VALUE_UNDEFINED$"), r"\1H5D_FILL_VALUE_DEFAULT"),
-    # one-byte integers have no byte order in HSDS (numpy's "|i1"; a stored type says LE)
-    (re.compile(r"\bH5T_STD_([IU])8BE\b"), r"H5T_STD_\g<1>8LE"),
     # a reference fill value shows the target's object address, which is the rebuilt file's
     # (the target's path after it is what must stay)
     (re.compile(r"^(\s*VALUE  (?:DATASET|GROUP|DATATYPE)) \d+ \""), r'\1 "'),
