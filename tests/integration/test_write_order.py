@@ -154,3 +154,54 @@ def test_untracked_attributes_keep_the_source_order(bucket_copy, mount_bucket, t
     assert native_attribute_orders(mounted) == native_attribute_orders(src)
     if shutil.which("ncdump"):
         assert ncdump_header(mounted) == ncdump_header(src)
+
+
+# ---- a virtual dataset whose sources are not found is never stored as fill (part 1) ----
+
+def write_detector_files(folder):
+    """master.h5, whose /entry/data/data stacks /entry/data/data of frames_1.h5 and
+    frames_2.h5 (relative names: beside it) as a virtual dataset, and /entry/sum, a virtual
+    dataset of master.h5's own /entry/raw (source "."). Returns the frames' values."""
+    frames = np.arange(2 * 3 * 4 * 5, dtype=np.int32).reshape(2, 3, 4, 5) + 1
+    layout = h5py.VirtualLayout(shape=(6, 4, 5), dtype=np.int32)
+    for k in range(2):
+        name = f"frames_{k + 1}.h5"
+        with h5py.File(folder / name, "w") as f:
+            f.create_dataset("entry/data/data", data=frames[k])
+        layout[3 * k:3 * k + 3] = h5py.VirtualSource(name, "entry/data/data", shape=(3, 4, 5))
+    with h5py.File(folder / "master.h5", "w") as f:
+        f.create_virtual_dataset("entry/data/data", layout, fillvalue=-1)
+        raw = f.create_dataset("entry/raw", data=np.arange(8, dtype=np.int64))
+        own = h5py.VirtualLayout(shape=(8,), dtype=np.int64)
+        own[:] = h5py.VirtualSource(".", raw.name, shape=(8,))
+        f.create_virtual_dataset("entry/own", own, fillvalue=-1)
+        f["entry"].attrs["detector"] = "test"
+    return frames.reshape(6, 4, 5)
+
+
+def test_a_virtual_dataset_whose_sources_are_missing_is_left_out(bucket_copy, mount_bucket,
+                                                                  tmp_path):
+    """The staged copy of master.h5 is not beside its sources, so HDF5 would read its virtual
+    dataset as fill values (-1 here): the dataset is left out, one log line names the source
+    that was not found, the rest of the file is stored (its own-file VDS with its values),
+    and the cp succeeds."""
+    src = tmp_path / "src"
+    src.mkdir()
+    frames = write_detector_files(src)
+    with h5py.File(src / "master.h5", "r") as f:
+        assert np.array_equal(f["entry/data/data"][()], frames)    # beside its sources
+    m = mount_bucket(bucket_copy, "-o", f"user=test_user1,ttl=0,cache_dir={tmp_path}/cache")
+    for name in ["frames_1.h5", "frames_2.h5", "master.h5"]:
+        shutil.copyfile(src / name, m.path(f"{HOME}/{name}"))
+    assert m.unmount() == 0
+    log = m.log()
+    assert log.count("virtual dataset left out") == 1, log
+    assert ("master.h5: /entry/data/data: virtual dataset left out: its source dataset "
+            "entry/data/data of file frames_1.h5 cannot be found") in log, log
+    ro = mount_bucket(m, "-o", "user=test_user1,ro")
+    with h5py.File(ro.path(f"{HOME}/master.h5"), "r") as f:
+        assert "data" not in f["entry/data"]
+        assert f["entry/own"][()].tolist() == list(range(8))
+        assert f["entry"].attrs["detector"] == "test"
+    with h5py.File(ro.path(f"{HOME}/frames_2.h5"), "r") as f:
+        assert np.array_equal(f["entry/data/data"][()], frames[3:])
