@@ -477,6 +477,43 @@ static size_t attr_header_bytes(const char *name, const json_t *attr)
 #define RESERVE_ENTRY_BYTES 270u
 #define RESERVE_MAX_ENTRIES (60000u / RESERVE_ENTRY_BYTES)
 
+/* Bytes of header all attributes of the object JSON obj take at most, roughly. */
+static size_t attrs_header_bytes(const json_t *obj)
+{
+    size_t bytes = 0;
+    const char *name;
+    json_t *attr;
+    json_object_foreach((json_t *)json_object_get(obj, "attributes"), name, attr) bytes +=
+        attr_header_bytes(name, attr);
+    return bytes;
+}
+
+/* Largest value of the attribute holding a dataset's room: one header message holds 64 KiB. */
+#define ATTR_ROOM_MAX 60000u
+
+/* A dataset has no estimate like a group's links: an attribute made while its header is the
+ * last thing in the file (so that HDF5 grows the header's chunk in place) and deleted right
+ * before the attributes are made leaves one null message they fill in order (see
+ * reserve_header). */
+int build_reserve_attr_room(struct build_obj *o)
+{
+    const json_t *attrs = json_object_get(o->json, "attributes");
+    if (json_object_size(attrs) < 2 || json_object_get(attrs, BUILD_ATTR_ROOM))
+        return 0;
+    size_t bytes = attrs_header_bytes(o->json);
+    hsize_t n = bytes < ATTR_ROOM_MAX ? bytes : ATTR_ROOM_MAX;
+    hid_t space = H5Screate_simple(1, &n, NULL);
+    hid_t attr = space < 0 ? H5I_INVALID_HID
+                           : H5Acreate2(o->hid, BUILD_ATTR_ROOM, H5T_STD_U8LE, space, H5P_DEFAULT,
+                                        H5P_DEFAULT);
+    if (space >= 0)
+        H5Sclose(space);
+    if (attr < 0 || H5Aclose(attr) < 0)
+        return -1;
+    o->attr_room = 1;
+    return 0;
+}
+
 /* Room in the group's first header chunk for all its links and attributes. HDF5 puts a new
  * header message into the first gap it fits, and once the chunk is full into new chunks
  * (linked from gaps of earlier chunks): by the time attributes are made, the header is no
@@ -486,11 +523,9 @@ static size_t attr_header_bytes(const char *name, const json_t *attr)
  * made at creation, each message takes the next bytes of one null message, in order. */
 static int reserve_header(hid_t gcpl, const json_t *group)
 {
-    size_t bytes = 0;
+    size_t bytes = attrs_header_bytes(group);
     const char *name;
     json_t *member;
-    json_object_foreach((json_t *)json_object_get(group, "attributes"), name, member) bytes +=
-        attr_header_bytes(name, member);
     json_object_foreach((json_t *)json_object_get(group, "links"), name, member) bytes +=
         strlen(name) + 48;
     size_t entries = bytes / RESERVE_ENTRY_BYTES + 1;
@@ -832,6 +867,9 @@ static int attributes_of(struct builder *b, struct build_obj *o)
     /* by "created" whether or not the object tracks creation order: an untracked object's
      * header lists its attributes in the order they were made, and readers that list them
      * in that native order (ncdump) then see the source's order */
+    if (o->attr_room && H5Adelete(o->hid, BUILD_ATTR_ROOM) < 0)
+        return -EIO;
+    o->attr_room = 0;
     struct link_ref *attrs = ordered_members(json_object_get(o->json, "attributes"), 1, &n);
     if (!attrs)
         return -ENOMEM;

@@ -123,6 +123,14 @@ def write_nexus_like(path):
             for k, v in [("EX_required", "false"), ("type", "NX_FLOAT"),
                          ("units", "NX_LENGTH")]:
                 d.attrs[k] = v
+        # a dataset with many attributes of very different sizes: strings and integer arrays
+        scan = entry.create_dataset("scan", data=np.arange(10.0))
+        for name, size in [("a0", -272), ("u1", -128), ("l2", -58), ("r3", -195), ("a4", 1),
+                           ("f5", 5), ("z6", 200), ("t7", 1), ("a8", 200), ("g9", 1),
+                           ("k10", -149), ("v11", 5), ("w12", 5), ("j13", -197), ("f14", 1),
+                           ("k15", 5), ("t16", -2), ("l17", 30), ("k18", 30), ("w19", 5),
+                           ("a20", 5), ("r21", -10)]:
+            scan.attrs[name] = "v" * size if size > 0 else np.arange(-size)
 
 
 def native_attribute_orders(path):
