@@ -731,15 +731,18 @@ static int has_dataset(hid_t file, const char *path)
     return is_dataset;
 }
 
-/* 1 when the file at path opens as HDF5 and holds the dataset. */
-static int source_at(const char *path, const char *dataset)
+/* The file at path as a source: -1 when it does not open as HDF5 (HDF5 looks further), else
+ * whether it holds the dataset (HDF5 takes the first file that opens). -ENOMEM: no path. */
+static int source_in(char *path, const char *dataset)
 {
     if (!path)
         return -ENOMEM;
     hid_t f = H5Fopen(path, H5F_ACC_RDONLY, H5P_DEFAULT);
-    int found = f >= 0 && has_dataset(f, dataset);
-    if (f >= 0)
-        H5Fclose(f);
+    free(path);
+    if (f < 0)
+        return -1;
+    int found = has_dataset(f, dataset);
+    H5Fclose(f);
     return found;
 }
 
@@ -749,44 +752,29 @@ static char *joined(const char *dir, size_t dir_len, const char *name)
     return asprintf(&out, "%.*s/%s", (int)dir_len, dir, name) < 0 ? NULL : out;
 }
 
-/* Whether HDF5 finds the source file name, from the file at own_path, as it looks for it
+/* Whether HDF5 finds the source file name, from the file at own_path, where it looks for it
  * (H5Pset_virtual_prefix): an absolute name as it is, else its last component; then below each
- * folder of HDF5_VDS_PREFIX, the folder of the file, the name as it is. Where it would open a
- * file without the dataset, the source is missing. 1 found, 0 missing, -ENOMEM. */
+ * folder of HDF5_VDS_PREFIX, the folder of the file, the name as it is (from the working
+ * directory). 1 found, 0 missing, -ENOMEM. */
 static int source_found(const char *own_path, const char *name, const char *dataset)
 {
     const char *rel = name;
-    if (name[0] == '/') {
-        hid_t f = H5Fopen(name, H5F_ACC_RDONLY, H5P_DEFAULT);
-        if (f >= 0) {
-            int found = has_dataset(f, dataset);
-            H5Fclose(f);
-            return found;
-        }
+    int r = -1;
+    if (name[0] == '/' && (r = source_in(strdup(name), dataset)) == -1)
         rel = strrchr(name, '/') + 1;
-    }
-    const char *prefixes = getenv("HDF5_VDS_PREFIX");
-    for (const char *p = prefixes; p && *p;) {
+    for (const char *p = getenv("HDF5_VDS_PREFIX"); r == -1 && p && *p;) {
         size_t len = strcspn(p, ":");
-        if (len > 0) {
-            char *path = joined(p, len, rel);
-            hid_t f = path ? H5Fopen(path, H5F_ACC_RDONLY, H5P_DEFAULT) : H5I_INVALID_HID;
-            free(path);
-            if (!path)
-                return -ENOMEM;
-            if (f >= 0) {
-                int found = has_dataset(f, dataset);
-                H5Fclose(f);
-                return found;
-            }
-        }
+        if (len > 0)
+            r = source_in(joined(p, len, rel), dataset);
         p += len + (p[len] == ':');
     }
     const char *slash = strrchr(own_path, '/');
-    char *beside = slash ? joined(own_path, (size_t)(slash - own_path), rel) : strdup(rel);
-    int found = source_at(beside, dataset);
-    free(beside);
-    return found != 0 ? found : source_at(rel, dataset);
+    if (r == -1)
+        r = source_in(slash ? joined(own_path, (size_t)(slash - own_path), rel) : strdup(rel),
+                      dataset);
+    if (r == -1)
+        r = source_in(strdup(rel), dataset);
+    return r == -1 ? 0 : r;
 }
 
 int ingest_vds_missing_source(struct ingest *g, hid_t dcpl, char *what, size_t what_len)
@@ -802,7 +790,7 @@ int ingest_vds_missing_source(struct ingest *g, hid_t dcpl, char *what, size_t w
         char file_pattern[4096], dset_pattern[4096];
         if (H5Pget_virtual_filename(dcpl, i, file_pattern, sizeof file_pattern) < 0 ||
             H5Pget_virtual_dsetname(dcpl, i, dset_pattern, sizeof dset_pattern) < 0) {
-            snprintf(what, what_len, "HDF5 cannot read mapping %zu", i);
+            snprintf(what, what_len, "HDF5 cannot read its mapping %zu", i);
             return 1;
         }
         char *file = first_block_name(file_pattern), *dset = first_block_name(dset_pattern);
@@ -810,7 +798,8 @@ int ingest_vds_missing_source(struct ingest *g, hid_t dcpl, char *what, size_t w
                     : strcmp(file, ".") == 0 ? has_dataset(g->file, dset)
                                              : source_found(own_path, file, dset);
         if (found == 0)
-            snprintf(what, what_len, "source dataset %s of file %s", dset, file);
+            snprintf(what, what_len, "its source dataset %s of file %s cannot be found", dset,
+                     file);
         free(file);
         free(dset);
         if (found <= 0)

@@ -528,8 +528,8 @@ static int dataset_json(struct ingest *g, struct ingest_obj *o, hid_t dset)
             /* what HDF5 reads there is the fill value: stored, it would pass for the data */
             o->dropped = 1;
             ingest_change(g, o->path,
-                          "virtual dataset left out: its %s cannot be found from the file "
-                          "(HDF5 reads fill values there)",
+                          "virtual dataset left out: %s (HDF5 would read fill values "
+                          "there)",
                           missing);
         }
         rc = vds > 0 ? 0 : vds;

@@ -192,14 +192,18 @@ def test_a_virtual_dataset_whose_sources_are_missing_is_left_out(bucket_copy, mo
     """The staged copy of master.h5 is not beside its sources, so HDF5 would read its virtual
     dataset as fill values (-1 here): the dataset is left out, one log line names the source
     that was not found, the rest of the file is stored (its own-file VDS with its values),
-    and the cp succeeds."""
+    and the cp succeeds. A source HDF5 finds (an absolute name) gives the values as before."""
     src = tmp_path / "src"
     src.mkdir()
     frames = write_detector_files(src)
     with h5py.File(src / "master.h5", "r") as f:
         assert np.array_equal(f["entry/data/data"][()], frames)    # beside its sources
+    absolute = h5py.VirtualLayout(shape=(3, 4, 5), dtype=np.int32)
+    absolute[:] = h5py.VirtualSource(str(src / "frames_1.h5"), "entry/data/data", shape=(3, 4, 5))
+    with h5py.File(src / "absolute.h5", "w") as f:      # HDF5 finds it from anywhere
+        f.create_virtual_dataset("data", absolute, fillvalue=-1)
     m = mount_bucket(bucket_copy, "-o", f"user=test_user1,ttl=0,cache_dir={tmp_path}/cache")
-    for name in ["frames_1.h5", "frames_2.h5", "master.h5"]:
+    for name in ["frames_1.h5", "frames_2.h5", "master.h5", "absolute.h5"]:
         shutil.copyfile(src / name, m.path(f"{HOME}/{name}"))
     assert m.unmount() == 0
     log = m.log()
@@ -211,5 +215,7 @@ def test_a_virtual_dataset_whose_sources_are_missing_is_left_out(bucket_copy, mo
         assert "data" not in f["entry/data"]
         assert f["entry/own"][()].tolist() == list(range(8))
         assert f["entry"].attrs["detector"] == "test"
+    with h5py.File(ro.path(f"{HOME}/absolute.h5"), "r") as f:
+        assert np.array_equal(f["data"][()], frames[:3])
     with h5py.File(ro.path(f"{HOME}/frames_2.h5"), "r") as f:
         assert np.array_equal(f["entry/data/data"][()], frames[3:])
