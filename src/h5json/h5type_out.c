@@ -5,8 +5,9 @@
  * as sent (only a top-level predefined name would be expanded, and h5pyd never sends one), so
  * the members and their order are h5pyd's getTypeItem's, as the fixture bucket shows:
  *
- *   integer    {"class", "base": "H5T_STD_[IU]<bits>(LE|BE)"}  (1-byte ints always LE: numpy
- *              has no byte order for them)
+ *   integer    {"class", "base": "H5T_STD_[IU]<bits>(LE|BE)"}  (h5pyd says LE for every 1-byte
+ *              int, numpy having no byte order for them; the file's order is kept here, as
+ *              HDF5 tools show it and HSDS accepts H5T_STD_I8BE alike)
  *   float      {"class", "base": "H5T_IEEE_F<bits>(LE|BE)"}     (16, 32, 64 bits, IEEE layout)
  *   fixed str  {"class", "charSet", "length": N, "strPad"}
  *   vlen str   {"class", "length": "H5T_VARIABLE", "charSet", "strPad"}
@@ -111,13 +112,14 @@ static json_t *object_of(struct emitter *e, const char *first_key, json_t *first
 
 /* ---- numbers ---- */
 
-/* "LE" or "BE"; NULL for VAX or mixed orders. */
+/* "LE" or "BE"; NULL for VAX or mixed orders. A 1-byte type keeps the order it declares (h5dump
+ * shows it), and one without any reads as LE. */
 static const char *order_suffix(hid_t tid, size_t size)
 {
     H5T_order_t order = H5Tget_order(tid);
-    if (size == 1 || order == H5T_ORDER_LE)
-        return "LE";
-    return order == H5T_ORDER_BE ? "BE" : NULL;
+    if (order == H5T_ORDER_BE)
+        return "BE";
+    return size == 1 || order == H5T_ORDER_LE ? "LE" : NULL;
 }
 
 static int int_name(struct emitter *e, hid_t tid, char name[NAME_LEN])

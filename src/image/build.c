@@ -446,12 +446,100 @@ int build_object_plist(hid_t ocpl)
                : -1;
 }
 
+static hid_t shape_space(const json_t *shape, size_t *n, char *why, size_t why_len);
+
+/* Header bytes an attribute message takes at most, roughly: name, encoded type and shape, the
+ * value (16 bytes a variable-length element), message framing. A type HDF5 cannot encode here
+ * (a committed one: a shared message) counts as small. */
+static size_t attr_header_bytes(const char *name, const json_t *attr)
+{
+    char why[200];
+    size_t n = 0, type_bytes = 0, elem = 0;
+    int rank = 0;
+    hid_t tid = h5type_from_json(json_object_get(attr, "type"), why, sizeof why);
+    hid_t space = shape_space(json_object_get(attr, "shape"), &n, why, sizeof why);
+    if (tid >= 0 && H5Tencode(tid, NULL, &type_bytes) >= 0)
+        elem = H5Tdetect_class(tid, H5T_VLEN) > 0 || H5Tis_variable_str(tid) > 0 ? 16
+                                                                                 : H5Tget_size(tid);
+    if (tid >= 0)
+        H5Tclose(tid);
+    if (space >= 0 && (rank = H5Sget_simple_extent_ndims(space)) < 0)
+        rank = H5S_MAX_RANK;
+    if (space >= 0)
+        H5Sclose(space);
+    size_t value = elem > 0 && n <= SIZE_MAX / 2 / elem ? n * elem : 0;
+    return strlen(name) + type_bytes + value + 16 * (size_t)rank + 64;
+}
+
+/* Link messages of this size each reserve a group's header room (HDF5's estimate of link
+ * entries, H5Pset_est_link_info); as many as fit one null message of 64 KiB at most. */
+#define RESERVE_NAME_LEN 255u
+#define RESERVE_ENTRY_BYTES 270u
+#define RESERVE_MAX_ENTRIES (60000u / RESERVE_ENTRY_BYTES)
+
+/* Bytes of header all attributes of the object JSON obj take at most, roughly. */
+static size_t attrs_header_bytes(const json_t *obj)
+{
+    size_t bytes = 0;
+    const char *name;
+    json_t *attr;
+    json_object_foreach((json_t *)json_object_get(obj, "attributes"), name, attr) bytes +=
+        attr_header_bytes(name, attr);
+    return bytes;
+}
+
+/* Largest value of the attribute holding a dataset's room: one header message holds 64 KiB. */
+#define ATTR_ROOM_MAX 60000u
+
+/* A dataset has no estimate like a group's links: an attribute made while its header is the
+ * last thing in the file (so that HDF5 grows the header's chunk in place) and deleted right
+ * before the attributes are made leaves one null message they fill in order (see
+ * reserve_header). */
+int build_reserve_attr_room(struct build_obj *o)
+{
+    const json_t *attrs = json_object_get(o->json, "attributes");
+    if (json_object_size(attrs) < 2 || json_object_get(attrs, BUILD_ATTR_ROOM))
+        return 0;
+    size_t bytes = attrs_header_bytes(o->json);
+    hsize_t n = bytes < ATTR_ROOM_MAX ? bytes : ATTR_ROOM_MAX;
+    hid_t space = H5Screate_simple(1, &n, NULL);
+    hid_t attr = space < 0 ? H5I_INVALID_HID
+                           : H5Acreate2(o->hid, BUILD_ATTR_ROOM, H5T_STD_U8LE, space, H5P_DEFAULT,
+                                        H5P_DEFAULT);
+    if (space >= 0)
+        H5Sclose(space);
+    if (attr < 0 || H5Aclose(attr) < 0)
+        return -1;
+    o->attr_room = 1;
+    return 0;
+}
+
+/* Room in the group's first header chunk for all its links and attributes. HDF5 puts a new
+ * header message into the first gap it fits, and once the chunk is full into new chunks
+ * (linked from gaps of earlier chunks): by the time attributes are made, the header is no
+ * longer at the end of the file and cannot grow, so a later small attribute lands in a gap
+ * before an earlier large one, and a reopened file lists them out of the order they were made
+ * in (the untracked root of NXtomo.hdf5: xSize before nFrames, issue 27.2). With the room
+ * made at creation, each message takes the next bytes of one null message, in order. */
+static int reserve_header(hid_t gcpl, const json_t *group)
+{
+    size_t bytes = attrs_header_bytes(group);
+    const char *name;
+    json_t *member;
+    json_object_foreach((json_t *)json_object_get(group, "links"), name, member) bytes +=
+        strlen(name) + 48;
+    size_t entries = bytes / RESERVE_ENTRY_BYTES + 1;
+    if (entries > RESERVE_MAX_ENTRIES)
+        entries = RESERVE_MAX_ENTRIES;
+    return H5Pset_est_link_info(gcpl, (unsigned)entries, RESERVE_NAME_LEN) < 0 ? -1 : 0;
+}
+
 static hid_t group_plist(hid_t cls, const json_t *json)
 {
     hid_t pl = H5Pcreate(cls);
     if (pl < 0)
         return pl;
-    int ok = build_object_plist(pl) == 0;
+    int ok = build_object_plist(pl) == 0 && reserve_header(pl, json) == 0;
     if (ok && creation_ordered(json)) {
         unsigned flags = H5P_CRT_ORDER_TRACKED | H5P_CRT_ORDER_INDEXED;
         ok = H5Pset_link_creation_order(pl, flags) >= 0 &&
@@ -463,8 +551,6 @@ static hid_t group_plist(hid_t cls, const json_t *json)
     }
     return pl;
 }
-
-static hid_t shape_space(const json_t *shape, size_t *n, char *why, size_t why_len);
 
 /* An attribute message of a version-1 object header holds at most 64 KiB; a value of up to
  * this much leaves room for its name, type and shape. */
@@ -781,6 +867,9 @@ static int attributes_of(struct builder *b, struct build_obj *o)
     /* by "created" whether or not the object tracks creation order: an untracked object's
      * header lists its attributes in the order they were made, and readers that list them
      * in that native order (ncdump) then see the source's order */
+    if (o->attr_room && H5Adelete(o->hid, BUILD_ATTR_ROOM) < 0)
+        return -EIO;
+    o->attr_room = 0;
     struct link_ref *attrs = ordered_members(json_object_get(o->json, "attributes"), 1, &n);
     if (!attrs)
         return -ENOMEM;

@@ -22,6 +22,7 @@ struct build_obj {
     hid_t hid;           /* the HDF5 object (anonymous until linked) */
     int dropped;         /* could not be made: links to it are left out */
     int data_done;       /* a dataset whose data is settled at creation */
+    int attr_room;       /* a dataset holding BUILD_ATTR_ROOM until its attributes are made */
     uint64_t *chunks;    /* ... served from these chunk extents (linear indexes), */
     size_t n_chunks;     /*     declared after every object, link and attribute */
     uint32_t dset_index; /*     exists (build_dataset_declare) */
@@ -110,6 +111,10 @@ json_t *build_repaired_attr(const json_t *obj, const char *name, const json_t *a
 int build_object_plist(hid_t ocpl);
 
 int build_dataset_create(struct builder *b, struct build_obj *o);
+/* Room in the header of dataset o, just made, for the attributes its JSON lists, held by an
+ * attribute of this name until they are made (attributes_of). 0 or -1. */
+#define BUILD_ATTR_ROOM "h5osfs: room for the attributes"
+int build_reserve_attr_room(struct build_obj *o);
 /* 1 if dataset o's fill value holds object references: it can only be made once the objects
  * it refers to exist (HDF5 takes the fill value at creation). */
 int build_dataset_fill_refers(const struct build_obj *o);

@@ -273,6 +273,11 @@ static int create_as_stored(struct builder *b, struct build_obj *o, const struct
         dcpl = dataset_plist(b, p, dense, why, why_len);
     if (dcpl >= 0 && (o->hid = H5Dcreate_anon(b->file, p->tid, space, dcpl, H5P_DEFAULT)) < 0)
         why_set(why, why_len, "HDF5 refused it");
+    if (o->hid >= 0 && build_reserve_attr_room(o) != 0) {
+        why_set(why, why_len, "HDF5 refused room for its attributes");
+        H5Dclose(o->hid); /* already failing */
+        o->hid = H5I_INVALID_HID;
+    }
     if (dcpl >= 0)
         H5Pclose(dcpl);
     if (space >= 0)

@@ -519,6 +519,22 @@ static int dataset_json(struct ingest *g, struct ingest_obj *o, hid_t dset)
                       type ? "a dataspace HSDS cannot hold" : why);
         goto out;
     }
+    char missing[600];
+    int vds = H5Pget_layout(dcpl) == H5D_VIRTUAL
+                  ? ingest_vds_missing_source(g, dcpl, missing, sizeof missing)
+                  : 0;
+    if (vds != 0) {
+        if (vds > 0) {
+            /* what HDF5 reads there is the fill value: stored, it would pass for the data */
+            o->dropped = 1;
+            ingest_change(g, o->path,
+                          "virtual dataset left out: %s (HDF5 would read fill values "
+                          "there)",
+                          missing);
+        }
+        rc = vds > 0 ? 0 : vds;
+        goto out;
+    }
     rc = -ENOMEM;
     if (!(j = head_json(g, o)) || !(attrs = attributes_json(g, dset, o->path)) ||
         dataset_cprops(g, o, dcpl, type, rank, dims, &cp) != 0)

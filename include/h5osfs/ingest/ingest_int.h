@@ -165,6 +165,11 @@ void ingest_chunk_dims(int rank, const uint64_t *dims, const uint64_t *maxdims, 
 /* ---- ingest_data.c ---- */
 /* Store the chunks of dataset o (its JSON built). 0 or -errno (logged). */
 int ingest_dataset_chunks(struct ingest *g, struct ingest_obj *o);
+/* A virtual dataset's first mapping whose source HDF5 cannot find from the file (dcpl of a
+ * virtual layout): 1 with what[] saying which (file, dataset) or that the mappings cannot be
+ * read, 0 when every source is there, -ENOMEM. HDF5 reads a missing source as the fill value, which must never be stored as the
+ * dataset's values. */
+int ingest_vds_missing_source(struct ingest *g, hid_t dcpl, char *what, size_t what_len);
 /* With a base: 1 when every allocated chunk of dataset o in the file is still the base's
  * (none was written), 0 when one was, -errno. */
 int ingest_dataset_untouched(struct ingest *g, struct ingest_obj *o);
