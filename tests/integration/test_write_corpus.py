@@ -34,6 +34,7 @@ import sys
 import time
 from pathlib import Path
 
+import h5py
 import pytest
 
 import objcheck
@@ -42,7 +43,12 @@ from conftest import SHARED, Mount
 CORPUS = SHARED / "corpus"
 USER = "corpus_user"
 TOP = "corpus"              # the folder of the bucket that mirrors the corpus
+# h5diff compares every value, allocated or not: tbigdims.h5's 4 Gi fill values take it 25-40 s
+# on a quiet 2-core machine and over 120 s under load (CI, 2026-11-29), all of it h5diff's own
+# CPU (the daemon serves 2 MB). The timeout only catches a hang, so it grows with the values
+# h5diff must compare: 120 s plus 120 s per Gi values.
 H5DIFF_TIMEOUT = 120
+H5DIFF_TIMEOUT_PER_GI_VALUES = 120
 H5DUMP_TIMEOUT = 60
 NCDUMP_TIMEOUT = 20         # ncdump of a mounted domain
 # ncdump of a source file: every corpus file ncdump reads takes at most 1.6 s (dset_gzip.h5,
@@ -292,6 +298,21 @@ def run(cmd, timeout):
         return "timeout", "", f"no answer within {timeout} s"
 
 
+def h5diff_timeout(path):
+    """H5DIFF_TIMEOUT, longer by the number of dataset values of the file at path."""
+    values = 0
+    try:
+        with h5py.File(path, "r") as f:
+            def count(_, obj):
+                nonlocal values
+                if isinstance(obj, h5py.Dataset) and obj.shape:
+                    values += obj.size
+            f.visititems(count)
+    except (OSError, RuntimeError, ValueError, KeyError):
+        pass                        # files h5py cannot walk are small: the base timeout
+    return H5DIFF_TIMEOUT + H5DIFF_TIMEOUT_PER_GI_VALUES * values / (1 << 30)
+
+
 def h5dump_structure(path):
     rc, out, err = run(["h5dump", "-H", "-p", str(path)], H5DUMP_TIMEOUT)
     return rc, normalise_h5dump(out), err
@@ -301,7 +322,7 @@ def compare(original, mounted, judge_h5diff=True):
     """{aspect: description} of what differs between the original and the mounted domain."""
     found = {}
     if judge_h5diff:
-        rc, out, err = run(["h5diff", str(original), str(mounted)], H5DIFF_TIMEOUT)
+        rc, out, err = run(["h5diff", str(original), str(mounted)], h5diff_timeout(original))
         if rc != 0 or "Not comparable" in out:      # h5diff exits 0 on types it cannot compare
             found["h5diff"] = f"h5diff exit {rc}: {(out + err)[-1500:]}"
     a, b = h5dump_structure(original), h5dump_structure(mounted)
