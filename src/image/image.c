@@ -213,10 +213,16 @@ static uint64_t key_hash(const char *key)
     return hash_bytes(HASH_START, key, strlen(key));
 }
 
-static uint64_t state_hash(const struct store_stat *st)
+static uint64_t content_hash(const struct store_stat *st)
 {
     uint64_t h = hash_bytes(HASH_START, &st->size, sizeof st->size);
     return hash_bytes(h, st->etag, strnlen(st->etag, sizeof st->etag));
+}
+
+static uint64_t state_hash(const struct store_stat *st)
+{
+    uint64_t h = content_hash(st);
+    return hash_bytes(h, &st->ctime_ns, sizeof st->ctime_ns);
 }
 
 int image_chunk_states_add(struct image_chunk_states *s, const char *key,
@@ -228,7 +234,7 @@ int image_chunk_states_add(struct image_chunk_states *s, const char *key,
             return -ENOMEM;
         s->v = v;
     }
-    s->v[s->n++] = (struct image_chunk_state){ key_hash(key), state_hash(st) };
+    s->v[s->n++] = (struct image_chunk_state){ key_hash(key), state_hash(st), content_hash(st) };
     return 0;
 }
 
@@ -271,7 +277,7 @@ static int same_chunk_states(const struct image_chunk_states *a, const struct im
 static const struct image_chunk_state *listed_state(const struct image_chunk_states *s,
                                                     const char *key)
 {
-    struct image_chunk_state want = { key_hash(key), 0 };
+    struct image_chunk_state want = { .key = key_hash(key) };
     return s->n ? bsearch(&want, s->v, s->n, sizeof *s->v, by_key_hash) : NULL;
 }
 
@@ -293,7 +299,7 @@ static void check_one(void *ctx, size_t i)
     else if (rc != 0)
         c->rc[i] = rc;
     else
-        c->rc[i] = was && was->state == state_hash(&now) ? 0 : -ESTALE;
+        c->rc[i] = was && was->content == content_hash(&now) ? 0 : -ESTALE;
 }
 
 static int add_written_key(struct chunk_check *c, const struct image_dataset *ds, uint64_t linear)

@@ -134,7 +134,7 @@ static int by_key(const void *a, const void *b)
     return strcmp(((const struct stamp_entry *)a)->key, ((const struct stamp_entry *)b)->key);
 }
 
-/* SHA-256 of the sorted "key size etag" lines (listings come in any order). */
+/* SHA-256 of the sorted "key size etag ctime" lines (listings come in any order). */
 static int digest_entries(struct stamp_walk *w, unsigned requests, unsigned char out[32])
 {
     if (w->stat_later)
@@ -146,8 +146,9 @@ static int digest_entries(struct stamp_walk *w, unsigned requests, unsigned char
     for (size_t i = 0; ok && i < w->n; i++) {
         const struct stamp_entry *e = &w->v[i];
         char line[STORE_KEY_MAX + 128];
-        int len = snprintf(line, sizeof line, "%s %llu %s", e->key, (unsigned long long)e->st.size,
-                           e->st.etag);
+        int len =
+            snprintf(line, sizeof line, "%s %llu %s %llu", e->key, (unsigned long long)e->st.size,
+                     e->st.etag, (unsigned long long)e->st.ctime_ns);
         ok = !e->failed && len > 0 && (size_t)len < sizeof line &&
              (e->gone || EVP_DigestUpdate(ctx, line, (size_t)len + 1) == 1);
     }

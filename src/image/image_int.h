@@ -78,8 +78,9 @@ struct image_object {
 /* One object below the root (not JSON) as the listing an image was made after saw it: what
  * tells a chunk HSDS rewrote in place (same key, same layout) from the one the image knew. */
 struct image_chunk_state {
-    uint64_t key;   /* hash of its key */
-    uint64_t state; /* hash of its size and etag */
+    uint64_t key;     /* hash of its key */
+    uint64_t state;   /* hash of its size, etag and ctime_ns: any change, for readers */
+    uint64_t content; /* hash of its size and etag: a change of content, for a commit's check */
 };
 
 struct image_chunk_states {

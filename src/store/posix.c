@@ -20,12 +20,15 @@
  * etag and renames (or, to create, links) under an flock of the object's directory, which
  * every put_if on that directory, from any process, takes too.
  *
- * The etag is a change token, not HSDS's MD5 of the content: hex of (inode, size, mtime in ns,
- * ctime in ns). Every put renames a new inode into place, so a rewrite changes it; computing it
- * costs one stat instead of reading the whole object. The ctime is there for writers that
- * rewrite a file in place (same inode, same size) and set its mtime back (touch -r, os.utime):
- * nobody can set a ctime back, so such a rewrite still changes the token. It also changes on
- * chmod, chown or a new hard link: a change seen where there was none costs a re-read only.
+ * The etag is a change token, not HSDS's MD5 of the content: hex of (inode, size, mtime in ns).
+ * Every put renames a new inode into place, so a rewrite changes it; computing it costs one
+ * stat instead of reading the whole object. The ctime goes beside it (store_stat.ctime_ns), not
+ * into it: it tells writers that rewrite a file in place (same inode, same size) and set its
+ * mtime back (touch -r, os.utime), since nobody can set a ctime back, but it also changes when
+ * a hard link to the file is made or removed, which the store's copies between roots and the
+ * collection of old roots do all the time. Readers take it as a reason to read again (a
+ * re-read); a commit's check that nobody else wrote a chunk compares the etag alone, so that
+ * the collection of an old root never fails a writer's commit.
  *
  * No mutable state is shared: the struct is written once by store_posix_open, so any number
  * of threads may use one store.

@@ -172,6 +172,7 @@ void px_fill_stat(const struct stat *sb, struct store_stat *out)
     /* Python's float st_mtime (sec + nsec * 1e-9), the time HSDS's POSIX driver lists: the
      * .info.json h5osfs writes holds the very float HSDS's scan would (info.h). */
     out->mtime = (double)sb->st_mtim.tv_sec + (double)sb->st_mtim.tv_nsec * 1e-9;
-    snprintf(out->etag, sizeof out->etag, "%016" PRIx64 "%016" PRIx64 "%016" PRIx64 "%016" PRIx64,
-             (uint64_t)sb->st_ino, (uint64_t)sb->st_size, ns, cns);
+    snprintf(out->etag, sizeof out->etag, "%016" PRIx64 "%016" PRIx64 "%016" PRIx64,
+             (uint64_t)sb->st_ino, (uint64_t)sb->st_size, ns);
+    out->ctime_ns = cns;
 }

@@ -204,6 +204,29 @@ def test_r_plus_over_a_chunk_rewritten_meanwhile_fails_estale(mounted, tmp_path)
         assert np.array_equal(got, want), np.nonzero(got != want)[0][:5]
 
 
+@pytest.mark.posix_only(reason="hard links are a local bucket's; S3 has no inode change time")
+def test_r_plus_commits_when_only_a_hard_link_to_its_chunk_came_and_went(mounted):
+    """While a writer holds chunk 1, a hard link to the chunk's file is made and removed, as
+    the store's copies between roots and their collection do on a local bucket (the collection
+    of the root an earlier commit replaced, 30 s later, under an open r+). That changes the
+    file's ctime and nothing else: the commit goes through (it once failed ESTALE, the
+    writer's change kept only in rejected/, bench_versions.py G1 hit it)."""
+    m, keys = mounted
+    w = Writer(m.path(REL), CHUNK + 3, -1)
+    path = m.bucket / keys[1]
+    before = os.stat(path).st_ctime_ns
+    for _ in range(100000):         # until the coarse clock the ctime comes from has moved on
+        os.link(path, str(path) + ".link")
+        os.unlink(str(path) + ".link")
+        if os.stat(path).st_ctime_ns != before:
+            break
+    assert os.stat(path).st_ctime_ns != before
+    assert w.change() == "closed"
+    want = np.arange(N, dtype="<i4")
+    want[CHUNK + 3] = -1
+    assert np.array_equal(read_x(m), want)
+
+
 def test_r_plus_keeps_what_hsds_wrote_into_another_chunk(mounted):
     """The writer has read chunk 1 and changes it while HSDS rewrites chunk 2: the
     commit carries the writer's chunk 1 and HSDS's chunk 2 (a chunk the writer did not write is

@@ -37,6 +37,11 @@ struct store_stat {
     uint64_t size;
     double mtime;  /* seconds since the epoch */
     char etag[65]; /* opaque change token; equal etags mean equal content */
+    /* A local bucket's inode change time (ns), 0 elsewhere: a rewrite in place that sets the
+     * mtime back still changes it, but so do a hard link made or removed (the store's own
+     * copies between roots, and their collection) and chmod. What tells a reader to read
+     * again, never what tells a writer that someone else wrote. */
+    uint64_t ctime_ns;
 };
 
 struct store_entry {
