@@ -361,6 +361,51 @@ static void test_rename_commits_under_new_name(void)
     stack_close(&s);
 }
 
+/* mv of a folder that holds a file being written: the file moves with its folder, as open
+ * files do on any file system (the fs layer moves the handles' inodes with it): found under
+ * its new path only, listed in the new folder, and committed there at its last close. */
+static void test_rename_of_its_folder_moves_the_entry(void)
+{
+    struct stack s;
+    struct staged *h = NULL, *other = NULL;
+    char root[SCHEMA_ID_BUF], **names = NULL;
+    size_t len, n = 0;
+    unsigned char *bytes = rig_h5_bytes(10, &len);
+    stack_open(&s, "rename_folder");
+    const char *folder = "{\"owner\": \"u\", \"acls\": {\"u\": {\"create\": true, \"read\": true, "
+                         "\"update\": true, \"delete\": true, \"readACL\": true, \"updateACL\": "
+                         "true}}, \"created\": 1, \"lastModified\": 1}";
+    REQUIRE(store_put(s.r.mem, "home/u/.domain.json", folder, strlen(folder)) == 0);
+    REQUIRE(store_put(s.r.mem, "home/u/d/.domain.json", folder, strlen(folder)) == 0);
+    CHECK_INT(staging_open(s.t, "/home/u/d/new.h5", NULL, 1, &h), 0);
+    CHECK_INT(staging_open(s.t, "/home/u/dd.h5", NULL, 1, &other), 0); /* not below it */
+    CHECK_INT(write_all(&s, h, bytes, len), 0);
+    CHECK_INT(domops_rename(&s.r.ops, "u", "/home/u/d", "/home/u/e", 0), 0);
+    staging_rename(s.t, "/home/u/d", "/home/u/e");
+    CHECK(staging_find(s.t, "/home/u/d/new.h5") == NULL);
+    struct staged *found = staging_find(s.t, "/home/u/e/new.h5");
+    CHECK(found == h);
+    if (found)
+        staging_release(s.t, found);
+    found = staging_find(s.t, "/home/u/dd.h5");
+    CHECK(found == other);
+    if (found)
+        staging_release(s.t, found);
+    CHECK_INT(staging_children(s.t, "/home/u/e", &names, &n), 0);
+    CHECK_INT(n, 1);
+    for (size_t i = 0; i < n; i++)
+        free(names[i]);
+    free(names);
+    staging_release(s.t, other);
+    staging_release(s.t, h);
+    CHECK(domain_holds(&s, "/home/u/e/new.h5", 10));
+    rig_named_root(s.r.mem, "/home/u/d/new.h5", root);
+    CHECK_STR(root, "");
+    CHECK_INT(files_in(&s, "journal"), 0);
+    free(bytes);
+    stack_close(&s);
+}
+
 /* r+: the staged file reads as the domain's file; rewriting it commits a new root whose
  * values are the same, the old root is collected; O_TRUNC over it replaces it. */
 static void test_change_of_a_domain(void)
@@ -442,6 +487,7 @@ int main(void)
     test_empty_drops_uncommitted();
     test_unlink_drops_entry();
     test_rename_commits_under_new_name();
+    test_rename_of_its_folder_moves_the_entry();
     test_change_of_a_domain();
     test_change_base_fails();
     rig_teardown();
