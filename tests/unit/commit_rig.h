@@ -30,7 +30,9 @@
 #include "h5osfs/util/log.h"
 
 #define RIG_BUCKET_ID "mem:commit_rig"
+#ifndef RIG_VALUES
 #define RIG_VALUES (1 << 20) /* more than one HSDS chunk (ingest makes ~1 MiB chunks) */
+#endif
 #define RIG_CHUNK (1 << 16)
 #define RIG_DOMAIN_KEYS "*/.domain.json"
 #define RIG_CHUNK_KEYS "db/*/d/*/[0-9]*"
