@@ -148,6 +148,8 @@ static int save_overlay(struct staging *t, struct staged *s)
     int rc = s->overlay ? overlay_save(s->overlay, &text) : 0;
     if (rc == 0 && text)
         rc = journal_write_base(t->commit.journal, &s->rec, text);
+    if (rc == 0 && s->overlay)
+        overlay_saved(s->overlay);
     free(text);
     return rc;
 }
@@ -225,6 +227,8 @@ static int truncate_locked(struct staging *t, struct staged *s, uint64_t size)
         return rc;
     if (s->overlay)
         rc = overlay_before_truncate(s->overlay, size);
+    if (rc == 1)
+        rc = save_overlay(t, s); /* before the change: a recovery must not think it clean */
     if (rc == 0 && ftruncate(s->fd, (off_t)size) != 0)
         rc = -errno;
     if (rc != 0) {
@@ -338,6 +342,8 @@ static ssize_t write_locked(struct staging *t, struct staged *s, const void *buf
         return rc; /* the staged file is as it was */
     if (s->overlay)
         rc = overlay_before_write(s->overlay, off, len);
+    if (rc == 1)
+        rc = save_overlay(t, s); /* before the bytes land: a recovery must not think it clean */
     ssize_t n = rc == 0 ? pwrite(s->fd, buf, len, (off_t)off) : rc;
     if (rc == 0 && n < 0)
         n = -errno;

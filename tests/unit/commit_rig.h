@@ -174,6 +174,58 @@ static inline void rig_commit(struct rig *r, const char *domain, int seed, char 
     gc_drain(r->gc);
 }
 
+#define RIG_SMALL_VALUES 300 /* a dataset whose chunk extent holds no whole 4 KiB block */
+
+/* A domain committed from a file of one small dataset "small" whose values are i + 1. */
+static inline void rig_commit_small(struct rig *r, const char *domain, char root[SCHEMA_ID_BUF])
+{
+    struct journal_rec rec;
+    int fd = -1, values[RIG_SMALL_VALUES];
+    hsize_t dims[1] = { RIG_SMALL_VALUES };
+    for (int i = 0; i < RIG_SMALL_VALUES; i++)
+        values[i] = i + 1;
+    REQUIRE(journal_stage(r->journal, domain, JOURNAL_NEW, NULL, &rec, &fd) == 0);
+    close(fd);
+    char *path = journal_staged_path(r->journal, &rec);
+    REQUIRE(path != NULL);
+    hid_t f = H5Fcreate(path, H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT);
+    hid_t space = H5Screate_simple(1, dims, NULL);
+    REQUIRE(f >= 0 && space >= 0);
+    hid_t d = H5Dcreate2(f, "small", H5T_NATIVE_INT, space, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
+    REQUIRE(d >= 0 && H5Dwrite(d, H5T_NATIVE_INT, H5S_ALL, H5S_ALL, H5P_DEFAULT, values) >= 0);
+    H5Dclose(d);
+    H5Sclose(space);
+    REQUIRE(H5Fclose(f) >= 0);
+    free(path);
+    rec.state = JOURNAL_DIRTY;
+    REQUIRE(journal_write(r->journal, &rec) == 0);
+    REQUIRE(commit_staged(&r->commit, &rec, NULL, NULL) == 0);
+    snprintf(root, SCHEMA_ID_BUF, "%s", rec.base_root);
+    journal_remove(r->journal, &rec);
+    journal_rec_free(&rec);
+}
+
+/* Value i of "small" in an HDF5 file's bytes; -1 when it cannot be read. */
+static inline long rig_small_value(const unsigned char *bytes, size_t len, int i)
+{
+    char path[320];
+    int values[RIG_SMALL_VALUES];
+    long v = -1;
+    snprintf(path, sizeof path, "%s/small.h5", rig_tmp);
+    FILE *fp = fopen(path, "wb");
+    REQUIRE(fp && fwrite(bytes, 1, len, fp) == len && fclose(fp) == 0);
+    hid_t f = H5Fopen(path, H5F_ACC_RDONLY, H5P_DEFAULT);
+    hid_t d = f >= 0 ? H5Dopen2(f, "small", H5P_DEFAULT) : -1;
+    if (d >= 0 && H5Dread(d, H5T_NATIVE_INT, H5S_ALL, H5S_ALL, H5P_DEFAULT, values) >= 0)
+        v = values[i];
+    if (d >= 0)
+        H5Dclose(d);
+    if (f >= 0)
+        H5Fclose(f);
+    unlink(path);
+    return v;
+}
+
 /* The root the .domain.json of domain names in the bucket ("" when there is none). */
 static inline void rig_named_root(struct store *mem, const char *domain, char out[SCHEMA_ID_BUF])
 {

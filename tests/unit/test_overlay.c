@@ -283,6 +283,91 @@ static void test_chunk_read_fails(struct base *b)
     chunk_cache_free(cache);
 }
 
+static int first_small_extent(void *ctx, uint64_t off, uint64_t len)
+{
+    struct extents *e = ctx;
+    if (len < 4096 && e->n == 0) {
+        e->off[0] = off;
+        e->len[e->n++] = len;
+    }
+    return 0;
+}
+
+/*
+ * A chunk extent that holds no whole file-system block: a restore cannot see from holes that
+ * it was written, so the write that makes it dirty asks for the ranges to be saved first (1),
+ * and the text saved then restores it dirty, with the written bytes. It is copied in before
+ * even a write that covers it whole, so that the file holds whole bytes whenever it is saved.
+ */
+static void test_small_chunk_written_survives_restore(struct base *b)
+{
+    struct chunk_cache *cache = chunk_cache_new(16u << 20);
+    struct overlay *o = NULL, *again = NULL;
+    struct image *img = NULL;
+    struct image_source src = { .store = b->r.st, .bucket_name = "bucket" };
+    struct extents small = { .n = 0 };
+    char root[SCHEMA_ID_BUF], *after = NULL;
+    unsigned char *bytes = NULL, *expect = NULL;
+    size_t len = 0;
+    uint64_t size = 0;
+    int fd = staged_file("small.h5");
+    REQUIRE(cache != NULL);
+    rig_commit_small(&b->r, "/home/u/small.h5", root);
+    REQUIRE(image_build(&src, "/home/u/small.h5", root, &img) == 0);
+    REQUIRE(image_for_each_chunk(img, first_small_extent, &small) == 0 && small.n == 1);
+    REQUIRE(rig_read_image(img, &bytes, &len) == 0);
+    REQUIRE((expect = malloc(len)) != NULL);
+    memcpy(expect, bytes, len);
+    REQUIRE(overlay_new(img, root, cache, fd, &o) == 0);
+    REQUIRE(overlay_fill(o, &size) == 0);
+    size_t clean_at_fill = clean_ranges(o);
+
+    /* value 2 of "small" (its bytes 8-11) becomes 0x7f7f7f7f */
+    uint64_t value2 = small.off[0] + 2 * sizeof(int);
+    CHECK_INT(overlay_before_write(o, value2, 4), 1);
+    CHECK(file_holds(fd, small.off[0], small.len[0], bytes)); /* copied in before the save */
+    CHECK(pwrite(fd, "\x7f\x7f\x7f\x7f", 4, (off_t)value2) == 4);
+    memset(expect + value2, 0x7f, 4);
+    CHECK_INT(overlay_before_write(o, value2, 4), 1); /* not saved yet: still asks */
+    CHECK_INT(overlay_save(o, &after), 0);
+    overlay_saved(o);
+    CHECK_INT(overlay_before_write(o, value2, 4), 0); /* saved, and already dirty */
+    CHECK_INT(clean_ranges(o), clean_at_fill - 1);
+    CHECK(overlay_reads(o, size, expect));
+    CHECK_INT(rig_small_value(expect, len, 2), 0x7f7f7f7f);
+
+    /* a crash: the text saved after the write restores the range dirty, its bytes the file's */
+    REQUIRE(overlay_new(img, root, cache, fd, &again) == 0);
+    CHECK_INT(overlay_restore(again, after), 0);
+    CHECK_INT(clean_ranges(again), clean_at_fill - 1);
+    CHECK(overlay_reads(again, size, expect));
+    overlay_free(again);
+    overlay_free(o);
+
+    /* a write that covers it whole still copies it in first (and asks for the save) */
+    close(fd);
+    fd = staged_file("small_whole.h5");
+    REQUIRE(overlay_new(img, root, cache, fd, &o) == 0);
+    REQUIRE(overlay_fill(o, &size) == 0);
+    CHECK_INT(overlay_before_write(o, small.off[0], small.len[0]), 1);
+    CHECK(file_holds(fd, small.off[0], small.len[0], bytes));
+    /* a truncate into it the same */
+    overlay_free(o);
+    close(fd);
+    fd = staged_file("small_truncate.h5");
+    REQUIRE(overlay_new(img, root, cache, fd, &o) == 0);
+    REQUIRE(overlay_fill(o, &size) == 0);
+    CHECK_INT(overlay_before_truncate(o, small.off[0] + 100), 1);
+    CHECK(file_holds(fd, small.off[0], 100, bytes));
+    overlay_free(o);
+    image_put(img);
+    free(after);
+    free(bytes);
+    free(expect);
+    close(fd);
+    chunk_cache_free(cache);
+}
+
 int main(void)
 {
     struct base b;
@@ -292,6 +377,7 @@ int main(void)
     test_writes(&b);
     test_write_spanning_two_clean_chunks(&b);
     test_restore_refuses(&b);
+    test_small_chunk_written_survives_restore(&b);
     test_chunk_read_fails(&b);
     base_close(&b);
     rig_teardown();
