@@ -27,6 +27,7 @@ struct overlay {
     struct image_reader reader;
     struct range *clean; /* sorted, disjoint */
     size_t n, cap;
+    int unsaved; /* a range without a whole block went dirty since overlay_saved */
 };
 
 int overlay_new(struct image *base, const char *root, struct chunk_cache *cache, int fd,
@@ -236,29 +237,49 @@ static int materialize(struct overlay *o, size_t i, uint64_t end)
     return 0;
 }
 
+/* Can a restore tell that r was written (overlay_restore)? Only from data in a whole
+ * file-system block inside it: a range without one must be saved as dirty instead, and holds
+ * the base's bytes (copied in) until the write lands, so that any crash finds it whole. */
+static int tellable(const struct overlay *o, struct range r)
+{
+    uint64_t a, b;
+    inner_blocks(o->fd, r.off, r.len, &a, &b);
+    return a < b;
+}
+
 int overlay_before_write(struct overlay *o, uint64_t off, uint64_t len)
 {
     size_t i = first_after(o, off);
     while (i < o->n && o->clean[i].off < off + len) {
         struct range r = o->clean[i];
-        int rc = 0;
-        if (r.off >= off && r.off + r.len <= off + len)
+        int rc = 0, telling = tellable(o, r);
+        if (telling && r.off >= off && r.off + r.len <= off + len)
             drop(o, i); /* written whole: nothing of the base is kept */
         else
             rc = materialize(o, i, UINT64_MAX);
         if (rc != 0)
             return rc;
+        o->unsaved |= !telling;
     }
-    return 0;
+    return o->unsaved;
 }
 
 int overlay_before_truncate(struct overlay *o, uint64_t size)
 {
     size_t i = first_after(o, size);
-    int rc = i < o->n && o->clean[i].off < size ? materialize(o, i, size) : 0;
+    struct range r = i < o->n ? o->clean[i] : (struct range){ 0, 0 };
+    int across = i < o->n && r.off < size;
+    int rc = across ? materialize(o, i, size) : 0;
+    if (rc == 0 && across)
+        o->unsaved |= !tellable(o, (struct range){ r.off, size - r.off });
     if (rc == 0)
         o->n = first_after(o, size);
-    return rc;
+    return rc != 0 ? rc : o->unsaved;
+}
+
+void overlay_saved(struct overlay *o)
+{
+    o->unsaved = 0;
 }
 
 static const char *object_id(void *ctx, uint64_t addr)

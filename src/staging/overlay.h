@@ -40,12 +40,19 @@ int overlay_fill(struct overlay *o, uint64_t *size);
 ssize_t overlay_read(struct overlay *o, uint64_t size, void *buf, size_t len, uint64_t off);
 
 /* Call before writing [off, off+len): clean ranges the write covers in part are copied into
- * the file first, those it covers whole are dirty from now on. 0 or -errno. */
+ * the file first, those it covers whole are dirty from now on. 0; 1 when the ranges must be
+ * saved again (overlay_save, then overlay_saved) before the write: a range that holds no
+ * whole file-system block stopped being clean (copied in, also when covered whole), and a
+ * restore could not tell it was written; or -errno. */
 int overlay_before_write(struct overlay *o, uint64_t off, uint64_t len);
 
 /* Call before truncating the file to size: a clean range across size is copied in up to size,
- * those beyond it are forgotten. 0 or -errno. */
+ * those beyond it are forgotten. 0, 1 (as overlay_before_write) or -errno. */
 int overlay_before_truncate(struct overlay *o, uint64_t size);
+
+/* The text of overlay_save is durable now: 1 is not answered again until another range
+ * without a whole block stops being clean. */
+void overlay_saved(struct overlay *o);
 
 /* Copy every clean range into the file: it then holds every byte. 0 or -errno. */
 int overlay_materialize_all(struct overlay *o);

@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "h5osfs/util/clock.h"
+#include "h5osfs/util/grow.h"
 #include "h5osfs/util/log.h"
 #include "h5osfs/util/strmap.h"
 #include "overlay.h"
@@ -147,6 +148,8 @@ static int save_overlay(struct staging *t, struct staged *s)
     int rc = s->overlay ? overlay_save(s->overlay, &text) : 0;
     if (rc == 0 && text)
         rc = journal_write_base(t->commit.journal, &s->rec, text);
+    if (rc == 0 && s->overlay)
+        overlay_saved(s->overlay);
     free(text);
     return rc;
 }
@@ -224,6 +227,8 @@ static int truncate_locked(struct staging *t, struct staged *s, uint64_t size)
         return rc;
     if (s->overlay)
         rc = overlay_before_truncate(s->overlay, size);
+    if (rc == 1)
+        rc = save_overlay(t, s); /* before the change: a recovery must not think it clean */
     if (rc == 0 && ftruncate(s->fd, (off_t)size) != 0)
         rc = -errno;
     if (rc != 0) {
@@ -337,6 +342,8 @@ static ssize_t write_locked(struct staging *t, struct staged *s, const void *buf
         return rc; /* the staged file is as it was */
     if (s->overlay)
         rc = overlay_before_write(s->overlay, off, len);
+    if (rc == 1)
+        rc = save_overlay(t, s); /* before the bytes land: a recovery must not think it clean */
     ssize_t n = rc == 0 ? pwrite(s->fd, buf, len, (off_t)off) : rc;
     if (rc == 0 && n < 0)
         n = -errno;
@@ -639,33 +646,94 @@ int staging_root_in_use(struct staging *t, const char *root)
     return w.found;
 }
 
-void staging_rename(struct staging *t, const char *from, const char *to)
+/* The entries a rename of from moves: from's own and, when from is a folder, those below. */
+struct moved_walk {
+    const char *from;
+    size_t from_len;
+    struct staged **entries;
+    size_t n, cap;
+    int rc;
+};
+
+static int at_or_below(const char *key, void *value, void *ctx)
 {
-    pthread_mutex_lock(&t->lock);
-    struct staged *s = strmap_get(t->by_path, from);
-    char *key = s ? strdup(to) : NULL, *domain = s ? strdup(to) : NULL;
-    int moved = s && key && domain && strmap_put(t->by_path, to, s, NULL) == 0;
-    if (moved) {
-        strmap_remove(t->by_path, from);
-        free(s->path);
-        s->path = key;
-        key = NULL;
-        s->refs++;
+    struct moved_walk *w = ctx;
+    char next = key[w->from_len];
+    if (w->rc != 0 || strncmp(key, w->from, w->from_len) != 0 || (next != '\0' && next != '/'))
+        return 0;
+    struct staged **bigger = grow_array(w->entries, &w->cap, w->n + 1, sizeof *bigger, 4);
+    if (!bigger) {
+        w->rc = -ENOMEM;
+        return 0;
     }
-    pthread_mutex_unlock(&t->lock);
-    free(key);
-    if (!moved) {
-        if (s)
-            log_warn("rename %s -> %s: the staged file keeps the old name", from, to);
-        free(domain);
-        return;
+    w->entries = bigger;
+    w->entries[w->n++] = value;
+    return 0;
+}
+
+/* Under the table's lock: s takes the path to + what followed from in its path, and a
+ * reference for the caller, who renames its record (*domain, the new path). 0 or -ENOMEM
+ * (it keeps its old name). */
+static int move_entry(struct staging *t, struct staged *s, size_t from_len, const char *to,
+                      char **domain)
+{
+    char *key = NULL;
+    *domain = NULL;
+    if (asprintf(&key, "%s%s", to, s->path + from_len) < 0)
+        return -ENOMEM;
+    if (!(*domain = strdup(key)) || strmap_put(t->by_path, key, s, NULL) != 0) {
+        free(*domain);
+        *domain = NULL;
+        free(key);
+        return -ENOMEM;
     }
+    strmap_remove(t->by_path, s->path);
+    free(s->path);
+    s->path = key;
+    s->refs++;
+    return 0;
+}
+
+/* The record of a moved entry names its new path (a recovery commits it there). */
+static void rename_record(struct staging *t, struct staged *s, char *domain)
+{
     pthread_mutex_lock(&s->lock);
     free(s->rec.domain);
     s->rec.domain = domain;
-    journal_write(t->commit.journal, &s->rec);
+    int rc = journal_write(t->commit.journal, &s->rec);
     pthread_mutex_unlock(&s->lock);
-    staging_release(t, s);
+    if (rc != 0)
+        log_warn("%s: renamed, but its journal record could not be rewritten (%s): a recovery "
+                 "after a crash would commit it under its old name",
+                 domain, strerror(-rc));
+}
+
+/* A folder's rename moves the files staged below it too, as the fs layer moves their inodes:
+ * else their last close would commit them under a path that no longer exists. */
+void staging_rename(struct staging *t, const char *from, const char *to)
+{
+    struct moved_walk w = { .from = from, .from_len = strlen(from) };
+    char **domains = NULL;
+    pthread_mutex_lock(&t->lock);
+    strmap_filter(t->by_path, at_or_below, &w);
+    if (w.n && !(domains = calloc(w.n, sizeof *domains)))
+        w.rc = -ENOMEM;
+    for (size_t i = 0; w.rc == 0 && i < w.n; i++)
+        if (move_entry(t, w.entries[i], w.from_len, to, &domains[i]) != 0)
+            log_warn("rename %s -> %s: the staged file %s keeps the old name", from, to,
+                     w.entries[i]->path);
+    pthread_mutex_unlock(&t->lock);
+    if (w.rc != 0)
+        log_warn("rename %s -> %s: the staged files there keep the old names (out of memory)", from,
+                 to);
+    for (size_t i = 0; domains && i < w.n; i++) {
+        if (!domains[i])
+            continue;
+        rename_record(t, w.entries[i], domains[i]);
+        staging_release(t, w.entries[i]);
+    }
+    free(domains);
+    free(w.entries);
 }
 
 /* ---- recovery ---- */

@@ -303,3 +303,39 @@ def test_rm_of_a_domain_drops_its_staged_change(bucket_copy, mount_bucket, tmp_p
     assert not target.exists()
     assert not (bucket_copy / HOME / "sample1.h5" / ".domain.json").exists()
     assert "sample1.h5: committed" not in m.log()
+
+
+def test_a_crash_keeps_an_r_plus_write_into_a_small_dataset(bucket_copy, tmp_path):
+    """r+ stages a domain's chunks as holes and a recovery tells a written chunk by the data
+    in its whole blocks; a chunk smaller than a block (a small dataset's) has none, so a write
+    into one was restored as unwritten and lost at a crash. The daemon is killed with the
+    written descriptor open; the next mount commits the write."""
+    cache = tmp_path / "cache"
+    cache.mkdir()
+    m = mount_on(bucket_copy, tmp_path, cache, "rplus")
+    target = m.path(f"{HOME}/small.h5")
+    try:
+        with h5py.File(target, "w") as f:
+            f.create_dataset("small", data=np.arange(1, 301, dtype="<i4"))
+        with h5py.File(target, "r") as f:
+            d = f["small"]
+            offset = d.id.get_offset()
+            if offset is None:
+                offset = d.id.get_chunk_info(0).byte_offset
+            assert d.id.get_storage_size() < 4096
+        fd = os.open(target, os.O_RDWR)
+        assert os.pwrite(fd, b"\x7f\x7f\x7f\x7f", offset + 8) == 4     # value 2 (direct_io)
+    finally:
+        kill(m)
+    with pytest.raises(OSError):
+        os.close(fd)                        # the daemon is gone: nothing was committed
+    m = mount_on(bucket_copy, tmp_path, cache, "after")
+    try:
+        with h5py.File(m.path(f"{HOME}/small.h5"), "r") as f:
+            values = f["small"][:]
+        assert values[2] == 0x7f7f7f7f
+        assert list(values[:2]) == [1, 2] and list(values[3:]) == list(range(4, 301))
+        assert staging(cache) == []
+        assert [n for n in journal(cache) if not n.startswith("gc.")] == []
+    finally:
+        harness.assert_clean([m])

@@ -148,3 +148,21 @@ def test_open_file_survives_rm(bucket_copy, mount_bucket):
         os.unlink(path)
         rest = f.read()
     assert head + rest == whole
+
+
+def test_a_file_being_written_moves_with_its_folder(bucket_copy, mount_bucket):
+    """mv of a folder while a file in it is open for writing: the file moves with the folder,
+    as on any file system, and its close stores it under the new path (staging_rename)."""
+    m = mount_bucket(bucket_copy, "-o", "user=test_user1,ttl=0")
+    content = open(m.path(f"{HOME}/sample3.h5"), "rb").read()
+    os.mkdir(m.path(f"{HOME}/project"))
+    with open(m.path(f"{HOME}/project/new.h5"), "wb") as f:
+        f.write(content)
+        f.flush()
+        os.rename(m.path(f"{HOME}/project"), m.path(f"{HOME}/moved"))
+        assert os.listdir(m.path(f"{HOME}/moved")) == ["new.h5"]
+        assert os.stat(m.path(f"{HOME}/moved/new.h5")).st_size == len(content)
+    assert os.listdir(m.path(f"{HOME}/moved")) == ["new.h5"]
+    assert not os.path.exists(m.path(f"{HOME}/project"))
+    assert not (bucket_copy / HOME / "project" / "new.h5" / ".domain.json").exists()
+    assert domain_json(bucket_copy, f"{HOME}/moved/new.h5")["root"]

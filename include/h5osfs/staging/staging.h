@@ -98,7 +98,8 @@ int staging_children(struct staging *t, const char *dir, char ***names, size_t *
  */
 int staging_unlink(struct staging *t, const char *path,
                    int (*remove)(void *ctx, const char *path, int fresh), void *ctx);
-/* Move an entry to a new path after a rename of its domain. */
+/* Move the entry of from to to after a rename of its domain; after a rename of a folder,
+ * every entry below it too (to + the rest of its path), as the files open there move with it. */
 void staging_rename(struct staging *t, const char *from, const char *to);
 /* At mount, before any request: staged files no record names are deleted (journal_sweep:
  * torn files a crash left), then what the journal holds is finished, undone and retried
