@@ -17,6 +17,8 @@
 
 #include <jansson.h>
 
+#include "h5osfs/util/dynbuf.h"
+
 #define HJSON_NAN "\x01NaN"
 #define HJSON_INF "\x01Infinity"
 #define HJSON_NINF "\x01-Infinity"
@@ -60,5 +62,16 @@ int hjson_number(const json_t *value, double *out);
  * or -ENOMEM.
  */
 int hjson_dumps(const json_t *value, char **out);
+
+/*
+ * The parts of hjson_dumps for text written by hand (the domain summary, src/commit/info.c), so
+ * that every JSON the daemon writes formats numbers and strings in one place.
+ * hjson_dump_string appends s[0, n) as a JSON string (an HJSON_UNLOADABLE string as the text it
+ * stood for; the number markers are not interpreted: they are strings here); -EINVAL when s is
+ * not UTF-8. hjson_dump_real appends x in Python's repr (NaN, Infinity, -Infinity bare). Both
+ * return 0, the error of the buffer (dynbuf.h), or -EINVAL, and append nothing usable on error.
+ */
+int hjson_dump_string(struct dynbuf *b, const char *s, size_t n);
+int hjson_dump_real(struct dynbuf *b, double x);
 
 #endif

@@ -24,7 +24,10 @@ struct dynbuf {
     int err; /* 0, or the first failure (-ENOMEM, -EOVERFLOW) */
 };
 
-#define DYNBUF_INIT(max_bytes) { NULL, 0, 0, (max_bytes), 0 }
+#define DYNBUF_INIT(max_bytes)     \
+    {                              \
+        NULL, 0, 0, (max_bytes), 0 \
+    }
 
 /* An empty buffer that may hold up to max bytes (DYNBUF_NO_MAX: no limit). */
 void dynbuf_init(struct dynbuf *b, size_t max);
