@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "h5osfs/util/clock.h"
+#include "h5osfs/util/grow.h"
 #include "h5osfs/util/log.h"
 #include "h5osfs/util/strmap.h"
 #include "overlay.h"
@@ -573,7 +574,7 @@ struct children_walk {
     const char *dir;
     size_t dir_len;
     char **names;
-    size_t n;
+    size_t n, cap;
     int rc;
 };
 
@@ -584,7 +585,7 @@ static int child_of(const char *key, void *value, void *ctx)
     const char *name = key + w->dir_len;
     if (w->rc != 0 || strncmp(key, w->dir, w->dir_len) != 0 || !*name || strchr(name, '/'))
         return 0;
-    char **bigger = realloc(w->names, (w->n + 1) * sizeof *bigger);
+    char **bigger = grow_array(w->names, &w->cap, w->n + 1, sizeof *bigger, 8);
     if (!bigger || !(bigger[w->n] = strdup(name))) {
         if (bigger)
             w->names = bigger;
