@@ -277,14 +277,10 @@ static int collect_key(void *ctx, const char *key, const struct store_stat *st)
 {
     (void)st;
     struct key_set *s = ctx;
-    if (s->n == s->cap) {
-        size_t cap = s->cap ? s->cap * 2 : 256;
-        char **k = realloc(s->keys, cap * sizeof *k);
-        if (!k)
-            return -ENOMEM;
-        s->keys = k;
-        s->cap = cap;
-    }
+    char **k = grow_array(s->keys, &s->cap, s->n + 1, sizeof *k, 256);
+    if (!k)
+        return -ENOMEM;
+    s->keys = k;
     return (s->keys[s->n] = strdup(key)) ? (s->n++, 0) : -ENOMEM;
 }
 
