@@ -1085,7 +1085,10 @@ static int build_steps(struct builder *b)
     if (rc == 0)
         rc = record_objects(b);
     close_objects(b);
-    if (H5Fclose(b->file) < 0 && rc == 0)
+    b->target.closing = 1;
+    herr_t closed = H5Fclose(b->file);
+    b->file = -1; /* closed even when the close failed: a second close would touch freed state */
+    if (closed < 0 && rc == 0)
         rc = -EIO;
     if (rc == 0 && b->target.failed)
         rc = b->target.failed;
