@@ -88,7 +88,12 @@ int build_load_json(struct builder *b, const char *id, json_t **out, char *why, 
         return rc == -ENOMEM ? rc : -EIO;
     }
     json_t *j = hjson_loadb((const char *)buf.data, buf.len, jwhy, sizeof jwhy);
+    int load_err = j ? 0 : errno;
     store_buf_free(&buf);
+    if (load_err == ENOMEM) {
+        why_set(why, why_len, "object %s (%.120s): out of memory", id, key);
+        return -ENOMEM; /* not a malformed object: the build fails, nothing is left out */
+    }
     const json_t *jid = json_object_get(j, "id");
     if (!json_is_object(j) || !hjson_text(jid) || strcmp(hjson_text(jid), id) != 0) {
         why_set(why, why_len, "object %s (%.120s): %s", id, key,

@@ -11,6 +11,7 @@
 #include <ctype.h>
 #include <errno.h>
 #include <math.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -287,6 +288,48 @@ static void report(const struct rewrite *rw, const json_error_t *err, char *why,
     why_set(why, why_len, "%s at line %d column %d", err->text, line, column);
 }
 
+/* Allocation failures of jansson in any thread (hjson_setup_alloc): its parser reports some
+ * as syntax errors ("string or '}' expected") and drops some members silently, and code that
+ * builds documents may miss a failed json_object_set_new; none of that may make a good document
+ * look malformed, or an incomplete one be written. Counted for the whole process: a failure
+ * in another thread at the same time costs a retry, never a wrong document. */
+static atomic_ulong json_alloc_failures;
+
+static void *counted_malloc(size_t size)
+{
+    void *p = malloc(size);
+    if (!p)
+        atomic_fetch_add(&json_alloc_failures, 1);
+    return p;
+}
+
+unsigned long hjson_alloc_failures(void)
+{
+    return atomic_load(&json_alloc_failures);
+}
+
+void hjson_setup_alloc(void)
+{
+    json_set_alloc_funcs(counted_malloc, free);
+}
+
+static json_t *parse(struct rewrite *rw, json_error_t *err)
+{
+    /* HSDS stores the text of fixed strings as it is, NULs inside included (numpy drops only
+     * trailing ones), and Python writes those as \u0000: string values may hold NULs, so code
+     * that reads names from the document must use hjson_text. Numbers are read in the default
+     * floating-point environment (fpenv.h), so subnormals stay what they are. */
+    struct fpenv fe;
+    json_t *doc;
+    fpenv_enter(&fe);
+    if (rw->out.p)
+        doc = json_loadb(rw->out.p, rw->out.len, JSON_DECODE_ANY | JSON_ALLOW_NUL, err);
+    else
+        doc = json_loadb(rw->text, rw->len, JSON_DECODE_ANY | JSON_ALLOW_NUL, err);
+    fpenv_leave(&fe);
+    return doc;
+}
+
 json_t *hjson_loadb(const char *text, size_t len, char *why, size_t why_len)
 {
     struct rewrite rw = { .text = text ? text : "",
@@ -294,28 +337,26 @@ json_t *hjson_loadb(const char *text, size_t len, char *why, size_t why_len)
                           .out = DYNBUF_INIT(DYNBUF_NO_MAX) };
     json_error_t err;
     json_t *doc = NULL;
-
-    if (scan(&rw) != 0) {
-        if (why && why_len > 0)
-            why_set(why, why_len, "out of memory");
-        goto out;
+    unsigned long failures = hjson_alloc_failures();
+    int oom = scan(&rw) != 0;
+    if (!oom) {
+        doc = parse(&rw, &err);
+        /* jansson can also return a document without the member it could not store */
+        oom = hjson_alloc_failures() != failures ||
+              (!doc && json_error_code(&err) == json_error_out_of_memory);
     }
-    /* HSDS stores the text of fixed strings as it is, NULs inside included (numpy drops only
-     * trailing ones), and Python writes those as \u0000: string values may hold NULs, so code
-     * that reads names from the document must use hjson_text. Numbers are read in the default
-     * floating-point environment (fpenv.h), so subnormals stay what they are. */
-    struct fpenv fe;
-    fpenv_enter(&fe);
-    if (rw.out.p)
-        doc = json_loadb(rw.out.p, rw.out.len, JSON_DECODE_ANY | JSON_ALLOW_NUL, &err);
-    else
-        doc = json_loadb(rw.text, rw.len, JSON_DECODE_ANY | JSON_ALLOW_NUL, &err);
-    fpenv_leave(&fe);
-    if (!doc)
+    if (oom) {
+        json_decref(doc);
+        doc = NULL;
+    }
+    if (oom && why && why_len > 0)
+        why_set(why, why_len, "out of memory");
+    else if (!doc)
         report(&rw, &err, why, why_len);
-out:
     dynbuf_free(&rw.out);
     free(rw.spans);
+    if (!doc)
+        errno = oom ? ENOMEM : EINVAL;
     return doc;
 }
 

@@ -38,6 +38,18 @@
  * other text meant for C strings with hjson_text. Object keys with a NUL, and strings with a
  * lone surrogate, load as HJSON_UNLOADABLE strings. */
 json_t *hjson_loadb(const char *text, size_t len, char *why, size_t why_len);
+/* With NULL, errno says why: ENOMEM when memory ran out (the text may be good: the caller must
+ * not treat the document as malformed), EINVAL when the text is not JSON. Running out is seen
+ * for certain once hjson_setup_alloc routed jansson's allocations through hjson (the daemon
+ * does at start, before any thread); without it, only where jansson itself says so. */
+
+/* Routes jansson's allocations through hjson's counting allocator. Once, before any thread
+ * uses jansson. */
+void hjson_setup_alloc(void);
+/* How many of jansson's allocations have failed in the process so far (0 without
+ * hjson_setup_alloc): a change across a piece of work means a document it built may lack a
+ * member whose json_object_set_new failed unnoticed. */
+unsigned long hjson_alloc_failures(void);
 
 /* The text of a string value without NUL characters, or NULL (not a string, one that a C
  * string would cut short, or an unloadable one). */
