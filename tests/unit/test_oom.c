@@ -67,7 +67,7 @@ void *__wrap_realloc(void *p, size_t size);
 char *__wrap_strdup(const char *s);
 char *__wrap_strndup(const char *s, size_t n);
 int __wrap_posix_memalign(void **p, size_t align, size_t size);
-int __wrap_asprintf(char **out, const char *fmt, ...);
+int __wrap_asprintf(char **out, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
 /* Allocations left before the one that fails; <= 0: none fails. Threads share it. */
 static atomic_long countdown;
@@ -408,7 +408,9 @@ static void test_image_build_oom(void)
             if (!ok) {
                 size_t n_out = 0;
                 const struct image_omission *o = image_left_out(img, &n_out);
-                fprintf(stderr, "image build, allocation %ld failed: wrong bytes (%zu left out%s%s)\n", k, n_out, n_out ? ": " : "", n_out ? o[0].why : "");
+                fprintf(stderr,
+                        "image build, allocation %ld failed: wrong bytes (%zu left out%s%s)\n", k,
+                        n_out, n_out ? ": " : "", n_out ? o[0].why : "");
             }
             image_put(img);
         }
