@@ -11,7 +11,6 @@
 #include <ctype.h>
 #include <errno.h>
 #include <math.h>
-#include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -288,24 +287,24 @@ static void report(const struct rewrite *rw, const json_error_t *err, char *why,
     why_set(why, why_len, "%s at line %d column %d", err->text, line, column);
 }
 
-/* Allocation failures of jansson in any thread (hjson_setup_alloc): its parser reports some
- * as syntax errors ("string or '}' expected") and drops some members silently, and code that
+/* Allocation failures of jansson (hjson_setup_alloc), per thread: its parser reports some as
+ * syntax errors ("string or '}' expected") and drops some members silently, and code that
  * builds documents may miss a failed json_object_set_new; none of that may make a good document
- * look malformed, or an incomplete one be written. Counted for the whole process: a failure
- * in another thread at the same time costs a retry, never a wrong document. */
-static atomic_ulong json_alloc_failures;
+ * look malformed, or an incomplete one be written. Per thread, so that memory running out in
+ * one thread never makes another thread's good document look bad. */
+static _Thread_local unsigned long json_alloc_failures;
 
 static void *counted_malloc(size_t size)
 {
     void *p = malloc(size);
     if (!p)
-        atomic_fetch_add(&json_alloc_failures, 1);
+        json_alloc_failures++;
     return p;
 }
 
 unsigned long hjson_alloc_failures(void)
 {
-    return atomic_load(&json_alloc_failures);
+    return json_alloc_failures;
 }
 
 void hjson_setup_alloc(void)

@@ -46,9 +46,9 @@ json_t *hjson_loadb(const char *text, size_t len, char *why, size_t why_len);
 /* Routes jansson's allocations through hjson's counting allocator. Once, before any thread
  * uses jansson. */
 void hjson_setup_alloc(void);
-/* How many of jansson's allocations have failed in the process so far (0 without
- * hjson_setup_alloc): a change across a piece of work means a document it built may lack a
- * member whose json_object_set_new failed unnoticed. */
+/* How many of jansson's allocations have failed in the calling thread so far (0 without
+ * hjson_setup_alloc): a change across a piece of work done in this thread means a document it
+ * built may lack a member whose json_object_set_new failed unnoticed. */
 unsigned long hjson_alloc_failures(void);
 
 /* The text of a string value without NUL characters, or NULL (not a string, one that a C
