@@ -554,168 +554,83 @@ static int tally_md5(struct tally *t)
 
 /* ---- json.dumps ---- */
 
-/* x as Python's repr(float) writes it: the shortest digits that read back as x, positional
- * unless the decimal exponent is below -4 or above 15. */
-static void put_float(FILE *f, double x)
-{
-    static const char zeros[] = "0000000000000000"; /* decpt is within [-3, 16] */
-    char buf[40], digits[20];
-    if (!isfinite(x)) {
-        fputs(isnan(x) ? "NaN" : x < 0 ? "-Infinity" : "Infinity", f);
-        return;
-    }
-    for (int p = 1; p <= 17; p++) {
-        snprintf(buf, sizeof buf, "%.*e", p - 1, x);
-        if (strtod(buf, NULL) == x)
-            break;
-    }
-    const char *s = buf + (buf[0] == '-'), *e = strchr(s, 'e');
-    size_t n = 0;
-    for (const char *c = s; c < e; c++)
-        if (*c != '.')
-            digits[n++] = *c;
-    while (n > 1 && digits[n - 1] == '0')
-        n--;
-    digits[n] = '\0';
-    int decpt = atoi(e + 1) + 1;
-    if (buf[0] == '-')
-        fputc('-', f);
-    if (decpt <= -4 || decpt > 16)
-        fprintf(f, "%c%s%.*se%c%02d", digits[0], n > 1 ? "." : "", (int)n - 1, digits + 1,
-                decpt - 1 < 0 ? '-' : '+', abs(decpt - 1));
-    else if (decpt <= 0)
-        fprintf(f, "0.%s%s", zeros + sizeof zeros - 1 + decpt, digits);
-    else if ((size_t)decpt >= n)
-        fprintf(f, "%s%s.0", digits, zeros + sizeof zeros - 1 - (decpt - (int)n));
-    else
-        fprintf(f, "%.*s.%s", decpt, digits, digits + decpt);
-}
+/* Numbers and strings go through hjson's emitter, so the summary formats them exactly as every
+ * other JSON the daemon writes (Python's repr for floats, json.dumps's escapes). The dynbuf's
+ * error is sticky: the appends are checked once, at the end. */
 
 /* A time from the listing: Python's int for HSDS's S3 driver, float for its POSIX one; the
  * int 0 where HSDS saw none. */
-static void put_time(FILE *f, double t, int whole_seconds)
+static void put_time(struct dynbuf *b, double t, int whole_seconds)
 {
     if (t <= 0)
-        fputc('0', f);
+        dynbuf_appendc(b, '0');
     else if (whole_seconds)
-        fprintf(f, "%lld", (long long)t);
+        dynbuf_appendf(b, "%lld", (long long)t);
     else
-        put_float(f, t);
+        hjson_dump_real(b, t);
 }
 
-/* The code point of the UTF-8 sequence at s (advanced past it); -1 when it is not one. */
-static long next_code_point(const unsigned char **s)
+/* -EINVAL when s is not UTF-8. */
+static int put_string(struct dynbuf *b, const char *s)
 {
-    const unsigned char *p = *s;
-    int extra = p[0] >= 0xf0 ? 3 : p[0] >= 0xe0 ? 2 : p[0] >= 0xc0 ? 1 : -1;
-    if (p[0] < 0x80) {
-        *s = p + 1;
-        return p[0];
-    }
-    if (extra < 0 || p[0] >= 0xf8)
-        return -1;
-    long cp = p[0] & (0x3f >> extra);
-    for (int i = 1; i <= extra; i++) {
-        if ((p[i] & 0xc0) != 0x80)
-            return -1;
-        cp = (cp << 6) | (p[i] & 0x3f);
-    }
-    *s = p + extra + 1;
-    return cp;
+    return hjson_dump_string(b, s, strlen(s)) == -EINVAL ? -EINVAL : 0;
 }
 
-/* s as json.dumps writes a str (ensure_ascii): printable ASCII as is, the rest escaped.
- * -EINVAL when s is not UTF-8. */
-static int put_string(FILE *f, const char *s)
+static void put_dataset(struct dynbuf *b, const struct dset_sum *d, int whole_seconds)
 {
-    const unsigned char *p = (const unsigned char *)s;
-    fputc('"', f);
-    while (*p) {
-        long cp = next_code_point(&p);
-        const char *esc = cp == '"'    ? "\\\""
-                          : cp == '\\' ? "\\\\"
-                          : cp == '\n' ? "\\n"
-                          : cp == '\r' ? "\\r"
-                          : cp == '\t' ? "\\t"
-                          : cp == '\b' ? "\\b"
-                          : cp == '\f' ? "\\f"
-                                       : NULL;
-        if (cp < 0)
-            return -EINVAL;
-        if (esc)
-            fputs(esc, f);
-        else if (cp >= ' ' && cp <= '~')
-            fputc((int)cp, f);
-        else if (cp < 0x10000)
-            fprintf(f, "\\u%04lx", cp);
-        else
-            fprintf(f, "\\u%04lx\\u%04lx", 0xd800 + ((cp - 0x10000) >> 10),
-                    0xdc00 + ((cp - 0x10000) & 0x3ff));
-    }
-    fputc('"', f);
-    return 0;
-}
-
-static void put_dataset(FILE *f, const struct dset_sum *d, int whole_seconds)
-{
-    fputs(": {\"lastModified\": ", f);
-    put_time(f, d->mtime, whole_seconds);
-    fprintf(f,
-            ", \"num_chunks\": %llu, \"allocated_bytes\": %llu, \"logical_bytes\": %llu, "
-            "\"linked_bytes\": %llu, \"num_linked_chunks\": %llu}",
-            (unsigned long long)d->chunks, (unsigned long long)d->allocated,
-            (unsigned long long)d->logical, (unsigned long long)d->linked,
-            (unsigned long long)d->linked_chunks);
+    dynbuf_appends(b, ": {\"lastModified\": ");
+    put_time(b, d->mtime, whole_seconds);
+    dynbuf_appendf(b,
+                   ", \"num_chunks\": %llu, \"allocated_bytes\": %llu, \"logical_bytes\": %llu, "
+                   "\"linked_bytes\": %llu, \"num_linked_chunks\": %llu}",
+                   (unsigned long long)d->chunks, (unsigned long long)d->allocated,
+                   (unsigned long long)d->logical, (unsigned long long)d->linked,
+                   (unsigned long long)d->linked_chunks);
 }
 
 /* The members in scanRoot's order: its dict's insertion order. */
-static int put_summary(FILE *f, const struct tally *t, const struct info_scan *s)
+static int put_summary(struct dynbuf *b, const struct tally *t, const struct info_scan *s)
 {
-    fputs("{\"lastModified\": ", f);
-    put_time(f, t->mtime, s->whole_seconds);
-    fprintf(f, ", \"num_groups\": %llu, \"num_datatypes\": %llu, \"datasets\": {",
-            (unsigned long long)t->groups, (unsigned long long)t->datatypes);
+    dynbuf_appends(b, "{\"lastModified\": ");
+    put_time(b, t->mtime, s->whole_seconds);
+    dynbuf_appendf(b, ", \"num_groups\": %llu, \"num_datatypes\": %llu, \"datasets\": {",
+                   (unsigned long long)t->groups, (unsigned long long)t->datatypes);
     int rc = 0;
     for (size_t i = 0; i < t->n_dsets; i++) {
-        fputs(i ? ", " : "", f);
-        if (put_string(f, t->dsets[i].id) != 0)
+        dynbuf_appends(b, i ? ", " : "");
+        if (put_string(b, t->dsets[i].id) != 0)
             rc = -EINVAL;
-        put_dataset(f, &t->dsets[i], s->whole_seconds);
+        put_dataset(b, &t->dsets[i], s->whole_seconds);
     }
-    fprintf(f,
-            "}, \"num_chunks\": %llu, \"allocated_bytes\": %llu, \"metadata_bytes\": %llu, "
-            "\"num_linked_chunks\": %llu, \"linked_bytes\": %llu, \"logical_bytes\": %llu, "
-            "\"bucket\": ",
-            (unsigned long long)t->chunks, (unsigned long long)t->allocated,
-            (unsigned long long)t->metadata, (unsigned long long)t->linked_chunks,
-            (unsigned long long)t->linked, (unsigned long long)t->logical);
-    if (put_string(f, s->bucket ? s->bucket : "") != 0)
+    dynbuf_appendf(b,
+                   "}, \"num_chunks\": %llu, \"allocated_bytes\": %llu, \"metadata_bytes\": %llu, "
+                   "\"num_linked_chunks\": %llu, \"linked_bytes\": %llu, \"logical_bytes\": %llu, "
+                   "\"bucket\": ",
+                   (unsigned long long)t->chunks, (unsigned long long)t->allocated,
+                   (unsigned long long)t->metadata, (unsigned long long)t->linked_chunks,
+                   (unsigned long long)t->linked, (unsigned long long)t->logical);
+    if (put_string(b, s->bucket ? s->bucket : "") != 0)
         rc = -EINVAL;
-    fputs(", \"scan_start\": ", f);
-    put_float(f, s->scan_start);
+    dynbuf_appends(b, ", \"scan_start\": ");
+    hjson_dump_real(b, s->scan_start);
     if (*t->md5)
-        fprintf(f, ", \"md5_sum\": \"%s\"", t->md5);
-    fputs(", \"scan_complete\": ", f);
-    put_float(f, s->scan_complete);
-    fputc('}', f);
+        dynbuf_appendf(b, ", \"md5_sum\": \"%s\"", t->md5);
+    dynbuf_appends(b, ", \"scan_complete\": ");
+    hjson_dump_real(b, s->scan_complete);
+    dynbuf_appendc(b, '}');
     return rc;
 }
 
 static int write_text(const struct tally *t, const struct info_scan *s, char **out)
 {
-    size_t len;
-    *out = NULL;
-    FILE *f = open_memstream(out, &len);
-    if (!f)
-        return -ENOMEM;
-    int rc = put_summary(f, t, s);
-    if (fclose(f) != 0 && rc == 0)
-        rc = -ENOMEM;
+    struct dynbuf b = DYNBUF_INIT(DYNBUF_NO_MAX);
+    int rc = put_summary(&b, t, s);
     if (rc != 0) {
-        free(*out);
+        dynbuf_free(&b);
         *out = NULL;
+        return rc;
     }
-    return rc;
+    return dynbuf_take(&b, out, NULL);
 }
 
 int info_text(const struct info_scan *scan, char **out)

@@ -15,6 +15,7 @@
 #include "h5osfs/schema/hjson.h"
 #include "h5osfs/util/log.h"
 #include "h5osfs/util/pfor.h"
+#include "h5osfs/util/grow.h"
 #include "h5osfs/schema/vlist.h"
 
 #define PREFIX_LEN 17 /* "A-B" of an id: its root's directory under db/ */
@@ -276,14 +277,10 @@ static int collect_key(void *ctx, const char *key, const struct store_stat *st)
 {
     (void)st;
     struct key_set *s = ctx;
-    if (s->n == s->cap) {
-        size_t cap = s->cap ? s->cap * 2 : 256;
-        char **k = realloc(s->keys, cap * sizeof *k);
-        if (!k)
-            return -ENOMEM;
-        s->keys = k;
-        s->cap = cap;
-    }
+    char **k = grow_array(s->keys, &s->cap, s->n + 1, sizeof *k, 256);
+    if (!k)
+        return -ENOMEM;
+    s->keys = k;
     return (s->keys[s->n] = strdup(key)) ? (s->n++, 0) : -ENOMEM;
 }
 
@@ -385,6 +382,7 @@ static int restore_object(const struct restore_ctx *r, const struct key_set *key
 static int find_tables(const struct restore_ctx *r, const struct key_set *keys, char ***tables,
                        size_t *n)
 {
+    size_t cap = 0;
     *tables = NULL;
     *n = 0;
     for (size_t i = 0; i < keys->n; i++) {
@@ -393,11 +391,15 @@ static int find_tables(const struct restore_ctx *r, const struct key_set *keys, 
             continue;
         int rc = load_moved(r, keys->keys[i], &doc);
         const char *tid = rc == 0 ? table_of(doc) : "";
-        char **grown = tid[0] ? realloc(*tables, (*n + 1) * sizeof *grown) : *tables;
+        char **grown = tid[0] ? grow_array(*tables, &cap, *n + 1, sizeof *grown, 8) : *tables;
         if (tid[0] && grown) {
             *tables = grown;
             if ((grown[*n] = strdup(tid)) != NULL)
                 (*n)++;
+            else
+                rc = -ENOMEM;
+        } else if (tid[0]) {
+            rc = -ENOMEM; /* a table left out would be restored as an object of the domain */
         }
         json_decref(doc);
         if (rc != 0)

@@ -15,6 +15,7 @@
 #include "h5osfs/util/clock.h"
 #include "h5osfs/domops/gc.h"
 #include "h5osfs/schema/hjson.h"
+#include "h5osfs/util/grow.h"
 #include "h5osfs/util/log.h"
 #include "h5osfs/util/strmap.h"
 #include "h5osfs/schema/vlist.h"
@@ -296,14 +297,10 @@ static int keep_key(void *ctx, const char *key, const struct store_stat *st)
 {
     (void)st;
     struct root_keys *k = ctx;
-    if (k->n == k->cap) {
-        size_t cap = k->cap ? 2 * k->cap : 64;
-        char **grown = realloc(k->keys, cap * sizeof *grown);
-        if (!grown)
-            return -ENOMEM;
-        k->keys = grown;
-        k->cap = cap;
-    }
+    char **grown = grow_array(k->keys, &k->cap, k->n + 1, sizeof *grown, 64);
+    if (!grown)
+        return -ENOMEM;
+    k->keys = grown;
     return (k->keys[k->n] = strdup(key)) ? (k->n++, 0) : -ENOMEM;
 }
 

@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "h5osfs/util/grow.h"
 #include "h5osfs/util/log.h"
 #include "h5osfs/schema/schema.h"
 #include "h5osfs/schema/vlist.h"
@@ -159,14 +160,10 @@ static int collect_key(void *ctx, const char *key, const struct store_stat *st)
 {
     (void)st;
     struct key_set *s = ctx;
-    if (s->n == s->cap) {
-        size_t cap = s->cap ? s->cap * 2 : 64;
-        char **k = realloc(s->keys, cap * sizeof *k);
-        if (!k)
-            return -ENOMEM;
-        s->keys = k;
-        s->cap = cap;
-    }
+    char **k = grow_array(s->keys, &s->cap, s->n + 1, sizeof *k, 64);
+    if (!k)
+        return -ENOMEM;
+    s->keys = k;
     return (s->keys[s->n] = strdup(key)) ? (s->n++, 0) : -ENOMEM;
 }
 

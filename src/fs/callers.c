@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "h5osfs/util/grow.h"
 #include "h5osfs/util/log.h"
 #include "h5osfs/util/strmap.h"
 #include "h5osfs/util/why.h"
@@ -104,7 +105,7 @@ static int each_pair(const char *text, uid_t mount_uid, char *why, size_t why_le
 
 struct map_builder {
     struct mapped *map;
-    size_t n;
+    size_t n, cap;
 };
 
 static int add_mapped(void *ctx, uid_t uid, const char *name, size_t len)
@@ -113,7 +114,7 @@ static int add_mapped(void *ctx, uid_t uid, const char *name, size_t len)
     for (size_t i = 0; i < b->n; i++)
         if (b->map[i].uid == uid)
             return -EEXIST;
-    struct mapped *bigger = realloc(b->map, (b->n + 1) * sizeof *bigger);
+    struct mapped *bigger = grow_array(b->map, &b->cap, b->n + 1, sizeof *bigger, 4);
     if (!bigger)
         return -ENOMEM;
     b->map = bigger;

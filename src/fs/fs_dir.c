@@ -1,6 +1,8 @@
 /* fs_dir: lookup, getattr, access, directories and the read-only extended attributes. */
 #include "fs_int.h"
 
+#include "h5osfs/util/grow.h"
+
 /* ---- lookup and attributes ---- */
 
 void op_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
@@ -111,12 +113,12 @@ static int has_entry(const struct ns_dir *dir, const char *name)
 static int add_staged_children(struct fs *fs, const char *path, struct ns_dir *dir)
 {
     char **names = NULL;
-    size_t n = 0;
+    size_t n = 0, cap = dir->n; /* ns hands the entries over exactly sized */
     int rc = staging_children(fs->staging, path, &names, &n);
     for (size_t i = 0; i < n; i++) {
         struct ns_dirent *bigger = NULL;
         if (rc == 0 && !has_entry(dir, names[i]) &&
-            (bigger = realloc(dir->entries, (dir->n + 1) * sizeof *bigger))) {
+            (bigger = grow_array(dir->entries, &cap, dir->n + 1, sizeof *bigger, 8))) {
             dir->entries = bigger;
             dir->entries[dir->n] =
                 (struct ns_dirent){ .name = names[i], .info = { .kind = NS_DOMAIN } };

@@ -16,6 +16,7 @@
 #include <string.h>
 
 #include "h5osfs/schema/schema.h"
+#include "h5osfs/util/dynbuf.h"
 
 #include "h5value_priv.h"
 #include "h5osfs/util/why.h"
@@ -56,31 +57,15 @@ int h5value_ref_to_text(const struct h5value_ids *ids, const hobj_ref_t *ref,
 /* ---- stored bytes (§6.2, §6.3) ---- */
 
 struct out {
-    unsigned char *p;
-    size_t len, cap;
+    struct dynbuf bytes;
     const struct h5value_ids *ids;
     char msg[H5VALUE_MSG_LEN];
 };
 
+/* The callers tell only memory apart: any failure of the buffer is -ENOMEM. */
 static int put(struct out *o, const void *bytes, size_t n)
 {
-    if (n > o->cap - o->len) {
-        size_t cap = o->cap ? o->cap : 64;
-        while (n > cap - o->len) {
-            if (cap > SIZE_MAX / 2)
-                return -ENOMEM;
-            cap *= 2;
-        }
-        unsigned char *grown = realloc(o->p, cap);
-        if (!grown)
-            return -ENOMEM;
-        o->p = grown;
-        o->cap = cap;
-    }
-    if (n > 0)
-        memcpy(o->p + o->len, bytes, n);
-    o->len += n;
-    return 0;
+    return dynbuf_append(&o->bytes, bytes, n) == 0 ? 0 : -ENOMEM;
 }
 
 /* A vlen item's 4-byte little-endian byte count, checked against what HSDS reads back. */
@@ -168,16 +153,10 @@ static int all_stored(const struct h5type_desc *d, struct out *o, const unsigned
         return why_reject(why, why_len, "%zu elements overflow memory", n);
     /* fixed sizes: exactly the bytes needed; variable: a guess (at most 1 MiB) that grows */
     size_t guess = d->stored_size ? n * d->stored_size : (n < (1u << 16) ? n * 16 : 1u << 20);
-    o->p = malloc(guess ? guess : 1);
-    if (!o->p)
+    if (dynbuf_reserve(&o->bytes, guess) != 0)
         return why_oom(why, why_len);
-    o->cap = guess ? guess : 1;
-    if (d->traits == 0) {
-        if (n > 0)
-            memcpy(o->p, buf, n * d->stored_size);
-        o->len = n * d->stored_size;
-        return 0;
-    }
+    if (d->traits == 0)
+        return put(o, buf, n * d->stored_size); /* reserved: cannot fail */
     for (size_t k = 0; k < n; k++) {
         int rc = elem_stored(o, d, buf + k * d->mem_size);
         if (rc == -ENOMEM)
@@ -202,15 +181,17 @@ int h5value_to_stored(const json_t *type_json, hid_t tid, const void *buf, size_
     int rc = h5value_begin(type_json, tid, &d, why, why_len);
     if (rc != 0)
         return rc;
-    struct out o = { .ids = ids };
+    struct out o = { .bytes = DYNBUF_INIT(DYNBUF_NO_MAX), .ids = ids };
     rc = all_stored(d, &o, buf, n, why, why_len);
     h5type_desc_free(d);
     if (rc != 0) {
-        free(o.p);
+        dynbuf_free(&o.bytes);
         return rc;
     }
-    *out = o.p;
-    *out_len = o.len;
+    char *bytes;
+    if (dynbuf_take(&o.bytes, &bytes, out_len) != 0)
+        return why_oom(why, why_len);
+    *out = (unsigned char *)bytes;
     return 0;
 }
 

@@ -88,7 +88,12 @@ int build_load_json(struct builder *b, const char *id, json_t **out, char *why, 
         return rc == -ENOMEM ? rc : -EIO;
     }
     json_t *j = hjson_loadb((const char *)buf.data, buf.len, jwhy, sizeof jwhy);
+    int load_err = j ? 0 : errno;
     store_buf_free(&buf);
+    if (load_err == ENOMEM) {
+        why_set(why, why_len, "object %s (%.120s): out of memory", id, key);
+        return -ENOMEM; /* not a malformed object: the build fails, nothing is left out */
+    }
     const json_t *jid = json_object_get(j, "id");
     if (!json_is_object(j) || !hjson_text(jid) || strcmp(hjson_text(jid), id) != 0) {
         why_set(why, why_len, "object %s (%.120s): %s", id, key,
@@ -1085,7 +1090,10 @@ static int build_steps(struct builder *b)
     if (rc == 0)
         rc = record_objects(b);
     close_objects(b);
-    if (H5Fclose(b->file) < 0 && rc == 0)
+    b->target.closing = 1;
+    herr_t closed = H5Fclose(b->file);
+    b->file = -1; /* closed even when the close failed: a second close would touch freed state */
+    if (closed < 0 && rc == 0)
         rc = -EIO;
     if (rc == 0 && b->target.failed)
         rc = b->target.failed;

@@ -292,6 +292,7 @@ static void get_dataset(struct in *in, struct image_dataset *d)
     d->n_uris = (size_t)get_count(in, 8);
     if (d->n_uris && !(d->uris = calloc(d->n_uris, sizeof *d->uris)))
         in->bad = 1;
+    d->cap_uris = d->uris ? d->n_uris : 0;
     for (size_t i = 0; d->uris && i < d->n_uris; i++)
         d->uris[i] = get_str(in);
     d->contig_off = get_u64(in);

@@ -60,7 +60,7 @@ struct image_dataset {
     unsigned char *fill; /* one element: what a chunk deleted since the build reads as */
     /* *_REF layouts */
     char **uris; /* store keys of the linked files */
-    size_t n_uris;
+    size_t n_uris, cap_uris;
     uint64_t contig_off; /* ORIGIN_REF_CONTIG: where the data starts in uris[0] */
     uint64_t contig_size;
     struct ref_piece *pieces; /* ORIGIN_REF_PIECES: sorted by (chunk, sub), unique */

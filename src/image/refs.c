@@ -94,7 +94,7 @@ static int add_uri(struct builder *b, struct image_dataset *ds, const char *uri,
             *index = (uint32_t)i;
             return 0;
         }
-    char **n = realloc(ds->uris, (ds->n_uris + 1) * sizeof *n);
+    char **n = grow_array(ds->uris, &ds->cap_uris, ds->n_uris + 1, sizeof *n, 4);
     if (!n) {
         free(key);
         return -ENOMEM;

@@ -41,6 +41,7 @@ struct vfd_target {
     uint64_t placeholders;   /* count of placeholder writes seen */
     uint64_t eoa;            /* end of allocation at close: the file size */
     int failed;              /* -ENOMEM from the map: the build must fail */
+    int closing;             /* set before H5Fclose: a failed write is only recorded */
 };
 
 /* A file access property list that uses the driver for target (H5Pclose it), or a negative

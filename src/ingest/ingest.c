@@ -54,11 +54,17 @@ static int put_class(struct ingest *g, char cls)
 static int build_all(struct ingest *g)
 {
     static const char order[] = "tdg";
+    unsigned long failures = hjson_alloc_failures();
     int rc = 0;
     for (int pass = 0; pass < 3 && rc == 0; pass++)
         for (size_t i = 0; i < g->n_objs && rc == 0; i++)
             if (g->objs[i].cls == order[pass])
                 rc = ingest_build_json(g, &g->objs[i]);
+    /* a member jansson could not add is missing without an error: such JSON is never put */
+    if (rc == 0 && hjson_alloc_failures() != failures) {
+        log_error("%s: out of memory while the JSON of %s was built", g->log_name, g->h5path);
+        rc = -ENOMEM;
+    }
     return rc;
 }
 

@@ -28,6 +28,7 @@
 #include "h5osfs/cache/cache.h"
 #include "h5osfs/fs/fs.h"
 #include "h5osfs/commit/journal.h"
+#include "h5osfs/schema/hjson.h"
 #include "h5osfs/util/log.h"
 #include "options.h"
 #include "stack.h"
@@ -337,6 +338,7 @@ int main(int argc, char *argv[])
     struct options opts = { 0 };
     int status = 1, cache_lock = -1;
 
+    hjson_setup_alloc(); /* before any thread: jansson's running out is told from bad JSON */
     if (options_parse(&args, &opts) != 0 || fuse_parse_cmdline(&args, &cmd) != 0)
         goto out;
     if (cmd.show_help) {

@@ -17,6 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "h5osfs/util/dynbuf.h"
 #include "h5osfs/util/fpenv.h"
 #include "h5osfs/util/grow.h"
 #include "h5osfs/util/why.h"
@@ -36,28 +37,18 @@ struct span {
 struct rewrite {
     const char *text;
     size_t len;
-    size_t copied; /* input bytes up to here are already in out */
-    char *out;
-    size_t out_len, out_cap;
+    size_t copied;     /* input bytes up to here are already in out */
+    struct dynbuf out; /* the rewritten text; nothing until the first rewrite */
     struct span *spans;
     size_t n_spans, spans_cap;
 };
 
 static int out_append(struct rewrite *rw, const char *bytes, size_t n)
 {
-    if (rw->out_len + n + 1 > rw->out_cap) {
-        size_t cap = rw->out_cap ? rw->out_cap : rw->len + 64;
-        while (cap < rw->out_len + n + 1)
-            cap *= 2;
-        char *grown = realloc(rw->out, cap);
-        if (!grown)
-            return -ENOMEM;
-        rw->out = grown;
-        rw->out_cap = cap;
-    }
-    memcpy(rw->out + rw->out_len, bytes, n);
-    rw->out_len += n;
-    return 0;
+    /* the first rewrite: room for the whole text and a few markers at once */
+    if (!rw->out.p && dynbuf_reserve(&rw->out, rw->len + 64) != 0)
+        return -ENOMEM;
+    return dynbuf_append(&rw->out, bytes, n) == 0 ? 0 : -ENOMEM;
 }
 
 static int span_add(struct rewrite *rw, struct span s)
@@ -81,7 +72,7 @@ static int replace(struct rewrite *rw, size_t start, size_t end, const char *ope
     struct span s = { .in_start = start, .in_end = end };
     int rc = out_append(rw, rw->text + rw->copied, start - rw->copied);
     if (rc == 0) {
-        s.out_start = rw->out_len;
+        s.out_start = rw->out.len;
         rc = out_append(rw, open, strlen(open));
     }
     if (rc == 0 && copy_token)
@@ -90,7 +81,7 @@ static int replace(struct rewrite *rw, size_t start, size_t end, const char *ope
         rc = out_append(rw, close, strlen(close));
     if (rc != 0)
         return rc;
-    s.out_end = rw->out_len;
+    s.out_end = rw->out.len;
     rw->copied = end;
     return span_add(rw, s);
 }
@@ -209,7 +200,7 @@ static int replace_unloadable(struct rewrite *rw, size_t start, size_t end)
 {
     struct span s = { .in_start = start, .in_end = end };
     int rc = out_append(rw, rw->text + rw->copied, start - rw->copied);
-    s.out_start = rw->out_len;
+    s.out_start = rw->out.len;
     if (rc == 0)
         rc = out_append(rw, "\\u0001\\u0002", 12);
     for (size_t i = start; i < end && rc == 0; i++) {
@@ -227,7 +218,7 @@ static int replace_unloadable(struct rewrite *rw, size_t start, size_t end)
     }
     if (rc != 0)
         return rc;
-    s.out_end = rw->out_len;
+    s.out_end = rw->out.len;
     rw->copied = end;
     return span_add(rw, s);
 }
@@ -258,7 +249,7 @@ static int scan(struct rewrite *rw)
         if (rc != 0)
             return rc;
     }
-    if (rw->out && rw->copied < rw->len)
+    if (rw->out.p && rw->copied < rw->len)
         return out_append(rw, rw->text + rw->copied, rw->len - rw->copied);
     return 0;
 }
@@ -281,7 +272,7 @@ static void report(const struct rewrite *rw, const json_error_t *err, char *why,
     if (!why || why_len == 0)
         return;
     int line = err->line, column = err->column;
-    if (rw->out && err->position >= 0) {
+    if (rw->out.p && err->position >= 0) {
         size_t pos = input_offset(rw, (size_t)err->position);
         line = 1;
         column = 0;
@@ -296,33 +287,75 @@ static void report(const struct rewrite *rw, const json_error_t *err, char *why,
     why_set(why, why_len, "%s at line %d column %d", err->text, line, column);
 }
 
-json_t *hjson_loadb(const char *text, size_t len, char *why, size_t why_len)
-{
-    struct rewrite rw = { .text = text ? text : "", .len = text ? len : 0 };
-    json_error_t err;
-    json_t *doc = NULL;
+/* Allocation failures of jansson (hjson_setup_alloc), per thread: its parser reports some as
+ * syntax errors ("string or '}' expected") and drops some members silently, and code that
+ * builds documents may miss a failed json_object_set_new; none of that may make a good document
+ * look malformed, or an incomplete one be written. Per thread, so that memory running out in
+ * one thread never makes another thread's good document look bad. */
+static _Thread_local unsigned long json_alloc_failures;
 
-    if (scan(&rw) != 0) {
-        if (why && why_len > 0)
-            why_set(why, why_len, "out of memory");
-        goto out;
-    }
+static void *counted_malloc(size_t size)
+{
+    void *p = malloc(size);
+    if (!p)
+        json_alloc_failures++;
+    return p;
+}
+
+unsigned long hjson_alloc_failures(void)
+{
+    return json_alloc_failures;
+}
+
+void hjson_setup_alloc(void)
+{
+    json_set_alloc_funcs(counted_malloc, free);
+}
+
+static json_t *parse(struct rewrite *rw, json_error_t *err)
+{
     /* HSDS stores the text of fixed strings as it is, NULs inside included (numpy drops only
      * trailing ones), and Python writes those as \u0000: string values may hold NULs, so code
      * that reads names from the document must use hjson_text. Numbers are read in the default
      * floating-point environment (fpenv.h), so subnormals stay what they are. */
     struct fpenv fe;
+    json_t *doc;
     fpenv_enter(&fe);
-    if (rw.out)
-        doc = json_loadb(rw.out, rw.out_len, JSON_DECODE_ANY | JSON_ALLOW_NUL, &err);
+    if (rw->out.p)
+        doc = json_loadb(rw->out.p, rw->out.len, JSON_DECODE_ANY | JSON_ALLOW_NUL, err);
     else
-        doc = json_loadb(rw.text, rw.len, JSON_DECODE_ANY | JSON_ALLOW_NUL, &err);
+        doc = json_loadb(rw->text, rw->len, JSON_DECODE_ANY | JSON_ALLOW_NUL, err);
     fpenv_leave(&fe);
-    if (!doc)
+    return doc;
+}
+
+json_t *hjson_loadb(const char *text, size_t len, char *why, size_t why_len)
+{
+    struct rewrite rw = { .text = text ? text : "",
+                          .len = text ? len : 0,
+                          .out = DYNBUF_INIT(DYNBUF_NO_MAX) };
+    json_error_t err;
+    json_t *doc = NULL;
+    unsigned long failures = hjson_alloc_failures();
+    int oom = scan(&rw) != 0;
+    if (!oom) {
+        doc = parse(&rw, &err);
+        /* jansson can also return a document without the member it could not store */
+        oom = hjson_alloc_failures() != failures ||
+              (!doc && json_error_code(&err) == json_error_out_of_memory);
+    }
+    if (oom) {
+        json_decref(doc);
+        doc = NULL;
+    }
+    if (oom && why && why_len > 0)
+        why_set(why, why_len, "out of memory");
+    else if (!doc)
         report(&rw, &err, why, why_len);
-out:
-    free(rw.out);
+    dynbuf_free(&rw.out);
     free(rw.spans);
+    if (!doc)
+        errno = oom ? ENOMEM : EINVAL;
     return doc;
 }
 
@@ -437,37 +470,6 @@ static int number_of(const json_t *value, double *out)
 
 #define DUMP_MAX_DEPTH 2048
 
-struct sbuf {
-    char *p;
-    size_t len, cap;
-};
-
-static int sb_put(struct sbuf *b, const char *s, size_t n)
-{
-    if (n >= b->cap - b->len) {
-        size_t cap = b->cap ? b->cap : 256;
-        while (n >= cap - b->len) {
-            if (cap > SIZE_MAX / 2)
-                return -ENOMEM;
-            cap *= 2;
-        }
-        char *grown = realloc(b->p, cap);
-        if (!grown)
-            return -ENOMEM;
-        b->p = grown;
-        b->cap = cap;
-    }
-    memcpy(b->p + b->len, s, n);
-    b->len += n;
-    b->p[b->len] = '\0';
-    return 0;
-}
-
-static int sb_puts(struct sbuf *b, const char *s)
-{
-    return sb_put(b, s, strlen(s));
-}
-
 /* One UTF-8 sequence at s (n bytes left): its length, or 0 if it is not valid (overlong forms,
  * surrogates and code points above U+10FFFF are not). */
 static size_t utf8_next(const unsigned char *s, size_t n, uint32_t *cp)
@@ -488,37 +490,37 @@ static size_t utf8_next(const unsigned char *s, size_t n, uint32_t *cp)
     return len;
 }
 
-static int put_u_escape(struct sbuf *b, uint32_t unit)
+static int put_u_escape(struct dynbuf *b, uint32_t unit)
 {
     char esc[16]; /* a unit is 16 bits, but the compiler cannot see that */
     snprintf(esc, sizeof(esc), "\\u%04x", (unsigned)(unit & 0xffff));
-    return sb_put(b, esc, 6);
+    return dynbuf_append(b, esc, 6);
 }
 
 /* An ASCII byte that Python escapes, or any byte outside 0x20..0x7e. */
-static int put_escaped_ascii(struct sbuf *b, unsigned char c)
+static int put_escaped_ascii(struct dynbuf *b, unsigned char c)
 {
     switch (c) {
     case '"':
-        return sb_put(b, "\\\"", 2);
+        return dynbuf_append(b, "\\\"", 2);
     case '\\':
-        return sb_put(b, "\\\\", 2);
+        return dynbuf_append(b, "\\\\", 2);
     case '\n':
-        return sb_put(b, "\\n", 2);
+        return dynbuf_append(b, "\\n", 2);
     case '\r':
-        return sb_put(b, "\\r", 2);
+        return dynbuf_append(b, "\\r", 2);
     case '\t':
-        return sb_put(b, "\\t", 2);
+        return dynbuf_append(b, "\\t", 2);
     case '\b':
-        return sb_put(b, "\\b", 2);
+        return dynbuf_append(b, "\\b", 2);
     case '\f':
-        return sb_put(b, "\\f", 2);
+        return dynbuf_append(b, "\\f", 2);
     default:
         return put_u_escape(b, c);
     }
 }
 
-static int put_code_point(struct sbuf *b, uint32_t cp)
+static int put_code_point(struct dynbuf *b, uint32_t cp)
 {
     if (cp < 0x10000)
         return put_u_escape(b, cp);
@@ -557,17 +559,17 @@ static bool json_string_body(const unsigned char *s, size_t n)
     return true;
 }
 
-static int dump_string(struct sbuf *b, const char *text, size_t n)
+static int dump_string(struct dynbuf *b, const char *text, size_t n)
 {
     const unsigned char *s = (const unsigned char *)text;
     size_t marker = strlen(HJSON_UNLOADABLE);
     /* what hjson_loadb could not hold goes back as it was stored */
     if (n >= marker && hjson_unloadable(text) && json_string_body(s + marker, n - marker)) {
-        int rc = sb_put(b, "\"", 1);
-        rc = rc ? rc : sb_put(b, text + marker, n - marker);
-        return rc ? rc : sb_put(b, "\"", 1);
+        int rc = dynbuf_append(b, "\"", 1);
+        rc = rc ? rc : dynbuf_append(b, text + marker, n - marker);
+        return rc ? rc : dynbuf_append(b, "\"", 1);
     }
-    int rc = sb_put(b, "\"", 1);
+    int rc = dynbuf_append(b, "\"", 1);
     size_t i = 0;
     while (rc == 0 && i < n) {
         size_t run = 0;
@@ -575,7 +577,7 @@ static int dump_string(struct sbuf *b, const char *text, size_t n)
                s[i + run] != '\\')
             run++;
         if (run > 0) {
-            rc = sb_put(b, text + i, run);
+            rc = dynbuf_append(b, text + i, run);
             i += run;
         } else if (s[i] < 0x80) {
             rc = put_escaped_ascii(b, s[i++]);
@@ -588,11 +590,11 @@ static int dump_string(struct sbuf *b, const char *text, size_t n)
             i += len;
         }
     }
-    return rc == 0 ? sb_put(b, "\"", 1) : rc;
+    return rc == 0 ? dynbuf_append(b, "\"", 1) : rc;
 }
 
 /* The markers of hjson_loadb as the bare tokens they stand for; 1 if s was one. */
-static int dump_marker(struct sbuf *b, const char *s, size_t n)
+static int dump_marker(struct dynbuf *b, const char *s, size_t n)
 {
     static const struct {
         const char *marker, *token;
@@ -602,13 +604,13 @@ static int dump_marker(struct sbuf *b, const char *s, size_t n)
         return 0;
     for (size_t k = 0; k < sizeof(tokens) / sizeof(tokens[0]); k++) {
         if (n == strlen(tokens[k].marker) && memcmp(s, tokens[k].marker, n) == 0)
-            return sb_puts(b, tokens[k].token) == 0 ? 1 : -ENOMEM;
+            return dynbuf_appends(b, tokens[k].token) == 0 ? 1 : -ENOMEM;
     }
     size_t digits = s[prefix] == '-' ? prefix + 1 : prefix;
     if (digits == n || strspn(s + digits, "0123456789") != n - digits ||
         (s[digits] == '0' && n - digits > 1))
         return 0; /* not a JSON integer ("\x01" "007"): written as the string it is */
-    return sb_put(b, s + prefix, n - prefix) == 0 ? 1 : -ENOMEM;
+    return dynbuf_append(b, s + prefix, n - prefix) == 0 ? 1 : -ENOMEM;
 }
 
 /* ---- Python's float repr ---- */
@@ -717,57 +719,57 @@ static void float_repr(double x, char out[32])
     }
 }
 
-static int dump_real(struct sbuf *b, double x)
+static int dump_real(struct dynbuf *b, double x)
 {
     char text[32];
     if (isnan(x))
-        return sb_puts(b, "NaN");
+        return dynbuf_appends(b, "NaN");
     if (isinf(x))
-        return sb_puts(b, x > 0 ? "Infinity" : "-Infinity");
+        return dynbuf_appends(b, x > 0 ? "Infinity" : "-Infinity");
     float_repr(x, text);
-    return sb_puts(b, text);
+    return dynbuf_appends(b, text);
 }
 
 /* ---- values ---- */
 
-static int dump_value(struct sbuf *b, const json_t *v, int depth);
+static int dump_value(struct dynbuf *b, const json_t *v, int depth);
 
-static int dump_array(struct sbuf *b, const json_t *v, int depth)
+static int dump_array(struct dynbuf *b, const json_t *v, int depth)
 {
-    int rc = sb_put(b, "[", 1);
+    int rc = dynbuf_append(b, "[", 1);
     for (size_t k = 0; rc == 0 && k < json_array_size(v); k++) {
         if (k > 0)
-            rc = sb_put(b, ", ", 2);
+            rc = dynbuf_append(b, ", ", 2);
         if (rc == 0)
             rc = dump_value(b, json_array_get(v, k), depth + 1);
     }
-    return rc == 0 ? sb_put(b, "]", 1) : rc;
+    return rc == 0 ? dynbuf_append(b, "]", 1) : rc;
 }
 
-static int dump_object(struct sbuf *b, const json_t *v, int depth)
+static int dump_object(struct dynbuf *b, const json_t *v, int depth)
 {
     const char *key;
     json_t *member;
     bool first = true;
-    int rc = sb_put(b, "{", 1);
+    int rc = dynbuf_append(b, "{", 1);
     json_object_foreach((json_t *)v, key, member)
     {
         if (rc == 0 && !first)
-            rc = sb_put(b, ", ", 2);
+            rc = dynbuf_append(b, ", ", 2);
         if (rc == 0)
             rc = dump_string(b, key, strlen(key));
         if (rc == 0)
-            rc = sb_put(b, ": ", 2);
+            rc = dynbuf_append(b, ": ", 2);
         if (rc == 0)
             rc = dump_value(b, member, depth + 1);
         if (rc != 0)
             return rc;
         first = false;
     }
-    return rc == 0 ? sb_put(b, "}", 1) : rc;
+    return rc == 0 ? dynbuf_append(b, "}", 1) : rc;
 }
 
-static int dump_value(struct sbuf *b, const json_t *v, int depth)
+static int dump_value(struct dynbuf *b, const json_t *v, int depth)
 {
     char text[32];
     if (!v || depth > DUMP_MAX_DEPTH)
@@ -785,22 +787,36 @@ static int dump_value(struct sbuf *b, const json_t *v, int depth)
     }
     case JSON_INTEGER:
         snprintf(text, sizeof(text), "%" JSON_INTEGER_FORMAT, json_integer_value(v));
-        return sb_puts(b, text);
+        return dynbuf_appends(b, text);
     case JSON_REAL:
         return dump_real(b, json_real_value(v));
     case JSON_TRUE:
-        return sb_puts(b, "true");
+        return dynbuf_appends(b, "true");
     case JSON_FALSE:
-        return sb_puts(b, "false");
+        return dynbuf_appends(b, "false");
     case JSON_NULL:
-        return sb_puts(b, "null");
+        return dynbuf_appends(b, "null");
     }
     return -EINVAL;
 }
 
+int hjson_dump_string(struct dynbuf *b, const char *s, size_t n)
+{
+    return dump_string(b, s, n);
+}
+
+int hjson_dump_real(struct dynbuf *b, double x)
+{
+    struct fpenv fe;
+    fpenv_enter(&fe); /* reals are printed by comparing doubles: subnormals must stay */
+    int rc = dump_real(b, x);
+    fpenv_leave(&fe);
+    return rc;
+}
+
 int hjson_dumps(const json_t *value, char **out)
 {
-    struct sbuf b = { NULL, 0, 0 };
+    struct dynbuf b = DYNBUF_INIT(DYNBUF_NO_MAX);
     if (!out)
         return -EINVAL;
     *out = NULL;
@@ -809,9 +825,8 @@ int hjson_dumps(const json_t *value, char **out)
     int rc = dump_value(&b, value, 0);
     fpenv_leave(&fe);
     if (rc != 0) {
-        free(b.p);
+        dynbuf_free(&b);
         return rc;
     }
-    *out = b.p;
-    return 0;
+    return dynbuf_take(&b, out, NULL);
 }

@@ -11,6 +11,7 @@
 #include <jansson.h>
 #include "h5osfs/schema/hjson.h"
 #include "h5osfs/util/why.h"
+#include "h5osfs/util/grow.h"
 
 #define MAX_EXACT_INT 9007199254740992.0 /* 2^53: larger JSON numbers are not exact */
 
@@ -63,7 +64,7 @@ static void entry_free(struct vlist_entry *e)
 
 static int add_name(struct vlist_entry *e, const char *name)
 {
-    char **grown = realloc(e->names, (e->n_names + 1) * sizeof(*grown));
+    char **grown = grow_array(e->names, &e->cap_names, e->n_names + 1, sizeof(*grown), 2);
     if (!grown)
         return -ENOMEM;
     e->names = grown;
@@ -188,7 +189,7 @@ static int keep_raw(json_t *obj, struct vlist_entry *e)
         free(names[i]);
     free(names);
     e->names = NULL;
-    e->n_names = 0;
+    e->n_names = e->cap_names = 0;
     return hjson_dumps(obj, &e->raw) == -ENOMEM ? -ENOMEM : 0;
 }
 
@@ -281,6 +282,8 @@ int vlist_parse(const char *json, size_t len, struct vlist *out, char *why, size
     size_t n = rc == 0 ? json_array_size(versions) : 0;
     if (n > 0 && !(out->entries = calloc(n, sizeof(*out->entries))))
         rc = -ENOMEM;
+    else
+        out->cap_entries = n;
     for (size_t i = 0; rc == 0 && i < n; i++)
         rc = parse_entry(json_array_get(versions, i), out);
     json_decref(doc);
@@ -418,8 +421,9 @@ int vlist_append(struct vlist *l, const char *root, double time, const char *by,
         l->next == 0)
         return -EINVAL;
     const struct vlist_entry *latest = vlist_latest(l);
-    uint64_t parent = latest ? latest->n : 0; /* before realloc moves the entries */
-    struct vlist_entry *grown = realloc(l->entries, (l->n_entries + 1) * sizeof(*grown));
+    uint64_t parent = latest ? latest->n : 0; /* before growing moves the entries */
+    struct vlist_entry *grown =
+        grow_array(l->entries, &l->cap_entries, l->n_entries + 1, sizeof(*grown), 8);
     if (!grown)
         return -ENOMEM;
     l->entries = grown;

@@ -580,7 +580,7 @@ struct children_walk {
     const char *dir;
     size_t dir_len;
     char **names;
-    size_t n;
+    size_t n, cap;
     int rc;
 };
 
@@ -591,7 +591,7 @@ static int child_of(const char *key, void *value, void *ctx)
     const char *name = key + w->dir_len;
     if (w->rc != 0 || strncmp(key, w->dir, w->dir_len) != 0 || !*name || strchr(name, '/'))
         return 0;
-    char **bigger = realloc(w->names, (w->n + 1) * sizeof *bigger);
+    char **bigger = grow_array(w->names, &w->cap, w->n + 1, sizeof *bigger, 8);
     if (!bigger || !(bigger[w->n] = strdup(name))) {
         if (bigger)
             w->names = bigger;

@@ -1,13 +1,12 @@
 /*
  * sigv4: see include/h5osfs/store/sigv4.h.
  *
- * Strings are built in a growable buffer with a sticky error (struct sbuf): a run of appends is
+ * Strings are built in a dynbuf, whose error is sticky: a run of appends is
  * checked once at its end, and a half-built string never escapes. Secrets reach only the HMAC
  * key buffers, which are wiped before they are freed; nothing logged ever holds a secret, a
  * session token or a header value.
  */
 #include "h5osfs/store/sigv4.h"
-#include "h5osfs/util/grow.h"
 #include "h5osfs/util/log.h"
 #include "sigv4_int.h"
 
@@ -20,62 +19,6 @@
 #include <openssl/crypto.h>
 #include <openssl/evp.h>
 #include <openssl/hmac.h>
-
-/* ---- growable string with a sticky error ---- */
-
-static void sb_reserve(struct sbuf *b, size_t more)
-{
-    if (b->err)
-        return;
-    if (more > SIZE_MAX / 2 - b->len) {
-        b->err = -ENOMEM;
-        return;
-    }
-    size_t need = b->len + more + 1;
-    if (need <= b->cap)
-        return;
-    char *p = grow_array(b->p, &b->cap, need, 1, 128);
-    if (!p) {
-        b->err = -ENOMEM;
-        return;
-    }
-    b->p = p;
-}
-
-void sigv4_sb_putn(struct sbuf *b, const char *s, size_t n)
-{
-    sb_reserve(b, n);
-    if (b->err)
-        return;
-    if (n)
-        memcpy(b->p + b->len, s, n);
-    b->len += n;
-    b->p[b->len] = '\0';
-}
-
-void sigv4_sb_puts(struct sbuf *b, const char *s)
-{
-    sigv4_sb_putn(b, s, strlen(s));
-}
-
-void sigv4_sb_putc(struct sbuf *b, char c)
-{
-    sigv4_sb_putn(b, &c, 1);
-}
-
-/* Hands the string (possibly "") to the caller, or frees it and returns the sticky error. */
-int sigv4_sb_finish(struct sbuf *b, char **out)
-{
-    sb_reserve(b, 0);
-    if (b->err) {
-        free(b->p);
-        *out = NULL;
-        return b->err;
-    }
-    b->p[b->len] = '\0'; /* a buffer nothing was appended to is not terminated yet */
-    *out = b->p;
-    return 0;
-}
 
 /* ---- character classes (by hand, not <ctype.h>: the locale must not change a signature) ---- */
 
@@ -128,16 +71,16 @@ void sigv4_hex_lower(const unsigned char *bin, size_t n, char *out)
 
 /* ---- URI encoding ---- */
 
-static void sb_put_encoded(struct sbuf *b, const char *in, size_t len, int keep_slash)
+static void sb_put_encoded(struct dynbuf *b, const char *in, size_t len, int keep_slash)
 {
     static const char digits[] = "0123456789ABCDEF";
     for (size_t i = 0; i < len; i++) {
         unsigned char c = (unsigned char)in[i];
         if (is_unreserved(c) || (keep_slash && c == '/')) {
-            sigv4_sb_putc(b, (char)c);
+            dynbuf_appendc(b, (char)c);
         } else {
             char esc[3] = { '%', digits[c >> 4], digits[c & 15] };
-            sigv4_sb_putn(b, esc, sizeof esc);
+            dynbuf_append(b, esc, sizeof esc);
         }
     }
 }
@@ -149,26 +92,26 @@ int sigv4_uri_encode(const char *in, size_t len, int keep_slash, char **out)
     *out = NULL;
     if (len > SIZE_MAX / 4)
         return -ENOMEM;
-    struct sbuf b = { 0 };
-    sb_reserve(&b, len * 3); /* worst case, so the loop never reallocates */
+    struct dynbuf b = DYNBUF_INIT(DYNBUF_NO_MAX);
+    (void)dynbuf_reserve(&b, len * 3); /* worst case, so the loop never reallocates */
     sb_put_encoded(&b, in, len, keep_slash);
-    return sigv4_sb_finish(&b, out);
+    return dynbuf_take(&b, out, NULL);
 }
 
 /* Percent-decodes in[0..len) into b. '+' stays '+': SigV4 query strings are RFC 3986, not HTML
  * forms, and our own encoder never writes '+' for a space. */
-static int sb_put_decoded(struct sbuf *b, const char *in, size_t len)
+static int sb_put_decoded(struct dynbuf *b, const char *in, size_t len)
 {
     for (size_t i = 0; i < len; i++) {
         if (in[i] != '%') {
-            sigv4_sb_putc(b, in[i]);
+            dynbuf_appendc(b, in[i]);
             continue;
         }
         int hi = i + 2 < len ? hex_value((unsigned char)in[i + 1]) : -1;
         int lo = hi >= 0 ? hex_value((unsigned char)in[i + 2]) : -1;
         if (lo < 0)
             return -EINVAL;
-        sigv4_sb_putc(b, (char)(hi << 4 | lo));
+        dynbuf_appendc(b, (char)(hi << 4 | lo));
         i += 2;
     }
     return 0;
@@ -238,7 +181,7 @@ struct segment {
 /* RFC 3986 remove_dot_segments with empty segments dropped (so "//" collapses first): a stack
  * of segments. A path whose last segment is empty, "." or ".." names a directory and keeps its
  * trailing slash ("/a/b/.." is "/a/"), unless nothing is left but the root. */
-static int normalize_path(const char *path, struct sbuf *out)
+static int normalize_path(const char *path, struct dynbuf *out)
 {
     size_t max = 1;
     for (const char *s = path; *s; s++)
@@ -263,34 +206,34 @@ static int normalize_path(const char *path, struct sbuf *out)
         s = e;
     }
     for (size_t i = 0; i < depth; i++) {
-        sigv4_sb_putc(out, '/');
-        sigv4_sb_putn(out, stack[i].p, stack[i].n);
+        dynbuf_appendc(out, '/');
+        dynbuf_append(out, stack[i].p, stack[i].n);
     }
     if (depth == 0 || dir)
-        sigv4_sb_putc(out, '/');
+        dynbuf_appendc(out, '/');
     free(stack);
     return 0;
 }
 
 /* Generic AWS services sign the normalised path URI-encoded once more (the suite's double
  * encoding); S3 signs the path it was sent. */
-static int append_path(struct sbuf *b, const char *path, int normalize)
+static int append_path(struct dynbuf *b, const char *path, int normalize)
 {
     if (!normalize) {
         if (!is_canonical_encoded_path(path)) {
             log_error("sigv4: path \"%s\" is not URI-encoded as S3 signs it", path);
             return -EINVAL;
         }
-        sigv4_sb_puts(b, path);
+        dynbuf_appends(b, path);
         return 0;
     }
-    struct sbuf norm = { 0 };
+    struct dynbuf norm = DYNBUF_INIT(DYNBUF_NO_MAX);
     int rc = normalize_path(path, &norm);
     if (rc == 0 && norm.err)
         rc = norm.err;
     if (rc == 0)
         sb_put_encoded(b, norm.p, norm.len, 1);
-    free(norm.p);
+    dynbuf_free(&norm);
     return rc;
 }
 
@@ -311,18 +254,18 @@ static int qparam_cmp(const void *a, const void *b)
  * spelling for both ("%E1%88%B4" and the raw UTF-8 bytes sign alike). */
 static int canon_component(const char *s, size_t n, char **out)
 {
-    struct sbuf raw = { 0 }, enc = { 0 };
+    struct dynbuf raw = DYNBUF_INIT(DYNBUF_NO_MAX), enc = DYNBUF_INIT(DYNBUF_NO_MAX);
     int rc = sb_put_decoded(&raw, s, n);
     if (rc == 0 && raw.err)
         rc = raw.err;
     if (rc == 0)
         sb_put_encoded(&enc, raw.p, raw.len, 0);
-    free(raw.p);
+    dynbuf_free(&raw);
     if (rc) {
-        free(enc.p);
+        dynbuf_free(&enc);
         return rc;
     }
-    return sigv4_sb_finish(&enc, out);
+    return dynbuf_take(&enc, out, NULL);
 }
 
 /* One "key[=value]" piece; a bare key signs as "key=" (S3's "?lifecycle"). */
@@ -375,7 +318,7 @@ static int parse_query(const char *query, struct qparam **out, size_t *count)
     return 0;
 }
 
-static int append_query(struct sbuf *b, const char *query)
+static int append_query(struct dynbuf *b, const char *query)
 {
     struct qparam *qp = NULL;
     size_t n = 0;
@@ -387,10 +330,10 @@ static int append_query(struct sbuf *b, const char *query)
     qsort(qp, n, sizeof *qp, qparam_cmp);
     for (size_t i = 0; i < n; i++) {
         if (i)
-            sigv4_sb_putc(b, '&');
-        sigv4_sb_puts(b, qp[i].key);
-        sigv4_sb_putc(b, '=');
-        sigv4_sb_puts(b, qp[i].value);
+            dynbuf_appendc(b, '&');
+        dynbuf_appends(b, qp[i].key);
+        dynbuf_appendc(b, '=');
+        dynbuf_appends(b, qp[i].value);
     }
     free_qparams(qp, n);
     return 0;
@@ -417,7 +360,7 @@ static int chdr_cmp(const void *a, const void *b)
  * business, not the signer's), and a newline here would forge a line of the canonical request. */
 static int canon_value(const char *v, char **out)
 {
-    struct sbuf b = { 0 };
+    struct dynbuf b = DYNBUF_INIT(DYNBUF_NO_MAX);
     int pending_space = 0;
     for (const unsigned char *p = (const unsigned char *)v; *p; p++) {
         if (*p == ' ' || *p == '\t') {
@@ -425,15 +368,15 @@ static int canon_value(const char *v, char **out)
             continue;
         }
         if (*p < 0x20 || *p == 0x7f) {
-            free(b.p);
+            dynbuf_free(&b);
             return -EINVAL;
         }
         if (pending_space)
-            sigv4_sb_putc(&b, ' ');
+            dynbuf_appendc(&b, ' ');
         pending_space = 0;
-        sigv4_sb_putc(&b, (char)*p);
+        dynbuf_appendc(&b, (char)*p);
     }
-    return sigv4_sb_finish(&b, out);
+    return dynbuf_take(&b, out, NULL);
 }
 
 static int canon_header(const struct sigv4_header *h, size_t order, struct chdr *out)
@@ -494,7 +437,7 @@ static int collect_headers(const struct sigv4_request *req, struct chdr **out)
 
 /* "name:v1,v2\n" per distinct name into b (repeated names merge, as one header with a list
  * value), and "name;name" into names. */
-static int append_headers(struct sbuf *b, struct sbuf *names, const struct sigv4_request *req)
+static int append_headers(struct dynbuf *b, struct dynbuf *names, const struct sigv4_request *req)
 {
     struct chdr *h = NULL;
     int rc = collect_headers(req, &h);
@@ -502,19 +445,19 @@ static int append_headers(struct sbuf *b, struct sbuf *names, const struct sigv4
         return rc;
     for (size_t i = 0; i < req->n_headers; i++) {
         if (i > 0 && strcmp(h[i].name, h[i - 1].name) == 0) {
-            sigv4_sb_putc(b, ',');
+            dynbuf_appendc(b, ',');
         } else {
             if (i > 0) {
-                sigv4_sb_putc(b, '\n');
-                sigv4_sb_putc(names, ';');
+                dynbuf_appendc(b, '\n');
+                dynbuf_appendc(names, ';');
             }
-            sigv4_sb_puts(b, h[i].name);
-            sigv4_sb_putc(b, ':');
-            sigv4_sb_puts(names, h[i].name);
+            dynbuf_appends(b, h[i].name);
+            dynbuf_appendc(b, ':');
+            dynbuf_appends(names, h[i].name);
         }
-        sigv4_sb_puts(b, h[i].value);
+        dynbuf_appends(b, h[i].value);
     }
-    sigv4_sb_putc(b, '\n');
+    dynbuf_appendc(b, '\n');
     free_chdrs(h, req->n_headers);
     return 0;
 }
@@ -549,34 +492,34 @@ static int check_request(const struct sigv4_request *req)
 int sigv4_build_canonical(const struct sigv4_request *req, int normalize_path, char **creq,
                           char **signed_names)
 {
-    struct sbuf b = { 0 }, names = { 0 };
+    struct dynbuf b = DYNBUF_INIT(DYNBUF_NO_MAX), names = DYNBUF_INIT(DYNBUF_NO_MAX);
     int rc = check_request(req);
     if (rc)
         return rc;
-    sigv4_sb_puts(&b, req->method);
-    sigv4_sb_putc(&b, '\n');
+    dynbuf_appends(&b, req->method);
+    dynbuf_appendc(&b, '\n');
     rc = append_path(&b, req->path, normalize_path);
-    sigv4_sb_putc(&b, '\n');
+    dynbuf_appendc(&b, '\n');
     if (rc == 0)
         rc = append_query(&b, req->query);
-    sigv4_sb_putc(&b, '\n');
+    dynbuf_appendc(&b, '\n');
     if (rc == 0)
         rc = append_headers(&b, &names, req);
-    sigv4_sb_putc(&b, '\n');
-    sigv4_sb_puts(&b, names.p ? names.p : "");
-    sigv4_sb_putc(&b, '\n');
-    sigv4_sb_puts(&b, req->payload_hash);
+    dynbuf_appendc(&b, '\n');
+    dynbuf_appends(&b, names.p ? names.p : "");
+    dynbuf_appendc(&b, '\n');
+    dynbuf_appends(&b, req->payload_hash);
     if (rc == 0)
         rc = names.err;
     if (rc) {
-        free(b.p);
-        free(names.p);
+        dynbuf_free(&b);
+        dynbuf_free(&names);
         return rc;
     }
-    rc = sigv4_sb_finish(&b, creq);
+    rc = dynbuf_take(&b, creq, NULL);
     if (rc == 0 && signed_names)
-        return sigv4_sb_finish(&names, signed_names);
-    free(names.p);
+        return dynbuf_take(&names, signed_names, NULL);
+    dynbuf_free(&names);
     return rc;
 }
 

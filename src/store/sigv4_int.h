@@ -5,6 +5,7 @@
 #include <stddef.h>
 
 #include "h5osfs/store/sigv4.h"
+#include "h5osfs/util/dynbuf.h"
 
 #define SIGV4_ALGORITHM "AWS4-HMAC-SHA256"
 #define SIGV4_TERMINATOR "aws4_request"
@@ -12,19 +13,6 @@
 #define SHA256_LEN 32
 #define AMZ_DATE_LEN 16 /* "YYYYMMDDTHHMMSSZ" */
 #define DATE8_LEN 8
-
-/* A growable string with a sticky error: appends after a failure do nothing. */
-struct sbuf {
-    char *p;
-    size_t len, cap;
-    int err;
-};
-
-void sigv4_sb_putn(struct sbuf *b, const char *s, size_t n);
-void sigv4_sb_puts(struct sbuf *b, const char *s);
-void sigv4_sb_putc(struct sbuf *b, char c);
-/* The string (caller frees) or the first error. */
-int sigv4_sb_finish(struct sbuf *b, char **out);
 
 int sigv4_is_alnum(unsigned char c);
 void sigv4_hex_lower(const unsigned char *bin, size_t n, char *out);

@@ -42,14 +42,14 @@ static int check_scope(const struct sigv4_scope *scope)
 }
 
 /* "<date8>/<region>/<service>/aws4_request" */
-static void sb_put_scope(struct sbuf *b, const struct sigv4_scope *scope)
+static void sb_put_scope(struct dynbuf *b, const struct sigv4_scope *scope)
 {
-    sigv4_sb_putn(b, scope->amz_date, DATE8_LEN);
-    sigv4_sb_putc(b, '/');
-    sigv4_sb_puts(b, scope->region);
-    sigv4_sb_putc(b, '/');
-    sigv4_sb_puts(b, scope->service);
-    sigv4_sb_puts(b, "/" SIGV4_TERMINATOR);
+    dynbuf_append(b, scope->amz_date, DATE8_LEN);
+    dynbuf_appendc(b, '/');
+    dynbuf_appends(b, scope->region);
+    dynbuf_appendc(b, '/');
+    dynbuf_appends(b, scope->service);
+    dynbuf_appends(b, "/" SIGV4_TERMINATOR);
 }
 
 int sigv4_string_to_sign(const char *canonical_request, const struct sigv4_scope *scope, char **out)
@@ -65,14 +65,14 @@ int sigv4_string_to_sign(const char *canonical_request, const struct sigv4_scope
         rc = sigv4_sha256_hex(canonical_request, strlen(canonical_request), hash);
     if (rc)
         return rc;
-    struct sbuf b = { 0 };
-    sigv4_sb_puts(&b, SIGV4_ALGORITHM "\n");
-    sigv4_sb_puts(&b, scope->amz_date);
-    sigv4_sb_putc(&b, '\n');
+    struct dynbuf b = DYNBUF_INIT(DYNBUF_NO_MAX);
+    dynbuf_appends(&b, SIGV4_ALGORITHM "\n");
+    dynbuf_appends(&b, scope->amz_date);
+    dynbuf_appendc(&b, '\n');
     sb_put_scope(&b, scope);
-    sigv4_sb_putc(&b, '\n');
-    sigv4_sb_puts(&b, hash);
-    return sigv4_sb_finish(&b, out);
+    dynbuf_appendc(&b, '\n');
+    dynbuf_appends(&b, hash);
+    return dynbuf_take(&b, out, NULL);
 }
 
 /* kSigning = HMAC(HMAC(HMAC(HMAC("AWS4" + secret, date8), region), service), "aws4_request") */
@@ -130,16 +130,16 @@ static int is_access_key_id(const char *id)
 static int format_authorization(const char *key_id, const struct sigv4_scope *scope,
                                 const char *signed_names, const char *sig, char **out)
 {
-    struct sbuf b = { 0 };
-    sigv4_sb_puts(&b, SIGV4_ALGORITHM " Credential=");
-    sigv4_sb_puts(&b, key_id);
-    sigv4_sb_putc(&b, '/');
+    struct dynbuf b = DYNBUF_INIT(DYNBUF_NO_MAX);
+    dynbuf_appends(&b, SIGV4_ALGORITHM " Credential=");
+    dynbuf_appends(&b, key_id);
+    dynbuf_appendc(&b, '/');
     sb_put_scope(&b, scope);
-    sigv4_sb_puts(&b, ", SignedHeaders=");
-    sigv4_sb_puts(&b, signed_names);
-    sigv4_sb_puts(&b, ", Signature=");
-    sigv4_sb_puts(&b, sig);
-    return sigv4_sb_finish(&b, out);
+    dynbuf_appends(&b, ", SignedHeaders=");
+    dynbuf_appends(&b, signed_names);
+    dynbuf_appends(&b, ", Signature=");
+    dynbuf_appends(&b, sig);
+    return dynbuf_take(&b, out, NULL);
 }
 
 int sigv4_authorization(const struct sigv4_request *req, int normalize_path,

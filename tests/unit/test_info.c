@@ -12,6 +12,7 @@
 
 #include <dirent.h>
 #include <errno.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -284,12 +285,105 @@ static void test_numbers(void)
     free(got);
 }
 
+/* The text between "<name>": and the next member, as info_text wrote it. */
+static char *member_text(const char *doc, const char *name, const char *next)
+{
+    char open[64], close[64];
+    snprintf(open, sizeof open, "\"%s\": ", name);
+    snprintf(close, sizeof close, ", \"%s\"", next);
+    const char *from = doc ? strstr(doc, open) : NULL;
+    const char *to = from ? strstr(from, close) : NULL;
+    if (!to)
+        return NULL;
+    from += strlen(open);
+    return strndup(from, (size_t)(to - from));
+}
+
+/* The text of the last member, name, as info_text wrote it. */
+static char *last_member(const char *doc, const char *name)
+{
+    char open[64];
+    snprintf(open, sizeof open, "\"%s\": ", name);
+    const char *from = doc ? strstr(doc, open) : NULL;
+    if (!from || doc[strlen(doc) - 1] != '}')
+        return NULL;
+    from += strlen(open);
+    return strndup(from, strlen(from) - 1);
+}
+
+/* info.c writes numbers as hjson_dumps does (one JSON emitter): every power of two a double
+ * holds, 2^-1074 to 2^1023, where a shortest-digits search that misses the narrower gap below
+ * a power of two writes more digits than Python's repr. */
+static void test_floats_agree_with_hjson(void)
+{
+    int differ = 0;
+    for (int e = -1074; e <= 1023; e++) {
+        double x = ldexp(1.0, e);
+        struct info_scan scan = { .bucket = "b", .scan_start = 1, .scan_complete = x };
+        char *got = NULL, *want = NULL;
+        json_t *real = json_real(x);
+        CHECK_INT(info_text(&scan, &got), 0);
+        CHECK_INT(hjson_dumps(real, &want), 0);
+        char *member = last_member(got, "scan_complete");
+        if (!member || !want || strcmp(member, want) != 0) {
+            if (differ++ < 5)
+                fprintf(stderr, "2^%d: info %s, hjson %s\n", e, member ? member : "(null)",
+                        want ? want : "(null)");
+        }
+        free(member);
+        free(want);
+        free(got);
+        json_decref(real);
+    }
+    CHECK_INT(differ, 0);
+}
+
+/* Strings as hjson_dumps writes them: escapes, non-ASCII, astral characters, the strings that
+ * stand for lone surrogates (HJSON_UNLOADABLE), and text that is not UTF-8 (refused by both). */
+static void test_strings_agree_with_hjson(void)
+{
+    static const char *const names[] = {
+        "plain",
+        "q\"b\\s/",
+        "\x01\x02\x1f\b\f\n\r\t\x7f",
+        "caf\xc3\xa9 \xe2\x82\xac \xf0\x9f\x98\x80",
+        HJSON_UNLOADABLE "\\udc80x",
+        HJSON_UNLOADABLE "no\"body",
+        "\xed\xb2\x80", /* a surrogate encoded as UTF-8: not UTF-8 */
+        "\xc0\xaf",     /* an overlong '/' */
+        "\xf4\x90\x80\x80" /* above U+10FFFF */,
+        "cut \xe2\x82",
+    };
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
+        struct info_scan scan = { .bucket = names[i], .scan_start = 1, .scan_complete = 2 };
+        char *got = NULL, *want = NULL;
+        json_t *s = json_stringn_nocheck(names[i], strlen(names[i]));
+        int want_rc = hjson_dumps(s, &want);
+        int got_rc = info_text(&scan, &got);
+        CHECK_INT(got_rc, want_rc);
+        char *member = member_text(got, "bucket", "scan_start");
+        if (want_rc == 0)
+            CHECK_STR(member, want);
+        else
+            CHECK(got == NULL);
+        if (got_rc != want_rc || (want_rc == 0 && (!member || strcmp(member, want) != 0)))
+            fprintf(stderr, "name %zu: info %d %s, hjson %d %s\n", i, got_rc,
+                    member ? member : "(null)", want_rc, want ? want : "(null)");
+        free(member);
+        free(want);
+        free(got);
+        json_decref(s);
+    }
+}
+
 int main(int argc, char **argv)
 {
     const char *data = argc > 1 ? argv[1] : "tests/data";
     int domains = 0, tables = 0;
     test_object_ids();
     test_numbers();
+    test_floats_agree_with_hjson();
+    test_strings_agree_with_hjson();
     check_bucket(data, "hsdstest", &domains, &tables);
     check_bucket(data, "hsdsnc", &domains, &tables);
     CHECK_INT(domains, 21);

@@ -17,6 +17,8 @@
 
 #include <jansson.h>
 
+#include "h5osfs/util/dynbuf.h"
+
 #define HJSON_NAN "\x01NaN"
 #define HJSON_INF "\x01Infinity"
 #define HJSON_NINF "\x01-Infinity"
@@ -36,6 +38,18 @@
  * other text meant for C strings with hjson_text. Object keys with a NUL, and strings with a
  * lone surrogate, load as HJSON_UNLOADABLE strings. */
 json_t *hjson_loadb(const char *text, size_t len, char *why, size_t why_len);
+/* With NULL, errno says why: ENOMEM when memory ran out (the text may be good: the caller must
+ * not treat the document as malformed), EINVAL when the text is not JSON. Running out is seen
+ * for certain once hjson_setup_alloc routed jansson's allocations through hjson (the daemon
+ * does at start, before any thread); without it, only where jansson itself says so. */
+
+/* Routes jansson's allocations through hjson's counting allocator. Once, before any thread
+ * uses jansson. */
+void hjson_setup_alloc(void);
+/* How many of jansson's allocations have failed in the calling thread so far (0 without
+ * hjson_setup_alloc): a change across a piece of work done in this thread means a document it
+ * built may lack a member whose json_object_set_new failed unnoticed. */
+unsigned long hjson_alloc_failures(void);
 
 /* The text of a string value without NUL characters, or NULL (not a string, one that a C
  * string would cut short, or an unloadable one). */
@@ -60,5 +74,16 @@ int hjson_number(const json_t *value, double *out);
  * or -ENOMEM.
  */
 int hjson_dumps(const json_t *value, char **out);
+
+/*
+ * The parts of hjson_dumps for text written by hand (the domain summary, src/commit/info.c), so
+ * that every JSON the daemon writes formats numbers and strings in one place.
+ * hjson_dump_string appends s[0, n) as a JSON string (an HJSON_UNLOADABLE string as the text it
+ * stood for; the number markers are not interpreted: they are strings here); -EINVAL when s is
+ * not UTF-8. hjson_dump_real appends x in Python's repr (NaN, Infinity, -Infinity bare). Both
+ * return 0, the error of the buffer (dynbuf.h), or -EINVAL, and append nothing usable on error.
+ */
+int hjson_dump_string(struct dynbuf *b, const char *s, size_t n);
+int hjson_dump_real(struct dynbuf *b, double x);
 
 #endif

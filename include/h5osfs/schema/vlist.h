@@ -45,7 +45,7 @@ struct vlist_entry {
     uint64_t size;               /* synthesised image size under stamp; 0 unknown */
     char *stamp;                 /* image format stamp of size ("" unknown) */
     char **names;                /* "<n>.h5" while the number is kept, then tags */
-    size_t n_names;
+    size_t n_names, cap_names;
     enum vlist_state state;
     const char *error; /* NULL: valid; else why the entry cannot be used (static text) */
     char *raw;         /* a malformed entry's JSON text, dumped back as it was */
@@ -56,7 +56,7 @@ struct vlist {
     char pool[SCHEMA_ID_BUF];
     uint64_t next; /* the number the next version gets; never decreases */
     struct vlist_entry *entries;
-    size_t n_entries;
+    size_t n_entries, cap_entries;
 };
 
 /* A new, empty list for domain with pool (a root group id). 0, -EINVAL, -ENOMEM. */
