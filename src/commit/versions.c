@@ -281,10 +281,10 @@ static int take_base_entry(const struct seal_job *j, struct sealed *s)
 }
 
 /* Into the pool by CopyObject, keyed by the chunk's listed MD5: no byte crosses the wire. 0,
- * or 1 when the etag is no MD5 (the bytes must be read). */
-/* The listing of the new root (made by this commit, named by nothing yet) already gave the
- * ETag: no HEAD. A chunk whose MD5 is the base version's entry for the same index is an
- * object V_n names: no HEAD of the pool either (base_entry_is_safe). */
+ * or 1 when the etag is no MD5 (the bytes must be read). The listing of the new root (made by
+ * this commit, named by nothing yet) gave the ETag: no HEAD. A pool object V_n names at the
+ * same index needs neither a HEAD nor a rewrite: every sweep marks it (doc/versions.md §4.2,
+ * status of the seal). */
 static int seal_by_etag(struct seal_job *j, struct sealed *s, char *key, size_t key_len)
 {
     const struct store_stat *st = s->listed;
