@@ -348,9 +348,10 @@ static int keep_version(const struct commit_ctx *c, const struct journal_rec *re
     int rc = versions_commit(&vc, &n, vroot);
     if (rc == 0)
         log_info("%s: kept as version %llu (root %s): %llu chunks in the pool, %llu of them new "
-                 "(%llu copied in the store)",
+                 "(%llu copied in the store), %llu named as the base version names them",
                  rec->domain, (unsigned long long)n, vroot, (unsigned long long)st.chunks_pooled,
-                 (unsigned long long)st.chunks_new, (unsigned long long)st.chunks_copied);
+                 (unsigned long long)st.chunks_new, (unsigned long long)st.chunks_copied,
+                 (unsigned long long)st.chunks_from_base);
     else if (rc != -EOPNOTSUPP && vroot[0])
         collect(c, vroot, rec->domain, ""); /* not listed: nothing names it */
     if (rc == 0 && keep > 0 && c->ops->versions_removed)

@@ -32,22 +32,56 @@
 
 struct key_set {
     char **keys;
+    struct store_stat *listed; /* what the listing said of each key */
     size_t n, cap;
 };
 
 static int collect_key(void *ctx, const char *key, const struct store_stat *st)
 {
-    (void)st;
     struct key_set *s = ctx;
     if (s->n == s->cap) {
         size_t cap = s->cap ? s->cap * 2 : 256;
         char **k = realloc(s->keys, cap * sizeof *k);
-        if (!k)
+        if (k)
+            s->keys = k;
+        struct store_stat *l = realloc(s->listed, cap * sizeof *l);
+        if (l)
+            s->listed = l;
+        if (!k || !l)
             return -ENOMEM;
-        s->keys = k;
         s->cap = cap;
     }
+    s->listed[s->n] = *st;
     return (s->keys[s->n] = strdup(key)) ? (s->n++, 0) : -ENOMEM;
+}
+
+#define LIST_PAGE 1000
+
+/* Every key below prefix with its size, mtime and etag. Not store_list_keys: a local bucket's
+ * walk stats nothing, and the seal needs each chunk's mtime (take_base_entry). S3: one LIST
+ * per 1,000 keys. A local bucket (the store with a key walk) in one listing: each page would
+ * read and sort the whole directory again (100 pages of 1e5 chunks: seconds of CPU). */
+static int list_with_stats(struct store *st, const char *prefix, struct key_set *s)
+{
+    const size_t per_page = st->ops->list_keys ? 0 : LIST_PAGE;
+    char *token = NULL;
+    int rc;
+    do {
+        struct store_list page = { 0 };
+        rc = store_list(st, prefix, NULL, token, per_page, &page);
+        free(token);
+        token = NULL;
+        for (size_t i = 0; rc == 0 && i < page.n_objects; i++)
+            if (strncmp(page.objects[i].key, prefix, strlen(prefix)) == 0)
+                rc = collect_key(s, page.objects[i].key, &page.objects[i].st);
+        if (rc == 0) {
+            token = page.next_token;
+            page.next_token = NULL;
+        }
+        store_list_free(&page);
+    } while (rc == 0 && token);
+    free(token);
+    return rc;
 }
 
 static void key_set_free(struct key_set *s)
@@ -55,6 +89,7 @@ static void key_set_free(struct key_set *s)
     for (size_t i = 0; i < s->n; i++)
         free(s->keys[i]);
     free(s->keys);
+    free(s->listed);
 }
 
 static int ends_with(const char *s, const char *tail)
@@ -136,17 +171,27 @@ static void moved_key(const char *key, const char *vroot, char *out, size_t len)
 /* ---- sealing chunks into the pool ---- */
 
 struct sealed {
-    char *key;     /* the chunk's key under the new root */
-    uint64_t *idx; /* its index (rank numbers) */
+    char *key;                       /* the chunk's key under the new root */
+    const struct store_stat *listed; /* as the new root's listing gave it */
+    uint64_t *idx;                   /* its index (rank numbers) */
+    const unsigned char *base_entry; /* the base version's table entry (NULL: none) */
     char uri[URI_LEN];
     uint64_t size;
     int rc;
-    int fresh, copied; /* stored now; by a copy in the store */
+    int fresh, copied, from_base; /* stored now; by a copy in the store; named as in V_n */
+};
+
+/* The version the commit's base root was kept as (doc/versions.md §4.2): V_n's tables name
+ * the pool object of every chunk the writer did not change. */
+struct base_version {
+    char vroot[SCHEMA_ID_BUF]; /* "" when the base is no listed version */
+    double time;               /* when it was listed */
 };
 
 struct seal_job {
     const struct versions_commit *vc;
     const char *pool;
+    const struct base_version *base;
     struct sealed *chunks;
 };
 
@@ -188,25 +233,74 @@ static int must_write(struct seal_job *j, const char *key, int *absent)
            (j->vc->pool_fresh_for > 0 && st.mtime < clock_wall() - j->vc->pool_fresh_for);
 }
 
+/* The size and URI of a table entry (put_entry's layout). */
+static uint64_t entry_size(const unsigned char *e)
+{
+    uint64_t size = 0;
+    for (int i = 0; i < 4; i++)
+        size |= (uint64_t)e[8 + i] << (8 * i);
+    return size;
+}
+
+static void entry_uri(const unsigned char *e, char out[URI_LEN])
+{
+    memcpy(out, e + 12, URI_LEN - 1);
+    out[URI_LEN - 1] = '\0';
+}
+
+/* Is pool key (of the chunk s) what the base version names at s's index? */
+static int same_as_base_entry(const struct seal_job *j, const struct sealed *s, const char *key)
+{
+    char uri[URI_LEN], want[URI_LEN];
+    if (!s->base_entry || entry_size(s->base_entry) != s->size)
+        return 0;
+    entry_uri(s->base_entry, uri);
+    return snprintf(want, sizeof want, "%s/%s", j->vc->bucket_name, key) < URI_LEN &&
+           strcmp(uri, want) == 0;
+}
+
+/*
+ * A chunk the writer did not change, named as V_n names it, without reading it: the ingest
+ * copied it from the base root, so the new root's object is the base's (a local bucket's copy
+ * is a hard link: same mtime), unchanged since before V_n was listed (V_n sealed those very
+ * bytes then), unless someone wrote it after V_n was listed (HSDS in place): then its mtime
+ * is later and the bytes are read. 1 taken, 0 not.
+ */
+static int take_base_entry(const struct seal_job *j, struct sealed *s)
+{
+    const char *key = NULL;
+    if (!s->base_entry || s->listed->mtime >= j->base->time ||
+        entry_size(s->base_entry) != s->listed->size || s->listed->size == 0)
+        return 0;
+    entry_uri(s->base_entry, s->uri);
+    if (schema_pool_uri_check(s->uri, j->vc->bucket_name, j->pool, &key) != 0)
+        return 0;
+    s->size = s->listed->size;
+    s->from_base = 1;
+    return 1;
+}
+
 /* Into the pool by CopyObject, keyed by the chunk's listed MD5: no byte crosses the wire. 0,
- * or 1 when the etag is no MD5 (the bytes must be read). */
+ * or 1 when the etag is no MD5 (the bytes must be read). The listing of the new root (made by
+ * this commit, named by nothing yet) gave the ETag: no HEAD. A pool object V_n names at the
+ * same index needs neither a HEAD nor a rewrite: every sweep marks it (doc/versions.md §4.2,
+ * status of the seal). */
 static int seal_by_etag(struct seal_job *j, struct sealed *s, char *key, size_t key_len)
 {
-    struct store_stat st;
+    const struct store_stat *st = s->listed;
     int absent;
-    int rc = store_head(j->vc->store, s->key, &st);
-    if (rc != 0)
-        return rc;
-    if (!etag_is_md5(st.etag))
+    if (!etag_is_md5(st->etag))
         return 1;
-    if (st.size >= CHUNK_MAX)
+    if (st->size >= CHUNK_MAX)
         return -EOPNOTSUPP;
-    rc = schema_pool_key(j->pool, st.etag, key, key_len);
-    if (rc == 0 && must_write(j, key, &absent)) {
+    int rc = schema_pool_key(j->pool, st->etag, key, key_len);
+    s->size = st->size;
+    if (rc == 0 && same_as_base_entry(j, s, key))
+        s->from_base = 1;
+    else if (rc == 0 && must_write(j, key, &absent)) {
         rc = store_copy(j->vc->store, s->key, key);
         s->fresh = s->copied = absent;
     }
-    s->size = st.size;
     return rc;
 }
 
@@ -222,7 +316,10 @@ static int seal_by_bytes(struct seal_job *j, struct sealed *s, char *key, size_t
         rc = md5_hex(buf.data, buf.len, md5);
     if (rc == 0)
         rc = schema_pool_key(j->pool, md5, key, key_len);
-    if (rc == 0 && must_write(j, key, &absent)) {
+    s->size = buf.len;
+    if (rc == 0 && same_as_base_entry(j, s, key))
+        s->from_base = 1;
+    else if (rc == 0 && must_write(j, key, &absent)) {
         rc = store_put_lazy(j->vc->store, key, buf.data, buf.len);
         s->fresh = absent;
     }
@@ -237,6 +334,10 @@ static void seal_one(void *ctx, size_t i)
     struct seal_job *j = ctx;
     struct sealed *s = &j->chunks[i];
     char key[STORE_KEY_MAX + 1];
+    if (!etag_is_md5(s->listed->etag) && take_base_entry(j, s)) {
+        s->rc = 0;
+        return;
+    }
     int rc = seal_by_etag(j, s, key, sizeof key);
     if (rc == 1)
         rc = seal_by_bytes(j, s, key, sizeof key);
@@ -251,6 +352,7 @@ struct dataset_ctx {
     const struct versions_commit *vc;
     const char *pool, *vroot;
     const struct key_set *keys;
+    const struct base_version *base;
 };
 
 static int json_dims(const json_t *arr, uint64_t *out, int *rank)
@@ -413,6 +515,7 @@ static int chunks_of(const struct dataset_ctx *d, const char *json_key, int rank
         *out = grown;
         memset(&grown[*n], 0, sizeof *grown);
         grown[*n].key = (char *)k;
+        grown[*n].listed = &d->keys->listed[i];
         if (!(grown[*n].idx = calloc((size_t)rank, sizeof(uint64_t))))
             return -ENOMEM;
         (*n)++;
@@ -449,6 +552,64 @@ static int set_ref_layout(json_t *doc, const char *tid, const char *pool)
     return rc;
 }
 
+/*
+ * The table of the base version's dataset that the dataset at json_key continues (same id
+ * digits, same grid): entries*ENTRY_BYTES bytes into *out (malloc'd), or *out NULL when there
+ * is none to use (no base version, another shape, a layout it was not pooled in). Only a
+ * failing store is an error: without the table every chunk is sealed as before.
+ */
+static int base_table(const struct dataset_ctx *d, const char *json_key, const json_t *doc,
+                      uint64_t entries, unsigned char **out)
+{
+    char key[STORE_KEY_MAX + 1], why[200];
+    struct store_buf buf = { 0 };
+    uint64_t zero[32] = { 0 };
+    *out = NULL;
+    if (!d->base->vroot[0])
+        return 0;
+    moved_key(json_key, d->base->vroot, key, sizeof key);
+    int rc = store_get(d->vc->store, key, JSON_MAX, &buf);
+    if (rc != 0)
+        return rc == -ENOENT ? 0 : rc; /* a dataset the base did not have */
+    json_t *vdoc = hjson_loadb((const char *)buf.data, buf.len, why, sizeof why);
+    store_buf_free(&buf);
+    const json_t *lay = json_object_get(json_object_get(vdoc, "creationProperties"), "layout");
+    const char *tid = hjson_text(json_object_get(lay, "chunk_table"));
+    int usable = tid &&
+                 json_equal(json_object_get(json_object_get(vdoc, "shape"), "dims"),
+                            json_object_get(json_object_get(doc, "shape"), "dims")) &&
+                 json_equal(json_object_get(json_object_get(vdoc, "layout"), "dims"),
+                            json_object_get(json_object_get(doc, "layout"), "dims"));
+    int rank = (int)json_array_size(json_object_get(json_object_get(doc, "layout"), "dims"));
+    if (usable)
+        rc = schema_chunk_key(tid, zero, rank, -1, key, sizeof key);
+    json_decref(vdoc);
+    if (!usable || rc != 0)
+        return 0;
+    rc = store_get(d->vc->store, key, entries * ENTRY_BYTES, &buf);
+    if (rc == 0 && buf.len == entries * ENTRY_BYTES) {
+        *out = buf.data; /* taken over */
+        return 0;
+    }
+    store_buf_free(&buf);
+    return rc == -ENOENT || rc == -EFBIG || rc == 0 ? 0 : rc;
+}
+
+/* Each chunk's entry in the base version's table (none outside the grid). */
+static void point_at_base(struct sealed *chunks, size_t n, const unsigned char *table,
+                          const uint64_t *grid, int rank)
+{
+    for (size_t i = 0; table && i < n; i++) {
+        uint64_t lin = 0;
+        int inside = 1;
+        for (int k = 0; k < rank; k++) {
+            inside = inside && chunks[i].idx[k] < grid[k];
+            lin = lin * grid[k] + chunks[i].idx[k];
+        }
+        chunks[i].base_entry = inside ? table + lin * ENTRY_BYTES : NULL;
+    }
+}
+
 /* A fixed-size dataset: chunks sealed, a table, the JSON with the table layout. */
 static int pooled_dataset(const struct dataset_ctx *d, const char *json_key, json_t *doc,
                           const char *vkey)
@@ -467,8 +628,18 @@ static int pooled_dataset(const struct dataset_ctx *d, const char *json_key, jso
             return -EOPNOTSUPP;
         grid[k] = dims[k] ? (dims[k] + cdims[k] - 1) / cdims[k] : 1;
     }
+    uint64_t entries = 1;
+    unsigned char *base = NULL;
+    for (int k = 0; k < rank; k++)
+        entries *= grid[k];
+    if (entries > TABLE_ENTRIES_MAX)
+        return -EOPNOTSUPP;
     int rc = chunks_of(d, json_key, rank, &chunks, &n);
-    struct seal_job job = { d->vc, d->pool, chunks };
+    if (rc == 0)
+        rc = base_table(d, json_key, doc, entries, &base);
+    if (rc == 0)
+        point_at_base(chunks, n, base, grid, rank);
+    struct seal_job job = { d->vc, d->pool, d->base, chunks };
     if (rc == 0)
         pfor(n, d->vc->workers ? d->vc->workers : 1, seal_one, &job);
     for (size_t i = 0; rc == 0 && i < n; i++) {
@@ -477,6 +648,7 @@ static int pooled_dataset(const struct dataset_ctx *d, const char *json_key, jso
             d->vc->stats->chunks_pooled++;
             d->vc->stats->chunks_new += (uint64_t)chunks[i].fresh;
             d->vc->stats->chunks_copied += (uint64_t)chunks[i].copied;
+            d->vc->stats->chunks_from_base += (uint64_t)chunks[i].from_base;
         }
         for (int k = 0; rc == 0 && k < rank; k++)
             if (chunks[i].idx[k] >= grid[k])
@@ -489,6 +661,7 @@ static int pooled_dataset(const struct dataset_ctx *d, const char *json_key, jso
     if (rc == 0)
         rc = put_json(d->vc->store, vkey, doc);
     sealed_free(chunks, n);
+    free(base);
     return rc;
 }
 
@@ -560,13 +733,14 @@ static int version_object(const struct dataset_ctx *d, const char *key)
 }
 
 /* V's objects, the root group last: nothing names V before the list does anyway. */
-static int write_version_root(const struct versions_commit *vc, const char *pool, const char *vroot)
+static int write_version_root(const struct versions_commit *vc, const char *pool, const char *vroot,
+                              const struct base_version *base)
 {
     struct key_set keys = { 0 };
     char prefix[32];
     snprintf(prefix, sizeof prefix, "db/%.17s/", vc->root + 2);
-    int rc = store_list_keys(vc->store, prefix, collect_key, &keys);
-    struct dataset_ctx d = { vc, pool, vroot, &keys };
+    int rc = list_with_stats(vc->store, prefix, &keys);
+    struct dataset_ctx d = { vc, pool, vroot, &keys, base };
     const char *root_group = NULL;
     for (size_t i = 0; rc == 0 && i < keys.n; i++) {
         const char *k = keys.keys[i];
@@ -797,6 +971,18 @@ static void committer(const struct versions_commit *vc, char *buf, size_t len)
     snprintf(buf, len, "%s%s%s", vc->user, host[0] ? "@" : "", host);
 }
 
+/* The listed version whose commit made base_root, the domain's root this commit replaces. */
+static void base_version_of(const struct vlist *l, const char *base_root, struct base_version *b)
+{
+    for (size_t i = 0; base_root[0] && i < l->n_entries; i++) {
+        const struct vlist_entry *e = &l->entries[i];
+        if (!e->error && e->state == VLIST_KEPT && strcmp(e->current, base_root) == 0) {
+            snprintf(b->vroot, sizeof b->vroot, "%s", e->root);
+            b->time = e->time;
+        }
+    }
+}
+
 int versions_commit(const struct versions_commit *vc, uint64_t *n, char vroot[SCHEMA_ID_BUF])
 {
     char key[STORE_KEY_MAX + 1], etag[sizeof(((struct store_stat *)0)->etag)], by[320];
@@ -808,11 +994,14 @@ int versions_commit(const struct versions_commit *vc, uint64_t *n, char vroot[SC
                  vc->domain);
         return -EOPNOTSUPP;
     }
+    struct base_version base = { "", 0 };
     int rc = load_list(vc, key, &l, etag);
+    if (rc == 0)
+        base_version_of(&l, vc->base_root, &base);
     if (rc == 0)
         rc = mint_root(vroot);
     if (rc == 0)
-        rc = write_version_root(vc, l.pool, vroot);
+        rc = write_version_root(vc, l.pool, vroot, &base);
     if (rc == 0 && vc->crash_point)
         vc->crash_point("vroot");
     if (rc == 0)

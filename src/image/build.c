@@ -1017,6 +1017,7 @@ static void free_objects(struct builder *b)
     free(b->objs);
     strmap_free(b->by_id, NULL);
     strmap_free(b->fetched, fetched_free);
+    strmap_free(b->uri_index, NULL);
 }
 
 /* HDF5's metadata cache grows up to 32 MiB while a million chunk index entries are written;

@@ -54,6 +54,7 @@ struct builder {
     const struct build_obj *converting; /* whose values (or attributes) are being converted */
     uint64_t dangling_refs;             /* references to objects not in the image, made null */
     char dangling_first[160];           /* the first of them: target and where */
+    struct strmap *uri_index;           /* "dataset id\nkey" -> index + 1 into its uris */
 };
 
 /* Load and parse an object's JSON by id: a JSON object whose "id" is id. 0, -ENOENT, -EIO

@@ -20,9 +20,10 @@
 #include "h5osfs/store/store.h"
 
 struct versions_stats {
-    uint64_t chunks_pooled; /* chunks the version names in the pool */
-    uint64_t chunks_new;    /* of which were not there yet (stored now) */
-    uint64_t chunks_copied; /* of which were copied in the store, keyed by their listed MD5 */
+    uint64_t chunks_pooled;    /* chunks the version names in the pool */
+    uint64_t chunks_new;       /* of which were not there yet (stored now) */
+    uint64_t chunks_copied;    /* of which were copied in the store, keyed by their listed MD5 */
+    uint64_t chunks_from_base; /* of which were named as the base version names them, unread */
 };
 
 struct versions_commit {
