@@ -105,20 +105,25 @@ def test_a_row_reads_ahead_in_file_order(table_mount):
 
 def test_a_new_column_of_chunks_is_served_from_guesses(table_mount):
     """Random columns: the first column of a new line of chunks (a miss) guesses the lines
-    after it, and a column read there takes guesses the loaders made."""
+    after it, and a column read there takes guesses the loaders made. Which read sees the miss
+    depends on the order the kernel's parallel READs arrive in (under ASan and load the guess
+    once came one read later: issue 25), so the counters are checked over the whole reader."""
     m, data = table_mount
     before = stats(m)
     with h5py.File(m.path(f"{HOME}/table.h5"), "r") as f:
         j = 0 * CHUNK + 7                   # line 0: the reader is seen to read columns
         assert np.array_equal(f["table"][:, j], data[:, j])
-        at_miss = stats(m)
         k = 2 * CHUNK + 11                  # line 2, a miss: lines 3, 4, ... are guessed
         assert np.array_equal(f["table"][:, k], data[:, k])
-        assert moved(at_miss, stats(m), "spread_queued") > 0
         settled(m)                          # the guesses loaded (or found loaded)
         h = 3 * CHUNK + 500                 # line 3: guessed
         assert np.array_equal(f["table"][:, h], data[:, h])
-    assert moved(before, stats(m), "spread_used") > 0
+        settled(m)
+        g = 4 * CHUNK + 3                   # line 4: guessed too
+        assert np.array_equal(f["table"][:, g], data[:, g])
+    after = settled(m)
+    assert moved(before, after, "spread_queued") > 0
+    assert moved(before, after, "spread_used") > 0
 
 
 def test_scattered_reads_stop_guessing(mount_bucket, table_bucket):
