@@ -282,7 +282,25 @@ static int settle_new_root(const struct commit_ctx *c, struct journal_rec *rec)
 
 /* Before the work of an ingest: is the domain still the version the staged file started
  * from? 0, -ESTALE, or the store's -errno (the swap checks again, atomically). */
-static int check_base(const struct commit_ctx *c, const struct journal_rec *rec)
+/* The domain's "acls" that its versions pass on (doc/versions.md §3.5): dom's, or for a new
+ * domain those its object will get. A new reference; NULL when there are none to be had (its
+ * versions are then readable by the committer alone). */
+static json_t *acls_of(const struct commit_ctx *c, const char *path, json_t *dom)
+{
+    char *text = NULL, why[200];
+    if (dom)
+        return json_incref(json_object_get(dom, "acls"));
+    if (domops_domain_json(c->ops, path, NULL, &text) != 0)
+        return NULL;
+    json_t *made = hjson_loadb(text, strlen(text), why, sizeof why);
+    free(text);
+    json_t *acls = made ? json_incref(json_object_get(made, "acls")) : NULL;
+    json_decref(made);
+    return acls;
+}
+
+/* The domain is still what the staged file started from; *acls (may be NULL) gets its ACLs. */
+static int check_base(const struct commit_ctx *c, const struct journal_rec *rec, json_t **acls)
 {
     char key[STORE_KEY_MAX + 1];
     struct store_stat now;
@@ -295,6 +313,8 @@ static int check_base(const struct commit_ctx *c, const struct journal_rec *rec)
         rc = named_root(rec->domain, key, dom, &named);
     if (rc == 0 && strcmp(named, rec->base_root) != 0)
         rc = lost_to_another_writer(rec, named);
+    if (rc == 0 && acls)
+        *acls = acls_of(c, rec->domain, dom);
     json_decref(dom);
     return rc;
 }
@@ -324,7 +344,8 @@ static void log_done(const struct journal_rec *rec, const struct ingest_stats *s
 
 /* With versions on, the ingested root kept as a version before anyone is shown it. 0 (kept,
  * or a domain that cannot be kept yet: logged, committed without one) or -errno. */
-static int keep_version(const struct commit_ctx *c, const struct journal_rec *rec)
+static int keep_version(const struct commit_ctx *c, const struct journal_rec *rec,
+                        const json_t *acls)
 {
     char vroot[SCHEMA_ID_BUF] = "";
     uint64_t n = 0;
@@ -338,6 +359,7 @@ static int keep_version(const struct commit_ctx *c, const struct journal_rec *re
                                   .root = rec->new_root,
                                   .base_root = rec->base_root,
                                   .user = c->ops->user,
+                                  .acls = acls,
                                   .workers = c->workers,
                                   .keep = keep,
                                   .measure = c->measure_version,
@@ -387,9 +409,10 @@ static int restore_version(const struct commit_ctx *c, const struct journal_rec 
     return 1;
 }
 
-/* A new root for the staged file, then the swap: the one put that makes it the domain. */
-static int commit_new_root(const struct commit_ctx *c, struct journal_rec *rec, const char *staged,
-                           const struct ingest_base *base, int *file_kept)
+/* A new root for the staged file, then the swap: the one put that makes it the domain. *acls
+ * gets the domain's ACLs (for its version), the caller's to release. */
+static int swap_in_new_root(const struct commit_ctx *c, struct journal_rec *rec, const char *staged,
+                            const struct ingest_base *base, int *file_kept, json_t **acls)
 {
     struct ingest_config cfg = ingest_cfg(c);
     struct ingest_stats st = { 0 };
@@ -404,7 +427,7 @@ static int commit_new_root(const struct commit_ctx *c, struct journal_rec *rec, 
         rc = settle_new_root(c, rec);
     if (rc < 0)
         return rc;
-    rc = check_base(c, rec);
+    rc = check_base(c, rec, acls);
     if (rc == 0 && base && base->written_chunks_unchanged)
         rc = base->written_chunks_unchanged(base->ctx); /* HSDS rewrites chunks in place */
     if (rc == 0)
@@ -435,7 +458,7 @@ static int commit_new_root(const struct commit_ctx *c, struct journal_rec *rec, 
         rc = store_sync(c->ops->store); /* every object durable before it is named */
     log_debug("%s: ingest %.3f s, sync %.3f s", rec->domain, t1 - t0, clock_monotonic() - t1);
     if (rc == 0)
-        rc = keep_version(c, rec);
+        rc = keep_version(c, rec, *acls);
     if (rc == 0)
         rc = swap_domain(c, rec, rec->new_root, old, &in_doubt);
     if (rc != 0 && in_doubt) {
@@ -461,6 +484,15 @@ static int commit_new_root(const struct commit_ctx *c, struct journal_rec *rec, 
     set_state(c, rec, JOURNAL_CLEAN); /* a lost record only means one idempotent rerun */
     summarise(c, rec->base_root);
     return 0;
+}
+
+static int commit_new_root(const struct commit_ctx *c, struct journal_rec *rec, const char *staged,
+                           const struct ingest_base *base, int *file_kept)
+{
+    json_t *acls = NULL;
+    int rc = swap_in_new_root(c, rec, staged, base, file_kept, &acls);
+    json_decref(acls);
+    return rc;
 }
 
 int commit_staged(const struct commit_ctx *c, struct journal_rec *rec,

@@ -764,21 +764,17 @@ static int write_version_root(const struct versions_commit *vc, const char *pool
 
 /* ---- the names: folders, the version's domain object, the list ---- */
 
-static json_t *read_only_domain(const char *user, const char *root, uint64_t n)
+/* A version's (or a version folder's) HSDS domain object: readable by whoever may read the
+ * domain, writable by nobody (schema_acls_read_only). */
+static json_t *read_only_domain(const struct versions_commit *vc, const char *root, uint64_t n)
 {
-    static const char *const rights[] = { "create", "read",    "update",
-                                          "delete", "readACL", "updateACL" };
-    json_t *doc = json_object(), *acls = json_object(), *mine = json_object();
-    int bad = !doc || !acls || !mine;
-    for (size_t i = 0; !bad && i < 6; i++)
-        bad = json_object_set_new(mine, rights[i],
-                                  json_boolean(strcmp(rights[i], "read") == 0 ||
-                                               strcmp(rights[i], "readACL") == 0)) != 0;
+    json_t *doc = json_object(), *acls = schema_acls_read_only(vc->acls, vc->user);
+    int bad = !doc || !acls;
     if (!bad && root)
         bad = json_object_set_new(doc, "root", json_string(root)) != 0;
     if (!bad)
-        bad = json_object_set_new(doc, "owner", json_string(user)) != 0 ||
-              json_object_set(acls, user, mine) != 0 || json_object_set(doc, "acls", acls) != 0 ||
+        bad = json_object_set_new(doc, "owner", json_string(vc->user)) != 0 ||
+              json_object_set(doc, "acls", acls) != 0 ||
               json_object_set_new(doc, "created", json_real(clock_wall())) != 0 ||
               json_object_set_new(doc, "lastModified", json_real(clock_wall())) != 0;
     if (!bad && n > 0) {
@@ -786,7 +782,6 @@ static json_t *read_only_domain(const char *user, const char *root, uint64_t n)
         bad = !own || json_object_set_new(doc, SCHEMA_H5OSFS_MEMBER, own) != 0;
     }
     json_decref(acls);
-    json_decref(mine);
     if (bad) {
         json_decref(doc);
         return NULL;
@@ -803,7 +798,7 @@ static int put_folder_once(const struct versions_commit *vc, const char *path)
         return -EINVAL;
     if (store_head(vc->store, key, &st) == 0)
         return 0;
-    json_t *doc = read_only_domain(vc->user, NULL, 0);
+    json_t *doc = read_only_domain(vc, NULL, 0);
     int rc = doc ? hjson_dumps(doc, &text) : -ENOMEM;
     if (rc == 0)
         rc = store_put_if(vc->store, key, text, strlen(text), NULL);
@@ -832,7 +827,7 @@ static int put_version_domain(const struct versions_commit *vc, const char *vroo
     int rc = schema_version_domain_path(vc->domain, name, path, sizeof path);
     if (rc == 0)
         rc = schema_domain_key(path, key, sizeof key);
-    json_t *doc = rc == 0 ? read_only_domain(vc->user, vroot, n) : NULL;
+    json_t *doc = rc == 0 ? read_only_domain(vc, vroot, n) : NULL;
     if (rc == 0)
         rc = doc ? hjson_dumps(doc, &text) : -ENOMEM;
     if (rc == 0)

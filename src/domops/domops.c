@@ -13,6 +13,7 @@
 #include "h5osfs/util/log.h"
 #include "h5osfs/schema/schema.h"
 #include "h5osfs/domops/vmove.h"
+#include "h5osfs/domops/vdrop.h"
 #include "h5osfs/domops/vnames.h"
 
 #ifndef RENAME_NOREPLACE
@@ -212,8 +213,47 @@ static int holds_versions(const struct domops *d, const char *path)
     return rc == 0 || rc == -ENOENT ? found : -EIO;
 }
 
+static int is_admin(const struct domops *d, const char *user);
+static int version_rights(const struct domops *d, const char *user, const char *domain,
+                          unsigned *rights, char root[SCHEMA_ID_BUF]);
+
+/* rmdir DIR/.versions/NAME (the end of rm -r, vdrop.h) or DIR/.versions. While DIR/NAME
+ * exists its current version keeps its number: the folder is not empty. */
+static int rmdir_versions(const struct domops *d, const char *user, const char *path)
+{
+    char domain[STORE_KEY_MAX + 2], probe[STORE_KEY_MAX + 4], root[SCHEMA_ID_BUF];
+    const char *last = strrchr(path, '/');
+    unsigned rights;
+    int rc;
+    if (strcmp(last + 1, SCHEMA_VERSIONS_DIR) == 0) { /* DIR/.versions itself */
+        snprintf(domain, sizeof domain, "%.*s", (int)(last == path ? 1 : last - path), path);
+        ns_invalidate(d->ns, domain);
+        struct ns_info info;
+        rc = ns_stat_as(d->ns, domain, user, &info);
+        if (rc == 0 && !(info.rights & SCHEMA_ACL_DELETE) && !is_admin(d, user))
+            rc = -EACCES;
+        rc = rc == 0 ? vdrop_versions_dir(d->store, domain) : rc;
+    } else {
+        int n = snprintf(probe, sizeof probe, "%s/x", path);
+        if (n < 0 || (size_t)n >= sizeof probe ||
+            schema_version_domain_of(probe, domain, sizeof domain) != 0)
+            return -ENOTDIR; /* deeper: a version, a file */
+        rc = version_rights(d, user, domain, &rights, root);
+        if (rc == 0 && root[0])
+            rc = -ENOTEMPTY; /* the domain exists: its current version stays */
+        else if (rc == 0 && !(rights & SCHEMA_ACL_DELETE) && !is_admin(d, user))
+            rc = -EACCES;
+        rc = rc == 0 ? vdrop_folder(d->store, domain) : rc;
+        ns_invalidate(d->ns, domain); /* forgets its cached version list */
+    }
+    ns_invalidate(d->ns, path);
+    return rc;
+}
+
 int domops_rmdir(const struct domops *d, const char *user, const char *path)
 {
+    if (schema_is_versions_path(path) == 1)
+        return rmdir_versions(d, user, path);
     char key[STORE_KEY_MAX + 1];
     struct ns_info info;
     struct ns_dir dir;

@@ -16,7 +16,8 @@
 #include "h5osfs/schema/schema.h"
 #include "h5osfs/schema/vlist.h"
 
-#define LIST_TRIES 16 /* put_if rounds lost to other writers before giving up (-EIO) */
+#define DOMAIN_JSON_MAX (1u << 20) /* as domops.c: far more than any .domain.json */
+#define LIST_TRIES 16              /* put_if rounds lost to other writers before giving up (-EIO) */
 #define ETAG_BUF sizeof(((struct store_stat *)0)->etag)
 
 /* The crash tests' hook: die here, as kill -9 would, when asked to. */
@@ -93,18 +94,45 @@ static int change_list(struct store *store, const char *domain, struct list_chan
     return rc;
 }
 
-/* The read-only HSDS domain object of one name of version n (root). */
-static int put_name_object(struct store *store, const char *owner, const char *domain,
-                           const char *name, const char *root, uint64_t n)
+/* The "acls" of the domain object at path (NULL: none to be had). */
+static json_t *acls_at(struct store *store, const char *path)
+{
+    char key[STORE_KEY_MAX + 1], why[200];
+    struct store_buf buf = { 0 };
+    if (schema_domain_key(path, key, sizeof key) != 0 ||
+        store_get(store, key, DOMAIN_JSON_MAX, &buf) != 0)
+        return NULL;
+    json_t *doc = hjson_loadb((const char *)buf.data, buf.len, why, sizeof why);
+    store_buf_free(&buf);
+    json_t *acls = doc ? json_incref(json_object_get(doc, "acls")) : NULL;
+    json_decref(doc);
+    return acls;
+}
+
+/* Who may read a new name of a version: who may read the domain now, or, once it is gone,
+ * who may read the name it is given beside (existing). */
+static json_t *readers_of(struct store *store, const char *domain, const char *existing)
+{
+    char path[STORE_KEY_MAX + 2];
+    json_t *acls = acls_at(store, domain);
+    if (!acls && schema_version_domain_path(domain, existing, path, sizeof path) == 0)
+        acls = acls_at(store, path);
+    return acls;
+}
+
+/* The read-only HSDS domain object of one name of version n (root), readable as acls say
+ * (schema_acls_read_only). */
+static int put_name_object(struct store *store, const char *owner, const json_t *acls,
+                           const char *domain, const char *name, const char *root, uint64_t n)
 {
     char path[STORE_KEY_MAX + 2], key[STORE_KEY_MAX + 1], *text = NULL;
     if (schema_version_domain_path(domain, name, path, sizeof path) != 0 ||
         schema_domain_key(path, key, sizeof key) != 0)
         return -EINVAL;
-    json_t *doc = json_pack("{ss ss s{s{sb sb sb sb sb sb}} sf sf s{sI}}", "root", root, "owner",
-                            owner, "acls", owner, "create", 0, "read", 1, "update", 0, "delete", 0,
-                            "readACL", 1, "updateACL", 0, "created", clock_wall(), "lastModified",
-                            clock_wall(), SCHEMA_H5OSFS_MEMBER, "version", (json_int_t)n);
+    json_t *doc =
+        json_pack("{ss ss so sf sf s{sI}}", "root", root, "owner", owner, "acls",
+                  schema_acls_read_only(acls, owner), "created", clock_wall(), "lastModified",
+                  clock_wall(), SCHEMA_H5OSFS_MEMBER, "version", (json_int_t)n);
     int rc = doc ? hjson_dumps(doc, &text) : -ENOMEM;
     if (rc == 0)
         rc = store_put(store, key, text, strlen(text));
@@ -153,7 +181,9 @@ int vnames_tag(struct store *store, const char *owner, const char *domain, const
     if (rc != 0)
         return rc;
     crash_point("tagged");
-    rc = put_name_object(store, owner, domain, tag, t.c.root, t.c.n);
+    json_t *acls = readers_of(store, domain, existing);
+    rc = put_name_object(store, owner, acls, domain, tag, t.c.root, t.c.n);
+    json_decref(acls);
     if (rc != 0)
         log_warn("%s: tag %s of version %" PRIu64 " is listed, but HSDS does not see it (%s)",
                  domain, tag, t.c.n, strerror(-rc));

@@ -174,6 +174,12 @@ static unsigned rights_for(const struct ns *ns, const struct ns_info *info,
     }
 }
 
+unsigned ns_domain_rights(const struct ns *ns, const struct schema_domain *dom, const char *user)
+{
+    struct ns_info info = { .kind = NS_DOMAIN };
+    return rights_for(ns, &info, dom, user);
+}
+
 /* 1 if some key below prefix is a usable .domain.json, 0 if none, <0 on store errors. */
 static int prefix_holds_domains(struct ns *ns, const char *prefix)
 {

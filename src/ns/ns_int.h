@@ -6,6 +6,9 @@
 
 struct store *ns_store_of(const struct ns *ns);
 const char *ns_user_of(const struct ns *ns); /* the mount's HSDS user */
+/* What user may do with the domain object dom says (as HSDS decides, §9; NULL user: default's
+ * read). */
+unsigned ns_domain_rights(const struct ns *ns, const struct schema_domain *dom, const char *user);
 
 /* Report a problem with key once (per ns), not on every lookup. */
 void ns_warn_once(struct ns *ns, const char *key, const char *what, const char *why);

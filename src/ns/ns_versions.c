@@ -24,6 +24,8 @@
 #include "h5osfs/schema/vlist.h"
 #include "ns_int.h"
 
+#define OWN_DOMAIN_MAX (1u << 20) /* as ns.c: far more than any .domain.json */
+
 #define VERSIONS_LIST_PAGE 1000
 #define VLISTS_PRUNE_AT 256 /* lists kept before expired ones are dropped */
 
@@ -260,7 +262,31 @@ static int load_list(struct ns *ns, const char *domain, struct shared_vlist **ou
     return rc == -ENOMEM || rc == -EACCES ? rc : -EIO;
 }
 
-/* Reading a version is reading the domain: its rights, or its folder's once it is gone. */
+/* Once its domain is gone, a version's own domain object says who may read it, as HSDS reads
+ * it (versions.c copies the domain's read rights into it): 1 with *rights, 0 when it has none
+ * (a name whose object a killed daemon did not write: the folder decides, as before). */
+static int own_rights(struct ns *ns, const struct vpath *v, const char *user, unsigned *rights)
+{
+    char path[STORE_KEY_MAX + 2], key[STORE_KEY_MAX + 1], why[200];
+    struct store_buf buf = { 0 };
+    struct schema_domain dom = { 0 };
+    if (schema_version_domain_path(v->domain, v->entry, path, sizeof path) != 0 ||
+        schema_domain_key(path, key, sizeof key) != 0)
+        return 0;
+    int rc = store_get(ns_store_of(ns), key, OWN_DOMAIN_MAX, &buf);
+    if (rc == -ENOENT)
+        return 0;
+    *rights = 0; /* unreadable, or not a domain object: nobody */
+    if (rc == 0 && schema_domain_parse((const char *)buf.data, buf.len, &dom, why, sizeof why) == 0)
+        *rights = ns_domain_rights(ns, &dom, user) & SCHEMA_ACL_READ;
+    else if (rc == 0)
+        ns_warn_once(ns, key, "version's domain object unusable, nobody may read it", why);
+    schema_domain_free(&dom);
+    store_buf_free(&buf);
+    return 1;
+}
+
+/* Reading a version is reading the domain: its rights; once it is gone, the version's own. */
 static unsigned read_rights(struct ns *ns, const struct vpath *v, const char *user,
                             struct ns_info *domain)
 {
@@ -268,8 +294,13 @@ static unsigned read_rights(struct ns *ns, const struct vpath *v, const char *us
     if (v->depth >= 1 && ns_stat_as(ns, v->domain, user, domain) == 0 && domain->kind == NS_DOMAIN)
         return domain->rights & SCHEMA_ACL_READ;
     struct ns_info dir;
+    unsigned own;
     if (ns_stat_as(ns, v->dir, user, &dir) != 0 || (dir.kind != NS_DIR && dir.kind != NS_FOLDER))
         return 0;
+    if (v->depth == 2 && own_rights(ns, v, user, &own)) {
+        snprintf(domain->owner, sizeof domain->owner, "%s", dir.owner);
+        return own;
+    }
     if (v->depth >= 1)
         snprintf(domain->owner, sizeof domain->owner, "%s", dir.owner);
     else

@@ -316,3 +316,43 @@ unsigned schema_acl_rights(const struct schema_domain *dom, const char *user,
         rights |= group_rights(dom, groups[i]);
     return rights;
 }
+
+/* ---- kept versions ---- */
+
+static json_t *read_only_entry(int read)
+{
+    json_t *entry = json_object();
+    for (size_t i = 0; entry && i < N_ACL_KEYS; i++) {
+        int right = acl_keys[i].bit == SCHEMA_ACL_READ && read;
+        if (json_object_set_new(entry, acl_keys[i].name, json_boolean(right)) != 0) {
+            json_decref(entry);
+            return NULL;
+        }
+    }
+    return entry;
+}
+
+json_t *schema_acls_read_only(const json_t *acls, const char *owner)
+{
+    json_t *out = json_object();
+    const char *user;
+    json_t *entry;
+    int bad = !out;
+    if (!json_is_object(acls)) {
+        if (!bad)
+            bad = json_object_set_new(out, owner, read_only_entry(1)) != 0;
+    } else {
+        json_object_foreach((json_t *)acls, user, entry)
+        {
+            if (bad)
+                break;
+            int read = json_is_object(entry) && json_is_true(json_object_get(entry, "read"));
+            bad = json_object_set_new(out, user, read_only_entry(read)) != 0;
+        }
+    }
+    if (bad) {
+        json_decref(out);
+        return NULL;
+    }
+    return out;
+}

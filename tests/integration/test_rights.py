@@ -7,6 +7,7 @@ other callers are processes run with setpriv under other uids: uids mapped by -o
 fixture bucket), the local account "nobody" (no mapping: its local name is its HSDS name), and
 a uid with no account at all (no HSDS name: default's read, nothing more). The mountpoint is in
 a directory every uid may enter (pytest's own temporary directories are 0700)."""
+import errno
 import json
 import os
 import pwd
@@ -338,3 +339,40 @@ def test_mounting_user_unchanged_and_others_kept_out_without_allow_other(acl_buc
     with pytest.raises(PermissionError):
         os.mkdir(m.path("home/x"))              # /home: the admin's
     assert os.getxattr(m.path(f"{HOME}/sample2.h5"), "user.h5osfs.owner") == b"test_user1"
+
+
+READ_ONLY = {k: k == "read" for k in ALL}
+NONE = {k: False for k in ALL}
+
+
+def test_versions_are_read_by_whoever_may_read_the_domain_and_written_by_nobody(acl_bucket,
+                                                                               mount_shared):
+    """Issue 26: a kept version (its number, a tag, its folder) is an HSDS domain carrying the
+    domain's read rights and no other right, so test_user2 reads the versions of sample1.h5
+    (its ACL lets it read) and not those of sample2.h5, also once both domains are removed
+    (the version's own ACL decides then, as HSDS would, not the folder's default read); no one
+    writes a version."""
+    m = mount_shared(acl_bucket, "-o", f"allow_other,{USER_MAP},versions=on")
+    for name in ("sample1.h5", "sample2.h5"):
+        shutil.copyfile(m.path(f"{HOME}/sample3.h5"), m.path(f"{HOME}/{name}"))
+    os.link(m.path(f"{HOME}/.versions/sample1.h5/1.h5"),
+            m.path(f"{HOME}/.versions/sample1.h5/paper.h5"))
+    v1, v2 = f"{HOME}/.versions/sample1.h5", f"{HOME}/.versions/sample2.h5"
+    for obj in (f"{v1}/1.h5", f"{v1}/paper.h5", v1):
+        assert domain_json(acl_bucket, obj)["acls"] == {"test_user1": READ_ONLY,
+                                                        "test_user2": READ_ONLY}, obj
+    assert domain_json(acl_bucket, f"{v2}/1.h5")["acls"] == {"test_user1": READ_ONLY,
+                                                           "nobody": READ_ONLY}
+    size = len(m.path(f"{HOME}/sample3.h5").read_bytes())
+    ops = [("read", f"{v1}/1.h5"), ("read", f"{v1}/paper.h5"), ("read", f"{v2}/1.h5"),
+           ("r+", f"{v1}/1.h5")]
+    expected = {f"read {v1}/1.h5": size, f"read {v1}/paper.h5": size,
+                f"read {v2}/1.h5": "EACCES", f"r+ {v1}/1.h5": "EACCES"}
+    assert results(USER2, m.mnt, ops) == expected
+    assert results(INTRUDER, m.mnt, ops[:1]) == {f"read {v1}/1.h5": "EACCES"}
+    with pytest.raises(OSError) as e:           # not even the owner
+        open(m.path(f"{v1}/1.h5"), "r+b").close()
+    assert e.value.errno == errno.EACCES
+    os.unlink(m.path(f"{HOME}/sample1.h5"))
+    os.unlink(m.path(f"{HOME}/sample2.h5"))
+    assert results(USER2, m.mnt, ops) == expected

@@ -235,3 +235,47 @@ def test_ls_l_of_versions_builds_nothing_and_a_wrong_size_is_eio(bucket_copy, mo
     assert e.value.errno == errno.EIO
     assert "but its commit recorded" in ro.log()
     assert same(ro.path(f"{VDIR}/3.h5"), A)
+
+
+def store_keys(m, below):
+    """The keys the store holds below prefix `below` of the bucket (relative to it)."""
+    if m.src.mirror is None:
+        return sorted(str(p.relative_to(m.bucket)) for p in (m.bucket / below).rglob("*")
+                      if p.is_file() and not p.name.startswith(".h5osfs-tmp."))
+    prefix = m.src.source.removeprefix("s3://").split("/", 1)[1].rstrip("/") + "/"
+    return sorted(k[len(prefix):] for k in m.src.mirror.s3.listing(prefix + below))
+
+
+def rm_r(path):
+    return subprocess.run(["rm", "-r", str(path)], capture_output=True, text=True)
+
+
+@pytest.mark.not_on("rgw", reason="deletes by prefix listings; s3rver covers the S3 side")
+def test_rm_r_of_the_versions_of_a_removed_domain_drops_them(bucket_copy, mount_bucket, tmp_path):
+    """While the domain exists, rm -r .versions/NAME removes the names it may (1.h5) and stops
+    at the current version's (EBUSY) and at the folder (ENOTEMPTY). Once the domain is gone,
+    rm -r drops every version: names, roots, pool, list and folder objects, and .versions
+    itself when it held nothing else; a fresh mount sees none of it."""
+    m = mount_bucket(bucket_copy, "-o",
+                     f"user=test_user1,ttl=0,versions=on,cache_dir={tmp_path}/c1")
+    two_versions(m)
+    lst = json.loads(m.get(f"{VDIR}/.h5osfs-versions"))
+    data = [f"db/{e['root'][2:19]}/" for e in lst["versions"]] + [f"db/{lst['pool'][2:19]}/"]
+    assert all(store_keys(m, p) for p in data)
+    r = rm_r(m.path(VDIR))
+    assert r.returncode != 0 and "Device or resource busy" in r.stderr, r.stderr
+    assert os.listdir(m.path(VDIR)) == ["2.h5"]
+    with pytest.raises(OSError) as e:
+        os.rmdir(m.path(VDIR))
+    assert e.value.errno == errno.ENOTEMPTY
+    os.unlink(m.path(TARGET))
+    r = rm_r(m.path(VDIR))
+    assert r.returncode == 0, r.stderr
+    assert not os.path.exists(m.path(VDIR))
+    assert os.listdir(m.path(f"{HOME}/.versions")) == []
+    assert store_keys(m, f"{HOME}/.versions/") == []
+    assert [p for p in data if store_keys(m, p)] == []
+    assert m.unmount() == 0
+    ro = mount_bucket(m, "-o", f"user=test_user1,ro,cache_dir={tmp_path}/fresh")
+    assert not os.path.exists(ro.path(VDIR))
+    assert ro.unmount() == 0

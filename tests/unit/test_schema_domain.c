@@ -6,6 +6,7 @@
 #include "h5osfs/schema/schema.h"
 
 #include <errno.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "check.h"
@@ -393,6 +394,33 @@ static void test_ingest_setting(void)
     CHECK_INT(schema_ingest_parse("link\n", 5), SCHEMA_INGEST_UNSET);
 }
 
+/* A kept version's ACL: every entry keeps its read and loses the rest; one without read stays
+ * (it still overrides default); no acls: the owner reads. */
+static void test_acls_read_only(void)
+{
+    json_t *acls = json_loads("{\"u\": {\"read\": true, \"update\": true, \"delete\": true},"
+                              " \"x\": {\"read\": false, \"update\": true},"
+                              " \"default\": {\"read\": true, \"create\": true}}",
+                              JSON_PRESERVE_ORDER, NULL);
+    CHECK(acls != NULL);
+    json_t *got = schema_acls_read_only(acls, "owner");
+    char *text = json_dumps(got, JSON_COMPACT);
+    CHECK(text && strcmp(text, "{\"u\":{\"create\":false,\"read\":true,\"update\":false,"
+                               "\"delete\":false,\"readACL\":false,\"updateACL\":false},"
+                               "\"x\":{\"create\":false,\"read\":false,\"update\":false,"
+                               "\"delete\":false,\"readACL\":false,\"updateACL\":false},"
+                               "\"default\":{\"create\":false,\"read\":true,\"update\":false,"
+                               "\"delete\":false,\"readACL\":false,\"updateACL\":false}}") == 0);
+    free(text);
+    json_decref(got);
+    got = schema_acls_read_only(NULL, "owner");
+    CHECK(json_object_size(got) == 1 &&
+          json_is_true(json_object_get(json_object_get(got, "owner"), "read")) &&
+          json_is_false(json_object_get(json_object_get(got, "owner"), "readACL")));
+    json_decref(got);
+    json_decref(acls);
+}
+
 int main(void)
 {
     test_fixture_folder();
@@ -405,5 +433,6 @@ int main(void)
     test_acl_deny_and_folders();
     test_ingest_setting();
     test_strings_hsds_takes();
+    test_acls_read_only();
     return check_done("schema_domain");
 }

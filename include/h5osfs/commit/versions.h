@@ -33,6 +33,7 @@ struct versions_commit {
     const char *root;        /* the new root, ingested and synced, not named yet */
     const char *base_root;   /* the domain's root the commit replaces ("" for a new domain) */
     const char *user;        /* owner of the version objects; the committer's name */
+    const json_t *acls;      /* the domain's "acls": who may read its versions (NULL: user alone) */
     unsigned workers;        /* chunks sealed at once */
     unsigned keep; /* untagged versions kept, the new one included (0: all): older untagged
                     * ones lose their number in the same list put (doc/versions.md §4.5) */

@@ -9,6 +9,8 @@
 #ifndef H5OSFS_SCHEMA_H
 #define H5OSFS_SCHEMA_H
 
+#include <jansson.h>
+
 #include <stddef.h>
 #include <stdint.h>
 
@@ -173,5 +175,12 @@ void schema_domain_free(struct schema_domain *dom);
  * of the n_groups groups; otherwise nothing. */
 unsigned schema_acl_rights(const struct schema_domain *dom, const char *user,
                            const char *admin_user, const char *const *groups, size_t n_groups);
+
+/* The "acls" member of a kept version's domain object (issue 26: readable by whoever may read
+ * the domain, writable by nobody): every entry of the domain's acls, its "default" and
+ * "g:<group>" ones too, with its read right as it is and every other right false; an entry
+ * without read stays, all false, so that it still overrides "default" (§9). acls not an
+ * object (NULL): owner alone may read. A new reference, or NULL (no memory). */
+json_t *schema_acls_read_only(const json_t *acls, const char *owner);
 
 #endif

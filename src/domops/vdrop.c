@@ -1,0 +1,173 @@
+/* vdrop: see include/h5osfs/domops/vdrop.h. */
+#include "h5osfs/domops/vdrop.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "h5osfs/schema/schema.h"
+#include "h5osfs/schema/vlist.h"
+#include "h5osfs/util/log.h"
+
+struct keys {
+    char **keys;
+    size_t n, cap;
+};
+
+static int collect_key(void *ctx, const char *key, const struct store_stat *st)
+{
+    struct keys *k = ctx;
+    (void)st;
+    if (k->n == k->cap) {
+        size_t cap = k->cap ? 2 * k->cap : 64;
+        char **grown = realloc(k->keys, cap * sizeof *grown);
+        if (!grown)
+            return -ENOMEM;
+        k->keys = grown;
+        k->cap = cap;
+    }
+    if (!(k->keys[k->n] = strdup(key)))
+        return -ENOMEM;
+    k->n++;
+    return 0;
+}
+
+static void keys_free(struct keys *k)
+{
+    for (size_t i = 0; i < k->n; i++)
+        free(k->keys[i]);
+    free(k->keys);
+}
+
+/* Delete every key below prefix except keep (NULL: none), listed first: the walk is not
+ * disturbed by its own deletes. 0 or -errno. */
+static int delete_below(struct store *store, const char *prefix, const char *keep)
+{
+    struct keys k = { 0 };
+    int rc = store_list_keys(store, prefix, collect_key, &k);
+    if (rc == -ENOENT)
+        rc = 0;
+    for (size_t i = 0; rc == 0 && i < k.n; i++) {
+        if (keep && strcmp(k.keys[i], keep) == 0)
+            continue;
+        rc = store_delete(store, k.keys[i]);
+        rc = rc == -ENOENT ? 0 : rc; /* the collector got there first */
+    }
+    keys_free(&k);
+    return rc;
+}
+
+/* db/<A-B of id>/: every object of a root or of a pool (spec §2.1). */
+static int delete_root(struct store *store, const char *id)
+{
+    char prefix[64];
+    if (strlen(id) < 19)
+        return -EINVAL;
+    snprintf(prefix, sizeof prefix, "db/%.17s/", id + 2);
+    return delete_below(store, prefix, NULL);
+}
+
+/* The list at key: 0, -ENOENT, -EIO (logged), -ENOMEM. */
+static int read_list(struct store *store, const char *key, struct vlist *l)
+{
+    struct store_buf buf = { 0 };
+    char why[200];
+    int rc = store_get(store, key, VLIST_MAX_BYTES, &buf);
+    if (rc == 0 && vlist_parse((const char *)buf.data, buf.len, l, why, sizeof why) != 0) {
+        log_error("%s: version list unusable (%s): the version folder is not removed", key, why);
+        rc = -EIO;
+    }
+    store_buf_free(&buf);
+    return rc == 0 || rc == -ENOENT || rc == -ENOMEM ? rc : -EIO;
+}
+
+static int has_a_name(const struct vlist *l)
+{
+    for (size_t i = 0; i < l->n_entries; i++)
+        if (l->entries[i].error || l->entries[i].n_names > 0)
+            return 1; /* a broken entry is listed as <n>.h5 too: rm it first */
+    return 0;
+}
+
+/* Every removed version's root, then the pool. */
+static int delete_data(struct store *store, const char *domain, const struct vlist *l)
+{
+    int rc = 0;
+    for (size_t i = 0; rc == 0 && i < l->n_entries; i++)
+        rc = delete_root(store, l->entries[i].root);
+    if (rc == 0 && l->pool[0])
+        rc = delete_root(store, l->pool);
+    if (rc != 0)
+        log_error("%s: the data of its removed versions cannot all be deleted (%s): the version "
+                  "folder stays, empty, until rmdir is tried again",
+                  domain, strerror(-rc));
+    return rc;
+}
+
+/* "DIR/.versions/NAME/" and the list's key, of domain "/DIR/NAME". */
+static int folder_keys(const char *domain, char *prefix, size_t prefix_len, char *list_key,
+                       size_t key_len)
+{
+    char dir[STORE_KEY_MAX + 2];
+    if (schema_versions_dir(domain, dir, sizeof dir) != 0 ||
+        schema_vlist_key(domain, list_key, key_len) != 0)
+        return -EINVAL;
+    int n = snprintf(prefix, prefix_len, "%s/", dir + 1);
+    return n < 0 || (size_t)n >= prefix_len ? -ENAMETOOLONG : 0;
+}
+
+int vdrop_folder(struct store *store, const char *domain)
+{
+    char prefix[STORE_KEY_MAX + 2], key[STORE_KEY_MAX + 1];
+    struct vlist l;
+    int rc = folder_keys(domain, prefix, sizeof prefix, key, sizeof key);
+    if (rc != 0)
+        return rc;
+    rc = read_list(store, key, &l);
+    if (rc != 0)
+        return rc;
+    rc = has_a_name(&l) ? -ENOTEMPTY : delete_data(store, domain, &l);
+    vlist_free(&l);
+    if (rc == 0)
+        rc = delete_below(store, prefix, key); /* tag objects a killed daemon left, the folder */
+    if (rc == 0)
+        rc = store_delete(store, key); /* last: until here a second rmdir finds what is left */
+    if (rc != 0 && rc != -ENOTEMPTY) {
+        log_error("%s: version folder %s not removed: %s", domain, prefix, strerror(-rc));
+        return rc == -ENOENT ? 0 : -EIO;
+    }
+    if (rc == 0) {
+        log_info("%s: version folder removed with the data of its removed versions", domain);
+        char dir[STORE_KEY_MAX + 2];
+        snprintf(dir, sizeof dir, "%s", domain);
+        char *slash = strrchr(dir, '/'); /* "/DIR" of "/DIR/NAME" */
+        slash[slash == dir] = '\0';
+        int drc = vdrop_versions_dir(store, dir);
+        if (drc != 0 && drc != -ENOTEMPTY)
+            log_warn("%s: its empty folder .versions stays (%s)", domain, strerror(-drc));
+    }
+    return rc;
+}
+
+int vdrop_versions_dir(struct store *store, const char *dir)
+{
+    char prefix[STORE_KEY_MAX + 2], key[STORE_KEY_MAX + 2];
+    struct store_list list = { 0 };
+    const char *rel = strcmp(dir, "/") == 0 ? "" : dir + 1;
+    int n = snprintf(prefix, sizeof prefix, "%s%s" SCHEMA_VERSIONS_DIR "/", rel, *rel ? "/" : "");
+    if (n < 0 || (size_t)n >= sizeof prefix)
+        return -ENAMETOOLONG;
+    int rc = store_list(store, prefix, "/", NULL, 0, &list);
+    int busy = rc == 0 && list.n_prefixes > 0;
+    store_list_free(&list);
+    if (rc != 0 && rc != -ENOENT)
+        return -EIO;
+    if (busy)
+        return -ENOTEMPTY;
+    n = snprintf(key, sizeof key, "%s.domain.json", prefix);
+    if (n < 0 || (size_t)n >= sizeof key)
+        return -ENAMETOOLONG;
+    rc = store_delete(store, key);
+    return rc == 0 || rc == -ENOENT ? 0 : -EIO;
+}
