@@ -653,10 +653,12 @@ void journal_gc_remove(struct journal *j, const char *root)
                  j->root, name, strerror(errno), root);
 }
 
-/* One record file; -EINVAL for anything journal_gc_write did not write for this bucket. */
-static int read_gc_rec(struct journal *j, const char *file, struct journal_gc_rec *rec)
+/* The JSON of a small record file of the journal (a gc or sweep record) in *out, or -errno
+ * (-EINVAL: too long). An unparseable file gives a NULL *out, which every field check refuses. */
+static int load_record(struct journal *j, const char *file, json_t **out)
 {
-    char text[JOURNAL_REC_MAX + 1], want[128];
+    char text[JOURNAL_REC_MAX + 1];
+    *out = NULL;
     int fd = openat(j->records, file, O_RDONLY | O_CLOEXEC);
     if (fd < 0)
         return -errno;
@@ -664,12 +666,23 @@ static int read_gc_rec(struct journal *j, const char *file, struct journal_gc_re
     close(fd);
     if (n < 0 || n > JOURNAL_REC_MAX)
         return n < 0 ? -EIO : -EINVAL;
-    json_t *o = json_loadb(text, (size_t)n, 0, NULL);
+    *out = json_loadb(text, (size_t)n, 0, NULL);
+    return 0;
+}
+
+/* One record file; -EINVAL for anything journal_gc_write did not write for this bucket. */
+static int read_gc_rec(struct journal *j, const char *file, struct journal_gc_rec *rec)
+{
+    char want[128];
+    json_t *o;
+    int rc = load_record(j, file, &o);
+    if (rc != 0)
+        return rc;
     const char *bucket = json_string_value(json_object_get(o, "bucket"));
     const char *root = json_string_value(json_object_get(o, "root"));
     const char *domain = json_string_value(json_object_get(o, "domain"));
     memset(rec, 0, sizeof *rec);
-    int rc = bucket && root && domain && strcmp(bucket, j->bucket) == 0 ? 0 : -EINVAL;
+    rc = bucket && root && domain && strcmp(bucket, j->bucket) == 0 ? 0 : -EINVAL;
     if (rc == 0 && (gc_file_name(j, root, "", want, sizeof want) != 0 || strcmp(want, file) != 0))
         rc = -EINVAL;
     if (rc == 0)
@@ -682,15 +695,20 @@ static int read_gc_rec(struct journal *j, const char *file, struct journal_gc_re
     return rc;
 }
 
-/* A record of this journal's bucket, by its name alone. */
-static int is_our_gc_name(const struct journal *j, const char *name)
+/* A record of this journal's bucket, by its name alone: PREFIX<bucket tag>.<...>GC_SUFFIX. */
+static int is_our_record_name(const struct journal *j, const char *name, const char *prefix)
 {
     char tag[17];
-    size_t len = strlen(name), pre = strlen(GC_PREFIX) + 16 + 1, suf = strlen(GC_SUFFIX);
+    size_t len = strlen(name), pre = strlen(prefix) + 16 + 1, suf = strlen(GC_SUFFIX);
     bucket_tag(j->bucket, tag);
-    return len > pre + suf && strncmp(name, GC_PREFIX, strlen(GC_PREFIX)) == 0 &&
-           strncmp(name + strlen(GC_PREFIX), tag, 16) == 0 && name[pre - 1] == '.' &&
+    return len > pre + suf && strncmp(name, prefix, strlen(prefix)) == 0 &&
+           strncmp(name + strlen(prefix), tag, 16) == 0 && name[pre - 1] == '.' &&
            strcmp(name + len - suf, GC_SUFFIX) == 0;
+}
+
+static int is_our_gc_name(const struct journal *j, const char *name)
+{
+    return is_our_record_name(j, name, GC_PREFIX);
 }
 
 static int read_gc_elem(struct journal *j, const char *name, void *elem)
@@ -769,22 +787,17 @@ void journal_pool_sweep_remove(struct journal *j, const char *pool)
 
 static int read_sweep_rec(struct journal *j, const char *file, struct journal_sweep_rec *rec)
 {
-    char text[JOURNAL_REC_MAX + 1], want[128];
-    int fd = openat(j->records, file, O_RDONLY | O_CLOEXEC);
-    if (fd < 0)
-        return -errno;
-    ssize_t n = read(fd, text, sizeof text);
-    close(fd);
-    if (n < 0 || n > JOURNAL_REC_MAX)
-        return n < 0 ? -EIO : -EINVAL;
-    json_t *o = json_loadb(text, (size_t)n, 0, NULL);
+    char want[128];
+    json_t *o;
+    int rc = load_record(j, file, &o);
+    if (rc != 0)
+        return rc;
     const char *bucket = json_string_value(json_object_get(o, "bucket"));
     const char *pool = json_string_value(json_object_get(o, "pool"));
     const char *domain = json_string_value(json_object_get(o, "domain"));
     memset(rec, 0, sizeof *rec);
-    int rc = bucket && pool && domain && domain[0] == '/' && strcmp(bucket, j->bucket) == 0
-                 ? 0
-                 : -EINVAL;
+    rc = bucket && pool && domain && domain[0] == '/' && strcmp(bucket, j->bucket) == 0 ? 0
+                                                                                        : -EINVAL;
     if (rc == 0 &&
         (sweep_file_name(j, pool, "", want, sizeof want) != 0 || strcmp(want, file) != 0))
         rc = -EINVAL;
@@ -799,12 +812,7 @@ static int read_sweep_rec(struct journal *j, const char *file, struct journal_sw
 
 static int is_our_sweep_name(const struct journal *j, const char *name)
 {
-    char tag[17];
-    size_t len = strlen(name), pre = strlen(SWEEP_PREFIX) + 16 + 1, suf = strlen(GC_SUFFIX);
-    bucket_tag(j->bucket, tag);
-    return len > pre + suf && strncmp(name, SWEEP_PREFIX, strlen(SWEEP_PREFIX)) == 0 &&
-           strncmp(name + strlen(SWEEP_PREFIX), tag, 16) == 0 && name[pre - 1] == '.' &&
-           strcmp(name + len - suf, GC_SUFFIX) == 0;
+    return is_our_record_name(j, name, SWEEP_PREFIX);
 }
 
 static int read_sweep_elem(struct journal *j, const char *name, void *elem)
