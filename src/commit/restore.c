@@ -268,29 +268,6 @@ static int pooled_dataset(const struct restore_ctx *r, json_t *doc, const char *
 
 /* ---- the version's objects ---- */
 
-struct key_set {
-    char **keys;
-    size_t n, cap;
-};
-
-static int collect_key(void *ctx, const char *key, const struct store_stat *st)
-{
-    (void)st;
-    struct key_set *s = ctx;
-    char **k = grow_array(s->keys, &s->cap, s->n + 1, sizeof *k, 256);
-    if (!k)
-        return -ENOMEM;
-    s->keys = k;
-    return (s->keys[s->n] = strdup(key)) ? (s->n++, 0) : -ENOMEM;
-}
-
-static void key_set_free(struct key_set *s)
-{
-    for (size_t i = 0; i < s->n; i++)
-        free(s->keys[i]);
-    free(s->keys);
-}
-
 static int ends_with(const char *s, const char *tail)
 {
     size_t a = strlen(s), b = strlen(tail);
@@ -340,7 +317,7 @@ static int in_table(const struct restore_ctx *r, const char *key, char **tables,
 }
 
 /* Any other dataset of V (vlen, references, too big for a table): its chunks copied. */
-static int copied_dataset(const struct restore_ctx *r, const struct key_set *keys,
+static int copied_dataset(const struct restore_ctx *r, const struct store_keys *keys,
                           const char *json_key, json_t *doc, const char *dst_key)
 {
     char dst[STORE_KEY_MAX + 1];
@@ -358,7 +335,8 @@ static int copied_dataset(const struct restore_ctx *r, const struct key_set *key
     return rc == 0 ? put_doc(r, dst_key, doc) : rc;
 }
 
-static int restore_object(const struct restore_ctx *r, const struct key_set *keys, const char *key)
+static int restore_object(const struct restore_ctx *r, const struct store_keys *keys,
+                          const char *key)
 {
     char dst[STORE_KEY_MAX + 1];
     json_t *doc;
@@ -379,7 +357,7 @@ static int restore_object(const struct restore_ctx *r, const struct key_set *key
 }
 
 /* The ids (moved under the new root) of every chunk table of V: not objects of the domain. */
-static int find_tables(const struct restore_ctx *r, const struct key_set *keys, char ***tables,
+static int find_tables(const struct restore_ctx *r, const struct store_keys *keys, char ***tables,
                        size_t *n)
 {
     size_t cap = 0;
@@ -413,7 +391,7 @@ int restore_root(struct store *store, const char *bucket_name, const char *domai
                  struct restore_stats *stats)
 {
     struct vlist l;
-    struct key_set keys = { 0 };
+    struct store_keys keys = { 0 };
     char prefix[32], **tables = NULL;
     size_t n_tables = 0;
     const char *root_group = NULL;
@@ -422,7 +400,7 @@ int restore_root(struct store *store, const char *bucket_name, const char *domai
         return rc == -ENOENT ? -EOPNOTSUPP : rc;
     struct restore_ctx r = { store, bucket_name, l.pool, vroot, new_root, workers, stats };
     snprintf(prefix, sizeof prefix, "db/%.17s/", vroot + 2);
-    rc = store_list_keys(store, prefix, collect_key, &keys);
+    rc = store_collect_keys(store, prefix, &keys);
     if (rc == 0)
         rc = find_tables(&r, &keys, &tables, &n_tables);
     for (size_t i = 0; rc == 0 && i < keys.n; i++) {
@@ -443,7 +421,7 @@ int restore_root(struct store *store, const char *bucket_name, const char *domai
     for (size_t i = 0; i < n_tables; i++)
         free(tables[i]);
     free(tables);
-    key_set_free(&keys);
+    store_keys_free(&keys);
     vlist_free(&l);
     if (rc != 0 && rc != -EOPNOTSUPP)
         log_error("%s: root %s could not be restored from version root %s (%s)", domain, new_root,

@@ -15,7 +15,6 @@
 #include "h5osfs/util/clock.h"
 #include "h5osfs/domops/gc.h"
 #include "h5osfs/schema/hjson.h"
-#include "h5osfs/util/grow.h"
 #include "h5osfs/util/log.h"
 #include "h5osfs/util/strmap.h"
 #include "h5osfs/schema/vlist.h"
@@ -288,29 +287,6 @@ static int mark_table_bytes(struct marks *m, const unsigned char *data, size_t l
     return seen > 0 ? 0 : -EIO;
 }
 
-struct root_keys {
-    char **keys;
-    size_t n, cap;
-};
-
-static int keep_key(void *ctx, const char *key, const struct store_stat *st)
-{
-    (void)st;
-    struct root_keys *k = ctx;
-    char **grown = grow_array(k->keys, &k->cap, k->n + 1, sizeof *grown, 64);
-    if (!grown)
-        return -ENOMEM;
-    k->keys = grown;
-    return (k->keys[k->n] = strdup(key)) ? (k->n++, 0) : -ENOMEM;
-}
-
-static void root_keys_free(struct root_keys *k)
-{
-    for (size_t i = 0; i < k->n; i++)
-        free(k->keys[i]);
-    free(k->keys);
-}
-
 /* The chunk table id of a dataset's JSON at key, if it has one ("": none). */
 static int table_of(struct store *store, const char *key, char tid[SCHEMA_ID_BUF])
 {
@@ -335,7 +311,7 @@ static int table_of(struct store *store, const char *key, char tid[SCHEMA_ID_BUF
 }
 
 /* Mark the chunks of table tid, whose objects are among keys. */
-static int mark_table(struct store *store, struct marks *m, const struct root_keys *keys,
+static int mark_table(struct store *store, struct marks *m, const struct store_keys *keys,
                       const char *tid)
 {
     char json_key[STORE_KEY_MAX + 1];
@@ -370,9 +346,9 @@ static int mark_table(struct store *store, struct marks *m, const struct root_ke
 static int mark_version(struct store *store, struct marks *m, const struct vlist_entry *e)
 {
     char prefix[64], tid[SCHEMA_ID_BUF];
-    struct root_keys keys = { 0 };
+    struct store_keys keys = { 0 };
     root_prefix(e->root, prefix, sizeof prefix);
-    int rc = store_list_keys(store, prefix, keep_key, &keys);
+    int rc = store_collect_keys(store, prefix, &keys);
     if (rc == 0 && keys.n == 0 && e->state == VLIST_KEPT) {
         log_error("pool sweep: kept version %" PRIu64 " names root %s, which lists empty: "
                   "nothing is deleted",
@@ -389,7 +365,7 @@ static int mark_version(struct store *store, struct marks *m, const struct vlist
             log_error("pool sweep: %s cannot be read (%s): nothing is deleted", keys.keys[i],
                       strerror(-rc));
     }
-    root_keys_free(&keys);
+    store_keys_free(&keys);
     /* a removing version's root is being deleted by the collector (no reader is left: it
      * waits for them): what is gone names nothing */
     if (rc == -ENOENT && e->state == VLIST_REMOVING)

@@ -10,42 +10,12 @@
 #include "h5osfs/schema/vlist.h"
 #include "h5osfs/util/log.h"
 
-struct keys {
-    char **keys;
-    size_t n, cap;
-};
-
-static int collect_key(void *ctx, const char *key, const struct store_stat *st)
-{
-    struct keys *k = ctx;
-    (void)st;
-    if (k->n == k->cap) {
-        size_t cap = k->cap ? 2 * k->cap : 64;
-        char **grown = realloc(k->keys, cap * sizeof *grown);
-        if (!grown)
-            return -ENOMEM;
-        k->keys = grown;
-        k->cap = cap;
-    }
-    if (!(k->keys[k->n] = strdup(key)))
-        return -ENOMEM;
-    k->n++;
-    return 0;
-}
-
-static void keys_free(struct keys *k)
-{
-    for (size_t i = 0; i < k->n; i++)
-        free(k->keys[i]);
-    free(k->keys);
-}
-
 /* Delete every key below prefix except keep (NULL: none), listed first: the walk is not
  * disturbed by its own deletes. 0 or -errno. */
 static int delete_below(struct store *store, const char *prefix, const char *keep)
 {
-    struct keys k = { 0 };
-    int rc = store_list_keys(store, prefix, collect_key, &k);
+    struct store_keys k;
+    int rc = store_collect_keys(store, prefix, &k);
     if (rc == -ENOENT)
         rc = 0;
     for (size_t i = 0; rc == 0 && i < k.n; i++) {
@@ -54,7 +24,7 @@ static int delete_below(struct store *store, const char *prefix, const char *kee
         rc = store_delete(store, k.keys[i]);
         rc = rc == -ENOENT ? 0 : rc; /* the collector got there first */
     }
-    keys_free(&k);
+    store_keys_free(&k);
     return rc;
 }
 

@@ -7,7 +7,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "h5osfs/util/grow.h"
 #include "h5osfs/util/log.h"
 #include "h5osfs/schema/schema.h"
 #include "h5osfs/schema/vlist.h"
@@ -151,29 +150,6 @@ static int copy_small(struct store *store, const char *from_key, const char *to_
     return rc;
 }
 
-struct key_set {
-    char **keys;
-    size_t n, cap;
-};
-
-static int collect_key(void *ctx, const char *key, const struct store_stat *st)
-{
-    (void)st;
-    struct key_set *s = ctx;
-    char **k = grow_array(s->keys, &s->cap, s->n + 1, sizeof *k, 64);
-    if (!k)
-        return -ENOMEM;
-    s->keys = k;
-    return (s->keys[s->n] = strdup(key)) ? (s->n++, 0) : -ENOMEM;
-}
-
-static void key_set_free(struct key_set *s)
-{
-    for (size_t i = 0; i < s->n; i++)
-        free(s->keys[i]);
-    free(s->keys);
-}
-
 /* "DIR/.versions/" of to, for HSDS's listing of DIR: made from from's when it is missing. */
 static int put_versions_folder(struct store *store, const char *from_prefix, const char *to_prefix)
 {
@@ -209,7 +185,7 @@ int vmove_copy(struct store *store, const char *from, const char *to)
 {
     char from_prefix[STORE_KEY_MAX + 2], to_prefix[STORE_KEY_MAX + 2];
     char to_key[STORE_KEY_MAX + 1], from_list[STORE_KEY_MAX + 1], to_list[STORE_KEY_MAX + 1];
-    struct key_set keys = { 0 };
+    struct store_keys keys = { 0 };
     int rc = folder_prefix(from, from_prefix, sizeof from_prefix);
     if (rc == 0)
         rc = folder_prefix(to, to_prefix, sizeof to_prefix);
@@ -219,7 +195,7 @@ int vmove_copy(struct store *store, const char *from, const char *to)
     if (rc == 0)
         rc = put_versions_folder(store, from_prefix, to_prefix);
     if (rc == 0)
-        rc = store_list_keys(store, from_prefix, collect_key, &keys);
+        rc = store_collect_keys(store, from_prefix, &keys);
     size_t plen = strlen(from_prefix);
     for (size_t i = 0; rc == 0 && i < keys.n; i++) {
         const char *rel = keys.keys[i] + plen;
@@ -234,7 +210,7 @@ int vmove_copy(struct store *store, const char *from, const char *to)
         rc = copy_list(store, from_list, to_list, to);
     if (rc == 0)
         rc = store_sync(store);
-    key_set_free(&keys);
+    store_keys_free(&keys);
     if (rc != 0) {
         log_error("%s: its versions could not be copied to %s (%s): not moved", from, to,
                   strerror(-rc));
@@ -263,13 +239,13 @@ static void drop_empty_versions_folder(struct store *store, const char *prefix)
 void vmove_drop(struct store *store, const char *from)
 {
     char prefix[STORE_KEY_MAX + 2], list_key[STORE_KEY_MAX + 1];
-    struct key_set keys = { 0 };
+    struct store_keys keys = { 0 };
     if (folder_prefix(from, prefix, sizeof prefix) != 0 ||
         schema_vlist_key(from, list_key, sizeof list_key) != 0)
         return;
     int rc = store_delete(store, list_key);
     if (rc == 0 || rc == -ENOENT)
-        rc = store_list_keys(store, prefix, collect_key, &keys);
+        rc = store_collect_keys(store, prefix, &keys);
     size_t failed = 0;
     /* the names first, the folder object last: a folder never hides names below it */
     for (int folder = 0; rc == 0 && folder < 2; folder++)
@@ -281,7 +257,7 @@ void vmove_drop(struct store *store, const char *from)
             int drc = store_delete(store, keys.keys[i]);
             failed += drc != 0 && drc != -ENOENT;
         }
-    key_set_free(&keys);
+    store_keys_free(&keys);
     if (rc != 0 || failed > 0)
         log_warn("%s: moved with its versions, but objects of the old version folder %s stay "
                  "(%s)",

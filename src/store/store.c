@@ -14,6 +14,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "h5osfs/util/grow.h"
 #include "h5osfs/util/log.h"
 
 /* A complete key component: not empty, not "." and not "..". */
@@ -413,4 +414,29 @@ void store_list_free(struct store_list *list)
     free(list->prefixes);
     free(list->next_token);
     memset(list, 0, sizeof *list);
+}
+
+static int keep_collected_key(void *ctx, const char *key, const struct store_stat *st)
+{
+    (void)st;
+    struct store_keys *k = ctx;
+    char **grown = grow_array(k->keys, &k->cap, k->n + 1, sizeof *grown, 64);
+    if (!grown)
+        return -ENOMEM;
+    k->keys = grown;
+    return (k->keys[k->n] = strdup(key)) ? (k->n++, 0) : -ENOMEM;
+}
+
+int store_collect_keys(struct store *st, const char *prefix, struct store_keys *out)
+{
+    memset(out, 0, sizeof *out);
+    return store_list_keys(st, prefix, keep_collected_key, out);
+}
+
+void store_keys_free(struct store_keys *k)
+{
+    for (size_t i = 0; i < k->n; i++)
+        free(k->keys[i]);
+    free(k->keys);
+    memset(k, 0, sizeof *k);
 }

@@ -209,6 +209,14 @@ int store_list(struct store *st, const char *prefix, const char *delimiter, cons
  */
 int store_list_keys(struct store *st, const char *prefix,
                     int (*fn)(void *ctx, const char *key, const struct store_stat *st), void *ctx);
+/* Every key below prefix (store_list_keys), collected: owned strings, in no order. */
+struct store_keys {
+    char **keys;
+    size_t n, cap;
+};
+/* 0 or -errno; *out (zeroed first) is freed by store_keys_free, also after a failure. */
+int store_collect_keys(struct store *st, const char *prefix, struct store_keys *out);
+void store_keys_free(struct store_keys *k);
 /*
  * Abort every multipart upload begun, and neither completed nor aborted, under a key that
  * starts with prefix (S3: ListMultipartUploads with that prefix, then AbortMultipartUpload of
