@@ -16,6 +16,7 @@
 #include "h5osfs/util/log.h"
 #include "h5osfs/util/pfor.h"
 #include "h5osfs/util/grow.h"
+#include "h5osfs/ns/ns.h"
 #include "h5osfs/schema/vlist.h"
 
 #define PREFIX_LEN 17 /* "A-B" of an id: its root's directory under db/ */
@@ -30,15 +31,13 @@
 static int load_list(struct store *store, const char *domain, struct vlist *l)
 {
     char key[STORE_KEY_MAX + 1], why[200];
-    struct store_buf buf = { 0 };
     if (schema_vlist_key(domain, key, sizeof key) != 0)
         return -ENOENT;
-    int rc = store_get(store, key, VLIST_MAX_BYTES, &buf);
-    if (rc == 0 && vlist_parse((const char *)buf.data, buf.len, l, why, sizeof why) != 0) {
+    int rc = ns_vlist_read(store, key, l, NULL, why, sizeof why);
+    if (rc == -EINVAL) {
         log_error("%s: version list unusable (%s): a copy of a version is ingested", key, why);
         rc = -EIO;
     }
-    store_buf_free(&buf);
     return rc;
 }
 
@@ -146,22 +145,6 @@ static int put_doc(const struct restore_ctx *r, const char *key, const json_t *d
 
 /* ---- one dataset over a chunk table ---- */
 
-static int json_dims(const json_t *arr, uint64_t *out, int *rank)
-{
-    size_t i;
-    json_t *v;
-    if (!json_is_array(arr) || json_array_size(arr) == 0 || json_array_size(arr) > 32)
-        return -EINVAL;
-    json_array_foreach(arr, i, v)
-    {
-        if (!json_is_integer(v) || json_integer_value(v) < 0)
-            return -EINVAL;
-        out[i] = (uint64_t)json_integer_value(v);
-    }
-    *rank = (int)json_array_size(arr);
-    return 0;
-}
-
 struct table_job {
     const struct restore_ctx *r;
     const unsigned char *table;
@@ -208,11 +191,12 @@ static int pooled_dataset(const struct restore_ctx *r, json_t *doc, const char *
                           const char *dst_key)
 {
     char key[STORE_KEY_MAX + 1];
-    uint64_t dims[32], cdims[32], grid[32], entries = 1, zero[32] = { 0 };
+    uint64_t dims[HJSON_DIMS_MAX], cdims[HJSON_DIMS_MAX], grid[HJSON_DIMS_MAX],
+        entries = 1, zero[HJSON_DIMS_MAX] = { 0 };
     int rank = 0, crank = 0;
     json_t *lay = json_object_get(doc, "layout");
-    if (json_dims(json_object_get(json_object_get(doc, "shape"), "dims"), dims, &rank) != 0 ||
-        json_dims(json_object_get(lay, "dims"), cdims, &crank) != 0 || rank != crank)
+    if (hjson_dims(json_object_get(json_object_get(doc, "shape"), "dims"), dims, &rank) != 0 ||
+        hjson_dims(json_object_get(lay, "dims"), cdims, &crank) != 0 || rank != crank)
         return -EOPNOTSUPP;
     for (int k = 0; k < rank; k++) {
         if (cdims[k] == 0)

@@ -17,6 +17,7 @@
 #include "h5osfs/schema/hjson.h"
 #include "h5osfs/util/log.h"
 #include "h5osfs/util/pfor.h"
+#include "h5osfs/ns/ns.h"
 #include "h5osfs/schema/vlist.h"
 #include "h5osfs/domops/vnames.h"
 
@@ -355,22 +356,6 @@ struct dataset_ctx {
     const struct base_version *base;
 };
 
-static int json_dims(const json_t *arr, uint64_t *out, int *rank)
-{
-    size_t i;
-    json_t *v;
-    if (!json_is_array(arr) || json_array_size(arr) == 0 || json_array_size(arr) > 32)
-        return -EINVAL;
-    json_array_foreach(arr, i, v)
-    {
-        if (!json_is_integer(v) || json_integer_value(v) < 0)
-            return -EINVAL;
-        out[i] = (uint64_t)json_integer_value(v);
-    }
-    *rank = (int)json_array_size(arr);
-    return 0;
-}
-
 /* Plain chunked, simple shape, fixed-size type: its chunks can live in the pool. */
 static int poolable(const json_t *doc)
 {
@@ -614,13 +599,13 @@ static void point_at_base(struct sealed *chunks, size_t n, const unsigned char *
 static int pooled_dataset(const struct dataset_ctx *d, const char *json_key, json_t *doc,
                           const char *vkey)
 {
-    uint64_t dims[32], cdims[32], grid[32];
+    uint64_t dims[HJSON_DIMS_MAX], cdims[HJSON_DIMS_MAX], grid[HJSON_DIMS_MAX];
     int rank = 0, crank = 0;
     struct sealed *chunks = NULL;
     size_t n = 0;
     char tid[SCHEMA_ID_BUF];
-    if (json_dims(json_object_get(json_object_get(doc, "shape"), "dims"), dims, &rank) != 0 ||
-        json_dims(json_object_get(json_object_get(doc, "layout"), "dims"), cdims, &crank) != 0 ||
+    if (hjson_dims(json_object_get(json_object_get(doc, "shape"), "dims"), dims, &rank) != 0 ||
+        hjson_dims(json_object_get(json_object_get(doc, "layout"), "dims"), cdims, &crank) != 0 ||
         rank != crank)
         return -EOPNOTSUPP;
     for (int k = 0; k < rank; k++) {
@@ -841,23 +826,16 @@ static int put_version_domain(const struct versions_commit *vc, const char *vroo
 static int load_list(const struct versions_commit *vc, const char *key, struct vlist *l,
                      char etag[sizeof(((struct store_stat *)0)->etag)])
 {
-    struct store_stat st;
-    struct store_buf buf = { 0 };
     char why[200], pool[SCHEMA_ID_BUF];
-    int rc = store_head(vc->store, key, &st);
+    int rc = ns_vlist_read(vc->store, key, l, etag, why, sizeof why);
     if (rc == -ENOENT) {
         etag[0] = '\0';
         return mint_root(pool) == 0 ? vlist_init(l, vc->domain, pool) : -EIO;
     }
-    if (rc == 0)
-        rc = store_get(vc->store, key, VLIST_MAX_BYTES, &buf);
-    if (rc == 0 && vlist_parse((const char *)buf.data, buf.len, l, why, sizeof why) != 0) {
+    if (rc == -EINVAL) {
         log_error("%s: version list unusable (%s): no version kept until it is repaired", key, why);
         rc = -EIO;
     }
-    store_buf_free(&buf);
-    if (rc == 0)
-        snprintf(etag, sizeof st.etag, "%s", st.etag);
     return rc;
 }
 

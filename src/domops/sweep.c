@@ -17,6 +17,7 @@
 #include "h5osfs/schema/hjson.h"
 #include "h5osfs/util/log.h"
 #include "h5osfs/util/strmap.h"
+#include "h5osfs/ns/ns.h"
 #include "h5osfs/schema/vlist.h"
 
 #define LIST_TRIES 16
@@ -45,19 +46,10 @@ static int ends_with(const char *s, const char *tail)
 /* domain's list and its etag: 0, -ENOENT (no list), -EIO (logged), -ENOMEM. */
 static int load_list(struct store *store, const char *key, struct vlist *l, char etag[ETAG_BUF])
 {
-    struct store_stat st;
-    struct store_buf buf = { 0 };
     char why[200];
-    int rc = store_head(store, key, &st);
-    if (rc == 0)
-        rc = store_get(store, key, VLIST_MAX_BYTES, &buf);
-    if (rc == 0 && vlist_parse((const char *)buf.data, buf.len, l, why, sizeof why) != 0) {
+    int rc = ns_vlist_read(store, key, l, etag, why, sizeof why);
+    if (rc == -EINVAL)
         log_error("%s: version list unusable (%s): no version is collected", key, why);
-        rc = -EIO;
-    }
-    store_buf_free(&buf);
-    if (rc == 0 && etag)
-        snprintf(etag, ETAG_BUF, "%s", st.etag);
     return rc == 0 || rc == -ENOENT || rc == -ENOMEM ? rc : -EIO;
 }
 

@@ -14,6 +14,7 @@
 #include "h5osfs/schema/hjson.h"
 #include "h5osfs/util/log.h"
 #include "h5osfs/schema/schema.h"
+#include "h5osfs/ns/ns.h"
 #include "h5osfs/schema/vlist.h"
 
 #define DOMAIN_JSON_MAX (1u << 20) /* as domops.c: far more than any .domain.json */
@@ -33,19 +34,10 @@ static void crash_point(const char *stage)
 /* domain's list and its etag: 0, -ENOENT (no list), -EIO (logged), -ENOMEM. */
 static int load_list(struct store *store, const char *key, struct vlist *l, char etag[ETAG_BUF])
 {
-    struct store_stat st;
-    struct store_buf buf = { 0 };
     char why[200];
-    int rc = store_head(store, key, &st);
-    if (rc == 0)
-        rc = store_get(store, key, VLIST_MAX_BYTES, &buf);
-    if (rc == 0 && vlist_parse((const char *)buf.data, buf.len, l, why, sizeof why) != 0) {
+    int rc = ns_vlist_read(store, key, l, etag, why, sizeof why);
+    if (rc == -EINVAL)
         log_error("%s: version list unusable (%s): its names cannot change", key, why);
-        rc = -EIO;
-    }
-    store_buf_free(&buf);
-    if (rc == 0)
-        snprintf(etag, ETAG_BUF, "%s", st.etag);
     return rc == 0 || rc == -ENOENT || rc == -ENOMEM ? rc : -EIO;
 }
 

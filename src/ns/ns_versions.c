@@ -483,3 +483,23 @@ int ns_versions_readdir(struct ns *ns, const char *path, struct ns_dir *out)
         ns_dir_free(out);
     return rc == 0 || rc == -ENOENT || rc == -ENOMEM || rc == -EACCES ? rc : -EIO;
 }
+
+int ns_vlist_read(struct store *store, const char *key, struct vlist *l, char *etag, char *why,
+                  size_t why_len)
+{
+    struct store_stat st;
+    struct store_buf buf = { 0 };
+    int rc = etag ? store_head(store, key, &st) : 0;
+    if (rc == 0)
+        rc = store_get(store, key, VLIST_MAX_BYTES, &buf);
+    if (rc == -EFBIG) {
+        snprintf(why, why_len, "larger than %u bytes", VLIST_MAX_BYTES);
+        rc = -EINVAL;
+    } else if (rc == 0 && vlist_parse((const char *)buf.data, buf.len, l, why, why_len) != 0) {
+        rc = -EINVAL;
+    }
+    store_buf_free(&buf);
+    if (rc == 0 && etag)
+        snprintf(etag, sizeof st.etag, "%s", st.etag);
+    return rc;
+}

@@ -830,3 +830,19 @@ int hjson_dumps(const json_t *value, char **out)
     }
     return dynbuf_take(&b, out, NULL);
 }
+
+int hjson_dims(const json_t *arr, uint64_t *out, int *rank)
+{
+    size_t i;
+    json_t *v;
+    if (!json_is_array(arr) || json_array_size(arr) == 0 || json_array_size(arr) > HJSON_DIMS_MAX)
+        return -EINVAL;
+    json_array_foreach(arr, i, v)
+    {
+        if (!json_is_integer(v) || json_integer_value(v) < 0)
+            return -EINVAL;
+        out[i] = (uint64_t)json_integer_value(v);
+    }
+    *rank = (int)json_array_size(arr);
+    return 0;
+}

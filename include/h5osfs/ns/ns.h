@@ -86,6 +86,13 @@ int ns_stat_as(struct ns *ns, const char *path, const char *user, struct ns_info
  * be quick (it runs inside the lookup) and thread-safe. */
 void ns_on_removing(struct ns *ns, void (*fn)(void *ctx, const char *domain), void *ctx);
 
+struct vlist;
+/* The version list at key (schema_vlist_key) and, when etag is not NULL, the etag it was read
+ * at (a buffer of store_stat.etag's size): 0; -ENOENT, none; -EINVAL, unusable, why saying
+ * how (the caller logs it, with what follows for it); another -errno of the store. */
+int ns_vlist_read(struct store *store, const char *key, struct vlist *l, char *etag, char *why,
+                  size_t why_len);
+
 /* The visible children of directory path (root, folder or plain directory). */
 int ns_readdir(struct ns *ns, const char *path, struct ns_dir *out);
 void ns_dir_free(struct ns_dir *dir);

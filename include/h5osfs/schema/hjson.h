@@ -14,6 +14,7 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 
 #include <jansson.h>
 
@@ -58,6 +59,11 @@ const char *hjson_text(const json_t *value);
 /* true if s (a key or a string value) stood for a string jansson cannot hold
  * (HJSON_UNLOADABLE): no name or text may be made of it. Its JSON text is s + 2. */
 bool hjson_unloadable(const char *s);
+
+/* A shape's or layout's "dims": a non-empty array of at most HJSON_DIMS_MAX integers >= 0, in
+ * out (HJSON_DIMS_MAX entries) and *rank. 0 or -EINVAL. */
+#define HJSON_DIMS_MAX 32
+int hjson_dims(const json_t *arr, uint64_t *out, int *rank);
 
 /* A JSON number, a marker, or a numeric string (no NUL inside) as a double. 0 or -EINVAL. */
 int hjson_number(const json_t *value, double *out);
