@@ -150,7 +150,7 @@ static int plan_layout(struct dset_plan *p, char *why, size_t why_len)
 }
 
 /* Everything about the dataset that can be read, even after a failure (a placeholder shows
- * what is known); why tells the first failure. 0 or -EINVAL. */
+ * what is known); why tells the first failure. 0, -EINVAL or -ENOMEM. */
 static int plan_dataset(struct builder *b, struct build_obj *o, struct dset_plan *p, char *why,
                         size_t why_len)
 {
@@ -160,10 +160,14 @@ static int plan_dataset(struct builder *b, struct build_obj *o, struct dset_plan
     p->shape = json_object_get(o->json, "shape");
     p->layout = json_object_get(o->json, "layout");
     p->cprops = json_object_get(o->json, "creationProperties");
-    p->tid = build_type(b, p->type, why, why_len);
-    int rc = p->tid < 0 ? -EINVAL : 0;
+    int rc = build_type(b, p->type, &p->tid, why, why_len);
+    if (rc == -ENOMEM)
+        return rc;
     unsigned traits = h5type_traits(p->type);
-    if (!(traits & H5TYPE_HAS_VLEN) && h5type_stored_size(p->type, &p->stored_size) != 0) {
+    int size_rc = traits & H5TYPE_HAS_VLEN ? 0 : h5type_stored_size(p->type, &p->stored_size);
+    if (size_rc == -ENOMEM)
+        return size_rc;
+    if (size_rc != 0) {
         p->stored_size = 0;
         if (rc == 0)
             why_set(why, why_len, "type has no stored size");
