@@ -119,15 +119,18 @@ static int io_open(struct dset_io *io, char *why, size_t why_len)
     io->space = io->dset < 0 ? -1 : H5Dget_space(io->dset);
     io->dcpl = io->dset < 0 ? -1 : H5Dget_create_plist(io->dset);
     io->type = json_object_get(io->o->json, "type");
-    io->mem = h5type_from_json(io->type, why, why_len);
-    if (io->dset < 0 || io->space < 0 || io->dcpl < 0 || io->mem < 0)
+    int rc = h5type_build(io->type, &io->mem, why, why_len);
+    if (rc == -ENOMEM)
+        return rc;
+    if (io->dset < 0 || io->space < 0 || io->dcpl < 0 || rc != 0)
         return -EIO;
     io->scalar = H5Sget_simple_extent_type(io->space) == H5S_SCALAR;
     io->memsize = H5Tget_size(io->mem);
     unsigned traits = h5type_traits(io->type);
     size_t itemsize = 0;
-    if (!(traits & H5TYPE_HAS_VLEN) && h5type_stored_size(io->type, &itemsize) != 0)
-        return -EIO;
+    rc = traits & H5TYPE_HAS_VLEN ? 0 : h5type_stored_size(io->type, &itemsize);
+    if (rc != 0)
+        return rc == -ENOMEM ? rc : -EIO;
     if (codec_spec_from_filters(json_object_get(cp, "filters"), itemsize,
                                 (traits & H5TYPE_HAS_VLEN) != 0, CODEC_SOURCE_HSDS, &io->spec, why,
                                 why_len) != 0 ||
