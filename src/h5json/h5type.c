@@ -232,12 +232,21 @@ int h5type_stored_size(const json_t *type, size_t *out)
     return rc;
 }
 
-unsigned h5type_traits(const json_t *type)
+int h5type_traits_of(const json_t *type, unsigned *out)
 {
     struct h5type_desc *d;
-    if (h5type_desc_parse(type, &d, NULL, 0) != 0)
-        return 0;
-    unsigned traits = d->traits;
+    *out = 0;
+    int rc = h5type_desc_parse(type, &d, NULL, 0);
+    if (rc != 0)
+        return rc == -ENOMEM ? rc : -EINVAL;
+    *out = d->traits;
     h5type_desc_free(d);
+    return 0;
+}
+
+unsigned h5type_traits(const json_t *type)
+{
+    unsigned traits;
+    (void)h5type_traits_of(type, &traits); /* 0 when it fails */
     return traits;
 }

@@ -1106,8 +1106,8 @@ static int build_steps(struct builder *b)
         rc = build_dataset_declare(b, &b->objs[i]);
     if (rc == 0)
         rc = record_objects(b);
+    b->target.closing = 1; /* an object's close flushes it too: see vfd_write */
     close_objects(b);
-    b->target.closing = 1;
     herr_t closed = H5Fclose(b->file);
     b->file = -1; /* closed even when the close failed: a second close would touch freed state */
     if (closed < 0 && rc == 0)
@@ -1193,6 +1193,7 @@ static int build_now(const struct image_source *src, const char *domain_path, co
     if (rc == 0)
         log_dangling_refs(&b);
     if (rc != 0 && b.file >= 0) {
+        b.target.closing = 1;
         close_objects(&b);
         H5Fclose(b.file);
     }

@@ -42,8 +42,12 @@ int h5type_build(const json_t *type, hid_t *out, char *why, size_t why_len);
  * invalid, -ENOMEM out of memory. */
 int h5type_stored_size(const json_t *type, size_t *out);
 
-/* enum h5type_trait bits of a valid type. */
+/* enum h5type_trait bits of a valid type (0 when it cannot be parsed, even for lack of
+ * memory: where a wrong 0 would store or build wrong bytes, use h5type_traits_of). */
 unsigned h5type_traits(const json_t *type);
+
+/* The same into *out: 0, -EINVAL (not a valid type) or -ENOMEM. */
+int h5type_traits_of(const json_t *type, unsigned *out);
 
 /*
  * The other way, for writing domains: the type JSON HSDS would store for an HDF5 type (as
