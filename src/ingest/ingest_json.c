@@ -442,12 +442,16 @@ static json_t *fill_json(struct ingest *g, hid_t dcpl, const json_t *type, int *
 {
     H5D_fill_value_t status;
     char why[200];
+    hid_t mem = H5I_INVALID_HID;
     *base64 = 0;
-    if (H5Pfill_value_defined(dcpl, &status) < 0 || status != H5D_FILL_VALUE_USER_DEFINED ||
-        (h5type_traits(type) & H5TYPE_HAS_VLEN))
+    if (H5Pfill_value_defined(dcpl, &status) < 0 || status != H5D_FILL_VALUE_USER_DEFINED)
         return NULL;
-    hid_t mem;
-    int rc = h5type_build(type, &mem, why, sizeof why);
+    unsigned traits;
+    int rc = h5type_traits_of(type, &traits);
+    if (rc == 0 && (traits & H5TYPE_HAS_VLEN))
+        return NULL; /* HSDS keeps no fill value for vlen types */
+    if (rc == 0)
+        rc = h5type_build(type, &mem, why, sizeof why);
     if (rc == -ENOMEM)
         g->out_of_memory = 1;
     if (rc != 0)
