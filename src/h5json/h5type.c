@@ -194,37 +194,59 @@ static hid_t build(struct builder *b, const struct h5type_desc *d)
     return failed(b, H5I_INVALID_HID, "unknown");
 }
 
-hid_t h5type_from_json(const json_t *type, char *why, size_t why_len)
+int h5type_build(const json_t *type, hid_t *out, char *why, size_t why_len)
 {
     struct h5type_desc *d;
-    if (h5type_desc_parse(type, &d, why, why_len) != 0)
-        return H5I_INVALID_HID;
+    *out = H5I_INVALID_HID;
+    int rc = h5type_desc_parse(type, &d, why, why_len);
+    if (rc != 0)
+        return rc == -ENOMEM ? rc : -EINVAL;
     struct builder b = { why, why_len };
     hid_t tid = build(&b, d);
     if (tid >= 0 && H5Tget_size(tid) != d->mem_size)
         tid = failed(&b, tid, "expected size of the");
     h5type_desc_free(d);
+    *out = tid;
+    return tid >= 0 ? 0 : -EINVAL;
+}
+
+hid_t h5type_from_json(const json_t *type, char *why, size_t why_len)
+{
+    hid_t tid;
+    (void)h5type_build(type, &tid, why, why_len); /* tid tells the failure */
     return tid;
 }
 
 int h5type_stored_size(const json_t *type, size_t *out)
 {
     struct h5type_desc *d;
-    if (!out || h5type_desc_parse(type, &d, NULL, 0) != 0)
+    if (!out)
         return -EINVAL;
-    int rc = d->stored_size ? 0 : -EINVAL;
+    int rc = h5type_desc_parse(type, &d, NULL, 0);
+    if (rc != 0)
+        return rc == -ENOMEM ? rc : -EINVAL;
+    rc = d->stored_size ? 0 : -EINVAL;
     if (rc == 0)
         *out = d->stored_size;
     h5type_desc_free(d);
     return rc;
 }
 
-unsigned h5type_traits(const json_t *type)
+int h5type_traits_of(const json_t *type, unsigned *out)
 {
     struct h5type_desc *d;
-    if (h5type_desc_parse(type, &d, NULL, 0) != 0)
-        return 0;
-    unsigned traits = d->traits;
+    *out = 0;
+    int rc = h5type_desc_parse(type, &d, NULL, 0);
+    if (rc != 0)
+        return rc == -ENOMEM ? rc : -EINVAL;
+    *out = d->traits;
     h5type_desc_free(d);
+    return 0;
+}
+
+unsigned h5type_traits(const json_t *type)
+{
+    unsigned traits;
+    (void)h5type_traits_of(type, &traits); /* 0 when it fails */
     return traits;
 }

@@ -46,6 +46,7 @@ struct emitter {
     size_t why_len;
     char *note; /* non-NULL: stand-ins allowed, and what they lose goes here */
     size_t note_len;
+    bool out_of_memory; /* a failure that is not the type's: h5type_json_closest says so */
 };
 
 /* A stand-in type is allowed: say what it loses (the first stand-in's note is kept). */
@@ -68,6 +69,12 @@ __attribute__((format(printf, 2, 3))) static json_t *refuse(struct emitter *e, c
     (void)why_vreject(e->why, e->why_len, fmt, ap);
     va_end(ap);
     return NULL;
+}
+
+static json_t *refuse_oom(struct emitter *e)
+{
+    e->out_of_memory = true;
+    return refuse(e, "out of memory");
 }
 
 static json_t *emit(struct emitter *e, hid_t tid, int depth);
@@ -105,7 +112,7 @@ static json_t *object_of(struct emitter *e, const char *first_key, json_t *first
     va_end(ap);
     if (rc != 0) {
         json_decref(obj);
-        return refuse(e, "out of memory");
+        return refuse_oom(e);
     }
     return obj;
 }
@@ -344,7 +351,7 @@ static json_t *enum_mapping(struct emitter *e, hid_t tid, hid_t base)
         return refuse(e, "HDF5 could not list the enum members");
     json_t *mapping = json_object();
     if (!mapping)
-        return refuse(e, "out of memory");
+        return refuse_oom(e);
     for (int k = 0; k < n; k++) {
         if (add_member(e, tid, (unsigned)k, mapping, base) != 0) {
             json_decref(mapping);
@@ -392,7 +399,7 @@ static json_t *vlen_base(struct emitter *e, hid_t base, int depth)
         if (strcmp(name, bare[k][0]) == 0) {
             json_decref(json);
             json = json_string(bare[k][1]);
-            return json ? json : refuse(e, "out of memory");
+            return json ? json : refuse_oom(e);
         }
     }
     return json;
@@ -432,16 +439,16 @@ static json_t *emit_field(struct emitter *e, hid_t tid, unsigned k, int depth)
     if (!field) {
         json_decref(name_json);
         json_decref(type);
-        return refuse(e, "out of memory");
+        return refuse_oom(e);
     }
     if (put(field, "name", name_json) != 0) { /* put released name_json */
         json_decref(type);
         json_decref(field);
-        return refuse(e, "out of memory");
+        return refuse_oom(e);
     }
     if (put(field, "type", type) != 0) {
         json_decref(field);
-        return refuse(e, "out of memory");
+        return refuse_oom(e);
     }
     return field;
 }
@@ -453,12 +460,12 @@ static json_t *emit_compound(struct emitter *e, hid_t tid, int depth)
         return refuse(e, "HDF5 could not list the compound members");
     json_t *fields = json_array();
     if (!fields)
-        return refuse(e, "out of memory");
+        return refuse_oom(e);
     for (int k = 0; k < n; k++) {
         json_t *field = emit_field(e, tid, (unsigned)k, depth);
         if (!field || json_array_append_new(fields, field) != 0) {
             json_decref(fields);
-            return field ? refuse(e, "out of memory") : NULL;
+            return field ? refuse_oom(e) : NULL;
         }
     }
     return object_of(e, NULL, NULL, "H5T_COMPOUND", "fields", fields, NULL);
@@ -477,7 +484,7 @@ static json_t *array_dims(struct emitter *e, hid_t tid)
             json = NULL;
         }
     }
-    return json ? json : refuse(e, "out of memory");
+    return json ? json : refuse_oom(e);
 }
 
 static json_t *emit_array(struct emitter *e, hid_t tid, int depth)
@@ -539,22 +546,35 @@ json_t *h5type_to_json(hid_t tid, char *why, size_t why_len)
 
 json_t *h5type_to_json_closest(hid_t tid, char *note, size_t note_len, char *why, size_t why_len)
 {
-    struct emitter e = { why, why_len, note, note_len };
+    json_t *json;
+    (void)h5type_json_closest(tid, &json, note, note_len, why, why_len); /* json tells */
+    return json;
+}
+
+int h5type_json_closest(hid_t tid, json_t **out, char *note, size_t note_len, char *why,
+                        size_t why_len)
+{
+    struct emitter e = { why, why_len, note, note_len, false };
     if (why && why_len > 0)
         why[0] = '\0';
     if (note && note_len > 0)
         note[0] = '\0';
+    *out = NULL;
     json_t *json = emit(&e, tid, 0);
     if (!json)
-        return NULL;
+        return e.out_of_memory ? -ENOMEM : -EINVAL;
     /* HSDS must be able to rebuild it: the reader's validation decides */
     struct h5type_desc *d;
     char reason[200];
     int rc = h5type_desc_parse(json, &d, reason, sizeof(reason));
     if (rc != 0) {
         json_decref(json);
-        return refuse(&e, "HSDS cannot hold this type: %s", reason);
+        if (rc == -ENOMEM)
+            return why_oom(why, why_len); /* the type is fine: no reason to refuse it */
+        (void)refuse(&e, "HSDS cannot hold this type: %s", reason);
+        return -EINVAL;
     }
     h5type_desc_free(d);
-    return json;
+    *out = json;
+    return 0;
 }

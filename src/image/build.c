@@ -563,12 +563,16 @@ static hid_t group_plist(hid_t cls, const json_t *json)
 
 /* Whether the attribute's value surely fits one message of a version-1 header. Its elements
  * are counted at their size in memory, twice that when they hold variable-length data (16
- * bytes each in the file, 8 or 16 in memory); what cannot be worked out here does not fit. */
+ * bytes each in the file, 8 or 16 in memory); what cannot be worked out here does not fit.
+ * 1, 0, or -ENOMEM. */
 static int attr_fits_v1(struct builder *b, const json_t *attr)
 {
     char why[200];
     size_t n = 0, elem = 0;
-    hid_t tid = build_type(b, json_object_get(attr, "type"), why, sizeof why);
+    hid_t tid;
+    int rc = build_type(b, json_object_get(attr, "type"), &tid, why, sizeof why);
+    if (rc == -ENOMEM)
+        return rc;
     hid_t space = tid < 0 ? H5I_INVALID_HID
                           : shape_space(json_object_get(attr, "shape"), &n, why, sizeof why);
     if (space >= 0) {
@@ -587,7 +591,7 @@ static int attr_fits_v1(struct builder *b, const json_t *attr)
  * bench domain's file 100-106 ms against 108-113 ms). That format keeps attributes in a
  * version-1 header, whose messages hold 64 KiB at most, so a group with a larger attribute
  * keeps the newer one. HDF5 itself converts the group when a link needs the newer format (an
- * external link, a UTF-8 name). */
+ * external link, a UTF-8 name). 1, 0, or -ENOMEM. */
 static int original_format(struct builder *b, const json_t *group)
 {
     const json_t *attrs = json_object_get(group, "attributes");
@@ -597,8 +601,9 @@ static int original_format(struct builder *b, const json_t *group)
         return 0;
     json_object_foreach((json_t *)attrs, name, attr)
     {
-        if (!attr_fits_v1(b, attr))
-            return 0;
+        int fits = attr_fits_v1(b, attr);
+        if (fits <= 0)
+            return fits;
     }
     return 1;
 }
@@ -623,6 +628,8 @@ static int create_group(struct builder *b, struct build_obj *o)
         return o->hid < 0 ? -EIO : 0;
     }
     int original = original_format(b, o->json);
+    if (original == -ENOMEM)
+        return original;
     hid_t gcpl = group_plist(H5P_GROUP_CREATE, o->json);
     if (original && H5Fset_libver_bounds(b->file, H5F_LIBVER_EARLIEST, H5F_LIBVER_V110) < 0)
         original = -1;
@@ -641,8 +648,11 @@ static int create_group(struct builder *b, struct build_obj *o)
 static int create_datatype(struct builder *b, struct build_obj *o)
 {
     char why[200];
-    hid_t tid = h5type_from_json(json_object_get(o->json, "type"), why, sizeof why);
-    if (tid < 0) {
+    hid_t tid;
+    int rc = h5type_build(json_object_get(o->json, "type"), &tid, why, sizeof why);
+    if (rc == -ENOMEM)
+        return rc;
+    if (rc != 0) {
         o->dropped = 1;
         return build_omit(b, IMAGE_OMIT_OBJECT, o->id, build_path(b, o), NULL, why);
     }
@@ -659,13 +669,15 @@ static int create_datatype(struct builder *b, struct build_obj *o)
     return 0;
 }
 
-hid_t build_type(struct builder *b, const json_t *type, char *why, size_t why_len)
+int build_type(struct builder *b, const json_t *type, hid_t *out, char *why, size_t why_len)
 {
     const char *tref = hjson_text(json_object_get(type, "id"));
     struct build_obj *t = tref ? build_find(b, tref) : NULL;
-    if (t && t->cls == 't' && !t->dropped && t->hid >= 0) /* the caller's H5Tclose is ours */
-        return H5Iinc_ref(t->hid) >= 0 ? t->hid : H5I_INVALID_HID;
-    return h5type_from_json(type, why, why_len);
+    if (t && t->cls == 't' && !t->dropped && t->hid >= 0) { /* the caller's H5Tclose is ours */
+        *out = H5Iinc_ref(t->hid) >= 0 ? t->hid : H5I_INVALID_HID;
+        return *out >= 0 ? 0 : why_reject(why, why_len, "HDF5 refused to share the type");
+    }
+    return h5type_build(type, out, why, why_len);
 }
 
 /* Groups, committed types, datasets, and last the datasets whose fill value refers to other
@@ -830,9 +842,11 @@ static int make_attribute(struct builder *b, struct build_obj *o, const struct l
     int rc = -EINVAL;
     json_t *repaired = b->src->no_repairs ? NULL : build_repaired_attr(o->json, a->name, a->json);
     const json_t *aj = repaired ? repaired : a->json;
-    hid_t tid = build_type(b, json_object_get(aj, "type"), why, why_len);
-    hid_t space =
-        tid < 0 ? H5I_INVALID_HID : shape_space(json_object_get(aj, "shape"), &n, why, why_len);
+    hid_t tid, space = H5I_INVALID_HID;
+    if ((rc = build_type(b, json_object_get(aj, "type"), &tid, why, why_len)) != 0)
+        goto out;
+    rc = -EINVAL;
+    space = shape_space(json_object_get(aj, "shape"), &n, why, why_len);
     if (space < 0)
         goto out;
     /* the value is written into the image, which lives in RAM: a shape alone (a null value,
@@ -884,7 +898,9 @@ static int attributes_of(struct builder *b, struct build_obj *o)
         if (hjson_unloadable(attrs[k].name))
             rc = build_omit(b, IMAGE_OMIT_ATTRIBUTE, o->id, build_path(b, o),
                             shown_name(attrs[k].name), bad_name_why(attrs[k].name));
-        else if (make_attribute(b, o, &attrs[k], why, sizeof why) != 0)
+        else if ((rc = make_attribute(b, o, &attrs[k], why, sizeof why)) == -ENOMEM)
+            break; /* not the attribute's fault: the build fails, nothing is left out */
+        else if (rc != 0)
             rc = build_omit(b, IMAGE_OMIT_ATTRIBUTE, o->id, build_path(b, o), attrs[k].name, why);
     }
     free(attrs);
@@ -1090,8 +1106,8 @@ static int build_steps(struct builder *b)
         rc = build_dataset_declare(b, &b->objs[i]);
     if (rc == 0)
         rc = record_objects(b);
+    b->target.closing = 1; /* an object's close flushes it too: see vfd_write */
     close_objects(b);
-    b->target.closing = 1;
     herr_t closed = H5Fclose(b->file);
     b->file = -1; /* closed even when the close failed: a second close would touch freed state */
     if (closed < 0 && rc == 0)
@@ -1177,6 +1193,7 @@ static int build_now(const struct image_source *src, const char *domain_path, co
     if (rc == 0)
         log_dangling_refs(&b);
     if (rc != 0 && b.file >= 0) {
+        b.target.closing = 1;
         close_objects(&b);
         H5Fclose(b.file);
     }

@@ -171,8 +171,9 @@ int build_all_chunks_nonzero(const struct image_dataset *ds);
 /* "3_0_12" -> linear index in ds's grid: 0, 1 when outside the current shape, -EINVAL. */
 int build_parse_index(const struct image_dataset *ds, const char *s, uint64_t *linear);
 
-/* The HDF5 type of a type JSON: a committed type of the domain when it carries "id". */
-hid_t build_type(struct builder *b, const json_t *type, char *why, size_t why_len);
+/* The HDF5 type of a type JSON, into *out: a committed type of the domain when it carries
+ * "id". 0, -EINVAL with a reason (leave the object out) or -ENOMEM (fail the build). */
+int build_type(struct builder *b, const json_t *type, hid_t *out, char *why, size_t why_len);
 
 /* The resolver h5value uses: object id -> reference to the object, which must have been
  * created (it may not be linked yet). */

@@ -52,6 +52,7 @@ struct dset_plan {
     int chunked;        /* declared chunked in the image (simple shapes) */
     int by_value;       /* values written for real */
     size_t stored_size; /* element size in chunk objects (fixed types) */
+    unsigned traits;    /* enum h5type_trait bits of the type */
 };
 
 /* ---- reading the dataset JSON ---- */
@@ -150,7 +151,7 @@ static int plan_layout(struct dset_plan *p, char *why, size_t why_len)
 }
 
 /* Everything about the dataset that can be read, even after a failure (a placeholder shows
- * what is known); why tells the first failure. 0 or -EINVAL. */
+ * what is known); why tells the first failure. 0, -EINVAL or -ENOMEM. */
 static int plan_dataset(struct builder *b, struct build_obj *o, struct dset_plan *p, char *why,
                         size_t why_len)
 {
@@ -160,10 +161,14 @@ static int plan_dataset(struct builder *b, struct build_obj *o, struct dset_plan
     p->shape = json_object_get(o->json, "shape");
     p->layout = json_object_get(o->json, "layout");
     p->cprops = json_object_get(o->json, "creationProperties");
-    p->tid = build_type(b, p->type, why, why_len);
-    int rc = p->tid < 0 ? -EINVAL : 0;
-    unsigned traits = h5type_traits(p->type);
-    if (!(traits & H5TYPE_HAS_VLEN) && h5type_stored_size(p->type, &p->stored_size) != 0) {
+    int rc = build_type(b, p->type, &p->tid, why, why_len);
+    if (rc == -ENOMEM || h5type_traits_of(p->type, &p->traits) == -ENOMEM)
+        return -ENOMEM; /* a bad type has no traits: the build_type failure says why */
+    unsigned traits = p->traits;
+    int size_rc = traits & H5TYPE_HAS_VLEN ? 0 : h5type_stored_size(p->type, &p->stored_size);
+    if (size_rc == -ENOMEM)
+        return size_rc;
+    if (size_rc != 0) {
         p->stored_size = 0;
         if (rc == 0)
             why_set(why, why_len, "type has no stored size");
@@ -195,7 +200,7 @@ static int set_fill_value(struct builder *b, const struct dset_plan *p, hid_t dc
     const char *enc = hjson_text(json_object_get(p->cprops, "fillValue_encoding"));
     void *buf = NULL;
     int rc;
-    if (!fv || json_is_null(fv) || (h5type_traits(p->type) & H5TYPE_HAS_VLEN))
+    if (!fv || json_is_null(fv) || (p->traits & H5TYPE_HAS_VLEN))
         return 0;
     struct h5value_refs refs = { build_resolve_ref, b };
     if (enc && strcmp(enc, "base64") == 0 && json_is_string(fv)) {
@@ -494,7 +499,7 @@ static int values_grid(struct builder *b, struct build_obj *o, const struct dset
                        struct image_dataset *ds, char *why, size_t why_len)
 {
     struct dset_plan q = *p;
-    int vlen = (h5type_traits(p->type) & H5TYPE_HAS_VLEN) != 0;
+    int vlen = (p->traits & H5TYPE_HAS_VLEN) != 0;
     if (q.rank == 0) { /* HSDS keeps a scalar as shape [1], chunk "0" (spec §2.4) */
         q.rank = 1;
         q.dims[0] = q.cdims[0] = 1;
@@ -768,7 +773,7 @@ static int value_chunk(struct builder *b, struct build_obj *o, const struct dset
     unsigned char *bytes = NULL;
     size_t len = 0, n = 1;
     void *buf = NULL;
-    int vlen = (h5type_traits(p->type) & H5TYPE_HAS_VLEN) != 0;
+    int vlen = (p->traits & H5TYPE_HAS_VLEN) != 0;
     int rc = image_chunk_key(ds, linear, key, sizeof key);
     if (rc == 0)
         rc = fetch_stored(b, ds, key, vlen, &bytes, &len, why, why_len);
@@ -788,6 +793,8 @@ static int value_chunk(struct builder *b, struct build_obj *o, const struct dset
     if (buf)
         h5value_free(p->tid, buf, n);
     free(bytes);
+    if (rc == -ENOMEM)
+        return rc; /* not the chunk's fault: it must not be shown unreadable */
     return rc == -EIO && !strstr(why, "HDF5") ? -EIO : rc ? -EINVAL : 0;
 }
 

@@ -432,9 +432,9 @@ static int table_open(struct builder *b, const char *table_id, struct image_data
     type = json_object_get(t->json, "type");
     shape = json_object_get(shape = t->json, "shape");
     layout = json_object_get(t->json, "layout");
-    t->tid = h5type_from_json(type, why, why_len);
-    if (t->tid < 0)
-        return -EINVAL;
+    rc = h5type_build(type, &t->tid, why, why_len);
+    if (rc != 0)
+        return rc;
     int nfields = H5Tget_class(t->tid) == H5T_COMPOUND ? H5Tget_nmembers(t->tid) : 0;
     const json_t *dims = json_object_get(shape, "dims"), *cdims = json_object_get(layout, "dims");
     if (nfields < 2 || json_array_size(dims) != (size_t)ds->rank ||
@@ -467,7 +467,9 @@ static int table_open(struct builder *b, const char *table_id, struct image_data
     /* the prefix its chunk keys share, to list them (as build_data does for datasets) */
     if (build_chunk_key_prefix(table_id, ds->rank, t->ds.key_prefix, sizeof t->ds.key_prefix) != 0)
         return why_reject(why, why_len, "chunk table %s has no chunk keys", table_id);
-    if (h5type_stored_size(type, &stored) == 0)
+    if ((rc = h5type_stored_size(type, &stored)) == -ENOMEM)
+        return rc;
+    if (rc == 0)
         t->ds.chunk_bytes = t->ds.chunk_bytes / H5Tget_size(t->tid) * stored;
     const json_t *filters =
         json_object_get(json_object_get(t->json, "creationProperties"), "filters");

@@ -135,7 +135,8 @@ static herr_t vfd_write(H5FD_t *file, H5FD_mem_t type, hid_t dxpl, haddr_t addr,
     if (rc != 0 && !t->failed)
         t->failed = rc;
     /* HDF5 1.10 leaves a file whose close failed half freed in its id table (closing it again,
-     * or at exit, crashes): the flush at close is told it wrote, the build reports failed */
+     * or at exit, crashes), and so an object whose close failed: the flush at the close of the
+     * file or an object is told it wrote, the build reports failed */
     if (rc != 0 && !t->closing)
         return -1;
     if (addr + size > f->eof)

@@ -61,7 +61,7 @@ static int build_all(struct ingest *g)
             if (g->objs[i].cls == order[pass])
                 rc = ingest_build_json(g, &g->objs[i]);
     /* a member jansson could not add is missing without an error: such JSON is never put */
-    if (rc == 0 && hjson_alloc_failures() != failures) {
+    if (rc == 0 && (hjson_alloc_failures() != failures || g->out_of_memory)) {
         log_error("%s: out of memory while the JSON of %s was built", g->log_name, g->h5path);
         rc = -ENOMEM;
     }

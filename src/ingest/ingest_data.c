@@ -34,6 +34,7 @@ struct dset_io {
     int scalar;
     hsize_t dims[INGEST_MAX_RANK], cdims[INGEST_MAX_RANK];
     size_t memsize, n;          /* element size in memory, elements per chunk */
+    unsigned traits;            /* enum h5type_trait bits of the type */
     unsigned char *fill;        /* one element in memory layout */
     unsigned char *fill_stored; /* one element as stored */
     size_t fill_len;
@@ -102,7 +103,7 @@ static int raw_possible(struct dset_io *io)
 {
     size_t stored;
     if (!io->same_grid || !ingest_filters_raw(io->dcpl, &io->spec) ||
-        (h5type_traits(io->type) & (H5TYPE_HAS_VLEN | H5TYPE_HAS_REF)) ||
+        (io->traits & (H5TYPE_HAS_VLEN | H5TYPE_HAS_REF)) ||
         h5type_stored_size(io->type, &stored) != 0)
         return 0;
     hid_t ft = H5Dget_type(io->dset);
@@ -119,15 +120,20 @@ static int io_open(struct dset_io *io, char *why, size_t why_len)
     io->space = io->dset < 0 ? -1 : H5Dget_space(io->dset);
     io->dcpl = io->dset < 0 ? -1 : H5Dget_create_plist(io->dset);
     io->type = json_object_get(io->o->json, "type");
-    io->mem = h5type_from_json(io->type, why, why_len);
-    if (io->dset < 0 || io->space < 0 || io->dcpl < 0 || io->mem < 0)
+    int rc = h5type_build(io->type, &io->mem, why, why_len);
+    if (rc == -ENOMEM)
+        return rc;
+    if (io->dset < 0 || io->space < 0 || io->dcpl < 0 || rc != 0)
         return -EIO;
     io->scalar = H5Sget_simple_extent_type(io->space) == H5S_SCALAR;
     io->memsize = H5Tget_size(io->mem);
-    unsigned traits = h5type_traits(io->type);
+    if ((rc = h5type_traits_of(io->type, &io->traits)) != 0)
+        return rc == -ENOMEM ? rc : -EIO; /* a wrong "no vlen" would leak or misread values */
+    unsigned traits = io->traits;
     size_t itemsize = 0;
-    if (!(traits & H5TYPE_HAS_VLEN) && h5type_stored_size(io->type, &itemsize) != 0)
-        return -EIO;
+    rc = traits & H5TYPE_HAS_VLEN ? 0 : h5type_stored_size(io->type, &itemsize);
+    if (rc != 0)
+        return rc == -ENOMEM ? rc : -EIO;
     if (codec_spec_from_filters(json_object_get(cp, "filters"), itemsize,
                                 (traits & H5TYPE_HAS_VLEN) != 0, CODEC_SOURCE_HSDS, &io->spec, why,
                                 why_len) != 0 ||
@@ -262,7 +268,7 @@ static int unallocated(struct dset_io *io, const struct chunk_at *c)
 /* Free what H5Dread allocated for vlen elements; buf itself is reused for the next chunk. */
 static void reclaim_vlen(struct dset_io *io, unsigned char *buf)
 {
-    if (!(h5type_traits(io->type) & H5TYPE_HAS_VLEN))
+    if (!(io->traits & H5TYPE_HAS_VLEN))
         return;
     hsize_t n = io->n;
     hid_t space = H5Screate_simple(1, &n, NULL);
@@ -288,7 +294,7 @@ static int decoded_chunk(struct dset_io *io, const struct chunk_at *c, unsigned 
     if (rc != 0) {
         log_error("%s: %s: chunk %s cannot be converted: %s", io->g->log_name, io->o->path, c->key,
                   why);
-        return -EIO;
+        return rc == -ENOMEM ? rc : -EIO;
     }
     if (all_fill(io, s, len)) {
         io->g->stats->chunks_fill++;

@@ -105,7 +105,9 @@ json_t *ingest_type_json(struct ingest *g, hid_t tid, const char *path, const ch
                          size_t why_len)
 {
     char note[200];
-    json_t *t = h5type_to_json_closest(tid, note, sizeof note, why, why_len);
+    json_t *t;
+    if (h5type_json_closest(tid, &t, note, sizeof note, why, why_len) == -ENOMEM)
+        g->out_of_memory = 1;
     if (t && note[0])
         ingest_change(g, path, "%s: %s", what, note);
     if (!t || H5Tcommitted(tid) <= 0)
@@ -132,15 +134,20 @@ static json_t *value_json(struct ingest *g, const json_t *type, hid_t memtype, c
     struct h5value_ids ids = { ingest_ref_id, g };
     json_t *v = NULL;
     *base64 = 0;
-    if (h5value_to_json(type, memtype, buf, rank, dims, &ids, &v, why, why_len) == 0)
+    int rc = h5value_to_json(type, memtype, buf, rank, dims, &ids, &v, why, why_len);
+    if (rc == 0)
         return v;
     unsigned char *bytes = NULL;
     size_t len = 0;
     char *text = NULL;
-    if (h5value_to_stored(type, memtype, buf, n, &ids, &bytes, &len, why, why_len) != 0)
-        return NULL;
-    int rc = h5value_base64_encode(bytes, len, &text);
-    free(bytes);
+    if (rc != -ENOMEM)
+        rc = h5value_to_stored(type, memtype, buf, n, &ids, &bytes, &len, why, why_len);
+    if (rc == 0) {
+        rc = h5value_base64_encode(bytes, len, &text);
+        free(bytes);
+    }
+    if (rc == -ENOMEM)
+        g->out_of_memory = 1;
     if (rc != 0)
         return NULL;
     *base64 = 1;
@@ -211,8 +218,11 @@ static json_t *attr_value(struct ingest *g, hid_t attr, const json_t *type, hid_
 {
     if (H5Sget_simple_extent_type(space) == H5S_NULL)
         return json_null();
-    hid_t mem = h5type_from_json(type, why, why_len);
-    if (mem < 0)
+    hid_t mem;
+    int rc = h5type_build(type, &mem, why, why_len);
+    if (rc == -ENOMEM)
+        g->out_of_memory = 1;
+    if (rc != 0)
         return NULL;
     hssize_t np = H5Sget_simple_extent_npoints(space);
     size_t esize = H5Tget_size(mem);
@@ -228,6 +238,7 @@ static json_t *attr_value(struct ingest *g, hid_t attr, const json_t *type, hid_
         h5value_free(mem, buf, (size_t)np);
     } else {
         why_set(why, why_len, buf ? "HDF5 cannot read it" : "out of memory");
+        g->out_of_memory |= !buf;
         free(buf);
     }
     H5Tclose(mem);
@@ -373,10 +384,11 @@ static int group_json(struct ingest *g, struct ingest_obj *o, hid_t group)
     json_t *links = links_json(g, o);
     json_t *attrs = links ? attributes_json(g, group, o->path) : NULL;
     int rc = j && links && attrs ? 0 : -ENOMEM;
-    if (rc == 0 && (json_object_set_new(j, "links", links) != 0 ||
-                    json_object_set_new(j, "attributes", attrs) != 0))
-        rc = -ENOMEM;
-    else if (rc != 0) {
+    if (rc == 0) {
+        int failed = json_object_set_new(j, "links", links) != 0;
+        failed |= json_object_set_new(j, "attributes", attrs) != 0; /* both run: released */
+        rc = failed ? -ENOMEM : 0;
+    } else {
         json_decref(links);
         json_decref(attrs);
     }
@@ -397,7 +409,9 @@ static int datatype_json(struct ingest *g, struct ingest_obj *o, hid_t tid)
 {
     char why[200];
     char note[200];
-    json_t *type = h5type_to_json_closest(tid, note, sizeof note, why, sizeof why);
+    json_t *type;
+    if (h5type_json_closest(tid, &type, note, sizeof note, why, sizeof why) == -ENOMEM)
+        return -ENOMEM;
     if (type && note[0])
         ingest_change(g, o->path, "committed datatype: %s", note);
     if (!type) {
@@ -406,8 +420,15 @@ static int datatype_json(struct ingest *g, struct ingest_obj *o, hid_t tid)
         return 0;
     }
     json_t *j = head_json(g, o), *attrs = attributes_json(g, tid, o->path);
-    if (!j || !attrs || json_object_set_new(j, "type", type) != 0 ||
-        json_object_set_new(j, "attributes", attrs) != 0) {
+    if (!j || !attrs) { /* each set_new below releases its value, even when it fails */
+        json_decref(type);
+        json_decref(attrs);
+        json_decref(j);
+        return -ENOMEM;
+    }
+    int failed = json_object_set_new(j, "type", type) != 0;
+    failed |= json_object_set_new(j, "attributes", attrs) != 0; /* both run: attrs released */
+    if (failed) {
         json_decref(j);
         return -ENOMEM;
     }
@@ -421,14 +442,22 @@ static json_t *fill_json(struct ingest *g, hid_t dcpl, const json_t *type, int *
 {
     H5D_fill_value_t status;
     char why[200];
+    hid_t mem = H5I_INVALID_HID;
     *base64 = 0;
-    if (H5Pfill_value_defined(dcpl, &status) < 0 || status != H5D_FILL_VALUE_USER_DEFINED ||
-        (h5type_traits(type) & H5TYPE_HAS_VLEN))
+    if (H5Pfill_value_defined(dcpl, &status) < 0 || status != H5D_FILL_VALUE_USER_DEFINED)
         return NULL;
-    hid_t mem = h5type_from_json(type, why, sizeof why);
-    if (mem < 0)
+    unsigned traits;
+    int rc = h5type_traits_of(type, &traits);
+    if (rc == 0 && (traits & H5TYPE_HAS_VLEN))
+        return NULL; /* HSDS keeps no fill value for vlen types */
+    if (rc == 0)
+        rc = h5type_build(type, &mem, why, sizeof why);
+    if (rc == -ENOMEM)
+        g->out_of_memory = 1;
+    if (rc != 0)
         return NULL;
     void *buf = calloc(1, H5Tget_size(mem));
+    g->out_of_memory |= !buf; /* else the fill value would silently be left out */
     json_t *v = NULL;
     if (buf && H5Pget_fill_value(dcpl, mem, buf) >= 0)
         v = value_json(g, type, mem, buf, 0, NULL, 1, base64, why, sizeof why);

@@ -181,7 +181,45 @@ static void rig_close(struct rig *r)
     store_close(r->st);
 }
 
-/* A group, an attribute and a deflated, chunked int dataset "data" (seed * 1000 + i). */
+static const char *const LABELS[] = { "oom", "variable length" };
+
+/* A variable-length string dataset "labels" (LABELS): its type's traits decide how it is
+ * stored and built, so a traits lookup that runs out of memory must not pass for "no vlen". */
+static void write_labels(hid_t f)
+{
+    hsize_t dims[1] = { 2 };
+    hid_t space = H5Screate_simple(1, dims, NULL), str = H5Tcopy(H5T_C_S1);
+    REQUIRE(space >= 0 && str >= 0 && H5Tset_size(str, H5T_VARIABLE) >= 0);
+    hid_t d = H5Dcreate2(f, "labels", str, space, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
+    REQUIRE(d >= 0 && H5Dwrite(d, str, H5S_ALL, H5S_ALL, H5P_DEFAULT, LABELS) >= 0);
+    H5Dclose(d);
+    H5Tclose(str);
+    H5Sclose(space);
+}
+
+static int labels_ok(hid_t f)
+{
+    char *got[2] = { NULL, NULL };
+    hid_t d = H5Dopen2(f, "labels", H5P_DEFAULT), str = H5Tcopy(H5T_C_S1);
+    hid_t space = d >= 0 ? H5Dget_space(d) : -1;
+    int ok = d >= 0 && str >= 0 && space >= 0 && H5Tset_size(str, H5T_VARIABLE) >= 0 &&
+             H5Sget_simple_extent_npoints(space) == 2 &&
+             H5Dread(d, str, H5S_ALL, H5S_ALL, H5P_DEFAULT, got) >= 0;
+    for (int i = 0; ok && i < 2; i++)
+        ok = got[i] && strcmp(got[i], LABELS[i]) == 0;
+    if (ok || (got[0] || got[1]))
+        H5Dvlen_reclaim(str, space, H5P_DEFAULT, got);
+    if (space >= 0)
+        H5Sclose(space);
+    if (str >= 0)
+        H5Tclose(str);
+    if (d >= 0)
+        H5Dclose(d);
+    return ok;
+}
+
+/* A group, an attribute, a deflated, chunked int dataset "data" (seed * 1000 + i) and the
+ * labels. */
 static void write_h5(const char *path)
 {
     int values[N_VALUES];
@@ -200,6 +238,7 @@ static void write_h5(const char *path)
     REQUIRE(d >= 0 && g >= 0 && a >= 0);
     REQUIRE(H5Awrite(a, H5T_NATIVE_DOUBLE, &scale) >= 0);
     REQUIRE(H5Dwrite(d, H5T_NATIVE_INT, H5S_ALL, H5S_ALL, H5P_DEFAULT, values) >= 0);
+    write_labels(f);
     H5Aclose(a);
     H5Gclose(g);
     H5Dclose(d);
@@ -263,7 +302,7 @@ static int read_image(struct image *img, unsigned char **out, size_t *len)
     return 0;
 }
 
-/* The image's /data and /g's attribute, read by the HDF5 library, are the file's. */
+/* The image's /data, /labels and /g's attribute, read by the HDF5 library, are the file's. */
 static int image_values_ok(struct image *img)
 {
     char path[320];
@@ -284,6 +323,7 @@ static int image_values_ok(struct image *img)
     ok = ok && a >= 0 && H5Aread(a, H5T_NATIVE_DOUBLE, &scale) >= 0 && scale == 0.1;
     for (int i = 0; ok && i < N_VALUES; i++)
         ok = values[i] == SEED * 1000 + i;
+    ok = ok && labels_ok(f);
     if (a >= 0)
         H5Aclose(a);
     if (d >= 0)
@@ -413,6 +453,12 @@ static void test_image_build_oom(void)
                         n_out, n_out ? ": " : "", n_out ? o[0].why : "");
             }
             image_put(img);
+        }
+        ssize_t open_ids = H5Fget_obj_count(H5F_OBJ_ALL, H5F_OBJ_ALL);
+        CHECK_INT(open_ids, 0);
+        if (open_ids != 0) {
+            fprintf(stderr, "image build, allocation %ld failed: HDF5 ids left open\n", k);
+            break;
         }
         if (!hit)
             break;

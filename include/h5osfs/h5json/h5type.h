@@ -32,11 +32,22 @@ enum h5type_trait {
  * committed type the JSON was copied from) is ignored here. */
 hid_t h5type_from_json(const json_t *type, char *why, size_t why_len);
 
-/* Bytes one element takes in an HSDS chunk (§6.2); -EINVAL for types with vlen parts. */
+/* The same, telling why it failed: 0 and a new type in *out (H5Tclose it), -EINVAL with a
+ * reason (a type that cannot be held: callers leave its object out), or -ENOMEM (the type is
+ * fine, the process is out of memory: callers fail, they must not leave anything out).
+ * *out is H5I_INVALID_HID on failure. */
+int h5type_build(const json_t *type, hid_t *out, char *why, size_t why_len);
+
+/* Bytes one element takes in an HSDS chunk (§6.2); -EINVAL for types with vlen parts or
+ * invalid, -ENOMEM out of memory. */
 int h5type_stored_size(const json_t *type, size_t *out);
 
-/* enum h5type_trait bits of a valid type. */
+/* enum h5type_trait bits of a valid type (0 when it cannot be parsed, even for lack of
+ * memory: where a wrong 0 would store or build wrong bytes, use h5type_traits_of). */
 unsigned h5type_traits(const json_t *type);
+
+/* The same into *out: 0, -EINVAL (not a valid type) or -ENOMEM. */
+int h5type_traits_of(const json_t *type, unsigned *out);
 
 /*
  * The other way, for writing domains: the type JSON HSDS would store for an HDF5 type (as
@@ -61,6 +72,12 @@ json_t *h5type_to_json(hid_t tid, char *why, size_t why_len);
  * file's data as the stand-in needs h5type_register_stand_ins() once per process.
  */
 json_t *h5type_to_json_closest(hid_t tid, char *note, size_t note_len, char *why, size_t why_len);
+
+/* The same, telling why it failed: 0 and the JSON in *out, -EINVAL with a reason (HSDS cannot
+ * hold the type), or -ENOMEM (out of memory while the type was checked: not the type's
+ * fault, the caller fails). *out is NULL on failure. */
+int h5type_json_closest(hid_t tid, json_t **out, char *note, size_t note_len, char *why,
+                        size_t why_len);
 
 /* Teach HDF5 the bitfield -> unsigned integer and time -> opaque conversions (thread-safe,
  * once). 0 or -1. */

@@ -88,6 +88,9 @@ struct ingest {
     struct ingest_pool *pool;
     char link_from[STORE_KEY_MAX + 1]; /* r+: the base's linked file, which kept *_REF
                                            layouts now name under the new root ("": none) */
+    /* Set where a JSON step ran out of memory and would otherwise have left something out
+     * as if it were bad: the build fails instead (build_all), as with jansson's failures. */
+    int out_of_memory;
 };
 
 /* ---- ingest_shared.c: what every step uses (it calls no other file) ---- */
