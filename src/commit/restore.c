@@ -306,8 +306,13 @@ static int copied_dataset(const struct restore_ctx *r, const struct store_keys *
 {
     char dst[STORE_KEY_MAX + 1];
     size_t dir_len = strlen(json_key) - strlen(".dataset.json");
-    int refs = (h5type_traits(json_object_get(doc, "type")) & H5TYPE_HAS_REF) != 0;
-    int rc = 0;
+    unsigned traits = 0;
+    /* out of memory fails the copy (ids copied unchanged would be wrong bytes); a type that
+     * cannot be parsed has no references to rewrite */
+    int rc = h5type_traits_of(json_object_get(doc, "type"), &traits);
+    if (rc == -EINVAL)
+        rc = 0;
+    int refs = (traits & H5TYPE_HAS_REF) != 0;
     for (size_t i = 0; rc == 0 && i < keys->n; i++) {
         const char *k = keys->keys[i];
         if (strncmp(k, json_key, dir_len) != 0 || ends_with(k, ".json"))
