@@ -20,6 +20,7 @@
 #include <jansson.h>
 
 #include "check.h"
+#include "image_bytes.h"
 #include "h5osfs/cache/cache.h"
 #include "h5osfs/commit/commit.h"
 #include "h5osfs/commit/journal.h"
@@ -265,25 +266,7 @@ static inline size_t rig_root_objects(struct store *mem, const char *root)
 /* The whole image read through cache (a fresh one when NULL): 0 and the bytes, or -errno. */
 static inline int rig_read_image(struct image *img, unsigned char **out, size_t *len)
 {
-    struct image_reader rd = { .cache = chunk_cache_new(16u << 20) };
-    size_t size = (size_t)image_size(img);
-    unsigned char *buf = malloc(size ? size : 1);
-    int rc = rd.cache && buf ? 0 : -ENOMEM;
-    for (size_t off = 0; off < size && rc == 0;) {
-        ssize_t n = image_read(img, &rd, off, buf + off, size - off < 65536 ? size - off : 65536);
-        if (n <= 0)
-            rc = n < 0 ? (int)n : -EIO;
-        else
-            off += (size_t)n;
-    }
-    chunk_cache_free(rd.cache);
-    if (rc != 0) {
-        free(buf);
-        return rc;
-    }
-    *out = buf;
-    *len = size;
-    return 0;
+    return image_read_all(img, 65536, out, len);
 }
 
 static inline int rig_rm_entry(const char *path, const struct stat *st, int flag, struct FTW *ftw)

@@ -28,6 +28,7 @@
 #include <jansson.h>
 
 #include "check.h"
+#include "image_bytes.h"
 #include "h5osfs/cache/cache.h"
 #include "h5osfs/commit/commit.h"
 #include "h5osfs/commit/journal.h"
@@ -279,29 +280,6 @@ static void named_root(struct store *st, char out[SCHEMA_ID_BUF])
 
 /* ---- reading back ---- */
 
-static int read_image(struct image *img, unsigned char **out, size_t *len)
-{
-    struct image_reader rd = { .cache = chunk_cache_new(16u << 20) };
-    size_t size = (size_t)image_size(img);
-    unsigned char *buf = malloc(size ? size : 1);
-    int rc = rd.cache && buf ? 0 : -ENOMEM;
-    for (size_t off = 0; off < size && rc == 0;) {
-        ssize_t n = image_read(img, &rd, off, buf + off, size - off < 4096 ? size - off : 4096);
-        if (n <= 0)
-            rc = n < 0 ? (int)n : -EIO;
-        else
-            off += (size_t)n;
-    }
-    chunk_cache_free(rd.cache);
-    if (rc != 0) {
-        free(buf);
-        return rc;
-    }
-    *out = buf;
-    *len = size;
-    return 0;
-}
-
 /* The image's /data, /labels and /g's attribute, read by the HDF5 library, are the file's. */
 static int image_values_ok(struct image *img)
 {
@@ -310,7 +288,7 @@ static int image_values_ok(struct image *img)
     size_t len;
     int values[N_VALUES], ok;
     double scale = 0;
-    if (read_image(img, &bytes, &len) != 0)
+    if (image_read_all(img, 4096, &bytes, &len) != 0)
         return 0;
     snprintf(path, sizeof path, "%s/image.h5", tmp_dir);
     FILE *fp = fopen(path, "wb");

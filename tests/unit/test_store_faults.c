@@ -29,6 +29,7 @@
 #include <jansson.h>
 
 #include "check.h"
+#include "image_bytes.h"
 #include "h5osfs/cache/cache.h"
 #include "h5osfs/commit/commit.h"
 #include "h5osfs/domops/gc.h"
@@ -646,30 +647,6 @@ static void test_ns_domain_json_fails(void)
 
 /* ---- 4. the image builder ---- */
 
-/* The whole image read through a fresh cache: 0 and the bytes, or the first read error. */
-static int read_image(struct image *img, unsigned char **out, size_t *len)
-{
-    struct image_reader rd = { .cache = chunk_cache_new(16u << 20) };
-    size_t size = (size_t)image_size(img);
-    unsigned char *buf = malloc(size ? size : 1);
-    int rc = rd.cache && buf ? 0 : -ENOMEM;
-    for (size_t off = 0; off < size && rc == 0;) {
-        ssize_t n = image_read(img, &rd, off, buf + off, size - off < 4096 ? size - off : 4096);
-        if (n <= 0)
-            rc = n < 0 ? (int)n : -EIO;
-        else
-            off += (size_t)n;
-    }
-    chunk_cache_free(rd.cache);
-    if (rc != 0) {
-        free(buf);
-        return rc;
-    }
-    *out = buf;
-    *len = size;
-    return 0;
-}
-
 /* Every block that reads at all reads as in good; 1 if some block failed with EIO. */
 static int reads_good_or_eio(struct image *img, const unsigned char *good, size_t len)
 {
@@ -741,7 +718,7 @@ static void test_image_faults(void)
     rig_open(&r, "image", 0);
     commit_clean(&r, "/home/u/x.h5", 7, root);
     REQUIRE(build(&r, root, &img) == 0);
-    REQUIRE(read_image(img, &good, &len) == 0);
+    REQUIRE(image_read_all(img, 4096, &good, &len) == 0);
     CHECK(image_values_ok(good, len, 7));
     image_put(img);
 
@@ -768,7 +745,7 @@ static void test_image_faults(void)
     CHECK_INT(build(&r, root, &img), 0);
     if (img) {
         CHECK(has_omission(img, IMAGE_OMIT_LINK));
-        CHECK(read_image(img, &bytes, &n) == 0 && !image_values_ok(bytes, n, 7));
+        CHECK(image_read_all(img, 4096, &bytes, &n) == 0 && !image_values_ok(bytes, n, 7));
         free(bytes);
         image_put(img);
     }
