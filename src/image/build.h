@@ -111,6 +111,41 @@ json_t *build_repaired_attr(const json_t *obj, const char *name, const json_t *a
 /* Set what every object of the image gets on its create plist ocpl. 0 or -1. */
 int build_object_plist(hid_t ocpl);
 
+/* ---- members in file order (build.c) ---- */
+
+/* A link or attribute of an object's JSON. */
+struct link_ref {
+    const char *name;
+    json_t *json;
+    double created;
+};
+/* Whether the object JSON asks for creation order to be tracked. */
+int build_creation_ordered(const json_t *obj_json);
+/* The members (links or attributes) in the order the file should list them: by "created"
+ * (by_creation) or by name. calloc'd; NULL on -ENOMEM. */
+struct link_ref *build_ordered_members(const json_t *members, int by_creation, size_t *n);
+/* A name as the log shows it (an unloadable one as its JSON text), and why it is unusable. */
+const char *build_shown_name(const char *name);
+const char *build_bad_name_why(const char *name);
+/* A link or attribute create plist for name (UTF-8 when it is not ASCII), or < 0. */
+hid_t build_link_plist(const char *name);
+
+/* ---- attributes and header room (build_attrs.c) ---- */
+
+/* A group (cls H5P_GROUP_CREATE) or file (H5P_FILE_CREATE) create plist for group JSON json:
+ * build_object_plist, room in the header for its links and attributes, creation order when
+ * the JSON tracks it. < 0 on failure. */
+hid_t build_group_plist(hid_t cls, const json_t *json);
+/* 1 if the group is made in HDF5's original format (a symbol table: no creation order, every
+ * attribute fits a version-1 header message), 0 if not, -ENOMEM. */
+int build_original_format(struct builder *b, const json_t *group);
+/* Step 4: the attributes of object o, in the order they were made in (those HDF5 cannot hold
+ * noted with build_omit). 0, or -ENOMEM / -EIO (the build fails). */
+int build_attributes_of(struct builder *b, struct build_obj *o);
+/* The dataspace of a shape JSON (NULL, SCALAR or SIMPLE), *n its number of elements; < 0
+ * with why set when it is not one HDF5 or the image can hold. */
+hid_t build_dataspace(const json_t *shape, size_t *n, char *why, size_t why_len);
+
 int build_dataset_create(struct builder *b, struct build_obj *o);
 /* Room in the header of dataset o, just made, for the attributes its JSON lists, held by an
  * attribute of this name until they are made (attributes_of). 0 or -1. */

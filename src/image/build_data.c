@@ -40,8 +40,6 @@
 #define DENSE_FILL_MAX (8u << 20)
 #define PLACEHOLDER_CHUNKS_MAX (1u << 20)
 
-hid_t build_dataspace(const json_t *shape, size_t *n, char *why, size_t why_len);
-
 struct dset_plan {
     const json_t *type, *shape, *layout, *cprops;
     hid_t tid; /* invalid when the type cannot be made */
