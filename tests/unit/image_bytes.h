@@ -10,8 +10,7 @@
 #include "h5osfs/image/image.h"
 
 /* 0 with *out (malloc'd, *len bytes), or the first read's -errno (-EIO for a short read). */
-static inline int image_read_all(struct image *img, size_t step, unsigned char **out,
-                                 size_t *len)
+static inline int image_read_all(struct image *img, size_t step, unsigned char **out, size_t *len)
 {
     struct image_reader rd = { .cache = chunk_cache_new(16u << 20) };
     size_t size = (size_t)image_size(img);
