@@ -38,6 +38,38 @@ const http = require('http');
 const path = require('path');
 
 const { AsyncLocalStorage } = require('async_hooks');
+
+// s3rver's listing walks the bucket's directory (utils.walk: readdir, then a stat of each
+// name) and answers 500 when a name vanishes in between: the temporary file of a PUT below
+// renamed over its object, or a file of an object being deleted. S3 lists what exists. The
+// walk is replaced before s3rver's store takes it (it destructures it when first loaded).
+const s3rverUtils = require('s3rver/lib/utils');
+function* walkWhatExists(dir, recurseFilter) {
+  let names;
+  try {
+    names = fs.readdirSync(dir);
+  } catch (err) {
+    if (err.code === 'ENOENT') return;
+    throw err;
+  }
+  for (const filename of names) {
+    const filePath = path.posix.join(dir, filename);
+    let stats;
+    try {
+      stats = fs.statSync(filePath);
+    } catch (err) {
+      if (err.code === 'ENOENT') continue;
+      throw err;
+    }
+    if (!stats.isDirectory()) {
+      yield filePath;
+    } else if (!recurseFilter || recurseFilter(filePath)) {
+      yield* walkWhatExists(filePath, recurseFilter);
+    }
+  }
+}
+s3rverUtils.walk = walkWhatExists;
+
 const S3rver = require('s3rver');
 const S3Error = require('s3rver/lib/models/error');
 const AWSAccount = require('s3rver/lib/models/account');
