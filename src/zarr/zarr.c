@@ -1,0 +1,550 @@
+/* zarr: see include/h5osfs/zarr/zarr.h. The view's cache of trees, paths in a tree, chunks. */
+#include "zarr_int.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "h5osfs/util/clock.h"
+#include "h5osfs/util/log.h"
+
+#define TREES_PRUNE_AT 64
+#define VLEN_CHUNK_MAX (1u << 30) /* a decoded vlen chunk: HSDS caps items at 1 MB each */
+#define ZGROUP_TEXT "{\"zarr_format\": 2}"
+
+struct zarr_view {
+    struct store *store;
+    double ttl;
+    pthread_mutex_t lock; /* guards trees and every tree's refs */
+    struct strmap *trees; /* root id -> struct zarr_tree */
+};
+
+int zarr_view_new(struct store *store, double ttl, struct zarr_view **out)
+{
+    struct zarr_view *v = calloc(1, sizeof *v);
+    if (v && (v->trees = strmap_new()) != NULL && pthread_mutex_init(&v->lock, NULL) == 0) {
+        v->store = store;
+        v->ttl = ttl;
+        *out = v;
+        return 0;
+    }
+    if (v)
+        strmap_free(v->trees, NULL);
+    free(v);
+    return -ENOMEM;
+}
+
+static void tree_drop(void *value)
+{
+    struct zarr_tree *t = value;
+    if (--t->refs == 0) /* under the lock, or at the end */
+        zarr_tree_free(t);
+}
+
+void zarr_view_free(struct zarr_view *v)
+{
+    if (!v)
+        return;
+    strmap_free(v->trees, tree_drop);
+    pthread_mutex_destroy(&v->lock);
+    free(v);
+}
+
+static void tree_release(struct zarr_view *v, struct zarr_tree *t)
+{
+    pthread_mutex_lock(&v->lock);
+    int last = --t->refs == 0;
+    pthread_mutex_unlock(&v->lock);
+    if (last)
+        zarr_tree_free(t);
+}
+
+static int drop_expired(const char *key, void *value, void *ctx)
+{
+    (void)key;
+    struct zarr_tree *t = value;
+    if (t->expires > *(double *)ctx)
+        return 0;
+    tree_drop(t);
+    return 1;
+}
+
+void zarr_forget(struct zarr_view *v, const char *root_id)
+{
+    pthread_mutex_lock(&v->lock);
+    struct zarr_tree *t = strmap_remove(v->trees, root_id);
+    int last = t && --t->refs == 0;
+    pthread_mutex_unlock(&v->lock);
+    if (last)
+        zarr_tree_free(t);
+}
+
+/* The tree of the domain with root root_id (a reference): cached, or built now. Two readers
+ * may build it at once; the later one's stays. */
+static int tree_get(struct zarr_view *v, const char *domain, const char *root_id,
+                    struct zarr_tree **out)
+{
+    double now = clock_monotonic();
+    pthread_mutex_lock(&v->lock);
+    struct zarr_tree *t = strmap_get(v->trees, root_id);
+    if (t && t->expires > now)
+        t->refs++;
+    else
+        t = NULL;
+    pthread_mutex_unlock(&v->lock);
+    if (t) {
+        *out = t;
+        return 0;
+    }
+    int rc = zarr_tree_build(v->store, domain, root_id, &t);
+    if (rc != 0)
+        return rc;
+    t->refs = 1;
+    if (v->ttl > 0) {
+        struct zarr_tree *old = NULL;
+        pthread_mutex_lock(&v->lock);
+        if (strmap_count(v->trees) >= TREES_PRUNE_AT)
+            strmap_filter(v->trees, drop_expired, &now);
+        t->expires = now + v->ttl;
+        if (strmap_put(v->trees, root_id, t, (void **)&old) == 0)
+            t->refs++; /* caching is an optimisation: not kept when memory runs out */
+        int last_old = old && --old->refs == 0;
+        pthread_mutex_unlock(&v->lock);
+        if (last_old)
+            zarr_tree_free(old);
+    }
+    *out = t;
+    return 0;
+}
+
+/* ---- paths in a tree ---- */
+
+static struct zarr_node *kid_named(const struct zarr_node *n, const char *name, size_t len)
+{
+    for (size_t i = 0; i < n->n_kids; i++)
+        if (strlen(n->kids[i]->name) == len && memcmp(n->kids[i]->name, name, len) == 0)
+            return n->kids[i];
+    return NULL;
+}
+
+/* The node inner names, or the node holding the file it names (*file: its last part). */
+static int find(const struct zarr_tree *t, const char *inner, struct zarr_node **node,
+                const char **file)
+{
+    struct zarr_node *n = t->top;
+    *file = NULL;
+    while (*inner) {
+        const char *slash = strchr(inner, '/');
+        size_t len = slash ? (size_t)(slash - inner) : strlen(inner);
+        struct zarr_node *kid = n->array ? NULL : kid_named(n, inner, len);
+        if (!kid) {
+            if (slash)
+                return -ENOENT;
+            *file = inner;
+            break;
+        }
+        n = kid;
+        inner = slash ? slash + 1 : "";
+    }
+    *node = n;
+    return 0;
+}
+
+/* ---- chunk names and the listing ---- */
+
+static uint64_t chunks_along(const struct zarr_array *a, int k)
+{
+    return a->rank == 0 ? 1 : (a->shape[k] + a->chunk[k] - 1) / a->chunk[k];
+}
+
+/* "3.0.12" (sep '.') or "3_0_12" (sep '_') -> index, checked against the grid. */
+static int parse_index(const struct zarr_array *a, const char *s, char sep, uint64_t *idx)
+{
+    int parts = a->rank ? a->rank : 1;
+    for (int k = 0; k < parts; k++) {
+        if (*s < '0' || *s > '9' || (s[0] == '0' && s[1] >= '0' && s[1] <= '9'))
+            return -ENOENT;
+        uint64_t x = 0;
+        for (; *s >= '0' && *s <= '9'; s++) {
+            if (x > (UINT64_MAX - 9) / 10)
+                return -ENOENT;
+            x = x * 10 + (uint64_t)(*s - '0');
+        }
+        if (x >= chunks_along(a, k))
+            return -ENOENT;
+        idx[k] = x;
+        if (k + 1 < parts && *s++ != sep)
+            return -ENOENT;
+    }
+    return *s ? -ENOENT : 0;
+}
+
+static int name_of_index(const struct zarr_array *a, const uint64_t *idx, char *buf, size_t cap)
+{
+    size_t used = 0;
+    for (int k = 0; k < (a->rank ? a->rank : 1); k++) {
+        int n =
+            snprintf(buf + used, cap - used, "%s%llu", k ? "." : "", (unsigned long long)idx[k]);
+        if (n < 0 || (size_t)n >= cap - used)
+            return -ENAMETOOLONG;
+        used += (size_t)n;
+    }
+    return 0;
+}
+
+struct listing {
+    struct zarr_array *a;
+    const char *domain;
+    size_t prefix_len;
+    int rc;
+};
+
+/* One key below the dataset's prefix: a chunk of the grid, in its partition, or skipped. */
+static int list_one(void *ctx, const char *key, const struct store_stat *st)
+{
+    struct listing *l = ctx;
+    struct zarr_array *a = l->a;
+    const char *rel = key + l->prefix_len;
+    uint64_t idx[HJSON_DIMS_MAX];
+    char name[HJSON_DIMS_MAX * 21], want[STORE_KEY_MAX + 1];
+    if (strchr(rel, '.') != NULL)
+        return 0; /* .dataset.json */
+    const char *slash = strchr(rel, '/');
+    if (parse_index(a, slash ? slash + 1 : rel, '_', idx) != 0 ||
+        schema_chunk_key(
+            a->id, idx, a->rank ? a->rank : 1,
+            a->partitions ? schema_chunk_partition(idx, a->rank ? a->rank : 1, a->partitions) : -1,
+            want, sizeof want) != 0 ||
+        strcmp(want, key) != 0 || name_of_index(a, idx, name, sizeof name) != 0) {
+        log_info("%s: zarr view: %s is no chunk of dataset %s's grid: not shown", l->domain, key,
+                 a->id);
+        return 0;
+    }
+    struct zarr_chunk *c = malloc(sizeof *c);
+    if (!c)
+        return -ENOMEM;
+    snprintf(c->key, sizeof c->key, "%s", key);
+    c->size = st ? st->size : STORE_SIZE_UNKNOWN;
+    void *old = NULL;
+    if (strmap_put(a->chunks, name, c, &old) != 0) {
+        free(c);
+        return -ENOMEM;
+    }
+    free(old);
+    return 0;
+}
+
+/* The dataset's chunks, listed once (under a->lock). */
+static int ensure_listed(struct store *store, const char *domain, struct zarr_array *a)
+{
+    char prefix[STORE_KEY_MAX + 1];
+    if (a->listed)
+        return 0;
+    int rc = schema_obj_key(a->id, prefix, sizeof prefix);
+    if (rc != 0)
+        return -EIO;
+    char *last = strrchr(prefix, '/');
+    last[1] = '\0';
+    struct listing l = { .a = a, .domain = domain, .prefix_len = strlen(prefix) };
+    rc = store_list_keys(store, prefix, list_one, &l);
+    if (rc != 0) {
+        if (rc != -ENOMEM)
+            log_warn("%s: zarr view: listing of %s: %s", domain, prefix, strerror(-rc));
+        return rc == -ENOMEM ? rc : -EIO;
+    }
+    a->listed = 1;
+    return 0;
+}
+
+/* The chunk named name (a copy): 0, -ENOENT (not stored: Zarr reads the fill value). */
+static int chunk_lookup(struct store *store, const char *domain, struct zarr_array *a,
+                        const char *name, struct zarr_chunk *out, int want_size)
+{
+    uint64_t idx[HJSON_DIMS_MAX];
+    if (parse_index(a, name, '.', idx) != 0)
+        return -ENOENT;
+    pthread_mutex_lock(&a->lock);
+    int rc = ensure_listed(store, domain, a);
+    struct zarr_chunk *c = rc == 0 ? strmap_get(a->chunks, name) : NULL;
+    if (rc == 0 && !c)
+        rc = -ENOENT;
+    if (rc == 0 && want_size && c->size == STORE_SIZE_UNKNOWN) {
+        struct store_stat st;
+        rc = store_head(store, c->key, &st);
+        if (rc == 0)
+            c->size = st.size;
+        else if (rc != -ENOENT && rc != -ENOMEM)
+            rc = -EIO;
+    }
+    if (rc == 0)
+        *out = *c;
+    pthread_mutex_unlock(&a->lock);
+    return rc;
+}
+
+/* ---- stat, list, read ---- */
+
+static int metadata_file(const struct zarr_node *n, const char *file, const char **text,
+                         size_t *len)
+{
+    if (strcmp(file, ".zattrs") == 0) {
+        *text = n->zattrs;
+        *len = n->zattrs_len;
+    } else if (!n->array && strcmp(file, ".zgroup") == 0) {
+        *text = ZGROUP_TEXT;
+        *len = sizeof ZGROUP_TEXT - 1;
+    } else if (n->array && strcmp(file, ".zarray") == 0) {
+        *text = n->array->zarray;
+        *len = n->array->zarray_len;
+    } else {
+        return -ENOENT;
+    }
+    return 0;
+}
+
+int zarr_stat(struct zarr_view *v, const char *domain, const char *root_id, const char *inner,
+              enum zarr_kind *kind, uint64_t *size)
+{
+    struct zarr_tree *t;
+    struct zarr_node *n;
+    const char *file, *text;
+    struct zarr_chunk c;
+    int rc = tree_get(v, domain, root_id, &t);
+    if (rc != 0)
+        return rc;
+    rc = find(t, inner, &n, &file);
+    *kind = file ? ZARR_FILE : ZARR_DIR;
+    *size = 0;
+    if (rc == 0 && file && metadata_file(n, file, &text, size) != 0) {
+        rc = n->array ? chunk_lookup(v->store, domain, n->array, file, &c, 1) : -ENOENT;
+        if (rc == 0)
+            *size = n->array->serve == ZARR_SERVE_PLAIN ? n->array->chunk_bytes : c.size;
+    }
+    tree_release(v, t);
+    return rc;
+}
+
+void zarr_entries_free(struct zarr_entry *e, size_t n)
+{
+    for (size_t i = 0; e && i < n; i++)
+        free(e[i].name);
+    free(e);
+}
+
+struct gather {
+    struct zarr_entry *e;
+    size_t n, cap;
+    int rc; /* of gather_chunk, which must not return it (strmap_filter drops on non-zero) */
+};
+
+static int gather_add(struct gather *g, const char *name, enum zarr_kind kind)
+{
+    if (g->n == g->cap) {
+        size_t cap = g->cap ? 2 * g->cap : 16;
+        struct zarr_entry *e = realloc(g->e, cap * sizeof *e);
+        if (!e)
+            return -ENOMEM;
+        g->e = e;
+        g->cap = cap;
+    }
+    if (!(g->e[g->n].name = strdup(name)))
+        return -ENOMEM;
+    g->e[g->n++].kind = kind;
+    return 0;
+}
+
+static int gather_chunk(const char *key, void *value, void *ctx)
+{
+    (void)value;
+    struct gather *g = ctx;
+    if (g->rc == 0)
+        g->rc = gather_add(g, key, ZARR_FILE);
+    return 0;
+}
+
+static int compare_entries(const void *a, const void *b)
+{
+    return strcmp(((const struct zarr_entry *)a)->name, ((const struct zarr_entry *)b)->name);
+}
+
+static int list_node(struct zarr_view *v, const char *domain, struct zarr_node *n, struct gather *g)
+{
+    int rc = gather_add(g, ".zattrs", ZARR_FILE);
+    if (rc == 0)
+        rc = gather_add(g, n->array ? ".zarray" : ".zgroup", ZARR_FILE);
+    for (size_t i = 0; rc == 0 && i < n->n_kids; i++)
+        rc = gather_add(g, n->kids[i]->name, ZARR_DIR);
+    if (rc != 0 || !n->array)
+        return rc;
+    pthread_mutex_lock(&n->array->lock);
+    rc = ensure_listed(v->store, domain, n->array);
+    if (rc == 0)
+        strmap_filter(n->array->chunks, gather_chunk, g);
+    pthread_mutex_unlock(&n->array->lock);
+    return rc != 0 ? rc : g->rc;
+}
+
+int zarr_list(struct zarr_view *v, const char *domain, const char *root_id, const char *inner,
+              struct zarr_entry **out, size_t *n)
+{
+    struct zarr_tree *t;
+    struct zarr_node *node;
+    const char *file;
+    struct gather g = { 0 };
+    int rc = tree_get(v, domain, root_id, &t);
+    if (rc != 0)
+        return rc;
+    rc = find(t, inner, &node, &file);
+    if (rc == 0 && file)
+        rc = metadata_file(node, file, &(const char *){ NULL }, &(size_t){ 0 }) == 0 ||
+                     (node->array &&
+                      parse_index(node->array, file, '.', (uint64_t[HJSON_DIMS_MAX]){ 0 }) == 0)
+                 ? -ENOTDIR
+                 : -ENOENT;
+    if (rc == 0)
+        rc = list_node(v, domain, node, &g);
+    tree_release(v, t);
+    if (rc != 0) {
+        zarr_entries_free(g.e, g.n);
+        return rc;
+    }
+    if (g.n > 1)
+        qsort(g.e, g.n, sizeof *g.e, compare_entries);
+    *out = g.e;
+    *n = g.n;
+    return 0;
+}
+
+/* ---- chunk bodies ---- */
+
+/* A Blosc-1 frame as HSDS and numcodecs sniff it (spec §6.5), whose header says it holds
+ * exactly want bytes and is exactly len bytes long. */
+static int blosc_frame_of(const unsigned char *b, size_t len, size_t want, int *whole)
+{
+    if (len < 16 || b[0] != 2 || b[3] == 0)
+        return 0;
+    uint32_t nbytes =
+        (uint32_t)b[4] | (uint32_t)b[5] << 8 | (uint32_t)b[6] << 16 | (uint32_t)b[7] << 24;
+    uint32_t cbytes =
+        (uint32_t)b[12] | (uint32_t)b[13] << 8 | (uint32_t)b[14] << 16 | (uint32_t)b[15] << 24;
+    *whole = nbytes == want && cbytes == len;
+    return 1;
+}
+
+/* A vlen chunk decoded (spec §6.3) -> numcodecs' vlen-utf8: item count, then the same items. */
+static int vlen_frame(const struct zarr_array *a, const unsigned char *in, size_t len,
+                      unsigned char **out, size_t *out_len, char *why, size_t why_len)
+{
+    size_t at = 0;
+    for (uint64_t i = 0; i < a->elements; i++) {
+        if (len - at < 4)
+            return snprintf(why, why_len, "ends inside item %llu", (unsigned long long)i), -EINVAL;
+        int32_t n = (int32_t)((uint32_t)in[at] | (uint32_t)in[at + 1] << 8 |
+                              (uint32_t)in[at + 2] << 16 | (uint32_t)in[at + 3] << 24);
+        at += 4;
+        if (n < 0 || (size_t)n > len - at)
+            return snprintf(why, why_len, "item %llu has a bad length", (unsigned long long)i),
+                   -EINVAL;
+        at += (size_t)n;
+    }
+    if (at != len || a->elements > UINT32_MAX)
+        return snprintf(why, why_len, "%zu bytes after its items", len - at), -EINVAL;
+    if (!(*out = malloc(len + 4)))
+        return -ENOMEM;
+    for (int k = 0; k < 4; k++)
+        (*out)[k] = (unsigned char)(a->elements >> (8 * k));
+    memcpy(*out + 4, in, len);
+    *out_len = len + 4;
+    return 0;
+}
+
+/* The chunk file's bytes from the object's (taken over in buf). */
+static int serve_chunk(const struct zarr_array *a, struct store_buf *buf, unsigned char **out,
+                       size_t *len, char *why, size_t why_len)
+{
+    int whole = 0, rc;
+    unsigned char *plain = NULL;
+    size_t plain_len = 0;
+    if ((a->serve == ZARR_SERVE_RAW && buf->len == a->chunk_bytes) ||
+        (a->serve == ZARR_SERVE_BLOSC &&
+         blosc_frame_of(buf->data, buf->len, a->chunk_bytes, &whole) && whole)) {
+        *out = buf->data; /* passed through: the stored bytes, unchanged */
+        *len = buf->len;
+        buf->data = NULL;
+        return 0;
+    }
+    if (a->serve == ZARR_SERVE_RAW || (a->serve == ZARR_SERVE_BLOSC && !whole &&
+                                       blosc_frame_of(buf->data, buf->len, a->chunk_bytes, &whole)))
+        return snprintf(why, why_len, "%zu bytes, not a whole chunk", buf->len), -EINVAL;
+    if (a->serve == ZARR_SERVE_VLEN) {
+        rc = codec_decode_alloc(&a->spec, buf->data, buf->len, VLEN_CHUNK_MAX, &plain, &plain_len,
+                                why, why_len);
+        if (rc == 0)
+            rc = vlen_frame(a, plain, plain_len, out, len, why, why_len);
+        free(plain);
+        return rc;
+    }
+    if (!(plain = malloc(a->chunk_bytes ? a->chunk_bytes : 1)))
+        return -ENOMEM;
+    rc = codec_decode(&a->spec, buf->data, buf->len, plain, a->chunk_bytes, why, why_len);
+    if (rc == 0 && a->serve == ZARR_SERVE_PLAIN) {
+        *out = plain; /* no Zarr codec reads these as stored */
+        *len = a->chunk_bytes;
+        return 0;
+    }
+    if (rc == 0) /* compressed but no Blosc frame (old HSDS's zlib): made one */
+        rc = codec_encode(&a->spec, plain, a->chunk_bytes, out, len, why, why_len);
+    free(plain);
+    return rc;
+}
+
+static int read_chunk(struct zarr_view *v, const char *domain, struct zarr_array *a,
+                      const char *name, unsigned char **out, size_t *len)
+{
+    struct zarr_chunk c;
+    struct store_buf buf;
+    char why[ZARR_WHY_MAX] = "";
+    int rc = chunk_lookup(v->store, domain, a, name, &c, 0);
+    if (rc != 0)
+        return rc;
+    size_t max = a->serve == ZARR_SERVE_VLEN ? VLEN_CHUNK_MAX : 2 * a->chunk_bytes + 4096;
+    rc = store_get(v->store, c.key, max, &buf);
+    if (rc == -EFBIG)
+        snprintf(why, sizeof why, "larger than %zu bytes", max);
+    if (rc == 0) {
+        rc = serve_chunk(a, &buf, out, len, why, sizeof why);
+        store_buf_free(&buf);
+    }
+    if (rc == -ENOMEM || rc == -ENOENT)
+        return rc;
+    if (rc != 0) {
+        log_warn("%s: zarr view: chunk %s: %s: EIO", domain, c.key, *why ? why : strerror(-rc));
+        return -EIO;
+    }
+    return 0;
+}
+
+int zarr_read(struct zarr_view *v, const char *domain, const char *root_id, const char *inner,
+              unsigned char **data, size_t *len)
+{
+    struct zarr_tree *t;
+    struct zarr_node *n;
+    const char *file, *text;
+    int rc = tree_get(v, domain, root_id, &t);
+    if (rc != 0)
+        return rc;
+    rc = find(t, inner, &n, &file);
+    if (rc == 0 && !file)
+        rc = -EISDIR;
+    if (rc == 0 && metadata_file(n, file, &text, len) == 0) {
+        if ((*data = malloc(*len ? *len : 1)) != NULL)
+            memcpy(*data, text, *len);
+        else
+            rc = -ENOMEM;
+    } else if (rc == 0) {
+        rc = n->array ? read_chunk(v, domain, n->array, file, data, len) : -ENOENT;
+    }
+    tree_release(v, t);
+    return rc;
+}

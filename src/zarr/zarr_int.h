@@ -1,0 +1,83 @@
+/* zarr_int.h: what the parts of the Zarr view (zarr.c, zarr_tree.c, zarr_meta.c) share. Only
+ * src/zarr includes it; include/h5osfs/zarr/zarr.h is the contract. */
+#ifndef H5OSFS_ZARR_INT_H
+#define H5OSFS_ZARR_INT_H
+
+#include <pthread.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <jansson.h>
+
+#include "h5osfs/codec/codec.h"
+#include "h5osfs/schema/hjson.h"
+#include "h5osfs/schema/schema.h"
+#include "h5osfs/util/strmap.h"
+#include "h5osfs/zarr/zarr.h"
+
+#define ZARR_WHY_MAX 160
+
+/* How a dataset's chunk objects become its chunk files. */
+enum zarr_serve {
+    ZARR_SERVE_RAW,   /* no filter: the object's bytes, compressor null */
+    ZARR_SERVE_BLOSC, /* compressor "blosc": Blosc frames as stored, other chunks re-encoded */
+    ZARR_SERVE_PLAIN, /* decoded (bitshuffle, shuffle alone), compressor null */
+    ZARR_SERVE_VLEN,  /* vlen strings, decoded and framed as numcodecs' vlen-utf8 */
+};
+
+struct zarr_chunk {
+    char key[STORE_KEY_MAX + 1];
+    uint64_t size; /* STORE_SIZE_UNKNOWN until asked */
+};
+
+struct zarr_array {
+    char id[SCHEMA_ID_BUF];
+    int rank; /* 0: a scalar, one chunk "0" */
+    uint64_t shape[HJSON_DIMS_MAX], chunk[HJSON_DIMS_MAX];
+    int partitions; /* layout.partition_count, 0: none */
+    enum zarr_serve serve;
+    struct codec_spec spec;
+    size_t itemsize;    /* stored element size (fixed types) */
+    size_t chunk_bytes; /* a full decoded chunk (fixed types) */
+    uint64_t elements;  /* elements of a chunk */
+    char *zarray;
+    size_t zarray_len;
+    pthread_mutex_t lock; /* guards listed and chunks */
+    int listed;
+    struct strmap *chunks; /* "i.j" -> struct zarr_chunk */
+};
+
+struct zarr_node {
+    char *name;               /* link name; "" for the root group */
+    struct zarr_array *array; /* NULL: a group */
+    struct zarr_node **kids;  /* groups: sorted by name */
+    size_t n_kids;
+    char *zattrs;
+    size_t zattrs_len;
+};
+
+/* One domain's tree, shared by its readers (refs under the view's lock). */
+struct zarr_tree {
+    char root[SCHEMA_ID_BUF];
+    struct zarr_node *top;
+    double expires;
+    unsigned refs;
+};
+
+/* ---- zarr_tree.c ---- */
+int zarr_tree_build(struct store *store, const char *domain, const char *root_id,
+                    struct zarr_tree **out);
+void zarr_tree_free(struct zarr_tree *t);
+
+/* ---- zarr_meta.c: the metadata texts ---- */
+/* The .zarray of dataset json into a (fills serve, spec, itemsize, chunk_bytes): 0, -EINVAL
+ * with a reason (the dataset is left out) or -ENOMEM. */
+int zarr_meta_array(const json_t *dset, struct zarr_array *a, char *why, size_t why_len);
+/* The .zattrs text of an object's attributes; dims (rank names, or NULL) as
+ * _ARRAY_DIMENSIONS. 0 or -ENOMEM. */
+int zarr_meta_attrs(const json_t *attributes, const char *const *dims, int rank, char **out,
+                    size_t *len);
+/* Attributes that only carry the dimension scale machinery (left out of .zattrs). */
+int zarr_meta_hidden_attr(const char *name);
+
+#endif
