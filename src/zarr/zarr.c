@@ -235,8 +235,7 @@ static int list_one(void *ctx, const char *key, const struct store_stat *st)
     return 0;
 }
 
-/* The dataset's chunks, listed once (under a->lock). */
-static int ensure_listed(struct store *store, const char *domain, struct zarr_array *a)
+int zarr_list_chunks(struct store *store, const char *domain, struct zarr_array *a)
 {
     char prefix[STORE_KEY_MAX + 1];
     if (a->listed)
@@ -265,7 +264,7 @@ static int chunk_lookup(struct store *store, const char *domain, struct zarr_arr
     if (parse_index(a, name, '.', idx) != 0)
         return -ENOENT;
     pthread_mutex_lock(&a->lock);
-    int rc = ensure_listed(store, domain, a);
+    int rc = zarr_list_chunks(store, domain, a);
     struct zarr_chunk *c = rc == 0 ? strmap_get(a->chunks, name) : NULL;
     if (rc == 0 && !c)
         rc = -ENOENT;
@@ -378,7 +377,7 @@ static int list_node(struct zarr_view *v, const char *domain, struct zarr_node *
     if (rc != 0 || !n->array)
         return rc;
     pthread_mutex_lock(&n->array->lock);
-    rc = ensure_listed(v->store, domain, n->array);
+    rc = zarr_list_chunks(v->store, domain, n->array);
     if (rc == 0)
         strmap_filter(n->array->chunks, gather_chunk, g);
     pthread_mutex_unlock(&n->array->lock);

@@ -54,6 +54,7 @@ struct zarr_node {
     size_t n_kids;
     char *zattrs;
     size_t zattrs_len;
+    json_t *dset; /* a dataset's JSON while the tree is built; NULL after */
 };
 
 /* One domain's tree, shared by its readers (refs under the view's lock). */
@@ -65,14 +66,18 @@ struct zarr_tree {
 };
 
 /* ---- zarr_tree.c ---- */
+/* The dataset's chunks, listed once (caller holds a->lock, or is the only user). */
+int zarr_list_chunks(struct store *store, const char *domain, struct zarr_array *a);
 int zarr_tree_build(struct store *store, const char *domain, const char *root_id,
                     struct zarr_tree **out);
 void zarr_tree_free(struct zarr_tree *t);
 
 /* ---- zarr_meta.c: the metadata texts ---- */
 /* The .zarray of dataset json into a (fills serve, spec, itemsize, chunk_bytes): 0, -EINVAL
- * with a reason (the dataset is left out) or -ENOMEM. */
-int zarr_meta_array(const json_t *dset, struct zarr_array *a, char *why, size_t why_len);
+ * with a reason (the dataset is left out) or -ENOMEM. no_fill: fill_value null (xarray's
+ * "no _FillValue"; only where every chunk is stored, so that Zarr never needs a fill). */
+int zarr_meta_array(const json_t *dset, struct zarr_array *a, int no_fill, char *why,
+                    size_t why_len);
 /* The .zattrs text of an object's attributes; dims (rank names, or NULL) as
  * _ARRAY_DIMENSIONS. 0 or -ENOMEM. */
 int zarr_meta_attrs(const json_t *attributes, const char *const *dims, int rank, char **out,

@@ -348,7 +348,8 @@ static int choose_serving(const json_t *dset, struct zarr_array *a, json_t **dty
     return 0;
 }
 
-int zarr_meta_array(const json_t *dset, struct zarr_array *a, char *why, size_t why_len)
+int zarr_meta_array(const json_t *dset, struct zarr_array *a, int no_fill, char *why,
+                    size_t why_len)
 {
     json_t *dtype = NULL, *fill = NULL;
     int rc = geometry(dset, a, why, why_len);
@@ -356,7 +357,9 @@ int zarr_meta_array(const json_t *dset, struct zarr_array *a, char *why, size_t 
         rc = choose_serving(dset, a, &dtype, why, why_len);
     if (rc != 0)
         return rc;
-    if (a->serve == ZARR_SERVE_VLEN)
+    if (no_fill)
+        fill = json_null();
+    else if (a->serve == ZARR_SERVE_VLEN)
         fill = json_string("AQAAAAAAAAA="); /* vlen-utf8 of [""]: what h5py reads unset */
     else
         fill = fill_json(dset, dtype, a->itemsize, why, why_len);

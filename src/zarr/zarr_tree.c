@@ -11,17 +11,18 @@
 #define OBJECT_JSON_MAX (16u << 20) /* far more than any group or dataset JSON */
 #define TREE_DEPTH_MAX 256
 
-/* What a build keeps while it walks: the ids seen, the name each dataset was first reached
- * by (what dimension scales are called), and the datasets' JSON until their .zattrs are made. */
+/* What a build keeps while it walks: the ids seen, and the name each dataset was first reached
+ * by (what dimension scales are called). */
 struct walk {
     struct store *store;
     const char *domain;
     struct strmap *seen;  /* group ids walked (hard links may form cycles) */
-    struct strmap *names; /* dataset id -> its first link name (not owned) */
-    struct zarr_node **arrays;
-    json_t **dsets;
-    size_t n_arrays, cap_arrays;
+    struct strmap *names; /* dataset id -> its first link name (owned) */
 };
+
+/* netCDF-4 writes a dimension that is no variable as a dimension scale with this NAME; netCDF
+ * readers (xarray) show no variable for it, and neither does the view. */
+#define NETCDF_DIM_ONLY "This is a netCDF dimension but not a netCDF variable"
 
 static void array_free(struct zarr_array *a)
 {
@@ -41,6 +42,7 @@ static void node_free(struct zarr_node *n)
         node_free(n->kids[i]);
     free(n->kids);
     array_free(n->array);
+    json_decref(n->dset);
     free(n->name);
     free(n->zattrs);
     free(n);
@@ -109,25 +111,27 @@ static int name_usable(const char *name)
            strcmp(name, ".zattrs") != 0 && schema_name_valid(name, strlen(name)) == 1;
 }
 
-static int remember_array(struct walk *w, struct zarr_node *n, json_t *dset)
+static int remember_name(struct walk *w, const char *id, const char *name)
 {
-    if (w->n_arrays == w->cap_arrays) {
-        size_t cap = w->cap_arrays ? 2 * w->cap_arrays : 16;
-        struct zarr_node **a = realloc(w->arrays, cap * sizeof *a);
-        json_t **d = a ? realloc(w->dsets, cap * sizeof *d) : NULL;
-        if (a)
-            w->arrays = a;
-        if (!d)
-            return -ENOMEM;
-        w->dsets = d;
-        w->cap_arrays = cap;
+    char *copy;
+    if (strmap_get(w->names, id))
+        return 0;
+    if (!(copy = strdup(name)) || strmap_put(w->names, id, copy, NULL) != 0) {
+        free(copy);
+        return -ENOMEM;
     }
-    w->arrays[w->n_arrays] = n;
-    w->dsets[w->n_arrays++] = dset;
     return 0;
 }
 
-/* A dataset reached by link name: its node (NULL, logged, when the view leaves it out). */
+static int is_dimension_only(const json_t *dset)
+{
+    const json_t *name =
+        json_object_get(json_object_get(json_object_get(dset, "attributes"), "NAME"), "value");
+    const char *s = hjson_text(name);
+    return s && strncmp(s, NETCDF_DIM_ONLY, strlen(NETCDF_DIM_ONLY)) == 0;
+}
+
+/* A dataset reached by link name: a node, or nothing (logged) when the view leaves it out. */
 static int add_dataset(struct walk *w, struct zarr_node *parent, const char *name, const char *id)
 {
     json_t *dset;
@@ -135,6 +139,10 @@ static int add_dataset(struct walk *w, struct zarr_node *parent, const char *nam
     int rc = load_object(w, id, &dset);
     if (rc != 0)
         return rc == -ENOMEM ? rc : 0;
+    if ((rc = remember_name(w, id, name)) != 0 || is_dimension_only(dset)) {
+        json_decref(dset);
+        return rc;
+    }
     struct zarr_node *n = node_new(name);
     struct zarr_array *a = n ? calloc(1, sizeof *a) : NULL;
     if (!a || pthread_mutex_init(&a->lock, NULL) != 0) {
@@ -144,18 +152,14 @@ static int add_dataset(struct walk *w, struct zarr_node *parent, const char *nam
         return -ENOMEM;
     }
     n->array = a;
+    n->dset = dset;
     snprintf(a->id, sizeof a->id, "%s", id);
-    rc = zarr_meta_array(dset, a, why, sizeof why);
+    rc = zarr_meta_array(dset, a, 0, why, sizeof why);
     if (rc == -EINVAL)
         log_info("%s: zarr view: dataset %s (%s) left out: %s", w->domain, name, id, why);
-    if (rc == 0 && (rc = add_kid(parent, n)) == 0 && (rc = remember_array(w, n, dset)) == 0) {
-        if (!strmap_get(w->names, id) && strmap_put(w->names, id, n->name, NULL) != 0)
-            return -ENOMEM;
+    if (rc == 0 && (rc = add_kid(parent, n)) == 0)
         return 0;
-    }
-    if (rc != -ENOMEM || !parent->n_kids || parent->kids[parent->n_kids - 1] != n)
-        node_free(n);
-    json_decref(dset);
+    node_free(n);
     return rc == -ENOMEM ? rc : 0;
 }
 
@@ -236,14 +240,11 @@ static const char *scale_id(const json_t *entry)
     return s && schema_id_class(s) == 'd' ? s : NULL;
 }
 
-/* The names of a's dimensions, or 0 when it has none to give (not a netCDF-style dataset). */
-static int dimension_names(struct walk *w, const struct zarr_node *n, const json_t *dset,
-                           const char **dims)
+/* The names of a's dimensions from its dimension scales: 1, or 0 when it has none. */
+static int dimension_names(struct walk *w, const struct zarr_node *n, const char **dims)
 {
-    const json_t *attrs = json_object_get(dset, "attributes");
+    const json_t *attrs = json_object_get(n->dset, "attributes");
     int rank = n->array->rank;
-    if (rank == 0)
-        return 0;
     if (is_dimension_scale(attrs) && rank == 1) {
         dims[0] = n->name;
         return 1;
@@ -259,20 +260,88 @@ static int dimension_names(struct walk *w, const struct zarr_node *n, const json
     return 1;
 }
 
-static int finish_arrays(struct walk *w)
+/* netCDF's names for the dimensions of a dataset without scales, shared in its group: a
+ * dimension takes the first phony dimension of its length that it does not use already. */
+struct phony {
+    uint64_t len[64];
+    char name[64][24];
+    int n;
+};
+
+static int phony_names(struct phony *p, const struct zarr_array *a, const char **dims)
 {
-    for (size_t i = 0; i < w->n_arrays; i++) {
-        struct zarr_node *n = w->arrays[i];
-        const char *dims[HJSON_DIMS_MAX];
-        int have = dimension_names(w, n, w->dsets[i], dims);
-        int rc = zarr_meta_attrs(json_object_get(w->dsets[i], "attributes"), have ? dims : NULL,
-                                 n->array->rank, &n->zattrs, &n->zattrs_len);
-        if (rc == 0 && !(n->array->chunks = strmap_new()))
-            rc = -ENOMEM;
-        if (rc != 0)
-            return rc;
+    uint64_t used = 0; /* bits: phony dims this dataset took */
+    for (int k = 0; k < a->rank; k++) {
+        int j = 0;
+        while (j < p->n && (p->len[j] != a->shape[k] || (used >> j & 1)))
+            j++;
+        if (j == p->n) {
+            if (p->n == 64)
+                return 0;
+            p->len[j] = a->shape[k];
+            snprintf(p->name[j], sizeof p->name[j], "phony_dim_%d", j);
+            p->n++;
+        }
+        used |= 1ull << j;
+        dims[k] = p->name[j];
     }
-    return 0;
+    return 1;
+}
+
+static uint64_t grid_chunks(const struct zarr_array *a)
+{
+    uint64_t n = 1;
+    for (int k = 0; k < a->rank; k++)
+        n *= (a->shape[k] + a->chunk[k] - 1) / a->chunk[k];
+    return n;
+}
+
+/* A netCDF variable without _FillValue has none for xarray: fill_value null, where every chunk
+ * is stored (no read ever needs the fill). */
+static int drop_fill_if_unused(struct walk *w, struct zarr_node *n)
+{
+    struct zarr_array *a = n->array;
+    char why[ZARR_WHY_MAX] = "";
+    if (json_object_get(json_object_get(n->dset, "attributes"), "_FillValue"))
+        return 0;
+    int rc = zarr_list_chunks(w->store, w->domain, a);
+    if (rc != 0 || strmap_count(a->chunks) != grid_chunks(a))
+        return rc == -ENOMEM ? rc : 0;
+    char *old = a->zarray;
+    rc = zarr_meta_array(n->dset, a, 1, why, sizeof why);
+    if (rc == 0)
+        free(old);
+    else
+        a->zarray = old;
+    return rc == -ENOMEM ? rc : 0;
+}
+
+static int finish_array(struct walk *w, struct zarr_node *n, struct phony *p)
+{
+    const char *dims[HJSON_DIMS_MAX];
+    int netcdf = n->array->rank == 0 || dimension_names(w, n, dims);
+    int named = netcdf || phony_names(p, n->array, dims);
+    int rc = (n->array->chunks = strmap_new()) ? 0 : -ENOMEM;
+    if (rc == 0)
+        rc = zarr_meta_attrs(json_object_get(n->dset, "attributes"), named ? dims : NULL,
+                             n->array->rank, &n->zattrs, &n->zattrs_len);
+    if (rc == 0 && named && n->array->rank > 0)
+        rc = drop_fill_if_unused(w, n);
+    json_decref(n->dset);
+    n->dset = NULL;
+    return rc;
+}
+
+/* .zattrs with _ARRAY_DIMENSIONS for every dataset of the tree, group by group. */
+static int finish_group(struct walk *w, struct zarr_node *g, int depth)
+{
+    struct phony p = { .n = 0 };
+    int rc = 0;
+    for (size_t i = 0; rc == 0 && i < g->n_kids; i++)
+        rc = g->kids[i]->array        ? finish_array(w, g->kids[i], &p)
+             : depth < TREE_DEPTH_MAX ? finish_group(w, g->kids[i], depth + 1)
+                                      : 0;
+    return rc;
 }
 
 int zarr_tree_build(struct store *store, const char *domain, const char *root_id,
@@ -292,15 +361,11 @@ int zarr_tree_build(struct store *store, const char *domain, const char *root_id
         if (rc == 0)
             rc = walk_group(&w, t->top, root, 0);
         if (rc == 0)
-            rc = finish_arrays(&w);
+            rc = finish_group(&w, t->top, 0);
     }
-    for (size_t i = 0; i < w.n_arrays; i++)
-        json_decref(w.dsets[i]);
-    free(w.arrays);
-    free(w.dsets);
     json_decref(root);
     strmap_free(w.seen, NULL);
-    strmap_free(w.names, NULL);
+    strmap_free(w.names, free);
     if (rc != 0) {
         zarr_tree_free(t);
         return rc;
