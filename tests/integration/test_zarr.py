@@ -1,0 +1,188 @@
+"""Every domain is also a read-only Zarr v2 group at MOUNT/.zarr/<domain path>/ (issue 28 §1;
+doc/image.md, "The Zarr view"): zarr reads every dataset it holds equal to h5py through the
+.h5 file; compressed chunks are the stored Blosc frames byte for byte, raw ones the stored
+bytes; a chunk not stored is a file that does not exist; dimension scales make xarray's
+open_zarr equal its open_dataset; nothing changes through it (EROFS)."""
+import errno
+import json
+import os
+import subprocess
+import sys
+
+import h5py
+import numpy as np
+import pytest
+
+from conftest import BUCKET, FIXTURE
+
+zarr = pytest.importorskip("zarr", reason="python3-zarr: scripts/install-deps.sh")
+
+pytestmark = pytest.mark.backends("posix", "s3")
+
+HOME = "home/test_user1"
+# raw chunks and a dataset with no chunk (sample3), Blosc frames (zlib, lz4, zstd), compounds,
+# vlen strings, booleans, enums, scalars, edge chunks (sample2), missing chunks (partial)
+DOMAINS = ["sample1.h5", "sample2.h5", "sample2_z_zstd.h5", "sample3.h5", "sample3_z_gzip.h5",
+           "sample3_z_lz4.h5", "partial.h5"]
+# views that read the bucket's objects whichever store holds them: the rules are the same
+STORE_INDEPENDENT = pytest.mark.store_independent(reason="what the view shows does not depend "
+                                                  "on the store")
+
+
+def zarr_path(m, domain):
+    return m.path(f".zarr/{HOME}/{domain}")
+
+
+def dataset_key(bucket, domain, name):
+    """The key prefix of dataset `name` (a link of the root group) of a fixture domain."""
+    root = json.loads((bucket / HOME / domain / ".domain.json").read_text())["root"]
+    group = json.loads((bucket / "db" / root[2:19] / ".group.json").read_text())
+    dset = group["links"][name]["id"]
+    return f"db/{dset[2:19]}/d/{dset[20:]}"
+
+
+def as_text(values):
+    return np.array([v.decode() if isinstance(v, bytes) else v for v in np.ravel(values)],
+                    dtype=object).reshape(np.shape(values))
+
+
+@pytest.mark.parametrize("domain", DOMAINS)
+def test_zarr_reads_every_dataset_as_h5py(shared_mount, domain):
+    m = shared_mount
+    group = zarr.open_group(zarr_path(m, domain), mode="r")
+    seen = []
+    with h5py.File(m.path(f"{HOME}/{domain}"), "r") as f:
+        def check(name, arr):
+            if not isinstance(arr, zarr.Array):
+                return
+            want, got = f[name][()], arr[()]
+            if f[name].dtype.kind == "O":
+                want = as_text(want)
+            else:
+                assert got.dtype == want.dtype, name
+            assert np.array_equal(got, want, equal_nan=want.dtype.kind == "f"), name
+            seen.append(name)
+        group.visititems(check)
+    assert seen
+
+
+def test_zarr_chunk_files_are_the_stored_objects(shared_mount):
+    m = shared_mount
+    for domain, name, compressor in (("sample3_z_gzip.h5", "ramp_i32", "blosc"),
+                                     ("sample2_z_zstd.h5", "multichunk_f32_gzip", "blosc"),
+                                     ("sample3.h5", "ramp_i32", None)):
+        arr = os.path.join(zarr_path(m, domain), name)
+        meta = json.loads(open(os.path.join(arr, ".zarray")).read())
+        assert (meta["compressor"] or {}).get("id") == compressor
+        assert meta["dimension_separator"] == "." and meta["order"] == "C"
+        prefix = BUCKET / dataset_key(BUCKET, domain, name)
+        stored = {p.name.replace("_", "."): p for p in prefix.iterdir()
+                  if not p.name.startswith(".")}
+        files = {n for n in os.listdir(arr) if not n.startswith(".")}
+        assert files == set(stored) and files
+        for chunk, obj in stored.items():
+            path = os.path.join(arr, chunk)
+            assert os.stat(path).st_size == obj.stat().st_size   # the listing's, body unread
+            assert open(path, "rb").read() == obj.read_bytes()
+
+
+@STORE_INDEPENDENT
+def test_zarr_missing_chunk_is_no_file(shared_mount):
+    m = shared_mount
+    arr = os.path.join(zarr_path(m, "partial.h5"), "data")
+    meta = json.loads(open(os.path.join(arr, ".zarray")).read())
+    grid = [-(-s // c) for s, c in zip(meta["shape"], meta["chunks"])]
+    files = [n for n in os.listdir(arr) if not n.startswith(".")]
+    assert 0 < len(files) < np.prod(grid)                      # 7 of 24 stored
+    missing = next(".".join(map(str, i)) for i in np.ndindex(*grid)
+                   if ".".join(map(str, i)) not in files)
+    with pytest.raises(FileNotFoundError):
+        os.stat(os.path.join(arr, missing))
+    with pytest.raises(FileNotFoundError):
+        os.stat(os.path.join(arr, "99.0"))                     # outside the grid
+
+
+@STORE_INDEPENDENT
+def test_zarr_is_hidden_and_lists_like_the_mount(shared_mount):
+    m = shared_mount
+    assert ".zarr" not in os.listdir(m.mnt)
+    assert os.path.isdir(m.path(".zarr"))
+    assert sorted(os.listdir(m.path(".zarr/home/test_user1"))) == \
+        sorted(os.listdir(m.path("home/test_user1")))
+    assert sorted(os.listdir(zarr_path(m, "sample3.h5"))) == \
+        [".zattrs", ".zgroup", "noise_f32", "ramp_i32", "smooth_f64_contig", "sub", "zeros_i16"]
+    assert sorted(os.listdir(os.path.join(zarr_path(m, "sample3.h5"), "zeros_i16"))) == \
+        [".zarray", ".zattrs"]                                   # no chunk stored
+    attrs = json.loads(open(os.path.join(zarr_path(m, "sample3_z_gzip.h5"), ".zattrs")).read())
+    assert attrs == {"purpose": "load with hsload -z to get compressed chunks"}
+    with pytest.raises(FileNotFoundError):
+        os.stat(m.path(".zarr/home/test_user1/no_such.h5"))
+
+
+@STORE_INDEPENDENT
+def test_zarr_changes_are_erofs(mount_bucket, bucket_copy):
+    m = mount_bucket(bucket_copy, "-o", "user=test_user1")     # a read-write mount
+    group = zarr_path(m, "sample3.h5")
+    chunk = os.path.join(group, "ramp_i32", "0.0")
+    attempts = [lambda: open(chunk, "r+b"),
+                lambda: open(os.path.join(group, "new"), "wb"),
+                lambda: os.mkdir(os.path.join(group, "g")),
+                lambda: os.mkdir(m.path(".zarr/home/new_folder")),
+                lambda: os.unlink(chunk),
+                lambda: os.rename(chunk, chunk + "x"),
+                lambda: os.truncate(chunk, 0),
+                lambda: os.rmdir(os.path.join(group, "sub"))]
+    for attempt in attempts:
+        with pytest.raises(OSError) as e:
+            attempt()
+        assert e.value.errno == errno.EROFS
+    assert not (bucket_copy / ".zarr").exists()
+    assert open(chunk, "rb").read()                            # still there, still readable
+
+
+@STORE_INDEPENDENT
+def test_zarr_bad_objects_fail_alone(mount_bucket, bucket_copy):
+    """A malformed dataset JSON leaves that dataset out; a forged chunk key is no chunk file;
+    a raw chunk cut short is EIO, never wrong bytes; the rest reads."""
+    raw = bucket_copy / dataset_key(bucket_copy, "sample3.h5", "ramp_i32")
+    (raw / "0_0").write_bytes((raw / "0_0").read_bytes()[:-4])
+    (raw / "7_7_7").write_bytes(b"forged")
+    bad = bucket_copy / dataset_key(bucket_copy, "sample3.h5", "noise_f32")
+    (bad / ".dataset.json").write_text("{not json")
+    m = mount_bucket(bucket_copy, "-o", "ro", "-o", "user=test_user1")
+    group = zarr_path(m, "sample3.h5")
+    assert "noise_f32" not in os.listdir(group)
+    assert sorted(os.listdir(os.path.join(group, "ramp_i32"))) == [".zarray", ".zattrs", "0.0"]
+    with pytest.raises(OSError) as e:
+        open(os.path.join(group, "ramp_i32", "0.0"), "rb").read()
+    assert e.value.errno == errno.EIO
+    with h5py.File(m.path(f"{HOME}/sample3.h5"), "r") as f:
+        assert np.array_equal(zarr.open_group(group, mode="r")["smooth_f64_contig"][()],
+                              f["smooth_f64_contig"][()])
+    log = m.log_path.read_text()
+    assert "ramp_i32" in log or "0_0" in log
+
+
+XARRAY_SAME = """
+import sys, warnings, xarray as xr
+warnings.simplefilter("ignore")
+want = xr.open_dataset(sys.argv[1], engine="netcdf4", decode_times=False).load()
+got = xr.open_zarr(sys.argv[2], consolidated=False, decode_times=False).load()
+print(got, want)
+sys.exit(0 if got.identical(want) else 1)
+"""
+
+
+# dimension scales (irish_rover), netCDF's phony dimensions (unlimgzip), a dimension that is
+# no variable and vlen strings (corrupt_magic)
+@pytest.mark.parametrize("name", ["ref_tst_irish_rover.nc", "h5ex_d_unlimgzip.h5",
+                                  "ref_test_corrupt_magic.nc"])
+@STORE_INDEPENDENT
+def test_xarray_open_zarr_equals_open_dataset(mount_bucket, name):
+    pytest.importorskip("xarray", reason="python3-xarray: scripts/install-deps.sh")
+    m = mount_bucket(FIXTURE / "hsdsnc", "-o", "ro", "-o", "user=test_user1")
+    dom = f"{HOME}/nc/{name}"
+    # a process of its own: xarray keeps files open in caches, which would keep the mount busy
+    r = subprocess.run([sys.executable, "-c", XARRAY_SAME, m.path(dom), m.path(f".zarr/{dom}")],
+                       capture_output=True, text=True, timeout=120, stdin=subprocess.DEVNULL)
+    assert r.returncode == 0, r.stdout + r.stderr
