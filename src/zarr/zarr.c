@@ -302,6 +302,16 @@ static int metadata_file(const struct zarr_node *n, const char *file, const char
     return 0;
 }
 
+static int is_fill_chunk(const struct zarr_array *a, const char *name);
+
+/* A fill chunk's size as stat shows it: the decoded size (a Blosc frame is smaller; its reads
+ * are direct and end where its bytes do). */
+static int fill_size(const struct zarr_array *a, uint64_t *size)
+{
+    *size = a->serve == ZARR_SERVE_VLEN ? (a->elements + 1) * 4 : a->chunk_bytes;
+    return 0;
+}
+
 int zarr_stat(struct zarr_view *v, const char *domain, const char *root_id, const char *inner,
               enum zarr_kind *kind, uint64_t *size)
 {
@@ -319,6 +329,8 @@ int zarr_stat(struct zarr_view *v, const char *domain, const char *root_id, cons
         rc = n->array ? chunk_lookup(v->store, domain, n->array, file, &c, 1) : -ENOENT;
         if (rc == 0)
             *size = n->array->serve == ZARR_SERVE_PLAIN ? n->array->chunk_bytes : c.size;
+        else if (rc == -ENOENT && n->array && is_fill_chunk(n->array, file))
+            rc = fill_size(n->array, size);
     }
     tree_release(v, t);
     return rc;
@@ -498,30 +510,74 @@ static int serve_chunk(const struct zarr_array *a, struct store_buf *buf, unsign
     return rc;
 }
 
-static int read_chunk(struct zarr_view *v, const char *domain, struct zarr_array *a,
-                      const char *name, unsigned char **out, size_t *len)
+/* A chunk not stored, of an array whose fill_value is null: the fill value's chunk, in the
+ * array's codec. */
+static int fill_chunk(const struct zarr_array *a, unsigned char **out, size_t *len, char *why,
+                      size_t why_len)
 {
-    struct zarr_chunk c;
+    if (a->serve == ZARR_SERVE_VLEN) {
+        if (a->elements > UINT32_MAX || !(*out = calloc(a->elements + 1, 4)))
+            return -ENOMEM;
+        for (int k = 0; k < 4; k++)
+            (*out)[k] = (unsigned char)(a->elements >> (8 * k));
+        *len = (size_t)(a->elements + 1) * 4;
+        return 0;
+    }
+    unsigned char *plain = malloc(a->chunk_bytes ? a->chunk_bytes : 1);
+    if (!plain)
+        return -ENOMEM;
+    for (uint64_t i = 0; i < a->elements; i++)
+        memcpy(plain + i * a->itemsize, a->fill_elem, a->itemsize);
+    if (a->serve != ZARR_SERVE_BLOSC) {
+        *out = plain;
+        *len = a->chunk_bytes;
+        return 0;
+    }
+    int rc = codec_encode(&a->spec, plain, a->chunk_bytes, out, len, why, why_len);
+    free(plain);
+    return rc;
+}
+
+/* Is name a chunk of the grid that is a file of fill values when it is not stored? */
+static int is_fill_chunk(const struct zarr_array *a, const char *name)
+{
+    uint64_t idx[HJSON_DIMS_MAX];
+    return a->fill_chunks && parse_index(a, name, '.', idx) == 0;
+}
+
+static int read_stored_chunk(struct zarr_view *v, const char *domain, const struct zarr_array *a,
+                             const struct zarr_chunk *c, unsigned char **out, size_t *len)
+{
     struct store_buf buf;
     char why[ZARR_WHY_MAX] = "";
-    int rc = chunk_lookup(v->store, domain, a, name, &c, 0);
-    if (rc != 0)
-        return rc;
     size_t max = a->serve == ZARR_SERVE_VLEN ? VLEN_CHUNK_MAX : 2 * a->chunk_bytes + 4096;
-    rc = store_get(v->store, c.key, max, &buf);
+    int rc = store_get(v->store, c->key, max, &buf);
     if (rc == -EFBIG)
         snprintf(why, sizeof why, "larger than %zu bytes", max);
     if (rc == 0) {
         rc = serve_chunk(a, &buf, out, len, why, sizeof why);
         store_buf_free(&buf);
     }
-    if (rc == -ENOMEM || rc == -ENOENT)
+    if (rc == -ENOMEM || rc == -ENOENT || rc == 0)
         return rc;
-    if (rc != 0) {
-        log_warn("%s: zarr view: chunk %s: %s: EIO", domain, c.key, *why ? why : strerror(-rc));
-        return -EIO;
-    }
-    return 0;
+    log_warn("%s: zarr view: chunk %s: %s: EIO", domain, c->key, *why ? why : strerror(-rc));
+    return -EIO;
+}
+
+static int read_chunk(struct zarr_view *v, const char *domain, struct zarr_array *a,
+                      const char *name, unsigned char **out, size_t *len)
+{
+    struct zarr_chunk c;
+    char why[ZARR_WHY_MAX] = "";
+    int rc = chunk_lookup(v->store, domain, a, name, &c, 0);
+    if (rc == 0)
+        return read_stored_chunk(v, domain, a, &c, out, len);
+    if (rc != -ENOENT || !is_fill_chunk(a, name))
+        return rc;
+    rc = fill_chunk(a, out, len, why, sizeof why);
+    if (rc == -EINVAL)
+        log_warn("%s: zarr view: fill chunk of %s: %s: EIO", domain, a->id, why);
+    return rc == -EINVAL ? -EIO : rc;
 }
 
 int zarr_read(struct zarr_view *v, const char *domain, const char *root_id, const char *inner,

@@ -34,7 +34,8 @@ struct zarr_array {
     char id[SCHEMA_ID_BUF];
     int rank; /* 0: a scalar, one chunk "0" */
     uint64_t shape[HJSON_DIMS_MAX], chunk[HJSON_DIMS_MAX];
-    int partitions; /* layout.partition_count, 0: none */
+    int partitions;     /* layout.partition_count, 0: none */
+    uint64_t unlimited; /* bit k: dimension k is unlimited (maxdims 0) */
     enum zarr_serve serve;
     struct codec_spec spec;
     size_t itemsize;    /* stored element size (fixed types) */
@@ -42,7 +43,9 @@ struct zarr_array {
     uint64_t elements;  /* elements of a chunk */
     char *zarray;
     size_t zarray_len;
-    pthread_mutex_t lock; /* guards listed and chunks */
+    int fill_chunks;          /* chunks not stored are files of fill values (fill_value null) */
+    unsigned char *fill_elem; /* then: one element of the fill value, itemsize bytes */
+    pthread_mutex_t lock;     /* guards listed and chunks */
     int listed;
     struct strmap *chunks; /* "i.j" -> struct zarr_chunk */
 };
@@ -78,6 +81,8 @@ void zarr_tree_free(struct zarr_tree *t);
  * "no _FillValue"; only where every chunk is stored, so that Zarr never needs a fill). */
 int zarr_meta_array(const json_t *dset, struct zarr_array *a, int no_fill, char *why,
                     size_t why_len);
+/* a->fill_elem: the dataset's fill value as one stored element. 0, -EINVAL, -ENOMEM. */
+int zarr_meta_fill_elem(const json_t *dset, struct zarr_array *a, char *why, size_t why_len);
 /* The .zattrs text of an object's attributes; dims (rank names, or NULL) as
  * _ARRAY_DIMENSIONS. 0 or -ENOMEM. */
 int zarr_meta_attrs(const json_t *attributes, const char *const *dims, int rank, char **out,

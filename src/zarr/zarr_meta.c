@@ -252,6 +252,16 @@ static json_t *fill_json(const json_t *dset, const json_t *dtype, size_t itemsiz
     return out;
 }
 
+int zarr_meta_fill_elem(const json_t *dset, struct zarr_array *a, char *why, size_t why_len)
+{
+    const json_t *props = json_object_get(dset, "creationProperties");
+    if (a->serve == ZARR_SERVE_VLEN)
+        return 0; /* an unset item: a zero length */
+    return fill_bytes(json_object_get(dset, "type"), json_object_get(props, "fillValue"),
+                      hjson_text(json_object_get(props, "fillValue_encoding")), a->itemsize,
+                      &a->fill_elem, why, why_len);
+}
+
 /* ---- .zarray ---- */
 
 static json_t *compressor_json(const struct zarr_array *a)
@@ -282,6 +292,12 @@ static int geometry(const json_t *dset, struct zarr_array *a, char *why, size_t 
                hjson_dims(json_object_get(shape, "dims"), a->shape, &a->rank) != 0) {
         return WHY("shape is not valid");
     }
+    const json_t *max = json_object_get(shape, "maxdims");
+    a->unlimited = 0;
+    for (int k = 0; k < a->rank && json_array_size(max) == (size_t)a->rank; k++)
+        if (json_is_integer(json_array_get(max, (size_t)k)) &&
+            json_integer_value(json_array_get(max, (size_t)k)) == 0)
+            a->unlimited |= 1ull << k;
     if (a->rank > 0 &&
         (hjson_dims(json_object_get(layout, "dims"), a->chunk, &crank) != 0 || crank != a->rank))
         return WHY("layout dims do not match the shape");
@@ -446,10 +462,15 @@ static int strings_only(const json_t *v, int depth)
     return 1;
 }
 
-/* The value of attr as JSON holds it, or NULL (left out). */
+/* The value of attr as JSON holds it, or NULL (left out). One element of shape [1] is that
+ * element, as netCDF reads it (xarray compares attributes as netCDF gives them). */
 static json_t *attr_value(const json_t *attr)
 {
     const json_t *type = json_object_get(attr, "type"), *value = json_object_get(attr, "value");
+    const json_t *dims = json_object_get(json_object_get(attr, "shape"), "dims");
+    if (json_array_size(dims) == 1 && json_integer_value(json_array_get(dims, 0)) == 1 &&
+        json_array_size(value) == 1)
+        value = json_array_get(value, 0);
     const char *cls = class_of(type);
     if (!value || json_is_null(value) || json_object_get(attr, "encoding"))
         return NULL;

@@ -29,6 +29,7 @@ static void array_free(struct zarr_array *a)
     if (!a)
         return;
     free(a->zarray);
+    free(a->fill_elem);
     strmap_free(a->chunks, free);
     pthread_mutex_destroy(&a->lock);
     free(a);
@@ -261,9 +262,11 @@ static int dimension_names(struct walk *w, const struct zarr_node *n, const char
 }
 
 /* netCDF's names for the dimensions of a dataset without scales, shared in its group: a
- * dimension takes the first phony dimension of its length that it does not use already. */
+ * dimension takes the first phony dimension of its length and kind (unlimited or not) that it
+ * does not use already. */
 struct phony {
     uint64_t len[64];
+    int unlimited[64];
     char name[64][24];
     int n;
 };
@@ -273,12 +276,15 @@ static int phony_names(struct phony *p, const struct zarr_array *a, const char *
     uint64_t used = 0; /* bits: phony dims this dataset took */
     for (int k = 0; k < a->rank; k++) {
         int j = 0;
-        while (j < p->n && (p->len[j] != a->shape[k] || (used >> j & 1)))
+        int unlimited = (a->unlimited >> k & 1) != 0;
+        while (j < p->n &&
+               (p->len[j] != a->shape[k] || p->unlimited[j] != unlimited || (used >> j & 1)))
             j++;
         if (j == p->n) {
             if (p->n == 64)
                 return 0;
             p->len[j] = a->shape[k];
+            p->unlimited[j] = unlimited;
             snprintf(p->name[j], sizeof p->name[j], "phony_dim_%d", j);
             p->n++;
         }
@@ -296,23 +302,32 @@ static uint64_t grid_chunks(const struct zarr_array *a)
     return n;
 }
 
-/* A netCDF variable without _FillValue has none for xarray: fill_value null, where every chunk
- * is stored (no read ever needs the fill). */
-static int drop_fill_if_unused(struct walk *w, struct zarr_node *n)
+/*
+ * xarray reads a Zarr fill_value as the variable's _FillValue and masks every value equal to
+ * it; netCDF readers mask only where a _FillValue attribute says so. A dataset with dimensions
+ * and no _FillValue gets fill_value null, so that open_zarr equals open_dataset: where the
+ * chunks it has not stored then read as the fill value because they are files of it
+ * (serve_fill: netCDF variables), or where it stores every chunk (datasets with netCDF's
+ * phony dimensions, whose missing chunks stay missing files).
+ */
+static int drop_fill(struct walk *w, struct zarr_node *n, int serve_fill)
 {
     struct zarr_array *a = n->array;
     char why[ZARR_WHY_MAX] = "";
     if (json_object_get(json_object_get(n->dset, "attributes"), "_FillValue"))
         return 0;
-    int rc = zarr_list_chunks(w->store, w->domain, a);
-    if (rc != 0 || strmap_count(a->chunks) != grid_chunks(a))
+    int rc = serve_fill ? zarr_meta_fill_elem(n->dset, a, why, sizeof why)
+                        : zarr_list_chunks(w->store, w->domain, a);
+    if (rc != 0 || (!serve_fill && strmap_count(a->chunks) != grid_chunks(a)))
         return rc == -ENOMEM ? rc : 0;
     char *old = a->zarray;
     rc = zarr_meta_array(n->dset, a, 1, why, sizeof why);
-    if (rc == 0)
+    if (rc == 0) {
         free(old);
-    else
+        a->fill_chunks = serve_fill;
+    } else {
         a->zarray = old;
+    }
     return rc == -ENOMEM ? rc : 0;
 }
 
@@ -325,8 +340,8 @@ static int finish_array(struct walk *w, struct zarr_node *n, struct phony *p)
     if (rc == 0)
         rc = zarr_meta_attrs(json_object_get(n->dset, "attributes"), named ? dims : NULL,
                              n->array->rank, &n->zattrs, &n->zattrs_len);
-    if (rc == 0 && named && n->array->rank > 0)
-        rc = drop_fill_if_unused(w, n);
+    if (rc == 0 && named)
+        rc = drop_fill(w, n, netcdf);
     json_decref(n->dset);
     n->dset = NULL;
     return rc;

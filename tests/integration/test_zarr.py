@@ -164,25 +164,38 @@ def test_zarr_bad_objects_fail_alone(mount_bucket, bucket_copy):
 
 
 XARRAY_SAME = """
-import sys, warnings, xarray as xr
+import os, sys, warnings, xarray as xr
 warnings.simplefilter("ignore")
-want = xr.open_dataset(sys.argv[1], engine="netcdf4", decode_times=False).load()
-got = xr.open_zarr(sys.argv[2], consolidated=False, decode_times=False).load()
-print(got, want)
-sys.exit(0 if got.identical(want) else 1)
+mnt, names = sys.argv[1], sys.argv[2:]
+compared, differ = 0, []
+for name in names:
+    dom = "home/test_user1/nc/" + name
+    try:
+        want = xr.open_dataset(os.path.join(mnt, dom), engine="netcdf4", decode_times=False)
+        want.load()
+    except Exception:       # xarray cannot open the .h5 itself (ref_hdf5_compat2.nc): not judged
+        continue
+    got = xr.open_zarr(os.path.join(mnt, ".zarr", dom), consolidated=False, decode_times=False)
+    got.load()
+    compared += 1
+    if not got.identical(want):
+        differ.append(name)
+        print(name, got, want)
+print("compared", compared, "differ", differ)
+sys.exit(1 if differ or compared < len(names) - 1 else 0)
 """
 
 
-# dimension scales (irish_rover), netCDF's phony dimensions (unlimgzip), a dimension that is
-# no variable and vlen strings (corrupt_magic)
-@pytest.mark.parametrize("name", ["ref_tst_irish_rover.nc", "h5ex_d_unlimgzip.h5",
-                                  "ref_test_corrupt_magic.nc"])
 @STORE_INDEPENDENT
-def test_xarray_open_zarr_equals_open_dataset(mount_bucket, name):
+def test_xarray_open_zarr_equals_open_dataset(mount_bucket):
+    """Every hsdsnc domain xarray opens: dimension scales, netCDF's phony dimensions (unlimited
+    ones apart), dimensions that are no variable, variables without _FillValue whose chunks
+    are not all stored, one-element attributes, vlen strings, enums, compounds."""
     pytest.importorskip("xarray", reason="python3-xarray: scripts/install-deps.sh")
     m = mount_bucket(FIXTURE / "hsdsnc", "-o", "ro", "-o", "user=test_user1")
-    dom = f"{HOME}/nc/{name}"
+    names = sorted(os.listdir(m.path(f"{HOME}/nc")))
+    assert len(names) == 12
     # a process of its own: xarray keeps files open in caches, which would keep the mount busy
-    r = subprocess.run([sys.executable, "-c", XARRAY_SAME, m.path(dom), m.path(f".zarr/{dom}")],
-                       capture_output=True, text=True, timeout=120, stdin=subprocess.DEVNULL)
-    assert r.returncode == 0, r.stdout + r.stderr
+    r = subprocess.run([sys.executable, "-c", XARRAY_SAME, str(m.mnt), *names],
+                       capture_output=True, text=True, timeout=300, stdin=subprocess.DEVNULL)
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
