@@ -42,6 +42,11 @@ static void tree_drop(void *value)
         zarr_tree_free(t);
 }
 
+struct store *zarr_view_store(const struct zarr_view *v)
+{
+    return v->store;
+}
+
 void zarr_view_free(struct zarr_view *v)
 {
     if (!v)
@@ -51,7 +56,7 @@ void zarr_view_free(struct zarr_view *v)
     free(v);
 }
 
-static void tree_release(struct zarr_view *v, struct zarr_tree *t)
+void zarr_tree_release(struct zarr_view *v, struct zarr_tree *t)
 {
     pthread_mutex_lock(&v->lock);
     int last = --t->refs == 0;
@@ -82,8 +87,8 @@ void zarr_forget(struct zarr_view *v, const char *root_id)
 
 /* The tree of the domain with root root_id (a reference): cached, or built now. Two readers
  * may build it at once; the later one's stays. */
-static int tree_get(struct zarr_view *v, const char *domain, const char *root_id,
-                    struct zarr_tree **out)
+int zarr_tree_get(struct zarr_view *v, const char *domain, const char *root_id,
+                  struct zarr_tree **out)
 {
     double now = clock_monotonic();
     pthread_mutex_lock(&v->lock);
@@ -319,7 +324,7 @@ int zarr_stat(struct zarr_view *v, const char *domain, const char *root_id, cons
     struct zarr_node *n;
     const char *file, *text;
     struct zarr_chunk c;
-    int rc = tree_get(v, domain, root_id, &t);
+    int rc = zarr_tree_get(v, domain, root_id, &t);
     if (rc != 0)
         return rc;
     rc = find(t, inner, &n, &file);
@@ -332,7 +337,7 @@ int zarr_stat(struct zarr_view *v, const char *domain, const char *root_id, cons
         else if (rc == -ENOENT && n->array && is_fill_chunk(n->array, file))
             rc = fill_size(n->array, size);
     }
-    tree_release(v, t);
+    zarr_tree_release(v, t);
     return rc;
 }
 
@@ -403,7 +408,7 @@ int zarr_list(struct zarr_view *v, const char *domain, const char *root_id, cons
     struct zarr_node *node;
     const char *file;
     struct gather g = { 0 };
-    int rc = tree_get(v, domain, root_id, &t);
+    int rc = zarr_tree_get(v, domain, root_id, &t);
     if (rc != 0)
         return rc;
     rc = find(t, inner, &node, &file);
@@ -415,7 +420,7 @@ int zarr_list(struct zarr_view *v, const char *domain, const char *root_id, cons
                  : -ENOENT;
     if (rc == 0)
         rc = list_node(v, domain, node, &g);
-    tree_release(v, t);
+    zarr_tree_release(v, t);
     if (rc != 0) {
         zarr_entries_free(g.e, g.n);
         return rc;
@@ -586,7 +591,7 @@ int zarr_read(struct zarr_view *v, const char *domain, const char *root_id, cons
     struct zarr_tree *t;
     struct zarr_node *n;
     const char *file, *text;
-    int rc = tree_get(v, domain, root_id, &t);
+    int rc = zarr_tree_get(v, domain, root_id, &t);
     if (rc != 0)
         return rc;
     rc = find(t, inner, &n, &file);
@@ -600,6 +605,6 @@ int zarr_read(struct zarr_view *v, const char *domain, const char *root_id, cons
     } else if (rc == 0) {
         rc = n->array ? read_chunk(v, domain, n->array, file, data, len) : -ENOENT;
     }
-    tree_release(v, t);
+    zarr_tree_release(v, t);
     return rc;
 }

@@ -43,6 +43,7 @@ struct zarr_array {
     uint64_t elements;  /* elements of a chunk */
     char *zarray;
     size_t zarray_len;
+    char *zarray_refs;        /* the .zarray of references when it differs (fill_chunks) */
     int fill_chunks;          /* chunks not stored are files of fill values (fill_value null) */
     unsigned char *fill_elem; /* then: one element of the fill value, itemsize bytes */
     pthread_mutex_t lock;     /* guards listed and chunks */
@@ -71,6 +72,11 @@ struct zarr_tree {
 /* ---- zarr_tree.c ---- */
 /* The dataset's chunks, listed once (caller holds a->lock, or is the only user). */
 int zarr_list_chunks(struct store *store, const char *domain, struct zarr_array *a);
+/* The tree of the domain with root root_id (a reference, zarr.c), and its release. */
+int zarr_tree_get(struct zarr_view *v, const char *domain, const char *root_id,
+                  struct zarr_tree **out);
+void zarr_tree_release(struct zarr_view *v, struct zarr_tree *t);
+struct store *zarr_view_store(const struct zarr_view *v);
 int zarr_tree_build(struct store *store, const char *domain, const char *root_id,
                     struct zarr_tree **out);
 void zarr_tree_free(struct zarr_tree *t);

@@ -29,6 +29,7 @@ static void array_free(struct zarr_array *a)
     if (!a)
         return;
     free(a->zarray);
+    free(a->zarray_refs);
     free(a->fill_elem);
     strmap_free(a->chunks, free);
     pthread_mutex_destroy(&a->lock);
@@ -322,9 +323,11 @@ static int drop_fill(struct walk *w, struct zarr_node *n, int serve_fill)
         return rc == -ENOMEM ? rc : 0;
     char *old = a->zarray;
     rc = zarr_meta_array(n->dset, a, 1, why, sizeof why);
-    if (rc == 0) {
+    if (rc == 0 && serve_fill) {
+        a->zarray_refs = old; /* references cannot point at fill chunks: they keep the fill */
+        a->fill_chunks = 1;
+    } else if (rc == 0) {
         free(old);
-        a->fill_chunks = serve_fill;
     } else {
         a->zarray = old;
     }

@@ -199,3 +199,75 @@ def test_xarray_open_zarr_equals_open_dataset(mount_bucket):
     r = subprocess.run([sys.executable, "-c", XARRAY_SAME, str(m.mnt), *names],
                        capture_output=True, text=True, timeout=300, stdin=subprocess.DEVNULL)
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+
+
+# ---- kerchunk references (issue 28 §2): MOUNT/.kerchunk/<domain path>.json ----
+
+def references(m, domain):
+    return json.loads(open(m.path(f".kerchunk/{HOME}/{domain}.json")).read())
+
+
+def read_references(refs):
+    """The Zarr group the references describe, read with fsspec alone (no mount). The KVStore
+    wrapper reads chunk by chunk: Debian's fsspec 2022.11 fails a batch that names a chunk the
+    references lack (a missing chunk) with KeyError instead of leaving it out."""
+    fsspec = pytest.importorskip("fsspec", reason="python3-fsspec: scripts/install-deps.sh")
+    fs = fsspec.filesystem("reference", fo=refs)
+    return zarr.open_group(zarr.storage.KVStore(fs.get_mapper("")), mode="r")
+
+
+def chunk_urls(refs):
+    return [v[0] for k, v in refs["refs"].items() if isinstance(v, list)]
+
+
+def test_kerchunk_references_name_the_stored_objects(shared_mount):
+    m = shared_mount
+    assert ".kerchunk" not in os.listdir(m.mnt)
+    assert sorted(os.listdir(m.path(f".kerchunk/{HOME}"))) == \
+        sorted(f"{d}.json" for d in os.listdir(m.path(HOME)))
+    refs = references(m, "sample3_z_gzip.h5")
+    assert refs["version"] == 1
+    assert json.loads(refs["refs"][".zgroup"]) == {"zarr_format": 2}
+    assert refs["refs"]["ramp_i32/.zarray"] == \
+        open(os.path.join(zarr_path(m, "sample3_z_gzip.h5"), "ramp_i32", ".zarray")).read()
+    urls = chunk_urls(refs)
+    base = f"file://{BUCKET.resolve()}/" if m.backend == "posix" else "s3://hsdstest/"
+    assert urls and all(u.startswith(base) for u in urls)
+    for u in urls:                                        # each one a chunk object's key
+        key = u[u.index("/db/") + 1:]
+        assert (BUCKET / key).is_file(), u
+    with pytest.raises(OSError) as e:
+        open(m.path(f".kerchunk/{HOME}/sample3.h5.json"), "w")
+    assert e.value.errno == errno.EROFS
+
+
+@pytest.mark.parametrize("domain", ["sample2.h5", "sample3.h5", "partial.h5"])
+@STORE_INDEPENDENT
+def test_kerchunk_references_read_equal_without_the_mount(shared_mount, domain):
+    """On a local bucket the references point at the bucket's files: fsspec and zarr read them
+    with no h5osfs in the way, equal to h5py through the .h5 (edge and missing chunks, Blosc
+    and raw chunks, compounds)."""
+    m = shared_mount
+    group = read_references(references(m, domain))
+    seen = []
+    with h5py.File(m.path(f"{HOME}/{domain}"), "r") as f:
+        def check(name, arr):
+            if isinstance(arr, zarr.Array):
+                want, got = f[name][()], arr[()]
+                assert got.dtype == want.dtype, name
+                assert np.array_equal(got, want, equal_nan=want.dtype.kind == "f"), name
+                seen.append(name)
+        group.visititems(check)
+    assert seen
+
+
+def test_refs_url_replaces_the_base(mount_bucket):
+    """-o refs_url: the references name PREFIX + key (a public bucket's https endpoint, a copy);
+    here the fixture directory, which on S3 holds the same bytes as the objects."""
+    m = mount_bucket(BUCKET, "-o", "ro", "-o", "user=test_user1",
+                     "-o", f"refs_url=file://{BUCKET.resolve()}")
+    refs = references(m, "partial.h5")
+    assert all(u.startswith(f"file://{BUCKET.resolve()}/db/") for u in chunk_urls(refs))
+    group = read_references(refs)
+    with h5py.File(m.path(f"{HOME}/partial.h5"), "r") as f:
+        assert np.array_equal(group["data"][()], f["data"][()])

@@ -37,6 +37,8 @@ struct fs_config {
     gid_t gid;
     const char *user;      /* the mounting user's HSDS name */
     const char *cache_dir; /* where staging keeps its files (not used when read-only) */
+    const char *refs_base; /* MOUNT/.kerchunk: what chunk keys are appended to in references
+                              ("s3://bucket/prefix/", "file:///dir/"); NULL: no .kerchunk */
 };
 
 struct fs;

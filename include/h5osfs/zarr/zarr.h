@@ -68,6 +68,20 @@ void zarr_entries_free(struct zarr_entry *e, size_t n);
 int zarr_read(struct zarr_view *v, const char *domain, const char *root_id, const char *inner,
               unsigned char **data, size_t *len);
 
+/*
+ * The domain's view as a kerchunk reference set, version 1 (issue 28 §2), JSON (malloc'd):
+ * {"version": 1, "refs": {".zgroup": "<text>", "x/.zarray": "<text>", "x/0.0": [URL], ...}},
+ * every metadata file inline, every stored chunk of an array whose chunk files are its objects
+ * (no filter, or Blosc frames) as [url_base + key]. Arrays whose chunks are served decoded
+ * (bitshuffle, shuffle alone, vlen strings) have no object to point at and are left out; an
+ * array whose unstored chunks are files of fill values (a netCDF variable without _FillValue)
+ * keeps its fill_value here, since no reference can point at such a file. Every dataset's
+ * chunks are listed. 0, -EIO, -ENOMEM.
+ */
+#define ZARR_REFS_DIR ".kerchunk" /* MOUNT/.kerchunk/<domain path>.json */
+int zarr_refs(struct zarr_view *v, const char *domain, const char *root_id, const char *url_base,
+              char **out, size_t *len);
+
 /* Forget the tree of the domain with this root (after a local change). */
 void zarr_forget(struct zarr_view *v, const char *root_id);
 
