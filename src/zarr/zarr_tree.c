@@ -7,9 +7,11 @@
 #include <string.h>
 
 #include "h5osfs/util/log.h"
+#include "h5osfs/util/pfor.h"
 
 #define OBJECT_JSON_MAX (16u << 20) /* far more than any group or dataset JSON */
 #define TREE_DEPTH_MAX 256
+#define ZARR_TREE_REQUESTS 8 /* objects fetched at once while a tree is built */
 
 /* What a build keeps while it walks: the ids seen, and the name each dataset was first reached
  * by (what dimension scales are called). */
@@ -134,11 +136,11 @@ static int is_dimension_only(const json_t *dset)
 }
 
 /* A dataset reached by link name: a node, or nothing (logged) when the view leaves it out. */
-static int add_dataset(struct walk *w, struct zarr_node *parent, const char *name, const char *id)
+/* dset: its JSON (taken over), or rc: why it could not be loaded (logged). */
+static int add_dataset(struct walk *w, struct zarr_node *parent, const char *name, const char *id,
+                       json_t *dset, int rc)
 {
-    json_t *dset;
     char why[ZARR_WHY_MAX] = "";
-    int rc = load_object(w, id, &dset);
     if (rc != 0)
         return rc == -ENOMEM ? rc : 0;
     if ((rc = remember_name(w, id, name)) != 0 || is_dimension_only(dset)) {
@@ -193,35 +195,97 @@ static int compare_nodes(const void *a, const void *b)
     return strcmp((*(struct zarr_node *const *)a)->name, (*(struct zarr_node *const *)b)->name);
 }
 
+/* The id of a link the view follows ('g' or 'd' in *cls), or NULL. */
+static const char *followed(const char *name, const json_t *link, int *cls)
+{
+    const char *id = hjson_text(json_object_get(link, "id"));
+    *cls = id ? schema_id_class(id) : -EINVAL;
+    if (*cls != 'g' && *cls != 'd')
+        return NULL; /* soft, external links and committed types have no place in Zarr */
+    return name_usable(name) ? id : NULL;
+}
+
+/* A group's datasets' JSON, fetched ZARR_TREE_REQUESTS at a time: a walk of many small objects
+ * pays the store's latency, not its throughput. */
+struct fetched {
+    struct walk *w;
+    const char **ids;
+    json_t **docs;
+    int *rcs;
+    size_t n;
+};
+
+static void fetch_one(void *ctx, size_t i)
+{
+    struct fetched *f = ctx;
+    f->rcs[i] = load_object(f->w, f->ids[i], &f->docs[i]);
+}
+
+static int fetch_datasets(struct walk *w, const json_t *links, struct fetched *f)
+{
+    const char *name;
+    json_t *link;
+    int cls;
+    size_t n = json_object_size(links) ? json_object_size(links) : 1;
+    *f = (struct fetched){ .w = w,
+                           .ids = calloc(n, sizeof *f->ids),
+                           .docs = calloc(n, sizeof *f->docs),
+                           .rcs = calloc(n, sizeof *f->rcs) };
+    if (!f->ids || !f->docs || !f->rcs)
+        return -ENOMEM;
+    json_object_foreach((json_t *)links, name, link)
+    {
+        const char *id = followed(name, link, &cls);
+        if (id && cls == 'd')
+            f->ids[f->n++] = id;
+    }
+    pfor(f->n, ZARR_TREE_REQUESTS, fetch_one, f);
+    return 0;
+}
+
+static void fetched_free(struct fetched *f)
+{
+    for (size_t i = 0; f->docs && i < f->n; i++)
+        json_decref(f->docs[i]);
+    free(f->ids);
+    free(f->docs);
+    free(f->rcs);
+}
+
 /* The group's hard links to groups and datasets, depth first. */
 static int walk_group(struct walk *w, struct zarr_node *node, const json_t *group, int depth)
 {
     const char *name;
     json_t *link;
-    int rc = 0;
+    struct fetched f;
+    size_t next = 0;
+    int rc = 0, cls;
     if (depth > TREE_DEPTH_MAX)
         return 0;
-    const json_t *attrs = json_object_get(group, "attributes");
+    const json_t *attrs = json_object_get(group, "attributes"), *links;
     if ((rc = zarr_meta_attrs(attrs, NULL, 0, &node->zattrs, &node->zattrs_len)) != 0)
         return rc;
-    json_object_foreach(json_object_get(group, "links"), name, link)
+    links = json_object_get(group, "links");
+    rc = fetch_datasets(w, links, &f);
+    json_object_foreach((json_t *)links, name, link)
     {
-        const char *id = hjson_text(json_object_get(link, "id"));
-        int cls = id ? schema_id_class(id) : -EINVAL;
-        if (cls != 'g' && cls != 'd')
-            continue; /* soft, external links and committed types have no place in Zarr */
-        if (!name_usable(name)) {
+        const char *id = rc == 0 ? followed(name, link, &cls) : NULL;
+        if (rc == 0 && !id && (cls == 'g' || cls == 'd'))
             log_info("%s: zarr view: link \"%s\" left out: not a name Zarr can use", w->domain,
                      hjson_unloadable(name) ? name + 2 : name);
+        if (rc != 0 || !id)
             continue;
+        if (cls == 'd') { /* taken over: add_dataset frees it */
+            rc = add_dataset(w, node, name, id, f.docs[next], f.rcs[next]);
+            f.docs[next++] = NULL;
+        } else {
+            rc = add_group(w, node, name, id, depth);
         }
-        rc = cls == 'g' ? add_group(w, node, name, id, depth) : add_dataset(w, node, name, id);
-        if (rc != 0)
-            return rc;
     }
-    if (node->n_kids > 1)
+    fetched_free(&f);
+    if (rc == 0 && node->n_kids > 1)
         qsort(node->kids, node->n_kids, sizeof *node->kids, compare_nodes);
-    return 0;
+    return rc;
 }
 
 /* ---- dimension scales -> _ARRAY_DIMENSIONS ---- */
