@@ -7,6 +7,8 @@
 #include <string.h>
 
 #include "h5osfs/util/clock.h"
+#include <zlib.h>
+
 #include "h5osfs/util/log.h"
 
 #define TREES_PRUNE_AT 64
@@ -261,6 +263,50 @@ int zarr_list_chunks(struct store *store, const char *domain, struct zarr_array 
     return 0;
 }
 
+static int is_zlib_stream(const unsigned char *b, size_t len)
+{
+    return len >= 2 && (b[0] & 0x0f) == 8 && (b[0] >> 4) <= 7 && ((b[0] << 8) | b[1]) % 31 == 0;
+}
+
+static int first_chunk(const char *key, void *value, void *ctx)
+{
+    (void)key;
+    const struct zarr_chunk **first = ctx;
+    if (!*first)
+        *first = value;
+    return 0;
+}
+
+/* A gzip dataset's chunks are Blosc frames (HSDS) or zlib streams (HDF5's deflate, which
+ * h5osfs's ingest keeps for the chunks wholly inside the dataset): numcodecs reads either as
+ * stored, so chunk 0 (else any) decides which codec the array names, and the few others (edge
+ * chunks the ingest re-encoded, a chunk HSDS rewrote) are re-encoded. */
+int zarr_settle(struct store *store, const char *domain, struct zarr_array *a)
+{
+    const struct zarr_chunk *first = NULL;
+    struct store_buf head;
+    int rc = zarr_list_chunks(store, domain, a);
+    if (rc != 0 || a->settled)
+        return rc;
+    char origin[2 * HJSON_DIMS_MAX] = "0"; /* "0.0.0": whole, where an edge chunk may not be */
+    for (int k = 1; k < a->rank; k++)
+        strcat(origin, ".0");
+    if (!(first = strmap_get(a->chunks, origin)))
+        strmap_filter(a->chunks, first_chunk, &first);
+    rc = first ? store_get_range(store, first->key, 0, 16, &head) : -ENOENT;
+    if (rc == 0 && is_zlib_stream(head.data, head.len))
+        a->serve = ZARR_SERVE_ZLIB;
+    if (rc == 0)
+        store_buf_free(&head);
+    if (rc != 0 && rc != -ENOENT) {
+        if (rc != -ENOMEM)
+            log_warn("%s: zarr view: first chunk of %s: %s", domain, a->id, strerror(-rc));
+        return rc == -ENOMEM ? rc : -EIO;
+    }
+    a->settled = 1;
+    return 0;
+}
+
 /* The chunk named name (a copy): 0, -ENOENT (not stored: Zarr reads the fill value). */
 static int chunk_lookup(struct store *store, const char *domain, struct zarr_array *a,
                         const char *name, struct zarr_chunk *out, int want_size)
@@ -269,7 +315,7 @@ static int chunk_lookup(struct store *store, const char *domain, struct zarr_arr
     if (parse_index(a, name, '.', idx) != 0)
         return -ENOENT;
     pthread_mutex_lock(&a->lock);
-    int rc = zarr_list_chunks(store, domain, a);
+    int rc = zarr_settle(store, domain, a); /* how its chunks are served: fixed from here on */
     struct zarr_chunk *c = rc == 0 ? strmap_get(a->chunks, name) : NULL;
     if (rc == 0 && !c)
         rc = -ENOENT;
@@ -289,22 +335,33 @@ static int chunk_lookup(struct store *store, const char *domain, struct zarr_arr
 
 /* ---- stat, list, read ---- */
 
-static int metadata_file(const struct zarr_node *n, const char *file, const char **text,
-                         size_t *len)
+static int is_metadata_name(const struct zarr_node *n, const char *file)
 {
-    if (strcmp(file, ".zattrs") == 0) {
-        *text = n->zattrs;
-        *len = n->zattrs_len;
-    } else if (!n->array && strcmp(file, ".zgroup") == 0) {
-        *text = ZGROUP_TEXT;
-        *len = sizeof ZGROUP_TEXT - 1;
-    } else if (n->array && strcmp(file, ".zarray") == 0) {
-        *text = n->array->zarray;
-        *len = n->array->zarray_len;
-    } else {
+    return strcmp(file, ".zattrs") == 0 || strcmp(file, n->array ? ".zarray" : ".zgroup") == 0;
+}
+
+/* The text of metadata file `file` of node n (malloc'd): 0, -ENOENT (no such file), -EIO,
+ * -ENOMEM. A .zarray needs its array settled (its compressor), which may read a chunk. */
+static int metadata_file(struct zarr_view *v, const char *domain, struct zarr_node *n,
+                         const char *file, char **text, size_t *len)
+{
+    const char *fixed = NULL;
+    if (!is_metadata_name(n, file))
         return -ENOENT;
+    if (strcmp(file, ".zattrs") == 0)
+        fixed = n->zattrs;
+    else if (!n->array)
+        fixed = ZGROUP_TEXT;
+    if (fixed) {
+        *len = strlen(fixed);
+        return (*text = strdup(fixed)) ? 0 : -ENOMEM;
     }
-    return 0;
+    pthread_mutex_lock(&n->array->lock);
+    int rc = zarr_settle(v->store, domain, n->array);
+    if (rc == 0)
+        rc = zarr_meta_zarray(n->array, 0, text, len);
+    pthread_mutex_unlock(&n->array->lock);
+    return rc;
 }
 
 static int is_fill_chunk(const struct zarr_array *a, const char *name);
@@ -322,7 +379,9 @@ int zarr_stat(struct zarr_view *v, const char *domain, const char *root_id, cons
 {
     struct zarr_tree *t;
     struct zarr_node *n;
-    const char *file, *text;
+    const char *file;
+    char *text = NULL;
+    size_t len = 0;
     struct zarr_chunk c;
     int rc = zarr_tree_get(v, domain, root_id, &t);
     if (rc != 0)
@@ -330,7 +389,11 @@ int zarr_stat(struct zarr_view *v, const char *domain, const char *root_id, cons
     rc = find(t, inner, &n, &file);
     *kind = file ? ZARR_FILE : ZARR_DIR;
     *size = 0;
-    if (rc == 0 && file && metadata_file(n, file, &text, size) != 0) {
+    if (rc == 0 && file && is_metadata_name(n, file)) {
+        rc = metadata_file(v, domain, n, file, &text, &len);
+        *size = len;
+        free(text);
+    } else if (rc == 0 && file) {
         rc = n->array ? chunk_lookup(v->store, domain, n->array, file, &c, 1) : -ENOENT;
         if (rc == 0)
             *size = n->array->serve == ZARR_SERVE_PLAIN ? n->array->chunk_bytes : c.size;
@@ -413,7 +476,7 @@ int zarr_list(struct zarr_view *v, const char *domain, const char *root_id, cons
         return rc;
     rc = find(t, inner, &node, &file);
     if (rc == 0 && file)
-        rc = metadata_file(node, file, &(const char *){ NULL }, &(size_t){ 0 }) == 0 ||
+        rc = is_metadata_name(node, file) ||
                      (node->array &&
                       parse_index(node->array, file, '.', (uint64_t[HJSON_DIMS_MAX]){ 0 }) == 0)
                  ? -ENOTDIR
@@ -475,23 +538,53 @@ static int vlen_frame(const struct zarr_array *a, const unsigned char *in, size_
     return 0;
 }
 
+/* plain's bytes shuffled as HDF5's (and numcodecs') byte shuffle lays them out. */
+static unsigned char *shuffled(const unsigned char *plain, size_t len, size_t itemsize)
+{
+    unsigned char *out = malloc(len ? len : 1);
+    size_t count = itemsize ? len / itemsize : 0;
+    for (size_t i = 0; out && i < count; i++)
+        for (size_t j = 0; j < itemsize; j++)
+            out[j * count + i] = plain[i * itemsize + j];
+    return out;
+}
+
+/* A decoded chunk as a zlib stream, shuffled first when the dataset shuffles. */
+static int zlib_encode(const struct zarr_array *a, const unsigned char *plain, unsigned char **out,
+                       size_t *len)
+{
+    unsigned char *src = a->spec.shuffle == CODEC_SHUFFLE_BYTE
+                             ? shuffled(plain, a->chunk_bytes, a->itemsize)
+                             : (unsigned char *)plain;
+    uLongf cap = compressBound((uLong)a->chunk_bytes);
+    int rc = src && (*out = malloc(cap)) ? 0 : -ENOMEM;
+    if (rc == 0 && compress2(*out, &cap, src, (uLong)a->chunk_bytes, a->spec.level) != Z_OK) {
+        free(*out);
+        rc = -ENOMEM; /* zlib fails only for memory with a sound level and buffer */
+    }
+    if (rc == 0)
+        *len = cap;
+    if (src != plain)
+        free(src);
+    return rc;
+}
+
 /* The chunk file's bytes from the object's (taken over in buf). */
 static int serve_chunk(const struct zarr_array *a, struct store_buf *buf, unsigned char **out,
                        size_t *len, char *why, size_t why_len)
 {
-    int whole = 0, rc;
+    int whole = 0, frame = blosc_frame_of(buf->data, buf->len, a->chunk_bytes, &whole), rc;
     unsigned char *plain = NULL;
     size_t plain_len = 0;
     if ((a->serve == ZARR_SERVE_RAW && buf->len == a->chunk_bytes) ||
-        (a->serve == ZARR_SERVE_BLOSC &&
-         blosc_frame_of(buf->data, buf->len, a->chunk_bytes, &whole) && whole)) {
+        (a->serve == ZARR_SERVE_BLOSC && frame && whole) ||
+        (a->serve == ZARR_SERVE_ZLIB && !frame && is_zlib_stream(buf->data, buf->len))) {
         *out = buf->data; /* passed through: the stored bytes, unchanged */
         *len = buf->len;
         buf->data = NULL;
         return 0;
     }
-    if (a->serve == ZARR_SERVE_RAW || (a->serve == ZARR_SERVE_BLOSC && !whole &&
-                                       blosc_frame_of(buf->data, buf->len, a->chunk_bytes, &whole)))
+    if (a->serve == ZARR_SERVE_RAW || (a->serve == ZARR_SERVE_BLOSC && frame && !whole))
         return snprintf(why, why_len, "%zu bytes, not a whole chunk", buf->len), -EINVAL;
     if (a->serve == ZARR_SERVE_VLEN) {
         rc = codec_decode_alloc(&a->spec, buf->data, buf->len, VLEN_CHUNK_MAX, &plain, &plain_len,
@@ -509,7 +602,9 @@ static int serve_chunk(const struct zarr_array *a, struct store_buf *buf, unsign
         *len = a->chunk_bytes;
         return 0;
     }
-    if (rc == 0) /* compressed but no Blosc frame (old HSDS's zlib): made one */
+    if (rc == 0 && a->serve == ZARR_SERVE_ZLIB) /* a Blosc frame among zlib streams */
+        rc = zlib_encode(a, plain, out, len);
+    else if (rc == 0) /* a zlib stream among Blosc frames */
         rc = codec_encode(&a->spec, plain, a->chunk_bytes, out, len, why, why_len);
     free(plain);
     return rc;
@@ -533,12 +628,14 @@ static int fill_chunk(const struct zarr_array *a, unsigned char **out, size_t *l
         return -ENOMEM;
     for (uint64_t i = 0; i < a->elements; i++)
         memcpy(plain + i * a->itemsize, a->fill_elem, a->itemsize);
-    if (a->serve != ZARR_SERVE_BLOSC) {
+    if (a->serve != ZARR_SERVE_BLOSC && a->serve != ZARR_SERVE_ZLIB) {
         *out = plain;
         *len = a->chunk_bytes;
         return 0;
     }
-    int rc = codec_encode(&a->spec, plain, a->chunk_bytes, out, len, why, why_len);
+    int rc = a->serve == ZARR_SERVE_ZLIB
+                 ? zlib_encode(a, plain, out, len)
+                 : codec_encode(&a->spec, plain, a->chunk_bytes, out, len, why, why_len);
     free(plain);
     return rc;
 }
@@ -590,21 +687,17 @@ int zarr_read(struct zarr_view *v, const char *domain, const char *root_id, cons
 {
     struct zarr_tree *t;
     struct zarr_node *n;
-    const char *file, *text;
+    const char *file;
     int rc = zarr_tree_get(v, domain, root_id, &t);
     if (rc != 0)
         return rc;
     rc = find(t, inner, &n, &file);
     if (rc == 0 && !file)
         rc = -EISDIR;
-    if (rc == 0 && metadata_file(n, file, &text, len) == 0) {
-        if ((*data = malloc(*len ? *len : 1)) != NULL)
-            memcpy(*data, text, *len);
-        else
-            rc = -ENOMEM;
-    } else if (rc == 0) {
+    else if (rc == 0 && is_metadata_name(n, file))
+        rc = metadata_file(v, domain, n, file, (char **)data, len);
+    else if (rc == 0)
         rc = n->array ? read_chunk(v, domain, n->array, file, data, len) : -ENOENT;
-    }
     zarr_tree_release(v, t);
     return rc;
 }

@@ -21,6 +21,8 @@
 enum zarr_serve {
     ZARR_SERVE_RAW,   /* no filter: the object's bytes, compressor null */
     ZARR_SERVE_BLOSC, /* compressor "blosc": Blosc frames as stored, other chunks re-encoded */
+    ZARR_SERVE_ZLIB,  /* compressor "zlib" (and filter "shuffle"): zlib streams as stored (HDF5's
+                         deflate, as h5osfs ingests it), other chunks re-encoded */
     ZARR_SERVE_PLAIN, /* decoded (bitshuffle, shuffle alone), compressor null */
     ZARR_SERVE_VLEN,  /* vlen strings, decoded and framed as numcodecs' vlen-utf8 */
 };
@@ -38,13 +40,13 @@ struct zarr_array {
     uint64_t unlimited; /* bit k: dimension k is unlimited (maxdims 0) */
     enum zarr_serve serve;
     struct codec_spec spec;
-    size_t itemsize;    /* stored element size (fixed types) */
-    size_t chunk_bytes; /* a full decoded chunk (fixed types) */
-    uint64_t elements;  /* elements of a chunk */
-    char *zarray;
-    size_t zarray_len;
-    char *zarray_refs;        /* the .zarray of references when it differs (fill_chunks) */
-    int fill_chunks;          /* chunks not stored are files of fill values (fill_value null) */
+    size_t itemsize;          /* stored element size (fixed types) */
+    size_t chunk_bytes;       /* a full decoded chunk (fixed types) */
+    uint64_t elements;        /* elements of a chunk */
+    json_t *meta;             /* .zarray but compressor and filters (they follow serve) */
+    int settled;              /* serve is final: a gzip dataset's first chunk was looked at */
+    int no_fill;              /* fill_value null in the view (xarray: no _FillValue) */
+    int fill_chunks;          /* and chunks not stored are files of fill values */
     unsigned char *fill_elem; /* then: one element of the fill value, itemsize bytes */
     pthread_mutex_t lock;     /* guards listed and chunks */
     int listed;
@@ -72,6 +74,9 @@ struct zarr_tree {
 /* ---- zarr_tree.c ---- */
 /* The dataset's chunks, listed once (caller holds a->lock, or is the only user). */
 int zarr_list_chunks(struct store *store, const char *domain, struct zarr_array *a);
+/* Decide how a compressed dataset's chunks are served from its first stored chunk (Blosc
+ * frames: blosc; zlib streams: zlib), once (caller holds a->lock). 0 or -EIO. */
+int zarr_settle(struct store *store, const char *domain, struct zarr_array *a);
 /* The tree of the domain with root root_id (a reference, zarr.c), and its release. */
 int zarr_tree_get(struct zarr_view *v, const char *domain, const char *root_id,
                   struct zarr_tree **out);
@@ -82,11 +87,12 @@ int zarr_tree_build(struct store *store, const char *domain, const char *root_id
 void zarr_tree_free(struct zarr_tree *t);
 
 /* ---- zarr_meta.c: the metadata texts ---- */
-/* The .zarray of dataset json into a (fills serve, spec, itemsize, chunk_bytes): 0, -EINVAL
- * with a reason (the dataset is left out) or -ENOMEM. no_fill: fill_value null (xarray's
- * "no _FillValue"; only where every chunk is stored, so that Zarr never needs a fill). */
-int zarr_meta_array(const json_t *dset, struct zarr_array *a, int no_fill, char *why,
-                    size_t why_len);
+/* The .zarray of dataset json into a->meta (fills serve, spec, itemsize, chunk_bytes): 0,
+ * -EINVAL with a reason (the dataset is left out) or -ENOMEM. */
+int zarr_meta_array(const json_t *dset, struct zarr_array *a, char *why, size_t why_len);
+/* The .zarray text of a as served (for_refs: as references give it, which cannot point at
+ * fill chunks, so keep the fill value); malloc'd. a must be settled. 0 or -ENOMEM. */
+int zarr_meta_zarray(const struct zarr_array *a, int for_refs, char **out, size_t *len);
 /* a->fill_elem: the dataset's fill value as one stored element. 0, -EINVAL, -ENOMEM. */
 int zarr_meta_fill_elem(const json_t *dset, struct zarr_array *a, char *why, size_t why_len);
 /* The .zattrs text of an object's attributes; dims (rank names, or NULL) as

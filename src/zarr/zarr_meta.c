@@ -266,11 +266,39 @@ int zarr_meta_fill_elem(const json_t *dset, struct zarr_array *a, char *why, siz
 
 static json_t *compressor_json(const struct zarr_array *a)
 {
+    if (a->serve == ZARR_SERVE_ZLIB)
+        return json_pack("{s:s, s:i}", "id", "zlib", "level", a->spec.level);
     if (a->serve != ZARR_SERVE_BLOSC)
         return json_null();
     return json_pack("{s:i, s:i, s:s, s:s, s:i}", "blocksize", 0, "clevel", a->spec.level, "cname",
                      a->spec.compressor, "id", "blosc", "shuffle",
                      a->spec.shuffle == CODEC_SHUFFLE_BYTE ? 1 : 0);
+}
+
+static json_t *filters_json(const struct zarr_array *a)
+{
+    if (a->serve == ZARR_SERVE_VLEN)
+        return json_pack("[{s:s}]", "id", "vlen-utf8");
+    if (a->serve == ZARR_SERVE_ZLIB && a->spec.shuffle == CODEC_SHUFFLE_BYTE)
+        return json_pack("[{s:s, s:I}]", "id", "shuffle", "elementsize", (json_int_t)a->itemsize);
+    return json_null();
+}
+
+int zarr_meta_zarray(const struct zarr_array *a, int for_refs, char **out, size_t *len)
+{
+    json_t *z = json_copy(a->meta);
+    int keep_fill = !a->no_fill || (for_refs && a->fill_chunks);
+    if (!z || json_object_set_new(z, "compressor", compressor_json(a)) != 0 ||
+        json_object_set_new(z, "filters", filters_json(a)) != 0 ||
+        (!keep_fill && json_object_set_new(z, "fill_value", json_null()) != 0)) {
+        json_decref(z);
+        return -ENOMEM;
+    }
+    int rc = hjson_dumps(z, out);
+    json_decref(z);
+    if (rc == 0)
+        *len = strlen(*out);
+    return rc == 0 ? 0 : -ENOMEM;
 }
 
 /* shape and chunks from the dataset's shape and its layout's dims (spec §2.4, §5.3). */
@@ -355,17 +383,17 @@ static int choose_serving(const json_t *dset, struct zarr_array *a, json_t **dty
         json_decref(*dtype);
         return -EINVAL;
     }
+    a->settled = !a->spec.zlib_fallback || vlen || a->spec.shuffle == CODEC_SHUFFLE_BIT;
     if (vlen)
         a->serve = ZARR_SERVE_VLEN;
     else if (a->spec.compressed && a->spec.shuffle != CODEC_SHUFFLE_BIT)
-        a->serve = ZARR_SERVE_BLOSC;
+        a->serve = ZARR_SERVE_BLOSC; /* a gzip dataset's may become zlib (zarr_settle) */
     else
         a->serve = codec_is_copy(&a->spec) ? ZARR_SERVE_RAW : ZARR_SERVE_PLAIN;
     return 0;
 }
 
-int zarr_meta_array(const json_t *dset, struct zarr_array *a, int no_fill, char *why,
-                    size_t why_len)
+int zarr_meta_array(const json_t *dset, struct zarr_array *a, char *why, size_t why_len)
 {
     json_t *dtype = NULL, *fill = NULL;
     int rc = geometry(dset, a, why, why_len);
@@ -373,9 +401,7 @@ int zarr_meta_array(const json_t *dset, struct zarr_array *a, int no_fill, char 
         rc = choose_serving(dset, a, &dtype, why, why_len);
     if (rc != 0)
         return rc;
-    if (no_fill)
-        fill = json_null();
-    else if (a->serve == ZARR_SERVE_VLEN)
+    if (a->serve == ZARR_SERVE_VLEN)
         fill = json_string("AQAAAAAAAAA="); /* vlen-utf8 of [""]: what h5py reads unset */
     else
         fill = fill_json(dset, dtype, a->itemsize, why, why_len);
@@ -383,23 +409,12 @@ int zarr_meta_array(const json_t *dset, struct zarr_array *a, int no_fill, char 
         json_decref(dtype);
         return *why ? -EINVAL : -ENOMEM;
     }
-    json_t *filters =
-        a->serve == ZARR_SERVE_VLEN ? json_pack("[{s:s}]", "id", "vlen-utf8") : json_null();
-    json_t *z =
-        json_pack("{s:o, s:o*, s:s, s:o, s:o, s:o, s:s, s:o*, s:i}", "chunks",
-                  dims_json(a->chunk, a->rank), "compressor", compressor_json(a),
-                  "dimension_separator", ".", "dtype", dtype, "fill_value", fill, "filters",
-                  filters, "order", "C", "shape", dims_json(a->shape, a->rank), "zarr_format", 2);
-    if (!z)
-        return -ENOMEM;
-    char *text;
-    rc = hjson_dumps(z, &text);
-    json_decref(z);
-    if (rc != 0)
-        return rc == -ENOMEM ? rc : WHY("its metadata cannot be written as JSON");
-    a->zarray = text;
-    a->zarray_len = strlen(text);
-    return 0;
+    /* keys in Zarr's order; compressor and filters are set when a text is made */
+    a->meta = json_pack("{s:o, s:n, s:s, s:o, s:o, s:n, s:s, s:o, s:i}", "chunks",
+                        dims_json(a->chunk, a->rank), "compressor", "dimension_separator", ".",
+                        "dtype", dtype, "fill_value", fill, "filters", "order", "C", "shape",
+                        dims_json(a->shape, a->rank), "zarr_format", 2);
+    return a->meta ? 0 : -ENOMEM;
 }
 
 /* ---- .zattrs ---- */

@@ -55,19 +55,23 @@ static int add_chunk(const char *name, void *value, void *ctx)
 static int add_array(struct refs *r, struct zarr_node *n, const char *dir)
 {
     struct zarr_array *a = n->array;
-    if (a->serve != ZARR_SERVE_RAW && a->serve != ZARR_SERVE_BLOSC)
-        return 0;
-    int rc = put_text(r->map, dir, ".zarray", a->zarray_refs ? a->zarray_refs : a->zarray);
-    if (rc == 0)
-        rc = put_text(r->map, dir, ".zattrs", n->zattrs);
-    if (rc != 0)
-        return rc;
+    char *zarray = NULL;
+    size_t len;
     pthread_mutex_lock(&a->lock);
-    rc = zarr_list_chunks(zarr_view_store(r->v), r->domain, a);
+    int rc = zarr_settle(zarr_view_store(r->v), r->domain, a);
+    int stored =
+        a->serve == ZARR_SERVE_RAW || a->serve == ZARR_SERVE_BLOSC || a->serve == ZARR_SERVE_ZLIB;
+    if (rc == 0 && stored)
+        rc = zarr_meta_zarray(a, 1, &zarray, &len);
+    if (rc == 0 && stored)
+        rc = put_text(r->map, dir, ".zarray", zarray);
+    if (rc == 0 && stored)
+        rc = put_text(r->map, dir, ".zattrs", n->zattrs);
     struct chunk_ctx c = { r, dir };
-    if (rc == 0)
+    if (rc == 0 && stored)
         strmap_filter(a->chunks, add_chunk, &c);
     pthread_mutex_unlock(&a->lock);
+    free(zarray);
     return rc != 0 ? rc : r->rc;
 }
 

@@ -30,8 +30,7 @@ static void array_free(struct zarr_array *a)
 {
     if (!a)
         return;
-    free(a->zarray);
-    free(a->zarray_refs);
+    json_decref(a->meta);
     free(a->fill_elem);
     strmap_free(a->chunks, free);
     pthread_mutex_destroy(&a->lock);
@@ -158,7 +157,7 @@ static int add_dataset(struct walk *w, struct zarr_node *parent, const char *nam
     n->array = a;
     n->dset = dset;
     snprintf(a->id, sizeof a->id, "%s", id);
-    rc = zarr_meta_array(dset, a, 0, why, sizeof why);
+    rc = zarr_meta_array(dset, a, why, sizeof why);
     if (rc == -EINVAL)
         log_info("%s: zarr view: dataset %s (%s) left out: %s", w->domain, name, id, why);
     if (rc == 0 && (rc = add_kid(parent, n)) == 0)
@@ -385,17 +384,9 @@ static int drop_fill(struct walk *w, struct zarr_node *n, int serve_fill)
                         : zarr_list_chunks(w->store, w->domain, a);
     if (rc != 0 || (!serve_fill && strmap_count(a->chunks) != grid_chunks(a)))
         return rc == -ENOMEM ? rc : 0;
-    char *old = a->zarray;
-    rc = zarr_meta_array(n->dset, a, 1, why, sizeof why);
-    if (rc == 0 && serve_fill) {
-        a->zarray_refs = old; /* references cannot point at fill chunks: they keep the fill */
-        a->fill_chunks = 1;
-    } else if (rc == 0) {
-        free(old);
-    } else {
-        a->zarray = old;
-    }
-    return rc == -ENOMEM ? rc : 0;
+    a->no_fill = 1;
+    a->fill_chunks = serve_fill;
+    return 0;
 }
 
 static int finish_array(struct walk *w, struct zarr_node *n, struct phony *p)
