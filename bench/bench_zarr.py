@@ -6,7 +6,7 @@ A. Opening a domain of 500 datasets (bench_read_all.py's meta.h5: 50 groups, 6 a
    dataset): `h5py.File` of the .h5 (the image is built at lookup) against `zarr.open_group`
    of `.zarr/...` (the tree is read at the first lookup); and the same followed by a walk that
    reads every dataset's shape and dtype (h5py.visititems; zarr's visititems, which opens
-   every .zarray).
+   every .zarray); and zarr.open_consolidated, which reads the root's .zmetadata instead.
 B. A full read of the 512 MiB gzip dataset (bench_read_all.py's gzip.h5, 1 MiB chunks, stored
    as Blosc-zlib frames): dask.array.from_zarr on `.zarr/...` with 2 threads against h5py's
    `f["data"][()]` on the .h5. Check: both sums equal the native file's.
@@ -48,6 +48,8 @@ n = []
 g.visititems(lambda name, o: n.append((o.shape, o.dtype)) if isinstance(o, zarr.Array) else None)
 print(opened, time.perf_counter() - t, len(n))
 """
+
+OPEN_ZARR_CONSOLIDATED = OPEN_ZARR.replace("zarr.open_group(", "zarr.open_consolidated(")
 
 READ_H5 = """
 import sys, time, h5py, numpy as np
@@ -116,13 +118,16 @@ def bench_open(work, reps):
     h5 = lambda m: tuple(map(float, run(OPEN_H5, m.domain("meta"))))  # noqa: E731
     zr = lambda m: tuple(map(float, run(OPEN_ZARR, m.mnt / ".zarr" / "home" / bra.USER  # noqa
                                         / "meta.h5")))
-    res = alternate(work, {"h5": h5, "zarr": zr}, reps)
-    assert all(r[2] == 500 for r in res["h5"] + res["zarr"]), res
-    lines = ["| A: domain of 500 datasets, local bucket, cold | .h5 (h5py) | .zarr (zarr) | ratio |",
-             "|---|---|---|---|"]
+    zc = lambda m: tuple(map(float, run(OPEN_ZARR_CONSOLIDATED, m.mnt / ".zarr" / "home"  # noqa
+                                        / bra.USER / "meta.h5")))
+    res = alternate(work, {"h5": h5, "zarr": zr, "zmeta": zc}, reps)
+    assert all(r[2] == 500 for r in res["h5"] + res["zarr"] + res["zmeta"]), res
+    lines = ["| A: domain of 500 datasets, local bucket, cold | .h5 (h5py) | .zarr (open_group) "
+             "| ratio | .zarr (open_consolidated) | ratio |", "|---|---|---|---|---|---|"]
     for i, what in ((0, "open"), (1, "open + every dataset's shape and dtype")):
-        a, b = median(res["h5"], i), median(res["zarr"], i)
-        lines.append(f"| {what} | {a:.3f} s | {b:.3f} s | {a / b:.2f}x |")
+        a, b, c = median(res["h5"], i), median(res["zarr"], i), median(res["zmeta"], i)
+        lines.append(f"| {what} | {a:.3f} s | {b:.3f} s | {a / b:.2f}x | {c:.3f} s | "
+                     f"{a / c:.2f}x |")
     return lines
 
 

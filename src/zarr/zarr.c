@@ -335,19 +335,22 @@ static int chunk_lookup(struct store *store, const char *domain, struct zarr_arr
 
 /* ---- stat, list, read ---- */
 
-static int is_metadata_name(const struct zarr_node *n, const char *file)
+static int is_metadata_name(const struct zarr_tree *t, const struct zarr_node *n, const char *file)
 {
-    return strcmp(file, ".zattrs") == 0 || strcmp(file, n->array ? ".zarray" : ".zgroup") == 0;
+    return strcmp(file, ".zattrs") == 0 || strcmp(file, n->array ? ".zarray" : ".zgroup") == 0 ||
+           (n == t->top && strcmp(file, ZARR_CONSOLIDATED) == 0);
 }
 
 /* The text of metadata file `file` of node n (malloc'd): 0, -ENOENT (no such file), -EIO,
  * -ENOMEM. A .zarray needs its array settled (its compressor), which may read a chunk. */
-static int metadata_file(struct zarr_view *v, const char *domain, struct zarr_node *n,
-                         const char *file, char **text, size_t *len)
+static int metadata_file(struct zarr_view *v, const char *domain, const struct zarr_tree *t,
+                         struct zarr_node *n, const char *file, char **text, size_t *len)
 {
     const char *fixed = NULL;
-    if (!is_metadata_name(n, file))
+    if (!is_metadata_name(t, n, file))
         return -ENOENT;
+    if (strcmp(file, ZARR_CONSOLIDATED) == 0)
+        return zarr_consolidated(v, domain, n, text, len);
     if (strcmp(file, ".zattrs") == 0)
         fixed = n->zattrs;
     else if (!n->array)
@@ -389,8 +392,8 @@ int zarr_stat(struct zarr_view *v, const char *domain, const char *root_id, cons
     rc = find(t, inner, &n, &file);
     *kind = file ? ZARR_FILE : ZARR_DIR;
     *size = 0;
-    if (rc == 0 && file && is_metadata_name(n, file)) {
-        rc = metadata_file(v, domain, n, file, &text, &len);
+    if (rc == 0 && file && is_metadata_name(t, n, file)) {
+        rc = metadata_file(v, domain, t, n, file, &text, &len);
         *size = len;
         free(text);
     } else if (rc == 0 && file) {
@@ -447,11 +450,14 @@ static int compare_entries(const void *a, const void *b)
     return strcmp(((const struct zarr_entry *)a)->name, ((const struct zarr_entry *)b)->name);
 }
 
-static int list_node(struct zarr_view *v, const char *domain, struct zarr_node *n, struct gather *g)
+static int list_node(struct zarr_view *v, const char *domain, const struct zarr_node *top,
+                     struct zarr_node *n, struct gather *g)
 {
     int rc = gather_add(g, ".zattrs", ZARR_FILE);
     if (rc == 0)
         rc = gather_add(g, n->array ? ".zarray" : ".zgroup", ZARR_FILE);
+    if (rc == 0 && n == top)
+        rc = gather_add(g, ZARR_CONSOLIDATED, ZARR_FILE);
     for (size_t i = 0; rc == 0 && i < n->n_kids; i++)
         rc = gather_add(g, n->kids[i]->name, ZARR_DIR);
     if (rc != 0 || !n->array)
@@ -476,13 +482,13 @@ int zarr_list(struct zarr_view *v, const char *domain, const char *root_id, cons
         return rc;
     rc = find(t, inner, &node, &file);
     if (rc == 0 && file)
-        rc = is_metadata_name(node, file) ||
+        rc = is_metadata_name(t, node, file) ||
                      (node->array &&
                       parse_index(node->array, file, '.', (uint64_t[HJSON_DIMS_MAX]){ 0 }) == 0)
                  ? -ENOTDIR
                  : -ENOENT;
     if (rc == 0)
-        rc = list_node(v, domain, node, &g);
+        rc = list_node(v, domain, t->top, node, &g);
     zarr_tree_release(v, t);
     if (rc != 0) {
         zarr_entries_free(g.e, g.n);
@@ -694,8 +700,8 @@ int zarr_read(struct zarr_view *v, const char *domain, const char *root_id, cons
     rc = find(t, inner, &n, &file);
     if (rc == 0 && !file)
         rc = -EISDIR;
-    else if (rc == 0 && is_metadata_name(n, file))
-        rc = metadata_file(v, domain, n, file, (char **)data, len);
+    else if (rc == 0 && is_metadata_name(t, n, file))
+        rc = metadata_file(v, domain, t, n, file, (char **)data, len);
     else if (rc == 0)
         rc = n->array ? read_chunk(v, domain, n->array, file, data, len) : -ENOENT;
     zarr_tree_release(v, t);

@@ -86,6 +86,12 @@ int zarr_tree_build(struct store *store, const char *domain, const char *root_id
                     struct zarr_tree **out);
 void zarr_tree_free(struct zarr_tree *t);
 
+/* ---- zarr_consolidated.c ---- */
+#define ZARR_CONSOLIDATED ".zmetadata" /* in the root group only */
+/* The root group's .zmetadata (malloc'd): 0, -EIO, -ENOMEM. */
+int zarr_consolidated(struct zarr_view *v, const char *domain, struct zarr_node *top, char **out,
+                      size_t *len);
+
 /* ---- zarr_meta.c: the metadata texts ---- */
 /* The .zarray of dataset json into a->meta (fills serve, spec, itemsize, chunk_bytes): 0,
  * -EINVAL with a reason (the dataset is left out) or -ENOMEM. */

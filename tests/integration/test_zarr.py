@@ -46,10 +46,12 @@ def as_text(values):
                     dtype=object).reshape(np.shape(values))
 
 
+@pytest.mark.parametrize("consolidated", [False, True], ids=["files", "zmetadata"])
 @pytest.mark.parametrize("domain", DOMAINS)
-def test_zarr_reads_every_dataset_as_h5py(shared_mount, domain):
+def test_zarr_reads_every_dataset_as_h5py(shared_mount, domain, consolidated):
     m = shared_mount
-    group = zarr.open_group(zarr_path(m, domain), mode="r")
+    group = (zarr.open_consolidated if consolidated else zarr.open_group)(zarr_path(m, domain),
+                                                                          mode="r")
     seen = []
     with h5py.File(m.path(f"{HOME}/{domain}"), "r") as f:
         def check(name, arr):
@@ -110,7 +112,8 @@ def test_zarr_is_hidden_and_lists_like_the_mount(shared_mount):
     assert sorted(os.listdir(m.path(".zarr/home/test_user1"))) == \
         sorted(os.listdir(m.path("home/test_user1")))
     assert sorted(os.listdir(zarr_path(m, "sample3.h5"))) == \
-        [".zattrs", ".zgroup", "noise_f32", "ramp_i32", "smooth_f64_contig", "sub", "zeros_i16"]
+        [".zattrs", ".zgroup", ".zmetadata", "noise_f32", "ramp_i32", "smooth_f64_contig", "sub",
+         "zeros_i16"]
     assert sorted(os.listdir(os.path.join(zarr_path(m, "sample3.h5"), "zeros_i16"))) == \
         [".zarray", ".zattrs"]                                   # no chunk stored
     attrs = json.loads(open(os.path.join(zarr_path(m, "sample3_z_gzip.h5"), ".zattrs")).read())
@@ -217,7 +220,8 @@ for name in names:
         want.load()
     except Exception:       # xarray cannot open the .h5 itself (ref_hdf5_compat2.nc): not judged
         continue
-    got = xr.open_zarr(os.path.join(mnt, ".zarr", dom), consolidated=False, decode_times=False)
+    # consolidated: the root's .zmetadata, which xarray reads first
+    got = xr.open_zarr(os.path.join(mnt, ".zarr", dom), consolidated=True, decode_times=False)
     got.load()
     compared += 1
     if not got.identical(want):

@@ -136,14 +136,32 @@ static void test_metadata(struct zarr_view *v)
     free(fill);
 }
 
+static void test_consolidated(struct zarr_view *v)
+{
+    int rc;
+    char *text = file(v, ".zmetadata", &rc);
+    CHECK_INT(rc, 0);
+    CHECK(text && strncmp(text,
+                          "{\"metadata\": {\".zgroup\": {\"zarr_format\": 2}, "
+                          "\".zattrs\": {\"title\": \"hello\"}, \"be/.zarray\": {",
+                          70) == 0);
+    CHECK(text && strstr(text, "\"t/.zattrs\": {\"scale\": 0.5, \"_ARRAY_DIMENSIONS\": [\"x\"]}"));
+    CHECK(text && strstr(text, "\"fill_value\": \"NaN\""));
+    CHECK(text && strstr(text, "}, \"zarr_consolidated_format\": 1}"));
+    free(text);
+    free(file(v, "be/.zmetadata", &rc));
+    CHECK_INT(rc, -ENOENT); /* the root's only */
+}
+
 static void test_listing(struct zarr_view *v)
 {
     struct zarr_entry *e;
     size_t n;
     CHECK_INT(zarr_list(v, "/t.h5", ROOT, "", &e, &n), 0);
-    const char *want[] = { ".zattrs", ".zgroup", "be", "cmp", "t", "x" }; /* no refs, .zarray */
-    CHECK_INT(n, 6);
-    for (size_t i = 0; i < n && i < 6; i++)
+    /* no refs (no dtype), no ".zarray" (a name Zarr reserves), no soft link */
+    const char *want[] = { ".zattrs", ".zgroup", ".zmetadata", "be", "cmp", "t", "x" };
+    CHECK_INT(n, 7);
+    for (size_t i = 0; i < n && i < 7; i++)
         CHECK_STR(e[i].name, want[i]);
     zarr_entries_free(e, n);
     CHECK_INT(zarr_list(v, "/t.h5", ROOT, "be", &e, &n), 0);
@@ -198,6 +216,7 @@ int main(void)
     write_domain();
     CHECK_INT(zarr_view_new(st, 5, &v), 0);
     test_metadata(v);
+    test_consolidated(v);
     test_listing(v);
     test_chunks(v);
     test_refs(v);
