@@ -166,7 +166,7 @@ static uint64_t chunks_along(const struct zarr_array *a, int k)
 }
 
 /* "3.0.12" (sep '.') or "3_0_12" (sep '_') -> index, checked against the grid. */
-static int parse_index(const struct zarr_array *a, const char *s, char sep, uint64_t *idx)
+int zarr_parse_index(const struct zarr_array *a, const char *s, char sep, uint64_t *idx)
 {
     int parts = a->rank ? a->rank : 1;
     for (int k = 0; k < parts; k++) {
@@ -218,7 +218,7 @@ static int list_one(void *ctx, const char *key, const struct store_stat *st)
     if (strchr(rel, '.') != NULL)
         return 0; /* .dataset.json */
     const char *slash = strchr(rel, '/');
-    if (parse_index(a, slash ? slash + 1 : rel, '_', idx) != 0 ||
+    if (zarr_parse_index(a, slash ? slash + 1 : rel, '_', idx) != 0 ||
         schema_chunk_key(
             a->id, idx, a->rank ? a->rank : 1,
             a->partitions ? schema_chunk_partition(idx, a->rank ? a->rank : 1, a->partitions) : -1,
@@ -312,7 +312,7 @@ static int chunk_lookup(struct store *store, const char *domain, struct zarr_arr
                         const char *name, struct zarr_chunk *out, int want_size)
 {
     uint64_t idx[HJSON_DIMS_MAX];
-    if (parse_index(a, name, '.', idx) != 0)
+    if (zarr_parse_index(a, name, '.', idx) != 0)
         return -ENOENT;
     pthread_mutex_lock(&a->lock);
     int rc = zarr_settle(store, domain, a); /* how its chunks are served: fixed from here on */
@@ -483,8 +483,8 @@ int zarr_list(struct zarr_view *v, const char *domain, const char *root_id, cons
     rc = find(t, inner, &node, &file);
     if (rc == 0 && file)
         rc = is_metadata_name(t, node, file) ||
-                     (node->array &&
-                      parse_index(node->array, file, '.', (uint64_t[HJSON_DIMS_MAX]){ 0 }) == 0)
+                     (node->array && zarr_parse_index(node->array, file, '.',
+                                                      (uint64_t[HJSON_DIMS_MAX]){ 0 }) == 0)
                  ? -ENOTDIR
                  : -ENOENT;
     if (rc == 0)
@@ -542,6 +542,13 @@ static int vlen_frame(const struct zarr_array *a, const unsigned char *in, size_
     memcpy(*out + 4, in, len);
     *out_len = len + 4;
     return 0;
+}
+
+int zarr_passes_through(const struct zarr_array *a, const unsigned char *head, size_t len)
+{
+    int whole, frame = blosc_frame_of(head, len, a->chunk_bytes, &whole);
+    return a->serve == ZARR_SERVE_RAW || (a->serve == ZARR_SERVE_BLOSC && frame) ||
+           (a->serve == ZARR_SERVE_ZLIB && !frame && is_zlib_stream(head, len));
 }
 
 /* plain's bytes shuffled as HDF5's (and numcodecs') byte shuffle lays them out. */
@@ -650,7 +657,7 @@ static int fill_chunk(const struct zarr_array *a, unsigned char **out, size_t *l
 static int is_fill_chunk(const struct zarr_array *a, const char *name)
 {
     uint64_t idx[HJSON_DIMS_MAX];
-    return a->fill_chunks && parse_index(a, name, '.', idx) == 0;
+    return a->fill_chunks && zarr_parse_index(a, name, '.', idx) == 0;
 }
 
 static int read_stored_chunk(struct zarr_view *v, const char *domain, const struct zarr_array *a,
@@ -672,8 +679,8 @@ static int read_stored_chunk(struct zarr_view *v, const char *domain, const stru
     return -EIO;
 }
 
-static int read_chunk(struct zarr_view *v, const char *domain, struct zarr_array *a,
-                      const char *name, unsigned char **out, size_t *len)
+int zarr_read_chunk(struct zarr_view *v, const char *domain, struct zarr_array *a, const char *name,
+                    unsigned char **out, size_t *len)
 {
     struct zarr_chunk c;
     char why[ZARR_WHY_MAX] = "";
@@ -703,7 +710,7 @@ int zarr_read(struct zarr_view *v, const char *domain, const char *root_id, cons
     else if (rc == 0 && is_metadata_name(t, n, file))
         rc = metadata_file(v, domain, t, n, file, (char **)data, len);
     else if (rc == 0)
-        rc = n->array ? read_chunk(v, domain, n->array, file, data, len) : -ENOENT;
+        rc = n->array ? zarr_read_chunk(v, domain, n->array, file, data, len) : -ENOENT;
     zarr_tree_release(v, t);
     return rc;
 }

@@ -86,6 +86,16 @@ int zarr_tree_build(struct store *store, const char *domain, const char *root_id
                     struct zarr_tree **out);
 void zarr_tree_free(struct zarr_tree *t);
 
+/* ---- zarr.c, for the references ---- */
+/* "3.0.12" (sep '.') or "3_0_12" (sep '_') -> idx, checked against a's grid: 0 or -ENOENT. */
+int zarr_parse_index(const struct zarr_array *a, const char *s, char sep, uint64_t *idx);
+/* The chunk file name's bytes as the view serves them (malloc'd); a->lock not held. */
+int zarr_read_chunk(struct zarr_view *v, const char *domain, struct zarr_array *a, const char *name,
+                    unsigned char **out, size_t *len);
+/* Would a chunk object starting with head (its first 16 bytes or all of it) be served as
+ * stored? (a settled.) */
+int zarr_passes_through(const struct zarr_array *a, const unsigned char *head, size_t len);
+
 /* ---- zarr_consolidated.c ---- */
 #define ZARR_CONSOLIDATED ".zmetadata" /* in the root group only */
 /* The root group's .zmetadata (malloc'd): 0, -EIO, -ENOMEM. */

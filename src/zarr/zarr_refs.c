@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "h5osfs/h5json/h5value.h"
 #include "h5osfs/util/log.h"
 
 struct refs {
@@ -30,7 +31,23 @@ static int put_text(json_t *map, const char *dir, const char *name, const char *
 struct chunk_ctx {
     struct refs *r;
     const char *dir;
+    const struct zarr_array *a;
+    char **edges; /* names of edge chunks, checked after the lock is let go */
+    size_t n_edges;
 };
+
+/* Does chunk idx stick out of the dataset? h5osfs's ingest stores such chunks re-encoded
+ * (Blosc), whatever the dataset's wholly inside ones are (zlib streams kept from the file). */
+static int is_edge(const struct zarr_array *a, const char *name)
+{
+    uint64_t idx[HJSON_DIMS_MAX];
+    if (zarr_parse_index(a, name, '.', idx) != 0)
+        return 0;
+    for (int k = 0; k < a->rank; k++)
+        if ((idx[k] + 1) * a->chunk[k] > a->shape[k])
+            return 1;
+    return 0;
+}
 
 static int add_chunk(const char *name, void *value, void *ctx)
 {
@@ -47,7 +64,47 @@ static int add_chunk(const char *name, void *value, void *ctx)
     if (json_object_set_new(c->r->map, key, json_pack("[s]", url)) != 0)
         c->r->rc = -ENOMEM;
     free(url);
+    if (c->r->rc == 0 && c->a->serve != ZARR_SERVE_RAW && is_edge(c->a, name)) {
+        char **more = realloc(c->edges, (c->n_edges + 1) * sizeof *more);
+        if (more)
+            c->edges = more;
+        if (!more || !(c->edges[c->n_edges++] = strdup(name)))
+            c->r->rc = -ENOMEM;
+    }
     return 0;
+}
+
+/* An edge chunk whose object is not in the array's codec: its bytes as the view serves them,
+ * inline ("base64:..."), where a reference to the object would fail the reader's decode. */
+static int check_edge(struct refs *r, struct zarr_array *a, const char *dir, const char *name)
+{
+    char key[4096];
+    struct store_buf head;
+    unsigned char *bytes = NULL;
+    char *text = NULL, *inline_text = NULL;
+    size_t len;
+    snprintf(key, sizeof key, "%s%s", dir, name); /* add_chunk made it: it fits */
+    const char *url = json_string_value(json_array_get(json_object_get(r->map, key), 0));
+    if (!url)
+        return 0;
+    int rc = store_get_range(zarr_view_store(r->v), url + strlen(r->base), 0, 16, &head);
+    if (rc != 0)
+        return rc == -ENOMEM ? rc : -EIO;
+    int passes = zarr_passes_through(a, head.data, head.len);
+    store_buf_free(&head);
+    if (passes)
+        return 0;
+    rc = zarr_read_chunk(r->v, r->domain, a, name, &bytes, &len);
+    if (rc == 0)
+        rc = h5value_base64_encode(bytes, len, &text);
+    if (rc == 0 && asprintf(&inline_text, "base64:%s", text) < 0)
+        rc = -ENOMEM;
+    if (rc == 0 && json_object_set_new(r->map, key, json_string(inline_text)) != 0)
+        rc = -ENOMEM;
+    free(bytes);
+    free(text);
+    free(inline_text);
+    return rc;
 }
 
 /* An array whose chunk files are its objects: its metadata and one reference per chunk. Arrays
@@ -67,12 +124,20 @@ static int add_array(struct refs *r, struct zarr_node *n, const char *dir)
         rc = put_text(r->map, dir, ".zarray", zarray);
     if (rc == 0 && stored)
         rc = put_text(r->map, dir, ".zattrs", n->zattrs);
-    struct chunk_ctx c = { r, dir };
+    struct chunk_ctx c = { .r = r, .dir = dir, .a = a };
     if (rc == 0 && stored)
         strmap_filter(a->chunks, add_chunk, &c);
     pthread_mutex_unlock(&a->lock);
     free(zarray);
-    return rc != 0 ? rc : r->rc;
+    if (rc == 0)
+        rc = r->rc;
+    for (size_t i = 0; i < c.n_edges; i++) {
+        if (rc == 0)
+            rc = check_edge(r, a, dir, c.edges[i]);
+        free(c.edges[i]);
+    }
+    free(c.edges);
+    return rc;
 }
 
 static int add_node(struct refs *r, struct zarr_node *n, const char *dir, int depth)

@@ -206,6 +206,16 @@ def test_zarr_passes_ingested_deflate_through_as_zlib(mount_bucket, bucket_copy,
             if name == "sparse":
                 assert list(stored) == ["1.0"]
     assert passed >= 5                                  # 2 + 2 inner chunks, sparse's one
+    # the references: inner chunks name the objects, the Blosc edge chunks are inline (a
+    # reference to one would fail the reader's zlib decode)
+    refs = references(m, domain)
+    assert refs["refs"]["plain/0.0"] == [f"file://{bucket_copy.resolve()}/"
+                                         f"{dataset_key(bucket_copy, domain, 'plain')}/0_0"]
+    assert refs["refs"]["plain/2.0"].startswith("base64:")
+    group = read_references(refs)
+    with h5py.File(src, "r") as f:
+        for name in ("plain", "shuffled", "sparse"):
+            assert np.array_equal(group[name][()], f[name][()]), name
 
 
 XARRAY_SAME = """
