@@ -15,7 +15,9 @@ Contenders alternate (A B A B ...); medians of --reps runs; ratio = .h5 time / .
 the Zarr view is faster). The data is made as bench_read_all.py makes it (h5py, then `cp`
 into a read-write mount), kept in --work with --keep.
 
-usage: bench/bench_zarr.py [--work DIR] [--keep] [--reps N] [--only A,B]
+With --s3 both run on the test S3 server (s3rver on 127.0.0.1, the bucket uploaded once).
+
+usage: bench/bench_zarr.py [--work DIR] [--keep] [--reps N] [--only A,B] [--s3]
 """
 import argparse
 import shutil
@@ -83,9 +85,13 @@ def run(script, *args):
     return r.stdout.split()
 
 
+WHERE = "local bucket"
+STORE = None  # bench_read_all.Store with --s3: the bucket on the test S3 server (s3rver)
+
+
 def fresh(work, label):
-    m = H5osfs(label, work / "bucket" / bra.BUCKET, work / "mnt" / label, work,
-               forget_images=True)
+    bucket = f"s3://{bra.BUCKET}" if STORE else work / "bucket" / bra.BUCKET
+    m = H5osfs(label, bucket, work / "mnt" / label, work, store=STORE, forget_images=True)
     m.mount()
     return m
 
@@ -122,7 +128,7 @@ def bench_open(work, reps):
                                         / bra.USER / "meta.h5")))
     res = alternate(work, {"h5": h5, "zarr": zr, "zmeta": zc}, reps)
     assert all(r[2] == 500 for r in res["h5"] + res["zarr"] + res["zmeta"]), res
-    lines = ["| A: domain of 500 datasets, local bucket, cold | .h5 (h5py) | .zarr (open_group) "
+    lines = [f"| A: domain of 500 datasets, {WHERE}, cold | .h5 (h5py) | .zarr (open_group) "
              "| ratio | .zarr (open_consolidated) | ratio |", "|---|---|---|---|---|---|"]
     for i, what in ((0, "open"), (1, "open + every dataset's shape and dtype")):
         a, b, c = median(res["h5"], i), median(res["zarr"], i), median(res["zmeta"], i)
@@ -141,7 +147,7 @@ def bench_read(work, reps):
     if bad:
         raise RuntimeError(f"sums differ from the native file's {want}: {bad}")
     a, b = median(res["h5"], 0), median(res["zarr"], 0)
-    return ["| B: full read of the 512 MiB gzip dataset, local bucket, cold | .h5 (h5py) | "
+    return [f"| B: full read of the 512 MiB gzip dataset, {WHERE}, cold | .h5 (h5py) | "
             ".zarr (dask, 2 threads) | ratio |", "|---|---|---|---|",
             f"| time | {a:.2f} s | {b:.2f} s | {a / b:.2f}x |",
             f"| MiB/s | {512 / a:.0f} | {512 / b:.0f} | |"]
@@ -153,13 +159,18 @@ def main():
     p.add_argument("--keep", action="store_true")
     p.add_argument("--reps", type=int, default=3)
     p.add_argument("--only", default="A,B")
+    p.add_argument("--s3", action="store_true", help="the bucket on s3rver (tests/s3), not local")
     a = p.parse_args()
+    global STORE, WHERE
     only = a.only.split(",")
     names = (["meta"] if "A" in only else []) + (["gzip"] if "B" in only else [])
     try:
         for n in names:
             bra.make_native(a.work, n)
         bra.ingest(a.work, names)
+        if a.s3:
+            STORE = bra.Store(a.work, names, reload=False)
+            WHERE = "S3 (s3rver, 127.0.0.1)"
         lines = []
         if "A" in only:
             lines += bench_open(a.work, a.reps) + [""]
@@ -167,6 +178,8 @@ def main():
             lines += bench_read(a.work, a.reps)
         print("\n".join(lines))
     finally:
+        if STORE:
+            STORE.stop()
         if not a.keep:
             shutil.rmtree(a.work, ignore_errors=True)
     log("done")

@@ -204,15 +204,12 @@ struct listing {
     struct zarr_array *a;
     const char *domain;
     size_t prefix_len;
-    int rc;
 };
 
-/* One key below the dataset's prefix: a chunk of the grid, in its partition, or skipped. */
-static int list_one(void *ctx, const char *key, const struct store_stat *st)
+int zarr_chunk_listed(struct zarr_array *a, const char *domain, size_t prefix_len, const char *key,
+                      const struct store_stat *st)
 {
-    struct listing *l = ctx;
-    struct zarr_array *a = l->a;
-    const char *rel = key + l->prefix_len;
+    const char *rel = key + prefix_len;
     uint64_t idx[HJSON_DIMS_MAX];
     char name[HJSON_DIMS_MAX * 21], want[STORE_KEY_MAX + 1];
     if (strchr(rel, '.') != NULL)
@@ -224,7 +221,7 @@ static int list_one(void *ctx, const char *key, const struct store_stat *st)
             a->partitions ? schema_chunk_partition(idx, a->rank ? a->rank : 1, a->partitions) : -1,
             want, sizeof want) != 0 ||
         strcmp(want, key) != 0 || name_of_index(a, idx, name, sizeof name) != 0) {
-        log_info("%s: zarr view: %s is no chunk of dataset %s's grid: not shown", l->domain, key,
+        log_info("%s: zarr view: %s is no chunk of dataset %s's grid: not shown", domain, key,
                  a->id);
         return 0;
     }
@@ -240,6 +237,12 @@ static int list_one(void *ctx, const char *key, const struct store_stat *st)
     }
     free(old);
     return 0;
+}
+
+static int list_one(void *ctx, const char *key, const struct store_stat *st)
+{
+    struct listing *l = ctx;
+    return zarr_chunk_listed(l->a, l->domain, l->prefix_len, key, st);
 }
 
 int zarr_list_chunks(struct store *store, const char *domain, struct zarr_array *a)

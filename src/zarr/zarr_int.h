@@ -72,6 +72,10 @@ struct zarr_tree {
 };
 
 /* ---- zarr_tree.c ---- */
+/* Key key (a chunk's, or not: then skipped, logged) of a listing of a's objects, whose
+ * prefix (".../d/C-D-E/") is prefix_len bytes long, into a->chunks: 0 or -ENOMEM. */
+int zarr_chunk_listed(struct zarr_array *a, const char *domain, size_t prefix_len, const char *key,
+                      const struct store_stat *st);
 /* The dataset's chunks, listed once (caller holds a->lock, or is the only user). */
 int zarr_list_chunks(struct store *store, const char *domain, struct zarr_array *a);
 /* Decide how a compressed dataset's chunks are served from its first stored chunk (Blosc

@@ -11,7 +11,7 @@
 
 #define OBJECT_JSON_MAX (16u << 20) /* far more than any group or dataset JSON */
 #define TREE_DEPTH_MAX 256
-#define ZARR_TREE_REQUESTS 8 /* objects fetched at once while a tree is built */
+#define ZARR_TREE_REQUESTS 16 /* objects fetched at once while a tree is built */
 
 /* What a build keeps while it walks: the ids seen, and the name each dataset was first reached
  * by (what dimension scales are called). */
@@ -156,6 +156,10 @@ static int add_dataset(struct walk *w, struct zarr_node *parent, const char *nam
     }
     n->array = a;
     n->dset = dset;
+    if (!(a->chunks = strmap_new())) {
+        node_free(n);
+        return -ENOMEM;
+    }
     snprintf(a->id, sizeof a->id, "%s", id);
     rc = zarr_meta_array(dset, a, why, sizeof why);
     if (rc == -EINVAL)
@@ -164,29 +168,6 @@ static int add_dataset(struct walk *w, struct zarr_node *parent, const char *nam
         return 0;
     node_free(n);
     return rc == -ENOMEM ? rc : 0;
-}
-
-static int walk_group(struct walk *w, struct zarr_node *node, const json_t *group, int depth);
-
-static int add_group(struct walk *w, struct zarr_node *parent, const char *name, const char *id,
-                     int depth)
-{
-    json_t *group;
-    if (strmap_get(w->seen, id))
-        return 0; /* a second hard link to a group: Zarr has no links, the first one shows it */
-    if (strmap_put(w->seen, id, (void *)1, NULL) != 0)
-        return -ENOMEM;
-    int rc = load_object(w, id, &group);
-    if (rc != 0)
-        return rc == -ENOMEM ? rc : 0;
-    struct zarr_node *n = node_new(name);
-    rc = !n ? -ENOMEM : add_kid(parent, n);
-    if (rc != 0)
-        node_free(n);
-    else
-        rc = walk_group(w, n, group, depth + 1);
-    json_decref(group);
-    return rc;
 }
 
 static int compare_nodes(const void *a, const void *b)
@@ -204,86 +185,160 @@ static const char *followed(const char *name, const json_t *link, int *cls)
     return name_usable(name) ? id : NULL;
 }
 
-/* A group's datasets' JSON, fetched ZARR_TREE_REQUESTS at a time: a walk of many small objects
- * pays the store's latency, not its throughput. */
-struct fetched {
+/* The groups reached at one depth of the walk, with their JSON (owned). */
+struct level {
+    struct zarr_node **nodes;
+    json_t **groups;
+    size_t n, cap;
+};
+
+static int level_add(struct level *lv, struct zarr_node *node, json_t *group)
+{
+    if (lv->n == lv->cap) {
+        size_t cap = lv->cap ? 2 * lv->cap : 16;
+        struct zarr_node **nodes = realloc(lv->nodes, cap * sizeof *nodes);
+        if (nodes)
+            lv->nodes = nodes;
+        json_t **groups = nodes ? realloc(lv->groups, cap * sizeof *groups) : NULL;
+        if (!groups)
+            return -ENOMEM;
+        lv->groups = groups;
+        lv->cap = cap;
+    }
+    lv->nodes[lv->n] = node;
+    lv->groups[lv->n++] = group;
+    return 0;
+}
+
+static void level_free(struct level *lv)
+{
+    for (size_t i = 0; i < lv->n; i++)
+        json_decref(lv->groups[i]);
+    free(lv->nodes);
+    free(lv->groups);
+    *lv = (struct level){ 0 };
+}
+
+/* A link of a group of the level, to load with the others of the level. */
+struct pending {
+    struct zarr_node *parent;
+    const char *name; /* a key of the parent's JSON: alive while the level is */
+    const char *id;
+    int cls;
+    json_t *doc;
+    int rc;
+};
+
+struct fetch {
     struct walk *w;
-    const char **ids;
-    json_t **docs;
-    int *rcs;
-    size_t n;
+    struct pending *items;
+    size_t n, cap;
 };
 
 static void fetch_one(void *ctx, size_t i)
 {
-    struct fetched *f = ctx;
-    f->rcs[i] = load_object(f->w, f->ids[i], &f->docs[i]);
+    struct fetch *f = ctx;
+    f->items[i].rc = load_object(f->w, f->items[i].id, &f->items[i].doc);
 }
 
-static int fetch_datasets(struct walk *w, const json_t *links, struct fetched *f)
+/* The links of every group of the level the view follows, each group once (hard links may
+ * reach one twice, or form a cycle: Zarr has no links, the first one reached shows it). */
+static int collect_links(struct walk *w, const struct level *lv, struct fetch *f)
 {
-    const char *name;
-    json_t *link;
-    int cls;
-    size_t n = json_object_size(links) ? json_object_size(links) : 1;
-    *f = (struct fetched){ .w = w,
-                           .ids = calloc(n, sizeof *f->ids),
-                           .docs = calloc(n, sizeof *f->docs),
-                           .rcs = calloc(n, sizeof *f->rcs) };
-    if (!f->ids || !f->docs || !f->rcs)
-        return -ENOMEM;
-    json_object_foreach((json_t *)links, name, link)
-    {
-        const char *id = followed(name, link, &cls);
-        if (id && cls == 'd')
-            f->ids[f->n++] = id;
+    for (size_t g = 0; g < lv->n; g++) {
+        const char *name;
+        json_t *link;
+        int cls;
+        json_object_foreach(json_object_get(lv->groups[g], "links"), name, link)
+        {
+            const char *id = followed(name, link, &cls);
+            if (!id && (cls == 'g' || cls == 'd'))
+                log_info("%s: zarr view: link \"%s\" left out: not a name Zarr can use", w->domain,
+                         hjson_unloadable(name) ? name + 2 : name);
+            if (!id || (cls == 'g' && strmap_get(w->seen, id)))
+                continue;
+            if (cls == 'g' && strmap_put(w->seen, id, (void *)1, NULL) != 0)
+                return -ENOMEM;
+            if (f->n == f->cap) {
+                size_t cap = f->cap ? 2 * f->cap : 64;
+                struct pending *items = realloc(f->items, cap * sizeof *items);
+                if (!items)
+                    return -ENOMEM;
+                f->items = items;
+                f->cap = cap;
+            }
+            f->items[f->n++] = (struct pending){ lv->nodes[g], name, id, cls, NULL, 0 };
+        }
     }
-    pfor(f->n, ZARR_TREE_REQUESTS, fetch_one, f);
     return 0;
 }
 
-static void fetched_free(struct fetched *f)
+/* The level's links made nodes: datasets done, groups into the next level. */
+static int place_links(struct walk *w, struct fetch *f, struct level *next)
 {
-    for (size_t i = 0; f->docs && i < f->n; i++)
-        json_decref(f->docs[i]);
-    free(f->ids);
-    free(f->docs);
-    free(f->rcs);
+    int rc = 0;
+    for (size_t i = 0; i < f->n; i++) {
+        struct pending *p = &f->items[i];
+        json_t *doc = p->doc;
+        p->doc = NULL;
+        if (rc != 0) {
+            json_decref(doc);
+            continue;
+        }
+        if (p->cls == 'd') { /* add_dataset takes doc over */
+            rc = add_dataset(w, p->parent, p->name, p->id, doc, p->rc);
+            continue;
+        }
+        if (p->rc != 0) { /* logged */
+            rc = p->rc == -ENOMEM ? p->rc : 0;
+            continue;
+        }
+        struct zarr_node *n = node_new(p->name);
+        rc = !n ? -ENOMEM : add_kid(p->parent, n);
+        if (rc != 0)
+            node_free(n);
+        if (rc == 0 && (rc = level_add(next, n, doc)) == 0)
+            doc = NULL;
+        json_decref(doc);
+    }
+    return rc;
 }
 
-/* The group's hard links to groups and datasets, depth first. */
-static int walk_group(struct walk *w, struct zarr_node *node, const json_t *group, int depth)
+/*
+ * The tree below the root, one depth at a time: the links of all the groups of a depth are
+ * loaded together, ZARR_TREE_REQUESTS at a time (a walk of many small objects pays the store's
+ * latency, not its bandwidth: over S3, 500 datasets in 50 groups are two rounds, not 50).
+ */
+static int walk_tree(struct walk *w, struct zarr_node *top, json_t *root)
 {
-    const char *name;
-    json_t *link;
-    struct fetched f;
-    size_t next = 0;
-    int rc = 0, cls;
-    if (depth > TREE_DEPTH_MAX)
-        return 0;
-    const json_t *attrs = json_object_get(group, "attributes"), *links;
-    if ((rc = zarr_meta_attrs(attrs, NULL, 0, &node->zattrs, &node->zattrs_len)) != 0)
-        return rc;
-    links = json_object_get(group, "links");
-    rc = fetch_datasets(w, links, &f);
-    json_object_foreach((json_t *)links, name, link)
-    {
-        const char *id = rc == 0 ? followed(name, link, &cls) : NULL;
-        if (rc == 0 && !id && (cls == 'g' || cls == 'd'))
-            log_info("%s: zarr view: link \"%s\" left out: not a name Zarr can use", w->domain,
-                     hjson_unloadable(name) ? name + 2 : name);
-        if (rc != 0 || !id)
-            continue;
-        if (cls == 'd') { /* taken over: add_dataset frees it */
-            rc = add_dataset(w, node, name, id, f.docs[next], f.rcs[next]);
-            f.docs[next++] = NULL;
-        } else {
-            rc = add_group(w, node, name, id, depth);
-        }
+    struct level cur = { 0 }, next = { 0 };
+    int rc = level_add(&cur, top, json_incref(root));
+    if (rc != 0)
+        json_decref(root);
+    for (int depth = 0; rc == 0 && cur.n > 0 && depth <= TREE_DEPTH_MAX; depth++) {
+        struct fetch f = { .w = w };
+        for (size_t g = 0; rc == 0 && g < cur.n; g++)
+            rc = zarr_meta_attrs(json_object_get(cur.groups[g], "attributes"), NULL, 0,
+                                 &cur.nodes[g]->zattrs, &cur.nodes[g]->zattrs_len);
+        if (rc == 0)
+            rc = collect_links(w, &cur, &f);
+        if (rc == 0)
+            pfor(f.n, ZARR_TREE_REQUESTS, fetch_one, &f);
+        if (rc == 0)
+            rc = place_links(w, &f, &next);
+        for (size_t i = 0; i < f.n; i++)
+            json_decref(f.items[i].doc);
+        free(f.items);
+        for (size_t g = 0; g < cur.n; g++)
+            if (cur.nodes[g]->n_kids > 1)
+                qsort(cur.nodes[g]->kids, cur.nodes[g]->n_kids, sizeof *cur.nodes[g]->kids,
+                      compare_nodes);
+        level_free(&cur);
+        cur = next;
+        next = (struct level){ 0 };
     }
-    fetched_free(&f);
-    if (rc == 0 && node->n_kids > 1)
-        qsort(node->kids, node->n_kids, sizeof *node->kids, compare_nodes);
+    level_free(&cur);
+    level_free(&next);
     return rc;
 }
 
@@ -394,9 +449,7 @@ static int finish_array(struct walk *w, struct zarr_node *n, struct phony *p)
     const char *dims[HJSON_DIMS_MAX];
     int netcdf = n->array->rank == 0 || dimension_names(w, n, dims);
     int named = netcdf || phony_names(p, n->array, dims);
-    int rc = (n->array->chunks = strmap_new()) ? 0 : -ENOMEM;
-    if (rc == 0)
-        rc = zarr_meta_attrs(json_object_get(n->dset, "attributes"), named ? dims : NULL,
+    int rc = zarr_meta_attrs(json_object_get(n->dset, "attributes"), named ? dims : NULL,
                              n->array->rank, &n->zattrs, &n->zattrs_len);
     if (rc == 0 && named)
         rc = drop_fill(w, n, netcdf);
@@ -417,6 +470,95 @@ static int finish_group(struct walk *w, struct zarr_node *g, int depth)
     return rc;
 }
 
+/* ---- every dataset's chunks from one listing of the domain ---- */
+
+struct bulk {
+    struct walk *w;
+    struct strmap *arrays; /* ".../d/C-D-E/" -> struct zarr_array ** (NULL-ended) */
+    size_t tree_len;       /* of "db/A-B/d/" */
+};
+
+static int bulk_add(struct strmap *arrays, struct zarr_array *a)
+{
+    char key[STORE_KEY_MAX + 1];
+    if (schema_obj_key(a->id, key, sizeof key) != 0)
+        return 0; /* cannot happen: the id was loaded by this key */
+    strrchr(key, '/')[1] = '\0';
+    struct zarr_array **list = strmap_get(arrays, key), **more;
+    size_t n = 0;
+    while (list && list[n])
+        n++;
+    if (!(more = realloc(list, (n + 2) * sizeof *more)))
+        return -ENOMEM;
+    more[n] = a;
+    more[n + 1] = NULL;
+    if (strmap_put(arrays, key, more, NULL) != 0) {
+        if (!list)
+            free(more);
+        return -ENOMEM;
+    }
+    return 0;
+}
+
+static int bulk_collect(struct strmap *arrays, struct zarr_node *n, int depth)
+{
+    int rc = n->array ? bulk_add(arrays, n->array) : 0;
+    for (size_t i = 0; rc == 0 && i < n->n_kids && depth < TREE_DEPTH_MAX; i++)
+        rc = bulk_collect(arrays, n->kids[i], depth + 1);
+    return rc;
+}
+
+static int bulk_one(void *ctx, const char *key, const struct store_stat *st)
+{
+    struct bulk *b = ctx;
+    char prefix[STORE_KEY_MAX + 1];
+    const char *end = strlen(key) > b->tree_len ? strchr(key + b->tree_len, '/') : NULL;
+    if (!end || strncmp(key + b->tree_len - 2, "d/", 2) != 0 ||
+        (size_t)(end - key) >= sizeof prefix)
+        return 0; /* groups, types, the summary: no chunk */
+    memcpy(prefix, key, (size_t)(end - key) + 1);
+    prefix[end - key + 1] = '\0';
+    struct zarr_array **list = strmap_get(b->arrays, prefix);
+    for (size_t i = 0; list && list[i]; i++)
+        if (zarr_chunk_listed(list[i], b->w->domain, (size_t)(end - key) + 1, key, st) != 0)
+            return -ENOMEM;
+    return 0;
+}
+
+static int mark_listed(const char *key, void *value, void *ctx)
+{
+    (void)key, (void)ctx;
+    for (struct zarr_array **list = value; *list; list++)
+        (*list)->listed = 1;
+    return 0;
+}
+
+/* A v2 domain's objects all lie below db/A-B/ (spec §2.1): one listing there gives every
+ * dataset's chunks, as the image's build takes them, where a listing per dataset would cost a
+ * request each (500 datasets over S3: 500 lists). v1 domains are listed per dataset. */
+static int list_domain(struct walk *w, struct zarr_node *top, const char *root_id)
+{
+    char prefix[STORE_KEY_MAX + 1];
+    if (schema_id_version(root_id) != 2 || schema_obj_key(root_id, prefix, sizeof prefix) != 0)
+        return 0;
+    strrchr(prefix, '/')[1] = '\0';
+    struct bulk b = { .w = w, .arrays = strmap_new() };
+    int rc = b.arrays ? bulk_collect(b.arrays, top, 0) : -ENOMEM;
+    char tree[STORE_KEY_MAX + 4];
+    snprintf(tree, sizeof tree, "%sd/", prefix);
+    b.tree_len = strlen(tree);
+    if (rc == 0 && strmap_count(b.arrays) > 0)
+        rc = store_list_keys(w->store, prefix, bulk_one, &b);
+    if (rc == 0)
+        strmap_filter(b.arrays, mark_listed, NULL);
+    strmap_free(b.arrays, free);
+    if (rc != 0 && rc != -ENOMEM) {
+        log_warn("%s: zarr view: listing of %s: %s", w->domain, prefix, strerror(-rc));
+        rc = -EIO;
+    }
+    return rc;
+}
+
 int zarr_tree_build(struct store *store, const char *domain, const char *root_id,
                     struct zarr_tree **out)
 {
@@ -432,7 +574,9 @@ int zarr_tree_build(struct store *store, const char *domain, const char *root_id
         if (rc == 0 && (rc = load_object(&w, root_id, &root)) != 0 && rc != -ENOMEM)
             rc = -EIO; /* no root group, no group: logged */
         if (rc == 0)
-            rc = walk_group(&w, t->top, root, 0);
+            rc = walk_tree(&w, t->top, root);
+        if (rc == 0)
+            rc = list_domain(&w, t->top, root_id);
         if (rc == 0)
             rc = finish_group(&w, t->top, 0);
     }
