@@ -96,7 +96,9 @@ static int split(struct fs *fs, const char *path, struct view_path *vp)
             return *rest ? -ENOENT : refs_file(fs, vp, before, name, len);
         if (rc == 0 && vp->info.kind == NS_DOMAIN) {
             vp->inner = *rest == '/' ? rest + 1 : rest;
-            return 0;
+            /* what a domain holds is read only for those who may read it: its group is
+             * there for all (as its .h5 file), nothing below it is looked up otherwise */
+            return *vp->inner && !(vp->info.rights & SCHEMA_ACL_READ) ? -EACCES : 0;
         }
         return rc != 0 ? rc : -ENOENT;
     }

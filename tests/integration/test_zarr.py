@@ -123,6 +123,22 @@ def test_zarr_is_hidden_and_lists_like_the_mount(shared_mount):
 
 
 @STORE_INDEPENDENT
+def test_zarr_needs_the_right_to_read_the_domain(mount_bucket):
+    """A user the domain's ACL gives no read right sees its group (as its .h5 file) and nothing
+    in it: no lookup, no listing, no references; nothing of the domain is read for them."""
+    m = mount_bucket(BUCKET, "-o", "ro", "-o", "user=stranger")
+    group = zarr_path(m, "sample3.h5")
+    assert os.path.isdir(group)
+    for attempt in (lambda: os.stat(os.path.join(group, ".zgroup")),
+                    lambda: os.stat(os.path.join(group, "ramp_i32", "0.0")),
+                    lambda: os.listdir(group),
+                    lambda: open(m.path(f".kerchunk/{HOME}/sample3.h5.json")).read()):
+        with pytest.raises(PermissionError):
+            attempt()
+    assert "zarr view" not in m.log_path.read_text()
+
+
+@STORE_INDEPENDENT
 def test_zarr_changes_are_erofs(mount_bucket, bucket_copy):
     m = mount_bucket(bucket_copy, "-o", "user=test_user1")     # a read-write mount
     group = zarr_path(m, "sample3.h5")
