@@ -2,6 +2,8 @@
  * the operations are in fs_dir.c, fs_file.c and fs_change.c (fs_int.h). */
 #include "fs_int.h"
 
+#include "h5osfs/zarr/zarr.h"
+
 void fs_handle_track(struct fs *fs, struct fs_handle *h,
                      void (*dispose)(struct fs *fs, struct fs_handle *h))
 {
@@ -70,6 +72,10 @@ int fs_new(const struct fs_config *cfg, struct fs **out)
     int rc = inode_table_new(&fs->inodes);
     if (rc == 0 && (rc = recent_new(&fs->recent)) != 0)
         inode_table_free(fs->inodes);
+    if (rc == 0 && (rc = zarr_view_new(cfg->store, cfg->ttl, &fs->zarr)) != 0) {
+        recent_free(fs->recent);
+        inode_table_free(fs->inodes);
+    }
     if (rc != 0) {
         pthread_mutex_destroy(&fs->handles_lock);
         free(fs);
@@ -112,6 +118,7 @@ void fs_free(struct fs *fs)
     if (fs->handles.next)
         dispose_handles(fs);
     recent_free(fs->recent);
+    zarr_view_free(fs->zarr);
     inode_table_free(fs->inodes);
     pthread_mutex_destroy(&fs->handles_lock);
     free(fs);

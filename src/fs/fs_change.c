@@ -162,6 +162,7 @@ static int change_at(fuse_req_t req, fuse_ino_t parent, const char *name, int st
     *path = fs->cfg.read_only ? NULL : path_in(fs, parent, name);
     return fs->cfg.read_only         ? -EROFS
            : !*path                  ? -ENOMEM
+           : fs_is_view_path(*path)  ? -EROFS
            : fs_is_stats_path(*path) ? stats_errno
                                      : change(fs->ops, caller_user(&caller), *path);
 }
@@ -232,6 +233,7 @@ void op_unlink(fuse_req_t req, fuse_ino_t parent, const char *name)
     char *path = fs->cfg.read_only ? NULL : path_in(fs, parent, name);
     int rc = fs->cfg.read_only        ? -EROFS
              : !path                  ? -ENOMEM
+             : fs_is_view_path(path)  ? -EROFS
              : fs_is_stats_path(path) ? -EPERM
                                       : staging_unlink(fs->staging, path, unlink_at, &r);
     if (rc == 0)
@@ -259,6 +261,7 @@ void op_rename(fuse_req_t req, fuse_ino_t parent, const char *name, fuse_ino_t n
         to = path_in(fs, newparent, newname);
         struct removal r = { .fs = fs, .caller = &caller, .from = from, .flags = flags };
         rc = !from || !to                                     ? -ENOMEM
+             : fs_is_view_path(from) || fs_is_view_path(to)   ? -EROFS
              : fs_is_stats_path(from) || fs_is_stats_path(to) ? -EPERM
              : strcmp(from, to) == 0 ? domops_rename(fs->ops, caller_user(&caller), from, to, flags)
                                      : staging_unlink(fs->staging, to, rename_onto, &r);
@@ -285,7 +288,10 @@ void op_link(fuse_req_t req, fuse_ino_t ino, fuse_ino_t newparent, const char *n
     if (!fs->cfg.read_only) {
         from = inode_path(fs->inodes, ino);
         to = path_in(fs, newparent, newname);
-        rc = !from || !to ? -ENOMEM : domops_link(fs->ops, caller_user(&caller), from, to);
+        rc = !from || !to ? -ENOMEM
+             : fs_is_view_path(from) || fs_is_view_path(to)
+                 ? -EROFS
+                 : domops_link(fs->ops, caller_user(&caller), from, to);
     }
     if (rc == 0)
         reply_entry_for(req, fs, to);
@@ -337,7 +343,11 @@ void op_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode,
     struct caller caller;
     fs_caller_of(fs, req, &caller);
     char *path = f && !fs->cfg.read_only ? path_in(fs, parent, name) : NULL;
-    int rc = !f ? -ENOMEM : fs->cfg.read_only ? -EROFS : !path ? -ENOMEM : 0;
+    int rc = !f                      ? -ENOMEM
+             : fs->cfg.read_only     ? -EROFS
+             : !path                 ? -ENOMEM
+             : fs_is_view_path(path) ? -EROFS
+                                     : 0;
     if (rc == 0)
         rc = create_file(fs, &caller, path, fi->flags, f, &info, &version);
     if (rc == 0)
@@ -377,6 +387,8 @@ static int setting_target(struct fs *fs, fuse_ino_t ino, int flags,
     struct ns_info info;
     *path = NULL;
     int rc = fs->cfg.read_only ? -EROFS : fs_stat_ino(fs, ino, path, &info);
+    if (rc == 0 && fs_is_view_path(*path))
+        rc = -EROFS;
     if (rc == 0 && info.kind == NS_FOLDER && (flags & XATTR_CREATE) && is_set(&info))
         rc = -EEXIST;
     else if (rc == 0 && info.kind == NS_FOLDER && (flags & XATTR_REPLACE) && !is_set(&info))

@@ -71,6 +71,10 @@ static int stat_staged(struct fs *fs, const char *path, struct ns_info *info, in
         stats_info(fs, info);
         return 0;
     }
+    if (fs_is_view_path(path)) {
+        *staged = 0;
+        return fs_zarr_stat(fs, path, info);
+    }
     struct staged *s = fs->staging ? staging_find(fs->staging, path) : NULL;
     *staged = s && staging_is_new(s);
     if (*staged)
@@ -236,6 +240,8 @@ static int is_new_staged(struct fs *fs, const char *path)
  */
 int fs_caller_rights(struct fs *fs, const struct caller *c, const char *path, struct ns_info *info)
 {
+    if (fs_is_view_path(path))
+        return fs_zarr_rights(fs, c, path, info);
     if (is_new_staged(fs, path)) {
         info->rights = fs_creator_rights(fs, c, path);
         return 0;

@@ -182,11 +182,13 @@ void op_opendir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
         rc = -EACCES;
     else if (!(h = calloc(1, sizeof *h)))
         rc = -ENOMEM;
+    else if (fs_is_view_path(path))
+        rc = fs_zarr_readdir(fs, path, &h->dir);
     else
         rc = ns_readdir(fs->cfg.ns, path, &h->dir);
-    if (rc == 0)
+    if (rc == 0 && !fs_is_view_path(path))
         warm_folder(fs, path, &h->dir);
-    if (rc == 0 && fs->staging)
+    if (rc == 0 && fs->staging && !fs_is_view_path(path))
         rc = add_staged_children(fs, path, &h->dir);
     free(path);
     if (rc != 0) {

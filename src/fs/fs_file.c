@@ -16,6 +16,8 @@ int fs_check_open(const struct fs *fs, const struct ns_info *info, int flags)
         return -EROFS;
     if (info->kind == NS_BROKEN)
         return -EIO; /* logged when the domain object was read */
+    if (info->kind == NS_VIEW && open_for_writing(flags))
+        return -EROFS; /* MOUNT/.zarr shows the domains; nothing changes them through it */
     if (info->kind == NS_STATS && open_for_writing(flags))
         return -EACCES;
     mode_t need = open_for_writing(flags) ? S_IWUSR : 0;
@@ -98,6 +100,8 @@ int fs_open_file(struct fs *fs, const char *path, const struct ns_info *info, ui
         f->text_len = rc == 0 ? strlen(f->text) : 0;
         return rc;
     }
+    if (info->kind == NS_VIEW)
+        return fs_zarr_read(fs, path, &f->text, &f->text_len);
     if (open_for_writing(flags))
         return staging_open(fs->staging, path, info->root[0] ? info->root : NULL,
                             (flags & O_TRUNC) != 0, &f->stg);

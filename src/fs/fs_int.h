@@ -66,6 +66,7 @@ struct fs {
     struct notifier *notifier; /* NULL until the threads start */
     double started;            /* clock_monotonic() at fs_new */
     int mnt_id;                /* this mount's id (holders.h); set before requests come */
+    struct zarr_view *zarr;    /* MOUNT/.zarr (fs_zarr.c) */
 };
 
 /* An open domain file: its version and its reads' state; or, for writing (and for reading a
@@ -150,6 +151,14 @@ void op_write(fuse_req_t req, fuse_ino_t ino, const char *buf, size_t size, off_
               struct fuse_file_info *fi);
 int fs_open_file(struct fs *fs, const char *path, const struct ns_info *info, uint64_t version,
                  int flags, struct fs_file *f);
+
+/* ---- fs_zarr.c: MOUNT/.zarr/<domain path>/, read-only (zarr.h) ---- */
+struct zarr_view;
+int fs_is_view_path(const char *path);
+int fs_zarr_stat(struct fs *fs, const char *path, struct ns_info *info);
+int fs_zarr_rights(struct fs *fs, const struct caller *c, const char *path, struct ns_info *info);
+int fs_zarr_readdir(struct fs *fs, const char *path, struct ns_dir *out);
+int fs_zarr_read(struct fs *fs, const char *path, char **text, size_t *len);
 
 /* ---- fs_change.c: setattr, creating, removing, renaming ---- */
 void op_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode,

@@ -49,6 +49,7 @@ enum option_key {
     KEY_VERSIONS_KEEP,
     KEY_VERSIONS_GRACE,
     KEY_VERSIONS_SWEEP_INTERVAL,
+    KEY_REFS_URL,
 };
 
 static const struct fuse_opt option_spec[] = {
@@ -62,6 +63,7 @@ static const struct fuse_opt option_spec[] = {
     FUSE_OPT_KEY("versions_grace=", KEY_VERSIONS_GRACE),
     FUSE_OPT_KEY("versions_sweep_interval=", KEY_VERSIONS_SWEEP_INTERVAL),
     FUSE_OPT_KEY("no_repairs", KEY_NO_REPAIRS),
+    FUSE_OPT_KEY("refs_url=", KEY_REFS_URL),
     FUSE_OPT_KEY("user=", KEY_USER),
     /* user= is also mount(8)'s own "user" keyword: in fstab it would make the entry mountable
      * by every local user. fstab lines name the HSDS user this way instead. */
@@ -116,6 +118,8 @@ void options_usage(const char *prog)
         "    -o no_repairs          show what hsload changed as stored (man page, REPAIRS)\n"
         "    -o bucket_images=off|read|write  built files in the bucket, for other mounts:\n"
         "                           read them (default), also put them there, or neither\n"
+        "    -o refs_url=PREFIX     what chunk keys are appended to in MOUNT/.kerchunk's\n"
+        "                           references (default: the bucket's s3:// or file:// URL)\n"
         "    -o ingest=copy|link    how a new file is stored: as HSDS objects (default), or\n"
         "                           whole, its datasets linked into it (as hsload --link)\n"
         "    -o versions=on|off     keep every commit of a domain DIR/NAME as a read-only\n"
@@ -198,6 +202,8 @@ static int option_proc(void *data, const char *arg, int key, struct fuse_args *o
         return 0;
     case KEY_BUCKET_IMAGES:
         return set_value(&opts->bucket_images_text, arg);
+    case KEY_REFS_URL:
+        return set_value(&opts->refs_url, arg);
     case KEY_INGEST:
         return set_value(&opts->ingest_text, arg);
     case KEY_VERSIONS:
@@ -613,6 +619,7 @@ void options_free(struct options *opts)
     free(opts->cache_size_text);
     free(opts->image_cache_text);
     free(opts->bucket_images_text);
+    free(opts->refs_url);
     free(opts->ingest_text);
     free(opts->versions_text);
     free(opts->versions_keep_text);

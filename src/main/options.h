@@ -30,15 +30,16 @@ struct options {
     int read_only;
     int fsname_given, subtype_given; /* -o fsname= / subtype=: the kernel's name is theirs */
     int no_repairs;                  /* -o no_repairs: what hsload changed is shown as stored */
-    char *bucket_images_text;        /* raw -o bucket_images= */
-    int bucket_images;               /* OPTIONS_BUCKET_IMAGES_*: built images in the bucket */
-    char *ingest_text;               /* raw -o ingest= */
-    int ingest_link;                 /* -o ingest=link: new files stored whole, datasets linked */
-    char *versions_text;             /* raw -o versions= */
-    char *versions_keep_text;        /* raw -o versions_keep= */
-    int versions;                    /* -o versions=on: commits keep versions (issue 26) */
-    unsigned versions_keep;          /* -o versions_keep=N: newest N untagged kept; 0 all */
-    char *versions_grace_text;       /* raw -o versions_grace= */
+    char *refs_url;            /* -o refs_url=: MOUNT/.kerchunk's URL base; NULL: the bucket's */
+    char *bucket_images_text;  /* raw -o bucket_images= */
+    int bucket_images;         /* OPTIONS_BUCKET_IMAGES_*: built images in the bucket */
+    char *ingest_text;         /* raw -o ingest= */
+    int ingest_link;           /* -o ingest=link: new files stored whole, datasets linked */
+    char *versions_text;       /* raw -o versions= */
+    char *versions_keep_text;  /* raw -o versions_keep= */
+    int versions;              /* -o versions=on: commits keep versions (issue 26) */
+    unsigned versions_keep;    /* -o versions_keep=N: newest N untagged kept; 0 all */
+    char *versions_grace_text; /* raw -o versions_grace= */
     char *versions_sweep_interval_text; /* raw -o versions_sweep_interval= */
     double versions_grace;              /* pool objects younger than this are never swept */
     double versions_sweep_interval;     /* one pool sweep per domain per interval */

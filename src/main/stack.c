@@ -47,6 +47,7 @@ struct stack {
     struct gc *gc;
     struct sweeper *sweeper; /* removed versions' collection; NULL on a read-only mount */
     struct fs *fs;
+    char *refs_base; /* MOUNT/.kerchunk's URL base */
 };
 
 /* "s3://bucket/a/b" -> bucket "bucket", prefix "a/b/". 0 or -1 (reported). */
@@ -540,9 +541,26 @@ static int open_gc(struct stack *s)
     return 0;
 }
 
+/* What references in MOUNT/.kerchunk append chunk keys to: -o refs_url, else the bucket's own
+ * URL (s3://bucket/prefix/, file:///real/dir/). NULL when memory runs out. */
+static char *refs_base(const struct options *opts)
+{
+    const char *base = opts->refs_url                           ? opts->refs_url
+                       : strncmp(opts->bucket, "s3://", 5) == 0 ? opts->bucket
+                                                                : opts->bucket_id;
+    const char *scheme = opts->refs_url || base == opts->bucket ? "" : "file://";
+    size_t n = strlen(base);
+    char *out = NULL;
+    if (asprintf(&out, "%s%s%s", scheme, base, n && base[n - 1] == '/' ? "" : "/") < 0)
+        return NULL;
+    return out;
+}
+
 static int open_fs(struct stack *s)
 {
     const struct options *opts = s->opts;
+    if (!(s->refs_base = refs_base(opts)))
+        return -ENOMEM;
     struct fs_config cfg = { .ns = s->ns,
                              .store = s->store,
                              .images = s->images,
@@ -555,7 +573,8 @@ static int open_fs(struct stack *s)
                              .uid = getuid(),
                              .gid = getgid(),
                              .user = opts->user,
-                             .cache_dir = opts->cache_dir };
+                             .cache_dir = opts->cache_dir,
+                             .refs_base = s->refs_base };
     return fs_new(&cfg, &s->fs);
 }
 
@@ -638,6 +657,7 @@ void stack_close(struct stack *s, const volatile sig_atomic_t *give_up)
     image_table_free(s->images);
     prefetcher_free(s->prefetch);
     free(s->image_dir);
+    free(s->refs_base);
     chunk_cache_free(s->cache);
     ns_free(s->ns);
     store_close(s->store);

@@ -24,7 +24,7 @@
 /* What fs serves from; none of it is fs's own (each must outlive fs_free). */
 struct fs_config {
     struct ns *ns;
-    struct store *store;         /* its counters and name, for the statistics only */
+    struct store *store; /* its counters and name, for the statistics; MOUNT/.zarr reads it */
     struct image_table *images;  /* the domains' files */
     struct chunk_cache *cache;   /* decoded chunks, shared by every open file */
     struct prefetcher *prefetch; /* loads chunks ahead of sequential readers; may be NULL */
@@ -37,6 +37,8 @@ struct fs_config {
     gid_t gid;
     const char *user;      /* the mounting user's HSDS name */
     const char *cache_dir; /* where staging keeps its files (not used when read-only) */
+    const char *refs_base; /* MOUNT/.kerchunk: what chunk keys are appended to in references
+                              ("s3://bucket/prefix/", "file:///dir/"); NULL: no .kerchunk */
 };
 
 struct fs;

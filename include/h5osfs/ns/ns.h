@@ -29,8 +29,9 @@ enum ns_kind {
     NS_FOLDER,
     NS_DOMAIN,
     NS_BROKEN,
-    NS_STATS
-}; /* never from ns: fs's read-only statistics file */
+    NS_STATS, /* never from ns: fs's read-only statistics file */
+    NS_VIEW   /* never from ns: a file of fs's read-only views (MOUNT/.zarr) */
+};
 
 struct ns_info {
     enum ns_kind kind;
