@@ -27,6 +27,8 @@ packages=(
   python3-netcdf4
   # the Zarr view and kerchunk references (issue 28) are read back with zarr, fsspec and dask
   python3-zarr python3-numcodecs python3-fsspec python3-dask
+  # fsspec over HTTP (kerchunk references read from an S3 endpoint, h5py over fsspec)
+  python3-aiohttp
   # Ceph RGW, the second S3 server of the suite (tests/s3/rgw.py starts a one-host cluster:
   # one mon, one OSD in memory, radosgw); nothing of it starts by itself without systemd
   ceph-mon ceph-osd radosgw ceph-common
