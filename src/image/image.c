@@ -127,6 +127,36 @@ int image_chunk_source(const struct image *img, uint64_t off, const char *datase
     return image_chunk_key(ds, seg->u.chunk, key, key_len) == 0;
 }
 
+int image_chunk_pooled(const struct image *img, uint64_t off, const char *dataset_id,
+                       const uint64_t *idx, int rank)
+{
+    uint64_t at[IMAGE_MAX_RANK];
+    if (off >= extent_size(img->map))
+        return 0;
+    size_t n;
+    const struct segment *seg = &extent_segments(img->map, &n)[extent_find(img->map, off)];
+    if (seg->kind != SEGMENT_CHUNK || seg->off != off || seg->dset >= img->n_datasets)
+        return 0;
+    const struct image_dataset *ds = &img->datasets[seg->dset];
+    if (ds->origin != ORIGIN_REF_PIECES || !ds->pooled || ds->rank != rank ||
+        strcmp(ds->id, dataset_id) != 0)
+        return 0;
+    image_chunk_index(ds, seg->u.chunk, at);
+    if (memcmp(at, idx, (size_t)rank * sizeof *at) != 0)
+        return 0;
+    /* one piece, the whole pool object: the version's table entry at idx names these bytes */
+    size_t lo = 0, hi = ds->n_pieces;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (ds->pieces[mid].chunk < seg->u.chunk)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo < ds->n_pieces && ds->pieces[lo].chunk == seg->u.chunk && ds->pieces[lo].off == 0 &&
+           (lo + 1 == ds->n_pieces || ds->pieces[lo + 1].chunk != seg->u.chunk);
+}
+
 /* ---- chunk keys ---- */
 
 void image_chunk_index(const struct image_dataset *ds, uint64_t linear, uint64_t *idx)

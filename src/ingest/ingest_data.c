@@ -296,7 +296,7 @@ static int decoded_chunk(struct dset_io *io, const struct chunk_at *c, unsigned 
                   why);
         return rc == -ENOMEM ? rc : -EIO;
     }
-    if (all_fill(io, s, len)) {
+    if (all_fill(io, s, len) && !io->g->cfg->kept_in_pool) {
         io->g->stats->chunks_fill++;
         free(s);
         return 0;
@@ -324,6 +324,10 @@ static int base_chunk(struct dset_io *io, const struct chunk_at *c)
         if (state == 2) {
             memcpy(job.key, c->key, sizeof job.key);
             return ingest_pool_submit(io->g->pool, &job);
+        }
+        if (state == 3 && io->g->cfg->kept_in_pool) {
+            io->g->stats->chunks_in_pool++; /* the version names it: nothing stored */
+            return io->g->cfg->kept_in_pool(io->g->cfg->pool_ctx, io->o->id, c->idx, io->rank);
         }
     }
     int rc = b->chunk_state(b->ctx, addr, size, io->o->base_id, c->idx, io->rank, 1, job.copy_of,

@@ -146,7 +146,7 @@ static void fill_from_domain(const struct schema_domain *dom, struct ns_info *ou
     snprintf(out->owner, sizeof out->owner, "%s", dom->owner);
     out->ingest = dom->root ? SCHEMA_INGEST_UNSET : dom->ingest;
     out->versions =
-        dom->root ? (struct schema_versions){ SCHEMA_VERSIONS_UNSET, 0 } : dom->versions;
+        dom->root ? (struct schema_versions){ SCHEMA_VERSIONS_UNSET, 0, 0 } : dom->versions;
 }
 
 /* Plain directories have no ACL: anyone may list them, only the admin may create in them

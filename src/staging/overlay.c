@@ -289,7 +289,8 @@ static const char *object_id(void *ctx, uint64_t addr)
 }
 
 /* 2: [addr, addr+len) is still the base's chunk idx of dataset_id, stored as the object
- * whose key is given back; 1: clean, but not such a chunk (a *_REF chunk, another chunk);
+ * whose key is given back; 3: the same, a whole object of the base version's pool (no key);
+ * 1: clean, but not such a chunk (a *_REF chunk, another chunk);
  * 0: written (with materialize, clean ranges it touches are copied in first, so the file
  * holds every byte of the range). */
 static int chunk_state(void *ctx, uint64_t addr, uint64_t len, const char *dataset_id,
@@ -298,7 +299,9 @@ static int chunk_state(void *ctx, uint64_t addr, uint64_t len, const char *datas
     struct overlay *o = ctx;
     size_t i = first_after(o, addr);
     if (i < o->n && o->clean[i].off == addr && o->clean[i].len == len) {
-        int state = image_chunk_source(o->base, addr, dataset_id, idx, rank, key, key_len) ? 2 : 1;
+        int state = image_chunk_source(o->base, addr, dataset_id, idx, rank, key, key_len) ? 2
+                    : image_chunk_pooled(o->base, addr, dataset_id, idx, rank)             ? 3
+                                                                                           : 1;
         /* the caller reads the range from the file next (a *_REF chunk of a dataset that
          * became an ordinary one, a chunk of a grid that changed): it must be there */
         int rc = materialize_ ? materialize(o, i, UINT64_MAX) : 0;

@@ -148,6 +148,11 @@ int image_for_each_chunk(const struct image *img, int (*fn)(void *ctx, uint64_t 
  * *_REF chunk, no chunk extent there). */
 int image_chunk_source(const struct image *img, uint64_t off, const char *dataset_id,
                        const uint64_t *idx, int rank, char *key, size_t key_len);
+/* 1 when the chunk extent at off is chunk idx of dataset dataset_id and its bytes are one
+ * whole object of the domain's version pool (a versions_current=ref domain's head version:
+ * that version's chunk table names it at idx); 0 otherwise. */
+int image_chunk_pooled(const struct image *img, uint64_t off, const char *dataset_id,
+                       const uint64_t *idx, int rank);
 
 /* What the image does not show as stored; each was logged once when the image was built. A
  * commit of a change made through the file must carry these over unchanged. */

@@ -1,0 +1,188 @@
+"""Issue 26, goals G1 and G2 with -o versions_current=ref (doc/versions.md §2 B): the current
+.domain.json names the head version itself (REF_INDIRECT over the domain's pool), no plain
+root is kept beside it, and an r+ stores only what changed: the chunks the writer did not
+change are named in the new version as the head version names them, neither copied nor read.
+The bucket's ACL of the domain denies HSDS every write; the mount still enforces the real one,
+kept in the domain's h5osfs member."""
+import errno
+import json
+import os
+import sys
+import time
+from pathlib import Path
+
+import h5py
+import numpy as np
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "bench"))
+import hsds_bucket  # noqa: E402
+
+pytestmark = pytest.mark.backends("posix", "s3")
+
+HOME = "home/test_user1"
+CHUNKS, PER = 200, 256
+COMMIT_KINDS = ("get", "head", "copy", "put", "list")  # not the collector's delayed deletes
+
+
+def requests(m):
+    got = json.loads(m.path(".h5osfs-stats").read_text())["store"]["requests"]
+    return sum(got.get(k, 0) for k in COMMIT_KINDS)
+
+
+def domain_json(m, domain):
+    return json.loads(m.get(f"{domain}/.domain.json"))
+
+
+def version_list(m, domain):
+    d, name = domain.rsplit("/", 1)
+    return json.loads(m.get(f"{d}/.versions/{name}/.h5osfs-versions"))
+
+
+def stored_below(bucket):
+    """{key: size} below a bucket directory; what the collector deletes meanwhile is left out."""
+    out = {}
+    for top, _, files in os.walk(bucket):
+        for name in files:
+            p = Path(top) / name
+            try:
+                out[p.relative_to(bucket).as_posix()] = p.stat().st_size
+            except FileNotFoundError:
+                pass
+    return out
+
+
+def stored(m):
+    """{key: size} of every object of the bucket as the store has it now."""
+    mirror = m.src.mirror
+    if mirror is None:
+        return stored_below(m.bucket)
+    prefix = mirror.prefix + Path(m.bucket).relative_to(mirror.root).as_posix() + "/"
+    listed = mirror.s3.listing(prefix)
+    return {k[len(prefix):]: v[0] for k, v in listed.items()}
+
+
+def roots_of(keys):
+    return {k.split("/")[1] for k in keys if k.startswith("db/")}
+
+
+def live_roots(m, domain):
+    lst = version_list(m, domain)
+    return {e["root"][2:19] for e in lst["versions"]} | {lst["pool"][2:19]}
+
+
+def make(bucket_copy, values, domain):
+    hsds_bucket.make_domain(str(bucket_copy), "/" + domain, "f4", (CHUNKS * PER,), (PER,),
+                            lambda idx: values[idx[0] * PER:(idx[0] + 1) * PER].tobytes(),
+                            user="test_user1")
+
+
+def r_plus(m, domain, index, value):
+    before = requests(m)
+    t0 = time.monotonic()
+    with h5py.File(m.path(domain), "r+") as f:
+        f["data"][index] = value
+    return requests(m) - before, time.monotonic() - t0
+
+
+def test_ref_domain_stores_only_what_changed(bucket_copy, mount_bucket, tmp_path):
+    """A domain of CHUNKS chunks, turned to ref mode by its folder's xattr, then three
+    one-element r+: the first seals every chunk into the pool (version 1, the plain root
+    collected); each later one adds one chunk, a table and JSON, in O(1) requests, and
+    every version and the current domain read what was written, also after a remount with
+    a fresh cache_dir, read-only, without the option."""
+    values = np.arange(CHUNKS * PER, dtype="f4")
+    domain = f"{HOME}/kept/v.h5"
+    others = roots_of(stored_below(bucket_copy))
+    make(bucket_copy, values, domain)
+    hsds_bucket.put(str(bucket_copy), f"{HOME}/kept/.domain.json",
+                    {"owner": "test_user1", "acls": {"test_user1": hsds_bucket.acl_all()},
+                     "created": time.time(), "lastModified": time.time()})
+    m = mount_bucket(bucket_copy, "-o", f"user=test_user1,ttl=0,cache_dir={tmp_path}/c1")
+    os.setxattr(m.path(f"{HOME}/kept"), "user.h5osfs.versions", b"ref")
+    assert os.getxattr(m.path(f"{HOME}/kept"), "user.h5osfs.versions") == b"ref"
+
+    expected, want, counts = [], values.copy(), []
+    for n, index in enumerate((3, 5 + 50 * PER, 7 + 150 * PER, 9 + 199 * PER)):
+        want = want.copy()
+        want[index] = -1 - n
+        before = stored(m)
+        counts.append(r_plus(m, domain, index, want[index]))
+        expected.append(want)
+        dom = domain_json(m, domain)
+        lst = version_list(m, domain)
+        assert dom["root"] == lst["versions"][-1]["root"], "the domain names its head version"
+        added = sum(v for k, v in stored(m).items() if before.get(k) != v)
+        if n > 0:   # one chunk (1 KiB), the table (200 entries), JSON: never the 200 chunks
+            new_chunks = [k for k in stored(m) if k not in before and "/c/" in k]
+            assert len(new_chunks) == 1, new_chunks
+            assert added < 60_000, added
+    assert all(c[0] <= 100 for c in counts[1:]), counts   # G2: O(1), not O(chunks)
+    assert f"{CHUNKS - 1} named as the base version names them" in m.log()
+
+    def check(mount):
+        for number, want in enumerate(expected, 1):
+            with h5py.File(mount.path(f"{HOME}/kept/.versions/v.h5/{number}.h5"), "r") as f:
+                assert np.array_equal(f["data"][:], want), number
+        with h5py.File(mount.path(domain), "r") as f:
+            assert np.array_equal(f["data"][:], expected[-1])
+    check(m)
+    print("requests per r+:", counts)
+    assert m.unmount() == 0     # the collector drains: the replaced roots are gone
+    ro = mount_bucket(m, "-o", f"user=test_user1,ro,cache_dir={tmp_path}/fresh")
+    assert roots_of(stored(ro)) - others == live_roots(ro, domain)
+    check(ro)
+
+
+def chunk_key_of_head(m, domain):
+    """The key an HSDS chunk 0 of /data would have under the root the domain names."""
+    root = domain_json(m, domain)["root"]
+    group = json.loads(m.get(f"db/{root[2:19]}/.group.json"))
+    did = group["links"]["data"]["id"]
+    return f"db/{root[2:19]}/d/{did[20:]}/0"
+
+
+@pytest.mark.posix_only(reason="ACLs and keys are the same on every store")
+def test_ref_domain_is_read_only_to_hsds_and_the_mount_keeps_its_acl(bucket_copy, mount_bucket,
+                                                                     tmp_path):
+    """-o versions=on,versions_current=ref: after a commit the bucket ACL of the domain lets
+    nobody write (HSDS would corrupt a REF layout), the real ACL sits in the h5osfs member and
+    the mount decides by it: test_user2, whom it lets update, still writes through the mount;
+    a reader may not. A chunk PUT as HSDS would put it under the head version's root is not
+    what the mount serves: the version's chunk table names the pool, not that key."""
+    values = np.arange(CHUNKS * PER, dtype="f4")
+    domain = f"{HOME}/r.h5"
+    make(bucket_copy, values, domain)
+    acls = {"test_user1": hsds_bucket.acl_all(),
+            "test_user2": {"read": True, "update": True},
+            "reader": {"read": True}}
+    dom = json.loads((bucket_copy / domain / ".domain.json").read_text())
+    dom["acls"] = acls
+    hsds_bucket.put(str(bucket_copy), f"{domain}/.domain.json", dom)
+    opts = "ttl=0,versions=on,versions_current=ref"
+    m = mount_bucket(bucket_copy, "-o", f"user=test_user1,{opts},cache_dir={tmp_path}/c1")
+    want = values.copy()
+    want[1] = -1
+    with h5py.File(m.path(domain), "r+") as f:
+        f["data"][1] = -1
+    dom = domain_json(m, domain)
+    assert dom["h5osfs"]["current"] == "ref" and dom["h5osfs"]["acls"] == acls
+    for user, rights in dom["acls"].items():
+        assert not any(v for k, v in rights.items() if k != "read"), (user, rights)
+        assert rights.get("read") is True, user
+
+    user2 = mount_bucket(bucket_copy, "-o", f"user=test_user2,{opts},cache_dir={tmp_path}/c2")
+    with h5py.File(user2.path(domain), "r+") as f:
+        f["data"][2] = -2
+    want[2] = -2
+    reader = mount_bucket(bucket_copy, "-o", f"user=reader,{opts},cache_dir={tmp_path}/c3")
+    with pytest.raises(PermissionError):
+        h5py.File(reader.path(domain), "r+")
+    assert [e["n"] for e in version_list(m, domain)["versions"]] == [1, 2]
+
+    m.put(chunk_key_of_head(m, domain), np.full(PER, 99, dtype="f4").tobytes())
+    fresh = mount_bucket(bucket_copy, "-o", f"user=reader,ro,cache_dir={tmp_path}/fresh")
+    with h5py.File(fresh.path(domain), "r") as f:
+        assert np.array_equal(f["data"][:], want)
+    with h5py.File(fresh.path(f"{HOME}/.versions/r.h5/2.h5"), "r") as f:
+        assert np.array_equal(f["data"][:], want)
