@@ -252,3 +252,29 @@ def test_kill_at_each_stage_of_a_ref_r_plus(bucket_copy, tmp_path, stage):
     # a version root written but not listed when the daemon died is not in the journal (as
     # without ref): it stays, named by nothing (doc/versions.md §4.2, status of B)
     assert len(left - live_roots(m, domain)) == (1 if stage == "vroot" else 0), left
+
+
+@pytest.mark.posix_only(reason="edits a .domain.json by hand; the read path is the same on "
+                        "every store")
+def test_pool_layout_reads_only_where_the_domain_says_ref(bucket_copy, mount_bucket, tmp_path):
+    """The same head version root named by a .domain.json without the ref member (an older
+    h5osfs or a hand edit) is bad input: reading its data is EIO with one log line, never
+    bytes of the pool taken on trust; the version itself still reads."""
+    values = np.arange(CHUNKS * PER, dtype="f4")
+    domain = f"{HOME}/b.h5"
+    make(bucket_copy, values, domain)
+    m = mount_bucket(bucket_copy, "-o", f"user=test_user1,ttl=0,versions=on,"
+                     f"versions_current=ref,cache_dir={tmp_path}/c1")
+    with h5py.File(m.path(domain), "r+") as f:
+        f["data"][1] = -1
+    values[1] = -1
+    assert m.unmount() == 0
+    dom = json.loads((bucket_copy / domain / ".domain.json").read_text())
+    del dom["h5osfs"]["current"]
+    (bucket_copy / domain / ".domain.json").write_text(json.dumps(dom))
+    fresh = mount_bucket(bucket_copy, "-o", f"user=test_user1,ro,cache_dir={tmp_path}/fresh")
+    with h5py.File(fresh.path(domain), "r") as f, pytest.raises(OSError):
+        f["data"][:]
+    assert "does not name its head version (ref mode)" in fresh.log()
+    with h5py.File(fresh.path(f"{HOME}/.versions/b.h5/1.h5"), "r") as f:
+        assert np.array_equal(f["data"][:], values)
