@@ -6,6 +6,7 @@ The bucket's ACL of the domain denies HSDS every write; the mount still enforces
 kept in the domain's h5osfs member."""
 import json
 import os
+import shutil
 import subprocess
 import sys
 import time
@@ -277,4 +278,27 @@ def test_pool_layout_reads_only_where_the_domain_says_ref(bucket_copy, mount_buc
         f["data"][:]
     assert "does not name its head version (ref mode)" in fresh.log()
     with h5py.File(fresh.path(f"{HOME}/.versions/b.h5/1.h5"), "r") as f:
+        assert np.array_equal(f["data"][:], values)
+
+
+@pytest.mark.posix_only(reason="the collector's choice is the same code on every store")
+def test_rm_of_a_ref_domain_keeps_its_head_version(bucket_copy, mount_bucket, tmp_path):
+    """rm DIR/NAME of a ref-mode domain deletes its .domain.json, not the root it names (its
+    newest version's): once the collector drained, every version still reads, and a cp of
+    the last one brings the domain back."""
+    values = np.arange(CHUNKS * PER, dtype="f4")
+    domain = f"{HOME}/d.h5"
+    make(bucket_copy, values, domain)
+    opts = f"user=test_user1,ttl=0,versions=on,versions_current=ref,cache_dir={tmp_path}/c1"
+    m = mount_bucket(bucket_copy, "-o", opts)
+    with h5py.File(m.path(domain), "r+") as f:
+        f["data"][1] = -1
+    values[1] = -1
+    os.unlink(m.path(domain))
+    assert m.unmount() == 0              # the collector drains
+    m = mount_bucket(m, "-o", opts)
+    with h5py.File(m.path(f"{HOME}/.versions/d.h5/1.h5"), "r") as f:
+        assert np.array_equal(f["data"][:], values)
+    shutil.copyfile(m.path(f"{HOME}/.versions/d.h5/1.h5"), m.path(domain))
+    with h5py.File(m.path(domain), "r") as f:
         assert np.array_equal(f["data"][:], values)
