@@ -122,6 +122,7 @@ def test_ref_domain_stores_only_what_changed(bucket_copy, mount_bucket, tmp_path
             assert added < 60_000, added
     assert all(c[0] <= 100 for c in counts[1:]), counts   # G2: O(1), not O(chunks)
     assert f"{CHUNKS - 1} named as the base version names them" in m.log()
+    assert f"({CHUNKS - 1} told at once" in m.log()   # no HDF5 lookup per unchanged chunk
 
     def check(mount):
         for number, want in enumerate(expected, 1):
@@ -302,3 +303,33 @@ def test_rm_of_a_ref_domain_keeps_its_head_version(bucket_copy, mount_bucket, tm
     shutil.copyfile(m.path(f"{HOME}/.versions/d.h5/1.h5"), m.path(domain))
     with h5py.File(m.path(domain), "r") as f:
         assert np.array_equal(f["data"][:], values)
+
+
+@pytest.mark.posix_only(reason="the ingest's choice is the same code on every store")
+def test_ref_r_plus_that_changes_more_than_chunk_bytes(bucket_copy, mount_bucket, tmp_path):
+    """An r+ that also adds an attribute and a dataset writes HDF5 metadata: the unchanged
+    chunks can no longer be vouched for in one pass and are asked for one by one, still left
+    in the pool; every value, the attribute and the new dataset read back in both versions."""
+    values = np.arange(CHUNKS * PER, dtype="f4")
+    domain = f"{HOME}/m.h5"
+    make(bucket_copy, values, domain)
+    m = mount_bucket(bucket_copy, "-o", f"user=test_user1,ttl=0,versions=on,"
+                     f"versions_current=ref,cache_dir={tmp_path}/c1")
+    with h5py.File(m.path(domain), "r+") as f:
+        f["data"][1] = -1
+    with h5py.File(m.path(domain), "r+") as f:
+        f["data"][2 + 70 * PER] = -2
+        f["data"].attrs["note"] = "second"
+        f.create_dataset("more", data=np.arange(10, dtype="i4"))
+    want1, want2 = values.copy(), values.copy()
+    want1[1] = want2[1] = -1
+    want2[2 + 70 * PER] = -2
+    told = [line for line in m.log().splitlines() if "left in the base version's pool" in line]
+    assert f"{CHUNKS - 1} unchanged chunks" in told[-1] and "(0 told at once" in told[-1]
+    fresh = mount_bucket(m, "-o", f"user=test_user1,ro,cache_dir={tmp_path}/fresh")
+    for path, want in ((f"{HOME}/.versions/m.h5/1.h5", want1), (domain, want2)):
+        with h5py.File(fresh.path(path), "r") as f:
+            assert np.array_equal(f["data"][:], want), path
+    with h5py.File(fresh.path(domain), "r") as f:
+        assert f["data"].attrs["note"] == "second"
+        assert np.array_equal(f["more"][:], np.arange(10))
