@@ -139,7 +139,10 @@ def bucket_bytes(bucket):
         rel = Path(dirpath).relative_to(bucket).parts
         k = kind.get(rel[1], "garbage") if len(rel) >= 2 and rel[0] == "db" else "rest"
         for name in names:
-            st = os.lstat(os.path.join(dirpath, name))
+            try:
+                st = os.lstat(os.path.join(dirpath, name))
+            except FileNotFoundError:
+                continue        # the collector deleted it meanwhile
             key = (st.st_dev, st.st_ino)
             if key not in files or order.index(k) < order.index(files[key][0]):
                 files[key] = (k, st.st_size)

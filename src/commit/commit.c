@@ -577,11 +577,11 @@ static int store_new_root_pooled(const struct commit_ctx *c, struct journal_rec 
         cfg->kept_in_pool = versions_kept_add;
         cfg->pool_ctx = pooled;
     }
-    int rc = store_new_root(c, rec, staged, base, cfg, st, acls, kv);
+    int rc = store_new_root(c, rec, staged, base, cfg, st, acls, kv), sparse = pooled != NULL;
     cfg->kept_in_pool = NULL;
     cfg->pool_ctx = NULL;
     versions_kept_free(pooled);
-    if (rc == -EAGAIN && pooled) {
+    if (rc == -EAGAIN && sparse) {
         collect(c, rec->new_root, rec->domain, ""); /* never named */
         memset(st, 0, sizeof *st);
         rc = start_new_root(c, rec);
