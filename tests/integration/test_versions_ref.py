@@ -4,6 +4,7 @@ root is kept beside it, and an r+ stores only what changed: the chunks the write
 change are named in the new version as the head version names them, neither copied nor read.
 The bucket's ACL of the domain denies HSDS every write; the mount still enforces the real one,
 kept in the domain's h5osfs member."""
+import errno
 import json
 import os
 import shutil
@@ -333,3 +334,37 @@ def test_ref_r_plus_that_changes_more_than_chunk_bytes(bucket_copy, mount_bucket
     with h5py.File(fresh.path(domain), "r") as f:
         assert f["data"].attrs["note"] == "second"
         assert np.array_equal(f["more"][:], np.arange(10))
+
+
+@pytest.mark.posix_only(reason="two mounts of one local bucket; the race is decided by the same "
+                        "conditional puts on every store")
+def test_two_mounts_racing_on_a_ref_domain(bucket_copy, mount_bucket, tmp_path):
+    """Two mounts open the domain r+ at its version 1 and change different elements: the
+    first to commit makes version 2; the other's commit finds the domain moved on and fails
+    (ESTALE), the list and the domain keep the winner's version, nothing of it is lost."""
+    values = np.arange(CHUNKS * PER, dtype="f4")
+    domain = f"{HOME}/race.h5"
+    make(bucket_copy, values, domain)
+    opts = "user=test_user1,ttl=0,versions=on,versions_current=ref"
+    one = mount_bucket(bucket_copy, "-o", f"{opts},cache_dir={tmp_path}/c1")
+    two = mount_bucket(bucket_copy, "-o", f"{opts},cache_dir={tmp_path}/c2")
+    with h5py.File(one.path(domain), "r+") as f:
+        f["data"][0] = -1                 # version 1, by reference
+    values[0] = -1
+    a = open(one.path(domain), "r+b")
+    b = open(two.path(domain), "r+b")
+    with h5py.File(a, "r+") as f:
+        f["data"][10] = -10
+    a.close()
+    with pytest.raises(OSError) as e:
+        with h5py.File(b, "r+") as f:
+            f["data"][20] = -20
+        b.close()
+    assert e.value.errno == errno.ESTALE            # from the close that commits
+    values[10] = -10
+    lst = version_list(one, domain)
+    assert [v["n"] for v in lst["versions"]] == [1, 2]
+    assert domain_json(one, domain)["root"] == lst["versions"][-1]["root"]
+    assert "another writer changed the domain" in two.log()
+    with h5py.File(one.path(domain), "r") as f:
+        assert np.array_equal(f["data"][:], values)
