@@ -325,10 +325,14 @@ static void collect_replaced(const struct commit_ctx *c, const char *root, const
  * swap now, as the commit would have done (to the version's root itself where the domain
  * names its head version, versions_current=ref). 1 when the domain names it after it. */
 static int rolled_forward(const struct commit_ctx *c, const struct journal_rec *rec,
-                          const char *vroot)
+                          const char *vroot, const char *now)
 {
     char old[SCHEMA_ID_BUF];
-    int in_doubt = 0, ref = ref_mode_for(c, rec->domain, NULL);
+    /* a domain that names a version's root was in ref mode when the commit began, whatever
+     * this mount says: its new root may be sparse (chunks left in the pool), never to be
+     * named itself */
+    int in_doubt = 0, ref = ref_mode_for(c, rec->domain, NULL) ||
+                            versions_is_version_root(c->ops->store, rec->domain, now) != 0;
     log_info("%s: the interrupted commit of root %s was listed as a version: finishing it",
              rec->domain, rec->new_root);
     return swap_domain(c, rec, ref ? vroot : rec->new_root, ref, old, &in_doubt) == 0;
@@ -353,7 +357,7 @@ static int settle_new_root(const struct commit_ctx *c, struct journal_rec *rec)
                      : 0;
     /* versions_current=ref: the commit's end names its version's root, not the root made */
     int done_as_version = listed && strcmp(now, vroot) == 0;
-    if (listed && !done_as_version && rolled_forward(c, rec, vroot)) {
+    if (listed && !done_as_version && rolled_forward(c, rec, vroot, now)) {
         current_root(c, rec->domain, now);
         done_as_version = strcmp(now, vroot) == 0;
     }

@@ -200,20 +200,23 @@ with h5py.File(sys.argv[1], "r+") as f:
 """
 
 
-def crash_mount(bucket, mnt, log, cache, env_extra):
+def crash_mount(bucket, mnt, log, cache, env_extra, current="ref"):
     env = dict(os.environ, **env_extra)
     return Mount(MountSource("posix", bucket, bucket, env=env), mnt, log,
-                 ("-o", f"user=test_user1,ttl=0,versions=on,versions_current=ref,"
+                 ("-o", f"user=test_user1,ttl=0,versions=on,versions_current={current},"
                         f"cache_dir={cache}"))
 
 
 @pytest.mark.posix_only(reason="kills the daemon; the commit protocol is the same code on "
                         "every backend")
-@pytest.mark.parametrize("stage", ["root", "vroot", "listed", "domain"])
-def test_kill_at_each_stage_of_a_ref_r_plus(bucket_copy, tmp_path, stage):
+@pytest.mark.parametrize("stage,recovered_by", [("root", "ref"), ("vroot", "ref"),
+                                                ("listed", "ref"), ("domain", "ref"),
+                                                ("listed", "root")])
+def test_kill_at_each_stage_of_a_ref_r_plus(bucket_copy, tmp_path, stage, recovered_by):
     """Version 1 by an r+; the second r+ is killed at stage; the next mount recovers: the
     versions are 1 and 2 with what each r+ wrote, the domain names version 2's root (a commit
-    killed after its list put is rolled forward to the version, not to the root it sealed),
+    killed after its list put is rolled forward to the version, not to the root it sealed,
+    also by a mount without versions_current=ref: that root holds only the changed chunk),
     and once the collector drained, db/ holds the versions' roots and the pool, nothing else."""
     values = np.arange(CHUNKS * PER, dtype="f4")
     domain = f"{HOME}/c.h5"
@@ -237,7 +240,7 @@ def test_kill_at_each_stage_of_a_ref_r_plus(bucket_copy, tmp_path, stage):
     assert m.proc.returncode == -9
     subprocess.run(["fusermount3", "-uz", str(mnt)], check=False)
     assert not is_mounted(mnt)
-    m = crash_mount(bucket_copy, mnt, tmp_path / "2.log", cache, {})
+    m = crash_mount(bucket_copy, mnt, tmp_path / "2.log", cache, {}, current=recovered_by)
     want1, want2 = values.copy(), values.copy()
     want1[1] = want2[1] = -1
     want2[100 * PER] = -2
