@@ -585,7 +585,8 @@ static int store_new_root_pooled(const struct commit_ctx *c, struct journal_rec 
     cfg->kept_in_pool = NULL;
     cfg->pool_ctx = NULL;
     versions_kept_free(pooled);
-    if (rc == -EAGAIN && sparse) {
+    /* a sparse root kept as no version (it cannot be kept: logged) must not be named */
+    if (sparse && (rc == -EAGAIN || (rc == 0 && !kv->vroot[0] && st->chunks_in_pool > 0))) {
         collect(c, rec->new_root, rec->domain, ""); /* never named */
         memset(st, 0, sizeof *st);
         rc = start_new_root(c, rec);
