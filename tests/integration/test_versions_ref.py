@@ -371,3 +371,38 @@ def test_two_mounts_racing_on_a_ref_domain(bucket_copy, mount_bucket, tmp_path):
     assert "another writer changed the domain" in two.log()
     with h5py.File(one.path(domain), "r") as f:
         assert np.array_equal(f["data"][:], values)
+
+
+@pytest.mark.posix_only(reason="the mode switch is decided by the same code on every store")
+def test_back_to_root_mode_restores_a_plain_root_and_the_acl(bucket_copy, mount_bucket,
+                                                              tmp_path):
+    """A folder set from ref back to on (the mount's default root mode): the next r+ stores a
+    plain root again, the domain gets its real ACL back in the bucket, and the versions made
+    in ref mode, the head one included, stay readable."""
+    values = np.arange(CHUNKS * PER, dtype="f4")
+    domain = f"{HOME}/kept/back.h5"
+    make(bucket_copy, values, domain)
+    hsds_bucket.put(str(bucket_copy), f"{HOME}/kept/.domain.json",
+                    {"owner": "test_user1", "acls": {"test_user1": hsds_bucket.acl_all()},
+                     "created": time.time(), "lastModified": time.time()})
+    real = json.loads((bucket_copy / domain / ".domain.json").read_text())["acls"]
+    m = mount_bucket(bucket_copy, "-o", f"user=test_user1,ttl=0,cache_dir={tmp_path}/c1")
+    os.setxattr(m.path(f"{HOME}/kept"), "user.h5osfs.versions", b"ref")
+    with h5py.File(m.path(domain), "r+") as f:
+        f["data"][1] = -1
+    want1 = values.copy()
+    want1[1] = -1
+    os.setxattr(m.path(f"{HOME}/kept"), "user.h5osfs.versions", b"on")
+    with h5py.File(m.path(domain), "r+") as f:
+        f["data"][2] = -2
+    want2 = want1.copy()
+    want2[2] = -2
+    dom = domain_json(m, domain)
+    assert dom["acls"] == real and "current" not in dom.get("h5osfs", {})
+    assert dom["root"] not in {v["root"] for v in version_list(m, domain)["versions"]}
+    assert m.unmount() == 0
+    fresh = mount_bucket(m, "-o", f"user=test_user1,ro,cache_dir={tmp_path}/fresh")
+    for path, want in ((f"{HOME}/kept/.versions/back.h5/1.h5", want1),
+                       (f"{HOME}/kept/.versions/back.h5/2.h5", want2), (domain, want2)):
+        with h5py.File(fresh.path(path), "r") as f:
+            assert np.array_equal(f["data"][:], want), path
