@@ -25,8 +25,13 @@ G4 read speed of a kept version against the current domain of the G1 bucket: the
 Process CPU (user+sys of the daemon, from /proc before it exits) is printed for each r+ of G2.
 Ratios are baseline / versions (> 1: versions faster or smaller).
 
+--current ref mounts the versioned arm with -o versions_current=ref (doc/versions.md §2 B):
+the domain names its head version, no plain root is kept beside the pool (G1), and an r+
+stores only the changed chunks, a table and JSON (G2). Default root: today's design D.
+
 usage: bench/bench_versions.py [--work DIR] [--only G1,G2,G4] [--mib N] [--chunks N]
                                [--commits N] [--every N] [--big-chunks N] [--reps N]
+                               [--current root|ref]
 """
 import argparse
 import hashlib
@@ -134,7 +139,10 @@ def bucket_bytes(bucket):
         rel = Path(dirpath).relative_to(bucket).parts
         k = kind.get(rel[1], "garbage") if len(rel) >= 2 and rel[0] == "db" else "rest"
         for name in names:
-            st = os.lstat(os.path.join(dirpath, name))
+            try:
+                st = os.lstat(os.path.join(dirpath, name))
+            except FileNotFoundError:
+                continue        # the collector deleted it meanwhile
             key = (st.st_dev, st.st_ino)
             if key not in files or order.index(k) < order.index(files[key][0]):
                 files[key] = (k, st.st_size)
@@ -170,7 +178,7 @@ def g1(args, work):
     src, n, per = g1_source(work, args.mib, args.chunks)
     log(f"G1: {args.mib} MiB in {args.chunks} chunks, {args.commits} one-element r+ commits")
     arms = {}
-    for label, opts in (("versions", "versions=on"), ("baseline", "")):
+    for label, opts in (("versions", args.versions_opts), ("baseline", "")):
         bucket = work / f"g1-{label}" / "bucket"
         shutil.rmtree(bucket.parent, ignore_errors=True)
         bench_cp.make_bucket(bucket)
@@ -266,8 +274,9 @@ def g2(args, work):
     log(f"G2: one-element r+ of a domain of {args.big_chunks} chunks of 4 KiB")
     buckets = {"versions": g2_bucket(work, "versions", args.big_chunks),
                "baseline": g2_bucket(work, "baseline", args.big_chunks)}
-    opts = {"versions": "versions=on", "baseline": ""}
-    first = g2_run(work, buckets["versions"], "versions", "versions=on", 5, np.float32(-1))
+    opts = {"versions": args.versions_opts, "baseline": ""}
+    first = g2_run(work, buckets["versions"], "versions", args.versions_opts, 5,
+                   np.float32(-1))
     log(f"  first versioned commit (seals every chunk): open {first['open']:.1f} s, close "
         f"{first['close']:.1f} s, {first['total']} requests {first['requests']}")
     runs = {"versions": [], "baseline": []}
@@ -341,11 +350,15 @@ def main():
     ap.add_argument("--every", type=int, default=10)
     ap.add_argument("--big-chunks", type=int, default=100000)
     ap.add_argument("--reps", type=int, default=3)
+    ap.add_argument("--current", choices=("root", "ref"), default="root")
     args = ap.parse_args()
+    args.versions_opts = "versions=on" + (",versions_current=ref" if args.current == "ref"
+                                          else "")
     args.work.mkdir(parents=True, exist_ok=True)
     only = set(args.only.split(","))
     log(f"h5osfs {hashlib.md5(Path(harness.h5osfs_bin()).read_bytes()).hexdigest()[:12]}, "
-        f"{time.strftime('%Y-%m-%d %H:%M')}, {os.cpu_count()} CPUs")
+        f"{time.strftime('%Y-%m-%d %H:%M')}, {os.cpu_count()} CPUs, "
+        f"versioned arm: {args.versions_opts}")
     if "G1" in only or "G4" in only:
         rows, arms = g1(args, args.work)
         last = rows[-1][1]

@@ -115,20 +115,84 @@ static int named_root(const char *path, const char *key, const json_t *dom, cons
     return *root ? 0 : -EISDIR; /* a folder was made at this path meanwhile */
 }
 
+/* The member of a versions_current=ref domain's object (schema.h SCHEMA_CURRENT_REF), or
+ * NULL. */
+static json_t *ref_member(const json_t *dom)
+{
+    json_t *own = json_object_get(dom, SCHEMA_H5OSFS_MEMBER);
+    const char *mode = hjson_text(json_object_get(own, SCHEMA_CURRENT_REF));
+    return mode && strcmp(mode, "ref") == 0 && json_is_object(json_object_get(own, "acls")) ? own
+                                                                                            : NULL;
+}
+
+/*
+ * versions_current=ref (doc/versions.md §2 B): the domain names its head version, whose
+ * chunk tables HSDS would corrupt by writing (fact 2), so its bucket "acls" deny every write
+ * (read kept as granted) and the real ones move into the h5osfs member, which the mount
+ * enforces (schema_domain_parse). Back in root mode the real ones return. 0 or -ENOMEM.
+ */
+static int set_current_mode(const struct commit_ctx *c, json_t *dom, int ref)
+{
+    json_t *own = ref_member(dom);
+    json_t *real = own ? json_object_get(own, "acls") : json_object_get(dom, "acls");
+    if (!ref && !own)
+        return 0;
+    json_incref(real);
+    int rc = 0;
+    if (ref) {
+        json_t *member = json_object_get(dom, SCHEMA_H5OSFS_MEMBER);
+        json_t *read_only = schema_acls_read_only(real, c->ops->user);
+        if (!json_is_object(member) &&
+            json_object_set_new(dom, SCHEMA_H5OSFS_MEMBER, member = json_object()) != 0)
+            member = NULL;
+        rc = !member || !read_only || !real ||
+                     json_object_set_new(member, SCHEMA_CURRENT_REF, json_string("ref")) != 0 ||
+                     json_object_set(member, "acls", real) != 0 ||
+                     json_object_set(dom, "acls", read_only) != 0
+                 ? -ENOMEM
+                 : 0;
+        json_decref(read_only);
+    } else {
+        rc = json_object_set(dom, "acls", real) != 0 ? -ENOMEM : 0;
+        json_object_del(own, SCHEMA_CURRENT_REF);
+        json_object_del(own, "acls");
+        if (json_object_size(own) == 0)
+            json_object_del(dom, SCHEMA_H5OSFS_MEMBER);
+    }
+    json_decref(real);
+    return rc;
+}
+
 /* The text of the .domain.json naming root: a new one, or dom with its root swapped and
  * lastModified now (owner, ACLs, created and unknown members kept). HSDS itself moves
  * lastModified only for ACL changes, but it is the file's mtime here, which a change must
  * move for make, rsync and backups; HSDS reads any later time. */
 static int domain_text(const struct commit_ctx *c, const char *path, json_t *dom, const char *root,
-                       char **text)
+                       int ref, char **text)
 {
-    if (!dom)
+    if (!dom && !ref)
         return domops_domain_json(c->ops, path, root, text);
+    json_t *made = NULL;
+    if (!dom) {
+        char *fresh = NULL, why[200];
+        int rc = domops_domain_json(c->ops, path, root, &fresh);
+        made = rc == 0 ? hjson_loadb(fresh, strlen(fresh), why, sizeof why) : NULL;
+        free(fresh);
+        if (!made)
+            return rc ? rc : -ENOMEM;
+        dom = made;
+    }
+    int rc = 0;
     if (json_object_set_new(dom, "root", json_string(root)) != 0 ||
         (json_object_get(dom, "lastModified") &&
          json_object_set_new(dom, "lastModified", json_real(clock_wall())) != 0))
-        return -ENOMEM;
-    return hjson_dumps(dom, text);
+        rc = -ENOMEM;
+    if (rc == 0)
+        rc = set_current_mode(c, dom, ref);
+    if (rc == 0)
+        rc = hjson_dumps(dom, text);
+    json_decref(made);
+    return rc;
 }
 
 static int lost_to_another_writer(const struct journal_rec *rec, const char *now)
@@ -167,7 +231,7 @@ static int landed_anyway(const struct commit_ctx *c, const char *key, const char
 
 /* One attempt: 0 (swapped), 1 (read again), or -errno. *old gets the root replaced. */
 static int swap_once(const struct commit_ctx *c, const struct journal_rec *rec, const char *key,
-                     const char *root, char old[SCHEMA_ID_BUF], int *in_doubt)
+                     const char *root, int ref, char old[SCHEMA_ID_BUF], int *in_doubt)
 {
     struct store_stat now;
     json_t *dom;
@@ -182,7 +246,7 @@ static int swap_once(const struct commit_ctx *c, const struct journal_rec *rec, 
         rc = lost_to_another_writer(rec, named);
     } else if (rc == 0) {
         snprintf(old, SCHEMA_ID_BUF, "%s", named);
-        rc = domain_text(c, rec->domain, dom, root, &text);
+        rc = domain_text(c, rec->domain, dom, root, ref, &text);
         if (rc == 0)
             rc = store_put_if(c->ops->store, key, text, strlen(text), dom ? now.etag : NULL);
         if (rc < 0 && rc != -ESTALE && text)
@@ -197,14 +261,14 @@ static int swap_once(const struct commit_ctx *c, const struct journal_rec *rec, 
 /* The one put that makes the new root the domain. *in_doubt: it failed, and whether it
  * took effect is unknown. */
 static int swap_domain(const struct commit_ctx *c, const struct journal_rec *rec, const char *root,
-                       char old[SCHEMA_ID_BUF], int *in_doubt)
+                       int ref, char old[SCHEMA_ID_BUF], int *in_doubt)
 {
     char key[STORE_KEY_MAX + 1];
     old[0] = '\0';
     *in_doubt = 0;
     int rc = schema_domain_key(rec->domain, key, sizeof key) == 0 ? 1 : -EINVAL;
     for (int tries = 0; rc == 1 && tries < SWAP_TRIES; tries++)
-        rc = swap_once(c, rec, key, root, old, in_doubt);
+        rc = swap_once(c, rec, key, root, ref, old, in_doubt);
     if (rc == 1) {
         log_error("%s: the domain object kept changing under the commit: not committed",
                   rec->domain);
@@ -234,17 +298,44 @@ static int current_root(const struct commit_ctx *c, const char *path, char out[S
     return 0;
 }
 
+/* Does the domain at path keep versions with versions_current=ref? */
+static int ref_mode_for(const struct commit_ctx *c, const char *path, unsigned *keep)
+{
+    int ref = 0;
+    unsigned ignored;
+    return c->versions_for && c->versions_for(c->link_ctx, path, keep ? keep : &ignored, &ref) &&
+           ref;
+}
+
+/* A root the domain named before a commit replaced it goes to the collector, unless it is a
+ * kept version's root (versions_current=ref names the head version itself): a version is
+ * collected only through its list (sweep.h). -errno when that cannot be told: kept. */
+static void collect_replaced(const struct commit_ctx *c, const char *root, const char *domain,
+                             const char *replaced_by)
+{
+    int listed = *root ? versions_is_version_root(c->ops->store, domain, root) : 0;
+    if (listed == 0)
+        collect(c, root, domain, replaced_by);
+    else if (listed < 0)
+        log_warn("%s: whether root %s is a kept version cannot be told: not collected", domain,
+                 root);
+}
+
 /* A commit whose version was listed (its commit point) but whose swap did not happen: the
- * swap now, as the commit would have done. 1 when the domain names the new root after it. */
-static int rolled_forward(const struct commit_ctx *c, const struct journal_rec *rec)
+ * swap now, as the commit would have done (to the version's root itself where the domain
+ * names its head version, versions_current=ref). 1 when the domain names it after it. */
+static int rolled_forward(const struct commit_ctx *c, const struct journal_rec *rec,
+                          const char *vroot, const char *now)
 {
     char old[SCHEMA_ID_BUF];
-    int in_doubt = 0;
-    if (versions_listed(c->ops->store, rec->domain, rec->new_root) != 1)
-        return 0;
+    /* a domain that names a version's root was in ref mode when the commit began, whatever
+     * this mount says: its new root may be sparse (chunks left in the pool), never to be
+     * named itself */
+    int in_doubt = 0, ref = ref_mode_for(c, rec->domain, NULL) ||
+                            versions_is_version_root(c->ops->store, rec->domain, now) != 0;
     log_info("%s: the interrupted commit of root %s was listed as a version: finishing it",
              rec->domain, rec->new_root);
-    return swap_domain(c, rec, rec->new_root, old, &in_doubt) == 0;
+    return swap_domain(c, rec, ref ? vroot : rec->new_root, ref, old, &in_doubt) == 0;
 }
 
 /* An interrupted or in-doubt new-root commit: finished when the swap happened (then rec is
@@ -253,7 +344,7 @@ static int rolled_forward(const struct commit_ctx *c, const struct journal_rec *
  * finished (rolled forward) rather than undone. */
 static int settle_new_root(const struct commit_ctx *c, struct journal_rec *rec)
 {
-    char now[SCHEMA_ID_BUF];
+    char now[SCHEMA_ID_BUF], vroot[SCHEMA_ID_BUF] = "";
     int rc = current_root(c, rec->domain, now);
     if (rc != 0) {
         log_error("%s: whether the commit of root %s finished cannot be told (the domain "
@@ -261,13 +352,23 @@ static int settle_new_root(const struct commit_ctx *c, struct journal_rec *rec)
                   rec->domain, rec->new_root, strerror(-rc));
         return rc;
     }
-    if (strcmp(now, rec->new_root) != 0 && rolled_forward(c, rec))
-        snprintf(now, sizeof now, "%s", rec->new_root);
-    if (strcmp(now, rec->new_root) == 0) {
-        if (strcmp(rec->base_root, rec->new_root) != 0)
-            collect(c, rec->base_root, rec->domain, rec->new_root);
+    int listed = strcmp(now, rec->new_root) != 0
+                     ? versions_listed(c->ops->store, rec->domain, rec->new_root, vroot) == 1
+                     : 0;
+    /* versions_current=ref: the commit's end names its version's root, not the root made */
+    int done_as_version = listed && strcmp(now, vroot) == 0;
+    if (listed && !done_as_version && rolled_forward(c, rec, vroot, now)) {
+        current_root(c, rec->domain, now);
+        done_as_version = strcmp(now, vroot) == 0;
+    }
+    if (strcmp(now, rec->new_root) == 0 || done_as_version) {
+        if (strcmp(rec->base_root, now) != 0)
+            collect_replaced(c, rec->base_root, rec->domain, now);
+        if (done_as_version)
+            collect(c, rec->new_root, rec->domain, ""); /* sealed into the version, unnamed */
         log_info("%s: the interrupted commit of root %s had finished", rec->domain, now);
-        summarise(c, now);
+        if (!done_as_version)
+            summarise(c, now);
         snprintf(rec->base_root, sizeof rec->base_root, "%s", now);
         rec->new_root[0] = '\0';
         rec->mode = JOURNAL_CHANGE;
@@ -288,8 +389,10 @@ static int settle_new_root(const struct commit_ctx *c, struct journal_rec *rec)
 static json_t *acls_of(const struct commit_ctx *c, const char *path, json_t *dom)
 {
     char *text = NULL, why[200];
-    if (dom)
-        return json_incref(json_object_get(dom, "acls"));
+    if (dom) {
+        json_t *own = ref_member(dom); /* a ref-mode domain's real ACLs */
+        return json_incref(json_object_get(own ? own : dom, "acls"));
+    }
     if (domops_domain_json(c->ops, path, NULL, &text) != 0)
         return NULL;
     json_t *made = hjson_loadb(text, strlen(text), why, sizeof why);
@@ -299,8 +402,10 @@ static json_t *acls_of(const struct commit_ctx *c, const char *path, json_t *dom
     return acls;
 }
 
-/* The domain is still what the staged file started from; *acls (may be NULL) gets its ACLs. */
-static int check_base(const struct commit_ctx *c, const struct journal_rec *rec, json_t **acls)
+/* The domain is still what the staged file started from; *acls (may be NULL) gets its ACLs,
+ * *base_ref whether it names its head version (versions_current=ref: never collected). */
+static int check_base(const struct commit_ctx *c, const struct journal_rec *rec, json_t **acls,
+                      int *base_ref)
 {
     char key[STORE_KEY_MAX + 1];
     struct store_stat now;
@@ -315,6 +420,7 @@ static int check_base(const struct commit_ctx *c, const struct journal_rec *rec,
         rc = lost_to_another_writer(rec, named);
     if (rc == 0 && acls)
         *acls = acls_of(c, rec->domain, dom);
+    *base_ref = rc == 0 && dom && ref_member(dom) != NULL;
     json_decref(dom);
     return rc;
 }
@@ -342,16 +448,23 @@ static void log_done(const struct journal_rec *rec, const struct ingest_stats *s
              (unsigned long long)st->changes);
 }
 
+/* What a versioned commit settled: the version kept (vroot "" none) and what it said. */
+struct kept_version {
+    char vroot[SCHEMA_ID_BUF];
+    struct versions_stats st;
+};
+
 /* With versions on, the ingested root kept as a version before anyone is shown it. 0 (kept,
- * or a domain that cannot be kept yet: logged, committed without one) or -errno. */
+ * or a domain that cannot be kept yet: logged, committed without one), -EAGAIN (the chunks
+ * kept left in the pool cannot be named: ingest a whole root), or -errno. */
 static int keep_version(const struct commit_ctx *c, const struct journal_rec *rec,
-                        const json_t *acls)
+                        const json_t *acls, const struct versions_kept *pooled,
+                        struct kept_version *out)
 {
-    char vroot[SCHEMA_ID_BUF] = "";
     uint64_t n = 0;
-    struct versions_stats st = { 0 };
     unsigned keep = 0;
-    if (!c->versions_for || !c->versions_for(c->link_ctx, rec->domain, &keep))
+    memset(out, 0, sizeof *out);
+    if (!c->versions_for || !c->versions_for(c->link_ctx, rec->domain, &keep, NULL))
         return 0;
     struct versions_commit vc = { .store = c->ops->store,
                                   .bucket_name = c->bucket_name,
@@ -365,17 +478,21 @@ static int keep_version(const struct commit_ctx *c, const struct journal_rec *re
                                   .measure = c->measure_version,
                                   .measure_ctx = c->link_ctx,
                                   .pool_fresh_for = c->pool_fresh_for,
-                                  .stats = &st,
+                                  .stats = &out->st,
+                                  .kept = pooled,
                                   .crash_point = crash_point };
-    int rc = versions_commit(&vc, &n, vroot);
+    int rc = versions_commit(&vc, &n, out->vroot);
+    const struct versions_stats *st = &out->st;
     if (rc == 0)
         log_info("%s: kept as version %llu (root %s): %llu chunks in the pool, %llu of them new "
                  "(%llu copied in the store), %llu named as the base version names them",
-                 rec->domain, (unsigned long long)n, vroot, (unsigned long long)st.chunks_pooled,
-                 (unsigned long long)st.chunks_new, (unsigned long long)st.chunks_copied,
-                 (unsigned long long)st.chunks_from_base);
-    else if (rc != -EOPNOTSUPP && vroot[0])
-        collect(c, vroot, rec->domain, ""); /* not listed: nothing names it */
+                 rec->domain, (unsigned long long)n, out->vroot,
+                 (unsigned long long)st->chunks_pooled, (unsigned long long)st->chunks_new,
+                 (unsigned long long)st->chunks_copied, (unsigned long long)st->chunks_from_base);
+    else if (rc != -EOPNOTSUPP && out->vroot[0])
+        collect(c, out->vroot, rec->domain, ""); /* not listed: nothing names it */
+    if (rc != 0)
+        out->vroot[0] = '\0';
     if (rc == 0 && keep > 0 && c->ops->versions_removed)
         c->ops->versions_removed(c->ops->versions_ctx, rec->domain); /* expired ones, if any */
     return rc == -EOPNOTSUPP ? 0 : rc;
@@ -392,7 +509,7 @@ static int restore_version(const struct commit_ctx *c, const struct journal_rec 
     unsigned keep = 0;
     struct restore_stats st = { 0 };
     if (base || cfg->link || !c->same_as_version || !c->versions_for ||
-        !c->versions_for(c->link_ctx, rec->domain, &keep))
+        !c->versions_for(c->link_ctx, rec->domain, &keep, NULL))
         return 0; /* an r+ change, a linked file, or no versions here */
     int rc = restore_find(c->ops->store, rec->domain, staged, c->same_as_version, c->link_ctx, &n,
                           vroot);
@@ -409,6 +526,90 @@ static int restore_version(const struct commit_ctx *c, const struct journal_rec 
     return 1;
 }
 
+/* The journal says COMMITTING with a fresh new root: 0, or -errno. A full cache directory must
+ * not keep a whole staged file from becoming the domain (and then from freeing its space):
+ * the record only lets a crash collect the root. */
+static int start_new_root(const struct commit_ctx *c, struct journal_rec *rec)
+{
+    int rc = ingest_new_root_id_for(rec->base_root, rec->new_root);
+    if (rc == 0)
+        rc = set_state(c, rec, JOURNAL_COMMITTING);
+    if (rc == -ENOSPC || rc == -EDQUOT) {
+        log_warn("%s: committing without its journal record: a crash during this commit "
+                 "would leave root %s in the bucket, named by nothing",
+                 rec->domain, rec->new_root);
+        rc = 0;
+    }
+    return rc;
+}
+
+/* The staged file stored under rec->new_root (restored from a version, or ingested; pooled:
+ * chunks left in the base version's pool), durable, and kept as a version where versions
+ * are on. 0 or -errno (-EAGAIN: see keep_version). */
+static int store_new_root(const struct commit_ctx *c, struct journal_rec *rec, const char *staged,
+                          const struct ingest_base *base, struct ingest_config *cfg,
+                          struct ingest_stats *st, const json_t *acls, struct kept_version *kv)
+{
+    double t0 = clock_monotonic();
+    int rc = restore_version(c, rec, staged, base, cfg);
+    if (rc == 0)
+        rc = ingest_new(cfg, staged, rec->domain, rec->new_root, base, st);
+    else if (rc == 1)
+        rc = 0;
+    double t1 = clock_monotonic();
+    if (rc == 0)
+        rc = store_sync(c->ops->store); /* every object durable before it is named */
+    log_debug("%s: ingest %.3f s, sync %.3f s", rec->domain, t1 - t0, clock_monotonic() - t1);
+    if (rc == 0)
+        rc = keep_version(c, rec, acls, cfg->pool_ctx, kv);
+    return rc;
+}
+
+/*
+ * versions_current=ref and an r+ of a domain that names its head version: the ingest leaves
+ * the chunks the writer did not change in the pool (no copy per chunk), the version names
+ * them as the head does. Where the version cannot (a dataset's grid changed), that root is
+ * collected and a whole one ingested, as without ref (doc/versions.md §4.2, status of B).
+ */
+static int store_new_root_pooled(const struct commit_ctx *c, struct journal_rec *rec,
+                                 const char *staged, const struct ingest_base *base,
+                                 struct ingest_config *cfg, struct ingest_stats *st,
+                                 const json_t *acls, int ref, struct kept_version *kv)
+{
+    struct versions_kept *pooled = NULL;
+    if (ref && base && !cfg->link && versions_kept_new(&pooled) == 0) {
+        cfg->kept_in_pool = versions_kept_add;
+        cfg->pool_ctx = pooled;
+    }
+    int rc = store_new_root(c, rec, staged, base, cfg, st, acls, kv), sparse = pooled != NULL;
+    cfg->kept_in_pool = NULL;
+    cfg->pool_ctx = NULL;
+    versions_kept_free(pooled);
+    /* a sparse root kept as no version (it cannot be kept: logged) must not be named */
+    if (sparse && (rc == -EAGAIN || (rc == 0 && !kv->vroot[0] && st->chunks_in_pool > 0))) {
+        collect(c, rec->new_root, rec->domain, ""); /* never named */
+        memset(st, 0, sizeof *st);
+        rc = start_new_root(c, rec);
+        if (rc == 0)
+            rc = store_new_root(c, rec, staged, base, cfg, st, acls, kv);
+    }
+    return rc == -EAGAIN ? -EIO : rc;
+}
+
+/* After the swap: what the domain no longer names goes to the collector. The root it named
+ * before, unless that is a version's root (ref mode: base_ref); in ref mode the root just
+ * ingested too, now sealed into the version the domain names. */
+static void collect_after_swap(const struct commit_ctx *c, const struct journal_rec *rec,
+                               const char *old, int base_ref, const struct kept_version *kv,
+                               int ref)
+{
+    const char *named = ref ? kv->vroot : rec->new_root;
+    if (!base_ref && !kv->st.base_is_version)
+        collect(c, old, rec->domain, named); /* before the record is CLEAN */
+    if (ref)
+        collect(c, rec->new_root, rec->domain, "");
+}
+
 /* A new root for the staged file, then the swap: the one put that makes it the domain. *acls
  * gets the domain's ACLs (for its version), the caller's to release. */
 static int swap_in_new_root(const struct commit_ctx *c, struct journal_rec *rec, const char *staged,
@@ -416,57 +617,38 @@ static int swap_in_new_root(const struct commit_ctx *c, struct journal_rec *rec,
 {
     struct ingest_config cfg = ingest_cfg(c);
     struct ingest_stats st = { 0 };
+    struct kept_version kv = { "", { 0 } };
     cfg.keep_file = file_kept != NULL;
     if (c->link_for)
         cfg.link = c->link_for(c->link_ctx, rec->domain, c->link);
     char old[SCHEMA_ID_BUF];
-    int in_doubt = 0, rc = 0;
+    int in_doubt = 0, rc = 0, base_ref = 0, ref = ref_mode_for(c, rec->domain, NULL);
     /* an earlier try of this record whose swap was in doubt: settled first, as recovery would
      * (a landed swap is this commit's base now; an undone one is collected) */
     if (rec->state == JOURNAL_COMMITTING && *rec->new_root)
         rc = settle_new_root(c, rec);
     if (rc < 0)
         return rc;
-    rc = check_base(c, rec, acls);
+    rc = check_base(c, rec, acls, &base_ref);
     if (rc == 0 && base && base->written_chunks_unchanged)
         rc = base->written_chunks_unchanged(base->ctx); /* HSDS rewrites chunks in place */
     if (rc == 0)
-        rc = ingest_new_root_id_for(rec->base_root, rec->new_root);
-    if (rc == 0)
-        rc = set_state(c, rec, JOURNAL_COMMITTING);
-    if (rc == -ENOSPC || rc == -EDQUOT) {
-        /* A full cache directory must not keep a whole staged file from becoming the domain
-         * (and then from freeing its space): the record only lets a crash collect the root. */
-        log_warn("%s: committing without its journal record: a crash during this commit "
-                 "would leave root %s in the bucket, named by nothing",
-                 rec->domain, rec->new_root);
-        rc = 0;
-    }
+        rc = start_new_root(c, rec);
     if (rc != 0)
         return rc;
     crash_point("committing");
-    double t0 = clock_monotonic();
-    rc = restore_version(c, rec, staged, base, &cfg);
-    if (rc == 0)
-        rc = ingest_new(&cfg, staged, rec->domain, rec->new_root, base, &st);
-    else if (rc == 1)
-        rc = 0;
+    rc = store_new_root_pooled(c, rec, staged, base, &cfg, &st, *acls, ref, &kv);
     if (file_kept)
         *file_kept = st.file_kept;
-    double t1 = clock_monotonic();
+    ref = ref && kv.vroot[0]; /* a domain kept without a version names its root */
     if (rc == 0)
-        rc = store_sync(c->ops->store); /* every object durable before it is named */
-    log_debug("%s: ingest %.3f s, sync %.3f s", rec->domain, t1 - t0, clock_monotonic() - t1);
-    if (rc == 0)
-        rc = keep_version(c, rec, *acls);
-    if (rc == 0)
-        rc = swap_domain(c, rec, rec->new_root, old, &in_doubt);
+        rc = swap_domain(c, rec, ref ? kv.vroot : rec->new_root, ref, old, &in_doubt);
     if (rc != 0 && in_doubt) {
         /* the domain may name the new root: the record stays COMMITTING, so that recovery
          * finishes or undoes the commit once the domain can be read */
         log_error("%s: whether the domain now names root %s cannot be told: kept for "
                   "recovery at the next mount",
-                  rec->domain, rec->new_root);
+                  rec->domain, ref ? kv.vroot : rec->new_root);
         return rc;
     }
     if (rc != 0) {
@@ -476,13 +658,14 @@ static int swap_in_new_root(const struct commit_ctx *c, struct journal_rec *rec,
         return rc;
     }
     crash_point("domain");
-    collect(c, old, rec->domain, rec->new_root); /* before the record is CLEAN */
-    snprintf(rec->base_root, sizeof rec->base_root, "%s", rec->new_root);
+    collect_after_swap(c, rec, old, base_ref, &kv, ref);
+    snprintf(rec->base_root, sizeof rec->base_root, "%s", ref ? kv.vroot : rec->new_root);
     rec->new_root[0] = '\0';
     rec->mode = JOURNAL_CHANGE;
     log_done(rec, &st);
     set_state(c, rec, JOURNAL_CLEAN); /* a lost record only means one idempotent rerun */
-    summarise(c, rec->base_root);
+    if (!ref)
+        summarise(c, rec->base_root); /* a version root gets no .info.json */
     return 0;
 }
 

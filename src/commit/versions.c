@@ -3,6 +3,7 @@
 
 #include <errno.h>
 #include <inttypes.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -17,6 +18,7 @@
 #include "h5osfs/schema/hjson.h"
 #include "h5osfs/util/log.h"
 #include "h5osfs/util/pfor.h"
+#include "h5osfs/util/strmap.h"
 #include "h5osfs/ns/ns.h"
 #include "h5osfs/schema/vlist.h"
 #include "h5osfs/domops/vnames.h"
@@ -97,6 +99,99 @@ static int ends_with(const char *s, const char *tail)
 {
     size_t a = strlen(s), b = strlen(tail);
     return a >= b && strcmp(s + a - b, tail) == 0;
+}
+
+/* ---- chunks left in the pool by a versions_current=ref r+ ---- */
+
+struct kept_list {
+    uint64_t *idx; /* n indexes of rank coordinates each */
+    size_t n, cap;
+    int rank;
+};
+
+struct versions_kept {
+    pthread_mutex_t lock;
+    struct strmap *by_json_key; /* the dataset's JSON key under the new root -> kept_list */
+};
+
+int versions_kept_new(struct versions_kept **out)
+{
+    struct versions_kept *k = calloc(1, sizeof *k);
+    if (k && !(k->by_json_key = strmap_new())) {
+        free(k);
+        k = NULL;
+    }
+    if (!k)
+        return -ENOMEM;
+    pthread_mutex_init(&k->lock, NULL);
+    *out = k;
+    return 0;
+}
+
+static void kept_list_free(void *v)
+{
+    struct kept_list *l = v;
+    if (l)
+        free(l->idx);
+    free(l);
+}
+
+void versions_kept_free(struct versions_kept *k)
+{
+    if (!k)
+        return;
+    strmap_free(k->by_json_key, kept_list_free);
+    pthread_mutex_destroy(&k->lock);
+    free(k);
+}
+
+static int kept_append(struct kept_list *l, const uint64_t *idx, int rank)
+{
+    if (l->rank != rank)
+        return -EINVAL;
+    if (l->n == l->cap) {
+        size_t cap = l->cap ? l->cap * 2 : 64;
+        uint64_t *grown = realloc(l->idx, cap * (size_t)rank * sizeof *grown);
+        if (!grown)
+            return -ENOMEM;
+        l->idx = grown;
+        l->cap = cap;
+    }
+    memcpy(l->idx + l->n * (size_t)rank, idx, (size_t)rank * sizeof *idx);
+    l->n++;
+    return 0;
+}
+
+int versions_kept_add(void *ctx, const char *dataset_id, const uint64_t *idx, int rank)
+{
+    struct versions_kept *k = ctx;
+    char key[STORE_KEY_MAX + 1];
+    if (rank < 1 || rank > HJSON_DIMS_MAX || schema_obj_key(dataset_id, key, sizeof key) != 0)
+        return -EINVAL;
+    pthread_mutex_lock(&k->lock);
+    struct kept_list *l = strmap_get(k->by_json_key, key);
+    int rc = 0;
+    if (!l && (l = calloc(1, sizeof *l)) != NULL) {
+        l->rank = rank;
+        if (strmap_put(k->by_json_key, key, l, NULL) != 0) {
+            free(l);
+            l = NULL;
+        }
+    }
+    rc = l ? kept_append(l, idx, rank) : -ENOMEM;
+    pthread_mutex_unlock(&k->lock);
+    return rc;
+}
+
+static const struct kept_list *kept_of(const struct versions_commit *vc, const char *json_key)
+{
+    if (!vc->kept)
+        return NULL;
+    struct versions_kept *k = (struct versions_kept *)vc->kept;
+    pthread_mutex_lock(&k->lock);
+    const struct kept_list *l = strmap_get(k->by_json_key, json_key);
+    pthread_mutex_unlock(&k->lock);
+    return l;
 }
 
 /* ---- ids ---- */
@@ -187,6 +282,7 @@ struct sealed {
 struct base_version {
     char vroot[SCHEMA_ID_BUF]; /* "" when the base is no listed version */
     double time;               /* when it was listed */
+    int is_root;               /* the base root is that version's root (versions_current=ref) */
 };
 
 struct seal_job {
@@ -452,8 +548,29 @@ static int put_json(struct store *st, const char *key, const json_t *doc)
 }
 
 /* The chunk table over sealed chunks, put under vroot; its id into tid. */
+/* The entries kept chunks take from the base version's table: the same pool objects. 0, or
+ * -EAGAIN when the base names none there (nothing to take: the commit ingests a whole root). */
+static int take_kept_entries(unsigned char *table, const unsigned char *base,
+                             const struct kept_list *kept, const uint64_t *grid, int rank)
+{
+    for (size_t i = 0; kept && i < kept->n; i++) {
+        const uint64_t *idx = kept->idx + i * (size_t)rank;
+        uint64_t lin = 0;
+        for (int k = 0; k < rank; k++) {
+            if (!base || kept->rank != rank || idx[k] >= grid[k])
+                return -EAGAIN;
+            lin = lin * grid[k] + idx[k];
+        }
+        if (entry_size(base + lin * ENTRY_BYTES) == 0)
+            return -EAGAIN;
+        memcpy(table + lin * ENTRY_BYTES, base + lin * ENTRY_BYTES, ENTRY_BYTES);
+    }
+    return 0;
+}
+
 static int put_table(const struct dataset_ctx *d, const uint64_t *grid, int rank,
-                     struct sealed *chunks, size_t n, char tid[SCHEMA_ID_BUF])
+                     struct sealed *chunks, size_t n, const unsigned char *base,
+                     const struct kept_list *kept, char tid[SCHEMA_ID_BUF])
 {
     char key[STORE_KEY_MAX + 1], absent[URI_LEN];
     uint64_t entries = 1, zero[32] = { 0 };
@@ -467,6 +584,10 @@ static int put_table(const struct dataset_ctx *d, const uint64_t *grid, int rank
     snprintf(absent, sizeof absent, "%s/db/%.17s/c/0", d->vc->bucket_name, d->pool + 2);
     for (uint64_t e = 0; e < entries; e++)
         put_entry(table + e * ENTRY_BYTES, 0, absent); /* fill: a non-empty URI (spec §12) */
+    if (take_kept_entries(table, base, kept, grid, rank) != 0) {
+        free(table);
+        return -EAGAIN;
+    }
     for (size_t i = 0; i < n; i++) {
         uint64_t lin = 0;
         for (int k = 0; k < rank; k++)
@@ -550,8 +671,35 @@ static int set_ref_layout(json_t *doc, const char *tid, const char *pool)
  * is none to use (no base version, another shape, a layout it was not pooled in). Only a
  * failing store is an error: without the table every chunk is sealed as before.
  */
+/* The chunk grid of a dataset's JSON (shape over layout dims). 0 or -EINVAL. */
+static int grid_of(const json_t *doc, uint64_t *grid, int *rank)
+{
+    uint64_t dims[HJSON_DIMS_MAX], cdims[HJSON_DIMS_MAX];
+    int crank = 0;
+    if (hjson_dims(json_object_get(json_object_get(doc, "shape"), "dims"), dims, rank) != 0 ||
+        hjson_dims(json_object_get(json_object_get(doc, "layout"), "dims"), cdims, &crank) != 0 ||
+        *rank != crank)
+        return -EINVAL;
+    for (int k = 0; k < *rank; k++) {
+        if (cdims[k] == 0)
+            return -EINVAL;
+        grid[k] = dims[k] ? (dims[k] + cdims[k] - 1) / cdims[k] : 1;
+    }
+    return 0;
+}
+
+static int same_grid(const json_t *a, const json_t *b)
+{
+    uint64_t ga[HJSON_DIMS_MAX], gb[HJSON_DIMS_MAX];
+    int ra = 0, rb = 0;
+    return grid_of(a, ga, &ra) == 0 && grid_of(b, gb, &rb) == 0 && ra == rb &&
+           memcmp(ga, gb, (size_t)ra * sizeof *ga) == 0;
+}
+
+/* With kept chunks (a ref-mode r+, which may resize a dataset within its grid: whole chunks
+ * inside it keep their bytes), the same grid and chunk shape is enough; else the same shape. */
 static int base_table(const struct dataset_ctx *d, const char *json_key, const json_t *doc,
-                      uint64_t entries, unsigned char **out)
+                      uint64_t entries, int same_grid_enough, unsigned char **out)
 {
     char key[STORE_KEY_MAX + 1], why[200];
     struct store_buf buf = { 0 };
@@ -568,8 +716,9 @@ static int base_table(const struct dataset_ctx *d, const char *json_key, const j
     const json_t *lay = json_object_get(json_object_get(vdoc, "creationProperties"), "layout");
     const char *tid = hjson_text(json_object_get(lay, "chunk_table"));
     int usable = tid &&
-                 json_equal(json_object_get(json_object_get(vdoc, "shape"), "dims"),
-                            json_object_get(json_object_get(doc, "shape"), "dims")) &&
+                 (json_equal(json_object_get(json_object_get(vdoc, "shape"), "dims"),
+                             json_object_get(json_object_get(doc, "shape"), "dims")) ||
+                  (same_grid_enough && same_grid(vdoc, doc))) &&
                  json_equal(json_object_get(json_object_get(vdoc, "layout"), "dims"),
                             json_object_get(json_object_get(doc, "layout"), "dims"));
     int rank = (int)json_array_size(json_object_get(json_object_get(doc, "layout"), "dims"));
@@ -626,9 +775,10 @@ static int pooled_dataset(const struct dataset_ctx *d, const char *json_key, jso
         entries *= grid[k];
     if (entries > TABLE_ENTRIES_MAX)
         return -EOPNOTSUPP;
+    const struct kept_list *kept = kept_of(d->vc, json_key);
     int rc = chunks_of(d, json_key, rank, &chunks, &n);
     if (rc == 0)
-        rc = base_table(d, json_key, doc, entries, &base);
+        rc = base_table(d, json_key, doc, entries, kept != NULL, &base);
     if (rc == 0)
         point_at_base(chunks, n, base, grid, rank);
     struct seal_job job = { d->vc, d->pool, d->base, chunks };
@@ -647,7 +797,15 @@ static int pooled_dataset(const struct dataset_ctx *d, const char *json_key, jso
                 rc = -EOPNOTSUPP;
     }
     if (rc == 0)
-        rc = put_table(d, grid, rank, chunks, n, tid);
+        rc = put_table(d, grid, rank, chunks, n, base, kept, tid);
+    if (rc == -EAGAIN)
+        log_warn("%s: %s: the base version's table cannot name the chunks left in the pool "
+                 "(another grid): a whole root is ingested instead",
+                 d->vc->domain, json_key);
+    if (rc == 0 && kept && d->vc->stats) {
+        d->vc->stats->chunks_pooled += kept->n;
+        d->vc->stats->chunks_from_base += kept->n;
+    }
     if (rc == 0)
         rc = set_ref_layout(doc, tid, d->pool);
     if (rc == 0)
@@ -724,6 +882,8 @@ static int version_object(const struct dataset_ctx *d, const char *key)
         rc = -EOPNOTSUPP; /* linked data: the file is not in the pool yet */
     else if (poolable(doc))
         rc = pooled_dataset(d, key, doc, vkey);
+    else if (kept_of(d->vc, key))
+        rc = -EAGAIN; /* chunks left in the pool of a dataset that is no longer pooled */
     else
         rc = copied_dataset(d, key, doc, text, vkey);
     json_decref(doc);
@@ -963,9 +1123,11 @@ static void base_version_of(const struct vlist *l, const char *base_root, struct
 {
     for (size_t i = 0; base_root[0] && i < l->n_entries; i++) {
         const struct vlist_entry *e = &l->entries[i];
-        if (!e->error && e->state == VLIST_KEPT && strcmp(e->current, base_root) == 0) {
+        if (!e->error && e->state == VLIST_KEPT &&
+            (strcmp(e->current, base_root) == 0 || strcmp(e->root, base_root) == 0)) {
             snprintf(b->vroot, sizeof b->vroot, "%s", e->root);
             b->time = e->time;
+            b->is_root = strcmp(e->root, base_root) == 0;
         }
     }
 }
@@ -981,10 +1143,12 @@ int versions_commit(const struct versions_commit *vc, uint64_t *n, char vroot[SC
                  vc->domain);
         return -EOPNOTSUPP;
     }
-    struct base_version base = { "", 0 };
+    struct base_version base = { "", 0, 0 };
     int rc = load_list(vc, key, &l, etag);
     if (rc == 0)
         base_version_of(&l, vc->base_root, &base);
+    if (rc == 0 && vc->stats)
+        vc->stats->base_is_version = base.is_root;
     if (rc == 0)
         rc = mint_root(vroot);
     if (rc == 0)
@@ -1020,7 +1184,7 @@ int versions_commit(const struct versions_commit *vc, uint64_t *n, char vroot[SC
         log_warn("%s: this domain cannot be kept as a version yet (linked data, a chunk table "
                  "of more than %u entries, or a chunk of 2 GiB): committed without a version",
                  vc->domain, TABLE_ENTRIES_MAX);
-    else if (rc != 0)
+    else if (rc != 0 && rc != -EAGAIN)
         log_error("%s: version not kept (%s): the commit stops here", vc->domain, strerror(-rc));
     else if (vc->crash_point)
         vc->crash_point("listed");
@@ -1032,24 +1196,48 @@ int versions_commit(const struct versions_commit *vc, uint64_t *n, char vroot[SC
     return rc;
 }
 
-int versions_listed(struct store *store, const char *domain, const char *new_root)
+/* The domain's list, parsed: 0, 1 (none), or -EIO (logged). */
+static int read_list(struct store *store, const char *domain, struct vlist *l)
 {
     char key[STORE_KEY_MAX + 1], why[200];
     struct store_buf buf = { 0 };
-    struct vlist l;
     if (schema_vlist_key(domain, key, sizeof key) != 0)
-        return 0;
+        return 1;
     int rc = store_get(store, key, VLIST_MAX_BYTES, &buf);
     if (rc == -ENOENT)
-        return 0;
-    if (rc == 0 && vlist_parse((const char *)buf.data, buf.len, &l, why, sizeof why) != 0) {
+        return 1;
+    if (rc == 0 && vlist_parse((const char *)buf.data, buf.len, l, why, sizeof why) != 0) {
         log_error("%s: version list unusable (%s)", key, why);
         rc = -EIO;
     }
     store_buf_free(&buf);
+    return rc;
+}
+
+int versions_listed(struct store *store, const char *domain, const char *new_root,
+                    char vroot[SCHEMA_ID_BUF])
+{
+    struct vlist l;
+    int rc = read_list(store, domain, &l);
     if (rc != 0)
-        return rc;
-    rc = vlist_listed_as(&l, new_root) != NULL;
+        return rc == 1 ? 0 : rc;
+    const struct vlist_entry *e = vlist_listed_as(&l, new_root);
+    if (e && vroot)
+        snprintf(vroot, SCHEMA_ID_BUF, "%s", e->root);
+    rc = e != NULL;
+    vlist_free(&l);
+    return rc;
+}
+
+int versions_is_version_root(struct store *store, const char *domain, const char *root)
+{
+    struct vlist l;
+    int rc = read_list(store, domain, &l);
+    if (rc != 0)
+        return rc == 1 ? 0 : rc;
+    rc = 0;
+    for (size_t i = 0; root[0] && i < l.n_entries; i++)
+        rc |= !l.entries[i].error && strcmp(l.entries[i].root, root) == 0;
     vlist_free(&l);
     return rc;
 }

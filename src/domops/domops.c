@@ -373,7 +373,10 @@ int domops_unlink(const struct domops *d, const char *user, const char *path)
         return -EIO;
     /* queued only once nothing names it: a queued root whose delete failed could be renamed
      * with its folder and then deleted under its new name */
-    if (info.kind == NS_DOMAIN && d->gc && gc_add(d->gc, info.root, path, "") != 0)
+    if (info.kind == NS_DOMAIN && info.current_ref)
+        log_info("%s: deleted; its root %s is its newest version's, kept in %s", path, info.root,
+                 SCHEMA_VERSIONS_DIR);
+    else if (info.kind == NS_DOMAIN && d->gc && gc_add(d->gc, info.root, path, "") != 0)
         log_warn("%s: deleted; its objects (root %s) stay in the bucket", path, info.root);
     return 0;
 }
@@ -477,8 +480,9 @@ static int move_domain(const struct domops *d, const char *from, const char *to,
         vmove_drop(d->store, to); /* only a copy: from's are whole */
     /* to's old root is named by nothing once the copy is there, whether or not the old
      * name's delete then fails */
-    if (rc == 0 && dst && dst->kind == NS_DOMAIN && d->gc && strcmp(dst->root, src->root) != 0 &&
-        gc_add(d->gc, dst->root, to, src->root) != 0)
+    /* (a versions_current=ref domain names a version's root: its list keeps it) */
+    if (rc == 0 && dst && dst->kind == NS_DOMAIN && !dst->current_ref && d->gc &&
+        strcmp(dst->root, src->root) != 0 && gc_add(d->gc, dst->root, to, src->root) != 0)
         log_warn("%s: replaced; its objects (root %s) stay in the bucket", to, dst->root);
     if (rc == 0)
         rc = store_delete(d->store, from_key);

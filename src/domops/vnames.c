@@ -189,13 +189,17 @@ struct removal_change {
     const char *name, *current_root;
 };
 
-/* The current version: the one whose commit made current_root; when no entry says so (a list
+/* The current version: the one whose commit made current_root, or whose root it is (the
+ * domain names its head version with versions_current=ref); when no entry says so (a list
  * written before entries recorded it), the newest kept one, so that it is never removed. */
 static uint64_t head_of(const struct vlist *l, const char *current_root)
 {
     if (!current_root || !current_root[0])
         return 0;
     const struct vlist_entry *e = vlist_listed_as(l, current_root);
+    for (size_t i = 0; !e && i < l->n_entries; i++)
+        if (!l->entries[i].error && strcmp(l->entries[i].root, current_root) == 0)
+            e = &l->entries[i];
     if (!e)
         e = vlist_latest(l);
     return e ? e->n : 0;

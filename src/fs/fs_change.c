@@ -431,7 +431,7 @@ void op_setxattr(fuse_req_t req, fuse_ino_t ino, const char *name, const char *v
     struct schema_versions versions;
     if (strcmp(name, FS_XATTR_VERSIONS) == 0) {
         if (schema_versions_parse(value, size, &versions) != 0)
-            fuse_reply_err(req, EINVAL); /* only on, off or keep:N */
+            fuse_reply_err(req, EINVAL); /* only on, off, keep:N or ref */
         else
             fuse_reply_err(req, -set_versions(req, ino, &versions, flags));
         return;

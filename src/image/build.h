@@ -55,6 +55,7 @@ struct builder {
     uint64_t dangling_refs;             /* references to objects not in the image, made null */
     char dangling_first[160];           /* the first of them: target and where */
     struct strmap *uri_index;           /* "dataset id\nkey" -> index + 1 into its uris */
+    char current_pool[SCHEMA_ID_BUF];   /* a ref-mode domain's pool, once checked ("" not yet) */
 };
 
 /* Load and parse an object's JSON by id: a JSON object whose "id" is id. 0, -ENOENT, -EIO

@@ -5,6 +5,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "h5osfs/util/grow.h"
 #include "h5osfs/util/log.h"
@@ -125,6 +127,113 @@ int image_chunk_source(const struct image *img, uint64_t off, const char *datase
     if (memcmp(at, idx, (size_t)rank * sizeof *at) != 0)
         return 0;
     return image_chunk_key(ds, seg->u.chunk, key, key_len) == 0;
+}
+
+int image_chunk_pooled(const struct image *img, uint64_t off, const char *dataset_id,
+                       const uint64_t *idx, int rank)
+{
+    uint64_t at[IMAGE_MAX_RANK];
+    if (off >= extent_size(img->map))
+        return 0;
+    size_t n;
+    const struct segment *seg = &extent_segments(img->map, &n)[extent_find(img->map, off)];
+    if (seg->kind != SEGMENT_CHUNK || seg->off != off || seg->dset >= img->n_datasets)
+        return 0;
+    const struct image_dataset *ds = &img->datasets[seg->dset];
+    if (ds->origin != ORIGIN_REF_PIECES || !ds->pooled || ds->rank != rank ||
+        strcmp(ds->id, dataset_id) != 0)
+        return 0;
+    image_chunk_index(ds, seg->u.chunk, at);
+    if (memcmp(at, idx, (size_t)rank * sizeof *at) != 0)
+        return 0;
+    /* one piece, the whole pool object: the version's table entry at idx names these bytes */
+    size_t lo = 0, hi = ds->n_pieces;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (ds->pieces[mid].chunk < seg->u.chunk)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo < ds->n_pieces && ds->pieces[lo].chunk == seg->u.chunk && ds->pieces[lo].off == 0 &&
+           (lo + 1 == ds->n_pieces || ds->pieces[lo + 1].chunk != seg->u.chunk);
+}
+
+/* len bytes of the file at fd from off equal want (NULL: zeros). 1, 0, or -errno. */
+static int file_has(int fd, uint64_t off, uint64_t len, const unsigned char *want,
+                    unsigned char *buf, size_t piece)
+{
+    while (len > 0) {
+        size_t n = len < piece ? (size_t)len : piece;
+        ssize_t got = pread(fd, buf, n, (off_t)off);
+        if (got < 0 && errno == EINTR)
+            continue;
+        if (got < 0)
+            return -errno;
+        if ((size_t)got != n)
+            return 0;
+        for (size_t i = 0; !want && i < n; i++)
+            if (buf[i])
+                return 0;
+        if (want && memcmp(buf, want, n) != 0)
+            return 0;
+        if (want)
+            want += n;
+        off += n;
+        len -= n;
+    }
+    return 1;
+}
+
+#define SAME_PIECE (1u << 20)
+
+int image_only_chunks_differ(const struct image *img, int fd)
+{
+    struct stat st;
+    if (fstat(fd, &st) != 0)
+        return -errno;
+    if ((uint64_t)st.st_size != extent_size(img->map))
+        return 0; /* HDF5 allocated: a chunk or an index node may have moved */
+    unsigned char *buf = malloc(SAME_PIECE);
+    size_t n;
+    const struct segment *seg = extent_segments(img->map, &n);
+    uint64_t at = 0;
+    int rc = buf ? 1 : -ENOMEM;
+    for (size_t i = 0; rc == 1 && i <= n; i++) {
+        uint64_t start = i < n ? seg[i].off : extent_size(img->map);
+        if (start > at) /* a hole of the image: zeros */
+            rc = file_has(fd, at, start - at, NULL, buf, SAME_PIECE);
+        if (rc == 1 && i < n && seg[i].kind == SEGMENT_BYTES)
+            rc = file_has(fd, seg[i].off, seg[i].len, seg[i].u.bytes, buf, SAME_PIECE);
+        if (i < n)
+            at = seg[i].off + seg[i].len;
+    }
+    free(buf);
+    return rc;
+}
+
+int image_for_each_pooled_chunk(const struct image *img, const char *dataset_id,
+                                int (*fn)(void *ctx, uint64_t off, uint64_t len,
+                                          const uint64_t *idx, int rank),
+                                void *ctx)
+{
+    uint64_t idx[IMAGE_MAX_RANK];
+    size_t n;
+    const struct segment *seg = extent_segments(img->map, &n);
+    for (size_t i = 0; i < n; i++) {
+        if (seg[i].kind != SEGMENT_CHUNK || seg[i].dset >= img->n_datasets)
+            continue;
+        const struct image_dataset *ds = &img->datasets[seg[i].dset];
+        if (strcmp(ds->id, dataset_id) != 0)
+            continue;
+        image_chunk_index(ds, seg[i].u.chunk, idx);
+        if (!image_chunk_pooled(img, seg[i].off, dataset_id, idx, ds->rank))
+            continue;
+        int rc = fn(ctx, seg[i].off, seg[i].len, idx, ds->rank);
+        if (rc != 0)
+            return rc;
+    }
+    return 0;
 }
 
 /* ---- chunk keys ---- */

@@ -67,6 +67,7 @@ struct image_dataset {
     size_t n_pieces;
     uint32_t n_sub; /* pieces per chunk: prod(dims / hyper_dims), 1 without */
     uint64_t sub_dims[IMAGE_MAX_RANK];
+    int pooled; /* a version's table over its domain's pool: each piece a whole pool object */
 };
 
 /* An HDF5 object of the file and the HSDS object it shows. */

@@ -206,5 +206,10 @@ int ingest_new(const struct ingest_config *cfg, const char *h5path, const char *
                  (unsigned long long)stats->chunks_raw, (unsigned long long)stats->chunks_copied,
                  base ? base->root : "no base", (unsigned long long)stats->objects_kept,
                  (unsigned long long)stats->changes);
+    if (rc == 0 && stats->chunks_in_pool > 0)
+        log_info("%s: %llu unchanged chunks left in the base version's pool (%llu told at once, "
+                 "the rest asked HDF5 for one by one)",
+                 log_name, (unsigned long long)stats->chunks_in_pool,
+                 (unsigned long long)stats->chunks_told);
     return rc;
 }

@@ -200,6 +200,34 @@ static int same_chunk_grid(struct ingest *g, const struct ingest_obj *o, const j
     return same;
 }
 
+/* A version's table over its domain's pool (versions_current=ref: the base is a version). */
+static int pool_layout(const json_t *cprops)
+{
+    const json_t *lay = json_object_get(cprops, "layout");
+    return hjson_text(json_object_get(json_object_get(lay, "h5osfs"), "pool")) != NULL;
+}
+
+/* A dataset of a version whose chunks are pool objects: the new root gets it as the plain
+ * chunked dataset it was before its version was made (its creation properties but the table
+ * layout), its chunks per chunk_state: copied in (cfg->kept_in_pool NULL: a pool object is
+ * never linked into a root HSDS may rewrite) or left to the next version's table. */
+static int settle_pooled(struct ingest *g, struct ingest_obj *o, const json_t *layout,
+                         const json_t *cprops)
+{
+    json_t *plain = json_deep_copy(cprops);
+    if (!plain)
+        return -ENOMEM;
+    json_object_del(plain, "layout");
+    int rc = json_object_set(o->json, "layout", (json_t *)layout) != 0 ||
+                     json_object_set_new(o->json, "creationProperties", plain) != 0
+                 ? -ENOMEM
+                 : 0;
+    (void)g;
+    o->base_layout = rc == 0;
+    o->base_ref = 0;
+    return rc;
+}
+
 /* A dataset of the base's type, rank and chunk grid keeps the base's layout and creation
  * properties (old is the base JSON with the new root's ids). 0 or -errno. */
 static int settle_dataset(struct ingest *g, struct ingest_obj *o, const json_t *old)
@@ -213,6 +241,8 @@ static int settle_dataset(struct ingest *g, struct ingest_obj *o, const json_t *
         !json_equal(json_object_get(o->json, "type"), json_object_get(old, "type")) ||
         !same_chunk_grid(g, o, json_object_get(layout, "dims")))
         return 0;
+    if (is_ref && pool_layout(cprops))
+        return settle_pooled(g, o, layout, cprops);
     if (is_ref) {
         if (!json_equal(json_object_get(o->json, "shape"), json_object_get(old, "shape")))
             return 0;

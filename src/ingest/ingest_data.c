@@ -44,6 +44,10 @@ struct dset_io {
     int same_dims;  /* with the base's layout: the base's shape too */
     int partitions; /* layout.partition_count (0: none) */
     int virt;       /* virtual or external: reading may fail */
+    /* kept_in_pool: one bit per chunk (C order over grid) still the base's pool object, told
+     * by the base without a lookup per chunk (NULL: ask per chunk) */
+    unsigned char *pooled;
+    uint64_t grid[INGEST_MAX_RANK];
 };
 
 static int layout_dims(const json_t *layout, int rank, hsize_t *out)
@@ -151,6 +155,7 @@ static int io_open(struct dset_io *io, char *why, size_t why_len)
 
 static void io_close(struct dset_io *io)
 {
+    free(io->pooled);
     free(io->fill);
     free(io->fill_stored);
     if (io->mem >= 0)
@@ -296,7 +301,7 @@ static int decoded_chunk(struct dset_io *io, const struct chunk_at *c, unsigned 
                   why);
         return rc == -ENOMEM ? rc : -EIO;
     }
-    if (all_fill(io, s, len)) {
+    if (all_fill(io, s, len) && !io->g->cfg->kept_in_pool) {
         io->g->stats->chunks_fill++;
         free(s);
         return 0;
@@ -325,15 +330,73 @@ static int base_chunk(struct dset_io *io, const struct chunk_at *c)
             memcpy(job.key, c->key, sizeof job.key);
             return ingest_pool_submit(io->g->pool, &job);
         }
+        if (state == 3 && io->g->cfg->kept_in_pool) {
+            io->g->stats->chunks_in_pool++; /* the version names it: nothing stored */
+            return io->g->cfg->kept_in_pool(io->g->cfg->pool_ctx, io->o->id, c->idx, io->rank);
+        }
     }
     int rc = b->chunk_state(b->ctx, addr, size, io->o->base_id, c->idx, io->rank, 1, job.copy_of,
                             sizeof job.copy_of);
     return rc < 0 ? rc : 1;
 }
 
+/* The chunk's bit in io->pooled: its index in C order. */
+static uint64_t linear_of(const struct dset_io *io, const uint64_t *idx)
+{
+    uint64_t lin = 0;
+    for (int k = 0; k < io->rank; k++)
+        lin = lin * io->grid[k] + idx[k];
+    return lin;
+}
+
+static int pooled_chunk(void *ctx, const uint64_t *idx, int rank)
+{
+    struct dset_io *io = ctx;
+    if (rank != io->rank)
+        return 0;
+    for (int k = 0; k < rank; k++)
+        if (idx[k] >= io->grid[k])
+            return 0; /* outside today's grid: asked per chunk like any other */
+    uint64_t lin = linear_of(io, idx);
+    io->pooled[lin / 8] |= (unsigned char)(1u << (lin % 8));
+    io->g->stats->chunks_in_pool++; /* the version names it: nothing stored */
+    io->g->stats->chunks_told++;
+    return io->g->cfg->kept_in_pool(io->g->cfg->pool_ctx, io->o->id, idx, rank);
+}
+
+/* A ref-mode r+ (cfg->kept_in_pool) of a dataset on the base's grid and shape: the chunks
+ * the base can vouch for in one pass are marked and left in the pool. 0 or -errno. */
+static int mark_pooled(struct dset_io *io)
+{
+    const struct ingest_base *b = io->g->base;
+    uint64_t total = 1;
+    if (!io->g->cfg->kept_in_pool || !b || !b->clean_pool_chunks || !io->o->base_id[0] ||
+        !io->o->base_layout || !io->same_grid || !io->same_dims || io->scalar)
+        return 0;
+    for (int k = 0; k < io->rank; k++) {
+        io->grid[k] = io->cdims[k] ? (io->dims[k] + io->cdims[k] - 1) / io->cdims[k] : 0;
+        if (io->grid[k] == 0 || __builtin_mul_overflow(total, io->grid[k], &total) ||
+            total > ((uint64_t)1 << 40))
+            return 0;
+    }
+    if (!(io->pooled = calloc(total / 8 + 1, 1)))
+        return -ENOMEM;
+    int rc = b->clean_pool_chunks(b->ctx, io->o->base_id, pooled_chunk, io);
+    if (rc == 0) {
+        free(io->pooled); /* it cannot tell (before telling any): every chunk asked for */
+        io->pooled = NULL;
+    }
+    return rc == 1 ? 0 : rc;
+}
+
 static int one_chunk(struct dset_io *io, struct chunk_at *c, unsigned char *buf)
 {
     int rc;
+    if (io->pooled) {
+        uint64_t lin = linear_of(io, c->idx);
+        if (io->pooled[lin / 8] & (1u << (lin % 8)))
+            return 0; /* told by the base: left in the pool */
+    }
     if (schema_chunk_key(io->o->id, c->idx, io->rank,
                          schema_chunk_partition(c->idx, io->rank, io->partitions), c->key,
                          sizeof c->key) != 0)
@@ -758,6 +821,8 @@ int ingest_dataset_chunks(struct ingest *g, struct ingest_obj *o)
                       "dataset");
     if (g->base && o->base_id[0] && !io.same_grid)
         rc = materialize_dataset(&io);
+    if (rc == 0)
+        rc = mark_pooled(&io);
     if (rc == 0)
         rc = all_chunks(&io);
     if (rc == -ENODATA && io.virt) {

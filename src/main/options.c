@@ -50,6 +50,7 @@ enum option_key {
     KEY_VERSIONS_GRACE,
     KEY_VERSIONS_SWEEP_INTERVAL,
     KEY_REFS_URL,
+    KEY_VERSIONS_CURRENT,
 };
 
 static const struct fuse_opt option_spec[] = {
@@ -62,6 +63,7 @@ static const struct fuse_opt option_spec[] = {
     FUSE_OPT_KEY("versions_keep=", KEY_VERSIONS_KEEP),
     FUSE_OPT_KEY("versions_grace=", KEY_VERSIONS_GRACE),
     FUSE_OPT_KEY("versions_sweep_interval=", KEY_VERSIONS_SWEEP_INTERVAL),
+    FUSE_OPT_KEY("versions_current=", KEY_VERSIONS_CURRENT),
     FUSE_OPT_KEY("no_repairs", KEY_NO_REPAIRS),
     FUSE_OPT_KEY("refs_url=", KEY_REFS_URL),
     FUSE_OPT_KEY("user=", KEY_USER),
@@ -127,6 +129,10 @@ void options_usage(const char *prog)
         "                           folder's xattr user.h5osfs.versions decides below it)\n"
         "    -o versions_keep=N     with versions=on, keep the newest N untagged versions\n"
         "                           (default: all)\n"
+        "    -o versions_current=root|ref  with versions=on, the current DIR/NAME is a plain\n"
+        "                           root HSDS may write beside the versions (default: root),\n"
+        "                           or its newest version itself: stored once, HSDS may not\n"
+        "                           write it (xattr value ref: the same per folder)\n"
         "    -o versions_grace=SECONDS  a pool chunk no kept version names is deleted only\n"
         "                           once it is this old: longer than any commit (default:\n"
         "                           3600)\n"
@@ -214,6 +220,8 @@ static int option_proc(void *data, const char *arg, int key, struct fuse_args *o
         return set_value(&opts->versions_grace_text, arg);
     case KEY_VERSIONS_SWEEP_INTERVAL:
         return set_value(&opts->versions_sweep_interval_text, arg);
+    case KEY_VERSIONS_CURRENT:
+        return set_value(&opts->versions_current_text, arg);
     case KEY_RO:
         opts->read_only = 1;
         return 1; /* also a kernel mount option */
@@ -389,10 +397,10 @@ static int parse_count(const char *text, unsigned min, unsigned max, unsigned *o
 /* versions=on|off and versions_keep=N: the mount's default where no folder says otherwise. */
 static int parse_versions(struct options *opts)
 {
-    struct schema_versions v = { SCHEMA_VERSIONS_OFF, 0 };
+    struct schema_versions v = { SCHEMA_VERSIONS_OFF, 0, 0 };
     if (opts->versions_text &&
         (schema_versions_parse(opts->versions_text, strlen(opts->versions_text), &v) != 0 ||
-         v.keep != 0))
+         v.keep != 0 || v.ref))
         return fail("versions must be on or off", opts->versions_text);
     opts->versions = v.mode == SCHEMA_VERSIONS_ON;
     if (opts->versions_keep_text &&
@@ -400,6 +408,11 @@ static int parse_versions(struct options *opts)
             0)
         return fail("versions_keep must be a whole number from 1 to 999999999",
                     opts->versions_keep_text);
+    if (opts->versions_current_text && strcmp(opts->versions_current_text, "ref") != 0 &&
+        strcmp(opts->versions_current_text, "root") != 0)
+        return fail("versions_current must be root or ref", opts->versions_current_text);
+    opts->versions_ref =
+        opts->versions_current_text && strcmp(opts->versions_current_text, "ref") == 0;
     opts->versions_grace = OPTIONS_DEFAULT_VERSIONS_GRACE;
     opts->versions_sweep_interval = OPTIONS_DEFAULT_VERSIONS_SWEEP_INTERVAL;
     if (opts->versions_grace_text &&
@@ -625,6 +638,7 @@ void options_free(struct options *opts)
     free(opts->versions_keep_text);
     free(opts->versions_grace_text);
     free(opts->versions_sweep_interval_text);
+    free(opts->versions_current_text);
     free(opts->endpoint);
     free(opts->region);
     free(opts->profile);

@@ -43,6 +43,8 @@ struct options {
     char *versions_sweep_interval_text; /* raw -o versions_sweep_interval= */
     double versions_grace;              /* pool objects younger than this are never swept */
     double versions_sweep_interval;     /* one pool sweep per domain per interval */
+    char *versions_current_text;        /* raw -o versions_current= */
+    int versions_ref; /* -o versions_current=ref: the domain names its head version itself */
     /* S3 buckets (s3://bucket/prefix) */
     char *endpoint;
     char *region;

@@ -328,12 +328,13 @@ static int link_for(void *ctx, const char *domain, int link)
 }
 
 /* The nearest folder above domain with user.h5osfs.versions decides (inherited like
- * user.h5osfs.ingest), its keep:N too ("on" keeps all); none: the mount's -o versions and
- * -o versions_keep. */
-static int versions_for(void *ctx, const char *domain, unsigned *keep)
+ * user.h5osfs.ingest), its keep:N too ("on" keeps all) and "ref" (on, the current domain its
+ * head version; "on" and keep:N take the mount's -o versions_current); none: the mount's
+ * -o versions, -o versions_keep and -o versions_current. ref may be NULL. */
+static int versions_for(void *ctx, const char *domain, unsigned *keep, int *ref)
 {
     struct stack *s = ctx;
-    int on = s->opts->versions;
+    int on = s->opts->versions, is_ref = s->opts->versions_ref;
     *keep = s->opts->versions_keep;
     char *dir = strdup(domain);
     for (char *slash = dir ? strrchr(dir, '/') : NULL; slash; slash = strrchr(dir, '/')) {
@@ -343,12 +344,15 @@ static int versions_for(void *ctx, const char *domain, unsigned *keep)
             info.versions.mode != SCHEMA_VERSIONS_UNSET) {
             on = info.versions.mode == SCHEMA_VERSIONS_ON;
             *keep = info.versions.keep;
+            is_ref = info.versions.ref || (on && is_ref);
             break;
         }
         if (slash == dir)
             break; /* "/" was the last */
     }
     free(dir);
+    if (ref)
+        *ref = on && is_ref;
     return on;
 }
 
@@ -360,7 +364,7 @@ static int keep_moved(void *ctx, const char *path, const char *root)
     char vroot[SCHEMA_ID_BUF] = "";
     uint64_t n = 0;
     unsigned keep = 0;
-    versions_for(s, path, &keep);
+    versions_for(s, path, &keep, NULL);
     struct versions_commit vc = { .store = s->store,
                                   .bucket_name = s->bucket_name,
                                   .domain = path,

@@ -145,8 +145,9 @@ static void fill_from_domain(const struct schema_domain *dom, struct ns_info *ou
         snprintf(out->root, sizeof out->root, "%s", dom->root);
     snprintf(out->owner, sizeof out->owner, "%s", dom->owner);
     out->ingest = dom->root ? SCHEMA_INGEST_UNSET : dom->ingest;
+    out->current_ref = dom->root && dom->current_ref;
     out->versions =
-        dom->root ? (struct schema_versions){ SCHEMA_VERSIONS_UNSET, 0 } : dom->versions;
+        dom->root ? (struct schema_versions){ SCHEMA_VERSIONS_UNSET, 0, 0 } : dom->versions;
 }
 
 /* Plain directories have no ACL: anyone may list them, only the admin may create in them

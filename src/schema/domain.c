@@ -130,9 +130,22 @@ static int parse_acl_entries(json_t *acls, struct schema_domain *out, char *why,
     return 0;
 }
 
+/* A ref-mode domain (versions_current=ref) keeps its real ACLs in its h5osfs member; its
+ * "acls" are the read-only ones HSDS enforces. NULL: not such a domain. */
+static json_t *ref_mode_acls(json_t *doc)
+{
+    json_t *own = json_object_get(doc, SCHEMA_H5OSFS_MEMBER);
+    const char *mode = hjson_text(json_object_get(own, SCHEMA_CURRENT_REF));
+    json_t *acls = json_object_get(own, "acls");
+    return mode && strcmp(mode, "ref") == 0 && json_is_object(acls) ? acls : NULL;
+}
+
 static int parse_acls(json_t *doc, struct schema_domain *out, char *why, size_t why_len)
 {
-    json_t *acls = json_object_get(doc, "acls");
+    json_t *acls = ref_mode_acls(doc);
+    out->current_ref = acls != NULL;
+    if (!acls)
+        acls = json_object_get(doc, "acls");
     if (!acls)
         return why_reject(why, why_len, "acls missing");
     if (!json_is_object(acls))
@@ -173,11 +186,13 @@ int schema_versions_parse(const char *text, size_t len, struct schema_versions *
 {
     static const char keep[] = "keep:";
     const size_t keep_len = sizeof keep - 1;
-    *out = (struct schema_versions){ SCHEMA_VERSIONS_UNSET, 0 };
+    *out = (struct schema_versions){ SCHEMA_VERSIONS_UNSET, 0, 0 };
     if (!text)
         return -EINVAL;
     if (len == 2 && memcmp(text, "on", 2) == 0)
         return out->mode = SCHEMA_VERSIONS_ON, 0;
+    if (len == 3 && memcmp(text, "ref", 3) == 0)
+        return out->mode = SCHEMA_VERSIONS_ON, out->ref = 1, 0;
     if (len == 3 && memcmp(text, "off", 3) == 0)
         return out->mode = SCHEMA_VERSIONS_OFF, 0;
     if (len <= keep_len || len > keep_len + 9 || memcmp(text, keep, keep_len) != 0 ||
@@ -189,7 +204,7 @@ int schema_versions_parse(const char *text, size_t len, struct schema_versions *
             return -EINVAL;
         n = n * 10 + (unsigned)(text[i] - '0'); /* 9 digits: no overflow */
     }
-    *out = (struct schema_versions){ SCHEMA_VERSIONS_ON, n };
+    *out = (struct schema_versions){ SCHEMA_VERSIONS_ON, n, 0 };
     return 0;
 }
 
@@ -198,6 +213,8 @@ int schema_versions_text(const struct schema_versions *v, char *buf, size_t len)
     int w;
     if (v->mode == SCHEMA_VERSIONS_OFF)
         w = snprintf(buf, len, "off");
+    else if (v->mode == SCHEMA_VERSIONS_ON && v->ref)
+        w = snprintf(buf, len, "ref");
     else if (v->mode == SCHEMA_VERSIONS_ON && v->keep == 0)
         w = snprintf(buf, len, "on");
     else if (v->mode == SCHEMA_VERSIONS_ON && v->keep <= SCHEMA_VERSIONS_KEEP_MAX)
@@ -214,7 +231,7 @@ static void parse_versions(json_t *doc, struct schema_domain *out)
     json_t *v = json_object_get(json_object_get(doc, SCHEMA_H5OSFS_MEMBER), "versions");
     if (!json_is_string(v) ||
         schema_versions_parse(json_string_value(v), json_string_length(v), &out->versions) != 0)
-        out->versions = (struct schema_versions){ SCHEMA_VERSIONS_UNSET, 0 };
+        out->versions = (struct schema_versions){ SCHEMA_VERSIONS_UNSET, 0, 0 };
 }
 
 /* ---- document ---- */

@@ -289,7 +289,8 @@ static const char *object_id(void *ctx, uint64_t addr)
 }
 
 /* 2: [addr, addr+len) is still the base's chunk idx of dataset_id, stored as the object
- * whose key is given back; 1: clean, but not such a chunk (a *_REF chunk, another chunk);
+ * whose key is given back; 3: the same, a whole object of the base version's pool (no key);
+ * 1: clean, but not such a chunk (a *_REF chunk, another chunk);
  * 0: written (with materialize, clean ranges it touches are copied in first, so the file
  * holds every byte of the range). */
 static int chunk_state(void *ctx, uint64_t addr, uint64_t len, const char *dataset_id,
@@ -298,7 +299,9 @@ static int chunk_state(void *ctx, uint64_t addr, uint64_t len, const char *datas
     struct overlay *o = ctx;
     size_t i = first_after(o, addr);
     if (i < o->n && o->clean[i].off == addr && o->clean[i].len == len) {
-        int state = image_chunk_source(o->base, addr, dataset_id, idx, rank, key, key_len) ? 2 : 1;
+        int state = image_chunk_source(o->base, addr, dataset_id, idx, rank, key, key_len) ? 2
+                    : image_chunk_pooled(o->base, addr, dataset_id, idx, rank)             ? 3
+                                                                                           : 1;
         /* the caller reads the range from the file next (a *_REF chunk of a dataset that
          * became an ordinary one, a chunk of a grid that changed): it must be there */
         int rc = materialize_ ? materialize(o, i, UINT64_MAX) : 0;
@@ -357,6 +360,34 @@ static int kept_of(struct overlay *o)
     return 0;
 }
 
+struct pool_walk {
+    const struct overlay *o;
+    int (*fn)(void *ctx, const uint64_t *idx, int rank);
+    void *ctx;
+};
+
+static int clean_pooled(void *ctx, uint64_t off, uint64_t len, const uint64_t *idx, int rank)
+{
+    struct pool_walk *w = ctx;
+    size_t i = first_after(w->o, off);
+    int clean = i < w->o->n && w->o->clean[i].off == off && w->o->clean[i].len == len;
+    return clean ? w->fn(w->ctx, idx, rank) : 0;
+}
+
+/* Only where nothing but chunk bytes was written in place (no index node, no allocation)
+ * is every clean extent still its chunk: then fn for each that is a whole pool object. */
+static int clean_pool_chunks(void *ctx, const char *dataset_id,
+                             int (*fn)(void *ctx, const uint64_t *idx, int rank), void *fctx)
+{
+    struct overlay *o = ctx;
+    int same = image_only_chunks_differ(o->base, o->fd);
+    if (same != 1)
+        return same;
+    struct pool_walk w = { o, fn, fctx };
+    int rc = image_for_each_pooled_chunk(o->base, dataset_id, clean_pooled, &w);
+    return rc ? rc : 1;
+}
+
 int overlay_ingest_base(struct overlay *o, struct ingest_base *out)
 {
     int rc = kept_of(o);
@@ -365,6 +396,7 @@ int overlay_ingest_base(struct overlay *o, struct ingest_base *out)
                                  .n_kept = o->n_kept,
                                  .object_id = object_id,
                                  .chunk_state = chunk_state,
+                                 .clean_pool_chunks = clean_pool_chunks,
                                  .written_chunks_unchanged = written_chunks_unchanged,
                                  .ctx = o };
     return rc;

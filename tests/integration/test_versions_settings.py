@@ -18,6 +18,7 @@ def test_help_names_the_options():
     out = subprocess.run([h5osfs_bin(), "--help"], capture_output=True, text=True).stdout
     assert "-o versions=on|off" in out and "-o versions_keep=N" in out
     assert "-o versions_grace=SECONDS" in out and "-o versions_sweep_interval=SECONDS" in out
+    assert "-o versions_current=root|ref" in out
 
 
 @pytest.mark.parametrize("opt,message", [
@@ -25,6 +26,8 @@ def test_help_names_the_options():
     ("versions_keep=0", "versions_keep must be a whole number"),
     ("versions_grace=-1", "versions_grace must be a number of seconds"),
     ("versions_sweep_interval=x", "versions_sweep_interval must be a number of seconds"),
+    ("versions_current=plain", "versions_current must be root or ref"),
+    ("versions=ref", "versions must be on or off"),
 ])
 def test_bad_option_values_are_refused(opt, message, tmp_path):
     (tmp_path / "b").mkdir()

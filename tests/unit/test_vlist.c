@@ -283,11 +283,15 @@ static void test_setting(void)
     CHECK(v.mode == SCHEMA_VERSIONS_ON && v.keep == 12);
     CHECK_INT(schema_versions_text(&v, buf, sizeof buf), 0);
     CHECK_STR(buf, "keep:12");
+    CHECK_INT(schema_versions_parse("ref", 3, &v), 0);
+    CHECK(v.mode == SCHEMA_VERSIONS_ON && v.keep == 0 && v.ref);
+    CHECK_INT(schema_versions_text(&v, buf, sizeof buf), 0);
+    CHECK_STR(buf, "ref");
     CHECK_INT(schema_versions_parse("keep:999999999", 14, &v), 0);
     CHECK_INT(schema_versions_text(&v, buf, sizeof buf), 0);
     CHECK_STR(buf, "keep:999999999");
     const char *bad[] = { "",        "On",      "keep:", "keep:0", "keep:01", "keep:1000000000",
-                          "keep:-1", "keep:1x", "onn" };
+                          "keep:-1", "keep:1x", "onn",   "Ref",    "refs" };
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         CHECK_INT(schema_versions_parse(bad[i], strlen(bad[i]), &v), -EINVAL);
         CHECK(v.mode == SCHEMA_VERSIONS_UNSET);

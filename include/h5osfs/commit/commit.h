@@ -60,7 +60,8 @@ struct commit_ctx {
     /* Does a commit of the domain at path keep a version (issue 26)? A folder's
      * user.h5osfs.versions above it, else -o versions. NULL: never. Called with link_ctx.
      * *keep gets how many untagged versions to keep (0: all), from the same setting. */
-    int (*versions_for)(void *ctx, const char *domain, unsigned *keep);
+    /* *ref (may be NULL): versions_current=ref, the domain names its head version itself */
+    int (*versions_for)(void *ctx, const char *domain, unsigned *keep, int *ref);
     /* versions_commit's measure (versions.h), called with link_ctx. NULL: sizes not recorded. */
     int (*measure_version)(void *ctx, const char *path, const char *vroot, uint64_t *size,
                            char *stamp, size_t stamp_len);

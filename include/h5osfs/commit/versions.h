@@ -24,7 +24,20 @@ struct versions_stats {
     uint64_t chunks_new;       /* of which were not there yet (stored now) */
     uint64_t chunks_copied;    /* of which were copied in the store, keyed by their listed MD5 */
     uint64_t chunks_from_base; /* of which were named as the base version names them, unread */
+    int base_is_version;       /* the base root is a version root itself (versions_current=ref) */
 };
+
+/*
+ * The chunks an r+ of a versions_current=ref domain left in the pool (ingest.h's
+ * kept_in_pool): per dataset of the new root, the indexes whose entry the new version copies
+ * from its base version's table. Filled by the ingest's threads (a lock inside), read by
+ * versions_commit afterwards.
+ */
+struct versions_kept;
+int versions_kept_new(struct versions_kept **out);
+void versions_kept_free(struct versions_kept *k);
+/* ingest.h's kept_in_pool, with ctx a struct versions_kept. 0 or -ENOMEM. */
+int versions_kept_add(void *ctx, const char *dataset_id, const uint64_t *idx, int rank);
 
 struct versions_commit {
     struct store *store;
@@ -42,6 +55,10 @@ struct versions_commit {
      * period). 0: never. */
     double pool_fresh_for;
     struct versions_stats *stats; /* filled (may be NULL) */
+    /* The chunks the new root leaves out because its base version's pool holds them (NULL:
+     * none; the root has every chunk). A version that cannot take such a chunk's entry from
+     * its base's table (another grid) fails with -EAGAIN: the commit ingests a whole root. */
+    const struct versions_kept *kept;
     /* The size of version path's file (root vroot) as this build lays it out, and the layout
      * stamp it holds for, recorded in the list so that a listing need not build it (NULL, or
      * an error: not recorded, the listing builds). */
@@ -52,15 +69,20 @@ struct versions_commit {
     void (*crash_point)(const char *stage);
 };
 
-/* 0 with the version's number and root; -ESTALE (logged) when the list already holds a
+/* 0 with the version's number and root; -EAGAIN (logged) as said of kept; -ESTALE (logged) when the list already holds a
  * commit on base_root: another writer's, listed first, which wins as its swap will; -EOPNOTSUPP (logged: the commit goes on without a
  * version) for a domain it cannot keep yet (v1 ids, linked datasets, chunk tables too large);
  * else -errno (the store's, -ENOMEM), logged. */
 int versions_commit(const struct versions_commit *vc, uint64_t *n, char vroot[SCHEMA_ID_BUF]);
 
 /* Is new_root (a domain root a commit made) listed among domain's versions? A commit that
- * died after its list put and before its swap is then finished, not undone. 1, 0, or -errno
- * (logged). */
-int versions_listed(struct store *store, const char *domain, const char *new_root);
+ * died after its list put and before its swap is then finished, not undone. 1 (vroot, may be
+ * NULL, gets that version's root), 0, or -errno (logged). */
+int versions_listed(struct store *store, const char *domain, const char *new_root,
+                    char vroot[SCHEMA_ID_BUF]);
+
+/* Is root the root of one of domain's versions (never to be collected as a replaced root:
+ * a versions_current=ref domain names its head version's root)? 1, 0, or -errno (logged). */
+int versions_is_version_root(struct store *store, const char *domain, const char *root);
 
 #endif

@@ -51,6 +51,16 @@ struct ingest_config {
     /* With link: the file may become the stored object itself (store_put_new_file); the
      * caller then changes it no more in place (stats->file_kept says it did). */
     int keep_file;
+    /*
+     * An r+ of a versions_current=ref domain (doc/versions.md §4.2, mode B): a chunk that is
+     * still the base version's pool object (chunk_state 3) is not stored under the new root;
+     * kept_in_pool(pool_ctx, new dataset id, idx, rank) is told instead (0 or -ENOMEM), and
+     * the version made of the new root names it as the base version does. Chunks equal to
+     * the fill value are then stored all the same: a chunk absent from the new root means
+     * one the version does not have. NULL: every chunk is stored (copied) as always.
+     */
+    int (*kept_in_pool)(void *ctx, const char *dataset_id, const uint64_t *idx, int rank);
+    void *pool_ctx;
     /* Called at each stage (may be NULL). A test hook may kill the process here. */
     void (*on_stage)(void *ctx, enum ingest_stage stage);
     void *ctx;
@@ -93,10 +103,19 @@ struct ingest_base {
     const char *(*object_id)(void *ctx, uint64_t addr);
     /* The chunk bytes [addr, addr+len) of the file: 2 when they are still the base's chunk idx
      * of dataset_id, stored as the object whose key is given back; 1 when they are still the
-     * base's but not such a chunk; 0 when written. With materialize, the file holds every byte
+     * base's but not such a chunk; 3 when still the base's chunk idx of dataset_id and one
+     * whole object of the base version's pool (cfg->kept_in_pool); 0 when written. With
+     * materialize, the file holds every byte
      * of the range when this returns (clean bytes are copied in). -errno on failure. */
     int (*chunk_state)(void *ctx, uint64_t addr, uint64_t len, const char *dataset_id,
                        const uint64_t *idx, int rank, int materialize, char *key, size_t key_len);
+    /* With cfg->kept_in_pool: every chunk of base dataset dataset_id that is still the base
+     * version's whole pool object, without asking HDF5 where each chunk is (a lookup per
+     * chunk walks its index: minutes for 1e5). fn(fctx, idx, rank) for each (non-zero stops:
+     * that value). 1 done; 0 when it cannot tell (anything but chunk bytes was written: ask
+     * HDF5 per chunk); -errno. NULL: never. */
+    int (*clean_pool_chunks)(void *ctx, const char *dataset_id,
+                             int (*fn)(void *fctx, const uint64_t *idx, int rank), void *fctx);
     /* Before the ingest (commit.c): 0 when every base chunk object the file's writer wrote
      * over is still as the base saw it, -ESTALE (logged) when another writer (HSDS updates
      * chunks in place) changed one since, so that the commit does not undo it; -errno. NULL:
@@ -111,6 +130,8 @@ struct ingest_stats {
     uint64_t chunks_raw;      /* of those, copied from the file without decoding */
     uint64_t chunks_copied;   /* unchanged chunks copied inside the store from the base */
     uint64_t chunks_fill;     /* chunks equal to the fill value everywhere: not stored */
+    uint64_t chunks_in_pool;  /* unchanged chunks the base version's pool holds (kept_in_pool) */
+    uint64_t chunks_told;     /* of those, told by clean_pool_chunks (no lookup per chunk) */
     uint64_t objects_kept;    /* objects of the base the file still has (same id digits) */
     uint64_t bytes_written;   /* bytes put, JSON included */
     uint64_t changes;         /* objects stored differently from the file (each logged) */

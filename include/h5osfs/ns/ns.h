@@ -48,6 +48,7 @@ struct ns_info {
     char committer[64];              /* and who committed it (truncated for display) */
     char size_stamp[40];             /* and when size is the size its commit recorded: the
                                       * image layout stamp it holds for (image.h); else "" */
+    int current_ref; /* domains: root is its head version's (versions_current=ref) */
 };
 
 struct ns_config {

@@ -108,12 +108,15 @@ int schema_pool_key(const char *pool, const char *md5, char *buf, size_t len);
 int schema_pool_uri_check(const char *uri, const char *bucket, const char *pool, const char **key);
 
 /* Whether commits below a folder keep versions (its xattr user.h5osfs.versions): the member
- * "h5osfs": {"versions": "on" | "off" | "keep:N"} of its .domain.json. keep:N is on, keeping
- * the newest N untagged versions (N >= 1); on keeps all (keep 0). */
+ * "h5osfs": {"versions": "on" | "off" | "keep:N" | "ref"} of its .domain.json. keep:N is on,
+ * keeping the newest N untagged versions (N >= 1); on keeps all (keep 0); ref is on with the
+ * current domain naming its newest version itself (-o versions_current=ref, doc/versions.md
+ * §2 B): no plain root beside the versions, and HSDS may not write the domain. */
 enum schema_versions_mode { SCHEMA_VERSIONS_UNSET, SCHEMA_VERSIONS_ON, SCHEMA_VERSIONS_OFF };
 struct schema_versions {
     enum schema_versions_mode mode;
     unsigned keep;
+    int ref; /* "ref": the current domain is its head version (else the mount's default) */
 };
 #define SCHEMA_VERSIONS_TEXT_MAX 16 /* "keep:" and up to 9 digits, NUL */
 #define SCHEMA_VERSIONS_KEEP_MAX 999999999u
@@ -155,7 +158,14 @@ struct schema_domain {
     double last_modified;
     enum schema_ingest ingest;       /* UNSET when absent or not one of the two words */
     struct schema_versions versions; /* folders: UNSET when absent or not valid */
+    /* A domain whose .domain.json names its head version (versions_current=ref): its "acls"
+     * deny HSDS every write, and acls above are the real ones, from "h5osfs": {"current":
+     * "ref", "acls": {...}}, which h5osfs enforces through the mount. */
+    int current_ref;
 };
+
+/* The member of a ref-mode domain's .domain.json that holds its real ACLs (see above). */
+#define SCHEMA_CURRENT_REF "current"
 
 /* "copy", "link" -> COPY, LINK; anything else UNSET. And back (UNSET: NULL). */
 enum schema_ingest schema_ingest_parse(const char *text, size_t len);
