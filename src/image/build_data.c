@@ -51,6 +51,8 @@ struct dset_plan {
     int by_value;       /* values written for real */
     size_t stored_size; /* element size in chunk objects (fixed types) */
     unsigned traits;    /* enum h5type_trait bits of the type */
+    const json_t *json; /* the dataset's JSON */
+    int virtual;        /* a virtual dataset: its mappings, no chunks (build_vds.c) */
 };
 
 /* ---- reading the dataset JSON ---- */
@@ -159,6 +161,8 @@ static int plan_dataset(struct builder *b, struct build_obj *o, struct dset_plan
     p->shape = json_object_get(o->json, "shape");
     p->layout = json_object_get(o->json, "layout");
     p->cprops = json_object_get(o->json, "creationProperties");
+    p->json = o->json;
+    p->virtual = build_vds_is_virtual(o->json);
     int rc = build_type(b, p->type, &p->tid, why, why_len);
     if (rc == -ENOMEM || h5type_traits_of(p->type, &p->traits) == -ENOMEM)
         return -ENOMEM; /* a bad type has no traits: the build_type failure says why */
@@ -234,7 +238,7 @@ static hid_t dataset_plist(struct builder *b, const struct dset_plan *p, int den
     hid_t dcpl = H5Pcreate(H5P_DATASET_CREATE);
     if (dcpl < 0 || build_object_plist(dcpl) != 0)
         goto fail;
-    if (p->chunked) {
+    if (p->chunked && !p->virtual) {
         hsize_t c[IMAGE_MAX_RANK];
         for (int k = 0; k < p->rank; k++)
             c[k] = hdf5_chunk_dim(p, k);
@@ -244,7 +248,9 @@ static hid_t dataset_plist(struct builder *b, const struct dset_plan *p, int den
     if (dense && (H5Pset_alloc_time(dcpl, H5D_ALLOC_TIME_EARLY) < 0 ||
                   H5Pset_fill_time(dcpl, H5D_FILL_TIME_ALLOC) < 0))
         goto fail;
-    if (set_fill_value(b, p, dcpl, why, why_len) != 0) {
+    if (set_fill_value(b, p, dcpl, why, why_len) != 0 ||
+        (p->virtual &&
+         build_vds_mappings(p->json, dcpl, p->rank, p->dims, p->maxdims, why, why_len) != 0)) {
         H5Pclose(dcpl);
         return H5I_INVALID_HID;
     }
@@ -680,7 +686,10 @@ int build_dataset_create(struct builder *b, struct build_obj *o)
     struct dset_plan p;
     char why[200] = "HDF5 refused it";
     int rc = plan_dataset(b, o, &p, why, sizeof why);
-    if (rc == 0 && p.rank > 0 && !p.by_value)
+    if (rc == 0 && p.virtual) { /* its values are its sources': nothing to fetch or write */
+        rc = create_as_stored(b, o, &p, 0, why, sizeof why);
+        o->data_done = rc == 0;
+    } else if (rc == 0 && p.rank > 0 && !p.by_value)
         rc = create_extents(b, o, &p, why, sizeof why);
     else if (rc == 0)
         rc = create_for_values(b, o, &p, why, sizeof why);

@@ -744,8 +744,8 @@ int ingest_dataset_chunks(struct ingest *g, struct ingest_obj *o)
     if (o->table)
         return ingest_link_table_chunks(g, o);
     if (o->dropped || !json_object_get(o->json, "layout") || o->base_ref || o->base_whole ||
-        o->linked)
-        return 0; /* left out, H5S_NULL, data in a linked file, or carried over */
+        o->linked || ingest_is_virtual(o->json))
+        return 0; /* left out, H5S_NULL, data in a linked file, carried over, or mappings */
     int rc = io_open(&io, why, sizeof why);
     if (rc != 0) {
         log_error("%s: %s: dataset cannot be read: %s", g->log_name, o->path, why);
@@ -753,9 +753,7 @@ int ingest_dataset_chunks(struct ingest *g, struct ingest_obj *o)
         return rc == -ENOMEM ? rc : -EIO;
     }
     if (io.virt)
-        ingest_change(g, o->path,
-                      "virtual dataset or external raw data stored as a regular "
-                      "dataset");
+        ingest_change(g, o->path, "external raw data stored as a regular dataset");
     if (g->base && o->base_id[0] && !io.same_grid)
         rc = materialize_dataset(&io);
     if (rc == 0)

@@ -170,9 +170,15 @@ void ingest_chunk_dims(int rank, const uint64_t *dims, const uint64_t *maxdims, 
 int ingest_dataset_chunks(struct ingest *g, struct ingest_obj *o);
 /* A virtual dataset's first mapping whose source HDF5 cannot find from the file (dcpl of a
  * virtual layout): 1 with what[] saying which (file, dataset) or that the mappings cannot be
- * read, 0 when every source is there, -ENOMEM. HDF5 reads a missing source as the fill value, which must never be stored as the
- * dataset's values. */
+ * read, 0 when every source is there, -ENOMEM. Only for the warning: the mappings are kept
+ * either way, never the fill values HDF5 reads for a missing source. */
 int ingest_vds_missing_source(struct ingest *g, hid_t dcpl, char *what, size_t what_len);
+/* ---- ingest_vds.c ---- */
+/* The "h5osfs" member of virtual dataset path (layout dcpl): {"virtual": [mapping, ...]}
+ * (doc/image.md). 0; -EIO (logged): a mapping cannot be read or said; -ENOMEM. */
+int ingest_vds_json(struct ingest *g, const char *path, hid_t dcpl, json_t **member);
+/* 1 when the dataset JSON keeps a virtual dataset's mappings (no chunk objects), else 0. */
+int ingest_is_virtual(const json_t *dataset);
 /* With a base: 1 when every allocated chunk of dataset o in the file is still the base's
  * (none was written), 0 when one was, -errno. */
 int ingest_dataset_untouched(struct ingest *g, struct ingest_obj *o);

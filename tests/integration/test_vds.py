@@ -1,0 +1,162 @@
+"""Virtual datasets come back virtual and are never stored as fill (issue 27.1).
+
+The files of tests/data/vds/ (tools/make_vds_files.py) are cp'd into a mount: a detector
+master whose VDS stacks /entry/data of two frame files of the same folder (relative names), a
+file whose VDS stack, pick and follow (an unlimited mapping) datasets of the same file ("."),
+and one whose source file does not exist. Read back through a fresh mount, every VDS is a VDS:
+h5py's is_virtual, virtual_sources() (file and dataset names, both selections) and values are
+the source's, h5dump shows a VIRTUAL layout, and a copy out of the mount h5diffs equal to the
+source. No chunk object is stored for them (the values are their sources'). The store matters
+only for the copy in, so the s3 backend runs the master case alone.
+"""
+import json
+import re
+import shutil
+import subprocess
+
+import h5py
+import numpy as np
+import pytest
+
+from conftest import DATA
+
+pytestmark = pytest.mark.backends("posix", "s3")
+
+VDS = DATA / "vds"
+HOME = "home/test_user1"
+FILES = ["frames_1.h5", "frames_2.h5", "master.h5", "same_file.h5", "missing_source.h5"]
+
+
+@pytest.fixture
+def copied(bucket_copy, mount_bucket, tmp_path):
+    """The log of a mount the files were cp'd into; then a read-only mount of the bucket (a
+    fresh daemon: nothing cached from the copy)."""
+    m = mount_bucket(bucket_copy, "-o", f"user=test_user1,ttl=0,cache_dir={tmp_path}/cache")
+    for name in FILES:
+        shutil.copyfile(VDS / name, m.path(f"{HOME}/{name}"))
+    assert m.unmount() == 0
+    return m.log(), mount_bucket(m, "-o", "user=test_user1,ro")
+
+
+def selection(space):
+    """What a selection is, in the terms h5py gives."""
+    kind = space.get_select_type()
+    if kind == h5py.h5s.SEL_HYPERSLABS and space.is_regular_hyperslab():
+        return kind, space.get_regular_hyperslab()
+    if kind == h5py.h5s.SEL_HYPERSLABS:
+        return kind, space.get_select_hyper_blocklist().tolist()
+    return kind, space.shape
+
+
+def mappings(ds):
+    return [(vs.file_name, vs.dset_name, selection(vs.vspace), selection(vs.src_space))
+            for vs in ds.virtual_sources()]
+
+
+def assert_same_vds(src_path, mine_path, name):
+    with h5py.File(src_path, "r") as s, h5py.File(mine_path, "r") as f:
+        assert f[name].is_virtual, name
+        assert mappings(f[name]) == mappings(s[name]), name
+        assert f[name].shape == s[name].shape and f[name].maxshape == s[name].maxshape
+        assert f[name].dtype == s[name].dtype
+        assert f[name].fillvalue == s[name].fillvalue or (
+            np.isnan(f[name].fillvalue) and np.isnan(s[name].fillvalue))
+        assert np.array_equal(f[name][()], s[name][()], equal_nan=True), name
+
+
+def stored_virtual(bucket):
+    """{dataset JSON path: JSON} of the datasets that keep virtual mappings, and {dataset
+    folder: chunk keys} (db/A-B/d/C-D-E/.dataset.json, chunks beside it)."""
+    virtual, chunks = {}, {}
+    for p in bucket.glob("db/*/d/*/.dataset.json"):
+        j = json.loads(p.read_text())
+        if "h5osfs" in j:
+            virtual[p] = j
+        chunks[p.parent] = [c.name for c in p.parent.rglob("*") if not c.name.endswith("json")]
+    return virtual, chunks
+
+
+def test_detector_master_stays_virtual_with_relative_sources(copied, tmp_path):
+    log, m = copied
+    assert_same_vds(VDS / "master.h5", m.path(f"{HOME}/master.h5"), "entry/data")
+    with h5py.File(m.path(f"{HOME}/master.h5"), "r") as f:
+        assert f["entry/data"][4, 1].tolist() == (np.arange(5) + 2000 + 20 + 5).tolist()
+    dump = subprocess.run(["h5dump", "-p", "-H", m.path(f"{HOME}/master.h5")],
+                          capture_output=True, text=True, timeout=60, check=True).stdout
+    assert "VIRTUAL" in dump and "frames_2.h5" in dump, dump
+    out = tmp_path / "out"
+    out.mkdir()
+    for name in FILES[:3]:
+        shutil.copyfile(m.path(f"{HOME}/{name}"), out / name)
+    diff = subprocess.run(["h5diff", str(VDS / "master.h5"), str(out / "master.h5")],
+                          capture_output=True, text=True, timeout=60)
+    assert diff.returncode == 0, diff.stdout + diff.stderr
+    with h5py.File(out / "master.h5", "r") as f:
+        assert f["entry/data"].is_virtual and f["entry/data"][5, 3, 4] == 2000 + 59
+
+
+@pytest.mark.posix_only(reason="what the bucket holds is the same JSON on every store")
+def test_no_chunk_is_stored_for_a_virtual_dataset(copied, bucket_copy):
+    log, m = copied
+    virtual, chunks = stored_virtual(bucket_copy)
+    assert len(virtual) == 6, list(virtual)  # entry/data, stacked, points, blocks, unlimited, v
+    for path, j in virtual.items():
+        assert chunks[path.parent] == [], j
+        for mapping in j["h5osfs"]["virtual"]:
+            assert set(mapping) == {"file", "dataset", "src_select", "vds_select"}, mapping
+    assert "stored as a regular dataset" not in log
+
+
+@pytest.mark.posix_only(reason="the same JSON on every store; the master case runs on s3")
+def test_same_file_mappings_stay_virtual(copied, tmp_path):
+    log, m = copied
+    mine = m.path(f"{HOME}/same_file.h5")
+    for name in ["stacked", "points", "blocks", "unlimited"]:
+        assert_same_vds(VDS / "same_file.h5", mine, name)
+    with h5py.File(mine, "r") as f:
+        assert mappings(f["unlimited"])[0][2][1][2] == (h5py.h5s.UNLIMITED,)
+        assert mappings(f["blocks"])[0][2] == (h5py.h5s.SEL_HYPERSLABS,
+                                               [[[0, 0], [0, 1]], [[2, 1], [2, 3]]])
+    shutil.copyfile(mine, tmp_path / "same_file.h5")
+    diff = subprocess.run(["h5diff", str(VDS / "same_file.h5"), str(tmp_path / "same_file.h5")],
+                          capture_output=True, text=True, timeout=60)
+    assert diff.returncode == 0, diff.stdout + diff.stderr
+
+
+@pytest.mark.posix_only(reason="the same JSON on every store; the master case runs on s3")
+def test_missing_source_keeps_the_mapping_and_reads_as_hdf5_reads_it(copied):
+    log, m = copied
+    assert_same_vds(VDS / "missing_source.h5", m.path(f"{HOME}/missing_source.h5"), "v")
+    with h5py.File(m.path(f"{HOME}/missing_source.h5"), "r") as f:
+        assert f["v"][()].tolist() == [7] * 5
+    lines = [ln for ln in log.splitlines() if "missing_source.h5: /v:" in ln]
+    assert len(lines) == 1 and "dataset x of file gone.h5" in lines[0], lines
+
+
+@pytest.mark.posix_only(reason="a forged object: the same on every store")
+def test_a_bad_mapping_makes_only_that_dataset_unreadable(copied, bucket_copy):
+    log, m = copied
+    virtual, _ = stored_virtual(bucket_copy)
+    path, j = next((p, j) for p, j in virtual.items() if len(j["h5osfs"]["virtual"]) == 2
+                   and j["h5osfs"]["virtual"][0]["dataset"] == "a")
+    j["h5osfs"]["virtual"][1]["src_select"]["count"] = [99]   # 99 elements for 3
+    m.put(str(path.relative_to(bucket_copy)), json.dumps(j).encode())
+    with h5py.File(m.path(f"{HOME}/same_file.h5"), "r") as f:
+        assert f["points"].is_virtual and f["points"][0] == 2.5
+        with pytest.raises(OSError):
+            f["stacked"][()]
+    assert len(re.findall(r"same_file.h5.*stacked.*virtual mapping 1", m.log())) == 1, m.log()
+
+
+@pytest.mark.posix_only(reason="an r+ commit: the store does not matter")
+def test_r_plus_keeps_the_virtual_dataset(bucket_copy, mount_bucket, tmp_path):
+    m = mount_bucket(bucket_copy, "-o", f"user=test_user1,ttl=0,cache_dir={tmp_path}/cache")
+    for name in FILES[:4]:
+        shutil.copyfile(VDS / name, m.path(f"{HOME}/{name}"))
+    with h5py.File(m.path(f"{HOME}/same_file.h5"), "r+") as f:
+        f["stacked"].attrs["seen"] = 1
+        f["b"][0] = 42.0
+    with h5py.File(m.path(f"{HOME}/same_file.h5"), "r") as f:
+        assert f["stacked"].is_virtual and f["stacked"].attrs["seen"] == 1
+        assert mappings(f["stacked"]) == mappings(h5py.File(VDS / "same_file.h5")["stacked"])
+        assert f["stacked"][1, 0] == 42.0 and f["stacked"][0, 1] == 1.5

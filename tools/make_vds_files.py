@@ -1,0 +1,108 @@
+#!/usr/bin/python3
+"""Write the virtual-dataset test files of tests/data/vds/ (issue 27.1) with h5py.
+
+- frames_1.h5, frames_2.h5: /entry/data, 3 frames of 4x5 int32 each (values that tell the
+  frame and pixel apart).
+- master.h5: /entry/data, a VDS stacking both files' /entry/data (relative names, as detector
+  masters store them), fill value -1.
+- same_file.h5: /a (7) and /b (5) float64, and /stacked, a VDS of shape (2, 8) made of /a[1:7]
+  and /b[0:5:2] placed across the rows at offsets that do not fall on any chunk boundary, plus
+  /points, two elements picked with a stride (HDF5 refuses point selections in a mapping, so
+  h5py makes a hyperslab of them), /blocks, whose virtual selection is not one regular
+  hyperslab (two blocks), and /unlimited, a mapping with an unlimited count.
+- missing_source.h5: /v, a VDS whose source file (gone.h5) does not exist, fill value 7.
+
+Small (KBs) and deterministic: run it again and the files hold the same values.
+Usage: tools/make_vds_files.py [OUTDIR]  (default tests/data/vds)
+"""
+import sys
+from pathlib import Path
+
+import h5py
+import numpy as np
+
+FRAMES, ROWS, COLS = 3, 4, 5
+
+
+def frames(path, first):
+    with h5py.File(path, "w", libver=("earliest", "v110")) as f:
+        data = np.arange(FRAMES * ROWS * COLS, dtype=np.int32).reshape(FRAMES, ROWS, COLS)
+        f.create_dataset("entry/data", data=data + 1000 * first)
+
+
+def master(path):
+    layout = h5py.VirtualLayout(shape=(2 * FRAMES, ROWS, COLS), dtype=np.int32)
+    for i, name in enumerate(["frames_1.h5", "frames_2.h5"]):
+        layout[i * FRAMES:(i + 1) * FRAMES] = h5py.VirtualSource(
+            name, "entry/data", shape=(FRAMES, ROWS, COLS))
+    with h5py.File(path, "w", libver=("earliest", "v110")) as f:
+        f.create_virtual_dataset("entry/data", layout, fillvalue=-1)
+        f["entry"].attrs["note"] = "frames of two files"
+
+
+def same_file(path):
+    with h5py.File(path, "w", libver=("earliest", "v110")) as f:
+        f.create_dataset("a", data=np.arange(7, dtype=np.float64) + 0.5, chunks=(3,))
+        f.create_dataset("b", data=np.arange(5, dtype=np.float64) * -2.0)
+        f.create_dataset("grow", data=np.arange(6, dtype=np.int16), maxshape=(None,),
+                         chunks=(4,))
+        layout = h5py.VirtualLayout(shape=(2, 8), dtype=np.float64)
+        layout[0, 1:7] = h5py.VirtualSource(".", "a", shape=(7,))[1:7]
+        layout[1, 0:6:2] = h5py.VirtualSource(".", "b", shape=(5,))[0:5:2]
+        f.create_virtual_dataset("stacked", layout, fillvalue=np.nan)
+        pts = h5py.VirtualLayout(shape=(4,), dtype=np.float64)
+        pts[[0, 3]] = h5py.VirtualSource(".", "a", shape=(7,))[[2, 5]]
+        f.create_virtual_dataset("points", pts, fillvalue=0.25)
+        blocks(f)
+        unlimited(f)
+
+
+def blocks(f):
+    """/blocks (3, 4): /a[0:5] placed in two blocks, [0, 0:2] and [2, 1:4], a selection no
+    regular hyperslab states (h5py's VirtualLayout cannot say it, its low-level calls can)."""
+    vspace = h5py.h5s.create_simple((3, 4))
+    vspace.select_hyperslab((0, 0), (1, 2))
+    vspace.select_hyperslab((2, 1), (1, 3), op=h5py.h5s.SELECT_OR)
+    sspace = h5py.h5s.create_simple((7,))
+    sspace.select_hyperslab((0,), (5,))
+    dcpl = h5py.h5p.create(h5py.h5p.DATASET_CREATE)
+    dcpl.set_fill_value(np.array(-1.0))
+    dcpl.set_virtual(vspace, b".", b"a", sspace)
+    space = h5py.h5s.create_simple((3, 4))
+    h5py.h5d.create(f.id, b"blocks", h5py.h5t.IEEE_F64LE, space, dcpl=dcpl).close()
+
+
+def unlimited(f):
+    """/unlimited: one mapping with an unlimited count, so that the VDS follows /grow as it
+    grows (what HDF5 makes for appending writers); h5py's VirtualLayout cannot say it, its
+    low-level calls can."""
+    vspace = h5py.h5s.create_simple((6,), (h5py.h5s.UNLIMITED,))
+    vspace.select_hyperslab((0,), (h5py.h5s.UNLIMITED,), (1,), (1,))
+    sspace = h5py.h5s.create_simple((6,), (h5py.h5s.UNLIMITED,))
+    sspace.select_hyperslab((0,), (h5py.h5s.UNLIMITED,), (1,), (1,))
+    dcpl = h5py.h5p.create(h5py.h5p.DATASET_CREATE)
+    dcpl.set_fill_value(np.array(-5, dtype=np.int16))
+    dcpl.set_virtual(vspace, b".", b"grow", sspace)
+    space = h5py.h5s.create_simple((6,), (h5py.h5s.UNLIMITED,))
+    h5py.h5d.create(f.id, b"unlimited", h5py.h5t.NATIVE_INT16, space, dcpl=dcpl).close()
+
+
+def missing_source(path):
+    layout = h5py.VirtualLayout(shape=(5,), dtype=np.int64)
+    layout[:] = h5py.VirtualSource("gone.h5", "x", shape=(5,))
+    with h5py.File(path, "w", libver=("earliest", "v110")) as f:
+        f.create_virtual_dataset("v", layout, fillvalue=7)
+
+
+def main():
+    out = Path(sys.argv[1] if len(sys.argv) > 1 else Path(__file__).parents[1] / "tests/data/vds")
+    out.mkdir(parents=True, exist_ok=True)
+    frames(out / "frames_1.h5", 1)
+    frames(out / "frames_2.h5", 2)
+    master(out / "master.h5")
+    same_file(out / "same_file.h5")
+    missing_source(out / "missing_source.h5")
+
+
+if __name__ == "__main__":
+    main()
