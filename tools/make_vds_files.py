@@ -11,10 +11,17 @@
   h5py makes a hyperslab of them), /blocks, whose virtual selection is not one regular
   hyperslab (two blocks), and /unlimited, a mapping with an unlimited count.
 - missing_source.h5: /v, a VDS whose source file (gone.h5) does not exist, fill value 7.
+- versioned.h5: versioned-hdf5's layout (issue 27.1), as its published design describes it:
+  /_version_data/data1/raw_data (the unique chunks, appended) and hash_table, and
+  /_version_data/versions/<v>/data1, VDS whose chunk-aligned mappings point into raw_data of
+  the same file ("."); each version after the first rewrites some chunks, which are appended.
 
 Small (KBs) and deterministic: run it again and the files hold the same values.
 Usage: tools/make_vds_files.py [OUTDIR]  (default tests/data/vds)
+       tools/make_vds_files.py --versioned-mib N FILE  (a versioned.h5 of about N MiB of raw
+       data, incompressible, for measuring what the bucket holds)
 """
+import hashlib
 import sys
 from pathlib import Path
 
@@ -94,7 +101,69 @@ def missing_source(path):
         f.create_virtual_dataset("v", layout, fillvalue=7)
 
 
+def versioned(path, chunk, chunks, versions, rewritten, seed=27):
+    """versions versions of /data1 (chunks chunks of chunk float64 each); each version after
+    the first rewrites `rewritten` chunks. raw_data holds every unique chunk once, in the
+    order written; hash_table one (sha256, [start, stop]) row per raw chunk."""
+    rng = np.random.default_rng(seed)
+    current = rng.standard_normal(chunks * chunk)
+    raw, rows, slots = [], [], []
+    with h5py.File(path, "w", libver=("earliest", "v110")) as f:
+        vdata = f.create_group("_version_data")
+        vgroups = vdata.create_group("versions")
+        vgroups.create_group("__first_version__")
+        prev = "__first_version__"
+        for v in range(versions):
+            if v:
+                for c in rng.choice(chunks, rewritten, replace=False):
+                    current[c * chunk:(c + 1) * chunk] = rng.standard_normal(chunk)
+                    slots[c] = None
+            for c in range(chunks):
+                if v == 0 or slots[c] is None:
+                    piece = current[c * chunk:(c + 1) * chunk]
+                    if v == 0:
+                        slots.append(len(raw))
+                    else:
+                        slots[c] = len(raw)
+                    raw.append(piece.copy())
+                    rows.append(len(raw) - 1)
+            name = f"r{v + 1}"
+            group = vgroups.create_group(name)
+            group.attrs["prev_version"] = prev
+            group.attrs["timestamp"] = f"2026-11-29 10:{v:02d}:00.000000+0000"
+            prev = name
+            layout = h5py.VirtualLayout(shape=(chunks * chunk,), dtype=np.float64)
+            source = h5py.VirtualSource(".", "/_version_data/data1/raw_data",
+                                        shape=(chunks * chunk * versions,))
+            for c in range(chunks):
+                s0 = slots[c] * chunk
+                layout[c * chunk:(c + 1) * chunk] = source[s0:s0 + chunk]
+            if v == 0:
+                ds = vdata.create_group("data1")
+            data = np.concatenate(raw)
+            if "raw_data" in ds:
+                ds["raw_data"].resize((len(data),))
+                ds["raw_data"][:] = data
+            else:
+                ds.create_dataset("raw_data", data=data, maxshape=(None,), chunks=(chunk,))
+            group.create_virtual_dataset("data1", layout, fillvalue=0.0)
+        hashes = np.zeros(len(raw), dtype=[("hash", "u1", (32,)), ("shape", "i8", (2,))])
+        for i, piece in enumerate(raw):
+            hashes[i]["hash"] = np.frombuffer(hashlib.sha256(piece.tobytes()).digest(),
+                                              dtype=np.uint8)
+            hashes[i]["shape"] = (i * chunk, (i + 1) * chunk)
+        ds.create_dataset("hash_table", data=hashes, maxshape=(None,), chunks=(max(1, len(raw)),))
+        vgroups.attrs["current_version"] = prev
+    return len(raw) * chunk * 8
+
+
 def main():
+    if len(sys.argv) == 4 and sys.argv[1] == "--versioned-mib":
+        mib, chunk = float(sys.argv[2]), 4096
+        chunks = max(1, int(mib * 2**20 / (chunk * 8) / 1.45))   # 10 versions, 5% rewritten each
+        raw = versioned(sys.argv[3], chunk, chunks, 10, max(1, chunks // 20))
+        print(f"{sys.argv[3]}: {raw} bytes of raw data")
+        return
     out = Path(sys.argv[1] if len(sys.argv) > 1 else Path(__file__).parents[1] / "tests/data/vds")
     out.mkdir(parents=True, exist_ok=True)
     frames(out / "frames_1.h5", 1)
@@ -102,6 +171,7 @@ def main():
     master(out / "master.h5")
     same_file(out / "same_file.h5")
     missing_source(out / "missing_source.h5")
+    versioned(out / "versioned.h5", chunk=16, chunks=6, versions=3, rewritten=2)
 
 
 if __name__ == "__main__":

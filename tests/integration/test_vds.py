@@ -160,3 +160,56 @@ def test_r_plus_keeps_the_virtual_dataset(bucket_copy, mount_bucket, tmp_path):
         assert f["stacked"].is_virtual and f["stacked"].attrs["seen"] == 1
         assert mappings(f["stacked"]) == mappings(h5py.File(VDS / "same_file.h5")["stacked"])
         assert f["stacked"][1, 0] == 42.0 and f["stacked"][0, 1] == 1.5
+
+
+def version_names(f):
+    return sorted(n for n in f["_version_data/versions"] if n != "__first_version__")
+
+
+@pytest.mark.posix_only(reason="an r+ commit of mappings: the store does not matter")
+def test_versioned_hdf5_layout_keeps_its_versions_and_takes_a_new_one(bucket_copy, mount_bucket,
+                                                                      tmp_path):
+    """versioned-hdf5's layout (tools/make_vds_files.py, versioned.h5): every version is a VDS
+    whose chunk-aligned mappings point into raw_data of the same file. They come back as VDS
+    with the same mappings and values, and an r+ that appends a chunk to raw_data and a new
+    version pointing at it (as versioned-hdf5 commits one) reads back right."""
+    src = VDS / "versioned.h5"
+    m = mount_bucket(bucket_copy, "-o", f"user=test_user1,ttl=0,cache_dir={tmp_path}/cache")
+    mine = m.path(f"{HOME}/versioned.h5")
+    shutil.copyfile(src, mine)
+    with h5py.File(src, "r") as s:
+        names = version_names(s)
+        last = s[f"_version_data/versions/{names[-1]}/data1"][()]
+    assert names == ["r1", "r2", "r3"]
+    for name in names:
+        assert_same_vds(src, mine, f"_version_data/versions/{name}/data1")
+    with h5py.File(mine, "r+") as f:
+        raw = f["_version_data/data1/raw_data"]
+        chunk = 16
+        at = raw.shape[0]
+        raw.resize((at + chunk,))
+        raw[at:] = np.arange(chunk, dtype=np.float64) + 0.125
+        layout = h5py.VirtualLayout(shape=last.shape, dtype=np.float64)
+        prev = f["_version_data/versions/r3/data1"]
+        for vs in prev.virtual_sources():        # every chunk as r3 has it ...
+            start = vs.vspace.get_regular_hyperslab()[0][0]
+            s0 = vs.src_space.get_regular_hyperslab()[0][0]
+            layout[start:start + chunk] = h5py.VirtualSource(
+                ".", "/_version_data/data1/raw_data", shape=(at + chunk,))[s0:s0 + chunk]
+        layout[0:chunk] = h5py.VirtualSource(   # ... but the first: the new chunk
+            ".", "/_version_data/data1/raw_data", shape=(at + chunk,))[at:at + chunk]
+        f["_version_data/versions"].create_group("r4").create_virtual_dataset(
+            "data1", layout, fillvalue=0.0)
+        f["_version_data/versions"].attrs["current_version"] = "r4"
+    assert m.unmount() == 0
+    ro = mount_bucket(m, "-o", "user=test_user1,ro")
+    with h5py.File(ro.path(f"{HOME}/versioned.h5"), "r") as f:
+        assert version_names(f) == ["r1", "r2", "r3", "r4"]
+        new = f["_version_data/versions/r4/data1"]
+        assert new.is_virtual
+        want = last.copy()
+        want[:16] = np.arange(16) + 0.125
+        assert np.array_equal(new[()], want)
+        assert np.array_equal(f["_version_data/versions/r3/data1"][()], last)
+    for name in names:
+        assert_same_vds(src, ro.path(f"{HOME}/versioned.h5"), f"_version_data/versions/{name}/data1")
