@@ -534,8 +534,8 @@ static json_t *layout_json(hid_t dcpl, const json_t *type, int rank, const hsize
  * the fill value until it exists beside the domain. */
 static int virtual_member(struct ingest *g, struct ingest_obj *o, hid_t dcpl, json_t **vds)
 {
-    char missing[600];
-    int rc = ingest_vds_json(g, o->path, dcpl, vds);
+    char missing[600], why[200] = "";
+    int rc = ingest_vds_json(dcpl, vds, why, sizeof why);
     int gone = rc == 0 ? ingest_vds_missing_source(g, dcpl, missing, sizeof missing) : 0;
     if (gone > 0)
         log_warn("%s: %s: virtual dataset kept as its mappings, though %s beside the file "
@@ -544,7 +544,7 @@ static int virtual_member(struct ingest *g, struct ingest_obj *o, hid_t dcpl, js
                  g->log_name, o->path, missing);
     if (rc == -EIO) {
         o->dropped = 1;
-        ingest_change(g, o->path, "virtual dataset left out: its mappings cannot be read");
+        ingest_change(g, o->path, "virtual dataset left out: %s", why);
         rc = 0;
     }
     return rc != 0 ? rc : gone < 0 ? gone : 0;

@@ -174,9 +174,9 @@ int ingest_dataset_chunks(struct ingest *g, struct ingest_obj *o);
  * either way, never the fill values HDF5 reads for a missing source. */
 int ingest_vds_missing_source(struct ingest *g, hid_t dcpl, char *what, size_t what_len);
 /* ---- ingest_vds.c ---- */
-/* The "h5osfs" member of virtual dataset path (layout dcpl): {"virtual": [mapping, ...]}
- * (doc/image.md). 0; -EIO (logged): a mapping cannot be read or said; -ENOMEM. */
-int ingest_vds_json(struct ingest *g, const char *path, hid_t dcpl, json_t **member);
+/* The "h5osfs" member of a virtual dataset (layout dcpl): {"virtual": [mapping, ...]}
+ * (doc/image.md). 0; -EIO with why: a mapping cannot be read or said; -ENOMEM. */
+int ingest_vds_json(hid_t dcpl, json_t **member, char *why, size_t why_len);
 /* 1 when the dataset JSON keeps a virtual dataset's mappings (no chunk objects), else 0. */
 int ingest_is_virtual(const json_t *dataset);
 /* With a base: 1 when every allocated chunk of dataset o in the file is still the base's
