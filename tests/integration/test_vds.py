@@ -213,3 +213,27 @@ def test_versioned_hdf5_layout_keeps_its_versions_and_takes_a_new_one(bucket_cop
         assert np.array_equal(f["_version_data/versions/r3/data1"][()], last)
     for name in names:
         assert_same_vds(src, ro.path(f"{HOME}/versioned.h5"), f"_version_data/versions/{name}/data1")
+
+
+@pytest.mark.posix_only(reason="what is stored does not depend on the store")
+def test_a_source_that_fails_to_read_keeps_the_mapping(bucket_copy, mount_bucket, tmp_path):
+    """A VDS whose source HDF5 finds but cannot read (here shorter than the mapping: HDF5 1.10
+    fails the read) was stored as fill values, with a change line, and read -1 for good. Its
+    mapping is kept: once the source has the values, the mount reads them."""
+    src = tmp_path / "src.h5"
+    with h5py.File(src, "w") as f:
+        f.create_dataset("d", data=np.arange(4, dtype=np.int32) + 1, maxshape=(None,))
+    layout = h5py.VirtualLayout(shape=(8,), dtype=np.int32)
+    layout[:] = h5py.VirtualSource(str(src), "d", shape=(8,))
+    with h5py.File(tmp_path / "short.h5", "w") as f:
+        f.create_virtual_dataset("v", layout, fillvalue=-1)
+    m = mount_bucket(bucket_copy, "-o", f"user=test_user1,ttl=0,cache_dir={tmp_path}/cache")
+    shutil.copyfile(tmp_path / "short.h5", m.path(f"{HOME}/short.h5"))
+    assert m.unmount() == 0
+    assert "stored without them" not in m.log() and "regular dataset" not in m.log()
+    with h5py.File(src, "a") as f:
+        f["d"].resize((8,))
+        f["d"][4:] = [5, 6, 7, 8]
+    ro = mount_bucket(m, "-o", "user=test_user1,ro")
+    with h5py.File(ro.path(f"{HOME}/short.h5"), "r") as f:
+        assert f["v"].is_virtual and f["v"][()].tolist() == list(range(1, 9))
