@@ -9,8 +9,11 @@
   and /b[0:5:2] placed across the rows at offsets that do not fall on any chunk boundary, plus
   /points, two elements picked with a stride (HDF5 refuses point selections in a mapping, so
   h5py makes a hyperslab of them), /blocks, whose virtual selection is not one regular
-  hyperslab (two blocks), and /unlimited, a mapping with an unlimited count.
+  hyperslab (two blocks), /unlimited, a mapping with an unlimited count, and /strings, a VDS
+  of variable-length strings.
 - missing_source.h5: /v, a VDS whose source file (gone.h5) does not exist, fill value 7.
+- printf.h5: /p, a printf-style mapping (source file "block_%b.h5", one file per block of 2
+  along an unlimited dimension), over block_0.h5 and block_1.h5.
 - versioned.h5: versioned-hdf5's layout (issue 27.1), as its published design describes it:
   /_version_data/data1/raw_data (the unique chunks, appended) and hash_table, and
   /_version_data/versions/<v>/data1, VDS whose chunk-aligned mappings point into raw_data of
@@ -62,6 +65,11 @@ def same_file(path):
         f.create_virtual_dataset("points", pts, fillvalue=0.25)
         blocks(f)
         unlimited(f)
+        text = f.create_dataset("text", data=np.array(["a", "bb", "ccc"], dtype=object),
+                                dtype=h5py.string_dtype())
+        strings = h5py.VirtualLayout(shape=(4,), dtype=h5py.string_dtype())
+        strings[1:4] = h5py.VirtualSource(".", text.name, shape=(3,), dtype=text.dtype)
+        f.create_virtual_dataset("strings", strings)
 
 
 def blocks(f):
@@ -92,6 +100,22 @@ def unlimited(f):
     dcpl.set_virtual(vspace, b".", b"grow", sspace)
     space = h5py.h5s.create_simple((6,), (h5py.h5s.UNLIMITED,))
     h5py.h5d.create(f.id, b"unlimited", h5py.h5t.NATIVE_INT16, space, dcpl=dcpl).close()
+
+
+def printf(folder):
+    """printf.h5: /p follows block_0.h5, block_1.h5, ... (HDF5 substitutes the block number for
+    %b), two elements each, for as many files as it finds."""
+    for b in range(2):
+        with h5py.File(folder / f"block_{b}.h5", "w", libver=("earliest", "v110")) as f:
+            f["d"] = np.full((2,), 10 * (b + 1), dtype=np.int32)
+    vspace = h5py.h5s.create_simple((4,), (h5py.h5s.UNLIMITED,))
+    vspace.select_hyperslab((0,), (h5py.h5s.UNLIMITED,), (2,), (2,))
+    dcpl = h5py.h5p.create(h5py.h5p.DATASET_CREATE)
+    dcpl.set_fill_value(np.array(-1, dtype=np.int32))
+    dcpl.set_virtual(vspace, b"block_%b.h5", b"d", h5py.h5s.create_simple((2,)))
+    space = h5py.h5s.create_simple((4,), (h5py.h5s.UNLIMITED,))
+    with h5py.File(folder / "printf.h5", "w", libver=("earliest", "v110")) as f:
+        h5py.h5d.create(f.id, b"p", h5py.h5t.STD_I32LE, space, dcpl=dcpl).close()
 
 
 def missing_source(path):
@@ -171,6 +195,7 @@ def main():
     master(out / "master.h5")
     same_file(out / "same_file.h5")
     missing_source(out / "missing_source.h5")
+    printf(out)
     versioned(out / "versioned.h5", chunk=16, chunks=6, versions=3, rewritten=2)
 
 

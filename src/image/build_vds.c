@@ -117,6 +117,29 @@ static int selection_rank(const json_t *sel)
         json_array_get(json_array_get(json_object_get(sel, "blocks"), 0), 0));
 }
 
+/* The elements one source gives the virtual selection: all of them, or for a printf-style
+ * mapping (an unlimited virtual selection, one source per block) those of one block. */
+static hsize_t elements_per_source(hid_t vspace)
+{
+    hssize_t n = H5Sget_select_npoints(vspace);
+    hsize_t start[IMAGE_MAX_RANK], stride[IMAGE_MAX_RANK], count[IMAGE_MAX_RANK],
+        block[IMAGE_MAX_RANK];
+    int rank = H5Sget_simple_extent_ndims(vspace);
+    if (n >= 0 && (hsize_t)n != H5S_UNLIMITED)
+        return (hsize_t)n;
+    if (rank < 1 || rank > IMAGE_MAX_RANK ||
+        H5Sget_regular_hyperslab(vspace, start, stride, count, block) < 0)
+        return 0; /* HDF5 then refuses the mapping, which says why */
+    hsize_t one = 1;
+    for (int k = 0; k < rank; k++) {
+        hsize_t span = count[k] == H5S_UNLIMITED ? block[k] : count[k] * block[k];
+        if (block[k] == H5S_UNLIMITED || (span && one > UINT64_MAX / span))
+            return 0;
+        one *= span;
+    }
+    return one;
+}
+
 /* The source's dataspace: the extent HDF5 stated at ingest ("dims"), any maximum (an unlimited
  * selection must fit); without one (HDF5 states none for an "all" selection), one dimension of
  * as many elements as the virtual selection has, which is all HDF5 checks then. */
@@ -133,10 +156,8 @@ static hid_t source_space(const json_t *sel, hid_t vspace, int *rank, char *why,
         why_set(why, why_len, "the source's \"dims\" are not 1 to %d coordinates", IMAGE_MAX_RANK);
         return H5I_INVALID_HID;
     }
-    if (!dims) {
-        hssize_t n = H5Sget_select_npoints(vspace);
-        d[0] = n < 0 || (hsize_t)n == H5S_UNLIMITED ? 0 : (hsize_t)n;
-    }
+    if (!dims)
+        d[0] = elements_per_source(vspace);
     for (int k = 0; k < *rank; k++)
         max[k] = H5S_UNLIMITED;
     hid_t space = H5Screate_simple(*rank, d, max);

@@ -24,7 +24,8 @@ pytestmark = pytest.mark.backends("posix", "s3")
 
 VDS = DATA / "vds"
 HOME = "home/test_user1"
-FILES = ["frames_1.h5", "frames_2.h5", "master.h5", "same_file.h5", "missing_source.h5"]
+FILES = ["frames_1.h5", "frames_2.h5", "master.h5", "same_file.h5", "missing_source.h5",
+         "block_0.h5", "block_1.h5", "printf.h5"]
 
 
 @pytest.fixture
@@ -59,9 +60,10 @@ def assert_same_vds(src_path, mine_path, name):
         assert mappings(f[name]) == mappings(s[name]), name
         assert f[name].shape == s[name].shape and f[name].maxshape == s[name].maxshape
         assert f[name].dtype == s[name].dtype
-        assert f[name].fillvalue == s[name].fillvalue or (
-            np.isnan(f[name].fillvalue) and np.isnan(s[name].fillvalue))
-        assert np.array_equal(f[name][()], s[name][()], equal_nan=True), name
+        if f[name].dtype.kind != "O":   # h5py 3.7 crashes on a vlen string's fillvalue
+            assert f[name].fillvalue == s[name].fillvalue or (
+                np.isnan(f[name].fillvalue) and np.isnan(s[name].fillvalue))
+        assert np.array_equal(f[name][()], s[name][()], equal_nan=f[name].dtype.kind == "f"), name
 
 
 def stored_virtual(bucket):
@@ -74,6 +76,15 @@ def stored_virtual(bucket):
             virtual[p] = j
         chunks[p.parent] = [c.name for c in p.parent.rglob("*") if not c.name.endswith("json")]
     return virtual, chunks
+
+
+@pytest.mark.posix_only(reason="the same JSON on every store; the master case runs on s3")
+def test_printf_mapping_follows_the_block_files(copied):
+    log, m = copied
+    assert_same_vds(VDS / "printf.h5", m.path(f"{HOME}/printf.h5"), "p")
+    with h5py.File(m.path(f"{HOME}/printf.h5"), "r") as f:
+        assert mappings(f["p"])[0][:2] == ("block_%b.h5", "d")
+        assert f["p"][()].tolist() == [10, 10, 20, 20]
 
 
 def test_detector_master_stays_virtual_with_relative_sources(copied, tmp_path):
@@ -99,7 +110,7 @@ def test_detector_master_stays_virtual_with_relative_sources(copied, tmp_path):
 def test_no_chunk_is_stored_for_a_virtual_dataset(copied, bucket_copy):
     log, m = copied
     virtual, chunks = stored_virtual(bucket_copy)
-    assert len(virtual) == 6, list(virtual)  # entry/data, stacked, points, blocks, unlimited, v
+    assert len(virtual) == 8, list(virtual)  # entry/data, 5 of same_file.h5, v, p
     for path, j in virtual.items():
         assert chunks[path.parent] == [], j
         for mapping in j["h5osfs"]["virtual"]:
@@ -111,7 +122,7 @@ def test_no_chunk_is_stored_for_a_virtual_dataset(copied, bucket_copy):
 def test_same_file_mappings_stay_virtual(copied, tmp_path):
     log, m = copied
     mine = m.path(f"{HOME}/same_file.h5")
-    for name in ["stacked", "points", "blocks", "unlimited"]:
+    for name in ["stacked", "points", "blocks", "unlimited", "strings"]:
         assert_same_vds(VDS / "same_file.h5", mine, name)
     with h5py.File(mine, "r") as f:
         assert mappings(f["unlimited"])[0][2][1][2] == (h5py.h5s.UNLIMITED,)
