@@ -9,6 +9,7 @@
  *   ingest_filters.c  HDF5 filters -> HSDS filters (§5.2)
  *   ingest_chunking.c §5.4 chunk dims (calls no other file)
  *   ingest_data.c   datasets -> chunk objects (§6 bytes, raw copies)
+ *   ingest_vds.c    virtual datasets -> their mappings (the "h5osfs" member; no chunks)
  *   ingest_pool.c   worker threads that encode and put chunks, behind a bounded queue
  *   ingest_link.c   linked ingest: the file stored whole, datasets pointing into it (§8)
  *
