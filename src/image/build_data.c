@@ -47,12 +47,12 @@ struct dset_plan {
     int shape_ok; /* its class and dims were read (maxdims may be bad) */
     hsize_t dims[IMAGE_MAX_RANK], maxdims[IMAGE_MAX_RANK];
     uint64_t cdims[IMAGE_MAX_RANK];
-    int chunked;        /* declared chunked in the image (simple shapes) */
-    int by_value;       /* values written for real */
-    size_t stored_size; /* element size in chunk objects (fixed types) */
-    unsigned traits;    /* enum h5type_trait bits of the type */
-    const json_t *json; /* the dataset's JSON */
-    int virtual;        /* a virtual dataset: its mappings, no chunks (build_vds.c) */
+    int chunked;                 /* declared chunked in the image (simple shapes) */
+    int by_value;                /* values written for real */
+    size_t stored_size;          /* element size in chunk objects (fixed types) */
+    unsigned traits;             /* enum h5type_trait bits of the type */
+    const struct build_obj *obj; /* the dataset */
+    int virtual;                 /* a virtual dataset: its mappings, no chunks (build_vds.c) */
 };
 
 /* ---- reading the dataset JSON ---- */
@@ -161,7 +161,7 @@ static int plan_dataset(struct builder *b, struct build_obj *o, struct dset_plan
     p->shape = json_object_get(o->json, "shape");
     p->layout = json_object_get(o->json, "layout");
     p->cprops = json_object_get(o->json, "creationProperties");
-    p->json = o->json;
+    p->obj = o;
     p->virtual = build_vds_is_virtual(o->json);
     int rc = build_type(b, p->type, &p->tid, why, why_len);
     if (rc == -ENOMEM || h5type_traits_of(p->type, &p->traits) == -ENOMEM)
@@ -250,7 +250,7 @@ static hid_t dataset_plist(struct builder *b, const struct dset_plan *p, int den
         goto fail;
     if (set_fill_value(b, p, dcpl, why, why_len) != 0 ||
         (p->virtual &&
-         build_vds_mappings(p->json, dcpl, p->rank, p->dims, p->maxdims, why, why_len) != 0)) {
+         build_vds_mappings(b, p->obj, dcpl, p->rank, p->dims, p->maxdims, why, why_len) != 0)) {
         H5Pclose(dcpl);
         return H5I_INVALID_HID;
     }

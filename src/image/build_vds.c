@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include "build.h"
+#include "h5osfs/util/grow.h"
 #include "h5osfs/util/why.h"
 
 #define VDS_MAPPINGS_MAX (1u << 20)
@@ -199,10 +200,125 @@ static int add_mapping(hid_t dcpl, const json_t *m, int rank, const hsize_t *dim
     return rc;
 }
 
-int build_vds_mappings(const json_t *dataset, hid_t dcpl, int rank, const hsize_t *dims,
-                       const hsize_t *maxdims, char *why, size_t why_len)
+/* ---- sources in the file itself ---- */
+
+#define LINK_DEPTH_MAX 16 /* soft links followed, and virtual datasets chained, at most */
+
+/* The object at HDF5 path `path` below group g (from the root when it starts with '/'),
+ * following hard and soft links as HDF5 does; NULL when there is none (or too many soft
+ * links): HDF5 then finds no source and reads the fill value. */
+static const struct build_obj *resolve(struct builder *b, const struct build_obj *g,
+                                       const char *path, int depth)
 {
-    const json_t *list = json_object_get(json_object_get(dataset, "h5osfs"), "virtual");
+    char name[1024];
+    const struct build_obj *cur = path[0] == '/' || !g ? build_find(b, b->root_id) : g;
+    for (const char *p = path; cur && *p;) {
+        size_t len = strcspn(p, "/");
+        if (len >= sizeof name)
+            return NULL;
+        memcpy(name, p, len);
+        name[len] = '\0';
+        p += len + (p[len] == '/');
+        if (len == 0 || strcmp(name, ".") == 0)
+            continue;
+        const json_t *link = json_object_get(json_object_get(cur->json, "links"), name);
+        const char *cls = json_string_value(json_object_get(link, "class"));
+        const char *id = json_string_value(json_object_get(link, "id"));
+        const char *h5path = json_string_value(json_object_get(link, "h5path"));
+        if (cur->cls != 'g' || !link)
+            return NULL;
+        if (id && (!cls || strcmp(cls, "H5L_TYPE_HARD") == 0))
+            cur = build_find(b, id);
+        else if (h5path && cls && strcmp(cls, "H5L_TYPE_SOFT") == 0 && depth < LINK_DEPTH_MAX)
+            cur = resolve(b, cur, h5path, depth + 1);
+        else
+            return NULL; /* external (another file) or unusable: no source of this file */
+    }
+    return cur;
+}
+
+/* The rank a selection states: that of its coordinates; -1 for "all" and "none". */
+static int stated_rank(const json_t *sel)
+{
+    const char *cls = json_string_value(json_object_get(sel, "class"));
+    if (!cls || strcmp(cls, "all") == 0 || strcmp(cls, "none") == 0)
+        return -1;
+    return selection_rank(sel);
+}
+
+/* The virtual datasets a walk has seen: each is looked into once. */
+struct seen {
+    const struct build_obj **v;
+    size_t n, cap;
+};
+
+/* 1 when reading virtual dataset v reaches target through sources of the file itself (or
+ * the chain is too long to tell), 0 when not, -ENOMEM. */
+static int reaches(struct builder *b, const struct build_obj *v, const struct build_obj *target,
+                   struct seen *seen, int depth)
+{
+    for (size_t i = 0; i < seen->n; i++)
+        if (seen->v[i] == v)
+            return 0;
+    const struct build_obj **more = grow_array(seen->v, &seen->cap, seen->n + 1, sizeof *more, 16);
+    if (!more)
+        return -ENOMEM;
+    seen->v = more;
+    seen->v[seen->n++] = v;
+    const json_t *list = json_object_get(json_object_get(v->json, "h5osfs"), "virtual");
+    for (size_t i = 0; i < json_array_size(list); i++) {
+        const json_t *m = json_array_get(list, i);
+        const char *file = json_string_value(json_object_get(m, "file"));
+        const char *dataset = json_string_value(json_object_get(m, "dataset"));
+        const struct build_obj *src =
+            file && dataset && strcmp(file, ".") == 0 ? resolve(b, NULL, dataset, 0) : NULL;
+        if (!src || src->cls != 'd')
+            continue;
+        if (src == target)
+            return 1;
+        if (build_vds_is_virtual(src->json)) {
+            int rc = depth >= LINK_DEPTH_MAX ? 1 : reaches(b, src, target, seen, depth + 1);
+            if (rc != 0)
+                return rc;
+        }
+    }
+    return 0;
+}
+
+/*
+ * HDF5 1.10 crashes a reader of a mapping whose source in the same file is the virtual
+ * dataset itself, through any chain of virtual datasets (endless recursion), or whose source
+ * selection is not of the source's rank (a division by zero, or a write past a buffer): a
+ * stored member must not make the mount's file crash its readers. 0, or -EINVAL (why).
+ * Sources in other files are the reader's to open, as for any file.
+ */
+static int own_source_readable(struct builder *b, const struct build_obj *o, const json_t *m,
+                               char *why, size_t why_len)
+{
+    const char *file = json_string_value(json_object_get(m, "file"));
+    const char *dataset = json_string_value(json_object_get(m, "dataset"));
+    const struct build_obj *src = strcmp(file, ".") == 0 ? resolve(b, NULL, dataset, 0) : NULL;
+    if (!src || src->cls != 'd')
+        return 0; /* not found in the file: HDF5 reads the fill value */
+    const json_t *dims = json_object_get(json_object_get(src->json, "shape"), "dims");
+    int src_rank = (int)json_array_size(dims), sel_rank;
+    if ((sel_rank = stated_rank(json_object_get(m, "src_select"))) >= 0 && sel_rank != src_rank)
+        return why_reject(why, why_len, "a source selection of rank %d for %s of rank %d", sel_rank,
+                          dataset, src_rank);
+    struct seen seen = { 0 };
+    int cycle = src == o ? 1 : build_vds_is_virtual(src->json) ? reaches(b, src, o, &seen, 0) : 0;
+    free(seen.v);
+    if (cycle < 0)
+        return cycle;
+    if (cycle)
+        return why_reject(why, why_len, "its source %s leads back to the dataset itself", dataset);
+    return 0;
+}
+
+int build_vds_mappings(struct builder *b, const struct build_obj *o, hid_t dcpl, int rank,
+                       const hsize_t *dims, const hsize_t *maxdims, char *why, size_t why_len)
+{
+    const json_t *list = json_object_get(json_object_get(o->json, "h5osfs"), "virtual");
     size_t n = json_array_size(list);
     if (!json_is_array(list) || n == 0 || n > VDS_MAPPINGS_MAX)
         return why_reject(why, why_len,
@@ -213,7 +329,9 @@ int build_vds_mappings(const json_t *dataset, hid_t dcpl, int rank, const hsize_
         return why_reject(why, why_len, "a virtual dataset needs a simple shape");
     for (size_t i = 0; i < n; i++) {
         char mwhy[160] = "";
-        if (add_mapping(dcpl, json_array_get(list, i), rank, dims, maxdims, mwhy, sizeof mwhy))
+        const json_t *m = json_array_get(list, i);
+        if (add_mapping(dcpl, m, rank, dims, maxdims, mwhy, sizeof mwhy) ||
+            own_source_readable(b, o, m, mwhy, sizeof mwhy))
             return why_reject(why, why_len, "virtual mapping %zu: %s", i, mwhy);
     }
     return 0;

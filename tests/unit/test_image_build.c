@@ -890,6 +890,14 @@ static const char *const bad_members[] = {
     "\"vds_select\": {\"class\": \"blocks\", \"blocks\": [[[0, 0], [1, 1]]]}}]",
     "[{\"file\": \".\", \"dataset\": \"a\", \"src_select\": {\"class\": \"all\"}, "
     "\"vds_select\": {\"class\": \"blocks\", \"blocks\": [[[0]]]}}]",
+    /* sources HDF5 1.10 crashes a reader on: the dataset itself (by a path with a soft link
+     * too), a chain back to it, a selection of another rank than its source's */
+    "[{\"file\": \".\", \"dataset\": \"/bad\", \"src_select\": {\"class\": \"all\"}, "
+    "\"vds_select\": {\"class\": \"all\"}}]",
+    "[{\"file\": \".\", \"dataset\": \"./me/\", \"src_select\": {\"class\": \"all\"}, "
+    "\"vds_select\": {\"class\": \"all\"}}]",
+    "[{\"file\": \".\", \"dataset\": \"vds\", \"src_select\": " HYPER(
+        "[0]", "[1]", "[8]", "[1]") ", \"dims\": [8]}, \"vds_select\": {\"class\": \"all\"}}]",
 };
 
 /* The virtual dataset HDF5 reads at name: mapping i's names and selection types. */
@@ -950,9 +958,10 @@ static void check_vds_file(const char *path)
 
 static void put_vds_domain(struct store *st, const char *bad_member)
 {
-    char links[420], a[200], b[200], body[2000];
-    snprintf(links, sizeof links, "%s, %s", hard_link("vds", D_VDS, a, sizeof a),
-             hard_link("bad", D_VDS_BAD, b, sizeof b));
+    char links[480], a[200], b[200], body[2000];
+    snprintf(links, sizeof links,
+             "%s, %s, \"me\": {\"class\": \"H5L_TYPE_SOFT\", \"h5path\": \"/bad\"}",
+             hard_link("vds", D_VDS, a, sizeof a), hard_link("bad", D_VDS_BAD, b, sizeof b));
     put_root(st, links, "");
     put_dataset(
         st, D_VDS,
