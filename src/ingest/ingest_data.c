@@ -15,6 +15,7 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "h5osfs/util/grow.h"
 #include "h5osfs/h5json/h5type.h"
@@ -643,11 +644,18 @@ static int has_dataset(hid_t file, const char *path)
 }
 
 /* The file at path as a source: -1 when it does not open as HDF5 (HDF5 looks further), else
- * whether it holds the dataset (HDF5 takes the first file that opens). -ENOMEM: no path. */
+ * whether it holds the dataset (HDF5 takes the first file that opens). -ENOMEM: no path.
+ * Only regular files are opened: a name in a user's file must not make the commit wait on a
+ * FIFO or read a device. */
 static int source_in(char *path, const char *dataset)
 {
+    struct stat st;
     if (!path)
         return -ENOMEM;
+    if (stat(path, &st) != 0 || !S_ISREG(st.st_mode)) {
+        free(path);
+        return -1;
+    }
     hid_t f = H5Fopen(path, H5F_ACC_RDONLY, H5P_DEFAULT);
     free(path);
     if (f < 0)

@@ -10,9 +10,11 @@ source. No chunk object is stored for them (the values are their sources'). The 
 only for the copy in, so the s3 backend runs the master case alone.
 """
 import json
+import os
 import re
 import shutil
 import subprocess
+import threading
 
 import h5py
 import numpy as np
@@ -248,3 +250,32 @@ def test_a_source_that_fails_to_read_keeps_the_mapping(bucket_copy, mount_bucket
     ro = mount_bucket(m, "-o", "user=test_user1,ro")
     with h5py.File(ro.path(f"{HOME}/short.h5"), "r") as f:
         assert f["v"].is_virtual and f["v"][()].tolist() == list(range(1, 9))
+
+
+@pytest.mark.posix_only(reason="the ingest's own file access: the store does not matter")
+def test_a_source_named_by_a_fifo_does_not_hold_the_commit(bucket_copy, mount_bucket, tmp_path):
+    """The ingest looks for a VDS's sources only to name a missing one; it opened any path the
+    file names, and a FIFO held the commit (and the cp) until something wrote to it. Only
+    regular files are opened now: the cp ends, the mapping is kept and the source named."""
+    fifo = tmp_path / "fifo.h5"
+    os.mkfifo(fifo)
+    layout = h5py.VirtualLayout(shape=(4,), dtype=np.int32)
+    layout[:] = h5py.VirtualSource(str(fifo), "d", shape=(4,))
+    with h5py.File(tmp_path / "f.h5", "w") as f:
+        f.create_virtual_dataset("v", layout, fillvalue=-1)
+    m = mount_bucket(bucket_copy, "-o", f"user=test_user1,ttl=0,cache_dir={tmp_path}/cache")
+    copy = threading.Thread(target=shutil.copyfile, args=(tmp_path / "f.h5", m.path(f"{HOME}/f.h5")))
+    copy.start()
+    try:
+        copy.join(timeout=60)       # a hang detector: the copy takes milliseconds
+        assert not copy.is_alive(), "the commit waits on the FIFO"
+    finally:
+        try:                        # a daemon stuck opening the FIFO is let go
+            os.close(os.open(fifo, os.O_WRONLY | os.O_NONBLOCK))
+        except OSError:
+            pass
+        copy.join()
+    assert m.unmount() == 0
+    assert f"source dataset d of file {fifo}" in m.log()
+    with h5py.File(mount_bucket(m, "-o", "user=test_user1,ro").path(f"{HOME}/f.h5"), "r") as f:
+        assert f["v"].is_virtual
