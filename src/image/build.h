@@ -150,8 +150,8 @@ hid_t build_dataspace(const json_t *shape, size_t *n, char *why, size_t why_len)
 int build_dataset_create(struct builder *b, struct build_obj *o);
 /* build_vds.c: 1 when dataset JSON keeps a virtual dataset's mappings ("h5osfs": {"virtual"}). */
 int build_vds_is_virtual(const json_t *dataset);
-/* The mappings of dataset o into dcpl, for its shape (rank >= 1, dims, maxdims). 0, or
- * -EINVAL with why when the member is not one the image can show, or would crash a reader
+/* The mappings of dataset o into dcpl, for its shape (rank >= 1, dims, maxdims). 0, -ENOMEM,
+ * or -EINVAL with why when the member is not one the image can show, or would crash a reader
  * (doc/image.md). */
 int build_vds_mappings(struct builder *b, const struct build_obj *o, hid_t dcpl, int rank,
                        const hsize_t *dims, const hsize_t *maxdims, char *why, size_t why_len);

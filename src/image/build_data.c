@@ -231,11 +231,13 @@ static hsize_t hdf5_chunk_dim(const struct dset_plan *p, int k)
     return p->cdims[k];
 }
 
-/* dense: the chunks are allocated as the dataset grows to its shape (declare_dense) */
-static hid_t dataset_plist(struct builder *b, const struct dset_plan *p, int dense, char *why,
-                           size_t why_len)
+/* dense: the chunks are allocated as the dataset grows to its shape (declare_dense). *rc: 0,
+ * -EINVAL (why) or -ENOMEM, which must fail the build rather than make a placeholder. */
+static hid_t dataset_plist(struct builder *b, const struct dset_plan *p, int dense, int *rc,
+                           char *why, size_t why_len)
 {
     hid_t dcpl = H5Pcreate(H5P_DATASET_CREATE);
+    *rc = -EINVAL;
     if (dcpl < 0 || build_object_plist(dcpl) != 0)
         goto fail;
     if (p->chunked && !p->virtual) {
@@ -248,9 +250,11 @@ static hid_t dataset_plist(struct builder *b, const struct dset_plan *p, int den
     if (dense && (H5Pset_alloc_time(dcpl, H5D_ALLOC_TIME_EARLY) < 0 ||
                   H5Pset_fill_time(dcpl, H5D_FILL_TIME_ALLOC) < 0))
         goto fail;
-    if (set_fill_value(b, p, dcpl, why, why_len) != 0 ||
-        (p->virtual &&
-         build_vds_mappings(b, p->obj, dcpl, p->rank, p->dims, p->maxdims, why, why_len) != 0)) {
+    *rc = set_fill_value(b, p, dcpl, why, why_len);
+    if (*rc == 0 && p->virtual)
+        *rc = build_vds_mappings(b, p->obj, dcpl, p->rank, p->dims, p->maxdims, why, why_len);
+    if (*rc != 0) {
+        *rc = *rc == -ENOMEM ? -ENOMEM : -EINVAL;
         H5Pclose(dcpl);
         return H5I_INVALID_HID;
     }
@@ -273,13 +277,14 @@ static hid_t plan_space(const struct dset_plan *p, int dense, char *why, size_t 
 }
 
 /* The dataset as stored: its type, shape and creation properties (a dense one: its shape at
- * declare_dense). 0 or -EINVAL (why). */
+ * declare_dense). 0, -EINVAL (why) or -ENOMEM. */
 static int create_as_stored(struct builder *b, struct build_obj *o, const struct dset_plan *p,
                             int dense, char *why, size_t why_len)
 {
     hid_t space = plan_space(p, dense, why, why_len), dcpl = H5I_INVALID_HID;
+    int plist_rc = -EINVAL;
     if (space >= 0)
-        dcpl = dataset_plist(b, p, dense, why, why_len);
+        dcpl = dataset_plist(b, p, dense, &plist_rc, why, why_len);
     if (dcpl >= 0 && (o->hid = H5Dcreate_anon(b->file, p->tid, space, dcpl, H5P_DEFAULT)) < 0)
         why_set(why, why_len, "HDF5 refused it");
     if (o->hid >= 0 && build_reserve_attr_room(o) != 0) {
@@ -291,7 +296,7 @@ static int create_as_stored(struct builder *b, struct build_obj *o, const struct
         H5Pclose(dcpl);
     if (space >= 0)
         H5Sclose(space);
-    return o->hid >= 0 ? 0 : -EINVAL;
+    return o->hid >= 0 ? 0 : plist_rc == -ENOMEM ? -ENOMEM : -EINVAL;
 }
 
 /*

@@ -330,8 +330,12 @@ int build_vds_mappings(struct builder *b, const struct build_obj *o, hid_t dcpl,
     for (size_t i = 0; i < n; i++) {
         char mwhy[160] = "";
         const json_t *m = json_array_get(list, i);
-        if (add_mapping(dcpl, m, rank, dims, maxdims, mwhy, sizeof mwhy) ||
-            own_source_readable(b, o, m, mwhy, sizeof mwhy))
+        int rc = add_mapping(dcpl, m, rank, dims, maxdims, mwhy, sizeof mwhy);
+        if (rc == 0)
+            rc = own_source_readable(b, o, m, mwhy, sizeof mwhy);
+        if (rc == -ENOMEM)
+            return why_oom(why, why_len); /* the build fails: not the mapping's fault */
+        if (rc != 0)
             return why_reject(why, why_len, "virtual mapping %zu: %s", i, mwhy);
     }
     return 0;
