@@ -327,6 +327,7 @@ def image_seeds():
                        types[(k // 2) % len(types)] if types else None)
     link_seeds()
     vector_seeds()
+    vds_seeds()
 
 
 def vector_seeds():
@@ -352,6 +353,48 @@ def vector_seeds():
              b"1 0\n" + read(os.path.join(codec, "bs_i32_5000.bs")),
              b"2 0\n" + read(os.path.join(codec, "zlibshuf_f32_1000.zlib"))]
     write("fuzz_image", "vec-bitshuffle-zlib", SEP.join(parts))
+
+
+def vds_seeds():
+    """Virtual datasets (issue 27.1): D1 keeps an "h5osfs" member of mappings into D2 (".")
+    and into other files, with every selection form the member has (doc/image.md)."""
+    root = {"id": "@R", "root": "@R", "links": {
+        "v": {"id": "@D1", "class": "H5L_TYPE_HARD"},
+        "d2": {"id": "@D2", "class": "H5L_TYPE_HARD"}}}
+    f64 = {"class": "H5T_FLOAT", "base": "H5T_IEEE_F64LE"}
+
+    def hyper(start, stride, count, block, dims=None):
+        h = {"class": "hyperslab", "start": start, "stride": stride, "count": count,
+             "block": block}
+        if dims is not None:
+            h["dims"] = dims
+        return h
+    forms = {
+        "regular": [{"file": ".", "dataset": "/d2", "src_select": hyper([1], [2], [3], [1], [7]),
+                     "vds_select": hyper([0, 1], [1, 1], [1, 3], [1, 1])}],
+        "all-blocks": [{"file": "other.h5", "dataset": "x", "src_select": {"class": "all"},
+                        "vds_select": {"class": "blocks",
+                                       "blocks": [[[0, 0], [0, 1]], [[2, 1], [2, 3]]]}}],
+        "unlimited": [{"file": ".", "dataset": "d2",
+                       "src_select": hyper([0], [1], ["H5S_UNLIMITED"], [1], [0]),
+                       "vds_select": hyper([0, 0], [1, 1], ["H5S_UNLIMITED", 1], [1, 1])}],
+        "printf": [{"file": "block_%b.h5", "dataset": "d", "src_select": {"class": "all"},
+                    "vds_select": hyper([0, 0], [2, 1], ["H5S_UNLIMITED", 1], [2, 4])}],
+    }
+    for name, mappings in forms.items():
+        unlimited = "H5S_UNLIMITED" in json.dumps(mappings)
+        vds = {"id": "@D1", "root": "@R", "type": f64,
+               "shape": {"class": "H5S_SIMPLE", "dims": [3, 4],
+                         "maxdims": [0 if unlimited else 3, 4]},
+               "creationProperties": {"fillValue": -1.0},
+               "layout": {"class": "H5D_CHUNKED", "dims": [3, 4]},
+               "h5osfs": {"virtual": mappings}}
+        d2 = {"id": "@D2", "root": "@R", "type": f64,
+              "shape": {"class": "H5S_SIMPLE", "dims": [7]},
+              "layout": {"class": "H5D_CHUNKED", "dims": [7]}}
+        chunk = b"".join(struct.pack("<d", i + 0.5) for i in range(7))
+        write("fuzz_image", "vds-" + name,
+              SEP.join([dumps(root), dumps(vds), dumps(d2), b"", b"2 0\n" + chunk]))
 
 
 def link_seeds():

@@ -1,7 +1,8 @@
 /*
  * build.h: the state of one image build, shared by build.c (objects, links, attributes) and
- * build_data.c (datasets: creation properties, chunk sources, materialised values) and
- * build_declare.c (the chunk extents, declared last).
+ * build_data.c (datasets: creation properties, chunk sources, materialised values),
+ * build_vds.c (a virtual dataset's mappings) and build_declare.c (the chunk extents, declared
+ * last).
  */
 #ifndef H5OSFS_IMAGE_BUILD_H
 #define H5OSFS_IMAGE_BUILD_H
@@ -148,6 +149,13 @@ int build_attributes_of(struct builder *b, struct build_obj *o);
 hid_t build_dataspace(const json_t *shape, size_t *n, char *why, size_t why_len);
 
 int build_dataset_create(struct builder *b, struct build_obj *o);
+/* build_vds.c: 1 when dataset JSON keeps a virtual dataset's mappings ("h5osfs": {"virtual"}). */
+int build_vds_is_virtual(const json_t *dataset);
+/* The mappings of dataset o into dcpl, for its shape (rank >= 1, dims, maxdims). 0, -ENOMEM,
+ * or -EINVAL with why when the member is not one the image can show, or would crash a reader
+ * (doc/image.md). */
+int build_vds_mappings(struct builder *b, const struct build_obj *o, hid_t dcpl, int rank,
+                       const hsize_t *dims, const hsize_t *maxdims, char *why, size_t why_len);
 /* Room in the header of dataset o, just made, for the attributes its JSON lists, held by an
  * attribute of this name until they are made (attributes_of). 0 or -1. */
 #define BUILD_ATTR_ROOM "h5osfs: room for the attributes"

@@ -47,10 +47,12 @@ struct dset_plan {
     int shape_ok; /* its class and dims were read (maxdims may be bad) */
     hsize_t dims[IMAGE_MAX_RANK], maxdims[IMAGE_MAX_RANK];
     uint64_t cdims[IMAGE_MAX_RANK];
-    int chunked;        /* declared chunked in the image (simple shapes) */
-    int by_value;       /* values written for real */
-    size_t stored_size; /* element size in chunk objects (fixed types) */
-    unsigned traits;    /* enum h5type_trait bits of the type */
+    int chunked;                 /* declared chunked in the image (simple shapes) */
+    int by_value;                /* values written for real */
+    size_t stored_size;          /* element size in chunk objects (fixed types) */
+    unsigned traits;             /* enum h5type_trait bits of the type */
+    const struct build_obj *obj; /* the dataset */
+    int virtual;                 /* a virtual dataset: its mappings, no chunks (build_vds.c) */
 };
 
 /* ---- reading the dataset JSON ---- */
@@ -159,6 +161,8 @@ static int plan_dataset(struct builder *b, struct build_obj *o, struct dset_plan
     p->shape = json_object_get(o->json, "shape");
     p->layout = json_object_get(o->json, "layout");
     p->cprops = json_object_get(o->json, "creationProperties");
+    p->obj = o;
+    p->virtual = build_vds_is_virtual(o->json);
     int rc = build_type(b, p->type, &p->tid, why, why_len);
     if (rc == -ENOMEM || h5type_traits_of(p->type, &p->traits) == -ENOMEM)
         return -ENOMEM; /* a bad type has no traits: the build_type failure says why */
@@ -227,14 +231,16 @@ static hsize_t hdf5_chunk_dim(const struct dset_plan *p, int k)
     return p->cdims[k];
 }
 
-/* dense: the chunks are allocated as the dataset grows to its shape (declare_dense) */
-static hid_t dataset_plist(struct builder *b, const struct dset_plan *p, int dense, char *why,
-                           size_t why_len)
+/* dense: the chunks are allocated as the dataset grows to its shape (declare_dense). *rc: 0,
+ * -EINVAL (why) or -ENOMEM, which must fail the build rather than make a placeholder. */
+static hid_t dataset_plist(struct builder *b, const struct dset_plan *p, int dense, int *rc,
+                           char *why, size_t why_len)
 {
     hid_t dcpl = H5Pcreate(H5P_DATASET_CREATE);
+    *rc = -EINVAL;
     if (dcpl < 0 || build_object_plist(dcpl) != 0)
         goto fail;
-    if (p->chunked) {
+    if (p->chunked && !p->virtual) {
         hsize_t c[IMAGE_MAX_RANK];
         for (int k = 0; k < p->rank; k++)
             c[k] = hdf5_chunk_dim(p, k);
@@ -244,7 +250,11 @@ static hid_t dataset_plist(struct builder *b, const struct dset_plan *p, int den
     if (dense && (H5Pset_alloc_time(dcpl, H5D_ALLOC_TIME_EARLY) < 0 ||
                   H5Pset_fill_time(dcpl, H5D_FILL_TIME_ALLOC) < 0))
         goto fail;
-    if (set_fill_value(b, p, dcpl, why, why_len) != 0) {
+    *rc = set_fill_value(b, p, dcpl, why, why_len);
+    if (*rc == 0 && p->virtual)
+        *rc = build_vds_mappings(b, p->obj, dcpl, p->rank, p->dims, p->maxdims, why, why_len);
+    if (*rc != 0) {
+        *rc = *rc == -ENOMEM ? -ENOMEM : -EINVAL;
         H5Pclose(dcpl);
         return H5I_INVALID_HID;
     }
@@ -267,13 +277,14 @@ static hid_t plan_space(const struct dset_plan *p, int dense, char *why, size_t 
 }
 
 /* The dataset as stored: its type, shape and creation properties (a dense one: its shape at
- * declare_dense). 0 or -EINVAL (why). */
+ * declare_dense). 0, -EINVAL (why) or -ENOMEM. */
 static int create_as_stored(struct builder *b, struct build_obj *o, const struct dset_plan *p,
                             int dense, char *why, size_t why_len)
 {
     hid_t space = plan_space(p, dense, why, why_len), dcpl = H5I_INVALID_HID;
+    int plist_rc = -EINVAL;
     if (space >= 0)
-        dcpl = dataset_plist(b, p, dense, why, why_len);
+        dcpl = dataset_plist(b, p, dense, &plist_rc, why, why_len);
     if (dcpl >= 0 && (o->hid = H5Dcreate_anon(b->file, p->tid, space, dcpl, H5P_DEFAULT)) < 0)
         why_set(why, why_len, "HDF5 refused it");
     if (o->hid >= 0 && build_reserve_attr_room(o) != 0) {
@@ -285,7 +296,7 @@ static int create_as_stored(struct builder *b, struct build_obj *o, const struct
         H5Pclose(dcpl);
     if (space >= 0)
         H5Sclose(space);
-    return o->hid >= 0 ? 0 : -EINVAL;
+    return o->hid >= 0 ? 0 : plist_rc == -ENOMEM ? -ENOMEM : -EINVAL;
 }
 
 /*
@@ -680,7 +691,10 @@ int build_dataset_create(struct builder *b, struct build_obj *o)
     struct dset_plan p;
     char why[200] = "HDF5 refused it";
     int rc = plan_dataset(b, o, &p, why, sizeof why);
-    if (rc == 0 && p.rank > 0 && !p.by_value)
+    if (rc == 0 && p.virtual) { /* its values are its sources': nothing to fetch or write */
+        rc = create_as_stored(b, o, &p, 0, why, sizeof why);
+        o->data_done = rc == 0;
+    } else if (rc == 0 && p.rank > 0 && !p.by_value)
         rc = create_extents(b, o, &p, why, sizeof why);
     else if (rc == 0)
         rc = create_for_values(b, o, &p, why, sizeof why);

@@ -15,6 +15,7 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "h5osfs/util/grow.h"
 #include "h5osfs/h5json/h5type.h"
@@ -706,11 +707,18 @@ static int has_dataset(hid_t file, const char *path)
 }
 
 /* The file at path as a source: -1 when it does not open as HDF5 (HDF5 looks further), else
- * whether it holds the dataset (HDF5 takes the first file that opens). -ENOMEM: no path. */
+ * whether it holds the dataset (HDF5 takes the first file that opens). -ENOMEM: no path.
+ * Only regular files are opened: a name in a user's file must not make the commit wait on a
+ * FIFO or read a device. */
 static int source_in(char *path, const char *dataset)
 {
+    struct stat st;
     if (!path)
         return -ENOMEM;
+    if (stat(path, &st) != 0 || !S_ISREG(st.st_mode)) {
+        free(path);
+        return -1;
+    }
     hid_t f = H5Fopen(path, H5F_ACC_RDONLY, H5P_DEFAULT);
     free(path);
     if (f < 0)
@@ -807,8 +815,8 @@ int ingest_dataset_chunks(struct ingest *g, struct ingest_obj *o)
     if (o->table)
         return ingest_link_table_chunks(g, o);
     if (o->dropped || !json_object_get(o->json, "layout") || o->base_ref || o->base_whole ||
-        o->linked)
-        return 0; /* left out, H5S_NULL, data in a linked file, or carried over */
+        o->linked || ingest_is_virtual(o->json))
+        return 0; /* left out, H5S_NULL, data in a linked file, carried over, or mappings */
     int rc = io_open(&io, why, sizeof why);
     if (rc != 0) {
         log_error("%s: %s: dataset cannot be read: %s", g->log_name, o->path, why);
@@ -816,9 +824,7 @@ int ingest_dataset_chunks(struct ingest *g, struct ingest_obj *o)
         return rc == -ENOMEM ? rc : -EIO;
     }
     if (io.virt)
-        ingest_change(g, o->path,
-                      "virtual dataset or external raw data stored as a regular "
-                      "dataset");
+        ingest_change(g, o->path, "external raw data stored as a regular dataset");
     if (g->base && o->base_id[0] && !io.same_grid)
         rc = materialize_dataset(&io);
     if (rc == 0)

@@ -529,11 +529,33 @@ static json_t *layout_json(hid_t dcpl, const json_t *type, int rank, const hsize
     return json_pack("{s:s,s:o*}", "class", "H5D_CHUNKED", "dims", dims_json(r, h));
 }
 
+/* A virtual dataset keeps its mappings (ingest_vds.c), never the values HDF5 reads through
+ * them; a source that cannot be found from the file being stored is named once, for it reads as
+ * the fill value until it exists beside the domain. */
+static int virtual_member(struct ingest *g, struct ingest_obj *o, hid_t dcpl, json_t **vds)
+{
+    char missing[600], why[200] = "";
+    int rc = ingest_vds_json(dcpl, vds, why, sizeof why);
+    int gone = rc == 0 ? ingest_vds_missing_source(g, dcpl, missing, sizeof missing) : 0;
+    if (gone > 0)
+        log_warn("%s: %s: virtual dataset kept as its mappings, though %s beside the file "
+                 "being stored (in the mount HDF5 looks for it beside the domain; where it is "
+                 "missing, reads give the fill value)",
+                 g->log_name, o->path, missing);
+    if (rc == -EIO) {
+        o->dropped = 1;
+        ingest_change(g, o->path, "virtual dataset left out: %s", why);
+        rc = 0;
+    }
+    return rc != 0 ? rc : gone < 0 ? gone : 0;
+}
+
 static int dataset_json(struct ingest *g, struct ingest_obj *o, hid_t dset)
 {
     char why[200];
     hid_t ftype = H5Dget_type(dset), space = H5Dget_space(dset), dcpl = H5Dget_create_plist(dset);
-    json_t *j = NULL, *type = NULL, *shape = NULL, *attrs = NULL, *cp = NULL, *lay = NULL;
+    json_t *j = NULL, *type = NULL, *shape = NULL, *attrs = NULL, *cp = NULL, *lay = NULL,
+           *vds = NULL;
     hsize_t dims[INGEST_MAX_RANK], maxdims[INGEST_MAX_RANK];
     int rank = 0, rc = -EIO, stated = 0;
     if (ftype < 0 || space < 0 || dcpl < 0) {
@@ -548,22 +570,9 @@ static int dataset_json(struct ingest *g, struct ingest_obj *o, hid_t dset)
                       type ? "a dataspace HSDS cannot hold" : why);
         goto out;
     }
-    char missing[600];
-    int vds = H5Pget_layout(dcpl) == H5D_VIRTUAL
-                  ? ingest_vds_missing_source(g, dcpl, missing, sizeof missing)
-                  : 0;
-    if (vds != 0) {
-        if (vds > 0) {
-            /* what HDF5 reads there is the fill value: stored, it would pass for the data */
-            o->dropped = 1;
-            ingest_change(g, o->path,
-                          "virtual dataset left out: %s (HDF5 would read fill values "
-                          "there)",
-                          missing);
-        }
-        rc = vds > 0 ? 0 : vds;
+    if (H5Pget_layout(dcpl) == H5D_VIRTUAL &&
+        ((rc = virtual_member(g, o, dcpl, &vds)) != 0 || o->dropped))
         goto out;
-    }
     rc = -ENOMEM;
     if (!(j = head_json(g, o)) || !(attrs = attributes_json(g, dset, o->path)) ||
         dataset_cprops(g, o, dcpl, type, rank, dims, &cp) != 0)
@@ -574,7 +583,7 @@ static int dataset_json(struct ingest *g, struct ingest_obj *o, hid_t dset)
     if (json_object_set(j, "type", type) || json_object_set(j, "shape", shape) ||
         json_object_set(j, "attributes", attrs) ||
         (cp && json_object_set(j, "creationProperties", cp)) ||
-        (lay && json_object_set(j, "layout", lay)))
+        (lay && json_object_set(j, "layout", lay)) || (vds && json_object_set(j, "h5osfs", vds)))
         goto out;
     o->json = j;
     j = NULL;
@@ -586,6 +595,7 @@ out:
     json_decref(attrs);
     json_decref(cp);
     json_decref(lay);
+    json_decref(vds);
     if (dcpl >= 0)
         H5Pclose(dcpl);
     if (space >= 0)

@@ -139,9 +139,6 @@ EFL = ("external raw-data files (EFL, UNREPRESENTABLE): the staged copy has no c
        ".dat/.bin beside it, so the values HDF5 reads from it differ")
 NC_EXTLINK = ("ncdump follows the external link to a file the round trip does not copy "
               "beside it (see EXTLINK_TARGET_NOT_COPIED)")
-VDS_SOURCES_MISSING = ("virtual dataset (UNREPRESENTABLE) whose source files are not beside the "
-                       "staged copy: HDF5 would read them as fill values, so the dataset is left "
-                       "out (logged, naming the source), never stored as fill")
 EXTLINK_TARGET_NOT_COPIED = (
     "the external link's target le_extlink2.h5 is byte-identical to be_extlink2.h5, so the "
     "manifest lists it only as a companion/identical copy, not as a FILE: the round trip copies "
@@ -207,14 +204,6 @@ EXPECTED = {
     "HDFGroup_hdf5/tools/test/h5dump/testfiles/tvldtypes2.h5": both(VLEN_OF_VLEN),
     "HDFGroup_hdf5/tools/test/h5dump/testfiles/tvldtypes4.h5": both(VLEN_OF_COMPOUND),
     "HDFGroup_hdf5/tools/test/h5dump/testfiles/tvms.h5": struct(FLOAT_STAND_IN),
-    "HDFGroup_hdf5/tools/test/h5dump/testfiles/vds/1_vds.h5":
-        {**both(VDS_SOURCES_MISSING), **nc(VDS_SOURCES_MISSING)},
-    "HDFGroup_hdf5/tools/test/h5dump/testfiles/vds/3_1_vds.h5":
-        {**both(VDS_SOURCES_MISSING), **nc(VDS_SOURCES_MISSING)},
-    "HDFGroup_hdf5/tools/test/h5dump/testfiles/vds/5_vds.h5":
-        {**both(VDS_SOURCES_MISSING), **nc(VDS_SOURCES_MISSING)},
-    "HDFGroup_hdf5/tools/test/h5dump/testfiles/vds/vds-percival-unlim-maxmin.h5":
-        {**both(VDS_SOURCES_MISSING), **nc(VDS_SOURCES_MISSING)},
     "HDFGroup_hdf5/tools/test/h5dump/testfiles/xml/tcompound2.h5": struct(ANON_TYPE),
     "HDFGroup_hdf5/tools/test/h5dump/testfiles/xml/tmany.h5": both(UD_LINK),
     "HDFGroup_hdf5/tools/test/h5jam/testfiles/tall.h5": both(UD_LINK),

@@ -187,12 +187,13 @@ def write_detector_files(folder):
     return frames.reshape(6, 4, 5)
 
 
-def test_a_virtual_dataset_whose_sources_are_missing_is_left_out(bucket_copy, mount_bucket,
-                                                                  tmp_path):
+def test_a_virtual_dataset_whose_sources_are_not_beside_the_staged_copy_stays_virtual(
+        bucket_copy, mount_bucket, tmp_path):
     """The staged copy of master.h5 is not beside its sources, so HDF5 would read its virtual
-    dataset as fill values (-1 here): the dataset is left out, one log line names the source
-    that was not found, the rest of the file is stored (its own-file VDS with its values),
-    and the cp succeeds. A source HDF5 finds (an absolute name) gives the values as before."""
+    dataset as fill values (-1 here) there: its mappings are stored instead, never those
+    values (issue 27.1), and one log line names the source not found. In the mount the
+    sources are beside the domain, so it reads the frames; the own-file VDS and one with an
+    absolute source name stay virtual too (test_vds.py has the rest)."""
     src = tmp_path / "src"
     src.mkdir()
     frames = write_detector_files(src)
@@ -207,15 +208,17 @@ def test_a_virtual_dataset_whose_sources_are_missing_is_left_out(bucket_copy, mo
         shutil.copyfile(src / name, m.path(f"{HOME}/{name}"))
     assert m.unmount() == 0
     log = m.log()
-    assert log.count("virtual dataset left out") == 1, log
-    assert ("master.h5: /entry/data/data: virtual dataset left out: its source dataset "
-            "entry/data/data of file frames_1.h5 cannot be found") in log, log
+    assert "virtual dataset left out" not in log, log
+    assert log.count("virtual dataset kept as its mappings") == 1, log
+    assert ("master.h5: /entry/data/data: virtual dataset kept as its mappings, though its "
+            "source dataset entry/data/data of file frames_1.h5 cannot be found") in log, log
     ro = mount_bucket(m, "-o", "user=test_user1,ro")
     with h5py.File(ro.path(f"{HOME}/master.h5"), "r") as f:
-        assert "data" not in f["entry/data"]
-        assert f["entry/own"][()].tolist() == list(range(8))
+        assert f["entry/data/data"].is_virtual
+        assert np.array_equal(f["entry/data/data"][()], frames)
+        assert f["entry/own"].is_virtual and f["entry/own"][()].tolist() == list(range(8))
         assert f["entry"].attrs["detector"] == "test"
     with h5py.File(ro.path(f"{HOME}/absolute.h5"), "r") as f:
-        assert np.array_equal(f["data"][()], frames[:3])
+        assert f["data"].is_virtual and np.array_equal(f["data"][()], frames[:3])
     with h5py.File(ro.path(f"{HOME}/frames_2.h5"), "r") as f:
         assert np.array_equal(f["entry/data/data"][()], frames[3:])

@@ -23,6 +23,10 @@
  *    an external link and a UTF-8 name too (HDF5 converts a symbol table that gets one).
  * 6. Committed types: a dataset and an attribute of a committed type use it as stored, and
  *    the type stays usable after each use has released it.
+ * 7. Virtual datasets: a dataset with an "h5osfs": {"virtual": [...]} member is a VDS whose
+ *    mappings (names, both selections: regular, unlimited, blocks, all) HDF5 reads back as
+ *    stated; each malformed member (wrong types, ranks, counts, classes, names) makes only
+ *    its dataset a placeholder, listed once, whatever it holds.
  */
 #include <errno.h>
 #include <ftw.h>
@@ -65,6 +69,8 @@
 #define G_MIXED MEMBER("g", "0000-000000-000011")
 #define T_NAMED MEMBER("t", "0000-000000-000012")
 #define D_TYPED MEMBER("d", "0000-000000-000013")
+#define D_VDS MEMBER("d", "0000-000000-000014")
+#define D_VDS_BAD MEMBER("d", "0000-000000-000015")
 
 #define TERA 1000000000000ull
 
@@ -84,7 +90,7 @@ static void put(struct store *st, const char *key, const char *text)
 /* Object id of the domain, its JSON members given by body. */
 static void put_object(struct store *st, const char *id, const char *body)
 {
-    char key[STORE_KEY_MAX + 1], text[4096];
+    char key[STORE_KEY_MAX + 1], text[8192];
     CHECK_INT(schema_obj_key(id, key, sizeof key), 0);
     snprintf(text, sizeof text, "{\"id\": \"%s\", \"root\": \"%s\", %s}", id, ROOT, body);
     put(st, key, text);
@@ -92,7 +98,7 @@ static void put_object(struct store *st, const char *id, const char *body)
 
 static void put_dataset(struct store *st, const char *id, const char *body)
 {
-    char text[2048];
+    char text[4096];
     snprintf(text, sizeof text, "\"attributes\": {}, %s", body);
     put_object(st, id, text);
 }
@@ -827,6 +833,194 @@ static void test_committed_type(void)
     store_close(st);
 }
 
+/* ---- 7. virtual datasets ---- */
+
+#define VDS_TYPE "\"type\": {\"class\": \"H5T_FLOAT\", \"base\": \"H5T_IEEE_F64LE\"}, "
+#define VDS_SHAPE(d, m)                                                             \
+    "\"shape\": {\"class\": \"H5S_SIMPLE\", \"dims\": " d ", \"maxdims\": " m "}, " \
+    "\"layout\": {\"class\": \"H5D_CHUNKED\", \"dims\": " d "}, "
+#define HYPER(start, stride, count, block)                                                       \
+    "{\"class\": \"hyperslab\", \"start\": " start ", \"stride\": " stride ", \"count\": " count \
+    ", \"block\": " block
+
+/* Members that must not make a VDS: each is a placeholder, never another mapping. */
+static const char *const bad_members[] = {
+    "[]",
+    "{}",
+    "[{}]",
+    "[{\"file\": \".\", \"dataset\": \"a\"}]",
+    "[{\"file\": \"\", \"dataset\": \"a\", \"src_select\": {\"class\": \"all\"}, "
+    "\"vds_select\": {\"class\": \"all\"}}]",
+    "[{\"file\": 3, \"dataset\": \"a\", \"src_select\": {\"class\": \"all\"}, "
+    "\"vds_select\": {\"class\": \"all\"}}]",
+    "[{\"file\": \"x\\u0000y\", \"dataset\": \"a\", \"src_select\": {\"class\": \"all\"}, "
+    "\"vds_select\": {\"class\": \"all\"}}]",
+    "[{\"file\": \".\", \"dataset\": \"a\", \"src_select\": {\"class\": \"points\"}, "
+    "\"vds_select\": {\"class\": \"all\"}}]",
+    /* a rank that is not the dataset's */
+    "[{\"file\": \".\", \"dataset\": \"a\", \"src_select\": {\"class\": \"all\"}, "
+    "\"vds_select\": " HYPER("[0, 0]", "[1, 1]", "[1, 1]", "[1, 1]") "}}]",
+    /* 6 elements for 8 */
+    "[{\"file\": \".\", \"dataset\": \"a\", \"src_select\": " HYPER(
+        "[0]", "[1]", "[1]", "[6]") ", \"dims\": [6]}, \"vds_select\": {\"class\": \"all\"}}]",
+    /* stride 0, negative, huge, not integers, a bad unlimited */
+    "[{\"file\": \".\", \"dataset\": \"a\", \"src_select\": " HYPER(
+        "[0]", "[0]", "[8]", "[1]") ", \"dims\": [8]}, \"vds_select\": {\"class\": \"all\"}}]",
+    "[{\"file\": \".\", \"dataset\": \"a\", \"src_select\": " HYPER(
+        "[-1]", "[1]", "[8]", "[1]") ", \"dims\": [8]}, \"vds_select\": {\"class\": \"all\"}}]",
+    "[{\"file\": \".\", \"dataset\": \"a\", \"src_select\": " HYPER(
+        "[9223372036854775807]", "[1]", "[8]", "[1]") ", \"dims\": [8]}, "
+                                                      "\"vds_select\": {\"class\": \"all\"}}]",
+    "[{\"file\": \".\", \"dataset\": \"a\", \"src_select\": " HYPER(
+        "[0.5]", "[1]", "[8]", "[1]") ", \"dims\": [8]}, \"vds_select\": {\"class\": \"all\"}}]",
+    "[{\"file\": \".\", \"dataset\": \"a\", \"src_select\": " HYPER(
+        "[\"H5S_UNLIMITED\"]", "[1]", "[8]", "[1]") ", \"dims\": [8]}, "
+                                                    "\"vds_select\": {\"class\": \"all\"}}]",
+    /* a source hyperslab without its extent; dims of the wrong kind */
+    "[{\"file\": \".\", \"dataset\": \"a\", \"src_select\": " HYPER(
+        "[0]", "[1]", "[8]", "[1]") "}, \"vds_select\": {\"class\": \"all\"}}]",
+    "[{\"file\": \".\", \"dataset\": \"a\", \"src_select\": {\"class\": \"all\", "
+    "\"dims\": []}, \"vds_select\": {\"class\": \"all\"}}]",
+    /* blocks: none, reversed, of the wrong rank */
+    "[{\"file\": \".\", \"dataset\": \"a\", \"src_select\": {\"class\": \"all\"}, "
+    "\"vds_select\": {\"class\": \"blocks\", \"blocks\": []}}]",
+    "[{\"file\": \".\", \"dataset\": \"a\", \"src_select\": {\"class\": \"all\"}, "
+    "\"vds_select\": {\"class\": \"blocks\", \"blocks\": [[[7], [0]]]}}]",
+    "[{\"file\": \".\", \"dataset\": \"a\", \"src_select\": {\"class\": \"all\"}, "
+    "\"vds_select\": {\"class\": \"blocks\", \"blocks\": [[[0, 0], [1, 1]]]}}]",
+    "[{\"file\": \".\", \"dataset\": \"a\", \"src_select\": {\"class\": \"all\"}, "
+    "\"vds_select\": {\"class\": \"blocks\", \"blocks\": [[[0]]]}}]",
+    /* sources HDF5 1.10 crashes a reader on: the dataset itself (by a path with a soft link
+     * too), a chain back to it, a selection of another rank than its source's */
+    "[{\"file\": \".\", \"dataset\": \"/bad\", \"src_select\": {\"class\": \"all\"}, "
+    "\"vds_select\": {\"class\": \"all\"}}]",
+    "[{\"file\": \".\", \"dataset\": \"./me/\", \"src_select\": {\"class\": \"all\"}, "
+    "\"vds_select\": {\"class\": \"all\"}}]",
+    "[{\"file\": \".\", \"dataset\": \"vds\", \"src_select\": " HYPER(
+        "[0]", "[1]", "[8]", "[1]") ", \"dims\": [8]}, \"vds_select\": {\"class\": \"all\"}}]",
+};
+
+/* The virtual dataset HDF5 reads at name: mapping i's names and selection types. */
+static void check_mapping(hid_t dcpl, size_t i, const char *file, const char *dataset,
+                          H5S_sel_type src_type, H5S_sel_type vds_type)
+{
+    char buf[64];
+    CHECK(H5Pget_virtual_filename(dcpl, i, buf, sizeof buf) > 0 && strcmp(buf, file) == 0);
+    CHECK(H5Pget_virtual_dsetname(dcpl, i, buf, sizeof buf) > 0 && strcmp(buf, dataset) == 0);
+    hid_t src = H5Pget_virtual_srcspace(dcpl, i), vds = H5Pget_virtual_vspace(dcpl, i);
+    CHECK(src >= 0 && H5Sget_select_type(src) == src_type);
+    CHECK(vds >= 0 && H5Sget_select_type(vds) == vds_type);
+    if (src >= 0)
+        H5Sclose(src);
+    if (vds >= 0)
+        H5Sclose(vds);
+}
+
+static void check_vds_file(const char *path)
+{
+    hid_t f = H5Fopen(path, H5F_ACC_RDONLY, H5P_DEFAULT);
+    hid_t d = f >= 0 ? H5Dopen2(f, "vds", H5P_DEFAULT) : -1;
+    hid_t dcpl = d >= 0 ? H5Dget_create_plist(d) : -1;
+    size_t n = 0;
+    CHECK(dcpl >= 0 && H5Pget_layout(dcpl) == H5D_VIRTUAL);
+    CHECK(dcpl >= 0 && H5Pget_virtual_count(dcpl, &n) >= 0 && n == 3);
+    if (n == 3) {
+        check_mapping(dcpl, 0, ".", "/a", H5S_SEL_ALL, H5S_SEL_HYPERSLABS);
+        check_mapping(dcpl, 1, "other.h5", "/b", H5S_SEL_HYPERSLABS, H5S_SEL_HYPERSLABS);
+        check_mapping(dcpl, 2, ".", "/c", H5S_SEL_HYPERSLABS, H5S_SEL_HYPERSLABS);
+        hid_t v = H5Pget_virtual_vspace(dcpl, 2);
+        CHECK(v >= 0 && H5Sis_regular_hyperslab(v) == 0 && H5Sget_select_hyper_nblocks(v) == 2);
+        if (v >= 0)
+            H5Sclose(v);
+        v = H5Pget_virtual_vspace(dcpl, 1);
+        hsize_t start[2], stride[2], count[2], block[2];
+        CHECK(v >= 0 && H5Sget_regular_hyperslab(v, start, stride, count, block) >= 0 &&
+              count[0] == H5S_UNLIMITED && stride[0] == 4);
+        if (v >= 0)
+            H5Sclose(v);
+    }
+    if (dcpl >= 0)
+        H5Pclose(dcpl);
+    hid_t bad = f >= 0 ? H5Dopen2(f, "bad", H5P_DEFAULT) : -1;
+    CHECK(bad >= 0);
+    if (bad >= 0) {
+        hid_t p = H5Dget_create_plist(bad);
+        CHECK(p >= 0 && H5Pget_layout(p) != H5D_VIRTUAL);
+        if (p >= 0)
+            H5Pclose(p);
+        H5Dclose(bad);
+    }
+    if (d >= 0)
+        H5Dclose(d);
+    if (f >= 0)
+        H5Fclose(f);
+}
+
+static void put_vds_domain(struct store *st, const char *bad_member)
+{
+    char links[480], a[200], b[200], body[2000];
+    snprintf(links, sizeof links,
+             "%s, %s, \"me\": {\"class\": \"H5L_TYPE_SOFT\", \"h5path\": \"/bad\"}",
+             hard_link("vds", D_VDS, a, sizeof a), hard_link("bad", D_VDS_BAD, b, sizeof b));
+    put_root(st, links, "");
+    put_dataset(
+        st, D_VDS,
+        VDS_TYPE VDS_SHAPE(
+            "[4, 8]",
+            "[0, 8]") "\"h5osfs\": {\"virtual\": ["
+                      "{\"file\": \".\", \"dataset\": \"/a\", \"src_select\": {\"class\": "
+                      "\"all\"}, "
+                      "\"vds_select\": " HYPER(
+                          "[0, 0]", "[1, 1]", "[1, 1]",
+                          "[1, 8]") "}}, "
+                                    "{\"file\": \"other.h5\", \"dataset\": \"/b\", "
+                                    "\"src_select\": " HYPER(
+                                        "[0, 0]", "[1, 1]", "[\"H5S_UNLIMITED\", 1]",
+                                        "[1, 4]") ", \"dims\": [0, 4]}, "
+                                                  "\"vds_select\": " HYPER(
+                                                      "[1, 0]", "[4, 1]", "[\"H5S_UNLIMITED\", 1]",
+                                                      "[1, 4]") "}}, "
+                                                                "{\"file\": \".\", \"dataset\": "
+                                                                "\"/c\", \"src_select\": " HYPER(
+                                                                    "[0]", "[1]", "[1]",
+                                                                    "[5]") ", \"dims\": [9]}, "
+                                                                           "\"vds_select\": "
+                                                                           "{\"class\": "
+                                                                           "\"blocks\", "
+                                                                           "\"blocks\": "
+                                                                           "[[[2, 0], [2, 1]], "
+                                                                           "[[3, 4], [3, 6]]]}}]}");
+    snprintf(body, sizeof body, VDS_TYPE VDS_SHAPE("[8]", "[8]") "\"h5osfs\": {\"virtual\": %s}",
+             bad_member);
+    put_dataset(st, D_VDS_BAD, body);
+}
+
+static void test_virtual(void)
+{
+    char path[512];
+    for (size_t i = 0; i < sizeof bad_members / sizeof *bad_members; i++) {
+        char name[32];
+        snprintf(name, sizeof name, "vds%zu", i);
+        struct store *st = new_bucket(name);
+        put_vds_domain(st, bad_members[i]);
+        struct image *img = build(st);
+        if (!img) {
+            store_close(st);
+            continue;
+        }
+        size_t n;
+        image_left_out(img, &n);
+        CHECK_INT(n, 1);
+        if (!find_omission(img, IMAGE_OMIT_PLACEHOLDER, D_VDS_BAD, NULL))
+            fprintf(stderr, "bad member %zu: %s\n", i, bad_members[i]);
+        snprintf(path, sizeof path, "%s/%s.h5", tmp_dir, name);
+        if (write_image(img, path) == 0)
+            check_vds_file(path);
+        image_put(img);
+        store_close(st);
+    }
+}
+
 int main(void)
 {
     snprintf(tmp_dir, sizeof tmp_dir, "/tmp/test_image_build.XXXXXX");
@@ -843,6 +1037,7 @@ int main(void)
     test_dense();
     test_group_formats();
     test_committed_type();
+    test_virtual();
     log_teardown();
     nftw(tmp_dir, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
     return check_done("image_build");

@@ -219,8 +219,54 @@ static int labels_ok(hid_t f)
     return ok;
 }
 
-/* A group, an attribute, a deflated, chunked int dataset "data" (seed * 1000 + i) and the
- * labels. */
+#define VIEW 8 /* elements of the virtual datasets over "data" */
+
+/* "view", a virtual dataset of data[0:VIEW], and "view2", one of view: the mappings are kept
+ * through a commit and built back, ingest_vds.c and build_vds.c (which follows a chain of
+ * virtual datasets of the file) running out of memory at each of their allocations. */
+static void write_views(hid_t f)
+{
+    hsize_t n = VIEW, whole = N_VALUES, start = 0;
+    int fill = -1;
+    hid_t vspace = H5Screate_simple(1, &n, NULL), src = H5Screate_simple(1, &whole, NULL);
+    hid_t dcpl = H5Pcreate(H5P_DATASET_CREATE), dcpl2 = H5Pcreate(H5P_DATASET_CREATE);
+    REQUIRE(vspace >= 0 && src >= 0 && dcpl >= 0 && dcpl2 >= 0);
+    REQUIRE(H5Sselect_hyperslab(src, H5S_SELECT_SET, &start, NULL, &n, NULL) >= 0);
+    REQUIRE(H5Pset_fill_value(dcpl, H5T_NATIVE_INT, &fill) >= 0);
+    REQUIRE(H5Pset_virtual(dcpl, vspace, ".", "/data", src) >= 0);
+    REQUIRE(H5Pset_virtual(dcpl2, vspace, ".", "view", vspace) >= 0);
+    hid_t v = H5Dcreate2(f, "view", H5T_NATIVE_INT, vspace, H5P_DEFAULT, dcpl, H5P_DEFAULT);
+    hid_t v2 = H5Dcreate2(f, "view2", H5T_NATIVE_INT, vspace, H5P_DEFAULT, dcpl2, H5P_DEFAULT);
+    REQUIRE(v >= 0 && v2 >= 0);
+    H5Dclose(v2);
+    H5Dclose(v);
+    H5Pclose(dcpl2);
+    H5Pclose(dcpl);
+    H5Sclose(src);
+    H5Sclose(vspace);
+}
+
+static int views_ok(hid_t f)
+{
+    int ok = 1;
+    for (int k = 0; ok && k < 2; k++) {
+        int got[VIEW];
+        hid_t d = H5Dopen2(f, k ? "view2" : "view", H5P_DEFAULT);
+        hid_t dcpl = d >= 0 ? H5Dget_create_plist(d) : -1;
+        ok = dcpl >= 0 && H5Pget_layout(dcpl) == H5D_VIRTUAL &&
+             H5Dread(d, H5T_NATIVE_INT, H5S_ALL, H5S_ALL, H5P_DEFAULT, got) >= 0;
+        for (int i = 0; ok && i < VIEW; i++)
+            ok = got[i] == SEED * 1000 + i;
+        if (dcpl >= 0)
+            H5Pclose(dcpl);
+        if (d >= 0)
+            H5Dclose(d);
+    }
+    return ok;
+}
+
+/* A group, an attribute, a deflated, chunked int dataset "data" (seed * 1000 + i), the
+ * labels and the views. */
 static void write_h5(const char *path)
 {
     int values[N_VALUES];
@@ -240,6 +286,7 @@ static void write_h5(const char *path)
     REQUIRE(H5Awrite(a, H5T_NATIVE_DOUBLE, &scale) >= 0);
     REQUIRE(H5Dwrite(d, H5T_NATIVE_INT, H5S_ALL, H5S_ALL, H5P_DEFAULT, values) >= 0);
     write_labels(f);
+    write_views(f);
     H5Aclose(a);
     H5Gclose(g);
     H5Dclose(d);
@@ -280,7 +327,8 @@ static void named_root(struct store *st, char out[SCHEMA_ID_BUF])
 
 /* ---- reading back ---- */
 
-/* The image's /data, /labels and /g's attribute, read by the HDF5 library, are the file's. */
+/* The image's /data, /labels, /g's attribute and the views, read by the HDF5 library, are
+ * the file's. */
 static int image_values_ok(struct image *img)
 {
     char path[320];
@@ -301,7 +349,7 @@ static int image_values_ok(struct image *img)
     ok = ok && a >= 0 && H5Aread(a, H5T_NATIVE_DOUBLE, &scale) >= 0 && scale == 0.1;
     for (int i = 0; ok && i < N_VALUES; i++)
         ok = values[i] == SEED * 1000 + i;
-    ok = ok && labels_ok(f);
+    ok = ok && labels_ok(f) && views_ok(f);
     if (a >= 0)
         H5Aclose(a);
     if (d >= 0)

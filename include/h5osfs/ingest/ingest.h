@@ -9,12 +9,12 @@
  * its first 16 hex digits (§1.2).
  *
  * What the schema cannot hold is stored as well as it can be and logged, one line per object
- * naming the domain and the HDF5 path: virtual datasets and datasets with external raw data
- * become regular datasets holding the values HDF5 reads (a virtual dataset with a source HDF5
- * cannot find is left out: it would read as fill values); user-defined links, region references
+ * naming the domain and the HDF5 path: datasets with external raw data become regular datasets
+ * holding the values HDF5 reads; user-defined links, region references
  * and types HSDS has no JSON for are left out; filters HSDS cannot decode are replaced (the data
  * is stored decoded, compressed with zlib). Nothing is dropped silently: stats->changes counts
- * those lines.
+ * those lines. A virtual dataset keeps its mappings, in an "h5osfs" member of its JSON
+ * (ingest_vds.c, doc/image.md), and no chunk objects: never the values HDF5 reads through them.
  */
 #ifndef H5OSFS_INGEST_H
 #define H5OSFS_INGEST_H

@@ -9,6 +9,7 @@
  *   ingest_filters.c  HDF5 filters -> HSDS filters (§5.2)
  *   ingest_chunking.c §5.4 chunk dims (calls no other file)
  *   ingest_data.c   datasets -> chunk objects (§6 bytes, raw copies)
+ *   ingest_vds.c    virtual datasets -> their mappings (the "h5osfs" member; no chunks)
  *   ingest_pool.c   worker threads that encode and put chunks, behind a bounded queue
  *   ingest_link.c   linked ingest: the file stored whole, datasets pointing into it (§8)
  *
@@ -170,9 +171,15 @@ void ingest_chunk_dims(int rank, const uint64_t *dims, const uint64_t *maxdims, 
 int ingest_dataset_chunks(struct ingest *g, struct ingest_obj *o);
 /* A virtual dataset's first mapping whose source HDF5 cannot find from the file (dcpl of a
  * virtual layout): 1 with what[] saying which (file, dataset) or that the mappings cannot be
- * read, 0 when every source is there, -ENOMEM. HDF5 reads a missing source as the fill value, which must never be stored as the
- * dataset's values. */
+ * read, 0 when every source is there, -ENOMEM. Only for the warning: the mappings are kept
+ * either way, never the fill values HDF5 reads for a missing source. */
 int ingest_vds_missing_source(struct ingest *g, hid_t dcpl, char *what, size_t what_len);
+/* ---- ingest_vds.c ---- */
+/* The "h5osfs" member of a virtual dataset (layout dcpl): {"virtual": [mapping, ...]}
+ * (doc/image.md). 0; -EIO with why: a mapping cannot be read or said; -ENOMEM. */
+int ingest_vds_json(hid_t dcpl, json_t **member, char *why, size_t why_len);
+/* 1 when the dataset JSON keeps a virtual dataset's mappings (no chunk objects), else 0. */
+int ingest_is_virtual(const json_t *dataset);
 /* With a base: 1 when every allocated chunk of dataset o in the file is still the base's
  * (none was written), 0 when one was, -errno. */
 int ingest_dataset_untouched(struct ingest *g, struct ingest_obj *o);
