@@ -50,6 +50,7 @@ enum option_key {
     KEY_VERSIONS_GRACE,
     KEY_VERSIONS_SWEEP_INTERVAL,
     KEY_REFS_URL,
+    KEY_BUCKET_REFS,
 };
 
 static const struct fuse_opt option_spec[] = {
@@ -64,6 +65,7 @@ static const struct fuse_opt option_spec[] = {
     FUSE_OPT_KEY("versions_sweep_interval=", KEY_VERSIONS_SWEEP_INTERVAL),
     FUSE_OPT_KEY("no_repairs", KEY_NO_REPAIRS),
     FUSE_OPT_KEY("refs_url=", KEY_REFS_URL),
+    FUSE_OPT_KEY("bucket_refs=", KEY_BUCKET_REFS),
     FUSE_OPT_KEY("user=", KEY_USER),
     /* user= is also mount(8)'s own "user" keyword: in fstab it would make the entry mountable
      * by every local user. fstab lines name the HSDS user this way instead. */
@@ -120,6 +122,8 @@ void options_usage(const char *prog)
         "                           read them (default), also put them there, or neither\n"
         "    -o refs_url=PREFIX     what chunk keys are appended to in MOUNT/.kerchunk's\n"
         "                           references (default: the bucket's s3:// or file:// URL)\n"
+        "    -o bucket_refs=on|off  put each committed domain's kerchunk references in the\n"
+        "                           bucket, DIR/NAME/.kerchunk.json (default: off)\n"
         "    -o ingest=copy|link    how a new file is stored: as HSDS objects (default), or\n"
         "                           whole, its datasets linked into it (as hsload --link)\n"
         "    -o versions=on|off     keep every commit of a domain DIR/NAME as a read-only\n"
@@ -204,6 +208,8 @@ static int option_proc(void *data, const char *arg, int key, struct fuse_args *o
         return set_value(&opts->bucket_images_text, arg);
     case KEY_REFS_URL:
         return set_value(&opts->refs_url, arg);
+    case KEY_BUCKET_REFS:
+        return set_value(&opts->bucket_refs_text, arg);
     case KEY_INGEST:
         return set_value(&opts->ingest_text, arg);
     case KEY_VERSIONS:
@@ -363,6 +369,17 @@ static int parse_bucket_images(struct options *opts)
         return fail("bucket_images must be off, read or write", opts->bucket_images_text);
     if (opts->bucket_images == OPTIONS_BUCKET_IMAGES_WRITE && opts->read_only)
         return fail("bucket_images=write needs a read-write mount", "ro");
+    return 0;
+}
+
+static int parse_bucket_refs(struct options *opts)
+{
+    const char *t = opts->bucket_refs_text;
+    opts->bucket_refs = t && strcmp(t, "on") == 0;
+    if (t && !opts->bucket_refs && strcmp(t, "off") != 0)
+        return fail("bucket_refs must be on or off", t);
+    if (opts->bucket_refs && opts->read_only)
+        return fail("bucket_refs=on needs a read-write mount", "ro");
     return 0;
 }
 
@@ -585,7 +602,8 @@ int options_finish(struct options *opts)
     if (opts->cache_size_text && options_parse_size(opts->cache_size_text, &opts->cache_size) != 0)
         return fail("cache_size must be a byte count such as 536870912 or 512M",
                     opts->cache_size_text);
-    if (parse_bucket_images(opts) != 0 || parse_ingest(opts) != 0 || parse_versions(opts) != 0)
+    if (parse_bucket_images(opts) != 0 || parse_bucket_refs(opts) != 0 || parse_ingest(opts) != 0 ||
+        parse_versions(opts) != 0)
         return -1;
     opts->image_cache = OPTIONS_DEFAULT_IMAGE_CACHE;
     if (opts->image_cache_text &&
@@ -619,6 +637,7 @@ void options_free(struct options *opts)
     free(opts->cache_size_text);
     free(opts->image_cache_text);
     free(opts->bucket_images_text);
+    free(opts->bucket_refs_text);
     free(opts->refs_url);
     free(opts->ingest_text);
     free(opts->versions_text);
