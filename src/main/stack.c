@@ -324,7 +324,8 @@ static int open_reading(struct stack *s)
                                 .image_dir = s->image_dir,
                                 .image_dir_max = opts->image_cache,
                                 .no_repairs = opts->no_repairs,
-                                .bucket_images = opts->bucket_images };
+                                .bucket_images = opts->bucket_images,
+                                .paged = opts->paged_images };
     rc = image_table_new(&src, opts->ttl, &s->images);
     if (rc != 0)
         return rc;
