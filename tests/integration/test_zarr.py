@@ -388,6 +388,24 @@ def test_bucket_refs_kept_with_every_commit(mount_bucket, bucket_copy, tmp_path)
         assert not (bucket_copy / HOME / "moved.h5").exists()
 
 
+def test_bucket_refs_move_with_their_folder(mount_bucket, bucket_copy, tmp_path):
+    """mv of a folder takes its domains' references along: none stays under the old name."""
+    src = tmp_path / "f.h5"
+    with h5py.File(src, "w") as f:
+        f["x"] = np.arange(1000.0)
+    m = mount_bucket(bucket_copy, "-o", "user=test_user1", "-o", "bucket_refs=on")
+    os.mkdir(m.path(f"{HOME}/sub"))
+    subprocess.run(["cp", str(src), m.path(f"{HOME}/sub/f.h5")], check=True)
+    refs = bucket_refs(m, "sub/f.h5")
+    assert refs is not None
+    os.rename(m.path(f"{HOME}/sub"), m.path(f"{HOME}/sub2"))
+    assert bucket_refs(m, "sub/f.h5") is None
+    assert bucket_refs(m, "sub2/f.h5") == refs == references(m, "sub2/f.h5")
+    if m.backend == "posix":
+        assert not (bucket_copy / HOME / "sub").exists()
+        assert np.array_equal(read_references(refs)["x"][()], np.arange(1000.0))
+
+
 def test_bucket_refs_off_puts_none(mount_bucket, bucket_copy, tmp_path):
     src = tmp_path / "plain.h5"
     with h5py.File(src, "w") as f:
