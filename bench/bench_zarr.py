@@ -15,12 +15,21 @@ Contenders alternate (A B A B ...); medians of --reps runs; ratio = .h5 time / .
 the Zarr view is faster). The data is made as bench_read_all.py makes it (h5py, then `cp`
 into a read-write mount), kept in --work with --keep.
 
-With --s3 both run on the test S3 server (s3rver on 127.0.0.1, the bucket uploaded once).
+With --s3 both run on the test S3 server (s3rver on 127.0.0.1, the bucket uploaded once), and
+B has a third contender, C (issue 28 §2-3): the same dask read through the domain's kerchunk
+references with no mount, fsspec's reference file system over its HTTP file system straight
+to the server (unsigned GETs: the bucket is served as a public bucket, --public-bucket). The
+references are made once, before the timed runs, by a mount with
+-o refs_url=http://127.0.0.1:PORT/benchbucket/ (what a publisher's -o bucket_refs=on would
+have put in the bucket); their making is reported apart.
 
 usage: bench/bench_zarr.py [--work DIR] [--keep] [--reps N] [--only A,B] [--s3]
 """
 import argparse
+import functools
+import json
 import shutil
+import time
 import statistics
 import subprocess
 import sys
@@ -65,6 +74,17 @@ READ_ZARR = """
 import sys, time, dask, dask.array as da, numpy as np
 t = time.perf_counter()
 a = da.from_zarr(sys.argv[1])
+with dask.config.set(scheduler="threads", num_workers=2):
+    s = float(a.sum(dtype=np.float64).compute())
+print(time.perf_counter() - t, s)
+"""
+
+READ_REFS = """
+import sys, json, time, dask, dask.array as da, fsspec, numpy as np, zarr
+t = time.perf_counter()
+refs = json.load(open(sys.argv[1]))
+fs = fsspec.filesystem("reference", fo=refs, remote_protocol="http")
+a = da.from_zarr(zarr.open_group(zarr.storage.KVStore(fs.get_mapper("")), mode="r")["data"])
 with dask.config.set(scheduler="threads", num_workers=2):
     s = float(a.sum(dtype=np.float64).compute())
 print(time.perf_counter() - t, s)
@@ -142,15 +162,49 @@ def bench_read(work, reps):
     h5 = lambda m: tuple(map(float, run(READ_H5, m.domain("gzip"))))  # noqa: E731
     zr = lambda m: tuple(map(float, run(READ_ZARR, m.mnt / ".zarr" / "home" / bra.USER  # noqa
                                         / "gzip.h5" / "data")))
-    res = alternate(work, {"h5": h5, "zarr": zr}, reps)
-    bad = [r for r in res["h5"] + res["zarr"] if r[1] != want]
+    contenders = {"h5": h5, "zarr": zr}
+    made = None
+    if STORE:
+        refs_file, made = make_references(work)
+        contenders["refs"] = lambda m: tuple(map(float, run(READ_REFS, refs_file)))
+    res = alternate(work, contenders, reps)
+    bad = [r for rows in res.values() for r in rows if r[1] != want]
     if bad:
         raise RuntimeError(f"sums differ from the native file's {want}: {bad}")
     a, b = median(res["h5"], 0), median(res["zarr"], 0)
-    return [f"| B: full read of the 512 MiB gzip dataset, {WHERE}, cold | .h5 (h5py) | "
-            ".zarr (dask, 2 threads) | ratio |", "|---|---|---|---|",
-            f"| time | {a:.2f} s | {b:.2f} s | {a / b:.2f}x |",
-            f"| MiB/s | {512 / a:.0f} | {512 / b:.0f} | |"]
+    lines = [f"| B: full read of the 512 MiB gzip dataset, {WHERE}, cold | .h5 (h5py) | "
+             ".zarr (dask, 2 threads) | ratio |", "|---|---|---|---|",
+             f"| time | {a:.2f} s | {b:.2f} s | {a / b:.2f}x |",
+             f"| MiB/s | {512 / a:.0f} | {512 / b:.0f} | |"]
+    if STORE:
+        c = median(res["refs"], 0)
+        lines += ["", "| C: the same, no mount: kerchunk references, fsspec HTTP to the S3 server"
+                  " | .h5 over S3 (h5py) | references (dask, 2 threads) | ratio |",
+                  "|---|---|---|---|",
+                  f"| time | {a:.2f} s | {c:.2f} s | {a / c:.2f}x |",
+                  f"| MiB/s | {512 / a:.0f} | {512 / c:.0f} | |",
+                  f"| making the references once (a mount's .kerchunk, cold) | | {made:.2f} s | |"]
+    return lines
+
+
+def make_references(work):
+    """The gzip domain's references whose chunks are http://server/benchbucket/<key>: read
+    once from a fresh mount's .kerchunk (-o refs_url). -> (file, seconds it took)."""
+    base = f"{STORE.endpoint}/{bra.BUCKET}/"
+    m = H5osfs("refs", f"s3://{bra.BUCKET}", work / "mnt" / "refs", work, store=STORE,
+               opts=f"refs_url={base}", forget_images=True)
+    m.mount()
+    try:
+        t = time.perf_counter()
+        text = (m.mnt / ".kerchunk" / "home" / bra.USER / "gzip.h5.json").read_text()
+        made = time.perf_counter() - t
+    finally:
+        m.unmount()
+    urls = [v[0] for v in json.loads(text)["refs"].values() if isinstance(v, list)]
+    assert urls and all(u.startswith(base) for u in urls), urls[:3]
+    out = work / "gzip.refs.json"
+    out.write_text(text)
+    return out, made
 
 
 def main():
@@ -169,6 +223,9 @@ def main():
             bra.make_native(a.work, n)
         bra.ingest(a.work, names)
         if a.s3:
+            # unsigned GETs of the bucket, as of a public bucket: the references' HTTP reader
+            bra.S3Server = functools.partial(bra.S3Server,
+                                             extra_args=("--public-bucket", bra.BUCKET))
             STORE = bra.Store(a.work, names, reload=False)
             WHERE = "S3 (s3rver, 127.0.0.1)"
         lines = []

@@ -42,6 +42,63 @@ static int key_of(const char *path, char *key, size_t len)
     return schema_domain_key(path, key, len) == 0 ? 0 : -EINVAL;
 }
 
+int domops_refs_key(const char *path, char *buf, size_t len)
+{
+    if (path[0] != '/' || !path[1])
+        return -EINVAL;
+    int n = snprintf(buf, len, "%s/%s", path + 1, DOMOPS_REFS_NAME);
+    return n < 0 || (size_t)n >= len ? -EINVAL : 0;
+}
+
+/* The references of a domain that is gone: one stale set would name objects being collected. */
+static void drop_refs(const struct domops *d, const char *path)
+{
+    char key[STORE_KEY_MAX + 1];
+    if (domops_refs_key(path, key, sizeof key) != 0)
+        return;
+    int rc = store_delete(d->store, key);
+    if (rc != 0 && rc != -ENOENT)
+        log_warn("%s: its references %s stay in the bucket: %s", path, key, strerror(-rc));
+}
+
+/* Is rel (a key below some prefix) a domain's references? */
+static int is_refs_key(const char *rel)
+{
+    const char *tail = strrchr(rel, '/');
+    return strcmp(tail ? tail + 1 : rel, DOMOPS_REFS_NAME) == 0;
+}
+
+/* Copy the references at from_key to to_key. 0 or the store's -errno. */
+static int copy_refs(const struct domops *d, const char *from_key, const char *to_key)
+{
+    struct store_buf buf = { 0 };
+    int rc = store_get(d->store, from_key, DOMOPS_REFS_MAX, &buf);
+    if (rc == 0)
+        rc = store_put(d->store, to_key, buf.data, buf.len);
+    store_buf_free(&buf);
+    return rc;
+}
+
+/* A renamed domain's references follow it (they name chunk objects, not the path). */
+static void move_refs(const struct domops *d, const char *from, const char *to)
+{
+    char from_key[STORE_KEY_MAX + 1], to_key[STORE_KEY_MAX + 1];
+    if (domops_refs_key(from, from_key, sizeof from_key) != 0 ||
+        domops_refs_key(to, to_key, sizeof to_key) != 0)
+        return;
+    int rc = copy_refs(d, from_key, to_key);
+    if (rc == -ENOENT) {
+        drop_refs(d, to); /* to's own, if it had some, describe what it no longer is */
+        return;
+    }
+    if (rc != 0) {
+        log_warn("%s: its references %s were not moved to %s: %s", to, from_key, to_key,
+                 strerror(-rc));
+        drop_refs(d, to);
+    }
+    drop_refs(d, from);
+}
+
 static int is_dir(enum ns_kind k)
 {
     return k == NS_DIR || k == NS_FOLDER;
@@ -378,6 +435,7 @@ int domops_unlink(const struct domops *d, const char *user, const char *path)
                  SCHEMA_VERSIONS_DIR);
     else if (info.kind == NS_DOMAIN && d->gc && gc_add(d->gc, info.root, path, "") != 0)
         log_warn("%s: deleted; its objects (root %s) stay in the bucket", path, info.root);
+    drop_refs(d, path);
     return 0;
 }
 
@@ -423,9 +481,22 @@ static int move_tree(const struct domops *d, const char *from, const char *to)
         else
             rc = vmove_copy_list_to(d->store, list.objects[i].key, to_key);
     }
+    /* the references of the domains below follow them; one that cannot is dropped below (a
+     * publisher's next commit of that domain puts it again) */
+    for (size_t i = 0; i < list.n_objects && rc == 0; i++) {
+        const char *rel = list.objects[i].key + plen;
+        if (!is_refs_key(rel))
+            continue;
+        int copied = snprintf(to_key, sizeof to_key, "%s/%s", to + 1, rel) < (int)sizeof to_key
+                         ? copy_refs(d, list.objects[i].key, to_key)
+                         : -ENAMETOOLONG;
+        if (copied != 0)
+            log_warn("%s: references not moved to %s: %s", list.objects[i].key, to,
+                     strerror(-copied));
+    }
     for (size_t i = 0; i < list.n_objects && rc == 0; i++) {
         const char *rel = list.objects[i].key + plen, *tail = strrchr(rel, '/');
-        if ((strcmp(tail ? tail + 1 : rel, ".domain.json") == 0 ||
+        if ((strcmp(tail ? tail + 1 : rel, ".domain.json") == 0 || is_refs_key(rel) ||
              vmove_is_list_key(list.objects[i].key)) &&
             store_delete(d->store, list.objects[i].key) != 0)
             log_warn("%s: moved to %s, but its old name could not be deleted and still shows",
@@ -488,6 +559,8 @@ static int move_domain(const struct domops *d, const char *from, const char *to,
         rc = store_delete(d->store, from_key);
     if (rc == 0 && plan == VMOVE_MOVE)
         vmove_drop(d->store, from);
+    if (rc == 0)
+        move_refs(d, from, to);
     return rc;
 }
 

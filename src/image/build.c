@@ -744,12 +744,29 @@ static int small_metadata_cache(hid_t fapl)
     return H5Pset_mdc_config(fapl, &mdc) < 0 ? -1 : 0;
 }
 
+/*
+ * Paged aggregation (issue 28 §3, -o paged_images=on): HDF5 keeps metadata and raw data in
+ * pages of their own, and a reader with a page buffer (ros3, fsspec + h5py) fetches the
+ * metadata in few whole pages instead of many small ranges. A copy taken with cp keeps it.
+ * Not the default: HDF5 then packs raw data smaller than a page (small chunks, small value
+ * datasets) into shared pages, behind the driver's back (vfd_alloc sees whole pages only), so
+ * one unreadable chunk fails its page-mates' reads too. The free-space managers are not
+ * persisted: the image is never extended in place. HDF5 1.10.1 and later read such files.
+ */
+static int paged_aggregation(hid_t fcpl)
+{
+    return H5Pset_file_space_strategy(fcpl, H5F_FSPACE_STRATEGY_PAGE, 0, 1) < 0 ||
+                   H5Pset_file_space_page_size(fcpl, IMAGE_FS_PAGE) < 0
+               ? -1
+               : 0;
+}
+
 static hid_t create_file(struct builder *b)
 {
     hid_t fapl = vfd_fapl(&b->target);
     hid_t fcpl = build_group_plist(H5P_FILE_CREATE, b->objs[0].json);
     hid_t file = H5I_INVALID_HID;
-    if (fapl >= 0 && fcpl >= 0 &&
+    if (fapl >= 0 && fcpl >= 0 && (!b->src->paged || paged_aggregation(fcpl) == 0) &&
         H5Pset_libver_bounds(fapl, H5F_LIBVER_V110, H5F_LIBVER_V110) >= 0 &&
         H5Pset_meta_block_size(fapl, IMAGE_META_BLOCK) >= 0 && small_metadata_cache(fapl) == 0)
         file = H5Fcreate(b->domain_path, H5F_ACC_TRUNC, fcpl, fapl);
@@ -775,6 +792,48 @@ static int fetch_steps(struct builder *b, struct root_listing *rl)
               rl->complete ? "one listing of the root" : "a listing per dataset");
     build_root_listing_end(rl);
     return rc;
+}
+
+/* HDF5's own checksum of metadata (Jenkins' lookup3), exported by the library though not in its
+ * public headers; the same function since 1.8. */
+uint32_t H5_checksum_metadata(const void *data, size_t len, uint32_t initval);
+
+#define SUPERBLOCK_EXT_AT 20 /* a version 2 or 3 superblock's extension address, 8 bytes */
+#define OHDR_TIMES 0x20      /* a version 2 object header's flag: four times follow */
+#define OHDR_PHASE 0x10      /* ... attribute phase change values follow */
+
+/*
+ * The superblock extension that paged aggregation needs is made by HDF5 with the default
+ * object creation properties, which store the time of the build in its header; every other
+ * object is made without times (build_object_plist). The times are zeroed (and the header's
+ * checksum made again) so that a domain rebuilds to identical bytes.
+ */
+static int zero_extension_times(struct extent_map *map)
+{
+    unsigned char sb[SUPERBLOCK_EXT_AT + 8], head[64 * 1024];
+    extent_read(map, 0, sb, sizeof sb);
+    uint64_t at = 0;
+    for (int i = 7; i >= 0; i--)
+        at = at << 8 | sb[SUPERBLOCK_EXT_AT + i];
+    if (sb[8] < 2 || at == UINT64_MAX)
+        return 0; /* no extension */
+    extent_read(map, at, head, 6);
+    if (memcmp(head, "OHDR", 4) != 0 || head[4] != 2 || !(head[5] & OHDR_TIMES))
+        return 0;
+    size_t width = (size_t)1 << (head[5] & 3), prefix = 6 + 16 + (head[5] & OHDR_PHASE ? 4 : 0);
+    extent_read(map, at, head, prefix + width);
+    uint64_t chunk0 = 0;
+    for (size_t i = width; i-- > 0;)
+        chunk0 = chunk0 << 8 | head[prefix + i];
+    size_t len = prefix + width + (size_t)chunk0;
+    if (len + 4 > sizeof head)
+        return -EIO;
+    extent_read(map, at, head, len);
+    memset(head + 6, 0, 16);
+    uint32_t sum = H5_checksum_metadata(head, len, 0);
+    for (int i = 0; i < 4; i++)
+        head[len + (size_t)i] = (unsigned char)(sum >> (8 * i));
+    return extent_write_bytes(map, at, head, len + 4);
 }
 
 /* The HDF5 file: under build_lock (the HDF5 library is not thread-safe). */
@@ -807,6 +866,8 @@ static int build_steps(struct builder *b)
         rc = -EIO;
     if (rc == 0 && b->target.failed)
         rc = b->target.failed;
+    if (rc == 0)
+        rc = zero_extension_times(b->img->map);
     if (rc == 0)
         rc = extent_finish(b->img->map, b->target.eoa);
     return rc;

@@ -20,6 +20,7 @@
 #define IMAGE_JSON_MAX (64u << 20)   /* largest object JSON we parse */
 #define IMAGE_CHUNK_MAX (1ull << 31) /* largest decoded chunk we serve (HDF5: < 4 GiB) */
 #define IMAGE_META_BLOCK (64u << 10) /* metadata comes in blocks this large */
+#define IMAGE_FS_PAGE 4096u          /* paged aggregation's page: the kernel's */
 #define IMAGE_MDC_BYTES (2u << 20)   /* HDF5's metadata cache while a file is built */
 /* Chunk extents one image may declare (each costs ~24 bytes here and HDF5 index metadata):
  * a few hundred bytes of JSON must not be able to ask for gigabytes (found by fuzzing). */

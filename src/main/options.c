@@ -51,6 +51,8 @@ enum option_key {
     KEY_VERSIONS_SWEEP_INTERVAL,
     KEY_REFS_URL,
     KEY_VERSIONS_CURRENT,
+    KEY_BUCKET_REFS,
+    KEY_PAGED_IMAGES,
 };
 
 static const struct fuse_opt option_spec[] = {
@@ -66,6 +68,8 @@ static const struct fuse_opt option_spec[] = {
     FUSE_OPT_KEY("versions_current=", KEY_VERSIONS_CURRENT),
     FUSE_OPT_KEY("no_repairs", KEY_NO_REPAIRS),
     FUSE_OPT_KEY("refs_url=", KEY_REFS_URL),
+    FUSE_OPT_KEY("bucket_refs=", KEY_BUCKET_REFS),
+    FUSE_OPT_KEY("paged_images=", KEY_PAGED_IMAGES),
     FUSE_OPT_KEY("user=", KEY_USER),
     /* user= is also mount(8)'s own "user" keyword: in fstab it would make the entry mountable
      * by every local user. fstab lines name the HSDS user this way instead. */
@@ -118,10 +122,15 @@ void options_usage(const char *prog)
         "    -o image_cache=BYTES   room for built files kept in cache_dir/images, for the next\n"
         "                           open and the next mount (default: 256M; 0: none)\n"
         "    -o no_repairs          show what hsload changed as stored (man page, REPAIRS)\n"
+        "    -o paged_images=on|off  build files with paged aggregation (file space\n"
+        "                           strategy PAGE), which cloud readers of a copy want;\n"
+        "                           small chunks then share pages (default: off)\n"
         "    -o bucket_images=off|read|write  built files in the bucket, for other mounts:\n"
         "                           read them (default), also put them there, or neither\n"
         "    -o refs_url=PREFIX     what chunk keys are appended to in MOUNT/.kerchunk's\n"
         "                           references (default: the bucket's s3:// or file:// URL)\n"
+        "    -o bucket_refs=on|off  put each committed domain's kerchunk references in the\n"
+        "                           bucket, DIR/NAME/.kerchunk.json (default: off)\n"
         "    -o ingest=copy|link    how a new file is stored: as HSDS objects (default), or\n"
         "                           whole, its datasets linked into it (as hsload --link)\n"
         "    -o versions=on|off     keep every commit of a domain DIR/NAME as a read-only\n"
@@ -210,6 +219,10 @@ static int option_proc(void *data, const char *arg, int key, struct fuse_args *o
         return set_value(&opts->bucket_images_text, arg);
     case KEY_REFS_URL:
         return set_value(&opts->refs_url, arg);
+    case KEY_BUCKET_REFS:
+        return set_value(&opts->bucket_refs_text, arg);
+    case KEY_PAGED_IMAGES:
+        return set_value(&opts->paged_images_text, arg);
     case KEY_INGEST:
         return set_value(&opts->ingest_text, arg);
     case KEY_VERSIONS:
@@ -372,6 +385,26 @@ static int parse_bucket_images(struct options *opts)
     if (opts->bucket_images == OPTIONS_BUCKET_IMAGES_WRITE && opts->read_only)
         return fail("bucket_images=write needs a read-write mount", "ro");
     return 0;
+}
+
+static int parse_bucket_refs(struct options *opts)
+{
+    const char *t = opts->bucket_refs_text;
+    opts->bucket_refs = t && strcmp(t, "on") == 0;
+    if (t && !opts->bucket_refs && strcmp(t, "off") != 0)
+        return fail("bucket_refs must be on or off", t);
+    if (opts->bucket_refs && opts->read_only)
+        return fail("bucket_refs=on needs a read-write mount", "ro");
+    return 0;
+}
+
+static int parse_paged_images(struct options *opts)
+{
+    const char *t = opts->paged_images_text;
+    opts->paged_images = t && strcmp(t, "on") == 0;
+    return t && !opts->paged_images && strcmp(t, "off") != 0
+               ? fail("paged_images must be on or off", t)
+               : 0;
 }
 
 static int parse_ingest(struct options *opts)
@@ -598,7 +631,8 @@ int options_finish(struct options *opts)
     if (opts->cache_size_text && options_parse_size(opts->cache_size_text, &opts->cache_size) != 0)
         return fail("cache_size must be a byte count such as 536870912 or 512M",
                     opts->cache_size_text);
-    if (parse_bucket_images(opts) != 0 || parse_ingest(opts) != 0 || parse_versions(opts) != 0)
+    if (parse_bucket_images(opts) != 0 || parse_bucket_refs(opts) != 0 ||
+        parse_paged_images(opts) != 0 || parse_ingest(opts) != 0 || parse_versions(opts) != 0)
         return -1;
     opts->image_cache = OPTIONS_DEFAULT_IMAGE_CACHE;
     if (opts->image_cache_text &&
@@ -632,6 +666,8 @@ void options_free(struct options *opts)
     free(opts->cache_size_text);
     free(opts->image_cache_text);
     free(opts->bucket_images_text);
+    free(opts->bucket_refs_text);
+    free(opts->paged_images_text);
     free(opts->refs_url);
     free(opts->ingest_text);
     free(opts->versions_text);

@@ -32,6 +32,10 @@ struct options {
     int no_repairs;                  /* -o no_repairs: what hsload changed is shown as stored */
     char *refs_url;            /* -o refs_url=: MOUNT/.kerchunk's URL base; NULL: the bucket's */
     char *bucket_images_text;  /* raw -o bucket_images= */
+    char *bucket_refs_text;    /* raw -o bucket_refs= */
+    char *paged_images_text;   /* raw -o paged_images= */
+    int paged_images;          /* 1: images built with paged aggregation (image.h) */
+    int bucket_refs;           /* 1: commits put DIR/NAME/.kerchunk.json (domops.h) */
     int bucket_images;         /* OPTIONS_BUCKET_IMAGES_*: built images in the bucket */
     char *ingest_text;         /* raw -o ingest= */
     int ingest_link;           /* -o ingest=link: new files stored whole, datasets linked */

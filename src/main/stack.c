@@ -23,6 +23,7 @@
 #include "h5osfs/domops/sweep.h"
 #include "h5osfs/commit/versions.h"
 #include "h5osfs/credentials/credentials.h"
+#include "h5osfs/zarr/zarr.h"
 
 #define CHUNK_RETRY_AFTER 1.0 /* seconds a chunk that failed to load fails without a retry */
 #define GC_GRACE 30.0         /* seconds a deleted domain's objects stay for open readers */
@@ -47,7 +48,8 @@ struct stack {
     struct gc *gc;
     struct sweeper *sweeper; /* removed versions' collection; NULL on a read-only mount */
     struct fs *fs;
-    char *refs_base; /* MOUNT/.kerchunk's URL base */
+    char *refs_base;             /* MOUNT/.kerchunk's URL base */
+    struct zarr_view *refs_view; /* -o bucket_refs=on: makes the references commits put */
 };
 
 /* "s3://bucket/a/b" -> bucket "bucket", prefix "a/b/". 0 or -1 (reported). */
@@ -258,9 +260,34 @@ static int same_as_version(void *ctx, const char *path, const char *vroot, int f
 /* A commit made a new version of path: its ACL decides from now on, not who created it; the
  * next open builds the new version, and the next lookup must find it, not the kernel's cached
  * name of the old version's node. fs is NULL only once it is gone (stack_close). */
+/* -o bucket_refs=on: the references of the domain at path, as committed, put beside it
+ * (domops.h). A failure fails no commit: it is logged, and the next commit puts them again. */
+static void put_bucket_refs(struct stack *s, const char *path)
+{
+    struct ns_info info;
+    char key[STORE_KEY_MAX + 1], *text = NULL;
+    size_t len = 0;
+    if (!s->refs_view || !s->refs_base || domops_refs_key(path, key, sizeof key) != 0)
+        return;
+    ns_invalidate(s->ns, path);
+    int rc = ns_stat(s->ns, path, &info);
+    if (rc == 0 && info.kind != NS_DOMAIN)
+        return; /* gone again already */
+    if (rc == 0)
+        rc = zarr_refs(s->refs_view, path, info.root, s->refs_base, &text, &len);
+    if (rc == 0)
+        rc = store_put(s->store, key, text, len);
+    if (rc == 0)
+        zarr_forget(s->refs_view, info.root); /* the next commit has another root */
+    else
+        log_error("%s: its references %s were not put in the bucket: %s", path, key, strerror(-rc));
+    free(text);
+}
+
 static void committed(void *ctx, const char *path)
 {
     struct stack *s = ctx;
+    put_bucket_refs(s, path);
     callers_forget_creator(s->callers, path);
     image_table_expire(s->images, path);
     if (s->fs)
@@ -297,7 +324,8 @@ static int open_reading(struct stack *s)
                                 .image_dir = s->image_dir,
                                 .image_dir_max = opts->image_cache,
                                 .no_repairs = opts->no_repairs,
-                                .bucket_images = opts->bucket_images };
+                                .bucket_images = opts->bucket_images,
+                                .paged = opts->paged_images };
     rc = image_table_new(&src, opts->ttl, &s->images);
     if (rc != 0)
         return rc;
@@ -398,7 +426,9 @@ static int open_writing(struct stack *s)
                               .keep_ctx = s };
     if (s->opts->read_only)
         return 0;
-    int rc = journal_open(s->opts->cache_dir, s->opts->bucket_id, &s->journal);
+    int rc = s->opts->bucket_refs ? zarr_view_new(s->store, s->opts->ttl, &s->refs_view) : 0;
+    if (rc == 0)
+        rc = journal_open(s->opts->cache_dir, s->opts->bucket_id, &s->journal);
     if (rc == 0)
         rc = info_queue_new(s->store, s->bucket_name, WRITE_WORKERS, &s->info);
     if (rc != 0)
@@ -655,6 +685,7 @@ void stack_close(struct stack *s, const volatile sig_atomic_t *give_up)
     sweeper_free(s->sweeper);          /* finishes removals, stops its sweep */
     gc_free(s->gc);
     staging_free(s->staging);
+    zarr_view_free(s->refs_view); /* after the last commit */
     info_queue_free(s->info);
     journal_close(s->journal);
     callers_free(s->callers);

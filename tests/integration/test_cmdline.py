@@ -125,6 +125,16 @@ def test_bad_bucket_images(mnt, opts):
     assert_refused(run("-f", "-o", opts, BUCKET, mnt), mnt, "bucket_images")
 
 
+@pytest.mark.parametrize("opts", ["bucket_refs=", "bucket_refs=yes", "ro,bucket_refs=on"])
+def test_bad_bucket_refs(mnt, opts):
+    assert_refused(run("-f", "-o", opts, BUCKET, mnt), mnt, "bucket_refs")
+
+
+@pytest.mark.parametrize("opts", ["paged_images=", "paged_images=1"])
+def test_bad_paged_images(mnt, opts):
+    assert_refused(run("-f", "-o", opts, BUCKET, mnt), mnt, "paged_images")
+
+
 @pytest.mark.parametrize("opts", ["multipart_threshold=4M", "multipart_threshold=6G",
                                   "multipart_threshold=", "multipart_part_size=1M",
                                   "multipart_part_size=5368709121", "multipart_part_size=8X"])

@@ -736,6 +736,54 @@ def test_cp_out_is_a_standalone_file(shared_mount, tmp_path, domain):
     compare_file(source_file(domain), out, domain, hyperslabs=0)
 
 
+PAGE = 4096        # the image's file space page (src/image/image_int.h IMAGE_FS_PAGE)
+
+
+def datasets_of(f):
+    found = []
+    f.visititems(lambda name, obj: found.append(name) if isinstance(obj, h5py.Dataset) else None)
+    return found
+
+
+@pytest.mark.posix_only(reason="the image is built the same from either backend")
+@pytest.mark.parametrize("domain", ["sample2", "sample3_z_gzip", "sample_link", "partial"])
+def test_cp_out_is_paged(mount_bucket, tmp_path, domain):
+    """issue 28 §3, -o paged_images=on: a copy has paged aggregation (h5stat -S shows it),
+    which cloud readers use to fetch metadata in whole pages; HDF5 1.10 (Debian's h5py) reads
+    it through a page buffer, which HDF5 refuses for a file that is not paged. A rebuild gives
+    the same bytes (the superblock extension's times are zeroed)."""
+    m = mount_bucket(BUCKET, *USER, "-o", "paged_images=on,image_cache=0,ttl=0")
+    out = tmp_path / f"{domain}.h5"
+    r = run(["cp", domain_file(m, domain), out])
+    assert r.returncode == 0, r.stderr
+    r = run(["h5stat", "-S", out])
+    assert r.returncode == 0, r.stderr
+    assert "File space management strategy: H5F_FSPACE_STRATEGY_PAGE" in r.stdout
+    assert f"File space page size: {PAGE} bytes" in r.stdout
+    with h5py.File(out, "r") as plain, h5py.File(out, "r", page_buf_size=16 * PAGE) as paged:
+        names = datasets_of(plain)
+        assert names and names == datasets_of(paged)
+        for name in (n for n in names if plain[n].shape is not None):
+            a, b = paged[name][()], plain[name][()]
+            assert a.dtype == b.dtype and a.shape == b.shape, name
+            assert repr(a) == repr(b) if a.dtype.hasobject else a.tobytes() == b.tobytes(), name
+    compare_file(source_file(domain), out, domain, hyperslabs=0)
+    assert sha256_file(domain_file(m, domain)) == sha256_file(out)     # built again (ttl 0)
+    data = out.read_bytes()                  # the times HDF5 put in the extension: zeroed
+    ext = int.from_bytes(data[20:28], "little")
+    assert data[ext:ext + 5] == b"OHDR\x02" and data[ext + 5] & 0x20
+    assert data[ext + 6:ext + 22] == bytes(16)
+
+
+@pytest.mark.posix_only(reason="the image is built the same from either backend")
+def test_images_are_not_paged_by_default(shared_mount):
+    """Paged aggregation packs small raw data into shared pages (doc/image.md): not the
+    default, so that one unreadable small chunk fails alone."""
+    r = run(["h5stat", "-S", domain_file(shared_mount, "sample3")])
+    assert r.returncode == 0, r.stderr
+    assert "File space management strategy: H5F_FSPACE_STRATEGY_FSM_AGGR" in r.stdout
+
+
 # ---- the same bytes every time ----
 
 def test_rebuild_is_byte_identical(mount_bucket):

@@ -343,3 +343,74 @@ def test_refs_url_replaces_the_base(mount_bucket):
     group = read_references(refs)
     with h5py.File(m.path(f"{HOME}/partial.h5"), "r") as f:
         assert np.array_equal(group["data"][()], f["data"][()])
+
+
+# ---- references in the bucket (issue 28 §2, -o bucket_refs=on) ----
+
+def bucket_refs(m, domain):
+    """The references a publisher's commits keep beside the domain, as the store has them."""
+    data = m.get(f"{HOME}/{domain}/.kerchunk.json")
+    return json.loads(data) if data is not None else None
+
+
+def test_bucket_refs_kept_with_every_commit(mount_bucket, bucket_copy, tmp_path):
+    """cp puts DIR/NAME/.kerchunk.json with the domain; fsspec and zarr read it with no mount
+    equal to the file; an r+ change puts the new version's; mv takes it along; rm removes it;
+    and HSDS's layout is untouched: the domain stays a domain, the object makes no folder."""
+    src = tmp_path / "pub.h5"
+    data = np.arange(64 * 1024, dtype="<f8").reshape(256, 256)
+    with h5py.File(src, "w") as f:
+        f.create_dataset("x", data=data, chunks=(64, 256), compression="gzip")
+    m = mount_bucket(bucket_copy, "-o", "user=test_user1", "-o", "bucket_refs=on")
+    subprocess.run(["cp", str(src), m.path(f"{HOME}/pub.h5")], check=True)
+    refs = bucket_refs(m, "pub.h5")
+    assert refs is not None and refs["version"] == 1
+    assert refs == references(m, "pub.h5")
+    first = chunk_urls(refs)
+    if m.backend == "posix":        # on S3 they name s3:// objects: s3fs, not installed
+        assert np.array_equal(read_references(refs)["x"][()], data)
+    with h5py.File(m.path(f"{HOME}/pub.h5"), "r+") as f:
+        f["x"][0, :] = -1.0
+    data[0, :] = -1.0
+    refs = bucket_refs(m, "pub.h5")
+    assert refs == references(m, "pub.h5") and chunk_urls(refs) != first   # the new root's
+    if m.backend == "posix":
+        assert np.array_equal(read_references(refs)["x"][()], data)
+    assert "pub.h5" in os.listdir(m.path(HOME))
+    os.rename(m.path(f"{HOME}/pub.h5"), m.path(f"{HOME}/moved.h5"))
+    assert bucket_refs(m, "pub.h5") is None
+    assert bucket_refs(m, "moved.h5") == refs
+    os.unlink(m.path(f"{HOME}/moved.h5"))
+    assert bucket_refs(m, "moved.h5") is None
+    assert not {"pub.h5", "moved.h5"} & set(os.listdir(m.path(HOME)))
+    if m.backend == "posix":                                    # no folder left behind
+        assert not (bucket_copy / HOME / "pub.h5").exists()
+        assert not (bucket_copy / HOME / "moved.h5").exists()
+
+
+def test_bucket_refs_move_with_their_folder(mount_bucket, bucket_copy, tmp_path):
+    """mv of a folder takes its domains' references along: none stays under the old name."""
+    src = tmp_path / "f.h5"
+    with h5py.File(src, "w") as f:
+        f["x"] = np.arange(1000.0)
+    m = mount_bucket(bucket_copy, "-o", "user=test_user1", "-o", "bucket_refs=on")
+    os.mkdir(m.path(f"{HOME}/sub"))
+    subprocess.run(["cp", str(src), m.path(f"{HOME}/sub/f.h5")], check=True)
+    refs = bucket_refs(m, "sub/f.h5")
+    assert refs is not None
+    os.rename(m.path(f"{HOME}/sub"), m.path(f"{HOME}/sub2"))
+    assert bucket_refs(m, "sub/f.h5") is None
+    assert bucket_refs(m, "sub2/f.h5") == refs == references(m, "sub2/f.h5")
+    if m.backend == "posix":
+        assert not (bucket_copy / HOME / "sub").exists()
+        assert np.array_equal(read_references(refs)["x"][()], np.arange(1000.0))
+
+
+def test_bucket_refs_off_puts_none(mount_bucket, bucket_copy, tmp_path):
+    src = tmp_path / "plain.h5"
+    with h5py.File(src, "w") as f:
+        f["x"] = np.arange(10)
+    m = mount_bucket(bucket_copy, "-o", "user=test_user1")
+    subprocess.run(["cp", str(src), m.path(f"{HOME}/plain.h5")], check=True)
+    assert m.get(f"{HOME}/plain.h5/.domain.json") is not None
+    assert bucket_refs(m, "plain.h5") is None

@@ -58,6 +58,17 @@ int domops_unlink(const struct domops *d, const char *user, const char *path);
  * from names a second name to (a tag) with the domain's "update". link of anything else:
  * -EROFS (as before versions); a tag in another version folder: -EXDEV. */
 int domops_link(const struct domops *d, const char *user, const char *from, const char *to);
+/*
+ * A domain's kerchunk references in the bucket (issue 28 §2, -o bucket_refs=on): the object
+ * DIR/NAME/.kerchunk.json, beside the domain's DIR/NAME/.domain.json. HSDS and the namespace
+ * look only for .domain.json there, so it is no domain and no folder. Whoever removes or renames
+ * a domain takes it along (domops_unlink, domops_rename), with the option or without.
+ */
+#define DOMOPS_REFS_NAME ".kerchunk.json"
+#define DOMOPS_REFS_MAX (256u << 20)
+/* "/home/u/x.h5" -> "home/u/x.h5/.kerchunk.json". 0 or -EINVAL. */
+int domops_refs_key(const char *path, char *buf, size_t len);
+
 /* flags: RENAME_NOREPLACE, RENAME_EXCHANGE (refused with -EINVAL). */
 int domops_rename(const struct domops *d, const char *user, const char *from, const char *to,
                   unsigned flags);

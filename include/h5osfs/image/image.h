@@ -37,6 +37,8 @@ struct image_source {
     int no_repairs;          /* show what hsload changed as stored (image.md, "Repairs") */
     int bucket_images;       /* copies in the bucket (image_cache.h): 0 none, 1 read them,
                                  * 2 also put them (read-write mounts) */
+    int paged;               /* paged aggregation (doc/image.md, "A copy is a cloud-optimised
+                                 * file"): small raw data then shares pages */
 };
 
 /* Build the image of the domain at domain_path whose root group is root_id. */
