@@ -1250,6 +1250,8 @@ int versions_commit(const struct versions_commit *vc, uint64_t *n, char vroot[SC
         vc->stats->base_is_version = base.is_root;
     if (rc == 0)
         rc = mint_root(vroot);
+    if (rc == 0 && vc->reserve && (rc = vc->reserve(vc->reserve_ctx, vroot)) != 0)
+        vroot[0] = '\0'; /* nothing of it was written */
     if (rc == 0)
         rc = write_version_root(vc, l.pool, vroot, &base);
     if (rc == 0 && vc->crash_point)
