@@ -532,7 +532,7 @@ static int keep_version(const struct commit_ctx *c, struct journal_rec *rec, con
                  rec->domain, (unsigned long long)n, out->vroot,
                  (unsigned long long)st->chunks_pooled, (unsigned long long)st->chunks_new,
                  (unsigned long long)st->chunks_copied, (unsigned long long)st->chunks_from_base);
-    else if (rc != -EOPNOTSUPP && out->vroot[0])
+    else if (out->vroot[0]) /* -EOPNOTSUPP too: the objects written before the refusal */
         collect(c, out->vroot, rec->domain, ""); /* not listed: nothing names it */
     if (rc != 0)
         rec->vroot[0] = '\0'; /* collected (or never written) */

@@ -503,3 +503,77 @@ def test_ref_tables_are_compressed_tiles_and_unchanged_tiles_are_copied(bucket_c
     with h5py.File(m.path(domain), "r") as f:
         assert np.array_equal(f["data"][:], want[-1])
     assert not objcheck.problems(bucket_copy, domain)
+
+
+@pytest.mark.posix_only(reason="the commit's choice is the same code on every store")
+def test_ref_r_plus_whose_version_cannot_be_kept_names_a_whole_root(bucket_copy, mount_bucket,
+                                                                    tmp_path):
+    """An r+ of a ref-mode domain leaves the unchanged chunks in the pool (a sparse root); when
+    its version cannot be kept (here: a new gzip dataset of object references, which a version
+    cannot copy), that sparse root is never named: a whole root is ingested and named, and
+    every value reads, also on a fresh mount; nothing else is left in db/."""
+    values = np.arange(CHUNKS * PER, dtype="f4")
+    domain = f"{HOME}/kept/s.h5"
+    others = roots_of(stored_below(bucket_copy))
+    make(bucket_copy, values, domain)
+    hsds_bucket.put(str(bucket_copy), f"{HOME}/kept/.domain.json",
+                    {"owner": "test_user1", "acls": {"test_user1": hsds_bucket.acl_all()},
+                     "created": time.time(), "lastModified": time.time()})
+    m = mount_bucket(bucket_copy, "-o", f"user=test_user1,ttl=0,cache_dir={tmp_path}/c1")
+    os.setxattr(m.path(f"{HOME}/kept"), "user.h5osfs.versions", b"ref")
+    want = values.copy()
+    want[1] = -1
+    r_plus(m, domain, 1, -1)                       # version 1: the domain names its root
+    want[100 * PER] = -5
+    with h5py.File(m.path(domain), "r+") as f:
+        f["data"][100 * PER] = -5
+        f.create_dataset("refs", data=[f["data"].ref], dtype=h5py.ref_dtype, chunks=(1,),
+                         compression="gzip")
+    assert "cannot be kept as a version yet" in m.log()
+    with h5py.File(m.path(domain), "r") as f:
+        assert np.array_equal(f["data"][:], want)
+    assert m.unmount() == 0
+    ro = mount_bucket(m, "-o", f"user=test_user1,ro,cache_dir={tmp_path}/fresh")
+    with h5py.File(ro.path(domain), "r") as f:
+        assert np.array_equal(f["data"][:], want)
+        assert f[f["refs"][0]].name == "/data"
+    named = domain_json(ro, domain)["root"][2:19]
+    assert roots_of(stored(ro)) - others == live_roots(ro, domain) | {named}
+
+
+@pytest.mark.posix_only(reason="the collector's choice is the same code on every store")
+def test_mv_onto_a_ref_domain_adds_a_version_and_keeps_its_head(bucket_copy, mount_bucket,
+                                                                tmp_path):
+    """mv of a plain domain onto a ref-mode one: the target keeps its versions and gains the
+    moved domain as its next version; the root the target named (its head version's) is not
+    collected, so every version still reads after the collector drained."""
+    values = np.arange(CHUNKS * PER, dtype="f4")
+    domain = f"{HOME}/kept/t.h5"
+    make(bucket_copy, values, domain)
+    hsds_bucket.put(str(bucket_copy), f"{HOME}/kept/.domain.json",
+                    {"owner": "test_user1", "acls": {"test_user1": hsds_bucket.acl_all()},
+                     "created": time.time(), "lastModified": time.time()})
+    m = mount_bucket(bucket_copy, "-o", f"user=test_user1,ttl=0,cache_dir={tmp_path}/c1")
+    os.setxattr(m.path(f"{HOME}/kept"), "user.h5osfs.versions", b"ref")
+    want1, want2 = values.copy(), values.copy()
+    want1[1] = want2[1] = -1
+    want2[2] = -2
+    r_plus(m, domain, 1, -1)
+    r_plus(m, domain, 2, -2)
+    head = version_list(m, domain)["versions"][-1]["root"]
+    assert domain_json(m, domain)["root"] == head
+    moved = np.full(10, 7, dtype="i4")
+    with h5py.File(m.path(f"{HOME}/src.h5"), "w") as f:
+        f["other"] = moved
+    os.rename(m.path(f"{HOME}/src.h5"), m.path(domain))
+    vdir = f"{HOME}/kept/.versions/t.h5"
+    assert sorted(os.listdir(m.path(vdir))) == ["1.h5", "2.h5", "3.h5"]
+    assert m.unmount() == 0                        # the collector drains
+    ro = mount_bucket(m, "-o", f"user=test_user1,ro,cache_dir={tmp_path}/fresh")
+    for name, want in (("1.h5", want1), ("2.h5", want2)):
+        with h5py.File(ro.path(f"{vdir}/{name}"), "r") as f:
+            assert np.array_equal(f["data"][:], want), name
+    for path in (f"{vdir}/3.h5", domain):
+        with h5py.File(ro.path(path), "r") as f:
+            assert np.array_equal(f["other"][:], moved), path
+    assert (bucket_copy / "db" / head[2:19]).is_dir()
