@@ -16,9 +16,21 @@
 #define JSON_MAX (64u << 20)
 #define ZLIB_LEVEL 6
 
+/* Entries per tile for a table of `entries`: VTABLE_TILE_ENTRIES, or enough that there are
+ * about VTABLE_TILES_MAX tiles (a one-element r+ of 1e5 chunks: 4 tiles of 25,000, not 25:
+ * each tile is a GET at the open, at the commit and at the measure of the new version). */
+static uint64_t tile_target(const uint64_t *grid, int rank)
+{
+    uint64_t entries = 1;
+    for (int k = 0; k < rank; k++)
+        entries *= grid[k];
+    uint64_t share = (entries + VTABLE_TILES_MAX - 1) / VTABLE_TILES_MAX;
+    return share > VTABLE_TILE_ENTRIES ? share : VTABLE_TILE_ENTRIES;
+}
+
 void vtable_geom_new(struct vtable_geom *g, const uint64_t *grid, int rank)
 {
-    uint64_t trailing = 1; /* entries of one step in the dimension being cut */
+    uint64_t trailing = 1, target = tile_target(grid, rank); /* trailing: entries of one step */
     int cut = 0;
     memset(g, 0, sizeof *g);
     g->rank = rank;
@@ -27,10 +39,10 @@ void vtable_geom_new(struct vtable_geom *g, const uint64_t *grid, int rank)
         g->grid[k] = grid[k];
         if (cut)
             g->tile[k] = 1;
-        else if (trailing * grid[k] <= VTABLE_TILE_ENTRIES)
+        else if (trailing * grid[k] <= target)
             g->tile[k] = grid[k];
         else {
-            uint64_t part = VTABLE_TILE_ENTRIES / trailing;
+            uint64_t part = target / trailing;
             g->tile[k] = part ? part : 1;
             cut = 1;
         }

@@ -4,10 +4,11 @@
  * H5D_CHUNKED_REF_INDIRECT layout reads by position (spec §8.3), one entry per chunk of the
  * dataset's grid.
  *
- * Tables are written in tiles of at most VTABLE_TILE_ENTRIES entries, each a zlib stream (the
- * deflate filter: HSDS decodes a non-blosc gzip chunk as zlib, spec §6.5), so that a version
- * costs a few bytes per entry and an unchanged tile can be copied in the store from the
- * version before instead of being written again. A tile is a run of whole rows: its dims are
+ * Tables are written in tiles of VTABLE_TILE_ENTRIES entries (more for a large table: at most
+ * about VTABLE_TILES_MAX tiles, since every tile costs a few requests per commit and per open),
+ * each a zlib stream (the deflate filter: HSDS decodes a non-blosc gzip chunk as zlib, spec
+ * §6.5), so that a version costs a few bytes per entry and an unchanged tile can be copied in
+ * the store from the version before instead of being written again. A tile is a run of whole rows: its dims are
  * 1 in the leading dimensions, the grid's in the trailing ones, and a part of the grid's in
  * between, so its entries are one contiguous span of the row-major table. Tables written
  * before (one raw chunk over the whole grid) have that form too and are read as they are.
@@ -24,6 +25,7 @@
 #define VTABLE_URI_LEN 128
 #define VTABLE_ENTRY_BYTES (8 + 4 + VTABLE_URI_LEN)
 #define VTABLE_TILE_ENTRIES 4096
+#define VTABLE_TILES_MAX 4
 
 struct vtable_geom {
     int rank;
