@@ -25,13 +25,21 @@ G4 read speed of a kept version against the current domain of the G1 bucket: the
 Process CPU (user+sys of the daemon, from /proc before it exits) is printed for each r+ of G2.
 Ratios are baseline / versions (> 1: versions faster or smaller).
 
+--s3 runs G2 on the test S3 server (s3rver on 127.0.0.1; each bucket made locally, then
+uploaded once): requests and open/close times as on a local bucket. The table bytes of the
+newest version (below) are only counted on a local bucket.
+
+G2 also prints, for the versioned arm on a local bucket, the bytes of the newest version's
+chunk tables: all their tiles, and the tiles written by that commit (the others are hard
+links to the version before: no bytes).
+
 --current ref mounts the versioned arm with -o versions_current=ref (doc/versions.md §2 B):
 the domain names its head version, no plain root is kept beside the pool (G1), and an r+
 stores only the changed chunks, a table and JSON (G2). Default root: today's design D.
 
 usage: bench/bench_versions.py [--work DIR] [--only G1,G2,G4] [--mib N] [--chunks N]
                                [--commits N] [--every N] [--big-chunks N] [--reps N]
-                               [--current root|ref]
+                               [--current root|ref] [--s3]
 """
 import argparse
 import hashlib
@@ -74,7 +82,11 @@ class Mounted:
         mnt.mkdir(parents=True, exist_ok=True)
         self.mnt = mnt
         o = f"user={bench_cp.USER},cache_dir={cache}" + (f",{opts}" if opts else "")
-        self.daemon = harness.Daemon(["-o", o], bucket, mnt, logfile)
+        env = None
+        if str(bucket).startswith("s3://"):     # G2 --s3
+            o += f",endpoint={S3.endpoint}"
+            env = dict(os.environ, **S3.env())
+        self.daemon = harness.Daemon(["-o", o], bucket, mnt, logfile, env=env)
 
     def path(self, rel):
         return self.mnt / rel
@@ -243,6 +255,9 @@ def g1_check(work, bucket, src, expected, commits):
 
 # ---- G2: one-element r+ of a domain of many chunks ----
 
+S3 = None    # with --s3: the harness.S3Server G2's buckets are uploaded to
+
+
 def g2_bucket(work, label, chunks):
     bucket = work / f"g2-{label}" / "bucket"
     shutil.rmtree(bucket.parent, ignore_errors=True)
@@ -252,7 +267,37 @@ def g2_bucket(work, label, chunks):
     hsds_bucket.make_domain(str(bucket), "/" + DOMAIN, "f4", (chunks * per,), (per,),
                             lambda idx: np.full(per, idx[0], dtype="f4").tobytes())
     log(f"  {label}: {chunks} chunk objects written in {time.perf_counter() - t0:.1f} s")
-    return bucket
+    if S3 is None:
+        return bucket
+    t0 = time.perf_counter()
+    S3.load(f"g2-{label}", bucket)
+    log(f"  {label}: uploaded to {S3.endpoint} in {time.perf_counter() - t0:.1f} s")
+    return f"s3://g2-{label}"
+
+
+def table_tiles(bucket, root):
+    """{(dev, ino): size} of the chunk-table tiles under a version root (local bucket)."""
+    out = {}
+    for doc_path in (bucket / "db" / root_dir(root) / "d").glob("*/.dataset.json"):
+        lay = json.loads(doc_path.read_text()).get("creationProperties", {}).get("layout", {})
+        tid = lay.get("chunk_table")
+        if not tid:
+            continue
+        for tile in (bucket / "db" / root_dir(tid) / "d" / tid[20:]).iterdir():
+            if not tile.name.endswith(".json"):
+                st = tile.stat()
+                out[(st.st_dev, st.st_ino)] = st.st_size
+    return out
+
+
+def table_bytes(bucket):
+    """(all, written by its commit) bytes of the newest version's chunk tables."""
+    if not isinstance(bucket, Path):
+        return None
+    versions = json.loads((bucket / VDIR / ".h5osfs-versions").read_text())["versions"]
+    new = table_tiles(bucket, versions[-1]["root"])
+    old = table_tiles(bucket, versions[-2]["root"]) if len(versions) > 1 else {}
+    return sum(new.values()), sum(v for k, v in new.items() if k not in old)
 
 
 def g2_run(work, bucket, label, opts, index, value):
@@ -266,8 +311,9 @@ def g2_run(work, bucket, label, opts, index, value):
         cpu = m.cpu_seconds() - cpu0
     finally:
         m.stop()
+    tables = table_bytes(bucket) if label == "versions" else None
     return {"open": opened, "close": close, "requests": req, "total": sum(req.values()),
-            "cpu": cpu}
+            "cpu": cpu, "tables": tables}
 
 
 def g2(args, work):
@@ -287,6 +333,9 @@ def g2(args, work):
             runs[label].append(r)
             log(f"    {label:8} run {i + 1}: open {r['open']:.2f} s, close {r['close']:.2f} s, "
                 f"daemon CPU {r['cpu']:.2f} s, {r['total']} requests {r['requests']}")
+            if r["tables"]:
+                log(f"             chunk tables of the new version: {r['tables'][0]} bytes, "
+                    f"{r['tables'][1]} of them written by this commit")
     for label, bucket in buckets.items():
         m = Mounted(bucket, work / "g2-check" / "mnt", work / "g2-check" / "cache",
                     work / "g2-check" / "h5osfs.log", "ro", fresh_cache=True)
@@ -351,6 +400,7 @@ def main():
     ap.add_argument("--big-chunks", type=int, default=100000)
     ap.add_argument("--reps", type=int, default=3)
     ap.add_argument("--current", choices=("root", "ref"), default="root")
+    ap.add_argument("--s3", action="store_true", help="G2 on s3rver (tests/s3), not local")
     args = ap.parse_args()
     args.versions_opts = "versions=on" + (",versions_current=ref" if args.current == "ref"
                                           else "")
@@ -373,7 +423,14 @@ def main():
             v, c = statistics.median(runs["version"]), statistics.median(runs["current"])
             log(f"G4 result: median {v:.2f} s version, {c:.2f} s current (ratio {c / v:.2f})")
     if "G2" in only:
-        first, runs = g2(args, args.work)
+        global S3
+        if args.s3:
+            S3 = harness.S3Server(args.work / "s3")
+        try:
+            first, runs = g2(args, args.work)
+        finally:
+            if S3 is not None:
+                S3.stop()
         v, b = runs["versions"], runs["baseline"]
         log(f"G2 result: median close {statistics.median(r['close'] for r in v):.2f} s with "
             f"versions, {statistics.median(r['close'] for r in b):.2f} s without; median "

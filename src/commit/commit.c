@@ -338,6 +338,22 @@ static int rolled_forward(const struct commit_ctx *c, const struct journal_rec *
     return swap_domain(c, rec, ref ? vroot : rec->new_root, ref, old, &in_doubt) == 0;
 }
 
+/* The version root an interrupted commit recorded (journal_rec.vroot): a version when the
+ * list names it, else written for nothing, and collected (it may be partly written, or not at
+ * all: the gc deletes what its prefix lists). A list that cannot be read keeps it (logged). */
+static void settle_vroot(const struct commit_ctx *c, struct journal_rec *rec)
+{
+    if (!rec->vroot[0])
+        return;
+    int listed = versions_is_version_root(c->ops->store, rec->domain, rec->vroot);
+    if (listed == 0) {
+        log_info("%s: version root %s of the interrupted commit was never listed: collected",
+                 rec->domain, rec->vroot);
+        collect(c, rec->vroot, rec->domain, "");
+    }
+    rec->vroot[0] = '\0';
+}
+
 /* An interrupted or in-doubt new-root commit: finished when the swap happened (then rec is
  * as after that commit: 1), else undone (0). -errno (logged) when the domain cannot be read
  * to tell: nothing is collected, rec stays as it is. A versioned commit that was listed is
@@ -371,6 +387,7 @@ static int settle_new_root(const struct commit_ctx *c, struct journal_rec *rec)
             summarise(c, now);
         snprintf(rec->base_root, sizeof rec->base_root, "%s", now);
         rec->new_root[0] = '\0';
+        settle_vroot(c, rec);
         rec->mode = JOURNAL_CHANGE;
         return 1;
     }
@@ -378,6 +395,7 @@ static int settle_new_root(const struct commit_ctx *c, struct journal_rec *rec)
              rec->new_root);
     collect(c, rec->new_root, rec->domain, "");
     rec->new_root[0] = '\0';
+    settle_vroot(c, rec);
     return 0;
 }
 
@@ -454,12 +472,32 @@ struct kept_version {
     struct versions_stats st;
 };
 
+struct vroot_reserve {
+    const struct commit_ctx *c;
+    struct journal_rec *rec;
+};
+
+/* versions_commit's reserve: the version root's id in the journal record before any object
+ * of it is written. A full cache directory does not stop the commit (as start_new_root). */
+static int reserve_vroot(void *ctx, const char *vroot)
+{
+    struct vroot_reserve *r = ctx;
+    snprintf(r->rec->vroot, sizeof r->rec->vroot, "%s", vroot);
+    int rc = journal_write(r->c->journal, r->rec);
+    if (rc == -ENOSPC || rc == -EDQUOT) {
+        log_warn("%s: version root %s not in the journal record: a crash before it is listed "
+                 "would leave it in the bucket, named by nothing",
+                 r->rec->domain, vroot);
+        rc = 0;
+    }
+    return rc;
+}
+
 /* With versions on, the ingested root kept as a version before anyone is shown it. 0 (kept,
  * or a domain that cannot be kept yet: logged, committed without one), -EAGAIN (the chunks
  * kept left in the pool cannot be named: ingest a whole root), or -errno. */
-static int keep_version(const struct commit_ctx *c, const struct journal_rec *rec,
-                        const json_t *acls, const struct versions_kept *pooled,
-                        struct kept_version *out)
+static int keep_version(const struct commit_ctx *c, struct journal_rec *rec, const json_t *acls,
+                        const struct versions_kept *pooled, struct kept_version *out)
 {
     uint64_t n = 0;
     unsigned keep = 0;
@@ -481,6 +519,11 @@ static int keep_version(const struct commit_ctx *c, const struct journal_rec *re
                                   .stats = &out->st,
                                   .kept = pooled,
                                   .crash_point = crash_point };
+    struct vroot_reserve reserve = { c, rec };
+    if (rec->state == JOURNAL_COMMITTING) {
+        vc.reserve = reserve_vroot;
+        vc.reserve_ctx = &reserve;
+    }
     int rc = versions_commit(&vc, &n, out->vroot);
     const struct versions_stats *st = &out->st;
     if (rc == 0)
@@ -489,8 +532,10 @@ static int keep_version(const struct commit_ctx *c, const struct journal_rec *re
                  rec->domain, (unsigned long long)n, out->vroot,
                  (unsigned long long)st->chunks_pooled, (unsigned long long)st->chunks_new,
                  (unsigned long long)st->chunks_copied, (unsigned long long)st->chunks_from_base);
-    else if (rc != -EOPNOTSUPP && out->vroot[0])
+    else if (out->vroot[0]) /* -EOPNOTSUPP too: the objects written before the refusal */
         collect(c, out->vroot, rec->domain, ""); /* not listed: nothing names it */
+    if (rc != 0)
+        rec->vroot[0] = '\0'; /* collected (or never written) */
     if (rc != 0)
         out->vroot[0] = '\0';
     if (rc == 0 && keep > 0 && c->ops->versions_removed)
@@ -654,6 +699,7 @@ static int swap_in_new_root(const struct commit_ctx *c, struct journal_rec *rec,
     if (rc != 0) {
         collect(c, rec->new_root, rec->domain, ""); /* never named by a .domain.json */
         rec->new_root[0] = '\0';
+        rec->vroot[0] = '\0';
         set_state(c, rec, JOURNAL_DIRTY);
         return rc;
     }
@@ -661,6 +707,7 @@ static int swap_in_new_root(const struct commit_ctx *c, struct journal_rec *rec,
     collect_after_swap(c, rec, old, base_ref, &kv, ref);
     snprintf(rec->base_root, sizeof rec->base_root, "%s", ref ? kv.vroot : rec->new_root);
     rec->new_root[0] = '\0';
+    rec->vroot[0] = '\0';
     rec->mode = JOURNAL_CHANGE;
     log_done(rec, &st);
     set_state(c, rec, JOURNAL_CLEAN); /* a lost record only means one idempotent rerun */

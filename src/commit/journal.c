@@ -190,10 +190,10 @@ char *journal_staged_path(const struct journal *j, const struct journal_rec *rec
 
 static char *rec_text(const struct journal_rec *rec)
 {
-    json_t *o =
-        json_pack("{s:s?, s:s, s:s, s:s, s:s, s:s}", "bucket", rec->bucket, "domain", rec->domain,
-                  "mode", mode_names[rec->mode], "state", state_names[rec->state], "base_root",
-                  rec->base_root, "new_root", rec->new_root);
+    json_t *o = json_pack("{s:s?, s:s, s:s, s:s, s:s, s:s, s:s?}", "bucket", rec->bucket, "domain",
+                          rec->domain, "mode", mode_names[rec->mode], "state",
+                          state_names[rec->state], "base_root", rec->base_root, "new_root",
+                          rec->new_root, "vroot", rec->vroot[0] ? rec->vroot : NULL);
     char *text = o ? json_dumps(o, JSON_COMPACT) : NULL;
     json_decref(o);
     return text;
@@ -393,6 +393,8 @@ static int parse_rec(const char *text, size_t len, const char *name, struct jour
         rc = copy_root(rec->base_root, json_string_value(json_object_get(o, "base_root")));
     if (rc == 0)
         rc = copy_root(rec->new_root, json_string_value(json_object_get(o, "new_root")));
+    if (rc == 0 && json_is_string(json_object_get(o, "vroot"))) /* else none (or before it) */
+        rc = copy_root(rec->vroot, json_string_value(json_object_get(o, "vroot")));
     if (rc == 0 && !(rec->domain = strdup(domain)))
         rc = -ENOMEM;
     if (rc == 0)

@@ -18,10 +18,11 @@
 #include "h5osfs/util/grow.h"
 #include "h5osfs/ns/ns.h"
 #include "h5osfs/schema/vlist.h"
+#include "h5osfs/domops/vtable.h"
 
-#define PREFIX_LEN 17 /* "A-B" of an id: its root's directory under db/ */
-#define URI_LEN 128   /* versions.c's table entries: offset I64, size I32, URI */
-#define ENTRY_BYTES (8 + 4 + URI_LEN)
+#define PREFIX_LEN 17          /* "A-B" of an id: its root's directory under db/ */
+#define URI_LEN VTABLE_URI_LEN /* versions.c's table entries: offset I64, size I32, URI */
+#define ENTRY_BYTES VTABLE_ENTRY_BYTES
 #define TABLE_ENTRIES_MAX (1u << 20)
 #define JSON_MAX (64u << 20)
 #define CHUNK_MAX (1ull << 31)
@@ -190,9 +191,7 @@ static void restore_entry(void *ctx, size_t e)
 static int pooled_dataset(const struct restore_ctx *r, json_t *doc, const char *tid,
                           const char *dst_key)
 {
-    char key[STORE_KEY_MAX + 1];
-    uint64_t dims[HJSON_DIMS_MAX], cdims[HJSON_DIMS_MAX], grid[HJSON_DIMS_MAX],
-        entries = 1, zero[HJSON_DIMS_MAX] = { 0 };
+    uint64_t dims[HJSON_DIMS_MAX], cdims[HJSON_DIMS_MAX], grid[HJSON_DIMS_MAX], entries = 1;
     int rank = 0, crank = 0;
     json_t *lay = json_object_get(doc, "layout");
     if (hjson_dims(json_object_get(json_object_get(doc, "shape"), "dims"), dims, &rank) != 0 ||
@@ -206,29 +205,30 @@ static int pooled_dataset(const struct restore_ctx *r, json_t *doc, const char *
     }
     if (entries > TABLE_ENTRIES_MAX)
         return -EOPNOTSUPP;
-    struct store_buf table = { 0 };
+    struct vtable_geom g;
+    unsigned char *table = NULL;
     char vtid[SCHEMA_ID_BUF]; /* the table stays under V: tid was moved with the JSON */
     snprintf(vtid, sizeof vtid, "%s", tid);
     if (strlen(vtid) < 2 + PREFIX_LEN)
         return -EIO;
     memcpy(vtid + 2, r->vroot + 2, PREFIX_LEN);
-    int rc = schema_chunk_key(vtid, zero, rank, -1, key, sizeof key);
-    if (rc == 0)
-        rc = store_get(r->store, key, entries * ENTRY_BYTES, &table);
-    if (rc == 0 && table.len != entries * ENTRY_BYTES) {
-        log_error("%s: chunk table %s has %zu bytes, not %" PRIu64 ": not restored", r->vroot, tid,
-                  table.len, entries * ENTRY_BYTES);
+    int rc = vtable_read(r->store, vtid, r->workers, &g, &table);
+    if (rc == 0 && (g.entries != entries || g.rank != rank ||
+                    memcmp(g.grid, grid, (size_t)rank * sizeof *grid) != 0)) {
+        log_error("%s: chunk table %s has %" PRIu64 " entries, not %" PRIu64 ": not restored",
+                  r->vroot, tid, g.entries, entries);
         rc = -EIO;
-    }
+    } else if (rc != 0)
+        log_error("%s: chunk table %s cannot be read (%s): not restored", r->vroot, tid,
+                  strerror(-rc));
     int *rcs = rc == 0 ? calloc(entries, sizeof *rcs) : NULL;
     if (rc == 0 && !rcs)
         rc = -ENOMEM;
     const char *id = hjson_text(json_object_get(doc, "id"));
     json_t *parts = json_object_get(lay, "partition_count");
-    struct table_job job = { r,    table.data,
-                             id,   grid,
-                             rank, json_is_integer(parts) ? (int)json_integer_value(parts) : 0,
-                             rcs };
+    struct table_job job = {
+        r, table, id, grid, rank, json_is_integer(parts) ? (int)json_integer_value(parts) : 0, rcs
+    };
     if (rc == 0 && !id)
         rc = -EIO;
     if (rc == 0)
@@ -240,7 +240,7 @@ static int pooled_dataset(const struct restore_ctx *r, json_t *doc, const char *
             r->stats->chunks_copied += (uint64_t)rcs[e];
     }
     free(rcs);
-    store_buf_free(&table);
+    free(table);
     json_t *cprops = json_object_get(doc, "creationProperties");
     if (rc == 0 && (!json_is_object(cprops) ||
                     json_object_set_new(cprops, "layout",

@@ -22,11 +22,12 @@
 #include "h5osfs/ns/ns.h"
 #include "h5osfs/schema/vlist.h"
 #include "h5osfs/domops/vnames.h"
+#include "h5osfs/domops/vtable.h"
 
 #define CHUNK_MAX (1ull << 31)       /* table sizes are I32 (spec §8.3) */
-#define TABLE_ENTRIES_MAX (1u << 20) /* one table chunk, < refs.c's 256 MiB per chunk */
-#define URI_LEN 128                  /* fixed-length ASCII file_uri field */
-#define ENTRY_BYTES (8 + 4 + URI_LEN)
+#define TABLE_ENTRIES_MAX (1u << 20) /* a table is held whole in memory while written */
+#define URI_LEN VTABLE_URI_LEN       /* fixed-length ASCII file_uri field */
+#define ENTRY_BYTES VTABLE_ENTRY_BYTES
 #define JSON_MAX (64u << 20)
 #define LIST_TRIES 16
 #define PREFIX_LEN 17 /* "A-B" of an id: the root's directory under db/ */
@@ -504,27 +505,35 @@ static void put_entry(unsigned char *e, uint64_t size, const char *uri)
     memcpy(e + 12, uri, strnlen(uri, URI_LEN - 1));
 }
 
-static json_t *table_json(const char *tid, const char *vroot, const uint64_t *grid, int rank)
+static json_t *table_json(const char *tid, const char *vroot, const struct vtable_geom *g)
 {
+    const uint64_t *grid = g->grid;
+    int rank = g->rank;
     char text[2048];
     int n = snprintf(text, sizeof text,
-                     "{\"id\": \"%s\", \"root\": \"%s\", \"type\": {\"class\": \"H5T_COMPOUND\", "
+                     "{\"id\": \"%s\", \"root\": \"%s\", \"created\": 0, \"lastModified\": 0, "
+                     "\"type\": {\"class\": \"H5T_COMPOUND\", "
                      "\"fields\": [{\"name\": \"offset\", \"type\": {\"class\": \"H5T_INTEGER\", "
                      "\"base\": \"H5T_STD_I64LE\"}}, {\"name\": \"size\", \"type\": {\"class\": "
                      "\"H5T_INTEGER\", \"base\": \"H5T_STD_I32LE\"}}, {\"name\": \"file_uri\", "
                      "\"type\": {\"class\": \"H5T_STRING\", \"charSet\": \"H5T_CSET_ASCII\", "
-                     "\"strPad\": \"H5T_STR_NULLPAD\", \"length\": %d}}]}, \"attributes\": {}, "
-                     "\"creationProperties\": {}}",
+                     "\"strPad\": \"H5T_STR_NULLPAD\", \"length\": %d}}]}, \"shape\": null, "
+                     "\"attributes\": {}, \"creationProperties\": {\"filters\": [{\"class\": "
+                     "\"H5Z_FILTER_DEFLATE\", \"id\": 1, \"level\": 6, \"name\": \"gzip\"}]}, "
+                     "\"layout\": null}",
                      tid, vroot, URI_LEN);
+    /* members in the order HSDS writes them (spec §3.4): placeholders set below */
     json_t *doc = n > 0 && (size_t)n < sizeof text ? json_loads(text, 0, NULL) : NULL;
-    json_t *dims = json_array(), *shape = json_object(), *lay = json_object();
-    for (int k = 0; dims && k < rank; k++)
+    json_t *dims = json_array(), *tile = json_array(), *shape = json_object(), *lay = json_object();
+    for (int k = 0; dims && tile && k < rank; k++) {
         json_array_append_new(dims, json_integer((json_int_t)grid[k]));
-    if (!doc || !dims || !shape || !lay ||
+        json_array_append_new(tile, json_integer((json_int_t)g->tile[k]));
+    }
+    if (!doc || !dims || !tile || !shape || !lay ||
         json_object_set_new(shape, "class", json_string("H5S_SIMPLE")) != 0 ||
         json_object_set(shape, "dims", dims) != 0 || json_object_set(shape, "maxdims", dims) != 0 ||
         json_object_set_new(lay, "class", json_string("H5D_CHUNKED")) != 0 ||
-        json_object_set(lay, "dims", dims) != 0 || json_object_set(doc, "shape", shape) != 0 ||
+        json_object_set(lay, "dims", tile) != 0 || json_object_set(doc, "shape", shape) != 0 ||
         json_object_set(doc, "layout", lay) != 0 ||
         json_object_set_new(doc, "created", json_real(clock_wall())) != 0 ||
         json_object_set_new(doc, "lastModified", json_real(clock_wall())) != 0) {
@@ -532,6 +541,7 @@ static json_t *table_json(const char *tid, const char *vroot, const uint64_t *gr
         doc = NULL;
     }
     json_decref(dims);
+    json_decref(tile);
     json_decref(shape);
     json_decref(lay);
     return doc;
@@ -568,23 +578,89 @@ static int take_kept_entries(unsigned char *table, const unsigned char *base,
     return 0;
 }
 
+/* The base version's table of a dataset: its entries (NULL: none to use), id and tiling. */
+struct base_tab {
+    unsigned char *entries;
+    char tid[SCHEMA_ID_BUF];
+    struct vtable_geom g;
+};
+
+struct tile_job {
+    const struct dataset_ctx *d;
+    const struct vtable_geom *g;
+    const unsigned char *table;
+    const struct base_tab *base;
+    const char *tid;
+    int *rc; /* per tile */
+};
+
+/* Is tile t of the new table the base table's tile t, byte for byte as stored? */
+static int same_as_base_tile(const struct tile_job *j, uint64_t first, uint64_t count)
+{
+    const struct base_tab *b = j->base;
+    return b->entries && b->g.deflated && b->g.rank == j->g->rank &&
+           memcmp(b->g.grid, j->g->grid, (size_t)j->g->rank * sizeof *b->g.grid) == 0 &&
+           memcmp(b->g.tile, j->g->tile, (size_t)j->g->rank * sizeof *b->g.tile) == 0 &&
+           memcmp(b->entries + first * ENTRY_BYTES, j->table + first * ENTRY_BYTES,
+                  count * ENTRY_BYTES) == 0;
+}
+
+/* One tile of the new table: copied in the store from the base version's when unchanged (a
+ * hard link on a local bucket, a CopyObject on S3: no bytes sent), else encoded and put. */
+static void put_tile(void *ctx, size_t t)
+{
+    struct tile_job *j = ctx;
+    char key[STORE_KEY_MAX + 1], from[STORE_KEY_MAX + 1];
+    uint64_t first, count, idx[HJSON_DIMS_MAX];
+    unsigned char *bytes = NULL;
+    size_t len = 0;
+    vtable_tile_span(j->g, t, &first, &count, idx);
+    int rc = schema_chunk_key(j->tid, idx, j->g->rank, -1, key, sizeof key);
+    if (rc == 0 && same_as_base_tile(j, first, count) &&
+        schema_chunk_key(j->base->tid, idx, j->g->rank, -1, from, sizeof from) == 0 &&
+        store_copy(j->d->vc->store, from, key) == 0) {
+        j->rc[t] = 0;
+        return;
+    }
+    if (rc == 0)
+        rc = vtable_tile_encode(j->g, j->table, t, &bytes, &len);
+    if (rc == 0)
+        rc = store_put_new(j->d->vc->store, key, bytes, len);
+    free(bytes);
+    j->rc[t] = rc;
+}
+
+static int put_tiles(const struct dataset_ctx *d, const struct vtable_geom *g,
+                     const unsigned char *table, const struct base_tab *base, const char *tid)
+{
+    int *rcs = calloc(g->tiles, sizeof *rcs);
+    if (!rcs)
+        return -ENOMEM;
+    struct tile_job job = { d, g, table, base, tid, rcs };
+    pfor(g->tiles, d->vc->workers ? d->vc->workers : 1, put_tile, &job);
+    int rc = 0;
+    for (uint64_t t = 0; rc == 0 && t < g->tiles; t++)
+        rc = rcs[t];
+    free(rcs);
+    return rc;
+}
+
 static int put_table(const struct dataset_ctx *d, const uint64_t *grid, int rank,
-                     struct sealed *chunks, size_t n, const unsigned char *base,
+                     struct sealed *chunks, size_t n, const struct base_tab *base,
                      const struct kept_list *kept, char tid[SCHEMA_ID_BUF])
 {
     char key[STORE_KEY_MAX + 1], absent[URI_LEN];
-    uint64_t entries = 1, zero[32] = { 0 };
-    for (int k = 0; k < rank; k++)
-        entries *= grid[k];
-    if (entries > TABLE_ENTRIES_MAX)
+    struct vtable_geom g;
+    vtable_geom_new(&g, grid, rank);
+    if (g.entries > TABLE_ENTRIES_MAX)
         return -EOPNOTSUPP;
-    unsigned char *table = malloc(entries * ENTRY_BYTES);
+    unsigned char *table = malloc(g.entries * ENTRY_BYTES);
     if (!table)
         return -ENOMEM;
     snprintf(absent, sizeof absent, "%s/db/%.17s/c/0", d->vc->bucket_name, d->pool + 2);
-    for (uint64_t e = 0; e < entries; e++)
+    for (uint64_t e = 0; e < g.entries; e++)
         put_entry(table + e * ENTRY_BYTES, 0, absent); /* fill: a non-empty URI (spec §12) */
-    if (take_kept_entries(table, base, kept, grid, rank) != 0) {
+    if (take_kept_entries(table, base->entries, kept, grid, rank) != 0) {
         free(table);
         return -EAGAIN;
     }
@@ -597,10 +673,8 @@ static int put_table(const struct dataset_ctx *d, const uint64_t *grid, int rank
     json_t *doc = NULL;
     int rc = mint_dataset(d->vroot, tid);
     if (rc == 0)
-        rc = schema_chunk_key(tid, zero, rank, -1, key, sizeof key);
-    if (rc == 0)
-        rc = store_put_new(d->vc->store, key, table, entries * ENTRY_BYTES);
-    if (rc == 0 && !(doc = table_json(tid, d->vroot, grid, rank)))
+        rc = put_tiles(d, &g, table, base, tid);
+    if (rc == 0 && !(doc = table_json(tid, d->vroot, &g)))
         rc = -ENOMEM;
     if (rc == 0)
         rc = schema_obj_key(tid, key, sizeof key);
@@ -645,12 +719,40 @@ static void sealed_free(struct sealed *s, size_t n)
     free(s);
 }
 
+/* Give doc an empty "creationProperties" just before its "layout", where HSDS has it (spec
+ * §3.4): jansson appends, so the members after it are moved behind it. */
+static json_t *add_creation_properties(json_t *doc)
+{
+    json_t *cprops = json_object(), *tail = json_object();
+    const char *name;
+    json_t *value;
+    int after = 0, rc = cprops && tail ? 0 : -1;
+    json_object_foreach(doc, name, value)
+    {
+        after = after || strcmp(name, "layout") == 0;
+        if (after && rc == 0)
+            rc = json_object_set(tail, name, value);
+    }
+    json_object_foreach(tail, name, value)
+    {
+        if (rc == 0)
+            rc = json_object_del(doc, name);
+    }
+    if (rc == 0)
+        rc = json_object_set(doc, "creationProperties", cprops);
+    if (rc == 0)
+        rc = json_object_update(doc, tail);
+    json_decref(tail);
+    json_decref(cprops);
+    return rc == 0 ? cprops : NULL; /* doc holds it */
+}
+
 static int set_ref_layout(json_t *doc, const char *tid, const char *pool)
 {
     json_t *cprops = json_object_get(doc, "creationProperties");
     json_t *lay = json_object(), *own = json_object();
-    if (!cprops && json_object_set_new(doc, "creationProperties", cprops = json_object()) != 0)
-        cprops = NULL;
+    if (!cprops)
+        cprops = add_creation_properties(doc);
     int rc = cprops && lay && own ? 0 : -ENOMEM;
     if (rc == 0 &&
         (json_object_set_new(lay, "class", json_string("H5D_CHUNKED_REF_INDIRECT")) != 0 ||
@@ -699,12 +801,11 @@ static int same_grid(const json_t *a, const json_t *b)
 /* With kept chunks (a ref-mode r+, which may resize a dataset within its grid: whole chunks
  * inside it keep their bytes), the same grid and chunk shape is enough; else the same shape. */
 static int base_table(const struct dataset_ctx *d, const char *json_key, const json_t *doc,
-                      uint64_t entries, int same_grid_enough, unsigned char **out)
+                      uint64_t entries, int same_grid_enough, struct base_tab *out)
 {
     char key[STORE_KEY_MAX + 1], why[200];
     struct store_buf buf = { 0 };
-    uint64_t zero[32] = { 0 };
-    *out = NULL;
+    memset(out, 0, sizeof *out);
     if (!d->base->vroot[0])
         return 0;
     moved_key(json_key, d->base->vroot, key, sizeof key);
@@ -715,25 +816,23 @@ static int base_table(const struct dataset_ctx *d, const char *json_key, const j
     store_buf_free(&buf);
     const json_t *lay = json_object_get(json_object_get(vdoc, "creationProperties"), "layout");
     const char *tid = hjson_text(json_object_get(lay, "chunk_table"));
-    int usable = tid &&
+    int usable = tid && strlen(tid) < SCHEMA_ID_BUF &&
                  (json_equal(json_object_get(json_object_get(vdoc, "shape"), "dims"),
                              json_object_get(json_object_get(doc, "shape"), "dims")) ||
                   (same_grid_enough && same_grid(vdoc, doc))) &&
                  json_equal(json_object_get(json_object_get(vdoc, "layout"), "dims"),
                             json_object_get(json_object_get(doc, "layout"), "dims"));
-    int rank = (int)json_array_size(json_object_get(json_object_get(doc, "layout"), "dims"));
     if (usable)
-        rc = schema_chunk_key(tid, zero, rank, -1, key, sizeof key);
+        snprintf(out->tid, sizeof out->tid, "%s", tid);
     json_decref(vdoc);
-    if (!usable || rc != 0)
+    if (!usable)
         return 0;
-    rc = store_get(d->vc->store, key, entries * ENTRY_BYTES, &buf);
-    if (rc == 0 && buf.len == entries * ENTRY_BYTES) {
-        *out = buf.data; /* taken over */
+    rc = vtable_read(d->vc->store, out->tid, d->vc->workers, &out->g, &out->entries);
+    if (rc == 0 && out->g.entries == entries)
         return 0;
-    }
-    store_buf_free(&buf);
-    return rc == -ENOENT || rc == -EFBIG || rc == 0 ? 0 : rc;
+    free(out->entries);
+    out->entries = NULL;
+    return rc == -ENOENT || rc == -EOPNOTSUPP || rc == -EIO || rc == 0 ? 0 : rc;
 }
 
 /* Each chunk's entry in the base version's table (none outside the grid). */
@@ -770,7 +869,7 @@ static int pooled_dataset(const struct dataset_ctx *d, const char *json_key, jso
         grid[k] = dims[k] ? (dims[k] + cdims[k] - 1) / cdims[k] : 1;
     }
     uint64_t entries = 1;
-    unsigned char *base = NULL;
+    struct base_tab base = { 0 };
     for (int k = 0; k < rank; k++)
         entries *= grid[k];
     if (entries > TABLE_ENTRIES_MAX)
@@ -780,7 +879,7 @@ static int pooled_dataset(const struct dataset_ctx *d, const char *json_key, jso
     if (rc == 0)
         rc = base_table(d, json_key, doc, entries, kept != NULL, &base);
     if (rc == 0)
-        point_at_base(chunks, n, base, grid, rank);
+        point_at_base(chunks, n, base.entries, grid, rank);
     struct seal_job job = { d->vc, d->pool, d->base, chunks };
     if (rc == 0)
         pfor(n, d->vc->workers ? d->vc->workers : 1, seal_one, &job);
@@ -797,7 +896,7 @@ static int pooled_dataset(const struct dataset_ctx *d, const char *json_key, jso
                 rc = -EOPNOTSUPP;
     }
     if (rc == 0)
-        rc = put_table(d, grid, rank, chunks, n, base, kept, tid);
+        rc = put_table(d, grid, rank, chunks, n, &base, kept, tid);
     if (rc == -EAGAIN)
         log_warn("%s: %s: the base version's table cannot name the chunks left in the pool "
                  "(another grid): a whole root is ingested instead",
@@ -811,7 +910,7 @@ static int pooled_dataset(const struct dataset_ctx *d, const char *json_key, jso
     if (rc == 0)
         rc = put_json(d->vc->store, vkey, doc);
     sealed_free(chunks, n);
-    free(base);
+    free(base.entries);
     return rc;
 }
 
@@ -1151,6 +1250,8 @@ int versions_commit(const struct versions_commit *vc, uint64_t *n, char vroot[SC
         vc->stats->base_is_version = base.is_root;
     if (rc == 0)
         rc = mint_root(vroot);
+    if (rc == 0 && vc->reserve && (rc = vc->reserve(vc->reserve_ctx, vroot)) != 0)
+        vroot[0] = '\0'; /* nothing of it was written */
     if (rc == 0)
         rc = write_version_root(vc, l.pool, vroot, &base);
     if (rc == 0 && vc->crash_point)

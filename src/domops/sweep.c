@@ -19,6 +19,7 @@
 #include "h5osfs/util/strmap.h"
 #include "h5osfs/ns/ns.h"
 #include "h5osfs/schema/vlist.h"
+#include "h5osfs/domops/vtable.h"
 
 #define LIST_TRIES 16
 #define ETAG_BUF sizeof(((struct store_stat *)0)->etag)
@@ -258,7 +259,7 @@ static int is_md5(const unsigned char *p, size_t left)
 
 /* Mark every pool URI in a table chunk's bytes (table entries are fixed-length ASCII: found by
  * their text). Every entry, absent ones too (".../c/0"), names the pool: a chunk in which the
- * pool's prefix never occurs (empty, compressed?) is not a table this code can read: -EIO. */
+ * pool's prefix never occurs (empty, not a table) is not a table this code can read: -EIO. */
 static int mark_table_bytes(struct marks *m, const unsigned char *data, size_t len)
 {
     size_t seen = 0;
@@ -322,8 +323,13 @@ static int mark_table(struct store *store, struct marks *m, const struct store_k
             rc = store_head(store, k, &st);
         if (rc == 0 && st.size != buf.len)
             rc = -EIO; /* cut short: the entries past the cut would go unmarked */
+        unsigned char *entries = NULL;
+        size_t len = 0;
+        if (rc == 0) /* a zlib stream (tiled tables) or raw entries (one chunk, before) */
+            rc = vtable_tile_decode(buf.data, buf.len, TABLE_MAX, &entries, &len);
         if (rc == 0)
-            rc = mark_table_bytes(m, buf.data, buf.len);
+            rc = mark_table_bytes(m, entries, len);
+        free(entries);
         store_buf_free(&buf);
         if (rc != 0 && rc != -ENOENT)
             log_error("pool sweep: chunk table object %s cannot be read (%s): nothing is "

@@ -12,6 +12,7 @@ import re
 import shutil
 import subprocess
 import time
+import zlib
 from pathlib import Path
 
 import pytest
@@ -52,8 +53,11 @@ def named_pool_objects(m, root):
     found = set()
     for k in keys(m, f"db/{root[2:19]}/"):
         if not k.endswith(".json"):
+            data = m.get(k)
+            if data[:1] == b"\x78":    # a deflated table tile (zlib stream)
+                data = zlib.decompress(data)
             found |= {prefix + h.decode() for h in
-                      re.findall(rb"%s([0-9a-f]{32})" % re.escape(prefix.encode()), m.get(k))}
+                      re.findall(rb"%s([0-9a-f]{32})" % re.escape(prefix.encode()), data)}
     return found
 
 

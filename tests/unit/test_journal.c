@@ -56,6 +56,8 @@ static void test_records_survive_a_restart(const char *dir)
     close(fd);
     rec.state = JOURNAL_COMMITTING;
     snprintf(rec.new_root, sizeof rec.new_root, "g-b03b24ef-69f244b6-38b3-ac67e1-7acc3e");
+    /* a versioned commit's version root, recorded before its first object */
+    snprintf(rec.vroot, sizeof rec.vroot, "g-12345678-90abcdef-9abc-def018-234567");
     CHECK_INT(journal_write(j, &rec), 0);
     CHECK_INT(journal_stage(j, "/home/u/b \"q\".h5", JOURNAL_CHANGE,
                             "g-b03b24ef-69f244b6-38b3-ac67e1-7acc3e", &other, &fd2),
@@ -84,6 +86,7 @@ static void test_records_survive_a_restart(const char *dir)
         CHECK_INT(r->state, want->state);
         CHECK_STR(r->base_root, want->base_root);
         CHECK_STR(r->new_root, want->new_root);
+        CHECK_STR(r->vroot, want->vroot); /* "" for a record without one */
     }
     journal_recs_free(recs, n);
 

@@ -47,6 +47,9 @@ struct journal_rec {
     enum journal_state state;
     char base_root[SCHEMA_ID_BUF]; /* the domain's root when staging began ("" if new) */
     char new_root[SCHEMA_ID_BUF];  /* COMMITTING, NEW/REPLACE: the root being written */
+    /* COMMITTING with versions: the version root being written, recorded before its first
+     * object ("" none), so that a crash before it is listed leaves no root named by nothing */
+    char vroot[SCHEMA_ID_BUF];
 };
 
 struct journal;

@@ -65,6 +65,11 @@ struct versions_commit {
     int (*measure)(void *ctx, const char *path, const char *vroot, uint64_t *size, char *stamp,
                    size_t stamp_len);
     void *measure_ctx;
+    /* Called with V's root id before its first object is written (NULL: not called): a
+     * failure (-errno) stops the commit before anything of V exists. The caller makes the id
+     * durable, so that a crash before the list names V lets recovery collect it. */
+    int (*reserve)(void *ctx, const char *vroot);
+    void *reserve_ctx;
     /* Test hook: called after V's objects are durable, and after the list put. */
     void (*crash_point)(const char *stage);
 };
