@@ -57,6 +57,8 @@ struct builder {
     char dangling_first[160];           /* the first of them: target and where */
     struct strmap *uri_index;           /* "dataset id\nkey" -> index + 1 into its uris */
     char current_pool[SCHEMA_ID_BUF];   /* a ref-mode domain's pool, once checked ("" not yet) */
+    int unlisted; /* a root of more chunk objects than one listing page: datasets declare their
+                   * whole grid, unlisted (build_dataset_chunks) */
 };
 
 /* Load and parse an object's JSON by id: a JSON object whose "id" is id. 0, -ENOENT, -EIO
@@ -84,7 +86,7 @@ struct root_listing {
     pthread_t thread;
     int started;
     int complete; /* every chunk key is in keys (none past ROOT_LISTING_KEYS) */
-    int too_many; /* known to have more: the build lists dataset by dataset */
+    int too_many; /* known to have more: the build lists nothing (builder.unlisted) */
     char **keys;  /* chunk keys (JSON objects are left out) */
     size_t n, cap;
 };
@@ -207,6 +209,11 @@ int build_chunk_list_add(struct chunk_list *l, uint64_t linear);
 int build_all_chunks(const struct image_dataset *ds, struct chunk_list *out);
 /* ds's chunks, as build_list_chunks finds them, into out (sorted, unique). */
 int build_dataset_chunks(struct builder *b, const struct image_dataset *ds, struct chunk_list *out);
+/* The chunks a dataset served from chunk extents declares: build_dataset_chunks', or in an
+ * unlisted root (builder.unlisted) every chunk of a v2 grid of at most V1_PROBE_MAX, a missing
+ * one read as the fill value, with no request (a larger grid is listed). Datasets whose values
+ * the build reads keep their listing: each chunk declared there would be a GET. */
+int build_extent_chunks(struct builder *b, const struct image_dataset *ds, struct chunk_list *out);
 /* The listing made ahead for o, if it was of ds's grid (moved into out): 1, else 0. */
 int build_take_listed(struct build_obj *o, const struct image_dataset *ds, struct chunk_list *out);
 /* 1 when no dimension of ds's grid is 0. */

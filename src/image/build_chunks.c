@@ -153,6 +153,16 @@ int build_dataset_chunks(struct builder *b, const struct image_dataset *ds, stru
     return rc == -ENOMEM ? rc : rc ? -EIO : 0;
 }
 
+int build_extent_chunks(struct builder *b, const struct image_dataset *ds, struct chunk_list *out)
+{
+    if (b->unlisted && schema_id_version(ds->id) == 2) {
+        int rc = build_all_chunks(ds, out);
+        if (rc != -EFBIG)
+            return rc;
+    }
+    return build_dataset_chunks(b, ds, out);
+}
+
 int build_chunk_key_prefix(const char *dset_id, int rank, char *buf, size_t len)
 {
     uint64_t zero[IMAGE_MAX_RANK] = { 0 };
@@ -202,7 +212,10 @@ static int listing_grid(struct builder *b, const struct build_obj *o, struct ima
 
 /* ---- one listing of the whole root (db/A-B/), while the objects are fetched ---- */
 
-#define ROOT_LISTING_KEYS 20000 /* more (many chunks): each dataset is listed instead */
+/* More chunk keys than fit in one S3 listing page (1,000 keys, with room left for the JSON
+ * keys listed among them): the root is not listed further, nor any dataset
+ * (builder.unlisted). Listing them all cost one request per 1,000 chunks at every open. */
+#define ROOT_LISTING_KEYS 900
 
 int build_root_listing_add(struct root_listing *rl, const char *key)
 {
@@ -229,7 +242,9 @@ static int keep_root_key(void *ctx, const char *key, const struct store_stat *st
 static void *root_lister(void *arg)
 {
     struct root_listing *rl = arg;
-    rl->complete = store_list_keys(rl->store, rl->prefix, keep_root_key, rl) == 0;
+    int rc = store_list_keys(rl->store, rl->prefix, keep_root_key, rl);
+    rl->complete = rc == 0;
+    rl->too_many = rc == 1;
     return NULL;
 }
 
@@ -326,6 +341,14 @@ static void list_one(void *ctx, size_t i)
 
 int build_list_ahead(struct builder *b, struct root_listing *rl)
 {
+    if (rl->started)
+        pthread_join(rl->thread, NULL);
+    rl->started = 0;
+    if (rl->too_many) {
+        b->unlisted = 1;
+        b->img->unlisted = 1;
+        return 0;
+    }
     if (b->src->requests <= 1 && !rl->complete)
         return 0;
     struct build_obj **objs = calloc(b->n_objs ? b->n_objs : 1, sizeof *objs);
@@ -339,9 +362,6 @@ int build_list_ahead(struct builder *b, struct root_listing *rl)
     for (size_t i = 0; i < b->n_objs; i++)
         if (listing_grid(b, &b->objs[i], &grids[n]) == 0)
             objs[n++] = &b->objs[i];
-    if (rl->started)
-        pthread_join(rl->thread, NULL);
-    rl->started = 0;
     if (rl->complete) {
         lists_from_root(b, objs, grids, n, rl);
     } else {

@@ -418,7 +418,7 @@ static int chunk_source(struct builder *b, struct build_obj *o, const struct dse
     int rc =
         is_ref_layout(p) ? build_ref_chunks(b, o, ds, &chunks->v, &chunks->n, why, why_len) : 1;
     if (rc == 1) /* chunk objects in the bucket */
-        rc = build_take_listed(o, ds, chunks) ? 0 : build_dataset_chunks(b, ds, chunks);
+        rc = build_take_listed(o, ds, chunks) ? 0 : build_extent_chunks(b, ds, chunks);
     if (rc == -EFBIG)
         why_set(why, why_len, "a v1 dataset of more than %u chunks, which cannot be listed",
                 V1_PROBE_MAX);

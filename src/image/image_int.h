@@ -114,6 +114,7 @@ struct image {
     struct image_omission *omissions; /* what image_left_out lists; strings owned */
     size_t n_omissions;
     struct image_chunk_states chunk_states;
+    int unlisted; /* built without listing its chunks: never equal to another build */
 };
 
 /* A chunk to load: which image, dataset and chunk (linear index in the grid). */

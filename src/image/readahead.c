@@ -113,21 +113,42 @@ static uint64_t spread_room(const struct image_reader *r, const struct readahead
     return room < cache / IMAGE_SPREAD_MISS ? room : cache / IMAGE_SPREAD_MISS;
 }
 
+/* What one miss may still guess: bytes, and chunks. */
+struct spread_room {
+    uint64_t bytes;
+    uint64_t chunks;
+};
+
+/* Chunks a reader may guess at a miss, after n jumps into another chunk. One value read after
+ * another is two jumps, and guessing 32 MiB at each is dozens of GETs a reader never asked for
+ * (S3 bills each): a reader earns guesses by jumping a third time, then twice as many at each
+ * jump, so one that reads scattered boxes or columns is soon guessed as much as the bytes
+ * allow (64 chunks by its ninth jump). Jumps, not misses, are counted: with the kernel's
+ * parallel READs, the read that jumps often finds its chunk loading already. */
+static uint64_t spread_chunks_allowed(unsigned jumps)
+{
+    if (jumps < 3)
+        return 0;
+    unsigned doublings = jumps - 3;
+    return 1ull << (doublings < IMAGE_SPREAD_DOUBLINGS ? doublings : IMAGE_SPREAD_DOUBLINGS);
+}
+
 /* Queue one guess; 0 to go on, -1 when the queue is full or the room is used up. */
 static int guess(struct image_reader *r, const struct readahead_io *io, uint32_t dset,
-                 uint64_t linear, uint64_t len, uint64_t *room)
+                 uint64_t linear, uint64_t len, struct spread_room *room)
 {
     int rc = io->queue(io->ctx, PREFETCH_SPREAD, dset, linear, len);
     if (rc == 0) {
         r->spread_guessed += len;
-        *room = *room > len ? *room - len : 0;
+        room->bytes = room->bytes > len ? room->bytes - len : 0;
+        room->chunks--;
     }
-    return rc < 0 || *room == 0 ? -1 : 0;
+    return rc < 0 || room->bytes == 0 || room->chunks == 0 ? -1 : 0;
 }
 
 /* The stored chunks after segment seg in file order, of the same dataset. */
 static void spread_chunks(struct image_reader *r, const struct readahead_io *io, size_t seg,
-                          uint64_t room)
+                          struct spread_room room)
 {
     const struct segment *segs = io->segs;
     uint32_t dset = segs[seg].dset;
@@ -157,7 +178,7 @@ static int next_line(const struct readahead_dataset *ds, int dim, uint64_t *idx)
  * dim to the grid's edge: a reader of columns reads whole lines. */
 static void spread_lines(struct image_reader *r, const struct readahead_io *io, uint32_t dset,
                          const struct readahead_dataset *ds, uint64_t linear, int dim,
-                         uint64_t room)
+                         struct spread_room room)
 {
     uint64_t idx[READAHEAD_MAX_RANK], step = line_step(ds, dim);
     chunk_index(ds, linear, idx);
@@ -184,11 +205,11 @@ static void spread(struct image_reader *r, const struct readahead_io *io,
                    const struct readahead_dataset *ds, size_t seg)
 {
     const struct segment *s = &io->segs[seg];
-    uint64_t room = spread_room(r, io);
-    if (room == 0)
-        return;
     if (io->cached(io->ctx, s->dset, s->u.chunk))
         return; /* not a miss: loaded, or being loaded for the reader already */
+    struct spread_room room = { spread_room(r, io), spread_chunks_allowed(r->jumps) };
+    if (room.bytes == 0 || room.chunks == 0)
+        return;
     int dim = line_dim(r, s->dset);
     if (dim >= 0 && ds->by_lines)
         spread_lines(r, io, s->dset, ds, s->u.chunk, dim, room);
@@ -207,6 +228,7 @@ static void stride_ahead(struct image_reader *r, const struct readahead_io *io, 
         return; /* within the same chunk: nothing new */
     r->run_chunk = seg + 1;
     r->run_chunks = 1;
+    r->jumps++;
     /* from where the last jump landed: the kernel's read-ahead runs past the chunk it read */
     const struct segment *p = from ? &segs[from - 1] : NULL;
     int dim = p && p->dset == s->dset ? grid_step_dim(&ds, p->u.chunk, s->u.chunk) : -1;

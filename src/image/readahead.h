@@ -23,7 +23,9 @@
  * - spread: a jump that lands on a chunk io says is not loaded nor loading (a miss) guesses
  *   what follows: the next lines along the reader's line dimension, each from the miss's
  *   position to the edge (a reader of lines; HSDS chunks only), or else the stored chunks after
- *   it in file order of the same dataset. At most 1/IMAGE_SPREAD_MISS of the cache per miss,
+ *   it in file order of the same dataset. None at the reader's first two jumps into another
+ *   chunk, then 1, 2, 4, ... chunks at its third, fourth, ... (jumps), and at most 1/IMAGE_SPREAD_MISS of the cache
+ *   per miss,
  *   and the reader's guesses not yet read (readahead_taken) may hold at most
  *   1/IMAGE_SPREAD_UNUSED of it: a reader whose guesses go unused stops guessing.
  * - drops: a chunk whose every byte one sequential run read, a run that began before the

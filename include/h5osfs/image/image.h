@@ -81,17 +81,20 @@ int image_check_chunks(const struct image *img,
  * that line of chunks loaded ahead, and so does a new line it starts at grid position 0 of
  * the same dimension. A jump that lands on a chunk nobody has loaded (a miss) also loads what
  * follows it, as a guess (a spread): the stored chunks after it in file order, or the lines
- * after its line when the reader steps along lines, up to 1/IMAGE_SPREAD_MISS of the cache;
+ * after its line when the reader steps along lines, up to 1/IMAGE_SPREAD_MISS of the cache
+ * and to as many chunks as the reader has shown it jumps: none at its first two jumps, then
+ * 1, 2, 4, ... (a reader of two values costs two chunks, not 32 MiB of guesses);
  * a reader's guesses not yet used may hold at most 1/IMAGE_SPREAD_UNUSED of it, so a reader
  * whose guesses go unused stops guessing. A chunk whose every byte the reader read in one
  * sequential run that began before the chunk leaves the cache (the kernel keeps its pages),
  * however the kernel's parallel READs of it were ordered. Several threads may read at once. */
 #define IMAGE_PREFETCH_MAX 64
 #define IMAGE_PREFETCH_BYTES (64u << 20)
-#define IMAGE_SPREAD_MISS 32   /* the default 1 GiB cache: 32 MiB guessed at a miss */
-#define IMAGE_SPREAD_UNUSED 8  /* and 128 MiB of guesses not yet used */
-#define IMAGE_SPREAD_SCAN 4096 /* segments or lines looked at for one spread */
-#define IMAGE_THROUGH_SLOTS 8  /* chunks counted at once: the kernel's READs in flight span few */
+#define IMAGE_SPREAD_MISS 32      /* the default 1 GiB cache: 32 MiB guessed at a miss */
+#define IMAGE_SPREAD_UNUSED 8     /* and 128 MiB of guesses not yet used */
+#define IMAGE_SPREAD_SCAN 4096    /* segments or lines looked at for one spread */
+#define IMAGE_SPREAD_DOUBLINGS 20 /* chunks a miss may guess: 1 << (jumps - 3), at most this */
+#define IMAGE_THROUGH_SLOTS 8 /* chunks counted at once: the kernel's READs in flight span few */
 /* A chunk being read through: how many of its bytes the reader has read. */
 struct image_through {
     _Atomic uint64_t seg;   /* 1 + its segment index; 0: free */
@@ -110,6 +113,7 @@ struct image_reader {
                                          * one grid dimension; 0: none seen */
     _Atomic uint64_t spread_guessed; /* bytes of chunks queued as guesses */
     _Atomic uint64_t spread_taken;   /* bytes of guesses this reader went on to read */
+    _Atomic unsigned jumps;          /* reads that jumped into another chunk */
     _Atomic uint64_t run_from;       /* where the reader's sequential run began */
     struct image_through through[IMAGE_THROUGH_SLOTS];
     _Atomic unsigned through_next; /* the slot a new chunk takes */
