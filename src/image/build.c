@@ -906,6 +906,10 @@ static int builder_init(struct builder *b, const struct image_source *src, const
         return -ENOMEM;
     b->img = *img;
     b->target.map = (*img)->map;
+    struct timespec now;
+    if (clock_gettime(CLOCK_REALTIME, &now) != 0)
+        return -errno;
+    b->img->built_at = (double)now.tv_sec + now.tv_nsec / 1e9;
     return 0;
 }
 

@@ -115,6 +115,9 @@ struct image {
     size_t n_omissions;
     struct image_chunk_states chunk_states;
     int unlisted; /* built without listing its chunks: never equal to another build */
+    /* wall-clock time (s) the build began, before it read anything of the root: a chunk object
+     * of an unlisted image with a later mtime was written after the writer's copy was made */
+    double built_at;
 };
 
 /* A chunk to load: which image, dataset and chunk (linear index in the grid). */

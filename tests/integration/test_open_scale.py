@@ -5,7 +5,9 @@ declares its whole grid, a chunk without an object reads as the fill value, and 
 a new version at every open after ttl, so a chunk HSDS rewrote in place is read anew. These
 tests write domains of N chunk objects straight into the bucket (as HSDS lays them out) and
 count the requests of /.h5osfs-stats: deterministic, no timing."""
+import errno
 import json
+import subprocess
 import sys
 import time
 
@@ -112,3 +114,73 @@ def test_a_kept_image_is_not_served_stale(bucket_copy, mount_bucket, tmp_path):
     m.unmount()
     again = mount_bucket(m, "-o", f"user={USER},cache_dir={cache}")
     assert np.array_equal(read_data(again, "kept.h5")[3 * CHUNK:4 * CHUNK], chunk(3, base=9))
+
+
+R_PLUS_WRITER = r"""
+import os, re, sys
+import h5py
+f = h5py.File(sys.argv[1], "r+")
+i, v, chunk = (int(a) for a in sys.argv[2:5])
+lo = i // chunk * chunk
+copy = f["data"][lo:lo + chunk]
+print("read", flush=True)
+sys.stdin.readline()
+copy[i - lo] = v
+f["data"][lo:lo + chunk] = copy
+try:
+    f.close()
+    print("closed", flush=True)
+except Exception as e:
+    m = re.search(r"errno = (\d+)", str(e))
+    print("errno", m.group(1) if m else repr(e), flush=True)
+os._exit(0)
+"""
+
+
+def r_plus_change(path, index, value, meanwhile=None):
+    """An h5py r+ of path that reads the chunk of data[index], lets meanwhile() run, then sets
+    data[index] = value and closes: "closed", or "errno N" from the close."""
+    proc = subprocess.Popen([sys.executable, "-c", R_PLUS_WRITER, str(path), str(index),
+                             str(value), str(CHUNK)], stdin=subprocess.PIPE,
+                            stdout=subprocess.PIPE, text=True)
+    assert proc.stdout.readline().strip() == "read"
+    if meanwhile:
+        meanwhile()
+    out, _ = proc.communicate("go\n", timeout=120)
+    return out.strip()
+
+
+def after_this_second():
+    """Until the clock is in a later whole second than now: an S3 mtime (whole seconds) of a
+    write after this is later than anything begun before the call. A clock condition, not a
+    race: the wait is at most one second."""
+    start = int(time.time())
+    while int(time.time()) <= start:
+        time.sleep(0.05)
+
+
+def test_r_plus_of_an_unlisted_domain_over_a_chunk_rewritten_meanwhile_fails_estale(
+        bucket_copy, mount_bucket):
+    """A domain too large to list (no listing to compare etags with): the writer read chunk 5,
+    HSDS rewrites it in place, the writer changes one element of its copy and closes: ESTALE
+    (the chunk object's mtime is after the writer's image was built), HSDS's bytes stay. The
+    same change with no rewrite commits. Before, the unlisted domain's commit wrote the writer's
+    chunk over HSDS's, losing HSDS's write."""
+    n = 1100
+    prefix = add_domain(bucket_copy, "race.h5", n)
+    m = mount_bucket(bucket_copy, "-o", f"user={USER},ttl={TTL}")
+    hsds = chunk(5, base=70).tobytes()
+
+    def hsds_rewrites():
+        after_this_second()
+        m.put(prefix + "5", hsds)
+
+    assert r_plus_change(m.path(f"{HOME}/race.h5"), 5 * CHUNK + 1, -1,
+                         hsds_rewrites) == f"errno {errno.ESTALE}"
+    assert m.get(prefix + "5") == hsds
+    assert "was changed in the bucket" in m.log()
+    time.sleep(TTL + 0.5)               # the next open after ttl: a new build, a new base
+    assert r_plus_change(m.path(f"{HOME}/race.h5"), 5 * CHUNK + 1, -1) == "closed"
+    want = np.frombuffer(hsds, dtype=np.int8).copy()
+    want[1] = -1
+    assert np.array_equal(read_data(m, "race.h5")[5 * CHUNK:6 * CHUNK], want)

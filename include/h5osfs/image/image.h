@@ -64,10 +64,11 @@ int image_equal(const struct image *a, const struct image *b);
 
 /* Before a commit of a change made on img (r+): each chunk object behind an extent the writer
  * wrote (written(ctx, off, len) != 0) is asked for (one HEAD each, `requests` at a time) and
- * compared with what the listing img was made after saw. 0: none changed, or img has no such
- * listing (nothing to compare with); -ESTALE, logged with the key, when one was rewritten,
- * made or deleted since (another writer, HSDS itself, changed the chunk the writer's copy is
- * based on); else the store's -errno. */
+ * compared with what the listing img was made after saw; an image too large to list compares
+ * the object's mtime with the time its build began instead (a deletion is not told there). 0:
+ * none changed, or img has neither (nothing to compare with); -ESTALE, logged with the key,
+ * when one was rewritten, made or deleted since (another writer, HSDS itself, changed the
+ * chunk the writer's copy is based on); else the store's -errno. */
 int image_check_chunks(const struct image *img,
                        int (*written)(void *ctx, uint64_t off, uint64_t len), void *ctx,
                        unsigned requests);
