@@ -13,6 +13,7 @@
 #include "h5osfs/util/pfor.h"
 #include "h5osfs/schema/schema.h"
 #include "h5osfs/util/strmap.h"
+#include "image_int.h"
 
 #define IMAGES_PRUNE_AT 256 /* unused images beyond this many are dropped when stale */
 
@@ -82,6 +83,17 @@ void image_table_free(struct image_table *t)
     free(t);
 }
 
+/* How long a slot's image is fresh: ttl, but at least UNLISTED_FRESH seconds for an image
+ * built without a listing. Each rebuild of one is a new version (image_equal), and a lookup and
+ * the open that follows it must meet the same version: the kernel retries an open that fails
+ * ESTALE once, with a new lookup, so with ttl=0 such a domain could never be opened. */
+#define UNLISTED_FRESH 1.0
+
+static double fresh_for(const struct image_table *t, const struct image_slot *s)
+{
+    return s->img->unlisted && t->ttl < UNLISTED_FRESH ? UNLISTED_FRESH : t->ttl;
+}
+
 /* A fresh, matching image (new reference) or NULL; *stale gets a matching but old one. */
 static struct image *lookup(struct image_table *t, const char *path, const char *root,
                             struct image **stale)
@@ -92,7 +104,7 @@ static struct image *lookup(struct image_table *t, const char *path, const char 
     struct image_slot *s = strmap_get(t->slots, path);
     if (s && strcmp(s->root, root) == 0) {
         image_get(s->img);
-        if (clock_monotonic() - s->built_at < t->ttl)
+        if (clock_monotonic() - s->built_at < fresh_for(t, s))
             img = s->img;
         else
             *stale = s->img;
