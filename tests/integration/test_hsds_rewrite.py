@@ -12,8 +12,6 @@ os.utime) is told by its ctime."""
 import errno
 import os
 import re
-import subprocess
-import sys
 import time
 
 import h5py
@@ -21,6 +19,7 @@ import numpy as np
 import pytest
 
 import conftest
+from chunk_writer import ChunkWriter
 
 pytestmark = pytest.mark.backends("posix", "s3", "rgw")
 
@@ -134,37 +133,8 @@ def test_rewrite_that_sets_the_mtime_back_is_seen(mounted):
 # crashes at exit. It opens r+, reads the chunk of x that holds x[i] (its copy), waits for a
 # line, sets x[i] = v in its copy, writes the copy back whole and closes: "closed" or "errno N".
 # (A read-modify-write, as HDF5 itself does for a filtered chunk it holds in its chunk cache.)
-R_PLUS_WRITER = r"""
-import os, re, sys
-import h5py
-f = h5py.File(sys.argv[1], "r+")
-i, v, chunk = (int(a) for a in sys.argv[2:5])
-lo = i // chunk * chunk
-copy = f["x"][lo:lo + chunk]
-print("read", flush=True)
-sys.stdin.readline()
-copy[i - lo] = v
-f["x"][lo:lo + chunk] = copy
-try:
-    f.close()
-    print("closed", flush=True)
-except Exception as e:
-    m = re.search(r"errno = (\d+)", str(e))
-    print("errno", m.group(1) if m else repr(e), flush=True)
-os._exit(0)
-"""
-
-
-class Writer:
-    def __init__(self, path, index, value):
-        self.proc = subprocess.Popen([sys.executable, "-c", R_PLUS_WRITER, str(path), str(index),
-                                      str(value), str(CHUNK)], stdin=subprocess.PIPE,
-                                     stdout=subprocess.PIPE, text=True)
-        assert self.proc.stdout.readline().strip() == "read"
-
-    def change(self):
-        out, _ = self.proc.communicate("go\n", timeout=60)
-        return out.strip()
+def Writer(path, index, value):
+    return ChunkWriter(path, "x", index, value, CHUNK)
 
 
 def test_r_plus_after_a_rewrite_changes_the_new_values(mounted):

@@ -7,7 +7,6 @@ tests write domains of N chunk objects straight into the bucket (as HSDS lays th
 count the requests of /.h5osfs-stats: deterministic, no timing."""
 import errno
 import json
-import subprocess
 import sys
 import time
 
@@ -16,6 +15,7 @@ import numpy as np
 import pytest
 
 import conftest
+from chunk_writer import ChunkWriter
 
 sys.path.insert(0, str(conftest.REPO / "bench"))
 import hsds_bucket  # noqa: E402
@@ -116,38 +116,13 @@ def test_a_kept_image_is_not_served_stale(bucket_copy, mount_bucket, tmp_path):
     assert np.array_equal(read_data(again, "kept.h5")[3 * CHUNK:4 * CHUNK], chunk(3, base=9))
 
 
-R_PLUS_WRITER = r"""
-import os, re, sys
-import h5py
-f = h5py.File(sys.argv[1], "r+")
-i, v, chunk = (int(a) for a in sys.argv[2:5])
-lo = i // chunk * chunk
-copy = f["data"][lo:lo + chunk]
-print("read", flush=True)
-sys.stdin.readline()
-copy[i - lo] = v
-f["data"][lo:lo + chunk] = copy
-try:
-    f.close()
-    print("closed", flush=True)
-except Exception as e:
-    m = re.search(r"errno = (\d+)", str(e))
-    print("errno", m.group(1) if m else repr(e), flush=True)
-os._exit(0)
-"""
-
-
 def r_plus_change(path, index, value, meanwhile=None):
     """An h5py r+ of path that reads the chunk of data[index], lets meanwhile() run, then sets
     data[index] = value and closes: "closed", or "errno N" from the close."""
-    proc = subprocess.Popen([sys.executable, "-c", R_PLUS_WRITER, str(path), str(index),
-                             str(value), str(CHUNK)], stdin=subprocess.PIPE,
-                            stdout=subprocess.PIPE, text=True)
-    assert proc.stdout.readline().strip() == "read"
+    w = ChunkWriter(path, "data", index, value, CHUNK)
     if meanwhile:
         meanwhile()
-    out, _ = proc.communicate("go\n", timeout=120)
-    return out.strip()
+    return w.change()
 
 
 def after_this_second():
