@@ -30,6 +30,14 @@ fails, naming the symbols, when it does. It keeps a broken cycle broken (store: 
 s3_multipart.c, which calls nothing of s3.c). "*" for LOWER is every other file of LIB (UPPER
 is called by none of them: it only calls, as ingest.c runs the steps of an ingest); "*" for
 UPPER is every other file too (LOWER calls none of them: a leaf every file may use).
+
+Files of a library that call each other round (A calls B, ... calls A: a strongly connected
+group of the graph "A calls B" of its objects) are a cycle. "--cycle LIB FILE,FILE,..." lists a
+cycle that is still there, and the test fails on every other: a new cycle, a listed one that
+grew, and a listed one that shrank or is gone (list what remains, so the list only shrinks).
+To see the cycles of built libraries and the calls that make them:
+
+    tests/layering.py --cycles build/src/*/libh5osfs_*.a
 """
 import os
 import subprocess
@@ -77,15 +85,21 @@ def member_symbols(path, *flags):
     return members
 
 
-def parse_one_way(tokens):
-    """["--one-way", LIB, LOWER, UPPER, ...] -> [(LIB, LOWER, UPPER)]."""
-    rules = []
-    for i in range(0, len(tokens), 4):
-        rule = tokens[i:i + 4]
-        if len(rule) != 4 or rule[0] != "--one-way":
-            sys.exit(f"layering.py: expected --one-way LIB LOWER UPPER, got {' '.join(rule)}")
-        rules.append(tuple(rule[1:]))
-    return rules
+def parse_rules(tokens):
+    """["--one-way", LIB, LOWER, UPPER, "--cycle", LIB, "A,B", ...] ->
+    ([(LIB, LOWER, UPPER)], {LIB: [frozenset({A, B})]})."""
+    rules, cycles, i = [], {}, 0
+    while i < len(tokens):
+        if tokens[i] == "--one-way" and len(tokens) >= i + 4:
+            rules.append(tuple(tokens[i + 1:i + 4]))
+            i += 4
+        elif tokens[i] == "--cycle" and len(tokens) >= i + 3:
+            cycles.setdefault(tokens[i + 1], []).append(frozenset(tokens[i + 2].split(",")))
+            i += 3
+        else:
+            sys.exit("layering.py: expected --one-way LIB LOWER UPPER or --cycle LIB FILE,FILE..., "
+                     f"got {' '.join(tokens[i:i + 4])}")
+    return rules, cycles
 
 
 def stem_of(member):
@@ -131,11 +145,12 @@ def check_one_way(libs, rules):
 def parse(argv):
     if "--" not in argv:
         sys.exit("usage: layering.py LAYER... -- --lib LAYER LIB.a [LINKED.a...] [SOURCE.c...] ... "
-                 "[--one-way LIB LOWER UPPER]...")
+                 "[--one-way LIB LOWER UPPER]... [--cycle LIB FILE,FILE...]...\n"
+                 "       layering.py --cycles LIB.a...")
     split = argv.index("--")
     layers, rest = argv[:split], argv[split + 1:]
-    one_way = rest.index("--one-way") if "--one-way" in rest else len(rest)
-    rest, rules = rest[:one_way], parse_one_way(rest[one_way:])
+    tail = min([rest.index(o) for o in ("--one-way", "--cycle") if o in rest] + [len(rest)])
+    rest, (rules, cycles) = rest[:tail], parse_rules(rest[tail:])
     libs = []
     for token in rest:
         if token == "--lib":
@@ -152,7 +167,7 @@ def parse(argv):
             libs[-1]["sources"].append(os.path.relpath(os.path.realpath(token), ROOT))
         else:
             libs[-1]["links"].append(name_of(token))
-    return layers, libs, rules
+    return layers, libs, rules, cycles
 
 
 def check(layers, libs):
@@ -209,9 +224,90 @@ def check_folders(libs):
     return problems
 
 
+def file_calls(path):
+    """{file: {file it calls: [symbols]}} of the objects of library path (stems, no ".c.o")."""
+    defined = {stem_of(m): s for m, s in
+               member_symbols(path, "--defined-only", "--extern-only").items()}
+    used = {stem_of(m): s for m, s in member_symbols(path, "--undefined-only").items()}
+    calls = {}
+    for caller in sorted(set(defined) | set(used)):
+        calls[caller] = {}
+        for callee, syms in sorted(defined.items()):
+            met = used.get(caller, set()) & syms
+            if callee != caller and met:
+                calls[caller][callee] = sorted(met)
+    return calls
+
+
+def cycles_of(calls):
+    """The groups of two or more files that call each other round, each a frozenset."""
+    reach = {}
+    for start in calls:
+        seen, todo = set(), [start]
+        while todo:
+            for callee in calls.get(todo.pop(), {}):
+                if callee not in seen:
+                    seen.add(callee)
+                    todo.append(callee)
+        reach[start] = seen
+    groups = set()
+    for f in calls:
+        group = frozenset({f} | {g for g in reach[f] if f in reach[g]})
+        if len(group) > 1:
+            groups.add(group)
+    return sorted(groups, key=lambda g: sorted(g))
+
+
+def describe(lib, group, calls):
+    inside = [f"  {a}.c -> {b}.c: {' '.join(calls[a][b])}"
+              for a in sorted(group) for b in sorted(group) if b in calls[a]]
+    return "\n".join([f"{lib}: {','.join(sorted(group))}"] + inside)
+
+
+def check_cycles(libs, allowed):
+    problems = []
+    names = {name_of(lib["path"]) for lib in libs}
+    for lib in sorted(set(allowed) - names):
+        problems.append(f"--cycle {lib}: no library {lib}")
+    for lib in libs:
+        name = name_of(lib["path"])
+        calls = file_calls(lib["path"])
+        found = cycles_of(calls)
+        listed = allowed.get(name, [])
+        for group in found:
+            if group in listed:
+                continue
+            wider = [old for old in listed if group < old]
+            if wider:
+                problems.append(f"{name}: the cycle {','.join(sorted(wider[0]))} shrank to "
+                                f"{','.join(sorted(group))}: list that (--cycle) instead")
+            else:
+                problems.append("a new cycle (files calling each other round), break it:\n" +
+                                describe(name, group, calls))
+        for old in listed:
+            if not any(group <= old for group in found):
+                problems.append(f"{name}: the cycle {','.join(sorted(old))} is broken: "
+                                "take it off the list (--cycle)")
+    return problems
+
+
+def print_cycles(paths):
+    total = 0
+    for path in paths:
+        calls = file_calls(path)
+        for group in cycles_of(calls):
+            print(describe(name_of(path), group, calls))
+            total += 1
+    print(f"{total} cycles in {len(paths)} libraries")
+    return 0
+
+
 def main():
-    layers, libs, rules = parse(sys.argv[1:])
-    problems = check(layers, libs) + check_folders(libs) + check_one_way(libs, rules)
+    if sys.argv[1:2] == ["--cycles"]:
+        return print_cycles(sys.argv[2:])
+    layers, libs, rules, cycles = parse(sys.argv[1:])
+    problems = (check(layers, libs) + check_folders(libs) + check_one_way(libs, rules) +
+                check_cycles(libs, cycles))
     for p in problems:
         print(p)
     folders = len({os.path.dirname(s) for lib in libs for s in lib["sources"]})
