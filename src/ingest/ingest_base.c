@@ -161,7 +161,120 @@ static struct ingest_obj *by_base(const struct ingest *g, const char *base_id)
     return i ? &g->objs[i - 1] : NULL;
 }
 
+/* ---- chunks of the file as the file chunks it (with a base) ---- */
+
+/* fn for every chunk dataset d has allocated in the file (its own chunk grid) inside its
+ * extent, until fn gives non-zero (that value). The chunk index is listed, never the grid: a
+ * declared extent costs nothing. */
+static int for_each_file_chunk(struct ingest *g, hid_t d, const char *path,
+                               int (*fn)(struct ingest *g, void *ctx, haddr_t addr, hsize_t size,
+                                         const uint64_t *idx, int rank),
+                               void *ctx)
+{
+    hid_t space = H5Dget_space(d), dcpl = H5Dget_create_plist(d);
+    hsize_t dims[INGEST_MAX_RANK], cdims[INGEST_MAX_RANK], off[INGEST_MAX_RANK], n = 0;
+    uint64_t idx[INGEST_MAX_RANK];
+    int rank = space < 0 ? -1 : H5Sget_simple_extent_ndims(space);
+    int rc = dcpl < 0 || rank < 0 || rank > INGEST_MAX_RANK ||
+                     H5Sget_simple_extent_dims(space, dims, NULL) < 0
+                 ? -EIO
+                 : 0;
+    int chunked = rc == 0 && rank > 0 && H5Pget_layout(dcpl) == H5D_CHUNKED &&
+                  H5Pget_chunk(dcpl, rank, cdims) == rank; /* else no chunk extents */
+    if (chunked && H5Dget_num_chunks(d, space, &n) < 0)
+        rc = -EIO;
+    for (hsize_t i = 0; rc == 0 && chunked && i < n; i++) {
+        unsigned mask;
+        haddr_t addr = HADDR_UNDEF;
+        hsize_t size = 0;
+        int inside = 1;
+        if (H5Dget_chunk_info(d, space, i, off, &mask, &addr, &size) < 0) {
+            log_error("%s: %s: chunk %llu of the %llu the file has cannot be listed", g->log_name,
+                      path, (unsigned long long)i, (unsigned long long)n);
+            rc = -EIO;
+            break;
+        }
+        for (int k = 0; k < rank; k++) {
+            inside &= cdims[k] > 0 && off[k] < dims[k]; /* not left by a shrink */
+            idx[k] = cdims[k] ? off[k] / cdims[k] : 0;
+        }
+        if (inside && addr != HADDR_UNDEF && size > 0)
+            rc = fn(g, ctx, addr, size, idx, rank);
+    }
+    if (dcpl >= 0)
+        H5Pclose(dcpl);
+    if (space >= 0)
+        H5Sclose(space);
+    return rc;
+}
+
+struct base_walk {
+    const char *base_id;
+    int materialize;
+};
+
+/* 1 (stop) at a written chunk; with materialize, every clean byte is copied in (0). */
+static int base_chunk_bytes(struct ingest *g, void *ctx, haddr_t addr, hsize_t size,
+                            const uint64_t *idx, int rank)
+{
+    struct base_walk *w = ctx;
+    char key[STORE_KEY_MAX + 1];
+    int state = g->base->chunk_state(g->base->ctx, addr, size, w->base_id, idx, rank,
+                                     w->materialize, key, sizeof key);
+    return state < 0 ? state : !w->materialize && state == 0;
+}
+
+/* 1 when every allocated chunk of dataset o in the file is still the base's (none was
+ * written), 0 when one was, -errno. */
+static int dataset_untouched(struct ingest *g, struct ingest_obj *o)
+{
+    struct base_walk w = { o->base_id, 0 };
+    hid_t d = H5Dopen2(g->file, o->path, H5P_DEFAULT);
+    int rc = d < 0 ? -EIO : for_each_file_chunk(g, d, o->path, base_chunk_bytes, &w);
+    if (d >= 0)
+        H5Dclose(d);
+    return rc < 0 ? rc : !rc;
+}
+
+/* A dataset of the base whose chunks are not copied one by one (its grid here is not the
+ * file's): its clean bytes go into the file before anything of it is read. */
+int ingest_base_materialize(struct ingest *g, const struct ingest_obj *o, hid_t dset)
+{
+    struct base_walk w = { o->base_id, 1 };
+    return for_each_file_chunk(g, dset, o->path, base_chunk_bytes, &w);
+}
+
 /* ---- what is kept ---- */
+
+/* 1 if a and b are equal once every "created" and "lastModified" is left out. */
+static int json_same(const json_t *a, const json_t *b)
+{
+    if (json_is_object(a) && json_is_object(b)) {
+        const char *k;
+        json_t *v;
+        size_t na = 0, nb = 0;
+        json_object_foreach((json_t *)a, k, v)
+        {
+            if (strcmp(k, "created") == 0 || strcmp(k, "lastModified") == 0)
+                continue;
+            na++;
+            if (!json_same(v, json_object_get(b, k)))
+                return 0;
+        }
+        json_object_foreach((json_t *)b, k, v) if (strcmp(k, "created") != 0 &&
+                                                   strcmp(k, "lastModified") != 0) nb++;
+        return na == nb;
+    }
+    if (json_is_array(a) && json_is_array(b)) {
+        if (json_array_size(a) != json_array_size(b))
+            return 0;
+        for (size_t i = 0; i < json_array_size(a); i++)
+            if (!json_same(json_array_get(a, i), json_array_get(b, i)))
+                return 0;
+        return 1;
+    }
+    return a && b && json_equal(a, b);
+}
 
 /* Keep the timestamps of the members (links, attributes) that did not change. */
 static void keep_member_times(json_t *now, const json_t *old)
@@ -171,7 +284,7 @@ static void keep_member_times(json_t *now, const json_t *old)
     json_object_foreach(now, name, v)
     {
         const json_t *o = json_object_get(old, name);
-        if (o && ingest_json_same(v, o) && json_object_get(o, "created"))
+        if (o && json_same(v, o) && json_object_get(o, "created"))
             json_object_set(v, "created", json_object_get(o, "created"));
     }
 }
@@ -246,7 +359,7 @@ static int settle_dataset(struct ingest *g, struct ingest_obj *o, const json_t *
     if (is_ref) {
         if (!json_equal(json_object_get(o->json, "shape"), json_object_get(old, "shape")))
             return 0;
-        int untouched = ingest_dataset_untouched(g, o);
+        int untouched = dataset_untouched(g, o);
         if (untouched <= 0)
             return untouched; /* a chunk was written: an ordinary chunked dataset now */
     }
@@ -271,7 +384,7 @@ static int settle_object(struct ingest *g, struct ingest_obj *o)
     if (json_object_get(old, "created"))
         json_object_set(o->json, "created", json_object_get(old, "created"));
     int rc = o->cls == 'd' ? settle_dataset(g, o, old) : 0;
-    if (rc == 0 && ingest_json_same(o->json, old) && json_object_get(old, "lastModified"))
+    if (rc == 0 && json_same(o->json, old) && json_object_get(old, "lastModified"))
         json_object_set(o->json, "lastModified", json_object_get(old, "lastModified"));
     if (rc == 0)
         g->stats->objects_kept++;

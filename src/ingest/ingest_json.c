@@ -70,35 +70,6 @@ static json_t *shape_json(hid_t space, int with_maxdims, int *rank, hsize_t *dim
     return s;
 }
 
-int ingest_json_same(const json_t *a, const json_t *b)
-{
-    if (json_is_object(a) && json_is_object(b)) {
-        const char *k;
-        json_t *v;
-        size_t na = 0, nb = 0;
-        json_object_foreach((json_t *)a, k, v)
-        {
-            if (strcmp(k, "created") == 0 || strcmp(k, "lastModified") == 0)
-                continue;
-            na++;
-            if (!ingest_json_same(v, json_object_get(b, k)))
-                return 0;
-        }
-        json_object_foreach((json_t *)b, k, v) if (strcmp(k, "created") != 0 &&
-                                                   strcmp(k, "lastModified") != 0) nb++;
-        return na == nb;
-    }
-    if (json_is_array(a) && json_is_array(b)) {
-        if (json_array_size(a) != json_array_size(b))
-            return 0;
-        for (size_t i = 0; i < json_array_size(a); i++)
-            if (!ingest_json_same(json_array_get(a, i), json_array_get(b, i)))
-                return 0;
-        return 1;
-    }
-    return a && b && json_equal(a, b);
-}
-
 /* ---- types ---- */
 
 json_t *ingest_type_json(struct ingest *g, hid_t tid, const char *path, const char *what, char *why,

@@ -9,11 +9,15 @@
  * other hyperslab as its blocks {"class": "blocks", "blocks": [[start, end], ...]} (corners,
  * inclusive). A source selection also names the source extent HDF5 stated ("dims"), when it
  * states one. HDF5 refuses point selections in a mapping, so none can be met here.
+ *
+ * Whether HDF5 finds a mapping's source from the file is looked up only for the warning
+ * (ingest_vds_missing_source).
  */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "h5osfs/ingest/ingest_int.h"
 
@@ -194,4 +198,120 @@ int ingest_vds_json(hid_t dcpl, json_t **member, char *why, size_t why_len)
 int ingest_is_virtual(const json_t *dataset)
 {
     return json_is_array(json_object_get(json_object_get(dataset, "h5osfs"), "virtual"));
+}
+
+/* ---- virtual datasets' sources ---- */
+
+/* A printf-style source name (H5Pset_virtual: "%b" the block number, "%%" a percent sign) for
+ * block 0, the first source HDF5 looks for; plain names as they are. */
+static char *first_block_name(const char *pattern)
+{
+    size_t n = strlen(pattern);
+    char *out = malloc(n + 1), *o = out;
+    for (const char *p = pattern; out && *p; p++) {
+        if (p[0] == '%' && (p[1] == 'b' || p[1] == '%')) {
+            *o++ = p[1] == 'b' ? '0' : '%';
+            p++;
+        } else {
+            *o++ = *p;
+        }
+    }
+    if (out)
+        *o = '\0';
+    return out;
+}
+
+/* 1 when file holds a dataset at path (names HDF5 cannot resolve: 0). */
+static int has_dataset(hid_t file, const char *path)
+{
+    hid_t obj = H5Oopen(file, path, H5P_DEFAULT);
+    if (obj < 0)
+        return 0;
+    int is_dataset = H5Iget_type(obj) == H5I_DATASET;
+    H5Oclose(obj);
+    return is_dataset;
+}
+
+/* The file at path as a source: -1 when it does not open as HDF5 (HDF5 looks further), else
+ * whether it holds the dataset (HDF5 takes the first file that opens). -ENOMEM: no path.
+ * Only regular files are opened: a name in a user's file must not make the commit wait on a
+ * FIFO or read a device. */
+static int source_in(char *path, const char *dataset)
+{
+    struct stat st;
+    if (!path)
+        return -ENOMEM;
+    if (stat(path, &st) != 0 || !S_ISREG(st.st_mode)) {
+        free(path);
+        return -1;
+    }
+    hid_t f = H5Fopen(path, H5F_ACC_RDONLY, H5P_DEFAULT);
+    free(path);
+    if (f < 0)
+        return -1;
+    int found = has_dataset(f, dataset);
+    H5Fclose(f);
+    return found;
+}
+
+static char *joined(const char *dir, size_t dir_len, const char *name)
+{
+    char *out;
+    return asprintf(&out, "%.*s/%s", (int)dir_len, dir, name) < 0 ? NULL : out;
+}
+
+/* Whether HDF5 finds the source file name, from the file at own_path, where it looks for it
+ * (H5Pset_virtual_prefix): an absolute name as it is, else its last component; then below each
+ * folder of HDF5_VDS_PREFIX, the folder of the file, the name as it is (from the working
+ * directory). 1 found, 0 missing, -ENOMEM. */
+static int source_found(const char *own_path, const char *name, const char *dataset)
+{
+    const char *rel = name;
+    int r = -1;
+    if (name[0] == '/' && (r = source_in(strdup(name), dataset)) == -1)
+        rel = strrchr(name, '/') + 1;
+    for (const char *p = getenv("HDF5_VDS_PREFIX"); r == -1 && p && *p;) {
+        size_t len = strcspn(p, ":");
+        if (len > 0)
+            r = source_in(joined(p, len, rel), dataset);
+        p += len + (p[len] == ':');
+    }
+    const char *slash = strrchr(own_path, '/');
+    if (r == -1)
+        r = source_in(slash ? joined(own_path, (size_t)(slash - own_path), rel) : strdup(rel),
+                      dataset);
+    if (r == -1)
+        r = source_in(strdup(rel), dataset);
+    return r == -1 ? 0 : r;
+}
+
+int ingest_vds_missing_source(struct ingest *g, hid_t dcpl, char *what, size_t what_len)
+{
+    size_t count = 0;
+    char own_path[4096];
+    if (H5Pget_virtual_count(dcpl, &count) < 0 ||
+        H5Fget_name(g->file, own_path, sizeof own_path) < 0) {
+        snprintf(what, what_len, "HDF5 cannot list its mappings");
+        return 1;
+    }
+    for (size_t i = 0; i < count; i++) {
+        char file_pattern[4096], dset_pattern[4096];
+        if (H5Pget_virtual_filename(dcpl, i, file_pattern, sizeof file_pattern) < 0 ||
+            H5Pget_virtual_dsetname(dcpl, i, dset_pattern, sizeof dset_pattern) < 0) {
+            snprintf(what, what_len, "HDF5 cannot read its mapping %zu", i);
+            return 1;
+        }
+        char *file = first_block_name(file_pattern), *dset = first_block_name(dset_pattern);
+        int found = !file || !dset           ? -ENOMEM
+                    : strcmp(file, ".") == 0 ? has_dataset(g->file, dset)
+                                             : source_found(own_path, file, dset);
+        if (found == 0)
+            snprintf(what, what_len, "its source dataset %s of file %s cannot be found", dset,
+                     file);
+        free(file);
+        free(dset);
+        if (found <= 0)
+            return found < 0 ? found : 1;
+    }
+    return 0;
 }

@@ -128,6 +128,9 @@ int ingest_base_carry(struct ingest *g);
  * is copied as stored), else 0. */
 int ingest_base_kept_chunk(const struct ingest *g, const struct ingest_obj *o, const uint64_t *idx,
                            int rank, char *key, size_t key_len);
+/* Dataset o of the base, open as dset, whose chunks are not copied one by one (its grid is
+ * not the file's): every clean chunk of the base is put into the file. 0 or -errno. */
+int ingest_base_materialize(struct ingest *g, const struct ingest_obj *o, hid_t dset);
 
 /* ---- ingest_walk.c ---- */
 /* Discover every object and link from the root; ids are assigned by assign_id. */
@@ -156,8 +159,6 @@ json_t *ingest_filters_json(struct ingest *g, const char *path, hid_t dcpl);
  * [shuffle, deflate], and, given the filters to be stored (NULL: the file's own), the
  * same ones there. */
 int ingest_filters_raw(hid_t dcpl, const struct codec_spec *stored);
-/* 1 if a and b are equal once every "created" and "lastModified" is left out. */
-int ingest_json_same(const json_t *a, const json_t *b);
 
 /* ---- ingest_chunking.c (it calls no other file) ---- */
 /* §5.4: chunk dims for a dataset of rank (0: scalar) with dims and maxdims as the shape JSON
@@ -169,20 +170,17 @@ void ingest_chunk_dims(int rank, const uint64_t *dims, const uint64_t *maxdims, 
 /* ---- ingest_data.c ---- */
 /* Store the chunks of dataset o (its JSON built). 0 or -errno (logged). */
 int ingest_dataset_chunks(struct ingest *g, struct ingest_obj *o);
-/* A virtual dataset's first mapping whose source HDF5 cannot find from the file (dcpl of a
- * virtual layout): 1 with what[] saying which (file, dataset) or that the mappings cannot be
- * read, 0 when every source is there, -ENOMEM. Only for the warning: the mappings are kept
- * either way, never the fill values HDF5 reads for a missing source. */
-int ingest_vds_missing_source(struct ingest *g, hid_t dcpl, char *what, size_t what_len);
 /* ---- ingest_vds.c ---- */
 /* The "h5osfs" member of a virtual dataset (layout dcpl): {"virtual": [mapping, ...]}
  * (doc/image.md). 0; -EIO with why: a mapping cannot be read or said; -ENOMEM. */
 int ingest_vds_json(hid_t dcpl, json_t **member, char *why, size_t why_len);
 /* 1 when the dataset JSON keeps a virtual dataset's mappings (no chunk objects), else 0. */
 int ingest_is_virtual(const json_t *dataset);
-/* With a base: 1 when every allocated chunk of dataset o in the file is still the base's
- * (none was written), 0 when one was, -errno. */
-int ingest_dataset_untouched(struct ingest *g, struct ingest_obj *o);
+/* A virtual dataset's first mapping whose source HDF5 cannot find from the file (dcpl of a
+ * virtual layout): 1 with what[] saying which (file, dataset) or that the mappings cannot be
+ * read, 0 when every source is there, -ENOMEM. Only for the warning: the mappings are kept
+ * either way, never the fill values HDF5 reads for a missing source. */
+int ingest_vds_missing_source(struct ingest *g, hid_t dcpl, char *what, size_t what_len);
 
 /* ---- ingest_link.c ---- */
 /* db/A-B/.h5osfs-file of v2 root id root: where a linked ingest stores the file. */
