@@ -3,11 +3,6 @@
 
 /* ---- attributes ---- */
 
-int fs_is_dir_kind(enum ns_kind kind)
-{
-    return kind == NS_DIR || kind == NS_FOLDER;
-}
-
 /* read -> r for everyone; update or create -> w for the owner; directories x when readable. */
 mode_t fs_mode_of(const struct fs *fs, const struct ns_info *info)
 {

@@ -1,5 +1,6 @@
-/* fs_int.h: what the parts of the FUSE layer (fs.c, fs_common.c, fs_dir.c, fs_file.c,
- * fs_change.c) share. Only src/fs includes it; include/h5osfs/fs/fs.h is the contract. */
+/* fs_int.h: what the parts of the FUSE layer (fs.c, fs_ops.c, fs_common.c, fs_dir.c,
+ * fs_file.c, fs_change.c, fs_zarr.c) share. Only src/fs includes it; include/h5osfs/fs/fs.h is
+ * the contract. */
 #ifndef H5OSFS_FS_INT_H
 #define H5OSFS_FS_INT_H
 
@@ -98,13 +99,18 @@ void fs_handle_track(struct fs *fs, struct fs_handle *h,
 void fs_handle_untrack(struct fs *fs, struct fs_handle *h);
 
 /* ---- fs_common.c: attributes, paths, rights ---- */
+/* Inline: fs_zarr.c, which fs_common.c calls, uses it and calls nothing of fs_common.c
+ * (tests/meson.build, --one-way). */
+static inline int fs_is_dir_kind(enum ns_kind kind)
+{
+    return kind == NS_DIR || kind == NS_FOLDER;
+}
 double fs_attr_timeout(const struct fs *fs, uint64_t version);
 void fs_caller_of(struct fs *fs, fuse_req_t req, struct caller *c);
 int fs_caller_rights(struct fs *fs, const struct caller *c, const char *path, struct ns_info *info);
 char *fs_child_path(const char *parent, const char *name);
 unsigned fs_creator_rights(struct fs *fs, const struct caller *c, const char *path);
 void fs_fill_stat(const struct fs *fs, fuse_ino_t ino, const struct ns_info *info, struct stat *st);
-int fs_is_dir_kind(enum ns_kind kind);
 int fs_is_stats_path(const char *path);
 mode_t fs_mode_of(const struct fs *fs, const struct ns_info *info);
 int fs_remember_creator(struct fs *fs, const struct caller *c, const char *path);
