@@ -61,6 +61,14 @@ struct builder {
                    * whole grid, unlisted (build_dataset_chunks) */
 };
 
+/* An object's JSON fetched ahead of its turn (the store's answer, taken by build_load_json). */
+struct fetched {
+    int rc;
+    struct store_buf buf;
+};
+
+/* ---- the builder's objects (build_objects.c, which calls no other file of the image) ---- */
+
 /* Load and parse an object's JSON by id: a JSON object whose "id" is id. 0, -ENOENT, -EIO
  * (why says which key and what is wrong with it), -ENOMEM. */
 int build_load_json(struct builder *b, const char *id, json_t **out, char *why, size_t why_len);
@@ -69,6 +77,10 @@ int build_load_json(struct builder *b, const char *id, json_t **out, char *why, 
  * build writes about it. name: attribute, link or chunk index, or NULL. 0 or -ENOMEM. */
 int build_omit(struct builder *b, enum image_omission_kind kind, const char *id, const char *path,
                const char *name, const char *why);
+/* The same note without the log line, for what the caller has logged (or another line says).
+ * 0 or -ENOMEM (also when path is NULL: build_path could not make it). */
+int build_record_omission(struct builder *b, enum image_omission_kind kind, const char *id,
+                          const char *path, const char *name, const char *why);
 
 /* The path where o was first found ("/" for the root), or NULL (out of memory). Made only for
  * the objects whose path is asked for: every path of n nested groups would take memory

@@ -27,6 +27,24 @@ void image_dataset_clear(struct image_dataset *ds)
     memset(ds, 0, sizeof *ds);
 }
 
+struct image *image_alloc(const struct image_source *src, const char *domain_path)
+{
+    static _Atomic uint64_t next_serial;
+    struct image *img = calloc(1, sizeof *img);
+    if (!img)
+        return NULL;
+    img->refs = 1;
+    img->serial = ++next_serial;
+    img->store = src->store;
+    img->domain_path = strdup(domain_path);
+    img->map = extent_map_new();
+    if (!img->domain_path || !img->map) {
+        image_put(img);
+        return NULL;
+    }
+    return img;
+}
+
 void image_get(struct image *img)
 {
     pthread_mutex_lock(&image_lock);
@@ -237,6 +255,16 @@ int image_for_each_pooled_chunk(const struct image *img, const char *dataset_id,
 }
 
 /* ---- chunk keys ---- */
+
+void image_fill(const struct image_dataset *ds, unsigned char *buf, uint64_t bytes)
+{
+    if (!ds->fill || ds->itemsize == 0) {
+        memset(buf, 0, bytes);
+        return;
+    }
+    for (uint64_t off = 0; off + ds->itemsize <= bytes; off += ds->itemsize)
+        memcpy(buf + off, ds->fill, ds->itemsize);
+}
 
 void image_chunk_index(const struct image_dataset *ds, uint64_t linear, uint64_t *idx)
 {

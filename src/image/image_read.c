@@ -13,16 +13,6 @@
 
 /* ---- loading one chunk ---- */
 
-void image_fill(const struct image_dataset *ds, unsigned char *buf, uint64_t bytes)
-{
-    if (!ds->fill || ds->itemsize == 0) {
-        memset(buf, 0, bytes);
-        return;
-    }
-    for (uint64_t off = 0; off + ds->itemsize <= bytes; off += ds->itemsize)
-        memcpy(buf + off, ds->fill, ds->itemsize);
-}
-
 static unsigned char *chunk_buffer(const struct chunk_job *job, size_t size)
 {
     size_t cap;
