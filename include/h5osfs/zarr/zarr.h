@@ -22,7 +22,7 @@
  * (a contiguous one: one chunk, the whole array); their chunk files are byte ranges of the
  * file (file_uri resolved by schema_linked_uri_key, as the image does), passed through where
  * HDF5's filters map exactly (none: null; deflate: "zlib", shuffle: filter "shuffle"), else
- * decoded; a chunk table is read when the dataset's chunks are first asked for.
+ * decoded; a chunk table is read once per tree, as a listing of chunk objects is.
  *
  * Left out (logged once per build, with the object and the reason): linked datasets whose
  * file_uri is outside the bucket or names a domain's object, H5S_NULL datasets, types Zarr v2
