@@ -73,7 +73,7 @@ int fs_new(const struct fs_config *cfg, struct fs **out)
     int rc = inode_table_new(&fs->inodes);
     if (rc == 0 && (rc = recent_new(&fs->recent)) != 0)
         inode_table_free(fs->inodes);
-    if (rc == 0 && (rc = zarr_view_new(cfg->store, cfg->ttl, &fs->zarr)) != 0) {
+    if (rc == 0 && (rc = zarr_view_new(cfg->store, cfg->bucket_name, cfg->ttl, &fs->zarr)) != 0) {
         recent_free(fs->recent);
         inode_table_free(fs->inodes);
     }

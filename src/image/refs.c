@@ -9,7 +9,6 @@
  * piece with a ranged GET, decodes it as HDF5 filter output and places it; absent pieces are
  * the fill value.
  */
-#include <ctype.h>
 #include <errno.h>
 #include <inttypes.h>
 #include <stdint.h>
@@ -32,55 +31,21 @@
 
 /* ---- file_uri -> key ---- */
 
-/* A v1 object's key: "<5 hex digits>-<kind letter>-<uuid>[...]", at the top of the bucket. */
-static int is_v1_object_key(const char *key)
-{
-    for (int i = 0; i < 5; i++)
-        if (!isxdigit((unsigned char)key[i]))
-            return 0;
-    return key[5] == '-' && islower((unsigned char)key[6]) && key[7] == '-' && !strchr(key, '/');
-}
-
-/* Linked bytes are HDF5 files of the bucket. The objects of domains are not: a file_uri naming
- * one (another domain's chunk or linked file, or its .domain.json) would read that domain's
- * bytes with no regard to its ACL. This root's own objects are allowed (linked ingest keeps
- * the file as db/A-B/.h5osfs-file). */
-static int linked_key_allowed(const struct builder *b, const char *key)
-{
-    size_t len = strlen(key), suffix = strlen(SCHEMA_DOMAIN_KEY_SUFFIX);
-    if (strcmp(key, &SCHEMA_DOMAIN_KEY_SUFFIX[1]) == 0 ||
-        (len > suffix && strcmp(key + len - suffix, SCHEMA_DOMAIN_KEY_SUFFIX) == 0))
-        return 0;
-    if (is_v1_object_key(key))
-        return 0;
-    if (strncmp(key, SCHEMA_OBJECT_TREE "/", strlen(SCHEMA_OBJECT_TREE) + 1) != 0)
-        return 1;
-    char own[32];
-    if (schema_id_version(b->root_id) != 2)
-        return 0;
-    snprintf(own, sizeof own, SCHEMA_OBJECT_TREE "/%.8s-%.8s/", b->root_id + 2, b->root_id + 11);
-    return strncmp(key, own, strlen(own)) == 0;
-}
-
 /* in_pool: uri was checked to be an object of the domain's own version pool (a version's
  * table), the one object of a domain that a layout may name besides its root's. */
 static int uri_key(struct builder *b, const char *uri, int in_pool, char **key, char *why,
                    size_t why_len)
 {
-    const char *p = uri;
-    if (strncmp(p, "s3://", 5) == 0)
-        p += 5;
-    else if (strncmp(p, "file://", 7) == 0)
-        p += 7;
-    const char *slash = strchr(p, '/');
-    const char *bucket = b->src->bucket_name;
-    if (!slash || !bucket || (size_t)(slash - p) != strlen(bucket) ||
-        strncmp(p, bucket, (size_t)(slash - p)) != 0 || store_key_check(slash + 1) != 0)
-        return why_reject(why, why_len, "file_uri \"%s\" is not a key of this bucket", uri);
-    if (!in_pool && !linked_key_allowed(b, slash + 1))
+    const char *k;
+    int rc = schema_linked_uri_key(uri, b->src->bucket_name, b->root_id, in_pool, &k);
+    if (rc == 0 && store_key_check(k) != 0)
+        rc = -EINVAL;
+    if (rc == -EPERM)
         return why_reject(why, why_len,
                           "file_uri \"%s\" names an object of a domain, not an HDF5 file", uri);
-    *key = strdup(slash + 1);
+    if (rc != 0)
+        return why_reject(why, why_len, "file_uri \"%s\" is not a key of this bucket", uri);
+    *key = strdup(k);
     return *key ? 0 : -ENOMEM;
 }
 

@@ -426,7 +426,9 @@ static int open_writing(struct stack *s)
                               .keep_ctx = s };
     if (s->opts->read_only)
         return 0;
-    int rc = s->opts->bucket_refs ? zarr_view_new(s->store, s->opts->ttl, &s->refs_view) : 0;
+    int rc = s->opts->bucket_refs
+                 ? zarr_view_new(s->store, s->bucket_name, s->opts->ttl, &s->refs_view)
+                 : 0;
     if (rc == 0)
         rc = journal_open(s->opts->cache_dir, s->opts->bucket_id, &s->journal);
     if (rc == 0)
@@ -597,6 +599,7 @@ static int open_fs(struct stack *s)
         return -ENOMEM;
     struct fs_config cfg = { .ns = s->ns,
                              .store = s->store,
+                             .bucket_name = s->bucket_name,
                              .images = s->images,
                              .cache = s->cache,
                              .callers = s->callers,

@@ -1,6 +1,7 @@
 /* schema keys: see include/h5osfs/schema/schema.h and spec/hsds-format.md §2, §11. */
 #include "h5osfs/schema/schema.h"
 
+#include <ctype.h>
 #include <errno.h>
 #include <inttypes.h>
 #include <stdarg.h>
@@ -529,5 +530,71 @@ int schema_pool_uri_check(const char *uri, const char *bucket, const char *pool,
         return -EINVAL;
     if (key)
         *key = k;
+    return 0;
+}
+
+/* ---- linked files (spec §8) ---- */
+
+/* A v1 object's key: "<5 hex digits>-<kind letter>-<uuid>[...]", at the top of the bucket. */
+static int is_v1_object_key(const char *key)
+{
+    for (int i = 0; i < V1_HASH_CHARS; i++)
+        if (!isxdigit((unsigned char)key[i]))
+            return 0;
+    return key[5] == '-' && islower((unsigned char)key[6]) && key[7] == '-' && !strchr(key, '/');
+}
+
+/* Every component of key is a name: not empty, not "." or "..", no leading '/'. */
+static int key_components_ok(const char *key)
+{
+    for (const char *p = key;;) {
+        const char *slash = strchr(p, '/');
+        size_t n = slash ? (size_t)(slash - p) : strlen(p);
+        if (n == 0 || (p[0] == '.' && (n == 1 || (n == 2 && p[1] == '.'))))
+            return 0;
+        if (!slash)
+            return 1;
+        p = slash + 1;
+    }
+}
+
+/* Linked bytes are HDF5 files of the bucket. The objects of domains are not: a file_uri
+ * naming one (another domain's chunk or linked file, or its .domain.json) would read that
+ * domain's bytes with no regard to its ACL. The root's own objects are allowed (linked ingest
+ * keeps the file as db/A-B/.h5osfs-file). */
+static int linked_key_allowed(const char *key, const char *root_id)
+{
+    size_t len = strlen(key), suffix = strlen(SCHEMA_DOMAIN_KEY_SUFFIX);
+    if (strcmp(key, &SCHEMA_DOMAIN_KEY_SUFFIX[1]) == 0 ||
+        (len > suffix && strcmp(key + len - suffix, SCHEMA_DOMAIN_KEY_SUFFIX) == 0))
+        return 0;
+    if (is_v1_object_key(key))
+        return 0;
+    if (strncmp(key, SCHEMA_OBJECT_TREE "/", strlen(SCHEMA_OBJECT_TREE) + 1) != 0)
+        return 1;
+    char own[32];
+    if (!root_id || schema_id_version(root_id) != 2)
+        return 0;
+    snprintf(own, sizeof own, SCHEMA_OBJECT_TREE "/%.8s-%.8s/", root_id + 2, root_id + 11);
+    return strncmp(key, own, strlen(own)) == 0;
+}
+
+int schema_linked_uri_key(const char *uri, const char *bucket, const char *root_id, int any_object,
+                          const char **key)
+{
+    const char *p = uri;
+    if (!uri)
+        return -EINVAL;
+    if (strncmp(p, "s3://", 5) == 0)
+        p += 5;
+    else if (strncmp(p, "file://", 7) == 0)
+        p += 7;
+    const char *slash = strchr(p, '/');
+    if (!slash || !bucket || !*bucket || (size_t)(slash - p) != strlen(bucket) ||
+        strncmp(p, bucket, (size_t)(slash - p)) != 0 || !key_components_ok(slash + 1))
+        return -EINVAL;
+    if (!any_object && !linked_key_allowed(slash + 1, root_id))
+        return -EPERM;
+    *key = slash + 1;
     return 0;
 }

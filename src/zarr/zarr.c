@@ -17,16 +17,18 @@
 
 struct zarr_view {
     struct store *store;
+    const char *bucket; /* linked layouts name files of this bucket (the caller's string) */
     double ttl;
     pthread_mutex_t lock; /* guards trees and every tree's refs */
     struct strmap *trees; /* root id -> struct zarr_tree */
 };
 
-int zarr_view_new(struct store *store, double ttl, struct zarr_view **out)
+int zarr_view_new(struct store *store, const char *bucket_name, double ttl, struct zarr_view **out)
 {
     struct zarr_view *v = calloc(1, sizeof *v);
     if (v && (v->trees = strmap_new()) != NULL && pthread_mutex_init(&v->lock, NULL) == 0) {
         v->store = store;
+        v->bucket = bucket_name;
         v->ttl = ttl;
         *out = v;
         return 0;
@@ -104,7 +106,7 @@ int zarr_tree_get(struct zarr_view *v, const char *domain, const char *root_id,
         *out = t;
         return 0;
     }
-    int rc = zarr_tree_build(v->store, domain, root_id, &t);
+    int rc = zarr_tree_build(v->store, v->bucket, domain, root_id, &t);
     if (rc != 0)
         return rc;
     t->refs = 1;
@@ -187,7 +189,7 @@ int zarr_parse_index(const struct zarr_array *a, const char *s, char sep, uint64
     return *s ? -ENOENT : 0;
 }
 
-static int name_of_index(const struct zarr_array *a, const uint64_t *idx, char *buf, size_t cap)
+int zarr_index_name(const struct zarr_array *a, const uint64_t *idx, char *buf, size_t cap)
 {
     size_t used = 0;
     for (int k = 0; k < (a->rank ? a->rank : 1); k++) {
@@ -220,7 +222,7 @@ int zarr_chunk_listed(struct zarr_array *a, const char *domain, size_t prefix_le
             a->id, idx, a->rank ? a->rank : 1,
             a->partitions ? schema_chunk_partition(idx, a->rank ? a->rank : 1, a->partitions) : -1,
             want, sizeof want) != 0 ||
-        strcmp(want, key) != 0 || name_of_index(a, idx, name, sizeof name) != 0) {
+        strcmp(want, key) != 0 || zarr_index_name(a, idx, name, sizeof name) != 0) {
         log_info("%s: zarr view: %s is no chunk of dataset %s's grid: not shown", domain, key,
                  a->id);
         return 0;
@@ -230,6 +232,8 @@ int zarr_chunk_listed(struct zarr_array *a, const char *domain, size_t prefix_le
         return -ENOMEM;
     snprintf(c->key, sizeof c->key, "%s", key);
     c->size = st ? st->size : STORE_SIZE_UNKNOWN;
+    c->off = 0;
+    c->ranged = 0;
     void *old = NULL;
     if (strmap_put(a->chunks, name, c, &old) != 0) {
         free(c);
@@ -250,6 +254,8 @@ int zarr_list_chunks(struct store *store, const char *domain, struct zarr_array 
     char prefix[STORE_KEY_MAX + 1];
     if (a->listed)
         return 0;
+    if (a->link == ZARR_LINK_TABLE)
+        return zarr_linked_table(store, domain, a);
     int rc = schema_obj_key(a->id, prefix, sizeof prefix);
     if (rc != 0)
         return -EIO;
@@ -322,7 +328,7 @@ static int chunk_lookup(struct store *store, const char *domain, struct zarr_arr
     struct zarr_chunk *c = rc == 0 ? strmap_get(a->chunks, name) : NULL;
     if (rc == 0 && !c)
         rc = -ENOENT;
-    if (rc == 0 && want_size && c->size == STORE_SIZE_UNKNOWN) {
+    if (rc == 0 && want_size && !c->ranged && c->size == STORE_SIZE_UNKNOWN) {
         struct store_stat st;
         rc = store_head(store, c->key, &st);
         if (rc == 0)
@@ -669,16 +675,33 @@ static int read_stored_chunk(struct zarr_view *v, const char *domain, const stru
     struct store_buf buf;
     char why[ZARR_WHY_MAX] = "";
     size_t max = a->serve == ZARR_SERVE_VLEN ? VLEN_CHUNK_MAX : 2 * a->chunk_bytes + 4096;
-    int rc = store_get(v->store, c->key, max, &buf);
+    int rc = c->ranged && c->size > max ? -EFBIG
+             : c->ranged                ? store_get_range(v->store, c->key, c->off, c->size, &buf)
+                                        : store_get(v->store, c->key, max, &buf);
+    if (rc == 0 && c->ranged && buf.len != c->size) {
+        snprintf(why, sizeof why, "linked file ends inside %llu+%llu", (unsigned long long)c->off,
+                 (unsigned long long)c->size);
+        store_buf_free(&buf);
+        rc = -EIO;
+    }
     if (rc == -EFBIG)
         snprintf(why, sizeof why, "larger than %zu bytes", max);
+    if (rc == -ENOENT && c->ranged) { /* a missing file is no missing chunk: never fill */
+        snprintf(why, sizeof why, "the linked file is missing");
+        rc = -EIO;
+    }
     if (rc == 0) {
         rc = serve_chunk(a, &buf, out, len, why, sizeof why);
         store_buf_free(&buf);
     }
     if (rc == -ENOMEM || rc == -ENOENT || rc == 0)
         return rc;
-    log_warn("%s: zarr view: chunk %s: %s: EIO", domain, c->key, *why ? why : strerror(-rc));
+    if (c->ranged)
+        log_warn("%s: zarr view: linked chunk %s@%llu+%llu of %s: %s: EIO", domain, c->key,
+                 (unsigned long long)c->off, (unsigned long long)c->size, a->id,
+                 *why ? why : strerror(-rc));
+    else
+        log_warn("%s: zarr view: chunk %s: %s: EIO", domain, c->key, *why ? why : strerror(-rc));
     return -EIO;
 }
 

@@ -30,7 +30,13 @@ enum zarr_serve {
 struct zarr_chunk {
     char key[STORE_KEY_MAX + 1];
     uint64_t size; /* STORE_SIZE_UNKNOWN until asked */
+    uint64_t off;  /* ranged: the chunk is bytes [off, off + size) of the linked file key */
+    int ranged;
 };
+
+/* Where a dataset's chunks are (spec §8): its own chunk objects, or a linked HDF5 file's
+ * ranges from the layout's chunk map, its one contiguous range, or its chunk table. */
+enum zarr_link { ZARR_LINK_NONE, ZARR_LINK_MAP, ZARR_LINK_CONTIG, ZARR_LINK_TABLE };
 
 struct zarr_array {
     char id[SCHEMA_ID_BUF];
@@ -48,7 +54,10 @@ struct zarr_array {
     int no_fill;              /* fill_value null in the view (xarray: no _FillValue) */
     int fill_chunks;          /* and chunks not stored are files of fill values */
     unsigned char *fill_elem; /* then: one element of the fill value, itemsize bytes */
-    pthread_mutex_t lock;     /* guards listed and chunks */
+    enum zarr_link link;
+    char *link_key;                 /* the linked file's key (the layout's file_uri) */
+    char link_table[SCHEMA_ID_BUF]; /* ZARR_LINK_TABLE: the chunk table dataset */
+    pthread_mutex_t lock;           /* guards listed and chunks */
     int listed;
     struct strmap *chunks; /* "i.j" -> struct zarr_chunk */
 };
@@ -86,8 +95,8 @@ int zarr_tree_get(struct zarr_view *v, const char *domain, const char *root_id,
                   struct zarr_tree **out);
 void zarr_tree_release(struct zarr_view *v, struct zarr_tree *t);
 struct store *zarr_view_store(const struct zarr_view *v);
-int zarr_tree_build(struct store *store, const char *domain, const char *root_id,
-                    struct zarr_tree **out);
+int zarr_tree_build(struct store *store, const char *bucket, const char *domain,
+                    const char *root_id, struct zarr_tree **out);
 void zarr_tree_free(struct zarr_tree *t);
 
 /* ---- zarr.c, for the references ---- */
@@ -99,6 +108,19 @@ int zarr_read_chunk(struct zarr_view *v, const char *domain, struct zarr_array *
 /* Would a chunk object starting with head (its first 16 bytes or all of it) be served as
  * stored? (a settled.) */
 int zarr_passes_through(const struct zarr_array *a, const unsigned char *head, size_t len);
+
+/* idx -> "3.0.12", the chunk file's name. 0 or -ENAMETOOLONG. */
+int zarr_index_name(const struct zarr_array *a, const uint64_t *idx, char *buf, size_t cap);
+
+/* ---- zarr_linked.c: datasets linked to HDF5 files (spec §8) ---- */
+/* The linked file of dset's REF layout (a->link set by zarr_meta_array), and the chunks the
+ * layout itself lists (a chunk map, a contiguous range): 0, -EINVAL with a reason (left out),
+ * -ENOMEM. */
+int zarr_linked_array(const json_t *dset, struct zarr_array *a, const char *bucket,
+                      const char *root_id, char *why, size_t why_len);
+/* A ZARR_LINK_TABLE array's chunks from its chunk table (caller holds a->lock): 0, -EIO
+ * (logged), -ENOMEM. */
+int zarr_linked_table(struct store *store, const char *domain, struct zarr_array *a);
 
 /* ---- zarr_consolidated.c ---- */
 #define ZARR_CONSOLIDATED ".zmetadata" /* in the root group only */

@@ -301,16 +301,55 @@ int zarr_meta_zarray(const struct zarr_array *a, int for_refs, char **out, size_
     return rc == 0 ? 0 : -ENOMEM;
 }
 
+/*
+ * A linked dataset's chunks are the file's (spec §8): a chunk map's over its dims, a chunk
+ * table's over hyper_dims (the file's chunk) or dims; a contiguous range is one chunk, the
+ * whole array, so that its chunk file is that range as it is (as kerchunk maps one). The
+ * layout the chunk grid comes from, or NULL (not linked); *link says which.
+ */
+static const json_t *linked_layout(const json_t *dset, enum zarr_link *link, char *why,
+                                   size_t why_len)
+{
+    const json_t *lay = json_object_get(json_object_get(dset, "creationProperties"), "layout");
+    const char *cls = hjson_text(json_object_get(lay, "class"));
+    *link = ZARR_LINK_NONE;
+    if (!cls || !strstr(cls, "_REF"))
+        return NULL;
+    if (strcmp(cls, "H5D_CHUNKED_REF") == 0)
+        *link = ZARR_LINK_MAP;
+    else if (strcmp(cls, "H5D_CONTIGUOUS_REF") == 0)
+        *link = ZARR_LINK_CONTIG;
+    else if (strcmp(cls, "H5D_CHUNKED_REF_INDIRECT") == 0)
+        *link = ZARR_LINK_TABLE;
+    else
+        snprintf(why, why_len, "unknown layout class %s", cls);
+    return lay;
+}
+
+static int linked_chunks(const json_t *lay, struct zarr_array *a, char *why, size_t why_len)
+{
+    int crank;
+    const json_t *dims = json_object_get(lay, "hyper_dims");
+    if (a->link == ZARR_LINK_CONTIG) {
+        memcpy(a->chunk, a->shape, sizeof a->chunk);
+        return a->rank > 0 ? 0 : WHY("a linked scalar");
+    }
+    if (a->link != ZARR_LINK_TABLE || !dims)
+        dims = json_object_get(lay, "dims");
+    if (a->rank == 0 || hjson_dims(dims, a->chunk, &crank) != 0 || crank != a->rank)
+        return WHY("the linked layout's dims do not match the shape");
+    return 0;
+}
+
 /* shape and chunks from the dataset's shape and its layout's dims (spec §2.4, §5.3). */
 static int geometry(const json_t *dset, struct zarr_array *a, char *why, size_t why_len)
 {
     const json_t *shape = json_object_get(dset, "shape"), *layout = json_object_get(dset, "layout");
     const char *cls = hjson_text(json_object_get(shape, "class"));
-    const char *ref = hjson_text(json_object_get(
-        json_object_get(json_object_get(dset, "creationProperties"), "layout"), "class"));
+    const json_t *ref = linked_layout(dset, &a->link, why, why_len);
     int crank;
-    if (ref && strstr(ref, "_REF"))
-        return WHY("a dataset linked to an HDF5 file (%s)", ref);
+    if (ref && a->link == ZARR_LINK_NONE)
+        return -EINVAL;
     if (!cls || strcmp(cls, "H5S_NULL") == 0)
         return WHY("an H5S_NULL dataset has no data");
     if (strcmp(cls, "H5S_SCALAR") == 0) {
@@ -326,9 +365,14 @@ static int geometry(const json_t *dset, struct zarr_array *a, char *why, size_t 
         if (json_is_integer(json_array_get(max, (size_t)k)) &&
             json_integer_value(json_array_get(max, (size_t)k)) == 0)
             a->unlimited |= 1ull << k;
-    if (a->rank > 0 &&
-        (hjson_dims(json_object_get(layout, "dims"), a->chunk, &crank) != 0 || crank != a->rank))
+    if (ref) {
+        int rc = linked_chunks(ref, a, why, why_len);
+        if (rc != 0)
+            return rc;
+    } else if (a->rank > 0 && (hjson_dims(json_object_get(layout, "dims"), a->chunk, &crank) != 0 ||
+                               crank != a->rank)) {
         return WHY("layout dims do not match the shape");
+    }
     a->elements = 1;
     for (int k = 0; k < (a->rank ? a->rank : 1); k++) {
         if (a->chunk[k] == 0 || a->chunk[k] > UINT32_MAX)
@@ -337,7 +381,7 @@ static int geometry(const json_t *dset, struct zarr_array *a, char *why, size_t 
         if (a->elements > (1ull << 40))
             return WHY("chunks of more than 2^40 elements");
     }
-    const json_t *pc = json_object_get(layout, "partition_count");
+    const json_t *pc = ref ? NULL : json_object_get(layout, "partition_count");
     a->partitions =
         json_is_integer(pc) && json_integer_value(pc) > 0 && json_integer_value(pc) < 1000000
             ? (int)json_integer_value(pc)
@@ -354,6 +398,21 @@ static json_t *dims_json(const uint64_t *d, int rank)
             return NULL;
         }
     return arr;
+}
+
+/* A linked file's chunks: raw ones and HDF5's deflate (zlib streams, shuffled first or not)
+ * are what numcodecs reads (compressor null; zlib with filter shuffle); the rest (shuffle
+ * alone, bitshuffle, other compressors) is served decoded. */
+static int linked_serving(struct zarr_array *a)
+{
+    a->settled = 1;
+    if (codec_is_copy(&a->spec))
+        a->serve = ZARR_SERVE_RAW;
+    else if (a->spec.compressed && a->spec.zlib_fallback && a->spec.shuffle != CODEC_SHUFFLE_BIT)
+        a->serve = ZARR_SERVE_ZLIB;
+    else
+        a->serve = ZARR_SERVE_PLAIN;
+    return 0;
 }
 
 /* How chunks are served, and the dtype, for a fixed-size or vlen-string type. */
@@ -378,10 +437,19 @@ static int choose_serving(const json_t *dset, struct zarr_array *a, json_t **dty
         }
         a->chunk_bytes = (size_t)a->elements * a->itemsize;
     }
-    if (codec_spec_from_filters(json_is_array(filters) ? filters : NULL, a->itemsize, vlen,
-                                CODEC_SOURCE_HSDS, &a->spec, why, why_len) != 0) {
+    /* a linked file's bytes are HDF5's filter output, not HSDS's chunk encoding */
+    enum codec_source source = a->link != ZARR_LINK_NONE ? CODEC_SOURCE_HDF5 : CODEC_SOURCE_HSDS;
+    if (codec_spec_from_filters(json_is_array(filters) ? filters : NULL, a->itemsize, vlen, source,
+                                &a->spec, why, why_len) != 0) {
         json_decref(*dtype);
         return -EINVAL;
+    }
+    if (a->link != ZARR_LINK_NONE) {
+        if (vlen) {
+            json_decref(*dtype);
+            return WHY("a linked dataset of variable-length strings");
+        }
+        return linked_serving(a);
     }
     a->settled = !a->spec.zlib_fallback || vlen || a->spec.shuffle == CODEC_SHUFFLE_BIT;
     if (vlen)

@@ -61,10 +61,16 @@ static int add_chunk(const char *name, void *value, void *ctx)
         c->r->rc = -ENOMEM;
         return 0;
     }
-    if (json_object_set_new(c->r->map, key, json_pack("[s]", url)) != 0)
+    /* a linked chunk: its byte range of the file, which fsspec reads with a ranged GET */
+    json_t *ref = chunk->ranged
+                      ? json_pack("[s, I, I]", url, (json_int_t)chunk->off, (json_int_t)chunk->size)
+                      : json_pack("[s]", url);
+    if (json_object_set_new(c->r->map, key, ref) != 0)
         c->r->rc = -ENOMEM;
     free(url);
-    if (c->r->rc == 0 && c->a->serve != ZARR_SERVE_RAW && is_edge(c->a, name)) {
+    /* a linked file's chunks are all as HDF5 wrote them: no edge chunk was re-encoded */
+    if (c->r->rc == 0 && c->a->serve != ZARR_SERVE_RAW && c->a->link == ZARR_LINK_NONE &&
+        is_edge(c->a, name)) {
         char **more = realloc(c->edges, (c->n_edges + 1) * sizeof *more);
         if (more)
             c->edges = more;

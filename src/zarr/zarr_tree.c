@@ -17,6 +17,8 @@
  * by (what dimension scales are called). */
 struct walk {
     struct store *store;
+    const char *bucket;  /* linked layouts' file_uri names files of it */
+    const char *root_id; /* and of no domain but this root's */
     const char *domain;
     struct strmap *seen;  /* group ids walked (hard links may form cycles) */
     struct strmap *names; /* dataset id -> its first link name (owned) */
@@ -32,6 +34,7 @@ static void array_free(struct zarr_array *a)
         return;
     json_decref(a->meta);
     free(a->fill_elem);
+    free(a->link_key);
     strmap_free(a->chunks, free);
     pthread_mutex_destroy(&a->lock);
     free(a);
@@ -162,6 +165,8 @@ static int add_dataset(struct walk *w, struct zarr_node *parent, const char *nam
     }
     snprintf(a->id, sizeof a->id, "%s", id);
     rc = zarr_meta_array(dset, a, why, sizeof why);
+    if (rc == 0 && a->link != ZARR_LINK_NONE)
+        rc = zarr_linked_array(dset, a, w->bucket, w->root_id, why, sizeof why);
     if (rc == -EINVAL)
         log_info("%s: zarr view: dataset %s (%s) left out: %s", w->domain, name, id, why);
     if (rc == 0 && (rc = add_kid(parent, n)) == 0)
@@ -502,7 +507,8 @@ static int bulk_add(struct strmap *arrays, struct zarr_array *a)
 
 static int bulk_collect(struct strmap *arrays, struct zarr_node *n, int depth)
 {
-    int rc = n->array ? bulk_add(arrays, n->array) : 0;
+    /* a linked dataset's chunks are in its layout, not among its objects */
+    int rc = n->array && n->array->link == ZARR_LINK_NONE ? bulk_add(arrays, n->array) : 0;
     for (size_t i = 0; rc == 0 && i < n->n_kids && depth < TREE_DEPTH_MAX; i++)
         rc = bulk_collect(arrays, n->kids[i], depth + 1);
     return rc;
@@ -559,10 +565,10 @@ static int list_domain(struct walk *w, struct zarr_node *top, const char *root_i
     return rc;
 }
 
-int zarr_tree_build(struct store *store, const char *domain, const char *root_id,
-                    struct zarr_tree **out)
+int zarr_tree_build(struct store *store, const char *bucket, const char *domain,
+                    const char *root_id, struct zarr_tree **out)
 {
-    struct walk w = { .store = store, .domain = domain };
+    struct walk w = { .store = store, .bucket = bucket, .root_id = root_id, .domain = domain };
     struct zarr_tree *t = calloc(1, sizeof *t);
     json_t *root = NULL;
     int rc = -ENOMEM;

@@ -21,9 +21,11 @@ pytestmark = pytest.mark.backends("posix", "s3")
 
 HOME = "home/test_user1"
 # raw chunks and a dataset with no chunk (sample3), Blosc frames (zlib, lz4, zstd), compounds,
-# vlen strings, booleans, enums, scalars, edge chunks (sample2), missing chunks (partial)
+# vlen strings, booleans, enums, scalars, edge chunks (sample2), missing chunks (partial),
+# datasets hsload --link linked to an HDF5 file of the bucket (chunk maps, a hyperchunked chunk
+# table, contiguous; fastlink: a chunk table whose chunks are not all computed yet)
 DOMAINS = ["sample1.h5", "sample2.h5", "sample2_z_zstd.h5", "sample3.h5", "sample3_z_gzip.h5",
-           "sample3_z_lz4.h5", "partial.h5"]
+           "sample3_z_lz4.h5", "partial.h5", "sample_link.h5", "sample_fastlink.h5"]
 # views that read the bucket's objects whichever store holds them: the rules are the same
 STORE_INDEPENDENT = pytest.mark.store_independent(reason="what the view shows does not depend "
                                                   "on the store")
@@ -313,7 +315,7 @@ def test_kerchunk_references_name_the_stored_objects(shared_mount):
     assert e.value.errno == errno.EROFS
 
 
-@pytest.mark.parametrize("domain", ["sample2.h5", "sample3.h5", "partial.h5"])
+@pytest.mark.parametrize("domain", ["sample2.h5", "sample3.h5", "partial.h5", "sample_link.h5"])
 @STORE_INDEPENDENT
 def test_kerchunk_references_read_equal_without_the_mount(shared_mount, domain):
     """On a local bucket the references point at the bucket's files: fsspec and zarr read them
@@ -414,3 +416,111 @@ def test_bucket_refs_off_puts_none(mount_bucket, bucket_copy, tmp_path):
     subprocess.run(["cp", str(src), m.path(f"{HOME}/plain.h5")], check=True)
     assert m.get(f"{HOME}/plain.h5/.domain.json") is not None
     assert bucket_refs(m, "plain.h5") is None
+
+
+# ---- datasets linked to HDF5 files (-o ingest=link, hsload --link; spec §8) ----
+
+LINKED_CLASS = {"gz_map": "H5D_CHUNKED_REF", "zlib_map": "H5D_CHUNKED_REF",
+                "gz_table": "H5D_CHUNKED_REF_INDIRECT", "raw_table": "H5D_CHUNKED_REF_INDIRECT",
+                "contig": "H5D_CONTIGUOUS_REF"}
+# compressor, filter of each array as the view names it
+LINKED_CODEC = {"gz_map": ("zlib", "shuffle"), "zlib_map": ("zlib", None),
+                "gz_table": ("zlib", "shuffle"), "raw_table": (None, None),
+                "contig": (None, None)}
+
+
+def make_linked_source(path):
+    """gzip+shuffle and gzip alone in a chunk map (<= 10 chunks) and a chunk table (edge
+    chunks), raw chunks in a table with chunks never written, and a contiguous dataset."""
+    rng = np.random.default_rng(28)
+    with h5py.File(path, "w") as f:
+        f.create_dataset("gz_map", data=np.round(rng.normal(size=(300, 400)), 2).astype("<f4"),
+                         chunks=(100, 200), compression="gzip", shuffle=True)
+        f.create_dataset("zlib_map", data=np.linspace(0, 1, 200 * 300).reshape(200, 300),
+                         chunks=(100, 100), compression="gzip", compression_opts=6)
+        f.create_dataset("gz_table", data=rng.integers(0, 5000, (1000, 300), dtype="<i4"),
+                         chunks=(64, 128), compression="gzip", shuffle=True)
+        raw = f.create_dataset("raw_table", (500, 700), "<u2", chunks=(100, 96), fillvalue=7)
+        raw[0:250, 0:400] = np.arange(250 * 400, dtype="<u2").reshape(250, 400)
+        f.create_dataset("contig", data=np.arange(250 * 300, dtype="<f8").reshape(250, 300))
+
+
+def linked_classes(m, rel):
+    """{link name: creationProperties.layout.class} of the root group's datasets, from the
+    store."""
+    root = os.getxattr(m.path(rel), "user.h5osfs.root").decode()
+    group = json.loads(m.get(f"db/{root[2:19]}/.group.json"))
+    out = {}
+    for name, link in group["links"].items():
+        d = json.loads(m.get(f"db/{link['id'][2:19]}/d/{link['id'][20:]}/.dataset.json"))
+        out[name] = d["creationProperties"]["layout"]["class"]
+    return out
+
+
+def file_chunks(dset):
+    """{zarr chunk name: the chunk's bytes as the file stores them (filtered)}."""
+    if dset.chunks is None:
+        return {".".join("0" * dset.ndim): dset[()].tobytes()}
+    out = {}
+    for i in range(dset.id.get_num_chunks()):
+        info = dset.id.get_chunk_info(i)
+        name = ".".join(str(o // c) for o, c in zip(info.chunk_offset, dset.chunks))
+        out[name] = dset.id.read_direct_chunk(info.chunk_offset)[1]
+    return out
+
+
+def file_ranges(dset):
+    """{zarr chunk name: (offset, size)} of the file's chunks."""
+    if dset.chunks is None:
+        return {".".join("0" * dset.ndim): (dset.id.get_offset(), dset.id.get_storage_size())}
+    out = {}
+    for i in range(dset.id.get_num_chunks()):
+        info = dset.id.get_chunk_info(i)
+        name = ".".join(str(o // c) for o, c in zip(info.chunk_offset, dset.chunks))
+        out[name] = (info.byte_offset, info.size)
+    return out
+
+
+def test_zarr_linked_datasets_pass_the_files_chunks_through(mount_bucket, bucket_copy, tmp_path):
+    """A file cp'd in with -o ingest=link: every linked dataset (chunk map, chunk table,
+    contiguous) is an array of .zarr whose chunk files are the file's chunk bytes unchanged
+    (deflate as numcodecs' zlib, shuffle as its filter; a contiguous dataset one chunk),
+    read by zarr equal to h5py through the .h5; its kerchunk references are [URL, offset,
+    size] of the stored file, which fsspec reads with no mount (local bucket)."""
+    src = tmp_path / "linked.h5"
+    make_linked_source(src)
+    m = mount_bucket(bucket_copy, "-o", f"user=test_user1,ingest=link,cache_dir={tmp_path}/c")
+    domain = "linked.h5"
+    subprocess.run(["cp", str(src), m.path(f"{HOME}/{domain}")], check=True)
+    assert linked_classes(m, f"{HOME}/{domain}") == LINKED_CLASS
+    group = zarr.open_group(zarr_path(m, domain), mode="r")
+    assert sorted(group.array_keys()) == sorted(LINKED_CLASS)
+    with h5py.File(src, "r") as f, h5py.File(m.path(f"{HOME}/{domain}"), "r") as mounted:
+        for name, (compressor, filt) in LINKED_CODEC.items():
+            arr = os.path.join(zarr_path(m, domain), name)
+            meta = json.loads(open(os.path.join(arr, ".zarray")).read())
+            assert (meta["compressor"] or {}).get("id") == compressor, name
+            assert (meta["filters"] or [{}])[0].get("id") == filt, name
+            assert meta["chunks"] == list(f[name].chunks or f[name].shape), name
+            got = group[name][()]
+            assert got.dtype == f[name].dtype, name
+            assert np.array_equal(got, mounted[name][()]), name
+            assert np.array_equal(got, f[name][()]), name
+            want = file_chunks(f[name])
+            assert {n for n in os.listdir(arr) if not n.startswith(".")} == set(want), name
+            for chunk, data in want.items():
+                assert os.stat(os.path.join(arr, chunk)).st_size == len(data), (name, chunk)
+                assert open(os.path.join(arr, chunk), "rb").read() == data, (name, chunk)
+        assert len(file_chunks(f["raw_table"])) == 15           # the rest never written: fill
+        refs = references(m, domain)
+        root = os.getxattr(m.path(f"{HOME}/{domain}"), "user.h5osfs.root").decode()
+        base = f"file://{bucket_copy.resolve()}/" if m.backend == "posix" else "s3://hsdstest/"
+        for name in LINKED_CLASS:
+            for chunk, (off, size) in file_ranges(f[name]).items():
+                url, roff, rsize = refs["refs"][f"{name}/{chunk}"]
+                assert url.startswith(base) and url.endswith(f"db/{root[2:19]}/.h5osfs-file")
+                assert (roff, rsize) == (off, size), (name, chunk)
+        if m.backend == "posix":        # on S3 they name s3:// objects: s3fs, not installed
+            by_refs = read_references(refs)
+            for name in LINKED_CLASS:
+                assert np.array_equal(by_refs[name][()], f[name][()]), name

@@ -575,6 +575,41 @@ static void test_domain_path_allowed(void)
     }
 }
 
+/* file_uri -> key (spec §8): only keys of this bucket, and of no domain but the root's own. */
+static void test_linked_uri_key(void)
+{
+    const char *key = NULL;
+    CHECK_INT(schema_linked_uri_key("s3://bkt/data/f.h5", "bkt", SPEC_ROOT, 0, &key), 0);
+    CHECK_STR(key, "data/f.h5");
+    CHECK_INT(schema_linked_uri_key("file://bkt/data/f.h5", "bkt", SPEC_ROOT, 0, &key), 0);
+    CHECK_STR(key, "data/f.h5");
+    CHECK_INT(schema_linked_uri_key("bkt/data/f.h5", "bkt", SPEC_ROOT, 0, &key), 0);
+    CHECK_STR(key, "data/f.h5");
+    /* the root's own linked file */
+    CHECK_INT(
+        schema_linked_uri_key("bkt/db/b03b24ef-69f244b6/.h5osfs-file", "bkt", SPEC_ROOT, 0, &key),
+        0);
+    CHECK_STR(key, "db/b03b24ef-69f244b6/.h5osfs-file");
+    /* outside the bucket, not a key */
+    CHECK_INT(schema_linked_uri_key("s3://other/data/f.h5", "bkt", SPEC_ROOT, 0, &key), -EINVAL);
+    CHECK_INT(schema_linked_uri_key("s3://bk/data/f.h5", "bkt", SPEC_ROOT, 0, &key), -EINVAL);
+    CHECK_INT(schema_linked_uri_key("bkt", "bkt", SPEC_ROOT, 0, &key), -EINVAL);
+    CHECK_INT(schema_linked_uri_key("bkt/a/../../x", "bkt", SPEC_ROOT, 0, &key), -EINVAL);
+    CHECK_INT(schema_linked_uri_key("bkt//x", "bkt", SPEC_ROOT, 0, &key), -EINVAL);
+    CHECK_INT(schema_linked_uri_key("bkt/x", NULL, SPEC_ROOT, 0, &key), -EINVAL);
+    /* objects of domains: another root's, a .domain.json, a v1 object */
+    CHECK_INT(
+        schema_linked_uri_key("bkt/db/a03b24ef-69f244b6/.h5osfs-file", "bkt", SPEC_ROOT, 0, &key),
+        -EPERM);
+    CHECK_INT(schema_linked_uri_key("bkt/home/u/x.h5/.domain.json", "bkt", SPEC_ROOT, 0, &key),
+              -EPERM);
+    CHECK_INT(schema_linked_uri_key("bkt/.domain.json", "bkt", SPEC_ROOT, 0, &key), -EPERM);
+    CHECK_INT(schema_linked_uri_key("bkt/0a1b2-d-5e3c", "bkt", SPEC_ROOT, 0, &key), -EPERM);
+    CHECK_INT(schema_linked_uri_key("bkt/db/b03b24ef-69f244b6/x", "bkt", NULL, 0, &key), -EPERM);
+    /* a version's pool object: any object, once its table checked it */
+    CHECK_INT(schema_linked_uri_key("bkt/db/a03b24ef-69f244b6/c/x", "bkt", SPEC_ROOT, 1, &key), 0);
+}
+
 int main(void)
 {
     test_versions();
@@ -591,5 +626,6 @@ int main(void)
     test_name_lengths();
     test_names();
     test_domain_path_allowed();
+    test_linked_uri_key();
     return check_done("schema_id");
 }

@@ -209,17 +209,112 @@ static void test_refs(struct zarr_view *v)
     free(text);
 }
 
+/* ---- datasets linked to a file of the bucket (spec §8) ---- */
+
+#define ROOT2 "g-11111111-22222222-9999-9999aa-aaaaaa"
+#define DB2 "db/11111111-22222222/"
+#define LINKED(id, name) \
+    "\"" name "\": {\"id\": \"d-11111111-22222222-" id "\", \"class\": \"H5L_TYPE_HARD\"}"
+#define U1_REF(id, shape, layout)                                                                  \
+    "{\"id\": \"d-11111111-22222222-" id "\", \"type\": \"H5T_STD_U8LE\", \"shape\": {\"class\": " \
+    "\"H5S_SIMPLE\", \"dims\": " shape "}, \"attributes\": {}, \"layout\": {\"class\": "           \
+    "\"H5D_CHUNKED\", \"dims\": [2]}, \"creationProperties\": {\"layout\": " layout "}}"
+
+static void write_linked_domain(void)
+{
+    put("files/f.h5", "0123456789ABCDEF");
+    put(DB2 ".group.json",
+        "{\"id\": \"" ROOT2 "\", \"root\": \"" ROOT2 "\", \"created\": 1, \"lastModified\": 1, "
+        "\"attributes\": {}, \"links\": {" LINKED("0001-000000-000001", "m") ", " LINKED(
+            "0002-000000-000002",
+            "c") ", " LINKED("0003-000000-000003",
+                             "out") ", " LINKED("0004-000000-000004",
+                                                "dom") ", " LINKED("0005-000000-000005",
+                                                                   "gone") "}}");
+    /* "01" and "1" name one chunk: the lower range stays; "7" is outside the grid */
+    put(DB2 "d/0001-000000-000001/.dataset.json",
+        U1_REF("0001-000000-000001", "[4]",
+               "{\"class\": \"H5D_CHUNKED_REF\", \"file_uri\": \"s3://bkt/files/f.h5\", "
+               "\"dims\": [2], \"chunks\": {\"0\": [3, 2], \"01\": [9, 2], \"1\": [5, 2], "
+               "\"7\": [0, 2]}}"));
+    put(DB2 "d/0002-000000-000002/.dataset.json",
+        U1_REF("0002-000000-000002", "[2, 3]",
+               "{\"class\": \"H5D_CONTIGUOUS_REF\", \"file_uri\": \"bkt/files/f.h5\", "
+               "\"offset\": 1, \"size\": 6}"));
+    put(DB2 "d/0003-000000-000003/.dataset.json", /* another bucket: left out */
+        U1_REF("0003-000000-000003", "[4]",
+               "{\"class\": \"H5D_CHUNKED_REF\", \"file_uri\": \"s3://other/files/f.h5\", "
+               "\"dims\": [2], \"chunks\": {\"0\": [0, 2]}}"));
+    put(DB2 "d/0004-000000-000004/.dataset.json", /* a domain's object: left out */
+        U1_REF("0004-000000-000004", "[4]",
+               "{\"class\": \"H5D_CHUNKED_REF\", \"file_uri\": \"bkt/home/x.h5/.domain.json\", "
+               "\"dims\": [2], \"chunks\": {\"0\": [0, 2]}}"));
+    put(DB2 "d/0005-000000-000005/.dataset.json", /* a file that is not there */
+        U1_REF("0005-000000-000005", "[4]",
+               "{\"class\": \"H5D_CHUNKED_REF\", \"file_uri\": \"bkt/files/gone.h5\", "
+               "\"dims\": [2], \"chunks\": {\"0\": [0, 2]}}"));
+}
+
+static char *file2(struct zarr_view *v, const char *inner, size_t *len, int *rc)
+{
+    unsigned char *data = NULL;
+    *rc = zarr_read(v, "/l.h5", ROOT2, inner, &data, len);
+    char *text = *rc == 0 ? calloc(1, *len + 1) : NULL;
+    if (text)
+        memcpy(text, data, *len);
+    free(data);
+    return text;
+}
+
+static void test_linked(struct zarr_view *v)
+{
+    struct zarr_entry *e;
+    size_t n, len = 0;
+    int rc;
+    CHECK_INT(zarr_list(v, "/l.h5", ROOT2, "", &e, &n), 0);
+    const char *want[] = { ".zattrs", ".zgroup", ".zmetadata", "c", "gone", "m" };
+    CHECK_INT(n, 6);
+    for (size_t i = 0; i < n && i < 6; i++)
+        CHECK_STR(e[i].name, want[i]);
+    zarr_entries_free(e, n);
+    char *text = file2(v, "m/0", &len, &rc);
+    CHECK(rc == 0 && len == 2 && text && memcmp(text, "34", 2) == 0);
+    free(text);
+    text = file2(v, "m/1", &len, &rc);
+    CHECK(rc == 0 && len == 2 && text && memcmp(text, "56", 2) == 0);
+    free(text);
+    enum zarr_kind kind;
+    uint64_t size = 0;
+    CHECK_INT(zarr_stat(v, "/l.h5", ROOT2, "m/1", &kind, &size), 0);
+    CHECK_INT(size, 2);
+    text = file2(v, "c/0.0", &len, &rc);
+    CHECK(rc == 0 && len == 6 && text && memcmp(text, "123456", 6) == 0);
+    free(text);
+    text = file2(v, "c/.zarray", &len, &rc);
+    CHECK(text && strstr(text, "\"chunks\": [2, 3]") && strstr(text, "\"compressor\": null"));
+    free(text);
+    free(file2(v, "gone/0", &len, &rc));
+    CHECK_INT(rc, -EIO); /* a missing file is no missing chunk */
+    CHECK_INT(zarr_refs(v, "/l.h5", ROOT2, "s3://b/p/", &text, &len), 0);
+    CHECK(text && strstr(text, "\"m/1\":[\"s3://b/p/files/f.h5\",5,2]"));
+    CHECK(text && strstr(text, "\"c/0.0\":[\"s3://b/p/files/f.h5\",1,6]"));
+    CHECK(text && !strstr(text, "out/") && !strstr(text, "dom/"));
+    free(text);
+}
+
 int main(void)
 {
     struct zarr_view *v = NULL;
     CHECK_INT(store_mem_open(&st), 0);
     write_domain();
-    CHECK_INT(zarr_view_new(st, 5, &v), 0);
+    write_linked_domain();
+    CHECK_INT(zarr_view_new(st, "bkt", 5, &v), 0);
     test_metadata(v);
     test_consolidated(v);
     test_listing(v);
     test_chunks(v);
     test_refs(v);
+    test_linked(v);
     zarr_view_free(v);
     store_close(st);
     return check_done("zarr");

@@ -24,7 +24,8 @@
 /* What fs serves from; none of it is fs's own (each must outlive fs_free). */
 struct fs_config {
     struct ns *ns;
-    struct store *store; /* its counters and name, for the statistics; MOUNT/.zarr reads it */
+    struct store *store;     /* its counters and name, for the statistics; MOUNT/.zarr reads it */
+    const char *bucket_name; /* MOUNT/.zarr: the bucket linked layouts' file_uri must name */
     struct image_table *images;  /* the domains' files */
     struct chunk_cache *cache;   /* decoded chunks, shared by every open file */
     struct prefetcher *prefetch; /* loads chunks ahead of sequential readers; may be NULL */

@@ -107,6 +107,15 @@ int schema_pool_key(const char *pool, const char *md5, char *buf, size_t len);
  * must not be read. */
 int schema_pool_uri_check(const char *uri, const char *bucket, const char *pool, const char **key);
 
+/* The store key a linked layout's file_uri names (spec §8: "s3://BUCKET/KEY", "file://BUCKET/KEY"
+ * or "BUCKET/KEY"), for a dataset of the domain whose root is root_id, in bucket. 0 (*key
+ * points at the key inside uri); -EINVAL: not a key of this bucket; -EPERM: an object of a
+ * domain (its .domain.json, a v1 object, a v2 object not below root_id's own db/A-B/), whose
+ * bytes a link must not reach past that domain's ACL. any_object: skip that rule (a version's
+ * table, whose entries were checked against its pool). Pure: no store is asked. */
+int schema_linked_uri_key(const char *uri, const char *bucket, const char *root_id, int any_object,
+                          const char **key);
+
 /* Whether commits below a folder keep versions (its xattr user.h5osfs.versions): the member
  * "h5osfs": {"versions": "on" | "off" | "keep:N" | "ref"} of its .domain.json. keep:N is on,
  * keeping the newest N untagged versions (N >= 1); on keeps all (keep 0); ref is on with the

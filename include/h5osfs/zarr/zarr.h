@@ -18,10 +18,17 @@
  * "_ARRAY_DIMENSIONS" (xarray's convention), and the scale machinery (DIMENSION_LIST,
  * REFERENCE_LIST, CLASS, NAME, netCDF's hidden attributes) is left out.
  *
- * Left out (logged once per build, with the object and the reason): datasets linked to HDF5
- * files (*_REF layouts), H5S_NULL datasets, types Zarr v2 has no dtype for (references, vlen
- * sequences, top-level arrays), filters HSDS cannot decode, and link names Zarr reserves
- * (".zarray", ".zgroup", ".zattrs"). Soft and external links are not followed.
+ * Datasets linked to HDF5 files of the bucket (*_REF layouts, spec §8) have the file's chunks
+ * (a contiguous one: one chunk, the whole array); their chunk files are byte ranges of the
+ * file (file_uri resolved by schema_linked_uri_key, as the image does), passed through where
+ * HDF5's filters map exactly (none: null; deflate: "zlib", shuffle: filter "shuffle"), else
+ * decoded; a chunk table is read once per tree, as a listing of chunk objects is.
+ *
+ * Left out (logged once per build, with the object and the reason): linked datasets whose
+ * file_uri is outside the bucket or names a domain's object, H5S_NULL datasets, types Zarr v2
+ * has no dtype for (references, vlen sequences, top-level arrays), filters HSDS cannot decode,
+ * and link names Zarr reserves (".zarray", ".zgroup", ".zattrs"). Soft and external links are
+ * not followed.
  *
  * A domain's tree is read once (ttl seconds, keyed by its root id); a dataset's chunk listing
  * once, when its directory or a chunk of it is first asked for. Chunk bodies are read only when
@@ -40,7 +47,9 @@
 
 struct zarr_view;
 
-int zarr_view_new(struct store *store, double ttl, struct zarr_view **out);
+/* bucket_name: what a linked layout's file_uri "bucket/key" must name (NULL: no linked
+ * dataset is shown). */
+int zarr_view_new(struct store *store, const char *bucket_name, double ttl, struct zarr_view **out);
 void zarr_view_free(struct zarr_view *v);
 
 enum zarr_kind { ZARR_DIR = 1, ZARR_FILE };
@@ -72,7 +81,8 @@ int zarr_read(struct zarr_view *v, const char *domain, const char *root_id, cons
  * The domain's view as a kerchunk reference set, version 1 (issue 28 §2), JSON (malloc'd):
  * {"version": 1, "refs": {".zgroup": "<text>", "x/.zarray": "<text>", "x/0.0": [URL], ...}},
  * every metadata file inline, every stored chunk of an array whose chunk files are its objects
- * (no filter, or Blosc frames) as [url_base + key]. Arrays whose chunks are served decoded
+ * (no filter, or Blosc frames) as [url_base + key], a linked chunk passed through as
+ * [url_base + file key, offset, size]. Arrays whose chunks are served decoded
  * (bitshuffle, shuffle alone, vlen strings) have no object to point at and are left out; an
  * array whose unstored chunks are files of fill values (a netCDF variable without _FillValue)
  * keeps its fill_value here, since no reference can point at such a file. Every dataset's
