@@ -31,14 +31,14 @@ static void member(struct dynbuf *b, int *first, const char *dir, const char *na
     dynbuf_appends(b, text);
 }
 
-static int add(struct zarr_view *v, const char *domain, struct zarr_node *n, const char *dir,
+static int add(struct store *store, const char *domain, struct zarr_node *n, const char *dir,
                struct dynbuf *b, int *first, int depth)
 {
     if (n->array) {
         char *zarray;
         size_t len;
         pthread_mutex_lock(&n->array->lock);
-        int rc = zarr_settle(zarr_view_store(v), domain, n->array);
+        int rc = zarr_settle(store, domain, n->array);
         if (rc == 0)
             rc = zarr_meta_zarray(n->array, 0, &zarray, &len);
         pthread_mutex_unlock(&n->array->lock);
@@ -55,7 +55,7 @@ static int add(struct zarr_view *v, const char *domain, struct zarr_node *n, con
         char *sub;
         if (asprintf(&sub, "%s%s/", dir, n->kids[i]->name) < 0)
             return -ENOMEM;
-        int rc = add(v, domain, n->kids[i], sub, b, first, depth + 1);
+        int rc = add(store, domain, n->kids[i], sub, b, first, depth + 1);
         free(sub);
         if (rc != 0)
             return rc;
@@ -63,13 +63,13 @@ static int add(struct zarr_view *v, const char *domain, struct zarr_node *n, con
     return 0;
 }
 
-int zarr_consolidated(struct zarr_view *v, const char *domain, struct zarr_node *top, char **out,
+int zarr_consolidated(struct store *store, const char *domain, struct zarr_node *top, char **out,
                       size_t *len)
 {
     struct dynbuf b = DYNBUF_INIT(DYNBUF_NO_MAX);
     int first = 1;
     dynbuf_appends(&b, "{\"metadata\": {");
-    int rc = add(v, domain, top, "", &b, &first, 0);
+    int rc = add(store, domain, top, "", &b, &first, 0);
     dynbuf_appends(&b, "}, \"zarr_consolidated_format\": 1}");
     if (rc != 0) {
         dynbuf_free(&b);

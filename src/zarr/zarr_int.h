@@ -90,11 +90,13 @@ int zarr_list_chunks(struct store *store, const char *domain, struct zarr_array 
 /* Decide how a compressed dataset's chunks are served from its first stored chunk (Blosc
  * frames: blosc; zlib streams: zlib), once (caller holds a->lock). 0 or -EIO. */
 int zarr_settle(struct store *store, const char *domain, struct zarr_array *a);
+/* Does a chunk object begin as a zlib stream (HDF5's deflate) rather than a Blosc frame? */
+int zarr_is_zlib_stream(const unsigned char *b, size_t len);
+struct store *zarr_view_store(const struct zarr_view *v);
 /* The tree of the domain with root root_id (a reference, zarr.c), and its release. */
 int zarr_tree_get(struct zarr_view *v, const char *domain, const char *root_id,
                   struct zarr_tree **out);
 void zarr_tree_release(struct zarr_view *v, struct zarr_tree *t);
-struct store *zarr_view_store(const struct zarr_view *v);
 int zarr_tree_build(struct store *store, const char *bucket, const char *domain,
                     const char *root_id, struct zarr_tree **out);
 void zarr_tree_free(struct zarr_tree *t);
@@ -125,7 +127,7 @@ int zarr_linked_table(struct store *store, const char *domain, struct zarr_array
 /* ---- zarr_consolidated.c ---- */
 #define ZARR_CONSOLIDATED ".zmetadata" /* in the root group only */
 /* The root group's .zmetadata (malloc'd): 0, -EIO, -ENOMEM. */
-int zarr_consolidated(struct zarr_view *v, const char *domain, struct zarr_node *top, char **out,
+int zarr_consolidated(struct store *store, const char *domain, struct zarr_node *top, char **out,
                       size_t *len);
 
 /* ---- zarr_meta.c: the metadata texts ---- */
