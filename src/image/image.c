@@ -128,21 +128,35 @@ int image_for_each_chunk(const struct image *img, int (*fn)(void *ctx, uint64_t 
     return 0;
 }
 
-int image_chunk_source(const struct image *img, uint64_t off, const char *dataset_id,
-                       const uint64_t *idx, int rank, char *key, size_t key_len)
+/* The chunk segment that begins at off when it is chunk idx of dataset dataset_id (rank
+ * dimensions) in img, with its dataset; NULL otherwise. */
+static const struct segment *chunk_at(const struct image *img, uint64_t off, const char *dataset_id,
+                                      const uint64_t *idx, int rank,
+                                      const struct image_dataset **ds_out)
 {
     uint64_t at[IMAGE_MAX_RANK];
     if (off >= extent_size(img->map))
-        return 0;
+        return NULL;
     size_t n;
     const struct segment *seg = &extent_segments(img->map, &n)[extent_find(img->map, off)];
     if (seg->kind != SEGMENT_CHUNK || seg->off != off || seg->dset >= img->n_datasets)
-        return 0;
+        return NULL;
     const struct image_dataset *ds = &img->datasets[seg->dset];
-    if (ds->origin != ORIGIN_HSDS || ds->rank != rank || strcmp(ds->id, dataset_id) != 0)
-        return 0;
+    if (ds->rank != rank || strcmp(ds->id, dataset_id) != 0)
+        return NULL;
     image_chunk_index(ds, seg->u.chunk, at);
     if (memcmp(at, idx, (size_t)rank * sizeof *at) != 0)
+        return NULL;
+    *ds_out = ds;
+    return seg;
+}
+
+int image_chunk_source(const struct image *img, uint64_t off, const char *dataset_id,
+                       const uint64_t *idx, int rank, char *key, size_t key_len)
+{
+    const struct image_dataset *ds;
+    const struct segment *seg = chunk_at(img, off, dataset_id, idx, rank, &ds);
+    if (!seg || ds->origin != ORIGIN_HSDS)
         return 0;
     return image_chunk_key(ds, seg->u.chunk, key, key_len) == 0;
 }
@@ -150,19 +164,9 @@ int image_chunk_source(const struct image *img, uint64_t off, const char *datase
 int image_chunk_pooled(const struct image *img, uint64_t off, const char *dataset_id,
                        const uint64_t *idx, int rank)
 {
-    uint64_t at[IMAGE_MAX_RANK];
-    if (off >= extent_size(img->map))
-        return 0;
-    size_t n;
-    const struct segment *seg = &extent_segments(img->map, &n)[extent_find(img->map, off)];
-    if (seg->kind != SEGMENT_CHUNK || seg->off != off || seg->dset >= img->n_datasets)
-        return 0;
-    const struct image_dataset *ds = &img->datasets[seg->dset];
-    if (ds->origin != ORIGIN_REF_PIECES || !ds->pooled || ds->rank != rank ||
-        strcmp(ds->id, dataset_id) != 0)
-        return 0;
-    image_chunk_index(ds, seg->u.chunk, at);
-    if (memcmp(at, idx, (size_t)rank * sizeof *at) != 0)
+    const struct image_dataset *ds;
+    const struct segment *seg = chunk_at(img, off, dataset_id, idx, rank, &ds);
+    if (!seg || ds->origin != ORIGIN_REF_PIECES || !ds->pooled)
         return 0;
     /* one piece, the whole pool object: the version's table entry at idx names these bytes */
     size_t lo = 0, hi = ds->n_pieces;
