@@ -83,6 +83,17 @@ def make(bucket_copy, values, domain):
                             user="test_user1")
 
 
+def ref_folder_mount(bucket_copy, mount_bucket, tmp_path):
+    """The folder HOME/kept as HSDS makes it, mounted (ttl=0, cache_dir c1) and turned to ref
+    mode by its xattr: the mount."""
+    hsds_bucket.put(str(bucket_copy), f"{HOME}/kept/.domain.json",
+                    {"owner": "test_user1", "acls": {"test_user1": hsds_bucket.acl_all()},
+                     "created": time.time(), "lastModified": time.time()})
+    m = mount_bucket(bucket_copy, "-o", f"user=test_user1,ttl=0,cache_dir={tmp_path}/c1")
+    os.setxattr(m.path(f"{HOME}/kept"), "user.h5osfs.versions", b"ref")
+    return m
+
+
 def r_plus(m, domain, index, value):
     before = requests(m)
     t0 = time.monotonic()
@@ -101,11 +112,7 @@ def test_ref_domain_stores_only_what_changed(bucket_copy, mount_bucket, tmp_path
     domain = f"{HOME}/kept/v.h5"
     others = roots_of(stored_below(bucket_copy))
     make(bucket_copy, values, domain)
-    hsds_bucket.put(str(bucket_copy), f"{HOME}/kept/.domain.json",
-                    {"owner": "test_user1", "acls": {"test_user1": hsds_bucket.acl_all()},
-                     "created": time.time(), "lastModified": time.time()})
-    m = mount_bucket(bucket_copy, "-o", f"user=test_user1,ttl=0,cache_dir={tmp_path}/c1")
-    os.setxattr(m.path(f"{HOME}/kept"), "user.h5osfs.versions", b"ref")
+    m = ref_folder_mount(bucket_copy, mount_bucket, tmp_path)
     assert os.getxattr(m.path(f"{HOME}/kept"), "user.h5osfs.versions") == b"ref"
 
     expected, want, counts = [], values.copy(), []
@@ -384,12 +391,8 @@ def test_back_to_root_mode_restores_a_plain_root_and_the_acl(bucket_copy, mount_
     values = np.arange(CHUNKS * PER, dtype="f4")
     domain = f"{HOME}/kept/back.h5"
     make(bucket_copy, values, domain)
-    hsds_bucket.put(str(bucket_copy), f"{HOME}/kept/.domain.json",
-                    {"owner": "test_user1", "acls": {"test_user1": hsds_bucket.acl_all()},
-                     "created": time.time(), "lastModified": time.time()})
     real = json.loads((bucket_copy / domain / ".domain.json").read_text())["acls"]
-    m = mount_bucket(bucket_copy, "-o", f"user=test_user1,ttl=0,cache_dir={tmp_path}/c1")
-    os.setxattr(m.path(f"{HOME}/kept"), "user.h5osfs.versions", b"ref")
+    m = ref_folder_mount(bucket_copy, mount_bucket, tmp_path)
     with h5py.File(m.path(domain), "r+") as f:
         f["data"][1] = -1
     want1 = values.copy()
@@ -456,11 +459,7 @@ def test_ref_tables_are_compressed_tiles_and_unchanged_tiles_are_copied(bucket_c
     hsds_bucket.make_domain(str(bucket_copy), "/" + domain, "f4", (n_chunks * per,), (per,),
                             lambda idx: values[idx[0] * per:(idx[0] + 1) * per].tobytes(),
                             user="test_user1")
-    hsds_bucket.put(str(bucket_copy), f"{HOME}/kept/.domain.json",
-                    {"owner": "test_user1", "acls": {"test_user1": hsds_bucket.acl_all()},
-                     "created": time.time(), "lastModified": time.time()})
-    m = mount_bucket(bucket_copy, "-o", f"user=test_user1,ttl=0,cache_dir={tmp_path}/c1")
-    os.setxattr(m.path(f"{HOME}/kept"), "user.h5osfs.versions", b"ref")
+    m = ref_folder_mount(bucket_copy, mount_bucket, tmp_path)
     want = [values.copy()]
     for n, index in enumerate((3, 4500 * per + 1, 10 * per + 2)):
         w = want[-1].copy()
@@ -516,11 +515,7 @@ def test_ref_r_plus_whose_version_cannot_be_kept_names_a_whole_root(bucket_copy,
     domain = f"{HOME}/kept/s.h5"
     others = roots_of(stored_below(bucket_copy))
     make(bucket_copy, values, domain)
-    hsds_bucket.put(str(bucket_copy), f"{HOME}/kept/.domain.json",
-                    {"owner": "test_user1", "acls": {"test_user1": hsds_bucket.acl_all()},
-                     "created": time.time(), "lastModified": time.time()})
-    m = mount_bucket(bucket_copy, "-o", f"user=test_user1,ttl=0,cache_dir={tmp_path}/c1")
-    os.setxattr(m.path(f"{HOME}/kept"), "user.h5osfs.versions", b"ref")
+    m = ref_folder_mount(bucket_copy, mount_bucket, tmp_path)
     want = values.copy()
     want[1] = -1
     r_plus(m, domain, 1, -1)                       # version 1: the domain names its root
@@ -550,11 +545,7 @@ def test_mv_onto_a_ref_domain_adds_a_version_and_keeps_its_head(bucket_copy, mou
     values = np.arange(CHUNKS * PER, dtype="f4")
     domain = f"{HOME}/kept/t.h5"
     make(bucket_copy, values, domain)
-    hsds_bucket.put(str(bucket_copy), f"{HOME}/kept/.domain.json",
-                    {"owner": "test_user1", "acls": {"test_user1": hsds_bucket.acl_all()},
-                     "created": time.time(), "lastModified": time.time()})
-    m = mount_bucket(bucket_copy, "-o", f"user=test_user1,ttl=0,cache_dir={tmp_path}/c1")
-    os.setxattr(m.path(f"{HOME}/kept"), "user.h5osfs.versions", b"ref")
+    m = ref_folder_mount(bucket_copy, mount_bucket, tmp_path)
     want1, want2 = values.copy(), values.copy()
     want1[1] = want2[1] = -1
     want2[2] = -2
