@@ -23,6 +23,7 @@
 #include "h5osfs/schema/vlist.h"
 #include "h5osfs/domops/vnames.h"
 #include "h5osfs/domops/vtable.h"
+#include "vkept.h"
 
 #define CHUNK_MAX (1ull << 31)       /* table sizes are I32 (spec §8.3) */
 #define TABLE_ENTRIES_MAX (1u << 20) /* a table is held whole in memory while written */
@@ -100,99 +101,6 @@ static int ends_with(const char *s, const char *tail)
 {
     size_t a = strlen(s), b = strlen(tail);
     return a >= b && strcmp(s + a - b, tail) == 0;
-}
-
-/* ---- chunks left in the pool by a versions_current=ref r+ ---- */
-
-struct kept_list {
-    uint64_t *idx; /* n indexes of rank coordinates each */
-    size_t n, cap;
-    int rank;
-};
-
-struct versions_kept {
-    pthread_mutex_t lock;
-    struct strmap *by_json_key; /* the dataset's JSON key under the new root -> kept_list */
-};
-
-int versions_kept_new(struct versions_kept **out)
-{
-    struct versions_kept *k = calloc(1, sizeof *k);
-    if (k && !(k->by_json_key = strmap_new())) {
-        free(k);
-        k = NULL;
-    }
-    if (!k)
-        return -ENOMEM;
-    pthread_mutex_init(&k->lock, NULL);
-    *out = k;
-    return 0;
-}
-
-static void kept_list_free(void *v)
-{
-    struct kept_list *l = v;
-    if (l)
-        free(l->idx);
-    free(l);
-}
-
-void versions_kept_free(struct versions_kept *k)
-{
-    if (!k)
-        return;
-    strmap_free(k->by_json_key, kept_list_free);
-    pthread_mutex_destroy(&k->lock);
-    free(k);
-}
-
-static int kept_append(struct kept_list *l, const uint64_t *idx, int rank)
-{
-    if (l->rank != rank)
-        return -EINVAL;
-    if (l->n == l->cap) {
-        size_t cap = l->cap ? l->cap * 2 : 64;
-        uint64_t *grown = realloc(l->idx, cap * (size_t)rank * sizeof *grown);
-        if (!grown)
-            return -ENOMEM;
-        l->idx = grown;
-        l->cap = cap;
-    }
-    memcpy(l->idx + l->n * (size_t)rank, idx, (size_t)rank * sizeof *idx);
-    l->n++;
-    return 0;
-}
-
-int versions_kept_add(void *ctx, const char *dataset_id, const uint64_t *idx, int rank)
-{
-    struct versions_kept *k = ctx;
-    char key[STORE_KEY_MAX + 1];
-    if (rank < 1 || rank > HJSON_DIMS_MAX || schema_obj_key(dataset_id, key, sizeof key) != 0)
-        return -EINVAL;
-    pthread_mutex_lock(&k->lock);
-    struct kept_list *l = strmap_get(k->by_json_key, key);
-    int rc = 0;
-    if (!l && (l = calloc(1, sizeof *l)) != NULL) {
-        l->rank = rank;
-        if (strmap_put(k->by_json_key, key, l, NULL) != 0) {
-            free(l);
-            l = NULL;
-        }
-    }
-    rc = l ? kept_append(l, idx, rank) : -ENOMEM;
-    pthread_mutex_unlock(&k->lock);
-    return rc;
-}
-
-static const struct kept_list *kept_of(const struct versions_commit *vc, const char *json_key)
-{
-    if (!vc->kept)
-        return NULL;
-    struct versions_kept *k = (struct versions_kept *)vc->kept;
-    pthread_mutex_lock(&k->lock);
-    const struct kept_list *l = strmap_get(k->by_json_key, json_key);
-    pthread_mutex_unlock(&k->lock);
-    return l;
 }
 
 /* ---- ids ---- */
@@ -874,7 +782,7 @@ static int pooled_dataset(const struct dataset_ctx *d, const char *json_key, jso
         entries *= grid[k];
     if (entries > TABLE_ENTRIES_MAX)
         return -EOPNOTSUPP;
-    const struct kept_list *kept = kept_of(d->vc, json_key);
+    const struct kept_list *kept = versions_kept_of(d->vc->kept, json_key);
     int rc = chunks_of(d, json_key, rank, &chunks, &n);
     if (rc == 0)
         rc = base_table(d, json_key, doc, entries, kept != NULL, &base);
@@ -981,7 +889,7 @@ static int version_object(const struct dataset_ctx *d, const char *key)
         rc = -EOPNOTSUPP; /* linked data: the file is not in the pool yet */
     else if (poolable(doc))
         rc = pooled_dataset(d, key, doc, vkey);
-    else if (kept_of(d->vc, key))
+    else if (versions_kept_of(d->vc->kept, key))
         rc = -EAGAIN; /* chunks left in the pool of a dataset that is no longer pooled */
     else
         rc = copied_dataset(d, key, doc, text, vkey);

@@ -98,4 +98,3 @@ const struct kept_list *versions_kept_of(const struct versions_kept *kept, const
     pthread_mutex_unlock(&k->lock);
     return l;
 }
-
