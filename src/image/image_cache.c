@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <openssl/evp.h>
@@ -288,6 +289,39 @@ static int check_ids(const struct image *img, const struct image_cache_key *key,
     return rc;
 }
 
+/* A trim removes the least recently used files first, by their mtime. The kernel stamps a
+ * file's times from a clock that moves once a tick (some 4 ms), so images used within one
+ * tick would tie and a trim could remove the one just used instead of an older one. Uses are
+ * stamped from the nanosecond clock instead, strictly increasing within this process. */
+static pthread_mutex_t use_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct timespec last_use; /* under use_lock */
+
+static struct timespec next_use_time(void)
+{
+    struct timespec now;
+    if (clock_gettime(CLOCK_REALTIME, &now) != 0)
+        now = (struct timespec){ 0 };
+    pthread_mutex_lock(&use_lock);
+    if (now.tv_sec < last_use.tv_sec ||
+        (now.tv_sec == last_use.tv_sec && now.tv_nsec <= last_use.tv_nsec)) {
+        now = last_use;
+        if (++now.tv_nsec == 1000000000L) {
+            now.tv_sec++;
+            now.tv_nsec = 0;
+        }
+    }
+    last_use = now;
+    pthread_mutex_unlock(&use_lock);
+    return now;
+}
+
+static void mark_used(const char *path)
+{
+    const struct timespec times[2] = { { .tv_nsec = UTIME_OMIT }, next_use_time() };
+    if (utimensat(AT_FDCWD, path, times, 0) != 0)
+        log_debug("%s: cannot mark it used: %s", path, strerror(errno));
+}
+
 struct image *image_cache_load(const struct image_source *src, const char *domain_path,
                                const struct image_cache_key *key)
 {
@@ -301,8 +335,7 @@ struct image *image_cache_load(const struct image_source *src, const char *domai
         image_put(img);
         return NULL;
     }
-    if (utimensat(AT_FDCWD, path, NULL, 0) != 0) /* recently used: evicted last */
-        log_debug("%s: cannot touch it: %s", path, strerror(errno));
+    mark_used(path);
     return img;
 }
 
@@ -486,6 +519,7 @@ void image_cache_save(const struct image_source *src, const struct image_cache_k
     snprintf(path, sizeof path, "%s/%s", src->image_dir, key->name);
     if (image_file_save(src->image_dir, key->name, key->stamp, img) != 0 || stat(path, &sb) != 0)
         return;
+    mark_used(path);
     pthread_mutex_lock(&trim_lock);
     saved_since_trim += (uint64_t)sb.st_size;
     if (saved_since_trim > src->image_dir_max / 16) {

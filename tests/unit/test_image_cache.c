@@ -79,10 +79,10 @@ static void count_images(const char *dir, int *n, uint64_t *bytes)
     closedir(d);
 }
 
-static struct image *build_small_image(struct store **st)
+static struct image *build_small_image(const char *name, struct store **st)
 {
     char bucket[512], key[STORE_KEY_MAX + 1], text[256];
-    snprintf(bucket, sizeof bucket, "%s/bucket", tmp_dir);
+    snprintf(bucket, sizeof bucket, "%s/%s", tmp_dir, name);
     CHECK_INT(mkdir(bucket, 0755), 0);
     CHECK_INT(store_posix_open(bucket, st), 0);
     CHECK_INT(schema_obj_key(ROOT, key, sizeof key), 0);
@@ -113,7 +113,7 @@ static void add_old_images(const char *dir, const char *first, int round)
 static void test_parallel_saves_keep_what_fits(void)
 {
     struct store *st = NULL;
-    struct image *img = build_small_image(&st);
+    struct image *img = build_small_image("bucket", &st);
     if (!img)
         return;
     char images[512];
@@ -162,6 +162,82 @@ static void test_parallel_saves_keep_what_fits(void)
     pthread_barrier_destroy(&start);
     image_put(img);
     store_close(st);
+}
+
+/* ---- the least recently used image goes first, however close together the uses ---- */
+
+#define LRU_ROUNDS 40
+
+static void lru_key(struct image_cache_key *key, char **object_key, int round, char which)
+{
+    *key = (struct image_cache_key){ 0 };
+    snprintf(key->name, sizeof key->name, "%063x%c", round, which);
+    snprintf(key->root_prefix, sizeof key->root_prefix, "db/01234567-89abcdef/");
+    key->object_keys = object_key;
+    key->n_object_keys = 1;
+}
+
+static int image_kept(const char *dir, const struct image_cache_key *key)
+{
+    char path[600];
+    snprintf(path, sizeof path, "%s/%s", dir, key->name);
+    return access(path, F_OK) == 0;
+}
+
+/* a saved, b saved, a used, c saved into room for two: b goes, each round. The uses of a round
+ * fall within one tick of the kernel's clock, so file times the kernel stamps would tie. */
+static void test_least_recently_used_goes_first(void)
+{
+    struct store *st = NULL;
+    char images[512], root_key[STORE_KEY_MAX + 1];
+    snprintf(images, sizeof images, "%s/lru", tmp_dir);
+    CHECK_INT(mkdir(images, 0755), 0);
+    CHECK_INT(schema_obj_key(ROOT, root_key, sizeof root_key), 0);
+    char *object_key = root_key;
+    struct image_source src = { .image_dir = images, .image_dir_max = 1u << 30 };
+    struct image_cache_key a, b, c;
+    int b_kept = 0, a_lost = 0, c_lost = 0;
+    struct image *img = build_small_image("lru-bucket", &st);
+    if (!img)
+        return;
+    src.store = st;
+    for (int round = 0; round < LRU_ROUNDS; round++) {
+        lru_key(&a, &object_key, round, 'a');
+        lru_key(&b, &object_key, round, 'b');
+        lru_key(&c, &object_key, round, 'c');
+        image_cache_save(&src, &a, img);
+        if (round == 0) {
+            struct stat sb;
+            char path[600];
+            snprintf(path, sizeof path, "%s/%s", images, a.name);
+            CHECK_INT(stat(path, &sb), 0);
+            src.image_dir_max = 2 * (uint64_t)sb.st_size + (uint64_t)sb.st_size / 2;
+        }
+        image_cache_save(&src, &b, img);
+        struct image *used = image_cache_load(&src, "/x.h5", &a);
+        CHECK(used != NULL);
+        image_put(used);
+        image_cache_save(&src, &c, img);
+        b_kept += image_kept(images, &b);
+        a_lost += !image_kept(images, &a);
+        c_lost += !image_kept(images, &c);
+        const struct image_cache_key *round_keys[3] = { &a, &b, &c };
+        for (int i = 0; i < 3; i++) { /* empty for the next round */
+            char path[600];
+            snprintf(path, sizeof path, "%s/%s", images, round_keys[i]->name);
+            unlink(path);
+        }
+    }
+    image_put(img);
+    store_close(st);
+    if (b_kept || a_lost || c_lost)
+        fprintf(stderr,
+                "of %d rounds: b (least recently used) kept in %d, a lost in %d, "
+                "c lost in %d\n",
+                LRU_ROUNDS, b_kept, a_lost, c_lost);
+    CHECK_INT(b_kept, 0);
+    CHECK_INT(a_lost, 0);
+    CHECK_INT(c_lost, 0);
 }
 
 /* ---- image_check: a genuine image with one field changed is refused, and says why ---- */
@@ -345,6 +421,7 @@ int main(void)
     if (log_setup(LOG_LVL_WARN, LOG_SINK_FILE, "/dev/null") != 0)
         return 1;
     test_parallel_saves_keep_what_fits();
+    test_least_recently_used_goes_first();
     build_genuine();
     if (genuine) {
         test_genuine_image_passes();
