@@ -234,10 +234,10 @@ int image_only_chunks_differ(const struct image *img, int fd)
     return rc;
 }
 
-int image_for_each_pooled_chunk(const struct image *img, const char *dataset_id,
-                                int (*fn)(void *ctx, uint64_t off, uint64_t len,
-                                          const uint64_t *idx, int rank),
-                                void *ctx)
+int image_for_each_chunk_of(const struct image *img, const char *dataset_id,
+                            int (*fn)(void *ctx, uint64_t off, uint64_t len, const uint64_t *idx,
+                                      int rank),
+                            void *ctx)
 {
     uint64_t idx[IMAGE_MAX_RANK];
     size_t n;
@@ -249,8 +249,6 @@ int image_for_each_pooled_chunk(const struct image *img, const char *dataset_id,
         if (strcmp(ds->id, dataset_id) != 0)
             continue;
         image_chunk_index(ds, seg[i].u.chunk, idx);
-        if (!image_chunk_pooled(img, seg[i].off, dataset_id, idx, ds->rank))
-            continue;
         int rc = fn(ctx, seg[i].off, seg[i].len, idx, ds->rank);
         if (rc != 0)
             return rc;

@@ -199,13 +199,14 @@ int ingest_new(const struct ingest_config *cfg, const char *h5path, const char *
     if (rc == 0)
         log_info("%s: stored from %s: %llu groups, %llu datasets (%llu linked to the file, "
                  "%llu bytes stored whole), %llu chunks written (%llu "
-                 "copied raw), %llu chunks copied from %s, %llu objects kept, %llu changes",
+                 "copied raw), %llu chunks copied from %s (%llu told at once), %llu objects kept, "
+                 "%llu changes",
                  log_name, h5path, (unsigned long long)stats->groups,
                  (unsigned long long)stats->datasets, (unsigned long long)stats->datasets_linked,
                  (unsigned long long)stats->bytes_linked, (unsigned long long)stats->chunks_written,
                  (unsigned long long)stats->chunks_raw, (unsigned long long)stats->chunks_copied,
-                 base ? base->root : "no base", (unsigned long long)stats->objects_kept,
-                 (unsigned long long)stats->changes);
+                 base ? base->root : "no base", (unsigned long long)stats->copies_told,
+                 (unsigned long long)stats->objects_kept, (unsigned long long)stats->changes);
     if (rc == 0 && stats->chunks_in_pool > 0)
         log_info("%s: %llu unchanged chunks left in the base version's pool (%llu told at once, "
                  "the rest asked HDF5 for one by one)",

@@ -44,9 +44,11 @@ struct dset_io {
     int same_dims;  /* with the base's layout: the base's shape too */
     int partitions; /* layout.partition_count (0: none) */
     int virt;       /* virtual or external: reading may fail */
-    /* kept_in_pool: one bit per chunk (C order over grid) still the base's pool object, told
-     * by the base without a lookup per chunk (NULL: ask per chunk) */
-    unsigned char *pooled;
+    /* Told by the base in one pass (clean_chunks), one bit per chunk in C order over grid
+     * (NULL: ask HDF5 per chunk): `told` chunks are settled (copied in the store, or left in
+     * the base version's pool); `extent` chunks have an extent in the base; a chunk with
+     * neither is not allocated unless HDF5 says so. */
+    unsigned char *told, *extent;
     uint64_t grid[INGEST_MAX_RANK];
 };
 
@@ -155,7 +157,8 @@ static int io_open(struct dset_io *io, char *why, size_t why_len)
 
 static void io_close(struct dset_io *io)
 {
-    free(io->pooled);
+    free(io->told);
+    free(io->extent);
     free(io->fill);
     free(io->fill_stored);
     if (io->mem >= 0)
@@ -340,7 +343,7 @@ static int base_chunk(struct dset_io *io, const struct chunk_at *c)
     return rc < 0 ? rc : 1;
 }
 
-/* The chunk's bit in io->pooled: its index in C order. */
+/* The chunk's bit in io->told and io->extent: its index in C order. */
 static uint64_t linear_of(const struct dset_io *io, const uint64_t *idx)
 {
     uint64_t lin = 0;
@@ -349,7 +352,30 @@ static uint64_t linear_of(const struct dset_io *io, const uint64_t *idx)
     return lin;
 }
 
-static int pooled_chunk(void *ctx, const uint64_t *idx, int rank)
+static void bit_set(unsigned char *bits, uint64_t i)
+{
+    bits[i / 8] |= (unsigned char)(1u << (i % 8));
+}
+
+static int bit_get(const unsigned char *bits, uint64_t i)
+{
+    return (bits[i / 8] >> (i % 8)) & 1;
+}
+
+/* A base chunk that is still the base's stored object: copied in the store, as base_chunk's
+ * state 2, without reading it. */
+static int copy_told(struct dset_io *io, const uint64_t *idx, const char *key)
+{
+    struct ingest_job job = { .src_fd = -1, .path = io->o->path };
+    if (schema_chunk_key(io->o->id, idx, io->rank,
+                         schema_chunk_partition(idx, io->rank, io->partitions), job.key,
+                         sizeof job.key) != 0)
+        return -EIO;
+    snprintf(job.copy_of, sizeof job.copy_of, "%s", key);
+    return ingest_pool_submit(io->g->pool, &job);
+}
+
+static int told_chunk(void *ctx, const uint64_t *idx, int rank, int state, const char *key)
 {
     struct dset_io *io = ctx;
     if (rank != io->rank)
@@ -358,20 +384,30 @@ static int pooled_chunk(void *ctx, const uint64_t *idx, int rank)
         if (idx[k] >= io->grid[k])
             return 0; /* outside today's grid: asked per chunk like any other */
     uint64_t lin = linear_of(io, idx);
-    io->pooled[lin / 8] |= (unsigned char)(1u << (lin % 8));
-    io->g->stats->chunks_in_pool++; /* the version names it: nothing stored */
-    io->g->stats->chunks_told++;
-    return io->g->cfg->kept_in_pool(io->g->cfg->pool_ctx, io->o->id, idx, rank);
+    bit_set(io->extent, lin);
+    int rc = 0;
+    if (state == 2 && key[0]) {
+        io->g->stats->copies_told++;
+        rc = copy_told(io, idx, key);
+    } else if (state == 3 && io->g->cfg->kept_in_pool) {
+        io->g->stats->chunks_in_pool++; /* the version names it: nothing stored */
+        io->g->stats->chunks_told++;
+        rc = io->g->cfg->kept_in_pool(io->g->cfg->pool_ctx, io->o->id, idx, rank);
+    } else {
+        return 0; /* written, or not a whole stored object: asked per chunk */
+    }
+    bit_set(io->told, lin);
+    return rc;
 }
 
-/* A ref-mode r+ (cfg->kept_in_pool) of a dataset on the base's grid and shape: the chunks
- * the base can vouch for in one pass are marked and left in the pool. 0 or -errno. */
-static int mark_pooled(struct dset_io *io)
+/* An r+ of a dataset on the base's grid and shape: the chunks the base can vouch for in one
+ * pass are settled here, the rest asked of HDF5 chunk by chunk. 0 or -errno. */
+static int tell_base_chunks(struct dset_io *io)
 {
     const struct ingest_base *b = io->g->base;
     uint64_t total = 1;
-    if (!io->g->cfg->kept_in_pool || !b || !b->clean_pool_chunks || !io->o->base_id[0] ||
-        !io->o->base_layout || !io->same_grid || !io->same_dims || io->scalar)
+    if (!b || !b->clean_chunks || !io->o->base_id[0] || !io->o->base_layout || !io->same_grid ||
+        !io->same_dims || io->scalar)
         return 0;
     for (int k = 0; k < io->rank; k++) {
         io->grid[k] = io->cdims[k] ? (io->dims[k] + io->cdims[k] - 1) / io->cdims[k] : 0;
@@ -379,12 +415,15 @@ static int mark_pooled(struct dset_io *io)
             total > ((uint64_t)1 << 40))
             return 0;
     }
-    if (!(io->pooled = calloc(total / 8 + 1, 1)))
+    io->told = calloc(total / 8 + 1, 1);
+    io->extent = calloc(total / 8 + 1, 1);
+    if (!io->told || !io->extent)
         return -ENOMEM;
-    int rc = b->clean_pool_chunks(b->ctx, io->o->base_id, pooled_chunk, io);
-    if (rc == 0) {
-        free(io->pooled); /* it cannot tell (before telling any): every chunk asked for */
-        io->pooled = NULL;
+    int rc = b->clean_chunks(b->ctx, io->o->base_id, told_chunk, io);
+    if (rc == 0) { /* it cannot tell (before telling any): every chunk asked for */
+        free(io->told);
+        free(io->extent);
+        io->told = io->extent = NULL;
     }
     return rc == 1 ? 0 : rc;
 }
@@ -392,11 +431,9 @@ static int mark_pooled(struct dset_io *io)
 static int one_chunk(struct dset_io *io, struct chunk_at *c, unsigned char *buf)
 {
     int rc;
-    if (io->pooled) {
-        uint64_t lin = linear_of(io, c->idx);
-        if (io->pooled[lin / 8] & (1u << (lin % 8)))
-            return 0; /* told by the base: left in the pool */
-    }
+    uint64_t lin = io->told ? linear_of(io, c->idx) : 0;
+    if (io->told && bit_get(io->told, lin))
+        return 0; /* settled by tell_base_chunks */
     if (schema_chunk_key(io->o->id, c->idx, io->rank,
                          schema_chunk_partition(c->idx, io->rank, io->partitions), c->key,
                          sizeof c->key) != 0)
@@ -407,6 +444,10 @@ static int one_chunk(struct dset_io *io, struct chunk_at *c, unsigned char *buf)
                                    sizeof job.copy_of)) {
             memcpy(job.key, c->key, sizeof job.key); /* unreadable in the file: as stored */
             return ingest_pool_submit(io->g->pool, &job);
+        }
+        if (io->told && !bit_get(io->extent, lin) && unallocated(io, c)) {
+            io->g->stats->chunks_fill++; /* no extent in the base, none now: no lookup */
+            return 0;
         }
         if ((rc = base_chunk(io, c)) <= 0)
             return rc;
@@ -630,7 +671,7 @@ int ingest_dataset_chunks(struct ingest *g, struct ingest_obj *o)
     if (g->base && o->base_id[0] && !io.same_grid)
         rc = ingest_base_materialize(g, o, io.dset);
     if (rc == 0)
-        rc = mark_pooled(&io);
+        rc = tell_base_chunks(&io);
     if (rc == 0)
         rc = all_chunks(&io);
     if (rc == -ENODATA && io.virt) {

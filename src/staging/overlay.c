@@ -360,31 +360,34 @@ static int kept_of(struct overlay *o)
     return 0;
 }
 
-struct pool_walk {
-    const struct overlay *o;
-    int (*fn)(void *ctx, const uint64_t *idx, int rank);
-    void *ctx;
+struct clean_walk {
+    struct overlay *o;
+    const char *dataset_id;
+    int (*fn)(void *fctx, const uint64_t *idx, int rank, int state, const char *key);
+    void *fctx;
 };
 
-static int clean_pooled(void *ctx, uint64_t off, uint64_t len, const uint64_t *idx, int rank)
+static int tell_chunk(void *ctx, uint64_t off, uint64_t len, const uint64_t *idx, int rank)
 {
-    struct pool_walk *w = ctx;
-    size_t i = first_after(w->o, off);
-    int clean = i < w->o->n && w->o->clean[i].off == off && w->o->clean[i].len == len;
-    return clean ? w->fn(w->ctx, idx, rank) : 0;
+    struct clean_walk *w = ctx;
+    char key[STORE_KEY_MAX + 1] = "";
+    int state = chunk_state(w->o, off, len, w->dataset_id, idx, rank, 0, key, sizeof key);
+    return state < 0 ? state : w->fn(w->fctx, idx, rank, state, key);
 }
 
 /* Only where nothing but chunk bytes was written in place (no index node, no allocation)
- * is every clean extent still its chunk: then fn for each that is a whole pool object. */
-static int clean_pool_chunks(void *ctx, const char *dataset_id,
-                             int (*fn)(void *ctx, const uint64_t *idx, int rank), void *fctx)
+ * is every chunk extent of the base still its chunk: then each is told with its state. */
+static int clean_chunks(void *ctx, const char *dataset_id,
+                        int (*fn)(void *fctx, const uint64_t *idx, int rank, int state,
+                                  const char *key),
+                        void *fctx)
 {
     struct overlay *o = ctx;
     int same = image_only_chunks_differ(o->base, o->fd);
     if (same != 1)
         return same;
-    struct pool_walk w = { o, fn, fctx };
-    int rc = image_for_each_pooled_chunk(o->base, dataset_id, clean_pooled, &w);
+    struct clean_walk w = { o, dataset_id, fn, fctx };
+    int rc = image_for_each_chunk_of(o->base, dataset_id, tell_chunk, &w);
     return rc ? rc : 1;
 }
 
@@ -396,7 +399,7 @@ int overlay_ingest_base(struct overlay *o, struct ingest_base *out)
                                  .n_kept = o->n_kept,
                                  .object_id = object_id,
                                  .chunk_state = chunk_state,
-                                 .clean_pool_chunks = clean_pool_chunks,
+                                 .clean_chunks = clean_chunks,
                                  .written_chunks_unchanged = written_chunks_unchanged,
                                  .ctx = o };
     return rc;

@@ -164,12 +164,12 @@ int image_chunk_pooled(const struct image *img, uint64_t off, const char *datase
  * whatever was written changed chunk bytes in place only, so every chunk (its index included)
  * is where img put it. 0 when anything else differs, -errno. */
 int image_only_chunks_differ(const struct image *img, int fd);
-/* Call fn for every chunk extent of dataset dataset_id that is one whole pool object
- * (image_chunk_pooled), in file order, until it returns non-zero (that value). */
-int image_for_each_pooled_chunk(const struct image *img, const char *dataset_id,
-                                int (*fn)(void *ctx, uint64_t off, uint64_t len,
-                                          const uint64_t *idx, int rank),
-                                void *ctx);
+/* Call fn for every chunk extent of dataset dataset_id, in file order, until it returns
+ * non-zero (that value). */
+int image_for_each_chunk_of(const struct image *img, const char *dataset_id,
+                            int (*fn)(void *ctx, uint64_t off, uint64_t len, const uint64_t *idx,
+                                      int rank),
+                            void *ctx);
 
 /* What the image does not show as stored; each was logged once when the image was built. A
  * commit of a change made through the file must carry these over unchanged. */

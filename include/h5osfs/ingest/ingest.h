@@ -109,13 +109,17 @@ struct ingest_base {
      * of the range when this returns (clean bytes are copied in). -errno on failure. */
     int (*chunk_state)(void *ctx, uint64_t addr, uint64_t len, const char *dataset_id,
                        const uint64_t *idx, int rank, int materialize, char *key, size_t key_len);
-    /* With cfg->kept_in_pool: every chunk of base dataset dataset_id that is still the base
-     * version's whole pool object, without asking HDF5 where each chunk is (a lookup per
-     * chunk walks its index: minutes for 1e5). fn(fctx, idx, rank) for each (non-zero stops:
-     * that value). 1 done; 0 when it cannot tell (anything but chunk bytes was written: ask
-     * HDF5 per chunk); -errno. NULL: never. */
-    int (*clean_pool_chunks)(void *ctx, const char *dataset_id,
-                             int (*fn)(void *fctx, const uint64_t *idx, int rank), void *fctx);
+    /* Every chunk extent of base dataset dataset_id with its chunk_state (materialize 0; key
+     * for state 2), told in one pass without asking HDF5 where each chunk is (HDF5 1.10's
+     * H5Dget_chunk_info_by_coord walks the chunk index: O(chunks) per lookup, minutes for
+     * 1e5), possible only where nothing but chunk bytes was written in place (no index node,
+     * no allocation), so that every chunk is where the base put it. fn(fctx, idx, rank, state,
+     * key) for each (non-zero stops: that value). 1 done; 0 when it cannot tell (ask HDF5 per
+     * chunk); -errno. NULL: never. */
+    int (*clean_chunks)(void *ctx, const char *dataset_id,
+                        int (*fn)(void *fctx, const uint64_t *idx, int rank, int state,
+                                  const char *key),
+                        void *fctx);
     /* Before the ingest (commit.c): 0 when every base chunk object the file's writer wrote
      * over is still as the base saw it, -ESTALE (logged) when another writer (HSDS updates
      * chunks in place) changed one since, so that the commit does not undo it; -errno. NULL:
@@ -131,7 +135,8 @@ struct ingest_stats {
     uint64_t chunks_copied;   /* unchanged chunks copied inside the store from the base */
     uint64_t chunks_fill;     /* chunks equal to the fill value everywhere: not stored */
     uint64_t chunks_in_pool;  /* unchanged chunks the base version's pool holds (kept_in_pool) */
-    uint64_t chunks_told;     /* of those, told by clean_pool_chunks (no lookup per chunk) */
+    uint64_t chunks_told;     /* of those, told by clean_chunks (no lookup per chunk) */
+    uint64_t copies_told;     /* of chunks_copied, told by clean_chunks */
     uint64_t objects_kept;    /* objects of the base the file still has (same id digits) */
     uint64_t bytes_written;   /* bytes put, JSON included */
     uint64_t changes;         /* objects stored differently from the file (each logged) */
