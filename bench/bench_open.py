@@ -1,7 +1,8 @@
 #!/usr/bin/python3
 """Open + first value of a one-dataset domain of N chunk objects (issue 29 §1): requests (from
 /.h5osfs-stats) and time, cold mount (fresh daemon, empty cache_dir), on a local-directory
-bucket and on s3rver: the open alone (h5py.File and the dataset), and with the first value
+bucket, on s3rver and on Ceph RGW (--backends rgw; its objects in memory, loaded once per
+run): the open alone (h5py.File and the dataset), and with the first value
 (and the last, --last). Each N gets its own bucket, written as objects (bench/hsds_bucket.py):
 int8 chunks of 16 values as bench_read_all.py's 10^6-chunk domain (value i of chunk c is
 (c + i) % 127), so a 4 KiB page of the file holds 256 chunks and the first value costs 256
@@ -9,7 +10,9 @@ chunk GETs whatever the policy (the kernel reads whole pages).
 
 Binaries alternate (A B A B ...) when --base is given (a build of the commit to compare with).
 
-usage: bench/bench_open.py [--work DIR] [--sizes 1000,10000] [--backends posix,s3]
+The daemon's peak resident memory (VmHWM, read just before it stops) is printed per run.
+
+usage: bench/bench_open.py [--work DIR] [--sizes 1000,10000] [--backends posix,s3,rgw]
                            [--base BIN] [--reps N] [--last]
 """
 import argparse
@@ -27,6 +30,7 @@ HERE = Path(__file__).resolve().parent
 sys.path[:0] = [str(HERE), str(HERE.parent / "tests" / "integration"), str(HERE.parent / "tests" / "s3")]
 import harness  # noqa: E402
 import hsds_bucket  # noqa: E402
+import s3fixtures  # noqa: E402
 from harness import S3Server  # noqa: E402
 
 USER = "bench"
@@ -51,6 +55,14 @@ def make_bucket(work, n):
 def requests(mnt):
     s = json.loads((mnt / ".h5osfs-stats").read_text())
     return s["store"]["requests"]
+
+
+def peak_rss_mib(pid):
+    with open(f"/proc/{pid}/status") as f:
+        for line in f:
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) / 1024
+    return float("nan")
 
 
 def one_run(binary, bucket, work, server, last):
@@ -81,10 +93,11 @@ def one_run(binary, bucket, work, server, last):
                 assert d[n - 1] == chunk(n // 16 - 1)[15]
         t = time.perf_counter() - t0
         after = requests(mnt)
+        rss = peak_rss_mib(daemon.proc.pid)
     finally:
         daemon.stop(120)
     return t, t_open, {k: after.get(k, 0) - before.get(k, 0) for k in after}, \
-        {k: opened.get(k, 0) - before.get(k, 0) for k in opened}
+        {k: opened.get(k, 0) - before.get(k, 0) for k in opened}, rss
 
 
 def main():
@@ -99,34 +112,48 @@ def main():
     work = Path(a.work)
     work.mkdir(parents=True, exist_ok=True)
     bins = [("new", harness.h5osfs_bin())] + ([("base", a.base)] if a.base else [])
-    server = None
+    server = rgw = None
     for n in map(int, a.sizes.split(",")):
         local = make_bucket(work, n)
         for backend in a.backends.split(","):
+            account = None
             if backend == "s3":
                 if server is None:
                     server = S3Server(work / "s3")
+                account = server
                 name = f"open-{n}"
                 marker = work / "s3" / f"loaded-{n}"
                 if not marker.exists():
                     server.load(name, local)
                     marker.write_text("1")
                 bucket = f"s3://{name}"
+            elif backend == "rgw":
+                if rgw is None:
+                    rgw = s3fixtures.RgwServer(work / "rgw")
+                account = rgw.main
+                name = f"open-{n}"
+                t_load = time.perf_counter()
+                rgw.main.load(name, local)
+                print(f"rgw   N={n:<7} loaded in {time.perf_counter() - t_load:.0f} s", flush=True)
+                bucket = f"s3://{name}"
             else:
                 bucket = local
             res = {label: [] for label, _ in bins}
             for _ in range(a.reps):
                 for label, binary in bins:
-                    res[label].append(one_run(binary, bucket, work, server if backend == "s3" else None, a.last))
+                    res[label].append(one_run(binary, bucket, work, account, a.last))
             for label, runs in res.items():
                 t = statistics.median(r[0] for r in runs)
                 t_open = statistics.median(r[1] for r in runs)
                 req, req_open = runs[-1][2], runs[-1][3]
+                rss = max(r[4] for r in runs)
                 fmt = lambda r: " ".join(f"{k}={v}" for k, v in sorted(r.items()) if v)  # noqa
                 print(f"{backend:5} N={n:<7} {label:4} open {t_open:7.3f} s [{fmt(req_open)}]"
-                      f"  +value {t:7.3f} s [{fmt(req)}]", flush=True)
+                      f"  +value {t:7.3f} s [{fmt(req)}]  peak RSS {rss:.1f} MiB", flush=True)
     if server:
         server.stop()
+    if rgw:
+        rgw.stop()
 
 
 if __name__ == "__main__":
