@@ -16,6 +16,7 @@ import re
 import shutil
 import subprocess
 import threading
+import zlib
 from pathlib import Path
 
 import h5py
@@ -431,3 +432,35 @@ def test_hsds_serves_every_version_from_raw_datas_chunks(bucket_copy, mount_buck
     assert after == sorted(names + ["next"])
     if mib:
         assert domain_bytes(m, domain) <= 1.2 * raw_after, (domain_bytes(m, domain), raw_after)
+
+
+@pytest.mark.posix_only(reason="a forged object: the same on every store")
+def test_the_mount_reads_versions_by_their_mappings_never_through_the_table(bucket_copy,
+                                                                           mount_bucket,
+                                                                           tmp_path):
+    """A chunk table is input like any stored object: forged so that every entry names
+    raw_data's first chunk (HSDS then serves that chunk everywhere), the mount still reads each
+    version through its mappings, as HDF5 reads the VDS, and says nothing of the table."""
+    src, domain = VDS / "versioned.h5", f"{HOME}/versioned.h5"
+    m = mount_bucket(bucket_copy, "-o", f"user=test_user1,ttl=0,cache_dir={tmp_path}/cache")
+    shutil.copyfile(src, m.path(domain))
+    assert m.unmount() == 0
+    with h5py.File(src, "r") as s:
+        names = version_names(s)
+    for name in names:
+        path = f"_version_data/versions/{name}/data1"
+        d = dataset_doc(m, domain, path)
+        table = stored_json(m, obj_key(d["creationProperties"]["layout"]["chunk_table"],
+                                       ".dataset.json"))
+        entries = read_table(m, table)
+        first = entries[entries["size"] > 0][0]
+        entries[:] = first
+        assert table["layout"]["dims"] == table["shape"]["dims"]   # one tile
+        m.put(obj_key(table["id"], "0"), zlib.compress(entries.tobytes()))
+        forged, _ = hsds_values(m, domain, path)
+        with h5py.File(src, "r") as s:
+            assert not np.array_equal(forged, s[path][()])
+    ro = mount_bucket(m, "-o", f"user=test_user1,ro,cache_dir={tmp_path}/ro")
+    for name in names:
+        assert_same_vds(src, ro.path(domain), f"_version_data/versions/{name}/data1")
+    assert "table" not in ro.log(), ro.log()
