@@ -264,9 +264,10 @@ static int pin_source(struct ingest_obj *s, const struct vref_plan *p)
 int ingest_vref_plan(struct ingest *g)
 {
     int rc = 0;
-    /* no URI to name the chunks by; or a ref-mode r+, whose unchanged chunks stay in the
-     * base version's pool, not under the new root the table would name */
-    if (!g->cfg->bucket_name || schema_id_version(g->root) != 2 || g->cfg->kept_in_pool)
+    /* no URI to name the chunks by; a ref-mode r+, whose unchanged chunks stay in the base
+     * version's pool, not under the new root the table would name; or the caller's choice */
+    if (!g->cfg->bucket_name || schema_id_version(g->root) != 2 || g->cfg->kept_in_pool ||
+        g->cfg->no_vds_tables)
         return 0;
     for (size_t i = 0; rc == 0 && i < g->n_objs; i++) {
         struct vref_plan p;

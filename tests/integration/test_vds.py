@@ -124,6 +124,8 @@ def test_no_chunk_is_stored_for_a_virtual_dataset(copied, bucket_copy):
     assert len(virtual) == 8, list(virtual)  # entry/data, 5 of same_file.h5, v, p
     for path, j in virtual.items():
         assert chunks[path.parent] == [], j
+        # none of these maps whole chunks of a dataset of its file: no chunk table for HSDS
+        assert "_REF" not in j.get("creationProperties", {}).get("layout", {}).get("class", ""), j
         for mapping in j["h5osfs"]["virtual"]:
             assert set(mapping) == {"file", "dataset", "src_select", "vds_select"}, mapping
     assert "stored as a regular dataset" not in log
