@@ -105,6 +105,16 @@ static long same_file_source(struct ingest *g, const json_t *mapping)
     return ingest_find_addr(g, info.addr);
 }
 
+/* Mapping m names source src (the first mapping's, named first) too. */
+static int same_source(struct ingest *g, const json_t *m, const char *first, long src)
+{
+    const char *name = hjson_text(json_object_get(m, "dataset"));
+    const char *file = hjson_text(json_object_get(m, "file"));
+    if (name && file && first && strcmp(file, ".") == 0 && strcmp(name, first) == 0)
+        return 1; /* versioned-hdf5 names raw_data alike in every mapping: no lookup */
+    return same_file_source(g, m) == src;
+}
+
 /* The shape dims of dataset JSON j: its rank, or -1. */
 static int shape_dims(const json_t *j, uint64_t *dims)
 {
@@ -237,9 +247,10 @@ static int plan_dataset(struct ingest *g, size_t vi, struct vref_plan *p)
         return -ENOMEM;
     for (uint64_t e = 0; e < p->entries; e++)
         p->target[e] = VREF_UNMAPPED;
+    const char *first = hjson_text(json_object_get(json_array_get(list, 0), "dataset"));
     for (size_t i = 0; i < json_array_size(list); i++) {
         const json_t *m = json_array_get(list, i);
-        if ((i > 0 && same_file_source(g, m) != src) || map_mapping(p, m, vdims, sdims) != 0) {
+        if ((i > 0 && !same_source(g, m, first, src)) || map_mapping(p, m, vdims, sdims) != 0) {
             free(p->target);
             p->target = NULL;
             return 0;
