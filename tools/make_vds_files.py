@@ -19,6 +19,10 @@
   /_version_data/versions/<v>/data1, VDS whose chunk-aligned mappings point into raw_data of
   the same file ("."); each version after the first rewrites some chunks, which are appended.
 
+append_version(f, name, changes) is the writer of a later commit, for an r+ of such a file:
+the new chunks appended to raw_data and hash_table, a new version group whose VDS maps every
+chunk as the current version has it but the changed ones.
+
 Small (KBs) and deterministic: run it again and the files hold the same values.
 Usage: tools/make_vds_files.py [OUTDIR]  (default tests/data/vds)
        tools/make_vds_files.py --versioned-mib N FILE  (a versioned.h5 of about N MiB of raw
@@ -125,10 +129,11 @@ def missing_source(path):
         f.create_virtual_dataset("v", layout, fillvalue=7)
 
 
-def versioned(path, chunk, chunks, versions, rewritten, seed=27):
+def versioned(path, chunk, chunks, versions, rewritten, seed=27, compression=None):
     """versions versions of /data1 (chunks chunks of chunk float64 each); each version after
     the first rewrites `rewritten` chunks. raw_data holds every unique chunk once, in the
-    order written; hash_table one (sha256, [start, stop]) row per raw chunk."""
+    order written (compression: h5py's, with shuffle); hash_table one (sha256, [start, stop])
+    row per raw chunk."""
     rng = np.random.default_rng(seed)
     current = rng.standard_normal(chunks * chunk)
     raw, rows, slots = [], [], []
@@ -165,11 +170,13 @@ def versioned(path, chunk, chunks, versions, rewritten, seed=27):
             if v == 0:
                 ds = vdata.create_group("data1")
             data = np.concatenate(raw)
-            if "raw_data" in ds:
+            if "raw_data" in ds:        # only the new chunks are written, as appended
+                at = ds["raw_data"].shape[0]
                 ds["raw_data"].resize((len(data),))
-                ds["raw_data"][:] = data
+                ds["raw_data"][at:] = data[at:]
             else:
-                ds.create_dataset("raw_data", data=data, maxshape=(None,), chunks=(chunk,))
+                ds.create_dataset("raw_data", data=data, maxshape=(None,), chunks=(chunk,),
+                                  compression=compression, shuffle=compression is not None)
             group.create_virtual_dataset("data1", layout, fillvalue=0.0)
         hashes = np.zeros(len(raw), dtype=[("hash", "u1", (32,)), ("shape", "i8", (2,))])
         for i, piece in enumerate(raw):
@@ -179,6 +186,44 @@ def versioned(path, chunk, chunks, versions, rewritten, seed=27):
         ds.create_dataset("hash_table", data=hashes, maxshape=(None,), chunks=(max(1, len(raw)),))
         vgroups.attrs["current_version"] = prev
     return len(raw) * chunk * 8
+
+
+def append_version(f, name, changes, dataset="data1"):
+    """Commit version `name` of /dataset in open file f as versioned-hdf5 does: the chunks of
+    `changes` ({chunk number: its values}) appended to raw_data (and their rows to hash_table),
+    then a VDS over raw_data mapping each chunk as the current version has it, the changed ones
+    to their new place; current_version moves to it."""
+    vgroups = f["_version_data/versions"]
+    prev = vgroups.attrs["current_version"]
+    raw = f[f"_version_data/{dataset}/raw_data"]
+    table = f[f"_version_data/{dataset}/hash_table"]
+    old = vgroups[prev][dataset]
+    chunk = raw.chunks[0]
+    slots = {}
+    for vs in old.virtual_sources():
+        start, block = vs.vspace.get_regular_hyperslab()[0][0], vs.vspace.get_regular_hyperslab()[3]
+        for c in range(block[0] // chunk):
+            slots[start // chunk + c] = vs.src_space.get_regular_hyperslab()[0][0] + c * chunk
+    at = raw.shape[0]
+    raw.resize((at + chunk * len(changes),))
+    rows = table.shape[0]
+    table.resize((rows + len(changes),))
+    for i, (c, values) in enumerate(sorted(changes.items())):
+        piece = np.asarray(values, dtype=raw.dtype)
+        raw[at + i * chunk:at + (i + 1) * chunk] = piece
+        table[rows + i] = (np.frombuffer(hashlib.sha256(piece.tobytes()).digest(), np.uint8),
+                           (at + i * chunk, at + (i + 1) * chunk))
+        slots[c] = at + i * chunk
+    layout = h5py.VirtualLayout(shape=old.shape, dtype=raw.dtype)
+    source = h5py.VirtualSource(".", raw.name, shape=raw.shape)
+    for c, s0 in sorted(slots.items()):
+        n = min(chunk, old.shape[0] - c * chunk)
+        layout[c * chunk:c * chunk + n] = source[s0:s0 + n]
+    group = vgroups.create_group(name)
+    group.attrs["prev_version"] = prev
+    group.attrs["timestamp"] = "2026-11-29 11:00:00.000000+0000"
+    group.create_virtual_dataset(dataset, layout, fillvalue=old.fillvalue)
+    vgroups.attrs["current_version"] = name
 
 
 def main():

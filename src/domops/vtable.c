@@ -101,6 +101,38 @@ int vtable_geom_of(const json_t *doc, struct vtable_geom *g)
     return 0;
 }
 
+static json_t *dims_array(const uint64_t *v, int rank)
+{
+    json_t *a = json_array();
+    for (int k = 0; a && k < rank; k++)
+        if (json_array_append_new(a, json_integer((json_int_t)v[k])) != 0) {
+            json_decref(a);
+            return NULL;
+        }
+    return a;
+}
+
+json_t *vtable_json(const char *tid, const char *root, const struct vtable_geom *g, double now)
+{
+    json_t *grid = dims_array(g->grid, g->rank), *tile = dims_array(g->tile, g->rank);
+    /* "O" fails the pack on a NULL (ENOMEM), and takes its own reference: grid serves twice */
+    json_t *doc =
+        json_pack("{s:s,s:s,s:f,s:f,"
+                  "s:{s:s,s:[{s:s,s:{s:s,s:s}},{s:s,s:{s:s,s:s}},{s:s,s:{s:s,s:s,s:s,s:i}}]},"
+                  "s:{s:s,s:O,s:O},s:{},s:{s:[{s:s,s:i,s:i,s:s}]},s:{s:s,s:O}}",
+                  "id", tid, "root", root, "created", now, "lastModified", now, "type", "class",
+                  "H5T_COMPOUND", "fields", "name", "offset", "type", "class", "H5T_INTEGER",
+                  "base", "H5T_STD_I64LE", "name", "size", "type", "class", "H5T_INTEGER", "base",
+                  "H5T_STD_I32LE", "name", "file_uri", "type", "class", "H5T_STRING", "charSet",
+                  "H5T_CSET_ASCII", "strPad", "H5T_STR_NULLPAD", "length", VTABLE_URI_LEN, "shape",
+                  "class", "H5S_SIMPLE", "dims", grid, "maxdims", grid, "attributes",
+                  "creationProperties", "filters", "class", "H5Z_FILTER_DEFLATE", "id", 1, "level",
+                  ZLIB_LEVEL, "name", "gzip", "layout", "class", "H5D_CHUNKED", "dims", tile);
+    json_decref(grid);
+    json_decref(tile);
+    return doc;
+}
+
 uint64_t vtable_tile_entries(const struct vtable_geom *g)
 {
     uint64_t n = 1;

@@ -87,6 +87,8 @@ static int write_all(struct ingest *g)
     int rc = store_chunks(g);
     if (rc == 0)
         rc = ingest_link_store_file(g); /* after the carried objects: they may name it */
+    if (rc == 0)
+        rc = ingest_vref_tables(g); /* the sizes of the chunks just stored */
     if (rc != 0)
         return rc;
     stage(g, INGEST_STAGE_CHUNKS_DONE);
@@ -145,6 +147,8 @@ static int run(struct ingest *g)
     if (rc == 0)
         rc = build_all(g);
     if (rc == 0)
+        rc = ingest_vref_plan(g);
+    if (rc == 0)
         rc = ingest_link_layouts(g);
     if (rc == 0 && g->base)
         rc = ingest_base_settle(g);
@@ -152,6 +156,7 @@ static int run(struct ingest *g)
         rc = ingest_base_restore(g);
     if (rc == 0)
         rc = write_all(g);
+    ingest_vref_free(g);
     ingest_objs_free(g);
     strmap_free(g->by_addr, NULL);
     if (g->raw_fd >= 0)

@@ -9,18 +9,27 @@ the source's, h5dump shows a VIRTUAL layout, and a copy out of the mount h5diffs
 source. No chunk object is stored for them (the values are their sources'). The store matters
 only for the copy in, so the s3 backend runs the master case alone.
 """
+import importlib.util
 import json
 import os
 import re
 import shutil
 import subprocess
 import threading
+import zlib
+from pathlib import Path
 
 import h5py
 import numpy as np
 import pytest
 
+import objcheck
 from conftest import DATA
+
+_spec = importlib.util.spec_from_file_location(
+    "make_vds_files", Path(__file__).resolve().parents[2] / "tools" / "make_vds_files.py")
+make_vds_files = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(make_vds_files)
 
 pytestmark = pytest.mark.backends("posix", "s3")
 
@@ -115,6 +124,8 @@ def test_no_chunk_is_stored_for_a_virtual_dataset(copied, bucket_copy):
     assert len(virtual) == 8, list(virtual)  # entry/data, 5 of same_file.h5, v, p
     for path, j in virtual.items():
         assert chunks[path.parent] == [], j
+        # none of these maps whole chunks of a dataset of its file: no chunk table for HSDS
+        assert "_REF" not in j.get("creationProperties", {}).get("layout", {}).get("class", ""), j
         for mapping in j["h5osfs"]["virtual"]:
             assert set(mapping) == {"file", "dataset", "src_select", "vds_select"}, mapping
     assert "stored as a regular dataset" not in log
@@ -279,3 +290,179 @@ def test_a_source_named_by_a_fifo_does_not_hold_the_commit(bucket_copy, mount_bu
     assert f"source dataset d of file {fifo}" in m.log()
     with h5py.File(mount_bucket(m, "-o", "user=test_user1,ro").path(f"{HOME}/f.h5"), "r") as f:
         assert f["v"].is_virtual
+
+
+# ---- what HSDS serves of versioned-hdf5's versions (H5D_CHUNKED_REF_INDIRECT, spec §8.3) ----
+
+ENTRY = np.dtype([("offset", "<i8"), ("size", "<i4"), ("uri", "S128")])  # vtable.h
+
+
+def obj_key(obj_id, name):
+    """db/A-B/<kind>/C-D-E/<name> of a v2 group or dataset id (spec §2.1)."""
+    kind = {"g": "g", "d": "d"}[obj_id[0]]
+    return f"db/{obj_id[2:19]}/{kind}/{obj_id[20:]}/{name}"
+
+
+def stored_json(m, key):
+    return json.loads(m.get(key))
+
+
+def dataset_doc(m, domain, h5path):
+    """The dataset JSON at h5path of the domain, found as HSDS finds it: its root, then links."""
+    root = stored_json(m, f"{domain}/.domain.json")["root"]
+    doc = stored_json(m, f"db/{root[2:19]}/.group.json")
+    for name in h5path.strip("/").split("/"):
+        target = doc["links"][name]["id"]
+        doc = stored_json(m, obj_key(target, ".group.json" if target[0] == "g" else
+                                     ".dataset.json"))
+    return doc
+
+
+def grid_of(dims, chunk):
+    return tuple(-(-d // c) for d, c in zip(dims, chunk))
+
+
+def read_table(m, table):
+    """The entries of a chunk table dataset, as HSDS reads its chunks (filters of its JSON)."""
+    grid, tile = table["shape"]["dims"], table["layout"]["dims"]
+    filters = table.get("creationProperties", {}).get("filters")
+    out = np.zeros(grid, dtype=ENTRY)
+    for idx in np.ndindex(*grid_of(grid, tile)):
+        raw = m.get(obj_key(table["id"], "_".join(map(str, idx))))
+        assert raw is not None, f"table tile {idx} of {table['id']} missing"
+        part = np.frombuffer(objcheck.decode_chunk(raw, filters, ENTRY.itemsize, False),
+                             dtype=ENTRY).reshape(tile)
+        at = tuple(slice(i * t, min((i + 1) * t, g)) for i, t, g in zip(idx, tile, grid))
+        out[at] = part[tuple(slice(0, s.stop - s.start) for s in at)]
+    return out
+
+
+def hsds_values(m, domain, h5path):
+    """(values, the keys the table names) of a dataset of H5D_CHUNKED_REF_INDIRECT layout with a
+    URI per entry, read as HSDS reads it: the table by position, each entry's (offset, size) of
+    the object its URI names, decoded with the dataset's filters; size 0 is the fill value."""
+    d = dataset_doc(m, domain, h5path)
+    lay, cp = d["creationProperties"]["layout"], d["creationProperties"]
+    assert lay["class"] == "H5D_CHUNKED_REF_INDIRECT" and "file_uri" not in lay, lay
+    chunk, dims = d["layout"]["dims"], d["shape"]["dims"]
+    dtype = objcheck.np_dtype(d["type"])
+    table = read_table(m, stored_json(m, obj_key(lay["chunk_table"], ".dataset.json")))
+    assert list(table.shape) == list(grid_of(dims, chunk))
+    out = np.full(dims, cp.get("fillValue", 0), dtype=dtype)
+    bucket = Path(m.bucket).name + "/"
+    named = []
+    for idx in np.ndindex(*table.shape):
+        e = table[idx]
+        assert e["uri"], f"entry {idx}: an empty URI is the one before it (spec §12)"
+        if e["size"] == 0:
+            continue
+        uri = e["uri"].decode("ascii")
+        assert uri.startswith(bucket), uri
+        named.append(uri[len(bucket):])
+        data = m.get(uri[len(bucket):])[e["offset"]:e["offset"] + e["size"]]
+        piece = np.frombuffer(objcheck.decode_chunk(data, cp.get("filters"), dtype.itemsize,
+                                                    False), dtype=dtype).reshape(chunk)
+        at = tuple(slice(i * c, min((i + 1) * c, n)) for i, c, n in zip(idx, chunk, dims))
+        out[at] = piece[tuple(slice(0, s.stop - s.start) for s in at)]
+    return out, named
+
+
+def domain_bytes(m, domain):
+    """Bytes a local bucket holds for the domain: its .domain.json and everything under its
+    root."""
+    root = stored_json(m, f"{domain}/.domain.json")["root"]
+    under = Path(m.bucket) / "db" / root[2:19]
+    return (sum(p.stat().st_size for p in under.rglob("*") if p.is_file()) +
+            len(m.get(f"{domain}/.domain.json")))
+
+
+def assert_hsds_serves_every_version(m, domain, source, ro):
+    """Each version of /data1 read as HSDS reads the bucket equals h5py's reading of source;
+    every entry names a chunk object of raw_data (nothing copied); through the mount ro, each
+    version is still a VDS with source's mappings. The raw data's bytes: returned."""
+    with h5py.File(source, "r") as s:
+        raw = s["_version_data/data1/raw_data"]
+        raw_bytes = raw.size * raw.dtype.itemsize
+        names = version_names(s)
+        raw_dir = obj_key(dataset_doc(m, domain, "_version_data/data1/raw_data")["id"], "")
+        for name in names:
+            path = f"_version_data/versions/{name}/data1"
+            values, named = hsds_values(m, domain, path)
+            assert np.array_equal(values, s[path][()]), name
+            assert named and all(k.startswith(raw_dir) for k in named), (name, named[:3])
+            assert_same_vds(source, ro.path(domain), path)
+    return names, raw_bytes
+
+
+@pytest.mark.parametrize("mib", [0, pytest.param(16, marks=pytest.mark.posix_only(
+    reason="bytes are counted once, on the local bucket"))], ids=["small", "16MiB"])
+def test_hsds_serves_every_version_from_raw_datas_chunks(bucket_copy, mount_bucket, tmp_path, mib):
+    """versioned-hdf5's versions are VDS mapped chunk by chunk into raw_data: each is also
+    stored as H5D_CHUNKED_REF_INDIRECT whose table names raw_data's chunk objects, so HSDS
+    serves every version's values, not fill, while the mount still shows the VDS and the
+    bucket holds <= 1.2 x the raw data. An r+ committing a new version (versioned-hdf5's
+    writer: new chunks appended to raw_data, a new VDS) keeps all of it true."""
+    if mib == 0:
+        src = VDS / "versioned.h5"
+    else:   # 32 KiB chunks, 10 versions, 2 chunks rewritten by each, shuffle and deflate
+        src = tmp_path / "versioned.h5"
+        make_vds_files.versioned(src, 4096, max(1, int(mib * 2**20 / 32768 / 1.45)), 10, 2,
+                                 compression="gzip")
+    domain = f"{HOME}/versioned.h5"
+    m = mount_bucket(bucket_copy, "-o", f"user=test_user1,ttl=0,cache_dir={tmp_path}/cache")
+    shutil.copyfile(src, m.path(domain))
+    assert m.unmount() == 0
+    ro = mount_bucket(m, "-o", f"user=test_user1,ro,cache_dir={tmp_path}/ro")
+    names, raw_bytes = assert_hsds_serves_every_version(m, domain, src, ro)
+    if mib:
+        assert domain_bytes(m, domain) <= 1.2 * raw_bytes, (domain_bytes(m, domain), raw_bytes)
+        assert objcheck.problems(m.bucket, domain) == []
+    assert ro.unmount() == 0
+
+    mine = tmp_path / "mine.h5"            # the same commit on a local copy: what h5py reads
+    shutil.copyfile(src, mine)
+    rw = mount_bucket(m, "-o", f"user=test_user1,ttl=0,cache_dir={tmp_path}/cache")
+    with h5py.File(src, "r") as s:
+        chunk = s["_version_data/data1/raw_data"].chunks[0]
+    changes = {1: np.arange(chunk, dtype=np.float64) + 0.125}
+    for path in (mine, rw.path(domain)):
+        with h5py.File(path, "r+") as f:
+            make_vds_files.append_version(f, "next", changes)
+    assert rw.unmount() == 0
+    ro = mount_bucket(m, "-o", f"user=test_user1,ro,cache_dir={tmp_path}/ro2")
+    after, raw_after = assert_hsds_serves_every_version(m, domain, mine, ro)
+    assert after == sorted(names + ["next"])
+    if mib:
+        assert domain_bytes(m, domain) <= 1.2 * raw_after, (domain_bytes(m, domain), raw_after)
+
+
+@pytest.mark.posix_only(reason="a forged object: the same on every store")
+def test_the_mount_reads_versions_by_their_mappings_never_through_the_table(bucket_copy,
+                                                                           mount_bucket,
+                                                                           tmp_path):
+    """A chunk table is input like any stored object: forged so that every entry names
+    raw_data's first chunk (HSDS then serves that chunk everywhere), the mount still reads each
+    version through its mappings, as HDF5 reads the VDS, and says nothing of the table."""
+    src, domain = VDS / "versioned.h5", f"{HOME}/versioned.h5"
+    m = mount_bucket(bucket_copy, "-o", f"user=test_user1,ttl=0,cache_dir={tmp_path}/cache")
+    shutil.copyfile(src, m.path(domain))
+    assert m.unmount() == 0
+    with h5py.File(src, "r") as s:
+        names = version_names(s)
+    for name in names:
+        path = f"_version_data/versions/{name}/data1"
+        d = dataset_doc(m, domain, path)
+        table = stored_json(m, obj_key(d["creationProperties"]["layout"]["chunk_table"],
+                                       ".dataset.json"))
+        entries = read_table(m, table)
+        first = entries[entries["size"] > 0][0]
+        entries[:] = first
+        assert table["layout"]["dims"] == table["shape"]["dims"]   # one tile
+        m.put(obj_key(table["id"], "0"), zlib.compress(entries.tobytes()))
+        forged, _ = hsds_values(m, domain, path)
+        with h5py.File(src, "r") as s:
+            assert not np.array_equal(forged, s[path][()])
+    ro = mount_bucket(m, "-o", f"user=test_user1,ro,cache_dir={tmp_path}/ro")
+    for name in names:
+        assert_same_vds(src, ro.path(domain), f"_version_data/versions/{name}/data1")
+    assert "table" not in ro.log(), ro.log()

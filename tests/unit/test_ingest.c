@@ -9,6 +9,8 @@
  * 4. In place: one element changed -> exactly one chunk rewritten; a removed dataset's objects
  *    deleted; a second run changes nothing.
  * 5. A file that is not HDF5 gives -EINVAL; a store that fails gives an error.
+ * 6. A VDS mapped chunk by chunk into a dataset of its file gets a chunk table over that
+ *    dataset's chunk objects (ingest_vref.c); one mapped any other way does not.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -22,6 +24,7 @@
 #include <hdf5.h>
 #include <jansson.h>
 
+#include "h5osfs/domops/vtable.h"
 #include "h5osfs/ingest/ingest_int.h"
 #include "check.h"
 #include "fixture_walk.h"
@@ -635,6 +638,157 @@ static void test_unfiltered_raw(hsize_t userblock)
     store_close(st);
 }
 
+/* ---- 6. chunk tables of chunk-aligned virtual datasets ---- */
+
+/* One mapping of dataset S (8 x 6 int32, chunks 2 x 3) into the VDS of dcpl: rows and columns
+ * [r0, r0 + nr) x [c0, c0 + nc) of S at [v0, v0 + nr) x [w0, w0 + nc). */
+static void map_s(hid_t dcpl, hid_t vspace, hsize_t v0, hsize_t w0, hsize_t r0, hsize_t c0,
+                  hsize_t nr, hsize_t nc)
+{
+    hsize_t sdims[2] = { 8, 6 }, vstart[2] = { v0, w0 }, sstart[2] = { r0, c0 },
+            block[2] = { nr, nc }, one[2] = { 1, 1 };
+    hid_t src = H5Screate_simple(2, sdims, NULL);
+    CHECK(H5Sselect_hyperslab(vspace, H5S_SELECT_SET, vstart, NULL, one, block) >= 0);
+    CHECK(H5Sselect_hyperslab(src, H5S_SELECT_SET, sstart, NULL, one, block) >= 0);
+    CHECK(H5Pset_virtual(dcpl, vspace, ".", "S", src) >= 0);
+    H5Sclose(src);
+}
+
+struct vmap {
+    hsize_t v0, w0, r0, c0, nr, nc;
+};
+
+static void make_vds(hid_t f, const char *name, hid_t type, hsize_t rows, const struct vmap *m,
+                     size_t n)
+{
+    hsize_t dims[2] = { rows, 6 };
+    hid_t vspace = H5Screate_simple(2, dims, NULL), dcpl = H5Pcreate(H5P_DATASET_CREATE);
+    for (size_t i = 0; i < n; i++)
+        map_s(dcpl, vspace, m[i].v0, m[i].w0, m[i].r0, m[i].c0, m[i].nr, m[i].nc);
+    H5Sselect_all(vspace);
+    hid_t d = H5Dcreate2(f, name, type, vspace, H5P_DEFAULT, dcpl, H5P_DEFAULT);
+    CHECK(d >= 0);
+    H5Dclose(d);
+    H5Pclose(dcpl);
+    H5Sclose(vspace);
+}
+
+static void make_vds_file(const char *path)
+{
+    hid_t f = H5Fcreate(path, H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT);
+    hsize_t dims[2] = { 8, 6 }, chunk[2] = { 2, 3 };
+    hid_t sp = H5Screate_simple(2, dims, NULL), dcpl = H5Pcreate(H5P_DATASET_CREATE);
+    CHECK(H5Pset_chunk(dcpl, 2, chunk) >= 0);
+    int32_t v[48];
+    for (int i = 0; i < 48; i++)
+        v[i] = i + 1;
+    hid_t d = H5Dcreate2(f, "S", H5T_STD_I32LE, sp, H5P_DEFAULT, dcpl, H5P_DEFAULT);
+    CHECK(d >= 0 && H5Dwrite(d, H5T_NATIVE_INT32, H5S_ALL, H5S_ALL, H5P_DEFAULT, v) >= 0);
+    H5Dclose(d);
+    H5Pclose(dcpl);
+    H5Sclose(sp);
+    /* chunk (0,0) <- S chunk (2,1); row of chunks 1 <- S's row 0 (one block of two chunks);
+     * chunk (0,1) unmapped */
+    const struct vmap aligned[] = { { 0, 0, 4, 3, 2, 3 }, { 2, 0, 0, 0, 2, 6 } };
+    make_vds(f, "aligned", H5T_STD_I32LE, 4, aligned, 2);
+    /* the last row of chunks is one row: a partial block where it ends at the extent */
+    const struct vmap edge[] = { { 0, 0, 2, 0, 2, 6 }, { 2, 3, 6, 3, 1, 3 } };
+    make_vds(f, "edge", H5T_STD_I32LE, 3, edge, 2);
+    const struct vmap off[] = { { 0, 0, 1, 0, 2, 3 } }; /* source rows 1-2: off the grid */
+    make_vds(f, "off", H5T_STD_I32LE, 2, off, 1);
+    const struct vmap twice[] = { { 0, 0, 0, 0, 2, 3 }, { 0, 0, 2, 0, 2, 3 } };
+    make_vds(f, "twice", H5T_STD_I32LE, 2, twice, 2);
+    make_vds(f, "wider", H5T_STD_I64LE, 2, aligned, 1); /* HDF5 converts, HSDS would not */
+    CHECK(H5Fclose(f) >= 0);
+}
+
+static json_t *dataset_named(struct store *st, const char *root, const char *name)
+{
+    json_t *g = get_json(st, root);
+    const char *id =
+        hjson_text(json_object_get(json_object_get(json_object_get(g, "links"), name), "id"));
+    json_t *d = id ? get_json(st, id) : NULL;
+    json_decref(g);
+    return d;
+}
+
+static const char *table_of(const json_t *d)
+{
+    const json_t *lay = json_object_get(json_object_get(d, "creationProperties"), "layout");
+    const char *cls = hjson_text(json_object_get(lay, "class"));
+    return cls && strcmp(cls, "H5D_CHUNKED_REF_INDIRECT") == 0
+               ? hjson_text(json_object_get(lay, "chunk_table"))
+               : NULL;
+}
+
+/* Entry e of a table names chunk idx ("i_j") of S at its stored size; "" for size 0. */
+static void check_entry(struct store *st, const unsigned char *entries, uint64_t e,
+                        const char *s_id, const char *idx)
+{
+    const unsigned char *x = entries + e * VTABLE_ENTRY_BYTES;
+    uint32_t size =
+        (uint32_t)x[8] | (uint32_t)x[9] << 8 | (uint32_t)x[10] << 16 | (uint32_t)x[11] << 24;
+    char key[STORE_KEY_MAX + 1], uri[VTABLE_URI_LEN + 1];
+    memcpy(uri, x + 12, VTABLE_URI_LEN);
+    uri[VTABLE_URI_LEN] = '\0';
+    CHECK(uri[0] != '\0'); /* never empty: HSDS would take the entry before's (spec §12) */
+    for (int b = 0; b < 8; b++)
+        CHECK_INT(x[b], 0);
+    if (!idx[0]) {
+        CHECK_INT(size, 0);
+        return;
+    }
+    struct store_stat sst;
+    CHECK(schema_obj_key(s_id, key, sizeof key) == 0);
+    snprintf(strrchr(key, '/') + 1, sizeof key - (size_t)(strrchr(key, '/') + 1 - key), "%s", idx);
+    CHECK_INT(store_head(st, key, &sst), 0);
+    CHECK_INT(size, sst.size);
+    CHECK(strncmp(uri, "bucket/", 7) == 0);
+    CHECK_STR(uri + 7, key);
+}
+
+static void test_vds_tables(int off)
+{
+    char dir[512], src[1024], root[SCHEMA_ID_BUF];
+    struct ingest_stats stats;
+    struct store *st = new_bucket(off ? "vds_off" : "vds", dir, sizeof dir);
+    snprintf(src, sizeof src, "%s/vds.h5", tmp_dir);
+    make_vds_file(src);
+    struct ingest_config cfg = *config(st);
+    cfg.bucket_name = "bucket";
+    cfg.no_vds_tables = off;
+    CHECK_INT(ingest_new_root_id(root), 0);
+    CHECK_INT(ingest_new(&cfg, src, "/test", root, NULL, &stats), 0);
+    json_t *s = dataset_named(st, root, "S");
+    CHECK(s != NULL);
+    const char *s_id = hjson_text(json_object_get(s, "id"));
+    const json_t *sdims = json_object_get(json_object_get(s, "layout"), "dims");
+    /* pinned to the HDF5 chunk with tables; HSDS's choice (one chunk of 8 x 6) without */
+    CHECK_INT(json_integer_value(json_array_get(sdims, 0)), off ? 8 : 2);
+    const char *names[] = { "aligned", "edge", "off", "twice", "wider" };
+    for (int i = 0; i < 5; i++) {
+        json_t *d = dataset_named(st, root, names[i]);
+        CHECK(d && json_object_get(json_object_get(d, "h5osfs"), "virtual"));
+        const char *tid = table_of(d);
+        CHECK((tid != NULL) == (!off && i < 2));
+        struct vtable_geom g;
+        unsigned char *entries = NULL;
+        if (tid && vtable_read(st, tid, 1, &g, &entries) == 0) {
+            CHECK_INT(g.entries, 4); /* 2 x 2 chunks of 2 x 3 */
+            check_entry(st, entries, 0, s_id, i == 0 ? "2_1" : "1_0");
+            check_entry(st, entries, 1, s_id, i == 0 ? "" : "1_1");
+            check_entry(st, entries, 2, s_id, i == 0 ? "0_0" : "");
+            check_entry(st, entries, 3, s_id, i == 0 ? "0_1" : "3_1");
+            free(entries);
+        } else {
+            CHECK(!tid);
+        }
+        json_decref(d);
+    }
+    json_decref(s);
+    store_close(st);
+}
+
 /* ---- 5. errors ---- */
 
 static void test_errors(void)
@@ -687,6 +841,8 @@ int main(int argc, char **argv)
     test_unfiltered_raw(0);
     test_unfiltered_raw(4096);
     test_errors();
+    test_vds_tables(0);
+    test_vds_tables(1);
     rm_tree(tmp_dir);
     H5close();
     return check_done("ingest");

@@ -42,6 +42,11 @@ void vtable_geom_new(struct vtable_geom *g, const uint64_t *grid, int rank);
  * write (another entry type, tiles that are not runs of rows). */
 int vtable_geom_of(const json_t *table_doc, struct vtable_geom *g);
 
+/* The JSON of table tid under root (HSDS's member order, spec §3.4): the entry type, the
+ * shape of g's grid, deflate, g's tiles as its chunks; created and lastModified now. NULL on
+ * ENOMEM. */
+json_t *vtable_json(const char *tid, const char *root, const struct vtable_geom *g, double now);
+
 /* Tile t's first entry (row-major in the table), its number of entries inside the grid, and
  * its chunk index (rank numbers, for schema_chunk_key). */
 void vtable_tile_span(const struct vtable_geom *g, uint64_t t, uint64_t *first, uint64_t *count,

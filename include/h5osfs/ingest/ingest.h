@@ -61,6 +61,13 @@ struct ingest_config {
      */
     int (*kept_in_pool)(void *ctx, const char *dataset_id, const uint64_t *idx, int rank);
     void *pool_ctx;
+    /*
+     * 1: no chunk table for a virtual dataset mapped chunk by chunk into a dataset of the file
+     * (ingest_vref.c; doc/image.md): the VDS is stored as its mappings alone, which HSDS reads
+     * as fill values. For a commit that keeps a version (src/commit/versions.c takes no *_REF
+     * layout into a version yet: with a table, the commit is made without one). 0: tables.
+     */
+    int no_vds_tables;
     /* Called at each stage (may be NULL). A test hook may kill the process here. */
     void (*on_stage)(void *ctx, enum ingest_stage stage);
     void *ctx;

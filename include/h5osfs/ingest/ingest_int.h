@@ -10,6 +10,8 @@
  *   ingest_chunking.c §5.4 chunk dims (calls no other file)
  *   ingest_data.c   datasets -> chunk objects (§6 bytes, raw copies)
  *   ingest_vds.c    virtual datasets -> their mappings (the "h5osfs" member; no chunks)
+ *   ingest_vref.c   chunk-aligned virtual datasets -> also a chunk table over their source's
+ *                   chunk objects (H5D_CHUNKED_REF_INDIRECT), which HSDS reads
  *   ingest_pool.c   worker threads that encode and put chunks, behind a bounded queue
  *   ingest_link.c   linked ingest: the file stored whole, datasets pointing into it (§8)
  *
@@ -69,6 +71,7 @@ struct ingest_obj {
 };
 
 struct ingest_pool;
+struct ingest_vref;
 
 struct ingest {
     const struct ingest_config *cfg;
@@ -87,6 +90,7 @@ struct ingest {
     struct strmap *by_base;         /* with a base: base id -> index + 1 of the object it is */
     struct strmap *carried;         /* base ids carried over (not in the file) */
     struct ingest_pool *pool;
+    struct ingest_vref *vref; /* the virtual datasets that get a chunk table (NULL: none) */
     char link_from[STORE_KEY_MAX + 1]; /* r+: the base's linked file, which kept *_REF
                                            layouts now name under the new root ("": none) */
     /* Set where a JSON step ran out of memory and would otherwise have left something out
@@ -181,6 +185,17 @@ int ingest_is_virtual(const json_t *dataset);
  * read, 0 when every source is there, -ENOMEM. Only for the warning: the mappings are kept
  * either way, never the fill values HDF5 reads for a missing source. */
 int ingest_vds_missing_source(struct ingest *g, hid_t dcpl, char *what, size_t what_len);
+
+/* ---- ingest_vref.c ---- */
+/* Once every JSON is built, before anything is stored: the virtual datasets whose mappings are
+ * all chunk-aligned into one chunked dataset of the file (same fixed-size type and rank) are
+ * noted in g->vref, and that source's stored grid is pinned to its HDF5 chunk. 0 or -ENOMEM. */
+int ingest_vref_plan(struct ingest *g);
+/* Once the chunks are stored, before the datasets' JSON: each noted dataset gets its chunk
+ * table (the source's chunk objects, listed for their sizes) and the H5D_CHUNKED_REF_INDIRECT
+ * layout naming it; one that no longer fits is left a plain VDS (logged). 0 or -errno. */
+int ingest_vref_tables(struct ingest *g);
+void ingest_vref_free(struct ingest *g);
 
 /* ---- ingest_link.c ---- */
 /* db/A-B/.h5osfs-file of v2 root id root: where a linked ingest stores the file. */
