@@ -663,9 +663,12 @@ static int swap_in_new_root(const struct commit_ctx *c, struct journal_rec *rec,
     struct ingest_config cfg = ingest_cfg(c);
     struct ingest_stats st = { 0 };
     struct kept_version kv = { "", { 0 } };
+    unsigned keep = 0;
     cfg.keep_file = file_kept != NULL;
     if (c->link_for)
         cfg.link = c->link_for(c->link_ctx, rec->domain, c->link);
+    /* a version takes no *_REF layout yet: a VDS kept as mappings alone is kept as a version */
+    cfg.no_vds_tables = c->versions_for && c->versions_for(c->link_ctx, rec->domain, &keep, NULL);
     char old[SCHEMA_ID_BUF];
     int in_doubt = 0, rc = 0, base_ref = 0, ref = ref_mode_for(c, rec->domain, NULL);
     /* an earlier try of this record whose swap was in doubt: settled first, as recovery would

@@ -240,6 +240,24 @@ def test_versioned_hdf5_layout_keeps_its_versions_and_takes_a_new_one(bucket_cop
 
 
 @pytest.mark.posix_only(reason="what is stored does not depend on the store")
+def test_a_versioned_folder_keeps_a_version_of_a_versioned_hdf5_file(bucket_copy, mount_bucket,
+                                                                     tmp_path):
+    """With versions on, the copy is kept as version 1 (h5osfs's versions take no chunk
+    table yet: the VDS is stored as its mappings alone), and both the domain and its version
+    read each versioned-hdf5 version as the source does."""
+    src = VDS / "versioned.h5"
+    m = mount_bucket(bucket_copy, "-o",
+                     f"user=test_user1,ttl=0,versions=on,cache_dir={tmp_path}/cache")
+    shutil.copyfile(src, m.path(f"{HOME}/versioned.h5"))
+    assert "cannot be kept as a version" not in m.log()
+    with h5py.File(src, "r") as s:
+        names = version_names(s)
+    for path in (f"{HOME}/versioned.h5", f"{HOME}/.versions/versioned.h5/1.h5"):
+        for name in names:
+            assert_same_vds(src, m.path(path), f"_version_data/versions/{name}/data1")
+
+
+@pytest.mark.posix_only(reason="what is stored does not depend on the store")
 def test_a_source_that_fails_to_read_keeps_the_mapping(bucket_copy, mount_bucket, tmp_path):
     """A VDS whose source HDF5 finds but cannot read (here shorter than the mapping: HDF5 1.10
     fails the read) was stored as fill values, with a change line, and read -1 for good. Its
