@@ -19,11 +19,11 @@
 #include "h5osfs/util/pfor.h"
 #include "h5osfs/schema/schema.h"
 #include "h5osfs/util/strmap.h"
+#include "info_int.h"
 
-#define KEY_PARTS_MAX 6              /* db/A-B/d/xxxx/pN/i_j */
-#define DATASET_JSON_MAX (64u << 20) /* a CHUNKED_REF layout lists every chunk */
-#define MD5_PIECE (8u << 20)         /* bytes read at once for an object's MD5 */
-#define ETAG_PREFIX 16               /* numpy "S16": the part of an ETag the md5_sum takes */
+#define KEY_PARTS_MAX 6 /* db/A-B/d/xxxx/pN/i_j */
+#define DATASET_JSON_MAX INFO_DATASET_JSON_MAX
+#define ETAG_PREFIX 16 /* numpy "S16": the part of an ETag the md5_sum takes */
 
 /* ---- object ids (idUtil.getObjId for the v2 keys below db/) ---- */
 
@@ -294,7 +294,7 @@ static int dims_product(const json_t *dims, uint64_t *out)
 }
 
 /* getDatasetLayout: the creation properties' layout first, else the stored one. */
-static const json_t *dataset_layout(const json_t *doc)
+const json_t *info_dataset_layout(const json_t *doc)
 {
     const json_t *cp = json_object_get(json_object_get(doc, "creationProperties"), "layout");
     return cp ? cp : json_object_get(doc, "layout");
@@ -304,7 +304,7 @@ static const json_t *dataset_layout(const json_t *doc)
 static int contiguous_ref(const json_t *doc, const json_t *dims, uint64_t item_size,
                           struct dset_sum *d)
 {
-    const json_t *lay_dims = json_object_get(dataset_layout(doc), "dims");
+    const json_t *lay_dims = json_object_get(info_dataset_layout(doc), "dims");
     if (!lay_dims)
         lay_dims = json_object_get(json_object_get(doc, "layout"), "dims");
     size_t rank = json_array_size(lay_dims);
@@ -405,7 +405,7 @@ struct table {
 static int table_open(const json_t *table, size_t rank, struct table *t)
 {
     char why[200];
-    const json_t *lay = dataset_layout(table), *lay_dims = json_object_get(lay, "dims");
+    const json_t *lay = info_dataset_layout(table), *lay_dims = json_object_get(lay, "dims");
     const json_t *tdims;
     int scalar;
     uint64_t elements;
@@ -457,7 +457,7 @@ static int is_chunk_of(const char *key, const char *dset_id)
 static int chunk_table(const struct info_scan *s, const json_t *doc, const json_t *dims,
                        struct dset_sum *d)
 {
-    struct table t = { .id = hjson_text(json_object_get(dataset_layout(doc), "chunk_table")) };
+    struct table t = { .id = hjson_text(json_object_get(info_dataset_layout(doc), "chunk_table")) };
     if (!t.id)
         return 0;
     const json_t *table = listed_doc(s, t.id);
@@ -474,13 +474,13 @@ static int chunk_table(const struct info_scan *s, const json_t *doc, const json_
 static int linked_bytes(const struct info_scan *s, const json_t *doc, const json_t *dims,
                         int variable, uint64_t item_size, struct dset_sum *d)
 {
-    const char *cls = hjson_text(json_object_get(dataset_layout(doc), "class"));
+    const char *cls = hjson_text(json_object_get(info_dataset_layout(doc), "class"));
     if (!cls)
         return 0;
     if (strcmp(cls, "H5D_CONTIGUOUS_REF") == 0)
         return variable ? -EINVAL : contiguous_ref(doc, dims, item_size, d);
     if (strcmp(cls, "H5D_CHUNKED_REF") == 0)
-        return chunked_ref(dataset_layout(doc), d);
+        return chunked_ref(info_dataset_layout(doc), d);
     if (strcmp(cls, "H5D_CHUNKED_REF_INDIRECT") == 0)
         return chunk_table(s, doc, dims, d);
     return 0;
@@ -648,227 +648,4 @@ int info_text(const struct info_scan *scan, char **out)
         rc = write_text(&t, scan, out);
     tally_free(&t);
     return rc;
-}
-
-/* ---- the scan of a committed root ---- */
-
-struct listed {
-    struct info_object o;
-    int have_stat;
-    int rc;
-};
-
-struct scan_job {
-    struct store *st;
-    int hsds_s3; /* HSDS's S3 driver: ETags and whole seconds from the listing */
-    struct listed *v;
-    size_t n, cap;
-    struct strmap *tables; /* ids of the chunk tables of the listed datasets */
-};
-
-/* store_list_keys's callback: keep the keys HSDS's scan counts. */
-static int add_listed(void *ctx, const char *key, const struct store_stat *st)
-{
-    struct scan_job *j = ctx;
-    char id[STORE_KEY_MAX + 1];
-    if (info_object_id(key, id, sizeof id) != 0)
-        return 0;
-    void *grown = grow_array(j->v, &j->cap, j->n + 1, sizeof *j->v, 64);
-    if (!grown)
-        return -ENOMEM;
-    j->v = grown;
-    struct listed *l = &j->v[j->n];
-    memset(l, 0, sizeof *l);
-    l->o.key = strdup(key);
-    if (!l->o.key)
-        return -ENOMEM;
-    j->n++;
-    if (st) {
-        l->have_stat = 1;
-        l->o.size = st->size;
-        l->o.mtime = st->mtime;
-        if (j->hsds_s3 && *st->etag) /* botocore keeps the listing's quotes */
-            snprintf(l->o.etag, sizeof l->o.etag, "\"%s\"", st->etag);
-    }
-    return 0;
-}
-
-/* HSDS's POSIX driver's ETag: the MD5 hex of the object's bytes. */
-static int md5_of_object(struct store *st, const char *key, uint64_t size, char hex[33])
-{
-    unsigned char md[EVP_MAX_MD_SIZE];
-    unsigned len = 0;
-    EVP_MD_CTX *ctx = EVP_MD_CTX_new();
-    int rc = ctx && EVP_DigestInit_ex(ctx, EVP_md5(), NULL) == 1 ? 0 : -ENOMEM;
-    for (uint64_t off = 0; rc == 0 && off < size;) {
-        struct store_buf buf;
-        rc = store_get_range(st, key, off, MD5_PIECE, &buf);
-        if (rc != 0)
-            break;
-        rc = EVP_DigestUpdate(ctx, buf.data, buf.len) == 1 ? 0 : -ENOMEM;
-        off = buf.len ? off + buf.len : size;
-        store_buf_free(&buf);
-    }
-    if (rc == 0 && (EVP_DigestFinal_ex(ctx, md, &len) != 1 || len != 16))
-        rc = -ENOMEM;
-    EVP_MD_CTX_free(ctx);
-    for (unsigned i = 0; rc == 0 && i < len; i++)
-        snprintf(hex + 2 * i, 3, "%02x", md[i]);
-    return rc;
-}
-
-static int load_dataset_json(struct store *st, struct info_object *o)
-{
-    struct store_buf buf;
-    char why[200];
-    int rc = store_get(st, o->key, DATASET_JSON_MAX, &buf);
-    if (rc != 0)
-        return rc;
-    o->doc = hjson_loadb((const char *)buf.data, buf.len, why, sizeof why);
-    store_buf_free(&buf);
-    return o->doc ? 0 : -EINVAL;
-}
-
-static int has_suffix(const char *s, const char *suffix)
-{
-    size_t n = strlen(s), m = strlen(suffix);
-    return n >= m && strcmp(s + n - m, suffix) == 0;
-}
-
-/* What the listing did not give: stat, ETag, a dataset's JSON. */
-static void complete_one(void *ctx, size_t i)
-{
-    struct scan_job *j = ctx;
-    struct listed *l = &j->v[i];
-    struct store_stat st = { 0 };
-    int rc = l->have_stat ? 0 : store_head(j->st, l->o.key, &st);
-    if (rc == 0 && !l->have_stat) {
-        l->o.size = st.size;
-        l->o.mtime = st.mtime;
-    }
-    if (rc == 0 && !j->hsds_s3)
-        rc = md5_of_object(j->st, l->o.key, l->o.size, l->o.etag);
-    if (rc == 0 && has_suffix(l->o.key, "/.dataset.json"))
-        rc = load_dataset_json(j->st, &l->o);
-    l->rc = rc;
-}
-
-static void scan_job_free(struct scan_job *j)
-{
-    for (size_t i = 0; i < j->n; i++) {
-        free(j->v[i].o.key);
-        json_decref(j->v[i].o.doc);
-        free(j->v[i].o.bytes);
-    }
-    free(j->v);
-    strmap_free(j->tables, NULL);
-}
-
-/* The chunk tables the listed H5D_CHUNKED_REF_INDIRECT datasets name. 0 or -ENOMEM. */
-static int find_tables(struct scan_job *j)
-{
-    j->tables = strmap_new();
-    for (size_t i = 0; j->tables && i < j->n; i++) {
-        const json_t *lay = dataset_layout(j->v[i].o.doc);
-        const char *cls = hjson_text(json_object_get(lay, "class"));
-        const char *table = hjson_text(json_object_get(lay, "chunk_table"));
-        if (cls && table && strcmp(cls, "H5D_CHUNKED_REF_INDIRECT") == 0 &&
-            strmap_put(j->tables, table, (void *)table, NULL) != 0)
-            return -ENOMEM;
-    }
-    return j->tables ? 0 : -ENOMEM;
-}
-
-/* The bytes of a chunk of a chunk table (the linked chunks are counted from them). */
-static void load_table_chunk(void *ctx, size_t i)
-{
-    struct scan_job *j = ctx;
-    struct listed *l = &j->v[i];
-    char id[STORE_KEY_MAX + 1], dset_id[SCHEMA_ID_BUF];
-    struct store_buf buf;
-    if (info_object_id(l->o.key, id, sizeof id) != 0 || id[0] != 'c')
-        return;
-    snprintf(dset_id, sizeof dset_id, "d-%.36s", strchr(id, '-') + 1);
-    if (!strmap_get(j->tables, dset_id))
-        return;
-    l->rc = store_get(j->st, l->o.key, DATASET_JSON_MAX, &buf);
-    if (l->rc == 0) {
-        l->o.bytes = buf.data;
-        l->o.len = buf.len;
-    }
-}
-
-static int first_failure(const struct scan_job *j)
-{
-    for (size_t i = 0; i < j->n; i++) {
-        if (j->v[i].rc != 0) {
-            log_warn("%s: cannot read it for the domain summary (%s): no .info.json", j->v[i].o.key,
-                     strerror(-j->v[i].rc));
-            return j->v[i].rc;
-        }
-    }
-    return 0;
-}
-
-/* The listed objects in listing order, each completed; or the first failure, logged. */
-static int scan_root(struct scan_job *j, const char *prefix, unsigned workers)
-{
-    int rc = store_list_keys(j->st, prefix, add_listed, j);
-    if (rc != 0) {
-        log_warn("%s: cannot list the root's keys (%s): no .info.json", prefix, strerror(-rc));
-        return rc;
-    }
-    pfor(j->n, workers ? workers : 1, complete_one, j);
-    rc = first_failure(j);
-    if (rc == 0 && (rc = find_tables(j)) != 0)
-        log_warn("%s: out of memory for the domain summary: no .info.json", prefix);
-    if (rc == 0 && strmap_count(j->tables)) {
-        pfor(j->n, workers ? workers : 1, load_table_chunk, j);
-        rc = first_failure(j);
-    }
-    return rc;
-}
-
-static int summary_text(const struct scan_job *j, const char *bucket, double start, char **text)
-{
-    struct info_object *objs = calloc(j->n ? j->n : 1, sizeof *objs);
-    if (!objs)
-        return -ENOMEM;
-    for (size_t i = 0; i < j->n; i++)
-        objs[i] = j->v[i].o;
-    struct info_scan scan = { .bucket = bucket,
-                              .whole_seconds = j->hsds_s3,
-                              .scan_start = start,
-                              .scan_complete = clock_wall(),
-                              .objects = objs,
-                              .n = j->n };
-    int rc = info_text(&scan, text);
-    free(objs);
-    return rc;
-}
-
-void info_write(struct store *st, const char *bucket, const char *root, unsigned workers)
-{
-    char key[STORE_KEY_MAX + 1], prefix[STORE_KEY_MAX + 1], *text = NULL;
-    if (schema_id_version(root) != 2)
-        return; /* HSDS: "no tabulation for schema v1" */
-    if (schema_info_key(root, key, sizeof key) != 0) {
-        log_warn("%s: not a root id: no .info.json", root);
-        return;
-    }
-    snprintf(prefix, sizeof prefix, "%.*s", (int)(strrchr(key, '/') + 1 - key), key);
-    /* Only HSDS's S3 driver takes ETags (and whole-second times) from the listing. */
-    struct scan_job j = { .st = st, .hsds_s3 = strcmp(st->ops->name, "s3") == 0 };
-    double start = clock_wall(), t0 = clock_monotonic();
-    int rc = scan_root(&j, prefix, workers);
-    if (rc == 0) {
-        rc = summary_text(&j, bucket, start, &text);
-        if (rc != 0)
-            log_warn("%s: no domain summary can be made: %s", key, strerror(-rc));
-    }
-    if (rc == 0 && (rc = store_put(st, key, text, strlen(text))) != 0)
-        log_warn("%s: the domain summary cannot be written: %s", key, strerror(-rc));
-    log_debug("%s: %zu objects summarised in %.3f s", key, j.n, clock_monotonic() - t0);
-    free(text);
-    scan_job_free(&j);
 }

@@ -17,17 +17,7 @@
 #include "h5osfs/util/dirs.h"
 #include "h5osfs/util/grow.h"
 #include "h5osfs/util/log.h"
-
-#define JOURNAL_REC_MAX (64u << 10)
-#define GC_PREFIX "gc." /* the collector's records: gc.<bucket tag>.<root>.json */
-#define GC_SUFFIX ".json"
-#define SWEEP_PREFIX "sweep." /* pool sweeps owed: sweep.<bucket tag>.<pool>.json */
-
-struct journal {
-    char *root;                     /* the cache directory */
-    char *bucket;                   /* the identity every record staged here names */
-    int staging, records, rejected; /* directory fds */
-};
+#include "journal_int.h"
 
 static const char *const mode_names[] = { "new", "replace", "change" };
 static const char *const state_names[] = { "clean", "dirty", "committing" };
@@ -213,8 +203,7 @@ static int write_all(int fd, const char *data, size_t len)
     return 0;
 }
 
-/* text as file name of directory dir, replaced atomically and durably. 0 or -errno. */
-static int replace_file(int dir, const char *tmp, const char *final, const char *text)
+int journal_replace_file(int dir, const char *tmp, const char *final, const char *text)
 {
     int rc = 0, fd = openat(dir, tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
     if (fd < 0)
@@ -239,7 +228,7 @@ int journal_write_base(struct journal *j, const struct journal_rec *rec, const c
     char tmp[64], final[64];
     file_name(rec, ".h5.base.tmp", tmp, sizeof tmp);
     file_name(rec, ".h5.base", final, sizeof final);
-    int rc = replace_file(j->staging, tmp, final, text);
+    int rc = journal_replace_file(j->staging, tmp, final, text);
     if (rc != 0)
         log_error("%s: cannot write %s/staging/%s: %s", rec->domain, j->root, final, strerror(-rc));
     return rc;
@@ -279,7 +268,7 @@ int journal_write(struct journal *j, const struct journal_rec *rec)
     char *text = rec_text(rec);
     if (!text)
         return -ENOMEM;
-    int rc = replace_file(j->records, tmp, final, text);
+    int rc = journal_replace_file(j->records, tmp, final, text);
     if (rc != 0)
         log_error("%s: cannot write the journal record %s/journal/%s: %s", rec->domain, j->root,
                   final, strerror(-rc));
@@ -352,10 +341,7 @@ static int index_of(const char *const *names, size_t n, const char *name)
     return -1;
 }
 
-/* Only what journal_write writes: "" or a root group id (v2 by the rotation rule, v1 by
- * class). Recovery hands these roots to gc, which deletes everything below db/A-B/: a dataset
- * id there is its live domain's whole tree, and a chunk id did not even fit. */
-static int copy_root(char out[SCHEMA_ID_BUF], const char *id)
+int journal_copy_root(char out[SCHEMA_ID_BUF], const char *id)
 {
     if (!id)
         return -EINVAL;
@@ -390,11 +376,11 @@ static int parse_rec(const char *text, size_t len, const char *name, struct jour
     int rc = domain && domain[0] == '/' && mode >= 0 && state >= 0 ? 0 : -EINVAL;
     memset(rec, 0, sizeof *rec);
     if (rc == 0)
-        rc = copy_root(rec->base_root, json_string_value(json_object_get(o, "base_root")));
+        rc = journal_copy_root(rec->base_root, json_string_value(json_object_get(o, "base_root")));
     if (rc == 0)
-        rc = copy_root(rec->new_root, json_string_value(json_object_get(o, "new_root")));
+        rc = journal_copy_root(rec->new_root, json_string_value(json_object_get(o, "new_root")));
     if (rc == 0 && json_is_string(json_object_get(o, "vroot"))) /* else none (or before it) */
-        rc = copy_root(rec->vroot, json_string_value(json_object_get(o, "vroot")));
+        rc = journal_copy_root(rec->vroot, json_string_value(json_object_get(o, "vroot")));
     if (rc == 0 && !(rec->domain = strdup(domain)))
         rc = -ENOMEM;
     if (rc == 0)
@@ -429,19 +415,7 @@ static int is_record_name(const char *name)
     return strspn(name, "0123456789abcdef") == JOURNAL_NAME_LEN;
 }
 
-/* The files of the records directory that wanted() takes, each read by read_one() into the
- * next element (size bytes) of a growing array; one that cannot be read is logged as what and
- * left where it is. On failure (-errno, -ENOMEM) nothing is returned: free_all frees what was
- * read. */
-struct file_list {
-    int (*wanted)(const struct journal *j, const char *name);
-    int (*read_one)(struct journal *j, const char *name, void *elem);
-    void (*free_all)(void *elems, size_t n);
-    size_t size;
-    const char *what;
-};
-
-static int list_files(struct journal *j, const struct file_list *how, void **out, size_t *n)
+int journal_list_files(struct journal *j, const struct file_list *how, void **out, size_t *n)
 {
     *out = NULL;
     *n = 0;
@@ -503,7 +477,7 @@ int journal_list(struct journal *j, struct journal_rec **recs, size_t *n)
     static const struct file_list how = { wanted_rec, read_rec_elem, free_recs, sizeof **recs,
                                           "journal record" };
     void *out;
-    int rc = list_files(j, &how, &out, n);
+    int rc = journal_list_files(j, &how, &out, n);
     *recs = out;
     return rc;
 }
@@ -534,7 +508,7 @@ static int is_orphan(struct journal *j, const char *name)
     return fstatat(j->records, rec, &sb, AT_SYMLINK_NOFOLLOW) != 0 && errno == ENOENT;
 }
 
-/* A record's temporary: replace_file never finished it (a crash). */
+/* A record's temporary: journal_replace_file never finished it (a crash). */
 static int is_stale_record(struct journal *j, const char *name)
 {
     static const char *const suffixes[] = { ".json.tmp" };
@@ -595,253 +569,6 @@ size_t journal_sweep(struct journal *j)
                  "failed, or a crash): %llu bytes freed",
                  j->root, n, bytes);
     return n;
-}
-
-/* ---- the collector's records ---- */
-
-/* FNV-1a of the bucket's identity: the records of two buckets sharing a cache_dir never share
- * a name, even for one root id. */
-static void bucket_tag(const char *bucket, char out[17])
-{
-    uint64_t h = 1469598103934665603ull;
-    for (const unsigned char *p = (const unsigned char *)bucket; *p; p++)
-        h = (h ^ *p) * 1099511628211ull;
-    snprintf(out, 17, "%016llx", (unsigned long long)h);
-}
-
-/* "gc.<tag>.<root>.json" (suffix appended); -EINVAL when root is no root id. */
-static int gc_file_name(const struct journal *j, const char *root, const char *suffix, char *buf,
-                        size_t len)
-{
-    char tag[17], checked[SCHEMA_ID_BUF];
-    if (!*root || copy_root(checked, root) != 0 || strpbrk(root, "/."))
-        return -EINVAL;
-    bucket_tag(j->bucket, tag);
-    snprintf(buf, len, GC_PREFIX "%s.%s" GC_SUFFIX "%s", tag, root, suffix);
-    return 0;
-}
-
-int journal_gc_write(struct journal *j, const char *root, const char *domain,
-                     const char *replaced_by)
-{
-    char tmp[128], final[128];
-    int rc = gc_file_name(j, root, ".tmp", tmp, sizeof tmp);
-    if (rc == 0)
-        rc = gc_file_name(j, root, "", final, sizeof final);
-    if (rc != 0)
-        return rc;
-    json_t *o = json_pack("{s:s, s:s, s:s, s:s}", "bucket", j->bucket, "root", root, "domain",
-                          domain ? domain : "", "replaced_by", replaced_by ? replaced_by : "");
-    char *text = o ? json_dumps(o, JSON_COMPACT) : NULL;
-    json_decref(o);
-    if (!text)
-        return -ENOMEM;
-    rc = replace_file(j->records, tmp, final, text);
-    if (rc != 0)
-        log_error("%s: cannot write the collector's record %s/journal/%s: %s",
-                  domain ? domain : root, j->root, final, strerror(-rc));
-    free(text);
-    return rc;
-}
-
-void journal_gc_remove(struct journal *j, const char *root)
-{
-    char name[128];
-    if (gc_file_name(j, root, "", name, sizeof name) != 0)
-        return;
-    if (unlinkat(j->records, name, 0) != 0 && errno != ENOENT)
-        log_warn("cannot remove the collector's record %s/journal/%s: %s (root %s is collected "
-                 "again, finding nothing, at the next mount)",
-                 j->root, name, strerror(errno), root);
-}
-
-/* The JSON of a small record file of the journal (a gc or sweep record) in *out, or -errno
- * (-EINVAL: too long). An unparseable file gives a NULL *out, which every field check refuses. */
-static int load_record(struct journal *j, const char *file, json_t **out)
-{
-    char text[JOURNAL_REC_MAX + 1];
-    *out = NULL;
-    int fd = openat(j->records, file, O_RDONLY | O_CLOEXEC);
-    if (fd < 0)
-        return -errno;
-    ssize_t n = read(fd, text, sizeof text);
-    close(fd);
-    if (n < 0 || n > JOURNAL_REC_MAX)
-        return n < 0 ? -EIO : -EINVAL;
-    *out = json_loadb(text, (size_t)n, 0, NULL);
-    return 0;
-}
-
-/* One record file; -EINVAL for anything journal_gc_write did not write for this bucket. */
-static int read_gc_rec(struct journal *j, const char *file, struct journal_gc_rec *rec)
-{
-    char want[128];
-    json_t *o;
-    int rc = load_record(j, file, &o);
-    if (rc != 0)
-        return rc;
-    const char *bucket = json_string_value(json_object_get(o, "bucket"));
-    const char *root = json_string_value(json_object_get(o, "root"));
-    const char *domain = json_string_value(json_object_get(o, "domain"));
-    memset(rec, 0, sizeof *rec);
-    rc = bucket && root && domain && strcmp(bucket, j->bucket) == 0 ? 0 : -EINVAL;
-    if (rc == 0 && (gc_file_name(j, root, "", want, sizeof want) != 0 || strcmp(want, file) != 0))
-        rc = -EINVAL;
-    if (rc == 0)
-        rc = copy_root(rec->root, root);
-    if (rc == 0)
-        rc = copy_root(rec->replaced_by, json_string_value(json_object_get(o, "replaced_by")));
-    if (rc == 0 && !(rec->domain = strdup(domain)))
-        rc = -ENOMEM;
-    json_decref(o);
-    return rc;
-}
-
-/* A record of this journal's bucket, by its name alone: PREFIX<bucket tag>.<...>GC_SUFFIX. */
-static int is_our_record_name(const struct journal *j, const char *name, const char *prefix)
-{
-    char tag[17];
-    size_t len = strlen(name), pre = strlen(prefix) + 16 + 1, suf = strlen(GC_SUFFIX);
-    bucket_tag(j->bucket, tag);
-    return len > pre + suf && strncmp(name, prefix, strlen(prefix)) == 0 &&
-           strncmp(name + strlen(prefix), tag, 16) == 0 && name[pre - 1] == '.' &&
-           strcmp(name + len - suf, GC_SUFFIX) == 0;
-}
-
-static int is_our_gc_name(const struct journal *j, const char *name)
-{
-    return is_our_record_name(j, name, GC_PREFIX);
-}
-
-static int read_gc_elem(struct journal *j, const char *name, void *elem)
-{
-    return read_gc_rec(j, name, elem);
-}
-
-static void free_gc_recs(void *elems, size_t n)
-{
-    journal_gc_recs_free(elems, n);
-}
-
-int journal_gc_list(struct journal *j, struct journal_gc_rec **recs, size_t *n)
-{
-    static const struct file_list how = { is_our_gc_name, read_gc_elem, free_gc_recs, sizeof **recs,
-                                          "the collector's record" };
-    void *out;
-    int rc = list_files(j, &how, &out, n);
-    *recs = out;
-    return rc;
-}
-
-void journal_gc_recs_free(struct journal_gc_rec *recs, size_t n)
-{
-    for (size_t i = 0; i < n; i++)
-        free(recs[i].domain);
-    free(recs);
-}
-
-/* ---- the pool sweeps' records ---- */
-
-/* "sweep.<tag>.<pool>.json" (suffix appended); -EINVAL when pool is no root id. */
-static int sweep_file_name(const struct journal *j, const char *pool, const char *suffix, char *buf,
-                           size_t len)
-{
-    char tag[17], checked[SCHEMA_ID_BUF];
-    if (!*pool || copy_root(checked, pool) != 0 || strpbrk(pool, "/."))
-        return -EINVAL;
-    bucket_tag(j->bucket, tag);
-    snprintf(buf, len, SWEEP_PREFIX "%s.%s" GC_SUFFIX "%s", tag, pool, suffix);
-    return 0;
-}
-
-int journal_pool_sweep_write(struct journal *j, const char *pool, const char *domain, double t0)
-{
-    char tmp[128], final[128];
-    int rc = sweep_file_name(j, pool, ".tmp", tmp, sizeof tmp);
-    if (rc == 0)
-        rc = sweep_file_name(j, pool, "", final, sizeof final);
-    if (rc != 0)
-        return rc;
-    json_t *o = json_pack("{s:s, s:s, s:s, s:f}", "bucket", j->bucket, "pool", pool, "domain",
-                          domain, "t0", t0);
-    char *text = o ? json_dumps(o, JSON_COMPACT) : NULL;
-    json_decref(o);
-    if (!text)
-        return -ENOMEM;
-    rc = replace_file(j->records, tmp, final, text);
-    if (rc != 0)
-        log_error("%s: cannot write the sweep's record %s/journal/%s: %s", domain, j->root, final,
-                  strerror(-rc));
-    free(text);
-    return rc;
-}
-
-void journal_pool_sweep_remove(struct journal *j, const char *pool)
-{
-    char name[128];
-    if (sweep_file_name(j, pool, "", name, sizeof name) != 0)
-        return;
-    if (unlinkat(j->records, name, 0) != 0 && errno != ENOENT)
-        log_warn("cannot remove the sweep's record %s/journal/%s: %s (pool %s is swept again, "
-                 "finding nothing to delete, at the next mount)",
-                 j->root, name, strerror(errno), pool);
-}
-
-static int read_sweep_rec(struct journal *j, const char *file, struct journal_sweep_rec *rec)
-{
-    char want[128];
-    json_t *o;
-    int rc = load_record(j, file, &o);
-    if (rc != 0)
-        return rc;
-    const char *bucket = json_string_value(json_object_get(o, "bucket"));
-    const char *pool = json_string_value(json_object_get(o, "pool"));
-    const char *domain = json_string_value(json_object_get(o, "domain"));
-    memset(rec, 0, sizeof *rec);
-    rc = bucket && pool && domain && domain[0] == '/' && strcmp(bucket, j->bucket) == 0 ? 0
-                                                                                        : -EINVAL;
-    if (rc == 0 &&
-        (sweep_file_name(j, pool, "", want, sizeof want) != 0 || strcmp(want, file) != 0))
-        rc = -EINVAL;
-    if (rc == 0)
-        rc = copy_root(rec->pool, pool);
-    if (rc == 0 && !(rec->domain = strdup(domain)))
-        rc = -ENOMEM;
-    rec->t0 = json_number_value(json_object_get(o, "t0"));
-    json_decref(o);
-    return rc;
-}
-
-static int is_our_sweep_name(const struct journal *j, const char *name)
-{
-    return is_our_record_name(j, name, SWEEP_PREFIX);
-}
-
-static int read_sweep_elem(struct journal *j, const char *name, void *elem)
-{
-    return read_sweep_rec(j, name, elem);
-}
-
-static void free_sweep_recs(void *elems, size_t n)
-{
-    journal_sweep_recs_free(elems, n);
-}
-
-int journal_pool_sweep_list(struct journal *j, struct journal_sweep_rec **recs, size_t *n)
-{
-    static const struct file_list how = { is_our_sweep_name, read_sweep_elem, free_sweep_recs,
-                                          sizeof **recs, "the sweep's record" };
-    void *out;
-    int rc = list_files(j, &how, &out, n);
-    *recs = out;
-    return rc;
-}
-
-void journal_sweep_recs_free(struct journal_sweep_rec *recs, size_t n)
-{
-    for (size_t i = 0; i < n; i++)
-        free(recs[i].domain);
-    free(recs);
 }
 
 /* ---- the cache directory's lock ---- */

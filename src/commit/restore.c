@@ -21,7 +21,7 @@
 #include "h5osfs/domops/vtable.h"
 
 #define PREFIX_LEN 17          /* "A-B" of an id: its root's directory under db/ */
-#define URI_LEN VTABLE_URI_LEN /* versions.c's table entries: offset I64, size I32, URI */
+#define URI_LEN VTABLE_URI_LEN /* vtab.c's table entries: offset I64, size I32, URI */
 #define ENTRY_BYTES VTABLE_ENTRY_BYTES
 #define TABLE_ENTRIES_MAX (1u << 20)
 #define JSON_MAX (64u << 20)

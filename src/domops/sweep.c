@@ -24,7 +24,7 @@
 #define LIST_TRIES 16
 #define ETAG_BUF sizeof(((struct store_stat *)0)->etag)
 #define JSON_MAX (64u << 20)   /* a dataset's JSON */
-#define TABLE_MAX (512u << 20) /* one chunk-table chunk (versions.c: 2^20 entries of 140) */
+#define TABLE_MAX (512u << 20) /* one chunk-table chunk (vtab.c: 2^20 entries of 140) */
 #define MTIME_SLACK 1.0        /* S3's LastModified has whole seconds */
 #define HINT_EVERY 60.0        /* a reader's hint starts a finish at most this often */
 

@@ -24,205 +24,14 @@
 #include "build.h"
 #include "image_cache.h"
 #include "h5osfs/util/clock.h"
-#include "h5osfs/util/grow.h"
 #include "h5osfs/h5json/h5type.h"
 #include "h5osfs/h5json/h5value.h"
 #include "h5osfs/schema/hjson.h"
 #include "h5osfs/util/log.h"
-#include "h5osfs/util/pfor.h"
 #include "h5osfs/util/why.h"
 
 /* HDF5's global state is not worth contending on: one build at a time. */
 static pthread_mutex_t build_lock = PTHREAD_MUTEX_INITIALIZER;
-
-/* ---- objects ---- */
-
-static void fetched_free(void *v)
-{
-    struct fetched *f = v;
-    store_buf_free(&f->buf);
-    free(f);
-}
-
-static int add_obj(struct builder *b, const char *id, size_t parent, const char *name, json_t *json)
-{
-    if (b->n_objs == b->cap_objs) {
-        struct build_obj *n = grow_array(b->objs, &b->cap_objs, b->cap_objs + 1, sizeof *n, 64);
-        if (!n)
-            return -ENOMEM;
-        b->objs = n;
-    }
-    struct build_obj *o = &b->objs[b->n_objs];
-    memset(o, 0, sizeof *o);
-    o->hid = H5I_INVALID_HID;
-    o->id = strdup(id);
-    o->parent = parent;
-    o->name = name;
-    o->cls = id[0];
-    o->json = json;
-    if (!o->id || strmap_put(b->by_id, id, (void *)(uintptr_t)(b->n_objs + 1), NULL)) {
-        free(o->id);
-        return -ENOMEM;
-    }
-    b->n_objs++;
-    return 0;
-}
-
-/* ---- link names and targets ---- */
-
-/* A link name HDF5 accepts and a user can type: no '/', not "." , Unicode text. */
-static int link_name_ok(const char *name)
-{
-    return name[0] && !strchr(name, '/') && strcmp(name, ".") != 0 && !hjson_unloadable(name);
-}
-
-static const char *hard_target(const json_t *link)
-{
-    const char *cls = hjson_text(json_object_get(link, "class"));
-    const char *id = hjson_text(json_object_get(link, "id"));
-    if (cls && strcmp(cls, "H5L_TYPE_HARD") != 0)
-        return NULL;
-    return id;
-}
-
-/* ---- 1. discovery ---- */
-
-/* id may be linked here if it is an object id of this domain (same 16-digit prefix). */
-static int member_id_ok(const struct builder *b, const char *id)
-{
-    int cls = schema_id_class(id);
-    if (cls != 'g' && cls != 'd' && cls != 't')
-        return 0;
-    if (schema_id_version(id) == 2 && schema_id_version(b->root_id) == 2)
-        return strncmp(id + 2, b->root_id + 2, 17) == 0;
-    return 1;
-}
-
-static int discover_link(struct builder *b, size_t parent, const struct link_ref *l)
-{
-    const char *id = hard_target(l->json);
-    const struct build_obj *g = &b->objs[parent];
-    char why[320];
-    if (!id || build_find(b, id))
-        return 0;
-    if (!member_id_ok(b, id)) {
-        why_set(why, sizeof why, "to %.120s, which is not an object of this domain", id);
-        return build_omit(b, IMAGE_OMIT_LINK, g->id, build_path(b, g), l->name, why);
-    }
-    json_t *j;
-    int rc = build_load_json(b, id, &j, why, sizeof why);
-    if (rc == -ENOENT || rc == -EINVAL)
-        return build_omit(b, IMAGE_OMIT_LINK, g->id, build_path(b, g), l->name, why);
-    if (rc != 0)
-        return rc;
-    rc = add_obj(b, id, parent, l->name, j);
-    if (rc != 0)
-        json_decref(j);
-    return rc;
-}
-
-/* ---- fetching ahead: the objects the next groups link are asked for at once ---- */
-
-struct fetch_job {
-    struct builder *b;
-    char **ids;
-    struct fetched **out;
-};
-
-static void fetch_one(void *ctx, size_t i)
-{
-    struct fetch_job *j = ctx;
-    char key[STORE_KEY_MAX + 1];
-    struct fetched *f = calloc(1, sizeof *f);
-    if (f && schema_obj_key(j->ids[i], key, sizeof key) == 0)
-        f->rc = store_get(j->b->src->store, key, IMAGE_JSON_MAX, &f->buf);
-    else if (f)
-        f->rc = -EINVAL;
-    j->out[i] = f;
-}
-
-/* Add id to ids when it is a hard link target of the domain not found or fetched yet. */
-static int want_fetched(struct builder *b, const char *id, char ***ids, size_t *n, size_t *cap)
-{
-    if (!id || !member_id_ok(b, id) || build_find(b, id) || strmap_get(b->fetched, id))
-        return 0;
-    for (size_t i = 0; i < *n; i++)
-        if (strcmp((*ids)[i], id) == 0)
-            return 0;
-    if (*n == *cap) {
-        char **bigger = grow_array(*ids, cap, *cap + 1, sizeof *bigger, 64);
-        if (!bigger)
-            return -ENOMEM;
-        *ids = bigger;
-    }
-    (*ids)[(*n)++] = (char *)id;
-    return 0;
-}
-
-/* Fetch, all at once, the objects that the groups from the next unfetched one on link to: the
- * breadth-first walk then finds them waiting, in its own order. */
-static int fetch_ahead(struct builder *b)
-{
-    char **ids = NULL;
-    size_t n = 0, cap = 0;
-    int rc = 0;
-    if (b->src->requests <= 1 || b->fetched_upto > b->n_objs)
-        return 0;
-    for (size_t i = b->fetched_upto; i < b->n_objs && rc == 0; i++) {
-        const char *name;
-        json_t *l;
-        if (b->objs[i].cls == 'g')
-            json_object_foreach(json_object_get(b->objs[i].json, "links"), name, l) if (rc == 0)
-                rc = want_fetched(b, hard_target(l), &ids, &n, &cap);
-    }
-    b->fetched_upto = b->n_objs;
-    struct fetch_job job = { b, ids, n ? calloc(n, sizeof *job.out) : NULL };
-    if (rc == 0 && n && !job.out)
-        rc = -ENOMEM;
-    if (rc == 0 && n)
-        pfor(n, b->src->requests, fetch_one, &job);
-    for (size_t i = 0; i < n && job.out; i++) {
-        if (job.out[i] && (rc != 0 || strmap_put(b->fetched, ids[i], job.out[i], NULL) != 0)) {
-            fetched_free(job.out[i]);
-            rc = rc ? rc : -ENOMEM;
-        }
-    }
-    free(job.out);
-    free(ids);
-    return rc;
-}
-
-static int discover(struct builder *b)
-{
-    json_t *root;
-    char why[320];
-    int rc = build_load_json(b, b->root_id, &root, why, sizeof why);
-    if (rc != 0) {
-        log_error("%s: root group: %s", b->domain_path, why);
-        return rc == -ENOMEM ? rc : -EIO;
-    }
-    rc = add_obj(b, b->root_id, SIZE_MAX, NULL, root);
-    if (rc != 0) {
-        json_decref(root);
-        return rc;
-    }
-    for (size_t i = 0; i < b->n_objs && rc == 0; i++) {
-        if (b->objs[i].cls != 'g')
-            continue;
-        if (i >= b->fetched_upto && (rc = fetch_ahead(b)) != 0)
-            break;
-        size_t n;
-        struct link_ref *links = build_ordered_members(json_object_get(b->objs[i].json, "links"),
-                                                       build_creation_ordered(b->objs[i].json), &n);
-        if (!links)
-            return -ENOMEM;
-        for (size_t k = 0; k < n && rc == 0; k++)
-            if (link_name_ok(links[k].name))
-                rc = discover_link(b, i, &links[k]);
-        free(links);
-    }
-    return rc;
-}
 
 /* ---- 2. anonymous objects ---- */
 
@@ -340,7 +149,7 @@ static herr_t make_link(struct builder *b, hid_t group, const struct link_ref *l
     const char *cls = hjson_text(json_object_get(l->json, "class"));
     const char *h5path = hjson_text(json_object_get(l->json, "h5path"));
     const char *domain = hjson_text(json_object_get(l->json, "h5domain"));
-    const char *id = hard_target(l->json);
+    const char *id = build_hard_target(l->json);
     if (id) {
         struct build_obj *o = build_find(b, id);
         if (!o || o->dropped || o->hid < 0)
@@ -385,7 +194,7 @@ static int link_group(struct builder *b, struct build_obj *g)
         return -ENOMEM;
     for (size_t k = 0; k < n && rc == 0; k++) {
         const char *name = links[k].name;
-        if (!link_name_ok(name)) {
+        if (!build_link_name_ok(name)) {
             rc = build_omit(b, IMAGE_OMIT_LINK, g->id, build_path(b, g), build_shown_name(name),
                             build_bad_name_why(name));
             continue;
@@ -395,7 +204,7 @@ static int link_group(struct builder *b, struct build_obj *g)
         if (lcpl >= 0)
             H5Pclose(lcpl);
         if (made == 1)
-            rc = note_missing_target(b, g, name, hard_target(links[k].json));
+            rc = note_missing_target(b, g, name, build_hard_target(links[k].json));
         else if (made < 0 || made == 2)
             rc = build_omit(b, IMAGE_OMIT_LINK, g->id, build_path(b, g), name,
                             made == 2 ? "of no known class" : "HDF5 could not make it");
@@ -418,8 +227,8 @@ static int unlink_object(struct builder *b, const struct build_obj *o)
         json_t *link;
         json_object_foreach(json_object_get(g->json, "links"), name, link)
         {
-            const char *id = hard_target(link);
-            if (!id || strcmp(id, o->id) != 0 || !link_name_ok(name) ||
+            const char *id = build_hard_target(link);
+            if (!id || strcmp(id, o->id) != 0 || !build_link_name_ok(name) ||
                 H5Lexists(g->hid, name, H5P_DEFAULT) <= 0)
                 continue;
             if (H5Ldelete(g->hid, name, H5P_DEFAULT) < 0)
@@ -495,7 +304,7 @@ static void free_objects(struct builder *b)
     }
     free(b->objs);
     strmap_free(b->by_id, NULL);
-    strmap_free(b->fetched, fetched_free);
+    strmap_free(b->fetched, build_fetched_free);
     strmap_free(b->uri_index, NULL);
 }
 
@@ -553,7 +362,7 @@ static int fetch_steps(struct builder *b, struct root_listing *rl)
 {
     double t0 = clock_monotonic();
     build_root_listing_start(b, rl);
-    int rc = discover(b);
+    int rc = build_discover(b);
     double t1 = clock_monotonic();
     if (rc == 0)
         rc = build_list_ahead(b, rl);

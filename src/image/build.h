@@ -90,6 +90,15 @@ const char *build_path(struct builder *b, const struct build_obj *o);
 /* The built object of id, or NULL. */
 struct build_obj *build_find(struct builder *b, const char *id);
 
+/* ---- step 1, discovery (build_discover.c, which calls only build_objects.c) ---- */
+
+/* Every object reached by hard links from the root group into b->objs, breadth first, each
+ * with its JSON (links that cannot be followed noted with build_omit). 0, -EIO (the root group
+ * unusable, logged), -ENOMEM, or the store's -errno. */
+int build_discover(struct builder *b);
+/* Free a struct fetched (b->fetched's values). */
+void build_fetched_free(void *v);
+
 /* The keys below the root (db/A-B/), listed in a thread of its own while the objects are
  * fetched: one listing instead of one per dataset, when the domain has few chunks. */
 struct root_listing {
@@ -127,7 +136,7 @@ json_t *build_repaired_attr(const json_t *obj, const char *name, const json_t *a
 /* Set what every object of the image gets on its create plist ocpl. 0 or -1. */
 int build_object_plist(hid_t ocpl);
 
-/* ---- members in file order (build.c) ---- */
+/* ---- members in file order (build_objects.c) ---- */
 
 /* A link or attribute of an object's JSON. */
 struct link_ref {
@@ -140,6 +149,11 @@ int build_creation_ordered(const json_t *obj_json);
 /* The members (links or attributes) in the order the file should list them: by "created"
  * (by_creation) or by name. calloc'd; NULL on -ENOMEM. */
 struct link_ref *build_ordered_members(const json_t *members, int by_creation, size_t *n);
+/* A link name HDF5 accepts and a user can type: no '/', not ".", Unicode text. */
+int build_link_name_ok(const char *name);
+/* The target id of a link's JSON when it is a hard link (a class of none or H5L_TYPE_HARD),
+ * else NULL. */
+const char *build_hard_target(const json_t *link);
 /* A name as the log shows it (an unloadable one as its JSON text), and why it is unusable. */
 const char *build_shown_name(const char *name);
 const char *build_bad_name_why(const char *name);

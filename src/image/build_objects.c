@@ -186,6 +186,21 @@ struct link_ref *build_ordered_members(const json_t *members, int by_creation, s
     return v;
 }
 
+/* A link name HDF5 accepts and a user can type: no '/', not "." , Unicode text. */
+int build_link_name_ok(const char *name)
+{
+    return name[0] && !strchr(name, '/') && strcmp(name, ".") != 0 && !hjson_unloadable(name);
+}
+
+const char *build_hard_target(const json_t *link)
+{
+    const char *cls = hjson_text(json_object_get(link, "class"));
+    const char *id = hjson_text(json_object_get(link, "id"));
+    if (cls && strcmp(cls, "H5L_TYPE_HARD") != 0)
+        return NULL;
+    return id;
+}
+
 /* A name as the log shows it: an unloadable one as its JSON text. */
 const char *build_shown_name(const char *name)
 {

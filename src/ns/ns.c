@@ -40,7 +40,7 @@ struct ns {
     struct strmap *cache;     /* path -> struct ns_cached */
     struct strmap *warned;    /* keys already reported as unusable names */
     struct strmap *listings;  /* path -> struct ns_cached_dir */
-    struct ns_vlists *vlists; /* version lists (ns_versions.c), locked on their own */
+    struct ns_vlists *vlists; /* version lists (ns_vlists.c), locked on their own */
 };
 
 static void cached_dir_free(void *value);
@@ -372,15 +372,13 @@ static void root_info(struct ns *ns, const char *user, struct ns_info *out)
     out->mtime = out->ctime = ns->mount_time;
 }
 
-int ns_stat_as(struct ns *ns, const char *path, const char *user, struct ns_info *out)
+int ns_plain_stat_as(struct ns *ns, const char *path, const char *user, struct ns_info *out)
 {
     struct schema_domain acl;
     if (strcmp(path, "/") == 0) {
         root_info(ns, user, out);
         return 0;
     }
-    if (schema_is_versions_path(path) == 1)
-        return ns_versions_stat(ns, path, user, out);
     if (!path_may_be_visible(path))
         return -ENOENT;
     int rc = lookup_cached(ns, path, user, out);
@@ -394,11 +392,6 @@ int ns_stat_as(struct ns *ns, const char *path, const char *user, struct ns_info
     else
         schema_domain_free(&acl);
     return rc;
-}
-
-int ns_stat(struct ns *ns, const char *path, struct ns_info *out)
-{
-    return ns_stat_as(ns, path, ns->user, out);
 }
 
 /* ---- listing a directory ---- */
@@ -457,7 +450,7 @@ struct child_stats {
 static void stat_child(void *ctx, size_t i)
 {
     struct child_stats *c = ctx;
-    c->rc[i] = ns_stat(c->ns, c->paths[i], &c->info[i]);
+    c->rc[i] = ns_plain_stat_as(c->ns, c->paths[i], c->ns->user, &c->info[i]);
 }
 
 /* Stat the children (each a GET of its .domain.json over S3: several at once, as a folder of
@@ -496,7 +489,7 @@ static int list_from_store(struct ns *ns, const char *path, struct ns_dir *out)
     char *token = NULL;
     size_t cap = 0;
     memset(out, 0, sizeof *out);
-    int rc = ns_stat(ns, path, &self);
+    int rc = ns_plain_stat_as(ns, path, ns->user, &self);
     if (rc != 0)
         return rc;
     if (self.kind != NS_DIR && self.kind != NS_FOLDER)
@@ -598,10 +591,8 @@ static void remember_listing(struct ns *ns, const char *path, const struct ns_di
         cached_dir_free(old);
 }
 
-int ns_readdir(struct ns *ns, const char *path, struct ns_dir *out)
+int ns_plain_readdir(struct ns *ns, const char *path, struct ns_dir *out)
 {
-    if (schema_is_versions_path(path) == 1)
-        return ns_versions_readdir(ns, path, out);
     int rc = listing_cached(ns, path, out);
     if (rc <= 0)
         return rc;

@@ -13,150 +13,17 @@
  * versions stay readable. Each problem is logged once, with the key and the reason.
  */
 #include <errno.h>
-#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "h5osfs/util/clock.h"
 #include "h5osfs/util/grow.h"
-#include "h5osfs/util/strmap.h"
 #include "h5osfs/schema/vlist.h"
 #include "ns_int.h"
 
 #define OWN_DOMAIN_MAX (1u << 20) /* as ns.c: far more than any .domain.json */
 
 #define VERSIONS_LIST_PAGE 1000
-#define VLISTS_PRUNE_AT 256 /* lists kept before expired ones are dropped */
-
-/* ---- the lists read in the last ttl ---- */
-
-/* One parsed list, shared: the cache holds a reference, each reader one while it reads. */
-struct shared_vlist {
-    struct vlist l;
-    unsigned refs; /* under ns_vlists.lock */
-    double expires;
-};
-
-struct ns_vlists {
-    void (*on_removing)(void *ctx, const char *domain); /* set before any lookup */
-    void *removing_ctx;
-    double ttl;
-    pthread_mutex_t lock; /* guards map and every refs */
-    struct strmap *map;   /* domain path -> struct shared_vlist */
-};
-
-int ns_vlists_new(double ttl, struct ns_vlists **out)
-{
-    struct ns_vlists *c = calloc(1, sizeof *c);
-    if (c && (c->map = strmap_new()) != NULL && pthread_mutex_init(&c->lock, NULL) == 0) {
-        c->ttl = ttl;
-        *out = c;
-        return 0;
-    }
-    if (c)
-        strmap_free(c->map, NULL);
-    free(c);
-    return -ENOMEM;
-}
-
-static void shared_free(struct shared_vlist *s)
-{
-    vlist_free(&s->l);
-    free(s);
-}
-
-static void release(struct ns_vlists *c, struct shared_vlist *s)
-{
-    pthread_mutex_lock(&c->lock);
-    int last = --s->refs == 0;
-    pthread_mutex_unlock(&c->lock);
-    if (last)
-        shared_free(s);
-}
-
-static void release_all(void *value)
-{
-    struct shared_vlist *s = value;
-    if (--s->refs == 0) /* at the end: no reader left */
-        shared_free(s);
-}
-
-void ns_vlists_free(struct ns_vlists *c)
-{
-    if (!c)
-        return;
-    strmap_free(c->map, release_all);
-    pthread_mutex_destroy(&c->lock);
-    free(c);
-}
-
-/* The cached list of domain (a reference), or NULL. */
-static struct shared_vlist *cached_list(struct ns_vlists *c, const char *domain)
-{
-    if (c->ttl <= 0)
-        return NULL;
-    pthread_mutex_lock(&c->lock);
-    struct shared_vlist *s = strmap_get(c->map, domain);
-    if (s && s->expires > clock_monotonic())
-        s->refs++;
-    else
-        s = NULL;
-    pthread_mutex_unlock(&c->lock);
-    return s;
-}
-
-static int drop_if_expired(const char *key, void *value, void *ctx)
-{
-    (void)key;
-    struct shared_vlist *s = value;
-    if (s->expires > *(double *)ctx)
-        return 0;
-    if (--s->refs == 0) /* under the lock; a reader's reference keeps it */
-        shared_free(s);
-    return 1;
-}
-
-static void remember_list(struct ns_vlists *c, const char *domain, struct shared_vlist *s)
-{
-    if (c->ttl <= 0)
-        return;
-    struct shared_vlist *old = NULL;
-    double now = clock_monotonic();
-    pthread_mutex_lock(&c->lock);
-    if (strmap_count(c->map) >= VLISTS_PRUNE_AT)
-        strmap_filter(c->map, drop_if_expired, &now);
-    s->expires = now + c->ttl;
-    s->refs++;
-    if (strmap_put(c->map, domain, s, (void **)&old) != 0) {
-        s->refs--; /* not kept: caching is an optimisation */
-        old = NULL;
-    }
-    int last_old = old && --old->refs == 0;
-    pthread_mutex_unlock(&c->lock);
-    if (last_old)
-        shared_free(old);
-}
-
-static void forget_list(struct ns_vlists *c, const char *domain)
-{
-    pthread_mutex_lock(&c->lock);
-    struct shared_vlist *s = strmap_remove(c->map, domain);
-    int last = s && --s->refs == 0;
-    pthread_mutex_unlock(&c->lock);
-    if (last)
-        shared_free(s);
-}
-
-void ns_vlists_invalidate(struct ns_vlists *c, const char *path)
-{
-    char domain[STORE_KEY_MAX + 2];
-    if (!c || c->ttl <= 0)
-        return;
-    forget_list(c, path); /* a commit of the domain at path appends to its list */
-    if (schema_version_domain_of(path, domain, sizeof domain) == 0)
-        forget_list(c, domain); /* a name changed */
-}
 
 /* A path split at its .versions component: depth 0 "/D/.versions", 1 ".../NAME", 2
  * ".../NAME/x". */
@@ -212,29 +79,16 @@ static int split_versions_path(const char *path, struct vpath *v)
 
 void ns_on_removing(struct ns *ns, void (*fn)(void *ctx, const char *domain), void *ctx)
 {
-    ns_vlists_of(ns)->on_removing = fn;
-    ns_vlists_of(ns)->removing_ctx = ctx;
-}
-
-/* A list read from the store with versions whose collection is unfinished (state in the
- * bucket: another mount's, a killed daemon's): whoever collects is told. */
-static void tell_removing(struct ns *ns, const char *domain, const struct vlist *l)
-{
-    struct ns_vlists *c = ns_vlists_of(ns);
-    for (size_t i = 0; c->on_removing && i < l->n_entries; i++)
-        if (!l->entries[i].error && l->entries[i].state == VLIST_REMOVING) {
-            c->on_removing(c->removing_ctx, domain);
-            return;
-        }
+    ns_vlists_on_removing(ns_vlists_of(ns), fn, ctx);
 }
 
 /* The version list of domain (absolute path), as read in the last ttl or now: 0 with *out a
- * reference (give it back with release), -ENOENT (none), -EIO (logged once), -ENOMEM. */
+ * reference (give it back with ns_vlists_release), -ENOENT (none), -EIO (logged once), -ENOMEM. */
 static int load_list(struct ns *ns, const char *domain, struct shared_vlist **out)
 {
     char key[STORE_KEY_MAX + 1], why[200];
     struct store_buf buf = { 0 };
-    if ((*out = cached_list(ns_vlists_of(ns), domain)) != NULL)
+    if ((*out = ns_vlists_get(ns_vlists_of(ns), domain)) != NULL)
         return 0;
     if (schema_vlist_key(domain, key, sizeof key) != 0)
         return -ENOENT;
@@ -248,9 +102,9 @@ static int load_list(struct ns *ns, const char *domain, struct shared_vlist **ou
         rc = 1;
     store_buf_free(&buf);
     if (rc == 1) {
-        tell_removing(ns, domain, &s->l);
+        ns_vlists_tell_removing(ns_vlists_of(ns), domain, &s->l);
         s->refs = 1;
-        remember_list(ns_vlists_of(ns), domain, s);
+        ns_vlists_remember(ns_vlists_of(ns), domain, s);
         *out = s;
         return 0;
     }
@@ -291,11 +145,13 @@ static unsigned read_rights(struct ns *ns, const struct vpath *v, const char *us
                             struct ns_info *domain)
 {
     memset(domain, 0, sizeof *domain);
-    if (v->depth >= 1 && ns_stat_as(ns, v->domain, user, domain) == 0 && domain->kind == NS_DOMAIN)
+    if (v->depth >= 1 && ns_plain_stat_as(ns, v->domain, user, domain) == 0 &&
+        domain->kind == NS_DOMAIN)
         return domain->rights & SCHEMA_ACL_READ;
     struct ns_info dir;
     unsigned own;
-    if (ns_stat_as(ns, v->dir, user, &dir) != 0 || (dir.kind != NS_DIR && dir.kind != NS_FOLDER))
+    if (ns_plain_stat_as(ns, v->dir, user, &dir) != 0 ||
+        (dir.kind != NS_DIR && dir.kind != NS_FOLDER))
         return 0;
     if (v->depth == 2 && own_rights(ns, v, user, &own)) {
         snprintf(domain->owner, sizeof domain->owner, "%s", dir.owner);
@@ -382,7 +238,7 @@ int ns_versions_stat(struct ns *ns, const char *path, const char *user, struct n
         else
             rc = -ENOENT;
     }
-    release(ns_vlists_of(ns), l);
+    ns_vlists_release(ns_vlists_of(ns), l);
     return rc;
 }
 
@@ -477,29 +333,9 @@ int ns_versions_readdir(struct ns *ns, const char *path, struct ns_dir *out)
         v.depth == 0 ? list_domains(ns, &v, &current, rights, out) : load_list(ns, v.domain, &l);
     if (rc == 0 && v.depth == 1) {
         rc = list_names(ns, &v, &l->l, &current, rights, out);
-        release(ns_vlists_of(ns), l);
+        ns_vlists_release(ns_vlists_of(ns), l);
     }
     if (rc != 0)
         ns_dir_free(out);
     return rc == 0 || rc == -ENOENT || rc == -ENOMEM || rc == -EACCES ? rc : -EIO;
-}
-
-int ns_vlist_read(struct store *store, const char *key, struct vlist *l, char *etag, char *why,
-                  size_t why_len)
-{
-    struct store_stat st;
-    struct store_buf buf = { 0 };
-    int rc = etag ? store_head(store, key, &st) : 0;
-    if (rc == 0)
-        rc = store_get(store, key, VLIST_MAX_BYTES, &buf);
-    if (rc == -EFBIG) {
-        snprintf(why, why_len, "larger than %u bytes", VLIST_MAX_BYTES);
-        rc = -EINVAL;
-    } else if (rc == 0 && vlist_parse((const char *)buf.data, buf.len, l, why, why_len) != 0) {
-        rc = -EINVAL;
-    }
-    store_buf_free(&buf);
-    if (rc == 0 && etag)
-        snprintf(etag, sizeof st.etag, "%s", st.etag);
-    return rc;
 }

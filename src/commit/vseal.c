@@ -1,0 +1,165 @@
+/* vseal: a new version's chunks sealed into the pool; see vseal.h. */
+#include "vseal.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+
+#include <openssl/evp.h>
+
+#include "h5osfs/util/clock.h"
+#include "h5osfs/util/pfor.h"
+#include "vtab.h"
+
+#define CHUNK_MAX VSEAL_CHUNK_MAX
+#define URI_LEN VTABLE_URI_LEN
+
+struct seal_job {
+    const struct versions_commit *vc;
+    const char *pool;
+    const struct base_version *base;
+    struct sealed *chunks;
+};
+
+static int md5_hex(const void *data, size_t len, char out[33])
+{
+    static const char hex[] = "0123456789abcdef";
+    unsigned char md[EVP_MAX_MD_SIZE];
+    unsigned md_len = 0;
+    if (EVP_Digest(data, len, md, &md_len, EVP_md5(), NULL) != 1 || md_len != 16)
+        return -EIO;
+    for (int i = 0; i < 16; i++) {
+        out[2 * i] = hex[md[i] >> 4];
+        out[2 * i + 1] = hex[md[i] & 15];
+    }
+    out[32] = '\0';
+    return 0;
+}
+
+/* 1 if etag is 32 lowercase hex digits: a single-part S3 object's MD5 (a local bucket's etags
+ * are longer, multipart ones have a "-N"). An S3 server whose ETag is not the MD5 (AWS with
+ * SSE-KMS) gives unique ones instead: then equal chunks are not shared, never wrongly so. */
+static int etag_is_md5(const char *etag)
+{
+    size_t n = strlen(etag);
+    for (size_t i = 0; n == 32 && i < n; i++)
+        if (!((etag[i] >= '0' && etag[i] <= '9') || (etag[i] >= 'a' && etag[i] <= 'f')))
+            return 0;
+    return n == 32;
+}
+
+/* Must the pool object at key be written? Yes when it is absent (*absent), and when it is
+ * older than pool_fresh_for: written again (same bytes), it is new to a concurrent sweep of
+ * the pool (sweep.h), which deletes only objects older than its grace period. */
+static int must_write(struct seal_job *j, const char *key, int *absent)
+{
+    struct store_stat st;
+    *absent = store_head(j->vc->store, key, &st) != 0;
+    return *absent ||
+           (j->vc->pool_fresh_for > 0 && st.mtime < clock_wall() - j->vc->pool_fresh_for);
+}
+
+/* Is pool key (of the chunk s) what the base version names at s's index? */
+static int same_as_base_entry(const struct seal_job *j, const struct sealed *s, const char *key)
+{
+    char uri[URI_LEN], want[URI_LEN];
+    if (!s->base_entry || vtab_entry_size(s->base_entry) != s->size)
+        return 0;
+    vtab_entry_uri(s->base_entry, uri);
+    return snprintf(want, sizeof want, "%s/%s", j->vc->bucket_name, key) < URI_LEN &&
+           strcmp(uri, want) == 0;
+}
+
+/*
+ * A chunk the writer did not change, named as V_n names it, without reading it: the ingest
+ * copied it from the base root, so the new root's object is the base's (a local bucket's copy
+ * is a hard link: same mtime), unchanged since before V_n was listed (V_n sealed those very
+ * bytes then), unless someone wrote it after V_n was listed (HSDS in place): then its mtime
+ * is later and the bytes are read. 1 taken, 0 not.
+ */
+static int take_base_entry(const struct seal_job *j, struct sealed *s)
+{
+    const char *key = NULL;
+    if (!s->base_entry || s->listed->mtime >= j->base->time ||
+        vtab_entry_size(s->base_entry) != s->listed->size || s->listed->size == 0)
+        return 0;
+    vtab_entry_uri(s->base_entry, s->uri);
+    if (schema_pool_uri_check(s->uri, j->vc->bucket_name, j->pool, &key) != 0)
+        return 0;
+    s->size = s->listed->size;
+    s->from_base = 1;
+    return 1;
+}
+
+/* Into the pool by CopyObject, keyed by the chunk's listed MD5: no byte crosses the wire. 0,
+ * or 1 when the etag is no MD5 (the bytes must be read). The listing of the new root (made by
+ * this commit, named by nothing yet) gave the ETag: no HEAD. A pool object V_n names at the
+ * same index needs neither a HEAD nor a rewrite: every sweep marks it (doc/versions.md §4.2,
+ * status of the seal). */
+static int seal_by_etag(struct seal_job *j, struct sealed *s, char *key, size_t key_len)
+{
+    const struct store_stat *st = s->listed;
+    int absent;
+    if (!etag_is_md5(st->etag))
+        return 1;
+    if (st->size >= CHUNK_MAX)
+        return -EOPNOTSUPP;
+    int rc = schema_pool_key(j->pool, st->etag, key, key_len);
+    s->size = st->size;
+    if (rc == 0 && same_as_base_entry(j, s, key))
+        s->from_base = 1;
+    else if (rc == 0 && must_write(j, key, &absent)) {
+        rc = store_copy(j->vc->store, s->key, key);
+        s->fresh = s->copied = absent;
+    }
+    return rc;
+}
+
+/* By the bytes: read, hash, put (an object already there has these bytes). A local bucket's
+ * copy is a hard link, which HSDS's in-place chunk writes would change with the chunk. */
+static int seal_by_bytes(struct seal_job *j, struct sealed *s, char *key, size_t key_len)
+{
+    struct store_buf buf = { 0 };
+    char md5[33];
+    int absent;
+    int rc = store_get(j->vc->store, s->key, CHUNK_MAX - 1, &buf);
+    if (rc == 0)
+        rc = md5_hex(buf.data, buf.len, md5);
+    if (rc == 0)
+        rc = schema_pool_key(j->pool, md5, key, key_len);
+    s->size = buf.len;
+    if (rc == 0 && same_as_base_entry(j, s, key))
+        s->from_base = 1;
+    else if (rc == 0 && must_write(j, key, &absent)) {
+        rc = store_put_lazy(j->vc->store, key, buf.data, buf.len);
+        s->fresh = absent;
+    }
+    s->size = buf.len;
+    store_buf_free(&buf);
+    return rc == -EFBIG ? -EOPNOTSUPP : rc;
+}
+
+/* One chunk into the pool, at the key its MD5 names (content addressed: written once). */
+static void seal_one(void *ctx, size_t i)
+{
+    struct seal_job *j = ctx;
+    struct sealed *s = &j->chunks[i];
+    char key[STORE_KEY_MAX + 1];
+    if (!etag_is_md5(s->listed->etag) && take_base_entry(j, s)) {
+        s->rc = 0;
+        return;
+    }
+    int rc = seal_by_etag(j, s, key, sizeof key);
+    if (rc == 1)
+        rc = seal_by_bytes(j, s, key, sizeof key);
+    if (rc == 0 && snprintf(s->uri, sizeof s->uri, "%s/%s", j->vc->bucket_name, key) >= URI_LEN)
+        rc = -ENAMETOOLONG;
+    s->rc = rc;
+}
+
+void vseal_chunks(const struct versions_commit *vc, const char *pool,
+                  const struct base_version *base, struct sealed *chunks, size_t n)
+{
+    struct seal_job job = { vc, pool, base, chunks };
+    pfor(n, vc->workers ? vc->workers : 1, seal_one, &job);
+}
