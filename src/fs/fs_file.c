@@ -197,18 +197,18 @@ static ssize_t read_text(const struct fs_file *f, char *buf, size_t size, uint64
     return (ssize_t)n;
 }
 
-/* A read within one chunk is answered from the cache's bytes: no copy but the kernel's. 1 when
- * it was answered. */
-static int reply_from_view(fuse_req_t req, struct fs_file *f, size_t size, off_t off)
+/* A read is answered from the cache's bytes and the image's, as they lie: no copy but the
+ * kernel's. 1 when it was answered. */
+static int reply_from_pieces(fuse_req_t req, struct fs_file *f, size_t size, off_t off)
 {
-    struct image_view v;
-    int rc = off >= 0 ? image_read_view(f->img, &f->reader, (uint64_t)off, size, &v) : 0;
+    struct image_pieces p;
+    int rc = off >= 0 ? image_read_pieces(f->img, &f->reader, (uint64_t)off, size, &p) : 0;
     if (rc < 0)
         fuse_reply_err(req, EIO);
     if (rc != 1)
         return rc < 0;
-    fuse_reply_buf(req, v.data, v.len);
-    image_view_release(&v); /* not f's reader: once answered, the file may be released */
+    fuse_reply_iov(req, p.iov, (int)p.n_iov);
+    image_pieces_release(&p); /* not f's reader: once answered, the file may be released */
     return 1;
 }
 
@@ -217,7 +217,7 @@ void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, struct fuse
     (void)ino;
     struct fs_file *f = (struct fs_file *)(uintptr_t)fi->fh;
     f->fresh = 0;
-    if (f->img && reply_from_view(req, f, size, off))
+    if (f->img && reply_from_pieces(req, f, size, off))
         return;
     char *buf = malloc(size ? size : 1);
     if (!buf || off < 0) {

@@ -296,3 +296,94 @@ void image_view_release(struct image_view *v)
     chunk_entry_put(v->cache, v->entry);
     v->entry = NULL;
 }
+
+/* ---- a read as pieces of memory ---- */
+
+/* A gap between segments reads as zeros: up to this many per piece. */
+#define ZEROS_LEN 65536
+static const unsigned char zeros[ZEROS_LEN];
+
+/* The pieces [off, off + len) takes from segment i on (len within the file), or
+ * IMAGE_PIECES_MAX + 1 once there are more. */
+static size_t count_pieces(const struct segment *segs, size_t n_segs, size_t i, uint64_t off,
+                           size_t len)
+{
+    size_t n = 0;
+    uint64_t pos = off, end = off + len;
+    while (pos < end && n <= IMAGE_PIECES_MAX) {
+        if (i >= n_segs || segs[i].off > pos) {
+            uint64_t to = i < n_segs && segs[i].off < end ? segs[i].off : end;
+            n += (size_t)((to - pos + ZEROS_LEN - 1) / ZEROS_LEN);
+            pos = to;
+            continue;
+        }
+        pos = segs[i].off + segs[i].len;
+        i++;
+        n++;
+    }
+    return n;
+}
+
+static void add_piece(struct image_pieces *p, const void *data, uint64_t n)
+{
+    p->iov[p->n_iov].iov_base = (void *)(uintptr_t)data; /* writev only reads it */
+    p->iov[p->n_iov].iov_len = (size_t)n;
+    p->n_iov++;
+}
+
+int image_read_pieces(struct image *img, struct image_reader *r, uint64_t off, size_t len,
+                      struct image_pieces *p)
+{
+    uint64_t size = extent_size(img->map);
+    p->n_iov = p->n_held = 0;
+    p->cache = r->cache;
+    if (off >= size || len == 0)
+        return 0;
+    if (len > size - off)
+        len = (size_t)(size - off);
+    size_t n_segs, i = extent_find(img->map, off);
+    const struct segment *segs = extent_segments(img->map, &n_segs);
+    if (count_pieces(segs, n_segs, i, off, len) > IMAGE_PIECES_MAX)
+        return 0;
+    uint64_t from;
+    int sequential = readahead_access(r, off, len, &from), first_chunk = 1;
+    struct policy_ctx ctx = { img, r };
+    struct readahead_io io = policy_io(&ctx);
+    for (uint64_t done = 0; done < len;) {
+        uint64_t pos = off + done;
+        if (i >= n_segs || segs[i].off > pos) {
+            uint64_t to =
+                i < n_segs && segs[i].off - pos < len - done ? segs[i].off - pos : len - done;
+            to = to < ZEROS_LEN ? to : ZEROS_LEN;
+            add_piece(p, zeros, to);
+            done += to;
+            continue;
+        }
+        const struct segment *s = &segs[i++];
+        uint64_t n = s->off + s->len - pos < len - done ? s->off + s->len - pos : len - done;
+        if (s->kind == SEGMENT_BYTES) {
+            add_piece(p, s->u.bytes + (pos - s->off), n);
+        } else {
+            if (first_chunk && r->prefetch)
+                readahead_follow(r, &io, i - 1, sequential);
+            first_chunk = 0; /* once per read */
+            struct chunk_entry *e;
+            if (hold_chunk(img, r, s, &e) != 0) {
+                image_pieces_release(p);
+                return -EIO;
+            }
+            p->held[p->n_held++] = e;
+            add_piece(p, (const unsigned char *)chunk_entry_data(e) + (pos - s->off), n);
+            readahead_read_through(r, &io, i - 1, n, from); /* a drop leaves at release */
+        }
+        done += n;
+    }
+    return 1;
+}
+
+void image_pieces_release(struct image_pieces *p)
+{
+    for (size_t k = 0; k < p->n_held; k++)
+        chunk_entry_put(p->cache, p->held[k]);
+    p->n_held = p->n_iov = 0;
+}
