@@ -7,6 +7,7 @@ Which chunks the policy queues, guesses and drops, exactly, is tests/unit/test_r
 whether the kernel's own read-ahead, a loader thread or the reader got to a chunk first, so
 only bounds that hold whichever did are asserted (issue 25: an exact count failed a CI run)."""
 import json
+import os
 import time
 
 import h5py
@@ -169,3 +170,26 @@ def test_a_file_read_front_to_back_leaves_the_cache(table_mount):
     file_bytes = GRID * GRID * 2 * CHUNK * CHUNK
     assert moved(before, after, "evictions") >= GRID * GRID // 2
     assert after["bytes"] <= file_bytes // 2
+
+
+def kernel_read_ahead_kib(m):
+    """The kernel's read-ahead of the mount (its backing device's read_ahead_kb in sysfs)."""
+    dev = m.mnt.stat().st_dev
+    return int(open(f"/sys/class/bdi/{os.major(dev)}:{os.minor(dev)}/read_ahead_kb").read())
+
+
+@pytest.mark.posix_only(reason="the kernel's read-ahead is the mount's, whatever the store")
+@pytest.mark.skipif(os.geteuid() != 0, reason="only root may set a mount's read-ahead")
+def test_the_kernel_reads_ahead_a_mebibyte(mount_bucket, table_bucket):
+    """By default the mount's kernel read-ahead is 1 MiB (READ requests up to libfuse's
+    max_pages, 8 times fewer than at the kernel's 128 KiB: less daemon CPU per byte, issue 29
+    §3); -o read_ahead=0 leaves the kernel's. Either way the values read are the file's."""
+    writer, data = table_bucket
+    seen = {}
+    for opts in ("user=test_user1", "user=test_user1,read_ahead=0"):
+        m = mount_bucket(writer, "-o", opts)
+        with h5py.File(m.path(f"{HOME}/table.h5"), "r") as f:
+            assert np.array_equal(f["table"][:], data)
+        seen[opts] = kernel_read_ahead_kib(m)
+        m.unmount()
+    assert seen == {"user=test_user1": 1024, "user=test_user1,read_ahead=0": 128}
