@@ -124,7 +124,8 @@ void options_usage(const char *prog)
         "    -o image_cache=BYTES   room for built files kept in cache_dir/images, for the next\n"
         "                           open and the next mount (default: 256M; 0: none)\n"
         "    -o read_ahead=BYTES    the kernel's read-ahead of the mount: bigger READ requests,\n"
-        "                           fewer of them (default: 1M; 0: the kernel's 128K; root only)\n"
+        "                           fewer of them (default: 512K; 0: the kernel's 128K; root\n"
+        "                           only)\n"
         "    -o no_repairs          show what hsload changed as stored (man page, REPAIRS)\n"
         "    -o paged_images=on|off  build files with paged aggregation (file space\n"
         "                           strategy PAGE), which cloud readers of a copy want;\n"
@@ -644,7 +645,7 @@ int options_finish(struct options *opts)
     if (opts->read_ahead_text &&
         (options_parse_size(opts->read_ahead_text, &opts->read_ahead) != 0 ||
          opts->read_ahead > OPTIONS_MAX_READ_AHEAD))
-        return fail("read_ahead must be a byte count up to 64M such as 1M (0: the kernel's)",
+        return fail("read_ahead must be a byte count up to 64M such as 512K (0: the kernel's)",
                     opts->read_ahead_text);
     opts->image_cache = OPTIONS_DEFAULT_IMAGE_CACHE;
     if (opts->image_cache_text &&
