@@ -153,8 +153,8 @@ static int settle_version(struct fs *fs, const char *path, uint64_t version, int
  * The kernel reads ahead of a sequential reader 128 KiB at a time (its default for a FUSE
  * mount, and what it offers at INIT, the most a daemon may answer): one READ request, one
  * wakeup of a thread and one reply per 128 KiB. Past INIT, the mount's own read_ahead_kb in
- * sysfs takes a larger value, and READs grow up to libfuse's max_pages (1 MiB): a full read
- * costs the daemon ~10% less CPU. Only root may write it; anyone else keeps 128 KiB.
+ * sysfs takes a larger value, and READs grow with it (up to libfuse's max_pages, 1 MiB): a
+ * full read costs the daemon less CPU. Only root may write it; anyone else keeps 128 KiB.
  */
 static int mount_device(int mnt_id, char *dev, size_t len)
 {
@@ -255,8 +255,34 @@ static ssize_t read_text(const struct fs_file *f, char *buf, size_t size, uint64
     return (ssize_t)n;
 }
 
-/* A read is answered from the cache's bytes and the image's, as they lie: no copy but the
- * kernel's. 1 when it was answered. */
+/* Pieces some of which lie in files, by splice where the session has it (libfuse copies them
+ * through memory where it has not): a page of a chunk file goes into a pipe by reference, and
+ * from there into the reader's page, with no copy into and out of our memory. */
+static void reply_spliced(fuse_req_t req, const struct image_pieces *p)
+{
+    struct fuse_bufvec *bv = calloc(1, sizeof *bv + (p->n_iov - 1) * sizeof bv->buf[0]);
+    if (!bv) {
+        fuse_reply_err(req, ENOMEM);
+        return;
+    }
+    bv->count = p->n_iov;
+    for (size_t i = 0; i < p->n_iov; i++) {
+        struct fuse_buf *b = &bv->buf[i];
+        b->size = p->iov[i].iov_len;
+        if (p->fd[i] < 0) {
+            b->mem = p->iov[i].iov_base;
+        } else {
+            b->flags = FUSE_BUF_IS_FD | FUSE_BUF_FD_SEEK | FUSE_BUF_FD_RETRY;
+            b->fd = p->fd[i];
+            b->pos = (off_t)p->fd_off[i];
+        }
+    }
+    fuse_reply_data(req, bv, 0);
+    free(bv);
+}
+
+/* A read is answered from the cache's bytes, the chunk files and the image's bytes, as they
+ * lie: no copy but the kernel's. 1 when it was answered. */
 static int reply_from_pieces(fuse_req_t req, struct fs_file *f, size_t size, off_t off)
 {
     struct image_pieces p;
@@ -265,7 +291,10 @@ static int reply_from_pieces(fuse_req_t req, struct fs_file *f, size_t size, off
         fuse_reply_err(req, EIO);
     if (rc != 1)
         return rc < 0;
-    fuse_reply_iov(req, p.iov, (int)p.n_iov);
+    if (p.n_files)
+        reply_spliced(req, &p);
+    else
+        fuse_reply_iov(req, p.iov, (int)p.n_iov);
     image_pieces_release(&p); /* not f's reader: once answered, the file may be released */
     return 1;
 }

@@ -141,13 +141,16 @@ int image_read_view(struct image *img, struct image_reader *r, uint64_t off, siz
 void image_view_release(struct image_view *v);
 
 /* A read as the pieces of memory that hold its bytes, in order, without a copy: chunks in the
- * cache (held), the image's own bytes, zeros for a gap. A READ of 1 MiB spans two or more
+ * cache (held), the files of chunks a local bucket holds (to splice from; checked unchanged
+ * since the cache opened them, else -EIO), the image's own bytes, zeros for a gap. A READ of 1 MiB spans two or more
  * chunks, and a copy of it all into one buffer cost as much CPU as the kernel's copy of the
  * reply. */
 #define IMAGE_PIECES_MAX 32
 struct image_pieces {
-    struct iovec iov[IMAGE_PIECES_MAX];
-    size_t n_iov;
+    struct iovec iov[IMAGE_PIECES_MAX]; /* a piece in a file: iov_base NULL, iov_len bytes */
+    int fd[IMAGE_PIECES_MAX];           /* -1, or that file (a held chunk's: open until the */
+    uint64_t fd_off[IMAGE_PIECES_MAX];  /* release), its bytes from fd_off on */
+    size_t n_iov, n_files;
     struct chunk_entry *held[IMAGE_PIECES_MAX];
     size_t n_held;
     struct chunk_cache *cache; /* as image_view's: it outlives the reader */
