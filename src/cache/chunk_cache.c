@@ -14,9 +14,11 @@
 
 #include <errno.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "h5osfs/util/clock.h"
 #include "h5osfs/util/log.h"
@@ -27,6 +29,8 @@ enum entry_state { ENTRY_LOADING, ENTRY_READY, ENTRY_FAILED };
 struct chunk_entry {
     struct chunk_entry *prev, *next; /* idle list links; meaningful only while idle */
     void *data;                      /* written by the loader before READY, read-only after */
+    struct chunk_file file;          /* or (data NULL) the file that holds the bytes */
+    atomic_uint *files;              /* the cache's count of open files */
     size_t size;
     unsigned long refs; /* the loader, waiters and readers holding it */
     enum entry_state state;
@@ -48,6 +52,7 @@ struct chunk_cache {
     uint64_t max_bytes;
     double retry_after;          /* seconds a failed load is remembered */
     struct chunk_cache_stats st; /* bytes and entries count loaded entries in the map */
+    atomic_uint files;           /* entries that hold an open file */
 };
 
 /* A failing lock primitive means a corrupted or misused lock: nothing sane is left to do. */
@@ -76,8 +81,19 @@ void chunk_cache_set_retry_after(struct chunk_cache *cache, double seconds)
     cache_unlock(cache);
 }
 
+static void close_file(struct chunk_entry *e)
+{
+    if (e->file.fd < 0)
+        return;
+    if (close(e->file.fd) != 0)
+        log_warn("cache: closing the file of chunk %s: %s", e->key, strerror(errno));
+    e->file.fd = -1;
+    atomic_fetch_sub(e->files, 1);
+}
+
 static void free_entry(struct chunk_entry *e)
 {
+    close_file(e);
     free(e->data);
     free(e);
 }
@@ -224,13 +240,56 @@ static int join(struct chunk_cache *c, struct chunk_entry *e, struct chunk_found
     return err;
 }
 
+/* The first size bytes of file f into a new buffer (*data): a file entry past the cache's
+ * limit of open files. 0 or -EIO (logged). */
+static int read_file(const struct chunk_entry *e, int fd, void **data)
+{
+    unsigned char *buf = malloc(e->size ? e->size : 1);
+    size_t got = 0;
+    while (buf && got < e->size) {
+        ssize_t n = pread(fd, buf + got, e->size - got, (off_t)got);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n <= 0) {
+            log_error("cache: reading the file of chunk %s: %s", e->key,
+                      n < 0 ? strerror(errno) : "shorter than the chunk");
+            free(buf);
+            return -EIO;
+        }
+        got += (size_t)n;
+    }
+    if (!buf)
+        log_error("cache: cannot allocate %zu bytes for chunk %s", e->size, e->key);
+    *data = buf;
+    return buf ? 0 : -ENOMEM;
+}
+
+/* A file the loader gave becomes the entry, or its bytes do (past the limit of open files). */
+static int take_file(struct chunk_entry *e, struct chunk_file file, void **data)
+{
+    if (atomic_fetch_add(e->files, 1) < CHUNK_CACHE_FILES_MAX) {
+        e->file = file;
+        return 0;
+    }
+    atomic_fetch_sub(e->files, 1);
+    int rc = read_file(e, file.fd, data);
+    if (close(file.fd) != 0)
+        log_warn("cache: closing the file of chunk %s: %s", e->key, strerror(errno));
+    return rc;
+}
+
 /* Load the buffer, without the lock: the loader may do network I/O. */
 static int fill(struct chunk_entry *e, chunk_load_fn load, void *ctx)
 {
     void *data = NULL;
-    int rc = load(ctx, e->size, &data);
-    /* The loader promises 0 with a buffer, or -errno; nothing else may pass for success. */
-    if (rc == 0 && !data) {
+    struct chunk_file file = { -1, 0 };
+    int rc = load(ctx, e->size, &data, &file);
+    if (rc == 0 && !data && file.fd >= 0)
+        rc = take_file(e, file, &data);
+    else if (file.fd >= 0 && close(file.fd) != 0) /* a loader that gave both, or failed */
+        log_warn("cache: closing the file of chunk %s: %s", e->key, strerror(errno));
+    /* The loader promises 0 with a buffer or a file, or -errno; nothing else is success. */
+    if (rc == 0 && !data && e->file.fd < 0) {
         log_error("cache: the loader of chunk %s returned no buffer", e->key);
         rc = -EIO;
     }
@@ -283,6 +342,8 @@ static int load_new(struct chunk_cache *c, const char *key, size_t size, chunk_l
     }
     memcpy(e->key, key, klen + 1);
     e->size = size;
+    e->file.fd = -1;
+    e->files = &c->files;
     e->refs = 1;
     e->state = ENTRY_LOADING;
     e->in_map = 1;
@@ -404,6 +465,11 @@ int chunk_cache_has(struct chunk_cache *cache, const char *key)
 const void *chunk_entry_data(const struct chunk_entry *e)
 {
     return e->data;
+}
+
+struct chunk_file chunk_entry_file(const struct chunk_entry *e)
+{
+    return e->file;
 }
 
 void chunk_entry_put(struct chunk_cache *cache, struct chunk_entry *e)

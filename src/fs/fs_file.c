@@ -149,9 +149,67 @@ static int settle_version(struct fs *fs, const char *path, uint64_t version, int
     return rc == 0 && now != version ? -ESTALE : rc;
 }
 
+/*
+ * The kernel reads ahead of a sequential reader 128 KiB at a time (its default for a FUSE
+ * mount, and what it offers at INIT, the most a daemon may answer): one READ request, one
+ * wakeup of a thread and one reply per 128 KiB. Past INIT, the mount's own read_ahead_kb in
+ * sysfs takes a larger value, and READs grow with it (up to libfuse's max_pages, 1 MiB): a
+ * full read costs the daemon less CPU. Only root may write it; anyone else keeps 128 KiB.
+ */
+static int mount_device(int mnt_id, char *dev, size_t len)
+{
+    FILE *f = fopen("/proc/self/mountinfo", "re");
+    if (!f)
+        return -errno;
+    char line[4096];
+    int rc = -ENOENT;
+    while (rc != 0 && fgets(line, sizeof line, f)) {
+        int id;
+        unsigned major, minor;
+        if (sscanf(line, "%d %*d %u:%u", &id, &major, &minor) == 3 && id == mnt_id) {
+            snprintf(dev, len, "%u:%u", major, minor);
+            rc = 0;
+        }
+    }
+    fclose(f);
+    return rc;
+}
+
+static int write_read_ahead(int mnt_id, uint64_t bytes, char *path, size_t len)
+{
+    char dev[32];
+    int rc = mount_device(mnt_id, dev, sizeof dev);
+    snprintf(path, len, "/sys/class/bdi/%s/read_ahead_kb", rc == 0 ? dev : "?");
+    int fd = rc == 0 ? open(path, O_WRONLY | O_CLOEXEC) : -1;
+    if (rc == 0 && fd < 0)
+        rc = -errno;
+    if (fd >= 0) {
+        if (dprintf(fd, "%llu\n", (unsigned long long)(bytes >> 10)) < 0)
+            rc = -errno;
+        if (close(fd) != 0 && rc == 0)
+            rc = -errno;
+    }
+    return rc;
+}
+
+/* Once, at the first open: INIT is answered by then, and nothing has been read. */
+static void set_read_ahead(struct fs *fs)
+{
+    if (fs->cfg.read_ahead == 0 || fs->mnt_id < 0 || atomic_exchange(&fs->read_ahead_set, 1))
+        return;
+    char path[96];
+    int rc = write_read_ahead(fs->mnt_id, fs->cfg.read_ahead, path, sizeof path);
+    if (rc == 0)
+        log_debug("%s: %llu KiB", path, (unsigned long long)(fs->cfg.read_ahead >> 10));
+    else
+        log_info("read_ahead: %s: %s: the kernel reads ahead 128 KiB at a time", path,
+                 strerror(-rc));
+}
+
 void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
     struct fs *fs = fs_of(req);
+    set_read_ahead(fs);
     struct ns_info info;
     uint64_t version;
     char *path = NULL;
@@ -197,18 +255,47 @@ static ssize_t read_text(const struct fs_file *f, char *buf, size_t size, uint64
     return (ssize_t)n;
 }
 
-/* A read within one chunk is answered from the cache's bytes: no copy but the kernel's. 1 when
- * it was answered. */
-static int reply_from_view(fuse_req_t req, struct fs_file *f, size_t size, off_t off)
+/* Pieces some of which lie in files, by splice where the session has it (libfuse copies them
+ * through memory where it has not): a page of a chunk file goes into a pipe by reference, and
+ * from there into the reader's page, with no copy into and out of our memory. */
+static void reply_spliced(fuse_req_t req, const struct image_pieces *p)
 {
-    struct image_view v;
-    int rc = off >= 0 ? image_read_view(f->img, &f->reader, (uint64_t)off, size, &v) : 0;
+    struct fuse_bufvec *bv = calloc(1, sizeof *bv + (p->n_iov - 1) * sizeof bv->buf[0]);
+    if (!bv) {
+        fuse_reply_err(req, ENOMEM);
+        return;
+    }
+    bv->count = p->n_iov;
+    for (size_t i = 0; i < p->n_iov; i++) {
+        struct fuse_buf *b = &bv->buf[i];
+        b->size = p->iov[i].iov_len;
+        if (p->fd[i] < 0) {
+            b->mem = p->iov[i].iov_base;
+        } else {
+            b->flags = FUSE_BUF_IS_FD | FUSE_BUF_FD_SEEK | FUSE_BUF_FD_RETRY;
+            b->fd = p->fd[i];
+            b->pos = (off_t)p->fd_off[i];
+        }
+    }
+    fuse_reply_data(req, bv, 0);
+    free(bv);
+}
+
+/* A read is answered from the cache's bytes, the chunk files and the image's bytes, as they
+ * lie: no copy but the kernel's. 1 when it was answered. */
+static int reply_from_pieces(fuse_req_t req, struct fs_file *f, size_t size, off_t off)
+{
+    struct image_pieces p;
+    int rc = off >= 0 ? image_read_pieces(f->img, &f->reader, (uint64_t)off, size, &p) : 0;
     if (rc < 0)
         fuse_reply_err(req, EIO);
     if (rc != 1)
         return rc < 0;
-    fuse_reply_buf(req, v.data, v.len);
-    image_view_release(&v); /* not f's reader: once answered, the file may be released */
+    if (p.n_files)
+        reply_spliced(req, &p);
+    else
+        fuse_reply_iov(req, p.iov, (int)p.n_iov);
+    image_pieces_release(&p); /* not f's reader: once answered, the file may be released */
     return 1;
 }
 
@@ -217,7 +304,7 @@ void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, struct fuse
     (void)ino;
     struct fs_file *f = (struct fs_file *)(uintptr_t)fi->fh;
     f->fresh = 0;
-    if (f->img && reply_from_view(req, f, size, off))
+    if (f->img && reply_from_pieces(req, f, size, off))
         return;
     char *buf = malloc(size ? size : 1);
     if (!buf || off < 0) {

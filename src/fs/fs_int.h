@@ -10,6 +10,7 @@
 #include <fcntl.h>
 #include <math.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -68,6 +69,7 @@ struct fs {
     double started;            /* clock_monotonic() at fs_new */
     int mnt_id;                /* this mount's id (holders.h); set before requests come */
     struct zarr_view *zarr;    /* MOUNT/.zarr (fs_zarr.c) */
+    atomic_int read_ahead_set; /* the first open set the kernel's read-ahead (fs_file.c) */
 };
 
 /* An open domain file: its version and its reads' state; or, for writing (and for reading a

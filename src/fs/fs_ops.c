@@ -14,6 +14,8 @@ static void op_init(void *userdata, struct fuse_conn_info *conn)
 {
     (void)userdata;
     conn->want &= ~(unsigned)(FUSE_CAP_AUTO_INVAL_DATA | FUSE_CAP_ATOMIC_O_TRUNC);
+    /* READ replies from chunk files by splice (fs_file.c, reply_spliced) */
+    conn->want |= conn->capable & FUSE_CAP_SPLICE_WRITE;
 }
 
 static const struct fuse_lowlevel_ops fs_ops = {

@@ -5,6 +5,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "h5osfs/util/bigbuf.h"
 #include "h5osfs/util/log.h"
@@ -49,14 +51,51 @@ static int decode_hsds(const struct chunk_job *job, const char *key, struct stor
     return 0;
 }
 
-static int load_hsds(const struct chunk_job *job, size_t size, void **data)
+/* What a file is known by: an in-place write changes its ctime, a replacement its inode. */
+static uint64_t file_stamp(const struct stat *sb)
+{
+    uint64_t ctime_ns = (uint64_t)sb->st_ctim.tv_sec * 1000000000u + (uint64_t)sb->st_ctim.tv_nsec;
+    return ctime_ns ^ ((uint64_t)sb->st_ino * 0x9E3779B97F4A7C15u);
+}
+
+/* Chunks smaller than this are read into memory: a splice per piece costs more than a copy. */
+#define FILE_CHUNK_MIN 65536
+
+/* An unfiltered chunk whose object is a file of exactly the chunk's size (a local bucket): that
+ * file becomes the entry, and READs splice from it. 1 when *file is it; 0 when it is not to be
+ * (the store keeps no files, the chunk is filtered or small, the file is not the chunk's size:
+ * read it as ever); -ENOENT. */
+static int open_chunk_file(const struct chunk_job *job, const char *key, size_t size,
+                           struct chunk_file *file)
+{
+    if (!codec_is_copy(&job->ds->codec) || size < FILE_CHUNK_MIN)
+        return 0;
+    int fd;
+    uint64_t len;
+    int rc = store_open_object(job->img->store, key, &fd, &len);
+    if (rc == -ENOENT || rc != 0)
+        return rc == -ENOENT ? rc : 0; /* another failure: the get says why */
+    struct stat sb;
+    if (len != size || fstat(fd, &sb) != 0) {
+        close(fd);
+        return 0;
+    }
+    *file = (struct chunk_file){ fd, file_stamp(&sb) };
+    return 1;
+}
+
+static int load_hsds(const struct chunk_job *job, size_t size, void **data, struct chunk_file *file)
 {
     char key[STORE_KEY_MAX + 1];
     struct store_buf raw = { 0 };
     const struct image_dataset *ds = job->ds;
     if (image_chunk_key(ds, job->linear, key, sizeof key) != 0)
         return -EIO;
-    int rc = store_get(job->img->store, key, size + size / 8 + 65536, &raw);
+    int rc = open_chunk_file(job, key, size, file);
+    if (rc == 1)
+        return 0;
+    if (rc == 0)
+        rc = store_get(job->img->store, key, size + size / 8 + 65536, &raw);
     if (rc == -ENOENT) {
         unsigned char *buf = chunk_buffer(job, size);
         if (!buf)
@@ -76,11 +115,11 @@ static int load_hsds(const struct chunk_job *job, size_t size, void **data)
     return rc;
 }
 
-static int load_chunk(void *ctx, size_t size, void **data)
+static int load_chunk(void *ctx, size_t size, void **data, struct chunk_file *file)
 {
     const struct chunk_job *job = ctx;
     if (job->ds->origin == ORIGIN_HSDS)
-        return load_hsds(job, size, data);
+        return load_hsds(job, size, data, file);
     if (job->ds->origin != ORIGIN_REF_CONTIG && job->ds->origin != ORIGIN_REF_PIECES) {
         log_error("%s: %s: chunk %" PRIu64 ": the dataset's data cannot be served (see the "
                   "build's log line)",
@@ -105,6 +144,21 @@ static void chunk_cache_key(const struct image *img, const struct segment *s, ch
     snprintf(key, len, "%" PRIu64 ":%" PRIu32 ":%" PRIu64, img->serial, s->dset, s->u.chunk);
 }
 
+/* The file of chunk segment s is still the one its entry opened: not written in place since
+ * (a replacement is another file, and the entry keeps the old one open). A chunk HSDS rewrote
+ * in place is not served, lest a page of the new bytes follow pages of the old: EIO. */
+static int check_chunk_file(const struct image *img, const struct segment *s,
+                            struct chunk_file file)
+{
+    struct stat sb;
+    if (fstat(file.fd, &sb) == 0 && file_stamp(&sb) == file.stamp && (uint64_t)sb.st_size == s->len)
+        return 0;
+    log_error("%s: %s: chunk %" PRIu64 ": its file changed since it was opened (written in "
+              "place): not served (EIO)",
+              img->domain_path, img->datasets[s->dset].path, s->u.chunk);
+    return -EIO;
+}
+
 /* The cache entry of chunk segment s, held (chunk_entry_put when done). 0 or -EIO. */
 static int hold_chunk(struct image *img, struct image_reader *r, const struct segment *s,
                       struct chunk_entry **e)
@@ -126,15 +180,41 @@ static int hold_chunk(struct image *img, struct image_reader *r, const struct se
     return 0;
 }
 
+/* n bytes at off of the file a chunk's entry is, after checking it is still the file loaded. */
+static int read_chunk_file(const struct image *img, const struct segment *s, struct chunk_file file,
+                           uint64_t off, unsigned char *out, uint64_t n)
+{
+    if (check_chunk_file(img, s, file) != 0)
+        return -EIO;
+    for (uint64_t got = 0; got < n;) {
+        ssize_t k = pread(file.fd, out + got, (size_t)(n - got), (off_t)(off + got));
+        if (k < 0 && errno == EINTR)
+            continue;
+        if (k <= 0) {
+            log_error("%s: %s: chunk %" PRIu64 ": reading its file: %s", img->domain_path,
+                      img->datasets[s->dset].path, s->u.chunk,
+                      k < 0 ? strerror(errno) : "shorter than the chunk");
+            return -EIO;
+        }
+        got += (uint64_t)k;
+    }
+    return 0;
+}
+
 static int copy_chunk(struct image *img, struct image_reader *r, const struct segment *s,
                       uint64_t from, unsigned char *out, uint64_t n)
 {
     struct chunk_entry *e;
     if (hold_chunk(img, r, s, &e) != 0)
         return -EIO;
-    memcpy(out, (const unsigned char *)chunk_entry_data(e) + (from - s->off), n);
+    const unsigned char *data = chunk_entry_data(e);
+    int rc = 0;
+    if (data)
+        memcpy(out, data + (from - s->off), n);
+    else
+        rc = read_chunk_file(img, s, chunk_entry_file(e), from - s->off, out, n);
     chunk_entry_put(r->cache, e);
-    return 0;
+    return rc;
 }
 
 static void prefetch_done(void *ctx)
@@ -285,6 +365,10 @@ int image_read_view(struct image *img, struct image_reader *r, uint64_t off, siz
     if (hold_chunk(img, r, s, &v->entry) != 0)
         return -EIO;
     readahead_read_through(r, &io, i, len, from); /* a drop leaves at image_view_release */
+    if (!chunk_entry_data(v->entry)) {            /* a file: no bytes in memory to point at */
+        chunk_entry_put(r->cache, v->entry);
+        return 0;
+    }
     v->data = (const unsigned char *)chunk_entry_data(v->entry) + (off - s->off);
     v->len = len;
     v->cache = r->cache;
@@ -295,4 +379,115 @@ void image_view_release(struct image_view *v)
 {
     chunk_entry_put(v->cache, v->entry);
     v->entry = NULL;
+}
+
+/* ---- a read as pieces of memory ---- */
+
+/* A gap between segments reads as zeros: up to this many per piece. */
+#define ZEROS_LEN 65536
+static const unsigned char zeros[ZEROS_LEN];
+
+/* The pieces [off, off + len) takes from segment i on (len within the file), or
+ * IMAGE_PIECES_MAX + 1 once there are more. */
+static size_t count_pieces(const struct segment *segs, size_t n_segs, size_t i, uint64_t off,
+                           size_t len)
+{
+    size_t n = 0;
+    uint64_t pos = off, end = off + len;
+    while (pos < end && n <= IMAGE_PIECES_MAX) {
+        if (i >= n_segs || segs[i].off > pos) {
+            uint64_t to = i < n_segs && segs[i].off < end ? segs[i].off : end;
+            n += (size_t)((to - pos + ZEROS_LEN - 1) / ZEROS_LEN);
+            pos = to;
+            continue;
+        }
+        pos = segs[i].off + segs[i].len;
+        i++;
+        n++;
+    }
+    return n;
+}
+
+static void add_piece(struct image_pieces *p, const void *data, uint64_t n)
+{
+    p->iov[p->n_iov].iov_base = (void *)(uintptr_t)data; /* writev only reads it */
+    p->iov[p->n_iov].iov_len = (size_t)n;
+    p->fd[p->n_iov] = -1;
+    p->n_iov++;
+}
+
+static void add_file_piece(struct image_pieces *p, int fd, uint64_t off, uint64_t n)
+{
+    p->iov[p->n_iov].iov_base = NULL;
+    p->iov[p->n_iov].iov_len = (size_t)n;
+    p->fd[p->n_iov] = fd;
+    p->fd_off[p->n_iov] = off;
+    p->n_iov++;
+    p->n_files++;
+}
+
+int image_read_pieces(struct image *img, struct image_reader *r, uint64_t off, size_t len,
+                      struct image_pieces *p)
+{
+    uint64_t size = extent_size(img->map);
+    p->n_iov = p->n_held = p->n_files = 0;
+    p->cache = r->cache;
+    if (off >= size || len == 0)
+        return 0;
+    if (len > size - off)
+        len = (size_t)(size - off);
+    size_t n_segs, i = extent_find(img->map, off);
+    const struct segment *segs = extent_segments(img->map, &n_segs);
+    if (count_pieces(segs, n_segs, i, off, len) > IMAGE_PIECES_MAX)
+        return 0;
+    uint64_t from;
+    int sequential = readahead_access(r, off, len, &from), first_chunk = 1;
+    struct policy_ctx ctx = { img, r };
+    struct readahead_io io = policy_io(&ctx);
+    for (uint64_t done = 0; done < len;) {
+        uint64_t pos = off + done;
+        if (i >= n_segs || segs[i].off > pos) {
+            uint64_t to =
+                i < n_segs && segs[i].off - pos < len - done ? segs[i].off - pos : len - done;
+            to = to < ZEROS_LEN ? to : ZEROS_LEN;
+            add_piece(p, zeros, to);
+            done += to;
+            continue;
+        }
+        const struct segment *s = &segs[i++];
+        uint64_t n = s->off + s->len - pos < len - done ? s->off + s->len - pos : len - done;
+        if (s->kind == SEGMENT_BYTES) {
+            add_piece(p, s->u.bytes + (pos - s->off), n);
+        } else {
+            if (first_chunk && r->prefetch)
+                readahead_follow(r, &io, i - 1, sequential);
+            first_chunk = 0; /* once per read */
+            struct chunk_entry *e;
+            if (hold_chunk(img, r, s, &e) != 0) {
+                image_pieces_release(p);
+                return -EIO;
+            }
+            p->held[p->n_held++] = e;
+            const unsigned char *data = chunk_entry_data(e);
+            struct chunk_file file = chunk_entry_file(e);
+            if (!data && check_chunk_file(img, s, file) != 0) {
+                image_pieces_release(p);
+                return -EIO;
+            }
+            if (data)
+                add_piece(p, data + (pos - s->off), n);
+            else
+                add_file_piece(p, file.fd, pos - s->off, n);
+            readahead_read_through(r, &io, i - 1, n, from); /* a drop leaves at release */
+        }
+        done += n;
+    }
+    return 1;
+}
+
+void image_pieces_release(struct image_pieces *p)
+{
+    for (size_t k = 0; k < p->n_held; k++)
+        chunk_entry_put(p->cache, p->held[k]);
+    p->n_held = p->n_iov = p->n_files = 0;
 }

@@ -30,6 +30,7 @@ enum option_key {
     KEY_CACHE_DIR,
     KEY_CACHE_SIZE,
     KEY_IMAGE_CACHE,
+    KEY_READ_AHEAD,
     KEY_LOG_FILE,
     KEY_ENDPOINT,
     KEY_REGION,
@@ -80,6 +81,7 @@ static const struct fuse_opt option_spec[] = {
     FUSE_OPT_KEY("cache_dir=", KEY_CACHE_DIR),
     FUSE_OPT_KEY("cache_size=", KEY_CACHE_SIZE),
     FUSE_OPT_KEY("image_cache=", KEY_IMAGE_CACHE),
+    FUSE_OPT_KEY("read_ahead=", KEY_READ_AHEAD),
     FUSE_OPT_KEY("log_file=", KEY_LOG_FILE),
     FUSE_OPT_KEY("endpoint=", KEY_ENDPOINT),
     FUSE_OPT_KEY("region=", KEY_REGION),
@@ -121,6 +123,9 @@ void options_usage(const char *prog)
         "    -o cache_size=BYTES    chunk cache size, K/M/G suffixes (default: 1G)\n"
         "    -o image_cache=BYTES   room for built files kept in cache_dir/images, for the next\n"
         "                           open and the next mount (default: 256M; 0: none)\n"
+        "    -o read_ahead=BYTES    the kernel's read-ahead of the mount: bigger READ requests,\n"
+        "                           fewer of them (default: 512K; 0: the kernel's 128K; root\n"
+        "                           only)\n"
         "    -o no_repairs          show what hsload changed as stored (man page, REPAIRS)\n"
         "    -o paged_images=on|off  build files with paged aggregation (file space\n"
         "                           strategy PAGE), which cloud readers of a copy want;\n"
@@ -258,6 +263,8 @@ static int option_proc(void *data, const char *arg, int key, struct fuse_args *o
         return set_value(&opts->cache_size_text, arg);
     case KEY_IMAGE_CACHE:
         return set_value(&opts->image_cache_text, arg);
+    case KEY_READ_AHEAD:
+        return set_value(&opts->read_ahead_text, arg);
     case KEY_LOG_FILE:
         return set_value(&opts->log_file, arg);
     case KEY_ENDPOINT:
@@ -634,6 +641,12 @@ int options_finish(struct options *opts)
     if (parse_bucket_images(opts) != 0 || parse_bucket_refs(opts) != 0 ||
         parse_paged_images(opts) != 0 || parse_ingest(opts) != 0 || parse_versions(opts) != 0)
         return -1;
+    opts->read_ahead = OPTIONS_DEFAULT_READ_AHEAD;
+    if (opts->read_ahead_text &&
+        (options_parse_size(opts->read_ahead_text, &opts->read_ahead) != 0 ||
+         opts->read_ahead > OPTIONS_MAX_READ_AHEAD))
+        return fail("read_ahead must be a byte count up to 64M such as 512K (0: the kernel's)",
+                    opts->read_ahead_text);
     opts->image_cache = OPTIONS_DEFAULT_IMAGE_CACHE;
     if (opts->image_cache_text &&
         options_parse_size(opts->image_cache_text, &opts->image_cache) != 0)
@@ -665,6 +678,7 @@ void options_free(struct options *opts)
     free(opts->ttl_text);
     free(opts->cache_size_text);
     free(opts->image_cache_text);
+    free(opts->read_ahead_text);
     free(opts->bucket_images_text);
     free(opts->bucket_refs_text);
     free(opts->paged_images_text);

@@ -24,9 +24,11 @@ struct options {
     char *ttl_text; /* raw -o ttl= and -o cache_size=, validated after parsing */
     char *cache_size_text;
     char *image_cache_text; /* raw -o image_cache= */
+    char *read_ahead_text;  /* raw -o read_ahead= */
     double ttl;
     uint64_t cache_size;
     uint64_t image_cache; /* bytes of built images kept in cache_dir/images; 0: none */
+    uint64_t read_ahead;  /* the mount's kernel read-ahead, bytes; 0: the kernel's default */
     int read_only;
     int fsname_given, subtype_given; /* -o fsname= / subtype=: the kernel's name is theirs */
     int no_repairs;                  /* -o no_repairs: what hsload changed is shown as stored */
@@ -75,6 +77,10 @@ struct options {
 #define OPTIONS_DEFAULT_VERSIONS_SWEEP_INTERVAL 3600.0 /* -o versions_sweep_interval */
 #define OPTIONS_DEFAULT_CACHE_SIZE (1024ull << 20)
 #define OPTIONS_DEFAULT_IMAGE_CACHE (256ull << 20)
+/* READs of up to 512 KiB: a reply that large fits the 1 MiB pipe an unprivileged splice may
+ * have (fs_file.c, reply_spliced); 1 MiB saves no CPU over that */
+#define OPTIONS_DEFAULT_READ_AHEAD (512ull << 10)
+#define OPTIONS_MAX_READ_AHEAD (64ull << 20)
 #define OPTIONS_DEFAULT_MAX_REQUESTS 16
 #define OPTIONS_DEFAULT_TIMEOUT 30.0
 #define OPTIONS_DEFAULT_RETRIES 5

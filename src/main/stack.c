@@ -611,7 +611,8 @@ static int open_fs(struct stack *s)
                              .gid = getgid(),
                              .user = opts->user,
                              .cache_dir = opts->cache_dir,
-                             .refs_base = s->refs_base };
+                             .refs_base = s->refs_base,
+                             .read_ahead = opts->read_ahead };
     return fs_new(&cfg, &s->fs);
 }
 

@@ -132,6 +132,25 @@ static int px_get(struct store *st, const char *key, uint64_t off, uint64_t len,
     return err;
 }
 
+static int px_open_object(struct store *st, const char *key, int *fd, uint64_t *size)
+{
+    const struct posix_store *ps = px(st);
+    if (px_reserved(key))
+        return -EINVAL;
+    int f = px_open(ps, key, O_RDONLY | O_NONBLOCK | O_NOCTTY | O_CLOEXEC, 0);
+    if (f < 0)
+        return px_fail(ps, "get", key, "open", -f);
+    struct stat sb;
+    int err = fstat(f, &sb) < 0 ? px_fail(ps, "get", key, "fstat", errno) : px_check_regular(&sb);
+    if (err) {
+        close(f);
+        return err;
+    }
+    *fd = f;
+    *size = (uint64_t)sb.st_size;
+    return 0;
+}
+
 static int px_head(struct store *st, const char *key, struct store_stat *out)
 {
     const struct posix_store *ps = px(st);
@@ -695,6 +714,7 @@ static const struct store_ops px_ops = {
     .del = px_del,
     .head = px_head,
     .list = px_list,
+    .open_object = px_open_object,
     .destroy = px_destroy,
 };
 

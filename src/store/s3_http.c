@@ -22,6 +22,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/random.h>
+#include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -43,10 +44,17 @@
 
 /* ---- the pool ---- */
 
+/* A handle and the socket of its connection (curl keeps one per handle here): what
+ * on_progress sets the low-water mark of. */
+struct s3_conn {
+    CURL *h;
+    curl_socket_t fd; /* CURL_SOCKET_BAD while it has none */
+};
+
 struct s3_pool {
     pthread_mutex_t lock;
     pthread_cond_t freed;
-    CURL **idle; /* handles not in use */
+    struct s3_conn **idle; /* handles not in use */
     size_t n_idle;
     unsigned size, created;
 };
@@ -68,47 +76,66 @@ int s3_pool_new(unsigned size, struct s3_pool **out)
     return 0;
 }
 
+/* The handle first: closing its connection calls on_close_socket with c. */
+static void conn_free(struct s3_conn *c)
+{
+    curl_easy_cleanup(c->h);
+    free(c);
+}
+
 void s3_pool_free(struct s3_pool *p)
 {
     if (!p)
         return;
     for (size_t i = 0; i < p->n_idle; i++)
-        curl_easy_cleanup(p->idle[i]);
+        conn_free(p->idle[i]);
     free(p->idle);
     pthread_cond_destroy(&p->freed);
     pthread_mutex_destroy(&p->lock);
     free(p);
 }
 
-static CURL *pool_take(struct s3_pool *p)
+static struct s3_conn *conn_new(void)
 {
-    CURL *h = NULL;
+    struct s3_conn *c = malloc(sizeof *c);
+    if (c && (c->h = curl_easy_init()) == NULL) {
+        free(c);
+        c = NULL;
+    }
+    if (c)
+        c->fd = CURL_SOCKET_BAD;
+    return c;
+}
+
+static struct s3_conn *pool_take(struct s3_pool *p)
+{
+    struct s3_conn *c = NULL;
     pthread_mutex_lock(&p->lock);
     while (p->n_idle == 0 && p->created >= p->size)
         pthread_cond_wait(&p->freed, &p->lock);
     if (p->n_idle > 0) {
-        h = p->idle[--p->n_idle];
+        c = p->idle[--p->n_idle];
     } else {
-        h = curl_easy_init();
-        if (h)
+        c = conn_new();
+        if (c)
             p->created++;
     }
     pthread_mutex_unlock(&p->lock);
-    return h;
+    return c;
 }
 
-static void pool_give(struct s3_pool *p, CURL *h)
+static void pool_give(struct s3_pool *p, struct s3_conn *c)
 {
     pthread_mutex_lock(&p->lock);
-    p->idle[p->n_idle++] = h;
+    p->idle[p->n_idle++] = c;
     pthread_cond_signal(&p->freed);
     pthread_mutex_unlock(&p->lock);
 }
 
 /* A handle whose transfer failed may hold a broken connection: replace it. */
-static void pool_discard(struct s3_pool *p, CURL *h)
+static void pool_discard(struct s3_pool *p, struct s3_conn *c)
 {
-    curl_easy_cleanup(h);
+    conn_free(c);
     pthread_mutex_lock(&p->lock);
     p->created--;
     pthread_cond_signal(&p->freed);
@@ -123,6 +150,10 @@ struct transfer {
     size_t sent; /* PUT body bytes handed to curl */
     int too_big;
     int read_error; /* errno of a failed read of a file body */
+    struct s3_conn *conn;
+    int batch;      /* the body may be received in batches (on_progress) */
+    int lowat;      /* the socket's SO_RCVLOWAT as this transfer set it (0: untouched) */
+    double started; /* clock_monotonic() when the request went out */
 };
 
 static void amz_date(char out[17])
@@ -222,6 +253,65 @@ static int build_headers(const struct s3_store *s3, const struct s3_request *req
 }
 
 /* ---- curl callbacks ---- */
+
+/*
+ * A server that writes a body in small pieces (s3rver: 64 KiB) wakes the receiving thread
+ * once per piece: a poll, a recv and a callback each, and on a full read those wakeups cost
+ * more of the daemon's CPU than the bytes. The socket's receive low-water mark makes poll wait
+ * until a batch is there. Never more than is still to come, so the last bytes never wait for a
+ * timeout; never more than BATCH_TIME's worth at the rate the body came so far, so a slow link
+ * still shows curl's stall detection bytes every fraction of a second. Plain http only: on
+ * https the bytes on the socket are TLS records, not the body. The mark is back at 1 when the
+ * body is complete, before the connection serves another request.
+ */
+#define BATCH (256 << 10)
+#define BATCH_TIME 0.05 /* seconds */
+static void set_lowat(struct transfer *t, int want)
+{
+    curl_socket_t fd = t->conn->fd;
+    if (want == t->lowat || fd == CURL_SOCKET_BAD)
+        return;
+    if (setsockopt(fd, SOL_SOCKET, SO_RCVLOWAT, &want, sizeof want) == 0)
+        t->lowat = want;
+}
+
+/* curl opened the connection's socket, or closed it: c->fd follows it. */
+static int on_socket(void *ctx, curl_socket_t fd, curlsocktype purpose)
+{
+    if (purpose == CURLSOCKTYPE_IPCXN)
+        ((struct s3_conn *)ctx)->fd = fd;
+    return CURL_SOCKOPT_OK;
+}
+
+static int on_close_socket(void *ctx, curl_socket_t fd)
+{
+    struct s3_conn *c = ctx;
+    if (c->fd == fd)
+        c->fd = CURL_SOCKET_BAD;
+    return close(fd);
+}
+
+/* Once per receive, after the bytes went through on_body: resp->body.len is all that left the
+ * socket, so content_length - body.len is exactly what is still to come on it. */
+static int on_progress(void *ctx, curl_off_t dltotal, curl_off_t dlnow, curl_off_t ultotal,
+                       curl_off_t ulnow)
+{
+    (void)dltotal, (void)dlnow, (void)ultotal, (void)ulnow;
+    struct transfer *t = ctx;
+    const struct s3_response *resp = t->resp;
+    if (!resp->has_length || resp->body.len == 0 || resp->body.len >= resp->content_length) {
+        set_lowat(t, t->lowat ? 1 : 0);
+        return 0;
+    }
+    uint64_t left = resp->content_length - resp->body.len;
+    double elapsed = clock_monotonic() - t->started;
+    double paced = elapsed > 0 ? (double)resp->body.len / elapsed * BATCH_TIME : 0;
+    uint64_t want = left < BATCH ? left : BATCH;
+    if (paced < (double)want)
+        want = (uint64_t)paced;
+    set_lowat(t, want > 1 ? (int)want : 1);
+    return 0;
+}
 
 static size_t on_body(char *data, size_t size, size_t nmemb, void *ctx)
 {
@@ -378,9 +468,14 @@ static void set_timeouts(const struct s3_store *s3, CURL *h, const struct s3_req
     curl_easy_setopt(h, CURLOPT_TIMEOUT_MS, total >= NO_TOTAL_LIMIT ? 0L : (long)(total * 1000));
 }
 
-static int setup(const struct s3_store *s3, CURL *h, const struct s3_request *req,
+/* curl's receive buffer (its default is 16 KiB): every fill of it is a poll, a recv and a
+ * callback, so a 1 MiB chunk took ~64 wakeups of its thread; curl takes up to 512 KiB. */
+#define RECEIVE_BUFFER (512L << 10)
+
+static int setup(const struct s3_store *s3, struct s3_conn *c, const struct s3_request *req,
                  struct transfer *t, struct curl_slist *headers, const char *url)
 {
+    CURL *h = c->h;
     curl_easy_reset(h);
     int ok = curl_easy_setopt(h, CURLOPT_URL, url) == CURLE_OK;
     curl_easy_setopt(h, CURLOPT_HTTPHEADER, headers);
@@ -389,6 +484,16 @@ static int setup(const struct s3_store *s3, CURL *h, const struct s3_request *re
     curl_easy_setopt(h, CURLOPT_TCP_KEEPALIVE, 1L);
     curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, on_body);
     curl_easy_setopt(h, CURLOPT_WRITEDATA, t);
+    curl_easy_setopt(h, CURLOPT_BUFFERSIZE, (long)RECEIVE_BUFFER);
+    curl_easy_setopt(h, CURLOPT_SOCKOPTFUNCTION, on_socket);
+    curl_easy_setopt(h, CURLOPT_SOCKOPTDATA, c);
+    curl_easy_setopt(h, CURLOPT_CLOSESOCKETFUNCTION, on_close_socket);
+    curl_easy_setopt(h, CURLOPT_CLOSESOCKETDATA, c);
+    if (t->batch) {
+        curl_easy_setopt(h, CURLOPT_NOPROGRESS, 0L);
+        curl_easy_setopt(h, CURLOPT_XFERINFOFUNCTION, on_progress);
+        curl_easy_setopt(h, CURLOPT_XFERINFODATA, t);
+    }
     curl_easy_setopt(h, CURLOPT_HEADERFUNCTION, on_header);
     curl_easy_setopt(h, CURLOPT_HEADERDATA, t);
     curl_easy_setopt(h, CURLOPT_USERAGENT, "h5osfs/" H5OSFS_VERSION);
@@ -444,25 +549,30 @@ static enum outcome attempt_once(struct s3_store *s3, const struct s3_request *r
                                  const char *path, struct s3_response *resp, struct attempt *a)
 {
     struct curl_slist *headers = NULL;
-    struct transfer t = { req, resp, 0, 0, 0 };
+    struct transfer t = { req, resp, 0, 0, 0, NULL, 0, 0, 0 };
     memset(resp, 0, sizeof *resp);
     resp->range_start = -1;
     memset(a, 0, sizeof *a);
-    CURL *h = pool_take(s3->pool);
-    if (!h || build_headers(s3, req, path, &headers) != 0 || setup(s3, h, req, &t, headers, url)) {
-        if (h)
-            pool_give(s3->pool, h);
+    t.batch = strcmp(req->method, "GET") == 0 && strncmp(url, "http://", 7) == 0;
+    struct s3_conn *c = pool_take(s3->pool);
+    if (!c || build_headers(s3, req, path, &headers) != 0 || setup(s3, c, req, &t, headers, url)) {
+        if (c)
+            pool_give(s3->pool, c);
         curl_slist_free_all(headers);
         a->curl = CURLE_OUT_OF_MEMORY;
         return FAIL;
     }
-    a->curl = curl_easy_perform(h);
-    curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &resp->status);
+    t.conn = c;
+    t.started = clock_monotonic();
+    a->curl = curl_easy_perform(c->h);
+    curl_easy_getinfo(c->h, CURLINFO_RESPONSE_CODE, &resp->status);
     curl_slist_free_all(headers);
-    if (a->curl == CURLE_OK)
-        pool_give(s3->pool, h);
+    if (t.lowat > 1)
+        set_lowat(&t, 1); /* a body that ended short: the next request must not wait */
+    if (a->curl == CURLE_OK && t.lowat <= 1)
+        pool_give(s3->pool, c);
     else
-        pool_discard(s3->pool, h);
+        pool_discard(s3->pool, c); /* a connection left waiting for bytes is no use */
     if (!resp->body.data && (resp->body.data = malloc(1)) != NULL) {
         resp->body.data[0] = '\0';
         resp->body.cap = 1;

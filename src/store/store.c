@@ -116,6 +116,20 @@ int store_get(struct store *st, const char *key, size_t max, struct store_buf *o
     return get_checked(st, key, 0, STORE_RANGE_TO_END, max, out);
 }
 
+int store_open_object(struct store *st, const char *key, int *fd, uint64_t *size)
+{
+    *fd = -1;
+    int err = store_key_check(key);
+    if (err)
+        return err;
+    if (!st)
+        return -EINVAL;
+    if (!st->ops->open_object)
+        return -EOPNOTSUPP;
+    int rc = st->ops->open_object(st, key, fd, size);
+    return counted(st, STORE_GET, rc, rc == 0 ? *size : 0, 0);
+}
+
 int store_get_range(struct store *st, const char *key, uint64_t off, uint64_t len,
                     struct store_buf *out)
 {

@@ -4,6 +4,7 @@
  * workload whose every read is checked against a pattern derived from the key.
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdint.h>
@@ -11,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "check.h"
 #include "h5osfs/cache/cache.h"
@@ -108,10 +110,11 @@ static void wait_for_waiters(struct chunk_cache *cache, uint64_t n)
     }
 }
 
-static int nested_load(void *ctx, size_t size, void **data);
+static int nested_load(void *ctx, size_t size, void **data, struct chunk_file *file);
 
-static int test_load(void *arg, size_t size, void **data)
+static int test_load(void *arg, size_t size, void **data, struct chunk_file *file)
 {
+    (void)file; /* bytes in memory */
     struct load_ctx *ctx = arg;
     if (ctx->calls)
         atomic_fetch_add(ctx->calls, 1);
@@ -146,9 +149,9 @@ static int test_load(void *arg, size_t size, void **data)
     return 0;
 }
 
-static int nested_load(void *ctx, size_t size, void **data)
+static int nested_load(void *ctx, size_t size, void **data, struct chunk_file *file)
 {
-    return test_load(ctx, size, data);
+    return test_load(ctx, size, data, file);
 }
 
 /* Get and put key, checking its data; returns how many loads it started (0 or 1). */
@@ -745,6 +748,52 @@ static void test_drop(void)
     chunk_cache_free(c);
 }
 
+/* A loader whose chunk is a file (unlinked) holding "file:" + the key, so that the bytes read
+ * from it show which file an entry is. */
+static int file_load(void *arg, size_t size, void **data, struct chunk_file *file)
+{
+    (void)data;
+    char path[] = "/tmp/test_cache_XXXXXX";
+    int fd = mkstemp(path);
+    if (fd < 0)
+        return -EIO;
+    unlink(path);
+    char text[32];
+    snprintf(text, sizeof text, "file:%-*s", (int)(size - 5), (const char *)arg);
+    CHECK(pwrite(fd, text, size, 0) == (ssize_t)size);
+    *file = (struct chunk_file){ fd, 42 };
+    return 0;
+}
+
+/* A loader may give a file instead of bytes: the entry is that file (no bytes in memory) up
+ * to CHUNK_CACHE_FILES_MAX open at once; past that its bytes are read into memory and it is
+ * closed. Every file is closed when its entry goes. */
+static void test_file_entries(void)
+{
+    struct chunk_cache *c = chunk_cache_new(1 << 20);
+    struct chunk_entry *held[CHUNK_CACHE_FILES_MAX + 1];
+    char keys[CHUNK_CACHE_FILES_MAX + 1][16];
+    for (int i = 0; i <= CHUNK_CACHE_FILES_MAX; i++) {
+        snprintf(keys[i], sizeof keys[i], "k%d", i);
+        CHECK_INT(chunk_cache_get(c, keys[i], 16, file_load, keys[i], &held[i]), 0);
+    }
+    for (int i = 0; i < CHUNK_CACHE_FILES_MAX; i++) {
+        struct chunk_file f = chunk_entry_file(held[i]);
+        CHECK(chunk_entry_data(held[i]) == NULL && f.fd >= 0 && f.stamp == 42);
+        char got[17] = "";
+        CHECK(pread(f.fd, got, 16, 0) == 16);
+        CHECK(strncmp(got + 5, keys[i], strlen(keys[i])) == 0);
+    }
+    const struct chunk_entry *last = held[CHUNK_CACHE_FILES_MAX];
+    CHECK(chunk_entry_file(last).fd < 0 && chunk_entry_data(last) != NULL);
+    CHECK(strncmp((const char *)chunk_entry_data(last) + 5, "k256", 4) == 0);
+    int fd0 = chunk_entry_file(held[0]).fd;
+    for (int i = 0; i <= CHUNK_CACHE_FILES_MAX; i++)
+        chunk_entry_put(c, held[i]);
+    chunk_cache_free(c);
+    CHECK(fcntl(fd0, F_GETFD) == -1 && errno == EBADF); /* closed with its entry */
+}
+
 int main(int argc, char **argv)
 {
     (void)argc;
@@ -763,6 +812,7 @@ int main(int argc, char **argv)
     test_prefetcher_skips_what_is_there();
     test_spread_accounting();
     test_drop();
+    test_file_entries();
     test_prefetcher_reads_ahead_before_guessing();
     return check_done("cache");
 }

@@ -14,10 +14,20 @@
 struct chunk_cache;
 struct chunk_entry;
 
+/* A chunk whose bytes are already in a file (a local store's chunk object): its first size
+ * bytes, and what the loader knows the file by (stamp), to tell later whether it changed. */
+struct chunk_file {
+    int fd; /* -1: none */
+    uint64_t stamp;
+};
+
 /* The chunk's decoded bytes: on 0, *data is a buffer of at least size bytes from malloc, now
- * the cache's; else -errno (logged by the loader) and *data is left NULL. The loader allocates,
- * so a body that needs no decoding becomes the entry itself instead of a copy of it. */
-typedef int (*chunk_load_fn)(void *ctx, size_t size, void **data);
+ * the cache's; or *data is left NULL and file->fd (the cache sets it to -1 first) is a file
+ * that holds them, now the cache's to close: readers then hand its bytes on by splice,
+ * without a copy in memory. Else -errno (logged by the loader), *data NULL, no file. The
+ * loader allocates, so a body that needs no decoding becomes the entry itself instead of a
+ * copy of it. */
+typedef int (*chunk_load_fn)(void *ctx, size_t size, void **data, struct chunk_file *file);
 
 struct chunk_cache *chunk_cache_new(uint64_t max_bytes);
 /* Remember a failed load for this many seconds (default 0): gets within that time return the
@@ -49,7 +59,12 @@ int chunk_cache_preload(struct chunk_cache *cache, const char *key, size_t size,
 void chunk_cache_drop(struct chunk_cache *cache, const char *key);
 /* 1 if key is loaded or being loaded (a failed load does not count). */
 int chunk_cache_has(struct chunk_cache *cache, const char *key);
+/* The entry's bytes; NULL for an entry that is a file (chunk_entry_file). */
 const void *chunk_entry_data(const struct chunk_entry *e);
+/* The file an entry is (fd -1 for bytes in memory). The cache keeps at most
+ * CHUNK_CACHE_FILES_MAX open: past that, a loaded file's bytes are read into memory. */
+#define CHUNK_CACHE_FILES_MAX 256
+struct chunk_file chunk_entry_file(const struct chunk_entry *e);
 void chunk_entry_put(struct chunk_cache *cache, struct chunk_entry *e);
 
 struct chunk_cache_stats {

@@ -40,6 +40,7 @@ struct fs_config {
     const char *cache_dir; /* where staging keeps its files (not used when read-only) */
     const char *refs_base; /* MOUNT/.kerchunk: what chunk keys are appended to in references
                               ("s3://bucket/prefix/", "file:///dir/"); NULL: no .kerchunk */
+    uint64_t read_ahead;   /* bytes of kernel read-ahead the mount asks for; 0: the kernel's */
 };
 
 struct fs;

@@ -20,6 +20,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <sys/types.h>
+#include <sys/uio.h>
 
 #include "h5osfs/cache/cache.h"
 #include "h5osfs/cache/prefetch.h"
@@ -138,6 +139,28 @@ struct image_view {
 int image_read_view(struct image *img, struct image_reader *r, uint64_t off, size_t len,
                     struct image_view *v);
 void image_view_release(struct image_view *v);
+
+/* A read as the pieces of memory that hold its bytes, in order, without a copy: chunks in the
+ * cache (held), the files of chunks a local bucket holds (to splice from; checked unchanged
+ * since the cache opened them, else -EIO), the image's own bytes, zeros for a gap. A READ of 1 MiB spans two or more
+ * chunks, and a copy of it all into one buffer cost as much CPU as the kernel's copy of the
+ * reply. */
+#define IMAGE_PIECES_MAX 32
+struct image_pieces {
+    struct iovec iov[IMAGE_PIECES_MAX]; /* a piece in a file: iov_base NULL, iov_len bytes */
+    int fd[IMAGE_PIECES_MAX];           /* -1, or that file (a held chunk's: open until the */
+    uint64_t fd_off[IMAGE_PIECES_MAX];  /* release), its bytes from fd_off on */
+    size_t n_iov, n_files;
+    struct chunk_entry *held[IMAGE_PIECES_MAX];
+    size_t n_held;
+    struct chunk_cache *cache; /* as image_view's: it outlives the reader */
+};
+/* The len bytes at off (fewer at the end of the file) as pieces: 1 (release p with
+ * image_pieces_release), 0 when they need more than IMAGE_PIECES_MAX pieces (nothing was
+ * done: image_read them), or -EIO (nothing is held). Read-ahead counts it as a read. */
+int image_read_pieces(struct image *img, struct image_reader *r, uint64_t off, size_t len,
+                      struct image_pieces *p);
+void image_pieces_release(struct image_pieces *p);
 
 /*
  * What a copy of the file started from (an r+ change, staged and committed as a new version):

@@ -88,6 +88,8 @@ struct store_ops {
      * to fn with its stat or NULL (fn stops the walk with non-zero). */
     int (*list_keys)(struct store *st, const char *prefix,
                      int (*fn)(void *ctx, const char *key, const struct store_stat *st), void *ctx);
+    /* Optional (NULL: the store has no such thing): store_open_object. */
+    int (*open_object)(struct store *st, const char *key, int *fd, uint64_t *size);
     /* Optional (NULL: the store has no such thing): store_abort_uploads. */
     int (*abort_uploads)(struct store *st, const char *prefix, size_t *aborted);
     void (*destroy)(struct store *st);
@@ -131,6 +133,11 @@ int store_posix_open(const char *dir, struct store **out);
 /* Whole object; -EFBIG if it is larger than max bytes. */
 int store_get(struct store *st, const char *key, size_t max, struct store_buf *out);
 /* Bytes [off, off+len) (len may be STORE_RANGE_TO_END); a short result means end of object. */
+/* The object as an open read-only descriptor (*fd, O_CLOEXEC, the caller's to close) and its
+ * size: the bytes a get would read, for a reader that hands them on without copying them
+ * (splice). Counted as a GET of size bytes. -EOPNOTSUPP where the store keeps no files (S3,
+ * memory), -ENOENT, or -errno (logged). */
+int store_open_object(struct store *st, const char *key, int *fd, uint64_t *size);
 int store_get_range(struct store *st, const char *key, uint64_t off, uint64_t len,
                     struct store_buf *out);
 int store_put(struct store *st, const char *key, const void *data, size_t len);
