@@ -550,14 +550,19 @@ def test_refused_at_mount_with_one_line(s3_bucket, s3_server, clean_home, tmp_pa
     assert re.fullmatch(rf"h5osfs: S3 bucket 's3://{bucket}': " + expect, line), line
 
 
-def unused_port():
+@pytest.fixture
+def refusing_port():
+    """A port of 127.0.0.1 that refuses connections for the whole test: bound and never
+    listened on. A port only found free and let go (bind, close) may be taken meanwhile by
+    any server or outgoing connection of the machine (other suites run beside this one)."""
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+        yield s.getsockname()[1]
 
 
-def test_unreachable_endpoint_is_refused_at_mount(s3_server, clean_home, tmp_path):
-    endpoint = f"http://127.0.0.1:{unused_port()}"
+def test_unreachable_endpoint_is_refused_at_mount(s3_server, clean_home, tmp_path,
+                                                  refusing_port):
+    endpoint = f"http://127.0.0.1:{refusing_port}"
     t = time.monotonic()
     rc, line = start_refused(s3_server, clean_home, tmp_path, "s3://hsdstest", "-o",
                              "retries=1", endpoint=endpoint)
