@@ -26,7 +26,7 @@ pytestmark = pytest.mark.backends("posix", "s3")
 
 HOME = "home/test_user1"
 CP_LIMIT = 15           # s: a copy of a small file (< 1 s); before the fix: minutes, or never
-ANSWER_LIMIT = 2.0      # s: any other request while a commit runs
+ANSWERS_DURING = 3      # answers of each kind of request while a commit runs, at least
 EB_ROWS = 2 ** 50       # x 8 KiB elements = 2^63 bytes, the largest extent HDF5 accepts
 
 
@@ -260,6 +260,12 @@ def answered_in(op):
 
 
 def test_a_long_commit_stalls_nothing_else(writable, tmp_path):
+    """While a commit of seconds runs, stat, readdir, reads, opens and other commits of the
+    mount go on (the man page's rule): each kind is answered again and again before the
+    commit ends; a request that waited for the commit would be answered once, after it.
+    Not a bound in seconds: under load one answer took 2.3 s of a 23 s commit (a bound of
+    2 s failed 3 of 20 runs), and 6.7 s of a 25 s one (a bound of a quarter failed 1 of 20):
+    the commit's worker threads and the machine's other work share the CPU with them."""
     big = tmp_path / "big.h5"
     make_large_allocated(big)
     small = tmp_path / "small.h5"
@@ -292,16 +298,18 @@ def test_a_long_commit_stalls_nothing_else(writable, tmp_path):
         another_commit,
     ]
     while closer.is_alive() and time.monotonic() - t0 < 120:
-        op = ops[len(latencies) % len(ops)]
-        latencies.append((answered_in(op), closer.is_alive()))
+        kind = len(latencies) % len(ops)
+        latencies.append((kind, answered_in(ops[kind]), closer.is_alive()))
     closer.join(max(0, 120 - (time.monotonic() - t0)))
     if closer.is_alive():
         give_up(writable, "the commit of big.h5")
     commit_time = time.monotonic() - t0
-    during = [lat for lat, alive in latencies if alive]
-    assert len(during) >= 3, (f"the commit took {commit_time:.1f} s: too short to see "
-                              f"anything answer meanwhile; make the file larger")
-    assert max(during) < ANSWER_LIMIT, (max(during), len(during), commit_time)
+    during = [(kind, lat) for kind, lat, alive in latencies if alive]
+    answered = [sum(1 for kind, _ in during if kind == k) for k in range(len(ops))]
+    assert min(answered) >= ANSWERS_DURING, (
+        f"answers of each kind while the commit ran: {answered} in {commit_time:.1f} s "
+        f"(a kind answered less often waited for the commit; or the commit is too short to "
+        f"see it), slowest answer {max(lat for _, lat in during):.1f} s")
     with h5py.File(writable.path(f"{HOME}/big.h5"), "r") as f:
         assert f["v"][95, 1023, 1023] == 1024 * 1024 - 1 + 95
     assert copies

@@ -128,23 +128,27 @@ def test_a_commit_rewrites_the_old_pool_chunks_it_reuses(bucket_copy, mount_buck
     """A sweep deletes only pool objects older than versions_grace: a commit that names a pool
     chunk written more than half of it ago writes it again (same bytes), so a sweep running
     meanwhile keeps it. With a grace of 2 ms, cp a twice: the second commit stores no new
-    chunk but rewrites every one it names; with the default grace it leaves them as they are."""
-    def mtimes(m):
+    chunk but rewrites every one it names; with the default grace it leaves them as they are.
+    A rewrite is told by its new inode (every put renames a new file into place), not by a
+    later mtime: two writes within one tick of the kernel's file clock (~4 ms) have equal
+    mtimes; the rewritten object's mtime is never earlier, which is what a sweep reads."""
+    def stamps(m):
         pool = m.bucket / pool_prefix(m)
-        return {p.name: p.stat().st_mtime_ns for p in pool.iterdir()}
+        return {p.name: (p.stat().st_ino, p.stat().st_mtime_ns) for p in pool.iterdir()}
 
     m = mount_bucket(bucket_copy, "-o", f"user=test_user1,ttl=0,versions=on,"
                      f"versions_grace=0.002,cache_dir={tmp_path}/c1")
     shutil.copyfile(A, m.path(TARGET))
-    first = mtimes(m)
+    first = stamps(m)
     shutil.copyfile(A, m.path(TARGET))
-    second = mtimes(m)
-    assert second.keys() == first.keys() and all(second[k] > first[k] for k in first)
+    second = stamps(m)
+    assert second.keys() == first.keys()
+    assert all(second[k][0] != first[k][0] and second[k][1] >= first[k][1] for k in first)
     assert m.get(f"{VDIR}/2.h5/.domain.json") and same(m.path(f"{VDIR}/2.h5"), A)
     assert m.unmount() == 0
     m = mount_bucket(m, "-o", f"user=test_user1,ttl=0,versions=on,cache_dir={tmp_path}/c1")
     shutil.copyfile(A, m.path(TARGET))
-    assert mtimes(m) == second
+    assert stamps(m) == second
 
 
 def crash_mount(bucket, mnt, tmp_path, log, cache, env_extra, extra=""):

@@ -7,6 +7,7 @@ import os
 import re
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import h5py
@@ -82,9 +83,15 @@ class RPlusWriter:
         return out.strip()
 
 
-def kept_file(m, cache_dir):
-    """The path the 'kept as' log line names, checked to be in cache_dir's rejected/."""
-    found = re.findall(r"another writer changed the domain.*kept as (\S+)", m.log())
+def kept_file(m, cache_dir, timeout=30):
+    """The path the 'kept as' log line names, checked to be in cache_dir's rejected/. The file
+    is moved and the line logged at the release, which the kernel sends after close(2) (or
+    the writer's exit) has returned: awaited."""
+    deadline = time.monotonic() + timeout
+    while not (found := re.findall(r"another writer changed the domain.*kept as (\S+)",
+                                   m.log())):
+        assert time.monotonic() < deadline, m.log()[-3000:]
+        time.sleep(0.02)
     assert len(found) == 1, m.log()[-3000:]
     kept = Path(found[0])
     assert kept.parent == Path(cache_dir) / "rejected" and kept.is_file(), kept

@@ -105,10 +105,16 @@ def missing_tools():
     return [t for t in TOOLS if shutil.which(t) is None]
 
 
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+def reserved_port():
+    """A socket bound to a free port of 127.0.0.1 (SO_REUSEADDR, never listened on), held
+    until the daemon given the port listens on it: ceph-mon and radosgw bind beside it, while
+    the kernel gives it to no other bind(port 0) nor outgoing connection of the machine. A
+    port found free and let go at once stayed free for nobody during the seconds radosgw
+    takes to listen (other suites, their servers and connections run beside this one)."""
+    s = socket.socket()
+    s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    s.bind(("127.0.0.1", 0))
+    return s
 
 
 def die_with_parent():
@@ -162,7 +168,11 @@ class Cluster:
         self.dir = Path(data_dir).resolve()
         self.memstore_bytes = memstore_mib << 20
         self.conf = self.dir / "ceph.conf"
-        self.port = port or free_port()
+        self.reserved = []      # sockets holding our ports until the daemons listen
+        if not port:
+            self.reserved.append(reserved_port())
+            port = self.reserved[-1].getsockname()[1]
+        self.port = port
         self.endpoint = f"http://127.0.0.1:{self.port}"
         self.procs = {}         # name -> Popen
         self.env = {k: v for k, v in os.environ.items() if not k.startswith("CEPH_")}
@@ -200,7 +210,8 @@ class Cluster:
         for sub in ("run", "log", "crash", "osd.0", "rgw"):
             (self.dir / sub).mkdir(parents=True)
         fsid = str(uuid.uuid4())
-        mon_port = free_port()
+        self.reserved.append(reserved_port())
+        mon_port = self.reserved[-1].getsockname()[1]
         self.conf.write_text(CONF.format(fsid=fsid, mon_port=mon_port, rgw_port=self.port,
                                          d=self.dir, memstore_bytes=self.memstore_bytes))
         monmap = self.dir / "monmap"
@@ -214,6 +225,13 @@ class Cluster:
         self._daemon("osd", "ceph-osd", "-i", "0")
         self._daemon("rgw", "radosgw", "-n", "client.rgw")
         self._wait_http(deadline)
+        self.release_ports()
+
+    def release_ports(self):
+        """The daemons listen on their ports now (or are gone): the reservations go."""
+        for s in self.reserved:
+            s.close()
+        self.reserved = []
 
     def _wait_http(self, deadline):
         """Until radosgw answers anything on its port (it listens once its pools exist)."""
@@ -264,6 +282,7 @@ class Cluster:
                 p.kill()
         for p in self.procs.values():
             p.wait()
+        self.release_ports()
 
 
 def start(data_dir, access_key, secret_key, port=0, timeout=120.0, memstore_mib=4096):
