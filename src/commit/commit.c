@@ -57,7 +57,7 @@ static void summarise(const struct commit_ctx *c, const char *root)
     if (c->info)
         info_queue_add(c->info, root);
     else
-        info_write(c->ops->store, c->bucket_name, root, c->workers);
+        info_write(c->ops->store, c->bucket_name, root, c->workers, NULL);
 }
 
 static int set_state(const struct commit_ctx *c, struct journal_rec *rec, enum journal_state state)

@@ -2,6 +2,7 @@
 #include "h5osfs/commit/info.h"
 
 #include <errno.h>
+#include <stdatomic.h>
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
@@ -24,6 +25,7 @@ struct info_queue {
     struct info_item *head, *tail;
     char busy[SCHEMA_ID_BUF]; /* the root being summarised ("" when none) */
     int started, stopping;
+    atomic_int abandon; /* set when a stop signal gives up: the summary under way stops too */
     pthread_t thread;
 };
 
@@ -36,6 +38,7 @@ int info_queue_new(struct store *st, const char *bucket, unsigned workers, struc
     }
     q->store = st;
     q->workers = workers;
+    atomic_init(&q->abandon, 0);
     if (pthread_mutex_init(&q->lock, NULL) != 0) {
         free(q->bucket);
         free(q);
@@ -73,7 +76,7 @@ static void *info_thread(void *arg)
     struct info_item *it;
     while ((it = take_next(q)) != NULL) {
         pthread_mutex_unlock(&q->lock);
-        info_write(q->store, q->bucket, it->root, q->workers);
+        info_write(q->store, q->bucket, it->root, q->workers, &q->abandon);
         free(it);
         pthread_mutex_lock(&q->lock);
         q->busy[0] = '\0';
@@ -113,7 +116,7 @@ void info_queue_add(struct info_queue *q, const char *root)
     if (rc == 0)
         return;
     free(it);
-    info_write(q->store, q->bucket, root, q->workers); /* the caller waits, once */
+    info_write(q->store, q->bucket, root, q->workers, NULL); /* the caller waits, once */
 }
 
 int info_queue_has(struct info_queue *q, const char *root)
@@ -126,10 +129,11 @@ int info_queue_has(struct info_queue *q, const char *root)
     return found;
 }
 
-/* Under the lock: drop what waits (the summary being written is finished). */
+/* Under the lock: drop what waits, and abandon the summary being written. */
 static void give_up_locked(struct info_queue *q)
 {
     size_t n = 0;
+    atomic_store(&q->abandon, 1);
     while (q->head) {
         struct info_item *it = q->head;
         q->head = it->next;

@@ -35,7 +35,8 @@ struct listed {
 
 struct scan_job {
     struct store *st;
-    int hsds_s3; /* HSDS's S3 driver: ETags and whole seconds from the listing */
+    const atomic_int *abandon; /* NULL: never */
+    int hsds_s3;               /* HSDS's S3 driver: ETags and whole seconds from the listing */
     struct listed *v;
     size_t n, cap;
     struct strmap *tables; /* ids of the chunk tables of the listed datasets */
@@ -111,11 +112,20 @@ static int has_suffix(const char *s, const char *suffix)
 }
 
 /* What the listing did not give: stat, ETag, a dataset's JSON. */
+static int abandoned(const struct scan_job *j)
+{
+    return j->abandon && atomic_load(j->abandon);
+}
+
 static void complete_one(void *ctx, size_t i)
 {
     struct scan_job *j = ctx;
     struct listed *l = &j->v[i];
     struct store_stat st = { 0 };
+    if (abandoned(j)) {
+        l->rc = -ECANCELED;
+        return;
+    }
     int rc = l->have_stat ? 0 : store_head(j->st, l->o.key, &st);
     if (rc == 0 && !l->have_stat) {
         l->o.size = st.size;
@@ -166,6 +176,10 @@ static void load_table_chunk(void *ctx, size_t i)
     snprintf(dset_id, sizeof dset_id, "d-%.36s", strchr(id, '-') + 1);
     if (!strmap_get(j->tables, dset_id))
         return;
+    if (abandoned(j)) {
+        l->rc = -ECANCELED;
+        return;
+    }
     l->rc = store_get(j->st, l->o.key, DATASET_JSON_MAX, &buf);
     if (l->rc == 0) {
         l->o.bytes = buf.data;
@@ -175,6 +189,8 @@ static void load_table_chunk(void *ctx, size_t i)
 
 static int first_failure(const struct scan_job *j)
 {
+    if (abandoned(j))
+        return -ECANCELED; /* logged once by info_write */
     for (size_t i = 0; i < j->n; i++) {
         if (j->v[i].rc != 0) {
             log_warn("%s: cannot read it for the domain summary (%s): no .info.json", j->v[i].o.key,
@@ -222,7 +238,8 @@ static int summary_text(const struct scan_job *j, const char *bucket, double sta
     return rc;
 }
 
-void info_write(struct store *st, const char *bucket, const char *root, unsigned workers)
+void info_write(struct store *st, const char *bucket, const char *root, unsigned workers,
+                const atomic_int *abandon)
 {
     char key[STORE_KEY_MAX + 1], prefix[STORE_KEY_MAX + 1], *text = NULL;
     if (schema_id_version(root) != 2)
@@ -233,9 +250,13 @@ void info_write(struct store *st, const char *bucket, const char *root, unsigned
     }
     snprintf(prefix, sizeof prefix, "%.*s", (int)(strrchr(key, '/') + 1 - key), key);
     /* Only HSDS's S3 driver takes ETags (and whole-second times) from the listing. */
-    struct scan_job j = { .st = st, .hsds_s3 = strcmp(st->ops->name, "s3") == 0 };
+    struct scan_job j = { .st = st,
+                          .abandon = abandon,
+                          .hsds_s3 = strcmp(st->ops->name, "s3") == 0 };
     double start = clock_wall(), t0 = clock_monotonic();
     int rc = scan_root(&j, prefix, workers);
+    if (rc == -ECANCELED)
+        log_warn("%s: stopping: the domain summary was abandoned half-way: no .info.json", key);
     if (rc == 0) {
         rc = summary_text(&j, bucket, start, &text);
         if (rc != 0)

@@ -223,6 +223,29 @@ static int name_the_mount(struct fuse_args *args, const struct options *o)
     return rc;
 }
 
+/* Set by a stop signal that arrives after libfuse's handlers are gone (the unmount is done and
+ * the daemon is deleting objects it no longer needs). Written only by the handler, read by
+ * gc_drain_until: a sig_atomic_t is what a handler may set, no lock can be taken there. */
+static volatile sig_atomic_t stop_asked;
+
+static void ask_stop(int sig)
+{
+    (void)sig;
+    stop_asked = 1;
+}
+
+/* Without this a SIGTERM during that work (systemd's stop) would kill the daemon by default
+ * action: exit status -15, no log line, the deletion cut anywhere. */
+static void catch_stop_signals(void)
+{
+    static const int sigs[] = { SIGTERM, SIGINT, SIGHUP };
+    struct sigaction sa = { .sa_handler = ask_stop };
+    sigemptyset(&sa.sa_mask);
+    for (size_t i = 0; i < sizeof sigs / sizeof *sigs; i++)
+        if (sigaction(sigs[i], &sa, NULL) != 0)
+            log_warn("cannot catch signal %d: %s", sigs[i], strerror(errno));
+}
+
 /* Mount and serve until unmounted; 0 or -1 (reported). */
 static int serve(struct fuse_args *args, const struct options *opts,
                  const struct fuse_cmdline_opts *cmd, struct stack *stack, int cache_lock)
@@ -262,6 +285,9 @@ static int serve(struct fuse_args *args, const struct options *opts,
 out_unmount:
     fuse_session_unmount(se);
 out_signals:
+    /* ours before libfuse's go: it resets only handlers still its own, so no stop signal
+     * between here and stack_close meets the default action (death, no log line) */
+    catch_stop_signals();
     fuse_remove_signal_handlers(se);
 out_destroy:
     fuse_session_destroy(se);
@@ -292,29 +318,6 @@ static void preload_filter_plugins(void)
         log_debug("a filter plugin changed the floating-point mode; restored");
     _mm_setcsr(csr);
 #endif
-}
-
-/* Set by a stop signal that arrives after libfuse's handlers are gone (the unmount is done and
- * the daemon is deleting objects it no longer needs). Written only by the handler, read by
- * gc_drain_until: a sig_atomic_t is what a handler may set, no lock can be taken there. */
-static volatile sig_atomic_t stop_asked;
-
-static void ask_stop(int sig)
-{
-    (void)sig;
-    stop_asked = 1;
-}
-
-/* Without this a SIGTERM during that work (systemd's stop) would kill the daemon by default
- * action: exit status -15, no log line, the deletion cut anywhere. */
-static void catch_stop_signals(void)
-{
-    static const int sigs[] = { SIGTERM, SIGINT, SIGHUP };
-    struct sigaction sa = { .sa_handler = ask_stop };
-    sigemptyset(&sa.sa_mask);
-    for (size_t i = 0; i < sizeof sigs / sizeof *sigs; i++)
-        if (sigaction(sigs[i], &sa, NULL) != 0)
-            log_warn("cannot catch signal %d: %s", sigs[i], strerror(errno));
 }
 
 static int mount_bucket(struct fuse_args *args, const struct options *opts,

@@ -14,6 +14,7 @@
 #ifndef H5OSFS_INFO_H
 #define H5OSFS_INFO_H
 
+#include <stdatomic.h>
 #include <signal.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -57,8 +58,11 @@ int info_object_id(const char *key, char *out, size_t len);
 
 /* After a commit: list v2 root's keys, make the summary and put it at db/A-B/.info.json. A v1
  * root has none (HSDS tabulates none). Never fails: what goes wrong is logged once, and the
- * domain is left without a summary. workers: requests in parallel (stats, MD5s, JSON). */
-void info_write(struct store *st, const char *bucket, const char *root, unsigned workers);
+ * domain is left without a summary. workers: requests in parallel (stats, MD5s, JSON).
+ * abandon (NULL: never): once it is non-zero no further request is made and nothing is put
+ * (a stopping daemon's summary of thousands of objects must not outlast its stop). */
+void info_write(struct store *st, const char *bucket, const char *root, unsigned workers,
+                const atomic_int *abandon);
 
 /*
  * Summaries written by a thread of their own, one root at a time, in the order asked, so that
