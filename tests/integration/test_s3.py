@@ -389,14 +389,15 @@ FAULTS = {
               r"Failure when receiving data from the peer|Server returned nothing|"
               r"Send failure|Connection reset"),
     "truncate": ({"action": "truncate"}, r"Transferred a partial file"),
-    "delay": ({"action": "delay", "delay": 3.0}, r"Timeout was reached"),
+    "delay": ({"action": "delay", "delay": 6.0}, r"Timeout was reached"),
 }
-# Request timeouts: 1 s only where the fault is a delay the daemon must give up on (3 s); else
-# 10 s. At a load average of 30, s3rver's answers to requests no rule touched took over 1 s:
+# Request timeouts: 2 s only where the fault is a delay the daemon must give up on (6 s, three
+# times the timeout: at a load average of 33 a 1 s timeout before a 3 s delay failed
+# test_metadata_fault_twice_is_retried[s3-listing-delay] once); else 10 s. At a load average of 30, s3rver's answers to requests no rule touched took over 1 s:
 # timeout=1 failed them after their retries, and a listing lost the domains whose .domain.json
 # timed out (test_chunk_fault_always_gives_eio[s3-truncate], 1 of 6 runs).
 def timeout_for(fault):
-    return 1 if fault == "delay" else 10
+    return 2 if fault == "delay" else 10
 
 
 def fast(fault):
