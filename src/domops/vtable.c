@@ -9,6 +9,7 @@
 #include <jansson.h>
 #include <zlib.h>
 
+#include "h5osfs/schema/hjson.h"
 #include "h5osfs/schema/schema.h"
 #include "h5osfs/util/log.h"
 #include "h5osfs/util/pfor.h"
@@ -101,20 +102,9 @@ int vtable_geom_of(const json_t *doc, struct vtable_geom *g)
     return 0;
 }
 
-static json_t *dims_array(const uint64_t *v, int rank)
-{
-    json_t *a = json_array();
-    for (int k = 0; a && k < rank; k++)
-        if (json_array_append_new(a, json_integer((json_int_t)v[k])) != 0) {
-            json_decref(a);
-            return NULL;
-        }
-    return a;
-}
-
 json_t *vtable_json(const char *tid, const char *root, const struct vtable_geom *g, double now)
 {
-    json_t *grid = dims_array(g->grid, g->rank), *tile = dims_array(g->tile, g->rank);
+    json_t *grid = hjson_dims_new(g->grid, g->rank), *tile = hjson_dims_new(g->tile, g->rank);
     /* "O" fails the pack on a NULL (ENOMEM), and takes its own reference: grid serves twice */
     json_t *doc =
         json_pack("{s:s,s:s,s:f,s:f,"

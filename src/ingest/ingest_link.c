@@ -68,17 +68,6 @@ int ingest_link_key(const char *root, char *key, size_t len)
     return n > 0 && (size_t)n < len ? 0 : -ENAMETOOLONG;
 }
 
-static json_t *u64_array(int rank, const uint64_t *v)
-{
-    json_t *a = json_array();
-    for (int k = 0; a && k < rank; k++)
-        if (json_array_append_new(a, json_integer((json_int_t)v[k])) != 0) {
-            json_decref(a);
-            return NULL;
-        }
-    return a;
-}
-
 /* ---- which datasets ---- */
 
 struct link_src {
@@ -209,7 +198,8 @@ static void expand_dims(const struct link_src *s, uint64_t *out)
 static int set_layout(struct ingest_obj *o, json_t *lay, int rank, const uint64_t *dims)
 {
     json_t *cp = json_object_get(o->json, "creationProperties");
-    json_t *top = json_pack("{s:s,s:o*}", "class", "H5D_CHUNKED", "dims", u64_array(rank, dims));
+    json_t *top =
+        json_pack("{s:s,s:o*}", "class", "H5D_CHUNKED", "dims", hjson_dims_new(dims, rank));
     if (!cp && json_object_set_new(o->json, "creationProperties", json_object()) == 0)
         cp = json_object_get(o->json, "creationProperties");
     if (!lay || !top || !cp) {
@@ -363,7 +353,7 @@ static int link_map(struct ingest_obj *o, const struct link_src *s,
     for (int k = 0; k < s->rank; k++)
         cdims[k] = s->cdims[k];
     json_t *lay = json_pack("{s:s,s:s,s:o*,s:o}", "class", "H5D_CHUNKED_REF", "file_uri", uri,
-                            "dims", u64_array(s->rank, cdims), "chunks", chunks);
+                            "dims", hjson_dims_new(cdims, s->rank), "chunks", chunks);
     return set_layout(o, lay, s->rank, cdims);
 }
 
@@ -382,9 +372,9 @@ static int add_table(struct ingest *g, const char *dataset_path, struct ingest_l
                              "class", "H5T_INTEGER", "base", "H5T_STD_I32LE");
     json_t *j = json_pack("{s:s,s:s,s:f,s:f,s:o*,s:{s:s,s:o*,s:o*},s:{},s:{s:s,s:o*}}", "id", id,
                           "root", g->root, "created", now, "lastModified", now, "type", type,
-                          "shape", "class", "H5S_SIMPLE", "dims", u64_array(t->rank, t->dims),
-                          "maxdims", u64_array(t->rank, t->dims), "attributes", "layout", "class",
-                          "H5D_CHUNKED", "dims", u64_array(t->rank, t->cdims));
+                          "shape", "class", "H5S_SIMPLE", "dims", hjson_dims_new(t->dims, t->rank),
+                          "maxdims", hjson_dims_new(t->dims, t->rank), "attributes", "layout",
+                          "class", "H5D_CHUNKED", "dims", hjson_dims_new(t->cdims, t->rank));
     char *path = NULL;
     if (!j || asprintf(&path, "(chunk table of %s)", dataset_path) < 0) {
         json_decref(j);
@@ -433,8 +423,8 @@ static int link_indirect(struct ingest *g, size_t at, const struct link_src *s,
     *tp = NULL;
     struct ingest_obj *o = &g->objs[at];
     json_t *lay = json_pack("{s:s,s:s,s:o*,s:s,s:o*}", "class", "H5D_CHUNKED_REF_INDIRECT",
-                            "file_uri", uri, "dims", u64_array(s->rank, dims), "chunk_table", id,
-                            "hyper_dims", u64_array(s->rank, cdims));
+                            "file_uri", uri, "dims", hjson_dims_new(dims, s->rank), "chunk_table",
+                            id, "hyper_dims", hjson_dims_new(cdims, s->rank));
     return set_layout(o, lay, s->rank, dims);
 }
 

@@ -438,17 +438,6 @@ static int put_tiles(struct ingest *g, const char *tid, const struct vtable_geom
     return rc;
 }
 
-static json_t *dims_json(const uint64_t *v, int rank)
-{
-    json_t *a = json_array();
-    for (int k = 0; a && k < rank; k++)
-        if (json_array_append_new(a, json_integer((json_int_t)v[k])) != 0) {
-            json_decref(a);
-            return NULL;
-        }
-    return a;
-}
-
 /* The version's JSON names its table: REF_INDIRECT in creationProperties (with the source's
  * filters, which say how the chunks it names are encoded), H5D_CHUNKED of the same dims at top
  * level (§8). hsload sends no fillTime with a REF layout. */
@@ -461,9 +450,9 @@ static int set_layout(struct ingest *g, const struct vref_plan *p, const char *t
     if (!cp && json_object_set_new(v, "creationProperties", json_object()) == 0)
         cp = json_object_get(v, "creationProperties");
     json_t *lay = json_pack("{s:s,s:o*,s:s}", "class", "H5D_CHUNKED_REF_INDIRECT", "dims",
-                            dims_json(p->chunk, p->rank), "chunk_table", tid);
+                            hjson_dims_new(p->chunk, p->rank), "chunk_table", tid);
     json_t *top =
-        json_pack("{s:s,s:o*}", "class", "H5D_CHUNKED", "dims", dims_json(p->chunk, p->rank));
+        json_pack("{s:s,s:o*}", "class", "H5D_CHUNKED", "dims", hjson_dims_new(p->chunk, p->rank));
     int rc =
         cp && lay && top && json_object_size(lay) == 3 && json_object_size(top) == 2 ? 0 : -ENOMEM;
     json_object_del(cp, "fillTime");

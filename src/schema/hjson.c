@@ -831,6 +831,17 @@ int hjson_dumps(const json_t *value, char **out)
     return dynbuf_take(&b, out, NULL);
 }
 
+json_t *hjson_dims_new(const uint64_t *v, int rank)
+{
+    json_t *a = json_array();
+    for (int k = 0; a && k < rank; k++)
+        if (json_array_append_new(a, json_integer((json_int_t)v[k])) != 0) {
+            json_decref(a);
+            return NULL;
+        }
+    return a;
+}
+
 int hjson_dims(const json_t *arr, uint64_t *out, int *rank)
 {
     size_t i;

@@ -11,6 +11,7 @@
 
 #include "h5osfs/h5json/h5type.h"
 #include "h5osfs/h5json/h5value.h"
+#include "h5osfs/schema/hjson.h"
 
 #define WHY(...) (snprintf(why, why_len, __VA_ARGS__), -EINVAL)
 #define DTYPE_DEPTH_MAX 16 /* as h5type's nesting limit */
@@ -389,17 +390,6 @@ static int geometry(const json_t *dset, struct zarr_array *a, char *why, size_t 
     return 0;
 }
 
-static json_t *dims_json(const uint64_t *d, int rank)
-{
-    json_t *arr = json_array();
-    for (int k = 0; arr && k < rank; k++)
-        if (json_array_append_new(arr, json_integer((json_int_t)d[k])) != 0) {
-            json_decref(arr);
-            return NULL;
-        }
-    return arr;
-}
-
 /* A linked file's chunks: raw ones and HDF5's deflate (zlib streams, shuffled first or not)
  * are what numcodecs reads (compressor null; zlib with filter shuffle); the rest (shuffle
  * alone, bitshuffle, other compressors) is served decoded. */
@@ -479,9 +469,9 @@ int zarr_meta_array(const json_t *dset, struct zarr_array *a, char *why, size_t 
     }
     /* keys in Zarr's order; compressor and filters are set when a text is made */
     a->meta = json_pack("{s:o, s:n, s:s, s:o, s:o, s:n, s:s, s:o, s:i}", "chunks",
-                        dims_json(a->chunk, a->rank), "compressor", "dimension_separator", ".",
+                        hjson_dims_new(a->chunk, a->rank), "compressor", "dimension_separator", ".",
                         "dtype", dtype, "fill_value", fill, "filters", "order", "C", "shape",
-                        dims_json(a->shape, a->rank), "zarr_format", 2);
+                        hjson_dims_new(a->shape, a->rank), "zarr_format", 2);
     return a->meta ? 0 : -ENOMEM;
 }
 

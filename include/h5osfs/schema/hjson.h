@@ -64,6 +64,8 @@ bool hjson_unloadable(const char *s);
  * out (HJSON_DIMS_MAX entries) and *rank. 0 or -EINVAL. */
 #define HJSON_DIMS_MAX 32
 int hjson_dims(const json_t *arr, uint64_t *out, int *rank);
+/* The JSON array of rank integers v[0..rank): a new reference, or NULL (out of memory). */
+json_t *hjson_dims_new(const uint64_t *v, int rank);
 
 /* A JSON number, a marker, or a numeric string (no NUL inside) as a double. 0 or -EINVAL. */
 int hjson_number(const json_t *value, double *out);
