@@ -4,10 +4,12 @@
 
 #include <errno.h>
 #include <signal.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include <jansson.h>
 
@@ -20,6 +22,24 @@
 
 #define DOMAIN_JSON_MAX (1u << 20)
 
+/* H5OSFS_TEST_PAUSE_AT=stage:path holds the first commit that reaches stage while path exists,
+ * so that a test knows for sure that a commit is under way (no guess of how long it takes). */
+static atomic_flag test_paused = ATOMIC_FLAG_INIT;
+
+static void pause_point(const char *stage)
+{
+    const char *want = getenv("H5OSFS_TEST_PAUSE_AT");
+    size_t n = strlen(stage);
+    if (!want || strncmp(want, stage, n) != 0 || want[n] != ':' ||
+        atomic_flag_test_and_set(&test_paused))
+        return;
+    log_warn("test hook H5OSFS_TEST_PAUSE_AT=%s: the commit waits while %s exists", stage,
+             want + n + 1);
+    const struct timespec tick = { 0, 10 * 1000 * 1000 };
+    while (access(want + n + 1, F_OK) == 0)
+        nanosleep(&tick, NULL);
+}
+
 /* The crash tests' hook: die here, as kill -9 would, when asked to. */
 static void crash_point(const char *stage)
 {
@@ -28,6 +48,7 @@ static void crash_point(const char *stage)
         log_warn("test hook H5OSFS_TEST_CRASH_AT=%s: killing the daemon", stage);
         raise(SIGKILL);
     }
+    pause_point(stage);
 }
 
 static void on_ingest_stage(void *ctx, enum ingest_stage stage)

@@ -678,12 +678,14 @@ def mount_bucket(tmp_path, mount_source):
     cache_dir unless args name one."""
     mounts = []
 
-    def start(bucket=BUCKET, *args):
+    def start(bucket=BUCKET, *args, extra_env=None):
         mnt = tmp_path / f"mnt{len(mounts)}"
         mnt.mkdir()
         src = bucket.src if isinstance(bucket, Mount) else mount_source(bucket)
         cache_dir = bucket.cache_dir if isinstance(bucket, Mount) else None
-        m = Mount(src, mnt, tmp_path / f"h5osfs{len(mounts)}.log", args, cache_dir=cache_dir)
+        env = dict(src.env or os.environ, **extra_env) if extra_env else None
+        m = Mount(src, mnt, tmp_path / f"h5osfs{len(mounts)}.log", args, env=env,
+                  cache_dir=cache_dir)
         mounts.append(m)
         return m
 
