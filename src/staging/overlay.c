@@ -28,6 +28,10 @@ struct overlay {
     struct range *clean; /* sorted, disjoint */
     size_t n, cap;
     int unsaved; /* a range without a whole block went dirty since overlay_saved */
+    /* image_only_chunks_differ of the staged file, asked once per ingest (it reads the whole
+     * file but its chunks, and clean_chunks asks for every dataset): < 0 not asked yet. The
+     * ingest only copies the image's own bytes into the file, which keeps the answer. */
+    int only_chunks_differ;
 };
 
 int overlay_new(struct image *base, const char *root, struct chunk_cache *cache, int fd,
@@ -39,6 +43,7 @@ int overlay_new(struct image *base, const char *root, struct chunk_cache *cache,
     image_get(base);
     o->base = base;
     o->fd = fd;
+    o->only_chunks_differ = -1;
     snprintf(o->root, sizeof o->root, "%s", root);
     o->reader.cache = cache;
     *out = o;
@@ -383,7 +388,9 @@ static int clean_chunks(void *ctx, const char *dataset_id,
                         void *fctx)
 {
     struct overlay *o = ctx;
-    int same = image_only_chunks_differ(o->base, o->fd);
+    if (o->only_chunks_differ < 0)
+        o->only_chunks_differ = image_only_chunks_differ(o->base, o->fd);
+    int same = o->only_chunks_differ; /* a failure (-errno) is asked again */
     if (same != 1)
         return same;
     struct clean_walk w = { o, dataset_id, fn, fctx };
@@ -394,6 +401,7 @@ static int clean_chunks(void *ctx, const char *dataset_id,
 int overlay_ingest_base(struct overlay *o, struct ingest_base *out)
 {
     int rc = kept_of(o);
+    o->only_chunks_differ = -1; /* the file may have changed since the last ingest */
     *out = (struct ingest_base){ .root = o->root,
                                  .kept = o->kept,
                                  .n_kept = o->n_kept,
