@@ -34,20 +34,7 @@ int zarr_chunk_listed(struct zarr_array *a, const char *domain, size_t prefix_le
                  a->id);
         return 0;
     }
-    struct zarr_chunk *c = malloc(sizeof *c);
-    if (!c)
-        return -ENOMEM;
-    snprintf(c->key, sizeof c->key, "%s", key);
-    c->size = st ? st->size : STORE_SIZE_UNKNOWN;
-    c->off = 0;
-    c->ranged = 0;
-    void *old = NULL;
-    if (strmap_put(a->chunks, name, c, &old) != 0) {
-        free(c);
-        return -ENOMEM;
-    }
-    free(old);
-    return 0;
+    return zarr_chunk_put(a, name, key, 0, st ? st->size : STORE_SIZE_UNKNOWN, 0);
 }
 
 static int list_one(void *ctx, const char *key, const struct store_stat *st)

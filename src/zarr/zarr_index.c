@@ -1,5 +1,5 @@
-/* zarr_index: a chunk's index in an array's grid and its names (zarr_int.h); a leaf every
- * file of the view may call. */
+/* zarr_index: a chunk's index in an array's grid, its names and its entry in the chunk map
+ * (zarr_int.h); a leaf every file of the view may call. */
 #include "zarr_int.h"
 
 #include <errno.h>
@@ -44,5 +44,24 @@ int zarr_index_name(const struct zarr_array *a, const uint64_t *idx, char *buf, 
             return -ENAMETOOLONG;
         used += (size_t)n;
     }
+    return 0;
+}
+
+int zarr_chunk_put(struct zarr_array *a, const char *name, const char *key, uint64_t off,
+                   uint64_t size, int ranged)
+{
+    struct zarr_chunk *c = malloc(sizeof *c);
+    if (!c)
+        return -ENOMEM;
+    snprintf(c->key, sizeof c->key, "%s", key);
+    c->off = off;
+    c->size = size;
+    c->ranged = ranged;
+    void *old = NULL;
+    if (strmap_put(a->chunks, name, c, &old) != 0) {
+        free(c);
+        return -ENOMEM;
+    }
+    free(old);
     return 0;
 }

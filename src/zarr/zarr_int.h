@@ -113,6 +113,10 @@ int zarr_passes_through(const struct zarr_array *a, const unsigned char *head, s
 
 /* idx -> "3.0.12", the chunk file's name. 0 or -ENAMETOOLONG. */
 int zarr_index_name(const struct zarr_array *a, const uint64_t *idx, char *buf, size_t cap);
+/* a's chunk map gets chunk `name`: bytes [off, off + size) of the object at key (ranged 0: the
+ * whole object, off 0), replacing what it had. 0 or -ENOMEM. */
+int zarr_chunk_put(struct zarr_array *a, const char *name, const char *key, uint64_t off,
+                   uint64_t size, int ranged);
 
 /* ---- zarr_linked.c: datasets linked to HDF5 files (spec §8) ---- */
 /* The linked file of dset's REF layout (a->link set by zarr_meta_array), and the chunks the

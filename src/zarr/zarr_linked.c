@@ -35,20 +35,7 @@ static int add_range(struct zarr_array *a, const uint64_t *idx, uint64_t off, ui
     const struct zarr_chunk *had = strmap_get(a->chunks, name);
     if (had && (had->off < off || (had->off == off && had->size <= size)))
         return 0;
-    struct zarr_chunk *c = malloc(sizeof *c);
-    if (!c)
-        return -ENOMEM;
-    snprintf(c->key, sizeof c->key, "%s", a->link_key);
-    c->off = off;
-    c->size = size;
-    c->ranged = 1;
-    void *old = NULL;
-    if (strmap_put(a->chunks, name, c, &old) != 0) {
-        free(c);
-        return -ENOMEM;
-    }
-    free(old);
-    return 0;
+    return zarr_chunk_put(a, name, a->link_key, off, size, 1);
 }
 
 /* A chunk map's index string "i_j_k" (spec §2.4, leading zeros allowed as HSDS parses them):
