@@ -12,23 +12,37 @@ static void reply_erofs(fuse_req_t req)
     fuse_reply_err(req, EROFS);
 }
 
+/* Whether a handle of s has not seen its last close yet. A closed writer's release comes
+ * after its close() returned, so its staged entry outlives it for a while. */
+static int staged_has_open_writer(struct fs *fs, const struct staged *s)
+{
+    int open = 0;
+    pthread_mutex_lock(&fs->handles_lock);
+    for (struct fs_handle *h = fs->handles.next; h != &fs->handles && !open; h = h->next) {
+        const struct fs_file *f = (const struct fs_file *)h;
+        open = h->dispose == fs_file_dispose && f->stg == s && !f->closed;
+    }
+    pthread_mutex_unlock(&fs->handles_lock);
+    return open;
+}
+
 /*
- * A truncate without a handle. The kernel sends open(O_TRUNC) as an open and then such a
- * truncate (op_init), so when the path has a staged entry its handles own the change: the
- * staged file is truncated and their close commits it. Otherwise (truncate(2) of a domain
- * nobody writes) it is staged, committed and released at once.
+ * A truncate without a handle. When the path has a staged entry that a writer still has open,
+ * that writer owns the change: the staged file is truncated and its close commits it.
+ * Otherwise (truncate(2) of a domain nobody writes, or whose writers all closed it) the
+ * truncate is a change by itself: staged, committed, and its commit's error is the caller's.
  */
 static int truncate_path(struct fs *fs, const char *path, const struct ns_info *info, uint64_t size)
 {
     struct staged *s = fs->staging ? staging_find(fs->staging, path) : NULL;
     int rc = fs_check_open(fs, info, O_WRONLY);
-    if (s) {
+    if (s && staged_has_open_writer(fs, s)) {
         if (rc == 0)
             rc = staging_truncate(fs->staging, s, size);
         staging_release(fs->staging, s);
         return rc;
     }
-    if (rc == 0)
+    if (rc == 0 && !s)
         rc = staging_open(fs->staging, path, info->root[0] ? info->root : NULL, size == 0, &s);
     if (rc == 0)
         rc = staging_truncate(fs->staging, s, size);

@@ -371,6 +371,7 @@ void op_flush(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
             fuse_reply_err(req, 0);
             return;
         }
+        f->closed = 1;
     }
     reply_commit(req, fi);
 }

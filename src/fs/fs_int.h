@@ -80,6 +80,7 @@ struct fs_file {
     pid_t opener;           /* the thread whose open made it */
     struct holders holders; /* who may still hold a descriptor of it (see op_flush) */
     _Atomic int fresh;      /* opened, nothing done with it yet (see truncate_of_open) */
+    _Atomic int closed;     /* its last close came; only the release is to come (op_flush) */
     struct staged *stg;
     struct image *img;
     struct image_reader reader;

@@ -279,6 +279,26 @@ def test_trunc_open_beside_an_open_writer_changes_nothing_unless_written(writabl
     assert_equal_files(SOURCE / "sample3.h5", path)
 
 
+def test_truncate_after_the_last_close_is_a_change_of_its_own(writable):
+    """truncate(2) after a writer's last close is not that writer's: its release, which comes
+    after close() returned, is held back here by a process that inherited the descriptor and
+    never uses it. The truncate to 0 is refused (EINVAL: an empty file is no HDF5 file) and
+    the domain stays as it was."""
+    path = writable.path(f"{HOME}/sample1.h5")
+    before = path.read_bytes()
+    fd = os.open(path, os.O_WRONLY)
+    holder = subprocess.Popen(["sleep", "600"], pass_fds=[fd], stdin=subprocess.DEVNULL)
+    try:
+        os.close(fd)
+        with pytest.raises(OSError) as e:
+            os.truncate(path, 0)
+        assert e.value.errno == errno.EINVAL
+    finally:
+        holder.kill()
+        holder.wait()
+    assert path.read_bytes() == before
+
+
 def test_workloads_random_writes_and_appends(writable, tmp_path):
     """The same h5py operations on a local file and on the mount give equal files."""
     local = tmp_path / "local.h5"
