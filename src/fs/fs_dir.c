@@ -211,7 +211,9 @@ static const char *dir_entry_name(const struct fs_dir_handle *h, size_t i, mode_
     if (i < 2)
         return i == 0 ? "." : "..";
     const struct ns_dirent *e = &h->dir.entries[i - 2];
-    *type = fs_is_dir_kind(e->info.kind) ? S_IFDIR : S_IFREG;
+    *type = e->info.unread                 ? 0
+            : fs_is_dir_kind(e->info.kind) ? S_IFDIR
+                                           : S_IFREG; /* 0: DT_UNKNOWN */
     return e->name;
 }
 

@@ -453,9 +453,15 @@ static void stat_child(void *ctx, size_t i)
     c->rc[i] = ns_plain_stat_as(c->ns, c->paths[i], c->ns->user, &c->info[i]);
 }
 
-/* Stat the children (each a GET of its .domain.json over S3: several at once, as a folder of
- * a thousand domains took 27 s one by one) and append those that show, in listing order. */
-static int add_children(struct ns *ns, char **paths, size_t n, struct ns_dir *dir, size_t *cap)
+/*
+ * Stat the children (each a GET of its .domain.json over S3: several at once, as a folder of
+ * a thousand domains took 27 s one by one) and append those that show, in listing order. A
+ * child the store failed to describe (the error is logged) is listed by name alone, so that a
+ * store's bad moment neither hides a domain (a sync tool would take it for deleted) nor fails
+ * the whole folder: its lookup asks again, and fails alone. *unread counts such children.
+ */
+static int add_children(struct ns *ns, char **paths, size_t n, struct ns_dir *dir, size_t *cap,
+                        size_t *unread)
 {
     struct child_stats c = { ns, paths, calloc(n ? n : 1, sizeof *c.info),
                              calloc(n ? n : 1, sizeof *c.rc) };
@@ -463,8 +469,15 @@ static int add_children(struct ns *ns, char **paths, size_t n, struct ns_dir *di
     if (rc == 0)
         pfor(n, ns->requests ? ns->requests : 1, stat_child, &c);
     for (size_t i = 0; i < n && rc == 0; i++) {
-        if (c.rc[i] == -ENOENT || c.rc[i] == -EIO || c.rc[i] == -EACCES)
-            continue; /* hidden, or the store error is logged: list the rest */
+        if (c.rc[i] == -ENOENT)
+            continue; /* hidden */
+        if (c.rc[i] == -EIO || c.rc[i] == -EACCES) {
+            memset(&c.info[i], 0, sizeof c.info[i]);
+            c.info[i].kind = NS_BROKEN;
+            c.info[i].unread = 1;
+            c.rc[i] = 0;
+            ++*unread;
+        }
         rc = c.rc[i] != 0 ? c.rc[i] : dir_append(dir, cap, strrchr(paths[i], '/') + 1, &c.info[i]);
     }
     free(c.info);
@@ -482,7 +495,8 @@ static int list_prefix_of(const char *path, char *buf, size_t len)
     return n < 0 || (size_t)n >= len ? -ENAMETOOLONG : 0;
 }
 
-static int list_from_store(struct ns *ns, const char *path, struct ns_dir *out)
+/* *unread: how many children are listed by name alone (add_children). */
+static int list_from_store(struct ns *ns, const char *path, struct ns_dir *out, size_t *unread)
 {
     struct ns_info self;
     char prefix[STORE_KEY_MAX + 2];
@@ -509,7 +523,7 @@ static int list_from_store(struct ns *ns, const char *path, struct ns_dir *out)
             if ((prefix[0] != '\0' || strcmp(list.prefixes[i], "db/") != 0) &&
                 (paths[n] = child_of(ns, path, prefix, list.prefixes[i])) != NULL)
                 n++;
-        rc = paths ? add_children(ns, paths, n, out, &cap) : -ENOMEM;
+        rc = paths ? add_children(ns, paths, n, out, &cap, unread) : -ENOMEM;
         for (size_t i = 0; i < n; i++)
             free(paths[i]);
         free(paths);
@@ -596,8 +610,10 @@ int ns_plain_readdir(struct ns *ns, const char *path, struct ns_dir *out)
     int rc = listing_cached(ns, path, out);
     if (rc <= 0)
         return rc;
-    rc = list_from_store(ns, path, out);
-    if (rc == 0)
+    size_t unread = 0;
+    rc = list_from_store(ns, path, out, &unread);
+    if (rc == 0 && unread == 0) /* a listing with names the store could not describe is not
+                                   kept: the next one asks again */
         remember_listing(ns, path, out);
     return rc;
 }

@@ -512,6 +512,34 @@ def test_metadata_fault_twice_is_retried(s3_bucket, ref, fault_proxy, s3_mount, 
     assert os.stat(domain_file(m, "sample1")).st_mtime_ns == ref.tree[f"{HOME}/sample1.h5"][2]
 
 
+def test_a_domain_the_store_fails_to_describe_is_listed_and_fails_alone(s3_bucket, ref,
+                                                                        fault_proxy, s3_mount):
+    """A listing once left out a domain whose .domain.json GET failed, and kept that listing
+    for ttl: to `ls` or a sync tool the domain was gone. Now it is listed by name (type
+    unknown), its stat fails with EIO alone, and the listing is not kept: once the store
+    answers, the domain is back at once, well within ttl."""
+    key = f"/{HOME}/sample1.h5/.domain.json"
+    rule = fault_proxy.add_rule("error", method="GET", key=key, times=None)
+    m = s3_mount(s3_bucket.url, "-o", "ttl=600,retries=1,retry_time=2,timeout=10",
+                 endpoint=fault_proxy.endpoint)
+    home = m.path(HOME)
+    want = sorted(p.split("/")[-1] for p in ref.tree if p.startswith(HOME + "/")
+                  and "/" not in p[len(HOME) + 1:])
+    assert sorted(os.listdir(home)) == want
+    with pytest.raises(OSError) as e:
+        os.stat(domain_file(m, "sample1"))
+    assert e.value.errno == errno.EIO
+    assert stat.S_ISREG(os.stat(domain_file(m, "sample2")).st_mode)
+    assert fault_proxy.fired(rule["id"]) >= 2
+    lines = error_lines(m.log())
+    assert lines and all("sample1.h5/.domain.json" in l for l in lines), m.log()
+    fault_proxy.remove_rule(rule["id"])
+    assert sorted(os.listdir(home)) == want
+    st = os.stat(domain_file(m, "sample1"))
+    assert st.st_mtime_ns == ref.tree[f"{HOME}/sample1.h5"][2]
+    m.assert_serving()
+
+
 # ==== 5. refused credentials, a missing bucket, no server: the mount is refused ====
 
 WRONG_SECRET = "Wr0ng/Secret+Key=ABCDEFGHIJKLMNOPQRSTUVWXYZ"

@@ -49,6 +49,8 @@ struct ns_info {
     char size_stamp[40];             /* and when size is the size its commit recorded: the
                                       * image layout stamp it holds for (image.h); else "" */
     int current_ref; /* domains: root is its head version's (versions_current=ref) */
+    int unread;      /* listings only: the store failed to say what this name is (logged); a
+                        lookup asks again */
 };
 
 struct ns_config {
