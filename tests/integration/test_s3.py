@@ -540,6 +540,23 @@ def test_a_domain_the_store_fails_to_describe_is_listed_and_fails_alone(s3_bucke
     m.assert_serving()
 
 
+def test_rmdir_of_a_folder_whose_child_the_store_fails_to_describe_is_enotempty(
+        s3_bucket, fault_proxy, s3_mount):
+    """rmdir decides emptiness from the listing: when a failed GET left the child out, the
+    folder object was deleted with a folder below it. As admin (who may delete /home)."""
+    rule = fault_proxy.add_rule("error", method="GET", key="/home/test_user1/.domain.json",
+                                times=None)
+    m = s3_mount(s3_bucket.url, "-o", "user=admin,retries=1,retry_time=2,timeout=10",
+                 endpoint=fault_proxy.endpoint)
+    with pytest.raises(OSError) as e:
+        os.rmdir(m.path("home"))
+    assert e.value.errno == errno.ENOTEMPTY
+    assert fault_proxy.fired(rule["id"]) >= 1
+    fault_proxy.remove_rule(rule["id"])
+    assert os.listdir(m.path("home")) == ["test_user1"]
+    assert stat.S_ISDIR(os.stat(m.path("home")).st_mode)
+
+
 # ==== 5. refused credentials, a missing bucket, no server: the mount is refused ====
 
 WRONG_SECRET = "Wr0ng/Secret+Key=ABCDEFGHIJKLMNOPQRSTUVWXYZ"
