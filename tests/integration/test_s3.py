@@ -681,6 +681,36 @@ def assert_reads_fixture(m, ref, domains=("sample1", "sample3")):
     assert not unexpected_errors(m.log()), m.log()
 
 
+def test_kerchunk_references_read_over_http_with_no_mount(public_bucket, s3_server, s3_mount):
+    """Issue 28 §2: with -o refs_url=http://SERVER/BUCKET a mount's references name the public
+    bucket's objects by URL, and fsspec (reference file system over HTTP) + zarr read every
+    dataset equal to the mount's .h5 after the mount is gone: no h5osfs, no HSDS, no keys."""
+    import numpy as np
+    fsspec = pytest.importorskip("fsspec", reason="python3-fsspec: scripts/install-deps.sh")
+    zarr = pytest.importorskip("zarr", reason="python3-zarr: scripts/install-deps.sh")
+    base = f"{s3_server.endpoint}/{public_bucket}"
+    m = s3_mount(f"s3://{public_bucket}", "-o", "no_sign", "-o", f"refs_url={base}", creds=False)
+    domains = ("sample1.h5", "sample2_z_zstd.h5", "sample3_z_gzip.h5", "partial.h5")
+    refs, want = {}, {}
+    for d in domains:
+        refs[d] = json.loads(m.path(f".kerchunk/{HOME}/{d}").with_suffix(".h5.json").read_text())
+        with h5py.File(m.path(f"{HOME}/{d}"), "r") as f:
+            want[d] = {}
+            f.visititems(lambda name, o: want[d].__setitem__(name, o[()])
+                         if isinstance(o, h5py.Dataset) and o.dtype.kind in "iuf" else None)
+    assert m.unmount() == 0
+    urls = [v[0] for r in refs.values() for v in r["refs"].values() if isinstance(v, list)]
+    assert urls and all(u.startswith(base + "/db/") for u in urls)
+    for d in domains:
+        fs = fsspec.filesystem("reference", fo=refs[d], remote_protocol="http")
+        group = zarr.open_group(zarr.storage.KVStore(fs.get_mapper("")), mode="r")
+        assert want[d], d
+        for name, values in want[d].items():
+            got = group[name][()]
+            assert got.dtype == values.dtype and np.array_equal(got, values, equal_nan=True), \
+                f"{d}: {name}"
+
+
 def test_credentials_from_aws_profile(s3_bucket, s3_server, ref, s3_mount, tmp_path):
     env = write_profiles(tmp_path, s3_server)
     env["AWS_PROFILE"] = "h5test"
