@@ -19,36 +19,15 @@
 #include "h5osfs/commit/info.h"
 #include "h5osfs/util/log.h"
 #include "h5osfs/commit/restore.h"
+#include "h5osfs/util/testhook.h"
 
 #define DOMAIN_JSON_MAX (1u << 20)
 
-/* H5OSFS_TEST_PAUSE_AT=stage:path holds the first commit that reaches stage while path exists,
- * so that a test knows for sure that a commit is under way (no guess of how long it takes). */
-static atomic_flag test_paused = ATOMIC_FLAG_INIT;
-
-static void pause_point(const char *stage)
-{
-    const char *want = getenv("H5OSFS_TEST_PAUSE_AT");
-    size_t n = strlen(stage);
-    if (!want || strncmp(want, stage, n) != 0 || want[n] != ':' ||
-        atomic_flag_test_and_set(&test_paused))
-        return;
-    log_warn("test hook H5OSFS_TEST_PAUSE_AT=%s: the commit waits while %s exists", stage,
-             want + n + 1);
-    const struct timespec tick = { 0, 10 * 1000 * 1000 };
-    while (access(want + n + 1, F_OK) == 0)
-        nanosleep(&tick, NULL);
-}
-
-/* The crash tests' hook: die here, as kill -9 would, when asked to. */
+/* The crash tests' hooks: die here, or wait here, when asked to (testhook.h). */
 static void crash_point(const char *stage)
 {
-    const char *want = getenv("H5OSFS_TEST_CRASH_AT");
-    if (want && strcmp(want, stage) == 0) {
-        log_warn("test hook H5OSFS_TEST_CRASH_AT=%s: killing the daemon", stage);
-        raise(SIGKILL);
-    }
-    pause_point(stage);
+    testhook_crash_at(stage);
+    testhook_pause_at(stage, NULL);
 }
 
 static void on_ingest_stage(void *ctx, enum ingest_stage stage)

@@ -20,6 +20,7 @@
 #include "h5osfs/util/pfor.h"
 #include "h5osfs/schema/schema.h"
 #include "h5osfs/util/strmap.h"
+#include "h5osfs/util/testhook.h"
 #include "info_int.h"
 
 #define DATASET_JSON_MAX INFO_DATASET_JSON_MAX
@@ -122,6 +123,7 @@ static void complete_one(void *ctx, size_t i)
     struct scan_job *j = ctx;
     struct listed *l = &j->v[i];
     struct store_stat st = { 0 };
+    testhook_pause_at("summary", j->abandon);
     if (abandoned(j)) {
         l->rc = -ECANCELED;
         return;

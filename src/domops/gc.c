@@ -16,6 +16,7 @@
 #include "h5osfs/schema/hjson.h"
 #include "h5osfs/util/log.h"
 #include "h5osfs/schema/schema.h"
+#include "h5osfs/util/testhook.h"
 
 #define GC_POSTPONE 10.0         /* seconds before a root in use is looked at again */
 #define GC_RETRY_AFTER 60.0      /* seconds before a root whose removal failed is tried again */
@@ -86,16 +87,6 @@ static int abort_root_uploads(struct gc *g, const char *prefix, const char *root
     return rc != 0 ? -EIO : 0;
 }
 
-/* The crash tests' hook (as commit.c's): die here, as kill -9 would, when asked to. */
-static void crash_point(const char *stage)
-{
-    const char *want = getenv("H5OSFS_TEST_CRASH_AT");
-    if (want && strcmp(want, stage) == 0) {
-        log_warn("test hook H5OSFS_TEST_CRASH_AT=%s: killing the daemon", stage);
-        raise(SIGKILL);
-    }
-}
-
 /* Does it->domain's .domain.json name it->root? Roots are queued only once nothing names
  * them, but a record is read back at a later mount, after whatever happened to the bucket
  * meanwhile (another tool, a restored backup): what a domain names is never garbage. 0 (no: it
@@ -161,7 +152,7 @@ static int remove_root(struct gc *g, const char *root)
         int rc = store_delete(g->store, list.objects[i].key);
         failed += rc != 0 && rc != -ENOENT; /* gone already is what we wanted */
         if (i == 0 && list.n_objects > 1)
-            crash_point("collecting");
+            testhook_crash_at("collecting");
     }
     if (i < list.n_objects) {
         log_warn("gc: stopping; %zu of %zu objects of root %s stay in the bucket%s",

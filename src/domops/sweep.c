@@ -20,6 +20,7 @@
 #include "h5osfs/ns/ns.h"
 #include "h5osfs/schema/vlist.h"
 #include "h5osfs/domops/vtable.h"
+#include "h5osfs/util/testhook.h"
 
 #define LIST_TRIES 16
 #define ETAG_BUF sizeof(((struct store_stat *)0)->etag)
@@ -27,16 +28,6 @@
 #define TABLE_MAX (512u << 20) /* one chunk-table chunk (vtab.c: 2^20 entries of 140) */
 #define MTIME_SLACK 1.0        /* S3's LastModified has whole seconds */
 #define HINT_EVERY 60.0        /* a reader's hint starts a finish at most this often */
-
-/* The crash tests' hook: die here, as kill -9 would, when asked to. */
-static void crash_point(const char *stage)
-{
-    const char *want = getenv("H5OSFS_TEST_CRASH_AT");
-    if (want && strcmp(want, stage) == 0) {
-        log_warn("test hook H5OSFS_TEST_CRASH_AT=%s: killing the daemon", stage);
-        raise(SIGKILL);
-    }
-}
 
 static int ends_with(const char *s, const char *tail)
 {
@@ -225,7 +216,7 @@ int sweep_finish_removals(struct store *store, struct gc *gc, const char *domain
     if (n_drop > 0 && owed)
         rc = owed(owed_ctx, out->pool, domain);
     if (n_drop > 0 && rc == 0) {
-        crash_point("collected");
+        testhook_crash_at("collected");
         rc = drop_entries(store, key, drop, n_drop);
         if (rc == 0) {
             out->dropped = n_drop;
@@ -460,7 +451,7 @@ static int sweep_marked(struct sweep_run *r, const char *key)
 {
     struct store_list pool = { 0 };
     struct vlist again;
-    crash_point("sweep");
+    testhook_crash_at("sweep");
     int rc = store_list(r->store, r->marks.needle, NULL, NULL, 0, &pool);
     if (rc != 0)
         log_error("pool sweep of %s: cannot list %s (%s): nothing is deleted", r->domain,

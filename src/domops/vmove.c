@@ -10,6 +10,7 @@
 #include "h5osfs/util/log.h"
 #include "h5osfs/schema/schema.h"
 #include "h5osfs/schema/vlist.h"
+#include "h5osfs/util/testhook.h"
 
 #define FOLDER_JSON_MAX (1u << 20)
 #define LIST_SUFFIX "/" VLIST_OBJECT_NAME
@@ -172,15 +173,6 @@ static int put_versions_folder(struct store *store, const char *from_prefix, con
     return rc == -ESTALE || rc == -ENOENT ? 0 : rc; /* made meanwhile; none to copy */
 }
 
-static void crash_point(const char *stage)
-{
-    const char *want = getenv("H5OSFS_TEST_CRASH_AT");
-    if (want && strcmp(want, stage) == 0) {
-        log_warn("test hook H5OSFS_TEST_CRASH_AT=%s: killing the daemon", stage);
-        raise(SIGKILL);
-    }
-}
-
 int vmove_copy(struct store *store, const char *from, const char *to)
 {
     char from_prefix[STORE_KEY_MAX + 2], to_prefix[STORE_KEY_MAX + 2];
@@ -216,7 +208,7 @@ int vmove_copy(struct store *store, const char *from, const char *to)
                   strerror(-rc));
         return rc;
     }
-    crash_point("vmoved");
+    testhook_crash_at("vmoved");
     return 0;
 }
 

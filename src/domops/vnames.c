@@ -16,20 +16,11 @@
 #include "h5osfs/schema/schema.h"
 #include "h5osfs/ns/ns.h"
 #include "h5osfs/schema/vlist.h"
+#include "h5osfs/util/testhook.h"
 
 #define DOMAIN_JSON_MAX (1u << 20) /* as domops.c: far more than any .domain.json */
 #define LIST_TRIES 16              /* put_if rounds lost to other writers before giving up (-EIO) */
 #define ETAG_BUF sizeof(((struct store_stat *)0)->etag)
-
-/* The crash tests' hook: die here, as kill -9 would, when asked to. */
-static void crash_point(const char *stage)
-{
-    const char *want = getenv("H5OSFS_TEST_CRASH_AT");
-    if (want && strcmp(want, stage) == 0) {
-        log_warn("test hook H5OSFS_TEST_CRASH_AT=%s: killing the daemon", stage);
-        raise(SIGKILL);
-    }
-}
 
 /* domain's list and its etag: 0, -ENOENT (no list), -EIO (logged), -ENOMEM. */
 static int load_list(struct store *store, const char *key, struct vlist *l, char etag[ETAG_BUF])
@@ -172,7 +163,7 @@ int vnames_tag(struct store *store, const char *owner, const char *domain, const
                  tag);
     if (rc != 0)
         return rc;
-    crash_point("tagged");
+    testhook_crash_at("tagged");
     json_t *acls = readers_of(store, domain, existing);
     rc = put_name_object(store, owner, acls, domain, tag, t.c.root, t.c.n);
     json_decref(acls);
@@ -228,7 +219,7 @@ int vnames_remove(struct store *store, const char *domain, const char *name,
                  name);
     if (rc != 0)
         return rc;
-    crash_point("unnamed");
+    testhook_crash_at("unnamed");
     rc = vnames_delete_object(store, domain, name);
     if (rc != 0)
         log_warn("%s: name %s is gone from the list, but its HSDS domain object stays (%s)", domain,

@@ -9,6 +9,7 @@ import hashlib
 import json
 import os
 import shutil
+import signal
 import subprocess
 import time
 
@@ -256,6 +257,47 @@ def test_recovery_writes_the_summary_a_crash_left_out(bucket_copy, backend, tmp_
         check_against_listing(m, root, started)
     finally:
         assert m.unmount() == 0
+
+
+@pytest.mark.posix_only(reason="holds the summary with the test hook; the stop is the same "
+                        "code on every backend")
+def test_a_second_stop_signal_abandons_the_summary_under_way(bucket_copy, backend, tmp_path):
+    """A stop signal unmounts; the daemon then finishes the summaries still to write. A second
+    signal gives them up, the one under way too, however long it would take (a root of 10^6
+    objects): the hook holds that summary until the test removes its gate, which the test
+    never does before the daemon has exited."""
+    cache, mnt, gate = tmp_path / "cache", tmp_path / "mnt", tmp_path / "gate"
+    mnt.mkdir()
+    gate.touch()
+    m = Mount(MountSource("posix", bucket_copy, bucket_copy,
+                          env=dict(os.environ, H5OSFS_TEST_PAUSE_AT=f"summary:{gate}")),
+              mnt, tmp_path / "0.log", ("-o", f"user=test_user1,ttl=0,cache_dir={cache}"))
+    try:
+        shutil.copyfile(SOURCE / "sample3.h5", m.path(f"{HOME}/held.h5"))
+        root = domain_root(m, f"{HOME}/held.h5")
+        deadline = time.monotonic() + 60
+        while "H5OSFS_TEST_PAUSE_AT=summary" not in m.log():
+            assert time.monotonic() < deadline and m.proc.poll() is None, m.log()
+            time.sleep(0.05)
+        # the first signal ends the loop; only once the daemon is finishing does one give up:
+        # signal until it exits (the ones before are the first signal again)
+        while m.proc.poll() is None:
+            assert time.monotonic() < deadline, "the daemon waited for the held summary"
+            m.proc.send_signal(signal.SIGTERM)
+            try:
+                m.proc.wait(timeout=0.5)
+            except subprocess.TimeoutExpired:
+                pass
+        assert gate.exists()
+        assert m.proc.returncode == 0, m.log()
+    finally:
+        gate.unlink(missing_ok=True)
+        subprocess.run(["fusermount3", "-uz", str(mnt)], check=False)
+        if m.proc.poll() is None:
+            m.proc.kill()
+            m.proc.wait()
+    assert "the domain summary was abandoned half-way" in m.log(), m.log()
+    assert m.get(info_key(root)) is None
 
 
 def test_linked_domain_keeps_its_linked_counts(bucket_copy, mount_bucket):
