@@ -23,7 +23,7 @@
 #include "h5osfs/schema/hjson.h"
 #include "h5osfs/util/log.h"
 #include "h5osfs/util/strmap.h"
-#include "h5osfs/schema/vlist.h"
+#include "h5osfs/schema/pool.h"
 #include "h5osfs/util/why.h"
 
 #define REF_GRID_MAX 10000000u /* linked chunks (pieces, contiguous chunks) one dataset may have */
@@ -473,65 +473,28 @@ static const char *layout_pool(const json_t *lay)
     return hjson_text(json_object_get(json_object_get(lay, "h5osfs"), "pool"));
 }
 
-/* The pool of the version list of the domain whose version is being built (current: of
- * that domain, whose current root is being built); 0 or -EINVAL (why says why: no list, not
- * a version, another pool). */
-static int version_pool(struct builder *b, const char *current, const char *claimed, char *why,
-                        size_t why_len)
+static int fetch_object(void *ctx, const char *key, size_t max, unsigned char **data, size_t *len)
 {
-    char domain[STORE_KEY_MAX + 2], key[STORE_KEY_MAX + 1], lwhy[160];
     struct store_buf buf = { 0 };
-    struct vlist l;
-    if (current)
-        snprintf(domain, sizeof domain, "%s", current);
-    if ((!current && schema_version_domain_of(b->domain_path, domain, sizeof domain) != 0) ||
-        schema_vlist_key(domain, key, sizeof key) != 0)
-        return why_reject(why, why_len, "a pool layout outside a domain's versions");
-    int rc = store_get(b->src->store, key, VLIST_MAX_BYTES, &buf);
-    if (rc == 0)
-        rc = vlist_parse((const char *)buf.data, buf.len, &l, lwhy, sizeof lwhy);
-    store_buf_free(&buf);
-    if (rc != 0)
-        return why_reject(why, why_len, "version list %s unusable (%d)", key, rc);
-    rc = claimed && strcmp(l.pool, claimed) == 0
-             ? 0
-             : why_reject(why, why_len, "pool %s is not the domain's (%s)", claimed, l.pool);
-    vlist_free(&l);
+    int rc = store_get(ctx, key, max, &buf);
+    *data = buf.data;
+    *len = buf.len;
     return rc;
 }
 
-/*
- * A pool layout outside a version path: only the current domain of versions_current=ref
- * names its head version's root, whose tables are over the pool. Accepted when the domain's
- * object says ref mode (its h5osfs member), names the root being built, and the pool is the
- * one its version list names; 0 or -EINVAL (why says why). Checked once per build.
- */
-static int current_pool(struct builder *b, const char *claimed, char *why, size_t why_len)
+/* claimed is a pool the domain being built may name (pool.h); a ref-mode domain's answer is
+ * kept for the rest of the build. 0 or -EINVAL (why says why). */
+static int pool_owned(struct builder *b, const char *claimed, char *why, size_t why_len)
 {
-    char key[STORE_KEY_MAX + 1], jwhy[160];
-    struct store_buf buf = { 0 };
-    if (b->current_pool[0])
+    const struct schema_fetch fetch = { b->src->store, fetch_object };
+    int current = schema_is_versions_path(b->domain_path) != 1;
+    if (current && b->current_pool[0])
         return strcmp(b->current_pool, claimed) == 0
                    ? 0
                    : why_reject(why, why_len, "pool %s is not the domain's (%s)", claimed,
                                 b->current_pool);
-    if (schema_domain_key(b->domain_path, key, sizeof key) != 0)
-        return why_reject(why, why_len, "a pool layout outside a domain's versions");
-    int rc = store_get(b->src->store, key, 1u << 20, &buf);
-    json_t *dom = rc == 0 ? hjson_loadb((const char *)buf.data, buf.len, jwhy, sizeof jwhy) : NULL;
-    store_buf_free(&buf);
-    const json_t *own = json_object_get(dom, SCHEMA_H5OSFS_MEMBER);
-    const char *mode = hjson_text(json_object_get(own, SCHEMA_CURRENT_REF));
-    const char *root = hjson_text(json_object_get(dom, "root"));
-    int ref =
-        mode && strcmp(mode, "ref") == 0 && root && b->root_id && strcmp(root, b->root_id) == 0;
-    json_decref(dom);
-    if (!ref)
-        return why_reject(why, why_len,
-                          "a pool layout outside a domain's versions, in a domain "
-                          "that does not name its head version (ref mode)");
-    rc = version_pool(b, b->domain_path, claimed, why, why_len);
-    if (rc == 0)
+    int rc = schema_pool_check(b->domain_path, b->root_id, claimed, &fetch, why, why_len);
+    if (rc == 0 && current)
         snprintf(b->current_pool, sizeof b->current_pool, "%s", claimed);
     return rc;
 }
@@ -548,8 +511,7 @@ static int pool_of_layout(struct builder *b, const json_t *lay, char pool[SCHEMA
         return 0;
     if (!claimed || json_object_get(lay, "file_uri"))
         return why_reject(why, why_len, "a version's reference layout without its pool");
-    int rc = is_version ? version_pool(b, NULL, claimed, why, why_len)
-                        : current_pool(b, claimed, why, why_len);
+    int rc = pool_owned(b, claimed, why, why_len);
     if (rc == 0)
         snprintf(pool, SCHEMA_ID_BUF, "%s", claimed);
     return rc;

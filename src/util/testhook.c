@@ -25,7 +25,8 @@ void testhook_pause_at(const char *stage, const atomic_int *cancel)
 {
     const char *want = getenv("H5OSFS_TEST_PAUSE_AT");
     size_t n = strlen(stage);
-    if (!want || strncmp(want, stage, n) != 0 || want[n] != ':' || atomic_flag_test_and_set(&paused))
+    if (!want || strncmp(want, stage, n) != 0 || want[n] != ':' ||
+        atomic_flag_test_and_set(&paused))
         return;
     log_warn("test hook H5OSFS_TEST_PAUSE_AT=%s: waiting while %s exists", stage, want + n + 1);
     const struct timespec tick = { 0, 10 * 1000 * 1000 };
