@@ -32,7 +32,8 @@ static int list_names_pool(const char *domain, const char *claimed,
         return rc;
     if (rc != 0)
         return WHY("version list %s unusable (%s)", key, *lwhy ? lwhy : strerror(-rc));
-    rc = strcmp(l.pool, claimed) == 0 ? 0 : WHY("pool %s is not the domain's (%s)", claimed, l.pool);
+    rc =
+        strcmp(l.pool, claimed) == 0 ? 0 : WHY("pool %s is not the domain's (%s)", claimed, l.pool);
     vlist_free(&l);
     return rc;
 }

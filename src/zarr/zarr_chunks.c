@@ -48,8 +48,13 @@ int zarr_list_chunks(struct store *store, const char *domain, struct zarr_array 
     char prefix[STORE_KEY_MAX + 1];
     if (a->listed)
         return 0;
-    if (a->link == ZARR_LINK_TABLE)
-        return zarr_linked_table(store, domain, a);
+    if (a->table_failed)
+        return -EIO;
+    if (a->link == ZARR_LINK_TABLE || a->link == ZARR_LINK_POOL) {
+        int rc = zarr_linked_table(store, domain, a);
+        a->table_failed = rc == -EIO; /* logged once: each later read would log it again */
+        return rc;
+    }
     int rc = schema_obj_key(a->id, prefix, sizeof prefix);
     if (rc != 0)
         return -EIO;
@@ -96,7 +101,7 @@ int zarr_settle(struct store *store, const char *domain, struct zarr_array *a)
         strcat(origin, ".0");
     if (!(first = strmap_get(a->chunks, origin)))
         strmap_filter(a->chunks, first_chunk, &first);
-    rc = first ? store_get_range(store, first->key, 0, 16, &head) : -ENOENT;
+    rc = first ? store_get_range(store, first->key, first->off, 16, &head) : -ENOENT;
     if (rc == 0 && zarr_is_zlib_stream(head.data, head.len))
         a->serve = ZARR_SERVE_ZLIB;
     if (rc == 0)

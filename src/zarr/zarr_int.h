@@ -35,8 +35,17 @@ struct zarr_chunk {
 };
 
 /* Where a dataset's chunks are (spec §8): its own chunk objects, or a linked HDF5 file's
- * ranges from the layout's chunk map, its one contiguous range, or its chunk table. */
-enum zarr_link { ZARR_LINK_NONE, ZARR_LINK_MAP, ZARR_LINK_CONTIG, ZARR_LINK_TABLE };
+ * ranges from the layout's chunk map, its one contiguous range, or its chunk table; or, for a
+ * kept version (and a ref-mode domain), the objects of its domain's version pool that its
+ * chunk table names one by one (doc/versions.md §3.2). */
+enum zarr_link { ZARR_LINK_NONE, ZARR_LINK_MAP, ZARR_LINK_CONTIG, ZARR_LINK_TABLE, ZARR_LINK_POOL };
+
+/* Chunks as HSDS stores them (its codecs, Blosc frames), not pieces of an HDF5 file: the
+ * dataset's own chunk objects, or its version pool's. */
+static inline int zarr_hsds_chunks(enum zarr_link link)
+{
+    return link == ZARR_LINK_NONE || link == ZARR_LINK_POOL;
+}
 
 struct zarr_array {
     char id[SCHEMA_ID_BUF];
@@ -56,9 +65,12 @@ struct zarr_array {
     unsigned char *fill_elem; /* then: one element of the fill value, itemsize bytes */
     enum zarr_link link;
     char *link_key;                 /* the linked file's key (the layout's file_uri) */
-    char link_table[SCHEMA_ID_BUF]; /* ZARR_LINK_TABLE: the chunk table dataset */
+    char link_table[SCHEMA_ID_BUF]; /* ZARR_LINK_TABLE, _POOL: the chunk table dataset */
+    char pool[SCHEMA_ID_BUF];       /* ZARR_LINK_POOL: the pool its entries name, checked */
+    char *pool_bucket;              /* and the bucket their URIs name */
     pthread_mutex_t lock;           /* guards listed and chunks */
     int listed;
+    int table_failed;      /* its chunk table could not be used (logged): EIO until the tree goes */
     struct strmap *chunks; /* "i.j" -> struct zarr_chunk */
 };
 
@@ -124,8 +136,14 @@ int zarr_chunk_put(struct zarr_array *a, const char *name, const char *key, uint
  * -ENOMEM. */
 int zarr_linked_array(const json_t *dset, struct zarr_array *a, const char *bucket,
                       const char *root_id, char *why, size_t why_len);
-/* A ZARR_LINK_TABLE array's chunks from its chunk table (caller holds a->lock): 0, -EIO
- * (logged), -ENOMEM. */
+/* A version's pooled dataset (ZARR_LINK_POOL): its table and pool, which must be the one
+ * domain (whose root is root_id) may name (schema/pool.h; pool_ok: a pool already found to be,
+ * or ""; set when this one is): 0, -EINVAL with a reason (left out), -ENOMEM. */
+int zarr_pooled_array(struct store *store, const char *domain, const char *root_id,
+                      const char *bucket, const json_t *dset, struct zarr_array *a,
+                      char pool_ok[SCHEMA_ID_BUF], char *why, size_t why_len);
+/* A ZARR_LINK_TABLE or _POOL array's chunks from its chunk table (caller holds a->lock): 0,
+ * -EIO (logged), -ENOMEM. */
 int zarr_linked_table(struct store *store, const char *domain, struct zarr_array *a);
 
 /* ---- zarr_consolidated.c ---- */

@@ -10,11 +10,22 @@
 #include <string.h>
 
 #include "h5osfs/h5json/h5type.h"
+#include "h5osfs/schema/pool.h"
 #include "h5osfs/util/log.h"
 
 #define WHY(...) (snprintf(why, why_len, __VA_ARGS__), -EINVAL)
 #define TABLE_JSON_MAX (16u << 20)
 #define TABLE_CHUNK_MAX (256u << 20) /* as the image's REF_RANGE_MAX */
+#define VTABLE_URI_MAX 1024          /* a pooled entry's URI: a bucket and a key at most */
+
+static int fetch_object(void *ctx, const char *key, size_t max, unsigned char **data, size_t *len)
+{
+    struct store_buf buf = { 0 };
+    int rc = store_get(ctx, key, max, &buf);
+    *data = buf.data;
+    *len = buf.len;
+    return rc;
+}
 
 static int json_u64(const json_t *v, uint64_t *out)
 {
@@ -102,8 +113,6 @@ int zarr_linked_array(const json_t *dset, struct zarr_array *a, const char *buck
 {
     const json_t *lay = json_object_get(json_object_get(dset, "creationProperties"), "layout");
     const char *uri = hjson_text(json_object_get(lay, "file_uri")), *key;
-    if (json_object_get(lay, "h5osfs"))
-        return WHY("a version's pooled chunk table"); /* HSDS chunk objects, not a file */
     if (!uri)
         return WHY("a linked layout without file_uri (chunk tables naming files per entry)");
     int rc = schema_linked_uri_key(uri, bucket, root_id, 0, &key);
@@ -141,6 +150,7 @@ struct table {
     size_t elem;        /* a packed element */
     size_t chunk_bytes; /* a table chunk, decoded */
     struct member offset, length;
+    struct member uri; /* a pooled table's: the entry's object, a fixed-length string */
     struct codec_spec spec;
     char prefix[STORE_KEY_MAX + 1]; /* of its chunk keys */
 };
@@ -159,6 +169,23 @@ static int member_of(const json_t *fields, size_t k, struct member *m, char *why
     if (!base || strncmp(base, "H5T_STD_", 8) != 0 || size == 0 || size > 8)
         return WHY("chunk table field %zu is not an integer", k);
     *m = (struct member){ at, size, strcmp(base + strlen(base) - 2, "BE") == 0 };
+    return 0;
+}
+
+/* Field 2 of a pooled table: the object's URI, a fixed-length string (vtable.h). */
+static int uri_member_of(const json_t *fields, struct member *m, char *why, size_t why_len)
+{
+    size_t at = 0, size = 0;
+    for (size_t i = 0; i <= 2; i++) {
+        at += size;
+        if (h5type_stored_size(json_object_get(json_array_get(fields, i), "type"), &size) != 0)
+            return WHY("chunk table field %zu has no fixed size", i);
+    }
+    const json_t *type = json_object_get(json_array_get(fields, 2), "type");
+    const char *cls = hjson_text(json_object_get(type, "class"));
+    if (!cls || strcmp(cls, "H5T_STRING") != 0 || size == 0)
+        return WHY("a pooled chunk table's field 2 is no fixed-length string");
+    *m = (struct member){ at, size, 0 };
     return 0;
 }
 
@@ -185,6 +212,9 @@ static int table_shape(const json_t *t, const struct zarr_array *a, struct table
     int rc = member_of(fields, 0, &tb->offset, why, why_len);
     if (rc == 0)
         rc = member_of(fields, 1, &tb->length, why, why_len);
+    if (rc == 0 && a->link == ZARR_LINK_POOL)
+        rc = json_array_size(fields) >= 3 ? uri_member_of(fields, &tb->uri, why, why_len)
+                                          : WHY("a pooled chunk table without its URI field");
     if (rc != 0)
         return rc;
     tb->rank = rank;
@@ -199,9 +229,28 @@ static int table_shape(const json_t *t, const struct zarr_array *a, struct table
                                    CODEC_SOURCE_HSDS, &tb->spec, why, why_len);
 }
 
+/* A pooled entry: chunk idx of a is bytes [off, off + size) of the pool object its URI
+ * names, which must be of a's pool. A range, so that a missing object is an error, not fill. */
+static int add_pooled(struct zarr_array *a, const struct table *tb, const uint64_t *idx,
+                      const unsigned char *elem, uint64_t off, uint64_t size, char *why,
+                      size_t why_len)
+{
+    char uri[VTABLE_URI_MAX + 1], name[HJSON_DIMS_MAX * 21];
+    const char *key = NULL;
+    size_t n = tb->uri.size < VTABLE_URI_MAX ? tb->uri.size : VTABLE_URI_MAX;
+    memcpy(uri, elem + tb->uri.off, n);
+    uri[n] = '\0';
+    if (schema_pool_uri_check(uri, a->pool_bucket, a->pool, &key) != 0 ||
+        strlen(key) > STORE_KEY_MAX)
+        return WHY("chunk table entry names \"%.60s\", outside pool %s", uri, a->pool);
+    if (zarr_index_name(a, idx, name, sizeof name) != 0)
+        return -EINVAL;
+    return zarr_chunk_put(a, name, key, off, size, 1);
+}
+
 /* The entries of one table chunk (index cidx) as chunks of a. */
 static int table_entries(struct zarr_array *a, const struct table *tb, const uint64_t *cidx,
-                         const unsigned char *bytes)
+                         const unsigned char *bytes, char *why, size_t why_len)
 {
     uint64_t n = tb->chunk_bytes / tb->elem;
     for (uint64_t e = 0; e < n; e++) {
@@ -217,7 +266,9 @@ static int table_entries(struct zarr_array *a, const struct table *tb, const uin
         uint64_t size = member_value(&tb->length, elem);
         if (!inside || size == 0)
             continue; /* past the table's extent, or not allocated: fill */
-        int rc = add_range(a, idx, member_value(&tb->offset, elem), size);
+        uint64_t off = member_value(&tb->offset, elem);
+        int rc = a->link == ZARR_LINK_POOL ? add_pooled(a, tb, idx, elem, off, size, why, why_len)
+                                           : add_range(a, idx, off, size);
         if (rc != 0)
             return rc;
     }
@@ -257,7 +308,7 @@ static int table_chunk(void *ctx, const char *key, const struct store_stat *st)
         store_buf_free(&raw);
     }
     if (rc == 0)
-        rc = table_entries(w->a, tb, cidx, bytes);
+        rc = table_entries(w->a, tb, cidx, bytes, why, sizeof why);
     free(bytes);
     if (rc != 0 && rc != -ENOMEM)
         log_warn("%s: zarr view: chunk table chunk %s of %s: %s", w->domain, key, w->a->id,
@@ -294,7 +345,32 @@ int zarr_linked_table(struct store *store, const char *domain, struct zarr_array
         return 0;
     }
     if (rc != -ENOMEM)
-        log_warn("%s: zarr view: chunk table %s of linked dataset %s: %s: EIO", domain, key, a->id,
+        log_warn("%s: zarr view: chunk table %s of %s dataset %s: %s: EIO", domain, key,
+                 a->link == ZARR_LINK_POOL ? "pooled" : "linked", a->id,
                  *why ? why : strerror(-rc));
     return rc == -ENOMEM ? rc : -EIO;
+}
+
+int zarr_pooled_array(struct store *store, const char *domain, const char *root_id,
+                      const char *bucket, const json_t *dset, struct zarr_array *a,
+                      char pool_ok[SCHEMA_ID_BUF], char *why, size_t why_len)
+{
+    const json_t *lay = json_object_get(json_object_get(dset, "creationProperties"), "layout");
+    const char *pool =
+        hjson_text(json_object_get(json_object_get(lay, SCHEMA_H5OSFS_MEMBER), "pool"));
+    const char *table = hjson_text(json_object_get(lay, "chunk_table"));
+    const struct schema_fetch fetch = { store, fetch_object };
+    if (!pool || json_object_get(lay, "file_uri") || !table || schema_id_class(table) != 'd' ||
+        strlen(pool) >= SCHEMA_ID_BUF)
+        return WHY("a version's reference layout without its pool or chunk table");
+    int rc = pool_ok[0] ? (strcmp(pool_ok, pool) == 0
+                               ? 0
+                               : WHY("pool %s is not the domain's (%s)", pool, pool_ok))
+                        : schema_pool_check(domain, root_id, pool, &fetch, why, why_len);
+    if (rc != 0)
+        return rc;
+    snprintf(pool_ok, SCHEMA_ID_BUF, "%s", pool);
+    snprintf(a->pool, sizeof a->pool, "%s", pool);
+    snprintf(a->link_table, sizeof a->link_table, "%s", table);
+    return (a->pool_bucket = strdup(bucket)) ? 0 : -ENOMEM;
 }

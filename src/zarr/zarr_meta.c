@@ -321,7 +321,7 @@ static const json_t *linked_layout(const json_t *dset, enum zarr_link *link, cha
     else if (strcmp(cls, "H5D_CONTIGUOUS_REF") == 0)
         *link = ZARR_LINK_CONTIG;
     else if (strcmp(cls, "H5D_CHUNKED_REF_INDIRECT") == 0)
-        *link = ZARR_LINK_TABLE;
+        *link = json_object_get(lay, SCHEMA_H5OSFS_MEMBER) ? ZARR_LINK_POOL : ZARR_LINK_TABLE;
     else
         snprintf(why, why_len, "unknown layout class %s", cls);
     return lay;
@@ -335,6 +335,8 @@ static int linked_chunks(const json_t *lay, struct zarr_array *a, char *why, siz
         memcpy(a->chunk, a->shape, sizeof a->chunk);
         return a->rank > 0 ? 0 : WHY("a linked scalar");
     }
+    if (a->link == ZARR_LINK_POOL && dims)
+        return WHY("a version's pooled chunk table with hyper_dims");
     if (a->link != ZARR_LINK_TABLE || !dims)
         dims = json_object_get(lay, "dims");
     if (a->rank == 0 || hjson_dims(dims, a->chunk, &crank) != 0 || crank != a->rank)
@@ -428,13 +430,13 @@ static int choose_serving(const json_t *dset, struct zarr_array *a, json_t **dty
         a->chunk_bytes = (size_t)a->elements * a->itemsize;
     }
     /* a linked file's bytes are HDF5's filter output, not HSDS's chunk encoding */
-    enum codec_source source = a->link != ZARR_LINK_NONE ? CODEC_SOURCE_HDF5 : CODEC_SOURCE_HSDS;
+    enum codec_source source = zarr_hsds_chunks(a->link) ? CODEC_SOURCE_HSDS : CODEC_SOURCE_HDF5;
     if (codec_spec_from_filters(json_is_array(filters) ? filters : NULL, a->itemsize, vlen, source,
                                 &a->spec, why, why_len) != 0) {
         json_decref(*dtype);
         return -EINVAL;
     }
-    if (a->link != ZARR_LINK_NONE) {
+    if (!zarr_hsds_chunks(a->link)) {
         if (vlen) {
             json_decref(*dtype);
             return WHY("a linked dataset of variable-length strings");

@@ -69,7 +69,7 @@ static int add_chunk(const char *name, void *value, void *ctx)
         c->r->rc = -ENOMEM;
     free(url);
     /* a linked file's chunks are all as HDF5 wrote them: no edge chunk was re-encoded */
-    if (c->r->rc == 0 && c->a->serve != ZARR_SERVE_RAW && c->a->link == ZARR_LINK_NONE &&
+    if (c->r->rc == 0 && c->a->serve != ZARR_SERVE_RAW && zarr_hsds_chunks(c->a->link) &&
         is_edge(c->a, name)) {
         char **more = realloc(c->edges, (c->n_edges + 1) * sizeof *more);
         if (more)

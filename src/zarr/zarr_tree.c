@@ -20,8 +20,9 @@ struct walk {
     const char *bucket;  /* linked layouts' file_uri names files of it */
     const char *root_id; /* and of no domain but this root's */
     const char *domain;
-    struct strmap *seen;  /* group ids walked (hard links may form cycles) */
-    struct strmap *names; /* dataset id -> its first link name (owned) */
+    struct strmap *seen;         /* group ids walked (hard links may form cycles) */
+    struct strmap *names;        /* dataset id -> its first link name (owned) */
+    char pool_ok[SCHEMA_ID_BUF]; /* the version pool the domain may name, once checked */
 };
 
 /* netCDF-4 writes a dimension that is no variable as a dimension scale with this NAME; netCDF
@@ -35,6 +36,7 @@ static void array_free(struct zarr_array *a)
     json_decref(a->meta);
     free(a->fill_elem);
     free(a->link_key);
+    free(a->pool_bucket);
     strmap_free(a->chunks, free);
     pthread_mutex_destroy(&a->lock);
     free(a);
@@ -165,7 +167,10 @@ static int add_dataset(struct walk *w, struct zarr_node *parent, const char *nam
     }
     snprintf(a->id, sizeof a->id, "%s", id);
     rc = zarr_meta_array(dset, a, why, sizeof why);
-    if (rc == 0 && a->link != ZARR_LINK_NONE)
+    if (rc == 0 && a->link == ZARR_LINK_POOL)
+        rc = zarr_pooled_array(w->store, w->domain, w->root_id, w->bucket, dset, a, w->pool_ok, why,
+                               sizeof why);
+    else if (rc == 0 && a->link != ZARR_LINK_NONE)
         rc = zarr_linked_array(dset, a, w->bucket, w->root_id, why, sizeof why);
     if (rc == -EINVAL)
         log_info("%s: zarr view: dataset %s (%s) left out: %s", w->domain, name, id, why);

@@ -6,8 +6,10 @@ open_zarr equal its open_dataset; nothing changes through it (EROFS)."""
 import errno
 import json
 import os
+import re
 import subprocess
 import sys
+from pathlib import Path
 
 import h5py
 import numpy as np
@@ -524,3 +526,104 @@ def test_zarr_linked_datasets_pass_the_files_chunks_through(mount_bucket, bucket
             by_refs = read_references(refs)
             for name in LINKED_CLASS:
                 assert np.array_equal(by_refs[name][()], f[name][()]), name
+
+
+# ---- kept versions (issue 26): their datasets read through the domain's version pool ----
+
+MAKE_VERSION = Path(__file__).resolve().parents[1] / "tools" / "make_version.py"
+VNAME = "sample3_z_gzip.h5"
+
+
+def make_version(bucket, domain, *more):
+    out = subprocess.run([sys.executable, str(MAKE_VERSION), str(bucket), domain, *more],
+                         capture_output=True, text=True, check=True).stdout.split()
+    return int(out[0]), out[1], out[2]          # number, root, pool
+
+
+@pytest.fixture
+def versioned_bucket(bucket_copy):
+    """Version 1 of VNAME is VNAME as the fixture has it (gzip Blosc chunks, now in its pool);
+    version 2 is sample2.h5's content (tests/tools/make_version.py)."""
+    make_version(bucket_copy, f"{HOME}/{VNAME}")
+    make_version(bucket_copy, f"{HOME}/{VNAME}", "--from", f"{HOME}/sample2.h5")
+    return bucket_copy
+
+
+def zarr_arrays(group):
+    names = []
+    group.visititems(lambda name, o: names.append(name) if isinstance(o, zarr.Array) else None)
+    return sorted(names)
+
+
+def numeric_datasets(path):
+    out = {}
+    with h5py.File(path, "r") as f:
+        f.visititems(lambda name, o: out.__setitem__(name, o[()])
+                     if isinstance(o, h5py.Dataset) and o.dtype.kind in "iuf" else None)
+    return out
+
+
+def test_zarr_reads_kept_versions_from_their_pool(versioned_bucket, mount_bucket, tmp_path):
+    """A kept version is a domain too: its datasets, whose chunk tables name objects of the
+    domain's version pool, read through .zarr equal to the version's .h5 file, with the pool
+    objects' bytes as chunk files and kerchunk references that name them."""
+    m = mount_bucket(versioned_bucket, "-o", f"user=test_user1,ro,cache_dir={tmp_path}/cache")
+    for n in (1, 2):
+        version = f"{HOME}/.versions/{VNAME}/{n}.h5"
+        want = numeric_datasets(m.path(version))
+        group = zarr.open_group(m.path(f".zarr/{version}"), mode="r")
+        assert want and set(want) <= set(zarr_arrays(group))
+        for name, values in want.items():
+            got = group[name][()]
+            assert got.dtype == values.dtype and np.array_equal(got, values, equal_nan=True), \
+                f"{n}: {name}"
+        refs = json.loads(open(m.path(f".kerchunk/{version}.json")).read())
+        chunks = {k: v for k, v in refs["refs"].items() if isinstance(v, list)}
+        pooled = {k: v for k, v in chunks.items() if "/c/" in v[0]}      # pool objects
+        assert pooled
+        for k, (url, off, size) in list(pooled.items())[:8]:
+            stored = m.get("db/" + url.split("/db/", 1)[1])
+            assert stored is not None and open(m.path(f".zarr/{version}/{k}"), "rb").read() == \
+                stored[off:off + size]
+    assert m.unmount() == 0
+
+
+@pytest.mark.posix_only(reason="bad input is read the same on every store")
+def test_zarr_refuses_a_version_table_outside_its_pool(versioned_bucket, mount_bucket, tmp_path):
+    """A version's table entry forged to name an object of the current root is never served
+    as that object's bytes: the chunk read fails (EIO, one log line) and version 2 reads."""
+    bucket = versioned_bucket
+    lst = json.loads((bucket / HOME / ".versions" / VNAME / ".h5osfs-versions").read_text())
+    v1root = next(e["root"] for e in lst["versions"] if e["n"] == 1)
+    evil = b"hsdstest/home/test_user1/" + VNAME.encode() + b"/.domain.json"
+    forged = 0
+    for p in (bucket / "db" / v1root[2:19]).rglob("0*"):
+        data = p.read_bytes() if p.is_file() else b""
+        if b"/c/" in data:
+            p.write_bytes(re.sub(rb"hsdstest/db/[0-9a-f-]{17}/c/[0-9a-f]{32}",
+                                 lambda u: evil.ljust(len(u.group(0)), b"\0"), data))
+            forged += 1
+    assert forged
+    m = mount_bucket(bucket, "-o", f"user=test_user1,ro,cache_dir={tmp_path}/cache")
+    v1 = m.path(f".zarr/{HOME}/.versions/{VNAME}/1.h5")
+    truth = numeric_datasets(m.path(f"{HOME}/{VNAME}"))     # version 1's content, unforged
+    refused = 0
+    for name, values in truth.items():
+        try:    # .zarray names the compressor, which the chunks decide: EIO with the table
+            meta = json.loads(open(f"{v1}/{name}/.zarray").read())
+        except OSError as e:
+            assert e.errno == errno.EIO, name
+            with pytest.raises(OSError):                    # again: no second log line
+                open(f"{v1}/{name}/.zarray").read()
+            refused += 1
+            continue
+        got = zarr.open_array(f"{v1}/{name}", mode="r")[()]
+        assert meta and np.array_equal(got, values, equal_nan=True), name   # all fill
+    assert refused
+    lines = [l for l in m.log().splitlines() if "outside pool" in l]
+    assert len(lines) == refused, lines         # once per dataset, however often it is read
+    assert "outside pool" in m.log()
+    g2 = zarr.open_group(m.path(f".zarr/{HOME}/.versions/{VNAME}/2.h5"), mode="r")
+    want = numeric_datasets(m.path(f"{HOME}/.versions/{VNAME}/2.h5"))
+    for name, values in want.items():
+        assert np.array_equal(g2[name][()], values, equal_nan=True), name
