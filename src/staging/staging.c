@@ -21,7 +21,10 @@
  * (except on a new entry nobody else can have locked yet). */
 struct staged {
     pthread_mutex_t lock;     /* serialises its writes, truncates, commits and record */
-    unsigned refs;            /* guarded by the table's lock, as are path and root */
+    unsigned refs;            /* guarded by the table's lock, as are path, root, users and
+                                 detached */
+    unsigned users;           /* opens (staging_open) whose staging_close has not come */
+    int detached;             /* left the table at its last user's close (staging_close) */
     char *path;               /* the key in the table */
     char root[SCHEMA_ID_BUF]; /* the root it edits, for the collector's question */
     int fd;
@@ -114,6 +117,7 @@ static int staged_create(struct staging *t, const char *path, const char *root, 
         return -ENOMEM;
     pthread_mutex_init(&s->lock, NULL);
     s->refs = 1;
+    s->users = 1;
     s->ctime = s->mtime = clock_wall();
     snprintf(s->root, sizeof s->root, "%s", root ? root : "");
     if (!(s->path = strdup(path))) {
@@ -266,9 +270,10 @@ int staging_open(struct staging *t, const char *path, const char *root, int trun
     pthread_mutex_lock(&t->lock);
     struct staged *s = strmap_get(t->by_path, path);
     int rc = 0, created = !s;
-    if (s)
+    if (s) {
         s->refs++;
-    else
+        s->users++;
+    } else
         rc = staged_create(t, path, root, truncate, &s);
     pthread_mutex_unlock(&t->lock);
     if (rc != 0)
@@ -280,11 +285,23 @@ int staging_open(struct staging *t, const char *path, const char *root, int trun
         rc = join_entry(t, s, truncate);
     }
     if (rc != 0) {
+        staging_close(t, s);
         staging_release(t, s);
         return rc;
     }
     *out = s;
     return 0;
+}
+
+void staging_close(struct staging *t, struct staged *s)
+{
+    pthread_mutex_lock(&t->lock);
+    if (s->users > 0 && --s->users == 0 && strmap_get(t->by_path, s->path) == s) {
+        strmap_remove(t->by_path, s->path);
+        s->detached = 1;
+        t->finishing++; /* its staged file stays until its last reference goes */
+    }
+    pthread_mutex_unlock(&t->lock);
 }
 
 /* Mark the entry changed; the first change after a commit is journaled (restart commits it). */
@@ -499,7 +516,7 @@ void staging_release(struct staging *t, struct staged *s)
     int last = --s->refs == 0;
     if (last && strmap_get(t->by_path, s->path) == s)
         strmap_remove(t->by_path, s->path); /* a gone entry has left it already */
-    t->finishing += last;
+    t->finishing += last && !s->detached;   /* a detached entry is counted already */
     pthread_mutex_unlock(&t->lock);
     if (!last)
         return;
