@@ -576,6 +576,26 @@ static void test_closed_entry_leaves_its_path(void)
     stack_close(&s);
 }
 
+/* An r+ entry taken off its path by its last close still reads its base version's objects
+ * until its release: the collector keeps them (staging_root_in_use). */
+static void test_closed_change_keeps_its_base(void)
+{
+    struct stack s;
+    struct staged *h = NULL;
+    char root[SCHEMA_ID_BUF];
+    stack_open(&s, "closed-change");
+    rig_commit(&s.r, "/home/u/k.h5", 7, root);
+    CHECK_INT(staging_open(s.t, "/home/u/k.h5", root, 0, &h), 0);
+    CHECK_INT(staging_write(s.t, h, "x", 1, 0), 1); /* its overlay now reads the base */
+    staging_close(s.t, h);
+    CHECK(staging_find(s.t, "/home/u/k.h5") == NULL);
+    CHECK_INT(staging_root_in_use(s.t, root), 1);
+    staging_release(s.t, h);
+    CHECK_INT(staging_root_in_use(s.t, root), 0);
+    gc_drain(s.r.gc);
+    stack_close(&s);
+}
+
 int main(void)
 {
     rig_setup("staging");
@@ -583,6 +603,7 @@ int main(void)
     test_failed_commit_keeps_bytes();
     test_truncate_and_rejected();
     test_closed_entry_leaves_its_path();
+    test_closed_change_keeps_its_base();
     test_empty_drops_uncommitted();
     test_unlink_drops_entry();
     test_rename_commits_under_new_name();
