@@ -21,11 +21,10 @@
  * (except on a new entry nobody else can have locked yet). */
 struct staged {
     pthread_mutex_t lock; /* serialises its writes, truncates, commits and record */
-    unsigned refs;        /* guarded by the table's lock, as are path, root, users and
-                                 detached */
+    unsigned refs;        /* guarded by the table's lock, as are the next five */
     unsigned users;       /* opens (staging_open) whose staging_close has not come */
     int detached;         /* left the table at its last user's close (staging_close) */
-    struct staged *next_detached, *prev_detached; /* the table's detached list */
+    struct staged *next_detached, *prev_detached; /* the table's list of detached entries */
     char *path;                                   /* the key in the table */
     char root[SCHEMA_ID_BUF]; /* the root it edits, for the collector's question */
     int fd;
@@ -276,8 +275,9 @@ int staging_open(struct staging *t, const char *path, const char *root, int trun
     if (s) {
         s->refs++;
         s->users++;
-    } else
+    } else {
         rc = staged_create(t, path, root, truncate, &s);
+    }
     pthread_mutex_unlock(&t->lock);
     if (rc != 0)
         return rc;
