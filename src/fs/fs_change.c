@@ -12,44 +12,32 @@ static void reply_erofs(fuse_req_t req)
     fuse_reply_err(req, EROFS);
 }
 
-/* Whether a handle of s has not seen its last close yet. A closed writer's release comes
- * after its close() returned, so its staged entry outlives it for a while. */
-static int staged_has_open_writer(struct fs *fs, const struct staged *s)
-{
-    int open = 0;
-    pthread_mutex_lock(&fs->handles_lock);
-    for (struct fs_handle *h = fs->handles.next; h != &fs->handles && !open; h = h->next) {
-        const struct fs_file *f = (const struct fs_file *)h;
-        open = h->dispose == fs_file_dispose && f->stg == s && !f->closed;
-    }
-    pthread_mutex_unlock(&fs->handles_lock);
-    return open;
-}
-
 /*
- * A truncate without a handle. When the path has a staged entry that a writer still has open,
- * that writer owns the change: the staged file is truncated and its close commits it.
- * Otherwise (truncate(2) of a domain nobody writes, or whose writers all closed it) the
- * truncate is a change by itself: staged, committed, and its commit's error is the caller's.
+ * A truncate without a handle. When the path has a staged entry, a writer has it open (its
+ * last close takes it off the path, staging_close, before close() returns): that writer owns
+ * the change, the staged file is truncated and its close commits it. Otherwise (truncate(2) of
+ * a domain nobody writes, or whose writers all closed it, released or not) the truncate is a
+ * change by itself: staged, committed, and its commit's error is the caller's.
  */
 static int truncate_path(struct fs *fs, const char *path, const struct ns_info *info, uint64_t size)
 {
     struct staged *s = fs->staging ? staging_find(fs->staging, path) : NULL;
     int rc = fs_check_open(fs, info, O_WRONLY);
-    if (s && staged_has_open_writer(fs, s)) {
+    if (s) {
         if (rc == 0)
             rc = staging_truncate(fs->staging, s, size);
         staging_release(fs->staging, s);
         return rc;
     }
-    if (rc == 0 && !s)
-        rc = staging_open(fs->staging, path, info->root[0] ? info->root : NULL, size == 0, &s);
     if (rc == 0)
-        rc = staging_truncate(fs->staging, s, size);
+        rc = staging_open(fs->staging, path, info->root[0] ? info->root : NULL, size == 0, &s);
+    if (rc != 0)
+        return rc;
+    rc = staging_truncate(fs->staging, s, size);
     if (rc == 0)
         rc = staging_commit(fs->staging, s);
-    if (s)
-        staging_release(fs->staging, s);
+    staging_close(fs->staging, s);
+    staging_release(fs->staging, s);
     return rc;
 }
 
@@ -336,6 +324,7 @@ static int create_file(struct fs *fs, const struct caller *c, const char *path, 
     rc = domops_may_create(fs->ops, caller_user(c), path);
     if (rc == 0)
         rc = staging_open(fs->staging, path, NULL, 1, &f->stg);
+    f->stg_opened = rc == 0;
     if (rc == 0)
         rc = fs_remember_creator(fs, c, path);
     if (rc == 0) {

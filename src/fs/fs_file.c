@@ -38,10 +38,19 @@ struct fs_file *fs_file_new(void)
     return f;
 }
 
+/* f had its last close: its staged entry no longer counts it as open (staging_close), so
+ * that after the last writer's close() the path is the bucket's, whenever the release comes. */
+void fs_file_closed(struct fs *fs, struct fs_file *f)
+{
+    if (!atomic_exchange(&f->closed, 1) && f->stg && f->stg_opened)
+        staging_close(fs->staging, f->stg);
+}
+
 void fs_file_free(struct fs *fs, struct fs_file *f)
 {
     if (!f)
         return;
+    fs_file_closed(fs, f); /* a handle whose close never came (a failed open reply, unmount) */
     holders_destroy(&f->holders);
     fs_handle_untrack(fs, &f->link);
     if (f->stg)
@@ -102,9 +111,12 @@ int fs_open_file(struct fs *fs, const char *path, const struct ns_info *info, ui
     }
     if (info->kind == NS_VIEW)
         return fs_zarr_read(fs, path, &f->text, &f->text_len);
-    if (open_for_writing(flags))
-        return staging_open(fs->staging, path, info->root[0] ? info->root : NULL,
-                            (flags & O_TRUNC) != 0, &f->stg);
+    if (open_for_writing(flags)) {
+        int rc = staging_open(fs->staging, path, info->root[0] ? info->root : NULL,
+                              (flags & O_TRUNC) != 0, &f->stg);
+        f->stg_opened = rc == 0;
+        return rc;
+    }
     if (version == INODE_STAGED) {
         f->stg = fs->staging ? staging_find(fs->staging, path) : NULL;
         return f->stg ? 0 : -ESTALE;
@@ -339,13 +351,16 @@ void op_write(fuse_req_t req, fuse_ino_t ino, const char *buf, size_t size, off_
         fuse_reply_write(req, (size_t)n);
 }
 
-/* close() and fsync(): the moment a changed file becomes the domain. */
-static void reply_commit(fuse_req_t req, struct fuse_file_info *fi)
+/* close() and fsync(): the moment a changed file becomes the domain. A last close (closing)
+ * then leaves the path to the bucket before close() returns (fs_file_closed). */
+static void reply_commit(fuse_req_t req, struct fuse_file_info *fi, int closing)
 {
     struct fs *fs = fs_of(req);
     struct fs_file *f = (struct fs_file *)(uintptr_t)fi->fh;
     f->fresh = 0;
     int rc = f->stg ? staging_commit(fs->staging, f->stg) : 0;
+    if (closing)
+        fs_file_closed(fs, f);
     if (f->stg)
         notifier_drain(fs->notifier); /* a stat right after close() sees the new version */
     fuse_reply_err(req, -rc);
@@ -371,15 +386,14 @@ void op_flush(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
             fuse_reply_err(req, 0);
             return;
         }
-        f->closed = 1;
     }
-    reply_commit(req, fi);
+    reply_commit(req, fi, f->stg != NULL);
 }
 
 void op_fsync(fuse_req_t req, fuse_ino_t ino, int datasync, struct fuse_file_info *fi)
 {
     (void)ino, (void)datasync;
-    reply_commit(req, fi);
+    reply_commit(req, fi, 0);
 }
 
 void op_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)

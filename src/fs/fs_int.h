@@ -81,6 +81,7 @@ struct fs_file {
     struct holders holders; /* who may still hold a descriptor of it (see op_flush) */
     _Atomic int fresh;      /* opened, nothing done with it yet (see truncate_of_open) */
     _Atomic int closed;     /* its last close came; only the release is to come (op_flush) */
+    int stg_opened;         /* stg is an open of the entry (staging_open), closed with it */
     struct staged *stg;
     struct image *img;
     struct image_reader reader;
@@ -149,6 +150,7 @@ int fs_check_open(const struct fs *fs, const struct ns_info *info, int flags);
 void fs_file_dispose(struct fs *fs, struct fs_handle *link);
 struct fs_file *fs_file_new(void);
 void fs_file_free(struct fs *fs, struct fs_file *f);
+void fs_file_closed(struct fs *fs, struct fs_file *f);
 void fs_hand_out(struct fs *fs, struct fuse_file_info *fi, struct fs_file *f);
 void op_flush(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi);
 void op_fsync(fuse_req_t req, fuse_ino_t ino, int datasync, struct fuse_file_info *fi);

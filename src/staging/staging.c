@@ -20,9 +20,12 @@
 /* Lock order: the table's lock may be taken while holding an entry's, never the reverse
  * (except on a new entry nobody else can have locked yet). */
 struct staged {
-    pthread_mutex_t lock;     /* serialises its writes, truncates, commits and record */
-    unsigned refs;            /* guarded by the table's lock, as are path and root */
-    char *path;               /* the key in the table */
+    pthread_mutex_t lock; /* serialises its writes, truncates, commits and record */
+    unsigned refs;        /* guarded by the table's lock, as are the next five */
+    unsigned users;       /* opens (staging_open) whose staging_close has not come */
+    int detached;         /* left the table at its last user's close (staging_close) */
+    struct staged *next_detached, *prev_detached; /* the table's list of detached entries */
+    char *path;                                   /* the key in the table */
     char root[SCHEMA_ID_BUF]; /* the root it edits, for the collector's question */
     int fd;
     int broken;                    /* -errno: the entry could not be prepared */
@@ -53,7 +56,9 @@ struct staging {
     pthread_mutex_t lock; /* guards the map, every refs, and counts */
     struct staging_counts counts;
     struct strmap *by_path;
-    size_t finishing; /* left the map, their last commit and cleanup under way */
+    size_t finishing;        /* left the map, their last commit and cleanup under way */
+    struct staged *detached; /* entries staging_close took off their path, not yet released:
+                                their bases' objects are still read (staging_root_in_use) */
     struct commit_ctx commit;
     struct staging_hooks hooks;
 };
@@ -114,6 +119,7 @@ static int staged_create(struct staging *t, const char *path, const char *root, 
         return -ENOMEM;
     pthread_mutex_init(&s->lock, NULL);
     s->refs = 1;
+    s->users = 1;
     s->ctime = s->mtime = clock_wall();
     snprintf(s->root, sizeof s->root, "%s", root ? root : "");
     if (!(s->path = strdup(path))) {
@@ -266,10 +272,12 @@ int staging_open(struct staging *t, const char *path, const char *root, int trun
     pthread_mutex_lock(&t->lock);
     struct staged *s = strmap_get(t->by_path, path);
     int rc = 0, created = !s;
-    if (s)
+    if (s) {
         s->refs++;
-    else
+        s->users++;
+    } else {
         rc = staged_create(t, path, root, truncate, &s);
+    }
     pthread_mutex_unlock(&t->lock);
     if (rc != 0)
         return rc;
@@ -280,11 +288,43 @@ int staging_open(struct staging *t, const char *path, const char *root, int trun
         rc = join_entry(t, s, truncate);
     }
     if (rc != 0) {
+        staging_close(t, s);
         staging_release(t, s);
         return rc;
     }
     *out = s;
     return 0;
+}
+
+/* Under the table's lock. */
+static void detach_locked(struct staging *t, struct staged *s)
+{
+    strmap_remove(t->by_path, s->path);
+    s->detached = 1;
+    s->next_detached = t->detached;
+    if (t->detached)
+        t->detached->prev_detached = s;
+    t->detached = s;
+    t->finishing++; /* its staged file stays until its last reference goes */
+}
+
+/* Under the table's lock, at the entry's last release. */
+static void undetach_locked(struct staging *t, struct staged *s)
+{
+    if (s->prev_detached)
+        s->prev_detached->next_detached = s->next_detached;
+    else
+        t->detached = s->next_detached;
+    if (s->next_detached)
+        s->next_detached->prev_detached = s->prev_detached;
+}
+
+void staging_close(struct staging *t, struct staged *s)
+{
+    pthread_mutex_lock(&t->lock);
+    if (s->users > 0 && --s->users == 0 && strmap_get(t->by_path, s->path) == s)
+        detach_locked(t, s);
+    pthread_mutex_unlock(&t->lock);
 }
 
 /* Mark the entry changed; the first change after a commit is journaled (restart commits it). */
@@ -499,7 +539,9 @@ void staging_release(struct staging *t, struct staged *s)
     int last = --s->refs == 0;
     if (last && strmap_get(t->by_path, s->path) == s)
         strmap_remove(t->by_path, s->path); /* a gone entry has left it already */
-    t->finishing += last;
+    t->finishing += last && !s->detached;   /* a detached entry is counted already */
+    if (last && s->detached)
+        undetach_locked(t, s);
     pthread_mutex_unlock(&t->lock);
     if (!last)
         return;
@@ -642,6 +684,8 @@ int staging_root_in_use(struct staging *t, const char *root)
     struct root_walk w = { root, 0 };
     pthread_mutex_lock(&t->lock);
     strmap_filter(t->by_path, uses_root, &w);
+    for (struct staged *s = t->detached; s && !w.found; s = s->next_detached)
+        uses_root(s->path, s, &w);
     pthread_mutex_unlock(&t->lock);
     return w.found;
 }

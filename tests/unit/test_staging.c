@@ -534,12 +534,76 @@ static void test_recovery_keeps_a_write_into_a_small_chunk(void)
     stack_close(&s);
 }
 
+/* The last open's close takes the entry off its path though a reference (the kernel's
+ * release, held back) remains: the path is free for a new entry, and the old one is
+ * finished (its rejected bytes kept) only at its last release. */
+static void test_closed_entry_leaves_its_path(void)
+{
+    struct stack s;
+    struct staged *a = NULL, *b = NULL, *c = NULL;
+    char **names = NULL;
+    size_t n = 0;
+    stack_open(&s, "closed");
+    CHECK_INT(staging_open(s.t, "/home/u/c.h5", NULL, 1, &a), 0);
+    CHECK_INT(staging_open(s.t, "/home/u/c.h5", NULL, 0, &b), 0);
+    CHECK_INT(staging_write(s.t, a, "not hdf5", 8, 0), 8);
+    CHECK_INT(staging_commit(s.t, a), -EINVAL);
+    staging_close(s.t, a);
+    struct staged *found = staging_find(s.t, "/home/u/c.h5");
+    CHECK(found == a); /* b is still open */
+    if (found)
+        staging_release(s.t, found);
+    staging_close(s.t, b);
+    CHECK(staging_find(s.t, "/home/u/c.h5") == NULL);
+    CHECK_INT(staging_children(s.t, "/home/u", &names, &n), 0);
+    CHECK_INT(n, 0);
+    free(names);
+    CHECK_INT(counts_of(&s).open, 1); /* its staged file is still there */
+    CHECK_INT(staging_open(s.t, "/home/u/c.h5", NULL, 1, &c), 0);
+    CHECK(c != NULL && c != a); /* a new entry, empty */
+    CHECK_INT(staging_is_new(c), 1);
+    CHECK_INT(counts_of(&s).open, 2);
+    staging_release(s.t, a);
+    CHECK_INT(files_in(&s, "rejected"), 0);
+    staging_release(s.t, b); /* the release: the rejected bytes are kept now */
+    CHECK_INT(files_in(&s, "rejected"), 1);
+    CHECK_INT(counts_of(&s).open, 1);
+    staging_close(s.t, c);
+    staging_release(s.t, c);
+    CHECK_INT(counts_of(&s).open, 0);
+    CHECK_INT(files_in(&s, "staging"), 0);
+    CHECK_INT(files_in(&s, "journal"), 0);
+    stack_close(&s);
+}
+
+/* An r+ entry taken off its path by its last close still reads its base version's objects
+ * until its release: the collector keeps them (staging_root_in_use). */
+static void test_closed_change_keeps_its_base(void)
+{
+    struct stack s;
+    struct staged *h = NULL;
+    char root[SCHEMA_ID_BUF];
+    stack_open(&s, "closed-change");
+    rig_commit(&s.r, "/home/u/k.h5", 7, root);
+    CHECK_INT(staging_open(s.t, "/home/u/k.h5", root, 0, &h), 0);
+    CHECK_INT(staging_write(s.t, h, "x", 1, 0), 1); /* its overlay now reads the base */
+    staging_close(s.t, h);
+    CHECK(staging_find(s.t, "/home/u/k.h5") == NULL);
+    CHECK_INT(staging_root_in_use(s.t, root), 1);
+    staging_release(s.t, h);
+    CHECK_INT(staging_root_in_use(s.t, root), 0);
+    gc_drain(s.r.gc);
+    stack_close(&s);
+}
+
 int main(void)
 {
     rig_setup("staging");
     test_new_file_commits_at_last_close();
     test_failed_commit_keeps_bytes();
     test_truncate_and_rejected();
+    test_closed_entry_leaves_its_path();
+    test_closed_change_keeps_its_base();
     test_empty_drops_uncommitted();
     test_unlink_drops_entry();
     test_rename_commits_under_new_name();

@@ -52,6 +52,16 @@ void staging_free(struct staging *t);
  */
 int staging_open(struct staging *t, const char *path, const char *root, int truncate,
                  struct staged **out);
+/*
+ * One open of the entry (staging_open) had its last close. When no open is left, the entry
+ * leaves the table at once, though references remain (the kernel's release of a closed file
+ * comes after close() returned, and may be held back by a process that inherited the
+ * descriptor): from then on the path is what the bucket has, as after the release:
+ * staging_find and staging_children no longer see it, a new open stages afresh. The entry is
+ * finished (staging_release) at its last reference, as before; the writes its handles may
+ * still send go to it and are committed under its path. Each open is closed at most once.
+ */
+void staging_close(struct staging *t, struct staged *s);
 /* The entry of path if one exists (a reference), else NULL. */
 struct staged *staging_find(struct staging *t, const char *path);
 /* Drop a reference; the last one of an entry commits what is still uncommitted and removes
