@@ -577,10 +577,28 @@ static void discard_locked(struct staging *t, struct staged *s)
     s->dirty = s->torn = s->rejected = 0;
 }
 
+/* A reference to the entry of path that its last close took off the table but whose release
+ * has not come, or NULL. Its change may still be committed at that release (a last close whose
+ * commit failed is tried again; writes through a descriptor a child inherited), so a removal or
+ * rename of its path must reach it as it reaches an entry on the table. */
+static struct staged *find_detached(struct staging *t, const char *path)
+{
+    pthread_mutex_lock(&t->lock);
+    struct staged *s = t->detached;
+    while (s && strcmp(s->path, path) != 0)
+        s = s->next_detached;
+    if (s)
+        s->refs++;
+    pthread_mutex_unlock(&t->lock);
+    return s;
+}
+
 int staging_unlink(struct staging *t, const char *path,
                    int (*remove)(void *ctx, const char *path, int fresh), void *ctx)
 {
     struct staged *s = staging_find(t, path);
+    if (!s)
+        s = find_detached(t, path);
     if (!s)
         return remove(ctx, path, 0);
     pthread_mutex_lock(&s->lock);
@@ -725,13 +743,14 @@ static int move_entry(struct staging *t, struct staged *s, size_t from_len, cons
     *domain = NULL;
     if (asprintf(&key, "%s%s", to, s->path + from_len) < 0)
         return -ENOMEM;
-    if (!(*domain = strdup(key)) || strmap_put(t->by_path, key, s, NULL) != 0) {
+    if (!(*domain = strdup(key)) || (!s->detached && strmap_put(t->by_path, key, s, NULL) != 0)) {
         free(*domain);
         *domain = NULL;
         free(key);
         return -ENOMEM;
     }
-    strmap_remove(t->by_path, s->path);
+    if (!s->detached) /* a detached entry is on the table's list, not in its map */
+        strmap_remove(t->by_path, s->path);
     free(s->path);
     s->path = key;
     s->refs++;
@@ -760,6 +779,8 @@ void staging_rename(struct staging *t, const char *from, const char *to)
     char **domains = NULL;
     pthread_mutex_lock(&t->lock);
     strmap_filter(t->by_path, at_or_below, &w);
+    for (struct staged *d = t->detached; d; d = d->next_detached)
+        at_or_below(d->path, d, &w); /* their release may still commit them: under the new name */
     if (w.n && !(domains = calloc(w.n, sizeof *domains)))
         w.rc = -ENOMEM;
     for (size_t i = 0; w.rc == 0 && i < w.n; i++)

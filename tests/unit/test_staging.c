@@ -596,6 +596,46 @@ static void test_closed_change_keeps_its_base(void)
     stack_close(&s);
 }
 
+/* A last close whose commit failed leaves a detached entry that its release tries again: an
+ * unlink of its path in between drops it (else the release would store what was just
+ * removed), and a rename of its folder takes it along (else it would be stored at the old
+ * path). */
+static void test_unlink_and_rename_reach_a_closed_entry(void)
+{
+    struct stack s;
+    struct staged *h = NULL, *g = NULL;
+    char root[SCHEMA_ID_BUF];
+    size_t len;
+    unsigned char *bytes = rig_h5_bytes(11, &len);
+    struct removal yes = { .answer = 0 };
+    unsigned domain_puts = FAULTY_MASK(FAULTY_PUT) | FAULTY_MASK(FAULTY_PUT_IF);
+    stack_open(&s, "closed_ns");
+    CHECK_INT(staging_open(s.t, "/home/u/gone.h5", NULL, 1, &h), 0);
+    CHECK_INT(staging_open(s.t, "/home/u/d/moved.h5", NULL, 1, &g), 0);
+    CHECK_INT(write_all(&s, h, bytes, len), 0);
+    CHECK_INT(write_all(&s, g, bytes, len), 0);
+    rig_add_rule(s.r.st, domain_puts, RIG_DOMAIN_KEYS, FAULTY_FAIL, -EIO);
+    CHECK_INT(staging_commit(s.t, h), -EIO); /* the last close's error */
+    CHECK_INT(staging_commit(s.t, g), -EIO);
+    staging_close(s.t, h);
+    staging_close(s.t, g);
+    store_faulty_clear(s.r.st);
+    CHECK_INT(staging_unlink(s.t, "/home/u/gone.h5", remove_in_bucket, &yes), 0);
+    CHECK_INT(yes.calls, 1);
+    CHECK_INT(yes.fresh, 1);
+    staging_rename(s.t, "/home/u/d", "/home/u/e");
+    staging_release(s.t, h); /* the releases */
+    staging_release(s.t, g);
+    rig_named_root(s.r.mem, "/home/u/gone.h5", root);
+    CHECK_STR(root, "");
+    rig_named_root(s.r.mem, "/home/u/d/moved.h5", root);
+    CHECK_STR(root, "");
+    CHECK(domain_holds(&s, "/home/u/e/moved.h5", 11));
+    CHECK_INT(files_in(&s, "journal"), 0);
+    free(bytes);
+    stack_close(&s);
+}
+
 int main(void)
 {
     rig_setup("staging");
@@ -604,6 +644,7 @@ int main(void)
     test_truncate_and_rejected();
     test_closed_entry_leaves_its_path();
     test_closed_change_keeps_its_base();
+    test_unlink_and_rename_reach_a_closed_entry();
     test_empty_drops_uncommitted();
     test_unlink_drops_entry();
     test_rename_commits_under_new_name();
