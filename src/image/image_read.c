@@ -291,6 +291,12 @@ static void policy_drop(void *ctx, uint32_t dset, uint64_t chunk)
     chunk_cache_drop(p->r->cache, key);
 }
 
+static uint64_t page_size(void)
+{
+    long page = sysconf(_SC_PAGESIZE);
+    return page > 0 ? (uint64_t)page : 4096;
+}
+
 static struct readahead_io policy_io(struct policy_ctx *p)
 {
     struct readahead_io io = { .ctx = p,
@@ -300,6 +306,7 @@ static struct readahead_io policy_io(struct policy_ctx *p)
                                .drop = policy_drop };
     io.segs = extent_segments(p->img->map, &io.n_segs);
     io.cache_capacity = chunk_cache_capacity(p->r->cache);
+    io.page = page_size();
     return io;
 }
 
@@ -329,7 +336,7 @@ ssize_t image_read(struct image *img, struct image_reader *r, uint64_t off, void
         const struct segment *s = &segs[i++];
         uint64_t n = s->off + s->len - pos < len - done ? s->off + s->len - pos : len - done;
         if (s->kind == SEGMENT_CHUNK && first_chunk && r->prefetch) {
-            readahead_follow(r, &io, i - 1, sequential);
+            readahead_follow(r, &io, readahead_subject(&io, i - 1, off, len), sequential);
             first_chunk = 0; /* once per read */
         }
         if (s->kind == SEGMENT_BYTES)
@@ -460,7 +467,7 @@ int image_read_pieces(struct image *img, struct image_reader *r, uint64_t off, s
             add_piece(p, s->u.bytes + (pos - s->off), n);
         } else {
             if (first_chunk && r->prefetch)
-                readahead_follow(r, &io, i - 1, sequential);
+                readahead_follow(r, &io, readahead_subject(&io, i - 1, off, len), sequential);
             first_chunk = 0; /* once per read */
             struct chunk_entry *e;
             if (hold_chunk(img, r, s, &e) != 0) {

@@ -260,6 +260,17 @@ int readahead_access(struct image_reader *r, uint64_t off, size_t len, uint64_t 
     return sequential;
 }
 
+size_t readahead_subject(const struct readahead_io *io, size_t seg, uint64_t off, size_t len)
+{
+    const struct segment *s = &io->segs[seg];
+    uint64_t page = io->page ? io->page : 1, first_page_end = off - off % page + page;
+    uint64_t seg_end = s->off + s->len;
+    if (seg_end <= first_page_end && seg_end < off + len && seg + 1 < io->n_segs &&
+        io->segs[seg + 1].kind == SEGMENT_CHUNK && io->segs[seg + 1].off < off + len)
+        return seg + 1;
+    return seg;
+}
+
 /* Sequential reads that move into another chunk widen the window. Reads of metadata alone do
  * not (an open reads the metadata in order, and chunks fetched for it were fetched for
  * nobody), nor do reads within one chunk (a column of a chunk is read through all of it). */
@@ -306,8 +317,9 @@ void readahead_read_through(struct image_reader *r, const struct readahead_io *i
     const struct segment *s = &io->segs[seg];
     struct image_through *t = find_through(r, seg);
     if (!t) {
-        if (run_from >= s->off)
-            return; /* a jump landed in it */
+        uint64_t page = io->page ? io->page : 1;
+        if (run_from + page > s->off)
+            return; /* a jump landed in it, or in the page its first byte lies in */
         t = &r->through[atomic_fetch_add(&r->through_next, 1) % IMAGE_THROUGH_SLOTS];
         t->seg = 0; /* the slot's last chunk, if unfinished, is given up */
         t->bytes = 0;
