@@ -224,8 +224,9 @@ static int copy_chunk(struct image *img, struct image_reader *r, const struct se
  * begins in the last page of the chunk before it (readahead_subject): it takes a few bytes of
  * that chunk. Loading the chunk for them costs the GET of its whole object, and the READ waits
  * for it before the chunk it is about. When nothing holds or loads that chunk and its object
- * is its bytes as they are (an HSDS chunk with no filter), the bytes come from a ranged GET of
- * exactly them instead; they are served, not cached (they are no chunk).
+ * is its bytes as they are (an HSDS chunk with no filter), and the reader has shown no
+ * pattern yet (readahead_brush_by_range), the bytes come from a ranged GET of exactly them
+ * instead; they are served, not cached (they are no chunk).
  */
 static int brushable(struct image *img, struct image_reader *r, const struct segment *s)
 {
@@ -245,7 +246,8 @@ static size_t brushed(struct image *img, struct image_reader *r, const struct re
 {
     if (i >= io->n_segs || io->segs[i].kind != SEGMENT_CHUNK || io->segs[i].off > off)
         return io->n_segs;
-    if (readahead_subject(io, i, off, len) == i || !brushable(img, r, &io->segs[i]))
+    if (!readahead_brush_by_range(r) || readahead_subject(io, i, off, len) == i ||
+        !brushable(img, r, &io->segs[i]))
         return io->n_segs;
     return i;
 }

@@ -125,11 +125,13 @@ struct spread_room {
  * jump, so one that reads scattered boxes or columns is soon guessed as much as the bytes
  * allow (64 chunks by its ninth jump). Jumps, not misses, are counted: with the kernel's
  * parallel READs, the read that jumps often finds its chunk loading already. */
+#define JUMPS_BEFORE_GUESSES 3
+
 static uint64_t spread_chunks_allowed(unsigned jumps)
 {
-    if (jumps < 3)
+    if (jumps < JUMPS_BEFORE_GUESSES)
         return 0;
-    unsigned doublings = jumps - 3;
+    unsigned doublings = jumps - JUMPS_BEFORE_GUESSES;
     return 1ull << (doublings < IMAGE_SPREAD_DOUBLINGS ? doublings : IMAGE_SPREAD_DOUBLINGS);
 }
 
@@ -258,6 +260,11 @@ int readahead_access(struct image_reader *r, uint64_t off, size_t len, uint64_t 
     }
     *run_from = r->run_from;
     return sequential;
+}
+
+int readahead_brush_by_range(const struct image_reader *r)
+{
+    return r->jumps < JUMPS_BEFORE_GUESSES;
 }
 
 size_t readahead_subject(const struct readahead_io *io, size_t seg, uint64_t off, size_t len)

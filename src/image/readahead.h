@@ -83,6 +83,13 @@ int readahead_access(struct image_reader *r, uint64_t off, size_t len, uint64_t 
  * begins in the last page of the chunk before it, in file order). */
 size_t readahead_subject(const struct readahead_io *io, size_t seg, uint64_t off, size_t len);
 
+/* Whether the few bytes a read takes of a chunk it only brushes (readahead_subject moved past
+ * it) are to be fetched alone, by a ranged GET, rather than by loading that chunk: while the
+ * reader has shown no pattern (fewer jumps than earn guesses), since a reader of two values
+ * would pay a whole chunk for a few bytes; not after, since a reader of columns or boxes goes
+ * on to read most chunks, the brushed one too, and the range would be a request more. */
+int readahead_brush_by_range(const struct image_reader *r);
+
 /* The chunk segment a read is about (readahead_subject; once per read; only for readers that
  * read ahead): queues read-ahead, lines and guesses through io. */
 void readahead_follow(struct image_reader *r, const struct readahead_io *io, size_t seg,

@@ -426,6 +426,22 @@ static void test_unaligned_chunks(void)
     chunk_bytes = 2u << 20;
 }
 
+/* The bytes a READ brushes are fetched by range while the reader has shown no pattern (two
+ * values: a chunk each, not two), and with the chunk once it jumps enough to earn guesses (a
+ * reader of columns reads that chunk too: a range would be one request more). */
+static void test_brushed_bytes_by_range_until_guesses(void)
+{
+    struct fake *f = fake_new(CACHE_DEFAULT);
+    open_file(f);
+    CHECK_INT(readahead_brush_by_range(&f->r), 1);
+    read_once(f, chunk_off(2, 2), 4096);
+    read_once(f, chunk_off(0, 5), 4096);
+    CHECK_INT(readahead_brush_by_range(&f->r), 1); /* two jumps */
+    read_once(f, chunk_off(4, 1), 4096);
+    CHECK_INT(readahead_brush_by_range(&f->r), 0); /* the third earns guesses */
+    free(f);
+}
+
 int main(void)
 {
     test_a_column_gets_its_line_from_its_second_chunk();
@@ -441,5 +457,6 @@ int main(void)
     test_a_full_queue_stops_asking();
     test_what_cannot_be_loaded_is_not_asked_for();
     test_unaligned_chunks();
+    test_brushed_bytes_by_range_until_guesses();
     return check_done("readahead");
 }
