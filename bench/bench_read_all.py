@@ -239,6 +239,16 @@ def write_gzip(f):
 WRITERS = {"meta": write_meta, "table": write_table, "float": write_float, "gzip": write_gzip}
 
 
+ROW_FILES = {"1": ["meta"], "2": ["table"], "3": ["table"], "4": ["float"], "5": ["gzip"],
+             "6": ["table"], "7": ["meta"], "8": []}
+
+
+def needed_files(rows):
+    """The native files the rows read, in WRITERS order (row 8 makes its own domain)."""
+    want = {f for r in rows for f in ROW_FILES[r]}
+    return [n for n in WRITERS if n in want]
+
+
 def stamp(path):
     st = path.stat()
     return f"{st.st_size}:{st.st_mtime_ns}"
@@ -393,10 +403,13 @@ class H5osfs:
     """One h5osfs daemon on a bucket (a local directory, or s3://NAME with store set), run by
     tests/integration/harness.py: started and checked at unmount as in the tests."""
 
-    def __init__(self, label, bucket, mnt, work, store=None, opts="", forget_images=False):
+    def __init__(self, label, bucket, mnt, work, store=None, opts="", forget_images=False,
+                 binary=None):
         """opts: more -o options; forget_images: every mount starts with no built file kept
-        in cache_dir (a machine that never opened the domain)."""
+        in cache_dir (a machine that never opened the domain); binary: another h5osfs than
+        BIN (--base)."""
         self.label, self.bucket, self.mnt, self.store = label, bucket, mnt, store
+        self.binary = binary or BIN
         self.log = work / "logs" / f"h5osfs-{label}.log"
         self.cache_dir = work / "cache" / label
         self.opts, self.forget_images = opts, forget_images
@@ -416,7 +429,7 @@ class H5osfs:
             opts += f",endpoint={self.store.endpoint}"
             env = dict(os.environ, **self.store.server.env())
         self.daemon = harness.Daemon(["-o", opts], self.bucket, self.mnt, self.log, env=env,
-                                     mount_timeout=30, binary=BIN)
+                                     mount_timeout=30, binary=self.binary)
 
     def unmount(self, exit_timeout=120, terminate=False):
         """harness's teardown (unmounted, exit status 0, no secret or sanitizer report in its
@@ -771,15 +784,21 @@ class Bench:
 
     def s3_contenders(self):
         if self.store is None:
-            self.store = Store(self.work, list(WRITERS), self.args.reload, self.args.server)
+            self.store = Store(self.work, needed_files(self.args.only), self.args.reload,
+                               self.args.server)
             self.s3 = H5osfs("S3", f"s3://{BUCKET}", self.work / "mnt" / "s3", self.work,
                              self.store, opts="bucket_images=write", forget_images=True)
             self.s3_built = H5osfs("S3-built", f"s3://{BUCKET}", self.work / "mnt" / "s3-built",
                                    self.work, self.store, opts="bucket_images=off",
                                    forget_images=True)
+            self.s3_base = None
+            if self.args.base:
+                self.s3_base = H5osfs("S3-base", f"s3://{BUCKET}", self.work / "mnt" / "s3-base",
+                                      self.work, self.store, opts="bucket_images=write",
+                                      forget_images=True, binary=self.args.base)
             self.s3fs = S3fs(self.work, self.store)
-            self.ros3 = [Ros3(self.store)]
-            if self.args.ros3_cache:
+            self.ros3 = [] if self.args.no_ros3 else [Ros3(self.store)]
+            if self.args.ros3_cache and not self.args.no_ros3:
                 self.ros3.append(Ros3(self.store, self.args.ros3_cache))
             self.gets = Gets(self.store, default_max_requests())
         return self.s3, self.s3fs, self.ros3, self.gets
@@ -792,7 +811,7 @@ class Bench:
 
     def close(self):
         for c in (self._local, getattr(self, "s3", None), getattr(self, "s3_built", None),
-                  getattr(self, "s3fs", None)):
+                  getattr(self, "s3_base", None), getattr(self, "s3fs", None)):
             if c is not None:
                 with contextlib.suppress(Exception):
                     c.unmount()
@@ -832,6 +851,8 @@ class Bench:
                     "s3fs": lambda: run_h5py(s3fs, wl, True, budget)}
         if first_open:
             measures["S3-built"] = lambda: run_h5py(self.s3_built, wl, True, budget)
+        if self.s3_base is not None:
+            measures["S3-base"] = lambda: run_h5py(self.s3_base, wl, True, budget)
         for r in ros3:
             measures[r.label] = lambda r=r: run_h5py(r, wl, True, budget)
         note = ""
@@ -842,6 +863,8 @@ class Bench:
         s3.unmount()
         s3fs.unmount()
         self.s3_built.unmount()
+        if self.s3_base is not None:
+            self.s3_base.unmount()
         if "GETs" in runs:
             g = runs["GETs"][0].extra
             note = (f"GETs: {g['objects']} objects, {g['bytes'] / 1e6:.0f} MB, "
@@ -849,7 +872,8 @@ class Bench:
         for mine, label in (("S3", title), ("S3-built", title + ", first open anywhere")):
             for other in runs if mine in runs else ():
                 if other not in ("S3", "S3-built"):
-                    goal = goals["ros3" if other.startswith("ros3") else other]
+                    goal = (NO_GOAL if other == "S3-base" else
+                            goals["ros3" if other.startswith("ros3") else other])
                     self.lines.append(Line(row, label, mine, runs[mine], other, runs[other],
                                            *goal, note=note if other == "GETs" else ""))
 
@@ -1059,6 +1083,12 @@ def parse_args():
     ap.add_argument("--ros3-cache", type=int, metavar="BYTES", default=64 << 20,
                     help="h5py chunk cache (rdcc_nbytes) of a second ros3 contender, one that "
                     "holds the chunks a selection needs; 0: none (default %(default)s)")
+    ap.add_argument("--no-ros3", action="store_true",
+                    help="leave out the ros3 contenders (minutes per row of columns or "
+                    "hyperslabs)")
+    ap.add_argument("--base", type=Path, metavar="BIN",
+                    help="another h5osfs binary (e.g. the commit before a change) run as "
+                    "contender S3-base, alternating with $H5OSFS_BIN on the S3 rows")
     ap.add_argument("--reload", action="store_true", help="upload the data to S3 again")
     ap.add_argument("--server", choices=("s3rver", "rgw"), default="s3rver",
                     help="the S3 server of the S3 rows: the test s3rver (default), or Ceph RGW "
@@ -1095,9 +1125,9 @@ def main():
     t_start = time.perf_counter()
     started = datetime.datetime.now()
     load_before = os.getloadavg()
-    for name in WRITERS:
+    for name in needed_files(args.only):
         make_native(work, name)
-    ingest(work, list(WRITERS))
+    ingest(work, needed_files(args.only))
     bench = Bench(args, work)
     try:
         if "8" in args.only:

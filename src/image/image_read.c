@@ -217,6 +217,63 @@ static int copy_chunk(struct image *img, struct image_reader *r, const struct se
     return rc;
 }
 
+/* ---- the part of a chunk a READ only brushes ---- */
+
+/*
+ * The kernel reads whole pages, and a READ that jumps to a chunk beginning inside a page
+ * begins in the last page of the chunk before it (readahead_subject): it takes a few bytes of
+ * that chunk. Loading the chunk for them costs the GET of its whole object, and the READ waits
+ * for it before the chunk it is about. When nothing holds or loads that chunk and its object
+ * is its bytes as they are (an HSDS chunk with no filter), and the reader has shown no
+ * pattern yet (readahead_brush_by_range), the bytes come from a ranged GET of exactly them
+ * instead; they are served, not cached (they are no chunk).
+ */
+static int brushable(struct image *img, struct image_reader *r, const struct segment *s)
+{
+    char key[64];
+    if (s->kind != SEGMENT_CHUNK || s->dset >= img->n_datasets)
+        return 0;
+    const struct image_dataset *ds = &img->datasets[s->dset];
+    if (ds->origin != ORIGIN_HSDS || !codec_is_copy(&ds->codec) || ds->chunk_bytes != s->len)
+        return 0;
+    chunk_cache_key(img, s, key, sizeof key);
+    return !chunk_cache_has(r->cache, key);
+}
+
+/* The index of the chunk segment a READ only brushes (see above), or n_segs when none. */
+static size_t brushed(struct image *img, struct image_reader *r, const struct readahead_io *io,
+                      size_t i, uint64_t off, size_t len)
+{
+    if (i >= io->n_segs || io->segs[i].kind != SEGMENT_CHUNK || io->segs[i].off > off)
+        return io->n_segs;
+    if (!readahead_brush_by_range(r) || readahead_subject(io, i, off, len) == i ||
+        !brushable(img, r, &io->segs[i]))
+        return io->n_segs;
+    return i;
+}
+
+/* n bytes at pos of chunk segment s by a ranged GET: 1 when out holds them; 0 when the chunk
+ * is to be loaded as ever (its object is missing: the fill value; or shorter than the chunk:
+ * the load says why); -EIO, for this READ alone. */
+static int read_brushed(struct image *img, const struct segment *s, uint64_t pos,
+                        unsigned char *out, uint64_t n)
+{
+    char key[STORE_KEY_MAX + 1];
+    struct store_buf got = { 0 };
+    const struct image_dataset *ds = &img->datasets[s->dset];
+    if (image_chunk_key(ds, s->u.chunk, key, sizeof key) != 0)
+        return -EIO;
+    int rc = store_get_range(img->store, key, pos - s->off, n, &got);
+    int whole = rc == 0 && got.len == n;
+    if (whole)
+        memcpy(out, got.data, n);
+    else if (rc != 0 && rc != -ENOENT)
+        log_error("%s: %s: chunk %s: bytes %" PRIu64 "-%" PRIu64 ": %s", img->domain_path, ds->path,
+                  key, pos - s->off, pos - s->off + n - 1, strerror(-rc));
+    store_buf_free(&got);
+    return rc != 0 && rc != -ENOENT ? -EIO : whole;
+}
+
 static void prefetch_done(void *ctx)
 {
     struct chunk_job *job = ctx;
@@ -291,6 +348,12 @@ static void policy_drop(void *ctx, uint32_t dset, uint64_t chunk)
     chunk_cache_drop(p->r->cache, key);
 }
 
+static uint64_t page_size(void)
+{
+    long page = sysconf(_SC_PAGESIZE);
+    return page > 0 ? (uint64_t)page : 4096;
+}
+
 static struct readahead_io policy_io(struct policy_ctx *p)
 {
     struct readahead_io io = { .ctx = p,
@@ -300,6 +363,7 @@ static struct readahead_io policy_io(struct policy_ctx *p)
                                .drop = policy_drop };
     io.segs = extent_segments(p->img->map, &io.n_segs);
     io.cache_capacity = chunk_cache_capacity(p->r->cache);
+    io.page = page_size();
     return io;
 }
 
@@ -314,9 +378,10 @@ ssize_t image_read(struct image *img, struct image_reader *r, uint64_t off, void
     int sequential = readahead_access(r, off, len, &from), first_chunk = 1;
     struct policy_ctx ctx = { img, r };
     struct readahead_io io = policy_io(&ctx);
-    size_t n_segs = io.n_segs, done = 0, i;
+    size_t n_segs = io.n_segs, done = 0, i = extent_find(img->map, off);
+    size_t brush = brushed(img, r, &io, i, off, len);
     const struct segment *segs = io.segs;
-    for (i = extent_find(img->map, off); done < len;) {
+    for (; done < len;) {
         uint64_t pos = off + done;
         unsigned char *out = (unsigned char *)buf + done;
         if (i >= n_segs || segs[i].off > pos) { /* a hole up to the next segment */
@@ -329,14 +394,17 @@ ssize_t image_read(struct image *img, struct image_reader *r, uint64_t off, void
         const struct segment *s = &segs[i++];
         uint64_t n = s->off + s->len - pos < len - done ? s->off + s->len - pos : len - done;
         if (s->kind == SEGMENT_CHUNK && first_chunk && r->prefetch) {
-            readahead_follow(r, &io, i - 1, sequential);
+            readahead_follow(r, &io, readahead_subject(&io, i - 1, off, len), sequential);
             first_chunk = 0; /* once per read */
         }
+        int got = i - 1 == brush ? read_brushed(img, s, pos, out, n) : 0;
+        if (got < 0)
+            return -EIO;
         if (s->kind == SEGMENT_BYTES)
             memcpy(out, s->u.bytes + (pos - s->off), n);
-        else if (copy_chunk(img, r, s, pos, out, n) != 0)
+        else if (got == 0 && copy_chunk(img, r, s, pos, out, n) != 0)
             return -EIO;
-        else
+        else if (got == 0)
             readahead_read_through(r, &io, i - 1, n, from);
         done += n;
     }
@@ -440,10 +508,12 @@ int image_read_pieces(struct image *img, struct image_reader *r, uint64_t off, s
     const struct segment *segs = extent_segments(img->map, &n_segs);
     if (count_pieces(segs, n_segs, i, off, len) > IMAGE_PIECES_MAX)
         return 0;
-    uint64_t from;
-    int sequential = readahead_access(r, off, len, &from), first_chunk = 1;
     struct policy_ctx ctx = { img, r };
     struct readahead_io io = policy_io(&ctx);
+    if (brushed(img, r, &io, i, off, len) != n_segs)
+        return 0; /* image_read copies: the brushed bytes have no home in the cache */
+    uint64_t from;
+    int sequential = readahead_access(r, off, len, &from), first_chunk = 1;
     for (uint64_t done = 0; done < len;) {
         uint64_t pos = off + done;
         if (i >= n_segs || segs[i].off > pos) {
@@ -460,7 +530,7 @@ int image_read_pieces(struct image *img, struct image_reader *r, uint64_t off, s
             add_piece(p, s->u.bytes + (pos - s->off), n);
         } else {
             if (first_chunk && r->prefetch)
-                readahead_follow(r, &io, i - 1, sequential);
+                readahead_follow(r, &io, readahead_subject(&io, i - 1, off, len), sequential);
             first_chunk = 0; /* once per read */
             struct chunk_entry *e;
             if (hold_chunk(img, r, s, &e) != 0) {

@@ -125,11 +125,13 @@ struct spread_room {
  * jump, so one that reads scattered boxes or columns is soon guessed as much as the bytes
  * allow (64 chunks by its ninth jump). Jumps, not misses, are counted: with the kernel's
  * parallel READs, the read that jumps often finds its chunk loading already. */
+#define JUMPS_BEFORE_GUESSES 3
+
 static uint64_t spread_chunks_allowed(unsigned jumps)
 {
-    if (jumps < 3)
+    if (jumps < JUMPS_BEFORE_GUESSES)
         return 0;
-    unsigned doublings = jumps - 3;
+    unsigned doublings = jumps - JUMPS_BEFORE_GUESSES;
     return 1ull << (doublings < IMAGE_SPREAD_DOUBLINGS ? doublings : IMAGE_SPREAD_DOUBLINGS);
 }
 
@@ -260,6 +262,22 @@ int readahead_access(struct image_reader *r, uint64_t off, size_t len, uint64_t 
     return sequential;
 }
 
+int readahead_brush_by_range(const struct image_reader *r)
+{
+    return r->jumps < JUMPS_BEFORE_GUESSES;
+}
+
+size_t readahead_subject(const struct readahead_io *io, size_t seg, uint64_t off, size_t len)
+{
+    const struct segment *s = &io->segs[seg];
+    uint64_t page = io->page ? io->page : 1, first_page_end = off - off % page + page;
+    uint64_t seg_end = s->off + s->len;
+    if (seg_end <= first_page_end && seg_end < off + len && seg + 1 < io->n_segs &&
+        io->segs[seg + 1].kind == SEGMENT_CHUNK && io->segs[seg + 1].off < off + len)
+        return seg + 1;
+    return seg;
+}
+
 /* Sequential reads that move into another chunk widen the window. Reads of metadata alone do
  * not (an open reads the metadata in order, and chunks fetched for it were fetched for
  * nobody), nor do reads within one chunk (a column of a chunk is read through all of it). */
@@ -306,8 +324,9 @@ void readahead_read_through(struct image_reader *r, const struct readahead_io *i
     const struct segment *s = &io->segs[seg];
     struct image_through *t = find_through(r, seg);
     if (!t) {
-        if (run_from >= s->off)
-            return; /* a jump landed in it */
+        uint64_t page = io->page ? io->page : 1;
+        if (run_from + page > s->off)
+            return; /* a jump landed in it, or in the page its first byte lies in */
         t = &r->through[atomic_fetch_add(&r->through_next, 1) % IMAGE_THROUGH_SLOTS];
         t->seg = 0; /* the slot's last chunk, if unfinished, is given up */
         t->bytes = 0;

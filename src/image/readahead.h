@@ -30,7 +30,8 @@
  *   1/IMAGE_SPREAD_UNUSED of it: a reader whose guesses go unused stops guessing.
  * - drops: a chunk whose every byte one sequential run read, a run that began before the
  *   chunk, is dropped (io->drop) once read through, however its reads were ordered; a run that
- *   began inside the chunk (a jump landed there) keeps it.
+ *   began inside the chunk or in the page its first byte lies in (a jump landed there) keeps
+ *   it.
  * - a full queue (io->queue < 0) stops the asking of that decision; nothing waits.
  * Several threads may call it for one reader at once: the fields are atomic, and a race can
  * only lose or repeat a request or a drop, never change a byte read.
@@ -58,6 +59,7 @@ struct readahead_dataset {
 struct readahead_io {
     const struct segment *segs; /* the file's segments, in file order */
     size_t n_segs;
+    uint64_t page;           /* the kernel's page: a READ begins on one and spans whole ones */
     uint64_t cache_capacity; /* bytes */
     void *ctx;
     /* Dataset dset: 0, or -1 when there is none. */
@@ -75,8 +77,21 @@ struct readahead_io {
  * *run_from: where the run it belongs to began (for readahead_read_through). */
 int readahead_access(struct image_reader *r, uint64_t off, size_t len, uint64_t *run_from);
 
-/* The first chunk segment a read touches (once per read; only for readers that read ahead):
- * queues read-ahead, lines and guesses through io. */
+/* The chunk segment a read of len bytes at off is about, given seg, the first segment it
+ * touches: seg, or the next when all the read takes of seg lies in its first page and it goes
+ * on past seg (a READ begins on a page, and a jump to a chunk that does not begin on one
+ * begins in the last page of the chunk before it, in file order). */
+size_t readahead_subject(const struct readahead_io *io, size_t seg, uint64_t off, size_t len);
+
+/* Whether the few bytes a read takes of a chunk it only brushes (readahead_subject moved past
+ * it) are to be fetched alone, by a ranged GET, rather than by loading that chunk: while the
+ * reader has shown no pattern (fewer jumps than earn guesses), since a reader of two values
+ * would pay a whole chunk for a few bytes; not after, since a reader of columns or boxes goes
+ * on to read most chunks, the brushed one too, and the range would be a request more. */
+int readahead_brush_by_range(const struct image_reader *r);
+
+/* The chunk segment a read is about (readahead_subject; once per read; only for readers that
+ * read ahead): queues read-ahead, lines and guesses through io. */
 void readahead_follow(struct image_reader *r, const struct readahead_io *io, size_t seg,
                       int sequential);
 

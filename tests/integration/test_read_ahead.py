@@ -231,3 +231,42 @@ def test_a_chunk_file_written_in_place_is_never_served_mixed(mount_bucket, table
         assert os.pread(fd, 4096, info.byte_offset) == old[:4096]   # the kernel's page
     finally:
         os.close(fd)
+
+
+def store_counts(m):
+    s = json.loads(m.path(".h5osfs-stats").read_text())["store"]
+    return s["requests"]["get"], s["bytes_read"]
+
+
+def test_a_jump_into_a_chunk_that_begins_inside_a_page(mount_bucket, bucket_copy, tmp_path):
+    """Chunks of 2,000,000 bytes (1000x1000 int16) lie one after the other, so most begin
+    inside a page, and the kernel's READ of a chunk's first value begins in the last page of
+    the chunk before it. Those few bytes come from a ranged GET, exactly the image's (read back
+    from the kernel's page cache), not from the GET of the whole 2 MB chunk before it (the
+    build before this test loaded both: 2 chunks for one value)."""
+    n, chunk = 3000, 1000
+    data = (np.arange(n * n, dtype=np.int64) % 32749).astype(np.int16).reshape(n, n)
+    src = tmp_path / "unaligned.h5"
+    with h5py.File(src, "w") as f:
+        f.create_dataset("t", data=data, chunks=(chunk, chunk))
+    writer = mount_bucket(bucket_copy, "-o", "user=test_user1")
+    writer.path(f"{HOME}/unaligned.h5").write_bytes(src.read_bytes())
+    writer.unmount()
+    m = mount_bucket(writer, "-o", "user=test_user1")
+    with h5py.File(m.path(f"{HOME}/unaligned.h5"), "r") as f:
+        t = f["t"]
+        offsets = {t.id.get_chunk_info(k).chunk_offset: t.id.get_chunk_info(k).byte_offset
+                   for k in range(t.id.get_num_chunks())}
+        start = offsets[(0, chunk)]             # chunk (0, 1)
+        assert start % 4096 != 0 and offsets[(0, 0)] + 2 * chunk * chunk == start
+        before_gets, before_bytes = store_counts(m)
+        before = stats(m)
+        assert t[0, chunk] == data[0, chunk]
+        settled(m)
+        got_gets, got_bytes = store_counts(m)
+        assert moved(before, stats(m), "misses") == 1       # one chunk loaded, not two
+        assert got_gets - before_gets == 2                  # and one ranged GET
+        assert 2 * chunk * chunk < got_bytes - before_bytes < 2 * chunk * chunk + 4096
+        # the brushed bytes (the end of chunk (0, 0)'s last row) are in the page cache now
+        assert np.array_equal(t[chunk - 1, :chunk], data[chunk - 1, :chunk])
+        assert np.array_equal(t[:], data)

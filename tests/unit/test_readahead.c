@@ -16,7 +16,10 @@
 
 #define GRID 6
 #define CHUNKS (GRID * GRID)
-#define CHUNK_BYTES (2u << 20)
+/* the chunk's size: 2 MiB, or (test_unaligned_chunks) one that puts chunks off page bounds */
+static uint64_t chunk_bytes = 2u << 20;
+#define CHUNK_BYTES chunk_bytes
+#define PAGE 4096u
 #define META_BYTES (64u << 10)
 #define READ_MAX (128u << 10)
 #define CACHE_DEFAULT (1ull << 30)
@@ -99,8 +102,8 @@ static struct fake *fake_new(uint64_t cache_bytes)
                                            .len = CHUNK_BYTES,
                                            .u.chunk = c,
                                            .kind = SEGMENT_CHUNK };
-    f->io = (struct readahead_io){ f->segs,      CHUNKS + 1,  cache_bytes, f,
-                                   fake_dataset, fake_cached, fake_queue,  fake_drop };
+    f->io = (struct readahead_io){ f->segs,      CHUNKS + 1,  PAGE,       cache_bytes, f,
+                                   fake_dataset, fake_cached, fake_queue, fake_drop };
     f->r.prefetch = (struct prefetcher *)f; /* any non-NULL: this reader reads ahead */
     f->queue_room = -1;
     return f;
@@ -127,7 +130,7 @@ static void read_once(struct fake *f, uint64_t off, uint64_t len)
         if (s->kind != SEGMENT_CHUNK || s->off + s->len <= off || s->off >= end)
             continue;
         if (first)
-            readahead_follow(&f->r, &f->io, i, sequential);
+            readahead_follow(&f->r, &f->io, readahead_subject(&f->io, i, off, len), sequential);
         first = 0;
         hold(f, s->u.chunk);
         uint64_t a = off > s->off ? off : s->off, b = end < s->off + s->len ? end : s->off + s->len;
@@ -394,6 +397,51 @@ static void test_what_cannot_be_loaded_is_not_asked_for(void)
     }
 }
 
+/* The kernel's READs of [off, off + len): whole pages, at most READ_MAX each. */
+static void read_pages(struct fake *f, uint64_t off, uint64_t len)
+{
+    uint64_t from = off - off % PAGE, to = (off + len + PAGE - 1) / PAGE * PAGE;
+    read_range(f, from, to - from);
+}
+
+/* Chunks of 2,000,000 bytes (the benchmark's table: 2000 x 500 int16), stored one after the
+ * other, begin inside a page: the READ that jumps to one begins in the last page of the chunk
+ * before it in file order. The policy follows the chunk the READ is about, not that one: a
+ * column gets its own line (it got the line left of it), and the chunks it jumped to are kept
+ * (each was dropped once read through, and loaded again by the next column in it). */
+static void test_unaligned_chunks(void)
+{
+    chunk_bytes = 2000000;
+    struct fake *f = fake_new(CACHE_DEFAULT);
+    open_file(f);
+    read_pages(f, chunk_off(0, 3), CHUNK_BYTES);
+    read_pages(f, chunk_off(1, 3), CHUNK_BYTES);
+    CHECK_STR(decisions(f), "A15 A21 A27 A33"); /* as with aligned chunks */
+    for (unsigned i = 2; i < GRID; i++)
+        read_pages(f, chunk_off(i, 3), CHUNK_BYTES);
+    CHECK_STR(decisions(f), ""); /* nothing dropped */
+    for (unsigned i = 0; i < GRID; i++)
+        CHECK_INT(f->cached[i * GRID + 3], 1);
+    free(f);
+    chunk_bytes = 2u << 20;
+}
+
+/* The bytes a READ brushes are fetched by range while the reader has shown no pattern (two
+ * values: a chunk each, not two), and with the chunk once it jumps enough to earn guesses (a
+ * reader of columns reads that chunk too: a range would be one request more). */
+static void test_brushed_bytes_by_range_until_guesses(void)
+{
+    struct fake *f = fake_new(CACHE_DEFAULT);
+    open_file(f);
+    CHECK_INT(readahead_brush_by_range(&f->r), 1);
+    read_once(f, chunk_off(2, 2), 4096);
+    read_once(f, chunk_off(0, 5), 4096);
+    CHECK_INT(readahead_brush_by_range(&f->r), 1); /* two jumps */
+    read_once(f, chunk_off(4, 1), 4096);
+    CHECK_INT(readahead_brush_by_range(&f->r), 0); /* the third earns guesses */
+    free(f);
+}
+
 int main(void)
 {
     test_a_column_gets_its_line_from_its_second_chunk();
@@ -408,5 +456,7 @@ int main(void)
     test_front_to_back_drops_what_it_read();
     test_a_full_queue_stops_asking();
     test_what_cannot_be_loaded_is_not_asked_for();
+    test_unaligned_chunks();
+    test_brushed_bytes_by_range_until_guesses();
     return check_done("readahead");
 }
