@@ -761,6 +761,10 @@ def at_least(x):
     return f">= {x}", lambda h, o, r: r is not None and r >= x
 
 
+# Issue 29 §2 set the sparse S3 rows' goal against plain GETs at 0.7 (on RGW); issue 9 had 0.8.
+SPARSE_GETS = at_least(0.7)
+
+
 FASTER = ("> 1 (faster)", lambda h, o, r: r is not None and r > 1)
 NO_GOAL = ("-", None)           # shown for comparison: the issue sets no goal against it
 
@@ -887,13 +891,13 @@ class Bench:
 
     def row2(self):
         self.cold_s3_row("2", "200 columns C[:, j], S3 cold", columns(),
-                         {"s3fs": FASTER, "ros3": FASTER, "GETs": at_least(0.8)}, np.int16)
+                         {"s3fs": FASTER, "ros3": FASTER, "GETs": SPARSE_GETS}, np.int16)
 
     def row3(self):
         self.warm_row("3", "200 columns C[:, j], local warm", columns(), at_least(0.7))
         self.warm_row("3", "200 rows C[i, :], local warm", rows(), at_least(0.7))
         self.cold_s3_row("3", "200 rows C[i, :], S3 cold", rows(),
-                         {"s3fs": FASTER, "ros3": FASTER, "GETs": at_least(0.8)}, np.int16)
+                         {"s3fs": FASTER, "ros3": FASTER, "GETs": SPARSE_GETS}, np.int16)
 
     def row4(self):
         self.cold_s3_row("4", "full read 1 GiB float32, S3 cold", full("float"),
@@ -910,7 +914,7 @@ class Bench:
         self.warm_row("6", "200 random unaligned hyperslabs, local warm", hyperslabs(),
                       at_least(0.9))
         self.cold_s3_row("6", "200 random unaligned hyperslabs, S3 cold", hyperslabs(),
-                         {"s3fs": FASTER, "ros3": FASTER, "GETs": at_least(0.8)}, np.int16)
+                         {"s3fs": FASTER, "ros3": FASTER, "GETs": SPARSE_GETS}, np.int16)
 
     def row7(self):
         for tool in (["h5ls", "-r"], ["h5dump", "-H"]):
