@@ -57,18 +57,23 @@ def moved(before, after, key):
     return after[key] - before[key]
 
 
+def write_table(mount_bucket, bucket_copy, tmp_path, name, n, chunk):
+    """A mount that wrote HOME/<name>.h5 with dataset <name>: n x n int16 in chunk x chunk
+    chunks (unmounted again); and the values."""
+    data = (np.arange(n * n, dtype=np.int64) % 32749).astype(np.int16).reshape(n, n)
+    src = tmp_path / f"{name}.h5"
+    with h5py.File(src, "w") as f:
+        f.create_dataset(name, data=data, chunks=(chunk, chunk))
+    writer = mount_bucket(bucket_copy, "-o", "user=test_user1")
+    writer.path(f"{HOME}/{name}.h5").write_bytes(src.read_bytes())
+    writer.unmount()
+    return writer, data
+
+
 @pytest.fixture
 def table_bucket(mount_bucket, bucket_copy, tmp_path):
     """A mount that wrote /table: (GRID*CHUNK)^2 int16 in CHUNK^2 chunks; and the values."""
-    n = GRID * CHUNK
-    data = (np.arange(n * n, dtype=np.int64) % 32749).astype(np.int16).reshape(n, n)
-    src = tmp_path / "table.h5"
-    with h5py.File(src, "w") as f:
-        f.create_dataset("table", data=data, chunks=(CHUNK, CHUNK))
-    writer = mount_bucket(bucket_copy, "-o", "user=test_user1")
-    writer.path(f"{HOME}/table.h5").write_bytes(src.read_bytes())
-    writer.unmount()
-    return writer, data
+    return write_table(mount_bucket, bucket_copy, tmp_path, "table", GRID * CHUNK, CHUNK)
 
 
 @pytest.fixture
@@ -245,16 +250,10 @@ def test_a_jump_into_a_chunk_that_begins_inside_a_page(mount_bucket, bucket_copy
     from the kernel's page cache), not from the GET of the whole 2 MB chunk before it (the
     build before this test loaded both: 2 chunks for one value)."""
     n, chunk = 3000, 1000
-    data = (np.arange(n * n, dtype=np.int64) % 32749).astype(np.int16).reshape(n, n)
-    src = tmp_path / "unaligned.h5"
-    with h5py.File(src, "w") as f:
-        f.create_dataset("t", data=data, chunks=(chunk, chunk))
-    writer = mount_bucket(bucket_copy, "-o", "user=test_user1")
-    writer.path(f"{HOME}/unaligned.h5").write_bytes(src.read_bytes())
-    writer.unmount()
+    writer, data = write_table(mount_bucket, bucket_copy, tmp_path, "unaligned", n, chunk)
     m = mount_bucket(writer, "-o", "user=test_user1")
     with h5py.File(m.path(f"{HOME}/unaligned.h5"), "r") as f:
-        t = f["t"]
+        t = f["unaligned"]
         offsets = {t.id.get_chunk_info(k).chunk_offset: t.id.get_chunk_info(k).byte_offset
                    for k in range(t.id.get_num_chunks())}
         start = offsets[(0, chunk)]             # chunk (0, 1)
