@@ -3,13 +3,10 @@
 #include "h5osfs/commit/versions.h"
 
 #include <errno.h>
-#include <signal.h>
-#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
-#include <unistd.h>
 
 #include <jansson.h>
 

@@ -2,7 +2,6 @@
 #include "h5osfs/domops/vmove.h"
 
 #include <errno.h>
-#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
