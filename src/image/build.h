@@ -56,7 +56,8 @@ struct builder {
     uint64_t dangling_refs;             /* references to objects not in the image, made null */
     char dangling_first[160];           /* the first of them: target and where */
     struct strmap *uri_index;           /* "dataset id\nkey" -> index + 1 into its uris */
-    char current_pool[SCHEMA_ID_BUF];   /* a ref-mode domain's pool, once checked ("" not yet) */
+    char pool_ok
+        [SCHEMA_ID_BUF]; /* the version pool the domain may name, once checked ("" not yet) */
     int unlisted; /* a root of more chunk objects than one listing page: datasets declare their
                    * whole grid, unlisted (build_dataset_chunks) */
 };

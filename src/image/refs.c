@@ -473,29 +473,20 @@ static const char *layout_pool(const json_t *lay)
     return hjson_text(json_object_get(json_object_get(lay, "h5osfs"), "pool"));
 }
 
-static int fetch_object(void *ctx, const char *key, size_t max, unsigned char **data, size_t *len)
-{
-    struct store_buf buf = { 0 };
-    int rc = store_get(ctx, key, max, &buf);
-    *data = buf.data;
-    *len = buf.len;
-    return rc;
-}
-
-/* claimed is a pool the domain being built may name (pool.h); a ref-mode domain's answer is
- * kept for the rest of the build. 0 or -EINVAL (why says why). */
+/* claimed is a pool the domain being built may name (pool.h). The answer is kept for the rest
+ * of the build: every pooled dataset would read the version list (and the domain object) again.
+ * 0 or -EINVAL (why says why). */
 static int pool_owned(struct builder *b, const char *claimed, char *why, size_t why_len)
 {
-    const struct schema_fetch fetch = { b->src->store, fetch_object };
-    int current = schema_is_versions_path(b->domain_path) != 1;
-    if (current && b->current_pool[0])
-        return strcmp(b->current_pool, claimed) == 0
+    const struct schema_fetch fetch = { b->src->store, store_get_bytes };
+    if (b->pool_ok[0])
+        return strcmp(b->pool_ok, claimed) == 0
                    ? 0
                    : why_reject(why, why_len, "pool %s is not the domain's (%s)", claimed,
-                                b->current_pool);
+                                b->pool_ok);
     int rc = schema_pool_check(b->domain_path, b->root_id, claimed, &fetch, why, why_len);
-    if (rc == 0 && current)
-        snprintf(b->current_pool, sizeof b->current_pool, "%s", claimed);
+    if (rc == 0)
+        snprintf(b->pool_ok, sizeof b->pool_ok, "%s", claimed);
     return rc;
 }
 

@@ -116,6 +116,15 @@ int store_get(struct store *st, const char *key, size_t max, struct store_buf *o
     return get_checked(st, key, 0, STORE_RANGE_TO_END, max, out);
 }
 
+int store_get_bytes(void *st, const char *key, size_t max, unsigned char **data, size_t *len)
+{
+    struct store_buf buf = { 0 };
+    int rc = store_get(st, key, max, &buf);
+    *data = buf.data;
+    *len = buf.len;
+    return rc;
+}
+
 int store_open_object(struct store *st, const char *key, int *fd, uint64_t *size)
 {
     *fd = -1;

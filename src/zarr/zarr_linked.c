@@ -18,15 +18,6 @@
 #define TABLE_CHUNK_MAX (256u << 20) /* as the image's REF_RANGE_MAX */
 #define VTABLE_URI_MAX 1024          /* a pooled entry's URI: a bucket and a key at most */
 
-static int fetch_object(void *ctx, const char *key, size_t max, unsigned char **data, size_t *len)
-{
-    struct store_buf buf = { 0 };
-    int rc = store_get(ctx, key, max, &buf);
-    *data = buf.data;
-    *len = buf.len;
-    return rc;
-}
-
 static int json_u64(const json_t *v, uint64_t *out)
 {
     if (!json_is_integer(v) || json_integer_value(v) < 0)
@@ -359,7 +350,7 @@ int zarr_pooled_array(struct store *store, const char *domain, const char *root_
     const char *pool =
         hjson_text(json_object_get(json_object_get(lay, SCHEMA_H5OSFS_MEMBER), "pool"));
     const char *table = hjson_text(json_object_get(lay, "chunk_table"));
-    const struct schema_fetch fetch = { store, fetch_object };
+    const struct schema_fetch fetch = { store, store_get_bytes };
     if (!pool || json_object_get(lay, "file_uri") || !table || schema_id_class(table) != 'd' ||
         strlen(pool) >= SCHEMA_ID_BUF)
         return WHY("a version's reference layout without its pool or chunk table");

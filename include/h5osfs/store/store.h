@@ -132,6 +132,9 @@ int store_posix_open(const char *dir, struct store **out);
 
 /* Whole object; -EFBIG if it is larger than max bytes. */
 int store_get(struct store *st, const char *key, size_t max, struct store_buf *out);
+/* store_get shaped as a fetch callback (schema/pool.h's struct schema_fetch): st is a struct
+ * store *; *data is malloc'd, the caller's to free. */
+int store_get_bytes(void *st, const char *key, size_t max, unsigned char **data, size_t *len);
 /* Bytes [off, off+len) (len may be STORE_RANGE_TO_END); a short result means end of object. */
 /* The object as an open read-only descriptor (*fd, O_CLOEXEC, the caller's to close) and its
  * size: the bytes a get would read, for a reader that hands them on without copying them
