@@ -154,8 +154,12 @@ static int settle_version(struct fs *fs, const char *path, uint64_t version, int
     *looked_up = NULL;
     if (version == INODE_STAGED || version == INODE_NO_VERSION)
         return 0;
-    if (!open_for_writing(flags) && (*looked_up = recent_find(fs->recent, version)) != NULL)
-        return 0;
+    if (!open_for_writing(flags) && (*looked_up = recent_find(fs->recent, version)) != NULL) {
+        if (!image_changed_in_store(*looked_up))
+            return 0;
+        image_put(*looked_up); /* it cannot be read whole any more: the path's version now */
+        *looked_up = NULL;
+    }
     uint64_t now;
     int rc = fs_resolve(fs, path, info, &now);
     return rc == 0 && now != version ? -ESTALE : rc;

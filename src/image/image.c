@@ -38,7 +38,8 @@ struct image *image_alloc(const struct image_source *src, const char *domain_pat
     img->store = src->store;
     img->domain_path = strdup(domain_path);
     img->map = extent_map_new();
-    if (!img->domain_path || !img->map) {
+    img->pins = chunk_pins_new();
+    if (!img->domain_path || !img->map || !img->pins) {
         image_put(img);
         return NULL;
     }
@@ -88,6 +89,7 @@ void image_put(struct image *img)
     free_omissions(img);
     image_chunk_states_free(&img->chunk_states);
     extent_map_free(img->map);
+    chunk_pins_free(img->pins);
     free(img->domain_path);
     free(img);
 }
@@ -95,6 +97,11 @@ void image_put(struct image *img)
 uint64_t image_size(const struct image *img)
 {
     return extent_size(img->map);
+}
+
+int image_changed_in_store(const struct image *img)
+{
+    return atomic_load(&img->changed_in_store);
 }
 
 uint64_t image_serial(const struct image *img)
@@ -534,7 +541,7 @@ int image_equal(const struct image *a, const struct image *b)
 {
     /* nothing tells whether HSDS rewrote one of its chunks in place since: a new version, so
      * no page the kernel or the chunk cache holds of the old one is served again */
-    if (a->unlisted || b->unlisted)
+    if (a->unlisted || b->unlisted || image_changed_in_store(a) || image_changed_in_store(b))
         return 0;
     if (!same_chunk_states(&a->chunk_states, &b->chunk_states))
         return 0;

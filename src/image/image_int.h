@@ -4,11 +4,13 @@
 #ifndef H5OSFS_IMAGE_INT_H
 #define H5OSFS_IMAGE_INT_H
 
+#include <stdatomic.h>
 #include <stdint.h>
 
 #include <hdf5.h>
 #include <jansson.h>
 
+#include "chunk_pins.h"
 #include "extent.h"
 #include "h5osfs/codec/codec.h"
 #include "h5osfs/image/image.h"
@@ -118,6 +120,11 @@ struct image {
     /* wall-clock time (s) the build began, before it read anything of the root: a chunk object
      * of an unlisted image with a later mtime was written after the writer's copy was made */
     double built_at;
+    /* the version of each chunk object the image served (chunk_pins.h) */
+    struct chunk_pins *pins;
+    /* a chunk object changed in the store since the image served it: this version can no
+     * longer be served whole, and the next open builds another (image_changed_in_store) */
+    atomic_int changed_in_store;
 };
 
 /* A chunk to load: which image, dataset and chunk (linear index in the grid). */
@@ -125,6 +132,7 @@ struct chunk_job {
     struct image *img;
     const struct image_dataset *ds;
     uint64_t linear;
+    int unpinned; /* the store's bytes as they are now, whatever the image served before */
 };
 
 /* Load a chunk of a *_REF dataset (refs.c) into buf (size = chunk_bytes). 0 or -EIO. */

@@ -51,11 +51,32 @@ static int decode_hsds(const struct chunk_job *job, const char *key, struct stor
     return 0;
 }
 
-/* What a file is known by: an in-place write changes its ctime, a replacement its inode. */
+/* What a file is known by: an in-place write changes its mtime, a replacement its inode. Not
+ * its ctime, which a hard link made or removed changes too: every commit of the domain links
+ * the chunks it keeps into its new root, and the collector unlinks the old root's. */
 static uint64_t file_stamp(const struct stat *sb)
 {
-    uint64_t ctime_ns = (uint64_t)sb->st_ctim.tv_sec * 1000000000u + (uint64_t)sb->st_ctim.tv_nsec;
-    return ctime_ns ^ ((uint64_t)sb->st_ino * 0x9E3779B97F4A7C15u);
+    uint64_t mtime_ns = (uint64_t)sb->st_mtim.tv_sec * 1000000000u + (uint64_t)sb->st_mtim.tv_nsec;
+    return mtime_ns ^ ((uint64_t)sb->st_ino * 0x9E3779B97F4A7C15u) ^ ((uint64_t)sb->st_size << 32);
+}
+
+/* The chunk object of job came with etag (CHUNK_PIN_ABSENT: it was missing): the same version
+ * as every earlier load of it for this image (chunk_pins.h), 0; else -ESTALE, logged, and the
+ * image is marked changed (readers answer EIO). */
+static int pin_chunk(const struct chunk_job *job, const char *key, uint64_t token)
+{
+    struct image *img = job->img;
+    if (job->unpinned)
+        return 0;
+    if (chunk_pins_check(img->pins, (uint32_t)(job->ds - img->datasets), job->linear, token) !=
+        -ESTALE)
+        return 0;
+    atomic_store(&img->changed_in_store, 1);
+    log_error("%s: %s: chunk %s: %s in the store since this version of the file served it: "
+              "its readers get EIO for it; the next open reads the new version",
+              img->domain_path, job->ds->path, key,
+              token == CHUNK_PIN_ABSENT ? "deleted" : "written");
+    return -ESTALE;
 }
 
 /* Chunks smaller than this are read into memory: a splice per piece costs more than a copy. */
@@ -71,14 +92,18 @@ static int open_chunk_file(const struct chunk_job *job, const char *key, size_t 
     if (!codec_is_copy(&job->ds->codec) || size < FILE_CHUNK_MIN)
         return 0;
     int fd;
-    uint64_t len;
-    int rc = store_open_object(job->img->store, key, &fd, &len);
+    struct store_stat st;
+    int rc = store_open_object(job->img->store, key, &fd, &st);
     if (rc == -ENOENT || rc != 0)
         return rc == -ENOENT ? rc : 0; /* another failure: the get says why */
     struct stat sb;
-    if (len != size || fstat(fd, &sb) != 0) {
+    if (st.size != size || fstat(fd, &sb) != 0) {
         close(fd);
         return 0;
+    }
+    if ((rc = pin_chunk(job, key, chunk_pin_token(st.etag))) != 0) {
+        close(fd);
+        return rc;
     }
     *file = (struct chunk_file){ fd, file_stamp(&sb) };
     return 1;
@@ -96,6 +121,11 @@ static int load_hsds(const struct chunk_job *job, size_t size, void **data, stru
         return 0;
     if (rc == 0)
         rc = store_get(job->img->store, key, size + size / 8 + 65536, &raw);
+    if ((rc == 0 || rc == -ENOENT) &&
+        pin_chunk(job, key, rc == 0 ? chunk_pin_token(raw.etag) : CHUNK_PIN_ABSENT) != 0) {
+        store_buf_free(&raw);
+        return -ESTALE;
+    }
     if (rc == -ENOENT) {
         unsigned char *buf = chunk_buffer(job, size);
         if (!buf)
@@ -108,7 +138,7 @@ static int load_hsds(const struct chunk_job *job, size_t size, void **data, stru
         if (rc == -EFBIG || rc == -EISDIR)
             log_error("%s: %s: chunk %s: %s", job->img->domain_path, ds->path, key,
                       rc == -EFBIG ? "larger than any encoding of the chunk" : "a directory");
-        return -EIO;
+        return rc == -ESTALE ? rc : -EIO; /* ESTALE: pin_chunk said why */
     }
     rc = decode_hsds(job, key, &raw, size, data);
     store_buf_free(&raw);
@@ -159,22 +189,24 @@ static int check_chunk_file(const struct image *img, const struct segment *s,
     return -EIO;
 }
 
-/* The cache entry of chunk segment s, held (chunk_entry_put when done). 0 or -EIO. */
+/* The cache entry of chunk segment s, held (chunk_entry_put when done). 0, -ESTALE (its object
+ * changed since the image served it: chunk_pins.h) or -EIO. */
 static int hold_chunk(struct image *img, struct image_reader *r, const struct segment *s,
                       struct chunk_entry **e)
 {
     char key[64];
     if (s->dset >= img->n_datasets)
         return -EIO;
-    struct chunk_job job = { img, &img->datasets[s->dset], s->u.chunk };
+    struct chunk_job job = { img, &img->datasets[s->dset], s->u.chunk, 0 };
     if (job.ds->origin == ORIGIN_POISON)
         return -EIO; /* logged once by the build; nothing to fetch (it may be huge) */
     if (job.ds->chunk_bytes != s->len)
         return -EIO; /* the driver declared what the table says: cannot happen */
     chunk_cache_key(img, s, key, sizeof key);
     struct chunk_found found;
-    if (chunk_cache_fetch(r->cache, key, s->len, load_chunk, &job, e, &found) != 0)
-        return -EIO;
+    int rc = chunk_cache_fetch(r->cache, key, s->len, load_chunk, &job, e, &found);
+    if (rc != 0)
+        return rc == -ESTALE ? rc : -EIO;
     if (found.spread_taken)
         readahead_taken(r, s->len);
     return 0;
@@ -201,11 +233,34 @@ static int read_chunk_file(const struct image *img, const struct segment *s, str
     return 0;
 }
 
+/* n bytes at from of chunk segment s as the store has them now, not through the cache and not
+ * pinned: what a writer's base reads of a chunk that changed (struct image_reader). */
+static int copy_unpinned(struct image *img, const struct segment *s, uint64_t from,
+                         unsigned char *out, uint64_t n)
+{
+    struct chunk_job job = { img, &img->datasets[s->dset], s->u.chunk, 1 };
+    void *data = NULL;
+    struct chunk_file file = { -1, 0 };
+    int rc = load_chunk(&job, s->len, &data, &file);
+    if (rc == 0 && data)
+        memcpy(out, (unsigned char *)data + (from - s->off), n);
+    else if (rc == 0)
+        rc = read_chunk_file(img, s, file, from - s->off, out, n);
+    free(data);
+    if (file.fd >= 0 && close(file.fd) != 0)
+        log_warn("%s: %s: chunk %" PRIu64 ": closing its file: %s", img->domain_path,
+                 img->datasets[s->dset].path, s->u.chunk, strerror(errno));
+    return rc == 0 ? 0 : -EIO;
+}
+
 static int copy_chunk(struct image *img, struct image_reader *r, const struct segment *s,
                       uint64_t from, unsigned char *out, uint64_t n)
 {
     struct chunk_entry *e;
-    if (hold_chunk(img, r, s, &e) != 0)
+    int held = hold_chunk(img, r, s, &e);
+    if (held == -ESTALE && r->writer_base)
+        return copy_unpinned(img, s, from, out, n);
+    if (held != 0)
         return -EIO;
     const unsigned char *data = chunk_entry_data(e);
     int rc = 0;
@@ -246,7 +301,7 @@ static size_t brushed(struct image *img, struct image_reader *r, const struct re
 {
     if (i >= io->n_segs || io->segs[i].kind != SEGMENT_CHUNK || io->segs[i].off > off)
         return io->n_segs;
-    if (!readahead_brush_by_range(r) || readahead_subject(io, i, off, len) == i ||
+    if (r->writer_base || !readahead_brush_by_range(r) || readahead_subject(io, i, off, len) == i ||
         !brushable(img, r, &io->segs[i]))
         return io->n_segs;
     return i;
@@ -265,6 +320,11 @@ static int read_brushed(struct image *img, const struct segment *s, uint64_t pos
         return -EIO;
     int rc = store_get_range(img->store, key, pos - s->off, n, &got);
     int whole = rc == 0 && got.len == n;
+    struct chunk_job job = { img, ds, s->u.chunk, 0 };
+    if (whole && pin_chunk(&job, key, chunk_pin_token(got.etag)) != 0) {
+        store_buf_free(&got);
+        return -EIO;
+    }
     if (whole)
         memcpy(out, got.data, n);
     else if (rc != 0 && rc != -ENOENT)
@@ -290,7 +350,7 @@ static int queue_load(struct image *img, struct image_reader *r, enum prefetch_k
     struct chunk_job *job = malloc(sizeof *job);
     if (!job)
         return -1;
-    *job = (struct chunk_job){ img, &img->datasets[dset], linear };
+    *job = (struct chunk_job){ img, &img->datasets[dset], linear, 0 };
     image_get(img);
     char key[64];
     struct segment s = { .dset = dset, .len = len, .u.chunk = linear };

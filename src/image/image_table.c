@@ -104,7 +104,7 @@ static struct image *lookup(struct image_table *t, const char *path, const char 
     struct image_slot *s = strmap_get(t->slots, path);
     if (s && strcmp(s->root, root) == 0) {
         image_get(s->img);
-        if (clock_monotonic() - s->built_at < fresh_for(t, s))
+        if (clock_monotonic() - s->built_at < fresh_for(t, s) && !image_changed_in_store(s->img))
             img = s->img;
         else
             *stale = s->img;

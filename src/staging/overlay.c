@@ -46,6 +46,7 @@ int overlay_new(struct image *base, const char *root, struct chunk_cache *cache,
     o->only_chunks_differ = -1;
     snprintf(o->root, sizeof o->root, "%s", root);
     o->reader.cache = cache;
+    o->reader.writer_base = 1;
     *out = o;
     return 0;
 }

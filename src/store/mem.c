@@ -103,6 +103,7 @@ static int mem_get(struct store *st, const char *key, uint64_t off, uint64_t len
         memcpy(out->data, o->data + off, (size_t)n);
     out->data[n] = '\0';
     out->len = (size_t)n;
+    memcpy(out->etag, o->st.etag, sizeof out->etag);
 out_unlock:
     pthread_rwlock_unlock(&m->lock);
     return rc;

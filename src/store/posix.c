@@ -114,7 +114,13 @@ static int px_get_fd(const struct posix_store *ps, const char *key, int fd, uint
         n = len;
     if (n > max || n >= SIZE_MAX)
         return -EFBIG;
-    return px_read(ps, key, fd, off, (size_t)n, out);
+    int rc = px_read(ps, key, fd, off, (size_t)n, out);
+    if (rc == 0) {
+        struct store_stat st;
+        px_fill_stat(&sb, &st);
+        memcpy(out->etag, st.etag, sizeof out->etag);
+    }
+    return rc;
 }
 
 static int px_get(struct store *st, const char *key, uint64_t off, uint64_t len, size_t max,
@@ -132,7 +138,7 @@ static int px_get(struct store *st, const char *key, uint64_t off, uint64_t len,
     return err;
 }
 
-static int px_open_object(struct store *st, const char *key, int *fd, uint64_t *size)
+static int px_open_object(struct store *st, const char *key, int *fd, struct store_stat *out)
 {
     const struct posix_store *ps = px(st);
     if (px_reserved(key))
@@ -147,7 +153,7 @@ static int px_open_object(struct store *st, const char *key, int *fd, uint64_t *
         return err;
     }
     *fd = f;
-    *size = (uint64_t)sb.st_size;
+    px_fill_stat(&sb, out);
     return 0;
 }
 

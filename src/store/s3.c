@@ -83,6 +83,7 @@ static int s3_get(struct store *st, const char *key, uint64_t off, uint64_t len,
         return rc;
     }
     *out = resp.body;
+    snprintf(out->etag, sizeof out->etag, "%s", resp.etag);
     return 0;
 }
 

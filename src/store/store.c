@@ -125,7 +125,7 @@ int store_get_bytes(void *st, const char *key, size_t max, unsigned char **data,
     return rc;
 }
 
-int store_open_object(struct store *st, const char *key, int *fd, uint64_t *size)
+int store_open_object(struct store *st, const char *key, int *fd, struct store_stat *out)
 {
     *fd = -1;
     int err = store_key_check(key);
@@ -135,8 +135,8 @@ int store_open_object(struct store *st, const char *key, int *fd, uint64_t *size
         return -EINVAL;
     if (!st->ops->open_object)
         return -EOPNOTSUPP;
-    int rc = st->ops->open_object(st, key, fd, size);
-    return counted(st, STORE_GET, rc, rc == 0 ? *size : 0, 0);
+    int rc = st->ops->open_object(st, key, fd, out);
+    return counted(st, STORE_GET, rc, rc == 0 ? out->size : 0, 0);
 }
 
 int store_get_range(struct store *st, const char *key, uint64_t off, uint64_t len,

@@ -238,6 +238,84 @@ def test_a_chunk_file_written_in_place_is_never_served_mixed(mount_bucket, table
         os.close(fd)
 
 
+@pytest.mark.posix_only(reason="only a local bucket's commits link chunk files")
+def test_a_chunk_file_linked_by_a_commit_is_still_served(mount_bucket, table_bucket):
+    """On a local bucket a commit keeps the chunks it did not change by hard-linking their files
+    into its new root, which changes their ctime, not their bytes: a reader of the version
+    before, half way through such a chunk, reads the rest of it (it got EIO)."""
+    writer, data = table_bucket
+    m = mount_bucket(writer, "-o", "user=test_user1")
+    path = m.path(f"{HOME}/table.h5")
+    with h5py.File(path, "r") as f:
+        info = f["table"].id.get_chunk_info(0)
+    chunk_bytes = CHUNK * CHUNK * 2
+    old = np.ascontiguousarray(data[:CHUNK, :CHUNK]).tobytes()
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_RANDOM)
+        assert os.pread(fd, 4096, info.byte_offset) == old[:4096]
+        with h5py.File(path, "r+") as f:                  # another chunk changes
+            f["table"][-1, -1] = 7
+        half = chunk_bytes // 2
+        assert os.pread(fd, 65536, info.byte_offset + half) == old[half:half + 65536]
+    finally:
+        os.close(fd)
+
+
+def first_chunk_key(m, chunk_bytes):
+    """The key of the table's chunk 0_0 in the store (the only dataset of GRID x GRID unfiltered
+    chunks: its 5_5 exists)."""
+    mirror = m.src.mirror
+    if mirror is None:
+        listed = {k.relative_to(m.bucket).as_posix(): k.stat().st_size
+                  for k in m.bucket.glob("db/*/d/*/*_*")}
+    else:
+        below = mirror.prefix + m.bucket.relative_to(mirror.root).as_posix() + "/"
+        listed = {k[len(below):]: v[0] for k, v in mirror.s3.listing(below + "db/").items()}
+    keys = [k for k, size in listed.items()
+            if k.endswith("/0_0") and size == chunk_bytes and k[:-3] + "5_5" in listed]
+    assert len(keys) == 1
+    return keys[0]
+
+
+def test_a_chunk_loaded_again_after_a_rewrite_is_never_served_mixed(mount_bucket, table_bucket):
+    """The daemon lets go of a chunk it served part of (here: a chunk cache of 8 MiB, filled by
+    other chunks), and HSDS rewrites the chunk's object meanwhile. The rest of the chunk is
+    then EIO for the file open before, never the new bytes after pages of the old; the next
+    open reads the new version whole. On S3 the chunk is in memory, on a local bucket a file
+    the daemon closed: both are fetched again, and the etag they come with tells."""
+    writer, data = table_bucket
+    m = mount_bucket(writer, "-o", "user=test_user1,cache_size=8M")
+    path = m.path(f"{HOME}/table.h5")
+    with h5py.File(path, "r") as f:
+        infos = [f["table"].id.get_chunk_info(k) for k in range(GRID * GRID)]
+    chunk_bytes = CHUNK * CHUNK * 2
+    first = next(i for i in infos if i.chunk_offset == (0, 0))
+    old = np.ascontiguousarray(data[:CHUNK, :CHUNK]).tobytes()
+    new = bytes(b ^ 0xFF for b in old[:8]) + old[8:]
+    key = first_chunk_key(m, chunk_bytes)
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_RANDOM)    # the kernel reads what is asked
+        assert os.pread(fd, 4096, first.byte_offset + chunk_bytes - 4096) == old[-4096:]
+        m.put(key, new)
+        before = stats(m)["evictions"]
+        for info in infos[1:8]:                             # 7 chunks of 2 MiB: 0_0 goes
+            assert len(os.pread(fd, 4096, info.byte_offset)) == 4096
+        settled(m)
+        assert stats(m)["evictions"] > before
+        with pytest.raises(OSError) as e:
+            os.pread(fd, 4096, first.byte_offset)
+        assert e.value.errno == errno.EIO
+    finally:
+        os.close(fd)
+    assert "written in the store since this version of the file served it" in m.log()
+    with h5py.File(path, "r") as f:                        # a new open: the new version
+        got = f["table"][:CHUNK, :CHUNK]
+        assert got.tobytes() == new
+        assert np.array_equal(f["table"][CHUNK:, :], data[CHUNK:, :])
+
+
 def store_counts(m):
     s = json.loads(m.path(".h5osfs-stats").read_text())["store"]
     return s["requests"]["get"], s["bytes_read"]

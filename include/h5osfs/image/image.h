@@ -62,6 +62,10 @@ uint64_t image_serial(const struct image *img);
  * were made after listings that saw the same chunk objects (key, size, etag): a chunk that
  * HSDS rewrote in place makes another version. */
 int image_equal(const struct image *a, const struct image *b);
+/* True once a chunk object changed in the store after img served it (HSDS rewrote it in place,
+ * or wrote or deleted it): img's reads of that chunk fail with EIO, img is no longer equal to
+ * any build, and image tables build the domain again at its next open. */
+int image_changed_in_store(const struct image *img);
 
 /* Before a commit of a change made on img (r+): each chunk object behind an extent the writer
  * wrote (written(ctx, off, len) != 0) is asked for (one HEAD each, `requests` at a time) and
@@ -119,6 +123,12 @@ struct image_reader {
     _Atomic uint64_t run_from;       /* where the reader's sequential run began */
     struct image_through through[IMAGE_THROUGH_SLOTS];
     _Atomic unsigned through_next; /* the slot a new chunk takes */
+    /* The base of a writer's staged file: a chunk object changed in the store since the image
+     * served it is read as the store has it now (bypassing the cache), not refused. A reader
+     * must never see pages of two versions; a writer's commit checks every chunk it wrote
+     * against the version it started from (ESTALE) and keeps the others by key, so its base
+     * may take the new bytes, as it did before chunks were pinned (chunk_pins.h). */
+    int writer_base;
 };
 
 /* Copy up to len bytes at off into buf, fetching chunks through the reader's cache. Returns

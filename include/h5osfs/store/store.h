@@ -31,6 +31,9 @@ struct store_buf {
     unsigned char *data;
     size_t len;
     size_t cap; /* bytes allocated at data, when the store says (else 0) */
+    /* the object's etag (struct store_stat) as the store gave it with these bytes, "" when it
+     * gave none: a reader that fetches an object again can tell whether it is the same */
+    char etag[65];
 };
 
 struct store_stat {
@@ -89,7 +92,7 @@ struct store_ops {
     int (*list_keys)(struct store *st, const char *prefix,
                      int (*fn)(void *ctx, const char *key, const struct store_stat *st), void *ctx);
     /* Optional (NULL: the store has no such thing): store_open_object. */
-    int (*open_object)(struct store *st, const char *key, int *fd, uint64_t *size);
+    int (*open_object)(struct store *st, const char *key, int *fd, struct store_stat *out);
     /* Optional (NULL: the store has no such thing): store_abort_uploads. */
     int (*abort_uploads)(struct store *st, const char *prefix, size_t *aborted);
     void (*destroy)(struct store *st);
@@ -137,10 +140,10 @@ int store_get(struct store *st, const char *key, size_t max, struct store_buf *o
 int store_get_bytes(void *st, const char *key, size_t max, unsigned char **data, size_t *len);
 /* Bytes [off, off+len) (len may be STORE_RANGE_TO_END); a short result means end of object. */
 /* The object as an open read-only descriptor (*fd, O_CLOEXEC, the caller's to close) and its
- * size: the bytes a get would read, for a reader that hands them on without copying them
- * (splice). Counted as a GET of size bytes. -EOPNOTSUPP where the store keeps no files (S3,
- * memory), -ENOENT, or -errno (logged). */
-int store_open_object(struct store *st, const char *key, int *fd, uint64_t *size);
+ * size and etag (*out, as store_head gives them): the bytes a get would read, for a reader
+ * that hands them on without copying them (splice). Counted as a GET of size bytes.
+ * -EOPNOTSUPP where the store keeps no files (S3, memory), -ENOENT, or -errno (logged). */
+int store_open_object(struct store *st, const char *key, int *fd, struct store_stat *out);
 int store_get_range(struct store *st, const char *key, uint64_t off, uint64_t len,
                     struct store_buf *out);
 int store_put(struct store *st, const char *key, const void *data, size_t len);
