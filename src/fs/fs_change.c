@@ -181,20 +181,6 @@ void op_mkdir(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode)
     free(path);
 }
 
-/* rmdir: one namespace change on name in parent, answered with its errno. */
-static void reply_change(fuse_req_t req, fuse_ino_t parent, const char *name,
-                         int (*change)(const struct domops *d, const char *user, const char *path))
-{
-    char *path;
-    fuse_reply_err(req, -change_at(req, parent, name, -EPERM, change, &path));
-    free(path);
-}
-
-void op_rmdir(fuse_req_t req, fuse_ino_t parent, const char *name)
-{
-    reply_change(req, parent, name, domops_rmdir);
-}
-
 /* What an unlink or a rename replaces at a path, for staging_unlink (below). */
 struct removal {
     struct fs *fs;
@@ -222,6 +208,32 @@ static int rename_onto(void *ctx, const char *to, int fresh)
     if (fresh && !(fs_creator_rights(r->fs, r->caller, to) & SCHEMA_ACL_UPDATE))
         return -EACCES;
     return domops_rename(r->fs->ops, caller_user(r->caller), r->from, to, r->flags);
+}
+
+/* A folder is removed as HSDS would. */
+static int rmdir_at(void *ctx, const char *path, int fresh)
+{
+    (void)fresh;
+    struct removal *r = ctx;
+    return domops_rmdir(r->fs->ops, caller_user(r->caller), path);
+}
+
+/* The files staged below the folder go with it (staging_rmdir): a writer's open file keeps
+ * it (ENOTEMPTY), as a listing shows it; no closed writer's release stores into it later. */
+void op_rmdir(fuse_req_t req, fuse_ino_t parent, const char *name)
+{
+    struct fs *fs = fs_of(req);
+    struct caller caller;
+    fs_caller_of(fs, req, &caller);
+    struct removal r = { .fs = fs, .caller = &caller };
+    char *path = fs->cfg.read_only ? NULL : path_in(fs, parent, name);
+    int rc = fs->cfg.read_only        ? -EROFS
+             : !path                  ? -ENOMEM
+             : fs_is_view_path(path)  ? -EROFS
+             : fs_is_stats_path(path) ? -EPERM
+                                      : staging_rmdir(fs->staging, path, rmdir_at, &r);
+    fuse_reply_err(req, -rc);
+    free(path);
 }
 
 /* The change staged at path goes with it (staging.h): its bytes are freed now, and its last

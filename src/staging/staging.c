@@ -577,42 +577,6 @@ static void discard_locked(struct staging *t, struct staged *s)
     s->dirty = s->torn = s->rejected = 0;
 }
 
-/* A reference to the entry of path that its last close took off the table but whose release
- * has not come, or NULL. Its change may still be committed at that release (a last close whose
- * commit failed is tried again; writes through a descriptor a child inherited), so a removal or
- * rename of its path must reach it as it reaches an entry on the table. */
-static struct staged *find_detached(struct staging *t, const char *path)
-{
-    pthread_mutex_lock(&t->lock);
-    struct staged *s = t->detached;
-    while (s && strcmp(s->path, path) != 0)
-        s = s->next_detached;
-    if (s)
-        s->refs++;
-    pthread_mutex_unlock(&t->lock);
-    return s;
-}
-
-int staging_unlink(struct staging *t, const char *path,
-                   int (*remove)(void *ctx, const char *path, int fresh), void *ctx)
-{
-    struct staged *s = staging_find(t, path);
-    if (!s)
-        s = find_detached(t, path);
-    if (!s)
-        return remove(ctx, path, 0);
-    pthread_mutex_lock(&s->lock);
-    int fresh = !s->committed && s->rec.mode == JOURNAL_NEW;
-    int rc = s->gone ? -ENOENT : remove(ctx, path, fresh);
-    if (rc == 0) {
-        discard_locked(t, s);
-        log_info("%s: removed or replaced while staged: its staged change is dropped", path);
-    }
-    pthread_mutex_unlock(&s->lock);
-    staging_release(t, s);
-    return rc;
-}
-
 void staging_info(struct staged *s, struct ns_info *info)
 {
     pthread_mutex_lock(&s->lock);
@@ -731,6 +695,97 @@ static int at_or_below(const char *key, void *value, void *ctx)
     w->entries = bigger;
     w->entries[w->n++] = value;
     return 0;
+}
+
+/* The entries at or below path, on the table and detached (their release may still commit
+ * them: a last close whose commit failed is tried again; a child that inherited a descriptor
+ * may write through it after the last close), each with a reference for the caller. */
+static int reach_entries(struct staging *t, const char *path, struct moved_walk *w)
+{
+    *w = (struct moved_walk){ .from = path, .from_len = strlen(path) };
+    pthread_mutex_lock(&t->lock);
+    strmap_filter(t->by_path, at_or_below, w);
+    for (struct staged *d = t->detached; d; d = d->next_detached)
+        at_or_below(d->path, d, w);
+    for (size_t i = 0; w->rc == 0 && i < w->n; i++)
+        w->entries[i]->refs++;
+    pthread_mutex_unlock(&t->lock);
+    if (w->rc != 0) {
+        free(w->entries);
+        w->entries = NULL;
+        w->n = 0;
+    }
+    return w->rc;
+}
+
+static int by_address(const void *a, const void *b)
+{
+    uintptr_t x = (uintptr_t) * (struct staged *const *)a,
+              y = (uintptr_t) * (struct staged *const *)b;
+    return (x > y) - (x < y);
+}
+
+/* Of the entries reach_entries found, the one whose view path shows: the one on the table,
+ * else the latest detached one (the list's first), never a discarded one; or NULL. A removal
+ * asks of it whether the file was never committed. */
+static struct staged *entry_of_path(struct staged **entries, size_t n, const char *path)
+{
+    for (size_t i = 0; i < n; i++)
+        if (strcmp(entries[i]->path, path) == 0 && !entries[i]->gone)
+            return entries[i];
+    return NULL;
+}
+
+/*
+ * Remove path (a file, or with folder an empty folder) and every entry at or below it: all of
+ * them are locked (in address order, so two removals never wait for each other) while remove
+ * decides, so that no commit of any comes in between, and all are discarded when it succeeded.
+ * A folder with an entry on the table below it is not empty: a writer has a file open there.
+ */
+static int remove_reaching(struct staging *t, const char *path, int folder,
+                           int (*remove)(void *ctx, const char *path, int fresh), void *ctx)
+{
+    struct moved_walk w;
+    int rc = reach_entries(t, path, &w);
+    if (rc != 0)
+        return rc;
+    struct staged *own = folder ? NULL : entry_of_path(w.entries, w.n, path);
+    qsort(w.entries, w.n, sizeof *w.entries, by_address);
+    for (size_t i = 0; i < w.n; i++)
+        pthread_mutex_lock(&w.entries[i]->lock);
+    for (size_t i = 0; folder && i < w.n; i++)
+        if (!w.entries[i]->detached && !w.entries[i]->gone)
+            rc = -ENOTEMPTY;
+    if (rc == 0)
+        rc = remove(ctx, path, own && !own->committed && own->rec.mode == JOURNAL_NEW);
+    size_t dropped = 0;
+    for (size_t i = 0; rc == 0 && i < w.n; i++) {
+        if (!w.entries[i]->gone) {
+            discard_locked(t, w.entries[i]);
+            dropped++;
+        }
+    }
+    if (dropped)
+        log_info("%s: removed or replaced while staged: its %zu staged changes are dropped", path,
+                 dropped);
+    for (size_t i = 0; i < w.n; i++)
+        pthread_mutex_unlock(&w.entries[i]->lock);
+    for (size_t i = 0; i < w.n; i++)
+        staging_release(t, w.entries[i]);
+    free(w.entries);
+    return rc;
+}
+
+int staging_unlink(struct staging *t, const char *path,
+                   int (*remove)(void *ctx, const char *path, int fresh), void *ctx)
+{
+    return remove_reaching(t, path, 0, remove, ctx);
+}
+
+int staging_rmdir(struct staging *t, const char *path,
+                  int (*remove)(void *ctx, const char *path, int fresh), void *ctx)
+{
+    return remove_reaching(t, path, 1, remove, ctx);
 }
 
 /* Under the table's lock: s takes the path to + what followed from in its path, and a

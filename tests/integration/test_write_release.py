@@ -9,6 +9,7 @@ The staging area is local whatever the store: these tests mount the directory on
 import errno
 import os
 import subprocess
+import sys
 import time
 from contextlib import contextmanager
 
@@ -136,3 +137,142 @@ def test_a_writer_after_a_committed_close_starts_from_the_newest_version(writabl
     with h5py.File(path, "r") as f:
         assert (f[f64][:] == 3.0).all()
         assert f["g1/g1.1/dset_int16"][0, 0] == 7
+
+
+# A child that inherited a descriptor and writes through it only when asked: until then it
+# never used it, so its parent's close is the file's last close (the release waits for the
+# child). Each write's answer is printed: "ok" or the errno.
+INHERITED_WRITER = """
+import os, sys
+fd = int(sys.argv[1])
+for line in sys.stdin:
+    off, data = line.split()
+    try:
+        os.pwrite(fd, bytes.fromhex(data), int(off))
+        print("ok", flush=True)
+    except OSError as e:
+        print(e.errno, flush=True)
+"""
+
+
+class InheritedWriter:
+    def __init__(self, fd):
+        self.proc = subprocess.Popen([sys.executable, "-c", INHERITED_WRITER, str(fd)],
+                                     pass_fds=[fd], stdin=subprocess.PIPE,
+                                     stdout=subprocess.PIPE, text=True)
+
+    def pwrite(self, data, off):
+        """The child's write: "ok", or the errno it failed with."""
+        self.proc.stdin.write(f"{off} {data.hex()}\n")
+        self.proc.stdin.flush()
+        answer = self.proc.stdout.readline().strip()
+        return answer if answer == "ok" else int(answer)
+
+    def exit(self):
+        """The child exits: its descriptor's close (a flush, which commits what it wrote), and
+        then the release."""
+        self.proc.stdin.close()
+        assert self.proc.wait() == 0
+        self.proc.stdout.close()
+
+
+@contextmanager
+def closed_with_a_writer_left(fd, close_error=None):
+    """Closes fd (its last close: it commits, or fails with close_error) while a child that
+    inherited it may still write through it; the child is killed if the block did not make it
+    exit."""
+    child = InheritedWriter(fd)
+    try:
+        if close_error:
+            close_fails(fd, close_error)
+        else:
+            os.close(fd)
+        yield child
+    finally:
+        if child.proc.returncode is None:
+            child.proc.kill()
+            child.proc.wait()
+            child.proc.stdin.close()
+            child.proc.stdout.close()
+
+
+def rejected_files(tmp_path):
+    d = tmp_path / "cache" / "rejected"
+    return sorted(p.name for p in d.iterdir()) if d.exists() else []
+
+
+def test_rm_reaches_every_staged_file_of_the_path(writable, tmp_path):
+    """Writer A created new.h5, writer B opened it r+ after A's close; both closed, each
+    leaving a child that inherited its descriptor and may still write through it (so each
+    one's staged file waits for its release), and writer C has the path open: rm removes the
+    path for all three. The children's writes fail with ESTALE as C's do, and nothing they did
+    brings the file back or is kept in rejected/."""
+    path = writable.path(f"{HOME}/new.h5")
+    content = (SOURCE / "sample1.h5").read_bytes()
+    a = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+    os.write(a, content)
+    with closed_with_a_writer_left(a) as child_a:
+        b = os.open(path, os.O_RDWR)
+        with closed_with_a_writer_left(b) as child_b:
+            c = os.open(path, os.O_RDWR)
+            try:
+                os.unlink(path)
+                answers = [child_a.pwrite(content[:8], 0), child_b.pwrite(content[:8], 0)]
+                with pytest.raises(OSError) as e:
+                    os.pwrite(c, content[:8], 0)
+                assert e.value.errno == errno.ESTALE
+            finally:
+                os.close(c)
+            child_a.exit()
+            child_b.exit()
+    await_true(lambda: staged_files(tmp_path) == [], "an empty staging area")
+    assert "new.h5" not in os.listdir(path.parent)
+    assert not path.exists()
+    assert rejected_files(tmp_path) == []
+    assert answers == [errno.ESTALE, errno.ESTALE]
+
+
+def test_mv_onto_a_path_replaces_every_staged_file_there(writable, tmp_path):
+    """mv sample2.h5 over sample1.h5, which two closed writers (releases held, children left
+    that may still write) and an open one staged: the path is sample2's from then on; none of
+    the three can write there any more, and none stores anything over it."""
+    path = writable.path(f"{HOME}/sample1.h5")
+    other = writable.path(f"{HOME}/sample2.h5")
+    want = other.read_bytes()
+    signature = path.read_bytes()[:8]
+    a = os.open(path, os.O_RDWR)
+    with closed_with_a_writer_left(a) as child_a:
+        b = os.open(path, os.O_RDWR)
+        with closed_with_a_writer_left(b) as child_b:
+            c = os.open(path, os.O_RDWR)
+            try:
+                os.rename(other, path)
+                answers = [child_a.pwrite(signature, 0), child_b.pwrite(signature, 0)]
+            finally:
+                os.close(c)
+            child_a.exit()
+            child_b.exit()
+    await_true(lambda: staged_files(tmp_path) == [], "an empty staging area")
+    assert path.read_bytes() == want
+    assert not other.exists()
+    assert rejected_files(tmp_path) == []
+    assert answers == [errno.ESTALE, errno.ESTALE]
+
+
+def test_rmdir_reaches_the_staged_files_below_the_folder(writable, tmp_path):
+    """A new file whose close failed (not HDF5) leaves its folder empty, but a child that
+    inherited its descriptor may still write a whole HDF5 file through it before the release:
+    once rmdir removed the folder, that write fails (ESTALE) and neither the file nor the
+    folder comes back."""
+    folder = writable.path(f"{HOME}/newdir")
+    folder.mkdir()
+    fd = os.open(folder / "new.h5", os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+    os.write(fd, NOT_HDF5)
+    with closed_with_a_writer_left(fd, errno.EINVAL) as child:
+        os.rmdir(folder)
+        answer = child.pwrite((SOURCE / "sample1.h5").read_bytes(), 0)
+        child.exit()
+    await_true(lambda: staged_files(tmp_path) == [], "an empty staging area")
+    assert "newdir" not in os.listdir(folder.parent)
+    assert not folder.exists()
+    assert answer == errno.ESTALE
