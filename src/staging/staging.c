@@ -684,8 +684,10 @@ struct moved_walk {
 static int at_or_below(const char *key, void *value, void *ctx)
 {
     struct moved_walk *w = ctx;
-    char next = key[w->from_len];
-    if (w->rc != 0 || strncmp(key, w->from, w->from_len) != 0 || (next != '\0' && next != '/'))
+    if (w->rc != 0 || strncmp(key, w->from, w->from_len) != 0)
+        return 0;
+    char next = key[w->from_len]; /* within key only once key starts with from */
+    if (next != '\0' && next != '/')
         return 0;
     struct staged **bigger = grow_array(w->entries, &w->cap, w->n + 1, sizeof *bigger, 4);
     if (!bigger) {
@@ -750,7 +752,8 @@ static int remove_reaching(struct staging *t, const char *path, int folder,
     if (rc != 0)
         return rc;
     struct staged *own = folder ? NULL : entry_of_path(w.entries, w.n, path);
-    qsort(w.entries, w.n, sizeof *w.entries, by_address);
+    if (w.n > 1)
+        qsort(w.entries, w.n, sizeof *w.entries, by_address);
     for (size_t i = 0; i < w.n; i++)
         pthread_mutex_lock(&w.entries[i]->lock);
     for (size_t i = 0; folder && i < w.n; i++)
