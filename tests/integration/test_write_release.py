@@ -276,3 +276,19 @@ def test_rmdir_reaches_the_staged_files_below_the_folder(writable, tmp_path):
     assert "newdir" not in os.listdir(folder.parent)
     assert not folder.exists()
     assert answer == errno.ESTALE
+
+
+def test_rmdir_of_a_folder_with_a_file_open_for_writing_is_refused(writable):
+    """A new file being written is listed in its folder, so the folder is not empty: rmdir
+    fails with ENOTEMPTY, and the file is stored there at its close."""
+    folder = writable.path(f"{HOME}/newdir")
+    folder.mkdir()
+    with open(folder / "new.h5", "wb") as f:
+        f.write((SOURCE / "sample1.h5").read_bytes())
+        assert os.listdir(folder) == ["new.h5"]
+        with pytest.raises(OSError) as e:
+            os.rmdir(folder)
+        assert e.value.errno == errno.ENOTEMPTY
+    with h5py.File(folder / "new.h5", "r") as f, h5py.File(SOURCE / "sample1.h5", "r") as want:
+        assert sorted(f) == sorted(want)
+
