@@ -43,8 +43,8 @@ static int truncate_path(struct fs *fs, const char *path, const struct ns_info *
 
 /* Sizes change the staged file; times and modes are accepted and not kept (rights come from
  * ACLs, times from the store); owners cannot change. */
-static int set_attributes(struct fs *fs, const char *path, struct ns_info *info,
-                          const struct fs_file *f, const struct stat *attr, int to_set)
+static int set_attributes(struct fs *fs, const char *path, struct ns_info *info, struct fs_file *f,
+                          const struct stat *attr, int to_set)
 {
     if (((to_set & FUSE_SET_ATTR_UID) && attr->st_uid != fs->cfg.uid) ||
         ((to_set & FUSE_SET_ATTR_GID) && attr->st_gid != fs->cfg.gid))
@@ -55,8 +55,10 @@ static int set_attributes(struct fs *fs, const char *path, struct ns_info *info,
         return -EROFS;
     if (fs_is_dir_kind(info->kind))
         return -EISDIR;
-    return f && f->stg ? staging_truncate(fs->staging, f->stg, (uint64_t)attr->st_size)
-                       : truncate_path(fs, path, info, (uint64_t)attr->st_size);
+    if (!f || !f->stg)
+        return truncate_path(fs, path, info, (uint64_t)attr->st_size);
+    int rc = fs_file_reopen(fs, f); /* an ftruncate after the last close: as a write */
+    return rc == 0 ? staging_truncate(fs->staging, f->stg, (uint64_t)attr->st_size) : rc;
 }
 
 /*
@@ -90,7 +92,7 @@ void op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int to_set,
                 struct fuse_file_info *fi)
 {
     struct fs *fs = fs_of(req);
-    const struct fs_file *f = fi ? (const struct fs_file *)(uintptr_t)fi->fh : NULL;
+    struct fs_file *f = fi ? (struct fs_file *)(uintptr_t)fi->fh : NULL;
     struct ns_info info;
     struct caller caller;
     struct stat st;
@@ -334,8 +336,10 @@ static int create_file(struct fs *fs, const struct caller *c, const char *path, 
         return rc;
     /* names the bucket reserves and the parent's "create" for the caller: refused here */
     rc = domops_may_create(fs->ops, caller_user(c), path);
+    struct staged *s = NULL;
     if (rc == 0)
-        rc = staging_open(fs->staging, path, NULL, 1, &f->stg);
+        rc = staging_open(fs->staging, path, NULL, 1, &s);
+    f->stg = s;
     f->stg_opened = rc == 0;
     if (rc == 0)
         rc = fs_remember_creator(fs, c, path);

@@ -317,6 +317,7 @@ static void undetach_locked(struct staging *t, struct staged *s)
         t->detached = s->next_detached;
     if (s->next_detached)
         s->next_detached->prev_detached = s->prev_detached;
+    s->next_detached = s->prev_detached = NULL; /* it may be detached again (staging_reopen) */
 }
 
 void staging_close(struct staging *t, struct staged *s)
@@ -325,6 +326,33 @@ void staging_close(struct staging *t, struct staged *s)
     if (s->users > 0 && --s->users == 0 && strmap_get(t->by_path, s->path) == s)
         detach_locked(t, s);
     pthread_mutex_unlock(&t->lock);
+}
+
+int staging_reopen(struct staging *t, struct staged *s, struct staged **out)
+{
+    pthread_mutex_lock(&s->lock);
+    int healthy = !s->lost && !s->torn && !s->broken; /* else it would fail whoever joins it */
+    pthread_mutex_lock(&t->lock);
+    struct staged *on = s->gone ? NULL : strmap_get(t->by_path, s->path);
+    int rc = s->gone ? -ESTALE : 0;
+    if (rc == 0 && !on && s->detached && healthy) {
+        rc = strmap_put(t->by_path, s->path, s, NULL);
+        if (rc == 0) {
+            undetach_locked(t, s);
+            s->detached = 0;
+            t->finishing--; /* counted by the map again */
+        }
+    }
+    if (rc == 0 && !on)
+        on = s; /* back on its path, or left off it: its own file, which cannot be stored */
+    if (rc == 0) {
+        on->refs++;
+        on->users++;
+        *out = on;
+    }
+    pthread_mutex_unlock(&t->lock);
+    pthread_mutex_unlock(&s->lock);
+    return rc;
 }
 
 /* Mark the entry changed; the first change after a commit is journaled (restart commits it). */

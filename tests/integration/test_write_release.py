@@ -292,3 +292,47 @@ def test_rmdir_of_a_folder_with_a_file_open_for_writing_is_refused(writable):
     with h5py.File(folder / "new.h5", "r") as f, h5py.File(SOURCE / "sample1.h5", "r") as want:
         assert sorted(f) == sorted(want)
 
+
+def test_a_write_after_the_last_close_joins_the_writer_of_the_path(writable, tmp_path):
+    """A child inherited a descriptor of sample1.h5 and never used it, so its parent's close
+    was the last (its release waits for the child). Writer W then opens the path and changes
+    one dataset; the child writes another through the inherited descriptor. As on any file
+    system, both writes are to the one file the path names: whichever close comes first
+    commits them, the other close succeeds, and both changes are stored (no ESTALE, nothing
+    in rejected/)."""
+    path = writable.path(f"{HOME}/sample1.h5")
+    f64, i16 = "g1/g1.1/g1.1.1/dset_f64", "g1/g1.1/dset_int16"
+    at_f64, at_i16 = offset_of(path, f64), offset_of(path, i16)
+    a = os.open(path, os.O_RDWR)
+    with closed_with_a_writer_left(a) as child:
+        w = os.open(path, os.O_RDWR)
+        try:
+            os.pwrite(w, np.full(11, 2.0, "<f8").tobytes(), at_f64)
+            answer = child.pwrite(np.full(1, 9, "<i2").tobytes(), at_i16)
+        finally:
+            os.close(w)
+        child.exit()
+    await_true(lambda: staged_files(tmp_path) == [], "an empty staging area")
+    assert answer == "ok"
+    with h5py.File(path, "r") as f:
+        assert (f[f64][:] == 2.0).all()
+        assert f[i16][0, 0] == 9
+    assert rejected_files(tmp_path) == []
+
+
+def test_a_write_after_the_last_close_puts_the_file_back_on_its_path(writable, tmp_path):
+    """`cmd > new.h5 &` as a shell runs it: the shell creates the file, hands the descriptor to
+    a child and closes its own copy, the last close (the child has not used it yet). The
+    child's first write opens the file again: it is listed while the child writes, and the
+    child's exit stores it."""
+    path = writable.path(f"{HOME}/new.h5")
+    content = (SOURCE / "sample1.h5").read_bytes()
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+    with closed_with_a_writer_left(fd) as child:
+        assert child.pwrite(content, 0) == "ok"
+        assert "new.h5" in os.listdir(path.parent)
+        assert path.stat().st_size == len(content)
+        child.exit()
+    await_true(lambda: staged_files(tmp_path) == [], "an empty staging area")
+    with h5py.File(path, "r") as f, h5py.File(SOURCE / "sample1.h5", "r") as want:
+        assert sorted(f) == sorted(want)

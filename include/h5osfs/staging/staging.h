@@ -62,6 +62,19 @@ int staging_open(struct staging *t, const char *path, const char *root, int trun
  * still send go to it and are committed under its path. Each open is closed at most once.
  */
 void staging_close(struct staging *t, struct staged *s);
+/*
+ * An open of s's path again, by a handle of s that had its last close (a process that
+ * inherited the descriptor writes through it: it still names the file, as on any file system):
+ * *out is the entry on the table for that path, joined as staging_open joins it (a new
+ * reference and open), which is s itself when s had left the path and none took it meanwhile
+ * (s is then back on its path, with what it holds). Which entry a write goes to thus never
+ * depends on when the kernel's release comes: a writer that opened the path in between shares
+ * its file with the handle, and one commit holds both their writes. An s whose change can no
+ * longer be stored (lost to another writer: ESTALE; torn) stays off the path, so that no new
+ * writer joins it: *out is s, its commits fail as before. -ESTALE when s was removed
+ * (staging_unlink).
+ */
+int staging_reopen(struct staging *t, struct staged *s, struct staged **out);
 /* The entry of path if one exists (a reference), else NULL. */
 struct staged *staging_find(struct staging *t, const char *path);
 /* Drop a reference; the last one of an entry commits what is still uncommitted and removes
