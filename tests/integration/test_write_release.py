@@ -4,6 +4,9 @@ returned, and a process that inherited the descriptor (and never used it) holds 
 it exits. Each test here holds the release that way (held_release), so the window the suite
 once hit by chance is open for as long as the test needs, and then checks that the path is
 what it is once the release came: the bucket's version, never the closed writer's staged file.
+Where the child must write after the last close (closed_with_a_writer_left, InheritedWriter),
+it is a Python child that writes only when asked: a write through a descriptor that its last
+close could not count opens the path again, and a removal of the path reaches it.
 
 The staging area is local whatever the store: these tests mount the directory only."""
 import errno
