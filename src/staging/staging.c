@@ -784,9 +784,11 @@ static int remove_reaching(struct staging *t, const char *path, int folder,
         qsort(w.entries, w.n, sizeof *w.entries, by_address);
     for (size_t i = 0; i < w.n; i++)
         pthread_mutex_lock(&w.entries[i]->lock);
+    pthread_mutex_lock(&t->lock); /* which of them a writer has open */
     for (size_t i = 0; folder && i < w.n; i++)
         if (!w.entries[i]->detached && !w.entries[i]->gone)
             rc = -ENOTEMPTY;
+    pthread_mutex_unlock(&t->lock);
     if (rc == 0)
         rc = remove(ctx, path, own && !own->committed && own->rec.mode == JOURNAL_NEW);
     size_t dropped = 0;
