@@ -755,9 +755,10 @@ static int by_address(const void *a, const void *b)
     return (x > y) - (x < y);
 }
 
-/* Of the entries reach_entries found, the one whose view path shows: the one on the table,
- * else the latest detached one (the list's first), never a discarded one; or NULL. A removal
- * asks of it whether the file was never committed. */
+/* Under the table's lock (it guards the paths) and the entries' locks (gone): of the entries
+ * reach_entries found, in its order, the one whose view path shows: the one on the table, else
+ * the latest detached one (the list's first), never a discarded one; or NULL. A removal asks
+ * of it whether the file was never committed. */
 static struct staged *entry_of_path(struct staged **entries, size_t n, const char *path)
 {
     for (size_t i = 0; i < n; i++)
@@ -766,28 +767,47 @@ static struct staged *entry_of_path(struct staged **entries, size_t n, const cha
     return NULL;
 }
 
+/* Lock the entries in address order, so that two removals never wait for each other (the
+ * order of unlocking does not matter). */
+static int lock_in_address_order(struct staged **entries, size_t n)
+{
+    struct staged **order = n ? malloc(n * sizeof *order) : NULL;
+    if (n && !order)
+        return -ENOMEM;
+    if (n)
+        memcpy(order, entries, n * sizeof *order);
+    if (n > 1)
+        qsort(order, n, sizeof *order, by_address);
+    for (size_t i = 0; i < n; i++)
+        pthread_mutex_lock(&order[i]->lock);
+    free(order);
+    return 0;
+}
+
 /*
  * Remove path (a file, or with folder an empty folder) and every entry at or below it: all of
- * them are locked (in address order, so two removals never wait for each other) while remove
- * decides, so that no commit of any comes in between, and all are discarded when it succeeded.
- * A folder with an entry on the table below it is not empty: a writer has a file open there.
+ * them are locked while remove decides, so that no commit of any comes in between, and all are
+ * discarded when it succeeded. A folder with an entry on the table below it is not empty: a
+ * writer has a file open there.
  */
 static int remove_reaching(struct staging *t, const char *path, int folder,
                            int (*remove)(void *ctx, const char *path, int fresh), void *ctx)
 {
     struct moved_walk w;
     int rc = reach_entries(t, path, &w);
-    if (rc != 0)
+    if (rc == 0)
+        rc = lock_in_address_order(w.entries, w.n);
+    if (rc != 0) {
+        for (size_t i = 0; i < w.n; i++)
+            staging_release(t, w.entries[i]);
+        free(w.entries);
         return rc;
+    }
+    pthread_mutex_lock(&t->lock);
     struct staged *own = folder ? NULL : entry_of_path(w.entries, w.n, path);
-    if (w.n > 1)
-        qsort(w.entries, w.n, sizeof *w.entries, by_address);
-    for (size_t i = 0; i < w.n; i++)
-        pthread_mutex_lock(&w.entries[i]->lock);
-    pthread_mutex_lock(&t->lock); /* which of them a writer has open */
     for (size_t i = 0; folder && i < w.n; i++)
         if (!w.entries[i]->detached && !w.entries[i]->gone)
-            rc = -ENOTEMPTY;
+            rc = -ENOTEMPTY; /* a writer has it open */
     pthread_mutex_unlock(&t->lock);
     if (rc == 0)
         rc = remove(ctx, path, own && !own->committed && own->rec.mode == JOURNAL_NEW);
