@@ -43,8 +43,8 @@ static int truncate_path(struct fs *fs, const char *path, const struct ns_info *
 
 /* Sizes change the staged file; times and modes are accepted and not kept (rights come from
  * ACLs, times from the store); owners cannot change. */
-static int set_attributes(struct fs *fs, const char *path, struct ns_info *info,
-                          const struct fs_file *f, const struct stat *attr, int to_set)
+static int set_attributes(struct fs *fs, const char *path, struct ns_info *info, struct fs_file *f,
+                          const struct stat *attr, int to_set)
 {
     if (((to_set & FUSE_SET_ATTR_UID) && attr->st_uid != fs->cfg.uid) ||
         ((to_set & FUSE_SET_ATTR_GID) && attr->st_gid != fs->cfg.gid))
@@ -55,8 +55,10 @@ static int set_attributes(struct fs *fs, const char *path, struct ns_info *info,
         return -EROFS;
     if (fs_is_dir_kind(info->kind))
         return -EISDIR;
-    return f && f->stg ? staging_truncate(fs->staging, f->stg, (uint64_t)attr->st_size)
-                       : truncate_path(fs, path, info, (uint64_t)attr->st_size);
+    if (!f || !f->stg)
+        return truncate_path(fs, path, info, (uint64_t)attr->st_size);
+    int rc = fs_file_reopen(fs, f); /* an ftruncate after the last close: as a write */
+    return rc == 0 ? staging_truncate(fs->staging, f->stg, (uint64_t)attr->st_size) : rc;
 }
 
 /*
@@ -90,7 +92,7 @@ void op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int to_set,
                 struct fuse_file_info *fi)
 {
     struct fs *fs = fs_of(req);
-    const struct fs_file *f = fi ? (const struct fs_file *)(uintptr_t)fi->fh : NULL;
+    struct fs_file *f = fi ? (struct fs_file *)(uintptr_t)fi->fh : NULL;
     struct ns_info info;
     struct caller caller;
     struct stat st;
@@ -181,20 +183,6 @@ void op_mkdir(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode)
     free(path);
 }
 
-/* rmdir: one namespace change on name in parent, answered with its errno. */
-static void reply_change(fuse_req_t req, fuse_ino_t parent, const char *name,
-                         int (*change)(const struct domops *d, const char *user, const char *path))
-{
-    char *path;
-    fuse_reply_err(req, -change_at(req, parent, name, -EPERM, change, &path));
-    free(path);
-}
-
-void op_rmdir(fuse_req_t req, fuse_ino_t parent, const char *name)
-{
-    reply_change(req, parent, name, domops_rmdir);
-}
-
 /* What an unlink or a rename replaces at a path, for staging_unlink (below). */
 struct removal {
     struct fs *fs;
@@ -222,6 +210,32 @@ static int rename_onto(void *ctx, const char *to, int fresh)
     if (fresh && !(fs_creator_rights(r->fs, r->caller, to) & SCHEMA_ACL_UPDATE))
         return -EACCES;
     return domops_rename(r->fs->ops, caller_user(r->caller), r->from, to, r->flags);
+}
+
+/* A folder is removed as HSDS would. */
+static int rmdir_at(void *ctx, const char *path, int fresh)
+{
+    (void)fresh;
+    struct removal *r = ctx;
+    return domops_rmdir(r->fs->ops, caller_user(r->caller), path);
+}
+
+/* The files staged below the folder go with it (staging_rmdir): a writer's open file keeps
+ * it (ENOTEMPTY), as a listing shows it; no closed writer's release stores into it later. */
+void op_rmdir(fuse_req_t req, fuse_ino_t parent, const char *name)
+{
+    struct fs *fs = fs_of(req);
+    struct caller caller;
+    fs_caller_of(fs, req, &caller);
+    struct removal r = { .fs = fs, .caller = &caller };
+    char *path = fs->cfg.read_only ? NULL : path_in(fs, parent, name);
+    int rc = fs->cfg.read_only        ? -EROFS
+             : !path                  ? -ENOMEM
+             : fs_is_view_path(path)  ? -EROFS
+             : fs_is_stats_path(path) ? -EPERM
+                                      : staging_rmdir(fs->staging, path, rmdir_at, &r);
+    fuse_reply_err(req, -rc);
+    free(path);
 }
 
 /* The change staged at path goes with it (staging.h): its bytes are freed now, and its last
@@ -322,8 +336,10 @@ static int create_file(struct fs *fs, const struct caller *c, const char *path, 
         return rc;
     /* names the bucket reserves and the parent's "create" for the caller: refused here */
     rc = domops_may_create(fs->ops, caller_user(c), path);
+    struct staged *s = NULL;
     if (rc == 0)
-        rc = staging_open(fs->staging, path, NULL, 1, &f->stg);
+        rc = staging_open(fs->staging, path, NULL, 1, &s);
+    f->stg = s;
     f->stg_opened = rc == 0;
     if (rc == 0)
         rc = fs_remember_creator(fs, c, path);

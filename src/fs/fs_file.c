@@ -1,6 +1,8 @@
 /* fs_file: open domain files: reads from the image or the staged file, writes, commits. */
 #include "fs_int.h"
 
+#include "h5osfs/util/grow.h"
+
 /* ---- files ---- */
 
 static int open_for_writing(int flags)
@@ -33,8 +35,10 @@ int fs_check_open(const struct fs *fs, const struct ns_info *info, int flags)
 struct fs_file *fs_file_new(void)
 {
     struct fs_file *f = calloc(1, sizeof *f);
-    if (f)
+    if (f) {
         holders_init(&f->holders);
+        pthread_mutex_init(&f->reopen_lock, NULL);
+    }
     return f;
 }
 
@@ -46,6 +50,49 @@ void fs_file_closed(struct fs *fs, struct fs_file *f)
         staging_close(fs->staging, f->stg);
 }
 
+/* Under f's reopen_lock: see fs_file_reopen. */
+static int reopen_locked(struct fs *fs, struct fs_file *f)
+{
+    struct staged *before = f->stg, *now = NULL;
+    int rc = staging_reopen(fs->staging, before, &now);
+    if (rc != 0)
+        return rc;
+    if (now == before) {
+        staging_release(fs->staging, now); /* f holds a reference to it already */
+    } else {
+        struct staged **bigger =
+            grow_array(f->former, &f->cap_former, f->n_former + 1, sizeof *bigger, 2);
+        if (!bigger) {
+            staging_close(fs->staging, now);
+            staging_release(fs->staging, now);
+            return -ENOMEM;
+        }
+        f->former = bigger;
+        f->former[f->n_former++] = before; /* a request of f may be using it now */
+        f->stg = now;
+    }
+    atomic_store(&f->closed, 0); /* after stg: a close that sees f open closes now */
+    return 0;
+}
+
+/*
+ * A write or truncate through f after its last close. Only a process that inherited the
+ * descriptor and had not used it can send one (op_flush counts every process that did), so
+ * that close took f's entry off its path. The descriptor still names the file, as on any file
+ * system: the write is an open of the path again (staging_reopen), into the file a writer has
+ * open there now, else into f's own entry, back on its path; f's next last close commits it.
+ * 0, or -ESTALE when the file was removed since.
+ */
+int fs_file_reopen(struct fs *fs, struct fs_file *f)
+{
+    if (!atomic_load(&f->closed) || !f->stg_opened)
+        return 0;
+    pthread_mutex_lock(&f->reopen_lock);
+    int rc = atomic_load(&f->closed) ? reopen_locked(fs, f) : 0;
+    pthread_mutex_unlock(&f->reopen_lock);
+    return rc;
+}
+
 void fs_file_free(struct fs *fs, struct fs_file *f)
 {
     if (!f)
@@ -55,6 +102,10 @@ void fs_file_free(struct fs *fs, struct fs_file *f)
     fs_handle_untrack(fs, &f->link);
     if (f->stg)
         staging_release(fs->staging, f->stg);
+    for (size_t i = 0; i < f->n_former; i++)
+        staging_release(fs->staging, f->former[i]);
+    free(f->former);
+    pthread_mutex_destroy(&f->reopen_lock);
     if (f->img) {
         image_table_hold(fs->images, f->root, -1);
         image_put(f->img);
@@ -112,8 +163,10 @@ int fs_open_file(struct fs *fs, const char *path, const struct ns_info *info, ui
     if (info->kind == NS_VIEW)
         return fs_zarr_read(fs, path, &f->text, &f->text_len);
     if (open_for_writing(flags)) {
+        struct staged *s = NULL;
         int rc = staging_open(fs->staging, path, info->root[0] ? info->root : NULL,
-                              (flags & O_TRUNC) != 0, &f->stg);
+                              (flags & O_TRUNC) != 0, &s);
+        f->stg = s;
         f->stg_opened = rc == 0;
         return rc;
     }
@@ -348,7 +401,9 @@ void op_write(fuse_req_t req, fuse_ino_t ino, const char *buf, size_t size, off_
     holders_add(&f->holders, fuse_req_ctx(req)->pid); /* direct_io: the writer's own request */
     ssize_t n = !f->stg || (fi->flags & O_ACCMODE) == O_RDONLY ? -EBADF
                 : off < 0                                      ? -EINVAL
-                          : staging_write(fs->staging, f->stg, buf, size, (uint64_t)off);
+                                                               : fs_file_reopen(fs, f);
+    if (n == 0)
+        n = staging_write(fs->staging, f->stg, buf, size, (uint64_t)off);
     if (n < 0)
         fuse_reply_err(req, (int)-n);
     else

@@ -82,7 +82,13 @@ struct fs_file {
     _Atomic int fresh;      /* opened, nothing done with it yet (see truncate_of_open) */
     _Atomic int closed;     /* its last close came; only the release is to come (op_flush) */
     int stg_opened;         /* stg is an open of the entry (staging_open), closed with it */
-    struct staged *stg;
+    /* stg changes only at a write after the last close (fs_file_reopen, under reopen_lock);
+     * what it was is kept in former and released with f: requests of f that began before may
+     * still use it */
+    struct staged *_Atomic stg;
+    pthread_mutex_t reopen_lock;
+    struct staged **former;
+    size_t n_former, cap_former;
     struct image *img;
     struct image_reader reader;
     char root[SCHEMA_ID_BUF];
@@ -151,6 +157,7 @@ void fs_file_dispose(struct fs *fs, struct fs_handle *link);
 struct fs_file *fs_file_new(void);
 void fs_file_free(struct fs *fs, struct fs_file *f);
 void fs_file_closed(struct fs *fs, struct fs_file *f);
+int fs_file_reopen(struct fs *fs, struct fs_file *f);
 void fs_hand_out(struct fs *fs, struct fuse_file_info *fi, struct fs_file *f);
 void op_flush(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi);
 void op_fsync(fuse_req_t req, fuse_ino_t ino, int datasync, struct fuse_file_info *fi);

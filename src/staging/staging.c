@@ -317,6 +317,7 @@ static void undetach_locked(struct staging *t, struct staged *s)
         t->detached = s->next_detached;
     if (s->next_detached)
         s->next_detached->prev_detached = s->prev_detached;
+    s->next_detached = s->prev_detached = NULL; /* it may be detached again (staging_reopen) */
 }
 
 void staging_close(struct staging *t, struct staged *s)
@@ -325,6 +326,33 @@ void staging_close(struct staging *t, struct staged *s)
     if (s->users > 0 && --s->users == 0 && strmap_get(t->by_path, s->path) == s)
         detach_locked(t, s);
     pthread_mutex_unlock(&t->lock);
+}
+
+int staging_reopen(struct staging *t, struct staged *s, struct staged **out)
+{
+    pthread_mutex_lock(&s->lock);
+    int healthy = !s->lost && !s->torn && !s->broken; /* else it would fail whoever joins it */
+    pthread_mutex_lock(&t->lock);
+    struct staged *on = s->gone ? NULL : strmap_get(t->by_path, s->path);
+    int rc = s->gone ? -ESTALE : 0;
+    if (rc == 0 && !on && s->detached && healthy) {
+        rc = strmap_put(t->by_path, s->path, s, NULL);
+        if (rc == 0) {
+            undetach_locked(t, s);
+            s->detached = 0;
+            t->finishing--; /* counted by the map again */
+        }
+    }
+    if (rc == 0 && !on)
+        on = s; /* back on its path, or left off it: its own file, which cannot be stored */
+    if (rc == 0) {
+        on->refs++;
+        on->users++;
+        *out = on;
+    }
+    pthread_mutex_unlock(&t->lock);
+    pthread_mutex_unlock(&s->lock);
+    return rc;
 }
 
 /* Mark the entry changed; the first change after a commit is journaled (restart commits it). */
@@ -577,42 +605,6 @@ static void discard_locked(struct staging *t, struct staged *s)
     s->dirty = s->torn = s->rejected = 0;
 }
 
-/* A reference to the entry of path that its last close took off the table but whose release
- * has not come, or NULL. Its change may still be committed at that release (a last close whose
- * commit failed is tried again; writes through a descriptor a child inherited), so a removal or
- * rename of its path must reach it as it reaches an entry on the table. */
-static struct staged *find_detached(struct staging *t, const char *path)
-{
-    pthread_mutex_lock(&t->lock);
-    struct staged *s = t->detached;
-    while (s && strcmp(s->path, path) != 0)
-        s = s->next_detached;
-    if (s)
-        s->refs++;
-    pthread_mutex_unlock(&t->lock);
-    return s;
-}
-
-int staging_unlink(struct staging *t, const char *path,
-                   int (*remove)(void *ctx, const char *path, int fresh), void *ctx)
-{
-    struct staged *s = staging_find(t, path);
-    if (!s)
-        s = find_detached(t, path);
-    if (!s)
-        return remove(ctx, path, 0);
-    pthread_mutex_lock(&s->lock);
-    int fresh = !s->committed && s->rec.mode == JOURNAL_NEW;
-    int rc = s->gone ? -ENOENT : remove(ctx, path, fresh);
-    if (rc == 0) {
-        discard_locked(t, s);
-        log_info("%s: removed or replaced while staged: its staged change is dropped", path);
-    }
-    pthread_mutex_unlock(&s->lock);
-    staging_release(t, s);
-    return rc;
-}
-
 void staging_info(struct staged *s, struct ns_info *info)
 {
     pthread_mutex_lock(&s->lock);
@@ -720,8 +712,10 @@ struct moved_walk {
 static int at_or_below(const char *key, void *value, void *ctx)
 {
     struct moved_walk *w = ctx;
-    char next = key[w->from_len];
-    if (w->rc != 0 || strncmp(key, w->from, w->from_len) != 0 || (next != '\0' && next != '/'))
+    if (w->rc != 0 || strncmp(key, w->from, w->from_len) != 0)
+        return 0;
+    char next = key[w->from_len]; /* within key only once key starts with from */
+    if (next != '\0' && next != '/')
         return 0;
     struct staged **bigger = grow_array(w->entries, &w->cap, w->n + 1, sizeof *bigger, 4);
     if (!bigger) {
@@ -731,6 +725,120 @@ static int at_or_below(const char *key, void *value, void *ctx)
     w->entries = bigger;
     w->entries[w->n++] = value;
     return 0;
+}
+
+/* The entries at or below path, on the table and detached (their release may still commit
+ * them: a last close whose commit failed is tried again; a child that inherited a descriptor
+ * may write through it after the last close), each with a reference for the caller. */
+static int reach_entries(struct staging *t, const char *path, struct moved_walk *w)
+{
+    *w = (struct moved_walk){ .from = path, .from_len = strlen(path) };
+    pthread_mutex_lock(&t->lock);
+    strmap_filter(t->by_path, at_or_below, w);
+    for (struct staged *d = t->detached; d; d = d->next_detached)
+        at_or_below(d->path, d, w);
+    for (size_t i = 0; w->rc == 0 && i < w->n; i++)
+        w->entries[i]->refs++;
+    pthread_mutex_unlock(&t->lock);
+    if (w->rc != 0) {
+        free(w->entries);
+        w->entries = NULL;
+        w->n = 0;
+    }
+    return w->rc;
+}
+
+static int by_address(const void *a, const void *b)
+{
+    uintptr_t x = (uintptr_t) * (struct staged *const *)a,
+              y = (uintptr_t) * (struct staged *const *)b;
+    return (x > y) - (x < y);
+}
+
+/* Under the table's lock (it guards the paths) and the entries' locks (gone): of the entries
+ * reach_entries found, in its order, the one whose view path shows: the one on the table, else
+ * the latest detached one (the list's first), never a discarded one; or NULL. A removal asks
+ * of it whether the file was never committed. */
+static struct staged *entry_of_path(struct staged **entries, size_t n, const char *path)
+{
+    for (size_t i = 0; i < n; i++)
+        if (strcmp(entries[i]->path, path) == 0 && !entries[i]->gone)
+            return entries[i];
+    return NULL;
+}
+
+/* Lock the entries in address order, so that two removals never wait for each other (the
+ * order of unlocking does not matter). */
+static int lock_in_address_order(struct staged **entries, size_t n)
+{
+    struct staged **order = n ? malloc(n * sizeof *order) : NULL;
+    if (n && !order)
+        return -ENOMEM;
+    if (n)
+        memcpy(order, entries, n * sizeof *order);
+    if (n > 1)
+        qsort(order, n, sizeof *order, by_address);
+    for (size_t i = 0; i < n; i++)
+        pthread_mutex_lock(&order[i]->lock);
+    free(order);
+    return 0;
+}
+
+/*
+ * Remove path (a file, or with folder an empty folder) and every entry at or below it: all of
+ * them are locked while remove decides, so that no commit of any comes in between, and all are
+ * discarded when it succeeded. A folder with an entry on the table below it is not empty: a
+ * writer has a file open there.
+ */
+static int remove_reaching(struct staging *t, const char *path, int folder,
+                           int (*remove)(void *ctx, const char *path, int fresh), void *ctx)
+{
+    struct moved_walk w;
+    int rc = reach_entries(t, path, &w);
+    if (rc == 0)
+        rc = lock_in_address_order(w.entries, w.n);
+    if (rc != 0) {
+        for (size_t i = 0; i < w.n; i++)
+            staging_release(t, w.entries[i]);
+        free(w.entries);
+        return rc;
+    }
+    pthread_mutex_lock(&t->lock);
+    struct staged *own = folder ? NULL : entry_of_path(w.entries, w.n, path);
+    for (size_t i = 0; folder && i < w.n; i++)
+        if (!w.entries[i]->detached && !w.entries[i]->gone)
+            rc = -ENOTEMPTY; /* a writer has it open */
+    pthread_mutex_unlock(&t->lock);
+    if (rc == 0)
+        rc = remove(ctx, path, own && !own->committed && own->rec.mode == JOURNAL_NEW);
+    size_t dropped = 0;
+    for (size_t i = 0; rc == 0 && i < w.n; i++) {
+        if (!w.entries[i]->gone) {
+            discard_locked(t, w.entries[i]);
+            dropped++;
+        }
+    }
+    if (dropped)
+        log_info("%s: removed or replaced while staged: its %zu staged changes are dropped", path,
+                 dropped);
+    for (size_t i = 0; i < w.n; i++)
+        pthread_mutex_unlock(&w.entries[i]->lock);
+    for (size_t i = 0; i < w.n; i++)
+        staging_release(t, w.entries[i]);
+    free(w.entries);
+    return rc;
+}
+
+int staging_unlink(struct staging *t, const char *path,
+                   int (*remove)(void *ctx, const char *path, int fresh), void *ctx)
+{
+    return remove_reaching(t, path, 0, remove, ctx);
+}
+
+int staging_rmdir(struct staging *t, const char *path,
+                  int (*remove)(void *ctx, const char *path, int fresh), void *ctx)
+{
+    return remove_reaching(t, path, 1, remove, ctx);
 }
 
 /* Under the table's lock: s takes the path to + what followed from in its path, and a

@@ -636,6 +636,247 @@ static void test_unlink_and_rename_reach_a_closed_entry(void)
     stack_close(&s);
 }
 
+/* A new file whose last close failed to commit (-EIO: the store refused), detached at path
+ * with its release still to come (the release tries the commit again). */
+static struct staged *closed_after_a_failed_commit(struct stack *s, const char *path, int seed)
+{
+    struct staged *h = NULL;
+    size_t len;
+    unsigned char *bytes = rig_h5_bytes(seed, &len);
+    unsigned domain_puts = FAULTY_MASK(FAULTY_PUT) | FAULTY_MASK(FAULTY_PUT_IF);
+    CHECK_INT(staging_open(s->t, path, NULL, 1, &h), 0);
+    CHECK_INT(write_all(s, h, bytes, len), 0);
+    rig_add_rule(s->r.st, domain_puts, RIG_DOMAIN_KEYS, FAULTY_FAIL, -EIO);
+    CHECK_INT(staging_commit(s->t, h), -EIO);
+    staging_close(s->t, h);
+    store_faulty_clear(s->r.st);
+    free(bytes);
+    return h;
+}
+
+/* A path can have several entries: two writers' last closes failed one after the other (each
+ * detached, each release still to come) and a third writer has it open. An unlink reaches all
+ * three: no release stores anything under the removed name, and nothing is kept. */
+static void test_unlink_reaches_every_entry_of_the_path(void)
+{
+    struct stack s;
+    struct staged *c = NULL;
+    char root[SCHEMA_ID_BUF], buf[8];
+    struct removal yes = { .answer = 0 };
+    stack_open(&s, "unlink_every");
+    struct staged *a = closed_after_a_failed_commit(&s, "/home/u/x.h5", 12);
+    struct staged *b = closed_after_a_failed_commit(&s, "/home/u/x.h5", 13);
+    CHECK(a != b);
+    CHECK_INT(staging_open(s.t, "/home/u/x.h5", NULL, 1, &c), 0);
+    CHECK_INT(staging_write(s.t, c, "not yet", 7, 0), 7);
+    CHECK_INT(staging_unlink(s.t, "/home/u/x.h5", remove_in_bucket, &yes), 0);
+    CHECK_INT(yes.calls, 1);
+    CHECK_INT(yes.fresh, 1); /* asked of the open one: never committed */
+    CHECK_INT(staging_read(s.t, a, buf, sizeof buf, 0), -ESTALE);
+    CHECK_INT(staging_write(s.t, b, "x", 1, 0), -ESTALE);
+    CHECK_INT(staging_commit(s.t, a), 0);
+    staging_close(s.t, c);
+    staging_release(s.t, c);
+    staging_release(s.t, b); /* the releases: they would try the commits again */
+    staging_release(s.t, a);
+    rig_named_root(s.r.mem, "/home/u/x.h5", root);
+    CHECK_STR(root, "");
+    CHECK_INT(counts_of(&s).commits, 0);
+    CHECK_INT(counts_of(&s).open, 0);
+    CHECK_INT(files_in(&s, "staging"), 0);
+    CHECK_INT(files_in(&s, "journal"), 0);
+    CHECK_INT(files_in(&s, "rejected"), 0);
+    stack_close(&s);
+}
+
+/* A rename onto a path removes what is staged there first (the fs layer's staging_unlink of
+ * the target): every entry, not the first found, so that no release stores over the file
+ * that took the name. The file moved there is what is committed. */
+static void test_rename_onto_reaches_every_entry_of_the_target(void)
+{
+    struct stack s;
+    struct staged *moved = NULL;
+    size_t len;
+    unsigned char *bytes = rig_h5_bytes(14, &len);
+    struct removal yes = { .answer = 0 };
+    stack_open(&s, "rename_onto_every");
+    struct staged *a = closed_after_a_failed_commit(&s, "/home/u/to.h5", 15);
+    struct staged *b = closed_after_a_failed_commit(&s, "/home/u/to.h5", 16);
+    CHECK_INT(staging_open(s.t, "/home/u/from.h5", NULL, 1, &moved), 0);
+    CHECK_INT(write_all(&s, moved, bytes, len), 0);
+    CHECK_INT(staging_unlink(s.t, "/home/u/to.h5", remove_in_bucket, &yes), 0);
+    CHECK_INT(yes.fresh, 1); /* asked of the latest closed one: no domain behind it */
+    staging_rename(s.t, "/home/u/from.h5", "/home/u/to.h5");
+    staging_close(s.t, moved);
+    staging_release(s.t, moved);
+    CHECK(domain_holds(&s, "/home/u/to.h5", 14));
+    staging_release(s.t, a);
+    staging_release(s.t, b);
+    CHECK(domain_holds(&s, "/home/u/to.h5", 14));
+    CHECK_INT(counts_of(&s).commits, 1);
+    CHECK_INT(files_in(&s, "journal"), 0);
+    CHECK_INT(files_in(&s, "rejected"), 0);
+    free(bytes);
+    stack_close(&s);
+}
+
+/* rmdir of a folder: a file open for writing below it keeps it (ENOTEMPTY, remove not
+ * asked), as a listing shows that file; once only closed writers' entries are left below it
+ * (not listed: their closes failed), remove decides, and they all go with the folder. */
+static void test_rmdir_reaches_the_entries_below(void)
+{
+    struct stack s;
+    struct staged *open = NULL;
+    char root[SCHEMA_ID_BUF];
+    struct removal yes = { .answer = 0 };
+    stack_open(&s, "rmdir_below");
+    struct staged *a = closed_after_a_failed_commit(&s, "/home/u/d/a.h5", 17);
+    struct staged *b = closed_after_a_failed_commit(&s, "/home/u/d/e/b.h5", 18);
+    struct staged *beside = closed_after_a_failed_commit(&s, "/home/u/dd.h5", 19);
+    CHECK_INT(staging_open(s.t, "/home/u/d/open.h5", NULL, 1, &open), 0);
+    CHECK_INT(staging_rmdir(s.t, "/home/u/d", remove_in_bucket, &yes), -ENOTEMPTY);
+    CHECK_INT(yes.calls, 0);
+    staging_close(s.t, open);
+    staging_release(s.t, open); /* nothing written: nothing to commit */
+    CHECK_INT(staging_rmdir(s.t, "/home/u/d", remove_in_bucket, &yes), 0);
+    CHECK_INT(yes.calls, 1);
+    CHECK_INT(yes.fresh, 0);
+    staging_release(s.t, a);
+    staging_release(s.t, b);
+    staging_release(s.t, beside); /* not below the folder: its release stores it */
+    rig_named_root(s.r.mem, "/home/u/d/a.h5", root);
+    CHECK_STR(root, "");
+    rig_named_root(s.r.mem, "/home/u/d/e/b.h5", root);
+    CHECK_STR(root, "");
+    CHECK(domain_holds(&s, "/home/u/dd.h5", 19));
+    CHECK_INT(files_in(&s, "journal"), 0);
+    CHECK_INT(files_in(&s, "rejected"), 0);
+    stack_close(&s);
+}
+
+/* A handle writes after its last close (a child that inherited the descriptor): an open of
+ * the path again. A writer that opened the path meanwhile has an entry of its own: the handle
+ * joins it, so one staged file and one commit hold both writers' bytes (no ESTALE between
+ * two entries of one path). */
+static void test_reopen_joins_the_writer_of_the_path(void)
+{
+    struct stack s;
+    struct staged *a = NULL, *w = NULL, *now = NULL;
+    char root[SCHEMA_ID_BUF];
+    size_t len;
+    unsigned char *bytes = rig_h5_bytes(21, &len);
+    stack_open(&s, "reopen_joins");
+    rig_commit(&s.r, "/home/u/j.h5", 20, root);
+    CHECK_INT(staging_open(s.t, "/home/u/j.h5", root, 0, &a), 0);
+    staging_close(s.t, a); /* its last close; its release is still to come */
+    CHECK_INT(staging_open(s.t, "/home/u/j.h5", root, 0, &w), 0);
+    CHECK(w != a);
+    CHECK_INT(staging_reopen(s.t, a, &now), 0);
+    CHECK(now == w);
+    CHECK_INT(staging_truncate(s.t, now, 0), 0); /* the child rewrites the file */
+    CHECK_INT(write_all(&s, now, bytes, len), 0);
+    CHECK(reads_back(&s, w, bytes, len)); /* the writer sees it: one file */
+    CHECK_INT(staging_commit(s.t, w), 0); /* the writer's close */
+    staging_close(s.t, w);
+    CHECK(domain_holds(&s, "/home/u/j.h5", 21));
+    struct staged *found = staging_find(s.t, "/home/u/j.h5");
+    CHECK(found == w); /* the reopened handle still has it open */
+    if (found)
+        staging_release(s.t, found);
+    CHECK_INT(staging_commit(s.t, now), 0); /* the child's close: nothing new */
+    staging_close(s.t, now);
+    CHECK(staging_find(s.t, "/home/u/j.h5") == NULL);
+    staging_release(s.t, w);
+    staging_release(s.t, now);
+    staging_release(s.t, a);
+    CHECK(domain_holds(&s, "/home/u/j.h5", 21));
+    CHECK_INT(counts_of(&s).commits, 1);
+    CHECK_INT(counts_of(&s).lost, 0);
+    CHECK_INT(counts_of(&s).open, 0);
+    CHECK_INT(files_in(&s, "rejected"), 0);
+    CHECK_INT(files_in(&s, "journal"), 0);
+    free(bytes);
+    stack_close(&s);
+}
+
+/* With no writer on the path, the handle's own entry goes back onto it, with what it holds
+ * (listed, joined by the next open), until its next last close; once removed, a write after
+ * the last close finds nothing to open: ESTALE. */
+static void test_reopen_puts_the_closed_entry_back(void)
+{
+    struct stack s;
+    struct staged *a = NULL, *b = NULL, *now = NULL;
+    char root[SCHEMA_ID_BUF], **names = NULL;
+    size_t len, n = 0;
+    unsigned char *bytes = rig_h5_bytes(22, &len);
+    struct removal yes = { .answer = 0 };
+    stack_open(&s, "reopen_back");
+    CHECK_INT(staging_open(s.t, "/home/u/n.h5", NULL, 1, &a), 0);
+    CHECK_INT(write_all(&s, a, bytes, len), 0);
+    CHECK_INT(staging_commit(s.t, a), 0);
+    staging_close(s.t, a);
+    CHECK(staging_find(s.t, "/home/u/n.h5") == NULL);
+    CHECK_INT(staging_reopen(s.t, a, &now), 0);
+    CHECK(now == a);
+    CHECK_INT(staging_children(s.t, "/home/u", &names, &n), 0);
+    CHECK_INT(n, 1);
+    for (size_t i = 0; i < n; i++)
+        free(names[i]);
+    free(names);
+    rig_named_root(s.r.mem, "/home/u/n.h5", root);
+    CHECK_INT(staging_open(s.t, "/home/u/n.h5", root, 0, &b), 0);
+    CHECK(b == a);
+    staging_close(s.t, b);
+    staging_release(s.t, b);
+    staging_close(s.t, now);
+    staging_release(s.t, now);
+    CHECK(staging_find(s.t, "/home/u/n.h5") == NULL); /* off the path again */
+    CHECK_INT(counts_of(&s).open, 1);
+    CHECK_INT(staging_unlink(s.t, "/home/u/n.h5", remove_in_bucket, &yes), 0);
+    CHECK_INT(staging_reopen(s.t, a, &now), -ESTALE);
+    staging_release(s.t, a);
+    CHECK_INT(counts_of(&s).open, 0);
+    CHECK_INT(files_in(&s, "staging"), 0);
+    free(bytes);
+    stack_close(&s);
+}
+
+/* A closed entry whose change lost to another writer's commit (ESTALE) can never be stored:
+ * a write after its last close goes to it, as its descriptor's file, but it stays off the
+ * path, so that the next open stages the stored version instead of joining it. */
+static void test_reopen_leaves_a_lost_entry_off_the_path(void)
+{
+    struct stack s;
+    struct staged *a = NULL, *w = NULL, *now = NULL, *next = NULL;
+    char root[SCHEMA_ID_BUF], head[8];
+    stack_open(&s, "reopen_lost");
+    rig_commit(&s.r, "/home/u/l.h5", 23, root);
+    CHECK_INT(staging_open(s.t, "/home/u/l.h5", root, 0, &a), 0);
+    CHECK_INT(staging_read(s.t, a, head, sizeof head, 0), 8);
+    CHECK_INT(staging_write(s.t, a, head, sizeof head, 0), 8);
+    staging_close(s.t, a); /* its commit is still to come (its release) */
+    CHECK_INT(staging_open(s.t, "/home/u/l.h5", root, 0, &w), 0);
+    CHECK_INT(staging_write(s.t, w, head, sizeof head, 0), 8);
+    CHECK_INT(staging_commit(s.t, w), 0);
+    staging_close(s.t, w);
+    staging_release(s.t, w);
+    CHECK_INT(staging_commit(s.t, a), -ESTALE);
+    CHECK_INT(staging_reopen(s.t, a, &now), 0);
+    CHECK(now == a);
+    CHECK(staging_find(s.t, "/home/u/l.h5") == NULL);
+    rig_named_root(s.r.mem, "/home/u/l.h5", root);
+    CHECK_INT(staging_open(s.t, "/home/u/l.h5", root, 0, &next), 0);
+    CHECK(next != a);
+    staging_close(s.t, next);
+    staging_release(s.t, next);
+    staging_close(s.t, now);
+    staging_release(s.t, now);
+    staging_release(s.t, a);
+    CHECK_INT(files_in(&s, "rejected"), 1); /* the lost change, kept whole */
+    CHECK_INT(counts_of(&s).open, 0);
+    stack_close(&s);
+}
+
 int main(void)
 {
     rig_setup("staging");
@@ -645,6 +886,12 @@ int main(void)
     test_closed_entry_leaves_its_path();
     test_closed_change_keeps_its_base();
     test_unlink_and_rename_reach_a_closed_entry();
+    test_unlink_reaches_every_entry_of_the_path();
+    test_rename_onto_reaches_every_entry_of_the_target();
+    test_rmdir_reaches_the_entries_below();
+    test_reopen_joins_the_writer_of_the_path();
+    test_reopen_puts_the_closed_entry_back();
+    test_reopen_leaves_a_lost_entry_off_the_path();
     test_empty_drops_uncommitted();
     test_unlink_drops_entry();
     test_rename_commits_under_new_name();

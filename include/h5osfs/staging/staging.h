@@ -62,6 +62,19 @@ int staging_open(struct staging *t, const char *path, const char *root, int trun
  * still send go to it and are committed under its path. Each open is closed at most once.
  */
 void staging_close(struct staging *t, struct staged *s);
+/*
+ * An open of s's path again, by a handle of s that had its last close (a process that
+ * inherited the descriptor writes through it: it still names the file, as on any file system):
+ * *out is the entry on the table for that path, joined as staging_open joins it (a new
+ * reference and open), which is s itself when s had left the path and none took it meanwhile
+ * (s is then back on its path, with what it holds). Which entry a write goes to thus never
+ * depends on when the kernel's release comes: a writer that opened the path in between shares
+ * its file with the handle, and one commit holds both their writes. An s whose change can no
+ * longer be stored (lost to another writer: ESTALE; torn) stays off the path, so that no new
+ * writer joins it: *out is s, its commits fail as before. -ESTALE when s was removed
+ * (staging_unlink).
+ */
+int staging_reopen(struct staging *t, struct staged *s, struct staged **out);
 /* The entry of path if one exists (a reference), else NULL. */
 struct staged *staging_find(struct staging *t, const char *path);
 /* Drop a reference; the last one of an entry commits what is still uncommitted and removes
@@ -97,17 +110,26 @@ int staging_is_new(struct staged *s);
  * malloc'd strings (free each, then the array). */
 int staging_children(struct staging *t, const char *dir, char ***names, size_t *n);
 /*
- * Remove path, and with it any change staged there. remove(ctx, path, fresh) decides and does
- * what the bucket needs: fresh is 1 when path is a file never committed (no domain behind it:
- * nothing to delete, only rights to check), else 0; it runs under the entry's lock, so no
- * commit of the entry comes in between. When it returns 0 the entry is discarded: it leaves
- * the table, its staged bytes are freed at once (even while handles are open), its journal
- * record goes and nothing of it is ever committed; its handles' reads, writes and truncates
- * fail with ESTALE, their flushes and closes succeed. Returns remove's answer (-ENOENT when
- * the entry was removed meanwhile).
+ * Remove path, and with it every change staged there: the entry on the table and every entry
+ * that a last close took off the path but whose release has not come (staging_close; its
+ * commit may still be tried at the release, and a child that inherited a descriptor may write
+ * through it), and the entries below path. remove(ctx, path, fresh) decides and does what the
+ * bucket needs: fresh is 1 when path is a file never committed (no domain behind it: nothing
+ * to delete, only rights to check; asked of the entry on the table, else of the latest
+ * detached one), else 0; it runs under the locks of all those entries, so no commit of any
+ * comes in between. When it returns 0 they are all discarded: out of the table, their staged
+ * bytes freed at once (even while handles are open), their journal records gone, and nothing
+ * of them is ever committed; their handles' reads, writes and truncates fail with ESTALE,
+ * their flushes and closes succeed. Returns remove's answer.
  */
 int staging_unlink(struct staging *t, const char *path,
                    int (*remove)(void *ctx, const char *path, int fresh), void *ctx);
+/* The same for the folder path (remove is asked with fresh 0): -ENOTEMPTY without asking
+ * while a file below it is open for writing (staging_children lists it); else the entries
+ * below it that their last close detached are discarded when remove succeeds, so that no
+ * release stores a file in a folder that is gone. */
+int staging_rmdir(struct staging *t, const char *path,
+                  int (*remove)(void *ctx, const char *path, int fresh), void *ctx);
 /* Move the entry of from to to after a rename of its domain; after a rename of a folder,
  * every entry below it too (to + the rest of its path), as the files open there move with it. */
 void staging_rename(struct staging *t, const char *from, const char *to);
