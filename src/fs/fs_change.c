@@ -220,21 +220,32 @@ static int rmdir_at(void *ctx, const char *path, int fresh)
     return domops_rmdir(r->fs->ops, caller_user(r->caller), path);
 }
 
-/* The files staged below the folder go with it (staging_rmdir): a writer's open file keeps
- * it (ENOTEMPTY), as a listing shows it; no closed writer's release stores into it later. */
-void op_rmdir(fuse_req_t req, fuse_ino_t parent, const char *name)
+/* A removal of name in parent through staging (staging_unlink or staging_rmdir, which take
+ * the staged files there with it): 0 or -errno; *path the removed path (the caller frees). */
+static int remove_at(fuse_req_t req, fuse_ino_t parent, const char *name,
+                     int (*staged)(struct staging *t, const char *path,
+                                   int (*remove)(void *ctx, const char *path, int fresh),
+                                   void *ctx),
+                     int (*remove)(void *ctx, const char *path, int fresh), char **path)
 {
     struct fs *fs = fs_of(req);
     struct caller caller;
     fs_caller_of(fs, req, &caller);
     struct removal r = { .fs = fs, .caller = &caller };
-    char *path = fs->cfg.read_only ? NULL : path_in(fs, parent, name);
-    int rc = fs->cfg.read_only        ? -EROFS
-             : !path                  ? -ENOMEM
-             : fs_is_view_path(path)  ? -EROFS
-             : fs_is_stats_path(path) ? -EPERM
-                                      : staging_rmdir(fs->staging, path, rmdir_at, &r);
-    fuse_reply_err(req, -rc);
+    *path = fs->cfg.read_only ? NULL : path_in(fs, parent, name);
+    return fs->cfg.read_only         ? -EROFS
+           : !*path                  ? -ENOMEM
+           : fs_is_view_path(*path)  ? -EROFS
+           : fs_is_stats_path(*path) ? -EPERM
+                                     : staged(fs->staging, *path, remove, &r);
+}
+
+/* The files staged below the folder go with it (staging_rmdir): a writer's open file keeps
+ * it (ENOTEMPTY), as a listing shows it; no closed writer's release stores into it later. */
+void op_rmdir(fuse_req_t req, fuse_ino_t parent, const char *name)
+{
+    char *path;
+    fuse_reply_err(req, -remove_at(req, parent, name, staging_rmdir, rmdir_at, &path));
     free(path);
 }
 
@@ -242,18 +253,10 @@ void op_rmdir(fuse_req_t req, fuse_ino_t parent, const char *name)
  * close commits nothing over what the bucket has now. */
 void op_unlink(fuse_req_t req, fuse_ino_t parent, const char *name)
 {
-    struct fs *fs = fs_of(req);
-    struct caller caller;
-    fs_caller_of(fs, req, &caller);
-    struct removal r = { .fs = fs, .caller = &caller };
-    char *path = fs->cfg.read_only ? NULL : path_in(fs, parent, name);
-    int rc = fs->cfg.read_only        ? -EROFS
-             : !path                  ? -ENOMEM
-             : fs_is_view_path(path)  ? -EROFS
-             : fs_is_stats_path(path) ? -EPERM
-                                      : staging_unlink(fs->staging, path, unlink_at, &r);
+    char *path;
+    int rc = remove_at(req, parent, name, staging_unlink, unlink_at, &path);
     if (rc == 0)
-        callers_forget_creator(fs->callers, path);
+        callers_forget_creator(fs_of(req)->callers, path);
     fuse_reply_err(req, -rc);
     free(path);
 }
