@@ -1,6 +1,6 @@
 /*
  * build.h: the state of one image build, shared by build.c (objects, links, attributes) and
- * build_data.c (datasets: creation properties, chunk sources, materialised values),
+ * build_data*.c (datasets: creation properties, chunk sources, materialised values),
  * build_vds.c (a virtual dataset's mappings) and build_declare.c (the chunk extents, declared
  * last).
  */

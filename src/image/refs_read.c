@@ -1,0 +1,168 @@
+/* refs_read: a read of a linked dataset's chunk: each piece fetched with a ranged GET and
+ * decoded as HDF5 filter output into its place, or the rows of a contiguous range gathered;
+ * absent pieces are the fill value. See refs.c. */
+#include <errno.h>
+#include <inttypes.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "h5osfs/util/log.h"
+#include "refs_int.h"
+
+/* Copy a block of `dims` elements (row-major) into buf (row-major `into`) at element `at`. */
+static void place_block(unsigned char *dst, const uint64_t *into, const unsigned char *src,
+                        const uint64_t *dims, const uint64_t *at, int rank, size_t itemsize)
+{
+    uint64_t rows = 1, idx[IMAGE_MAX_RANK] = { 0 };
+    for (int k = 0; k < rank - 1; k++)
+        rows *= dims[k];
+    size_t row_bytes = dims[rank - 1] * itemsize;
+    for (uint64_t r = 0; r < rows; r++) {
+        uint64_t off = 0;
+        for (int k = 0; k < rank; k++)
+            off = off * into[k] + at[k] + (k < rank - 1 ? idx[k] : 0);
+        memcpy(dst + off * itemsize, src + r * row_bytes, row_bytes);
+        for (int k = rank - 2; k >= 0 && ++idx[k] == dims[k]; k--)
+            idx[k] = 0;
+    }
+}
+
+static int fetch_range(const struct chunk_job *job, uint32_t uri, uint64_t off, uint64_t len,
+                       struct store_buf *out)
+{
+    const struct image_dataset *ds = job->ds;
+    if (uri >= ds->n_uris || len > REF_RANGE_MAX)
+        return -EIO;
+    int rc = store_get_range(job->img->store, ds->uris[uri], off, len, out);
+    if (rc == 0 && out->len != len) {
+        log_error("%s: %s: %s ends at %" PRIu64 ", before the linked bytes %" PRIu64 "+%" PRIu64,
+                  job->img->domain_path, ds->path, ds->uris[uri], off + out->len, off, len);
+        store_buf_free(out);
+        return -EIO;
+    }
+    if (rc == -ENOENT)
+        log_error("%s: %s: linked file %s is missing", job->img->domain_path, ds->path,
+                  ds->uris[uri]);
+    return rc ? -EIO : 0;
+}
+
+static int load_piece(const struct chunk_job *job, const struct ref_piece *p, unsigned char *dst,
+                      size_t dst_len)
+{
+    struct store_buf raw = { 0 };
+    char why[160] = "";
+    int rc = fetch_range(job, p->uri, p->off, p->size, &raw);
+    if (rc != 0)
+        return rc;
+    rc = codec_decode(&job->ds->codec, raw.data, raw.len, dst, dst_len, why, sizeof why);
+    if (rc != 0)
+        log_error("%s: %s: linked chunk %s@%" PRIu64 "+%" PRIu32 ": %s", job->img->domain_path,
+                  job->ds->path, job->ds->uris[p->uri], p->off, p->size, why);
+    store_buf_free(&raw);
+    return rc ? -EIO : 0;
+}
+
+/* The first piece of chunk `linear`, or where it would be. */
+static size_t first_piece(const struct image_dataset *ds, uint64_t linear)
+{
+    size_t lo = 0, hi = ds->n_pieces;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (ds->pieces[mid].chunk < linear)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo;
+}
+
+static int load_pieces(const struct chunk_job *job, unsigned char *buf, size_t size)
+{
+    const struct image_dataset *ds = job->ds;
+    size_t first = first_piece(ds, job->linear), end = first;
+    while (end < ds->n_pieces && ds->pieces[end].chunk == job->linear)
+        end++;
+    if (ds->n_sub == 1 && end > first)
+        return load_piece(job, &ds->pieces[first], buf, size);
+    if (end == first) {
+        image_fill(ds, buf, size);
+        return 0;
+    }
+    uint64_t sub_bytes = ds->itemsize, f[IMAGE_MAX_RANK];
+    for (int k = 0; k < ds->rank; k++) {
+        sub_bytes *= ds->sub_dims[k];
+        f[k] = ds->chunk_dims[k] / ds->sub_dims[k];
+    }
+    unsigned char *sub = malloc(sub_bytes ? sub_bytes : 1);
+    if (!sub)
+        return -EIO;
+    image_fill(ds, buf, size);
+    int rc = 0;
+    for (size_t i = first; i < end && rc == 0; i++) {
+        uint64_t at[IMAGE_MAX_RANK], rest = ds->pieces[i].sub;
+        for (int k = ds->rank - 1; k >= 0; k--) {
+            at[k] = (rest % f[k]) * ds->sub_dims[k];
+            rest /= f[k];
+        }
+        rc = load_piece(job, &ds->pieces[i], sub, sub_bytes);
+        if (rc == 0)
+            place_block(buf, ds->chunk_dims, sub, ds->sub_dims, at, ds->rank, ds->itemsize);
+    }
+    free(sub);
+    return rc;
+}
+
+/* A chunk of a contiguous linked dataset: its rows, gathered from one covering range. */
+static int load_contiguous(const struct chunk_job *job, unsigned char *buf, size_t size)
+{
+    const struct image_dataset *ds = job->ds;
+    uint64_t idx[IMAGE_MAX_RANK], start[IMAGE_MAX_RANK], count[IMAGE_MAX_RANK];
+    uint64_t stride[IMAGE_MAX_RANK], first = 0, last = 0;
+    image_chunk_index(ds, job->linear, idx);
+    stride[ds->rank - 1] = ds->itemsize;
+    for (int k = ds->rank - 2; k >= 0; k--)
+        stride[k] = stride[k + 1] * ds->dims[k + 1];
+    for (int k = 0; k < ds->rank; k++) {
+        start[k] = idx[k] * ds->chunk_dims[k];
+        count[k] =
+            ds->dims[k] - start[k] < ds->chunk_dims[k] ? ds->dims[k] - start[k] : ds->chunk_dims[k];
+        first += start[k] * stride[k];
+        last += (start[k] + count[k] - 1) * stride[k];
+    }
+    last += ds->itemsize;
+    if (last > ds->contig_size)
+        last = ds->contig_size;
+    image_fill(ds, buf, size);
+    if (first >= last)
+        return 0;
+    struct store_buf raw = { 0 };
+    int rc = fetch_range(job, 0, ds->contig_off + first, last - first, &raw);
+    if (rc != 0)
+        return rc;
+    uint64_t rows = 1, r_idx[IMAGE_MAX_RANK] = { 0 };
+    for (int k = 0; k < ds->rank - 1; k++)
+        rows *= count[k];
+    for (uint64_t r = 0; r < rows; r++) {
+        uint64_t src = 0, dst = 0;
+        for (int k = 0; k < ds->rank - 1; k++) {
+            src += (start[k] + r_idx[k]) * stride[k];
+            dst = (dst + r_idx[k]) * ds->chunk_dims[k + 1];
+        }
+        uint64_t n = count[ds->rank - 1] * ds->itemsize;
+        src += start[ds->rank - 1] * ds->itemsize;
+        if (src - first + n <= raw.len)
+            memcpy(buf + dst * ds->itemsize, raw.data + (src - first), n);
+        for (int k = ds->rank - 2; k >= 0 && ++r_idx[k] == count[k]; k--)
+            r_idx[k] = 0;
+    }
+    store_buf_free(&raw);
+    return 0;
+}
+
+int image_load_ref(const struct chunk_job *job, unsigned char *buf, size_t size)
+{
+    if (job->ds->origin == ORIGIN_REF_CONTIG)
+        return load_contiguous(job, buf, size);
+    return load_pieces(job, buf, size);
+}
