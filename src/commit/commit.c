@@ -41,8 +41,6 @@ static int set_state(const struct commit_ctx *c, struct journal_rec *rec, enum j
     return journal_write(c->journal, rec);
 }
 
-/* Before the work of an ingest: is the domain still the version the staged file started
- * from? 0, -ESTALE, or the store's -errno (the swap checks again, atomically). */
 /* The domain's "acls" that its versions pass on (doc/versions.md §3.5): dom's, or for a new
  * domain those its object will get. A new reference; NULL when there are none to be had (its
  * versions are then readable by the committer alone). */
@@ -62,8 +60,10 @@ static json_t *acls_of(const struct commit_ctx *c, const char *path, json_t *dom
     return acls;
 }
 
-/* The domain is still what the staged file started from; *acls (may be NULL) gets its ACLs,
- * *base_ref whether it names its head version (versions_current=ref: never collected). */
+/* Before the work of an ingest: is the domain still the version the staged file started
+ * from? 0, -ESTALE, or the store's -errno (the swap checks again, atomically). *acls (may be
+ * NULL) gets its ACLs, *base_ref whether it names its head version (versions_current=ref:
+ * never collected). */
 static int check_base(const struct commit_ctx *c, const struct journal_rec *rec, json_t **acls,
                       int *base_ref)
 {
