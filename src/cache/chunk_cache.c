@@ -30,6 +30,7 @@ struct chunk_entry {
     struct chunk_entry *prev, *next; /* idle list links; meaningful only while idle */
     void *data;                      /* written by the loader before READY, read-only after */
     struct chunk_file file;          /* or (data NULL) the file that holds the bytes */
+    uint64_t version;                /* the loader's struct chunk_file.version */
     atomic_uint *files;              /* the cache's count of open files */
     size_t size;
     unsigned long refs; /* the loader, waiters and readers holding it */
@@ -282,8 +283,9 @@ static int take_file(struct chunk_entry *e, struct chunk_file file, void **data)
 static int fill(struct chunk_entry *e, chunk_load_fn load, void *ctx)
 {
     void *data = NULL;
-    struct chunk_file file = { -1, 0 };
+    struct chunk_file file = { -1, 0, 0 };
     int rc = load(ctx, e->size, &data, &file);
+    e->version = file.version;
     if (rc == 0 && !data && file.fd >= 0)
         rc = take_file(e, file, &data);
     else if (file.fd >= 0 && close(file.fd) != 0) /* a loader that gave both, or failed */
@@ -465,6 +467,11 @@ int chunk_cache_has(struct chunk_cache *cache, const char *key)
 const void *chunk_entry_data(const struct chunk_entry *e)
 {
     return e->data;
+}
+
+uint64_t chunk_entry_version(const struct chunk_entry *e)
+{
+    return e->version;
 }
 
 struct chunk_file chunk_entry_file(const struct chunk_entry *e)

@@ -11,7 +11,8 @@
 struct pin {
     uint64_t chunk;
     uint32_t dset;
-    uint64_t token; /* CHUNK_PIN_UNKNOWN: a free slot */
+    uint32_t refused; /* another token was refused already (and said so) */
+    uint64_t token;   /* CHUNK_PIN_UNKNOWN: a free slot */
 };
 
 struct chunk_pins {
@@ -91,19 +92,29 @@ static int insert(struct chunk_pins *p, uint32_t dset, uint64_t chunk, uint64_t 
         p->warned = 1;
         return -ENOMEM;
     }
-    *find(p->slots, p->cap, dset, chunk) = (struct pin){ chunk, dset, token };
+    *find(p->slots, p->cap, dset, chunk) = (struct pin){ chunk, dset, 0, token };
     p->used++;
     return 0;
 }
 
-int chunk_pins_check(struct chunk_pins *p, uint32_t dset, uint64_t chunk, uint64_t token)
+int chunk_pins_check(struct chunk_pins *p, uint32_t dset, uint64_t chunk, uint64_t token,
+                     int *first)
 {
+    *first = 0;
     if (token == CHUNK_PIN_UNKNOWN)
         return 0;
     pthread_mutex_lock(&p->lock);
-    const struct pin *s = p->cap ? find(p->slots, p->cap, dset, chunk) : NULL;
-    int rc = s && s->token != CHUNK_PIN_UNKNOWN ? (s->token == token ? 0 : -ESTALE)
-                                                : insert(p, dset, chunk, token);
+    struct pin *s = p->cap ? find(p->slots, p->cap, dset, chunk) : NULL;
+    int rc;
+    if (!s || s->token == CHUNK_PIN_UNKNOWN) {
+        rc = insert(p, dset, chunk, token);
+    } else if (s->token == token) {
+        rc = 0;
+    } else {
+        *first = !s->refused;
+        s->refused = 1;
+        rc = -ESTALE;
+    }
     pthread_mutex_unlock(&p->lock);
     return rc;
 }

@@ -132,7 +132,6 @@ struct chunk_job {
     struct image *img;
     const struct image_dataset *ds;
     uint64_t linear;
-    int unpinned; /* the store's bytes as they are now, whatever the image served before */
 };
 
 /* Load a chunk of a *_REF dataset (refs.c) into buf (size = chunk_bytes). 0 or -EIO. */

@@ -60,22 +60,23 @@ static uint64_t file_stamp(const struct stat *sb)
     return mtime_ns ^ ((uint64_t)sb->st_ino * 0x9E3779B97F4A7C15u) ^ ((uint64_t)sb->st_size << 32);
 }
 
-/* The chunk object of job came with etag (CHUNK_PIN_ABSENT: it was missing): the same version
- * as every earlier load of it for this image (chunk_pins.h), 0; else -ESTALE, logged, and the
- * image is marked changed (readers answer EIO). */
-static int pin_chunk(const struct chunk_job *job, const char *key, uint64_t token)
+/* Chunk `linear` of dataset `dset` is served from bytes that came with token (their object's
+ * etag, CHUNK_PIN_ABSENT for a missing object): the same version as every earlier serving of
+ * it by this image (chunk_pins.h), 0; else -ESTALE, the image marked changed and, the first
+ * time for that chunk, one log line. */
+static int pin_served(struct image *img, uint32_t dset, uint64_t linear, uint64_t token)
 {
-    struct image *img = job->img;
-    if (job->unpinned)
-        return 0;
-    if (chunk_pins_check(img->pins, (uint32_t)(job->ds - img->datasets), job->linear, token) !=
-        -ESTALE)
+    int first;
+    if (chunk_pins_check(img->pins, dset, linear, token, &first) != -ESTALE)
         return 0;
     atomic_store(&img->changed_in_store, 1);
-    log_error("%s: %s: chunk %s: %s in the store since this version of the file served it: "
-              "its readers get EIO for it; the next open reads the new version",
-              img->domain_path, job->ds->path, key,
-              token == CHUNK_PIN_ABSENT ? "deleted" : "written");
+    char key[STORE_KEY_MAX + 1];
+    const struct image_dataset *ds = &img->datasets[dset];
+    if (first && image_chunk_key(ds, linear, key, sizeof key) == 0)
+        log_error("%s: %s: chunk %s: %s in the store since this version of the file served it: "
+                  "its readers get EIO for it; the next open reads the new version",
+                  img->domain_path, ds->path, key,
+                  token == CHUNK_PIN_ABSENT ? "deleted" : "written");
     return -ESTALE;
 }
 
@@ -101,11 +102,7 @@ static int open_chunk_file(const struct chunk_job *job, const char *key, size_t 
         close(fd);
         return 0;
     }
-    if ((rc = pin_chunk(job, key, chunk_pin_token(st.etag))) != 0) {
-        close(fd);
-        return rc;
-    }
-    *file = (struct chunk_file){ fd, file_stamp(&sb) };
+    *file = (struct chunk_file){ fd, file_stamp(&sb), chunk_pin_token(st.etag) };
     return 1;
 }
 
@@ -121,11 +118,8 @@ static int load_hsds(const struct chunk_job *job, size_t size, void **data, stru
         return 0;
     if (rc == 0)
         rc = store_get(job->img->store, key, size + size / 8 + 65536, &raw);
-    if ((rc == 0 || rc == -ENOENT) &&
-        pin_chunk(job, key, rc == 0 ? chunk_pin_token(raw.etag) : CHUNK_PIN_ABSENT) != 0) {
-        store_buf_free(&raw);
-        return -ESTALE;
-    }
+    if (rc == 0 || rc == -ENOENT) /* what the served bytes are checked by (pin_served) */
+        file->version = rc == 0 ? chunk_pin_token(raw.etag) : CHUNK_PIN_ABSENT;
     if (rc == -ENOENT) {
         unsigned char *buf = chunk_buffer(job, size);
         if (!buf)
@@ -138,7 +132,7 @@ static int load_hsds(const struct chunk_job *job, size_t size, void **data, stru
         if (rc == -EFBIG || rc == -EISDIR)
             log_error("%s: %s: chunk %s: %s", job->img->domain_path, ds->path, key,
                       rc == -EFBIG ? "larger than any encoding of the chunk" : "a directory");
-        return rc == -ESTALE ? rc : -EIO; /* ESTALE: pin_chunk said why */
+        return -EIO;
     }
     rc = decode_hsds(job, key, &raw, size, data);
     store_buf_free(&raw);
@@ -189,24 +183,29 @@ static int check_chunk_file(const struct image *img, const struct segment *s,
     return -EIO;
 }
 
-/* The cache entry of chunk segment s, held (chunk_entry_put when done). 0, -ESTALE (its object
- * changed since the image served it: chunk_pins.h) or -EIO. */
+/* The cache entry of chunk segment s, held (chunk_entry_put when done), its bytes the version
+ * the image served before (chunk_pins.h). 0 or -EIO. */
 static int hold_chunk(struct image *img, struct image_reader *r, const struct segment *s,
                       struct chunk_entry **e)
 {
     char key[64];
     if (s->dset >= img->n_datasets)
         return -EIO;
-    struct chunk_job job = { img, &img->datasets[s->dset], s->u.chunk, 0 };
+    struct chunk_job job = { img, &img->datasets[s->dset], s->u.chunk };
     if (job.ds->origin == ORIGIN_POISON)
         return -EIO; /* logged once by the build; nothing to fetch (it may be huge) */
     if (job.ds->chunk_bytes != s->len)
         return -EIO; /* the driver declared what the table says: cannot happen */
     chunk_cache_key(img, s, key, sizeof key);
     struct chunk_found found;
-    int rc = chunk_cache_fetch(r->cache, key, s->len, load_chunk, &job, e, &found);
-    if (rc != 0)
-        return rc == -ESTALE ? rc : -EIO;
+    if (chunk_cache_fetch(r->cache, key, s->len, load_chunk, &job, e, &found) != 0)
+        return -EIO;
+    /* a writer's base takes the bytes as they are now (struct image_reader), and pins them
+     * for the readers of the version if nobody served the chunk yet */
+    if (pin_served(img, s->dset, s->u.chunk, chunk_entry_version(*e)) != 0 && !r->writer_base) {
+        chunk_entry_put(r->cache, *e);
+        return -EIO;
+    }
     if (found.spread_taken)
         readahead_taken(r, s->len);
     return 0;
@@ -233,34 +232,11 @@ static int read_chunk_file(const struct image *img, const struct segment *s, str
     return 0;
 }
 
-/* n bytes at from of chunk segment s as the store has them now, not through the cache and not
- * pinned: what a writer's base reads of a chunk that changed (struct image_reader). */
-static int copy_unpinned(struct image *img, const struct segment *s, uint64_t from,
-                         unsigned char *out, uint64_t n)
-{
-    struct chunk_job job = { img, &img->datasets[s->dset], s->u.chunk, 1 };
-    void *data = NULL;
-    struct chunk_file file = { -1, 0 };
-    int rc = load_chunk(&job, s->len, &data, &file);
-    if (rc == 0 && data)
-        memcpy(out, (unsigned char *)data + (from - s->off), n);
-    else if (rc == 0)
-        rc = read_chunk_file(img, s, file, from - s->off, out, n);
-    free(data);
-    if (file.fd >= 0 && close(file.fd) != 0)
-        log_warn("%s: %s: chunk %" PRIu64 ": closing its file: %s", img->domain_path,
-                 img->datasets[s->dset].path, s->u.chunk, strerror(errno));
-    return rc == 0 ? 0 : -EIO;
-}
-
 static int copy_chunk(struct image *img, struct image_reader *r, const struct segment *s,
                       uint64_t from, unsigned char *out, uint64_t n)
 {
     struct chunk_entry *e;
-    int held = hold_chunk(img, r, s, &e);
-    if (held == -ESTALE && r->writer_base)
-        return copy_unpinned(img, s, from, out, n);
-    if (held != 0)
+    if (hold_chunk(img, r, s, &e) != 0)
         return -EIO;
     const unsigned char *data = chunk_entry_data(e);
     int rc = 0;
@@ -320,8 +296,7 @@ static int read_brushed(struct image *img, const struct segment *s, uint64_t pos
         return -EIO;
     int rc = store_get_range(img->store, key, pos - s->off, n, &got);
     int whole = rc == 0 && got.len == n;
-    struct chunk_job job = { img, ds, s->u.chunk, 0 };
-    if (whole && pin_chunk(&job, key, chunk_pin_token(got.etag)) != 0) {
+    if (whole && pin_served(img, s->dset, s->u.chunk, chunk_pin_token(got.etag)) != 0) {
         store_buf_free(&got);
         return -EIO;
     }
@@ -350,7 +325,7 @@ static int queue_load(struct image *img, struct image_reader *r, enum prefetch_k
     struct chunk_job *job = malloc(sizeof *job);
     if (!job)
         return -1;
-    *job = (struct chunk_job){ img, &img->datasets[dset], linear, 0 };
+    *job = (struct chunk_job){ img, &img->datasets[dset], linear };
     image_get(img);
     char key[64];
     struct segment s = { .dset = dset, .len = len, .u.chunk = linear };

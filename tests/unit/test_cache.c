@@ -761,7 +761,7 @@ static int file_load(void *arg, size_t size, void **data, struct chunk_file *fil
     char text[32];
     snprintf(text, sizeof text, "file:%-*s", (int)(size - 5), (const char *)arg);
     CHECK(pwrite(fd, text, size, 0) == (ssize_t)size);
-    *file = (struct chunk_file){ fd, 42 };
+    *file = (struct chunk_file){ fd, 42, 7 };
     return 0;
 }
 
@@ -780,12 +780,14 @@ static void test_file_entries(void)
     for (int i = 0; i < CHUNK_CACHE_FILES_MAX; i++) {
         struct chunk_file f = chunk_entry_file(held[i]);
         CHECK(chunk_entry_data(held[i]) == NULL && f.fd >= 0 && f.stamp == 42);
+        CHECK_INT(chunk_entry_version(held[i]), 7);
         char got[17] = "";
         CHECK(pread(f.fd, got, 16, 0) == 16);
         CHECK(strncmp(got + 5, keys[i], strlen(keys[i])) == 0);
     }
     const struct chunk_entry *last = held[CHUNK_CACHE_FILES_MAX];
     CHECK(chunk_entry_file(last).fd < 0 && chunk_entry_data(last) != NULL);
+    CHECK_INT(chunk_entry_version(last), 7); /* its file read into memory: the same version */
     CHECK(strncmp((const char *)chunk_entry_data(last) + 5, "k256", 4) == 0);
     int fd0 = chunk_entry_file(held[0]).fd;
     for (int i = 0; i <= CHUNK_CACHE_FILES_MAX; i++)

@@ -15,10 +15,13 @@ struct chunk_cache;
 struct chunk_entry;
 
 /* A chunk whose bytes are already in a file (a local store's chunk object): its first size
- * bytes, and what the loader knows the file by (stamp), to tell later whether it changed. */
+ * bytes, and what the loader knows the file by (stamp), to tell later whether it changed.
+ * version, for any entry (a file or bytes in memory): what the loader knows the bytes' source
+ * by (the object's change token; 0: nothing), kept with the entry (chunk_entry_version). */
 struct chunk_file {
     int fd; /* -1: none */
     uint64_t stamp;
+    uint64_t version;
 };
 
 /* The chunk's decoded bytes: on 0, *data is a buffer of at least size bytes from malloc, now
@@ -65,6 +68,8 @@ const void *chunk_entry_data(const struct chunk_entry *e);
  * CHUNK_CACHE_FILES_MAX open: past that, a loaded file's bytes are read into memory. */
 #define CHUNK_CACHE_FILES_MAX 256
 struct chunk_file chunk_entry_file(const struct chunk_entry *e);
+/* The version its loader gave (struct chunk_file). */
+uint64_t chunk_entry_version(const struct chunk_entry *e);
 void chunk_entry_put(struct chunk_cache *cache, struct chunk_entry *e);
 
 struct chunk_cache_stats {

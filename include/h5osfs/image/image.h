@@ -123,8 +123,8 @@ struct image_reader {
     _Atomic uint64_t run_from;       /* where the reader's sequential run began */
     struct image_through through[IMAGE_THROUGH_SLOTS];
     _Atomic unsigned through_next; /* the slot a new chunk takes */
-    /* The base of a writer's staged file: a chunk object changed in the store since the image
-     * served it is read as the store has it now (bypassing the cache), not refused. A reader
+    /* The base of a writer's staged file: a chunk whose bytes in the cache are not the version
+     * the image served before (its object changed in the store) is read as it is, not refused. A reader
      * must never see pages of two versions; a writer's commit checks every chunk it wrote
      * against the version it started from (ESTALE) and keeps the others by key, so its base
      * may take the new bytes, as it did before chunks were pinned (chunk_pins.h). */
