@@ -1,6 +1,8 @@
 /* fs_common: what every request uses: stat of paths and inodes, versions, rights. */
 #include "fs_int.h"
 
+#include "h5osfs/util/strmap.h"
+
 /* ---- attributes ---- */
 
 /* read -> r for everyone; update or create -> w for the owner; directories x when readable. */
@@ -99,10 +101,7 @@ int fs_is_recorded_version(uint64_t version)
  * that a name given to another version later is another node. */
 static uint64_t recorded_version(const char *root)
 {
-    uint64_t h = 14695981039346656037ull;
-    for (const unsigned char *p = (const unsigned char *)root; *p; p++)
-        h = (h ^ *p) * 1099511628211ull;
-    return FS_RECORDED_VERSION | (h & (FS_RECORDED_VERSION - 1));
+    return FS_RECORDED_VERSION | (strmap_hash(root) & (FS_RECORDED_VERSION - 1));
 }
 
 int fs_size_is_recorded(struct fs *fs, const struct ns_info *info)

@@ -1,5 +1,5 @@
 /* chunk_pins: an open-addressing table (dataset, chunk) -> token, linear probing, grown at
- * half full: 24 bytes per chunk an image has loaded. */
+ * half full: 24 bytes per chunk an image has served. */
 #include "chunk_pins.h"
 
 #include <errno.h>
@@ -7,6 +7,7 @@
 #include <stdlib.h>
 
 #include "h5osfs/util/log.h"
+#include "h5osfs/util/strmap.h"
 
 struct pin {
     uint64_t chunk;
@@ -42,14 +43,12 @@ void chunk_pins_free(struct chunk_pins *p)
     free(p);
 }
 
-/* FNV-1a; kept clear of the two reserved tokens. */
+/* Kept clear of the two reserved tokens. */
 uint64_t chunk_pin_token(const char *etag)
 {
     if (!etag || !etag[0])
         return CHUNK_PIN_UNKNOWN;
-    uint64_t h = 14695981039346656037ull;
-    for (const unsigned char *c = (const unsigned char *)etag; *c; c++)
-        h = (h ^ *c) * 1099511628211ull;
+    uint64_t h = strmap_hash(etag);
     return h < 2 ? h + 2 : h;
 }
 

@@ -21,7 +21,7 @@ struct strmap {
 
 #define STRMAP_MIN_BUCKETS 64
 
-static uint64_t hash_key(const char *key)
+uint64_t strmap_hash(const char *key)
 {
     uint64_t h = 0xcbf29ce484222325ull; /* FNV-1a: short keys, good enough spread */
     for (const unsigned char *p = (const unsigned char *)key; *p; p++)
@@ -71,7 +71,7 @@ static struct strmap_slot **find_slot(const struct strmap *map, const char *key,
 
 void *strmap_get(const struct strmap *map, const char *key)
 {
-    struct strmap_slot *s = *find_slot(map, key, hash_key(key));
+    struct strmap_slot *s = *find_slot(map, key, strmap_hash(key));
     return s ? s->value : NULL;
 }
 
@@ -98,7 +98,7 @@ static void grow(struct strmap *map)
 
 int strmap_put(struct strmap *map, const char *key, void *value, void **old)
 {
-    uint64_t h = hash_key(key);
+    uint64_t h = strmap_hash(key);
     struct strmap_slot **pp = find_slot(map, key, h);
     if (old)
         *old = NULL;
@@ -125,7 +125,7 @@ int strmap_put(struct strmap *map, const char *key, void *value, void **old)
 
 void *strmap_remove(struct strmap *map, const char *key)
 {
-    struct strmap_slot **pp = find_slot(map, key, hash_key(key));
+    struct strmap_slot **pp = find_slot(map, key, strmap_hash(key));
     struct strmap_slot *s = *pp;
     if (!s)
         return NULL;

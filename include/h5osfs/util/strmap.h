@@ -6,8 +6,13 @@
 #define H5OSFS_STRMAP_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 struct strmap;
+
+/* The 64-bit FNV-1a hash of key, the one the map files keys by: for callers that need a
+ * stable number for a string (the same in every process and version). */
+uint64_t strmap_hash(const char *key);
 
 struct strmap *strmap_new(void);
 /* Frees the map and its keys; free_value (may be NULL) is called for each value. */
