@@ -180,7 +180,8 @@ static int keep_version(const struct commit_ctx *c, struct journal_rec *rec, con
 }
 
 /* A replacement by a byte copy of a kept version (restore.h): the new root is written from
- * that version's root, no chunk stored again. 1 done, 0 not such a copy (ingest it), -errno. */
+ * that version's root, no chunk stored again. 1 done, 0 not such a copy (ingest it), 2 given
+ * up part way (ingest it under another root), -errno. */
 static int restore_version(const struct commit_ctx *c, const struct journal_rec *rec,
                            const char *staged, const struct ingest_base *base,
                            const struct ingest_config *cfg)
@@ -198,8 +199,13 @@ static int restore_version(const struct commit_ctx *c, const struct journal_rec 
         return rc;
     rc = restore_root(c->ops->store, c->bucket_name, rec->domain, vroot, rec->new_root, c->workers,
                       &st);
+    if (rc == -EOPNOTSUPP || rc == -EBADMSG) {
+        log_warn("%s: not restored from version %llu (root %s): the file is stored instead",
+                 rec->domain, (unsigned long long)n, vroot);
+        return 2;
+    }
     if (rc != 0)
-        return rc == -EOPNOTSUPP ? -EIO : rc;
+        return rc;
     log_info("%s: restored from version %llu (root %s): %llu objects written, %llu chunks "
              "copied from the pool, none taken from the file",
              rec->domain, (unsigned long long)n, vroot, (unsigned long long)st.objects,
@@ -233,6 +239,10 @@ static int store_new_root(const struct commit_ctx *c, struct journal_rec *rec, c
 {
     double t0 = clock_monotonic();
     int rc = restore_version(c, rec, staged, base, cfg);
+    if (rc == 2) { /* what the restore wrote is named by nothing: collected */
+        commit_collect(c, rec->new_root, rec->domain, "");
+        rc = start_new_root(c, rec);
+    }
     if (rc == 0)
         rc = ingest_new(cfg, staged, rec->domain, rec->new_root, base, st);
     else if (rc == 1)

@@ -13,6 +13,8 @@
 
 #include "h5osfs/h5json/h5type.h"
 #include "h5osfs/schema/hjson.h"
+#include "h5osfs/schema/pool.h"
+#include "h5osfs/schema/schema.h"
 #include "h5osfs/util/log.h"
 #include "h5osfs/util/pfor.h"
 #include "h5osfs/util/grow.h"
@@ -104,13 +106,15 @@ static void moved_key(const struct restore_ctx *r, const char *key, char *out, s
     snprintf(out, len, "db/%.17s%s", r->root + 2, key + 3 + PREFIX_LEN);
 }
 
-static int etag_is_md5(const char *etag)
+/* Are the pool object src's bytes (the ETag of st, or buf) those its key names? A restore
+ * must not make a forged object the domain's chunk (and then seal it under its own MD5). */
+static int pool_bytes_ok(const struct restore_ctx *r, const char *src, const struct store_buf *buf)
 {
-    size_t n = strlen(etag);
-    for (size_t i = 0; n == 32 && i < n; i++)
-        if (!((etag[i] >= '0' && etag[i] <= '9') || (etag[i] >= 'a' && etag[i] <= 'f')))
-            return 0;
-    return n == 32;
+    char why[160] = "";
+    int rc = schema_pool_bytes_check(src, buf->data, buf->len, buf->etag, why, sizeof why);
+    if (rc != 0)
+        log_error("restore from version root %s: pool object %s: %s", r->vroot, src, why);
+    return rc == 0;
 }
 
 /* A chunk copied to dst: in the store where its copy is a new object (S3, whose ETags are
@@ -121,10 +125,14 @@ static int copy_chunk(const struct restore_ctx *r, const char *src, const char *
     struct store_stat st;
     struct store_buf buf = { 0 };
     int rc = refs ? 0 : store_head(r->store, src, &st);
-    if (rc == 0 && !refs && etag_is_md5(st.etag))
+    const char *md5 = schema_pool_key_md5(src); /* NULL: a version's own chunk, no pool's */
+    /* an S3 ETag that is the key's MD5 proves the bytes (pool.h): copied in the store */
+    if (rc == 0 && !refs && schema_is_md5_hex(st.etag) && (!md5 || strcmp(st.etag, md5) == 0))
         return store_copy(r->store, src, dst);
     if (rc == 0)
         rc = store_get(r->store, src, CHUNK_MAX - 1, &buf);
+    if (rc == 0 && md5 && !pool_bytes_ok(r, src, &buf))
+        rc = -EBADMSG;
     if (rc == 0 && refs) /* object references name the version's objects (spec §4) */
         move_ids((char *)buf.data, buf.len, r->vroot, r->root);
     if (rc == 0)

@@ -5,9 +5,10 @@
 #include <stdio.h>
 #include <string.h>
 
-#include <openssl/evp.h>
-
+#include "h5osfs/schema/pool.h"
+#include "h5osfs/schema/schema.h"
 #include "h5osfs/util/clock.h"
+#include "h5osfs/util/log.h"
 #include "h5osfs/util/pfor.h"
 #include "vtab.h"
 
@@ -21,42 +22,37 @@ struct seal_job {
     struct sealed *chunks;
 };
 
-static int md5_hex(const void *data, size_t len, char out[33])
+/* Does the pool object at key (whose HEAD gave st) hold the bytes its key names? A bucket
+ * writer may have put others there before this commit names it. Its ETag tells on S3; a
+ * local bucket's object is read and hashed. */
+static int pool_object_intact(struct seal_job *j, const char *key, const struct store_stat *st)
 {
-    static const char hex[] = "0123456789abcdef";
-    unsigned char md[EVP_MAX_MD_SIZE];
-    unsigned md_len = 0;
-    if (EVP_Digest(data, len, md, &md_len, EVP_md5(), NULL) != 1 || md_len != 16)
-        return -EIO;
-    for (int i = 0; i < 16; i++) {
-        out[2 * i] = hex[md[i] >> 4];
-        out[2 * i + 1] = hex[md[i] & 15];
-    }
-    out[32] = '\0';
-    return 0;
+    struct store_buf buf = { 0 };
+    char why[160] = "";
+    const char *md5 = schema_pool_key_md5(key);
+    if (md5 && strcmp(st->etag, md5) == 0)
+        return 1;
+    int rc = store_get(j->vc->store, key, CHUNK_MAX - 1, &buf);
+    if (rc == 0)
+        rc = schema_pool_bytes_check(key, buf.data, buf.len, buf.etag, why, sizeof why);
+    store_buf_free(&buf);
+    if (rc != 0)
+        log_warn("%s: pool object %s: %s: written again with the chunk's bytes", j->vc->domain, key,
+                 *why ? why : strerror(-rc));
+    return rc == 0;
 }
 
-/* 1 if etag is 32 lowercase hex digits: a single-part S3 object's MD5 (a local bucket's etags
- * are longer, multipart ones have a "-N"). An S3 server whose ETag is not the MD5 (AWS with
- * SSE-KMS) gives unique ones instead: then equal chunks are not shared, never wrongly so. */
-static int etag_is_md5(const char *etag)
-{
-    size_t n = strlen(etag);
-    for (size_t i = 0; n == 32 && i < n; i++)
-        if (!((etag[i] >= '0' && etag[i] <= '9') || (etag[i] >= 'a' && etag[i] <= 'f')))
-            return 0;
-    return n == 32;
-}
-
-/* Must the pool object at key be written? Yes when it is absent (*absent), and when it is
- * older than pool_fresh_for: written again (same bytes), it is new to a concurrent sweep of
- * the pool (sweep.h), which deletes only objects older than its grace period. */
+/* Must the pool object at key be written? Yes when it is absent (*absent); when it holds
+ * other bytes than its key names; and when it is older than pool_fresh_for: written again
+ * (same bytes), it is new to a concurrent sweep of the pool (sweep.h), which deletes only
+ * objects older than its grace period. */
 static int must_write(struct seal_job *j, const char *key, int *absent)
 {
     struct store_stat st;
     *absent = store_head(j->vc->store, key, &st) != 0;
     return *absent ||
-           (j->vc->pool_fresh_for > 0 && st.mtime < clock_wall() - j->vc->pool_fresh_for);
+           (j->vc->pool_fresh_for > 0 && st.mtime < clock_wall() - j->vc->pool_fresh_for) ||
+           !pool_object_intact(j, key, &st);
 }
 
 /* Is pool key (of the chunk s) what the base version names at s's index? */
@@ -100,7 +96,7 @@ static int seal_by_etag(struct seal_job *j, struct sealed *s, char *key, size_t 
 {
     const struct store_stat *st = s->listed;
     int absent;
-    if (!etag_is_md5(st->etag))
+    if (!schema_is_md5_hex(st->etag))
         return 1;
     if (st->size >= CHUNK_MAX)
         return -EOPNOTSUPP;
@@ -124,7 +120,7 @@ static int seal_by_bytes(struct seal_job *j, struct sealed *s, char *key, size_t
     int absent;
     int rc = store_get(j->vc->store, s->key, CHUNK_MAX - 1, &buf);
     if (rc == 0)
-        rc = md5_hex(buf.data, buf.len, md5);
+        rc = schema_md5_hex(buf.data, buf.len, md5);
     if (rc == 0)
         rc = schema_pool_key(j->pool, md5, key, key_len);
     s->size = buf.len;
@@ -145,7 +141,7 @@ static void seal_one(void *ctx, size_t i)
     struct seal_job *j = ctx;
     struct sealed *s = &j->chunks[i];
     char key[STORE_KEY_MAX + 1];
-    if (!etag_is_md5(s->listed->etag) && take_base_entry(j, s)) {
+    if (!schema_is_md5_hex(s->listed->etag) && take_base_entry(j, s)) {
         s->rc = 0;
         return;
     }

@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "h5osfs/schema/pool.h"
 #include "h5osfs/util/log.h"
 #include "refs_int.h"
 
@@ -47,6 +48,18 @@ static int fetch_range(const struct chunk_job *job, uint32_t uri, uint64_t off, 
     return rc ? -EIO : 0;
 }
 
+/* A piece of a pool object must be bytes of the object its key names (pool.h): a bucket
+ * writer could put others there, under every version that shares the chunk. 0 or -EIO. */
+static int check_pooled(const struct chunk_job *job, const char *key, const struct store_buf *raw)
+{
+    char why[200] = "";
+    if (!schema_pool_key_md5(key) ||
+        schema_pool_bytes_check(key, raw->data, raw->len, raw->etag, why, sizeof why) == 0)
+        return 0;
+    log_error("%s: %s: pool object %s: %s: EIO", job->img->domain_path, job->ds->path, key, why);
+    return -EIO;
+}
+
 static int load_piece(const struct chunk_job *job, const struct ref_piece *p, unsigned char *dst,
                       size_t dst_len)
 {
@@ -55,6 +68,10 @@ static int load_piece(const struct chunk_job *job, const struct ref_piece *p, un
     int rc = fetch_range(job, p->uri, p->off, p->size, &raw);
     if (rc != 0)
         return rc;
+    if (check_pooled(job, job->ds->uris[p->uri], &raw) != 0) {
+        store_buf_free(&raw);
+        return -EIO;
+    }
     rc = codec_decode(&job->ds->codec, raw.data, raw.len, dst, dst_len, why, sizeof why);
     if (rc != 0)
         log_error("%s: %s: linked chunk %s@%" PRIu64 "+%" PRIu32 ": %s", job->img->domain_path,

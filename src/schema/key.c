@@ -502,6 +502,11 @@ static int md5_hex_valid(const char *md5, size_t len)
     return 1;
 }
 
+int schema_is_md5_hex(const char *s)
+{
+    return s && md5_hex_valid(s, strlen(s));
+}
+
 int schema_pool_key(const char *pool, const char *md5, char *buf, size_t len)
 {
     struct key_writer w;

@@ -2,6 +2,7 @@
 #include "h5osfs/schema/pool.h"
 
 #include <errno.h>
+#include <openssl/evp.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -71,4 +72,48 @@ int schema_pool_check(const char *domain_path, const char *root_id, const char *
     }
     int rc = current_in_ref_mode(domain_path, root_id, fetch, why, why_len);
     return rc == 0 ? list_names_pool(domain_path, claimed, fetch, why, why_len) : rc;
+}
+
+/* ---- the bytes of a pool object ---- */
+
+int schema_md5_hex(const void *data, size_t len, char out[33])
+{
+    static const char hex[] = "0123456789abcdef";
+    unsigned char md[EVP_MAX_MD_SIZE];
+    unsigned md_len = 0;
+    if (EVP_Digest(data, len, md, &md_len, EVP_md5(), NULL) != 1 || md_len != 16)
+        return -EIO;
+    for (int i = 0; i < 16; i++) {
+        out[2 * i] = hex[md[i] >> 4];
+        out[2 * i + 1] = hex[md[i] & 15];
+    }
+    out[32] = '\0';
+    return 0;
+}
+
+const char *schema_pool_key_md5(const char *key)
+{
+    size_t n = key ? strlen(key) : 0;
+    if (n < 3 + 32 + 3 || strncmp(key, "db/", 3) != 0 || strncmp(key + n - 35, "/c/", 3) != 0)
+        return NULL;
+    return schema_is_md5_hex(key + n - 32) ? key + n - 32 : NULL;
+}
+
+int schema_pool_bytes_check(const char *key, const void *data, size_t len, const char *etag,
+                            char *why, size_t why_len)
+{
+    const char *want = schema_pool_key_md5(key);
+    char got[33];
+    if (!want)
+        return WHY("%s is no pool object's key", key ? key : "(none)");
+    if (etag && schema_is_md5_hex(etag) && strcmp(etag, want) == 0)
+        return 0;
+    if (schema_md5_hex(data, len, got) != 0) {
+        snprintf(why, why_len, "its MD5 cannot be computed");
+        return -EIO;
+    }
+    if (strcmp(got, want) == 0)
+        return 0;
+    snprintf(why, why_len, "its %zu bytes have MD5 %s, not the %s its key names", len, got, want);
+    return -EIO;
 }

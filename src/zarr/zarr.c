@@ -9,6 +9,7 @@
 #include "h5osfs/util/clock.h"
 #include <zlib.h>
 
+#include "h5osfs/schema/pool.h"
 #include "h5osfs/util/log.h"
 
 #define TREES_PRUNE_AT 64
@@ -525,6 +526,12 @@ static int read_stored_chunk(struct zarr_view *v, const char *domain, const stru
     if (rc == 0 && c->ranged && buf.len != c->size) {
         snprintf(why, sizeof why, "linked file ends inside %llu+%llu", (unsigned long long)c->off,
                  (unsigned long long)c->size);
+        store_buf_free(&buf);
+        rc = -EIO;
+    }
+    /* a pool object's bytes are those its key names, or none (pool.h) */
+    if (rc == 0 && a->link == ZARR_LINK_POOL &&
+        schema_pool_bytes_check(c->key, buf.data, buf.len, buf.etag, why, sizeof why) != 0) {
         store_buf_free(&buf);
         rc = -EIO;
     }

@@ -11,6 +11,8 @@ import os
 import shutil
 import subprocess
 import sys
+import threading
+import time
 
 import numpy as np
 import pytest
@@ -265,6 +267,59 @@ def test_kill_between_moving_the_versions_and_the_domain(bucket_copy, tmp_path):
 
 if __name__ == "__main__":
     sys.exit(pytest.main([__file__]))
+
+
+def pool_key_of_x(path, pool):
+    """The pool key and bytes of dataset x of the file at path as the ingest stores it: one
+    chunk of 1 MiB, raw (HSDS's layout makes x's 8 HDF5 chunks one)."""
+    import h5py
+    import hashlib
+    with h5py.File(path, "r") as f:
+        data = f["x"][:].tobytes()
+    return f"db/{pool[2:19]}/c/{hashlib.md5(data).hexdigest()}", data
+
+
+@pytest.mark.not_on("rgw", reason="the same check on every store")
+def test_a_restore_from_a_forged_pool_object_stores_the_file(bucket_copy, mount_bucket,
+                                                              tmp_path):
+    """cp .versions/NAME/1.h5 NAME, and a pool object of version 1 overwritten with other
+    bytes between the cp's read and its commit (held by the test hook): the restore never
+    copies the forged object, the commit stores the file the cp wrote instead, and its seal
+    writes the pool object's own bytes again. Version 3 and the domain read as version 1."""
+    f1, f2 = make_files(tmp_path, 2)
+    m = mount(mount_bucket, bucket_copy, tmp_path)
+    shutil.copyfile(f1, m.path(f"{HOME}/v.h5"))
+    shutil.copyfile(f2, m.path(f"{HOME}/v.h5"))
+    pool = json.loads(m.get(f"{HOME}/.versions/v.h5/.h5osfs-versions"))["pool"]
+    (key, good), (_, other) = pool_key_of_x(f1, pool), pool_key_of_x(f2, pool)
+    assert m.get(key) == good
+    assert m.unmount() == 0
+    gate = tmp_path / "gate"        # the hook holds the first commit of a daemon only
+    gate.touch()
+    m = mount_bucket(m, "-o", f"user=test_user1,ttl=0,versions=on,cache_dir={tmp_path}/c2",
+                     extra_env={"H5OSFS_TEST_PAUSE_AT": f"committing:{gate}"})
+    target = m.path(f"{HOME}/v.h5")
+    cp = threading.Thread(target=shutil.copyfile, args=(f"{vdir(m, f'{HOME}/v.h5')}/1.h5", target))
+    cp.start()
+    try:
+        t0 = time.monotonic()
+        while "H5OSFS_TEST_PAUSE_AT=committing" not in m.log():
+            assert time.monotonic() - t0 < 60, m.log()[-3000:]
+            time.sleep(0.05)
+        m.put(key, other)
+    finally:
+        gate.unlink()
+        cp.join()
+    assert versions(vdir(m, f"{HOME}/v.h5")) == ["1.h5", "2.h5", "3.h5"]
+    # the restore's comparison of the file with version 1 met the forged object (the cp's
+    # read had let go of the chunk), so the file was stored as written, and its seal wrote
+    # the object again; a restore that met it itself says "not restored" and does the same
+    assert f"pool object {key}" in m.log() and "written again with the chunk's bytes" in m.log()
+    assert m.get(key) == good, "the commit wrote the pool object's own bytes again"
+    ro = fresh_ro(mount_bucket, m, tmp_path)
+    for path in (ro.path(f"{HOME}/v.h5"), f"{vdir(ro, f'{HOME}/v.h5')}/3.h5",
+                 f"{vdir(ro, f'{HOME}/v.h5')}/1.h5"):
+        assert same(path, f1), path
 
 
 @pytest.mark.posix_only(reason="kills the daemon; the commit protocol is the same code on "

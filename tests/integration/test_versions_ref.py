@@ -5,6 +5,7 @@ change are named in the new version as the head version names them, neither copi
 The bucket's ACL of the domain denies HSDS every write; the mount still enforces the real one,
 kept in the domain's h5osfs member."""
 import errno
+import hashlib
 import json
 import os
 import shutil
@@ -380,6 +381,56 @@ def test_two_mounts_racing_on_a_ref_domain(bucket_copy, mount_bucket, tmp_path):
     assert "another writer changed the domain" in two.log()
     with h5py.File(one.path(domain), "r") as f:
         assert np.array_equal(f["data"][:], values)
+
+
+def pool_key(m, domain, data):
+    """The key of the pool object that holds chunk bytes data (content addressed: their MD5)."""
+    return f"db/{version_list(m, domain)['pool'][2:19]}/c/{hashlib.md5(data).hexdigest()}"
+
+
+def test_a_forged_pool_object_is_never_served_and_a_commit_stores_it_again(bucket_copy,
+                                                                          mount_bucket,
+                                                                          tmp_path):
+    """A pool object's key is the MD5 of its bytes, but anyone who may write the bucket may put
+    other bytes there. Another chunk's bytes (same length, they decode fine) at the key of a
+    chunk every version shares: each reader of that chunk, in each version and the current
+    domain, gets EIO and the log names the object, never those bytes; the other chunks read.
+    Bytes planted where the next commit's chunk will go are replaced by the chunk's own."""
+    values = np.arange(CHUNKS * PER, dtype="f4")
+    domain = f"{HOME}/kept/v.h5"
+    make(bucket_copy, values, domain)
+    m = ref_folder_mount(bucket_copy, mount_bucket, tmp_path)
+    r_plus(m, domain, 3, -1)                    # version 1 seals every chunk into the pool
+    v1 = values.copy()
+    v1[3] = -1
+
+    def chunk(v, k):
+        return v[k * PER:(k + 1) * PER]
+
+    shared = pool_key(m, domain, chunk(v1, 10).tobytes())
+    assert m.get(shared) == chunk(v1, 10).tobytes()
+    m.put(shared, chunk(v1, 11).tobytes())
+    v2 = v1.copy()
+    v2[20 * PER + 5] = -20
+    planted = pool_key(m, domain, chunk(v2, 20).tobytes())
+    m.put(planted, chunk(v1, 21).tobytes())
+    r_plus(m, domain, 20 * PER + 5, -20)        # version 2: its chunk 20 goes to `planted`
+    assert m.get(planted) == chunk(v2, 20).tobytes(), "the commit stored the chunk again"
+    assert f"pool object {planted}" in m.log()
+
+    ro = mount_bucket(m, "-o", f"user=test_user1,ro,cache_dir={tmp_path}/fresh")
+    for path, want in ((f"{HOME}/kept/.versions/v.h5/1.h5", v1),
+                       (f"{HOME}/kept/.versions/v.h5/2.h5", v2), (domain, v2)):
+        with h5py.File(ro.path(path), "r") as f:
+            d = f["data"]
+            # chunks of 1 KiB: a page of the file holds 4, and a READ that covers a byte of
+            # chunk 10 fails whole; these are pages away
+            assert np.array_equal(d[:5 * PER], want[:5 * PER]), path
+            assert np.array_equal(d[16 * PER:], want[16 * PER:]), path
+            with pytest.raises(OSError):
+                d[10 * PER:11 * PER]
+    assert f"pool object {shared}" in ro.log()
+    assert "not the " + shared.rsplit("/", 1)[1] in ro.log()
 
 
 @pytest.mark.posix_only(reason="the mode switch is decided by the same code on every store")

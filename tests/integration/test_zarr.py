@@ -588,6 +588,29 @@ def test_zarr_reads_kept_versions_from_their_pool(versioned_bucket, mount_bucket
     assert m.unmount() == 0
 
 
+@pytest.mark.posix_only(reason="the same check on every store; S3's ETag path: test_versions_ref")
+def test_zarr_never_serves_a_forged_pool_object(versioned_bucket, mount_bucket, tmp_path):
+    """A pool object is named by the MD5 of its bytes: one overwritten with another pool
+    object's bytes (a valid chunk, which numcodecs would decode) is a chunk file that fails
+    with EIO, logged with its key; the object whose bytes were copied still reads."""
+    m = mount_bucket(versioned_bucket, "-o", f"user=test_user1,ro,cache_dir={tmp_path}/cache")
+    version = f"{HOME}/.versions/{VNAME}/1.h5"
+    refs = json.loads(open(m.path(f".kerchunk/{version}.json")).read())
+    pooled = {}
+    for k, v in sorted(refs["refs"].items()):
+        if isinstance(v, list) and "/c/" in v[0] and v[0] not in pooled.values():
+            pooled[k] = v[0]
+    (k1, url1), (k2, url2) = list(pooled.items())[:2]
+    key1, key2 = ("db/" + u.split("/db/", 1)[1] for u in (url1, url2))
+    size1, other = len(m.get(key1)), m.get(key2)
+    m.put(key1, (other * (size1 // len(other) + 1))[:size1])   # its length: served unread
+    with pytest.raises(OSError) as e:
+        open(m.path(f".zarr/{version}/{k1}"), "rb").read()
+    assert e.value.errno == errno.EIO
+    assert open(m.path(f".zarr/{version}/{k2}"), "rb").read() == other
+    assert f"chunk {key1}" in m.log() and "its key names" in m.log()
+
+
 @pytest.mark.posix_only(reason="bad input is read the same on every store")
 def test_zarr_refuses_a_version_table_outside_its_pool(versioned_bucket, mount_bucket, tmp_path):
     """A version's table entry forged to name an object of the current root is never served

@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "check.h"
+#include "h5osfs/schema/pool.h"
 #include "h5osfs/schema/schema.h"
 #include "h5osfs/schema/vlist.h"
 
@@ -271,6 +272,47 @@ static void test_keys(void)
     CHECK_INT(schema_domain_path_allowed("/a/versions", NULL), 0);
 }
 
+/* A pool object's bytes against the MD5 its key names (pool.h), with RFC 1321's vectors. */
+static void test_pool_bytes(void)
+{
+    char key[128], why[200], md5[33];
+    CHECK_INT(schema_md5_hex("", 0, md5), 0);
+    CHECK_STR(md5, "d41d8cd98f00b204e9800998ecf8427e");
+    CHECK_INT(schema_md5_hex("abc", 3, md5), 0);
+    CHECK_STR(md5, "900150983cd24fb0d6963f7d28e17f72");
+    CHECK_INT(schema_md5_hex("message digest", 14, md5), 0);
+    CHECK_STR(md5, "f96b697d7cb7938d525a2f31aaf161d0");
+    CHECK_INT(schema_pool_key(POOL, "900150983cd24fb0d6963f7d28e17f72", key, sizeof key), 0);
+    CHECK_STR(schema_pool_key_md5(key), "900150983cd24fb0d6963f7d28e17f72");
+    CHECK(schema_pool_key_md5("db/11111111-22222222/d/x/0_0") == NULL);
+    CHECK(schema_pool_key_md5("db/11111111-22222222/c/900150983CD24FB0D6963F7D28E17F72") == NULL);
+    CHECK(schema_pool_key_md5("c/900150983cd24fb0d6963f7d28e17f72") == NULL);
+    CHECK(schema_pool_key_md5(NULL) == NULL);
+    /* a local bucket's etag proves nothing: the bytes are hashed */
+    CHECK_INT(schema_pool_bytes_check(key, "abc", 3, "123-3-1700000000", why, sizeof why), 0);
+    CHECK_INT(schema_pool_bytes_check(key, "abd", 3, "123-3-1700000000", why, sizeof why), -EIO);
+    CHECK(strstr(why, "900150983cd24fb0d6963f7d28e17f72") != NULL);
+    CHECK_INT(schema_pool_bytes_check(key, "abcd", 4, "", why, sizeof why), -EIO);
+    CHECK_INT(schema_pool_bytes_check(key, "ab", 2, "", why, sizeof why), -EIO);
+    /* an ETag that is the key's MD5 is the server's hash of the whole object: any range of it */
+    CHECK_INT(
+        schema_pool_bytes_check(key, "ab", 2, "900150983cd24fb0d6963f7d28e17f72", why, sizeof why),
+        0);
+    /* another MD5 as ETag (a forged object, or a server whose ETags are no MD5s): hashed */
+    CHECK_INT(
+        schema_pool_bytes_check(key, "abc", 3, "f96b697d7cb7938d525a2f31aaf161d0", why, sizeof why),
+        0);
+    CHECK_INT(
+        schema_pool_bytes_check(key, "abd", 3, "f96b697d7cb7938d525a2f31aaf161d0", why, sizeof why),
+        -EIO);
+    CHECK_INT(schema_pool_bytes_check("db/11111111-22222222/d/x/0", "abc", 3, "", why, sizeof why),
+              -EINVAL);
+    CHECK(schema_is_md5_hex("d41d8cd98f00b204e9800998ecf8427e"));
+    CHECK(!schema_is_md5_hex("d41d8cd98f00b204e9800998ecf8427e-2"));
+    CHECK(!schema_is_md5_hex("D41D8CD98F00B204E9800998ECF8427E"));
+    CHECK(!schema_is_md5_hex(NULL));
+}
+
 static void test_setting(void)
 {
     struct schema_versions v;
@@ -325,6 +367,7 @@ int main(void)
     test_expire();
     test_number_names();
     test_keys();
+    test_pool_bytes();
     test_setting();
     test_setting_in_domain_json();
     return check_done("vlist");

@@ -37,7 +37,9 @@ int restore_find(struct store *store, const char *domain, const char *staged_pat
 
 /* Write the objects of root new_root (a fresh id, not named yet) as copies of the version
  * root vroot of domain's list, whose pool URIs are in bucket bucket_name. 0 or -errno
- * (logged); -EOPNOTSUPP for a version this cannot copy (the caller ingests instead). */
+ * (logged); -EOPNOTSUPP for a version this cannot copy, -EBADMSG for one whose pool object
+ * holds other bytes than its key names (the caller ingests instead, under another root: this
+ * one may hold some objects already). */
 int restore_root(struct store *store, const char *bucket_name, const char *domain,
                  const char *vroot, const char *new_root, unsigned workers,
                  struct restore_stats *stats);

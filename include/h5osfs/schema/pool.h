@@ -29,4 +29,24 @@ struct schema_fetch {
 int schema_pool_check(const char *domain_path, const char *root_id, const char *claimed,
                       const struct schema_fetch *fetch, char *why, size_t why_len);
 
+/* The MD5 a pool object's key names ("db/<A-B>/c/<md5>"): its last 32 characters. NULL: key
+ * is no pool object's key. */
+const char *schema_pool_key_md5(const char *key);
+
+/* The MD5 of len bytes at data, as 32 lowercase hex digits. 0 or -EIO. */
+int schema_md5_hex(const void *data, size_t len, char out[33]);
+
+/*
+ * A pool object is content addressed: its key (schema_pool_key) names the MD5 of its bytes,
+ * and anyone who may write the bucket may write other bytes there. Whether data (len bytes
+ * of the object at key, fetched with the store's etag: "" when it gave none) are bytes of
+ * the object the key names: 0, -EIO (why says what differs), -EINVAL (key is no pool key).
+ * An etag that is an MD5 is the server's own hash of the whole object (a single-part S3
+ * object): equal to the key's, any range of that object is right, and nothing is hashed.
+ * Otherwise (a local bucket, a multipart or encrypted object) data are hashed, so they must
+ * be the whole object.
+ */
+int schema_pool_bytes_check(const char *key, const void *data, size_t len, const char *etag,
+                            char *why, size_t why_len);
+
 #endif

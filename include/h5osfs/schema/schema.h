@@ -98,6 +98,10 @@ int schema_version_domain_of(const char *path, char *buf, size_t len);
 /* "/DIR/NAME" -> "DIR/.versions/NAME/.h5osfs-versions": the key of its version list. */
 int schema_vlist_key(const char *domain_path, char *buf, size_t len);
 
+/* Is s 32 lowercase hex digits: an MD5 as a pool key names it, and as a single-part S3
+ * object's ETag is (a local bucket's etags are longer, multipart ones end in "-N")? */
+int schema_is_md5_hex(const char *s);
+
 /* The pool object of a chunk: "db/<pool's A-B>/c/<md5>" for a root group id pool and 32
  * lowercase hex digits md5. */
 int schema_pool_key(const char *pool, const char *md5, char *buf, size_t len);
