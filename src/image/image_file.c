@@ -24,7 +24,7 @@
 #include "image_check.h"
 
 #define FILE_MAGIC "H5OSFSIM"
-#define FILE_FORMAT 1u
+#define FILE_FORMAT 2u        /* 2: a dataset says whether its pieces are whole pool objects */
 #define FILE_MAX (1ull << 32) /* an image's metadata is far smaller */
 
 /* ---- writing ---- */
@@ -94,6 +94,7 @@ static void put_dataset(struct out *o, const struct image_dataset *d)
     put_u64(o, d->n_pieces);
     put(o, d->pieces, d->n_pieces * sizeof *d->pieces);
     put_u64(o, d->n_sub);
+    put_u64(o, (uint64_t)d->pooled);
 }
 
 static void put_image(struct out *o, const struct image *img)
@@ -301,6 +302,7 @@ static void get_dataset(struct in *in, struct image_dataset *d)
     if (d->n_pieces)
         d->pieces = get_copy(in, d->n_pieces * sizeof *d->pieces);
     d->n_sub = (uint32_t)get_upto(in, UINT32_MAX);
+    d->pooled = (int)get_upto(in, 1);
     if (d->rank < 0 || d->rank > IMAGE_MAX_RANK || d->origin > ORIGIN_REF_PIECES || !d->id ||
         !d->path)
         in->bad = 1;

@@ -149,6 +149,29 @@ def test_ref_domain_stores_only_what_changed(bucket_copy, mount_bucket, tmp_path
     check(ro)
 
 
+def test_an_r_plus_after_a_remount_still_stores_only_what_changed(bucket_copy, mount_bucket,
+                                                                  tmp_path):
+    """The next mount with the same cache_dir takes the head version's file from there (not
+    built again): an r+ through it still names the unchanged chunks as the head does, in
+    O(1) requests, rather than storing every chunk again."""
+    values = np.arange(CHUNKS * PER, dtype="f4")
+    domain = f"{HOME}/kept/v.h5"
+    make(bucket_copy, values, domain)
+    m = ref_folder_mount(bucket_copy, mount_bucket, tmp_path)
+    r_plus(m, domain, 3, -1)                    # version 1: every chunk sealed
+    with h5py.File(m.path(domain), "r") as f:   # the head's file, kept in cache_dir c1
+        assert f["data"][3] == -1
+    assert m.unmount() == 0
+    again = mount_bucket(m, "-o", f"user=test_user1,ttl=0,cache_dir={tmp_path}/c1")
+    count, _ = r_plus(again, domain, 7 + 100 * PER, -7)
+    assert "the HDF5 file built before (kept in cache_dir)" in again.log()
+    assert f"{CHUNKS - 1} named as the base version names them" in again.log(), again.log()
+    assert count <= 100, count
+    values[3], values[7 + 100 * PER] = -1, -7
+    with h5py.File(again.path(domain), "r") as f:
+        assert np.array_equal(f["data"][:], values)
+
+
 def chunk_key_of_head(m, domain):
     """The key an HSDS chunk 0 of /data would have under the root the domain names."""
     root = domain_json(m, domain)["root"]

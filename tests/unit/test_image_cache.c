@@ -365,6 +365,36 @@ static void test_genuine_image_passes(void)
     image_put(img);
 }
 
+/* A version's dataset whose pieces are whole pool objects says so in the kept file too: an
+ * r+ whose base came from cache_dir names its unchanged chunks as the head version does
+ * (image_chunk_pooled), instead of storing each one again. */
+static void test_pooled_survives_the_file(void)
+{
+    struct image *img = decoded();
+    if (!img)
+        return;
+    struct image_dataset *d = linked(img, ORIGIN_REF_PIECES, 2);
+    d->pooled = 1; /* the flag alone: linked() makes two pieces of one chunk */
+    unsigned char *buf = NULL;
+    size_t len = 0;
+    CHECK_INT(image_file_encode(no_stamp, img, &buf, &len), 0);
+    image_put(img);
+    struct image_source src = { .store = check_store, .bucket_name = "check" };
+    struct image *back = image_alloc(&src, "/c.h5");
+    CHECK(back != NULL);
+    if (back && buf) {
+        CHECK_INT(image_file_decode(buf, len, no_stamp, back, "pooled"), 0);
+        CHECK_INT(back->datasets[0].pooled, 1);
+        CHECK_INT(back->datasets[0].n_sub, 2);
+    }
+    image_put(back);
+    free(buf);
+    img = decoded(); /* and a plain one is not */
+    if (img)
+        CHECK_INT(img->datasets[0].pooled, 0);
+    image_put(img);
+}
+
 static void test_fields_are_checked(void)
 {
     struct image *img;
@@ -425,6 +455,7 @@ int main(void)
     build_genuine();
     if (genuine) {
         test_genuine_image_passes();
+        test_pooled_survives_the_file();
         test_fields_are_checked();
     }
     free(genuine);
