@@ -15,6 +15,11 @@ Readers (--readers):
   raw    the .h5 file read front to back in 1 MiB read()s; its bytes are checked against the
          first run's (every binary must serve the same image)
 
+--version reads version 1 of the domain instead (DIR/.versions/float.h5/1.h5, made by
+tests/tools/make_version.py: every chunk a pool object named by a chunk table), in its own
+bucket and work subfolder: the cost of reading through the pool (each pool object checked
+against the MD5 its key names: S3 by its ETag, a local bucket by hashing).
+
 Measured per run, from the open to the end of the read: wall time, the daemon's CPU
 (utime + stime from /proc/PID/stat, all its threads, kernel work on its behalf included: the
 copy of READ replies into the reader's pages is the daemon's stime), the reader's CPU (this
@@ -22,12 +27,14 @@ process) and the S3 server's. The table gives medians and the ratio new/base of 
 
 usage: bench/bench_cpu.py --base BIN [--work DIR] [--backends posix,s3] [--readers h5py,raw]
                           [--reps N] [--opts O] [--base-opts O] [--server s3rver|rgw]
+                          [--version]
 """
 import argparse
 import hashlib
 import os
 import shutil
 import statistics
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -61,7 +68,10 @@ def expected():
         np.float32).reshape(SHAPE)
 
 
-def make_bucket(work):
+MAKE_VERSION = HERE.parent / "tests" / "tools" / "make_version.py"
+
+
+def make_bucket(work, version=False):
     bucket = work / "bucket" / BUCKET
     marker = work / "bucket" / "done"
     if not marker.exists():
@@ -70,6 +80,10 @@ def make_bucket(work):
         hsds_bucket.make_domain(bucket, f"/home/{USER}/float.h5", "f4", SHAPE, CHUNKS,
                                 lambda idx: chunk_values(idx[0] * CHUNKS[0]).tobytes(),
                                 user=USER)
+        if version:
+            print("keeping it as version 1 (1 GiB into the pool)", flush=True)
+            subprocess.run([sys.executable, str(MAKE_VERSION), str(bucket),
+                            f"home/{USER}/float.h5"], check=True, stdout=subprocess.DEVNULL)
         marker.write_text("1")
     return bucket
 
@@ -129,7 +143,7 @@ def start_server(kind, work, local):
     return server
 
 
-def one_run(binary, opts, bucket, work, server, reader):
+def one_run(binary, opts, bucket, work, server, reader, rel):
     mnt = work / "mnt"
     mnt.mkdir(exist_ok=True)
     cache = work / "cache"
@@ -143,7 +157,7 @@ def one_run(binary, opts, bucket, work, server, reader):
     daemon = harness.Daemon(["-o", o], bucket, mnt, work / "h5osfs.log", env=env,
                             mount_timeout=60, binary=binary)
     try:
-        path = mnt / "home" / USER / "float.h5"
+        path = mnt / rel
         path.stat()
         srv = process_tree(server.proc.pid) if server else []
         d0, s0, r0 = proc_cpu_seconds(daemon.pid), sum(map(proc_cpu_seconds, srv)), \
@@ -168,10 +182,13 @@ def main():
     ap.add_argument("--opts", default="", help="more -o options of the new binary")
     ap.add_argument("--base-opts", default="", help="more -o options of the base binary")
     ap.add_argument("--server", choices=("s3rver", "rgw"), default="s3rver")
+    ap.add_argument("--version", action="store_true",
+                    help="read version 1 of the domain (through the pool) instead")
     a = ap.parse_args()
-    work = a.work.resolve()
+    work = a.work.resolve() / ("version" if a.version else "")
     work.mkdir(parents=True, exist_ok=True)
-    local = make_bucket(work)
+    local = make_bucket(work, a.version)
+    rel = f"home/{USER}/.versions/float.h5/1.h5" if a.version else f"home/{USER}/float.h5"
     bins = [("base", a.base, a.base_opts), ("new", str(harness.h5osfs_bin()), a.opts)]
     want = expected() if "h5py" in a.readers else None
     server = None
@@ -191,7 +208,7 @@ def main():
                 for i in range(a.reps):
                     for label, binary, opts in bins:
                         r = one_run(binary, opts, bucket, work,
-                                    server if backend == "s3" else None, reader)
+                                    server if backend == "s3" else None, reader, rel)
                         res[label].append(r)
                         print(f"{backend:5} {rname:4} {label:4} run {i + 1}: {r['time']:.2f} s, "
                               f"daemon {r['daemon']:.2f} s CPU"
@@ -206,7 +223,7 @@ def main():
         if server:
             server.stop()
     print(f"\n{a.reps} runs each, medians; CPU in seconds per GiB; ratio = new / base; "
-          f"S3: {a.server}; load average {os.getloadavg()[0]:.1f}\n")
+          f"S3: {a.server}; {rel}; load average {os.getloadavg()[0]:.1f}\n")
     print("| backend | reader | binary | time | daemon CPU/GiB | reader CPU | server CPU "
           "| daemon ratio | values |")
     print("|---|---|---|---|---|---|---|---|---|")
