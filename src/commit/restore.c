@@ -347,6 +347,8 @@ static int restore_object(const struct restore_ctx *r, const struct store_keys *
                               : copied_dataset(r, keys, key, doc, dst);
         free(table);
     } else if (rc == 0) {
+        if (ends_with(key, "/.group.json")) /* a version root's claim on its pool (vpool.h) */
+            json_object_del(doc, SCHEMA_H5OSFS_MEMBER);
         rc = put_doc(r, dst, doc);
     }
     json_decref(doc);

@@ -1,5 +1,6 @@
 /* versions: a new root kept as a version; see include/h5osfs/commit/versions.h. */
 #include "h5osfs/commit/versions.h"
+#include "h5osfs/domops/vpool.h"
 
 #include <errno.h>
 #include <inttypes.h>
@@ -102,9 +103,10 @@ static int load_list(const struct versions_commit *vc, const char *key, struct v
 {
     char why[200], pool[SCHEMA_ID_BUF];
     int rc = ns_vlist_read(vc->store, key, l, etag, why, sizeof why);
-    if (rc == -ENOENT) {
+    if (rc == -ENOENT) { /* a new lineage: its pool is marked as the domain's before any use */
         etag[0] = '\0';
-        return vroot_mint(pool) == 0 ? vlist_init(l, vc->domain, pool) : -EIO;
+        rc = vroot_mint(pool) == 0 ? vpool_claim(vc->store, pool, vc->domain) : -EIO;
+        return rc == 0 ? vlist_init(l, vc->domain, pool) : rc;
     }
     if (rc == -EINVAL) {
         log_error("%s: version list unusable (%s): no version kept until it is repaired", key, why);

@@ -167,6 +167,7 @@ struct dataset_ctx {
     const char *pool, *vroot;
     const struct key_set *keys;
     const struct base_version *base;
+    const char *root_group; /* its key under the root being kept (NULL until it is written) */
 };
 
 /* Plain chunked, simple shape, fixed-size type: its chunks can live in the pool. */
@@ -416,6 +417,25 @@ static int copied_dataset(const struct dataset_ctx *d, const char *json_key, con
     return rc == 0 ? store_put_new(d->vc->store, vkey, text, strlen(text)) : rc;
 }
 
+/* V's root group says whose pool its tables name ("h5osfs": {"pool": P}, vpool.h): what a
+ * version list alone may not claim when V is to be deleted. */
+static int root_group_object(const struct dataset_ctx *d, const char *text, const char *vkey)
+{
+    char why[200], *out = NULL;
+    json_t *doc = hjson_loadb(text, strlen(text), why, sizeof why);
+    int rc = json_is_object(doc) ? 0 : -EIO;
+    if (rc == 0 &&
+        json_object_set_new(doc, SCHEMA_H5OSFS_MEMBER, json_pack("{s:s}", "pool", d->pool)) != 0)
+        rc = -ENOMEM;
+    if (rc == 0)
+        rc = hjson_dumps(doc, &out);
+    if (rc == 0)
+        rc = store_put_new(d->vc->store, vkey, out, strlen(out));
+    free(out);
+    json_decref(doc);
+    return rc;
+}
+
 static int version_object(const struct dataset_ctx *d, const char *key)
 {
     struct store_buf buf = { 0 };
@@ -426,6 +446,11 @@ static int version_object(const struct dataset_ctx *d, const char *key)
     if (rc != 0 || !text)
         return rc ? rc : -ENOMEM;
     moved_key(key, d->vroot, vkey, sizeof vkey);
+    if (d->root_group && strcmp(key, d->root_group) == 0) {
+        rc = root_group_object(d, text, vkey);
+        free(text);
+        return rc;
+    }
     if (!ends_with(key, "/.dataset.json")) {
         rc = store_put_new(d->vc->store, vkey, text, strlen(text));
         free(text);
@@ -455,7 +480,7 @@ int vroot_write(const struct versions_commit *vc, const char *pool, const char *
     char prefix[32];
     snprintf(prefix, sizeof prefix, "db/%.17s/", vc->root + 2);
     int rc = list_with_stats(vc->store, prefix, &keys);
-    struct dataset_ctx d = { vc, pool, vroot, &keys, base };
+    struct dataset_ctx d = { vc, pool, vroot, &keys, base, NULL };
     const char *root_group = NULL;
     for (size_t i = 0; rc == 0 && i < keys.n; i++) {
         const char *k = keys.keys[i];
@@ -469,6 +494,7 @@ int vroot_write(const struct versions_commit *vc, const char *pool, const char *
     }
     if (rc == 0 && !root_group)
         rc = -EIO;
+    d.root_group = root_group;
     if (rc == 0)
         rc = version_object(&d, root_group);
     if (rc == 0)

@@ -1,5 +1,6 @@
 /* sweep: collection of kept versions; see include/h5osfs/domops/sweep.h. */
 #include "h5osfs/domops/sweep.h"
+#include "h5osfs/domops/vpool.h"
 
 #include <errno.h>
 #include <inttypes.h>
@@ -151,9 +152,11 @@ static int drop_entries(struct store *store, const char *key, const uint64_t *dr
     return rc == -ESTALE ? -EIO : rc;
 }
 
-/* One removing entry: names deleted, then its root queued or, once gone, marked for drop. */
+/* One removing entry: names deleted, then its root queued or, once gone, marked for drop. A
+ * root not shown to be a version over the domain's own pool (owned: the pool's marker names
+ * the domain, vpool.h) is never queued: the entry goes, the root stays (logged). */
 static int finish_entry(struct store *store, struct gc *gc, const char *domain, const char *key,
-                        const struct vlist *l, const struct vlist_entry *e, int *gone)
+                        const struct vlist *l, const struct vlist_entry *e, int owned, int *gone)
 {
     char name[32], path[STORE_KEY_MAX + 2];
     *gone = 0;
@@ -167,6 +170,16 @@ static int finish_entry(struct store *store, struct gc *gc, const char *domain, 
         return rc;
     }
     if (rc == 1) {
+        *gone = 1;
+        return 0;
+    }
+    rc = owned ? vpool_root_of(store, e->root, l->pool, domain) : 0;
+    if (rc < 0)
+        return rc;
+    if (rc == 0) {
+        log_warn("%s: removed version %" PRIu64 " is dropped from the list, its root %s stays in "
+                 "the bucket",
+                 domain, e->n, e->root);
         *gone = 1;
         return 0;
     }
@@ -197,13 +210,17 @@ int sweep_finish_removals(struct store *store, struct gc *gc, const char *domain
     snprintf(out->pool, sizeof out->pool, "%s", l.pool);
     uint64_t *drop = calloc(l.n_entries + 1, sizeof *drop);
     size_t n_drop = 0;
-    int failed = drop ? 0 : -ENOMEM;
+    int failed = drop ? 0 : -ENOMEM, owned = -1; /* -1: not asked yet */
     for (size_t i = 0; drop && i < l.n_entries; i++) {
         const struct vlist_entry *e = &l.entries[i];
         int gone;
         if (e->error || e->state != VLIST_REMOVING)
             continue;
-        int erc = finish_entry(store, gc, domain, key, &l, e, &gone);
+        if (owned < 0 && (owned = vpool_owned_by(store, l.pool, domain)) < 0) {
+            failed = owned;
+            break;
+        }
+        int erc = finish_entry(store, gc, domain, key, &l, e, owned, &gone);
         if (erc == 0 && gone)
             drop[n_drop++] = e->n;
         else
@@ -480,6 +497,11 @@ int sweep_pool(struct store *store, const char *domain, double grace, const atom
     int rc = load_list(store, key, &l, NULL);
     if (rc != 0)
         return rc;
+    rc = vpool_owned_by(store, l.pool, domain); /* else the list may name anyone's objects */
+    if (rc != 1) {
+        vlist_free(&l);
+        return rc == 0 ? -EPERM : rc;
+    }
     r.marks.needle_len =
         (size_t)snprintf(r.marks.needle, sizeof r.marks.needle, "db/%.17s/c/", l.pool + 2);
     r.marks.md5s = strmap_new();
@@ -624,7 +646,7 @@ static void run_sweep(struct sweeper *s, struct job *j, const char *domain, cons
     int again = rc == 0 && st.young > 0;
     if (rc == -EINTR)
         log_info("pool sweep of %s stopped by the unmount: swept again at the next mount", domain);
-    if ((rc == 0 || rc == -ENOENT) && !again && pool[0] && s->cfg.records.remove)
+    if ((rc == 0 || rc == -ENOENT || rc == -EPERM) && !again && pool[0] && s->cfg.records.remove)
         s->cfg.records.remove(s->cfg.records.ctx, pool);
     pthread_mutex_lock(&s->lock);
     j->swept_at = clock_monotonic();

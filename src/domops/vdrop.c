@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "h5osfs/domops/vpool.h"
 #include "h5osfs/schema/schema.h"
 #include "h5osfs/schema/vlist.h"
 #include "h5osfs/util/log.h"
@@ -60,13 +61,18 @@ static int has_a_name(const struct vlist *l)
     return 0;
 }
 
-/* Every removed version's root, then the pool. */
+/* Every removed version's root, then the pool: only those shown to be this domain's
+ * (vpool.h); the others stay in the bucket (logged), and the list, which named them, goes. */
 static int delete_data(struct store *store, const char *domain, const struct vlist *l)
 {
-    int rc = 0;
-    for (size_t i = 0; rc == 0 && i < l->n_entries; i++)
-        rc = delete_root(store, l->entries[i].root);
-    if (rc == 0 && l->pool[0])
+    int rc = l->pool[0] ? vpool_owned_by(store, l->pool, domain) : 0;
+    int owned = rc == 1;
+    rc = rc < 0 ? rc : 0;
+    for (size_t i = 0; owned && rc == 0 && i < l->n_entries; i++) {
+        rc = vpool_root_of(store, l->entries[i].root, l->pool, domain);
+        rc = rc == 1 ? delete_root(store, l->entries[i].root) : rc;
+    }
+    if (rc == 0 && owned)
         rc = delete_root(store, l->pool);
     if (rc != 0)
         log_error("%s: the data of its removed versions cannot all be deleted (%s): the version "

@@ -8,6 +8,7 @@
 
 #include "h5osfs/util/log.h"
 #include "h5osfs/schema/schema.h"
+#include "h5osfs/domops/vpool.h"
 #include "h5osfs/schema/vlist.h"
 #include "h5osfs/util/testhook.h"
 
@@ -103,6 +104,14 @@ int vmove_plan(struct store *store, const char *from, const char *to, enum vmove
     return 0;
 }
 
+/* Does the domain whose list is at from_key own pool (vpool.h)? 1, 0, -errno. */
+static int from_domain_owns(struct store *store, const char *from_key, const char *pool)
+{
+    char from[STORE_KEY_MAX + 2];
+    int rc = domain_of_list_key(from_key, from, sizeof from);
+    return rc == 0 ? vpool_owned_by(store, pool, from) : rc;
+}
+
 /* The list at from_key put at to_key, naming domain (a list that cannot be parsed is copied
  * as it is: it stays as unusable as it was, no worse). */
 static int copy_list(struct store *store, const char *from_key, const char *to_key,
@@ -110,7 +119,7 @@ static int copy_list(struct store *store, const char *from_key, const char *to_k
 {
     struct store_buf buf = { 0 };
     struct vlist l;
-    char why[200], *text = NULL;
+    char why[200], *text = NULL, pool[SCHEMA_ID_BUF] = "";
     int rc = store_get(store, from_key, VLIST_MAX_BYTES, &buf);
     if (rc == 0 && vlist_parse((const char *)buf.data, buf.len, &l, why, sizeof why) == 0) {
         char *named = strdup(domain);
@@ -118,12 +127,18 @@ static int copy_list(struct store *store, const char *from_key, const char *to_k
             free(l.domain);
             l.domain = named;
         }
+        snprintf(pool, sizeof pool, "%s", l.pool);
         rc = named ? vlist_dump(&l, &text) : -ENOMEM;
         vlist_free(&l);
     }
     if (rc == 0)
         rc = text ? store_put(store, to_key, text, strlen(text))
                   : store_put(store, to_key, buf.data, buf.len);
+    /* the pool goes with the list, once the list is there: until then the old list still
+     * owns it (an interrupted move refuses deletes through the new one, never the reverse),
+     * and only a pool the old list owned is handed on */
+    if (rc == 0 && pool[0] && from_domain_owns(store, from_key, pool) == 1)
+        rc = vpool_claim(store, pool, domain);
     free(text);
     store_buf_free(&buf);
     if (rc != 0)

@@ -239,15 +239,21 @@ int schema_chunk_key(const char *dset_id, const uint64_t *index, int rank, int p
     return v2_chunk_key(dset_id, index, rank, partition, buf, len);
 }
 
-int schema_info_key(const char *root_id, char *buf, size_t len)
+/* "db/<A-B of root_id>/<name>": a key of the root itself, not of an object. */
+static int root_file_key(const char *root_id, const char *name, char *buf, size_t len)
 {
     struct key_writer w;
     if (schema_id_is_root(root_id) != 1)
         return fail_with_empty(buf, len, -EINVAL);
     writer_init(&w, buf, len);
     v2_write_domain_dir(&w, root_id);
-    writer_printf(&w, ".info.json");
+    writer_printf(&w, "%s", name);
     return writer_finish(&w);
+}
+
+int schema_info_key(const char *root_id, char *buf, size_t len)
+{
+    return root_file_key(root_id, ".info.json", buf, len);
 }
 
 /* ---- names and domains (§2.3) ---- */
@@ -516,6 +522,11 @@ int schema_pool_key(const char *pool, const char *md5, char *buf, size_t len)
     v2_write_domain_dir(&w, pool);
     writer_printf(&w, "c/%s", md5);
     return writer_finish(&w);
+}
+
+int schema_pool_marker_key(const char *pool, char *buf, size_t len)
+{
+    return root_file_key(pool, ".h5osfs-pool", buf, len);
 }
 
 int schema_pool_uri_check(const char *uri, const char *bucket, const char *pool, const char **key)

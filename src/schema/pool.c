@@ -12,8 +12,36 @@
 #include "h5osfs/schema/vlist.h"
 
 #define DOMAIN_JSON_MAX (1u << 20)
+#define MARKER_MAX 8192 /* a pool marker: {"domain": path} */
 #define KEY_BUF 1026 /* a key of the store (at most 1024 bytes, S3's limit), or a path: one more */
 #define WHY(...) (snprintf(why, why_len, __VA_ARGS__), -EINVAL)
+
+/* The pool's marker (domops/vpool.h) names domain: the list alone may be forged to name
+ * another domain's pool. A pool without one was made before markers: taken. */
+static int marker_allows(const char *domain, const char *pool, const struct schema_fetch *fetch,
+                         char *why, size_t why_len)
+{
+    char key[KEY_BUF], jwhy[160] = "";
+    unsigned char *data = NULL;
+    size_t len = 0;
+    if (schema_pool_marker_key(pool, key, sizeof key) != 0)
+        return WHY("pool %s is no root id", pool);
+    int rc = fetch->get(fetch->ctx, key, MARKER_MAX, &data, &len);
+    if (rc == -ENOENT)
+        return 0;
+    if (rc == -ENOMEM)
+        return rc;
+    json_t *doc = rc == 0 ? hjson_loadb((const char *)data, len, jwhy, sizeof jwhy) : NULL;
+    free(data);
+    const char *named = hjson_text(json_object_get(doc, "domain"));
+    int ok = named && strcmp(named, domain) == 0;
+    if (!ok)
+        rc = rc      ? WHY("pool %s: its marker cannot be read (%s)", pool, strerror(-rc))
+             : named ? WHY("pool %s is another domain's (%.200s)", pool, named)
+                     : WHY("pool %s: its marker names no domain (%s)", pool, jwhy);
+    json_decref(doc);
+    return ok ? 0 : rc;
+}
 
 /* claimed is the pool domain's version list names. */
 static int list_names_pool(const char *domain, const char *claimed,
@@ -36,7 +64,7 @@ static int list_names_pool(const char *domain, const char *claimed,
     rc =
         strcmp(l.pool, claimed) == 0 ? 0 : WHY("pool %s is not the domain's (%s)", claimed, l.pool);
     vlist_free(&l);
-    return rc;
+    return rc == 0 ? marker_allows(domain, claimed, fetch, why, why_len) : rc;
 }
 
 /* The current domain at path is in ref mode and names root_id. */

@@ -6,6 +6,7 @@ domain's pool deletes the pool objects that no listed version's chunk table name
 removed version included. The state lives in the bucket: a mount with a fresh cache_dir
 finishes what another left; a sweep owed is journaled, so a killed or unmounted daemon sweeps
 again at the next mount."""
+import errno
 import json
 import os
 import re
@@ -19,7 +20,7 @@ import pytest
 
 import harness
 from conftest import Mount, MountSource, is_mounted
-from test_versions_commit import A, B, TARGET, VDIR, same  # noqa: E402
+from test_versions_commit import A, B, HOME, TARGET, VDIR, same  # noqa: E402
 
 pytestmark = pytest.mark.backends("posix", "s3", "rgw")
 
@@ -224,3 +225,61 @@ def test_kill_during_collection_then_every_version_reads_and_orphans_go(bucket_c
             m.proc.kill()
             m.proc.wait(timeout=30)
         subprocess.run(["fusermount3", "-uz", str(mnt)], check=False, capture_output=True)
+
+
+@pytest.mark.posix_only(reason="the list is forged in the bucket directory; what the daemon "
+                        "checks is the same code on every store")
+def test_a_forged_list_never_gets_another_domains_data_deleted(bucket_copy, mount_bucket,
+                                                               tmp_path):
+    """A version list is a key among its domain's own, which a writer may be allowed without
+    any right under db/ (doc/versions.md §3.1). v.h5's list is forged: two removing entries
+    name w.h5's current root and its version's root, and its pool is set to w.h5's. A lookup
+    of v.h5's versions finishes its removals, and rm -r of its version folder (the domain
+    gone) deletes what the list names: nothing of w.h5 goes (each refusal logged), and w.h5
+    and its version read as before on a fresh mount."""
+    opts = f"user=test_user1,ttl=0,versions=on,{FAST},cache_dir={tmp_path}/c1"
+    other, other_vdir = f"{HOME}/w.h5", f"{HOME}/.versions/w.h5"
+    m = mount_bucket(bucket_copy, "-o", opts)
+    shutil.copyfile(A, m.path(TARGET))
+    shutil.copyfile(B, m.path(TARGET))
+    shutil.copyfile(B, m.path(other))
+    w_root = json.loads(m.get(f"{other}/.domain.json"))["root"]
+    w_list = json.loads(m.get(f"{other_vdir}/.h5osfs-versions"))
+    w_v1 = w_list["versions"][0]["root"]
+    w_data = {k for r in (w_root, w_v1, w_list["pool"]) for k in keys(m, f"db/{r[2:19]}/")
+              if ".h5osfs-tmp." not in k}       # a local bucket's put in flight
+    assert m.unmount() == 0
+    forged = version_list(m)
+    forged["pool"] = w_list["pool"]
+    for n, root in ((98, w_root), (99, w_v1)):
+        forged["versions"].append({"n": n, "root": root, "time": 1.0, "by": "forger",
+                                   "parent": 0, "size": 0, "stamp": "", "names": [],
+                                   "state": "removing"})
+    forged["versions"].append({"n": 97, "root": w_v1, "time": 1.0, "by": "forger",
+                               "parent": 0, "size": 0, "stamp": "", "names": ["97.h5"],
+                               "state": "kept"})
+    forged["next"] = 100
+    m.put(f"{VDIR}/.h5osfs-versions", json.dumps(forged).encode())
+
+    m = mount_bucket(m, "-o", opts)
+    assert sorted(os.listdir(m.path(VDIR))) == ["1.h5", "2.h5", "97.h5"]   # finishes removals
+    wait_for(lambda: [v["n"] for v in version_list(m)["versions"]] == [1, 2, 97],
+             "the forged removing entries leave the list")
+    with pytest.raises(OSError) as e:   # w.h5's version, shown as v.h5's: never its bytes
+        with open(m.path(f"{VDIR}/97.h5"), "rb") as f:
+            f.read()
+    assert e.value.errno == errno.EIO
+    os.unlink(m.path(TARGET))
+    for name in ("1.h5", "2.h5", "97.h5"):
+        os.unlink(m.path(f"{VDIR}/{name}"))
+    os.rmdir(m.path(VDIR))
+    assert m.unmount() == 0                                  # the collector drains
+    lost = w_data - set().union(*(keys(m, f"db/{r[2:19]}/")
+                                  for r in (w_root, w_v1, w_list["pool"])))
+    assert not lost, lost
+    log = m.log()
+    assert f"pool {w_list['pool']} is not this domain's" in log
+    assert f"removed version 98 is dropped from the list, its root {w_root} stays" in log
+    assert f"pool {w_list['pool']} is another domain's (/{other})" in log
+    ro = mount_bucket(m, "-o", f"user=test_user1,ro,cache_dir={tmp_path}/fresh")
+    assert same(ro.path(other), B) and same(ro.path(f"{other_vdir}/1.h5"), B)

@@ -83,8 +83,10 @@ def test_mv_of_a_domain_moves_its_versions(bucket_copy, mount_bucket, tmp_path):
     assert [same(f"{w}/{n}.h5", f) for n, f in ((1, f1), (2, f2), (3, f1))] == [True] * 3
     assert not os.path.exists(vdir(ro, f"{HOME}/v.h5"))
     assert ro.get(f"{HOME}/.versions/v.h5/.h5osfs-versions") is None
-    assert json.loads(ro.get(f"{HOME}/.versions/w.h5/.h5osfs-versions"))["domain"] == \
-        f"/{HOME}/w.h5"
+    lst = json.loads(ro.get(f"{HOME}/.versions/w.h5/.h5osfs-versions"))
+    assert lst["domain"] == f"/{HOME}/w.h5"
+    assert json.loads(ro.get(f"db/{lst['pool'][2:19]}/.h5osfs-pool")) == \
+        {"domain": f"/{HOME}/w.h5"}, "the pool's marker moved with the list (vpool.h)"
 
 
 @pytest.mark.not_on("rgw", reason="the folder's objects are listed and copied as on s3rver")
@@ -103,8 +105,10 @@ def test_mv_of_a_folder_moves_the_versions_below_it(bucket_copy, mount_bucket, t
     assert versions(x) == ["1.h5", "2.h5"]
     assert same(f"{x}/1.h5", f1) and same(f"{x}/2.h5", f2)
     assert same(ro.path(f"{HOME}/e/sub/x.h5"), f2)
-    assert json.loads(ro.get(f"{HOME}/e/sub/.versions/x.h5/.h5osfs-versions"))["domain"] == \
-        f"/{HOME}/e/sub/x.h5"
+    lst = json.loads(ro.get(f"{HOME}/e/sub/.versions/x.h5/.h5osfs-versions"))
+    assert lst["domain"] == f"/{HOME}/e/sub/x.h5"
+    assert json.loads(ro.get(f"db/{lst['pool'][2:19]}/.h5osfs-pool")) == \
+        {"domain": f"/{HOME}/e/sub/x.h5"}
 
 
 @pytest.mark.posix_only(reason="the decision is the same code on every store; its commit is "
@@ -126,6 +130,26 @@ def test_mv_onto_a_versioned_domain_adds_one_version_there(bucket_copy, mount_bu
     os.unlink(f"{w}/2.h5")                  # 3 is the current version: 2 may go
     with pytest.raises(OSError):
         os.unlink(f"{w}/3.h5")
+
+
+@pytest.mark.posix_only(reason="the same code on every store; the pool's marker is checked "
+                        "after a move on every store above")
+def test_rm_r_after_mv_deletes_the_moved_pool(bucket_copy, mount_bucket, tmp_path):
+    """The pool goes to the new name with the list: once the moved domain and its versions are
+    removed, rm -r of the new version folder deletes the pool (its marker names the new path),
+    and the old path owns nothing any more."""
+    f1, = make_files(tmp_path, 1)
+    m = mount(mount_bucket, bucket_copy, tmp_path)
+    shutil.copyfile(f1, m.path(f"{HOME}/v.h5"))
+    os.rename(m.path(f"{HOME}/v.h5"), m.path(f"{HOME}/w.h5"))
+    pool = json.loads(m.get(f"{HOME}/.versions/w.h5/.h5osfs-versions"))["pool"]
+    assert listing(m, f"db/{pool[2:19]}")
+    os.unlink(m.path(f"{HOME}/w.h5"))
+    os.unlink(f"{vdir(m, f'{HOME}/w.h5')}/1.h5")
+    os.rmdir(vdir(m, f"{HOME}/w.h5"))
+    assert m.unmount() == 0
+    assert listing(m, f"db/{pool[2:19]}") == {}
+    assert "is not this domain's" not in m.log()
 
 
 @pytest.mark.posix_only(reason="namespace rules, the same code on every store")

@@ -4,6 +4,7 @@ domain DOMAIN ("home/u/a.h5") of the local bucket directory BUCKET_DIR as its ne
 written by hand the way issue 26's design (doc/versions.md) stores one:
 
   db/<P>/c/<md5>                         each chunk of a fixed-size dataset, once (the pool)
+  db/<P>/.h5osfs-pool                    {"domain": "/DOMAIN"}: whose pool it is
   db/<V>/...                             the version's root: every object's JSON, ids moved
                                          under V; fixed-size datasets H5D_CHUNKED_REF_INDIRECT
                                          over a chunk table whose entries name pool objects;
@@ -147,6 +148,10 @@ def copy_root(bucket, bucket_name, pool, root, vroot):
             if n == ".dataset.json":
                 version_dataset(bucket, bucket_name, pool, vroot,
                                 moved(open(path).read(), root, vroot), dirpath)
+            elif rel == ".group.json":      # the root group claims the pool (vpool.h)
+                doc = json.loads(moved(open(path).read(), root, vroot))
+                doc["h5osfs"] = {"pool": pool}
+                write(os.path.join(bucket, "db", prefix_of(vroot), rel), json.dumps(doc).encode())
             elif n in (".group.json", ".datatype.json"):
                 write(os.path.join(bucket, "db", prefix_of(vroot), rel),
                       moved(open(path).read(), root, vroot).encode())
@@ -174,6 +179,8 @@ def main():
     else:
         vlist = {"format": 1, "domain": "/" + a.domain, "pool": new_root_id(), "next": 1,
                  "versions": []}
+        write(os.path.join(bucket, "db", prefix_of(vlist["pool"]), ".h5osfs-pool"),
+              json.dumps({"domain": "/" + a.domain}).encode())
     vroot = new_root_id()
     source = json.load(open(os.path.join(bucket, a.source, ".domain.json"))) if a.source else dom
     copy_root(bucket, bucket_name, vlist["pool"], source["root"], vroot)

@@ -19,6 +19,7 @@
 #include "h5osfs/util/log.h"
 #include "h5osfs/store/store_test.h"
 #include "h5osfs/domops/sweep.h"
+#include "h5osfs/domops/vpool.h"
 #include "h5osfs/schema/vlist.h"
 
 #define DOMAIN "/home/u/v.h5"
@@ -79,7 +80,8 @@ static void put_version_root(struct rig *r, unsigned seed)
     make_id('d', seed + 1, r->vroot, did);
     make_id('d', seed + 2, r->vroot, tid);
     REQUIRE(schema_obj_key(r->vroot, key, sizeof key) == 0);
-    put_text(r->mem, key, "{\"id\": \"root\"}");
+    snprintf(text, sizeof text, "{\"id\": \"root\", \"h5osfs\": {\"pool\": \"%s\"}}", r->pool);
+    put_text(r->mem, key, text); /* a version over the pool (vpool.h) */
     REQUIRE(schema_obj_key(did, key, sizeof key) == 0);
     snprintf(text, sizeof text,
              "{\"creationProperties\": {\"layout\": {\"class\": \"H5D_CHUNKED_REF_INDIRECT\", "
@@ -138,6 +140,7 @@ static void rig_open(struct rig *r, enum vlist_state state)
     make_id('g', 7, NULL, r->pool);
     make_id('g', 11, NULL, r->vroot);
     REQUIRE(schema_vlist_key(DOMAIN, r->list_key, sizeof r->list_key) == 0);
+    REQUIRE(vpool_claim(r->mem, r->pool, DOMAIN) == 0);
     put_version_root(r, 20);
     put_list(r, state, NULL);
     for (int i = 0; i < 2; i++) {
@@ -357,6 +360,41 @@ static void test_finish_removals(void)
     rig_close(&r);
 }
 
+/* A list may name a pool or a root that is not its domain's (a forged list: vpool.h).
+ * Nothing of them is deleted: not by a sweep, not by a removal. */
+static void test_what_is_not_the_domains_is_never_deleted(void)
+{
+    struct rig r;
+    struct sweep_finish f;
+    struct sweep_stats st;
+    char key[STORE_KEY_MAX + 1], text[256];
+    rig_open(&r, VLIST_REMOVING);
+    REQUIRE(vpool_claim(r.mem, r.pool, "/home/u/other.h5") == 0); /* the pool: another's */
+    CHECK_INT(sweep_pool(r.st, DOMAIN, ALL_OLD, NULL, &st), -EPERM);
+    CHECK_INT(orphans_left(&r), 2);
+    CHECK_INT(sweep_finish_removals(r.st, NULL, DOMAIN, count_owed, NULL, &f), 0);
+    CHECK_INT(f.dropped, 1); /* the entry goes; its root stays */
+    REQUIRE(schema_obj_key(r.vroot, key, sizeof key) == 0);
+    CHECK_INT(store_head(r.mem, key, &(struct store_stat){ 0 }), 0);
+    rig_close(&r);
+
+    rig_open(&r, VLIST_REMOVING); /* the pool is the domain's, the root another pool's */
+    REQUIRE(schema_obj_key(r.vroot, key, sizeof key) == 0);
+    snprintf(text, sizeof text, "{\"id\": \"root\", \"h5osfs\": {\"pool\": \"%s\"}}", r.vroot);
+    put_text(r.mem, key, text);
+    CHECK_INT(vpool_root_of(r.st, r.vroot, r.pool, DOMAIN), 0);
+    put_text(r.mem, key, "{\"id\": \"root\"}"); /* a plain root (a domain's current) */
+    CHECK_INT(vpool_root_of(r.st, r.vroot, r.pool, DOMAIN), 0);
+    CHECK_INT(sweep_finish_removals(r.st, NULL, DOMAIN, count_owed, NULL, &f), 0);
+    CHECK_INT(f.dropped, 1);
+    CHECK_INT(store_head(r.mem, key, &(struct store_stat){ 0 }), 0);
+    CHECK_INT(vpool_owned_by(r.st, r.pool, DOMAIN), 1);
+    CHECK_INT(vpool_owned_by(r.st, r.pool, "/home/u/other.h5"), 0);
+    add_rule(r.st, FAULTY_MASK(FAULTY_GET), "*.h5osfs-pool", 1, 1, FAULTY_FAIL);
+    CHECK(vpool_owned_by(r.st, r.pool, DOMAIN) < 0); /* the store cannot tell: no answer */
+    rig_close(&r);
+}
+
 int main(void)
 {
     if (log_setup(LOG_LVL_ERROR, LOG_SINK_FILE, "/dev/null") != 0)
@@ -366,6 +404,7 @@ int main(void)
     test_failed_delete_stops_the_sweep();
     test_unknowable_lists_delete_nothing();
     test_finish_removals();
+    test_what_is_not_the_domains_is_never_deleted();
     log_teardown();
     return check_done("sweep");
 }

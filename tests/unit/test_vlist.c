@@ -246,6 +246,10 @@ static void test_keys(void)
     CHECK_INT(schema_vlist_key("/home/a.h5", buf, 20), -ENAMETOOLONG);
     CHECK_INT(schema_pool_key(POOL, "0123456789abcdef0123456789abcdef", buf, sizeof buf), 0);
     CHECK_STR(buf, "db/11111111-22222222/c/0123456789abcdef0123456789abcdef");
+    CHECK_INT(schema_pool_marker_key(POOL, buf, sizeof buf), 0);
+    CHECK_STR(buf, "db/11111111-22222222/.h5osfs-pool");
+    CHECK_INT(schema_pool_marker_key("d-11111111-22222222-9999-9999aa-aaaaaa", buf, sizeof buf),
+              -EINVAL);
     CHECK_INT(schema_pool_key(POOL, "0123", buf, sizeof buf), -EINVAL);
     CHECK_INT(schema_pool_key(POOL, "0123456789ABCDEF0123456789abcdef", buf, sizeof buf), -EINVAL);
     CHECK_INT(schema_pool_uri_check("bkt/db/11111111-22222222/c/0123456789abcdef0123456789abcdef",

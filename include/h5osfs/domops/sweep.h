@@ -65,7 +65,8 @@ struct sweep_stats {
 
 /* One mark-and-sweep of domain's pool (objects older than grace seconds before it started may
  * go). stop (may be NULL) set: it stops between two deletes, -EINTR. 0; -ENOENT when domain has
- * no list (nothing deleted); -EIO (logged: nothing more deleted). */
+ * no list (nothing deleted); -EPERM when the list's pool is not shown to be the domain's
+ * (vpool.h: nothing deleted, logged); -EIO (logged: nothing more deleted). */
 int sweep_pool(struct store *store, const char *domain, double grace, const atomic_int *stop,
                struct sweep_stats *stats);
 

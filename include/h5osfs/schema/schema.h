@@ -106,6 +106,9 @@ int schema_is_md5_hex(const char *s);
  * lowercase hex digits md5. */
 int schema_pool_key(const char *pool, const char *md5, char *buf, size_t len);
 
+/* The marker of pool, "db/<pool's A-B>/.h5osfs-pool": whose pool it is (domops/vpool.h). */
+int schema_pool_marker_key(const char *pool, char *buf, size_t len);
+
 /* Is uri "<bucket>/<schema_pool_key(pool, md5)>" for some md5? 0 (and *key, if key is not
  * NULL, points at the key inside uri) or -EINVAL: a table entry that names anything else
  * must not be read. */

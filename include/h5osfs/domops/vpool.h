@@ -1,0 +1,34 @@
+/*
+ * vpool: which domain a version pool and a version root belong to, told by objects under db/,
+ * never by the version list alone (doc/versions.md §3.1).
+ *
+ * The list DIR/.versions/NAME/.h5osfs-versions is a key among the domain's own, which a
+ * writer may be allowed to write (a key policy of the store that grants DIR/ and not db/,
+ * or a forged list) without being allowed anything under db/. Everything h5osfs deletes for a
+ * list (a removed version's root, the pool's unnamed objects, a whole pool at rm -r) must
+ * first be shown to be that list's:
+ *   - the pool db/P/ holds the marker db/P/.h5osfs-pool, {"domain": "/DIR/NAME"}, written
+ *     when the pool is made and moved with the domain (mv);
+ *   - a version root's root group carries "h5osfs": {"pool": P}, written with the version.
+ * A pool without its marker, or one naming another domain, and a root that does not name the
+ * list's pool are never deleted through that list (one log line each). Pools and roots
+ * written before the markers existed are kept for ever that way: space, never data.
+ */
+#ifndef H5OSFS_VPOOL_H
+#define H5OSFS_VPOOL_H
+
+#include "h5osfs/store/store.h"
+
+/* The marker of pool naming domain ("/DIR/NAME"), put. 0 or -errno. */
+int vpool_claim(struct store *store, const char *pool, const char *domain);
+
+/* Does pool's marker name domain? 1 yes, 0 no (or no marker, or an unusable one: logged with
+ * what), -errno when the store cannot tell. */
+int vpool_owned_by(struct store *store, const char *pool, const char *domain);
+
+/* Does root's root group say it is a version over pool? 1 yes, 0 no (logged with what),
+ * -errno when the store cannot tell. A root that is gone already: 1 (nothing of it is left to
+ * delete wrongly). */
+int vpool_root_of(struct store *store, const char *root, const char *pool, const char *domain);
+
+#endif
