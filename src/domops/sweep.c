@@ -174,6 +174,12 @@ static int finish_entry(struct store *store, struct gc *gc, const char *domain, 
         return 0;
     }
     rc = owned ? vpool_root_of(store, e->root, l->pool, domain) : 0;
+    if (rc == -ENOENT) { /* objects but no root group: nothing shows whose they are */
+        log_error("%s: %s, named by removed version %" PRIu64 ", holds objects but no root "
+                  "group: not collected",
+                  domain, e->root, e->n);
+        rc = 0;
+    }
     if (rc < 0)
         return rc;
     if (rc == 0) {

@@ -61,6 +61,26 @@ static int has_a_name(const struct vlist *l)
     return 0;
 }
 
+/* A removed version's root, when it is one over pool (vpool.h). 0 (deleted, already gone, or
+ * not shown to be one: kept, logged) or -errno. */
+static int delete_version_root(struct store *store, const char *domain, const char *root,
+                               const char *pool)
+{
+    int rc = vpool_root_of(store, root, pool, domain);
+    if (rc == 1)
+        return delete_root(store, root);
+    if (rc != -ENOENT)
+        return rc < 0 ? rc : 0;
+    char prefix[64];
+    struct store_list list = { 0 };
+    snprintf(prefix, sizeof prefix, "db/%.17s/", root + 2);
+    rc = store_list(store, prefix, NULL, NULL, 1, &list);
+    if (rc == 0 && list.n_objects > 0) /* objects, no root group: a pool, not a version */
+        log_error("%s: %s holds objects but no root group: not deleted", domain, root);
+    store_list_free(&list);
+    return rc == 0 || rc == -ENOENT ? 0 : rc;
+}
+
 /* Every removed version's root, then the pool: only those shown to be this domain's
  * (vpool.h); the others stay in the bucket (logged), and the list, which named them, goes. */
 static int delete_data(struct store *store, const char *domain, const struct vlist *l)
@@ -68,10 +88,8 @@ static int delete_data(struct store *store, const char *domain, const struct vli
     int rc = l->pool[0] ? vpool_owned_by(store, l->pool, domain) : 0;
     int owned = rc == 1;
     rc = rc < 0 ? rc : 0;
-    for (size_t i = 0; owned && rc == 0 && i < l->n_entries; i++) {
-        rc = vpool_root_of(store, l->entries[i].root, l->pool, domain);
-        rc = rc == 1 ? delete_root(store, l->entries[i].root) : rc;
-    }
+    for (size_t i = 0; owned && rc == 0 && i < l->n_entries; i++)
+        rc = delete_version_root(store, domain, l->entries[i].root, l->pool);
     if (rc == 0 && owned)
         rc = delete_root(store, l->pool);
     if (rc != 0)

@@ -85,7 +85,7 @@ int vpool_root_of(struct store *store, const char *root, const char *pool, const
     }
     json_t *doc = load_json(store, key, GROUP_MAX, &rc, why, sizeof why);
     if (rc == -ENOENT)
-        return 1;
+        return rc; /* a pool has none, nor has a root the collector got to first */
     const char *named =
         hjson_text(json_object_get(json_object_get(doc, SCHEMA_H5OSFS_MEMBER), "pool"));
     int ours = named && strcmp(named, pool) == 0;

@@ -229,14 +229,16 @@ def test_kill_during_collection_then_every_version_reads_and_orphans_go(bucket_c
 
 @pytest.mark.posix_only(reason="the list is forged in the bucket directory; what the daemon "
                         "checks is the same code on every store")
+@pytest.mark.parametrize("forged_pool", [True, False], ids=["its-pool", "its-own-pool"])
 def test_a_forged_list_never_gets_another_domains_data_deleted(bucket_copy, mount_bucket,
-                                                               tmp_path):
+                                                               tmp_path, forged_pool):
     """A version list is a key among its domain's own, which a writer may be allowed without
-    any right under db/ (doc/versions.md §3.1). v.h5's list is forged: two removing entries
-    name w.h5's current root and its version's root, and its pool is set to w.h5's. A lookup
-    of v.h5's versions finishes its removals, and rm -r of its version folder (the domain
-    gone) deletes what the list names: nothing of w.h5 goes (each refusal logged), and w.h5
-    and its version read as before on a fresh mount."""
+    any right under db/ (doc/versions.md §3.1). v.h5's list is forged: removing entries name
+    w.h5's current root, its version's root and its pool, a named one w.h5's version, and
+    the list's pool is set to w.h5's (its-pool) or left v.h5's (its-own-pool). A lookup of
+    v.h5's versions finishes its removals, and rm -r of its version folder (the domain gone)
+    deletes what the list names: nothing of w.h5 goes (each refusal logged), w.h5's version is
+    never shown as v.h5's, and w.h5 and its version read as before on a fresh mount."""
     opts = f"user=test_user1,ttl=0,versions=on,{FAST},cache_dir={tmp_path}/c1"
     other, other_vdir = f"{HOME}/w.h5", f"{HOME}/.versions/w.h5"
     m = mount_bucket(bucket_copy, "-o", opts)
@@ -245,13 +247,14 @@ def test_a_forged_list_never_gets_another_domains_data_deleted(bucket_copy, moun
     shutil.copyfile(B, m.path(other))
     w_root = json.loads(m.get(f"{other}/.domain.json"))["root"]
     w_list = json.loads(m.get(f"{other_vdir}/.h5osfs-versions"))
-    w_v1 = w_list["versions"][0]["root"]
-    w_data = {k for r in (w_root, w_v1, w_list["pool"]) for k in keys(m, f"db/{r[2:19]}/")
+    w_v1, w_pool = w_list["versions"][0]["root"], w_list["pool"]
+    w_data = {k for r in (w_root, w_v1, w_pool) for k in keys(m, f"db/{r[2:19]}/")
               if ".h5osfs-tmp." not in k}       # a local bucket's put in flight
     assert m.unmount() == 0
     forged = version_list(m)
-    forged["pool"] = w_list["pool"]
-    for n, root in ((98, w_root), (99, w_v1)):
+    if forged_pool:
+        forged["pool"] = w_pool
+    for n, root in ((96, w_pool), (98, w_root), (99, w_v1)):
         forged["versions"].append({"n": n, "root": root, "time": 1.0, "by": "forger",
                                    "parent": 0, "size": 0, "stamp": "", "names": [],
                                    "state": "removing"})
@@ -274,12 +277,15 @@ def test_a_forged_list_never_gets_another_domains_data_deleted(bucket_copy, moun
         os.unlink(m.path(f"{VDIR}/{name}"))
     os.rmdir(m.path(VDIR))
     assert m.unmount() == 0                                  # the collector drains
-    lost = w_data - set().union(*(keys(m, f"db/{r[2:19]}/")
-                                  for r in (w_root, w_v1, w_list["pool"])))
+    lost = w_data - set().union(*(keys(m, f"db/{r[2:19]}/") for r in (w_root, w_v1, w_pool)))
     assert not lost, lost
     log = m.log()
-    assert f"pool {w_list['pool']} is not this domain's" in log
     assert f"removed version 98 is dropped from the list, its root {w_root} stays" in log
-    assert f"pool {w_list['pool']} is another domain's (/{other})" in log
+    if forged_pool:
+        assert f"pool {w_pool} is not this domain's" in log
+        assert f"pool {w_pool} is another domain's (/{other})" in log
+    else:
+        assert f"root {w_v1} is not a version over pool" in log
+        assert f"{w_pool}, named by removed version 96, holds objects but no root group" in log
     ro = mount_bucket(m, "-o", f"user=test_user1,ro,cache_dir={tmp_path}/fresh")
     assert same(ro.path(other), B) and same(ro.path(f"{other_vdir}/1.h5"), B)

@@ -388,6 +388,12 @@ static void test_what_is_not_the_domains_is_never_deleted(void)
     CHECK_INT(sweep_finish_removals(r.st, NULL, DOMAIN, count_owed, NULL, &f), 0);
     CHECK_INT(f.dropped, 1);
     CHECK_INT(store_head(r.mem, key, &(struct store_stat){ 0 }), 0);
+    CHECK_INT(store_delete(r.mem, key), 0); /* objects, no root group: a pool, say */
+    CHECK_INT(vpool_root_of(r.st, r.vroot, r.pool, DOMAIN), -ENOENT);
+    put_list(&r, VLIST_REMOVING, NULL);
+    CHECK_INT(sweep_finish_removals(r.st, NULL, DOMAIN, count_owed, NULL, &f), 0);
+    CHECK_INT(f.dropped, 1); /* not queued: nothing shows whose those objects are */
+    CHECK_INT(store_head(r.mem, r.table_chunk, &(struct store_stat){ 0 }), 0);
     CHECK_INT(vpool_owned_by(r.st, r.pool, DOMAIN), 1);
     CHECK_INT(vpool_owned_by(r.st, r.pool, "/home/u/other.h5"), 0);
     add_rule(r.st, FAULTY_MASK(FAULTY_GET), "*.h5osfs-pool", 1, 1, FAULTY_FAIL);

@@ -27,8 +27,9 @@ int vpool_claim(struct store *store, const char *pool, const char *domain);
 int vpool_owned_by(struct store *store, const char *pool, const char *domain);
 
 /* Does root's root group say it is a version over pool? 1 yes, 0 no (logged with what),
- * -errno when the store cannot tell. A root that is gone already: 1 (nothing of it is left to
- * delete wrongly). */
+ * -ENOENT when it has no root group (not logged: a root already collected, or no root at all,
+ * such as a pool: the caller tells whether anything is left under it), other -errno when the
+ * store cannot tell. */
 int vpool_root_of(struct store *store, const char *root, const char *pool, const char *domain);
 
 #endif
