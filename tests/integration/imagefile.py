@@ -54,6 +54,7 @@ def _dataset(r):
     n = r.u64()
     d["pieces"] = [PIECE.unpack(r.take(PIECE.size)) for _ in range(n)]
     d["n_sub"] = r.u64()
+    d["pooled"] = r.u64()      # format 2: its pieces are whole pool objects
     return d
 
 
@@ -134,6 +135,7 @@ def encode(img):
         for p in d["pieces"]:
             w.raw(PIECE.pack(*p))
         w.u64(d["n_sub"])
+        w.u64(d["pooled"])
     w.u64(len(img["objects"]))
     for addr, oid in img["objects"]:
         w.u64(addr)
