@@ -247,6 +247,10 @@ int versions_commit(const struct versions_commit *vc, uint64_t *n, char vroot[SC
     }
     struct base_version base = { "", 0, 0 };
     int rc = load_list(vc, key, &l, etag);
+    if (rc == 0 && etag[0] && (rc = vpool_may_keep(vc->store, l.pool, vc->domain)) != 0) {
+        vlist_free(&l);
+        return rc == -EPERM ? -EOPNOTSUPP : rc; /* logged: committed without a version */
+    }
     if (rc == 0)
         base_version_of(&l, vc->base_root, &base);
     if (rc == 0 && vc->stats)

@@ -53,25 +53,48 @@ static json_t *load_json(struct store *store, const char *key, size_t max, int *
     return doc;
 }
 
-int vpool_owned_by(struct store *store, const char *pool, const char *domain)
+/* What pool's marker says of domain: 1 it names domain, -ENOENT there is none, -EPERM it
+ * names another domain or none (*why says which), other -errno: the store cannot tell. */
+static int marker_says(struct store *store, const char *pool, const char *domain, char *why,
+                       size_t why_len)
 {
-    char key[64], why[200] = "";
+    char key[64];
     int rc = marker_key(pool, key, sizeof key);
     if (rc != 0) {
-        log_error("%s: version list names %s as its pool, which is no root id", domain, pool);
-        return 0;
+        snprintf(why, why_len, "%s is no root id", pool);
+        return -EPERM;
     }
-    json_t *doc = load_json(store, key, MARKER_MAX, &rc, why, sizeof why);
+    json_t *doc = load_json(store, key, MARKER_MAX, &rc, why, why_len);
     const char *named = hjson_text(json_object_get(doc, "domain"));
     int owned = named && strcmp(named, domain) == 0;
-    if (!owned && (rc == 0 || rc == -ENOENT))
-        log_error("%s: pool %s is not this domain's (%s): nothing of it is deleted", domain, pool,
-                  rc == -ENOENT ? "it has no marker " MARKER_NAME
-                  : named       ? "its marker names another domain"
-                  : *why        ? why
-                                : "its marker names no domain");
+    if (!owned && rc == 0)
+        snprintf(why, why_len, "%s",
+                 named  ? "its marker names another domain"
+                 : *why ? why
+                        : "its marker names no domain");
     json_decref(doc);
-    return owned ? 1 : rc == 0 || rc == -ENOENT ? 0 : rc;
+    return owned ? 1 : rc == 0 ? -EPERM : rc;
+}
+
+int vpool_owned_by(struct store *store, const char *pool, const char *domain)
+{
+    char why[200] = "";
+    int rc = marker_says(store, pool, domain, why, sizeof why);
+    if (rc == -ENOENT || rc == -EPERM)
+        log_error("%s: pool %s is not this domain's (%s): nothing of it is deleted", domain, pool,
+                  rc == -ENOENT ? "it has no marker " MARKER_NAME : why);
+    return rc == 1 ? 1 : rc == -ENOENT || rc == -EPERM ? 0 : rc;
+}
+
+int vpool_may_keep(struct store *store, const char *pool, const char *domain)
+{
+    char why[200] = "";
+    int rc = marker_says(store, pool, domain, why, sizeof why);
+    if (rc == -EPERM)
+        log_error("%s: its version list names pool %s, which is not its own (%s): no version "
+                  "is kept until the list is repaired",
+                  domain, pool, why);
+    return rc == 1 || rc == -ENOENT ? 0 : rc;
 }
 
 int vpool_root_of(struct store *store, const char *root, const char *pool, const char *domain)

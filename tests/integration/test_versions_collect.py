@@ -238,7 +238,8 @@ def test_a_forged_list_never_gets_another_domains_data_deleted(bucket_copy, moun
     the list's pool is set to w.h5's (its-pool) or left v.h5's (its-own-pool). A lookup of
     v.h5's versions finishes its removals, and rm -r of its version folder (the domain gone)
     deletes what the list names: nothing of w.h5 goes (each refusal logged), w.h5's version is
-    never shown as v.h5's, and w.h5 and its version read as before on a fresh mount."""
+    never shown as v.h5's, a commit of v.h5 puts nothing into w.h5's pool (it keeps no
+    version), and w.h5 and its version read as before on a fresh mount."""
     opts = f"user=test_user1,ttl=0,versions=on,{FAST},cache_dir={tmp_path}/c1"
     other, other_vdir = f"{HOME}/w.h5", f"{HOME}/.versions/w.h5"
     m = mount_bucket(bucket_copy, "-o", opts)
@@ -272,6 +273,13 @@ def test_a_forged_list_never_gets_another_domains_data_deleted(bucket_copy, moun
         with open(m.path(f"{VDIR}/97.h5"), "rb") as f:
             f.read()
     assert e.value.errno == errno.EIO
+    if forged_pool:         # a commit keeps no version in another domain's pool
+        before = keys(m, f"db/{w_pool[2:19]}/")
+        shutil.copyfile(A, m.path(TARGET))
+        assert same(m.path(TARGET), A)
+        assert keys(m, f"db/{w_pool[2:19]}/") == before
+        assert [v["n"] for v in version_list(m)["versions"]] == [1, 2, 97]
+        assert f"names pool {w_pool}, which is not its own" in m.log()
     os.unlink(m.path(TARGET))
     for name in ("1.h5", "2.h5", "97.h5"):
         os.unlink(m.path(f"{VDIR}/{name}"))

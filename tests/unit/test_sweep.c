@@ -369,7 +369,9 @@ static void test_what_is_not_the_domains_is_never_deleted(void)
     struct sweep_stats st;
     char key[STORE_KEY_MAX + 1], text[256];
     rig_open(&r, VLIST_REMOVING);
+    CHECK_INT(vpool_may_keep(r.st, r.pool, DOMAIN), 0);
     REQUIRE(vpool_claim(r.mem, r.pool, "/home/u/other.h5") == 0); /* the pool: another's */
+    CHECK_INT(vpool_may_keep(r.st, r.pool, DOMAIN), -EPERM);
     CHECK_INT(sweep_pool(r.st, DOMAIN, ALL_OLD, NULL, &st), -EPERM);
     CHECK_INT(orphans_left(&r), 2);
     CHECK_INT(sweep_finish_removals(r.st, NULL, DOMAIN, count_owed, NULL, &f), 0);
@@ -396,6 +398,11 @@ static void test_what_is_not_the_domains_is_never_deleted(void)
     CHECK_INT(store_head(r.mem, r.table_chunk, &(struct store_stat){ 0 }), 0);
     CHECK_INT(vpool_owned_by(r.st, r.pool, DOMAIN), 1);
     CHECK_INT(vpool_owned_by(r.st, r.pool, "/home/u/other.h5"), 0);
+    char marker[64];
+    REQUIRE(schema_pool_marker_key(r.pool, marker, sizeof marker) == 0);
+    CHECK_INT(store_delete(r.mem, marker), 0); /* a pool made before markers */
+    CHECK_INT(vpool_may_keep(r.st, r.pool, DOMAIN), 0);
+    CHECK_INT(vpool_owned_by(r.st, r.pool, DOMAIN), 0);
     add_rule(r.st, FAULTY_MASK(FAULTY_GET), "*.h5osfs-pool", 1, 1, FAULTY_FAIL);
     CHECK(vpool_owned_by(r.st, r.pool, DOMAIN) < 0); /* the store cannot tell: no answer */
     rig_close(&r);

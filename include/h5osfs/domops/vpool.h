@@ -26,6 +26,13 @@ int vpool_claim(struct store *store, const char *pool, const char *domain);
  * what), -errno when the store cannot tell. */
 int vpool_owned_by(struct store *store, const char *pool, const char *domain);
 
+/* May a commit of domain keep its next version in pool, the one its list names? 0 yes (the
+ * marker names domain, or the pool has none: made before markers), -EPERM no, the marker
+ * names another domain (logged: the commit goes on without a version, rather than put the
+ * domain's chunks where they would be unreadable and another domain's sweep would delete
+ * them), other -errno when the store cannot tell. */
+int vpool_may_keep(struct store *store, const char *pool, const char *domain);
+
 /* Does root's root group say it is a version over pool? 1 yes, 0 no (logged with what),
  * -ENOENT when it has no root group (not logged: a root already collected, or no root at all,
  * such as a pool: the caller tells whether anything is left under it), other -errno when the
