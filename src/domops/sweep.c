@@ -115,19 +115,6 @@ static int delete_name_objects(struct store *store, const char *list_key, const 
     return rc;
 }
 
-/* 1 when root's prefix lists empty, 0 when not, -errno. */
-static int root_is_gone(struct store *store, const char *root)
-{
-    char prefix[64];
-    struct store_list page = { 0 };
-    root_prefix(root, prefix, sizeof prefix);
-    int rc = store_list(store, prefix, NULL, NULL, 1, &page);
-    if (rc == 0)
-        rc = page.n_objects == 0;
-    store_list_free(&page);
-    return rc;
-}
-
 /* Drop entries numbered in drop (still removing) from the list, re-applied on a lost race. */
 static int drop_entries(struct store *store, const char *key, const uint64_t *drop, size_t n)
 {
@@ -163,7 +150,7 @@ static int finish_entry(struct store *store, struct gc *gc, const char *domain, 
     int rc = delete_name_objects(store, key, l, e);
     if (rc != 0)
         return rc;
-    rc = root_is_gone(store, e->root);
+    rc = vpool_root_is_gone(store, e->root);
     if (rc < 0) {
         log_error("%s: cannot list the root %s of removed version %" PRIu64 ": %s", domain, e->root,
                   e->n, strerror(-rc));

@@ -71,14 +71,10 @@ static int delete_version_root(struct store *store, const char *domain, const ch
         return delete_root(store, root);
     if (rc != -ENOENT)
         return rc < 0 ? rc : 0;
-    char prefix[64];
-    struct store_list list = { 0 };
-    snprintf(prefix, sizeof prefix, "db/%.17s/", root + 2);
-    rc = store_list(store, prefix, NULL, NULL, 1, &list);
-    if (rc == 0 && list.n_objects > 0) /* objects, no root group: a pool, not a version */
+    rc = vpool_root_is_gone(store, root);
+    if (rc == 0) /* objects, no root group: a pool, not a version */
         log_error("%s: %s holds objects but no root group: not deleted", domain, root);
-    store_list_free(&list);
-    return rc == 0 || rc == -ENOENT ? 0 : rc;
+    return rc < 0 && rc != -ENOENT ? rc : 0;
 }
 
 /* Every removed version's root, then the pool: only those shown to be this domain's

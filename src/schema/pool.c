@@ -12,7 +12,6 @@
 #include "h5osfs/schema/vlist.h"
 
 #define DOMAIN_JSON_MAX (1u << 20)
-#define MARKER_MAX 8192 /* a pool marker: {"domain": path} */
 #define KEY_BUF 1026 /* a key of the store (at most 1024 bytes, S3's limit), or a path: one more */
 #define WHY(...) (snprintf(why, why_len, __VA_ARGS__), -EINVAL)
 
@@ -21,26 +20,22 @@
 static int marker_allows(const char *domain, const char *pool, const struct schema_fetch *fetch,
                          char *why, size_t why_len)
 {
-    char key[KEY_BUF], jwhy[160] = "";
+    char key[KEY_BUF], named[KEY_BUF] = "";
     unsigned char *data = NULL;
     size_t len = 0;
     if (schema_pool_marker_key(pool, key, sizeof key) != 0)
         return WHY("pool %s is no root id", pool);
-    int rc = fetch->get(fetch->ctx, key, MARKER_MAX, &data, &len);
+    int rc = fetch->get(fetch->ctx, key, SCHEMA_POOL_MARKER_MAX, &data, &len);
     if (rc == -ENOENT)
         return 0;
     if (rc == -ENOMEM)
         return rc;
-    json_t *doc = rc == 0 ? hjson_loadb((const char *)data, len, jwhy, sizeof jwhy) : NULL;
+    int ok = rc == 0 && schema_pool_marker_names(data, len, domain, named, sizeof named);
     free(data);
-    const char *named = hjson_text(json_object_get(doc, "domain"));
-    int ok = named && strcmp(named, domain) == 0;
-    if (!ok)
-        rc = rc      ? WHY("pool %s: its marker cannot be read (%s)", pool, strerror(-rc))
-             : named ? WHY("pool %s is another domain's (%.200s)", pool, named)
-                     : WHY("pool %s: its marker names no domain (%s)", pool, jwhy);
-    json_decref(doc);
-    return ok ? 0 : rc;
+    return ok       ? 0
+           : rc     ? WHY("pool %s: its marker cannot be read (%s)", pool, strerror(-rc))
+           : *named ? WHY("pool %s is another domain's (%.200s)", pool, named)
+                    : WHY("pool %s: its marker names no domain", pool);
 }
 
 /* claimed is the pool domain's version list names. */
@@ -100,6 +95,26 @@ int schema_pool_check(const char *domain_path, const char *root_id, const char *
     }
     int rc = current_in_ref_mode(domain_path, root_id, fetch, why, why_len);
     return rc == 0 ? list_names_pool(domain_path, claimed, fetch, why, why_len) : rc;
+}
+
+int schema_pool_marker_dump(const char *domain, char **out)
+{
+    json_t *doc = json_pack("{s:s}", "domain", domain);
+    *out = doc ? json_dumps(doc, JSON_COMPACT) : NULL;
+    json_decref(doc);
+    return *out ? 0 : -ENOMEM;
+}
+
+int schema_pool_marker_names(const void *data, size_t len, const char *domain, char *named,
+                             size_t named_len)
+{
+    char why[160];
+    json_t *doc = hjson_loadb((const char *)data, len, why, sizeof why);
+    const char *text = hjson_text(json_object_get(doc, "domain"));
+    snprintf(named, named_len, "%s", text ? text : "");
+    int yes = text && strcmp(text, domain) == 0;
+    json_decref(doc);
+    return yes;
 }
 
 /* ---- the bytes of a pool object ---- */

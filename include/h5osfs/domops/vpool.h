@@ -33,6 +33,10 @@ int vpool_owned_by(struct store *store, const char *pool, const char *domain);
  * them), other -errno when the store cannot tell. */
 int vpool_may_keep(struct store *store, const char *pool, const char *domain);
 
+/* 1 when nothing is left under root's prefix db/<A-B>/ (collected, or never written), 0 when
+ * something is, -errno. */
+int vpool_root_is_gone(struct store *store, const char *root);
+
 /* Does root's root group say it is a version over pool? 1 yes, 0 no (logged with what),
  * -ENOENT when it has no root group (not logged: a root already collected, or no root at all,
  * such as a pool: the caller tells whether anything is left under it), other -errno when the

@@ -29,6 +29,17 @@ struct schema_fetch {
 int schema_pool_check(const char *domain_path, const char *root_id, const char *claimed,
                       const struct schema_fetch *fetch, char *why, size_t why_len);
 
+/* A pool's marker (db/<P>/.h5osfs-pool, schema_pool_marker_key; domops/vpool.h), naming the
+ * domain path whose pool it is: {"domain": "/DIR/NAME"}. The bytes of one naming domain, into
+ * *out (malloc'd, NUL-terminated). 0 or -ENOMEM. */
+int schema_pool_marker_dump(const char *domain, char **out);
+#define SCHEMA_POOL_MARKER_MAX 8192 /* its bytes at most: a path of 1024 bytes, escaped */
+
+/* Do a marker's len bytes name domain? 1 yes; 0 no, with the domain they name in named ("" for
+ * bytes that are no marker). */
+int schema_pool_marker_names(const void *data, size_t len, const char *domain, char *named,
+                             size_t named_len);
+
 /* The MD5 a pool object's key names ("db/<A-B>/c/<md5>"): its last 32 characters. NULL: key
  * is no pool object's key. */
 const char *schema_pool_key_md5(const char *key);
