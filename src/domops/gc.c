@@ -130,6 +130,23 @@ static int prefix_is_empty(struct gc *g, const char *prefix, const char *root)
     return -EIO;
 }
 
+/* The root group goes last: it is what shows a version's root to be one (domops/vpool.h), so
+ * a version folder's rm -r, a sweep, or a mount after a kill meets either a root group or
+ * nothing, never objects that no longer show whose they are (kept for ever, logged). */
+static void order_group_last(struct store_list *list, const char *root)
+{
+    char group[STORE_KEY_MAX + 1];
+    if (schema_obj_key(root, group, sizeof group) != 0)
+        return;
+    for (size_t i = 0; i + 1 < list->n_objects; i++)
+        if (strcmp(list->objects[i].key, group) == 0) {
+            struct store_entry o = list->objects[i];
+            list->objects[i] = list->objects[list->n_objects - 1];
+            list->objects[list->n_objects - 1] = o;
+            return;
+        }
+}
+
 /* Delete every key of root's domain: db/A-B/ holds all of them (spec §2.1), the uploads of
  * parts under it too. GC_GONE or GC_ABANDONED, or -EIO when something is left that a later
  * try may remove (logged). */
@@ -148,6 +165,7 @@ static int remove_root(struct gc *g, const char *root)
         return -EIO;
     }
     size_t failed = 0, i;
+    order_group_last(&list, root);
     for (i = 0; i < list.n_objects && !atomic_load(&g->abandon); i++) {
         int rc = store_delete(g->store, list.objects[i].key);
         failed += rc != 0 && rc != -ENOENT; /* gone already is what we wanted */

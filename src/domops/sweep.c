@@ -227,7 +227,9 @@ int sweep_finish_removals(struct store *store, struct gc *gc, const char *domain
     if (n_drop > 0 && rc == 0) {
         testhook_crash_at("collected");
         rc = drop_entries(store, key, drop, n_drop);
-        if (rc == 0) {
+        if (rc == -ENOENT) /* the version folder was removed meanwhile: nothing to drop */
+            rc = 0;
+        else if (rc == 0) {
             out->dropped = n_drop;
             log_info("%s: %zu removed version(s) collected (their roots are gone)", domain, n_drop);
         } else

@@ -53,6 +53,8 @@ int vpool_owned_by(struct store *store, const char *pool, const char *domain)
 {
     char why[200] = "";
     int rc = marker_says(store, pool, domain, why, sizeof why);
+    if (rc == -ENOENT && vpool_root_is_gone(store, pool) == 1)
+        return 0; /* deleted whole (an rm -r of the version folder got there first) */
     if (rc == -ENOENT || rc == -EPERM)
         log_error("%s: pool %s is not this domain's (%s): nothing of it is deleted", domain, pool,
                   rc == -ENOENT ? "it has no marker " MARKER_NAME : why);

@@ -227,6 +227,48 @@ def test_kill_during_collection_then_every_version_reads_and_orphans_go(bucket_c
         subprocess.run(["fusermount3", "-uz", str(mnt)], check=False, capture_output=True)
 
 
+def error_lines(log):
+    return [line for line in Path(log).read_text().splitlines()
+            if " error: " in line or " warning: " in line]
+
+
+@pytest.mark.posix_only(reason="kills the daemon; the deletes are the same code on every store")
+@pytest.mark.parametrize("stage", ["dropping version", "dropping pool"])
+def test_kill_during_rm_r_of_a_version_folder_then_rm_r_again_deletes_everything(
+        bucket_copy, tmp_path, stage):
+    """rm -r of a version folder killed after its first delete of a removed version's root or
+    of the pool: the object that shows whose the rest are (the root group, the pool's marker)
+    is deleted last, so the next rm -r still sees them as the domain's and deletes them all;
+    nothing is left in the bucket that no one claims, and nothing is logged as foreign."""
+    mnt = tmp_path / "mnt"
+    mnt.mkdir()
+    m = crash_mount(bucket_copy, mnt, tmp_path, "0.log", tmp_path / "c0",
+                    {"H5OSFS_TEST_CRASH_AT": stage})
+    try:
+        shutil.copyfile(A, m.path(TARGET))
+        pool, root = version_list(m)["pool"], root_of(m, "1.h5")
+        assert keys(m, f"db/{pool[2:19]}/") and keys(m, f"db/{root[2:19]}/")
+        os.unlink(m.path(TARGET))
+        os.unlink(m.path(f"{VDIR}/1.h5"))
+        with pytest.raises(OSError):
+            os.rmdir(m.path(VDIR))
+        await_killed(m, mnt)
+        left = keys(m, f"db/{root[2:19]}/") | keys(m, f"db/{pool[2:19]}/")
+        assert left, "killed before anything of the version or the pool was deleted"
+        m = crash_mount(bucket_copy, mnt, tmp_path, "1.log", tmp_path / "c0", {})
+        os.rmdir(m.path(VDIR))
+        assert keys(m, f"db/{root[2:19]}/") == set()     # before the collector's grace ends
+        assert keys(m, f"db/{pool[2:19]}/") == set()
+        assert not os.path.exists(m.path(VDIR))
+        harness.assert_clean([m])
+        assert error_lines(tmp_path / "1.log") == []
+    finally:                    # a failed step must not leave its daemon mounted
+        if m.proc.poll() is None:
+            m.proc.kill()
+            m.proc.wait(timeout=30)
+        subprocess.run(["fusermount3", "-uz", str(mnt)], check=False, capture_output=True)
+
+
 @pytest.mark.posix_only(reason="the list is forged in the bucket directory; what the daemon "
                         "checks is the same code on every store")
 @pytest.mark.parametrize("forged_pool", [True, False], ids=["its-pool", "its-own-pool"])

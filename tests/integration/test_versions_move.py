@@ -149,7 +149,10 @@ def test_rm_r_after_mv_deletes_the_moved_pool(bucket_copy, mount_bucket, tmp_pat
     os.rmdir(vdir(m, f"{HOME}/w.h5"))
     assert m.unmount() == 0
     assert listing(m, f"db/{pool[2:19]}") == {}
-    assert "is not this domain's" not in m.log()
+    # the sweeper, the collector and rmdir race here: none of them may take what the others
+    # deleted for a forgery or a failure
+    assert [line for line in m.log().splitlines() if " error: " in line or " warning: " in line] \
+        == []
 
 
 @pytest.mark.posix_only(reason="namespace rules, the same code on every store")
@@ -289,9 +292,6 @@ def test_kill_between_moving_the_versions_and_the_domain(bucket_copy, tmp_path):
         harness.assert_clean([m])
 
 
-if __name__ == "__main__":
-    sys.exit(pytest.main([__file__]))
-
 
 def pool_key_of_x(path, pool):
     """The pool key and bytes of dataset x of the file at path as the ingest stores it: one
@@ -382,3 +382,7 @@ def test_kill_during_a_restore(bucket_copy, tmp_path, stage):
         assert pool_of(m, f"{HOME}/v.h5") == pool
     finally:
         harness.assert_clean([m])
+
+
+if __name__ == "__main__":
+    sys.exit(pytest.main([__file__]))

@@ -23,7 +23,8 @@
 int vpool_claim(struct store *store, const char *pool, const char *domain);
 
 /* Does pool's marker name domain? 1 yes, 0 no (or no marker, or an unusable one: logged with
- * what), -errno when the store cannot tell. */
+ * what; a pool with nothing left under it is not logged), -errno when the store cannot tell.
+ * A pool's marker is the last of its objects deleted (vdrop.h). */
 int vpool_owned_by(struct store *store, const char *pool, const char *domain);
 
 /* May a commit of domain keep its next version in pool, the one its list names? 0 yes (the
