@@ -161,6 +161,10 @@ static int finish_entry(struct store *store, struct gc *gc, const char *domain, 
         return 0;
     }
     rc = owned ? vpool_root_of(store, e->root, l->pool, domain) : 0;
+    if (rc == -ENOENT && vpool_root_is_gone(store, e->root) == 1) {
+        *gone = 1; /* deleted since the look above (rm -r; the group goes last) */
+        return 0;
+    }
     if (rc == -ENOENT) { /* objects but no root group: nothing shows whose they are */
         log_error("%s: %s, named by removed version %" PRIu64 ", holds objects but no root "
                   "group: not collected",
