@@ -97,16 +97,16 @@ static int put_version_domain(const struct versions_commit *vc, const char *vroo
     return rc;
 }
 
-/* The list at key and its etag (etag "" and a new list with a new pool when there is none). */
+/* The list at key and its etag (etag "" and a new list with a new pool when there is none:
+ * the pool is claimed by begin_lineage, by the commit that puts the list). */
 static int load_list(const struct versions_commit *vc, const char *key, struct vlist *l,
                      char etag[sizeof(((struct store_stat *)0)->etag)])
 {
     char why[200], pool[SCHEMA_ID_BUF];
     int rc = ns_vlist_read(vc->store, key, l, etag, why, sizeof why);
-    if (rc == -ENOENT) { /* a new lineage: its pool is marked as the domain's before any use */
+    if (rc == -ENOENT) {
         etag[0] = '\0';
-        rc = vroot_mint(pool) == 0 ? vpool_claim(vc->store, pool, vc->domain) : -EIO;
-        return rc == 0 ? vlist_init(l, vc->domain, pool) : rc;
+        return vroot_mint(pool) == 0 ? vlist_init(l, vc->domain, pool) : -EIO;
     }
     if (rc == -EINVAL) {
         log_error("%s: version list unusable (%s): no version kept until it is repaired", key, why);
@@ -234,6 +234,26 @@ static void base_version_of(const struct vlist *l, const char *base_root, struct
     }
 }
 
+/* A new lineage's pool is marked as the domain's before its first object (vpool.h). */
+static int begin_lineage(const struct versions_commit *vc, const char *pool)
+{
+    int rc = vpool_claim(vc->store, pool, vc->domain);
+    if (rc != 0)
+        log_error("%s: the marker of its new version pool %s cannot be put (%s)", vc->domain, pool,
+                  strerror(-rc));
+    return rc;
+}
+
+/* A new lineage whose list was never put: its pool (marker, objects the root's write put) is
+ * no one's, and nothing else would ever delete it. */
+static void abandon_lineage(const struct versions_commit *vc, const char *pool)
+{
+    int rc = vpool_delete_pool(vc->store, pool, NULL);
+    if (rc != 0)
+        log_warn("%s: the unused version pool %s stays in the bucket (%s)", vc->domain, pool,
+                 strerror(-rc));
+}
+
 int versions_commit(const struct versions_commit *vc, uint64_t *n, char vroot[SCHEMA_ID_BUF])
 {
     char key[STORE_KEY_MAX + 1], etag[sizeof(((struct store_stat *)0)->etag)], by[320];
@@ -251,6 +271,12 @@ int versions_commit(const struct versions_commit *vc, uint64_t *n, char vroot[SC
         vlist_free(&l);
         return rc == -EPERM ? -EOPNOTSUPP : rc; /* logged: committed without a version */
     }
+    char pool[SCHEMA_ID_BUF] = "";               /* the pool vroot's tables name */
+    int fresh = rc == 0 && !etag[0], unsure = 0; /* unsure: a put of the list may have landed */
+    if (rc == 0)
+        snprintf(pool, sizeof pool, "%s", l.pool);
+    if (rc == 0 && fresh)
+        rc = begin_lineage(vc, pool);
     if (rc == 0)
         base_version_of(&l, vc->base_root, &base);
     if (rc == 0 && vc->stats)
@@ -282,12 +308,22 @@ int versions_commit(const struct versions_commit *vc, uint64_t *n, char vroot[SC
             rc = put_version_domain(vc, vroot, *n);
         if (rc == 0)
             rc = put_list(vc, key, &l, etag);
+        unsure |= rc != 0 && rc != -ESTALE;
         if (rc != -ESTALE || tries + 1 >= LIST_TRIES)
             break;
         vlist_free(&l); /* another writer changed the list: read it again, append again */
         rc = load_list(vc, key, &l, etag);
+        if (rc == 0 && strcmp(l.pool, pool) != 0) {
+            log_error("%s: another writer began or replaced its versions (pool %s) while this "
+                      "commit wrote a version over pool %s: this commit loses (ESTALE)",
+                      vc->domain, l.pool, pool);
+            rc = -ESTALE;
+            break;
+        }
     }
     vlist_free(&l);
+    if (rc != 0 && fresh && pool[0] && !unsure)
+        abandon_lineage(vc, pool);
     if (rc == -EOPNOTSUPP)
         log_warn("%s: this domain cannot be kept as a version yet (linked data, a chunk table "
                  "of more than %u entries, or a chunk of 2 GiB): committed without a version",

@@ -10,45 +10,6 @@
 #include "h5osfs/schema/schema.h"
 #include "h5osfs/schema/vlist.h"
 #include "h5osfs/util/log.h"
-#include "h5osfs/util/testhook.h"
-
-/* Delete every key below prefix except keep (NULL: none), listed first: the walk is not
- * disturbed by its own deletes. stage (NULL: none) is a crash point after the first delete
- * (testhook.h). 0 or -errno. */
-static int delete_below(struct store *store, const char *prefix, const char *keep,
-                        const char *stage)
-{
-    struct store_keys k;
-    int rc = store_collect_keys(store, prefix, &k);
-    if (rc == -ENOENT)
-        rc = 0;
-    for (size_t i = 0, done = 0; rc == 0 && i < k.n; i++) {
-        if (keep && strcmp(k.keys[i], keep) == 0)
-            continue;
-        rc = store_delete(store, k.keys[i]);
-        rc = rc == -ENOENT ? 0 : rc; /* the collector got there first */
-        if (done++ == 0 && stage)
-            testhook_crash_at(stage);
-    }
-    store_keys_free(&k);
-    return rc;
-}
-
-/* db/<A-B of id>/: every object of a root or of a pool (spec §2.1), the object that shows
- * whose they are last (proof: the root group of a version, the marker of a pool). Until then a
- * collector or sweep running at the same time sees a root it may delete, never objects that
- * no longer show an owner (which it would keep and log). */
-static int delete_root(struct store *store, const char *id, const char *proof, const char *stage)
-{
-    char prefix[64];
-    if (strlen(id) < 19)
-        return -EINVAL;
-    snprintf(prefix, sizeof prefix, "db/%.17s/", id + 2);
-    int rc = delete_below(store, prefix, proof, stage);
-    if (rc == 0)
-        rc = store_delete(store, proof);
-    return rc == -ENOENT ? 0 : rc;
-}
 
 /* The list at key: 0, -ENOENT, -EIO (logged), -ENOMEM. */
 static int read_list(struct store *store, const char *key, struct vlist *l)
@@ -77,10 +38,9 @@ static int has_a_name(const struct vlist *l)
 static int delete_version_root(struct store *store, const char *domain, const char *root,
                                const char *pool)
 {
-    char group[STORE_KEY_MAX + 1];
     int rc = vpool_root_of(store, root, pool, domain);
-    if (rc == 1 && schema_obj_key(root, group, sizeof group) == 0)
-        return delete_root(store, root, group, "dropping version");
+    if (rc == 1)
+        return vpool_delete_root(store, root, "dropping version");
     if (rc != -ENOENT)
         return rc < 0 ? rc : 0;
     rc = vpool_root_is_gone(store, root);
@@ -98,9 +58,8 @@ static int delete_data(struct store *store, const char *domain, const struct vli
     rc = rc < 0 ? rc : 0;
     for (size_t i = 0; owned && rc == 0 && i < l->n_entries; i++)
         rc = delete_version_root(store, domain, l->entries[i].root, l->pool);
-    char marker[64];
-    if (rc == 0 && owned && schema_pool_marker_key(l->pool, marker, sizeof marker) == 0)
-        rc = delete_root(store, l->pool, marker, "dropping pool");
+    if (rc == 0 && owned)
+        rc = vpool_delete_pool(store, l->pool, "dropping pool");
     if (rc != 0)
         log_error("%s: the data of its removed versions cannot all be deleted (%s): the version "
                   "folder stays, empty, until rmdir is tried again",
@@ -132,9 +91,8 @@ int vdrop_folder(struct store *store, const char *domain)
         return rc;
     rc = has_a_name(&l) ? -ENOTEMPTY : delete_data(store, domain, &l);
     vlist_free(&l);
-    if (rc == 0)
-        rc = delete_below(store, prefix, key,
-                          NULL); /* tag objects a killed daemon left, the folder */
+    if (rc == 0) /* tag objects a killed daemon left, the folder */
+        rc = vpool_delete_below(store, prefix, key, NULL);
     if (rc == 0)
         rc = store_delete(store, key); /* last: until here a second rmdir finds what is left */
     if (rc != 0 && rc != -ENOTEMPTY) {

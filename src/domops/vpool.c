@@ -12,6 +12,7 @@
 #include "h5osfs/schema/pool.h"
 #include "h5osfs/schema/schema.h"
 #include "h5osfs/util/log.h"
+#include "h5osfs/util/testhook.h"
 
 #define GROUP_MAX (64u << 20) /* a root group's JSON (its links), as HSDS allows */
 #define MARKER_NAME ".h5osfs-pool"
@@ -109,4 +110,50 @@ int vpool_root_of(struct store *store, const char *root, const char *pool, const
                          : "its root group names no pool");
     json_decref(doc);
     return ours ? 1 : rc == 0 ? 0 : rc;
+}
+
+int vpool_delete_below(struct store *store, const char *prefix, const char *keep, const char *stage)
+{
+    struct store_keys k;
+    int rc = store_collect_keys(store, prefix, &k); /* listed first: deletes do not move it */
+    if (rc == -ENOENT)
+        rc = 0;
+    for (size_t i = 0, done = 0; rc == 0 && i < k.n; i++) {
+        if (keep && strcmp(k.keys[i], keep) == 0)
+            continue;
+        rc = store_delete(store, k.keys[i]);
+        rc = rc == -ENOENT ? 0 : rc; /* another deleter got there first */
+        if (done++ == 0 && stage)
+            testhook_crash_at(stage);
+    }
+    store_keys_free(&k);
+    return rc;
+}
+
+/* db/<A-B of id>/ (spec §2.1), proof last. */
+static int delete_with_proof_last(struct store *store, const char *id, const char *proof,
+                                  const char *stage)
+{
+    char prefix[64];
+    snprintf(prefix, sizeof prefix, "db/%.17s/", id + 2);
+    int rc = vpool_delete_below(store, prefix, proof, stage);
+    if (rc == 0)
+        rc = store_delete(store, proof);
+    return rc == -ENOENT ? 0 : rc;
+}
+
+int vpool_delete_root(struct store *store, const char *root, const char *stage)
+{
+    char group[STORE_KEY_MAX + 1];
+    if (schema_id_is_root(root) != 1 || schema_obj_key(root, group, sizeof group) != 0)
+        return -EINVAL;
+    return delete_with_proof_last(store, root, group, stage);
+}
+
+int vpool_delete_pool(struct store *store, const char *pool, const char *stage)
+{
+    char marker[64];
+    if (schema_pool_marker_key(pool, marker, sizeof marker) != 0)
+        return -EINVAL;
+    return delete_with_proof_last(store, pool, marker, stage);
 }

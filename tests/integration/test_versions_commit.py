@@ -107,6 +107,40 @@ def test_chunks_are_stored_once_and_the_collector_keeps_versions(bucket_copy, mo
         [True, True, True]
 
 
+def unkeepable_file(tmp_path):
+    """A file whose version cannot be kept yet: a gzip dataset of object references (a version
+    cannot copy one), beside a plain dataset written to the pool first or not (key order)."""
+    import h5py
+    import numpy as np
+    p = tmp_path / "refs.h5"
+    with h5py.File(p, "w") as f:
+        f.create_dataset("data", data=np.arange(40000, dtype="f4"), chunks=(10000,))
+        f.create_dataset("refs", data=[f["data"].ref], dtype=h5py.ref_dtype, chunks=(1,),
+                         compression="gzip")
+    return p
+
+
+@pytest.mark.posix_only(reason="counts objects in the bucket directory; the store adds nothing")
+def test_a_domain_never_kept_as_a_version_leaves_no_pool(bucket_copy, mount_bucket, tmp_path):
+    """Each commit of a new versioned domain begins a pool; when its version cannot be kept,
+    no list names that pool, so the commit deletes it (its marker, and the objects the version
+    wrote before it was refused). Three such commits leave only the domain's root in db/."""
+    before = {p.name for p in (bucket_copy / "db").iterdir()}
+    m = mount_bucket(bucket_copy, "-o",
+                     f"user=test_user1,ttl=0,versions=on,cache_dir={tmp_path}/c1")
+    src = unkeepable_file(tmp_path)
+    for _ in range(3):
+        shutil.copyfile(src, m.path(TARGET))
+    assert m.log().count("cannot be kept as a version yet") == 3
+    assert same(m.path(TARGET), src)
+    assert not (bucket_copy / VDIR).exists()
+    harness.assert_clean([m])                         # the collector drains at unmount
+    left = {p.name for p in (bucket_copy / "db").iterdir()} - before
+    assert left == named_roots(bucket_copy) - before, \
+        sorted(str(k.relative_to(bucket_copy)) for d in left for k in (bucket_copy / "db" / d)
+               .rglob("*") if k.is_file())[:20]
+
+
 def crash_mount(bucket, mnt, log, cache, env_extra):
     env = dict(os.environ, **env_extra)
     return Mount(MountSource("posix", bucket, bucket, env=env), mnt, log,

@@ -44,4 +44,18 @@ int vpool_root_is_gone(struct store *store, const char *root);
  * store cannot tell. */
 int vpool_root_of(struct store *store, const char *root, const char *pool, const char *domain);
 
+/* Every key below prefix except keep (NULL: none), listed once before the first delete; a key
+ * already gone counts as deleted. stage (NULL: none) is a crash point after the first delete
+ * (util/testhook.h). 0 or -errno. */
+int vpool_delete_below(struct store *store, const char *prefix, const char *keep,
+                       const char *stage);
+
+/* Every object of a root, or of a pool, deleted with the object that shows whose the rest are
+ * last: the root group (what vpool_root_of reads), the pool's marker (vpool_owned_by). So a
+ * collector, a sweep or a later rm -r that meets it half deleted (running at the same time,
+ * or after a kill) still sees it as the domain's and finishes it, never objects that show no
+ * owner (which they keep for ever). 0, -EINVAL (not a root id), -errno. */
+int vpool_delete_root(struct store *store, const char *root, const char *stage);
+int vpool_delete_pool(struct store *store, const char *pool, const char *stage);
+
 #endif
