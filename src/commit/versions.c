@@ -237,7 +237,7 @@ static void base_version_of(const struct vlist *l, const char *base_root, struct
 /* A new lineage's pool is marked as the domain's before its first object (vpool.h). */
 static int begin_lineage(const struct versions_commit *vc, const char *pool)
 {
-    int rc = vpool_claim(vc->store, pool, vc->domain);
+    int rc = vpool_claim(vc->store, pool, vc->domain, NULL);
     if (rc != 0)
         log_error("%s: the marker of its new version pool %s cannot be put (%s)", vc->domain, pool,
                   strerror(-rc));

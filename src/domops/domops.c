@@ -502,6 +502,12 @@ static int move_tree(const struct domops *d, const char *from, const char *to)
             log_warn("%s: moved to %s, but its old name could not be deleted and still shows",
                      list.objects[i].key, to);
     }
+    for (size_t i = 0; i < list.n_objects && rc == 0; i++) { /* the old lists are gone */
+        const char *rel = list.objects[i].key + plen;
+        if (vmove_is_list_key(list.objects[i].key) &&
+            snprintf(to_key, sizeof to_key, "%s/%s", to + 1, rel) < (int)sizeof to_key)
+            vmove_settle_list(d->store, to_key);
+    }
     store_list_free(&list);
     return rc;
 }
@@ -548,7 +554,7 @@ static int move_domain(const struct domops *d, const char *from, const char *to,
     if (rc == 0)
         rc = copy_object(d, from_key, to_key);
     if (rc != 0 && plan == VMOVE_MOVE)
-        vmove_drop(d->store, to); /* only a copy: from's are whole */
+        vmove_undo(d->store, from, to); /* only a copy: from's are whole */
     /* to's old root is named by nothing once the copy is there, whether or not the old
      * name's delete then fails */
     /* (a versions_current=ref domain names a version's root: its list keeps it) */
@@ -557,8 +563,10 @@ static int move_domain(const struct domops *d, const char *from, const char *to,
         log_warn("%s: replaced; its objects (root %s) stay in the bucket", to, dst->root);
     if (rc == 0)
         rc = store_delete(d->store, from_key);
-    if (rc == 0 && plan == VMOVE_MOVE)
+    if (rc == 0 && plan == VMOVE_MOVE) {
         vmove_drop(d->store, from);
+        vmove_settle(d->store, to);
+    }
     if (rc == 0)
         move_refs(d, from, to);
     return rc;

@@ -104,14 +104,6 @@ int vmove_plan(struct store *store, const char *from, const char *to, enum vmove
     return 0;
 }
 
-/* Does the domain whose list is at from_key own pool (vpool.h)? 1, 0, -errno. */
-static int from_domain_owns(struct store *store, const char *from_key, const char *pool)
-{
-    char from[STORE_KEY_MAX + 2];
-    int rc = domain_of_list_key(from_key, from, sizeof from);
-    return rc == 0 ? vpool_owned_by(store, pool, from) : rc;
-}
-
 /* The list at from_key put at to_key, naming domain (a list that cannot be parsed is copied
  * as it is: it stays as unusable as it was, no worse). */
 static int copy_list(struct store *store, const char *from_key, const char *to_key,
@@ -119,8 +111,10 @@ static int copy_list(struct store *store, const char *from_key, const char *to_k
 {
     struct store_buf buf = { 0 };
     struct vlist l;
-    char why[200], *text = NULL, pool[SCHEMA_ID_BUF] = "";
-    int rc = store_get(store, from_key, VLIST_MAX_BYTES, &buf);
+    char why[200], *text = NULL, pool[SCHEMA_ID_BUF] = "", from[STORE_KEY_MAX + 2];
+    int rc = domain_of_list_key(from_key, from, sizeof from);
+    if (rc == 0)
+        rc = store_get(store, from_key, VLIST_MAX_BYTES, &buf);
     if (rc == 0 && vlist_parse((const char *)buf.data, buf.len, &l, why, sizeof why) == 0) {
         char *named = strdup(domain);
         if (named) {
@@ -136,9 +130,11 @@ static int copy_list(struct store *store, const char *from_key, const char *to_k
                   : store_put(store, to_key, buf.data, buf.len);
     /* the pool goes with the list, once the list is there: until then the old list still
      * owns it (an interrupted move refuses deletes through the new one, never the reverse),
-     * and only a pool the old list owned is handed on */
-    if (rc == 0 && pool[0] && from_domain_owns(store, from_key, pool) == 1)
-        rc = vpool_claim(store, pool, domain);
+     * and only a pool the old list holds is handed on. Until the old list is gone
+     * (vmove_settle), the marker names both: the old name's versions still read, and neither
+     * name deletes anything of the pool. */
+    if (rc == 0 && pool[0] && vpool_held_by(store, pool, from) == 1)
+        rc = vpool_claim(store, pool, domain, from);
     free(text);
     store_buf_free(&buf);
     if (rc != 0)
@@ -270,4 +266,39 @@ void vmove_drop(struct store *store, const char *from)
                  from, prefix, rc ? strerror(-rc) : "deletes failed");
     else
         drop_empty_versions_folder(store, prefix);
+}
+
+/* The pool of the list at list_key, or "" (none, or unusable: nothing to settle). */
+static void pool_of_list(struct store *store, const char *list_key, char pool[SCHEMA_ID_BUF])
+{
+    if (list_pool(store, list_key, pool) != 1)
+        pool[0] = '\0';
+}
+
+void vmove_settle_list(struct store *store, const char *to_key)
+{
+    char pool[SCHEMA_ID_BUF], to[STORE_KEY_MAX + 2];
+    if (domain_of_list_key(to_key, to, sizeof to) != 0)
+        return;
+    pool_of_list(store, to_key, pool);
+    if (pool[0])
+        vpool_move_done(store, pool, to);
+}
+
+void vmove_settle(struct store *store, const char *to)
+{
+    char to_key[STORE_KEY_MAX + 1];
+    if (schema_vlist_key(to, to_key, sizeof to_key) == 0)
+        vmove_settle_list(store, to_key);
+}
+
+void vmove_undo(struct store *store, const char *from, const char *to)
+{
+    char pool[SCHEMA_ID_BUF], to_key[STORE_KEY_MAX + 1];
+    if (schema_vlist_key(to, to_key, sizeof to_key) != 0)
+        return;
+    pool_of_list(store, to_key, pool);
+    if (pool[0])
+        vpool_move_undone(store, pool, to, from);
+    vmove_drop(store, to);
 }

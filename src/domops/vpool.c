@@ -17,20 +17,21 @@
 #define GROUP_MAX (64u << 20) /* a root group's JSON (its links), as HSDS allows */
 #define MARKER_NAME ".h5osfs-pool"
 
-int vpool_claim(struct store *store, const char *pool, const char *domain)
+int vpool_claim(struct store *store, const char *pool, const char *domain, const char *moving_from)
 {
     char key[64], *text = NULL;
     int rc = schema_pool_marker_key(pool, key, sizeof key);
     if (rc == 0)
-        rc = schema_pool_marker_dump(domain, &text);
+        rc = schema_pool_marker_dump(domain, moving_from, &text);
     if (rc == 0)
         rc = store_put(store, key, text, strlen(text));
     free(text);
     return rc;
 }
 
-/* What pool's marker says of domain: 1 it names domain, -ENOENT there is none, -EPERM it
- * names another domain or none (*why says which), other -errno: the store cannot tell. */
+/* What pool's marker says of domain: SCHEMA_POOL_OWNER or SCHEMA_POOL_MOVING, -ENOENT there
+ * is none, -EPERM it names another domain or none (*why says which), other -errno: the store
+ * cannot tell. */
 static int marker_says(struct store *store, const char *pool, const char *domain, char *why,
                        size_t why_len)
 {
@@ -41,13 +42,15 @@ static int marker_says(struct store *store, const char *pool, const char *domain
         return -EPERM;
     }
     int rc = store_get(store, key, SCHEMA_POOL_MARKER_MAX, &buf);
-    if (rc == 0 && !schema_pool_marker_names(buf.data, buf.len, domain, named, sizeof named)) {
+    int says =
+        rc == 0 ? schema_pool_marker_names(buf.data, buf.len, domain, named, sizeof named) : rc;
+    if (says == 0) {
         snprintf(why, why_len, "%s",
                  *named ? "its marker names another domain" : "its marker names no domain");
-        rc = -EPERM;
+        says = -EPERM;
     }
     store_buf_free(&buf);
-    return rc == 0 ? 1 : rc;
+    return says;
 }
 
 int vpool_owned_by(struct store *store, const char *pool, const char *domain)
@@ -56,10 +59,21 @@ int vpool_owned_by(struct store *store, const char *pool, const char *domain)
     int rc = marker_says(store, pool, domain, why, sizeof why);
     if (rc == -ENOENT && vpool_root_is_gone(store, pool) == 1)
         return 0; /* deleted whole (an rm -r of the version folder got there first) */
-    if (rc == -ENOENT || rc == -EPERM)
+    if (rc == SCHEMA_POOL_MOVING)
+        log_info("%s: pool %s is being handed on by an mv: nothing of it is deleted until the "
+                 "move ends",
+                 domain, pool);
+    else if (rc == -ENOENT || rc == -EPERM)
         log_error("%s: pool %s is not this domain's (%s): nothing of it is deleted", domain, pool,
                   rc == -ENOENT ? "it has no marker " MARKER_NAME : why);
-    return rc == 1 ? 1 : rc == -ENOENT || rc == -EPERM ? 0 : rc;
+    return rc == SCHEMA_POOL_OWNER ? 1 : rc < 0 && rc != -ENOENT && rc != -EPERM ? rc : 0;
+}
+
+int vpool_held_by(struct store *store, const char *pool, const char *domain)
+{
+    char why[200];
+    int rc = marker_says(store, pool, domain, why, sizeof why);
+    return rc > 0 ? 1 : rc == -ENOENT || rc == -EPERM ? 0 : rc;
 }
 
 int vpool_may_keep(struct store *store, const char *pool, const char *domain)
@@ -70,7 +84,33 @@ int vpool_may_keep(struct store *store, const char *pool, const char *domain)
         log_error("%s: its version list names pool %s, which is not its own (%s): no version "
                   "is kept until the list is repaired",
                   domain, pool, why);
-    return rc == 1 || rc == -ENOENT ? 0 : rc;
+    return rc > 0 || rc == -ENOENT ? 0 : rc;
+}
+
+/* A move's end (from NULL: done; else undone): the marker names to alone, or from again. */
+static int settle_move(struct store *store, const char *pool, const char *to, const char *from)
+{
+    char why[200];
+    int rc = 0;
+    if (!from && marker_says(store, pool, to, why, sizeof why) == SCHEMA_POOL_OWNER)
+        rc = vpool_claim(store, pool, to, NULL);
+    else if (from && marker_says(store, pool, from, why, sizeof why) == SCHEMA_POOL_MOVING)
+        rc = vpool_claim(store, pool, from, NULL);
+    if (rc != 0)
+        log_warn("%s: the marker of pool %s cannot be settled after a move (%s): the next mv "
+                 "of the domain puts it again",
+                 from ? from : to, pool, strerror(-rc));
+    return rc;
+}
+
+int vpool_move_done(struct store *store, const char *pool, const char *to)
+{
+    return settle_move(store, pool, to, NULL);
+}
+
+int vpool_move_undone(struct store *store, const char *pool, const char *to, const char *from)
+{
+    return settle_move(store, pool, to, from);
 }
 
 int vpool_root_is_gone(struct store *store, const char *root)

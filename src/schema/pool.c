@@ -97,9 +97,12 @@ int schema_pool_check(const char *domain_path, const char *root_id, const char *
     return rc == 0 ? list_names_pool(domain_path, claimed, fetch, why, why_len) : rc;
 }
 
-int schema_pool_marker_dump(const char *domain, char **out)
+int schema_pool_marker_dump(const char *domain, const char *moving_from, char **out)
 {
     json_t *doc = json_pack("{s:s}", "domain", domain);
+    if (doc && moving_from &&
+        json_object_set_new(doc, SCHEMA_POOL_MOVING_FROM, json_string(moving_from)) != 0)
+        json_decref(doc), doc = NULL;
     *out = doc ? json_dumps(doc, JSON_COMPACT) : NULL;
     json_decref(doc);
     return *out ? 0 : -ENOMEM;
@@ -111,10 +114,14 @@ int schema_pool_marker_names(const void *data, size_t len, const char *domain, c
     char why[160];
     json_t *doc = hjson_loadb((const char *)data, len, why, sizeof why);
     const char *text = hjson_text(json_object_get(doc, "domain"));
+    const char *from = hjson_text(json_object_get(doc, SCHEMA_POOL_MOVING_FROM));
     snprintf(named, named_len, "%s", text ? text : "");
-    int yes = text && strcmp(text, domain) == 0;
+    int says = !text                               ? 0
+               : strcmp(text, domain) == 0         ? SCHEMA_POOL_OWNER
+               : from && strcmp(from, domain) == 0 ? SCHEMA_POOL_MOVING
+                                                   : 0;
     json_decref(doc);
-    return yes;
+    return says;
 }
 
 /* ---- the bytes of a pool object ---- */

@@ -277,7 +277,8 @@ def test_kill_between_moving_the_versions_and_the_domain(bucket_copy, tmp_path):
     assert m.proc.returncode == -9
     subprocess.run(["fusermount3", "-uz", str(mnt)], check=False)
     assert not is_mounted(mnt)
-    m = crash_mount(bucket_copy, mnt, tmp_path / "2.log", cache, {})
+    # a fresh cache_dir: the versions are built from the bucket, through the pool's marker
+    m = crash_mount(bucket_copy, mnt, tmp_path / "2.log", tmp_path / "fresh", {})
     try:
         v = vdir(m, f"{HOME}/v.h5")
         assert versions(v) == ["1.h5", "2.h5"]
@@ -288,8 +289,12 @@ def test_kill_between_moving_the_versions_and_the_domain(bucket_copy, tmp_path):
         assert versions(w) == ["1.h5", "2.h5"]
         assert same(f"{w}/1.h5", f1) and same(f"{w}/2.h5", f2)
         assert not os.path.exists(v)
+        pool = json.loads(m.get(f"{HOME}/.versions/w.h5/.h5osfs-versions"))["pool"]
+        assert json.loads(m.get(f"db/{pool[2:19]}/.h5osfs-pool")) == {"domain": f"/{HOME}/w.h5"}
     finally:
         harness.assert_clean([m])
+    assert [line for line in (tmp_path / "2.log").read_text().splitlines()
+            if " error: " in line or " warning: " in line] == []
 
 
 

@@ -38,6 +38,16 @@ int vmove_copy(struct store *store, const char *from, const char *to);
  * shown under the old name, nothing is lost). */
 void vmove_drop(struct store *store, const char *from);
 
+/* The end of a move whose old list is gone (vmove_drop of from, or a folder's old lists
+ * deleted): the pool's marker names the new domain alone (vpool.h; failures logged: the
+ * next mv settles it). to: the domain; to_key: its list's key. */
+void vmove_settle(struct store *store, const char *to);
+void vmove_settle_list(struct store *store, const char *to_key);
+
+/* A move that failed after vmove_copy: to's copy dropped (vmove_drop), and the pool's marker
+ * names from alone again. */
+void vmove_undo(struct store *store, const char *from, const char *to);
+
 /* Is key a version list (".../.versions/NAME/.h5osfs-versions")? 1 or 0. */
 int vmove_is_list_key(const char *key);
 

@@ -19,20 +19,32 @@
 
 #include "h5osfs/store/store.h"
 
-/* The marker of pool naming domain ("/DIR/NAME"), put. 0 or -errno. */
-int vpool_claim(struct store *store, const char *pool, const char *domain);
+/* The marker of pool naming domain ("/DIR/NAME"), and moving_from (NULL: none) while an mv
+ * hands the pool from that domain to this one, put. 0 or -errno. */
+int vpool_claim(struct store *store, const char *pool, const char *domain, const char *moving_from);
 
 /* Does pool's marker name domain? 1 yes, 0 no (or no marker, or an unusable one: logged with
- * what; a pool with nothing left under it is not logged), -errno when the store cannot tell.
- * A pool's marker is the last of its objects deleted (vdrop.h). */
+ * what; a pool with nothing left under it is not logged; one an mv is handing on from domain
+ * is logged as such), -errno when the store cannot tell. What deletes through a list asks
+ * this. A pool's marker is the last of its objects deleted (vpool_delete_pool). */
 int vpool_owned_by(struct store *store, const char *pool, const char *domain);
 
+/* Does pool's marker name domain, as owner or as the domain an mv is handing it on from? 1
+ * yes, 0 no (not logged), -errno. What an mv asks before it hands a pool on. */
+int vpool_held_by(struct store *store, const char *pool, const char *domain);
+
 /* May a commit of domain keep its next version in pool, the one its list names? 0 yes (the
- * marker names domain, or the pool has none: made before markers), -EPERM no, the marker
- * names another domain (logged: the commit goes on without a version, rather than put the
- * domain's chunks where they would be unreadable and another domain's sweep would delete
- * them), other -errno when the store cannot tell. */
+ * marker names domain, also as the domain an mv is handing it on from, or the pool has none:
+ * made before markers), -EPERM no, the marker names another domain (logged: the commit goes
+ * on without a version, rather than put the domain's chunks where they would be unreadable
+ * and another domain's sweep would delete them), other -errno when the store cannot tell. */
 int vpool_may_keep(struct store *store, const char *pool, const char *domain);
+
+/* The end of an mv that handed pool from one domain to to: done (the old list is gone), the
+ * marker names to alone; undone (to's copy dropped), it names from again. Either only when
+ * the marker still says the move is under way. 0 or -errno (logged). */
+int vpool_move_done(struct store *store, const char *pool, const char *to);
+int vpool_move_undone(struct store *store, const char *pool, const char *to, const char *from);
 
 /* 1 when nothing is left under root's prefix db/<A-B>/ (collected, or never written), 0 when
  * something is, -errno. */

@@ -30,13 +30,19 @@ int schema_pool_check(const char *domain_path, const char *root_id, const char *
                       const struct schema_fetch *fetch, char *why, size_t why_len);
 
 /* A pool's marker (db/<P>/.h5osfs-pool, schema_pool_marker_key; domops/vpool.h), naming the
- * domain path whose pool it is: {"domain": "/DIR/NAME"}. The bytes of one naming domain, into
- * *out (malloc'd, NUL-terminated). 0 or -ENOMEM. */
-int schema_pool_marker_dump(const char *domain, char **out);
-#define SCHEMA_POOL_MARKER_MAX 8192 /* its bytes at most: a path of 1024 bytes, escaped */
+ * domain path whose pool it is: {"domain": "/DIR/NAME"}; while an mv hands the pool on,
+ * {"domain": "/NEW", "moving_from": "/OLD"} (domops/vmove.h). The bytes of one naming domain
+ * and, unless NULL, the domain it is moving from, into *out (malloc'd, NUL-terminated). 0 or
+ * -ENOMEM. */
+#define SCHEMA_POOL_MOVING_FROM "moving_from"
+int schema_pool_marker_dump(const char *domain, const char *moving_from, char **out);
+#define SCHEMA_POOL_MARKER_MAX 16384 /* its bytes at most: two paths of 1024 bytes, escaped */
 
-/* Do a marker's len bytes name domain? 1 yes; 0 no, with the domain they name in named ("" for
- * bytes that are no marker). */
+/* What a marker's len bytes say of domain: SCHEMA_POOL_OWNER (its pool), SCHEMA_POOL_MOVING
+ * (its pool until the mv that hands it on ends: read it and add to it, delete nothing), or 0
+ * (another domain's, or no marker), with the domain they name in named ("" for bytes that are
+ * no marker). */
+enum { SCHEMA_POOL_OWNER = 1, SCHEMA_POOL_MOVING = 2 };
 int schema_pool_marker_names(const void *data, size_t len, const char *domain, char *named,
                              size_t named_len);
 
