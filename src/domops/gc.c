@@ -87,16 +87,14 @@ static int abort_root_uploads(struct gc *g, const char *prefix, const char *root
     return rc != 0 ? -EIO : 0;
 }
 
-/* Does it->domain's .domain.json name it->root? Roots are queued only once nothing names
- * them, but a record is read back at a later mount, after whatever happened to the bucket
- * meanwhile (another tool, a restored backup): what a domain names is never garbage. 0 (no: it
- * may go), 1 (yes), or -EIO (cannot tell: logged, tried again later). */
-static int named_by_its_domain(struct gc *g, const struct gc_item *it)
+/* Does the domain object of path name root? 0 (no, or no such domain), 1 (yes), or -EIO
+ * (cannot tell: logged, tried again later). */
+static int domain_names(struct gc *g, const char *path, const char *root)
 {
     char key[STORE_KEY_MAX + 1], why[200];
     struct store_buf buf;
-    if (!it->domain || schema_domain_key(it->domain, key, sizeof key) != 0)
-        return 0; /* only an in-memory caller that names no domain (unit tests) */
+    if (schema_domain_key(path, key, sizeof key) != 0)
+        return 0;
     int rc = store_get(g->store, key, GC_DOMAIN_MAX, &buf);
     if (rc == -ENOENT)
         return 0;
@@ -106,13 +104,31 @@ static int named_by_its_domain(struct gc *g, const struct gc_item *it)
     if (!dom) {
         log_error("gc: %s cannot be read (%s): root %s is kept until it can be told that the "
                   "domain does not name it",
-                  key, rc != 0 ? strerror(-rc) : "not JSON", it->root);
+                  key, rc != 0 ? strerror(-rc) : "not JSON", root);
         return -EIO;
     }
     const char *named = hjson_text(json_object_get(dom, "root"));
-    int same = named && strcmp(named, it->root) == 0;
+    int same = named && strcmp(named, root) == 0;
     json_decref(dom);
     return same;
+}
+
+/* Does it->domain's .domain.json name it->root, or, for a version's root, the current domain
+ * whose version it is (a versions_current=ref domain names its head version's root: a commit
+ * whose swap failed after its list expired that version leaves it named there)? Roots are
+ * queued only once nothing names them, but a record is read back at a later mount, after
+ * whatever happened to the bucket meanwhile (another tool, a restored backup): what a domain
+ * names is never garbage. 0 (no: it may go), 1 (yes), or -EIO (cannot tell: logged, tried
+ * again later). */
+static int named_by_its_domain(struct gc *g, const struct gc_item *it)
+{
+    char current[STORE_KEY_MAX + 2];
+    if (!it->domain)
+        return 0; /* only an in-memory caller that names no domain (unit tests) */
+    int rc = domain_names(g, it->domain, it->root);
+    if (rc == 0 && schema_version_domain_of(it->domain, current, sizeof current) == 0)
+        rc = domain_names(g, current, it->root);
+    return rc;
 }
 
 /* The prefix lists empty: only then is the record dropped (a delete that answered 0 but left
