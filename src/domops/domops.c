@@ -547,6 +547,11 @@ static int move_domain(const struct domops *d, const char *from, const char *to,
     if (key_of(from, from_key, sizeof from_key) || key_of(to, to_key, sizeof to_key))
         return -EINVAL;
     int rc = src->kind == NS_DOMAIN ? vmove_plan(d->store, from, to, &plan) : 0;
+    /* a versions_current=ref domain names its head version's root, whose tables name its own
+     * pool: as the next version of a target that keeps its own, it would read nothing. EXDEV
+     * makes mv copy it instead (a commit to the target, then an rm of the source) */
+    if (rc == 0 && plan == VMOVE_TARGET_KEEPS && src->current_ref)
+        rc = -EXDEV;
     if (rc == 0 && plan == VMOVE_MOVE)
         rc = vmove_copy(d->store, from, to);
     if (rc == 0 && plan == VMOVE_TARGET_KEEPS && d->keep_moved)
@@ -608,7 +613,7 @@ int domops_rename(const struct domops *d, const char *user, const char *from, co
     }
     ns_invalidate(d->ns, from);
     ns_invalidate(d->ns, to);
-    return rc == 0 ? 0 : rc == -ENAMETOOLONG ? rc : -EIO;
+    return rc == 0 ? 0 : rc == -ENAMETOOLONG || rc == -EXDEV ? rc : -EIO;
 }
 
 /* ---- h5osfs's own folder settings ---- */

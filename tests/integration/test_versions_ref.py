@@ -610,6 +610,40 @@ def test_ref_r_plus_whose_version_cannot_be_kept_names_a_whole_root(bucket_copy,
     assert roots_of(stored(ro)) - others == live_roots(ro, domain) | {named}
 
 
+@pytest.mark.posix_only(reason="the move's choice is the same code on every store")
+def test_mv_of_a_ref_domain_onto_a_versioned_one_reads_whole(bucket_copy, mount_bucket,
+                                                             tmp_path):
+    """mv of a ref-mode domain (it names its head version's root, whose tables name its own
+    pool) onto another domain with versions of its own: the target reads the moved values,
+    after a remount with a fresh cache_dir too, and so do the target's older versions and the
+    source's versions, which stay under the old name."""
+    values = np.arange(CHUNKS * PER, dtype="f4")
+    src, dst = f"{HOME}/kept/s.h5", f"{HOME}/kept/t.h5"
+    make(bucket_copy, values, src)
+    make(bucket_copy, values + 1, dst)
+    m = ref_folder_mount(bucket_copy, mount_bucket, tmp_path)
+    want_src, want_dst = values.copy(), values + 1
+    want_src[3] = -3
+    want_dst[4] = -4
+    r_plus(m, src, 3, -3)
+    r_plus(m, dst, 4, -4)
+    assert domain_json(m, src)["root"] == version_list(m, src)["versions"][-1]["root"]
+    subprocess.run(["mv", m.path(src), m.path(dst)], check=True)
+    with h5py.File(m.path(dst), "r") as f:
+        assert np.array_equal(f["data"][:], want_src)
+    assert m.unmount() == 0                        # the collector drains
+    ro = mount_bucket(m, "-o", f"user=test_user1,ro,cache_dir={tmp_path}/fresh")
+    with h5py.File(ro.path(dst), "r") as f:
+        assert np.array_equal(f["data"][:], want_src)
+    vdst = sorted(os.listdir(ro.path(f"{HOME}/kept/.versions/t.h5")))
+    with h5py.File(ro.path(f"{HOME}/kept/.versions/t.h5/1.h5"), "r") as f:
+        assert np.array_equal(f["data"][:], want_dst)
+    with h5py.File(ro.path(f"{HOME}/kept/.versions/t.h5/{vdst[-1]}"), "r") as f:
+        assert np.array_equal(f["data"][:], want_src)
+    with h5py.File(ro.path(f"{HOME}/kept/.versions/s.h5/1.h5"), "r") as f:
+        assert np.array_equal(f["data"][:], want_src)
+
+
 @pytest.mark.posix_only(reason="the collector's choice is the same code on every store")
 def test_mv_onto_a_ref_domain_adds_a_version_and_keeps_its_head(bucket_copy, mount_bucket,
                                                                 tmp_path):
