@@ -254,6 +254,35 @@ static void abandon_lineage(const struct versions_commit *vc, const char *pool)
                  strerror(-rc));
 }
 
+/* A put of the list that failed may still have landed (a timeout, a reply lost): read back,
+ * the list tells. Listed: 0, *n its number. Not listed: failed, as the put said. Cannot tell:
+ * failed, and vroot forgotten (""), so that the caller does not collect a root a list may
+ * name: space, never a listed version. */
+static int settle_unsure_put(const struct versions_commit *vc, const char *key,
+                             char vroot[SCHEMA_ID_BUF], uint64_t *n, int failed)
+{
+    char etag[sizeof(((struct store_stat *)0)->etag)];
+    struct vlist l;
+    int rc = load_list(vc, key, &l, etag);
+    int listed = 0;
+    for (size_t i = 0; rc == 0 && i < l.n_entries; i++)
+        if (!l.entries[i].error && strcmp(l.entries[i].root, vroot) == 0) {
+            *n = l.entries[i].n;
+            listed = 1;
+        }
+    if (rc == 0)
+        vlist_free(&l);
+    if (listed)
+        return 0;
+    if (rc != 0) {
+        log_error("%s: whether version root %s is listed cannot be told (%s): it stays in the "
+                  "bucket",
+                  vc->domain, vroot, strerror(-rc));
+        vroot[0] = '\0';
+    }
+    return failed;
+}
+
 int versions_commit(const struct versions_commit *vc, uint64_t *n, char vroot[SCHEMA_ID_BUF])
 {
     char key[STORE_KEY_MAX + 1], etag[sizeof(((struct store_stat *)0)->etag)], by[320];
@@ -322,6 +351,8 @@ int versions_commit(const struct versions_commit *vc, uint64_t *n, char vroot[SC
         }
     }
     vlist_free(&l);
+    if (rc != 0 && rc != -ESTALE && unsure)
+        rc = settle_unsure_put(vc, key, vroot, n, rc);
     if (rc != 0 && fresh && pool[0] && !unsure)
         abandon_lineage(vc, pool);
     if (rc == -EOPNOTSUPP)
