@@ -234,6 +234,16 @@ static void base_version_of(const struct vlist *l, const char *base_root, struct
     }
 }
 
+/* rm -r of the version folder is deleting the lineage (vdrop.h): the domain is committed,
+ * kept as no version (the caller's -EOPNOTSUPP: what this version wrote is collected). */
+static int being_dropped(const struct versions_commit *vc)
+{
+    log_warn("%s: its version folder is being removed (rm -r): committed without a version; "
+             "the next commit after the removal starts new versions",
+             vc->domain);
+    return -EOPNOTSUPP;
+}
+
 /* A new lineage's pool is marked as the domain's before its first object (vpool.h). */
 static int begin_lineage(const struct versions_commit *vc, const char *pool)
 {
@@ -296,12 +306,17 @@ int versions_commit(const struct versions_commit *vc, uint64_t *n, char vroot[SC
     }
     struct base_version base = { "", 0, 0 };
     int rc = load_list(vc, key, &l, etag);
+    if (rc == 0 && l.dropping) {
+        vlist_free(&l);
+        return being_dropped(vc);
+    }
     if (rc == 0 && etag[0] && (rc = vpool_may_keep(vc->store, l.pool, vc->domain)) != 0) {
         vlist_free(&l);
         return rc == -EPERM ? -EOPNOTSUPP : rc; /* logged: committed without a version */
     }
     char pool[SCHEMA_ID_BUF] = "";               /* the pool vroot's tables name */
     int fresh = rc == 0 && !etag[0], unsure = 0; /* unsure: a put of the list may have landed */
+    int dropped = 0;                             /* the lineage is being deleted (logged) */
     if (rc == 0)
         snprintf(pool, sizeof pool, "%s", l.pool);
     if (rc == 0 && fresh)
@@ -342,9 +357,14 @@ int versions_commit(const struct versions_commit *vc, uint64_t *n, char vroot[SC
             break;
         vlist_free(&l); /* another writer changed the list: read it again, append again */
         rc = load_list(vc, key, &l, etag);
+        if (rc == 0 && (l.dropping || (!fresh && !etag[0]))) {
+            rc = being_dropped(vc); /* the pool this version's tables name is going */
+            dropped = 1;
+            break;
+        }
         if (rc == 0 && strcmp(l.pool, pool) != 0) {
-            log_error("%s: another writer began or replaced its versions (pool %s) while this "
-                      "commit wrote a version over pool %s: this commit loses (ESTALE)",
+            log_error("%s: another writer began its versions (pool %s) while this commit wrote "
+                      "a version over pool %s: this commit loses (ESTALE)",
                       vc->domain, l.pool, pool);
             rc = -ESTALE;
             break;
@@ -355,7 +375,7 @@ int versions_commit(const struct versions_commit *vc, uint64_t *n, char vroot[SC
         rc = settle_unsure_put(vc, key, vroot, n, rc);
     if (rc != 0 && fresh && pool[0] && !unsure)
         abandon_lineage(vc, pool);
-    if (rc == -EOPNOTSUPP)
+    if (rc == -EOPNOTSUPP && !dropped)
         log_warn("%s: this domain cannot be kept as a version yet (linked data, a chunk table "
                  "of more than %u entries, or a chunk of 2 GiB): committed without a version",
                  vc->domain, VTAB_ENTRIES_MAX);

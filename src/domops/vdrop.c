@@ -7,21 +7,21 @@
 #include <string.h>
 
 #include "h5osfs/domops/vpool.h"
+#include "h5osfs/ns/ns.h"
 #include "h5osfs/schema/schema.h"
 #include "h5osfs/schema/vlist.h"
 #include "h5osfs/util/log.h"
+#include "h5osfs/util/testhook.h"
 
-/* The list at key: 0, -ENOENT, -EIO (logged), -ENOMEM. */
-static int read_list(struct store *store, const char *key, struct vlist *l)
+#define DROP_TRIES 8 /* rounds of the dropping mark lost to other writers of the list */
+
+/* The list at key and its etag: 0, -ENOENT, -EIO (logged), -ENOMEM. */
+static int read_list(struct store *store, const char *key, struct vlist *l, char *etag)
 {
-    struct store_buf buf = { 0 };
     char why[200];
-    int rc = store_get(store, key, VLIST_MAX_BYTES, &buf);
-    if (rc == 0 && vlist_parse((const char *)buf.data, buf.len, l, why, sizeof why) != 0) {
+    int rc = ns_vlist_read(store, key, l, etag, why, sizeof why);
+    if (rc == -EINVAL)
         log_error("%s: version list unusable (%s): the version folder is not removed", key, why);
-        rc = -EIO;
-    }
-    store_buf_free(&buf);
     return rc == 0 || rc == -ENOENT || rc == -ENOMEM ? rc : -EIO;
 }
 
@@ -79,6 +79,34 @@ static int folder_keys(const char *domain, char *prefix, size_t prefix_len, char
     return n < 0 || (size_t)n >= prefix_len ? -ENAMETOOLONG : 0;
 }
 
+/* The list at key, read into *l and marked "dropping" in the store before anything is
+ * deleted, by a conditional put: a commit that lists a version first makes the mark read the
+ * list again (and find a name: -ENOTEMPTY); one that comes after finds the mark and keeps no
+ * version in this lineage (commit/versions.c). 0, -ENOTEMPTY, -ENOENT, -EIO, -ENOMEM. */
+static int mark_dropping(struct store *store, const char *key, struct vlist *l)
+{
+    char etag[sizeof(((struct store_stat *)0)->etag)];
+    int rc = -ESTALE;
+    for (int tries = 0; rc == -ESTALE && tries < DROP_TRIES; tries++) {
+        char *text = NULL;
+        if ((rc = read_list(store, key, l, etag)) != 0)
+            return rc;
+        if (has_a_name(l))
+            rc = -ENOTEMPTY;
+        else if (l->dropping)
+            return 0; /* an earlier rmdir's mark: it goes on where that one stopped */
+        l->dropping = 1;
+        if (rc == 0)
+            rc = vlist_dump(l, &text);
+        if (rc == 0)
+            rc = store_put_if(store, key, text, strlen(text), etag);
+        free(text);
+        if (rc != 0)
+            vlist_free(l);
+    }
+    return rc == -ESTALE ? -EIO : rc;
+}
+
 int vdrop_folder(struct store *store, const char *domain)
 {
     char prefix[STORE_KEY_MAX + 2], key[STORE_KEY_MAX + 1];
@@ -86,10 +114,11 @@ int vdrop_folder(struct store *store, const char *domain)
     int rc = folder_keys(domain, prefix, sizeof prefix, key, sizeof key);
     if (rc != 0)
         return rc;
-    rc = read_list(store, key, &l);
+    rc = mark_dropping(store, key, &l);
     if (rc != 0)
         return rc;
-    rc = has_a_name(&l) ? -ENOTEMPTY : delete_data(store, domain, &l);
+    testhook_pause_at("dropping", NULL);
+    rc = delete_data(store, domain, &l);
     vlist_free(&l);
     if (rc == 0) /* tag objects a killed daemon left, the folder */
         rc = vpool_delete_below(store, prefix, key, NULL);

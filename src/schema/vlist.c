@@ -265,6 +265,10 @@ static int parse_frame(json_t *doc, struct vlist *out, char *why, size_t why_len
         out->next = 1;
     if (get_text(doc, "domain", &out->domain) != 0)
         return why_reject(why, why_len, "domain is not text");
+    json_t *dropping = json_object_get(doc, "dropping");
+    if (dropping && !json_is_boolean(dropping))
+        return why_reject(why, why_len, "dropping is not true or false");
+    out->dropping = json_is_true(dropping);
     if (!json_is_array(json_object_get(doc, "versions")))
         return why_reject(why, why_len, "versions is not a list");
     return 0;
@@ -347,6 +351,8 @@ static json_t *list_json(const struct vlist *l)
         rc = set(doc, "pool", json_string(l->pool));
     if (rc == 0)
         rc = set(doc, "next", json_integer((json_int_t)l->next));
+    if (rc == 0 && l->dropping)
+        rc = set(doc, "dropping", json_true());
     for (size_t i = 0; rc == 0 && i < l->n_entries; i++)
         rc = json_array_append_new(versions, entry_json(&l->entries[i])) == 0 ? 0 : -ENOMEM;
     if (rc == 0)

@@ -269,6 +269,50 @@ def test_kill_during_rm_r_of_a_version_folder_then_rm_r_again_deletes_everything
         subprocess.run(["fusermount3", "-uz", str(mnt)], check=False, capture_output=True)
 
 
+@pytest.mark.posix_only(reason="holds rm -r at a test hook; the list's conditional put is "
+                        "tested on every store above")
+def test_a_commit_during_rm_r_of_its_version_folder_keeps_no_version_there(bucket_copy,
+                                                                          tmp_path):
+    """rm -r of a version folder marks the list "dropping" before it deletes anything; a cp
+    to the domain committed meanwhile keeps no version in that lineage (before, its version
+    was listed, then deleted with the pool by the rm -r: its root was left behind). The
+    domain reads what the cp wrote, and the next commit starts new versions at 1."""
+    import threading
+    mnt, gate = tmp_path / "mnt", tmp_path / "gate"
+    mnt.mkdir()
+    m = crash_mount(bucket_copy, mnt, tmp_path, "0.log", tmp_path / "c0",
+                    {"H5OSFS_TEST_PAUSE_AT": f"dropping:{gate}"})
+    try:
+        shutil.copyfile(A, m.path(TARGET))
+        os.unlink(m.path(TARGET))
+        os.unlink(m.path(f"{VDIR}/1.h5"))
+        gate.touch()
+        done = {}
+        rm = threading.Thread(target=lambda: done.setdefault("rc", os.rmdir(m.path(VDIR))))
+        rm.start()
+        wait_for(lambda: "H5OSFS_TEST_PAUSE_AT=dropping" in m.log(), "rm -r held at the hook")
+        shutil.copyfile(B, m.path(TARGET))
+        assert "its version folder is being removed" in m.log()
+        gate.unlink()
+        rm.join(timeout=60)
+        assert not rm.is_alive() and "rc" in done
+        assert same(m.path(TARGET), B)
+        assert not os.path.exists(m.path(VDIR))
+        shutil.copyfile(A, m.path(TARGET))
+        assert sorted(os.listdir(m.path(VDIR))) == ["1.h5"] and same(m.path(f"{VDIR}/1.h5"), A)
+        pool = version_list(m)["pool"]
+        harness.assert_clean([m])               # the collector drains at unmount
+    finally:
+        gate.unlink(missing_ok=True)
+        if m.proc.poll() is None:
+            m.proc.kill()
+            m.proc.wait(timeout=30)
+        subprocess.run(["fusermount3", "-uz", str(mnt)], check=False, capture_output=True)
+    named = {json.loads(p.read_text()).get("root", "")[2:19]
+             for p in bucket_copy.rglob(".domain.json")} - {""}
+    assert {p.name for p in (bucket_copy / "db").iterdir()} == named | {pool[2:19]}
+
+
 @pytest.mark.posix_only(reason="the list is forged in the bucket directory; what the daemon "
                         "checks is the same code on every store")
 @pytest.mark.parametrize("forged_pool", [True, False], ids=["its-pool", "its-own-pool"])

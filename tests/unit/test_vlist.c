@@ -84,6 +84,29 @@ static void test_broken_frame(void)
               -EINVAL);
     CHECK_INT(parse("{\"format\": 1, \"pool\": \"" POOL "\", \"next\": -1, \"versions\": []}", &l),
               -EINVAL);
+    CHECK_INT(parse("{\"format\": 1, \"pool\": \"" POOL "\", \"next\": 1, \"dropping\": 1, "
+                    "\"versions\": []}",
+                    &l),
+              -EINVAL);
+}
+
+/* rm -r's mark survives a dump and a parse; a list without it is not dropping. */
+static void test_dropping_mark(void)
+{
+    struct vlist l, again;
+    char *text = NULL;
+    CHECK_INT(vlist_init(&l, "/home/a.h5", POOL), 0);
+    CHECK_INT(l.dropping, 0);
+    CHECK_INT(vlist_dump(&l, &text), 0);
+    CHECK(text && !strstr(text, "dropping"));
+    free(text);
+    l.dropping = 1;
+    CHECK_INT(vlist_dump(&l, &text), 0);
+    CHECK_INT(parse(text, &again), 0);
+    CHECK_INT(again.dropping, 1);
+    free(text);
+    vlist_free(&l);
+    vlist_free(&again);
 }
 
 /* One bad entry costs that version only: the others read, its number stays taken, and it
@@ -364,6 +387,7 @@ int main(void)
 {
     test_round_trip();
     test_broken_frame();
+    test_dropping_mark();
     test_malformed_entries();
     test_merge_by_reapply();
     test_committed_on();

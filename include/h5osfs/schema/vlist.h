@@ -2,7 +2,7 @@
  * vlist: a domain's version list, the object DIR/.versions/NAME/.h5osfs-versions (issue 26;
  * the design's §3.3), as pure functions on memory: parse, validate, change, dump.
  *
- *   {"format": 1, "domain": "/DIR/NAME", "pool": "g-…", "next": 4,
+ *   {"format": 1, "domain": "/DIR/NAME", "pool": "g-…", "next": 4, ["dropping": true,]
  *    "versions": [{"n": 1, "root": "g-…", "time": 1764390000.123, "by": "alice@host",
  *                  "parent": 0, "size": 4096, "stamp": "…", "names": ["1.h5"],
  *                  "state": "kept"}, …]}
@@ -55,6 +55,8 @@ struct vlist {
     char *domain; /* "/DIR/NAME" when the list was written */
     char pool[SCHEMA_ID_BUF];
     uint64_t next; /* the number the next version gets; never decreases */
+    int dropping;  /* "dropping": true, put by rm -r of the version folder before it deletes
+                    * anything: no commit adds a version to a lineage being deleted */
     struct vlist_entry *entries;
     size_t n_entries, cap_entries;
 };
