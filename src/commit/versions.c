@@ -310,11 +310,12 @@ int versions_commit(const struct versions_commit *vc, uint64_t *n, char vroot[SC
         vlist_free(&l);
         return being_dropped(vc);
     }
-    if (rc == 0 && etag[0] && (rc = vpool_may_keep(vc->store, l.pool, vc->domain)) != 0) {
+    if (rc == 0 && etag[0] && (rc = vpool_may_keep(vc->store, l.pool, vc->domain)) < 0) {
         vlist_free(&l);
         return rc == -EPERM ? -EOPNOTSUPP : rc; /* logged: committed without a version */
     }
-    char pool[SCHEMA_ID_BUF] = "";               /* the pool vroot's tables name */
+    rc = rc > 0 ? 0 : rc;          /* the marker names the domain (1), or the pool has none (0) */
+    char pool[SCHEMA_ID_BUF] = ""; /* the pool vroot's tables name */
     int fresh = rc == 0 && !etag[0], unsure = 0; /* unsure: a put of the list may have landed */
     int dropped = 0;                             /* the lineage is being deleted (logged) */
     if (rc == 0)
@@ -350,9 +351,10 @@ int versions_commit(const struct versions_commit *vc, uint64_t *n, char vroot[SC
             rc = expire(&l, vc->keep, *n, &expired, &n_expired);
         if (rc == 0)
             rc = put_version_domain(vc, vroot, *n);
-        if (rc == 0)
+        if (rc == 0) {
             rc = put_list(vc, key, &l, etag);
-        unsure |= rc != 0 && rc != -ESTALE;
+            unsure |= rc != 0 && rc != -ESTALE;
+        }
         if (rc != -ESTALE || tries + 1 >= LIST_TRIES)
             break;
         vlist_free(&l); /* another writer changed the list: read it again, append again */

@@ -296,8 +296,10 @@ static int rmdir_versions(const struct domops *d, const char *user, const char *
             schema_version_domain_of(probe, domain, sizeof domain) != 0)
             return -ENOTDIR; /* deeper: a version, a file */
         rc = version_rights(d, user, domain, &rights, root);
-        if (rc == 0 && root[0])
-            rc = -ENOTEMPTY; /* the domain exists: its current version stays */
+        /* the domain exists: its current version stays; unless an rmdir that was stopped
+         * marked the list, after which the domain's commits kept no version there */
+        if (rc == 0 && root[0] && vdrop_is_dropping(d->store, domain) != 1)
+            rc = -ENOTEMPTY;
         else if (rc == 0 && !(rights & SCHEMA_ACL_DELETE) && !is_admin(d, user))
             rc = -EACCES;
         rc = rc == 0 ? vdrop_folder(d->store, domain) : rc;
@@ -496,16 +498,14 @@ static int move_tree(const struct domops *d, const char *from, const char *to)
     }
     for (size_t i = 0; i < list.n_objects && rc == 0; i++) {
         const char *rel = list.objects[i].key + plen, *tail = strrchr(rel, '/');
-        if ((strcmp(tail ? tail + 1 : rel, ".domain.json") == 0 || is_refs_key(rel) ||
-             vmove_is_list_key(list.objects[i].key)) &&
-            store_delete(d->store, list.objects[i].key) != 0)
+        int is_list = vmove_is_list_key(list.objects[i].key);
+        if (!is_list && strcmp(tail ? tail + 1 : rel, ".domain.json") != 0 && !is_refs_key(rel))
+            continue;
+        if (store_delete(d->store, list.objects[i].key) != 0)
             log_warn("%s: moved to %s, but its old name could not be deleted and still shows",
                      list.objects[i].key, to);
-    }
-    for (size_t i = 0; i < list.n_objects && rc == 0; i++) { /* the old lists are gone */
-        const char *rel = list.objects[i].key + plen;
-        if (vmove_is_list_key(list.objects[i].key) &&
-            snprintf(to_key, sizeof to_key, "%s/%s", to + 1, rel) < (int)sizeof to_key)
+        else if (is_list && /* the old list is gone: its pool is the new list's alone */
+                 snprintf(to_key, sizeof to_key, "%s/%s", to + 1, rel) < (int)sizeof to_key)
             vmove_settle_list(d->store, to_key);
     }
     store_list_free(&list);
@@ -568,10 +568,8 @@ static int move_domain(const struct domops *d, const char *from, const char *to,
         log_warn("%s: replaced; its objects (root %s) stay in the bucket", to, dst->root);
     if (rc == 0)
         rc = store_delete(d->store, from_key);
-    if (rc == 0 && plan == VMOVE_MOVE) {
-        vmove_drop(d->store, from);
-        vmove_settle(d->store, to);
-    }
+    if (rc == 0 && plan == VMOVE_MOVE && vmove_drop(d->store, from) == 0)
+        vmove_settle(d->store, to); /* else the old list still reads the pool: not settled */
     if (rc == 0)
         move_refs(d, from, to);
     return rc;

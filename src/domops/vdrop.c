@@ -115,6 +115,11 @@ int vdrop_folder(struct store *store, const char *domain)
     if (rc != 0)
         return rc;
     rc = mark_dropping(store, key, &l);
+    if (rc != 0 && rc != -ENOTEMPTY && rc != -ENOENT && rc != -ENOMEM) {
+        log_error("%s: version folder %s not removed: its list cannot be marked (%s)", domain,
+                  prefix, strerror(-rc));
+        rc = -EIO;
+    }
     if (rc != 0)
         return rc;
     testhook_pause_at("dropping", NULL);
@@ -161,4 +166,18 @@ int vdrop_versions_dir(struct store *store, const char *dir)
         return -ENAMETOOLONG;
     rc = store_delete(store, key);
     return rc == 0 || rc == -ENOENT ? 0 : -EIO;
+}
+
+int vdrop_is_dropping(struct store *store, const char *domain)
+{
+    char key[STORE_KEY_MAX + 1], why[200];
+    struct vlist l;
+    if (schema_vlist_key(domain, key, sizeof key) != 0)
+        return 0;
+    int rc = ns_vlist_read(store, key, &l, NULL, why, sizeof why);
+    if (rc != 0)
+        return rc == -ENOENT || rc == -EINVAL ? 0 : rc;
+    rc = l.dropping;
+    vlist_free(&l);
+    return rc;
 }

@@ -62,7 +62,17 @@ static int domain_of_list_key(const char *key, char *buf, size_t len)
 
 /* ---- the lists ---- */
 
-/* The pool of the list at key: 1 (pool filled), 0 (no list), or -errno. A list that cannot be
+/* A list an rm -r is deleting (vdrop.h) does not move: that rm -r deletes by its old name. */
+static int refuse_dropping(const char *key)
+{
+    log_error("%s: its version folder is being removed (rm -r): not moved until that rmdir "
+              "is done",
+              key);
+    return -EBUSY;
+}
+
+/* The pool of the list at key: 1 (pool filled), 0 (no list), -EBUSY (being dropped: logged),
+ * or -errno. A list that cannot be
  * parsed has no pool: "" (it is nobody's copy). */
 static int list_pool(struct store *store, const char *key, char pool[SCHEMA_ID_BUF])
 {
@@ -77,12 +87,14 @@ static int list_pool(struct store *store, const char *key, char pool[SCHEMA_ID_B
         log_error("%s: version list cannot be read (%s)", key, strerror(-rc));
         return rc;
     }
+    int dropping = 0;
     if (vlist_parse((const char *)buf.data, buf.len, &l, why, sizeof why) == 0) {
         snprintf(pool, SCHEMA_ID_BUF, "%s", l.pool);
+        dropping = l.dropping;
         vlist_free(&l);
     }
     store_buf_free(&buf);
-    return 1;
+    return dropping ? refuse_dropping(key) : 1;
 }
 
 int vmove_plan(struct store *store, const char *from, const char *to, enum vmove_plan *plan)
@@ -122,19 +134,21 @@ static int copy_list(struct store *store, const char *from_key, const char *to_k
             l.domain = named;
         }
         snprintf(pool, sizeof pool, "%s", l.pool);
-        rc = named ? vlist_dump(&l, &text) : -ENOMEM;
+        rc = l.dropping ? refuse_dropping(from_key) : named ? vlist_dump(&l, &text) : -ENOMEM;
         vlist_free(&l);
     }
     if (rc == 0)
         rc = text ? store_put(store, to_key, text, strlen(text))
                   : store_put(store, to_key, buf.data, buf.len);
-    /* the pool goes with the list, once the list is there: until then the old list still
-     * owns it (an interrupted move refuses deletes through the new one, never the reverse),
-     * and only a pool the old list holds is handed on. Until the old list is gone
-     * (vmove_settle), the marker names both: the old name's versions still read, and neither
-     * name deletes anything of the pool. */
-    if (rc == 0 && pool[0] && vpool_held_by(store, pool, from) == 1)
-        rc = vpool_claim(store, pool, domain, from);
+    /* the pool goes with the list, once the list is there: until then the old list alone
+     * holds it (an interrupted move refuses deletes through the new one, never the reverse),
+     * and only a pool the old domain owns is handed on. Until the old list is gone
+     * (vmove_settle) the marker names both: either name reads it and may commit to it, only
+     * the new one deletes from it. */
+    if (rc == 0 && pool[0]) {
+        int handed = vpool_hand_on(store, pool, from, domain);
+        rc = handed < 0 ? handed : 0;
+    }
     free(text);
     store_buf_free(&buf);
     if (rc != 0)
@@ -238,15 +252,16 @@ static void drop_empty_versions_folder(struct store *store, const char *prefix)
     store_list_free(&list);
 }
 
-void vmove_drop(struct store *store, const char *from)
+int vmove_drop(struct store *store, const char *from)
 {
     char prefix[STORE_KEY_MAX + 2], list_key[STORE_KEY_MAX + 1];
     struct store_keys keys = { 0 };
     if (folder_prefix(from, prefix, sizeof prefix) != 0 ||
         schema_vlist_key(from, list_key, sizeof list_key) != 0)
-        return;
+        return -ENAMETOOLONG;
     int rc = store_delete(store, list_key);
-    if (rc == 0 || rc == -ENOENT)
+    int list_gone = rc == 0 || rc == -ENOENT;
+    if (list_gone)
         rc = store_collect_keys(store, prefix, &keys);
     size_t failed = 0;
     /* the names first, the folder object last: a folder never hides names below it */
@@ -266,6 +281,7 @@ void vmove_drop(struct store *store, const char *from)
                  from, prefix, rc ? strerror(-rc) : "deletes failed");
     else
         drop_empty_versions_folder(store, prefix);
+    return list_gone ? 0 : -EIO;
 }
 
 /* The pool of the list at list_key, or "" (none, or unusable: nothing to settle). */
@@ -300,5 +316,5 @@ void vmove_undo(struct store *store, const char *from, const char *to)
     pool_of_list(store, to_key, pool);
     if (pool[0])
         vpool_move_undone(store, pool, to, from);
-    vmove_drop(store, to);
+    (void)vmove_drop(store, to); /* logged */
 }

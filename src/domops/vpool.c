@@ -69,11 +69,15 @@ int vpool_owned_by(struct store *store, const char *pool, const char *domain)
     return rc == SCHEMA_POOL_OWNER ? 1 : rc < 0 && rc != -ENOENT && rc != -EPERM ? rc : 0;
 }
 
-int vpool_held_by(struct store *store, const char *pool, const char *domain)
+int vpool_hand_on(struct store *store, const char *pool, const char *from, const char *to)
 {
     char why[200];
-    int rc = marker_says(store, pool, domain, why, sizeof why);
-    return rc > 0 ? 1 : rc == -ENOENT || rc == -EPERM ? 0 : rc;
+    int rc = marker_says(store, pool, from, why, sizeof why);
+    if (rc == SCHEMA_POOL_OWNER)
+        return (rc = vpool_claim(store, pool, to, from)) == 0 ? 1 : rc;
+    /* already handed on by this very move (an mv tried again): nothing to put; a marker that
+     * says from is moving it elsewhere, or names someone else, is not from's to hand on */
+    return rc == SCHEMA_POOL_MOVING || rc == -ENOENT || rc == -EPERM ? 0 : rc;
 }
 
 int vpool_may_keep(struct store *store, const char *pool, const char *domain)
@@ -84,7 +88,7 @@ int vpool_may_keep(struct store *store, const char *pool, const char *domain)
         log_error("%s: its version list names pool %s, which is not its own (%s): no version "
                   "is kept until the list is repaired",
                   domain, pool, why);
-    return rc > 0 || rc == -ENOENT ? 0 : rc;
+    return rc > 0 ? 1 : rc == -ENOENT ? 0 : rc;
 }
 
 /* A move's end (from NULL: done; else undone): the marker names to alone, or from again. */
@@ -92,9 +96,11 @@ static int settle_move(struct store *store, const char *pool, const char *to, co
 {
     char why[200];
     int rc = 0;
-    if (!from && marker_says(store, pool, to, why, sizeof why) == SCHEMA_POOL_OWNER)
+    int to_owns = marker_says(store, pool, to, why, sizeof why) == SCHEMA_POOL_OWNER;
+    if (!from && to_owns)
         rc = vpool_claim(store, pool, to, NULL);
-    else if (from && marker_says(store, pool, from, why, sizeof why) == SCHEMA_POOL_MOVING)
+    else if (from && to_owns &&
+             marker_says(store, pool, from, why, sizeof why) == SCHEMA_POOL_MOVING)
         rc = vpool_claim(store, pool, from, NULL);
     if (rc != 0)
         log_warn("%s: the marker of pool %s cannot be settled after a move (%s): the next mv "

@@ -407,7 +407,7 @@ static int keep_moved(void *ctx, const char *path, const char *root)
     if (rc == 0)
         log_info("%s: the domain moved here is kept as its version %llu", path,
                  (unsigned long long)n);
-    else if (rc != -EOPNOTSUPP && vroot[0] && s->ops.gc && gc_add(s->ops.gc, vroot, path, "") != 0)
+    else if (vroot[0] && s->ops.gc && gc_add(s->ops.gc, vroot, path, "") != 0) /* not listed */
         log_warn("%s: version root %s, not listed, stays in the bucket", path, vroot);
     return rc == -EOPNOTSUPP ? 0 : rc;
 }

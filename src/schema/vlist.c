@@ -254,8 +254,9 @@ static int parse_frame(json_t *doc, struct vlist *out, char *why, size_t why_len
 {
     json_t *format = json_object_get(doc, "format");
     const char *pool = hjson_text(json_object_get(doc, "pool"));
-    if (!json_is_integer(format) || json_integer_value(format) != VLIST_FORMAT)
-        return why_reject(why, why_len, "format is not 1");
+    if (!json_is_integer(format) || (json_integer_value(format) != VLIST_FORMAT &&
+                                     json_integer_value(format) != VLIST_FORMAT_DROPPING))
+        return why_reject(why, why_len, "format is not 1 or 2");
     if (!pool || strlen(pool) >= SCHEMA_ID_BUF || schema_id_is_root(pool) != 1)
         return why_reject(why, why_len, "pool is not a root group id");
     strcpy(out->pool, pool);
@@ -269,6 +270,8 @@ static int parse_frame(json_t *doc, struct vlist *out, char *why, size_t why_len
     if (dropping && !json_is_boolean(dropping))
         return why_reject(why, why_len, "dropping is not true or false");
     out->dropping = json_is_true(dropping);
+    if ((json_integer_value(format) == VLIST_FORMAT_DROPPING) != out->dropping)
+        return why_reject(why, why_len, "format 2 is a dropping list's, and only its");
     if (!json_is_array(json_object_get(doc, "versions")))
         return why_reject(why, why_len, "versions is not a list");
     return 0;
@@ -344,7 +347,7 @@ static json_t *list_json(const struct vlist *l)
     json_t *doc = json_object(), *versions = json_array();
     int rc = doc && versions ? 0 : -ENOMEM;
     if (rc == 0)
-        rc = set(doc, "format", json_integer(VLIST_FORMAT));
+        rc = set(doc, "format", json_integer(l->dropping ? VLIST_FORMAT_DROPPING : VLIST_FORMAT));
     if (rc == 0)
         rc = set(doc, "domain", json_string(l->domain ? l->domain : ""));
     if (rc == 0)

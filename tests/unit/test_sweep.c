@@ -369,7 +369,7 @@ static void test_what_is_not_the_domains_is_never_deleted(void)
     struct sweep_stats st;
     char key[STORE_KEY_MAX + 1], text[256];
     rig_open(&r, VLIST_REMOVING);
-    CHECK_INT(vpool_may_keep(r.st, r.pool, DOMAIN), 0);
+    CHECK_INT(vpool_may_keep(r.st, r.pool, DOMAIN), 1);
     REQUIRE(vpool_claim(r.mem, r.pool, "/home/u/other.h5", NULL) == 0); /* the pool: another's */
     CHECK_INT(vpool_may_keep(r.st, r.pool, DOMAIN), -EPERM);
     CHECK_INT(sweep_pool(r.st, DOMAIN, ALL_OLD, NULL, &st), -EPERM);
@@ -409,30 +409,36 @@ static void test_what_is_not_the_domains_is_never_deleted(void)
 }
 
 /* An mv hands a pool on in steps (vmove.h): while the marker names both domains, the old
- * one still reads and commits but neither deletes through the old name; the end settles it,
- * or an undo gives it back. */
+ * one still reads and commits but only the new one deletes; the end settles it, or an undo
+ * gives it back. A stale "moving_from" (a move never finished) hands nothing on again: a
+ * forged list at the old name cannot take the pool to a third domain. */
 static void test_a_pool_being_moved(void)
 {
     struct rig r;
     struct sweep_stats st;
-    const char *to = "/home/u/moved.h5";
+    const char *to = "/home/u/moved.h5", *third = "/home/u/third.h5";
     rig_open(&r, VLIST_REMOVING);
-    REQUIRE(vpool_claim(r.mem, r.pool, to, DOMAIN) == 0);
-    CHECK_INT(vpool_held_by(r.st, r.pool, DOMAIN), 1);
-    CHECK_INT(vpool_held_by(r.st, r.pool, "/home/u/other.h5"), 0);
-    CHECK_INT(vpool_may_keep(r.st, r.pool, DOMAIN), 0);
+    CHECK_INT(vpool_hand_on(r.st, r.pool, "/home/u/other.h5", to), 0); /* not other's */
+    CHECK_INT(vpool_owned_by(r.st, r.pool, DOMAIN), 1);
+    CHECK_INT(vpool_hand_on(r.st, r.pool, DOMAIN, to), 1);
+    CHECK_INT(vpool_may_keep(r.st, r.pool, DOMAIN), 1);
+    CHECK_INT(vpool_may_keep(r.st, r.pool, to), 1);
     CHECK_INT(vpool_owned_by(r.st, r.pool, DOMAIN), 0);
     CHECK_INT(vpool_owned_by(r.st, r.pool, to), 1);
     CHECK_INT(sweep_pool(r.st, DOMAIN, ALL_OLD, NULL, &st), -EPERM);
     CHECK_INT(orphans_left(&r), 2);
-    CHECK_INT(vpool_move_done(r.st, r.pool, "/home/u/other.h5"), 0); /* not its move: no-op */
-    CHECK_INT(vpool_held_by(r.st, r.pool, DOMAIN), 1);
+    CHECK_INT(vpool_hand_on(r.st, r.pool, DOMAIN, third), 0); /* moving: not DOMAIN's to give */
+    CHECK_INT(vpool_owned_by(r.st, r.pool, to), 1);
+    CHECK_INT(vpool_hand_on(r.st, r.pool, DOMAIN, to), 0); /* the same move tried again */
+    CHECK_INT(vpool_move_done(r.st, r.pool, third), 0);    /* not its move: nothing */
+    CHECK_INT(vpool_move_undone(r.st, r.pool, third, DOMAIN), 0);
+    CHECK_INT(vpool_owned_by(r.st, r.pool, to), 1);
+    CHECK_INT(vpool_may_keep(r.st, r.pool, DOMAIN), 1);
     CHECK_INT(vpool_move_undone(r.st, r.pool, to, DOMAIN), 0);
     CHECK_INT(vpool_owned_by(r.st, r.pool, DOMAIN), 1);
-    CHECK_INT(vpool_held_by(r.st, r.pool, to), 0);
-    REQUIRE(vpool_claim(r.mem, r.pool, to, DOMAIN) == 0);
+    CHECK_INT(vpool_may_keep(r.st, r.pool, to), -EPERM);
+    CHECK_INT(vpool_hand_on(r.st, r.pool, DOMAIN, to), 1);
     CHECK_INT(vpool_move_done(r.st, r.pool, to), 0);
-    CHECK_INT(vpool_held_by(r.st, r.pool, DOMAIN), 0);
     CHECK_INT(vpool_may_keep(r.st, r.pool, DOMAIN), -EPERM);
     CHECK_INT(vpool_move_undone(r.st, r.pool, to, DOMAIN), 0); /* done: not undone any more */
     CHECK_INT(vpool_owned_by(r.st, r.pool, to), 1);

@@ -102,9 +102,17 @@ static void test_dropping_mark(void)
     free(text);
     l.dropping = 1;
     CHECK_INT(vlist_dump(&l, &text), 0);
+    CHECK(text && strstr(text, "\"format\": 2")); /* unusable to a daemon without the mark */
     CHECK_INT(parse(text, &again), 0);
     CHECK_INT(again.dropping, 1);
     free(text);
+    struct vlist bad;
+    CHECK_INT(parse("{\"format\": 2, \"pool\": \"" POOL "\", \"next\": 1, \"versions\": []}", &bad),
+              -EINVAL);
+    CHECK_INT(parse("{\"format\": 1, \"pool\": \"" POOL "\", \"next\": 1, \"dropping\": true, "
+                    "\"versions\": []}",
+                    &bad),
+              -EINVAL);
     vlist_free(&l);
     vlist_free(&again);
 }

@@ -35,8 +35,9 @@ int vmove_plan(struct store *store, const char *from, const char *to, enum vmove
 int vmove_copy(struct store *store, const char *from, const char *to);
 
 /* Delete from's version folder once the domain has moved (failures logged: what stays is
- * shown under the old name, nothing is lost). */
-void vmove_drop(struct store *store, const char *from);
+ * shown under the old name, nothing is lost). 0 when its list is gone (the move may be
+ * settled: vmove_settle), else -errno. */
+int vmove_drop(struct store *store, const char *from);
 
 /* The end of a move whose old list is gone (vmove_drop of from, or a folder's old lists
  * deleted): the pool's marker names the new domain alone (vpool.h; failures logged: the

@@ -29,20 +29,23 @@ int vpool_claim(struct store *store, const char *pool, const char *domain, const
  * this. A pool's marker is the last of its objects deleted (vpool_delete_pool). */
 int vpool_owned_by(struct store *store, const char *pool, const char *domain);
 
-/* Does pool's marker name domain, as owner or as the domain an mv is handing it on from? 1
- * yes, 0 no (not logged), -errno. What an mv asks before it hands a pool on. */
-int vpool_held_by(struct store *store, const char *pool, const char *domain);
+/* An mv's hand-over of pool from domain from to domain to: only a pool whose marker names
+ * from as its owner is handed on, and then the marker names both until the move ends
+ * ({"domain": to, "moving_from": from}: vpool_move_done). 1 handed on, 0 not (from's list
+ * named a pool that is not from's, or this move already handed it on), -errno. */
+int vpool_hand_on(struct store *store, const char *pool, const char *from, const char *to);
 
-/* May a commit of domain keep its next version in pool, the one its list names? 0 yes (the
- * marker names domain, also as the domain an mv is handing it on from, or the pool has none:
- * made before markers), -EPERM no, the marker names another domain (logged: the commit goes
- * on without a version, rather than put the domain's chunks where they would be unreadable
- * and another domain's sweep would delete them), other -errno when the store cannot tell. */
+/* May a commit of domain keep its next version in pool, the one its list names? 1 yes, the
+ * marker names domain (also as the domain an mv is handing it on from); 0 yes, the pool has
+ * no marker (made before markers); -EPERM no, the marker names another domain (logged: the
+ * commit goes on without a version, rather than put the domain's chunks where they would be
+ * unreadable and another domain's sweep would delete them); other -errno when the store
+ * cannot tell. */
 int vpool_may_keep(struct store *store, const char *pool, const char *domain);
 
 /* The end of an mv that handed pool from one domain to to: done (the old list is gone), the
  * marker names to alone; undone (to's copy dropped), it names from again. Either only when
- * the marker still says the move is under way. 0 or -errno (logged). */
+ * the marker still says this move is under way. 0 or -errno (logged). */
 int vpool_move_done(struct store *store, const char *pool, const char *to);
 int vpool_move_undone(struct store *store, const char *pool, const char *to, const char *from);
 

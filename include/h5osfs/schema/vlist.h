@@ -23,6 +23,10 @@
 #include "h5osfs/schema/schema.h"
 
 #define VLIST_FORMAT 1
+/* A list being dropped (rm -r) says format 2: a daemon from before the mark finds it
+ * unusable, so it neither adds a version to the lineage being deleted nor writes the list
+ * back without the mark. */
+#define VLIST_FORMAT_DROPPING 2
 #define VLIST_OBJECT_NAME ".h5osfs-versions" /* in DIR/.versions/NAME/ */
 #define VLIST_NAME_MAX 255
 #define VLIST_MAX_BYTES (64u << 20) /* ~230 bytes a version: far more than any list */
