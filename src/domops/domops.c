@@ -611,7 +611,7 @@ int domops_rename(const struct domops *d, const char *user, const char *from, co
     }
     ns_invalidate(d->ns, from);
     ns_invalidate(d->ns, to);
-    return rc == 0 ? 0 : rc == -ENAMETOOLONG || rc == -EXDEV ? rc : -EIO;
+    return rc == 0 ? 0 : rc == -ENAMETOOLONG || rc == -EXDEV || rc == -EBUSY ? rc : -EIO;
 }
 
 /* ---- h5osfs's own folder settings ---- */
