@@ -636,6 +636,28 @@ static void run_finish(struct sweeper *s, struct job *j, const char *domain)
     pthread_mutex_unlock(&s->lock);
 }
 
+/* The sweep owed to domain, whose list is gone or whose pool is no longer its own: an mv took
+ * both to the domain the pool's marker names now. When that domain's list names the pool,
+ * the sweep is owed there (its record rewritten first). 1 when it was handed on. */
+static int follow_pool(struct sweeper *s, const char *domain, const char *pool)
+{
+    char owner[STORE_KEY_MAX + 2], key[STORE_KEY_MAX + 1];
+    struct vlist l;
+    if (!pool[0] || vpool_owner(s->cfg.store, pool, owner, sizeof owner) != 0 ||
+        strcmp(owner, domain) == 0 || schema_vlist_key(owner, key, sizeof key) != 0 ||
+        load_list(s->cfg.store, key, &l, NULL) != 0)
+        return 0;
+    int names = strcmp(l.pool, pool) == 0;
+    vlist_free(&l);
+    if (!names || (s->cfg.records.write &&
+                   s->cfg.records.write(s->cfg.records.ctx, pool, owner, clock_wall()) != 0))
+        return 0;
+    log_info("pool sweep of %s: its pool moved with its versions to %s: swept there", domain,
+             owner);
+    sweeper_resume(s, owner, pool);
+    return 1;
+}
+
 /* A sweep that left unnamed objects because they were too young is owed again once they are
  * old enough (its record stays); one that failed waits for the next mount. */
 static void run_sweep(struct sweeper *s, struct job *j, const char *domain, const char *pool)
@@ -645,6 +667,8 @@ static void run_sweep(struct sweeper *s, struct job *j, const char *domain, cons
     int again = rc == 0 && st.young > 0;
     if (rc == -EINTR)
         log_info("pool sweep of %s stopped by the unmount: swept again at the next mount", domain);
+    if ((rc == -ENOENT || rc == -EPERM) && follow_pool(s, domain, pool))
+        return; /* its record names the new owner now */
     if ((rc == 0 || rc == -ENOENT || rc == -EPERM) && !again && pool[0] && s->cfg.records.remove)
         s->cfg.records.remove(s->cfg.records.ctx, pool);
     pthread_mutex_lock(&s->lock);

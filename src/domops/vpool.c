@@ -203,3 +203,18 @@ int vpool_delete_pool(struct store *store, const char *pool, const char *stage)
         return -EINVAL;
     return delete_with_proof_last(store, pool, marker, stage);
 }
+
+int vpool_owner(struct store *store, const char *pool, char *owner, size_t owner_len)
+{
+    char key[64];
+    struct store_buf buf = { 0 };
+    owner[0] = '\0';
+    if (schema_pool_marker_key(pool, key, sizeof key) != 0)
+        return -EINVAL;
+    int rc = store_get(store, key, SCHEMA_POOL_MARKER_MAX, &buf);
+    if (rc == 0 && schema_pool_marker_names(buf.data, buf.len, "", owner, owner_len) == 0 &&
+        !owner[0])
+        rc = -EINVAL;
+    store_buf_free(&buf);
+    return rc;
+}

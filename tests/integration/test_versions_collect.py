@@ -227,6 +227,44 @@ def test_kill_during_collection_then_every_version_reads_and_orphans_go(bucket_c
         subprocess.run(["fusermount3", "-uz", str(mnt)], check=False, capture_output=True)
 
 
+@pytest.mark.posix_only(reason="the sweep's journal record is the same on every store")
+def test_a_sweep_owed_before_an_mv_is_done_under_the_new_name(bucket_copy, tmp_path):
+    """cp a, cp b, cp a; rm 2.h5 with b's chunks too young to sweep: the sweep stays owed in the
+    mount's journal, for the domain's name. The domain is then moved (another mount, with its
+    own cache_dir). At the first mount's next start the owed sweep finds no list at the old
+    name and follows the pool's marker to the new one: b's chunks go there, and the versions
+    read under the new name (before, the record was dropped and they stayed)."""
+    mnt = tmp_path / "mnt"
+    mnt.mkdir()
+    m = crash_mount(bucket_copy, mnt, tmp_path, "0.log", tmp_path / "c0", {},
+                    ",versions_grace=3600")  # the sweep at its unmount keeps b's chunks
+    try:
+        for f in (A, B, A):
+            shutil.copyfile(f, m.path(TARGET))
+        roots = {n: root_of(m, f"{n}.h5") for n in (1, 3)}
+        os.unlink(m.path(f"{VDIR}/2.h5"))
+        harness.assert_clean([m])
+        prefix = pool_prefix(m)
+        want = named_pool_objects(m, roots[1]) | named_pool_objects(m, roots[3])
+        assert len(want) == 4 and len(keys(m, prefix)) == 8   # b's four are unnamed
+        m = crash_mount(bucket_copy, mnt, tmp_path, "1.log", tmp_path / "c1", {},
+                        ",versions_grace=3600")
+        os.rename(m.path(TARGET), m.path(f"{HOME}/w.h5"))
+        harness.assert_clean([m])
+        assert len(keys(m, prefix)) == 8
+        m = crash_mount(bucket_copy, mnt, tmp_path, "2.log", tmp_path / "c0", {})
+        wait_for(lambda: keys(m, prefix) == want, "the owed sweep, done under the new name")
+        w = f"{HOME}/.versions/w.h5"
+        assert sorted(os.listdir(m.path(w))) == ["1.h5", "3.h5"]
+        assert same(m.path(f"{w}/1.h5"), A) and same(m.path(f"{w}/3.h5"), A)
+        harness.assert_clean([m])
+    finally:                    # a failed step must not leave its daemon mounted
+        if m.proc.poll() is None:
+            m.proc.kill()
+            m.proc.wait(timeout=30)
+        subprocess.run(["fusermount3", "-uz", str(mnt)], check=False, capture_output=True)
+
+
 def error_lines(log):
     return [line for line in Path(log).read_text().splitlines()
             if " error: " in line or " warning: " in line]

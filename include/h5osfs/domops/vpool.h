@@ -49,6 +49,10 @@ int vpool_may_keep(struct store *store, const char *pool, const char *domain);
 int vpool_move_done(struct store *store, const char *pool, const char *to);
 int vpool_move_undone(struct store *store, const char *pool, const char *to, const char *from);
 
+/* The domain pool's marker names as its owner, into owner. 0, -ENOENT (no marker), -EINVAL
+ * (no usable marker), -errno. */
+int vpool_owner(struct store *store, const char *pool, char *owner, size_t owner_len);
+
 /* 1 when nothing is left under root's prefix db/<A-B>/ (collected, or never written), 0 when
  * something is, -errno. */
 int vpool_root_is_gone(struct store *store, const char *root);
