@@ -342,6 +342,15 @@ def _tail(path, n=2000):
     return _text(path)[-n:]
 
 
+def kill_mounted(daemon, mnt):
+    """For a test's finally: a daemon still running (a step failed) is killed and its mount
+    point lazily unmounted, so that no later test meets it."""
+    if daemon.proc.poll() is None:
+        daemon.proc.kill()
+        daemon.proc.wait(timeout=30)
+    subprocess.run(["fusermount3", "-uz", str(mnt)], check=False, capture_output=True)
+
+
 def stop_process(proc, timeout=5):
     if proc.poll() is None:
         proc.terminate()

@@ -165,6 +165,21 @@ def await_killed(m, mnt):
     assert not is_mounted(mnt)
 
 
+def three_versions(bucket_copy, mnt, tmp_path):
+    """cp a, cp b, cp a on a mount at mnt (cache_dir c0) whose sweeps keep everything young
+    (versions_grace one hour): the mount and {n: root of version n}."""
+    mnt.mkdir()
+    m = crash_mount(bucket_copy, mnt, tmp_path, "0.log", tmp_path / "c0", {},
+                    ",versions_grace=3600")  # the sweep at its unmount keeps b's chunks
+    try:
+        for f in (A, B, A):
+            shutil.copyfile(f, m.path(TARGET))
+        return m, {n: root_of(m, f"{n}.h5") for n in (1, 2, 3)}
+    except BaseException:
+        harness.kill_mounted(m, mnt)
+        raise
+
+
 @pytest.mark.posix_only(reason="kills the daemon; the list and the sweep are the same code on "
                         "every store")
 @pytest.mark.parametrize("stage", ["unnamed", "collected", "sweep"])
@@ -177,13 +192,8 @@ def test_kill_during_collection_then_every_version_reads_and_orphans_go(bucket_c
     are gone, its entry leaves the list, the pool holds exactly what versions 1 and 3 name,
     and they read whole."""
     mnt = tmp_path / "mnt"
-    mnt.mkdir()
-    m = crash_mount(bucket_copy, mnt, tmp_path, "0.log", tmp_path / "c0", {},
-                    ",versions_grace=3600")  # the sweep at its unmount keeps b's chunks
+    m, roots = three_versions(bucket_copy, mnt, tmp_path)
     try:
-        for f in (A, B, A):
-            shutil.copyfile(f, m.path(TARGET))
-        roots = {n: root_of(m, f"{n}.h5") for n in (1, 2, 3)}
         if stage == "sweep":
             os.unlink(m.path(f"{VDIR}/2.h5"))
         harness.assert_clean([m])
@@ -221,10 +231,7 @@ def test_kill_during_collection_then_every_version_reads_and_orphans_go(bucket_c
         assert same(m.path(TARGET), A)
         harness.assert_clean([m])
     finally:                    # a failed step must not leave its daemon mounted
-        if m.proc.poll() is None:
-            m.proc.kill()
-            m.proc.wait(timeout=30)
-        subprocess.run(["fusermount3", "-uz", str(mnt)], check=False, capture_output=True)
+        harness.kill_mounted(m, mnt)
 
 
 @pytest.mark.posix_only(reason="the sweep's journal record is the same on every store")
@@ -235,13 +242,8 @@ def test_a_sweep_owed_before_an_mv_is_done_under_the_new_name(bucket_copy, tmp_p
     name and follows the pool's marker to the new one: b's chunks go there, and the versions
     read under the new name (before, the record was dropped and they stayed)."""
     mnt = tmp_path / "mnt"
-    mnt.mkdir()
-    m = crash_mount(bucket_copy, mnt, tmp_path, "0.log", tmp_path / "c0", {},
-                    ",versions_grace=3600")  # the sweep at its unmount keeps b's chunks
+    m, roots = three_versions(bucket_copy, mnt, tmp_path)
     try:
-        for f in (A, B, A):
-            shutil.copyfile(f, m.path(TARGET))
-        roots = {n: root_of(m, f"{n}.h5") for n in (1, 3)}
         os.unlink(m.path(f"{VDIR}/2.h5"))
         harness.assert_clean([m])
         prefix = pool_prefix(m)
@@ -259,10 +261,7 @@ def test_a_sweep_owed_before_an_mv_is_done_under_the_new_name(bucket_copy, tmp_p
         assert same(m.path(f"{w}/1.h5"), A) and same(m.path(f"{w}/3.h5"), A)
         harness.assert_clean([m])
     finally:                    # a failed step must not leave its daemon mounted
-        if m.proc.poll() is None:
-            m.proc.kill()
-            m.proc.wait(timeout=30)
-        subprocess.run(["fusermount3", "-uz", str(mnt)], check=False, capture_output=True)
+        harness.kill_mounted(m, mnt)
 
 
 def error_lines(log):
@@ -309,10 +308,7 @@ def test_kill_during_rm_r_of_a_version_folder_then_rm_r_again_deletes_everything
         assert [line for line in error_lines(tmp_path / "1.log")
                 if "its version folder is being removed" not in line] == []
     finally:                    # a failed step must not leave its daemon mounted
-        if m.proc.poll() is None:
-            m.proc.kill()
-            m.proc.wait(timeout=30)
-        subprocess.run(["fusermount3", "-uz", str(mnt)], check=False, capture_output=True)
+        harness.kill_mounted(m, mnt)
 
 
 @pytest.mark.posix_only(reason="holds rm -r at a test hook; the list's conditional put is "
@@ -350,10 +346,7 @@ def test_a_commit_during_rm_r_of_its_version_folder_keeps_no_version_there(bucke
         harness.assert_clean([m])               # the collector drains at unmount
     finally:
         gate.unlink(missing_ok=True)
-        if m.proc.poll() is None:
-            m.proc.kill()
-            m.proc.wait(timeout=30)
-        subprocess.run(["fusermount3", "-uz", str(mnt)], check=False, capture_output=True)
+        harness.kill_mounted(m, mnt)
     named = {json.loads(p.read_text()).get("root", "")[2:19]
              for p in bucket_copy.rglob(".domain.json")} - {""}
     assert {p.name for p in (bucket_copy / "db").iterdir()} == named | {pool[2:19]}

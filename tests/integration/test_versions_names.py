@@ -100,10 +100,7 @@ def test_kill_right_after_a_name_change_leaves_every_name_readable(bucket_copy, 
         assert same(m.path(f"{VDIR}/paper.h5"), A) and same(m.path(f"{VDIR}/2.h5"), B)
         harness.assert_clean([m])
     finally:                    # a failed step must not leave its daemon mounted
-        if m.proc.poll() is None:
-            m.proc.kill()
-            m.proc.wait(timeout=30)
-        subprocess.run(["fusermount3", "-uz", str(mnt)], check=False, capture_output=True)
+        harness.kill_mounted(m, mnt)
 
 
 @pytest.mark.not_on("rgw", reason="the conditional list put; s3rver covers the S3 side")
