@@ -29,28 +29,47 @@ int vpool_claim(struct store *store, const char *pool, const char *domain, const
     return rc;
 }
 
+#define PATH_BUF (STORE_KEY_MAX + 2) /* a domain path a marker names */
+
+/* pool's marker, read: its owner and the domain an mv is handing it on from ("" none). 0,
+ * -ENOENT (none), -EINVAL (no usable marker, or pool is no root id), -errno of the store. */
+static int read_marker(struct store *store, const char *pool, char owner[PATH_BUF],
+                       char from[PATH_BUF])
+{
+    char key[64];
+    struct store_buf buf = { 0 };
+    owner[0] = from[0] = '\0';
+    if (schema_pool_marker_key(pool, key, sizeof key) != 0)
+        return -EINVAL;
+    int rc = store_get(store, key, SCHEMA_POOL_MARKER_MAX, &buf);
+    if (rc == 0)
+        rc = schema_pool_marker_read(buf.data, buf.len, owner, PATH_BUF, from, PATH_BUF);
+    store_buf_free(&buf);
+    return rc;
+}
+
 /* What pool's marker says of domain: SCHEMA_POOL_OWNER or SCHEMA_POOL_MOVING, -ENOENT there
  * is none, -EPERM it names another domain or none (*why says which), other -errno: the store
  * cannot tell. */
 static int marker_says(struct store *store, const char *pool, const char *domain, char *why,
                        size_t why_len)
 {
-    char key[64], named[1100];
-    struct store_buf buf = { 0 };
-    if (schema_pool_marker_key(pool, key, sizeof key) != 0) {
+    char owner[PATH_BUF], from[PATH_BUF];
+    if (schema_id_is_root(pool) != 1) {
         snprintf(why, why_len, "%s is no root id", pool);
         return -EPERM;
     }
-    int rc = store_get(store, key, SCHEMA_POOL_MARKER_MAX, &buf);
-    int says =
-        rc == 0 ? schema_pool_marker_names(buf.data, buf.len, domain, named, sizeof named) : rc;
-    if (says == 0) {
+    int rc = read_marker(store, pool, owner, from);
+    if (rc == 0 && strcmp(owner, domain) == 0)
+        return SCHEMA_POOL_OWNER;
+    if (rc == 0 && strcmp(from, domain) == 0)
+        return SCHEMA_POOL_MOVING;
+    if (rc == 0 || rc == -EINVAL) {
         snprintf(why, why_len, "%s",
-                 *named ? "its marker names another domain" : "its marker names no domain");
-        says = -EPERM;
+                 rc == 0 ? "its marker names another domain" : "its marker names no domain");
+        return -EPERM;
     }
-    store_buf_free(&buf);
-    return says;
+    return rc;
 }
 
 int vpool_owned_by(struct store *store, const char *pool, const char *domain)
@@ -91,17 +110,15 @@ int vpool_may_keep(struct store *store, const char *pool, const char *domain)
     return rc > 0 ? 1 : rc == -ENOENT ? 0 : rc;
 }
 
-/* A move's end (from NULL: done; else undone): the marker names to alone, or from again. */
+/* A move's end (from NULL: done; else undone), when the marker still says this move is under
+ * way: it names to alone, or from again. */
 static int settle_move(struct store *store, const char *pool, const char *to, const char *from)
 {
-    char why[200];
-    int rc = 0;
-    int to_owns = marker_says(store, pool, to, why, sizeof why) == SCHEMA_POOL_OWNER;
-    if (!from && to_owns)
-        rc = vpool_claim(store, pool, to, NULL);
-    else if (from && to_owns &&
-             marker_says(store, pool, from, why, sizeof why) == SCHEMA_POOL_MOVING)
-        rc = vpool_claim(store, pool, from, NULL);
+    char owner[PATH_BUF], moving[PATH_BUF];
+    int rc = read_marker(store, pool, owner, moving);
+    int ours =
+        rc == 0 && strcmp(owner, to) == 0 && moving[0] && (!from || strcmp(moving, from) == 0);
+    rc = ours ? vpool_claim(store, pool, from ? from : to, NULL) : 0;
     if (rc != 0)
         log_warn("%s: the marker of pool %s cannot be settled after a move (%s): the next mv "
                  "of the domain puts it again",
@@ -206,15 +223,8 @@ int vpool_delete_pool(struct store *store, const char *pool, const char *stage)
 
 int vpool_owner(struct store *store, const char *pool, char *owner, size_t owner_len)
 {
-    char key[64];
-    struct store_buf buf = { 0 };
-    owner[0] = '\0';
-    if (schema_pool_marker_key(pool, key, sizeof key) != 0)
-        return -EINVAL;
-    int rc = store_get(store, key, SCHEMA_POOL_MARKER_MAX, &buf);
-    if (rc == 0 && schema_pool_marker_names(buf.data, buf.len, "", owner, owner_len) == 0 &&
-        !owner[0])
-        rc = -EINVAL;
-    store_buf_free(&buf);
+    char named[PATH_BUF], from[PATH_BUF];
+    int rc = read_marker(store, pool, named, from);
+    snprintf(owner, owner_len, "%s", rc == 0 ? named : "");
     return rc;
 }

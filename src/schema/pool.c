@@ -108,20 +108,28 @@ int schema_pool_marker_dump(const char *domain, const char *moving_from, char **
     return *out ? 0 : -ENOMEM;
 }
 
-int schema_pool_marker_names(const void *data, size_t len, const char *domain, char *named,
-                             size_t named_len)
+int schema_pool_marker_read(const void *data, size_t len, char *owner, size_t owner_len,
+                            char *moving_from, size_t from_len)
 {
     char why[160];
     json_t *doc = hjson_loadb((const char *)data, len, why, sizeof why);
     const char *text = hjson_text(json_object_get(doc, "domain"));
     const char *from = hjson_text(json_object_get(doc, SCHEMA_POOL_MOVING_FROM));
-    snprintf(named, named_len, "%s", text ? text : "");
-    int says = !text                               ? 0
-               : strcmp(text, domain) == 0         ? SCHEMA_POOL_OWNER
-               : from && strcmp(from, domain) == 0 ? SCHEMA_POOL_MOVING
-                                                   : 0;
+    snprintf(owner, owner_len, "%s", text ? text : "");
+    snprintf(moving_from, from_len, "%s", from ? from : "");
     json_decref(doc);
-    return says;
+    return *owner ? 0 : -EINVAL;
+}
+
+int schema_pool_marker_names(const void *data, size_t len, const char *domain, char *named,
+                             size_t named_len)
+{
+    char from[KEY_BUF];
+    if (schema_pool_marker_read(data, len, named, named_len, from, sizeof from) != 0)
+        return 0;
+    return strcmp(named, domain) == 0  ? SCHEMA_POOL_OWNER
+           : strcmp(from, domain) == 0 ? SCHEMA_POOL_MOVING
+                                       : 0;
 }
 
 /* ---- the bytes of a pool object ---- */

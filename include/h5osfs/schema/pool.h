@@ -38,6 +38,12 @@ int schema_pool_check(const char *domain_path, const char *root_id, const char *
 int schema_pool_marker_dump(const char *domain, const char *moving_from, char **out);
 #define SCHEMA_POOL_MARKER_MAX 16384 /* its bytes at most: two paths of 1024 bytes, escaped */
 
+/* A marker's len bytes: the domain that owns the pool into owner and the one an mv is
+ * handing it on from into moving_from ("" none). 0, or -EINVAL for bytes that are no marker
+ * (owner ""). */
+int schema_pool_marker_read(const void *data, size_t len, char *owner, size_t owner_len,
+                            char *moving_from, size_t from_len);
+
 /* What a marker's len bytes say of domain: SCHEMA_POOL_OWNER (its pool), SCHEMA_POOL_MOVING
  * (its pool until the mv that hands it on ends: read it and add to it, delete nothing), or 0
  * (another domain's, or no marker), with the domain they name in named ("" for bytes that are
