@@ -22,8 +22,8 @@
 #include "vkept.h"
 #include "vseal.h"
 
-#define VTAB_ENTRIES_MAX (1u << 20) /* a table is held whole in memory while written */
-#define VTAB_JSON_MAX (64u << 20)   /* an object's JSON, read */
+#define VTAB_ENTRIES_MAX VTABLE_ENTRIES_MAX /* a table is held whole in memory while written */
+#define VTAB_JSON_MAX (64u << 20)           /* an object's JSON, read */
 
 /* A table entry's size, and its URI (NUL-terminated) into out. */
 uint64_t vtab_entry_size(const unsigned char *e);

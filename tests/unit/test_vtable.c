@@ -97,6 +97,26 @@ static void test_geometry_of_stored_tables(void)
     json_decref(odd);
 }
 
+/* A table's JSON is the bucket's: its counts are checked, never trusted to multiply. */
+static void test_geometry_counts_are_bounded(void)
+{
+    struct vtable_geom g;
+    json_t *at_max = table_doc(VTABLE_ENTRIES_MAX, 4096, 1),
+           *past_max = table_doc(VTABLE_ENTRIES_MAX + 1ull, 4096, 1), *wrapped = table_doc(1, 1, 1);
+    CHECK_INT(vtable_geom_of(at_max, &g), 0);
+    CHECK_INT(g.entries, VTABLE_ENTRIES_MAX);
+    CHECK_INT(vtable_geom_of(past_max, &g), -EOPNOTSUPP);
+    /* 2^32 x 2^32 entries: a uint64_t product of 0, which once sized the table */
+    json_object_set_new(json_object_get(wrapped, "shape"), "dims",
+                        json_pack("[I, I]", (json_int_t)1 << 32, (json_int_t)1 << 32));
+    json_object_set_new(json_object_get(wrapped, "layout"), "dims",
+                        json_pack("[I, I]", (json_int_t)1, (json_int_t)1 << 32));
+    CHECK_INT(vtable_geom_of(wrapped, &g), -EOPNOTSUPP);
+    json_decref(at_max);
+    json_decref(past_max);
+    json_decref(wrapped);
+}
+
 static void fill(unsigned char *table, uint64_t n)
 {
     memset(table, 0, n * VTABLE_ENTRY_BYTES);
@@ -185,6 +205,7 @@ int main(void)
 {
     test_tiling();
     test_geometry_of_stored_tables();
+    test_geometry_counts_are_bounded();
     test_encode_decode();
     test_read();
     return check_done("vtable");

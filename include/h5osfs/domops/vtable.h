@@ -26,6 +26,9 @@
 #define VTABLE_ENTRY_BYTES (8 + 4 + VTABLE_URI_LEN)
 #define VTABLE_TILE_ENTRIES 4096
 #define VTABLE_TILES_MAX 4
+/* Entries of a table at most, and of one tile: a table is held whole in memory (140 MiB at
+ * this bound). A stored table's JSON that says more is refused (vtable_geom_of). */
+#define VTABLE_ENTRIES_MAX (1u << 20)
 
 struct vtable_geom {
     int rank;
@@ -39,7 +42,8 @@ struct vtable_geom {
 /* The tiling a new table over grid gets (deflated). */
 void vtable_geom_new(struct vtable_geom *g, const uint64_t *grid, int rank);
 /* The tiling of a stored table's JSON: 0, or -EOPNOTSUPP for a table this module did not
- * write (another entry type, tiles that are not runs of rows). */
+ * write (another entry type, tiles that are not runs of rows, more than VTABLE_ENTRIES_MAX
+ * entries). */
 int vtable_geom_of(const json_t *table_doc, struct vtable_geom *g);
 
 /* The JSON of table tid under root (HSDS's member order, spec §3.4): the entry type, the
