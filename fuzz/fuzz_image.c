@@ -11,9 +11,16 @@
  *   4… objects: a first line "<target> <suffix>", then the object's bytes. target 1 or 2: a
  *      chunk of D1 or D2 at key <dataset prefix><suffix> (suffix of digits, '_', 'p' and '/',
  *      e.g. "0_1" or "p3/0_1"); target L: the linked HDF5 file "linked/f.h5" (suffix ignored)
+ *      A kept version (issue 26): target V: the domain's version list, and the domain is built
+ *      as its version 1 (VERSION_PATH) instead; M: the marker of the version pool; P: a pool
+ *      object, at the key its body's MD5 names; Q <32 hex digits>: a pool object at that MD5's
+ *      key, whatever its body (a forgery).
  * In the JSON parts, @R, @D1, @D2 and @T1 are replaced by the objects' fixed ids (all of one
- * v2 domain), so a mutation does not have to keep 38-character ids intact. The bucket is
- * called "fuzzb" (file_uri "fuzzb/linked/f.h5" names the linked file).
+ * v2 domain), so a mutation does not have to keep 38-character ids intact; in every part, @P
+ * by the pool's root id, @KP by its key prefix ("db/A-B"), @KO by another pool's, @S by the
+ * MD5 of SECRET. The bucket is called "fuzzb" (file_uri "fuzzb/linked/f.h5" names the linked
+ * file). The other pool holds SECRET, an object no table of this domain may name: a version's
+ * file must never hold its bytes.
  *
  * The bucket directory (in /dev/shm when it exists) is made once; every run rewrites the
  * domain's objects. Chunk segments larger than READ_CHUNK_MAX are not read (a real reader
@@ -43,6 +50,7 @@
 #include "h5osfs/cache/cache.h"
 #include "h5osfs/image/image.h"
 #include "h5osfs/util/log.h"
+#include "h5osfs/schema/pool.h"
 #include "h5osfs/schema/schema.h"
 #include "h5osfs/store/store.h"
 
@@ -55,6 +63,8 @@
 #define D2_ID "d-5897df5c-0a297b92-2f32-94e6d8-2b038e"
 #define T1_ID "t-5897df5c-0a297b92-4e1f-0c2a3b-9d8e7f"
 #define DOMAIN "/home/fuzz/f.h5"
+#define VERSION_PATH "/home/fuzz/.versions/f.h5/1.h5"
+#define SECRET_TEXT "H5OSFS-FUZZ-SECRET:"
 #define BUCKET_NAME "fuzzb"
 #define LINKED_KEY "linked/f.h5"
 #define SEP "\n@@\n"
@@ -68,6 +78,10 @@
 static char g_bucket[256];
 static char g_domain_dir[512]; /* <bucket>/db/5897df5c-0a297b92 */
 static struct store *g_store;
+/* set once at start: the version pool and another domain's pool (root ids and key prefixes),
+ * and the MD5 of SECRET, which the other pool holds */
+static char g_pool[SCHEMA_ID_BUF], g_pool_key[64], g_other_key[64], g_secret_md5[33];
+static unsigned char g_secret[1024]; /* one chunk of the seeds' uint8 dataset */
 
 int LLVMFuzzerInitialize(int *argc, char ***argv);
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
@@ -109,6 +123,32 @@ static void put_object(const char *key, const void *bytes, size_t len)
     close(fd);
 }
 
+/* "db/A-B" of a pool's keys. */
+static void pool_prefix(const char *pool, char *out, size_t len)
+{
+    char key[STORE_KEY_MAX + 1];
+    if (schema_pool_marker_key(pool, key, sizeof key) != 0)
+        abort();
+    *strrchr(key, '/') = '\0';
+    snprintf(out, len, "%s", key);
+}
+
+static void init_pools(void)
+{
+    char other[SCHEMA_ID_BUF], key[STORE_KEY_MAX + 1];
+    if (schema_root_of("g-0f0f0f0f-1e1e1e1e-2d2d-3c3c3c-4b4b4b", g_pool) != 0 ||
+        schema_root_of("g-a5a5a5a5-b6b6b6b6-c7c7-d8d8d8-e9e9e9", other) != 0)
+        abort();
+    pool_prefix(g_pool, g_pool_key, sizeof g_pool_key);
+    pool_prefix(other, g_other_key, sizeof g_other_key);
+    for (size_t i = 0; i < sizeof g_secret; i++)
+        g_secret[i] = (unsigned char)SECRET_TEXT[i % (sizeof SECRET_TEXT - 1)];
+    if (schema_md5_hex(g_secret, sizeof g_secret, g_secret_md5) != 0 ||
+        schema_pool_key(other, g_secret_md5, key, sizeof key) != 0)
+        abort();
+    put_object(key, g_secret, sizeof g_secret);
+}
+
 int LLVMFuzzerInitialize(int *argc, char ***argv)
 {
     (void)argc;
@@ -128,6 +168,7 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
     put_object("home/fuzz/f.h5/.domain.json", domain_json, sizeof domain_json - 1);
     if (store_posix_open(g_bucket, &g_store) != 0)
         abort();
+    init_pools();
     return 0;
 }
 
@@ -141,9 +182,12 @@ __attribute__((destructor)) static void cleanup(void)
 /* text with the placeholders replaced; a new string. */
 static char *expand(const uint8_t *text, size_t len, size_t *out_len)
 {
-    static const struct {
+    const struct {
         const char *from, *to;
-    } subs[] = { { "@D1", D1_ID }, { "@D2", D2_ID }, { "@T1", T1_ID }, { "@R", ROOT_ID } };
+    } subs[] = {
+        { "@D1", D1_ID },       { "@D2", D2_ID },  { "@T1", T1_ID }, { "@KP", g_pool_key },
+        { "@KO", g_other_key }, { "@R", ROOT_ID }, { "@P", g_pool }, { "@S", g_secret_md5 }
+    };
     size_t cap = len * 19 + 1, n = 0; /* a 2-byte "@R" grows to 38 bytes: 19 per byte */
     char *out = malloc(cap);
     if (!out)
@@ -195,7 +239,36 @@ static int suffix_ok(const char *s, size_t n)
     return 1;
 }
 
-static void put_record(const uint8_t *rec, size_t len)
+/* An object of the version's: the list (V), the pool's marker (M), a pool object at the key
+ * its MD5 names (P) or at the one the record names (Q). 1 when rec was one. */
+static int put_version_record(const uint8_t *rec, size_t head, const uint8_t *body, size_t body_len,
+                              int *version)
+{
+    char key[STORE_KEY_MAX + 1], md5[33];
+    size_t n;
+    if (rec[0] == 'V' || rec[0] == 'M') {
+        char *text = expand(body, body_len, &n);
+        int rc = rec[0] == 'V' ? schema_vlist_key(DOMAIN, key, sizeof key)
+                               : schema_pool_marker_key(g_pool, key, sizeof key);
+        if (rc == 0)
+            put_object(key, text, n);
+        free(text);
+        *version |= rec[0] == 'V';
+        return 1;
+    }
+    if (rec[0] == 'P' && schema_md5_hex(body, body_len, md5) == 0 &&
+        schema_pool_key(g_pool, md5, key, sizeof key) == 0)
+        put_object(key, body, body_len);
+    if (rec[0] == 'Q' && head == 34 && rec[1] == ' ') {
+        memcpy(md5, rec + 2, 32);
+        md5[32] = '\0';
+        if (schema_pool_key(g_pool, md5, key, sizeof key) == 0)
+            put_object(key, body, body_len);
+    }
+    return rec[0] == 'P' || rec[0] == 'Q';
+}
+
+static void put_record(const uint8_t *rec, size_t len, int *version)
 {
     const uint8_t *nl = memchr(rec, '\n', len);
     if (!nl || nl - rec < 1)
@@ -207,6 +280,8 @@ static void put_record(const uint8_t *rec, size_t len)
         put_object(LINKED_KEY, body, body_len);
         return;
     }
+    if (put_version_record(rec, head, body, body_len, version))
+        return;
     if ((rec[0] != '1' && rec[0] != '2') || head < 3 || rec[1] != ' ')
         return;
     const char *suffix = (const char *)rec + 2;
@@ -334,7 +409,7 @@ static int read_range(struct image *img, struct image_reader *r, uint64_t from, 
 
 /* Read the whole file except chunk segments larger than READ_CHUNK_MAX; when everything was
  * read (no EIO, nothing skipped) and the file is small enough, check it is valid HDF5. */
-static void read_image(struct image *img)
+static void read_image(struct image *img, int version)
 {
     /* no prefetcher: its worker threads would make runs irreproducible */
     struct image_reader reader = { .cache = chunk_cache_new(CACHE_BYTES), .prefetch = NULL };
@@ -344,7 +419,7 @@ static void read_image(struct image *img)
     size_t n_segs;
     const struct segment *segs = extent_segments(img->map, &n_segs);
     uint64_t size = image_size(img), run = 0;
-    unsigned char *whole = size <= VERIFY_FILE_MAX ? malloc(size ? size : 1) : NULL;
+    unsigned char *whole = size <= VERIFY_FILE_MAX ? calloc(1, size ? size : 1) : NULL;
     int complete = whole != NULL;
     for (size_t i = 0; i < n_segs; i++) {
         if (segs[i].kind == SEGMENT_CHUNK && segs[i].len > READ_CHUNK_MAX) {
@@ -359,11 +434,31 @@ static void read_image(struct image *img)
     /* past the end: nothing */
     if (image_read(img, &reader, size, buf, 1) != 0)
         abort();
+    if (version && whole && memmem(whole, size, SECRET_TEXT, strlen(SECRET_TEXT))) {
+        fprintf(stderr, "a version's file holds bytes of an object outside its pool\n");
+        abort();
+    }
     if (complete && !getenv("FUZZ_IMAGE_NO_VERIFY"))
         verify_file(whole, (size_t)size);
     free(whole);
     free(buf);
     chunk_cache_free(reader.cache);
+}
+
+/* What the last input wrote: the domain's objects, the linked file, the version's list,
+ * marker and pool (SECRET's pool stays). */
+static void clear_objects(void)
+{
+    char path[2048], key[STORE_KEY_MAX + 1];
+    fuzz_rm_tree(g_domain_dir);
+    snprintf(path, sizeof path, "%s/%s", g_bucket, LINKED_KEY);
+    (void)remove(path);
+    if (schema_vlist_key(DOMAIN, key, sizeof key) == 0) {
+        snprintf(path, sizeof path, "%s/%s", g_bucket, key);
+        (void)remove(path);
+    }
+    snprintf(path, sizeof path, "%s/%s", g_bucket, g_pool_key);
+    fuzz_rm_tree(path);
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
@@ -381,22 +476,19 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         start = end + seplen;
     }
 
-    fuzz_rm_tree(g_domain_dir);
-    {
-        char linked[600];
-        snprintf(linked, sizeof linked, "%s/%s", g_bucket, LINKED_KEY);
-        (void)remove(linked);
-    }
+    clear_objects();
     static const char *const ids[4] = { ROOT_ID, D1_ID, D2_ID, T1_ID };
     for (size_t i = 0; i < 4 && i < n_parts; i++)
         put_json(ids[i], parts[i], lens[i]);
+    int version = 0;
     for (size_t i = 4; i < n_parts; i++)
-        put_record(parts[i], lens[i]);
+        put_record(parts[i], lens[i], &version);
 
     struct image_source src = { .store = g_store, .bucket_name = BUCKET_NAME };
     struct image *img = NULL;
+    const char *path = version ? VERSION_PATH : DOMAIN;
     long ids_before = open_ids();
-    int rc = image_build(&src, DOMAIN, ROOT_ID, &img);
+    int rc = image_build(&src, path, ROOT_ID, &img);
     if (open_ids() != ids_before) {
         fprintf(stderr, "image_build left %ld HDF5 ids open\n", open_ids() - ids_before);
         abort();
@@ -409,13 +501,13 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         if (getenv("FUZZ_IMAGE_TWICE")) {
             /* unchanged objects must rebuild to the same file */
             struct image *again = NULL;
-            if (image_build(&src, DOMAIN, ROOT_ID, &again) != 0 || !image_equal(img, again)) {
+            if (image_build(&src, path, ROOT_ID, &again) != 0 || !image_equal(img, again)) {
                 fprintf(stderr, "rebuilding gave a different image\n");
                 abort();
             }
             image_put(again);
         }
-        read_image(img);
+        read_image(img, version);
         image_put(img);
     }
     return 0;

@@ -16,6 +16,7 @@ import json
 import os
 import struct
 import sys
+import zlib
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 DATA = os.path.join(HERE, "..", "tests", "data")
@@ -326,8 +327,67 @@ def image_seeds():
             image_seed("%s-%02d" % (short, k // 2), objs[root], dsets[k:k + 2],
                        types[(k // 2) % len(types)] if types else None)
     link_seeds()
+    version_seeds()
     vector_seeds()
     vds_seeds()
+
+
+def version_seeds():
+    """A kept version: dataset D1 (uint8, 3 chunks of 1,024) named through the chunk table D2
+    over the version pool @P: a version list naming the pool, its marker, the pool objects.
+    Then the same with a forged table entry naming SECRET in another domain's pool (@KO/c/@S),
+    a marker of another domain, and a pool object whose bytes are not its key's."""
+    import hashlib
+    chunks = [bytes([(17 * k + i) % 251 for i in range(1024)]) for k in range(3)]
+    md5s = [hashlib.md5(c).hexdigest() for c in chunks]
+    def entries(uris):
+        out = b""
+        for uri, size in uris:
+            out += struct.pack("<qi", 0, size) + uri + b"\0" * (128 - len(uri))
+        return out
+    uri = {"class": "H5T_STRING", "charSet": "H5T_CSET_ASCII", "strPad": "H5T_STR_NULLPAD",
+           "length": 128}
+    table = {"id": "@D2", "root": "@R", "created": 1.5, "lastModified": 1.5,
+             "type": {"class": "H5T_COMPOUND", "fields": [
+                 {"name": "offset", "type": {"class": "H5T_INTEGER", "base": "H5T_STD_I64LE"}},
+                 {"name": "size", "type": {"class": "H5T_INTEGER", "base": "H5T_STD_I32LE"}},
+                 {"name": "file_uri", "type": uri}]},
+             "shape": {"class": "H5S_SIMPLE", "dims": [3], "maxdims": [3]}, "attributes": {},
+             "creationProperties": {"filters": []},
+             "layout": {"class": "H5D_CHUNKED", "dims": [3]}}
+    dset = {"id": "@D1", "root": "@R", "created": 1.5, "lastModified": 1.5,
+            "type": {"class": "H5T_INTEGER", "base": "H5T_STD_U8LE"},
+            "shape": {"class": "H5S_SIMPLE", "dims": [3072], "maxdims": [3072]},
+            "attributes": {},
+            "creationProperties": {"fillValue": 0, "layout": {
+                "class": "H5D_CHUNKED_REF_INDIRECT", "dims": [1024], "chunk_table": "@D2",
+                "h5osfs": {"pool": "@P"}}},
+            "layout": {"class": "H5D_CHUNKED", "dims": [1024]}}
+    root = {"id": "@R", "root": "@R", "created": 1.5, "lastModified": 1.5,
+            "links": {"x": {"id": "@D1", "class": "H5L_TYPE_HARD", "created": 1.5}},
+            "attributes": {}, "h5osfs": {"pool": "@P"}}
+    vlist = {"format": 1, "domain": "/home/fuzz/f.h5", "pool": "@P", "next": 2,
+             "versions": [{"n": 1, "root": "@R", "time": 1764390000.5, "by": "fuzz@host",
+                           "parent": 0, "size": 0, "stamp": "", "names": ["1.h5"],
+                           "state": "kept"}]}
+    # table entries are fixed-size: the harness's placeholders cannot grow inside them, so the
+    # pools' key prefixes and SECRET's MD5 are spelled out (fuzz_image.c's init_pools)
+    pool_key, other_key = b"db/0f0f0f0f-1e1e1e1e", b"db/a5a5a5a5-b6b6b6b6"
+    text = b"H5OSFS-FUZZ-SECRET:"
+    secret_md5 = hashlib.md5((text * (1024 // len(text) + 1))[:1024]).hexdigest().encode()
+    good = [(b"fuzzb/" + pool_key + b"/c/" + m.encode(), 1024) for m in md5s]
+    def seed(name, rows, marker=b'{"domain": "/home/fuzz/f.h5"}', pool_objs=None):
+        parts = [dumps(root), dumps(dset), dumps(table), b"",
+                 b"2 0\n" + entries(rows), b"V\n" + dumps(vlist), b"M\n" + marker]
+        for c in (chunks if pool_objs is None else pool_objs):
+            parts.append(c if c.startswith(b"Q ") else b"P\n" + c)
+        write("fuzz_image", name, SEP.join(parts))
+    seed("version", good)
+    seed("version-forged-entry",
+         [good[0], (b"fuzzb/" + other_key + b"/c/" + secret_md5, 1024), good[2]])
+    seed("version-foreign-marker", good, marker=b'{"domain": "/home/other.h5"}')
+    seed("version-forged-object", good,
+         pool_objs=[chunks[0], b"Q " + md5s[1].encode() + b"\n" + chunks[2], chunks[2]])
 
 
 def vector_seeds():
@@ -573,6 +633,90 @@ def journal_seeds():
           rec(None, "/z.h5", "new", "committing", "", roots[3]) + sep + b"{}")
 
 
+# ---- fuzz_vlist ----
+
+def vlist_seeds():
+    """Version lists as vlist_dump writes them (a tag, a version being removed, a list being
+    dropped, a malformed entry), pool markers (an owner, an mv's hand-over) and domain
+    objects (ref mode naming the root read, and not). @P and @R are the target's fixed pool
+    and root ids."""
+    sep = b"\n@@\n"
+    roots = [root for _, root in domains()]
+    def entry(n, names, state="kept", **extra):
+        e = {"n": n, "root": roots[n % len(roots)],
+             "time": 1764390000.25 + n, "by": "u@host", "parent": n - 1,
+             "base": "@R", "current": roots[(n + 1) % len(roots)],
+             "size": 4096 * n, "stamp": "s1", "names": names, "state": state}
+        e.update(extra)
+        return e
+    def vlist(entries, nxt, fmt=1, **extra):
+        d = {"format": fmt, "domain": "/d/x.h5", "pool": "@P", "next": nxt}
+        d.update(extra)
+        d["versions"] = entries
+        return dumps(d)
+    marker = dumps({"domain": "/d/x.h5"})
+    moving = dumps({"domain": "/e/y.h5", "moving_from": "/d/x.h5"})
+    ref = dumps({"root": "@R", "owner": "u", "h5osfs": {"current": "ref", "acls": {}}})
+    plain = dumps({"root": "@R", "owner": "u"})
+    ops = b"paper\n2.h5\n\x03"
+    three = vlist([entry(1, ["1.h5"]), entry(2, ["2.h5", "paper"]), entry(3, ["3.h5"])], 4)
+    write("fuzz_vlist", "three-tagged", three + sep + marker + sep + ref + sep + ops)
+    write("fuzz_vlist", "removing-moving",
+          vlist([entry(1, [], "removing"), entry(4, ["4.h5"])], 5) + sep + moving + sep +
+          plain + sep + b"t\n4.h5\n\x01")
+    write("fuzz_vlist", "dropping",
+          vlist([entry(1, ["1.h5"])], 2, fmt=2, dropping=True) + sep + b"" + sep + b"" + sep +
+          b"x\n1.h5\n\x00")
+    write("fuzz_vlist", "malformed-entry",
+          vlist([entry(1, ["1.h5"]), {"n": 2, "root": "nope"}, entry(3, ["2.h5"])], 3) + sep +
+          dumps({"domain": "/other.h5"}) + sep + ref + sep + b"3.h5\n1.h5\n\x02")
+    write("fuzz_vlist", "empty", vlist([], 1) + sep + marker + sep + b"" + sep + b"a\nb\n")
+
+
+# ---- fuzz_vtable ----
+
+def vtable_json(grid, tile, deflate=True):
+    """A version's chunk table as vtable_json writes it."""
+    uri = {"class": "H5T_STRING", "charSet": "H5T_CSET_ASCII", "strPad": "H5T_STR_NULLPAD",
+           "length": 128}
+    doc = {"id": "d-5897df5c-0a297b92-d01f-57d482-a1f31a",
+           "root": "g-5897df5c-0a297b92-d01f-57d482-a1f31a", "created": 1.5,
+           "lastModified": 1.5,
+           "type": {"class": "H5T_COMPOUND", "fields": [
+               {"name": "offset", "type": {"class": "H5T_INTEGER", "base": "H5T_STD_I64LE"}},
+               {"name": "size", "type": {"class": "H5T_INTEGER", "base": "H5T_STD_I32LE"}},
+               {"name": "file_uri", "type": uri}]},
+           "shape": {"class": "H5S_SIMPLE", "dims": grid, "maxdims": grid}, "attributes": {},
+           "creationProperties": {"filters": [{"class": "H5Z_FILTER_DEFLATE", "id": 1,
+                                               "level": 6, "name": "gzip"}] if deflate else []},
+           "layout": {"class": "H5D_CHUNKED", "dims": tile}}
+    return dumps(doc)
+
+
+def vtable_entries(n, base=0):
+    out = b""
+    for i in range(n):
+        uri = ("fuzzb/db/5897df5c-0a297b92/c/%032x" % (base + i)).encode()
+        out += struct.pack("<qi", 0, 100 + i) + uri + b"\0" * (128 - len(uri))
+    return out
+
+
+def vtable_seeds():
+    """Tables of one, three and four tiles (zlib streams and raw entries, an edge tile
+    padded), and one tile missing."""
+    sep = b"\n@@\n"
+    write("fuzz_vtable", "one-tile", vtable_json([10], [10]) + sep +
+          zlib.compress(vtable_entries(10), 6))
+    rows = [zlib.compress(vtable_entries(50, 50 * r), 6) for r in range(3)]
+    write("fuzz_vtable", "three-rows", vtable_json([3, 50], [1, 50]) + sep + sep.join(rows))
+    write("fuzz_vtable", "raw", vtable_json([4], [4], deflate=False) + sep + vtable_entries(4))
+    edge = zlib.compress(vtable_entries(3) + bytes(140), 6)
+    write("fuzz_vtable", "edge", vtable_json([7], [4]) + sep +
+          zlib.compress(vtable_entries(4), 6) + sep + edge)
+    write("fuzz_vtable", "missing", vtable_json([2, 3], [1, 3]) + sep +
+          zlib.compress(vtable_entries(3), 6))
+
+
 def main():
     codec_seeds()
     hjson_seeds()
@@ -581,6 +725,8 @@ def main():
     credentials_seeds()
     domain_json_seeds()
     journal_seeds()
+    vlist_seeds()
+    vtable_seeds()
 
 
 if __name__ == "__main__":

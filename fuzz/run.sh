@@ -38,7 +38,8 @@ fi
 # Inputs larger than these teach nothing the seeds do not (and slow every mutation down).
 declare -A max_len=([fuzz_codec]=70000 [fuzz_hjson_types]=16384 [fuzz_image]=65536
                    [fuzz_s3_xml]=32768 [fuzz_credentials]=8192 [fuzz_domain_json]=8192
-                   [fuzz_journal]=8192 [fuzz_image_file]=16384)
+                   [fuzz_journal]=8192 [fuzz_image_file]=16384
+                   [fuzz_vlist]=16384 [fuzz_vtable]=65536)
 
 for t in "${targets[@]}"; do
     [ -f "$here/$t.c" ] || { echo "no such target: $t" >&2; exit 2; }
