@@ -11,6 +11,8 @@ import re
 import shutil
 import subprocess
 import sys
+import threading
+import time
 
 import pytest
 
@@ -225,6 +227,64 @@ def test_a_commit_on_a_base_another_writer_listed_first_loses(bucket_copy, mount
     assert [v["n"] for v in json.loads(lst_path.read_text())["versions"]] == [1, 2]
     assert "committed on the same base root" in m.log()
     assert same(m.path(TARGET), A)
+
+
+def new_root_id():
+    """A root group id (HSDS's: the second half is the first, each hex digit + 8)."""
+    rot = {c: format((int(c, 16) + 8) % 16, "x") for c in "0123456789abcdef"}
+    h = os.urandom(8).hex()
+    d = h + "".join(rot[c] for c in h)
+    return f"g-{d[0:8]}-{d[8:16]}-{d[16:20]}-{d[20:26]}-{d[26:32]}"
+
+
+@pytest.mark.posix_only(reason="writes the version list by hand; the list's put_if is tested "
+                        "on every store by test_write_mounts.py's .domain.json races")
+def test_a_first_commit_that_meets_another_lineage_loses_and_leaves_no_pool(
+        bucket_copy, mount_bucket, tmp_path):
+    """A new domain's first versioned commit begins a lineage: a pool of its own. Held after
+    its version's root is written (the test hook), another writer lists a first version of the
+    same name over another pool (written by hand). The commit loses with ESTALE instead of
+    listing a version whose tables name a pool the list does not, and deletes its pool, which
+    nothing names; the other writer's list stays as it was."""
+    before = {p.name for p in (bucket_copy / "db").iterdir()}
+    gate = tmp_path / "gate"
+    gate.touch()
+    m = mount_bucket(bucket_copy, "-o",
+                     f"user=test_user1,ttl=0,versions=on,cache_dir={tmp_path}/c1",
+                     extra_env={"H5OSFS_TEST_PAUSE_AT": f"vroot:{gate}"})
+    failed = []
+
+    def cp():
+        try:
+            shutil.copyfile(A, m.path(TARGET))
+        except OSError as e:
+            failed.append(e.errno)
+    t = threading.Thread(target=cp)
+    t.start()
+    try:
+        t0 = time.monotonic()
+        while "H5OSFS_TEST_PAUSE_AT=vroot" not in m.log():
+            assert time.monotonic() - t0 < 120 and t.is_alive(), m.log()[-3000:]
+            time.sleep(0.05)
+        other = {"format": 1, "domain": "/" + TARGET, "pool": new_root_id(), "next": 2,
+                 "versions": [{"n": 1, "root": new_root_id(), "time": time.time(),
+                               "by": "other@host", "parent": 0, "size": 0, "stamp": "",
+                               "names": ["1.h5"], "state": "kept"}]}
+        lst_path = bucket_copy / VDIR / ".h5osfs-versions"
+        lst_path.parent.mkdir(parents=True, exist_ok=True)
+        lst_path.write_text(json.dumps(other))
+    finally:
+        gate.unlink()
+        t.join()
+    assert failed == [errno.ESTALE], m.log()[-3000:]
+    assert "another writer began its versions" in m.log()
+    assert json.loads(lst_path.read_text()) == other
+    assert not os.path.exists(m.path(TARGET))
+    harness.assert_clean([m])                         # the collector drains at unmount
+    left = {p.name for p in (bucket_copy / "db").iterdir()} - before
+    assert left == set(), \
+        sorted(str(k.relative_to(bucket_copy)) for d in left for k in (bucket_copy / "db" / d)
+               .rglob("*") if k.is_file())[:20]
 
 
 @pytest.mark.not_on("rgw", reason="one prefix listing; s3rver covers the S3 side")
