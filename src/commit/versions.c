@@ -67,6 +67,10 @@ static int put_folder_once(const struct versions_commit *vc, const char *path)
     return rc == -ESTALE ? 0 : rc; /* another writer made it */
 }
 
+/* DIR/.versions/NAME/ first, then DIR/.versions/: an rmdir of DIR/.versions that saw no
+ * version folder and deletes its object after this looked at it finds NAME's when it looks
+ * again (vdrop_versions_dir), and puts the object back; one that deleted it before this looked
+ * leaves it for this to put. */
 static int put_folders(const struct versions_commit *vc)
 {
     char dir[STORE_KEY_MAX + 2];
@@ -74,9 +78,8 @@ static int put_folders(const struct versions_commit *vc)
     char *slash = rc == 0 ? strrchr(dir, '/') : NULL;
     if (!slash)
         return -EINVAL;
-    *slash = '\0';
     rc = put_folder_once(vc, dir);
-    *slash = '/';
+    *slash = '\0';
     return rc == 0 ? put_folder_once(vc, dir) : rc;
 }
 

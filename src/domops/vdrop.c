@@ -13,6 +13,7 @@
 #include "h5osfs/util/log.h"
 #include "h5osfs/util/testhook.h"
 
+#define FOLDER_JSON_MAX (1u << 20) /* a folder object (.domain.json of DIR/.versions) */
 #define DROP_TRIES 8 /* rounds of the dropping mark lost to other writers of the list */
 
 /* The list at key and its etag: 0, -ENOENT, -EIO (logged), -ENOMEM. */
@@ -146,25 +147,56 @@ int vdrop_folder(struct store *store, const char *domain)
     return rc;
 }
 
-int vdrop_versions_dir(struct store *store, const char *dir)
+/* Version folders below prefix (DIR/.versions/): 1 some, 0 none, -EIO. */
+static int has_version_folders(struct store *store, const char *prefix)
 {
-    char prefix[STORE_KEY_MAX + 2], key[STORE_KEY_MAX + 2];
     struct store_list list = { 0 };
-    const char *rel = strcmp(dir, "/") == 0 ? "" : dir + 1;
-    int n = snprintf(prefix, sizeof prefix, "%s%s" SCHEMA_VERSIONS_DIR "/", rel, *rel ? "/" : "");
-    if (n < 0 || (size_t)n >= sizeof prefix)
-        return -ENAMETOOLONG;
     int rc = store_list(store, prefix, "/", NULL, 0, &list);
     int busy = rc == 0 && list.n_prefixes > 0;
     store_list_free(&list);
     if (rc != 0 && rc != -ENOENT)
         return -EIO;
-    if (busy)
-        return -ENOTEMPTY;
+    return busy;
+}
+
+/* The folder object at key, deleted when DIR/.versions looked empty, is put back when a first
+ * version below it was committed meanwhile: that commit saw the object and did not put it, and
+ * HSDS lists domains through folders. Its bytes as they were (NULL: none were read). */
+static void put_folder_back(struct store *store, const char *prefix, const char *key,
+                            const struct store_buf *was)
+{
+    if (has_version_folders(store, prefix) != 1 || !was->data)
+        return;
+    int rc = store_put_if(store, key, was->data, was->len, NULL);
+    if (rc == 0)
+        log_info("%s: put back: a version was committed below it while it was removed", key);
+    else if (rc != -ESTALE) /* -ESTALE: a commit put one itself */
+        log_warn("%s: a version was committed below it while it was removed, and it cannot be "
+                 "put back (%s): HSDS does not list .versions until the next first version",
+                 key, strerror(-rc));
+}
+
+int vdrop_versions_dir(struct store *store, const char *dir)
+{
+    char prefix[STORE_KEY_MAX + 2], key[STORE_KEY_MAX + 2];
+    struct store_buf was = { 0 };
+    const char *rel = strcmp(dir, "/") == 0 ? "" : dir + 1;
+    int n = snprintf(prefix, sizeof prefix, "%s%s" SCHEMA_VERSIONS_DIR "/", rel, *rel ? "/" : "");
+    if (n < 0 || (size_t)n >= sizeof prefix)
+        return -ENAMETOOLONG;
     n = snprintf(key, sizeof key, "%s.domain.json", prefix);
     if (n < 0 || (size_t)n >= sizeof key)
         return -ENAMETOOLONG;
+    int rc = has_version_folders(store, prefix);
+    if (rc != 0)
+        return rc > 0 ? -ENOTEMPTY : rc;
+    if (store_get(store, key, FOLDER_JSON_MAX, &was) == -ENOENT)
+        return 0;
+    testhook_pause_at("versions dir", NULL);
     rc = store_delete(store, key);
+    if (rc == 0)
+        put_folder_back(store, prefix, key, &was);
+    store_buf_free(&was);
     return rc == 0 || rc == -ENOENT ? 0 : -EIO;
 }
 

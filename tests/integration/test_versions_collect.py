@@ -352,6 +352,47 @@ def test_a_commit_during_rm_r_of_its_version_folder_keeps_no_version_there(bucke
     assert {p.name for p in (bucket_copy / "db").iterdir()} == named | {pool[2:19]}
 
 
+@pytest.mark.posix_only(reason="holds rm -r at a test hook; the folder objects are plain "
+                        "keys on every store")
+def test_a_first_version_committed_while_rm_r_removes_the_last_keeps_versions_listed(
+        bucket_copy, tmp_path):
+    """rm -r of DIR's last version folder also removes DIR/.versions' HSDS folder object, once
+    it sees no version folder below it. A first version of another domain of DIR committed
+    between that look and the delete saw the object and did not put it: the delete left
+    DIR/.versions/w.h5/ under no folder, which HSDS cannot list. The rm -r now looks again
+    after the delete and puts the object back."""
+    import threading
+    mnt, gate = tmp_path / "mnt", tmp_path / "gate"
+    mnt.mkdir()
+    m = crash_mount(bucket_copy, mnt, tmp_path, "0.log", tmp_path / "c0",
+                    {"H5OSFS_TEST_PAUSE_AT": f"versions dir:{gate}"})
+    folder = bucket_copy / HOME / ".versions" / ".domain.json"
+    other = f"{HOME}/w.h5"
+    try:
+        shutil.copyfile(A, m.path(TARGET))
+        os.unlink(m.path(TARGET))
+        os.unlink(m.path(f"{VDIR}/1.h5"))
+        gate.touch()
+        done = {}
+        rm = threading.Thread(target=lambda: done.setdefault("rc", os.rmdir(m.path(VDIR))))
+        rm.start()
+        wait_for(lambda: "H5OSFS_TEST_PAUSE_AT=versions dir" in m.log(),
+                 "rm -r held before it deletes the .versions folder object")
+        shutil.copyfile(B, m.path(other))
+        assert folder.exists()
+        gate.unlink()
+        rm.join(timeout=60)
+        assert not rm.is_alive() and "rc" in done
+        assert folder.exists(), "DIR/.versions has a version folder but no HSDS folder object"
+        assert (bucket_copy / HOME / ".versions" / "w.h5" / ".domain.json").exists()
+        assert os.listdir(m.path(f"{HOME}/.versions")) == ["w.h5"]
+        assert same(m.path(f"{HOME}/.versions/w.h5/1.h5"), B)
+        harness.assert_clean([m])
+    finally:
+        gate.unlink(missing_ok=True)
+        harness.kill_mounted(m, mnt)
+
+
 @pytest.mark.posix_only(reason="the list is forged in the bucket directory; what the daemon "
                         "checks is the same code on every store")
 @pytest.mark.parametrize("forged_pool", [True, False], ids=["its-pool", "its-own-pool"])
