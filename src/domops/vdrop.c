@@ -165,9 +165,9 @@ static int has_version_folders(struct store *store, const char *prefix)
 static void put_folder_back(struct store *store, const char *prefix, const char *key,
                             const struct store_buf *was)
 {
-    if (has_version_folders(store, prefix) != 1 || !was->data)
+    if (has_version_folders(store, prefix) != 1)
         return;
-    int rc = store_put_if(store, key, was->data, was->len, NULL);
+    int rc = was->data ? store_put_if(store, key, was->data, was->len, NULL) : -EIO;
     if (rc == 0)
         log_info("%s: put back: a version was committed below it while it was removed", key);
     else if (rc != -ESTALE) /* -ESTALE: a commit put one itself */
