@@ -30,6 +30,7 @@ struct load_ctx {
     const char *nested;    /* get and put this key from inside the loader */
     atomic_int *done;      /* prefetch jobs over */
     struct start_log *log; /* records the order loads start in */
+    atomic_int *gate;      /* the load runs until this is set */
 };
 
 /* The order in which loads start, and how many run at once. */
@@ -122,6 +123,8 @@ static int test_load(void *arg, size_t size, void **data, struct chunk_file *fil
         log_start(ctx->log, ctx->key);
     if (ctx->sleep_ms)
         sleep_ms(ctx->sleep_ms);
+    while (ctx->gate && !atomic_load(ctx->gate))
+        sleep_ms(1);
     if (ctx->log)
         log_end(ctx->log);
     if (ctx->cache && ctx->wait_for)
@@ -334,19 +337,26 @@ static void test_retry_after(void)
     atomic_int calls = 0;
     struct load_ctx bad = { .key = "a", .calls = &calls, .fail = -EIO };
     struct chunk_entry *e;
-    chunk_cache_set_retry_after(c, 0.3);
+    /* An hour stands for "not yet", however slow the machine; 0 for "the time has passed"
+     * (a remembered failure is due at once). */
+    chunk_cache_set_retry_after(c, 3600);
     CHECK_INT(chunk_cache_get(c, "a", 100, test_load, &bad, &e), -EIO);
     bad.fail = -ENOENT;
     CHECK_INT(chunk_cache_get(c, "a", 100, test_load, &bad, &e), -EIO); /* remembered */
     CHECK_INT(atomic_load(&calls), 1);
     CHECK_INT(stats(c).entries, 0);
-    sleep_ms(350);
+    chunk_cache_set_retry_after(c, 0);
     CHECK_INT(chunk_cache_get(c, "a", 100, test_load, &bad, &e), -ENOENT); /* tried again */
     CHECK_INT(atomic_load(&calls), 2);
-    sleep_ms(350);
-    CHECK_INT(touch(c, "a", 100), 1); /* a good load after the wait is cached */
+    chunk_cache_set_retry_after(c, 3600);
+    CHECK_INT(chunk_cache_get(c, "a", 100, test_load, &bad, &e), -ENOENT);
+    CHECK_INT(chunk_cache_get(c, "a", 100, test_load, &bad, &e), -ENOENT); /* remembered */
+    CHECK_INT(atomic_load(&calls), 3);
+    chunk_cache_set_retry_after(c, 0);
+    CHECK_INT(touch(c, "a", 100), 1); /* a good load after the time passed is cached */
     CHECK_INT(touch(c, "a", 100), 0);
     CHECK_INT(stats(c).entries, 1);
+    chunk_cache_set_retry_after(c, 3600);
     CHECK_INT(chunk_cache_get(c, "b", 10, test_load, &bad, &e), -ENOENT);
     chunk_cache_free(c); /* a remembered failure is freed with the cache */
 }
@@ -689,8 +699,10 @@ static void test_prefetcher_reads_ahead_before_guessing(void)
     struct prefetcher *p = NULL;
     CHECK_INT(prefetcher_new(c, 2, 16, &p), 0);
     struct start_log log = { .lock = PTHREAD_MUTEX_INITIALIZER };
-    atomic_int done = 0;
-    struct load_ctx s1 = { .key = "s1", .sleep_ms = 300, .log = &log, .done = &done },
+    atomic_int done = 0, gate = 0;
+    /* s1 runs until every job is queued: what starts next is decided by the queue alone, not
+     * by whether the machine queued them before a sleep of s1 ran out */
+    struct load_ctx s1 = { .key = "s1", .gate = &gate, .log = &log, .done = &done },
                     s2 = { .key = "s2", .sleep_ms = 50, .log = &log, .done = &done },
                     s3 = { .key = "s3", .log = &log, .done = &done },
                     a1 = { .key = "a1", .sleep_ms = 300, .log = &log, .done = &done },
@@ -704,6 +716,9 @@ static void test_prefetcher_reads_ahead_before_guessing(void)
     CHECK_INT(prefetcher_add(p, PREFETCH_AHEAD, "a1", 8, test_load, &a1, done_count), 0);
     CHECK_INT(prefetcher_add(p, PREFETCH_SPREAD, "s3", 8, test_load, &s3, done_count), 0);
     CHECK_INT(prefetcher_add(p, PREFETCH_AHEAD, "a2", 8, test_load, &a2, done_count), 0);
+    while (started_at(&log, "a1") < 0)
+        sleep_ms(1);
+    atomic_store(&gate, 1);
     wait_done(&done, 5);
     CHECK_INT(started_at(&log, "a1"), 1); /* the idle worker, while s1 still ran */
     CHECK(started_at(&log, "a2") < started_at(&log, "s2"));
