@@ -4,6 +4,7 @@ Each failure is made on purpose on a real daemon, and the teardown must name it.
 import os
 import signal
 import threading
+import time
 
 import pytest
 
@@ -98,12 +99,21 @@ def test_a_named_secret_on_stderr_fails(start):
 def test_a_busy_mount_is_unmounted_lazily_and_fails(start):
     """A descriptor open at teardown: fusermount3 -u is retried for BUSY_TIMEOUT s, then the
     mount is detached lazily, and that is a failure; the daemon exits once the descriptor goes
-    (closed here a little after the lazy unmount). How it exits is not this test's business:
-    under load the kernel sometimes ends the detached connection as aborted, libfuse's read
-    then fails with ECONNABORTED ("Software caused connection abort") and h5osfs exits 1."""
+    (closed here once the lazy unmount took the mount away). How it exits is not this test's
+    business: under load the kernel sometimes ends the detached connection as aborted,
+    libfuse's read then fails with ECONNABORTED ("Software caused connection abort") and
+    h5osfs exits 1."""
     d = start()
     fd = os.open(d.path("home/test_user1/sample1.h5"), os.O_RDONLY)
-    closer = threading.Timer(harness.BUSY_TIMEOUT + 2, os.close, (fd,))
+
+    def close_once_detached():
+        # however long the retries took; the cap only keeps a broken teardown from hanging
+        deadline = time.monotonic() + 60
+        while harness.is_mounted(d.mnt) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        os.close(fd)
+
+    closer = threading.Thread(target=close_once_detached)
     closer.start()
     try:
         problems = d.finish()

@@ -563,6 +563,6 @@ def test_stalled_put_fails_within_the_stall_window(s3_server, fault_proxy, bucke
                                   "-T", 3, "-r", 0)
     assert result["rc"] == -5, log[-3000:]
     assert fault_proxy.fired(stall) == 1
-    assert took < 15, log[-3000:]
+    assert took < 45, log[-3000:]      # well short of the stall; the log says what gave up
     assert "Timeout was reached" in log
     assert client.head_object(bucket, "db/stalled").status == 404

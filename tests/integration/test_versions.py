@@ -106,11 +106,16 @@ def test_stat_after_replacement_shows_the_new_size(mount_bucket, bucket_copy, tm
         assert f.attrs["tag"] == "big"
 
 
+COPIES = 20     # replacements: 10 of each version
+HANG = 600      # s: only a hang check; each step waits for what it needs, not for a time
+
+
 def test_opens_during_replacements_see_whole_versions(mount_bucket, bucket_copy, tmp_path):
-    """One thread keeps replacing a domain with cp (two versions of different sizes), three
-    keep opening and reading it on the same mount: every open reads one whole version, old or
-    new; none fails, none mixes. A file opened before a replacement keeps reading its version
-    after it."""
+    """One thread replaces a domain with cp COPIES times (two versions of different sizes),
+    three keep opening and reading it on the same mount: every open reads one whole version,
+    old or new; none fails, none mixes. Each replacement waits until an open that began
+    after the one before has been read, so every version is read, whatever the scheduling.
+    A file opened before a replacement keeps reading its version after it."""
     a, b = tmp_path / "a.h5", tmp_path / "b.h5"
     make_file(a, 1000, "A")
     make_file(b, 300000, "B")
@@ -119,17 +124,33 @@ def test_opens_during_replacements_see_whole_versions(mount_bucket, bucket_copy,
     target = m.path(f"{HOME}/race.h5")
     shutil.copyfile(a, target)
     held = h5py.File(target, "r")           # version A, read after the replacements
-    stop = threading.Event()
+    done = threading.Event()
+    cond = threading.Condition()
     errors, seen = [], {"A": 0, "B": 0}
-    copies = [0]
+    copies = [0]            # replacements finished
+    read_after = [0]        # the most replacements an open had seen finished when it began
+    deadline = time.monotonic() + HANG
 
     def writer():
-        while not stop.is_set():
-            shutil.copyfile(b if copies[0] % 2 == 0 else a, target)
-            copies[0] += 1
+        try:
+            for i in range(COPIES):
+                shutil.copyfile(b if i % 2 == 0 else a, target)
+                with cond:
+                    copies[0] += 1
+                    while read_after[0] < copies[0] and time.monotonic() < deadline:
+                        cond.wait(1)
+                    if read_after[0] < copies[0]:
+                        errors.append(f"no open read version {copies[0]} within {HANG} s")
+                        return
+        except Exception as e:             # noqa: BLE001 (every failure is a finding)
+            errors.append(f"writer: {e!r}")
+        finally:
+            done.set()
 
     def reader():
-        while not stop.is_set():
+        while not done.is_set():
+            with cond:
+                began_after = copies[0]
             try:
                 with h5py.File(target, "r") as f:
                     tag = f.attrs["tag"]
@@ -138,19 +159,21 @@ def test_opens_during_replacements_see_whole_versions(mount_bucket, bucket_copy,
                     seen[tag] += 1
             except Exception as e:         # noqa: BLE001 (every failure is a finding)
                 errors.append(repr(e))
+            with cond:
+                read_after[0] = max(read_after[0], began_after)
+                cond.notify_all()
 
-    threads = [threading.Thread(target=writer)] + [threading.Thread(target=reader)
-                                                  for _ in range(3)]
+    threads = [threading.Thread(target=writer, daemon=True)] + [
+        threading.Thread(target=reader, daemon=True) for _ in range(3)]
     for t in threads:
         t.start()
-    deadline = time.monotonic() + 30
-    while time.monotonic() < deadline and (copies[0] < 20 or min(seen.values()) < 20):
-        time.sleep(0.2)
-    stop.set()
     for t in threads:
-        t.join()
+        t.join(max(deadline - time.monotonic(), 0) + 60)
+    assert not any(t.is_alive() for t in threads), f"hung: {copies} replacements, {seen}"
     assert not errors, errors[:5]
-    assert copies[0] >= 20 and min(seen.values()) > 0, (copies, seen)
+    # each version had an open of its own (begun after it was made, ended before the next
+    # replacement began), so both were seen
+    assert copies[0] == COPIES and min(seen.values()) > 0, (copies, seen)
     assert held.attrs["tag"] == "A" and np.array_equal(held["x"][...], want["A"])
     held.close()
 
