@@ -14,6 +14,9 @@
 #include "h5osfs/util/grow.h"
 
 #define MAX_EXACT_INT 9007199254740992.0 /* 2^53: larger JSON numbers are not exact */
+/* A version's number at most: "next" (one more) must still be exact when the list is read
+ * back, or a list a commit wrote would be refused whole. */
+#define N_MAX ((uint64_t)9007199254740991u) /* 2^53 - 1 */
 
 /* ---- names ---- */
 
@@ -149,8 +152,8 @@ static int parse_entry_fields(json_t *obj, struct vlist_entry *e)
     int rc;
     if (!json_is_object(obj))
         return e->error = "not a JSON object", 0;
-    if (get_count(obj, "n", 1, &e->n) != 0 || e->n == 0)
-        return e->n = 0, e->error = "n is not a positive integer", 0;
+    if (get_count(obj, "n", 1, &e->n) != 0 || e->n == 0 || e->n >= N_MAX)
+        return e->n = 0, e->error = "n is not a positive integer below 2^53 - 1", 0;
     if (!root || strlen(root) >= SCHEMA_ID_BUF || schema_id_is_root(root) != 1)
         return e->error = "root is not a root group id", 0;
     strcpy(e->root, root);
@@ -427,8 +430,8 @@ int vlist_append(struct vlist *l, const char *root, double time, const char *by,
 {
     char name[32];
     if (!root || strlen(root) >= SCHEMA_ID_BUF || schema_id_is_root(root) != 1 || !(time >= 0) ||
-        l->next == 0)
-        return -EINVAL;
+        l->next == 0 || l->next >= N_MAX)
+        return -EINVAL; /* a next that large: only a forged list has it */
     const struct vlist_entry *latest = vlist_latest(l);
     uint64_t parent = latest ? latest->n : 0; /* before growing moves the entries */
     struct vlist_entry *grown =

@@ -153,6 +153,37 @@ static void test_malformed_entries(void)
     vlist_free(&l);
 }
 
+/* Numbers stay below 2^53 - 1, so that "next", one more, is exact in the JSON a commit writes:
+ * an entry numbered 2^53 once made the next commit's list unreadable (fuzz_vlist). */
+static void test_numbers_near_2_to_the_53(void)
+{
+    char text[4096];
+    struct vlist l;
+    char *out = NULL;
+    uint64_t n = 0;
+    snprintf(text, sizeof text,
+             "{\"format\": 1, \"domain\": \"/a.h5\", \"pool\": \"" POOL "\", \"next\": 1, "
+             "\"versions\": [%s]}",
+             entry(9007199254740992ull, R1, "[\"9007199254740992.h5\"]"));
+    CHECK_INT(parse(text, &l), 0);
+    CHECK(l.entries[0].error != NULL && l.entries[0].n == 0); /* 2^53: malformed */
+    CHECK_INT(l.next, 1);
+    vlist_free(&l);
+    snprintf(text, sizeof text,
+             "{\"format\": 1, \"domain\": \"/a.h5\", \"pool\": \"" POOL "\", \"next\": 1, "
+             "\"versions\": [%s]}",
+             entry(9007199254740990ull, R1, "[\"9007199254740990.h5\"]"));
+    CHECK_INT(parse(text, &l), 0);
+    CHECK(l.entries[0].error == NULL); /* 2^53 - 2: the largest number a version gets */
+    CHECK_INT(l.next, 9007199254740991ull);
+    CHECK_INT(vlist_append(&l, R2, 1764390000.5, "u", 0, "", &n), -EINVAL);
+    CHECK_INT(vlist_dump(&l, &out), 0);
+    vlist_free(&l);
+    CHECK_INT(parse(out, &l), 0); /* what a commit would write reads back */
+    free(out);
+    vlist_free(&l);
+}
+
 /* The store side re-applies an operation on a list read again after losing a put_if: an
  * append then takes the number after the other writer's. */
 static void test_merge_by_reapply(void)
@@ -397,6 +428,7 @@ int main(void)
     test_broken_frame();
     test_dropping_mark();
     test_malformed_entries();
+    test_numbers_near_2_to_the_53();
     test_merge_by_reapply();
     test_committed_on();
     test_names();
