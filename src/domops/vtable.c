@@ -87,12 +87,12 @@ int vtable_geom_of(const json_t *doc, struct vtable_geom *g)
     g->rank = rank;
     g->entries = 1;
     g->tiles = 1;
-    uint64_t tile = 1;
     for (int k = 0; k < rank; k++) {
-        /* the bucket's numbers: a product that wraps would size the table short of its tiles */
+        /* the bucket's numbers: a product that wraps would size the table short of its tiles
+         * (a tile, no larger than the grid in any dimension, has no more entries than it) */
         if (g->grid[k] == 0 || g->tile[k] == 0 || g->tile[k] > g->grid[k] ||
             __builtin_mul_overflow(g->entries, g->grid[k], &g->entries) ||
-            __builtin_mul_overflow(tile, g->tile[k], &tile) || g->entries > VTABLE_ENTRIES_MAX)
+            g->entries > VTABLE_ENTRIES_MAX)
             return -EOPNOTSUPP;
         g->tiles *= (g->grid[k] + g->tile[k] - 1) / g->tile[k]; /* <= entries */
     }
