@@ -434,7 +434,7 @@ static void read_image(struct image *img, int version)
     /* past the end: nothing */
     if (image_read(img, &reader, size, buf, 1) != 0)
         abort();
-    if (version && whole && memmem(whole, size, SECRET_TEXT, strlen(SECRET_TEXT))) {
+    if (version == 1 && whole && memmem(whole, size, SECRET_TEXT, strlen(SECRET_TEXT))) {
         fprintf(stderr, "a version's file holds bytes of an object outside its pool\n");
         abort();
     }
@@ -483,6 +483,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     int version = 0;
     for (size_t i = 4; i < n_parts; i++)
         put_record(parts[i], lens[i], &version);
+    /* SECRET's bytes may reach the file legitimately when the input holds them itself (a link
+     * name, an attribute, the version's own pool objects): then they prove nothing (2) */
+    if (version && memmem(data, size, SECRET_TEXT, strlen(SECRET_TEXT)))
+        version = 2;
 
     struct image_source src = { .store = g_store, .bucket_name = BUCKET_NAME };
     struct image *img = NULL;

@@ -262,17 +262,56 @@ static void check_untag(struct vlist *l, const char *name)
         fail("a removed name still finds its version", name);
     if (rc == -EBUSY && !(valid && n == head))
         fail("vlist_unname refused a name that is not the head's", name);
+    uint64_t k;
+    if (valid && n == head && vlist_number_name(name, &k) && k == head && rc != -EBUSY)
+        fail("vlist_unname removed the head's number", name);
     if (head && (!vlist_entry_of(l, head) || vlist_entry_of(l, head)->state != VLIST_KEPT))
         fail("the head lost its last name", name);
     check_rules(l, "after vlist_unname");
 }
 
+/* Kept, and called by its number alone: what expiry may remove. */
+static int untagged(const struct vlist_entry *e)
+{
+    char own[32];
+    snprintf(own, sizeof own, "%" PRIu64 ".h5", e->n);
+    return !e->error && e->state == VLIST_KEPT && e->n_names == 1 && strcmp(e->names[0], own) == 0;
+}
+
 static void check_expire(struct vlist *l, unsigned keep)
 {
-    uint64_t head = head_of(l);
+    uint64_t head = head_of(l), newest_removed = 0;
+    size_t was_kept = 0, left = 0;
+    unsigned char *kept = calloc(l->n_entries + 1, 1);
+    if (!kept)
+        abort();
+    for (size_t i = 0; i < l->n_entries; i++) /* 2: kept and tagged, never expired */
+        kept[i] = !l->entries[i].error && l->entries[i].state == VLIST_KEPT
+                      ? (untagged(&l->entries[i]) ? 1 : 2)
+                      : 0;
+    for (size_t i = 0; i < l->n_entries; i++)
+        was_kept += untagged(&l->entries[i]);
     vlist_expire(l, keep, head);
     if (head && vlist_entry_of(l, head)->state != VLIST_KEPT)
         fail("expiry removed the head", NULL);
+    for (size_t i = 0; i < l->n_entries; i++) {
+        const struct vlist_entry *e = &l->entries[i];
+        left += untagged(e);
+        if (kept[i] && e->state != VLIST_KEPT && e->n > newest_removed)
+            newest_removed = e->n;
+        if (kept[i] == 2 && e->state != VLIST_KEPT)
+            fail("expiry removed a tagged version", NULL);
+    }
+    if (keep == 0 && left != was_kept)
+        fail("keep 0 removed a version", NULL);
+    if (keep > 0 && left > keep)
+        fail("expiry kept more untagged versions than keep", NULL);
+    if (keep > 0 && left < keep && left < was_kept)
+        fail("expiry removed versions while fewer than keep were left", NULL);
+    for (size_t i = 0; i < l->n_entries; i++)
+        if (untagged(&l->entries[i]) && l->entries[i].n < newest_removed)
+            fail("expiry removed a newer untagged version than one it kept", NULL);
+    free(kept);
     check_rules(l, "after vlist_expire");
 }
 

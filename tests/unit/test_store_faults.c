@@ -615,7 +615,7 @@ static void test_gc_deletes_the_root_group_last(void)
     rig_close(&r);
 }
 
-/* ---- 3. ns ---- */ /* ---- 3. ns ---- */
+/* ---- 3. ns ---- */
 
 #define FOLDER                                                                       \
     "{\"owner\": \"u\", \"acls\": {\"u\": {\"create\": true, \"read\": true, "       \
