@@ -49,11 +49,14 @@ static json_t *read_only_domain(const struct versions_commit *vc, const char *ro
     return doc;
 }
 
-/* HSDS lists domains through folders: DIR/.versions/ and DIR/.versions/NAME/, made once. */
-static int put_folder_once(const struct versions_commit *vc, const char *path)
+/* HSDS lists domains through folders: DIR/.versions/ and DIR/.versions/NAME/, made once.
+ * *made (may be NULL) is 1 when this put it. */
+static int put_folder_once(const struct versions_commit *vc, const char *path, int *made)
 {
     char key[STORE_KEY_MAX + 1], *text = NULL;
     struct store_stat st;
+    if (made)
+        *made = 0;
     if (schema_domain_key(path, key, sizeof key) != 0)
         return -EINVAL;
     if (store_head(vc->store, key, &st) == 0)
@@ -64,23 +67,29 @@ static int put_folder_once(const struct versions_commit *vc, const char *path)
         rc = store_put_if(vc->store, key, text, strlen(text), NULL);
     json_decref(doc);
     free(text);
+    if (rc == 0 && made)
+        *made = 1;
     return rc == -ESTALE ? 0 : rc; /* another writer made it */
 }
 
-/* DIR/.versions/NAME/ first, then DIR/.versions/: an rmdir of DIR/.versions that saw no
- * version folder and deletes its object after this looked at it finds NAME's when it looks
- * again (vdrop_versions_dir), and puts the object back; one that deleted it before this looked
- * leaves it for this to put. */
+/* DIR/.versions/, then DIR/.versions/NAME/; when this made NAME's (a first version), a second
+ * look at DIR/.versions': an rmdir of DIR/.versions that saw no version folder may have deleted
+ * it after the first look. Such an rmdir looks again after its delete and puts the object back
+ * when it finds NAME's (vdrop_versions_dir), so one of the two always sees the other. */
 static int put_folders(const struct versions_commit *vc)
 {
     char dir[STORE_KEY_MAX + 2];
-    int rc = schema_versions_dir(vc->domain, dir, sizeof dir);
+    int made = 0, rc = schema_versions_dir(vc->domain, dir, sizeof dir);
     char *slash = rc == 0 ? strrchr(dir, '/') : NULL;
     if (!slash)
         return -EINVAL;
-    rc = put_folder_once(vc, dir);
     *slash = '\0';
-    return rc == 0 ? put_folder_once(vc, dir) : rc;
+    rc = put_folder_once(vc, dir, NULL);
+    *slash = '/';
+    if (rc == 0)
+        rc = put_folder_once(vc, dir, &made);
+    *slash = '\0';
+    return rc == 0 && made ? put_folder_once(vc, dir, NULL) : rc;
 }
 
 static int put_version_domain(const struct versions_commit *vc, const char *vroot, uint64_t n)

@@ -160,19 +160,27 @@ static int has_version_folders(struct store *store, const char *prefix)
 }
 
 /* The folder object at key, deleted when DIR/.versions looked empty, is put back when a first
- * version below it was committed meanwhile: that commit saw the object and did not put it, and
- * HSDS lists domains through folders. Its bytes as they were (NULL: none were read). */
+ * version below it was committed meanwhile: that commit may have seen the object before the
+ * delete and not put it, and HSDS lists domains through folders. was: its bytes. When the
+ * second look fails, it is put back all the same: an empty DIR/.versions costs nothing, a
+ * version folder under no folder object hides it from HSDS. */
 static void put_folder_back(struct store *store, const char *prefix, const char *key,
                             const struct store_buf *was)
 {
-    if (has_version_folders(store, prefix) != 1)
+    int busy = has_version_folders(store, prefix);
+    if (busy == 0)
         return;
-    int rc = was->data ? store_put_if(store, key, was->data, was->len, NULL) : -EIO;
-    if (rc == 0)
+    int rc = store_put_if(store, key, was->data, was->len, NULL);
+    if (rc == 0 && busy > 0)
         log_info("%s: put back: a version was committed below it while it was removed", key);
+    else if (rc == 0)
+        log_warn("%s: put back, empty or not: whether a version was committed below it while it "
+                 "was removed cannot be told",
+                 key);
     else if (rc != -ESTALE) /* -ESTALE: a commit put one itself */
-        log_warn("%s: a version was committed below it while it was removed, and it cannot be "
-                 "put back (%s): HSDS does not list .versions until the next first version",
+        log_warn("%s: a version may have been committed below it while it was removed, and it "
+                 "cannot be put back (%s): HSDS does not list .versions until the next versioned "
+                 "commit in the folder",
                  key, strerror(-rc));
 }
 
@@ -190,8 +198,13 @@ int vdrop_versions_dir(struct store *store, const char *dir)
     int rc = has_version_folders(store, prefix);
     if (rc != 0)
         return rc > 0 ? -ENOTEMPTY : rc;
-    if (store_get(store, key, FOLDER_JSON_MAX, &was) == -ENOENT)
+    rc = store_get(store, key, FOLDER_JSON_MAX, &was);
+    if (rc == -ENOENT)
         return 0;
+    if (rc != 0) { /* without its bytes it could not be put back */
+        log_error("%s: not removed: it cannot be read (%s)", key, strerror(-rc));
+        return rc == -ENOMEM ? rc : -EIO;
+    }
     testhook_pause_at("versions dir", NULL);
     rc = store_delete(store, key);
     if (rc == 0)

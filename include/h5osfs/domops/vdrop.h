@@ -28,7 +28,8 @@ int vdrop_folder(struct store *store, const char *domain);
 int vdrop_is_dropping(struct store *store, const char *domain);
 
 /* rmdir of DIR/.versions (dir: "/DIR"): its HSDS folder object, when no version folder is
- * left below it. 0, -ENOTEMPTY, -EIO. */
+ * left below it; put back when a first version below it was committed while it was removed.
+ * 0, -ENOTEMPTY, -EIO (logged), -ENOMEM. */
 int vdrop_versions_dir(struct store *store, const char *dir);
 
 #endif
