@@ -15,6 +15,7 @@
 #include "h5osfs/commit/info.h"
 #include "h5osfs/commit/journal.h"
 #include "h5osfs/util/log.h"
+#include "h5osfs/util/testhook.h"
 #include "h5osfs/ns/ns.h"
 #include "h5osfs/cache/prefetch.h"
 #include "h5osfs/staging/staging.h"
@@ -566,7 +567,8 @@ static int open_sweeper(struct stack *s)
  * (a read-only mount queues nothing). 0 or -errno. */
 static int open_gc(struct stack *s)
 {
-    int rc = gc_new(s->store, GC_GRACE, root_in_use, s, &s->gc);
+    int rc = gc_new(s->store, testhook_seconds("H5OSFS_TEST_GC_GRACE", GC_GRACE), root_in_use, s,
+                    &s->gc);
     if (rc != 0)
         return rc;
     if (s->journal) {
