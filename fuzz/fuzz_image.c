@@ -14,7 +14,8 @@
  *      A kept version (issue 26): target V: the domain's version list, and the domain is built
  *      as its version 1 (VERSION_PATH) instead; M: the marker of the version pool; P: a pool
  *      object, at the key its body's MD5 names; Q <32 hex digits>: a pool object at that MD5's
- *      key, whatever its body (a forgery).
+ *      key, whatever its body (a forgery); D: the domain's .domain.json (with V: the current
+ *      domain is built, which in ref mode names its head version's root and reads the pool).
  * In the JSON parts, @R, @D1, @D2 and @T1 are replaced by the objects' fixed ids (all of one
  * v2 domain), so a mutation does not have to keep 38-character ids intact; in every part, @P
  * by the pool's root id, @KP by its key prefix ("db/A-B"), @KO by another pool's, @S by the
@@ -64,6 +65,15 @@
 #define T1_ID "t-5897df5c-0a297b92-4e1f-0c2a3b-9d8e7f"
 #define DOMAIN "/home/fuzz/f.h5"
 #define VERSION_PATH "/home/fuzz/.versions/f.h5/1.h5"
+#define DOMAIN_KEY "home/fuzz/f.h5/.domain.json"
+#define DOMAIN_JSON                                                                       \
+    "{\"root\": \"" ROOT_ID "\", \"owner\": \"fuzz\", \"acls\": {\"fuzz\": {\"create\": " \
+    "true, \"read\": true, \"update\": true, \"delete\": true, \"readACL\": true, "       \
+    "\"updateACL\": true}}, \"created\": 1.0, \"lastModified\": 1.0}"
+/* What an input's records made of the run (put_record's flags). */
+#define RUN_LIST 1   /* a version list (V): the domain has versions */
+#define RUN_DOMAIN 2 /* the domain's object (D): build the current domain, maybe in ref mode */
+#define RUN_SECRET 4 /* the input holds SECRET's bytes itself */
 #define SECRET_TEXT "H5OSFS-FUZZ-SECRET:"
 #define BUCKET_NAME "fuzzb"
 #define LINKED_KEY "linked/f.h5"
@@ -161,11 +171,7 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
     if (mkdir(g_bucket, 0755) != 0)
         abort();
     snprintf(g_domain_dir, sizeof g_domain_dir, "%s/db/5897df5c-0a297b92", g_bucket);
-    static const char domain_json[] =
-        "{\"root\": \"" ROOT_ID "\", \"owner\": \"fuzz\", \"acls\": {\"fuzz\": {\"create\": "
-        "true, \"read\": true, \"update\": true, \"delete\": true, \"readACL\": true, "
-        "\"updateACL\": true}}, \"created\": 1.0, \"lastModified\": 1.0}";
-    put_object("home/fuzz/f.h5/.domain.json", domain_json, sizeof domain_json - 1);
+    put_object(DOMAIN_KEY, DOMAIN_JSON, sizeof DOMAIN_JSON - 1);
     if (store_posix_open(g_bucket, &g_store) != 0)
         abort();
     init_pools();
@@ -239,21 +245,23 @@ static int suffix_ok(const char *s, size_t n)
     return 1;
 }
 
-/* An object of the version's: the list (V), the pool's marker (M), a pool object at the key
- * its MD5 names (P) or at the one the record names (Q). 1 when rec was one. */
+/* An object of the versions': the list (V), the pool's marker (M), the domain's own object
+ * (D), a pool object at the key its MD5 names (P) or at the one the record names (Q). 1 when
+ * rec was one. */
 static int put_version_record(const uint8_t *rec, size_t head, const uint8_t *body, size_t body_len,
-                              int *version)
+                              int *run)
 {
     char key[STORE_KEY_MAX + 1], md5[33];
     size_t n;
-    if (rec[0] == 'V' || rec[0] == 'M') {
+    if (rec[0] == 'V' || rec[0] == 'M' || rec[0] == 'D') {
         char *text = expand(body, body_len, &n);
-        int rc = rec[0] == 'V' ? schema_vlist_key(DOMAIN, key, sizeof key)
-                               : schema_pool_marker_key(g_pool, key, sizeof key);
+        int rc = rec[0] == 'V'   ? schema_vlist_key(DOMAIN, key, sizeof key)
+                 : rec[0] == 'M' ? schema_pool_marker_key(g_pool, key, sizeof key)
+                                 : (snprintf(key, sizeof key, "%s", DOMAIN_KEY), 0);
         if (rc == 0)
             put_object(key, text, n);
         free(text);
-        *version |= rec[0] == 'V';
+        *run |= rec[0] == 'V' ? RUN_LIST : rec[0] == 'D' ? RUN_DOMAIN : 0;
         return 1;
     }
     if (rec[0] == 'P' && schema_md5_hex(body, body_len, md5) == 0 &&
@@ -268,7 +276,7 @@ static int put_version_record(const uint8_t *rec, size_t head, const uint8_t *bo
     return rec[0] == 'P' || rec[0] == 'Q';
 }
 
-static void put_record(const uint8_t *rec, size_t len, int *version)
+static void put_record(const uint8_t *rec, size_t len, int *run)
 {
     const uint8_t *nl = memchr(rec, '\n', len);
     if (!nl || nl - rec < 1)
@@ -280,7 +288,7 @@ static void put_record(const uint8_t *rec, size_t len, int *version)
         put_object(LINKED_KEY, body, body_len);
         return;
     }
-    if (put_version_record(rec, head, body, body_len, version))
+    if (put_version_record(rec, head, body, body_len, run))
         return;
     if ((rec[0] != '1' && rec[0] != '2') || head < 3 || rec[1] != ' ')
         return;
@@ -409,7 +417,7 @@ static int read_range(struct image *img, struct image_reader *r, uint64_t from, 
 
 /* Read the whole file except chunk segments larger than READ_CHUNK_MAX; when everything was
  * read (no EIO, nothing skipped) and the file is small enough, check it is valid HDF5. */
-static void read_image(struct image *img, int version)
+static void read_image(struct image *img, int flags)
 {
     /* no prefetcher: its worker threads would make runs irreproducible */
     struct image_reader reader = { .cache = chunk_cache_new(CACHE_BYTES), .prefetch = NULL };
@@ -434,8 +442,9 @@ static void read_image(struct image *img, int version)
     /* past the end: nothing */
     if (image_read(img, &reader, size, buf, 1) != 0)
         abort();
-    if (version == 1 && whole && memmem(whole, size, SECRET_TEXT, strlen(SECRET_TEXT))) {
-        fprintf(stderr, "a version's file holds bytes of an object outside its pool\n");
+    if ((flags & (RUN_LIST | RUN_SECRET)) == RUN_LIST && whole &&
+        memmem(whole, size, SECRET_TEXT, strlen(SECRET_TEXT))) {
+        fprintf(stderr, "a file read through a version pool holds bytes of an object outside it\n");
         abort();
     }
     if (complete && !getenv("FUZZ_IMAGE_NO_VERIFY"))
@@ -459,6 +468,7 @@ static void clear_objects(void)
     }
     snprintf(path, sizeof path, "%s/%s", g_bucket, g_pool_key);
     fuzz_rm_tree(path);
+    put_object(DOMAIN_KEY, DOMAIN_JSON, sizeof DOMAIN_JSON - 1);
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
@@ -480,17 +490,19 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     static const char *const ids[4] = { ROOT_ID, D1_ID, D2_ID, T1_ID };
     for (size_t i = 0; i < 4 && i < n_parts; i++)
         put_json(ids[i], parts[i], lens[i]);
-    int version = 0;
+    int run = 0;
     for (size_t i = 4; i < n_parts; i++)
-        put_record(parts[i], lens[i], &version);
+        put_record(parts[i], lens[i], &run);
     /* SECRET's bytes may reach the file legitimately when the input holds them itself (a link
-     * name, an attribute, the version's own pool objects): then they prove nothing (2) */
-    if (version && memmem(data, size, SECRET_TEXT, strlen(SECRET_TEXT)))
-        version = 2;
+     * name, an attribute, the version's own pool objects): then they prove nothing */
+    if (memmem(data, size, SECRET_TEXT, strlen(SECRET_TEXT)))
+        run |= RUN_SECRET;
 
     struct image_source src = { .store = g_store, .bucket_name = BUCKET_NAME };
     struct image *img = NULL;
-    const char *path = version ? VERSION_PATH : DOMAIN;
+    /* a list without the domain's object: its version 1; with it: the current domain, which
+     * may name its head version (ref mode) */
+    const char *path = (run & (RUN_LIST | RUN_DOMAIN)) == RUN_LIST ? VERSION_PATH : DOMAIN;
     long ids_before = open_ids();
     int rc = image_build(&src, path, ROOT_ID, &img);
     if (open_ids() != ids_before) {
@@ -511,7 +523,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
             }
             image_put(again);
         }
-        read_image(img, version);
+        read_image(img, run);
         image_put(img);
     }
     return 0;

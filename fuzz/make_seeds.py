@@ -335,8 +335,10 @@ def image_seeds():
 def version_seeds():
     """A kept version: dataset D1 (uint8, 3 chunks of 1,024) named through the chunk table D2
     over the version pool @P: a version list naming the pool, its marker, the pool objects.
-    Then the same with a forged table entry naming SECRET in another domain's pool (@KO/c/@S),
-    a marker of another domain, and a pool object whose bytes are not its key's."""
+    Then the same with a forged table entry naming SECRET in another domain's pool, a marker
+    of another domain, and a pool object whose bytes are not its key's; and the current
+    domain in ref mode (its .domain.json says so and names the root), with and without a
+    forged entry, and with an object that does not say ref."""
     import hashlib
     chunks = [bytes([(17 * k + i) % 251 for i in range(1024)]) for k in range(3)]
     md5s = [hashlib.md5(c).hexdigest() for c in chunks]
@@ -376,9 +378,14 @@ def version_seeds():
     text = b"H5OSFS-FUZZ-SECRET:"
     secret_md5 = hashlib.md5((text * (1024 // len(text) + 1))[:1024]).hexdigest().encode()
     good = [(b"fuzzb/" + pool_key + b"/c/" + m.encode(), 1024) for m in md5s]
-    def seed(name, rows, marker=b'{"domain": "/home/fuzz/f.h5"}', pool_objs=None):
+    ref_domain = {"root": "@R", "owner": "fuzz", "created": 1.0, "lastModified": 1.0,
+                  "acls": {"fuzz": {"read": True, "update": False}},
+                  "h5osfs": {"current": "ref", "acls": {"fuzz": {"read": True, "update": True}}}}
+    def seed(name, rows, marker=b'{"domain": "/home/fuzz/f.h5"}', pool_objs=None, domain=None):
         parts = [dumps(root), dumps(dset), dumps(table), b"",
                  b"2 0\n" + entries(rows), b"V\n" + dumps(vlist), b"M\n" + marker]
+        if domain is not None:
+            parts.append(b"D\n" + dumps(domain))
         for c in (chunks if pool_objs is None else pool_objs):
             parts.append(c if c.startswith(b"Q ") else b"P\n" + c)
         write("fuzz_image", name, SEP.join(parts))
@@ -386,6 +393,12 @@ def version_seeds():
     seed("version-forged-entry",
          [good[0], (b"fuzzb/" + other_key + b"/c/" + secret_md5, 1024), good[2]])
     seed("version-foreign-marker", good, marker=b'{"domain": "/home/other.h5"}')
+    # the current domain in ref mode names its head version's root and reads the pool
+    seed("ref-current", good, domain=ref_domain)
+    seed("ref-current-forged-entry",
+         [good[0], (b"fuzzb/" + other_key + b"/c/" + secret_md5, 1024), good[2]],
+         domain=ref_domain)
+    seed("ref-current-not-ref", good, domain=dict(ref_domain, h5osfs={}))
     seed("version-forged-object", good,
          pool_objs=[chunks[0], b"Q " + md5s[1].encode() + b"\n" + chunks[2], chunks[2]])
 
