@@ -33,17 +33,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
 static void fail(const char *what)
 {
-    fprintf(stderr, "fuzz_s3_xml: %s\n", what);
-    abort();
+    fuzz_fail("fuzz_s3_xml", what);
 }
 
-int LLVMFuzzerInitialize(int *argc, char ***argv)
-{
-    (void)argc;
-    (void)argv;
-    fuzz_log_setup();
-    return 0;
-}
+FUZZ_INIT_LOG_ONLY
 
 static void check_sorted(char *const *keys, size_t n, size_t stride, const char *what)
 {

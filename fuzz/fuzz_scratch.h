@@ -26,6 +26,23 @@ static inline void fuzz_log_setup(void)
         log_setup(LOG_LVL_DEBUG, LOG_SINK_FILE, "/dev/null");
 }
 
+/* A target whose start is the log alone. */
+#define FUZZ_INIT_LOG_ONLY                            \
+    int LLVMFuzzerInitialize(int *argc, char ***argv) \
+    {                                                 \
+        (void)argc;                                   \
+        (void)argv;                                   \
+        fuzz_log_setup();                             \
+        return 0;                                     \
+    }
+
+/* A check failed: one line naming the target and what, then the abort libFuzzer reports. */
+static inline void fuzz_fail(const char *target, const char *what)
+{
+    fprintf(stderr, "%s: %s\n", target, what);
+    abort();
+}
+
 /* Where scratch directories go: /dev/shm when it exists, else /tmp. */
 static inline const char *fuzz_scratch_base(void)
 {

@@ -39,17 +39,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
 static void fail(const char *what)
 {
-    fprintf(stderr, "fuzz_vtable: %s\n", what);
-    abort();
+    fuzz_fail("fuzz_vtable", what);
 }
 
-int LLVMFuzzerInitialize(int *argc, char ***argv)
-{
-    (void)argc;
-    (void)argv;
-    fuzz_log_setup();
-    return 0;
-}
+FUZZ_INIT_LOG_ONLY
 
 struct part {
     const uint8_t *p;

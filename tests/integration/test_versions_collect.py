@@ -311,6 +311,23 @@ def test_kill_during_rm_r_of_a_version_folder_then_rm_r_again_deletes_everything
         harness.kill_mounted(m, mnt)
 
 
+def rm_r_held_at(m, gate, stage):
+    """Version 1 of TARGET, then the domain and that name removed, and rm -r (rmdir) of its
+    version folder started on a thread and held at the daemon's pause point stage while gate
+    exists (H5OSFS_TEST_PAUSE_AT=stage:gate in m's environment): the thread and the dict its
+    return value goes to."""
+    import threading
+    shutil.copyfile(A, m.path(TARGET))
+    os.unlink(m.path(TARGET))
+    os.unlink(m.path(f"{VDIR}/1.h5"))
+    gate.touch()
+    done = {}
+    rm = threading.Thread(target=lambda: done.setdefault("rc", os.rmdir(m.path(VDIR))))
+    rm.start()
+    wait_for(lambda: f"H5OSFS_TEST_PAUSE_AT={stage}" in m.log(), f"rm -r held at {stage}")
+    return rm, done
+
+
 @pytest.mark.posix_only(reason="holds rm -r at a test hook; the list's conditional put is "
                         "tested on every store above")
 def test_a_commit_during_rm_r_of_its_version_folder_keeps_no_version_there(bucket_copy,
@@ -319,20 +336,12 @@ def test_a_commit_during_rm_r_of_its_version_folder_keeps_no_version_there(bucke
     to the domain committed meanwhile keeps no version in that lineage (before, its version
     was listed, then deleted with the pool by the rm -r: its root was left behind). The
     domain reads what the cp wrote, and the next commit starts new versions at 1."""
-    import threading
     mnt, gate = tmp_path / "mnt", tmp_path / "gate"
     mnt.mkdir()
     m = crash_mount(bucket_copy, mnt, tmp_path, "0.log", tmp_path / "c0",
                     {"H5OSFS_TEST_PAUSE_AT": f"dropping:{gate}"})
     try:
-        shutil.copyfile(A, m.path(TARGET))
-        os.unlink(m.path(TARGET))
-        os.unlink(m.path(f"{VDIR}/1.h5"))
-        gate.touch()
-        done = {}
-        rm = threading.Thread(target=lambda: done.setdefault("rc", os.rmdir(m.path(VDIR))))
-        rm.start()
-        wait_for(lambda: "H5OSFS_TEST_PAUSE_AT=dropping" in m.log(), "rm -r held at the hook")
+        rm, done = rm_r_held_at(m, gate, "dropping")
         shutil.copyfile(B, m.path(TARGET))
         assert "its version folder is being removed" in m.log()
         gate.unlink()
@@ -361,7 +370,6 @@ def test_a_first_version_committed_while_rm_r_removes_the_last_keeps_versions_li
     between that look and the delete saw the object and did not put it: the delete left
     DIR/.versions/w.h5/ under no folder, which HSDS cannot list. The rm -r now looks again
     after the delete and puts the object back."""
-    import threading
     mnt, gate = tmp_path / "mnt", tmp_path / "gate"
     mnt.mkdir()
     m = crash_mount(bucket_copy, mnt, tmp_path, "0.log", tmp_path / "c0",
@@ -369,15 +377,7 @@ def test_a_first_version_committed_while_rm_r_removes_the_last_keeps_versions_li
     folder = bucket_copy / HOME / ".versions" / ".domain.json"
     other = f"{HOME}/w.h5"
     try:
-        shutil.copyfile(A, m.path(TARGET))
-        os.unlink(m.path(TARGET))
-        os.unlink(m.path(f"{VDIR}/1.h5"))
-        gate.touch()
-        done = {}
-        rm = threading.Thread(target=lambda: done.setdefault("rc", os.rmdir(m.path(VDIR))))
-        rm.start()
-        wait_for(lambda: "H5OSFS_TEST_PAUSE_AT=versions dir" in m.log(),
-                 "rm -r held before it deletes the .versions folder object")
+        rm, done = rm_r_held_at(m, gate, "versions dir")
         shutil.copyfile(B, m.path(other))
         assert folder.exists()
         gate.unlink()
