@@ -15,7 +15,6 @@
 #include "h5osfs/commit/info.h"
 #include "h5osfs/commit/journal.h"
 #include "h5osfs/util/log.h"
-#include "h5osfs/util/testhook.h"
 #include "h5osfs/ns/ns.h"
 #include "h5osfs/cache/prefetch.h"
 #include "h5osfs/staging/staging.h"
@@ -562,13 +561,23 @@ static int open_sweeper(struct stack *s)
     return 0;
 }
 
+/* GC_GRACE, or the test hook's seconds (testhook.h), parsed as the mount's options are. */
+static double gc_grace(void)
+{
+    const char *text = getenv("H5OSFS_TEST_GC_GRACE");
+    double grace;
+    if (!text || options_parse_seconds(text, &grace) != 0)
+        return GC_GRACE;
+    log_warn("test hook H5OSFS_TEST_GC_GRACE=%s: in place of %g s", text, GC_GRACE);
+    return grace;
+}
+
 /* The collector asks the image table and staging which roots are in use: made after both,
  * and so taken down before them. Its queue is journaled in a read-write mount's cache_dir
  * (a read-only mount queues nothing). 0 or -errno. */
 static int open_gc(struct stack *s)
 {
-    int rc = gc_new(s->store, testhook_seconds("H5OSFS_TEST_GC_GRACE", GC_GRACE), root_in_use, s,
-                    &s->gc);
+    int rc = gc_new(s->store, gc_grace(), root_in_use, s, &s->gc);
     if (rc != 0)
         return rc;
     if (s->journal) {

@@ -33,14 +33,3 @@ void testhook_pause_at(const char *stage, const atomic_int *cancel)
     while (access(want + n + 1, F_OK) == 0 && !(cancel && atomic_load(cancel)))
         nanosleep(&tick, NULL);
 }
-
-double testhook_seconds(const char *name, double fallback)
-{
-    const char *text = getenv(name);
-    char *end = NULL;
-    double v = text ? strtod(text, &end) : 0;
-    if (!text || end == text || *end != '\0' || !(v >= 0 && v <= 1e9))
-        return fallback;
-    log_warn("test hook %s=%s: in place of %g s", name, text, fallback);
-    return v;
-}

@@ -5,9 +5,10 @@
  *   H5OSFS_TEST_PAUSE_AT=stage:path  the first thread to reach stage waits there while path
  *                                    exists, so that a test knows for sure that the work is
  *                                    under way (no guess of how long it takes)
- *   H5OSFS_TEST_GC_GRACE=seconds     the collector's grace instead of its own: a test that
- *                                    counts a mount's requests keeps the collector out of them
- *                                    (it drains at unmount all the same), whatever the clock
+ *   H5OSFS_TEST_GC_GRACE=seconds     the collector's grace instead of its own (read by
+ *                                    src/main/stack.c): a test that counts a mount's requests
+ *                                    keeps the collector out of them (it drains at unmount all
+ *                                    the same), whatever the clock
  *
  * Without these variables each is a getenv and nothing else. Thread-safe.
  */
@@ -20,8 +21,5 @@ void testhook_crash_at(const char *stage);
 
 /* cancel (NULL: none): the wait also ends once it is set, as the work it holds would stop. */
 void testhook_pause_at(const char *stage, const atomic_int *cancel);
-
-/* The seconds the variable name says (a number from 0 to 1e9), else fallback. */
-double testhook_seconds(const char *name, double fallback);
 
 #endif
