@@ -300,6 +300,18 @@ static int creator_of(void *ctx, const char *path, char *buf, size_t len)
     return callers_creator(ctx, path, buf, len);
 }
 
+/* A test hook's number of seconds in place of a built-in one (tests that must not depend on
+ * how soon a loaded machine gets to the next step): the environment's NAME, or fallback. */
+static double test_seconds(const char *name, double fallback)
+{
+    const char *text = getenv(name);
+    double seconds;
+    if (!text || options_parse_seconds(text, &seconds) != 0)
+        return fallback;
+    log_warn("test hook %s=%s: in place of %g s", name, text, fallback);
+    return seconds;
+}
+
 /* What every mount reads through: the namespace, the chunk cache, the image table, and who
  * each request acts as. 0 or -errno. */
 static int open_reading(struct stack *s)
@@ -315,7 +327,8 @@ static int open_reading(struct stack *s)
     s->cache = chunk_cache_new(opts->cache_size);
     if (!s->cache)
         return -ENOMEM;
-    chunk_cache_set_retry_after(s->cache, CHUNK_RETRY_AFTER);
+    chunk_cache_set_retry_after(s->cache,
+                                test_seconds("H5OSFS_TEST_CHUNK_RETRY_AFTER", CHUNK_RETRY_AFTER));
     s->image_dir = image_dir(opts);
     struct image_source src = { .store = s->store,
                                 .bucket_name = s->bucket_name,
@@ -562,22 +575,13 @@ static int open_sweeper(struct stack *s)
 }
 
 /* GC_GRACE, or the test hook's seconds (testhook.h), parsed as the mount's options are. */
-static double gc_grace(void)
-{
-    const char *text = getenv("H5OSFS_TEST_GC_GRACE");
-    double grace;
-    if (!text || options_parse_seconds(text, &grace) != 0)
-        return GC_GRACE;
-    log_warn("test hook H5OSFS_TEST_GC_GRACE=%s: in place of %g s", text, GC_GRACE);
-    return grace;
-}
-
 /* The collector asks the image table and staging which roots are in use: made after both,
  * and so taken down before them. Its queue is journaled in a read-write mount's cache_dir
  * (a read-only mount queues nothing). 0 or -errno. */
 static int open_gc(struct stack *s)
 {
-    int rc = gc_new(s->store, gc_grace(), root_in_use, s, &s->gc);
+    int rc =
+        gc_new(s->store, test_seconds("H5OSFS_TEST_GC_GRACE", GC_GRACE), root_in_use, s, &s->gc);
     if (rc != 0)
         return rc;
     if (s->journal) {
