@@ -12,8 +12,8 @@
 # UBSan, which runs each test once (its posix instance, or its S3 one for S3-only tests: the
 # daemon code under the sanitizers is the same whichever store serves the bytes, and the S3
 # store's own code runs in the S3-only modules), and the plain pass, which runs every instance
-# on every backend. Each pass lists its 30 slowest tests and the end lists the time of every
-# stage, so that growth is seen where it happens.
+# on every backend, as two processes sharing its tests. Each process lists its slowest tests
+# and the end lists the time of every stage, so that growth is seen where it happens.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -102,11 +102,11 @@ build_asan() {
 }
 stage "ASan build" build_asan
 
-# The two passes run at the same time: each spends most of its time waiting on mounts, servers
-# and child processes, so on two cores together they take little longer than the plain pass
-# alone (bench/README.md, "The suite"). Each has its own servers, buckets and directories.
-# The sanitizer pass writes to a log that is printed when both have ended; the plain pass
-# prints as it goes. Both always run to the end, and the stage fails if either failed.
+# The two passes run at the same time, the plain one as two processes: each spends most of its
+# time waiting on mounts, servers and child processes, so on two cores together they take
+# little longer than the longest alone (bench/README.md, "The suite"). Each process has its own
+# servers, buckets and directories. The sanitizer pass writes to a log printed when all have
+# ended. All always run to the end, and the stage fails if any failed.
 asan_pass() {
     local t0=$SECONDS rc=0
     env H5OSFS_BIN=build-asan/h5osfs UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
@@ -119,14 +119,30 @@ asan_pass() {
     return "$rc"
 }
 
-plain_pass() {
-    local t0=$SECONDS rc=0
-    "${pytest[@]}" -q --basetemp "$TMPBASE/plain" --durations=30 tests/integration "$@" || rc=$?
-    echo "$((SECONDS - t0)) $rc" >"$TMPBASE/plain.status"
+# The plain pass is two processes sharing its tests (tests/integration/claims.py): each takes
+# the next module-on-a-backend nobody has taken, one walking from the first, one from the last.
+# One prints as it goes, the other into a log printed when it has ended.
+plain_half() {
+    local end=$1 t0=$SECONDS rc=0
+    shift
+    "${pytest[@]}" -q --basetemp "$TMPBASE/plain-$end" --durations=15 \
+        --claims "$TMPBASE/claims:$end" tests/integration "$@" || rc=$?
+    echo "$((SECONDS - t0)) $rc" >"$TMPBASE/plain-$end.status"
     return "$rc"
 }
 
-both_passes() {
+plain_pass() {
+    local last_pid rc=0
+    plain_half last "$@" </dev/null >"$TMPBASE/plain-last.log" 2>&1 &
+    last_pid=$!
+    plain_half first "$@" || rc=1
+    wait "$last_pid" || rc=1
+    echo "== integration, plain pass, the process that walked from the last test =="
+    cat "$TMPBASE/plain-last.log"
+    return "$rc"
+}
+
+all_passes() {
     local asan_pid rc=0
     asan_pass &
     asan_pid=$!
@@ -135,13 +151,13 @@ both_passes() {
     echo "== integration, ASan+UBSan daemon, each test once (ran beside the plain pass) =="
     cat "$TMPBASE/asan.log"
     local secs status
-    for pass in asan plain; do
+    for pass in asan plain-first plain-last; do
         read -r secs status <"$TMPBASE/$pass.status" || { secs=0; status=unknown; }
-        stage_names+=("integration, $pass pass alone (exit $status)")
+        stage_names+=("integration, $pass alone (exit $status)")
         stage_secs+=("$secs")
     done
     return "$rc"
 }
-stage "integration, both passes at once: ASan+UBSan (each test once), plain (every backend)" \
-    both_passes "$@"
+stage "integration, three processes at once: ASan+UBSan (each test once), plain (every backend) in two" \
+    all_passes "$@"
 rm -rf "$TMPBASE"

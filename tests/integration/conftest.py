@@ -54,11 +54,15 @@ from pathlib import Path
 
 import pytest
 
+import claims
 import fpmode
 import harness
 # Re-exported for the test modules, which import them from here.
 from harness import (default_interrupt_signals, h5osfs_bin, is_mounted,  # noqa: F401
                      run_refused)
+
+# --claims: the plain pass of scripts/test.sh as two processes sharing the tests.
+from claims import pytest_runtestloop  # noqa: F401
 
 # The S3 servers' fixtures (s3_server, s3_bucket, fault_proxy, rgw_server ...), for every module.
 from s3fixtures import (fault_proxy, fixture_buckets, rgw_server, s3_bucket,  # noqa: F401
@@ -97,6 +101,7 @@ def pytest_addoption(parser):
         "--one-backend", action="store_true",
         help="run each backend-parametrised test once: its posix instance, or its first "
         "instance where it has none (S3-only tests); the sanitizer pass of scripts/test.sh")
+    claims.add_option(parser)
 
 
 def pytest_configure(config):
@@ -240,6 +245,7 @@ def drop_excluded_backends(config, items):
 
 
 def pytest_terminal_summary(terminalreporter, exitstatus, config):
+    claims.summary(terminalreporter, config)
     dropped = getattr(config, "_h5osfs_posix_only", [])
     one_instance = config.getoption("--smoke") or config.getoption("--one-backend")
     if dropped and not one_instance:   # a pass that runs each test once drops far more
