@@ -136,6 +136,11 @@ void fs_mounted(struct fs *fs, const char *mountpoint)
     free(real);
 }
 
+bool fs_still_mounted(const struct fs *fs, const char *mountpoint)
+{
+    return fs->mnt_id >= 0 && holders_mount_id(mountpoint) == fs->mnt_id;
+}
+
 void fs_start_threads(struct fs *fs, struct fuse_session *se, struct prefetcher *p)
 {
     fs->cfg.prefetch = p; /* before the loop starts: no request reads it yet */

@@ -149,6 +149,32 @@ static int run_loop(struct fuse_session *se, const struct fuse_cmdline_opts *cmd
 }
 
 /*
+ * How the loop's end counts. A stop signal ends it with the mount live (unmounted next): a
+ * clean exit. Otherwise the kernel ended the connection: an unmount, or an abort that left the
+ * mount in place, dead (libfuse cannot tell the two apart, and reads ENODEV for both). A
+ * worker's read of /dev/fuse that races the kernel's teardown at an unmount fails with
+ * ECONNABORTED instead (the kernel ends the request it was copying as aborted; seen under
+ * load), and libfuse ends its loop with that error. So the mount table decides: the unmount
+ * happened when this mount is gone from it. 0 or -1.
+ */
+static int loop_end(int rc, struct fs *fs, const char *mountpoint)
+{
+    if (rc > 0)
+        return 0; /* the number of the signal that ended it */
+    if (rc < 0 && rc != -ECONNABORTED)
+        return -1;
+    if (fs_still_mounted(fs, mountpoint)) {
+        log_error("%s: the kernel aborted the connection while mounted; the mount point stays "
+                  "unusable until fusermount3 -u removes it",
+                  mountpoint);
+        return -1;
+    }
+    if (rc < 0)
+        log_info("%s: the connection ended as aborted while the kernel unmounted it", mountpoint);
+    return 0;
+}
+
+/*
  * SIGUSR1 writes the statistics (the mount's /.h5osfs-stats) to the log as one line. One
  * thread waits for it with sigwait; every other thread has it blocked, since they inherit
  * the mask of the main thread, which blocks it before it starts any.
@@ -272,8 +298,7 @@ static int serve(struct fuse_args *args, const struct options *opts,
     struct stats_signal ss = { .fs = fs };
     int stats_signal = start_stats_signal(&ss);
     stack_start(stack, se);
-    /* libfuse returns the signal number when SIGINT/SIGTERM/SIGHUP ended the loop: a clean exit */
-    rc = run_loop(se, cmd) >= 0 ? 0 : -1;
+    rc = loop_end(run_loop(se, cmd), fs, cmd->mountpoint);
     stack_stop(stack);
     if (stats_signal == 0)
         stop_stats_signal(&ss);

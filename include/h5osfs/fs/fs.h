@@ -8,6 +8,7 @@
 #ifndef H5OSFS_FS_H
 #define H5OSFS_FS_H
 
+#include <stdbool.h>
 #include <sys/types.h>
 
 #include <fuse_lowlevel.h>
@@ -54,6 +55,11 @@ void fs_free(struct fs *fs);
 /* The file system is mounted at mountpoint: what a close's check of other descriptors needs
  * (src/fs/holders.h). Before requests are served. */
 void fs_mounted(struct fs *fs, const char *mountpoint);
+
+/* Whether the mount fs_mounted saw at mountpoint is still in the mount table (after the loop:
+ * an unmount removed it, an aborted connection left it). Reads /proc/self/mountinfo only, so
+ * it never waits on a mount nobody serves. false when the mount's id was never known. */
+bool fs_still_mounted(const struct fs *fs, const char *mountpoint);
 
 /* Start read-ahead with p (may be NULL) and the kernel notifier's thread on session se
  * (after daemonising: threads would not survive the fork). */
