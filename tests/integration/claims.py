@@ -1,11 +1,13 @@
 """Two pytest processes sharing one run's tests, each taking the next group nobody has taken.
 
-scripts/test.sh runs the plain pass as two processes with `--claims DIR:first` and
-`--claims DIR:last`: one walks the groups from the first, the other from the last, and each
-runs a group only if it is the first to claim it (a file made with O_EXCL in DIR), so they
-meet wherever the time of the groups puts the middle, with no table of test times to keep.
-Most of a test's time is spent waiting on mounts, servers and child processes, so two
-processes finish the pass in a little more than half of its time on two cores.
+scripts/test.sh runs the plain pass as two processes with the same `--claims DIR`. Both walk
+the groups in one order, heaviest first, and each runs a group only if it is the first to
+claim it (a file made with O_EXCL in DIR): whichever is free takes the next, so they end
+within about the time of the lightest groups of each other. The weights are the seconds each
+group took in a measured run (group_seconds.json, written by tests/tools/group_seconds.py);
+a group not in it weighs the median. A stale table costs balance only: every group is run
+once whatever the weights. Most of a test's time is spent waiting on mounts, servers and
+child processes, so two processes finish the pass in little more than half of its time.
 
 A group is a module's tests on one backend ([posix], [s3], [rgw]): what shares module
 fixtures (the backend parameter is module-scoped). Each process collects every test, claims
@@ -14,24 +16,29 @@ other is not run here and not reported here. The summary says how many groups ea
 process that stops early leaves claimed groups unrun and exits non-zero, so nothing is lost
 silently. Without --claims nothing changes.
 """
+import json
 import os
+import statistics
 from pathlib import Path
 
 import pytest
 
 
+WEIGHTS = Path(__file__).with_name("group_seconds.json")
+
+
 def add_option(parser):
     parser.getgroup("h5osfs").addoption(
-        "--claims", metavar="DIR:first|last",
-        help="share the tests with another process given the same DIR: run the groups (a "
-        "module on a backend) this process claims first, walking from the first or the last")
+        "--claims", metavar="DIR",
+        help="share the tests with other processes given the same DIR: run the groups (a "
+        "module on a backend) this process claims first, heaviest first")
 
 
-def parse(value):
-    directory, sep, end = value.rpartition(":")
-    if not sep or not directory or end not in ("first", "last"):
-        raise pytest.UsageError(f"--claims {value}: DIR:first or DIR:last")
-    return Path(directory), end == "last"
+def heaviest_first(groups):
+    """groups, the heaviest first by group_seconds.json (ties: collection order)."""
+    weights = json.loads(WEIGHTS.read_text()) if WEIGHTS.exists() else {}
+    median = statistics.median(weights.values()) if weights else 0.0
+    return sorted(groups, key=lambda g: -weights.get(group_key(g[0]), median))
 
 
 def group_key(item):
@@ -82,10 +89,10 @@ def pytest_runtestloop(session):
     value = session.config.getoption("--claims")
     if not value or session.config.option.collectonly or session.testsfailed:
         return None         # pytest's own loop (which stops on collection errors)
-    directory, from_last = parse(value)
+    directory = Path(value)
     directory.mkdir(parents=True, exist_ok=True)
     groups = groups_of(session.items)
-    walk = list(reversed(groups)) if from_last else groups
+    walk = heaviest_first(groups)
     ran = []
 
     def take(group):
@@ -110,4 +117,4 @@ def summary(terminalreporter, config):
         ran, total, directory = claims
         terminalreporter.write_line(
             f"--claims: this process ran {ran} of the {total} groups (a module on a backend); "
-            f"the process sharing {directory} ran the others")
+            f"the processes sharing {directory} ran the others")
