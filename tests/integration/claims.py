@@ -10,11 +10,12 @@ once whatever the weights. Most of a test's time is spent waiting on mounts, ser
 child processes, so two processes finish the pass in little more than half of its time.
 
 A group is a module's tests on one backend ([posix], [s3], [rgw]): what shares module
-fixtures (the backend parameter is module-scoped). Each process collects every test, claims
-every group it walks through, and runs its own in collection order; a group claimed by the
-other is not run here and not reported here. The summary says how many groups each ran. A
-process that stops early leaves claimed groups unrun and exits non-zero, so nothing is lost
-silently. Without --claims nothing changes.
+fixtures (the backend parameter is module-scoped). Each process collects every test, tries to
+claim every group in the walk, and runs the items of its own in collection order; a group
+claimed by another is neither run nor reported here (pytest's progress percentages still
+count every collected test, so each process ends short of 100%). The summary says how many
+groups each ran. A process that stops early leaves claimed groups unrun and exits non-zero,
+so nothing is lost silently. Without --claims nothing changes.
 """
 import json
 import os
