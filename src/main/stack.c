@@ -574,7 +574,6 @@ static int open_sweeper(struct stack *s)
     return 0;
 }
 
-/* GC_GRACE, or the test hook's seconds (testhook.h), parsed as the mount's options are. */
 /* The collector asks the image table and staging which roots are in use: made after both,
  * and so taken down before them. Its queue is journaled in a read-write mount's cache_dir
  * (a read-only mount queues nothing). 0 or -errno. */

@@ -57,9 +57,8 @@ def groups_of(items):
 
 def claim(directory, key):
     """True when this process is the first to claim key."""
-    name = key.replace("/", "%").replace("::", "%%")
     try:
-        fd = os.open(directory / name, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
+        fd = os.open(directory / key.replace("/", "%"), os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
     except FileExistsError:
         return False
     try:
@@ -94,12 +93,12 @@ def pytest_runtestloop(session):
     directory.mkdir(parents=True, exist_ok=True)
     groups = groups_of(session.items)
     walk = heaviest_first(groups)
-    ran = []
+    ran = 0
 
     def take(group):
+        nonlocal ran
         mine = claim(directory, group_key(group[0]))
-        if mine:
-            ran.append(group_key(group[0]))
+        ran += mine
         return mine
 
     for item, nextitem in claimed_items(walk, take):
@@ -108,7 +107,7 @@ def pytest_runtestloop(session):
             raise session.Failed(session.shouldfail)
         if session.shouldstop:
             raise session.Interrupted(session.shouldstop)
-    session.config._h5osfs_claims = (len(ran), len(groups), str(directory))
+    session.config._h5osfs_claims = (ran, len(groups), str(directory))
     return True
 
 

@@ -65,6 +65,11 @@ def h5osfs_bin():
     return Path(os.environ.get("H5OSFS_BIN", REPO / "build" / "h5osfs"))
 
 
+def sanitized(binary=None):
+    """Whether binary (default: the daemon, $H5OSFS_BIN) was built with AddressSanitizer."""
+    return b"__asan_init" in Path(binary or h5osfs_bin()).read_bytes()
+
+
 def is_mounted(path):
     path = os.path.realpath(path)
     with open("/proc/self/mountinfo") as f:

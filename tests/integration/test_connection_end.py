@@ -42,15 +42,10 @@ SHIM = textwrap.dedent("""\
 LIBFUSE_LINE = "reading device: Software caused connection abort"
 
 
-def sanitized():
-    """An ASan daemon must have its runtime first among the loaded libraries: no preload."""
-    return b"__asan_init" in harness.h5osfs_bin().read_bytes()
-
-
 @pytest.fixture
 def shim(tmp_path):
     """-> the shim's path, built here."""
-    if sanitized():
+    if harness.sanitized():    # its runtime must be the first library loaded
         pytest.skip("the ASan runtime must come first: the shim cannot be preloaded")
     cc = shutil.which("cc") or shutil.which("gcc")
     if cc is None:

@@ -22,7 +22,8 @@ import h5py
 import numpy as np
 import pytest
 
-from conftest import assert_serving, assert_unchanged, bucket_snapshot, h5osfs_bin
+import harness
+from conftest import assert_serving, assert_unchanged, bucket_snapshot
 from test_image import (
     DOMAINS, HOME, USER, check_h5diff, chunk_dir, compare_dataset, compare_file, domain_file,
     domain_objects, object_json_path, source_file, unique_objects)
@@ -773,7 +774,7 @@ def test_nested_groups_build_gives_its_memory_back(mount_bucket, bucket_copy):
     The build used memory quadratic in the depth (HDF5 kept the path of every open object,
     the build its own), and the FUSE threads' arenas kept it. Now its peak and what stays
     after it are a fraction of that."""
-    if b"__asan_init" in h5osfs_bin().read_bytes():
+    if harness.sanitized():
         pytest.skip("AddressSanitizer's shadow memory and quarantine are not the daemon's")
     put_nested_domain(bucket_copy, "nested", NESTED_DEPTH)
     m = mount_bucket(bucket_copy, *USER, "-o", "ttl=0", "-o", "image_cache=0",

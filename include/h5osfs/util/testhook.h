@@ -5,10 +5,9 @@
  *   H5OSFS_TEST_PAUSE_AT=stage:path  the first thread to reach stage waits there while path
  *                                    exists, so that a test knows for sure that the work is
  *                                    under way (no guess of how long it takes)
- *   H5OSFS_TEST_GC_GRACE=seconds     the collector's grace instead of its own (read by
- *                                    src/main/stack.c): a test that counts a mount's requests
- *                                    keeps the collector out of them (it drains at unmount all
- *                                    the same), whatever the clock
+ *
+ * Two more, read by src/main/stack.c as it builds the mount (doc/design.md lists them):
+ * H5OSFS_TEST_GC_GRACE and H5OSFS_TEST_CHUNK_RETRY_AFTER, seconds in place of a built-in time.
  *
  * Without these variables each is a getenv and nothing else. Thread-safe.
  */
