@@ -16,6 +16,10 @@ G2 one-element r+ of a domain of --big-chunks chunk objects of 4 KiB (as bench_m
    --reps times, alternating: r+ one element on a fresh mount with versions=on / without.
    Store requests of the daemon by kind (.h5osfs-stats, open + commit), open and close
    seconds. Check: after the runs a fresh mount reads the last value and the neighbours.
+GL versions of a linked domain (-o ingest=link on both arms): a --mib MiB file linked through a
+   chunk table (--chunks chunks), --commits one-element r+ of a small copied dataset,
+   alternating; bucket bytes at the end (each file once) and close times; versions 1, the
+   middle one and the last checked on a fresh read-only mount. Not in the default --only.
 G4 read speed of a kept version against the current domain of the G1 bucket: the whole file
    read (cat, 1 MiB blocks) on a fresh mount with a fresh cache_dir, --reps times
    alternating; same bytes checked (md5 of the file of the current domain against the last
@@ -37,7 +41,7 @@ links to the version before: no bytes).
 the domain names its head version, no plain root is kept beside the pool (G1), and an r+
 stores only the changed chunks, a table and JSON (G2). Default root: today's design D.
 
-usage: bench/bench_versions.py [--work DIR] [--only G1,G2,G4] [--mib N] [--chunks N]
+usage: bench/bench_versions.py [--work DIR] [--only G1,G2,G4,GL] [--mib N] [--chunks N]
                                [--commits N] [--every N] [--big-chunks N] [--reps N]
                                [--current root|ref] [--s3]
 """
@@ -388,6 +392,76 @@ def g4(args, work, bucket, last):
     return runs
 
 
+# ---- GL: versions of a linked domain (-o ingest=link) ----
+
+def gl_source(work, mib, chunks):
+    """A file a linked ingest links: "data", mib MiB of float32 in chunks chunks (linked through
+    a chunk table), and "meta", 100 int32 that it copies (what each r+ changes)."""
+    path = work / f"gl_src_{mib}m_{chunks}c.h5"
+    if not path.exists():
+        n = mib * (1 << 20) // 4
+        per = n // chunks
+        rng = np.random.default_rng(SEED)
+        with h5py.File(path.with_suffix(".tmp"), "w") as f:
+            d = f.create_dataset("data", (n,), "f4", chunks=(per,))
+            for i in range(chunks):
+                d[i * per:(i + 1) * per] = rng.random(per, dtype="f4")
+            f["meta"] = np.arange(100, dtype="<i4")
+        path.with_suffix(".tmp").rename(path)
+    return path
+
+
+def gl(args, work):
+    """--commits one-element r+ of "meta", alternating a versions=on mount and one without,
+    both ingest=link: bucket bytes (each file once: a local bucket's copies are hard links)
+    and close times; then every version checked on a fresh read-only mount."""
+    src = gl_source(work, args.mib, args.chunks)
+    log(f"GL: a linked {args.mib} MiB file, {args.commits} one-element r+ commits")
+    arms = {}
+    for label, opts in (("versions", "ingest=link," + args.versions_opts),
+                        ("baseline", "ingest=link")):
+        bucket = work / f"gl-{label}" / "bucket"
+        shutil.rmtree(bucket.parent, ignore_errors=True)
+        bench_cp.make_bucket(bucket)
+        m = Mounted(bucket, work / f"gl-{label}" / "mnt", work / f"gl-{label}" / "cache",
+                    work / f"gl-{label}" / "h5osfs.log", opts)
+        t0 = time.perf_counter()
+        shutil.copyfile(src, m.path(DOMAIN))
+        log(f"  {label}: cp {time.perf_counter() - t0:.1f} s")
+        arms[label] = {"bucket": bucket, "mount": m, "close": []}
+    try:
+        for i in range(1, args.commits + 1):
+            for label in ("versions", "baseline") if i % 2 else ("baseline", "versions"):
+                t0 = time.perf_counter()
+                with h5py.File(arms[label]["mount"].path(DOMAIN), "r+") as f:
+                    f["meta"][i % 100] = -i
+                    t1 = time.perf_counter()
+                arms[label]["close"].append(time.perf_counter() - t1)
+    finally:
+        for a in arms.values():
+            a["mount"].stop()
+    final = {k: bucket_bytes(a["bucket"]) for k, a in arms.items()}
+    for k, b in final.items():
+        log(f"  after the unmount, {k}: {described(b)}; close median "
+            f"{statistics.median(arms[k]['close']):.2f} s")
+    m = Mounted(arms["versions"]["bucket"], work / "gl-check" / "mnt", work / "gl-check" / "cache",
+                work / "gl-check" / "h5osfs.log", "ro", fresh_cache=True)
+    try:
+        with h5py.File(src, "r") as f:
+            data = f["data"][()]
+        for number in sorted({1, args.commits // 2 + 1, args.commits + 1}):
+            meta = np.arange(100, dtype="<i4")
+            for i in range(1, number):
+                meta[i % 100] = -i
+            with h5py.File(m.path(f"{VDIR}/{number}.h5"), "r") as f:
+                ok = np.array_equal(f["meta"][()], meta) and np.array_equal(f["data"][()], data)
+            log(f"  check: version {number} {'has exactly its values' if ok else 'DIFFERS'}")
+            assert ok
+    finally:
+        m.stop()
+    return final, arms
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--work", type=Path,
@@ -422,6 +496,12 @@ def main():
             runs = g4(args, args.work, arms["versions"]["bucket"], args.commits + 1)
             v, c = statistics.median(runs["version"]), statistics.median(runs["current"])
             log(f"G4 result: median {v:.2f} s version, {c:.2f} s current (ratio {c / v:.2f})")
+    if "GL" in only:
+        final, arms = gl(args, args.work)
+        v, b = kept(final["versions"]), kept(final["baseline"])
+        log(f"GL result: {gib(v)} with versions, {gib(b)} without (ratio {b / v:.2f}); close "
+            f"median {statistics.median(arms['versions']['close']):.2f} s vs "
+            f"{statistics.median(arms['baseline']['close']):.2f} s")
     if "G2" in only:
         global S3
         if args.s3:

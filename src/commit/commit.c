@@ -183,16 +183,15 @@ static int keep_version(const struct commit_ctx *c, struct journal_rec *rec, con
  * that version's root, no chunk stored again. 1 done, 0 not such a copy (ingest it), 2 given
  * up part way (ingest it under another root), -errno. */
 static int restore_version(const struct commit_ctx *c, const struct journal_rec *rec,
-                           const char *staged, const struct ingest_base *base,
-                           const struct ingest_config *cfg)
+                           const char *staged, const struct ingest_base *base)
 {
     char vroot[SCHEMA_ID_BUF];
     uint64_t n = 0;
     unsigned keep = 0;
     struct restore_stats st = { 0 };
-    if (base || cfg->link || !c->same_as_version || !c->versions_for ||
+    if (base || !c->same_as_version || !c->versions_for ||
         !c->versions_for(c->link_ctx, rec->domain, &keep, NULL))
-        return 0; /* an r+ change, a linked file, or no versions here */
+        return 0; /* an r+ change, or no versions here */
     int rc = restore_find(c->ops->store, rec->domain, staged, c->same_as_version, c->link_ctx, &n,
                           vroot);
     if (rc != 1)
@@ -238,7 +237,7 @@ static int store_new_root(const struct commit_ctx *c, struct journal_rec *rec, c
                           struct ingest_stats *st, const json_t *acls, struct kept_version *kv)
 {
     double t0 = clock_monotonic();
-    int rc = restore_version(c, rec, staged, base, cfg);
+    int rc = restore_version(c, rec, staged, base);
     if (rc == 2) { /* what the restore wrote is named by nothing: collected */
         commit_collect(c, rec->new_root, rec->domain, "");
         rc = start_new_root(c, rec);

@@ -385,13 +385,25 @@ static int find_tables(const struct restore_ctx *r, const struct store_keys *key
     return 0;
 }
 
+/* V's own linked file (ingest=link), copied as the new root's: the restored datasets name it
+ * (their ids moved), and V's copy goes when V is collected. */
+static int restore_linked_file(const struct restore_ctx *r, const char *key)
+{
+    struct store_stat st;
+    char dst[STORE_KEY_MAX + 1];
+    int rc = schema_linked_file_key(r->root, dst, sizeof dst);
+    if (rc == 0)
+        rc = store_head(r->store, key, &st);
+    return rc == 0 ? store_copy_sized(r->store, key, dst, st.size) : rc;
+}
+
 int restore_root(struct store *store, const char *bucket_name, const char *domain,
                  const char *vroot, const char *new_root, unsigned workers,
                  struct restore_stats *stats)
 {
     struct vlist l;
     struct store_keys keys = { 0 };
-    char prefix[32], **tables = NULL;
+    char prefix[32], file_key[STORE_KEY_MAX + 1], **tables = NULL;
     size_t n_tables = 0;
     const char *root_group = NULL;
     int rc = load_list(store, domain, &l);
@@ -399,7 +411,9 @@ int restore_root(struct store *store, const char *bucket_name, const char *domai
         return rc == -ENOENT ? -EOPNOTSUPP : rc;
     struct restore_ctx r = { store, bucket_name, l.pool, vroot, new_root, workers, stats };
     snprintf(prefix, sizeof prefix, "db/%.17s/", vroot + 2);
-    rc = store_collect_keys(store, prefix, &keys);
+    rc = schema_linked_file_key(vroot, file_key, sizeof file_key);
+    if (rc == 0)
+        rc = store_collect_keys(store, prefix, &keys);
     if (rc == 0)
         rc = find_tables(&r, &keys, &tables, &n_tables);
     for (size_t i = 0; rc == 0 && i < keys.n; i++) {
@@ -410,6 +424,8 @@ int restore_root(struct store *store, const char *bucket_name, const char *domai
                   ends_with(k, "/.datatype.json")) &&
                  !in_table(&r, k, tables, n_tables))
             rc = restore_object(&r, &keys, k);
+        else if (strcmp(k, file_key) == 0)
+            rc = restore_linked_file(&r, k);
     }
     if (rc == 0 && !root_group)
         rc = -EIO;

@@ -390,8 +390,9 @@ int versions_commit(const struct versions_commit *vc, uint64_t *n, char vroot[SC
     if (rc != 0 && fresh && pool[0] && !unsure)
         abandon_lineage(vc, pool);
     if (rc == -EOPNOTSUPP && !dropped)
-        log_warn("%s: this domain cannot be kept as a version yet (linked data, a chunk table "
-                 "of more than %u entries, or a chunk of 2 GiB): committed without a version",
+        log_warn("%s: this domain cannot be kept as a version yet (data linked to a file that "
+                 "is not the domain's own, a chunk table of more than %u entries, or a chunk of "
+                 "2 GiB): committed without a version",
                  vc->domain, VTAB_ENTRIES_MAX);
     else if (rc != 0 && rc != -EAGAIN)
         log_error("%s: version not kept (%s): the commit stops here", vc->domain, strerror(-rc));

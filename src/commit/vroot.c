@@ -11,6 +11,7 @@
 
 #include "h5osfs/h5json/h5type.h"
 #include "h5osfs/schema/hjson.h"
+#include "h5osfs/util/grow.h"
 #include "h5osfs/util/log.h"
 #include "vkept.h"
 #include "vtab.h"
@@ -168,6 +169,8 @@ struct dataset_ctx {
     const struct key_set *keys;
     const struct base_version *base;
     const char *root_group; /* its key under the root being kept (NULL until it is written) */
+    char **linked_tables;   /* JSON keys of the chunk tables of linked datasets */
+    size_t n_linked_tables;
 };
 
 /* Plain chunked, simple shape, fixed-size type: its chunks can live in the pool. */
@@ -417,6 +420,95 @@ static int copied_dataset(const struct dataset_ctx *d, const char *json_key, con
     return rc == 0 ? store_put_new(d->vc->store, vkey, text, strlen(text)) : rc;
 }
 
+/* ---- data linked into the root's own file (ingest=link) ---- */
+
+/* A dataset linked into the root's own file: the version keeps its own copy of that file
+ * (vroot_write), which the JSON, its ids moved, names already. A layout naming anything else
+ * (a file elsewhere in the bucket, which anyone may replace; per-entry URIs) cannot be kept
+ * as it reads today. */
+static int linked_dataset(const struct dataset_ctx *d, const json_t *doc, const char *text,
+                          const char *vkey)
+{
+    const json_t *lay = json_object_get(json_object_get(doc, "creationProperties"), "layout");
+    const char *uri = hjson_text(json_object_get(lay, "file_uri")), *key = NULL;
+    char own[STORE_KEY_MAX + 1];
+    if (!uri || schema_linked_file_key(d->vroot, own, sizeof own) != 0 ||
+        schema_linked_uri_key(uri, d->vc->bucket_name, d->vroot, 0, &key) != 0 ||
+        strcmp(key, own) != 0)
+        return -EOPNOTSUPP;
+    return store_put_new(d->vc->store, vkey, text, strlen(text));
+}
+
+static int is_linked_table(const struct dataset_ctx *d, const char *key)
+{
+    for (size_t i = 0; i < d->n_linked_tables; i++)
+        if (strcmp(d->linked_tables[i], key) == 0)
+            return 1;
+    return 0;
+}
+
+/* The JSON key of the chunk table the dataset at key reads its linked chunks through, if it
+ * has one (out ""): such a table holds offsets into the file, and a version copies it as it
+ * is; pooled, it would be a table read through a table, which HSDS refuses (spec §8.3). */
+static int linked_table_of(const struct dataset_ctx *d, const char *key, char *out, size_t len)
+{
+    struct store_buf buf = { 0 };
+    char why[200];
+    out[0] = '\0';
+    int rc = store_get(d->vc->store, key, JSON_MAX, &buf);
+    json_t *doc = rc == 0 ? hjson_loadb((const char *)buf.data, buf.len, why, sizeof why) : NULL;
+    store_buf_free(&buf);
+    if (rc != 0 || !doc)
+        return rc ? rc : -EIO;
+    const json_t *lay = json_object_get(json_object_get(doc, "creationProperties"), "layout");
+    const char *cls = hjson_text(json_object_get(lay, "class"));
+    const char *tid = hjson_text(json_object_get(lay, "chunk_table"));
+    if (cls && strcmp(cls, "H5D_CHUNKED_REF_INDIRECT") == 0 && tid &&
+        json_object_get(lay, "file_uri") && schema_obj_key(tid, out, len) != 0)
+        rc = -EOPNOTSUPP;
+    json_decref(doc);
+    return rc;
+}
+
+static int find_linked_tables(struct dataset_ctx *d)
+{
+    size_t cap = 0;
+    char tkey[STORE_KEY_MAX + 1];
+    int rc = 0;
+    for (size_t i = 0; rc == 0 && i < d->keys->n; i++) {
+        if (!ends_with(d->keys->keys[i], "/.dataset.json"))
+            continue;
+        rc = linked_table_of(d, d->keys->keys[i], tkey, sizeof tkey);
+        if (rc != 0 || !tkey[0])
+            continue;
+        char **grown = grow_array(d->linked_tables, &cap, d->n_linked_tables + 1, sizeof *grown, 8);
+        if (!grown)
+            return -ENOMEM;
+        d->linked_tables = grown;
+        if (!(grown[d->n_linked_tables] = strdup(tkey)))
+            return -ENOMEM;
+        d->n_linked_tables++;
+    }
+    return rc;
+}
+
+static void free_linked_tables(struct dataset_ctx *d)
+{
+    for (size_t i = 0; i < d->n_linked_tables; i++)
+        free(d->linked_tables[i]);
+    free(d->linked_tables);
+}
+
+/* The root's linked file, copied as V's own (a hard link on a local bucket; on S3 a copy in
+ * the store): nobody rewrites it, but the root it came from is collected once replaced. */
+static int copy_linked_file(const struct dataset_ctx *d, const char *key,
+                            const struct store_stat *listed)
+{
+    char dst[STORE_KEY_MAX + 1];
+    int rc = schema_linked_file_key(d->vroot, dst, sizeof dst);
+    return rc == 0 ? store_copy_sized(d->vc->store, key, dst, listed->size) : rc;
+}
+
 /* V's root group says whose pool its tables name ("h5osfs": {"pool": P}, vpool.h): what a
  * version list alone may not claim when V is to be deleted. */
 static int root_group_object(const struct dataset_ctx *d, const char *text, const char *vkey)
@@ -459,8 +551,10 @@ static int version_object(const struct dataset_ctx *d, const char *key)
     json_t *doc = hjson_loadb(text, strlen(text), why, sizeof why);
     if (!doc)
         rc = -EIO;
+    else if (is_linked_table(d, key))
+        rc = copied_dataset(d, key, doc, text, vkey);
     else if (is_reference_layout(doc))
-        rc = -EOPNOTSUPP; /* linked data: the file is not in the pool yet */
+        rc = linked_dataset(d, doc, text, vkey);
     else if (poolable(doc))
         rc = pooled_dataset(d, key, doc, vkey);
     else if (versions_kept_of(d->vc->kept, key))
@@ -477,11 +571,16 @@ int vroot_write(const struct versions_commit *vc, const char *pool, const char *
                 const struct base_version *base)
 {
     struct key_set keys = { 0 };
-    char prefix[32];
+    char prefix[32], file_key[STORE_KEY_MAX + 1];
     snprintf(prefix, sizeof prefix, "db/%.17s/", vc->root + 2);
     int rc = list_with_stats(vc->store, prefix, &keys);
-    struct dataset_ctx d = { vc, pool, vroot, &keys, base, NULL };
+    struct dataset_ctx d = { vc, pool, vroot, &keys, base, NULL, NULL, 0 };
     const char *root_group = NULL;
+    if (rc == 0)
+        rc = schema_linked_file_key(vc->root, file_key, sizeof file_key);
+    for (size_t i = 0; rc == 0 && i < keys.n; i++)
+        if (strcmp(keys.keys[i], file_key) == 0) /* only then are there linked tables */
+            rc = find_linked_tables(&d);
     for (size_t i = 0; rc == 0 && i < keys.n; i++) {
         const char *k = keys.keys[i];
         if (strcmp(k + strlen(prefix), ".group.json") == 0)
@@ -489,8 +588,8 @@ int vroot_write(const struct versions_commit *vc, const char *pool, const char *
         else if (ends_with(k, "/.group.json") || ends_with(k, "/.dataset.json") ||
                  ends_with(k, "/.datatype.json"))
             rc = version_object(&d, k);
-        else if (strcmp(k + strlen(prefix), ".h5osfs-file") == 0)
-            rc = -EOPNOTSUPP;
+        else if (strcmp(k, file_key) == 0)
+            rc = copy_linked_file(&d, k, &keys.listed[i]);
     }
     if (rc == 0 && !root_group)
         rc = -EIO;
@@ -499,6 +598,7 @@ int vroot_write(const struct versions_commit *vc, const char *pool, const char *
         rc = version_object(&d, root_group);
     if (rc == 0)
         rc = store_sync(vc->store);
+    free_linked_tables(&d);
     key_set_free(&keys);
     return rc;
 }

@@ -19,8 +19,9 @@
 int vroot_mint(char out[SCHEMA_ID_BUF]);
 
 /* V = vroot written from vc->root, its chunks sealed into pool, the unchanged ones named as
- * base names them; synced. 0; -EOPNOTSUPP for a root a version cannot hold yet (linked data,
- * a table too large, a chunk of 2 GiB, filtered references); -EAGAIN as versions.h says of
+ * base names them; the root's linked file (ingest=link) copied as V's own; synced. 0;
+ * -EOPNOTSUPP for a root a version cannot hold yet (data linked to another file, a table too
+ * large, a chunk of 2 GiB, filtered references); -EAGAIN as versions.h says of
  * kept; else -errno. Partial objects of V stay for the caller's journal to collect. */
 int vroot_write(const struct versions_commit *vc, const char *pool, const char *vroot,
                 const struct base_version *base);

@@ -286,7 +286,9 @@ static int mark_table_bytes(struct marks *m, const unsigned char *data, size_t l
     return seen > 0 ? 0 : -EIO;
 }
 
-/* The chunk table id of a dataset's JSON at key, if it has one ("": none). */
+/* The chunk table id of a dataset's JSON at key, if it names pool objects ("": none). The
+ * table of a dataset linked into the version's own file (a file_uri) holds offsets into that
+ * file, which goes with the version's root: nothing of the pool. */
 static int table_of(struct store *store, const char *key, char tid[SCHEMA_ID_BUF])
 {
     struct store_buf buf = { 0 };
@@ -302,7 +304,7 @@ static int table_of(struct store *store, const char *key, char tid[SCHEMA_ID_BUF
     const json_t *lay = json_object_get(json_object_get(doc, "creationProperties"), "layout");
     const char *cls = hjson_text(json_object_get(lay, "class"));
     const char *table = hjson_text(json_object_get(lay, "chunk_table"));
-    if (cls && strcmp(cls, "H5D_CHUNKED_REF_INDIRECT") == 0)
+    if (cls && strcmp(cls, "H5D_CHUNKED_REF_INDIRECT") == 0 && !json_object_get(lay, "file_uri"))
         rc = table && strlen(table) < SCHEMA_ID_BUF ? (snprintf(tid, SCHEMA_ID_BUF, "%s", table), 0)
                                                     : -EIO;
     json_decref(doc);

@@ -95,6 +95,20 @@ static int chunk_map(struct builder *b, const json_t *lay, struct image_dataset 
     return rc ? rc : refs_present_chunks(ds, chunks, n);
 }
 
+/* A version reads only what was kept with it: its domain's pool (a table of pool URIs, whose
+ * owner refs_table.c checks) or its own root's linked file (copied there at the commit). A
+ * file elsewhere in the bucket may have been replaced since by anyone. */
+static int version_layout_ok(const struct builder *b, const json_t *lay, const char *cls)
+{
+    const char *file = hjson_text(json_object_get(lay, "file_uri")), *key = NULL;
+    char own[STORE_KEY_MAX + 1];
+    if (refs_layout_pool(lay))
+        return !file && strcmp(cls, "H5D_CHUNKED_REF_INDIRECT") == 0;
+    return file && schema_linked_file_key(b->root_id, own, sizeof own) == 0 &&
+           schema_linked_uri_key(file, b->src->bucket_name, b->root_id, 0, &key) == 0 &&
+           strcmp(key, own) == 0;
+}
+
 int build_ref_chunks(struct builder *b, struct build_obj *o, struct image_dataset *ds,
                      uint64_t **chunks, size_t *n, char *why, size_t why_len)
 {
@@ -109,9 +123,9 @@ int build_ref_chunks(struct builder *b, struct build_obj *o, struct image_datase
                                      &ds->codec, why, why_len);
     if (rc != 0)
         return rc;
-    if (schema_is_versions_path(b->domain_path) == 1 &&
-        strcmp(cls, "H5D_CHUNKED_REF_INDIRECT") != 0)
-        return why_reject(why, why_len, "a version's reference layout without its pool");
+    if (schema_is_versions_path(b->domain_path) == 1 && !version_layout_ok(b, lay, cls))
+        return why_reject(why, why_len,
+                          "a version's reference layout names neither its pool nor its own file");
     if (strcmp(cls, "H5D_CONTIGUOUS_REF") == 0)
         return contiguous(b, lay, ds, chunks, n, why, why_len);
     if (strcmp(cls, "H5D_CHUNKED_REF") == 0)

@@ -278,16 +278,17 @@ static int pool_owned(struct builder *b, const char *claimed, char *why, size_t 
     return rc;
 }
 
-/* Versions name chunks only in their own domain's pool: a REF layout of a version is a
- * per-entry table over that pool, or it is refused. *pool gets it ("" for other domains). */
+/* Versions name chunks only in their own domain's pool or their own linked file: a REF layout
+ * of a version without a file is a per-entry table over that pool, or it is refused. *pool
+ * gets it ("" for other domains and linked files). */
 static int pool_of_layout(struct builder *b, const json_t *lay, char pool[SCHEMA_ID_BUF], char *why,
                           size_t why_len)
 {
     const char *claimed = refs_layout_pool(lay);
     pool[0] = '\0';
     int is_version = schema_is_versions_path(b->domain_path) == 1;
-    if (!is_version && !claimed)
-        return 0;
+    if (!claimed && (!is_version || json_object_get(lay, "file_uri")))
+        return 0; /* a version's linked file is its own (build_ref_chunks) */
     if (!claimed || json_object_get(lay, "file_uri"))
         return why_reject(why, why_len, "a version's reference layout without its pool");
     int rc = pool_owned(b, claimed, why, why_len);

@@ -34,7 +34,6 @@
 #include "h5osfs/util/log.h"
 #include "h5osfs/ingest/ingest_int.h"
 
-#define LINK_FILE_NAME ".h5osfs-file"
 #define LINK_MIN_ELEMENTS 512           /* hsload copies datasets of no more elements */
 #define LINK_MAP_MAX 10                 /* more chunks: a chunk table */
 #define LINK_EXPAND_MIN (1u << 20)      /* hsload's MIN_CHUNK_SIZE (expandChunk) */
@@ -60,12 +59,6 @@ void ingest_link_table_free(struct ingest_link_table *t)
     if (t)
         free(t->v);
     free(t);
-}
-
-int ingest_link_key(const char *root, char *key, size_t len)
-{
-    int n = snprintf(key, len, "db/%.8s-%.8s/%s", root + 2, root + 11, LINK_FILE_NAME);
-    return n > 0 && (size_t)n < len ? 0 : -ENAMETOOLONG;
 }
 
 /* ---- which datasets ---- */
@@ -462,7 +455,7 @@ int ingest_link_layouts(struct ingest *g)
     char key[STORE_KEY_MAX + 1], uri[STORE_KEY_MAX + 256];
     if (!g->cfg->link || g->base || schema_id_version(g->root) != 2 || !g->cfg->bucket_name)
         return 0;
-    int rc = ingest_link_key(g->root, key, sizeof key);
+    int rc = schema_linked_file_key(g->root, key, sizeof key);
     if (rc == 0 && snprintf(uri, sizeof uri, "%s/%s", g->cfg->bucket_name, key) >= (int)sizeof uri)
         rc = -ENAMETOOLONG;
     size_t n = g->n_objs; /* chunk tables are appended behind */
@@ -493,7 +486,7 @@ int ingest_link_store_file(struct ingest *g)
     uint64_t size = 0;
     if (g->stats->datasets_linked == 0 && !g->link_from[0])
         return 0;
-    int rc = ingest_link_key(g->root, key, sizeof key);
+    int rc = schema_linked_file_key(g->root, key, sizeof key);
     if (rc == 0 && g->link_from[0]) {
         /* r+: the base's file, whose size decides how the store copies it (S3: in parts
          * above the multipart threshold; one CopyObject takes at most 5 GiB) */
@@ -593,10 +586,11 @@ int ingest_link_rebase(struct ingest *g, json_t *dataset)
     const char *now = hjson_text(json_object_get(lay, "file_uri"));
     const char *bucket = g->cfg->bucket_name;
     size_t blen = bucket ? strlen(bucket) : 0;
-    if (!now || !bucket || !g->base || ingest_link_key(g->base->root, from, sizeof from) != 0 ||
+    if (!now || !bucket || !g->base ||
+        schema_linked_file_key(g->base->root, from, sizeof from) != 0 ||
         strncmp(now, bucket, blen) != 0 || now[blen] != '/' || strcmp(now + blen + 1, from) != 0)
         return 0; /* not the base's own file: it stays where it is */
-    if (ingest_link_key(g->root, to, sizeof to) != 0 ||
+    if (schema_linked_file_key(g->root, to, sizeof to) != 0 ||
         snprintf(uri, sizeof uri, "%s/%s", bucket, to) >= (int)sizeof uri)
         return -EIO;
     snprintf(g->link_from, sizeof g->link_from, "%s", from);

@@ -614,3 +614,9 @@ int schema_linked_uri_key(const char *uri, const char *bucket, const char *root_
     *key = slash + 1;
     return 0;
 }
+
+int schema_linked_file_key(const char *root, char *key, size_t len)
+{
+    int n = snprintf(key, len, SCHEMA_OBJECT_TREE "/%.8s-%.8s/.h5osfs-file", root + 2, root + 11);
+    return n > 0 && (size_t)n < len ? 0 : -ENAMETOOLONG;
+}

@@ -36,7 +36,8 @@ int restore_find(struct store *store, const char *domain, const char *staged_pat
                  restore_same_fn same, void *ctx, uint64_t *n, char vroot[SCHEMA_ID_BUF]);
 
 /* Write the objects of root new_root (a fresh id, not named yet) as copies of the version
- * root vroot of domain's list, whose pool URIs are in bucket bucket_name. 0 or -errno
+ * root vroot of domain's list, whose pool URIs are in bucket bucket_name; the version's own
+ * linked file (ingest=link) is copied as new_root's, which its datasets then name. 0 or -errno
  * (logged); -EOPNOTSUPP for a version this cannot copy, -EBADMSG for one whose pool object
  * holds other bytes than its key names (the caller ingests instead, under another root: this
  * one may hold some objects already). */

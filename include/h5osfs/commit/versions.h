@@ -76,7 +76,8 @@ struct versions_commit {
 
 /* 0 with the version's number and root; -EAGAIN (logged) as said of kept; -ESTALE (logged) when the list already holds a
  * commit on base_root: another writer's, listed first, which wins as its swap will; -EOPNOTSUPP (logged: the commit goes on without a
- * version) for a domain it cannot keep yet (v1 ids, linked datasets, chunk tables too large);
+ * version) for a domain it cannot keep yet (v1 ids, data linked to a file other than the
+ * root's own, chunk tables too large);
  * else -errno (the store's, -ENOMEM), logged. */
 int versions_commit(const struct versions_commit *vc, uint64_t *n, char vroot[SCHEMA_ID_BUF]);
 

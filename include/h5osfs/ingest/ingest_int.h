@@ -198,8 +198,6 @@ int ingest_vref_tables(struct ingest *g);
 void ingest_vref_free(struct ingest *g);
 
 /* ---- ingest_link.c ---- */
-/* db/A-B/.h5osfs-file of v2 root id root: where a linked ingest stores the file. */
-int ingest_link_key(const char *root, char *key, size_t len);
 /* With cfg->link, no base and a v2 root: every dataset that can be read from the file as it
  * stores it gets hsload's *_REF layout (o->linked; chunk tables appended to g->objs). 0 or
  * -errno (logged). */

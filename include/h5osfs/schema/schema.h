@@ -123,6 +123,11 @@ int schema_pool_uri_check(const char *uri, const char *bucket, const char *pool,
 int schema_linked_uri_key(const char *uri, const char *bucket, const char *root_id, int any_object,
                           const char **key);
 
+/* db/A-B/.h5osfs-file of v2 root id root: where a linked ingest keeps the file its datasets
+ * point into (HSDS's scanner skips a key of that shape), and where a kept version keeps its
+ * own copy of it. 0, or -ENAMETOOLONG. */
+int schema_linked_file_key(const char *root, char *key, size_t len);
+
 /* Whether commits below a folder keep versions (its xattr user.h5osfs.versions): the member
  * "h5osfs": {"versions": "on" | "off" | "keep:N" | "ref"} of its .domain.json. keep:N is on,
  * keeping the newest N untagged versions (N >= 1); on keeps all (keep 0); ref is on with the

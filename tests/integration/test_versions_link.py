@@ -1,0 +1,262 @@
+"""Issue 26 for linked data (-o ingest=link, doc/versions.md §3.2): with versions on, every
+commit of a domain whose datasets point into its own stored file is kept as a version too. The
+version root gets its own copy of the file (db/V/.h5osfs-file: a hard link on a local bucket,
+a copy in the store on S3) and its linked datasets keep their layouts, naming that copy; their
+chunk tables are copied as they are, never pooled. So a version reads exactly what the domain
+read after its commit, after the domain's root (and its file) is collected, on a fresh
+read-only mount, and through HSDS's objects (objcheck). A restore copies the version's file
+back; a removed version's root takes its file with it, and the pool sweep reads past linked
+tables. Before this, such a commit was "committed without a version"."""
+import json
+import os
+import shutil
+import subprocess
+
+import h5py
+import numpy as np
+import pytest
+
+import harness
+import objcheck
+from test_versions_collect import FAST, keys, named_pool_objects, pool_prefix, wait_for
+from test_versions_commit import named_roots
+from test_write_link import datasets_by_path, root_objects
+
+pytestmark = pytest.mark.backends("posix", "s3", "rgw")
+
+HOME = "home/test_user1"
+TARGET = f"{HOME}/v.h5"
+VDIR = f"{HOME}/.versions/v.h5"
+FILE_NAME = ".h5osfs-file"
+NOT_KEPT = "cannot be kept as a version yet"
+
+
+def make_linked_source(path):
+    """Each layout a linked ingest gives (contiguous, a chunk map, a chunk table), beside
+    datasets it copies (small, vlen)."""
+    with h5py.File(path, "w") as f:
+        f.create_dataset("contig", data=np.linspace(0, 1, 4000))
+        f.create_dataset("gzip", data=np.arange(100 * 80, dtype="<f4").reshape(100, 80),
+                         chunks=(50, 40), compression="gzip")
+        f.create_dataset("many", data=np.arange(256 * 256, dtype="<u2").reshape(256, 256),
+                         chunks=(32, 32))
+        f.create_dataset("small", data=np.arange(100, dtype="<i4"))
+        f.create_dataset("vlen", data=["a", "bb"] * 300, dtype=h5py.string_dtype())
+        f.attrs["title"] = "linked"
+
+
+LINKED = {"contig": "H5D_CONTIGUOUS_REF", "gzip": "H5D_CHUNKED_REF",
+          "many": "H5D_CHUNKED_REF_INDIRECT"}
+
+
+def make_unlinked(path, start):
+    """A file a linked ingest copies whole (datasets of at most 512 elements): pooled."""
+    with h5py.File(path, "w") as f:
+        f.create_dataset("x", data=np.arange(start, start + 500, dtype="<i8"), chunks=(100,))
+    return path
+
+
+def change(path, edit):
+    with h5py.File(path, "r+") as f:
+        edit(f)
+
+
+def edit_small(f):
+    f["small"][0] = -5
+    f.attrs["step"] = 2
+
+
+def edit_many(f):
+    f["many"][0, 0] = 7
+
+
+def same(a, b):
+    r = subprocess.run(["h5diff", str(a), str(b)], capture_output=True, text=True)
+    return r.returncode == 0, (r.stdout + r.stderr)[-2000:]
+
+
+def versions(m):
+    return sorted(os.listdir(m.path(VDIR)), key=lambda n: int(n.split(".")[0]))
+
+
+def vroot(m, n):
+    return os.getxattr(m.path(f"{VDIR}/{n}.h5"), "user.h5osfs.root").decode()
+
+
+def layouts(m, root):
+    """{dataset name: creationProperties.layout} of root's linked datasets, and its file."""
+    objects = root_objects(m, root)
+    named, _ = datasets_by_path(objects, root)
+    return ({n: d.get("creationProperties", {}).get("layout", {}) for n, d in named.items()},
+            objects.get(FILE_NAME))
+
+
+def expected_files(tmp_path):
+    """The source, then the source after each r+ of the test, as files."""
+    src = tmp_path / "src.h5"
+    make_linked_source(src)
+    out = [src]
+    for i, edit in enumerate((edit_small, edit_many), 2):
+        nxt = tmp_path / f"expected{i}.h5"
+        shutil.copyfile(out[-1], nxt)
+        change(nxt, edit)
+        out.append(nxt)
+    return out
+
+
+def mount_rw(mount_bucket, bucket, tmp_path, *more):
+    opts = ",".join(("user=test_user1,ttl=0,versions=on,ingest=link",
+                     f"cache_dir={tmp_path}/c1") + more)
+    return mount_bucket(bucket, "-o", opts)
+
+
+def test_every_commit_of_a_linked_domain_is_a_version(bucket_copy, mount_bucket, tmp_path):
+    """cp of a linkable file, an r+ of a copied dataset, an r+ of a linked one: three versions,
+    each reading exactly as the domain did after its commit; each version's root holds its own
+    copy of the file, which its linked layouts name; the linked table is copied, not pooled."""
+    want = expected_files(tmp_path)
+    m = mount_rw(mount_bucket, bucket_copy, tmp_path)
+    shutil.copyfile(want[0], m.path(TARGET))
+    change(m.path(TARGET), edit_small)
+    change(m.path(TARGET), edit_many)
+    assert NOT_KEPT not in m.log()
+    assert versions(m) == ["1.h5", "2.h5", "3.h5"]
+    for n, w in enumerate(want, 1):
+        ok, out = same(m.path(f"{VDIR}/{n}.h5"), w)
+        assert ok, (n, out)
+    ok, out = same(m.path(TARGET), want[2])
+    assert ok, out
+    source = want[0].read_bytes()
+    for n in (1, 2, 3):
+        root = vroot(m, n)
+        lay, file = layouts(m, root)
+        assert file == source, n                      # the version's own, unchanged copy
+        linked = {name: l["class"] for name, l in lay.items() if "file_uri" in l}
+        assert linked == (LINKED if n < 3 else {k: v for k, v in LINKED.items() if k != "many"})
+        for name in linked:
+            assert lay[name]["file_uri"].endswith(f"/db/{root[2:19]}/{FILE_NAME}"), (n, name)
+        if n == 3:                                    # written by the r+: pooled since
+            assert lay["many"]["class"] == "H5D_CHUNKED_REF_INDIRECT"
+            assert "pool" in lay["many"]["h5osfs"] and "file_uri" not in lay["many"]
+        else:                                         # its table copied as it was
+            assert "h5osfs" not in lay["many"]
+        if m.backend == "posix":
+            assert objcheck.problems(bucket_copy, f"/{VDIR}/{n}.h5") == [], n
+    harness.assert_clean([m])                         # replaced roots and their files go
+    ro = mount_bucket(m, "-o", f"user=test_user1,ro,cache_dir={tmp_path}/fresh")
+    for n, w in enumerate(want, 1):
+        ok, out = same(ro.path(f"{VDIR}/{n}.h5"), w)
+        assert ok, (n, out)
+
+
+@pytest.mark.not_on("rgw", reason="the restore's store side is the same code as on s3rver")
+def test_restore_of_a_linked_version_copies_its_file(bucket_copy, mount_bucket, tmp_path):
+    """cp .versions/v.h5/1.h5 v.h5 restores version 1 (no new file linked from the staged
+    copy): the new root holds a copy of version 1's file, which its linked datasets name, and
+    it reads as version 1 after a remount."""
+    want = expected_files(tmp_path)
+    m = mount_rw(mount_bucket, bucket_copy, tmp_path)
+    shutil.copyfile(want[0], m.path(TARGET))
+    change(m.path(TARGET), edit_small)
+    shutil.copyfile(m.path(f"{VDIR}/1.h5"), m.path(TARGET))
+    assert "restored from version 1" in m.log()
+    assert versions(m) == ["1.h5", "2.h5", "3.h5"]
+    root = os.getxattr(m.path(TARGET), "user.h5osfs.root").decode()
+    lay, file = layouts(m, root)
+    assert file == want[0].read_bytes()
+    assert {name: l["class"] for name, l in lay.items() if "file_uri" in l} == LINKED
+    assert all(l["file_uri"].endswith(f"/db/{root[2:19]}/{FILE_NAME}")
+               for l in lay.values() if "file_uri" in l)
+    ro = mount_bucket(m, "-o", f"user=test_user1,ro,cache_dir={tmp_path}/fresh")
+    for path in (TARGET, f"{VDIR}/3.h5", f"{VDIR}/1.h5"):
+        ok, out = same(ro.path(path), want[0])
+        assert ok, (path, out)
+
+
+@pytest.mark.not_on("rgw", reason="the collection's store side is covered on rgw by "
+                    "test_versions_collect")
+def test_collection_reads_past_linked_tables_and_takes_the_file(bucket_copy, mount_bucket,
+                                                                tmp_path):
+    """cp a (pooled), cp the linkable file, cp b (pooled): rm 1.h5, and the pool sweep, which reads every
+    kept version's chunk tables, passes the linked version's table of file offsets and deletes
+    what only version 1 named; rm 2.h5 then takes its root, its file included."""
+    want = expected_files(tmp_path)
+    opts = ("user=test_user1,ttl=0,versions=on,ingest=link," + FAST +
+            f",cache_dir={tmp_path}/c1")
+    m = mount_bucket(bucket_copy, "-o", opts, extra_env={"H5OSFS_TEST_GC_GRACE": "0"})
+    a = make_unlinked(tmp_path / "a.h5", 0)
+    b = make_unlinked(tmp_path / "b.h5", 1000)
+    for src in (a, want[0], b):
+        shutil.copyfile(src, m.path(TARGET))
+    roots = {n: vroot(m, n) for n in (1, 2, 3)}
+    only_1 = named_pool_objects(m, roots[1]) - named_pool_objects(m, roots[3])
+    assert only_1 and only_1 <= keys(m, pool_prefix(m))
+    assert (f"db/{roots[2][2:19]}/{FILE_NAME}") in keys(m, f"db/{roots[2][2:19]}/")
+    os.unlink(m.path(f"{VDIR}/1.h5"))
+    wanted = named_pool_objects(m, roots[2]) | named_pool_objects(m, roots[3])
+    wait_for(lambda: keys(m, f"db/{roots[1][2:19]}/") == set(), "version 1's root collected")
+    wait_for(lambda: keys(m, pool_prefix(m)) == wanted, "the pool swept to what 2 and 3 name")
+    assert "nothing is deleted" not in m.log()
+    os.unlink(m.path(f"{VDIR}/2.h5"))
+    assert m.unmount() == 0                           # the collector drains at unmount
+    assert keys(m, f"db/{roots[2][2:19]}/") == set()  # version 2's root, its file included
+    m = mount_bucket(m, "-o", opts)
+    for path in (f"{VDIR}/3.h5", TARGET):
+        ok, out = same(m.path(path), b)
+        assert ok, (path, out)
+    assert [v["n"] for v in json.loads(m.get(f"{VDIR}/.h5osfs-versions"))["versions"]] == [3]
+
+
+@pytest.mark.posix_only(reason="edits a version's JSON in the bucket directory; the check is "
+                        "the image build's, the same on every store")
+def test_a_version_linked_to_a_file_not_its_own_is_eio_for_that_dataset(bucket_copy,
+                                                                          mount_bucket, tmp_path):
+    """A version reads only what was kept with it. Its dataset's file_uri pointed at a file
+    elsewhere in the bucket (which anyone may replace; a current domain may link to one) is
+    EIO for that dataset, logged; the version's other datasets still read."""
+    want = expected_files(tmp_path)
+    m = mount_rw(mount_bucket, bucket_copy, tmp_path)
+    shutil.copyfile(want[0], m.path(TARGET))
+    root = vroot(m, 1)
+    assert m.unmount() == 0
+    shutil.copyfile(want[0], bucket_copy / "elsewhere.h5")
+    dset_dir = bucket_copy / "db" / root[2:19] / "d"
+    for p in dset_dir.glob("*/.dataset.json"):
+        doc = json.loads(p.read_text())
+        lay = doc.get("creationProperties", {}).get("layout", {})
+        if lay.get("class") == "H5D_CONTIGUOUS_REF":
+            lay["file_uri"] = f"{bucket_copy.name}/elsewhere.h5"
+            p.write_text(json.dumps(doc))
+    ro = mount_bucket(m, "-o", f"user=test_user1,ro,cache_dir={tmp_path}/fresh")
+    with h5py.File(ro.path(f"{VDIR}/1.h5"), "r") as f:
+        with pytest.raises(OSError):
+            f["contig"][:]
+        assert np.array_equal(f["many"][:], h5py.File(want[0], "r")["many"][:])
+        assert np.array_equal(f["small"][:], np.arange(100))
+    assert "names neither its pool nor its own file" in ro.log()
+
+
+@pytest.mark.not_on("rgw", reason="ref mode's store side is test_versions_ref's")
+def test_linked_domain_in_ref_mode(bucket_copy, mount_bucket, tmp_path):
+    """versions_current=ref: the domain names its head version's root, whose own file its
+    linked datasets read; each r+ keeps a version as in root mode, and no other root is left
+    once the collector has drained."""
+    want = expected_files(tmp_path)
+    m = mount_rw(mount_bucket, bucket_copy, tmp_path, "versions_current=ref")
+    shutil.copyfile(want[0], m.path(TARGET))
+    change(m.path(TARGET), edit_small)
+    change(m.path(TARGET), edit_many)
+    assert NOT_KEPT not in m.log()
+    assert versions(m) == ["1.h5", "2.h5", "3.h5"]
+    assert os.getxattr(m.path(TARGET), "user.h5osfs.root").decode() == vroot(m, 3)
+    pool = json.loads(m.get(f"{VDIR}/.h5osfs-versions"))["pool"]
+    harness.assert_clean([m])
+    if m.backend == "posix":
+        on_disk = {p.name for p in (bucket_copy / "db").iterdir()}
+        assert on_disk == named_roots(bucket_copy) | {pool[2:19]}
+    ro = mount_bucket(m, "-o", f"user=test_user1,ro,cache_dir={tmp_path}/fresh")
+    for n, w in enumerate(want, 1):
+        ok, out = same(ro.path(f"{VDIR}/{n}.h5"), w)
+        assert ok, (n, out)
+    ok, out = same(ro.path(TARGET), want[2])
+    assert ok, out
