@@ -29,7 +29,7 @@ G4 read speed of a kept version against the current domain of the G1 bucket: the
 Process CPU (user+sys of the daemon, from /proc before it exits) is printed for each r+ of G2.
 Ratios are baseline / versions (> 1: versions faster or smaller).
 
---s3 runs G2 on the test S3 server (s3rver on 127.0.0.1; each bucket made locally, then
+--s3 runs G2 and GL on the test S3 server (s3rver on 127.0.0.1; each bucket made locally, then
 uploaded once): requests and open/close times as on a local bucket. The table bytes of the
 newest version (below) are only counted on a local bucket.
 
@@ -411,6 +411,38 @@ def gl_source(work, mib, chunks):
     return path
 
 
+def s3_bucket_bytes(bucket):
+    """bucket_bytes of an S3 bucket, as its listing says (the store keeps no links: every
+    object counts), by the same categories."""
+    name = bucket.removeprefix("s3://")
+    with S3.client() as c:
+        listed = {k: size for k, size, _ in c.list_all(name)[0]}
+    dom = json.loads(c_get(name, DOMAIN + "/.domain.json"))
+    text = c_get(name, VDIR + "/.h5osfs-versions")
+    vlist = json.loads(text) if text else {"versions": []}
+    kind = {root_dir(dom["root"]): "current"}
+    if "pool" in vlist:
+        kind[root_dir(vlist["pool"])] = "pool"
+    for v in vlist["versions"]:
+        kind.setdefault(root_dir(v["root"]), "versions")
+    out = dict.fromkeys(["current", "pool", "versions", "garbage", "rest"], 0)
+    for key, size in listed.items():
+        parts = key.split("/")
+        k = kind.get(parts[1], "garbage") if len(parts) > 2 and parts[0] == "db" else "rest"
+        out[k] += size
+    return out
+
+
+def c_get(bucket, key):
+    with S3.client() as c:
+        r = c.request("GET", bucket, key)
+    return r.body if r.status == 200 else None
+
+
+def any_bucket_bytes(bucket):
+    return bucket_bytes(bucket) if isinstance(bucket, Path) else s3_bucket_bytes(bucket)
+
+
 def gl(args, work):
     """--commits one-element r+ of "meta", alternating a versions=on mount and one without,
     both ingest=link: bucket bytes (each file once: a local bucket's copies are hard links)
@@ -423,6 +455,9 @@ def gl(args, work):
         bucket = work / f"gl-{label}" / "bucket"
         shutil.rmtree(bucket.parent, ignore_errors=True)
         bench_cp.make_bucket(bucket)
+        if S3 is not None:
+            S3.load(f"gl-{label}", bucket)
+            bucket = f"s3://gl-{label}"
         m = Mounted(bucket, work / f"gl-{label}" / "mnt", work / f"gl-{label}" / "cache",
                     work / f"gl-{label}" / "h5osfs.log", opts)
         t0 = time.perf_counter()
@@ -440,7 +475,7 @@ def gl(args, work):
     finally:
         for a in arms.values():
             a["mount"].stop()
-    final = {k: bucket_bytes(a["bucket"]) for k, a in arms.items()}
+    final = {k: any_bucket_bytes(a["bucket"]) for k, a in arms.items()}
     for k, b in final.items():
         log(f"  after the unmount, {k}: {described(b)}; close median "
             f"{statistics.median(arms[k]['close']):.2f} s")
@@ -463,6 +498,7 @@ def gl(args, work):
 
 
 def main():
+    global S3
     ap = argparse.ArgumentParser()
     ap.add_argument("--work", type=Path,
                     default=Path(tempfile.gettempdir()) / "h5osfs-bench-versions")
@@ -474,7 +510,8 @@ def main():
     ap.add_argument("--big-chunks", type=int, default=100000)
     ap.add_argument("--reps", type=int, default=3)
     ap.add_argument("--current", choices=("root", "ref"), default="root")
-    ap.add_argument("--s3", action="store_true", help="G2 on s3rver (tests/s3), not local")
+    ap.add_argument("--s3", action="store_true",
+                    help="G2 and GL on s3rver (tests/s3), not local")
     args = ap.parse_args()
     args.versions_opts = "versions=on" + (",versions_current=ref" if args.current == "ref"
                                           else "")
@@ -497,13 +534,19 @@ def main():
             v, c = statistics.median(runs["version"]), statistics.median(runs["current"])
             log(f"G4 result: median {v:.2f} s version, {c:.2f} s current (ratio {c / v:.2f})")
     if "GL" in only:
-        final, arms = gl(args, args.work)
+        if args.s3:
+            S3 = harness.S3Server(args.work / "s3")
+        try:
+            final, arms = gl(args, args.work)
+        finally:
+            if S3 is not None:
+                S3.stop()
+                S3 = None
         v, b = kept(final["versions"]), kept(final["baseline"])
         log(f"GL result: {gib(v)} with versions, {gib(b)} without (ratio {b / v:.2f}); close "
             f"median {statistics.median(arms['versions']['close']):.2f} s vs "
             f"{statistics.median(arms['baseline']['close']):.2f} s")
     if "G2" in only:
-        global S3
         if args.s3:
             S3 = harness.S3Server(args.work / "s3")
         try:
