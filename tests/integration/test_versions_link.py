@@ -11,6 +11,7 @@ import json
 import os
 import shutil
 import subprocess
+import sys
 
 import h5py
 import numpy as np
@@ -18,6 +19,7 @@ import pytest
 
 import harness
 import objcheck
+from conftest import Mount, MountSource, is_mounted
 from test_versions_collect import FAST, keys, named_pool_objects, pool_prefix, wait_for
 from test_versions_commit import named_roots
 from test_write_link import datasets_by_path, root_objects
@@ -260,3 +262,52 @@ def test_linked_domain_in_ref_mode(bucket_copy, mount_bucket, tmp_path):
         assert ok, (n, out)
     ok, out = same(ro.path(TARGET), want[2])
     assert ok, out
+
+
+EDIT_MANY = """
+import sys, h5py
+with h5py.File(sys.argv[1], "r+") as f:
+    f["many"][0, 0] = 7
+"""
+
+
+@pytest.mark.posix_only(reason="kills the daemon; the commit protocol is the same code on "
+                        "every backend")
+@pytest.mark.parametrize("stage", ["vroot", "listed"])
+def test_kill_during_a_linked_versioned_commit(bucket_copy, tmp_path, stage):
+    """Version 1 is the linked source; an r+ of a linked dataset is killed after the version
+    root (its copy of the file included) is written (vroot) or after its list put (listed).
+    The next mount recovers: versions 1 and 2 read whole, and once the collector has drained
+    db/ holds only roots something names and the pool: a version root that was never listed
+    went with its file."""
+    want = expected_files(tmp_path)
+    cache, mnt = tmp_path / "cache", tmp_path / "mnt"
+    mnt.mkdir()
+
+    def start(log, env_extra):
+        env = dict(os.environ, **env_extra)
+        return Mount(MountSource("posix", bucket_copy, bucket_copy, env=env), mnt, log,
+                     ("-o", f"user=test_user1,ttl=0,versions=on,ingest=link,cache_dir={cache}"))
+    m = start(tmp_path / "0.log", {})
+    shutil.copyfile(want[0], m.path(TARGET))
+    harness.assert_clean([m])
+    m = start(tmp_path / "1.log", {"H5OSFS_TEST_CRASH_AT": stage})
+    r = subprocess.run([sys.executable, "-c", EDIT_MANY, str(m.path(TARGET))],
+                       capture_output=True, text=True, stdin=subprocess.DEVNULL)
+    assert r.returncode != 0, r.stdout
+    m.proc.wait(timeout=30)
+    assert m.proc.returncode == -9
+    subprocess.run(["fusermount3", "-uz", str(mnt)], check=False)
+    assert not is_mounted(mnt)
+    m = start(tmp_path / "2.log", {})
+    assert versions(m) == ["1.h5", "2.h5"]
+    expected = tmp_path / "expected_many.h5"
+    shutil.copyfile(want[0], expected)
+    change(expected, edit_many)
+    for path, w in ((f"{VDIR}/1.h5", want[0]), (f"{VDIR}/2.h5", expected), (TARGET, expected)):
+        ok, out = same(m.path(path), w)
+        assert ok, (path, out)
+    pool = json.loads(m.get(f"{VDIR}/.h5osfs-versions"))["pool"]
+    harness.assert_clean([m])
+    on_disk = {p.name for p in (bucket_copy / "db").iterdir()}
+    assert on_disk == named_roots(bucket_copy) | {pool[2:19]}
