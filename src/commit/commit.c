@@ -267,7 +267,8 @@ static int store_new_root_pooled(const struct commit_ctx *c, struct journal_rec 
                                  const json_t *acls, int ref, struct kept_version *kv)
 {
     struct versions_kept *pooled = NULL;
-    if (ref && base && !cfg->link && versions_kept_new(&pooled) == 0) {
+    /* an r+ links no file, even under ingest=link: its linked datasets keep their layouts */
+    if (ref && base && versions_kept_new(&pooled) == 0) {
         cfg->kept_in_pool = versions_kept_add;
         cfg->pool_ctx = pooled;
     }
@@ -298,7 +299,8 @@ static int swap_in_new_root(const struct commit_ctx *c, struct journal_rec *rec,
     cfg.keep_file = file_kept != NULL;
     if (c->link_for)
         cfg.link = c->link_for(c->link_ctx, rec->domain, c->link);
-    /* a version takes no *_REF layout yet: a VDS kept as mappings alone is kept as a version */
+    /* a version takes no table of per-entry URIs (a VDS's sources, other domains' objects): a
+     * VDS kept as mappings alone is kept as a version */
     cfg.no_vds_tables = c->versions_for && c->versions_for(c->link_ctx, rec->domain, &keep, NULL);
     char old[SCHEMA_ID_BUF];
     int in_doubt = 0, rc = 0, base_ref = 0, ref = commit_ref_mode_for(c, rec->domain, NULL);

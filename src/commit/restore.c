@@ -394,7 +394,10 @@ static int restore_linked_file(const struct restore_ctx *r, const char *key)
     int rc = schema_linked_file_key(r->root, dst, sizeof dst);
     if (rc == 0)
         rc = store_head(r->store, key, &st);
-    return rc == 0 ? store_copy_sized(r->store, key, dst, st.size) : rc;
+    if (rc == 0)
+        rc = store_copy_sized(r->store, key, dst, st.size);
+    r->stats->objects += rc == 0;
+    return rc;
 }
 
 int restore_root(struct store *store, const char *bucket_name, const char *domain,

@@ -423,20 +423,17 @@ static int copied_dataset(const struct dataset_ctx *d, const char *json_key, con
 /* ---- data linked into the root's own file (ingest=link) ---- */
 
 /* A dataset linked into the root's own file: the version keeps its own copy of that file
- * (vroot_write), which the JSON, its ids moved, names already. A layout naming anything else
- * (a file elsewhere in the bucket, which anyone may replace; per-entry URIs) cannot be kept
- * as it reads today. */
-static int linked_dataset(const struct dataset_ctx *d, const json_t *doc, const char *text,
-                          const char *vkey)
+ * (vroot_write), which the JSON, its ids moved, names already; chunk objects it may have
+ * beside (a contiguous layout of size 0) are copied. A layout naming anything else (a file
+ * elsewhere in the bucket, which anyone may replace; another root's table; per-entry URIs)
+ * cannot be kept as it reads today. */
+static int linked_dataset(const struct dataset_ctx *d, const char *json_key, const json_t *doc,
+                          const char *text, const char *vkey)
 {
     const json_t *lay = json_object_get(json_object_get(doc, "creationProperties"), "layout");
-    const char *uri = hjson_text(json_object_get(lay, "file_uri")), *key = NULL;
-    char own[STORE_KEY_MAX + 1];
-    if (!uri || schema_linked_file_key(d->vroot, own, sizeof own) != 0 ||
-        schema_linked_uri_key(uri, d->vc->bucket_name, d->vroot, 0, &key) != 0 ||
-        strcmp(key, own) != 0)
+    if (!schema_version_linked_ok(lay, d->vc->bucket_name, d->vroot))
         return -EOPNOTSUPP;
-    return store_put_new(d->vc->store, vkey, text, strlen(text));
+    return copied_dataset(d, json_key, doc, text, vkey);
 }
 
 static int is_linked_table(const struct dataset_ctx *d, const char *key)
@@ -448,8 +445,9 @@ static int is_linked_table(const struct dataset_ctx *d, const char *key)
 }
 
 /* The JSON key of the chunk table the dataset at key reads its linked chunks through, if it
- * has one (out ""): such a table holds offsets into the file, and a version copies it as it
- * is; pooled, it would be a table read through a table, which HSDS refuses (spec §8.3). */
+ * has one and is kept (out ""): such a table holds offsets into the file, and a version copies
+ * it as it is; pooled, it would be a table read through a table, which HSDS refuses (spec
+ * §8.3). A layout a version cannot keep (linked_dataset) names no table to copy. */
 static int linked_table_of(const struct dataset_ctx *d, const char *key, char *out, size_t len)
 {
     struct store_buf buf = { 0 };
@@ -463,8 +461,10 @@ static int linked_table_of(const struct dataset_ctx *d, const char *key, char *o
     const json_t *lay = json_object_get(json_object_get(doc, "creationProperties"), "layout");
     const char *cls = hjson_text(json_object_get(lay, "class"));
     const char *tid = hjson_text(json_object_get(lay, "chunk_table"));
-    if (cls && strcmp(cls, "H5D_CHUNKED_REF_INDIRECT") == 0 && tid &&
-        json_object_get(lay, "file_uri") && schema_obj_key(tid, out, len) != 0)
+    const char *id = hjson_text(json_object_get(doc, "id"));
+    if (cls && strcmp(cls, "H5D_CHUNKED_REF_INDIRECT") == 0 && tid && id && strcmp(tid, id) != 0 &&
+        schema_version_linked_ok(lay, d->vc->bucket_name, d->vc->root) &&
+        schema_obj_key(tid, out, len) != 0)
         rc = -EOPNOTSUPP;
     json_decref(doc);
     return rc;
@@ -554,7 +554,7 @@ static int version_object(const struct dataset_ctx *d, const char *key)
     else if (is_linked_table(d, key))
         rc = copied_dataset(d, key, doc, text, vkey);
     else if (is_reference_layout(doc))
-        rc = linked_dataset(d, doc, text, vkey);
+        rc = linked_dataset(d, key, doc, text, vkey);
     else if (poolable(doc))
         rc = pooled_dataset(d, key, doc, vkey);
     else if (versions_kept_of(d->vc->kept, key))
@@ -576,11 +576,14 @@ int vroot_write(const struct versions_commit *vc, const char *pool, const char *
     int rc = list_with_stats(vc->store, prefix, &keys);
     struct dataset_ctx d = { vc, pool, vroot, &keys, base, NULL, NULL, 0 };
     const char *root_group = NULL;
+    size_t file = keys.n; /* the root's linked file, if it has one */
     if (rc == 0)
         rc = schema_linked_file_key(vc->root, file_key, sizeof file_key);
     for (size_t i = 0; rc == 0 && i < keys.n; i++)
         if (strcmp(keys.keys[i], file_key) == 0) /* only then are there linked tables */
-            rc = find_linked_tables(&d);
+            file = i;
+    if (rc == 0 && file < keys.n)
+        rc = find_linked_tables(&d);
     for (size_t i = 0; rc == 0 && i < keys.n; i++) {
         const char *k = keys.keys[i];
         if (strcmp(k + strlen(prefix), ".group.json") == 0)
@@ -588,11 +591,12 @@ int vroot_write(const struct versions_commit *vc, const char *pool, const char *
         else if (ends_with(k, "/.group.json") || ends_with(k, "/.dataset.json") ||
                  ends_with(k, "/.datatype.json"))
             rc = version_object(&d, k);
-        else if (strcmp(k, file_key) == 0)
-            rc = copy_linked_file(&d, k, &keys.listed[i]);
     }
     if (rc == 0 && !root_group)
         rc = -EIO;
+    /* once every object is kept: a version refused part way copies no file (S3: its bytes) */
+    if (rc == 0 && file < keys.n)
+        rc = copy_linked_file(&d, keys.keys[file], &keys.listed[file]);
     d.root_group = root_group;
     if (rc == 0)
         rc = version_object(&d, root_group);

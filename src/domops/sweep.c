@@ -286,10 +286,24 @@ static int mark_table_bytes(struct marks *m, const unsigned char *data, size_t l
     return seen > 0 ? 0 : -EIO;
 }
 
+/* Does uri name root's own linked file (bucket/db/A-B/.h5osfs-file, in any of its forms)? The
+ * sweep has no bucket name to check; what it decides by this is only to read no table. */
+static int own_file_uri(const char *uri, const char *root)
+{
+    char own[64];
+    size_t len = uri ? strlen(uri) : 0, own_len;
+    if (!uri || schema_linked_file_key(root, own, sizeof own) != 0)
+        return 0;
+    own_len = strlen(own);
+    return len > own_len && uri[len - own_len - 1] == '/' && strcmp(uri + len - own_len, own) == 0;
+}
+
 /* The chunk table id of a dataset's JSON at key, if it names pool objects ("": none). The
- * table of a dataset linked into the version's own file (a file_uri) holds offsets into that
- * file, which goes with the version's root: nothing of the pool. */
-static int table_of(struct store *store, const char *key, char tid[SCHEMA_ID_BUF])
+ * table of a dataset linked into the version's own file holds offsets into that file, which
+ * goes with the version's root: nothing of the pool. Any other table with a file_uri (a pool
+ * claim beside it, another file) is none a version of this code writes: -EIO, so that nothing
+ * is deleted on a table that cannot be told. */
+static int table_of(struct store *store, const char *key, const char *root, char tid[SCHEMA_ID_BUF])
 {
     struct store_buf buf = { 0 };
     char why[200];
@@ -304,7 +318,11 @@ static int table_of(struct store *store, const char *key, char tid[SCHEMA_ID_BUF
     const json_t *lay = json_object_get(json_object_get(doc, "creationProperties"), "layout");
     const char *cls = hjson_text(json_object_get(lay, "class"));
     const char *table = hjson_text(json_object_get(lay, "chunk_table"));
-    if (cls && strcmp(cls, "H5D_CHUNKED_REF_INDIRECT") == 0 && !json_object_get(lay, "file_uri"))
+    const char *file = hjson_text(json_object_get(lay, "file_uri"));
+    int linked = file && !json_object_get(lay, "h5osfs");
+    if (cls && strcmp(cls, "H5D_CHUNKED_REF_INDIRECT") == 0 && file)
+        rc = linked && own_file_uri(file, root) ? 0 : -EIO;
+    else if (cls && strcmp(cls, "H5D_CHUNKED_REF_INDIRECT") == 0)
         rc = table && strlen(table) < SCHEMA_ID_BUF ? (snprintf(tid, SCHEMA_ID_BUF, "%s", table), 0)
                                                     : -EIO;
     json_decref(doc);
@@ -364,7 +382,7 @@ static int mark_version(struct store *store, struct marks *m, const struct vlist
     for (size_t i = 0; rc == 0 && i < keys.n; i++) {
         if (!ends_with(keys.keys[i], "/.dataset.json"))
             continue;
-        rc = table_of(store, keys.keys[i], tid);
+        rc = table_of(store, keys.keys[i], e->root, tid);
         if (rc == 0 && tid[0])
             rc = mark_table(store, m, &keys, tid);
         else if (rc != 0 && rc != -ENOENT)

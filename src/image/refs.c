@@ -100,13 +100,9 @@ static int chunk_map(struct builder *b, const json_t *lay, struct image_dataset 
  * file elsewhere in the bucket may have been replaced since by anyone. */
 static int version_layout_ok(const struct builder *b, const json_t *lay, const char *cls)
 {
-    const char *file = hjson_text(json_object_get(lay, "file_uri")), *key = NULL;
-    char own[STORE_KEY_MAX + 1];
     if (refs_layout_pool(lay))
-        return !file && strcmp(cls, "H5D_CHUNKED_REF_INDIRECT") == 0;
-    return file && schema_linked_file_key(b->root_id, own, sizeof own) == 0 &&
-           schema_linked_uri_key(file, b->src->bucket_name, b->root_id, 0, &key) == 0 &&
-           strcmp(key, own) == 0;
+        return !json_object_get(lay, "file_uri") && strcmp(cls, "H5D_CHUNKED_REF_INDIRECT") == 0;
+    return schema_version_linked_ok(lay, b->src->bucket_name, b->root_id);
 }
 
 int build_ref_chunks(struct builder *b, struct build_obj *o, struct image_dataset *ds,

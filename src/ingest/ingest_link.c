@@ -585,11 +585,10 @@ int ingest_link_rebase(struct ingest *g, json_t *dataset)
     json_t *lay = json_object_get(json_object_get(dataset, "creationProperties"), "layout");
     const char *now = hjson_text(json_object_get(lay, "file_uri"));
     const char *bucket = g->cfg->bucket_name;
-    size_t blen = bucket ? strlen(bucket) : 0;
     if (!now || !bucket || !g->base ||
         schema_linked_file_key(g->base->root, from, sizeof from) != 0 ||
-        strncmp(now, bucket, blen) != 0 || now[blen] != '/' || strcmp(now + blen + 1, from) != 0)
-        return 0; /* not the base's own file: it stays where it is */
+        !schema_linked_own_file(now, bucket, g->base->root))
+        return 0; /* not the base's own file (in any form of its URI): it stays where it is */
     if (schema_linked_file_key(g->root, to, sizeof to) != 0 ||
         snprintf(uri, sizeof uri, "%s/%s", bucket, to) >= (int)sizeof uri)
         return -EIO;

@@ -620,3 +620,25 @@ int schema_linked_file_key(const char *root, char *key, size_t len)
     int n = snprintf(key, len, SCHEMA_OBJECT_TREE "/%.8s-%.8s/.h5osfs-file", root + 2, root + 11);
     return n > 0 && (size_t)n < len ? 0 : -ENAMETOOLONG;
 }
+
+int schema_linked_own_file(const char *uri, const char *bucket, const char *root)
+{
+    char own[64]; /* db/A-B/.h5osfs-file */
+    const char *key = NULL;
+    return uri && root && schema_linked_file_key(root, own, sizeof own) == 0 &&
+           schema_linked_uri_key(uri, bucket, root, 0, &key) == 0 && strcmp(key, own) == 0;
+}
+
+int schema_version_linked_ok(const json_t *lay, const char *bucket, const char *root)
+{
+    const json_t *cls = json_object_get(lay, "class"), *table = json_object_get(lay, "chunk_table");
+    const json_t *file = json_object_get(lay, "file_uri");
+    if (!json_is_string(cls) || !json_is_string(file) ||
+        !schema_linked_own_file(json_string_value(file), bucket, root))
+        return 0;
+    if (strcmp(json_string_value(cls), "H5D_CHUNKED_REF_INDIRECT") != 0)
+        return 1;
+    const char *t = json_string_value(table);
+    return t && schema_id_version(t) == 2 && schema_id_class(t) == 'd' &&
+           strncmp(t + 2, root + 2, 17) == 0;
+}

@@ -8,6 +8,7 @@
 
 #include "h5osfs/util/log.h"
 #include "h5osfs/util/pfor.h"
+#include "h5osfs/util/why.h"
 
 #define OBJECT_JSON_MAX (16u << 20) /* far more than any group or dataset JSON */
 #define TREE_DEPTH_MAX 256
@@ -141,6 +142,18 @@ static int is_dimension_only(const json_t *dset)
 
 /* A dataset reached by link name: a node, or nothing (logged) when the view leaves it out. */
 /* dset: its JSON (taken over), or rc: why it could not be loaded (logged). */
+/* A version's linked dataset is read only from the file kept with it, as the image reads it:
+ * any other file may have changed since the commit. */
+static int version_link_refused(const struct walk *w, const json_t *dset, char *why, size_t why_len)
+{
+    const json_t *lay = json_object_get(json_object_get(dset, "creationProperties"), "layout");
+    if (schema_is_versions_path(w->domain) != 1 ||
+        schema_version_linked_ok(lay, w->bucket, w->root_id))
+        return 0;
+    why_set(why, why_len, "a version's linked layout names a file that is not its own");
+    return -EINVAL;
+}
+
 static int add_dataset(struct walk *w, struct zarr_node *parent, const char *name, const char *id,
                        json_t *dset, int rc)
 {
@@ -171,6 +184,8 @@ static int add_dataset(struct walk *w, struct zarr_node *parent, const char *nam
         rc = zarr_pooled_array(w->store, w->domain, w->root_id, w->bucket, dset, a, w->pool_ok, why,
                                sizeof why);
     else if (rc == 0 && a->link != ZARR_LINK_NONE)
+        rc = version_link_refused(w, dset, why, sizeof why);
+    if (rc == 0 && a->link != ZARR_LINK_NONE && a->link != ZARR_LINK_POOL)
         rc = zarr_linked_array(dset, a, w->bucket, w->root_id, why, sizeof why);
     if (rc == -EINVAL)
         log_info("%s: zarr view: dataset %s (%s) left out: %s", w->domain, name, id, why);

@@ -72,6 +72,10 @@ def edit_many(f):
     f["many"][0, 0] = 7
 
 
+def edit_small_again(f):
+    f["small"][1] = 9
+
+
 def same(a, b):
     r = subprocess.run(["h5diff", str(a), str(b)], capture_output=True, text=True)
     return r.returncode == 0, (r.stdout + r.stderr)[-2000:]
@@ -213,44 +217,86 @@ def test_collection_reads_past_linked_tables_and_takes_the_file(bucket_copy, mou
                         "the image build's, the same on every store")
 def test_a_version_linked_to_a_file_not_its_own_is_eio_for_that_dataset(bucket_copy,
                                                                           mount_bucket, tmp_path):
-    """A version reads only what was kept with it. Its dataset's file_uri pointed at a file
-    elsewhere in the bucket (which anyone may replace; a current domain may link to one) is
-    EIO for that dataset, logged; the version's other datasets still read."""
+    """A version reads only what was kept with it. A dataset whose file_uri was pointed at a
+    file elsewhere in the bucket (which anyone may replace; a current domain may link to one),
+    or whose chunk table was pointed at another root's (the domain's own, which an r+ or HSDS
+    may change), is EIO, logged; its own file named in another form of the URI (s3://) still
+    reads, and so do the version's other datasets."""
     want = expected_files(tmp_path)
     m = mount_rw(mount_bucket, bucket_copy, tmp_path)
     shutil.copyfile(want[0], m.path(TARGET))
-    root = vroot(m, 1)
+    root, current = vroot(m, 1), os.getxattr(m.path(TARGET), "user.h5osfs.root").decode()
     assert m.unmount() == 0
     shutil.copyfile(want[0], bucket_copy / "elsewhere.h5")
-    dset_dir = bucket_copy / "db" / root[2:19] / "d"
-    for p in dset_dir.glob("*/.dataset.json"):
+    bucket = bucket_copy.name
+    current_tables = {json.loads(p.read_text())["creationProperties"]["layout"]["chunk_table"]
+                      for p in (bucket_copy / "db" / current[2:19] / "d").glob("*/.dataset.json")
+                      if "chunk_table" in p.read_text()}
+    assert len(current_tables) == 1
+    for p in (bucket_copy / "db" / root[2:19] / "d").glob("*/.dataset.json"):
         doc = json.loads(p.read_text())
         lay = doc.get("creationProperties", {}).get("layout", {})
         if lay.get("class") == "H5D_CONTIGUOUS_REF":
-            lay["file_uri"] = f"{bucket_copy.name}/elsewhere.h5"
-            p.write_text(json.dumps(doc))
+            lay["file_uri"] = f"{bucket}/elsewhere.h5"
+        elif lay.get("class") == "H5D_CHUNKED_REF":
+            lay["file_uri"] = f"s3://{lay['file_uri']}"
+        elif lay.get("class") == "H5D_CHUNKED_REF_INDIRECT" and "file_uri" in lay:
+            lay["chunk_table"] = current_tables.pop()
+        p.write_text(json.dumps(doc))
     ro = mount_bucket(m, "-o", f"user=test_user1,ro,cache_dir={tmp_path}/fresh")
-    with h5py.File(ro.path(f"{VDIR}/1.h5"), "r") as f:
-        with pytest.raises(OSError):
-            f["contig"][:]
-        assert np.array_equal(f["many"][:], h5py.File(want[0], "r")["many"][:])
-        assert np.array_equal(f["small"][:], np.arange(100))
-    assert "names neither its pool nor its own file" in ro.log()
+    with h5py.File(ro.path(f"{VDIR}/1.h5"), "r") as f, h5py.File(want[0], "r") as src:
+        for name in ("contig", "many"):
+            with pytest.raises(OSError):
+                f[name][:]
+        for name in ("gzip", "small", "vlen"):
+            assert np.array_equal(f[name][:], src[name][:]), name
+    assert ro.log().count("names neither its pool nor its own file") == 2
+    zarr = ro.path(f".zarr/{VDIR}/1.h5")                  # the Zarr view, by the same rule
+    assert sorted(n for n in os.listdir(zarr) if not n.startswith(".")) == \
+        ["gzip", "small", "vlen"]
+    assert ro.log().count("linked layout names a file that is not its own") == 2
+
+
+@pytest.mark.posix_only(reason="counts roots in the bucket directory; the refusal is the same "
+                        "code on every store")
+def test_a_domain_linked_to_a_file_not_its_own_is_committed_without_a_version(
+        bucket_copy, mount_bucket, tmp_path):
+    """The fixture's hsload --link domain points into a file elsewhere in the bucket, which a
+    version could not keep: an r+ of it is committed (the change reads back), without a
+    version (one log line), and leaves no version root, file copy or pool behind."""
+    name = f"{HOME}/sample_link.h5"
+    before = {p.name for p in (bucket_copy / "db").iterdir()}
+    m = mount_rw(mount_bucket, bucket_copy, tmp_path)
+    with h5py.File(m.path(name), "r+") as f:
+        f.attrs["touched"] = 1
+    assert m.log().count(NOT_KEPT) == 1
+    with h5py.File(m.path(name), "r") as f:
+        assert f.attrs["touched"] == 1
+    assert not (bucket_copy / f"{HOME}/.versions/sample_link.h5").exists()
+    harness.assert_clean([m])
+    left = {p.name for p in (bucket_copy / "db").iterdir()} - before
+    assert left == named_roots(bucket_copy) - before
 
 
 @pytest.mark.not_on("rgw", reason="ref mode's store side is test_versions_ref's")
 def test_linked_domain_in_ref_mode(bucket_copy, mount_bucket, tmp_path):
     """versions_current=ref: the domain names its head version's root, whose own file its
-    linked datasets read; each r+ keeps a version as in root mode, and no other root is left
-    once the collector has drained."""
+    linked datasets read; each r+ keeps a version as in root mode, one after the linked
+    dataset was pooled leaves its unchanged chunks in the pool (nothing copied), and no other
+    root is left once the collector has drained."""
     want = expected_files(tmp_path)
+    fourth = tmp_path / "expected4.h5"
+    shutil.copyfile(want[2], fourth)
+    change(fourth, edit_small_again)
+    want.append(fourth)
     m = mount_rw(mount_bucket, bucket_copy, tmp_path, "versions_current=ref")
     shutil.copyfile(want[0], m.path(TARGET))
-    change(m.path(TARGET), edit_small)
-    change(m.path(TARGET), edit_many)
+    for edit in (edit_small, edit_many, edit_small_again):
+        change(m.path(TARGET), edit)
     assert NOT_KEPT not in m.log()
-    assert versions(m) == ["1.h5", "2.h5", "3.h5"]
-    assert os.getxattr(m.path(TARGET), "user.h5osfs.root").decode() == vroot(m, 3)
+    assert "1 unchanged chunks left in the base version's pool" in m.log()    # "many", pooled
+    assert versions(m) == ["1.h5", "2.h5", "3.h5", "4.h5"]
+    assert os.getxattr(m.path(TARGET), "user.h5osfs.root").decode() == vroot(m, 4)
     pool = json.loads(m.get(f"{VDIR}/.h5osfs-versions"))["pool"]
     harness.assert_clean([m])
     if m.backend == "posix":
@@ -260,7 +306,7 @@ def test_linked_domain_in_ref_mode(bucket_copy, mount_bucket, tmp_path):
     for n, w in enumerate(want, 1):
         ok, out = same(ro.path(f"{VDIR}/{n}.h5"), w)
         assert ok, (n, out)
-    ok, out = same(ro.path(TARGET), want[2])
+    ok, out = same(ro.path(TARGET), want[3])
     assert ok, out
 
 

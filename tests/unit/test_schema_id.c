@@ -610,6 +610,50 @@ static void test_linked_uri_key(void)
     CHECK_INT(schema_linked_uri_key("bkt/db/a03b24ef-69f244b6/c/x", "bkt", SPEC_ROOT, 1, &key), 0);
 }
 
+/* What a kept version may read its linked bytes from: its own root's file, in any form of the
+ * URI, and a chunk table of its own root; nothing else in the bucket. */
+static void test_version_linked_ok(void)
+{
+    const char *own = "bkt/db/b03b24ef-69f244b6/.h5osfs-file";
+    CHECK_INT(schema_linked_own_file(own, "bkt", SPEC_ROOT), 1);
+    CHECK_INT(
+        schema_linked_own_file("s3://bkt/db/b03b24ef-69f244b6/.h5osfs-file", "bkt", SPEC_ROOT), 1);
+    CHECK_INT(
+        schema_linked_own_file("file://bkt/db/b03b24ef-69f244b6/.h5osfs-file", "bkt", SPEC_ROOT),
+        1);
+    CHECK_INT(schema_linked_own_file("bkt/db/a03b24ef-69f244b6/.h5osfs-file", "bkt", SPEC_ROOT), 0);
+    CHECK_INT(schema_linked_own_file("other/db/b03b24ef-69f244b6/.h5osfs-file", "bkt", SPEC_ROOT),
+              0);
+    CHECK_INT(schema_linked_own_file("bkt/data/f.h5", "bkt", SPEC_ROOT), 0);
+    CHECK_INT(schema_linked_own_file("bkt/db/b03b24ef-69f244b6/x", "bkt", SPEC_ROOT), 0);
+    CHECK_INT(schema_linked_own_file(NULL, "bkt", SPEC_ROOT), 0);
+
+    json_t *contig = json_pack("{s:s,s:s}", "class", "H5D_CONTIGUOUS_REF", "file_uri", own);
+    json_t *elsewhere =
+        json_pack("{s:s,s:s}", "class", "H5D_CHUNKED_REF", "file_uri", "bkt/data/f.h5");
+    json_t *own_table = json_pack("{s:s,s:s,s:s}", "class", "H5D_CHUNKED_REF_INDIRECT", "file_uri",
+                                  own, "chunk_table", "d-b03b24ef-69f244b6-0000-000000-000001");
+    json_t *other_table =
+        json_pack("{s:s,s:s,s:s}", "class", "H5D_CHUNKED_REF_INDIRECT", "file_uri", own,
+                  "chunk_table", "d-a03b24ef-69f244b6-0000-000000-000001");
+    json_t *no_table = json_pack("{s:s,s:s}", "class", "H5D_CHUNKED_REF_INDIRECT", "file_uri", own);
+    json_t *no_file = json_pack("{s:s,s:s}", "class", "H5D_CHUNKED_REF_INDIRECT", "chunk_table",
+                                "d-b03b24ef-69f244b6-0000-000000-000001");
+    CHECK_INT(schema_version_linked_ok(contig, "bkt", SPEC_ROOT), 1);
+    CHECK_INT(schema_version_linked_ok(elsewhere, "bkt", SPEC_ROOT), 0);
+    CHECK_INT(schema_version_linked_ok(own_table, "bkt", SPEC_ROOT), 1);
+    CHECK_INT(schema_version_linked_ok(other_table, "bkt", SPEC_ROOT), 0);
+    CHECK_INT(schema_version_linked_ok(no_table, "bkt", SPEC_ROOT), 0);
+    CHECK_INT(schema_version_linked_ok(no_file, "bkt", SPEC_ROOT), 0);
+    CHECK_INT(schema_version_linked_ok(NULL, "bkt", SPEC_ROOT), 0);
+    json_decref(contig);
+    json_decref(elsewhere);
+    json_decref(own_table);
+    json_decref(other_table);
+    json_decref(no_table);
+    json_decref(no_file);
+}
+
 int main(void)
 {
     test_versions();
@@ -627,5 +671,6 @@ int main(void)
     test_names();
     test_domain_path_allowed();
     test_linked_uri_key();
+    test_version_linked_ok();
     return check_done("schema_id");
 }

@@ -445,6 +445,60 @@ static void test_a_pool_being_moved(void)
     rig_close(&r);
 }
 
+/* V also holds a dataset linked into a file (ingest=link) through a table of offsets, its
+ * layout's extra members given: such a table names no pool object. */
+static void put_linked_dataset(struct rig *r, const char *file_uri, const char *extra)
+{
+    char key[STORE_KEY_MAX + 1], did[SCHEMA_ID_BUF], tid[SCHEMA_ID_BUF], text[1024];
+    uint64_t zero = 0;
+    make_id('d', 31, r->vroot, did);
+    make_id('d', 32, r->vroot, tid);
+    REQUIRE(schema_obj_key(did, key, sizeof key) == 0);
+    snprintf(text, sizeof text,
+             "{\"creationProperties\": {\"layout\": {\"class\": \"H5D_CHUNKED_REF_INDIRECT\", "
+             "\"file_uri\": \"%s\", \"chunk_table\": \"%s\"%s}}}",
+             file_uri, tid, extra);
+    put_text(r->mem, key, text);
+    REQUIRE(schema_obj_key(tid, key, sizeof key) == 0);
+    put_text(r->mem, key, "{\"creationProperties\": {}}");
+    unsigned char entries[2 * 12] = { 0 }; /* offset I64, size I32: no URI */
+    entries[8] = entries[20] = 16;
+    REQUIRE(schema_chunk_key(tid, &zero, 1, -1, key, sizeof key) == 0);
+    REQUIRE(store_put(r->mem, key, entries, sizeof entries) == 0);
+}
+
+/* A kept version's linked table is passed (its file goes with its root); one that claims the
+ * pool too, or names a file not the version's own, is none this code writes: nothing deleted. */
+static void test_linked_tables(void)
+{
+    struct rig r;
+    struct sweep_stats st;
+    char own[STORE_KEY_MAX + 1], uri[STORE_KEY_MAX + 16], pool_claim[128];
+    rig_open(&r, VLIST_KEPT);
+    REQUIRE(schema_linked_file_key(r.vroot, own, sizeof own) == 0);
+    snprintf(uri, sizeof uri, "hsdstest/%s", own);
+    put_linked_dataset(&r, uri, "");
+    CHECK_INT(sweep_pool(r.st, DOMAIN, ALL_OLD, NULL, &st), 0);
+    CHECK(named_all_there(&r));
+    CHECK_INT(orphans_left(&r), 0);
+    rig_close(&r);
+
+    snprintf(pool_claim, sizeof pool_claim, ", \"h5osfs\": {\"pool\": \"%s\"}", r.pool);
+    const char *const uris[] = { uri, "hsdstest/data/elsewhere.h5" };
+    const char *const extras[] = { pool_claim, "" };
+    for (int i = 0; i < 2; i++) {
+        rig_open(&r, VLIST_KEPT);
+        snprintf(pool_claim, sizeof pool_claim, ", \"h5osfs\": {\"pool\": \"%s\"}", r.pool);
+        REQUIRE(schema_linked_file_key(r.vroot, own, sizeof own) == 0);
+        snprintf(uri, sizeof uri, "hsdstest/%s", own);
+        put_linked_dataset(&r, uris[i], extras[i]);
+        CHECK_INT(sweep_pool(r.st, DOMAIN, ALL_OLD, NULL, &st), -EIO);
+        CHECK(named_all_there(&r));
+        CHECK_INT(orphans_left(&r), 2);
+        rig_close(&r);
+    }
+}
+
 int main(void)
 {
     if (log_setup(LOG_LVL_ERROR, LOG_SINK_FILE, "/dev/null") != 0)
@@ -456,6 +510,7 @@ int main(void)
     test_finish_removals();
     test_what_is_not_the_domains_is_never_deleted();
     test_a_pool_being_moved();
+    test_linked_tables();
     log_teardown();
     return check_done("sweep");
 }

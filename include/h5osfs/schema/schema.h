@@ -128,6 +128,16 @@ int schema_linked_uri_key(const char *uri, const char *bucket, const char *root_
  * own copy of it. 0, or -ENAMETOOLONG. */
 int schema_linked_file_key(const char *root, char *key, size_t len);
 
+/* Does a linked layout's file_uri name root's own file (schema_linked_file_key), in any of
+ * the forms schema_linked_uri_key takes? What a kept version may read its linked bytes from:
+ * a file elsewhere in the bucket may have been replaced since the commit. 1 or 0. */
+int schema_linked_own_file(const char *uri, const char *bucket, const char *root);
+
+/* May a kept version whose root is root read a dataset through the linked layout lay (no
+ * pool)? Its file_uri names root's own file, and a chunk table, if any, is a dataset of root
+ * (kept with it, not another root's, which may change). 1 or 0. */
+int schema_version_linked_ok(const json_t *lay, const char *bucket, const char *root);
+
 /* Whether commits below a folder keep versions (its xattr user.h5osfs.versions): the member
  * "h5osfs": {"versions": "on" | "off" | "keep:N" | "ref"} of its .domain.json. keep:N is on,
  * keeping the newest N untagged versions (N >= 1); on keeps all (keep 0); ref is on with the
