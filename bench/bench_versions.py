@@ -497,8 +497,20 @@ def gl(args, work):
     return final, arms
 
 
-def main():
+def on_store(args, part):
+    """part(args, work) with S3 the test server (--s3), started for it and stopped after."""
     global S3
+    if args.s3:
+        S3 = harness.S3Server(args.work / "s3")
+    try:
+        return part(args, args.work)
+    finally:
+        if S3 is not None:
+            S3.stop()
+            S3 = None
+
+
+def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--work", type=Path,
                     default=Path(tempfile.gettempdir()) / "h5osfs-bench-versions")
@@ -534,26 +546,13 @@ def main():
             v, c = statistics.median(runs["version"]), statistics.median(runs["current"])
             log(f"G4 result: median {v:.2f} s version, {c:.2f} s current (ratio {c / v:.2f})")
     if "GL" in only:
-        if args.s3:
-            S3 = harness.S3Server(args.work / "s3")
-        try:
-            final, arms = gl(args, args.work)
-        finally:
-            if S3 is not None:
-                S3.stop()
-                S3 = None
+        final, arms = on_store(args, gl)
         v, b = kept(final["versions"]), kept(final["baseline"])
         log(f"GL result: {gib(v)} with versions, {gib(b)} without (ratio {b / v:.2f}); close "
             f"median {statistics.median(arms['versions']['close']):.2f} s vs "
             f"{statistics.median(arms['baseline']['close']):.2f} s")
     if "G2" in only:
-        if args.s3:
-            S3 = harness.S3Server(args.work / "s3")
-        try:
-            first, runs = g2(args, args.work)
-        finally:
-            if S3 is not None:
-                S3.stop()
+        first, runs = on_store(args, g2)
         v, b = runs["versions"], runs["baseline"]
         log(f"G2 result: median close {statistics.median(r['close'] for r in v):.2f} s with "
             f"versions, {statistics.median(r['close'] for r in b):.2f} s without; median "
