@@ -639,6 +639,6 @@ int schema_version_linked_ok(const json_t *lay, const char *bucket, const char *
     if (strcmp(json_string_value(cls), "H5D_CHUNKED_REF_INDIRECT") != 0)
         return 1;
     const char *t = json_string_value(table);
-    return t && schema_id_version(t) == 2 && schema_id_class(t) == 'd' &&
-           strncmp(t + 2, root + 2, 17) == 0;
+    char of[SCHEMA_ID_BUF];
+    return t && schema_id_class(t) == 'd' && schema_root_of(t, of) == 0 && strcmp(of, root) == 0;
 }

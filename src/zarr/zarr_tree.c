@@ -140,8 +140,6 @@ static int is_dimension_only(const json_t *dset)
     return s && strncmp(s, NETCDF_DIM_ONLY, strlen(NETCDF_DIM_ONLY)) == 0;
 }
 
-/* A dataset reached by link name: a node, or nothing (logged) when the view leaves it out. */
-/* dset: its JSON (taken over), or rc: why it could not be loaded (logged). */
 /* A version's linked dataset is read only from the file kept with it, as the image reads it:
  * any other file may have changed since the commit. */
 static int version_link_refused(const struct walk *w, const json_t *dset, char *why, size_t why_len)
@@ -154,6 +152,8 @@ static int version_link_refused(const struct walk *w, const json_t *dset, char *
     return -EINVAL;
 }
 
+/* A dataset reached by link name: a node, or nothing (logged) when the view leaves it out. */
+/* dset: its JSON (taken over), or rc: why it could not be loaded (logged). */
 static int add_dataset(struct walk *w, struct zarr_node *parent, const char *name, const char *id,
                        json_t *dset, int rc)
 {
@@ -183,9 +183,8 @@ static int add_dataset(struct walk *w, struct zarr_node *parent, const char *nam
     if (rc == 0 && a->link == ZARR_LINK_POOL)
         rc = zarr_pooled_array(w->store, w->domain, w->root_id, w->bucket, dset, a, w->pool_ok, why,
                                sizeof why);
-    else if (rc == 0 && a->link != ZARR_LINK_NONE)
-        rc = version_link_refused(w, dset, why, sizeof why);
-    if (rc == 0 && a->link != ZARR_LINK_NONE && a->link != ZARR_LINK_POOL)
+    else if (rc == 0 && a->link != ZARR_LINK_NONE &&
+             (rc = version_link_refused(w, dset, why, sizeof why)) == 0)
         rc = zarr_linked_array(dset, a, w->bucket, w->root_id, why, sizeof why);
     if (rc == -EINVAL)
         log_info("%s: zarr view: dataset %s (%s) left out: %s", w->domain, name, id, why);
