@@ -133,12 +133,14 @@ static int reserve_vroot(void *ctx, const char *vroot)
  * or a domain that cannot be kept yet: logged, committed without one), -EAGAIN (the chunks
  * kept left in the pool cannot be named: ingest a whole root), or -errno. */
 static int keep_version(const struct commit_ctx *c, struct journal_rec *rec, const json_t *acls,
-                        const struct versions_kept *pooled, struct kept_version *out)
+                        const struct versions_kept *pooled, int file_from_base,
+                        struct kept_version *out)
 {
     uint64_t n = 0;
     unsigned keep = 0;
+    int ref = 0;
     memset(out, 0, sizeof *out);
-    if (!c->versions_for || !c->versions_for(c->link_ctx, rec->domain, &keep, NULL))
+    if (!c->versions_for || !c->versions_for(c->link_ctx, rec->domain, &keep, &ref))
         return 0;
     struct versions_commit vc = { .store = c->ops->store,
                                   .bucket_name = c->bucket_name,
@@ -154,6 +156,8 @@ static int keep_version(const struct commit_ctx *c, struct journal_rec *rec, con
                                   .pool_fresh_for = c->pool_fresh_for,
                                   .stats = &out->st,
                                   .kept = pooled,
+                                  .linked_file_from_base = file_from_base,
+                                  .version_is_current = ref,
                                   .crash_point = crash_point };
     struct vroot_reserve reserve = { c, rec };
     if (rec->state == JOURNAL_COMMITTING) {
@@ -251,7 +255,7 @@ static int store_new_root(const struct commit_ctx *c, struct journal_rec *rec, c
         rc = store_sync(c->ops->store); /* every object durable before it is named */
     log_debug("%s: ingest %.3f s, sync %.3f s", rec->domain, t1 - t0, clock_monotonic() - t1);
     if (rc == 0)
-        rc = keep_version(c, rec, acls, cfg->pool_ctx, kv);
+        rc = keep_version(c, rec, acls, cfg->pool_ctx, st->file_from_base, kv);
     return rc;
 }
 

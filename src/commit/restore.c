@@ -85,6 +85,7 @@ struct restore_ctx {
     const char *bucket, *pool, *vroot, *root;
     unsigned workers;
     struct restore_stats *stats;
+    char file_key[STORE_KEY_MAX + 1]; /* the pool file V's linked datasets name ("" none) */
 };
 
 /* text with every id of vroot moved under root (the root id, and the A-B prefix every other
@@ -332,6 +333,26 @@ static int copied_dataset(const struct restore_ctx *r, const struct store_keys *
     return rc == 0 ? put_doc(r, dst_key, doc) : rc;
 }
 
+/* A linked layout of V naming a pool file names the new root's own copy of it instead
+ * (restore_pool_file): a current root reads only its own file, which goes with it. A pool
+ * file other than the one V's root group names is none a version of this code writes:
+ * -EOPNOTSUPP (the file is stored instead). */
+static int own_file_instead(const struct restore_ctx *r, json_t *doc)
+{
+    json_t *lay = json_object_get(json_object_get(doc, "creationProperties"), "layout");
+    const char *uri = hjson_text(json_object_get(lay, "file_uri")), *key = NULL;
+    char own[STORE_KEY_MAX + 1], text[STORE_KEY_MAX + 256];
+    if (!uri || schema_linked_uri_key(uri, r->bucket, r->root, 1, &key) != 0 ||
+        !schema_pool_file_name(key))
+        return 0;
+    if (!r->file_key[0] || strcmp(key, r->file_key) != 0)
+        return -EOPNOTSUPP;
+    if (schema_linked_file_key(r->root, own, sizeof own) != 0 ||
+        snprintf(text, sizeof text, "%s/%s", r->bucket, own) >= (int)sizeof text)
+        return -EIO;
+    return json_object_set_new(lay, "file_uri", json_string(text)) == 0 ? 0 : -ENOMEM;
+}
+
 static int restore_object(const struct restore_ctx *r, const struct store_keys *keys,
                           const char *key)
 {
@@ -339,6 +360,8 @@ static int restore_object(const struct restore_ctx *r, const struct store_keys *
     json_t *doc;
     int rc = load_moved(r, key, &doc);
     moved_key(r, key, dst, sizeof dst);
+    if (rc == 0 && ends_with(key, "/.dataset.json"))
+        rc = own_file_instead(r, doc);
     if (rc == 0 && ends_with(key, "/.dataset.json")) {
         const char *tid = table_of(doc);
         char *table = tid[0] ? strdup(tid) : NULL;
@@ -400,6 +423,33 @@ static int restore_linked_file(const struct restore_ctx *r, const char *key)
     return rc;
 }
 
+/* The pool file V's root group names (vroot.c), copied as the new root's own file: 0 (none
+ * named, or copied), or -errno. */
+static int restore_pool_file(struct restore_ctx *r, const char *root_group)
+{
+    char why[200], dst[STORE_KEY_MAX + 1];
+    struct store_buf buf = { 0 };
+    struct store_stat st;
+    int rc = store_get(r->store, root_group, JSON_MAX, &buf);
+    json_t *doc = rc == 0 ? hjson_loadb((const char *)buf.data, buf.len, why, sizeof why) : NULL;
+    store_buf_free(&buf);
+    const char *name =
+        hjson_text(json_object_get(json_object_get(doc, SCHEMA_H5OSFS_MEMBER), "file"));
+    if (rc == 0 && name &&
+        schema_pool_file_key(r->pool, name, r->file_key, sizeof r->file_key) != 0)
+        rc = -EOPNOTSUPP;
+    json_decref(doc);
+    if (rc != 0 || !r->file_key[0])
+        return rc;
+    rc = schema_linked_file_key(r->root, dst, sizeof dst);
+    if (rc == 0)
+        rc = store_head(r->store, r->file_key, &st);
+    if (rc == 0)
+        rc = store_copy_sized(r->store, r->file_key, dst, st.size);
+    r->stats->objects += rc == 0;
+    return rc == -ENOENT ? -EIO : rc;
+}
+
 int restore_root(struct store *store, const char *bucket_name, const char *domain,
                  const char *vroot, const char *new_root, unsigned workers,
                  struct restore_stats *stats)
@@ -412,17 +462,22 @@ int restore_root(struct store *store, const char *bucket_name, const char *domai
     int rc = load_list(store, domain, &l);
     if (rc != 0)
         return rc == -ENOENT ? -EOPNOTSUPP : rc;
-    struct restore_ctx r = { store, bucket_name, l.pool, vroot, new_root, workers, stats };
+    struct restore_ctx r = { store, bucket_name, l.pool, vroot, new_root, workers, stats, "" };
     snprintf(prefix, sizeof prefix, "db/%.17s/", vroot + 2);
     rc = schema_linked_file_key(vroot, file_key, sizeof file_key);
     if (rc == 0)
         rc = store_collect_keys(store, prefix, &keys);
     if (rc == 0)
         rc = find_tables(&r, &keys, &tables, &n_tables);
+    for (size_t i = 0; rc == 0 && i < keys.n; i++)
+        if (strcmp(keys.keys[i] + strlen(prefix), ".group.json") == 0)
+            root_group = keys.keys[i];
+    if (rc == 0 && root_group)
+        rc = restore_pool_file(&r, root_group);
     for (size_t i = 0; rc == 0 && i < keys.n; i++) {
         const char *k = keys.keys[i];
-        if (strcmp(k + strlen(prefix), ".group.json") == 0)
-            root_group = k;
+        if (k == root_group)
+            continue;
         else if ((ends_with(k, "/.group.json") || ends_with(k, "/.dataset.json") ||
                   ends_with(k, "/.datatype.json")) &&
                  !in_table(&r, k, tables, n_tables))

@@ -171,6 +171,12 @@ struct dataset_ctx {
     const char *root_group; /* its key under the root being kept (NULL until it is written) */
     char **linked_tables;   /* JSON keys of the chunk tables of linked datasets */
     size_t n_linked_tables;
+    /* The root's linked file as V keeps it: a pool file (its name; "" when V keeps its own
+     * copy instead: ref mode, where the domain names V itself), copied there by this version
+     * (file_new) or named as the base version names it. */
+    char file_name[33];
+    char file_key[STORE_KEY_MAX + 1];
+    int file_new;
 };
 
 /* Plain chunked, simple shape, fixed-size type: its chunks can live in the pool. */
@@ -427,13 +433,25 @@ static int copied_dataset(const struct dataset_ctx *d, const char *json_key, con
  * beside (a contiguous layout of size 0) are copied. A layout naming anything else (a file
  * elsewhere in the bucket, which anyone may replace; another root's table; per-entry URIs)
  * cannot be kept as it reads today. */
-static int linked_dataset(const struct dataset_ctx *d, const char *json_key, const json_t *doc,
+static int linked_dataset(const struct dataset_ctx *d, const char *json_key, json_t *doc,
                           const char *text, const char *vkey)
 {
-    const json_t *lay = json_object_get(json_object_get(doc, "creationProperties"), "layout");
-    if (!schema_version_linked_ok(lay, d->vc->bucket_name, d->vroot))
+    json_t *lay = json_object_get(json_object_get(doc, "creationProperties"), "layout");
+    char uri[STORE_KEY_MAX + 256], *out = NULL;
+    if (schema_version_linked_ok(lay, d->vc->bucket_name, d->vroot, NULL) != 1)
         return -EOPNOTSUPP;
-    return copied_dataset(d, json_key, doc, text, vkey);
+    if (!d->file_name[0])
+        return copied_dataset(d, json_key, doc, text, vkey);
+    /* the pool file, named as HSDS names a linked file (spec §8): "BUCKET/KEY" */
+    if (snprintf(uri, sizeof uri, "%s/%s", d->vc->bucket_name, d->file_key) >= (int)sizeof uri)
+        return -EIO;
+    int rc = json_object_set_new(lay, "file_uri", json_string(uri)) == 0 ? 0 : -ENOMEM;
+    if (rc == 0)
+        rc = hjson_dumps(doc, &out);
+    if (rc == 0)
+        rc = copied_dataset(d, json_key, doc, out, vkey);
+    free(out);
+    return rc;
 }
 
 static int is_linked_table(const struct dataset_ctx *d, const char *key)
@@ -463,7 +481,7 @@ static int linked_table_of(const struct dataset_ctx *d, const char *key, char *o
     const char *tid = hjson_text(json_object_get(lay, "chunk_table"));
     const char *id = hjson_text(json_object_get(doc, "id"));
     if (cls && strcmp(cls, "H5D_CHUNKED_REF_INDIRECT") == 0 && tid && id && strcmp(tid, id) != 0 &&
-        schema_version_linked_ok(lay, d->vc->bucket_name, d->vc->root) &&
+        schema_version_linked_ok(lay, d->vc->bucket_name, d->vc->root, NULL) == 1 &&
         schema_obj_key(tid, out, len) != 0)
         rc = -EOPNOTSUPP;
     json_decref(doc);
@@ -499,14 +517,66 @@ static void free_linked_tables(struct dataset_ctx *d)
     free(d->linked_tables);
 }
 
-/* The root's linked file, copied as V's own (a hard link on a local bucket; on S3 a copy in
- * the store): nobody rewrites it, but the root it came from is collected once replaced. */
+/* The root's linked file kept with V (a hard link on a local bucket; on S3 a copy in the
+ * store): nobody rewrites it, but the root it came from is collected once replaced. Into the
+ * pool when V's layouts name a new pool file; as V's own in ref mode; not at all when the
+ * base version's pool file is named. */
 static int copy_linked_file(const struct dataset_ctx *d, const char *key,
                             const struct store_stat *listed)
 {
     char dst[STORE_KEY_MAX + 1];
-    int rc = schema_linked_file_key(d->vroot, dst, sizeof dst);
+    if (d->file_name[0] && !d->file_new)
+        return 0;
+    int rc = d->file_name[0] ? (snprintf(dst, sizeof dst, "%s", d->file_key), 0)
+                             : schema_linked_file_key(d->vroot, dst, sizeof dst);
     return rc == 0 ? store_copy_sized(d->vc->store, key, dst, listed->size) : rc;
+}
+
+/* The pool file the base version's root group says its linked datasets name ("" none: a
+ * version kept before pool files, or of no linked file), into name[33]. */
+static int base_file_name(const struct dataset_ctx *d, char name[33])
+{
+    char key[STORE_KEY_MAX + 1], why[200];
+    struct store_buf buf = { 0 };
+    name[0] = '\0';
+    snprintf(key, sizeof key, "db/%.17s/.group.json", d->base->vroot + 2);
+    int rc = store_get(d->vc->store, key, JSON_MAX, &buf);
+    json_t *doc = rc == 0 ? hjson_loadb((const char *)buf.data, buf.len, why, sizeof why) : NULL;
+    store_buf_free(&buf);
+    const char *file =
+        hjson_text(json_object_get(json_object_get(doc, SCHEMA_H5OSFS_MEMBER), "file"));
+    if (file && schema_is_md5_hex(file))
+        memcpy(name, file, 33);
+    json_decref(doc);
+    return rc;
+}
+
+/* Which pool file V's linked datasets name (doc/versions.md §3.2): the base version's when
+ * this commit carried the base root's file over unchanged (an r+) and that pool file is
+ * there with the file's size; else a new one, named by V's id digits, copied at the end. In
+ * ref mode none: the domain names V itself, and a current domain reads only its own file. */
+static int choose_pool_file(struct dataset_ctx *d, const struct store_stat *listed)
+{
+    struct store_stat st;
+    d->file_name[0] = '\0';
+    if (d->vc->version_is_current)
+        return 0;
+    if (d->vc->linked_file_from_base && d->base->vroot[0]) {
+        int rc = base_file_name(d, d->file_name);
+        if (rc != 0 && rc != -ENOENT)
+            return rc;
+        if (d->file_name[0] &&
+            schema_pool_file_key(d->pool, d->file_name, d->file_key, sizeof d->file_key) == 0 &&
+            store_head(d->vc->store, d->file_key, &st) == 0 && st.size == listed->size)
+            return 0;
+    }
+    size_t k = 0;
+    for (const char *p = d->vroot + 2; *p && k < 32; p++)
+        if (*p != '-')
+            d->file_name[k++] = *p;
+    d->file_name[k] = '\0';
+    d->file_new = 1;
+    return schema_pool_file_key(d->pool, d->file_name, d->file_key, sizeof d->file_key);
 }
 
 /* V's root group says whose pool its tables name ("h5osfs": {"pool": P}, vpool.h): what a
@@ -516,8 +586,10 @@ static int root_group_object(const struct dataset_ctx *d, const char *text, cons
     char why[200], *out = NULL;
     json_t *doc = hjson_loadb(text, strlen(text), why, sizeof why);
     int rc = json_is_object(doc) ? 0 : -EIO;
-    if (rc == 0 &&
-        json_object_set_new(doc, SCHEMA_H5OSFS_MEMBER, json_pack("{s:s}", "pool", d->pool)) != 0)
+    json_t *own = rc == 0 ? json_pack("{s:s}", "pool", d->pool) : NULL;
+    if (own && d->file_name[0] && json_object_set_new(own, "file", json_string(d->file_name)) != 0)
+        json_decref(own), own = NULL;
+    if (rc == 0 && (!own || json_object_set_new(doc, SCHEMA_H5OSFS_MEMBER, own) != 0))
         rc = -ENOMEM;
     if (rc == 0)
         rc = hjson_dumps(doc, &out);
@@ -574,7 +646,7 @@ int vroot_write(const struct versions_commit *vc, const char *pool, const char *
     char prefix[32], file_key[STORE_KEY_MAX + 1];
     snprintf(prefix, sizeof prefix, "db/%.17s/", vc->root + 2);
     int rc = list_with_stats(vc->store, prefix, &keys);
-    struct dataset_ctx d = { vc, pool, vroot, &keys, base, NULL, NULL, 0 };
+    struct dataset_ctx d = { .vc = vc, .pool = pool, .vroot = vroot, .keys = &keys, .base = base };
     const char *root_group = NULL;
     size_t file = keys.n; /* the root's linked file, if it has one */
     if (rc == 0)
@@ -584,6 +656,8 @@ int vroot_write(const struct versions_commit *vc, const char *pool, const char *
             file = i;
     if (rc == 0 && file < keys.n)
         rc = find_linked_tables(&d);
+    if (rc == 0 && file < keys.n)
+        rc = choose_pool_file(&d, &keys.listed[file]);
     for (size_t i = 0; rc == 0 && i < keys.n; i++) {
         const char *k = keys.keys[i];
         if (strcmp(k + strlen(prefix), ".group.json") == 0)

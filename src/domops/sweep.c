@@ -248,9 +248,11 @@ int sweep_finish_removals(struct store *store, struct gc *gc, const char *domain
 /* ---- the mark ---- */
 
 struct marks {
-    struct strmap *md5s; /* pool object name (32 hex) -> (void *)1 */
-    char needle[48];     /* "db/<A-B of pool>/c/" */
+    struct strmap *md5s;  /* pool object name (32 hex) -> (void *)1 */
+    struct strmap *files; /* pool file name (32 hex) -> (void *)1 */
+    char needle[48];      /* "db/<A-B of pool>/c/" */
     size_t needle_len;
+    char file_needle[48]; /* "db/<A-B of pool>/f/" */
 };
 
 static int is_md5(const unsigned char *p, size_t left)
@@ -298,12 +300,38 @@ static int own_file_uri(const char *uri, const char *root)
     return len > own_len && uri[len - own_len - 1] == '/' && strcmp(uri + len - own_len, own) == 0;
 }
 
-/* The chunk table id of a dataset's JSON at key, if it names pool objects ("": none). The
- * table of a dataset linked into the version's own file holds offsets into that file, which
- * goes with the version's root: nothing of the pool. Any other table with a file_uri (a pool
- * claim beside it, another file) is none a version of this code writes: -EIO, so that nothing
- * is deleted on a table that cannot be told. */
-static int table_of(struct store *store, const char *key, const char *root, char tid[SCHEMA_ID_BUF])
+/* The name of the pool file uri names (bucket/db/<A-B of pool>/f/<name>, in any of its forms),
+ * or NULL. */
+static const char *pool_file_uri(const char *uri, const struct marks *m)
+{
+    size_t len = uri ? strlen(uri) : 0, tail = strlen(m->file_needle) + 32;
+    if (len <= tail || uri[len - tail - 1] != '/' ||
+        strncmp(uri + len - tail, m->file_needle, tail - 32) != 0)
+        return NULL;
+    return schema_pool_file_name(uri + len - tail);
+}
+
+/* A linked layout's file: the version's own (goes with its root) or a pool file of this pool
+ * (marked). 0, or -EIO for any other (none a version of this code writes). */
+static int mark_file(struct marks *m, const char *file, const char *root)
+{
+    const char *name = pool_file_uri(file, m);
+    if (own_file_uri(file, root))
+        return 0;
+    if (!name)
+        return -EIO;
+    return strmap_get(m->files, name) || strmap_put(m->files, name, (void *)1, NULL) == 0 ? 0
+                                                                                          : -ENOMEM;
+}
+
+/* The chunk table id of a dataset's JSON at key, if it names pool objects ("": none), and the
+ * pool file its linked layout names, marked. The table of a dataset linked into a file holds
+ * offsets into that file, which goes with the version's root or is a pool file: no pool
+ * object. Any other table with a file_uri (a pool claim beside it, another file) is none a
+ * version of this code writes: -EIO, so that nothing is deleted on a table that cannot be
+ * told. A contiguous or mapped layout naming another file names nothing of the pool. */
+static int table_of(struct store *store, struct marks *m, const char *key, const char *root,
+                    char tid[SCHEMA_ID_BUF])
 {
     struct store_buf buf = { 0 };
     char why[200];
@@ -321,7 +349,9 @@ static int table_of(struct store *store, const char *key, const char *root, char
     const char *file = hjson_text(json_object_get(lay, "file_uri"));
     int linked = file && !json_object_get(lay, "h5osfs");
     if (cls && strcmp(cls, "H5D_CHUNKED_REF_INDIRECT") == 0 && file)
-        rc = linked && own_file_uri(file, root) ? 0 : -EIO;
+        rc = linked ? mark_file(m, file, root) : -EIO;
+    else if (cls && strstr(cls, "_REF") && linked && pool_file_uri(file, m))
+        rc = mark_file(m, file, root);
     else if (cls && strcmp(cls, "H5D_CHUNKED_REF_INDIRECT") == 0)
         rc = table && strlen(table) < SCHEMA_ID_BUF ? (snprintf(tid, SCHEMA_ID_BUF, "%s", table), 0)
                                                     : -EIO;
@@ -382,7 +412,7 @@ static int mark_version(struct store *store, struct marks *m, const struct vlist
     for (size_t i = 0; rc == 0 && i < keys.n; i++) {
         if (!ends_with(keys.keys[i], "/.dataset.json"))
             continue;
-        rc = table_of(store, keys.keys[i], e->root, tid);
+        rc = table_of(store, m, keys.keys[i], e->root, tid);
         if (rc == 0 && tid[0])
             rc = mark_table(store, m, &keys, tid);
         else if (rc != 0 && rc != -ENOENT)
@@ -457,13 +487,15 @@ struct sweep_run {
     struct sweep_stats *stats;
 };
 
-static int delete_unmarked(struct sweep_run *r, const struct store_list *pool)
+/* Delete the objects of pool (a listing of prefix) whose names marked lacks. */
+static int delete_unmarked(struct sweep_run *r, const struct store_list *pool, const char *prefix,
+                           const struct strmap *marked)
 {
-    const char *prefix = r->marks.needle;
     for (size_t i = 0; i < pool->n_objects; i++) {
         const struct store_entry *o = &pool->objects[i];
         const char *name = o->key + strlen(prefix);
-        if (strlen(name) != 32 || strmap_get(r->marks.md5s, name))
+        if (strncmp(o->key, prefix, strlen(prefix)) != 0 || strlen(name) != 32 ||
+            strmap_get(marked, name))
             continue;
         if (o->st.mtime >= r->before) {
             r->stats->young++;
@@ -482,24 +514,35 @@ static int delete_unmarked(struct sweep_run *r, const struct store_list *pool)
     return 0;
 }
 
+static int list_pool_part(struct sweep_run *r, const char *prefix, struct store_list *out)
+{
+    int rc = store_list(r->store, prefix, NULL, NULL, 0, out);
+    if (rc != 0)
+        log_error("pool sweep of %s: cannot list %s (%s): nothing is deleted", r->domain, prefix,
+                  strerror(-rc));
+    return rc;
+}
+
 static int sweep_marked(struct sweep_run *r, const char *key)
 {
-    struct store_list pool = { 0 };
+    struct store_list pool = { 0 }, files = { 0 };
     struct vlist again;
     testhook_crash_at("sweep");
-    int rc = store_list(r->store, r->marks.needle, NULL, NULL, 0, &pool);
-    if (rc != 0)
-        log_error("pool sweep of %s: cannot list %s (%s): nothing is deleted", r->domain,
-                  r->marks.needle, strerror(-rc));
-    r->stats->pooled = rc == 0 ? pool.n_objects : 0;
+    int rc = list_pool_part(r, r->marks.needle, &pool);
+    if (rc == 0)
+        rc = list_pool_part(r, r->marks.file_needle, &files);
+    r->stats->pooled = rc == 0 ? pool.n_objects + files.n_objects : 0;
     /* versions listed since the mark began name objects a commit wrote or reused meanwhile */
     if (rc == 0 && (rc = load_list(r->store, key, &again, NULL)) == 0) {
         rc = mark_list(r->store, &r->marks, &again, r->done, r->stats);
         vlist_free(&again);
     }
     if (rc == 0)
-        rc = delete_unmarked(r, &pool);
+        rc = delete_unmarked(r, &pool, r->marks.needle, r->marks.md5s);
+    if (rc == 0)
+        rc = delete_unmarked(r, &files, r->marks.file_needle, r->marks.files);
     store_list_free(&pool);
+    store_list_free(&files);
     return rc;
 }
 
@@ -523,14 +566,19 @@ int sweep_pool(struct store *store, const char *domain, double grace, const atom
     }
     r.marks.needle_len =
         (size_t)snprintf(r.marks.needle, sizeof r.marks.needle, "db/%.17s/c/", l.pool + 2);
+    snprintf(r.marks.file_needle, sizeof r.marks.file_needle, "db/%.17s/f/", l.pool + 2);
     r.marks.md5s = strmap_new();
+    r.marks.files = strmap_new();
     r.done = strmap_new();
-    rc = r.marks.md5s && r.done ? mark_list(store, &r.marks, &l, r.done, stats) : -ENOMEM;
+    rc = r.marks.md5s && r.marks.files && r.done ? mark_list(store, &r.marks, &l, r.done, stats)
+                                                 : -ENOMEM;
     vlist_free(&l);
     if (rc == 0)
         rc = sweep_marked(&r, key);
     stats->marked = r.marks.md5s ? strmap_count(r.marks.md5s) : 0;
+    stats->marked += r.marks.files ? strmap_count(r.marks.files) : 0;
     strmap_free(r.marks.md5s, NULL);
+    strmap_free(r.marks.files, NULL);
     strmap_free(r.done, NULL);
     if (rc == 0)
         log_info("pool sweep of %s: %" PRIu64 " versions name %" PRIu64 " of %" PRIu64

@@ -33,8 +33,9 @@ static uint64_t grid_total(const struct image_dataset *ds)
 
 /* ---- H5D_CONTIGUOUS_REF ---- */
 
-static int contiguous(struct builder *b, const json_t *lay, struct image_dataset *ds,
-                      uint64_t **chunks, size_t *n, char *why, size_t why_len)
+static int contiguous(struct builder *b, const json_t *lay, int file_in_pool,
+                      struct image_dataset *ds, uint64_t **chunks, size_t *n, char *why,
+                      size_t why_len)
 {
     uint32_t uri;
     uint64_t off, size, total = grid_total(ds);
@@ -46,7 +47,7 @@ static int contiguous(struct builder *b, const json_t *lay, struct image_dataset
         return 1; /* nothing linked: chunks live in the bucket (spec §8.1) */
     if (total > REF_GRID_MAX)
         return why_reject(why, why_len, "more than %u linked chunks", REF_GRID_MAX);
-    int rc = refs_add_uri(b, ds, file, 0, &uri, why, why_len);
+    int rc = refs_add_uri(b, ds, file, file_in_pool, &uri, why, why_len);
     if (rc != 0)
         return rc;
     ds->origin = ORIGIN_REF_CONTIG;
@@ -63,8 +64,9 @@ static int contiguous(struct builder *b, const json_t *lay, struct image_dataset
 
 /* ---- H5D_CHUNKED_REF ---- */
 
-static int chunk_map(struct builder *b, const json_t *lay, struct image_dataset *ds,
-                     uint64_t **chunks, size_t *n, char *why, size_t why_len)
+static int chunk_map(struct builder *b, const json_t *lay, int file_in_pool,
+                     struct image_dataset *ds, uint64_t **chunks, size_t *n, char *why,
+                     size_t why_len)
 {
     uint32_t uri;
     const char *file = hjson_text(json_object_get(lay, "file_uri"));
@@ -73,7 +75,7 @@ static int chunk_map(struct builder *b, const json_t *lay, struct image_dataset 
     if (!file || !json_is_object(map))
         return why_reject(why, why_len, "H5D_CHUNKED_REF without file_uri and chunks");
     ds->n_sub = 1;
-    int rc = refs_add_uri(b, ds, file, 0, &uri, why, why_len);
+    int rc = refs_add_uri(b, ds, file, file_in_pool, &uri, why, why_len);
     const char *index;
     json_t *v;
     json_object_foreach((json_t *)map, index, v)
@@ -96,13 +98,26 @@ static int chunk_map(struct builder *b, const json_t *lay, struct image_dataset 
 }
 
 /* A version reads only what was kept with it: its domain's pool (a table of pool URIs, whose
- * owner refs_table.c checks) or its own root's linked file (copied there at the commit). A
- * file elsewhere in the bucket may have been replaced since by anyone. */
-static int version_layout_ok(const struct builder *b, const json_t *lay, const char *cls)
+ * owner refs_table.c checks; or a linked file kept there, checked here: *file_in_pool) or its
+ * own root's linked file (copied there by versions before pool files). A file elsewhere in the
+ * bucket may have been replaced since by anyone. 0 or -EINVAL (why). */
+static int version_layout_check(struct builder *b, const json_t *lay, const char *cls,
+                                int *file_in_pool, char *why, size_t why_len)
 {
+    const char *key = NULL;
     if (refs_layout_pool(lay))
-        return !json_object_get(lay, "file_uri") && strcmp(cls, "H5D_CHUNKED_REF_INDIRECT") == 0;
-    return schema_version_linked_ok(lay, b->src->bucket_name, b->root_id);
+        return !json_object_get(lay, "file_uri") && strcmp(cls, "H5D_CHUNKED_REF_INDIRECT") == 0
+                   ? 0
+                   : why_reject(why, why_len, "a version's pooled layout names a file");
+    int ok = schema_version_linked_ok(lay, b->src->bucket_name, b->root_id, &key);
+    if (ok == SCHEMA_LINKED_POOL_FILE) {
+        int rc = refs_pool_file_owned(b, key, why, why_len);
+        *file_in_pool = rc == 0;
+        return rc;
+    }
+    return ok ? 0
+              : why_reject(why, why_len,
+                           "a version's reference layout names neither its pool nor its own file");
 }
 
 int build_ref_chunks(struct builder *b, struct build_obj *o, struct image_dataset *ds,
@@ -119,14 +134,15 @@ int build_ref_chunks(struct builder *b, struct build_obj *o, struct image_datase
                                      &ds->codec, why, why_len);
     if (rc != 0)
         return rc;
-    if (schema_is_versions_path(b->domain_path) == 1 && !version_layout_ok(b, lay, cls))
-        return why_reject(why, why_len,
-                          "a version's reference layout names neither its pool nor its own file");
+    int in_pool = 0;
+    if (schema_is_versions_path(b->domain_path) == 1 &&
+        (rc = version_layout_check(b, lay, cls, &in_pool, why, why_len)) != 0)
+        return rc;
     if (strcmp(cls, "H5D_CONTIGUOUS_REF") == 0)
-        return contiguous(b, lay, ds, chunks, n, why, why_len);
+        return contiguous(b, lay, in_pool, ds, chunks, n, why, why_len);
     if (strcmp(cls, "H5D_CHUNKED_REF") == 0)
-        return chunk_map(b, lay, ds, chunks, n, why, why_len);
+        return chunk_map(b, lay, in_pool, ds, chunks, n, why, why_len);
     if (strcmp(cls, "H5D_CHUNKED_REF_INDIRECT") == 0)
-        return refs_indirect(b, lay, ds, chunks, n, why, why_len);
+        return refs_indirect(b, lay, in_pool, ds, chunks, n, why, why_len);
     return why_reject(why, why_len, "unknown layout class %s", cls);
 }

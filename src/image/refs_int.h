@@ -31,8 +31,13 @@ int refs_present_chunks(struct image_dataset *ds, uint64_t **out, size_t *n);
 /* The pool a layout names ("h5osfs": {"pool": P}), or NULL. */
 const char *refs_layout_pool(const json_t *lay);
 
-/* H5D_CHUNKED_REF_INDIRECT layout lay of ds: its pieces, *chunks those present. 0 or -errno. */
-int refs_indirect(struct builder *b, const json_t *lay, struct image_dataset *ds, uint64_t **chunks,
-                  size_t *n, char *why, size_t why_len);
+/* Is key, a pool file a version's linked layout names, a file of the domain's own pool
+ * (schema_pool_file_check; the pool kept for the rest of the build)? 0 or -EINVAL (why). */
+int refs_pool_file_owned(struct builder *b, const char *key, char *why, size_t why_len);
+
+/* H5D_CHUNKED_REF_INDIRECT layout lay of ds: its pieces, *chunks those present. file_in_pool:
+ * its file_uri was checked to name a file of the domain's pool. 0 or -errno. */
+int refs_indirect(struct builder *b, const json_t *lay, int file_in_pool, struct image_dataset *ds,
+                  uint64_t **chunks, size_t *n, char *why, size_t why_len);
 
 #endif

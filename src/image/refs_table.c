@@ -278,6 +278,12 @@ static int pool_owned(struct builder *b, const char *claimed, char *why, size_t 
     return rc;
 }
 
+int refs_pool_file_owned(struct builder *b, const char *key, char *why, size_t why_len)
+{
+    const struct schema_fetch fetch = { b->src->store, store_get_bytes };
+    return schema_pool_file_check(b->domain_path, key, &fetch, b->pool_ok, why, why_len);
+}
+
 /* Versions name chunks only in their own domain's pool or their own linked file: a REF layout
  * of a version without a file is a per-entry table over that pool, or it is refused. *pool
  * gets it ("" for other domains and linked files). */
@@ -297,8 +303,8 @@ static int pool_of_layout(struct builder *b, const json_t *lay, char pool[SCHEMA
     return rc;
 }
 
-int refs_indirect(struct builder *b, const json_t *lay, struct image_dataset *ds, uint64_t **chunks,
-                  size_t *n, char *why, size_t why_len)
+int refs_indirect(struct builder *b, const json_t *lay, int file_in_pool, struct image_dataset *ds,
+                  uint64_t **chunks, size_t *n, char *why, size_t why_len)
 {
     struct table t;
     struct piece_list pieces = { ds, 0 };
@@ -320,7 +326,7 @@ int refs_indirect(struct builder *b, const json_t *lay, struct image_dataset *ds
     ds->pooled = rc == 0 && pool[0] && !file && ds->n_sub == 1;
     if (rc == 0 && file) {
         t.has_uri_field = 0;
-        rc = refs_add_uri(b, ds, file, 0, &default_uri, why, why_len);
+        rc = refs_add_uri(b, ds, file, file_in_pool, &default_uri, why, why_len);
     } else if (rc == 0 && !t.has_uri_field) {
         why_set(why, why_len, "no file_uri in the layout and none in the chunk table");
         rc = -EINVAL;

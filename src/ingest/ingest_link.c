@@ -494,6 +494,7 @@ int ingest_link_store_file(struct ingest *g)
         rc = store_head(g->cfg->store, g->link_from, &from);
         if (rc == 0)
             rc = store_copy_sized(g->cfg->store, g->link_from, key, from.size);
+        g->stats->file_from_base = rc == 0;
         if (rc != 0)
             log_error("%s: the linked file %s could not be carried over to %s: %s", g->log_name,
                       g->link_from, key, strerror(-rc));

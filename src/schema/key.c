@@ -498,14 +498,18 @@ int schema_vlist_key(const char *domain_path, char *buf, size_t len)
     return writer_finish(&w);
 }
 
-static int md5_hex_valid(const char *md5, size_t len)
+/* n lowercase hex digits at s */
+static int hex_digits(const char *s, size_t n)
 {
-    if (len != 32)
-        return 0;
-    for (size_t i = 0; i < len; i++)
-        if (!((md5[i] >= '0' && md5[i] <= '9') || (md5[i] >= 'a' && md5[i] <= 'f')))
+    for (size_t i = 0; i < n; i++)
+        if (!((s[i] >= '0' && s[i] <= '9') || (s[i] >= 'a' && s[i] <= 'f')))
             return 0;
     return 1;
+}
+
+static int md5_hex_valid(const char *md5, size_t len)
+{
+    return len == 32 && hex_digits(md5, len);
 }
 
 int schema_is_md5_hex(const char *s)
@@ -522,6 +526,28 @@ int schema_pool_key(const char *pool, const char *md5, char *buf, size_t len)
     v2_write_domain_dir(&w, pool);
     writer_printf(&w, "c/%s", md5);
     return writer_finish(&w);
+}
+
+int schema_pool_file_key(const char *pool, const char *name, char *buf, size_t len)
+{
+    struct key_writer w;
+    if (schema_id_is_root(pool) != 1 || !name || !md5_hex_valid(name, strlen(name)))
+        return fail_with_empty(buf, len, -EINVAL);
+    writer_init(&w, buf, len);
+    v2_write_domain_dir(&w, pool);
+    writer_printf(&w, "f/%s", name);
+    return writer_finish(&w);
+}
+
+const char *schema_pool_file_name(const char *key)
+{
+    const size_t top = strlen(SCHEMA_OBJECT_TREE "/"), dir = top + 17; /* db/A-B */
+    size_t n = key ? strlen(key) : 0;
+    if (n != dir + 3 + 32 || strncmp(key, SCHEMA_OBJECT_TREE "/", top) != 0 ||
+        !hex_digits(key + top, 8) || key[top + 8] != '-' || !hex_digits(key + top + 9, 8) ||
+        strncmp(key + dir, "/f/", 3) != 0)
+        return NULL;
+    return hex_digits(key + n - 32, 32) ? key + n - 32 : NULL;
 }
 
 int schema_pool_marker_key(const char *pool, char *buf, size_t len)
@@ -629,16 +655,25 @@ int schema_linked_own_file(const char *uri, const char *bucket, const char *root
            schema_linked_uri_key(uri, bucket, root, 0, &key) == 0 && strcmp(key, own) == 0;
 }
 
-int schema_version_linked_ok(const json_t *lay, const char *bucket, const char *root)
+int schema_version_linked_ok(const json_t *lay, const char *bucket, const char *root,
+                             const char **pool_key)
 {
     const json_t *cls = json_object_get(lay, "class"), *table = json_object_get(lay, "chunk_table");
     const json_t *file = json_object_get(lay, "file_uri");
-    if (!json_is_string(cls) || !json_is_string(file) ||
-        !schema_linked_own_file(json_string_value(file), bucket, root))
+    const char *uri = json_is_string(file) ? json_string_value(file) : NULL, *key = NULL;
+    if (!json_is_string(cls) || !uri)
         return 0;
-    if (strcmp(json_string_value(cls), "H5D_CHUNKED_REF_INDIRECT") != 0)
-        return 1;
+    int ok = schema_linked_own_file(uri, bucket, root) ? 1
+             : schema_linked_uri_key(uri, bucket, root, 1, &key) == 0 && schema_pool_file_name(key)
+                 ? SCHEMA_LINKED_POOL_FILE
+                 : 0;
+    if (pool_key)
+        *pool_key = ok == SCHEMA_LINKED_POOL_FILE ? key : NULL;
+    if (!ok || strcmp(json_string_value(cls), "H5D_CHUNKED_REF_INDIRECT") != 0)
+        return ok;
     const char *t = json_string_value(table);
     char of[SCHEMA_ID_BUF];
-    return t && schema_id_class(t) == 'd' && schema_root_of(t, of) == 0 && strcmp(of, root) == 0;
+    return t && schema_id_class(t) == 'd' && schema_root_of(t, of) == 0 && strcmp(of, root) == 0
+               ? ok
+               : 0;
 }

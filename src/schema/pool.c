@@ -38,9 +38,9 @@ static int marker_allows(const char *domain, const char *pool, const struct sche
                     : WHY("pool %s: its marker names no domain", pool);
 }
 
-/* claimed is the pool domain's version list names. */
-static int list_names_pool(const char *domain, const char *claimed,
-                           const struct schema_fetch *fetch, char *why, size_t why_len)
+/* The pool domain's version list names, into pool (SCHEMA_ID_BUF). */
+static int list_pool(const char *domain, const struct schema_fetch *fetch, char *pool, char *why,
+                     size_t why_len)
 {
     char key[KEY_BUF], lwhy[160] = "";
     unsigned char *data = NULL;
@@ -56,9 +56,19 @@ static int list_names_pool(const char *domain, const char *claimed,
         return rc;
     if (rc != 0)
         return WHY("version list %s unusable (%s)", key, *lwhy ? lwhy : strerror(-rc));
-    rc =
-        strcmp(l.pool, claimed) == 0 ? 0 : WHY("pool %s is not the domain's (%s)", claimed, l.pool);
+    snprintf(pool, SCHEMA_ID_BUF, "%s", l.pool);
     vlist_free(&l);
+    return 0;
+}
+
+/* claimed is the pool domain's version list names. */
+static int list_names_pool(const char *domain, const char *claimed,
+                           const struct schema_fetch *fetch, char *why, size_t why_len)
+{
+    char pool[SCHEMA_ID_BUF];
+    int rc = list_pool(domain, fetch, pool, why, why_len);
+    if (rc == 0 && strcmp(pool, claimed) != 0)
+        rc = WHY("pool %s is not the domain's (%s)", claimed, pool);
     return rc == 0 ? marker_allows(domain, claimed, fetch, why, why_len) : rc;
 }
 
@@ -95,6 +105,32 @@ int schema_pool_check(const char *domain_path, const char *root_id, const char *
     }
     int rc = current_in_ref_mode(domain_path, root_id, fetch, why, why_len);
     return rc == 0 ? list_names_pool(domain_path, claimed, fetch, why, why_len) : rc;
+}
+
+int schema_pool_file_check(const char *domain_path, const char *key,
+                           const struct schema_fetch *fetch, char pool[SCHEMA_ID_BUF], char *why,
+                           size_t why_len)
+{
+    char domain[KEY_BUF], want[KEY_BUF], found[SCHEMA_ID_BUF];
+    const char *name = schema_pool_file_name(key);
+    if (!name)
+        return WHY("%.200s is no pool file", key ? key : "(none)");
+    if (pool[0]) /* found before: the list and marker were read then */
+        return schema_pool_file_key(pool, name, want, sizeof want) == 0 && strcmp(want, key) == 0
+                   ? 0
+                   : WHY("pool file %.200s is not of the domain's pool (%s)", key, pool);
+    if (schema_is_versions_path(domain_path) != 1 ||
+        schema_version_domain_of(domain_path, domain, sizeof domain) != 0)
+        return WHY("a pool file named outside a domain's versions");
+    int rc = list_pool(domain, fetch, found, why, why_len);
+    if (rc == 0 &&
+        (schema_pool_file_key(found, name, want, sizeof want) != 0 || strcmp(want, key) != 0))
+        rc = WHY("pool file %.200s is not of the domain's pool (%s)", key, found);
+    if (rc == 0)
+        rc = marker_allows(domain, found, fetch, why, why_len);
+    if (rc == 0)
+        memcpy(pool, found, SCHEMA_ID_BUF);
+    return rc;
 }
 
 int schema_pool_marker_dump(const char *domain, const char *moving_from, char **out)

@@ -133,9 +133,9 @@ int zarr_chunk_put(struct zarr_array *a, const char *name, const char *key, uint
 /* ---- zarr_linked.c: datasets linked to HDF5 files (spec §8) ---- */
 /* The linked file of dset's REF layout (a->link set by zarr_meta_array), and the chunks the
  * layout itself lists (a chunk map, a contiguous range): 0, -EINVAL with a reason (left out),
- * -ENOMEM. */
+ * -ENOMEM. in_pool: the file was checked to be of the domain's version pool. */
 int zarr_linked_array(const json_t *dset, struct zarr_array *a, const char *bucket,
-                      const char *root_id, char *why, size_t why_len);
+                      const char *root_id, int in_pool, char *why, size_t why_len);
 /* A version's pooled dataset (ZARR_LINK_POOL): its table and pool, which must be the one
  * domain (whose root is root_id) may name (schema/pool.h; pool_ok: a pool already found to be,
  * or ""; set when this one is): 0, -EINVAL with a reason (left out), -ENOMEM. */

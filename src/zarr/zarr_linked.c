@@ -100,13 +100,13 @@ static int contiguous(const json_t *lay, struct zarr_array *a, char *why, size_t
 }
 
 int zarr_linked_array(const json_t *dset, struct zarr_array *a, const char *bucket,
-                      const char *root_id, char *why, size_t why_len)
+                      const char *root_id, int in_pool, char *why, size_t why_len)
 {
     const json_t *lay = json_object_get(json_object_get(dset, "creationProperties"), "layout");
     const char *uri = hjson_text(json_object_get(lay, "file_uri")), *key;
     if (!uri)
         return WHY("a linked layout without file_uri (chunk tables naming files per entry)");
-    int rc = schema_linked_uri_key(uri, bucket, root_id, 0, &key);
+    int rc = schema_linked_uri_key(uri, bucket, root_id, in_pool, &key);
     if (rc == -EPERM)
         return WHY("file_uri \"%s\" names an object of a domain, not an HDF5 file", uri);
     if (rc != 0 || strlen(key) > STORE_KEY_MAX)

@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "h5osfs/schema/pool.h"
 #include "h5osfs/util/log.h"
 #include "h5osfs/util/pfor.h"
 #include "h5osfs/util/why.h"
@@ -141,12 +142,24 @@ static int is_dimension_only(const json_t *dset)
 }
 
 /* A version's linked dataset is read only from the file kept with it, as the image reads it:
- * any other file may have changed since the commit. */
-static int version_link_refused(const struct walk *w, const json_t *dset, char *why, size_t why_len)
+ * any other file may have changed since the commit. *in_pool: that file is in the domain's
+ * pool (checked: its pool kept in w->pool_ok, as a pooled table's is). */
+static int version_link_refused(struct walk *w, const json_t *dset, int *in_pool, char *why,
+                                size_t why_len)
 {
     const json_t *lay = json_object_get(json_object_get(dset, "creationProperties"), "layout");
-    if (schema_is_versions_path(w->domain) != 1 ||
-        schema_version_linked_ok(lay, w->bucket, w->root_id))
+    const struct schema_fetch fetch = { w->store, store_get_bytes };
+    const char *key = NULL;
+    *in_pool = 0;
+    if (schema_is_versions_path(w->domain) != 1)
+        return 0;
+    int ok = schema_version_linked_ok(lay, w->bucket, w->root_id, &key);
+    if (ok == SCHEMA_LINKED_POOL_FILE) {
+        int rc = schema_pool_file_check(w->domain, key, &fetch, w->pool_ok, why, why_len);
+        *in_pool = rc == 0;
+        return rc;
+    }
+    if (ok)
         return 0;
     why_set(why, why_len, "a version's linked layout names a file that is not its own");
     return -EINVAL;
@@ -158,6 +171,7 @@ static int add_dataset(struct walk *w, struct zarr_node *parent, const char *nam
                        json_t *dset, int rc)
 {
     char why[ZARR_WHY_MAX] = "";
+    int in_pool = 0;
     if (rc != 0)
         return rc == -ENOMEM ? rc : 0;
     if ((rc = remember_name(w, id, name)) != 0 || is_dimension_only(dset)) {
@@ -184,8 +198,8 @@ static int add_dataset(struct walk *w, struct zarr_node *parent, const char *nam
         rc = zarr_pooled_array(w->store, w->domain, w->root_id, w->bucket, dset, a, w->pool_ok, why,
                                sizeof why);
     else if (rc == 0 && a->link != ZARR_LINK_NONE &&
-             (rc = version_link_refused(w, dset, why, sizeof why)) == 0)
-        rc = zarr_linked_array(dset, a, w->bucket, w->root_id, why, sizeof why);
+             (rc = version_link_refused(w, dset, &in_pool, why, sizeof why)) == 0)
+        rc = zarr_linked_array(dset, a, w->bucket, w->root_id, in_pool, why, sizeof why);
     if (rc == -EINVAL)
         log_info("%s: zarr view: dataset %s (%s) left out: %s", w->domain, name, id, why);
     if (rc == 0 && (rc = add_kid(parent, n)) == 0)

@@ -30,10 +30,10 @@ FAST = "versions_grace=0,versions_sweep_interval=0"   # tests: sweep whatever is
 def keys(m, prefix):
     """Relative keys of the mounted bucket below prefix, as the store has them now."""
     mirror = m.src.mirror
-    if mirror is None:
-        base = m.bucket / prefix
-        return {p.relative_to(m.bucket).as_posix() for p in base.rglob("*") if p.is_file()} \
-            if base.exists() else set()
+    if mirror is None:    # os.walk passes over directories the collector removes meanwhile
+        return {(Path(d) / f).relative_to(m.bucket).as_posix()
+                for d, _, files in os.walk(m.bucket / prefix) for f in files
+                if (Path(d) / f).is_file()}
     rel = Path(m.bucket).relative_to(mirror.root).as_posix()
     full = mirror.prefix + ("" if rel == "." else rel + "/")
     return {k[len(full):] for k in mirror.s3.listing(full + prefix)}

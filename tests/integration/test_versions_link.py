@@ -1,12 +1,16 @@
 """Issue 26 for linked data (-o ingest=link, doc/versions.md §3.2): with versions on, every
 commit of a domain whose datasets point into its own stored file is kept as a version too. The
-version root gets its own copy of the file (db/V/.h5osfs-file: a hard link on a local bucket,
-a copy in the store on S3) and its linked datasets keep their layouts, naming that copy; their
-chunk tables are copied as they are, never pooled. So a version reads exactly what the domain
-read after its commit, after the domain's root (and its file) is collected, on a fresh
-read-only mount, and through HSDS's objects (objcheck). A restore copies the version's file
-back; a removed version's root takes its file with it, and the pool sweep reads past linked
-tables. Before this, such a commit was "committed without a version"."""
+file is kept once in the domain's pool (db/P/f/<name>: a hard link on a local bucket, a copy in
+the store on S3) for every version with those bytes: an r+ carries the file over unchanged, so
+its version names the base version's pool file again and copies nothing. The versions' linked
+datasets keep their layouts, naming that pool file; their chunk tables are copied as they are,
+never pooled. So a version reads exactly what the domain read after its commit, after the
+domain's root (and its file) is collected, on a fresh read-only mount, and through HSDS's
+objects (objcheck). A restore copies the file back as the new root's own; the pool sweep reads
+past linked tables and deletes a pool file once no version names it. In ref mode a version,
+which the domain names itself, keeps its own copy. Before this, each version copied the whole
+file (S3: 2.0 GiB for 6 commits of a 256 MiB file), and before that such a commit was
+"committed without a version"."""
 import json
 import os
 import shutil
@@ -97,6 +101,18 @@ def layouts(m, root):
             objects.get(FILE_NAME))
 
 
+def pool_files(m):
+    """Keys of the pool files of v.h5's pool."""
+    pool = json.loads(m.get(f"{VDIR}/.h5osfs-versions"))["pool"]
+    return keys(m, f"db/{pool[2:19]}/f/")
+
+
+def root_group_file(m, root):
+    """The pool file name a version root's group says its linked datasets name (or None)."""
+    group = json.loads(root_objects(m, root)[".group.json"])
+    return group.get("h5osfs", {}).get("file")
+
+
 def expected_files(tmp_path):
     """The source, then the source after each r+ of the test, as files."""
     src = tmp_path / "src.h5"
@@ -118,8 +134,9 @@ def mount_rw(mount_bucket, bucket, tmp_path, *more):
 
 def test_every_commit_of_a_linked_domain_is_a_version(bucket_copy, mount_bucket, tmp_path):
     """cp of a linkable file, an r+ of a copied dataset, an r+ of a linked one: three versions,
-    each reading exactly as the domain did after its commit; each version's root holds its own
-    copy of the file, which its linked layouts name; the linked table is copied, not pooled."""
+    each reading exactly as the domain did after its commit; the pool holds one copy of the
+    file, which every version's linked layouts name (no version root holds one); the linked
+    table is copied, not pooled."""
     want = expected_files(tmp_path)
     m = mount_rw(mount_bucket, bucket_copy, tmp_path)
     shutil.copyfile(want[0], m.path(TARGET))
@@ -133,14 +150,19 @@ def test_every_commit_of_a_linked_domain_is_a_version(bucket_copy, mount_bucket,
     ok, out = same(m.path(TARGET), want[2])
     assert ok, out
     source = want[0].read_bytes()
+    files = pool_files(m)
+    assert len(files) == 1, files                     # one copy for the three versions
+    (fkey,) = files
+    assert m.get(fkey) == source                      # unchanged
     for n in (1, 2, 3):
         root = vroot(m, n)
         lay, file = layouts(m, root)
-        assert file == source, n                      # the version's own, unchanged copy
+        assert file is None, n                        # no copy of its own
+        assert root_group_file(m, root) == fkey[-32:], n
         linked = {name: l["class"] for name, l in lay.items() if "file_uri" in l}
         assert linked == (LINKED if n < 3 else {k: v for k, v in LINKED.items() if k != "many"})
         for name in linked:
-            assert lay[name]["file_uri"].endswith(f"/db/{root[2:19]}/{FILE_NAME}"), (n, name)
+            assert lay[name]["file_uri"].endswith(f"/{fkey}"), (n, name)
         if n == 3:                                    # written by the r+: pooled since
             assert lay["many"]["class"] == "H5D_CHUNKED_REF_INDIRECT"
             assert "pool" in lay["many"]["h5osfs"] and "file_uri" not in lay["many"]
@@ -197,15 +219,19 @@ def test_collection_reads_past_linked_tables_and_takes_the_file(bucket_copy, mou
     roots = {n: vroot(m, n) for n in (1, 2, 3)}
     only_1 = named_pool_objects(m, roots[1]) - named_pool_objects(m, roots[3])
     assert only_1 and only_1 <= keys(m, pool_prefix(m))
-    assert (f"db/{roots[2][2:19]}/{FILE_NAME}") in keys(m, f"db/{roots[2][2:19]}/")
+    (fkey,) = pool_files(m)
+    assert root_group_file(m, roots[2]) == fkey[-32:]
     os.unlink(m.path(f"{VDIR}/1.h5"))
     wanted = named_pool_objects(m, roots[2]) | named_pool_objects(m, roots[3])
     wait_for(lambda: keys(m, f"db/{roots[1][2:19]}/") == set(), "version 1's root collected")
     wait_for(lambda: keys(m, pool_prefix(m)) == wanted, "the pool swept to what 2 and 3 name")
+    assert pool_files(m) == {fkey}                    # version 2 still names it
     assert "nothing is deleted" not in m.log()
     os.unlink(m.path(f"{VDIR}/2.h5"))
-    assert m.unmount() == 0                           # the collector drains at unmount
-    assert keys(m, f"db/{roots[2][2:19]}/") == set()  # version 2's root, its file included
+    wait_for(lambda: keys(m, f"db/{roots[2][2:19]}/") == set(), "version 2's root collected")
+    wait_for(lambda: pool_files(m) == set(), "the pool file swept once no version names it")
+    assert "nothing is deleted" not in m.log()
+    assert m.unmount() == 0
     m = mount_bucket(m, "-o", opts)
     for path in (f"{VDIR}/3.h5", TARGET):
         ok, out = same(m.path(path), b)
@@ -219,13 +245,19 @@ def test_a_version_linked_to_a_file_not_its_own_is_eio_for_that_dataset(bucket_c
                                                                           mount_bucket, tmp_path):
     """A version reads only what was kept with it. A dataset whose file_uri was pointed at a
     file elsewhere in the bucket (which anyone may replace; a current domain may link to one),
-    or whose chunk table was pointed at another root's (the domain's own, which an r+ or HSDS
-    may change), is EIO, logged; its own file named in another form of the URI (s3://) still
-    reads, and so do the version's other datasets."""
+    or at another domain's pool file (which that domain's ACL guards), or whose chunk table
+    was pointed at another root's (the domain's own, which an r+ or HSDS may change), is EIO,
+    logged; its own pool file named in another form of the URI (s3://, file://) still reads,
+    and so do the version's other datasets."""
     want = expected_files(tmp_path)
     m = mount_rw(mount_bucket, bucket_copy, tmp_path)
     shutil.copyfile(want[0], m.path(TARGET))
+    change(m.path(TARGET), edit_small)
+    shutil.copyfile(want[0], m.path(f"{HOME}/w.h5"))    # another domain, with its own pool
+    other_pool = json.loads(m.get(f"{HOME}/.versions/w.h5/.h5osfs-versions"))["pool"]
+    (other_file,) = keys(m, f"db/{other_pool[2:19]}/f/")
     root, current = vroot(m, 1), os.getxattr(m.path(TARGET), "user.h5osfs.root").decode()
+    root2 = vroot(m, 2)
     assert m.unmount() == 0
     shutil.copyfile(want[0], bucket_copy / "elsewhere.h5")
     bucket = bucket_copy.name
@@ -243,6 +275,14 @@ def test_a_version_linked_to_a_file_not_its_own_is_eio_for_that_dataset(bucket_c
         elif lay.get("class") == "H5D_CHUNKED_REF_INDIRECT" and "file_uri" in lay:
             lay["chunk_table"] = current_tables.pop()
         p.write_text(json.dumps(doc))
+    for p in (bucket_copy / "db" / root2[2:19] / "d").glob("*/.dataset.json"):
+        doc = json.loads(p.read_text())
+        lay = doc.get("creationProperties", {}).get("layout", {})
+        if lay.get("class") == "H5D_CONTIGUOUS_REF":
+            lay["file_uri"] = f"{bucket}/{other_file}"
+        elif lay.get("class") == "H5D_CHUNKED_REF":
+            lay["file_uri"] = f"file://{lay['file_uri']}"
+        p.write_text(json.dumps(doc))
     ro = mount_bucket(m, "-o", f"user=test_user1,ro,cache_dir={tmp_path}/fresh")
     with h5py.File(ro.path(f"{VDIR}/1.h5"), "r") as f, h5py.File(want[0], "r") as src:
         for name in ("contig", "many"):
@@ -251,10 +291,20 @@ def test_a_version_linked_to_a_file_not_its_own_is_eio_for_that_dataset(bucket_c
         for name in ("gzip", "small", "vlen"):
             assert np.array_equal(f[name][:], src[name][:]), name
     assert ro.log().count("names neither its pool nor its own file") == 2
+    with h5py.File(ro.path(f"{VDIR}/2.h5"), "r") as f, h5py.File(want[1], "r") as src:
+        with pytest.raises(OSError):
+            f["contig"][:]
+        for name in ("gzip", "many", "small", "vlen"):
+            assert np.array_equal(f[name][:], src[name][:]), name
+    assert ro.log().count("is not of the domain's pool") == 1
     zarr = ro.path(f".zarr/{VDIR}/1.h5")                  # the Zarr view, by the same rule
     assert sorted(n for n in os.listdir(zarr) if not n.startswith(".")) == \
         ["gzip", "small", "vlen"]
     assert ro.log().count("linked layout names a file that is not its own") == 2
+    zarr = ro.path(f".zarr/{VDIR}/2.h5")
+    assert sorted(n for n in os.listdir(zarr) if not n.startswith(".")) == \
+        ["gzip", "many", "small", "vlen"]
+    assert ro.log().count("is not of the domain's pool") == 2
 
 
 @pytest.mark.posix_only(reason="counts roots in the bucket directory; the refusal is the same "
@@ -298,6 +348,9 @@ def test_linked_domain_in_ref_mode(bucket_copy, mount_bucket, tmp_path):
     assert versions(m) == ["1.h5", "2.h5", "3.h5", "4.h5"]
     assert os.getxattr(m.path(TARGET), "user.h5osfs.root").decode() == vroot(m, 4)
     pool = json.loads(m.get(f"{VDIR}/.h5osfs-versions"))["pool"]
+    assert pool_files(m) == set()          # the domain names each version: each has its own
+    lay, file = layouts(m, vroot(m, 4))
+    assert file == want[0].read_bytes()
     harness.assert_clean([m])
     if m.backend == "posix":
         on_disk = {p.name for p in (bucket_copy / "db").iterdir()}
@@ -324,8 +377,7 @@ def test_kill_during_a_linked_versioned_commit(bucket_copy, tmp_path, stage):
     """Version 1 is the linked source; an r+ of a linked dataset is killed after the version
     root (its copy of the file included) is written (vroot) or after its list put (listed).
     The next mount recovers: versions 1 and 2 read whole, and once the collector has drained
-    db/ holds only roots something names and the pool: a version root that was never listed
-    went with its file."""
+    db/ holds only roots something names and the pool, whose one file both versions name."""
     want = expected_files(tmp_path)
     cache, mnt = tmp_path / "cache", tmp_path / "mnt"
     mnt.mkdir()
@@ -357,3 +409,4 @@ def test_kill_during_a_linked_versioned_commit(bucket_copy, tmp_path, stage):
     harness.assert_clean([m])
     on_disk = {p.name for p in (bucket_copy / "db").iterdir()}
     assert on_disk == named_roots(bucket_copy) | {pool[2:19]}
+    assert len(pool_files(m)) == 1         # version 2 names version 1's file

@@ -639,13 +639,49 @@ static void test_version_linked_ok(void)
     json_t *no_table = json_pack("{s:s,s:s}", "class", "H5D_CHUNKED_REF_INDIRECT", "file_uri", own);
     json_t *no_file = json_pack("{s:s,s:s}", "class", "H5D_CHUNKED_REF_INDIRECT", "chunk_table",
                                 "d-b03b24ef-69f244b6-0000-000000-000001");
-    CHECK_INT(schema_version_linked_ok(contig, "bkt", SPEC_ROOT), 1);
-    CHECK_INT(schema_version_linked_ok(elsewhere, "bkt", SPEC_ROOT), 0);
-    CHECK_INT(schema_version_linked_ok(own_table, "bkt", SPEC_ROOT), 1);
-    CHECK_INT(schema_version_linked_ok(other_table, "bkt", SPEC_ROOT), 0);
-    CHECK_INT(schema_version_linked_ok(no_table, "bkt", SPEC_ROOT), 0);
-    CHECK_INT(schema_version_linked_ok(no_file, "bkt", SPEC_ROOT), 0);
-    CHECK_INT(schema_version_linked_ok(NULL, "bkt", SPEC_ROOT), 0);
+    CHECK_INT(schema_version_linked_ok(contig, "bkt", SPEC_ROOT, NULL), 1);
+    CHECK_INT(schema_version_linked_ok(elsewhere, "bkt", SPEC_ROOT, NULL), 0);
+    CHECK_INT(schema_version_linked_ok(own_table, "bkt", SPEC_ROOT, NULL), 1);
+    CHECK_INT(schema_version_linked_ok(other_table, "bkt", SPEC_ROOT, NULL), 0);
+    CHECK_INT(schema_version_linked_ok(no_table, "bkt", SPEC_ROOT, NULL), 0);
+    CHECK_INT(schema_version_linked_ok(no_file, "bkt", SPEC_ROOT, NULL), 0);
+    CHECK_INT(schema_version_linked_ok(NULL, "bkt", SPEC_ROOT, NULL), 0);
+    /* a pool file: the shape alone here; which pool, the reader checks (test_pool_file_check) */
+    const char *pooled = "bkt/db/c03b24ef-69f244b6/f/0123456789abcdef0123456789abcdef";
+    const char *key = NULL;
+    json_t *pool_table = json_pack("{s:s,s:s,s:s}", "class", "H5D_CHUNKED_REF_INDIRECT", "file_uri",
+                                   pooled, "chunk_table", "d-b03b24ef-69f244b6-0000-000000-000001");
+    CHECK_INT(schema_version_linked_ok(pool_table, "bkt", SPEC_ROOT, &key),
+              SCHEMA_LINKED_POOL_FILE);
+    CHECK_STR(key, pooled + 4);
+    json_object_set_new(pool_table, "chunk_table",
+                        json_string("d-a03b24ef-69f244b6-0000-000000-000001"));
+    CHECK_INT(schema_version_linked_ok(pool_table, "bkt", SPEC_ROOT, &key), 0);
+    json_object_set_new(pool_table, "class", json_string("H5D_CONTIGUOUS_REF"));
+    const char *not_pool[] = { "bkt/db/c03b24ef-69f244b6/f/0123456789abcdef0123456789abcde",
+                               "bkt/db/c03b24ef-69f244b6/c/0123456789abcdef0123456789abcdef",
+                               "bkt/db/c03b24ef-69f244b6/f/0123456789ABCDEF0123456789abcdef",
+                               "bkt/db/c03b24ef/69f244b6/f/0123456789abcdef0123456789abcdef",
+                               "bkt/db/c03b24ef-69f244b6/f/../f/0123456789abcdef0123456789ab",
+                               "other/db/c03b24ef-69f244b6/f/0123456789abcdef0123456789abcdef" };
+    for (size_t i = 0; i < sizeof not_pool / sizeof *not_pool; i++) {
+        json_object_set_new(pool_table, "file_uri", json_string(not_pool[i]));
+        CHECK_INT(schema_version_linked_ok(pool_table, "bkt", SPEC_ROOT, &key), 0);
+    }
+    json_object_set_new(pool_table, "file_uri", json_string(pooled));
+    CHECK_INT(schema_version_linked_ok(pool_table, "bkt", SPEC_ROOT, NULL),
+              SCHEMA_LINKED_POOL_FILE);
+    json_decref(pool_table);
+    char buf[128];
+    CHECK_INT(schema_pool_file_key(SPEC_ROOT, "0123456789abcdef0123456789abcdef", buf, sizeof buf),
+              0);
+    CHECK_STR(buf, "db/b03b24ef-69f244b6/f/0123456789abcdef0123456789abcdef");
+    CHECK_INT(schema_pool_file_key(SPEC_ROOT, "0123", buf, sizeof buf), -EINVAL);
+    CHECK_INT(schema_pool_file_key("d-b03b24ef-69f244b6-0000-000000-000001",
+                                   "0123456789abcdef0123456789abcdef", buf, sizeof buf),
+              -EINVAL);
+    CHECK(schema_pool_file_name(pooled + 4) == pooled + 4 + strlen(pooled + 4) - 32);
+    CHECK(schema_pool_file_name("db/c03b24ef-69f244b6/c/0123456789abcdef0123456789abcdef") == NULL);
     json_decref(contig);
     json_decref(elsewhere);
     json_decref(own_table);

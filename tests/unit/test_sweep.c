@@ -499,6 +499,61 @@ static void test_linked_tables(void)
     }
 }
 
+/* Pool files (db/P/f/<name>, linked files kept once for every version with their bytes): the
+ * one a kept version's linked layout names stays, in any form of its URI, whatever the
+ * layout's class; an unnamed one goes; one of another pool named by a table is no pool file
+ * of this pool: nothing deleted. */
+static void test_pool_files(void)
+{
+    static const char *const forms[] = { "hsdstest/", "s3://hsdstest/", "file://hsdstest/" };
+    static const char *const named = "0123456789abcdef0123456789abcdef";
+    static const char *const unnamed = "fedcba9876543210fedcba9876543210";
+    struct rig r;
+    struct sweep_stats st;
+    char fkey[STORE_KEY_MAX + 1], gone[STORE_KEY_MAX + 1], uri[STORE_KEY_MAX + 16];
+    struct store_stat ss;
+    for (int i = 0; i < 3; i++) {
+        rig_open(&r, VLIST_KEPT);
+        REQUIRE(schema_pool_file_key(r.pool, named, fkey, sizeof fkey) == 0);
+        REQUIRE(schema_pool_file_key(r.pool, unnamed, gone, sizeof gone) == 0);
+        put_text(r.mem, fkey, "file");
+        put_text(r.mem, gone, "file");
+        snprintf(uri, sizeof uri, "%s%s", forms[i], fkey);
+        put_linked_dataset(&r, uri, "");
+        CHECK_INT(sweep_pool(r.st, DOMAIN, ALL_OLD, NULL, &st), 0);
+        CHECK_INT(store_head(r.mem, fkey, &ss), 0);
+        CHECK_INT(store_head(r.mem, gone, &ss), -ENOENT);
+        CHECK(named_all_there(&r));
+        CHECK_INT(orphans_left(&r), 0);
+        rig_close(&r);
+    }
+    /* a contiguous layout naming it marks it too */
+    rig_open(&r, VLIST_KEPT);
+    REQUIRE(schema_pool_file_key(r.pool, named, fkey, sizeof fkey) == 0);
+    put_text(r.mem, fkey, "file");
+    char did[SCHEMA_ID_BUF], key[STORE_KEY_MAX + 1], text[2048];
+    make_id('d', 33, r.vroot, did);
+    REQUIRE(schema_obj_key(did, key, sizeof key) == 0);
+    snprintf(text, sizeof text,
+             "{\"creationProperties\": {\"layout\": {\"class\": \"H5D_CONTIGUOUS_REF\", "
+             "\"file_uri\": \"hsdstest/%s\", \"offset\": 0, \"size\": 4}}}",
+             fkey);
+    put_text(r.mem, key, text);
+    CHECK_INT(sweep_pool(r.st, DOMAIN, ALL_OLD, NULL, &st), 0);
+    CHECK_INT(store_head(r.mem, fkey, &ss), 0);
+    rig_close(&r);
+    /* another pool's file under a table: not this pool's, cannot be told: nothing deleted */
+    rig_open(&r, VLIST_KEPT);
+    char other[SCHEMA_ID_BUF];
+    make_id('g', 13, NULL, other);
+    REQUIRE(schema_pool_file_key(other, named, fkey, sizeof fkey) == 0);
+    snprintf(uri, sizeof uri, "hsdstest/%s", fkey);
+    put_linked_dataset(&r, uri, "");
+    CHECK_INT(sweep_pool(r.st, DOMAIN, ALL_OLD, NULL, &st), -EIO);
+    CHECK_INT(orphans_left(&r), 2);
+    rig_close(&r);
+}
+
 int main(void)
 {
     if (log_setup(LOG_LVL_ERROR, LOG_SINK_FILE, "/dev/null") != 0)
@@ -511,6 +566,7 @@ int main(void)
     test_what_is_not_the_domains_is_never_deleted();
     test_a_pool_being_moved();
     test_linked_tables();
+    test_pool_files();
     log_teardown();
     return check_done("sweep");
 }

@@ -150,6 +150,7 @@ struct ingest_stats {
     uint64_t datasets_linked; /* datasets whose values are read from the stored file */
     uint64_t bytes_linked;    /* size of that file (0: none stored) */
     int file_kept;            /* that object is the file itself (keep_file) */
+    int file_from_base;       /* that object is the base root's, carried over unchanged (r+) */
 };
 
 /*

@@ -14,6 +14,8 @@
 
 #include <stddef.h>
 
+#include "h5osfs/schema/schema.h"
+
 struct schema_fetch {
     void *ctx;
     /* The object at key, at most max bytes, into *data (malloc'd: the caller frees it) and
@@ -28,6 +30,17 @@ struct schema_fetch {
  */
 int schema_pool_check(const char *domain_path, const char *root_id, const char *claimed,
                       const struct schema_fetch *fetch, char *why, size_t why_len);
+
+/*
+ * Whether key, a pool file (schema_pool_file_key) a linked layout of the kept version at
+ * domain_path ("/DIR/.versions/NAME/<x>") names, is a file of DIR/NAME's own pool (its list
+ * names it, its marker names DIR/NAME). pool: that pool's id if already found ("" not yet:
+ * set when found now). 0 (yes), -EINVAL (no, or an object needed to tell cannot be read: why
+ * says which), -ENOMEM. The current domain never names one: its roots own their files.
+ */
+int schema_pool_file_check(const char *domain_path, const char *key,
+                           const struct schema_fetch *fetch, char pool[SCHEMA_ID_BUF], char *why,
+                           size_t why_len);
 
 /* A pool's marker (db/<P>/.h5osfs-pool, schema_pool_marker_key; domops/vpool.h), naming the
  * domain path whose pool it is: {"domain": "/DIR/NAME"}; while an mv hands the pool on,

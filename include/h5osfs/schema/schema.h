@@ -106,6 +106,15 @@ int schema_is_md5_hex(const char *s);
  * lowercase hex digits md5. */
 int schema_pool_key(const char *pool, const char *md5, char *buf, size_t len);
 
+/* A version's copy of a linked file (ingest=link) kept in pool, shared by every version whose
+ * file has those bytes: "db/<pool's A-B>/f/<name>", name 32 lowercase hex digits (those of the
+ * version root that first kept it). 0, -EINVAL, -ENAMETOOLONG. */
+int schema_pool_file_key(const char *pool, const char *name, char *buf, size_t len);
+
+/* The name of the pool file at key ("db/<A-B>/f/<32 hex>"), pointing into key; NULL: key is
+ * no pool file's. Which pool, the caller checks (pool.h). */
+const char *schema_pool_file_name(const char *key);
+
 /* The marker of pool, "db/<pool's A-B>/.h5osfs-pool": whose pool it is (domops/vpool.h). */
 int schema_pool_marker_key(const char *pool, char *buf, size_t len);
 
@@ -134,9 +143,13 @@ int schema_linked_file_key(const char *root, char *key, size_t len);
 int schema_linked_own_file(const char *uri, const char *bucket, const char *root);
 
 /* May a kept version whose root is root read a dataset through the linked layout lay (no
- * pool)? Its file_uri names root's own file, and a chunk table, if any, is a dataset of root
- * (kept with it, not another root's, which may change). 1 or 0. */
-int schema_version_linked_ok(const json_t *lay, const char *bucket, const char *root);
+ * pool claim)? A chunk table, if any, is a dataset of root (kept with it, not another root's,
+ * which may change), and its file_uri names root's own file (1) or a file of a version pool
+ * (SCHEMA_LINKED_POOL_FILE, *pool_key, if not NULL, pointing at its key inside the URI): the
+ * caller must then check that pool is the domain's (pool.h), or refuse it. 0: neither. */
+#define SCHEMA_LINKED_POOL_FILE 2
+int schema_version_linked_ok(const json_t *lay, const char *bucket, const char *root,
+                             const char **pool_key);
 
 /* Whether commits below a folder keep versions (its xattr user.h5osfs.versions): the member
  * "h5osfs": {"versions": "on" | "off" | "keep:N" | "ref"} of its .domain.json. keep:N is on,
