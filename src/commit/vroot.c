@@ -533,7 +533,8 @@ static int copy_linked_file(const struct dataset_ctx *d, const char *key,
 }
 
 /* The pool file the base version's root group says its linked datasets name ("" none: a
- * version kept before pool files, or of no linked file), into name[33]. */
+ * version kept before pool files, of no linked file, or whose group cannot be read now: the
+ * file is then copied again, which costs space, not the version), into name[33]. */
 static int base_file_name(const struct dataset_ctx *d, char name[33])
 {
     char key[STORE_KEY_MAX + 1], why[200];
@@ -562,9 +563,8 @@ static int choose_pool_file(struct dataset_ctx *d, const struct store_stat *list
     if (d->vc->version_is_current)
         return 0;
     if (d->vc->linked_file_from_base && d->base->vroot[0]) {
-        int rc = base_file_name(d, d->file_name);
-        if (rc != 0 && rc != -ENOENT)
-            return rc;
+        if (base_file_name(d, d->file_name) == -ENOMEM)
+            return -ENOMEM;
         if (d->file_name[0] &&
             schema_pool_file_key(d->pool, d->file_name, d->file_key, sizeof d->file_key) == 0 &&
             store_head(d->vc->store, d->file_key, &st) == 0 && st.size == listed->size)

@@ -461,6 +461,16 @@ static int mark_list(struct store *store, struct marks *m, const struct vlist *l
 
 /* ---- the sweep ---- */
 
+/* When a pool object last changed, for its age: a local bucket's copy into the pool is a hard
+ * link, which keeps its source's mtime, however old, and changes only the inode's ctime. So
+ * an object a commit in flight just linked in (its version not listed yet) counts as young.
+ * S3 has no ctime: a copy there gets a new LastModified. */
+static double changed_at(const struct store_stat *st)
+{
+    double ctime = (double)st->ctime_ns / 1e9;
+    return ctime > st->mtime ? ctime : st->mtime;
+}
+
 /* Delete the listed pool object if it still is unmarked and old (checked again by a HEAD:
  * a commit may have rewritten it since the listing). 1 deleted, 0 kept, -errno. */
 static int sweep_object(struct store *store, const struct store_entry *o, double before)
@@ -471,7 +481,7 @@ static int sweep_object(struct store *store, const struct store_entry *o, double
         return 0;
     if (rc != 0)
         return rc;
-    if (now.mtime >= before || strcmp(now.etag, o->st.etag) != 0)
+    if (changed_at(&now) >= before || strcmp(now.etag, o->st.etag) != 0)
         return 0;
     rc = store_delete(store, o->key);
     return rc == 0 ? 1 : rc == -ENOENT ? 0 : rc;
@@ -497,7 +507,7 @@ static int delete_unmarked(struct sweep_run *r, const struct store_list *pool, c
         if (strncmp(o->key, prefix, strlen(prefix)) != 0 || strlen(name) != 32 ||
             strmap_get(marked, name))
             continue;
-        if (o->st.mtime >= r->before) {
+        if (changed_at(&o->st) >= r->before) {
             r->stats->young++;
             continue;
         }

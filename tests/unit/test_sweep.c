@@ -9,9 +9,12 @@
  * once it lists empty.
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <time.h>
 
 #include <jansson.h>
 
@@ -131,11 +134,15 @@ static void put_list(struct rig *r, enum vlist_state state, const char *extra_en
     free(text);
 }
 
-static void rig_open(struct rig *r, enum vlist_state state)
+/* The rig over base (taken over), or a memory bucket (NULL). */
+static void rig_open_on(struct rig *r, enum vlist_state state, struct store *base)
 {
     char key[STORE_KEY_MAX + 1];
     memset(r, 0, sizeof *r);
-    REQUIRE(store_mem_open(&r->mem) == 0);
+    if (base)
+        r->mem = base;
+    else
+        REQUIRE(store_mem_open(&r->mem) == 0);
     REQUIRE(store_faulty_open(r->mem, &r->st) == 0);
     make_id('g', 7, NULL, r->pool);
     make_id('g', 11, NULL, r->vroot);
@@ -149,6 +156,11 @@ static void rig_open(struct rig *r, enum vlist_state state)
         pool_key(r, orphan_md5[i], key, sizeof key);
         put_text(r->mem, key, "orphan");
     }
+}
+
+static void rig_open(struct rig *r, enum vlist_state state)
+{
+    rig_open_on(r, state, NULL);
 }
 
 static void rig_close(struct rig *r)
@@ -554,6 +566,47 @@ static void test_pool_files(void)
     rig_close(&r);
 }
 
+/* Set the mtime of key in the local bucket at dir back by an hour (its ctime becomes now). */
+static void set_mtime_back(const char *dir, const char *key)
+{
+    char path[4096];
+    struct timespec t[2];
+    REQUIRE(clock_gettime(CLOCK_REALTIME, &t[0]) == 0);
+    t[0].tv_sec -= 3600;
+    t[1] = t[0];
+    snprintf(path, sizeof path, "%s/%s", dir, key);
+    REQUIRE(utimensat(AT_FDCWD, path, t, 0) == 0);
+}
+
+/* A local bucket's copy into the pool is a hard link: the new pool object keeps its source's
+ * mtime, however old, and only its ctime says it was just made. The sweep counts an object's
+ * age from the later of the two, so an unnamed object a commit in flight just linked in (its
+ * version not listed yet) is young, not deleted; with every object old it goes. */
+static void test_a_fresh_hard_link_is_young(void)
+{
+    char dir[] = "/tmp/test_sweep_XXXXXX", key[STORE_KEY_MAX + 1];
+    struct store *posix;
+    struct rig r;
+    struct sweep_stats st;
+    REQUIRE(mkdtemp(dir) != NULL);
+    REQUIRE(store_posix_open(dir, &posix) == 0);
+    rig_open_on(&r, VLIST_KEPT, posix);
+    for (int i = 0; i < 2; i++) {
+        pool_key(&r, orphan_md5[i], key, sizeof key);
+        set_mtime_back(dir, key);
+    }
+    CHECK_INT(sweep_pool(r.st, DOMAIN, 600.0, NULL, &st), 0);
+    CHECK_INT(orphans_left(&r), 2);
+    CHECK_INT(st.young, 2);
+    CHECK_INT(sweep_pool(r.st, DOMAIN, ALL_OLD, NULL, &st), 0);
+    CHECK_INT(orphans_left(&r), 0);
+    CHECK(named_all_there(&r));
+    rig_close(&r);
+    char cmd[64];
+    snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
+    CHECK_INT(system(cmd), 0);
+}
+
 int main(void)
 {
     if (log_setup(LOG_LVL_ERROR, LOG_SINK_FILE, "/dev/null") != 0)
@@ -567,6 +620,7 @@ int main(void)
     test_a_pool_being_moved();
     test_linked_tables();
     test_pool_files();
+    test_a_fresh_hard_link_is_young();
     log_teardown();
     return check_done("sweep");
 }
