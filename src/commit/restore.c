@@ -11,6 +11,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "h5osfs/domops/vpool.h"
 #include "h5osfs/h5json/h5type.h"
 #include "h5osfs/schema/hjson.h"
 #include "h5osfs/schema/pool.h"
@@ -424,8 +425,9 @@ static int restore_linked_file(const struct restore_ctx *r, const char *key)
 }
 
 /* The pool file V's root group names (vroot.c), copied as the new root's own file: 0 (none
- * named, or copied), or -errno. */
-static int restore_pool_file(struct restore_ctx *r, const char *root_group)
+ * named, or copied), -EOPNOTSUPP (a pool not domain's by its marker, a pool file gone: the
+ * staged file is stored instead), or -errno. */
+static int restore_pool_file(struct restore_ctx *r, const char *domain, const char *root_group)
 {
     char why[200], dst[STORE_KEY_MAX + 1];
     struct store_buf buf = { 0 };
@@ -441,13 +443,16 @@ static int restore_pool_file(struct restore_ctx *r, const char *root_group)
     json_decref(doc);
     if (rc != 0 || !r->file_key[0])
         return rc;
-    rc = schema_linked_file_key(r->root, dst, sizeof dst);
+    rc = vpool_owned_by(r->store, r->pool, domain); /* the list alone may be forged */
+    rc = rc == 1 ? 0 : rc == 0 ? -EOPNOTSUPP : rc;
+    if (rc == 0)
+        rc = schema_linked_file_key(r->root, dst, sizeof dst);
     if (rc == 0)
         rc = store_head(r->store, r->file_key, &st);
     if (rc == 0)
         rc = store_copy_sized(r->store, r->file_key, dst, st.size);
     r->stats->objects += rc == 0;
-    return rc == -ENOENT ? -EIO : rc;
+    return rc == -ENOENT ? -EOPNOTSUPP : rc;
 }
 
 int restore_root(struct store *store, const char *bucket_name, const char *domain,
@@ -473,7 +478,7 @@ int restore_root(struct store *store, const char *bucket_name, const char *domai
         if (strcmp(keys.keys[i] + strlen(prefix), ".group.json") == 0)
             root_group = keys.keys[i];
     if (rc == 0 && root_group)
-        rc = restore_pool_file(&r, root_group);
+        rc = restore_pool_file(&r, domain, root_group);
     for (size_t i = 0; rc == 0 && i < keys.n; i++) {
         const char *k = keys.keys[i];
         if (k == root_group)

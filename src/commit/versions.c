@@ -305,6 +305,34 @@ static int settle_unsure_put(const struct versions_commit *vc, const char *key,
     return failed;
 }
 
+static int read_list(struct store *store, const char *domain, struct vlist *l);
+
+/* A version root that will never be listed may have copied a linked file into the pool
+ * under its own name (vroot_pool_file_key), which no version can name then: deleted, or the
+ * file (a whole copy on S3) would wait for a sweep, which runs only after a removal. */
+static void drop_unlisted_file(struct store *store, const char *domain, const char *pool,
+                               const char *vroot)
+{
+    char key[STORE_KEY_MAX + 1];
+    if (!pool[0] || !vroot[0] || vroot_pool_file_key(pool, vroot, key, sizeof key) != 0)
+        return;
+    int rc = store_delete(store, key);
+    if (rc != 0 && rc != -ENOENT)
+        log_warn("%s: pool file %s of the unlisted version root %s stays in the bucket (%s)",
+                 domain, key, vroot, strerror(-rc));
+}
+
+int versions_drop_unlisted(struct store *store, const char *domain, const char *vroot)
+{
+    struct vlist l;
+    int rc = read_list(store, domain, &l);
+    if (rc != 0)
+        return rc == 1 ? 0 : rc;
+    drop_unlisted_file(store, domain, l.pool, vroot);
+    vlist_free(&l);
+    return 0;
+}
+
 int versions_commit(const struct versions_commit *vc, uint64_t *n, char vroot[SCHEMA_ID_BUF])
 {
     char key[STORE_KEY_MAX + 1], etag[sizeof(((struct store_stat *)0)->etag)], by[320];
@@ -389,6 +417,8 @@ int versions_commit(const struct versions_commit *vc, uint64_t *n, char vroot[SC
         rc = settle_unsure_put(vc, key, vroot, n, rc);
     if (rc != 0 && fresh && pool[0] && !unsure)
         abandon_lineage(vc, pool);
+    else if (rc != 0)
+        drop_unlisted_file(vc->store, vc->domain, pool, vroot); /* vroot "": cannot be told */
     if (rc == -EOPNOTSUPP && !dropped)
         log_warn("%s: this domain cannot be kept as a version yet (data linked to a file that "
                  "is not the domain's own, a chunk table of more than %u entries, or a chunk of "

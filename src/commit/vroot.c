@@ -562,21 +562,52 @@ static int choose_pool_file(struct dataset_ctx *d, const struct store_stat *list
     d->file_name[0] = '\0';
     if (d->vc->version_is_current)
         return 0;
+    /* the same size and etag: on a local bucket both are links to one inode, on S3 copies the
+     * store made the same way (CopyObject keeps the ETag; UploadPartCopy gives equal ones for
+     * equal parts). Anything else (a file replaced in place, another part size) is copied. */
     if (d->vc->linked_file_from_base && d->base->vroot[0]) {
         if (base_file_name(d, d->file_name) == -ENOMEM)
             return -ENOMEM;
         if (d->file_name[0] &&
             schema_pool_file_key(d->pool, d->file_name, d->file_key, sizeof d->file_key) == 0 &&
-            store_head(d->vc->store, d->file_key, &st) == 0 && st.size == listed->size)
+            store_head(d->vc->store, d->file_key, &st) == 0 && st.size == listed->size &&
+            strcmp(st.etag, listed->etag) == 0)
             return 0;
     }
-    size_t k = 0;
-    for (const char *p = d->vroot + 2; *p && k < 32; p++)
-        if (*p != '-')
-            d->file_name[k++] = *p;
-    d->file_name[k] = '\0';
     d->file_new = 1;
-    return schema_pool_file_key(d->pool, d->file_name, d->file_key, sizeof d->file_key);
+    int rc = vroot_pool_file_key(d->pool, d->vroot, d->file_key, sizeof d->file_key);
+    const char *name = rc == 0 ? schema_pool_file_name(d->file_key) : NULL;
+    if (name)
+        memcpy(d->file_name, name, 33);
+    return rc == 0 && !name ? -EIO : rc;
+}
+
+int vroot_pool_file_key(const char *pool, const char *vroot, char *key, size_t len)
+{
+    char name[33];
+    size_t k = 0;
+    for (const char *p = vroot + 2; *p && k < 32; p++)
+        if (*p != '-')
+            name[k++] = *p;
+    name[k] = '\0';
+    return schema_pool_file_key(pool, name, key, len);
+}
+
+int vroot_names_pool_file(struct store *store, const char *vroot)
+{
+    char key[STORE_KEY_MAX + 1], why[200];
+    struct store_buf buf = { 0 };
+    if (schema_obj_key(vroot, key, sizeof key) != 0)
+        return -EINVAL;
+    int rc = store_get(store, key, JSON_MAX, &buf);
+    json_t *doc = rc == 0 ? hjson_loadb((const char *)buf.data, buf.len, why, sizeof why) : NULL;
+    store_buf_free(&buf);
+    if (rc == 0 && !doc)
+        rc = -EIO;
+    if (rc == 0)
+        rc = json_object_get(json_object_get(doc, SCHEMA_H5OSFS_MEMBER), "file") != NULL;
+    json_decref(doc);
+    return rc;
 }
 
 /* V's root group says whose pool its tables name ("h5osfs": {"pool": P}, vpool.h): what a

@@ -350,8 +350,8 @@ static int table_of(struct store *store, struct marks *m, const char *key, const
     int linked = file && !json_object_get(lay, "h5osfs");
     if (cls && strcmp(cls, "H5D_CHUNKED_REF_INDIRECT") == 0 && file)
         rc = linked ? mark_file(m, file, root) : -EIO;
-    else if (cls && strstr(cls, "_REF") && linked && pool_file_uri(file, m))
-        rc = mark_file(m, file, root);
+    else if (cls && strstr(cls, "_REF") && file && pool_file_uri(file, m))
+        rc = mark_file(m, file, root); /* whatever else the layout has: marking more is safe */
     else if (cls && strcmp(cls, "H5D_CHUNKED_REF_INDIRECT") == 0)
         rc = table && strlen(table) < SCHEMA_ID_BUF ? (snprintf(tid, SCHEMA_ID_BUF, "%s", table), 0)
                                                     : -EIO;

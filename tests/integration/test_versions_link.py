@@ -363,6 +363,33 @@ def test_linked_domain_in_ref_mode(bucket_copy, mount_bucket, tmp_path):
     assert ok, out
 
 
+class Mounts:
+    """Daemons a kill test starts on one mount point over a local bucket, one after another;
+    whatever a failing assert leaves mounted is unmounted and stopped at the end."""
+
+    def __init__(self, bucket, mnt, tmp_path):
+        self.bucket, self.mnt, self.tmp, self.started = bucket, mnt, tmp_path, []
+        mnt.mkdir()
+
+    def start(self, log, env_extra, opts):
+        env = dict(os.environ, **env_extra)
+        m = Mount(MountSource("posix", self.bucket, self.bucket, env=env), self.mnt,
+                  self.tmp / log, ("-o", opts))
+        self.started.append(m)
+        return m
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        if is_mounted(self.mnt):
+            subprocess.run(["fusermount3", "-uz", str(self.mnt)], check=False)
+        for m in self.started:
+            if m.proc.poll() is None:
+                m.proc.kill()
+                m.proc.wait(timeout=30)
+
+
 EDIT_MANY = """
 import sys, h5py
 with h5py.File(sys.argv[1], "r+") as f:
@@ -410,3 +437,67 @@ def test_kill_during_a_linked_versioned_commit(bucket_copy, tmp_path, stage):
     on_disk = {p.name for p in (bucket_copy / "db").iterdir()}
     assert on_disk == named_roots(bucket_copy) | {pool[2:19]}
     assert len(pool_files(m)) == 1         # version 2 names version 1's file
+
+
+@pytest.mark.posix_only(reason="kills the daemon; the commit protocol is the same code on "
+                        "every backend")
+def test_a_replacement_killed_before_its_listing_leaves_no_pool_file(bucket_copy, tmp_path):
+    """cp of the linked source (version 1, its file into the pool), then cp of another linkable
+    file killed after its version root and its copy of the file into the pool are written,
+    before the list names them (vroot): the next mount collects that root and deletes the pool
+    file only it could name, and commits the staged file again (version 2, with a pool file
+    of its own); version 1 and its file stay. Before, the killed version's copy stayed, named
+    by nothing, until a sweep (which runs only after a removal)."""
+    want = expected_files(tmp_path)
+    opts = f"user=test_user1,ttl=0,versions=on,ingest=link,cache_dir={tmp_path}/cache"
+    with Mounts(bucket_copy, tmp_path / "mnt", tmp_path) as ms:
+        m = ms.start("0.log", {}, opts)
+        shutil.copyfile(want[0], m.path(TARGET))
+        (first,) = pool_files(m)
+        assert m.unmount() == 0
+        m = ms.start("1.log", {"H5OSFS_TEST_CRASH_AT": "vroot"}, opts)
+        with pytest.raises(OSError):
+            shutil.copyfile(want[2], m.path(TARGET))
+        m.proc.wait(timeout=30)
+        assert m.proc.returncode == -9
+        subprocess.run(["fusermount3", "-uz", str(ms.mnt)], check=False)
+        assert len(pool_files(m)) == 2                # the killed version's copy is there
+        m = ms.start("2.log", {}, opts)
+        assert versions(m) == ["1.h5", "2.h5"]        # the staged file, committed again
+        second = {k for k in pool_files(m) if k.endswith(root_group_file(m, vroot(m, 2)))}
+        assert pool_files(m) == {first} | second and len(second) == 1
+        for n, w in ((1, want[0]), (2, want[2])):
+            ok, out = same(m.path(f"{VDIR}/{n}.h5"), w)
+            assert ok, (n, out)
+        harness.assert_clean([m])
+
+
+@pytest.mark.posix_only(reason="kills the daemon; the commit protocol is the same code on "
+                        "every backend")
+def test_a_root_mode_commit_finished_by_a_ref_mode_mount_names_its_root(bucket_copy, tmp_path):
+    """An r+ of a linked domain in root mode is killed after its version was listed (its
+    linked datasets name the pool's file); the next mount, with versions_current=ref, finishes
+    the commit. It must swap in the commit's own root, not the version: a current domain reads
+    only its own file, and that version's is the pool's. The domain then reads the change."""
+    want = expected_files(tmp_path)
+    opts = f"user=test_user1,ttl=0,versions=on,ingest=link,cache_dir={tmp_path}/cache"
+    with Mounts(bucket_copy, tmp_path / "mnt", tmp_path) as ms:
+        m = ms.start("0.log", {}, opts)
+        shutil.copyfile(want[0], m.path(TARGET))
+        assert m.unmount() == 0
+        m = ms.start("1.log", {"H5OSFS_TEST_CRASH_AT": "listed"}, opts)
+        r = subprocess.run([sys.executable, "-c", EDIT_MANY, str(m.path(TARGET))],
+                           capture_output=True, text=True, stdin=subprocess.DEVNULL)
+        assert r.returncode != 0, r.stdout
+        m.proc.wait(timeout=30)
+        subprocess.run(["fusermount3", "-uz", str(ms.mnt)], check=False)
+        m = ms.start("2.log", {}, opts + ",versions_current=ref")
+        assert versions(m) == ["1.h5", "2.h5"]
+        assert os.getxattr(m.path(TARGET), "user.h5osfs.root").decode() != vroot(m, 2)
+        expected = tmp_path / "expected_many.h5"
+        shutil.copyfile(want[0], expected)
+        change(expected, edit_many)
+        for path in (TARGET, f"{VDIR}/2.h5"):
+            ok, out = same(m.path(path), expected)
+            assert ok, (path, out)
+        harness.assert_clean([m])

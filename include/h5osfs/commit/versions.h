@@ -93,6 +93,11 @@ int versions_commit(const struct versions_commit *vc, uint64_t *n, char vroot[SC
 int versions_listed(struct store *store, const char *domain, const char *new_root,
                     char vroot[SCHEMA_ID_BUF]);
 
+/* vroot, a version root an interrupted commit wrote and its list does not name, is being
+ * collected: the linked file it may have copied into the domain's pool under its own name is
+ * deleted too (no other version can name it). 0, or -errno (the list cannot be read: kept). */
+int versions_drop_unlisted(struct store *store, const char *domain, const char *vroot);
+
 /* Is root the root of one of domain's versions (never to be collected as a replaced root:
  * a versions_current=ref domain names its head version's root)? 1, 0, or -errno (logged). */
 int versions_is_version_root(struct store *store, const char *domain, const char *root);
