@@ -517,26 +517,27 @@ int schema_is_md5_hex(const char *s)
     return s && md5_hex_valid(s, strlen(s));
 }
 
-int schema_pool_key(const char *pool, const char *md5, char *buf, size_t len)
-{
-    struct key_writer w;
-    if (schema_id_is_root(pool) != 1 || !md5 || !md5_hex_valid(md5, strlen(md5)))
-        return fail_with_empty(buf, len, -EINVAL);
-    writer_init(&w, buf, len);
-    v2_write_domain_dir(&w, pool);
-    writer_printf(&w, "c/%s", md5);
-    return writer_finish(&w);
-}
-
-int schema_pool_file_key(const char *pool, const char *name, char *buf, size_t len)
+/* db/<pool's A-B>/<dir>/<name>, name 32 lowercase hex digits */
+static int pool_object_key(const char *pool, const char *dir, const char *name, char *buf,
+                           size_t len)
 {
     struct key_writer w;
     if (schema_id_is_root(pool) != 1 || !name || !md5_hex_valid(name, strlen(name)))
         return fail_with_empty(buf, len, -EINVAL);
     writer_init(&w, buf, len);
     v2_write_domain_dir(&w, pool);
-    writer_printf(&w, "f/%s", name);
+    writer_printf(&w, "%s/%s", dir, name);
     return writer_finish(&w);
+}
+
+int schema_pool_key(const char *pool, const char *md5, char *buf, size_t len)
+{
+    return pool_object_key(pool, "c", md5, buf, len);
+}
+
+int schema_pool_file_key(const char *pool, const char *name, char *buf, size_t len)
+{
+    return pool_object_key(pool, "f", name, buf, len);
 }
 
 const char *schema_pool_file_name(const char *key)

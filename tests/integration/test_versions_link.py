@@ -113,6 +113,19 @@ def root_group_file(m, root):
     return group.get("h5osfs", {}).get("file")
 
 
+def forge_layouts(bucket_dir, root, edits):
+    """In the local bucket, each linked layout of root's datasets whose class edits names gets
+    member: edit(its value) for each of edits[class] (a pooled layout, with no file_uri, is
+    left as it is)."""
+    for p in (bucket_dir / "db" / root[2:19] / "d").glob("*/.dataset.json"):
+        doc = json.loads(p.read_text())
+        lay = doc.get("creationProperties", {}).get("layout", {})
+        if "file_uri" in lay:
+            for member, edit in edits.get(lay.get("class"), {}).items():
+                lay[member] = edit(lay.get(member))
+            p.write_text(json.dumps(doc))
+
+
 def expected_files(tmp_path):
     """The source, then the source after each r+ of the test, as files."""
     src = tmp_path / "src.h5"
@@ -265,24 +278,13 @@ def test_a_version_linked_to_a_file_not_its_own_is_eio_for_that_dataset(bucket_c
                       for p in (bucket_copy / "db" / current[2:19] / "d").glob("*/.dataset.json")
                       if "chunk_table" in p.read_text()}
     assert len(current_tables) == 1
-    for p in (bucket_copy / "db" / root[2:19] / "d").glob("*/.dataset.json"):
-        doc = json.loads(p.read_text())
-        lay = doc.get("creationProperties", {}).get("layout", {})
-        if lay.get("class") == "H5D_CONTIGUOUS_REF":
-            lay["file_uri"] = f"{bucket}/elsewhere.h5"
-        elif lay.get("class") == "H5D_CHUNKED_REF":
-            lay["file_uri"] = f"s3://{lay['file_uri']}"
-        elif lay.get("class") == "H5D_CHUNKED_REF_INDIRECT" and "file_uri" in lay:
-            lay["chunk_table"] = current_tables.pop()
-        p.write_text(json.dumps(doc))
-    for p in (bucket_copy / "db" / root2[2:19] / "d").glob("*/.dataset.json"):
-        doc = json.loads(p.read_text())
-        lay = doc.get("creationProperties", {}).get("layout", {})
-        if lay.get("class") == "H5D_CONTIGUOUS_REF":
-            lay["file_uri"] = f"{bucket}/{other_file}"
-        elif lay.get("class") == "H5D_CHUNKED_REF":
-            lay["file_uri"] = f"file://{lay['file_uri']}"
-        p.write_text(json.dumps(doc))
+    forge_layouts(bucket_copy, root, {
+        "H5D_CONTIGUOUS_REF": {"file_uri": lambda _: f"{bucket}/elsewhere.h5"},
+        "H5D_CHUNKED_REF": {"file_uri": lambda uri: f"s3://{uri}"},
+        "H5D_CHUNKED_REF_INDIRECT": {"chunk_table": lambda _: current_tables.pop()}})
+    forge_layouts(bucket_copy, root2, {
+        "H5D_CONTIGUOUS_REF": {"file_uri": lambda _: f"{bucket}/{other_file}"},
+        "H5D_CHUNKED_REF": {"file_uri": lambda uri: f"file://{uri}"}})
     ro = mount_bucket(m, "-o", f"user=test_user1,ro,cache_dir={tmp_path}/fresh")
     with h5py.File(ro.path(f"{VDIR}/1.h5"), "r") as f, h5py.File(want[0], "r") as src:
         for name in ("contig", "many"):
