@@ -404,41 +404,38 @@ with h5py.File(sys.argv[1], "r+") as f:
 @pytest.mark.parametrize("stage", ["vroot", "listed"])
 def test_kill_during_a_linked_versioned_commit(bucket_copy, tmp_path, stage):
     """Version 1 is the linked source; an r+ of a linked dataset is killed after the version
-    root (its copy of the file included) is written (vroot) or after its list put (listed).
+    root is written (vroot: it names version 1's pool file, copying none) or after its list
+    put (listed).
     The next mount recovers: versions 1 and 2 read whole, and once the collector has drained
     db/ holds only roots something names and the pool, whose one file both versions name."""
     want = expected_files(tmp_path)
-    cache, mnt = tmp_path / "cache", tmp_path / "mnt"
-    mnt.mkdir()
-
-    def start(log, env_extra):
-        env = dict(os.environ, **env_extra)
-        return Mount(MountSource("posix", bucket_copy, bucket_copy, env=env), mnt, log,
-                     ("-o", f"user=test_user1,ttl=0,versions=on,ingest=link,cache_dir={cache}"))
-    m = start(tmp_path / "0.log", {})
-    shutil.copyfile(want[0], m.path(TARGET))
-    harness.assert_clean([m])
-    m = start(tmp_path / "1.log", {"H5OSFS_TEST_CRASH_AT": stage})
-    r = subprocess.run([sys.executable, "-c", EDIT_MANY, str(m.path(TARGET))],
-                       capture_output=True, text=True, stdin=subprocess.DEVNULL)
-    assert r.returncode != 0, r.stdout
-    m.proc.wait(timeout=30)
-    assert m.proc.returncode == -9
-    subprocess.run(["fusermount3", "-uz", str(mnt)], check=False)
-    assert not is_mounted(mnt)
-    m = start(tmp_path / "2.log", {})
-    assert versions(m) == ["1.h5", "2.h5"]
-    expected = tmp_path / "expected_many.h5"
-    shutil.copyfile(want[0], expected)
-    change(expected, edit_many)
-    for path, w in ((f"{VDIR}/1.h5", want[0]), (f"{VDIR}/2.h5", expected), (TARGET, expected)):
-        ok, out = same(m.path(path), w)
-        assert ok, (path, out)
-    pool = json.loads(m.get(f"{VDIR}/.h5osfs-versions"))["pool"]
-    harness.assert_clean([m])
-    on_disk = {p.name for p in (bucket_copy / "db").iterdir()}
-    assert on_disk == named_roots(bucket_copy) | {pool[2:19]}
-    assert len(pool_files(m)) == 1         # version 2 names version 1's file
+    opts = f"user=test_user1,ttl=0,versions=on,ingest=link,cache_dir={tmp_path}/cache"
+    with Mounts(bucket_copy, tmp_path / "mnt", tmp_path) as ms:
+        m = ms.start("0.log", {}, opts)
+        shutil.copyfile(want[0], m.path(TARGET))
+        harness.assert_clean([m])
+        m = ms.start("1.log", {"H5OSFS_TEST_CRASH_AT": stage}, opts)
+        r = subprocess.run([sys.executable, "-c", EDIT_MANY, str(m.path(TARGET))],
+                           capture_output=True, text=True, stdin=subprocess.DEVNULL)
+        assert r.returncode != 0, r.stdout
+        m.proc.wait(timeout=30)
+        assert m.proc.returncode == -9
+        subprocess.run(["fusermount3", "-uz", str(ms.mnt)], check=False)
+        assert not is_mounted(ms.mnt)
+        m = ms.start("2.log", {}, opts)
+        assert versions(m) == ["1.h5", "2.h5"]
+        expected = tmp_path / "expected_many.h5"
+        shutil.copyfile(want[0], expected)
+        change(expected, edit_many)
+        for path, w in ((f"{VDIR}/1.h5", want[0]), (f"{VDIR}/2.h5", expected),
+                        (TARGET, expected)):
+            ok, out = same(m.path(path), w)
+            assert ok, (path, out)
+        pool = json.loads(m.get(f"{VDIR}/.h5osfs-versions"))["pool"]
+        harness.assert_clean([m])
+        on_disk = {p.name for p in (bucket_copy / "db").iterdir()}
+        assert on_disk == named_roots(bucket_copy) | {pool[2:19]}
+        assert len(pool_files(m)) == 1     # version 2 names version 1's file
 
 
 @pytest.mark.posix_only(reason="kills the daemon; the commit protocol is the same code on "
