@@ -133,7 +133,7 @@ static int reserve_vroot(void *ctx, const char *vroot)
  * or a domain that cannot be kept yet: logged, committed without one), -EAGAIN (the chunks
  * kept left in the pool cannot be named: ingest a whole root), or -errno. */
 static int keep_version(const struct commit_ctx *c, struct journal_rec *rec, const json_t *acls,
-                        const struct versions_kept *pooled, int file_from_base, int ref,
+                        const struct versions_kept *pooled, int file_from_base,
                         struct kept_version *out)
 {
     uint64_t n = 0;
@@ -156,7 +156,6 @@ static int keep_version(const struct commit_ctx *c, struct journal_rec *rec, con
                                   .stats = &out->st,
                                   .kept = pooled,
                                   .linked_file_from_base = file_from_base,
-                                  .version_is_current = ref,
                                   .crash_point = crash_point };
     struct vroot_reserve reserve = { c, rec };
     if (rec->state == JOURNAL_COMMITTING) {
@@ -234,13 +233,10 @@ static int start_new_root(const struct commit_ctx *c, struct journal_rec *rec)
 
 /* The staged file stored under rec->new_root (restored from a version, or ingested; pooled:
  * chunks left in the base version's pool), durable, and kept as a version where versions
- * are on. ref: the commit's mode, decided once at its start (the swap names the version
- * itself, so the version must hold what a current domain may read). 0 or -errno (-EAGAIN:
- * see keep_version). */
+ * are on. 0 or -errno (-EAGAIN: see keep_version). */
 static int store_new_root(const struct commit_ctx *c, struct journal_rec *rec, const char *staged,
                           const struct ingest_base *base, struct ingest_config *cfg,
-                          struct ingest_stats *st, const json_t *acls, int ref,
-                          struct kept_version *kv)
+                          struct ingest_stats *st, const json_t *acls, struct kept_version *kv)
 {
     double t0 = clock_monotonic();
     int rc = restore_version(c, rec, staged, base);
@@ -257,7 +253,7 @@ static int store_new_root(const struct commit_ctx *c, struct journal_rec *rec, c
         rc = store_sync(c->ops->store); /* every object durable before it is named */
     log_debug("%s: ingest %.3f s, sync %.3f s", rec->domain, t1 - t0, clock_monotonic() - t1);
     if (rc == 0)
-        rc = keep_version(c, rec, acls, cfg->pool_ctx, st->file_from_base, ref, kv);
+        rc = keep_version(c, rec, acls, cfg->pool_ctx, st->file_from_base, kv);
     return rc;
 }
 
@@ -278,7 +274,7 @@ static int store_new_root_pooled(const struct commit_ctx *c, struct journal_rec 
         cfg->kept_in_pool = versions_kept_add;
         cfg->pool_ctx = pooled;
     }
-    int rc = store_new_root(c, rec, staged, base, cfg, st, acls, ref, kv), sparse = pooled != NULL;
+    int rc = store_new_root(c, rec, staged, base, cfg, st, acls, kv), sparse = pooled != NULL;
     cfg->kept_in_pool = NULL;
     cfg->pool_ctx = NULL;
     versions_kept_free(pooled);
@@ -288,7 +284,7 @@ static int store_new_root_pooled(const struct commit_ctx *c, struct journal_rec 
         memset(st, 0, sizeof *st);
         rc = start_new_root(c, rec);
         if (rc == 0)
-            rc = store_new_root(c, rec, staged, base, cfg, st, acls, ref, kv);
+            rc = store_new_root(c, rec, staged, base, cfg, st, acls, kv);
     }
     return rc == -EAGAIN ? -EIO : rc;
 }

@@ -8,7 +8,6 @@
 #include "commit_int.h"
 #include "h5osfs/commit/versions.h"
 #include "h5osfs/util/log.h"
-#include "vroot.h"
 
 /* A commit whose version was listed (its commit point) but whose swap did not happen: the
  * swap now, as the commit would have done (to the version's root itself where the domain
@@ -22,10 +21,6 @@ static int rolled_forward(const struct commit_ctx *c, const struct journal_rec *
      * named itself */
     int in_doubt = 0, ref = commit_ref_mode_for(c, rec->domain, NULL) ||
                             versions_is_version_root(c->ops->store, rec->domain, now) != 0;
-    /* a version that names a pool file was written in root mode (vroot.c: in ref mode it
-     * keeps its own), so its commit's new root is whole: a current domain reads no pool file */
-    if (ref && vroot_names_pool_file(c->ops->store, vroot) == 1)
-        ref = 0;
     log_info("%s: the interrupted commit of root %s was listed as a version: finishing it",
              rec->domain, rec->new_root);
     return commit_swap_domain(c, rec, ref ? vroot : rec->new_root, ref, old, &in_doubt) == 0;

@@ -171,13 +171,25 @@ struct dataset_ctx {
     const char *root_group; /* its key under the root being kept (NULL until it is written) */
     char **linked_tables;   /* JSON keys of the chunk tables of linked datasets */
     size_t n_linked_tables;
-    /* The root's linked file as V keeps it: a pool file (its name; "" when V keeps its own
-     * copy instead: ref mode, where the domain names V itself), copied there by this version
-     * (file_new) or named as the base version names it. */
+    /* The pool file V's linked datasets name (its name; "" none), copied there by this
+     * version (file_new) or named as the base version names it; file_named: datasets that
+     * name it. */
     char file_name[33];
     char file_key[STORE_KEY_MAX + 1];
     int file_new;
+    size_t file_named;
 };
+
+/* Does a linked layout of root name the file V keeps: root's own (which V's pool file, if
+ * any, replaces) or that pool file itself (an r+ in ref mode carries the base's layouts
+ * over)? */
+static int names_kept_file(const struct dataset_ctx *d, const json_t *lay, const char *root)
+{
+    const char *key = NULL;
+    int ok = schema_version_linked_ok(lay, d->vc->bucket_name, root, &key);
+    return ok == 1 ||
+           (ok == SCHEMA_LINKED_POOL_FILE && d->file_name[0] && strcmp(key, d->file_key) == 0);
+}
 
 /* Plain chunked, simple shape, fixed-size type: its chunks can live in the pool. */
 /* A type without vlen or reference parts. A type whose traits cannot be told (out of memory)
@@ -438,10 +450,11 @@ static int linked_dataset(const struct dataset_ctx *d, const char *json_key, jso
 {
     json_t *lay = json_object_get(json_object_get(doc, "creationProperties"), "layout");
     char uri[STORE_KEY_MAX + 256], *out = NULL;
-    if (schema_version_linked_ok(lay, d->vc->bucket_name, d->vroot, NULL) != 1)
+    if (!names_kept_file(d, lay, d->vroot))
         return -EOPNOTSUPP;
-    if (!d->file_name[0])
-        return copied_dataset(d, json_key, doc, text, vkey);
+    if (!d->file_name[0] || !schema_linked_own_file(hjson_text(json_object_get(lay, "file_uri")),
+                                                    d->vc->bucket_name, d->vroot))
+        return copied_dataset(d, json_key, doc, text, vkey); /* as it is */
     /* the pool file, named as HSDS names a linked file (spec §8): "BUCKET/KEY" */
     if (snprintf(uri, sizeof uri, "%s/%s", d->vc->bucket_name, d->file_key) >= (int)sizeof uri)
         return -EIO;
@@ -466,7 +479,7 @@ static int is_linked_table(const struct dataset_ctx *d, const char *key)
  * has one and is kept (out ""): such a table holds offsets into the file, and a version copies
  * it as it is; pooled, it would be a table read through a table, which HSDS refuses (spec
  * §8.3). A layout a version cannot keep (linked_dataset) names no table to copy. */
-static int linked_table_of(const struct dataset_ctx *d, const char *key, char *out, size_t len)
+static int linked_table_of(struct dataset_ctx *d, const char *key, char *out, size_t len)
 {
     struct store_buf buf = { 0 };
     char why[200];
@@ -480,9 +493,13 @@ static int linked_table_of(const struct dataset_ctx *d, const char *key, char *o
     const char *cls = hjson_text(json_object_get(lay, "class"));
     const char *tid = hjson_text(json_object_get(lay, "chunk_table"));
     const char *id = hjson_text(json_object_get(doc, "id"));
+    const char *pooled = NULL;
+    if (schema_version_linked_ok(lay, d->vc->bucket_name, d->vc->root, &pooled) ==
+            SCHEMA_LINKED_POOL_FILE &&
+        d->file_name[0] && strcmp(pooled, d->file_key) == 0)
+        d->file_named++;
     if (cls && strcmp(cls, "H5D_CHUNKED_REF_INDIRECT") == 0 && tid && id && strcmp(tid, id) != 0 &&
-        schema_version_linked_ok(lay, d->vc->bucket_name, d->vc->root, NULL) == 1 &&
-        schema_obj_key(tid, out, len) != 0)
+        names_kept_file(d, lay, d->vc->root) && schema_obj_key(tid, out, len) != 0)
         rc = -EOPNOTSUPP;
     json_decref(doc);
     return rc;
@@ -552,16 +569,14 @@ static int base_file_name(const struct dataset_ctx *d, char name[33])
     return rc;
 }
 
-/* Which pool file V's linked datasets name (doc/versions.md §3.2): the base version's when
- * this commit carried the base root's file over unchanged (an r+) and that pool file is
- * there with the file's size; else a new one, named by V's id digits, copied at the end. In
- * ref mode none: the domain names V itself, and a current domain reads only its own file. */
+/* Which pool file V's linked datasets name, for a root with a file of its own (doc/versions.md
+ * §3.2): the base version's when this commit carried that file over unchanged (an r+) and
+ * the pool file has its size and etag; else a new one, named by V's id digits, copied at the
+ * end. */
 static int choose_pool_file(struct dataset_ctx *d, const struct store_stat *listed)
 {
     struct store_stat st;
     d->file_name[0] = '\0';
-    if (d->vc->version_is_current)
-        return 0;
     /* the same size and etag: on a local bucket both are links to one inode, on S3 copies the
      * store made the same way (CopyObject keeps the ETag; UploadPartCopy gives equal ones for
      * equal parts). Anything else (a file replaced in place, another part size) is copied. */
@@ -591,23 +606,6 @@ int vroot_pool_file_key(const char *pool, const char *vroot, char *key, size_t l
             name[k++] = *p;
     name[k] = '\0';
     return schema_pool_file_key(pool, name, key, len);
-}
-
-int vroot_names_pool_file(struct store *store, const char *vroot)
-{
-    char key[STORE_KEY_MAX + 1], why[200];
-    struct store_buf buf = { 0 };
-    if (schema_obj_key(vroot, key, sizeof key) != 0)
-        return -EINVAL;
-    int rc = store_get(store, key, JSON_MAX, &buf);
-    json_t *doc = rc == 0 ? hjson_loadb((const char *)buf.data, buf.len, why, sizeof why) : NULL;
-    store_buf_free(&buf);
-    if (rc == 0 && !doc)
-        rc = -EIO;
-    if (rc == 0)
-        rc = json_object_get(json_object_get(doc, SCHEMA_H5OSFS_MEMBER), "file") != NULL;
-    json_decref(doc);
-    return rc;
 }
 
 /* V's root group says whose pool its tables name ("h5osfs": {"pool": P}, vpool.h): what a
@@ -686,9 +684,18 @@ int vroot_write(const struct versions_commit *vc, const char *pool, const char *
         if (strcmp(keys.keys[i], file_key) == 0) /* only then are there linked tables */
             file = i;
     if (rc == 0 && file < keys.n)
-        rc = find_linked_tables(&d);
-    if (rc == 0 && file < keys.n)
         rc = choose_pool_file(&d, &keys.listed[file]);
+    else if (rc == 0 && base->vroot[0] && base_file_name(&d, d.file_name) == -ENOMEM)
+        rc = -ENOMEM;
+    if (rc == 0 && file == keys.n && d.file_name[0] &&
+        schema_pool_file_key(pool, d.file_name, d.file_key, sizeof d.file_key) != 0)
+        d.file_name[0] = '\0';
+    /* linked tables: a root with its own file, or one whose layouts name the base's pool file
+     * (an r+ in ref mode: the layouts carried over as they were) */
+    if (rc == 0 && (file < keys.n || d.file_name[0]))
+        rc = find_linked_tables(&d);
+    if (rc == 0 && file == keys.n && d.file_named == 0)
+        d.file_name[0] = '\0'; /* the base's file, named by none of V's datasets */
     for (size_t i = 0; rc == 0 && i < keys.n; i++) {
         const char *k = keys.keys[i];
         if (strcmp(k + strlen(prefix), ".group.json") == 0)

@@ -30,7 +30,4 @@ int vroot_write(const struct versions_commit *vc, const char *pool, const char *
  * db/<pool>/f/<V's 32 id digits>. Until V is listed no other version names it. 0 or -errno. */
 int vroot_pool_file_key(const char *pool, const char *vroot, char *key, size_t len);
 
-/* Does version root vroot's group say its linked datasets name a pool file? 1, 0, or -errno. */
-int vroot_names_pool_file(struct store *store, const char *vroot);
-
 #endif

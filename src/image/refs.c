@@ -120,6 +120,21 @@ static int version_layout_check(struct builder *b, const json_t *lay, const char
                            "a version's reference layout names neither its pool nor its own file");
 }
 
+/* The current domain names a pool file only in ref mode, where its root is a version's
+ * (refs_pool_file_owned checks that too): *file_in_pool. Any other file_uri goes by the rules
+ * of linked files (refs_add_uri). 0 or -EINVAL (why). */
+static int current_layout_check(struct builder *b, const json_t *lay, int *file_in_pool, char *why,
+                                size_t why_len)
+{
+    const char *uri = hjson_text(json_object_get(lay, "file_uri")), *key = NULL;
+    if (!uri || schema_linked_uri_key(uri, b->src->bucket_name, b->root_id, 1, &key) != 0 ||
+        !schema_pool_file_name(key))
+        return 0;
+    int rc = refs_pool_file_owned(b, key, why, why_len);
+    *file_in_pool = rc == 0;
+    return rc;
+}
+
 int build_ref_chunks(struct builder *b, struct build_obj *o, struct image_dataset *ds,
                      uint64_t **chunks, size_t *n, char *why, size_t why_len)
 {
@@ -135,8 +150,10 @@ int build_ref_chunks(struct builder *b, struct build_obj *o, struct image_datase
     if (rc != 0)
         return rc;
     int in_pool = 0;
-    if (schema_is_versions_path(b->domain_path) == 1 &&
-        (rc = version_layout_check(b, lay, cls, &in_pool, why, why_len)) != 0)
+    rc = schema_is_versions_path(b->domain_path) == 1
+             ? version_layout_check(b, lay, cls, &in_pool, why, why_len)
+             : current_layout_check(b, lay, &in_pool, why, why_len);
+    if (rc != 0)
         return rc;
     if (strcmp(cls, "H5D_CONTIGUOUS_REF") == 0)
         return contiguous(b, lay, in_pool, ds, chunks, n, why, why_len);

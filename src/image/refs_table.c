@@ -281,7 +281,8 @@ static int pool_owned(struct builder *b, const char *claimed, char *why, size_t 
 int refs_pool_file_owned(struct builder *b, const char *key, char *why, size_t why_len)
 {
     const struct schema_fetch fetch = { b->src->store, store_get_bytes };
-    return schema_pool_file_check(b->domain_path, key, &fetch, b->pool_ok, why, why_len);
+    return schema_pool_file_check(b->domain_path, b->root_id, key, &fetch, b->pool_ok, why,
+                                  why_len);
 }
 
 /* Versions name chunks only in their own domain's pool or their own linked file: a REF layout

@@ -31,6 +31,7 @@
 #include "h5osfs/util/grow.h"
 #include "h5osfs/h5json/h5type.h"
 #include "h5osfs/schema/hjson.h"
+#include "h5osfs/schema/pool.h"
 #include "h5osfs/util/log.h"
 #include "h5osfs/ingest/ingest_int.h"
 
@@ -580,6 +581,20 @@ int ingest_link_table_chunks(struct ingest *g, struct ingest_obj *o)
 
 /* ---- r+: the base's file ---- */
 
+/* The key of the domain's version pool file uri names, when the base (a ref-mode domain names
+ * its head version's root) may name it (schema_pool_file_check), into key: 1, else 0. */
+static int base_pool_file(const struct ingest *g, const char *uri, char *key, size_t len)
+{
+    const struct schema_fetch fetch = { g->cfg->store, store_get_bytes };
+    char pool[SCHEMA_ID_BUF] = "", why[200];
+    const char *k = NULL;
+    if (schema_linked_uri_key(uri, g->cfg->bucket_name, g->base->root, 1, &k) != 0 ||
+        !schema_pool_file_name(k) ||
+        schema_pool_file_check(g->log_name, g->base->root, k, &fetch, pool, why, sizeof why) != 0)
+        return 0;
+    return snprintf(key, len, "%s", k) < (int)len;
+}
+
 int ingest_link_rebase(struct ingest *g, json_t *dataset)
 {
     char from[STORE_KEY_MAX + 1], to[STORE_KEY_MAX + 1], uri[STORE_KEY_MAX + 256];
@@ -587,9 +602,15 @@ int ingest_link_rebase(struct ingest *g, json_t *dataset)
     const char *now = hjson_text(json_object_get(lay, "file_uri"));
     const char *bucket = g->cfg->bucket_name;
     if (!now || !bucket || !g->base ||
-        schema_linked_file_key(g->base->root, from, sizeof from) != 0 ||
-        !schema_linked_own_file(now, bucket, g->base->root))
-        return 0; /* not the base's own file (in any form of its URI): it stays where it is */
+        schema_linked_file_key(g->base->root, from, sizeof from) != 0)
+        return 0;
+    /* The base's own file, in any form of its URI; or, in ref mode, its version's pool file:
+     * left named where the new root is sparse (its version names that file again), copied
+     * where it is whole (it may become the domain, which then owns its file). Any other file
+     * stays where it is. */
+    if (!schema_linked_own_file(now, bucket, g->base->root) &&
+        (g->cfg->kept_in_pool || !base_pool_file(g, now, from, sizeof from)))
+        return 0;
     if (schema_linked_file_key(g->root, to, sizeof to) != 0 ||
         snprintf(uri, sizeof uri, "%s/%s", bucket, to) >= (int)sizeof uri)
         return -EIO;

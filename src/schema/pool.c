@@ -107,7 +107,7 @@ int schema_pool_check(const char *domain_path, const char *root_id, const char *
     return rc == 0 ? list_names_pool(domain_path, claimed, fetch, why, why_len) : rc;
 }
 
-int schema_pool_file_check(const char *domain_path, const char *key,
+int schema_pool_file_check(const char *domain_path, const char *root_id, const char *key,
                            const struct schema_fetch *fetch, char pool[SCHEMA_ID_BUF], char *why,
                            size_t why_len)
 {
@@ -119,10 +119,17 @@ int schema_pool_file_check(const char *domain_path, const char *key,
         return schema_pool_file_key(pool, name, want, sizeof want) == 0 && strcmp(want, key) == 0
                    ? 0
                    : WHY("pool file %.200s is not of the domain's pool (%s)", key, pool);
-    if (schema_is_versions_path(domain_path) != 1 ||
-        schema_version_domain_of(domain_path, domain, sizeof domain) != 0)
+    int rc = 0;
+    if (schema_is_versions_path(domain_path) == 1) {
+        if (schema_version_domain_of(domain_path, domain, sizeof domain) != 0)
+            return WHY("a pool file named outside a domain's versions");
+    } else if (snprintf(domain, sizeof domain, "%s", domain_path) >= (int)sizeof domain) {
         return WHY("a pool file named outside a domain's versions");
-    int rc = list_pool(domain, fetch, found, why, why_len);
+    } else {
+        rc = current_in_ref_mode(domain_path, root_id, fetch, why, why_len);
+    }
+    if (rc == 0)
+        rc = list_pool(domain, fetch, found, why, why_len);
     if (rc == 0 &&
         (schema_pool_file_key(found, name, want, sizeof want) != 0 || strcmp(want, key) != 0))
         rc = WHY("pool file %.200s is not of the domain's pool (%s)", key, found);

@@ -149,13 +149,21 @@ static int version_link_refused(struct walk *w, const json_t *dset, int *in_pool
 {
     const json_t *lay = json_object_get(json_object_get(dset, "creationProperties"), "layout");
     const struct schema_fetch fetch = { w->store, store_get_bytes };
-    const char *key = NULL;
+    const char *key = NULL, *uri = hjson_text(json_object_get(lay, "file_uri"));
     *in_pool = 0;
-    if (schema_is_versions_path(w->domain) != 1)
-        return 0;
+    if (schema_is_versions_path(w->domain) != 1) { /* a pool file only in ref mode */
+        if (!uri || schema_linked_uri_key(uri, w->bucket, w->root_id, 1, &key) != 0 ||
+            !schema_pool_file_name(key))
+            return 0;
+        int rc =
+            schema_pool_file_check(w->domain, w->root_id, key, &fetch, w->pool_ok, why, why_len);
+        *in_pool = rc == 0;
+        return rc;
+    }
     int ok = schema_version_linked_ok(lay, w->bucket, w->root_id, &key);
     if (ok == SCHEMA_LINKED_POOL_FILE) {
-        int rc = schema_pool_file_check(w->domain, key, &fetch, w->pool_ok, why, why_len);
+        int rc =
+            schema_pool_file_check(w->domain, w->root_id, key, &fetch, w->pool_ok, why, why_len);
         *in_pool = rc == 0;
         return rc;
     }

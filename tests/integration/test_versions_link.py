@@ -271,6 +271,7 @@ def test_a_version_linked_to_a_file_not_its_own_is_eio_for_that_dataset(bucket_c
     (other_file,) = keys(m, f"db/{other_pool[2:19]}/f/")
     root, current = vroot(m, 1), os.getxattr(m.path(TARGET), "user.h5osfs.root").decode()
     root2 = vroot(m, 2)
+    (own_pool_file,) = pool_files(m)
     assert m.unmount() == 0
     shutil.copyfile(want[0], bucket_copy / "elsewhere.h5")
     bucket = bucket_copy.name
@@ -285,6 +286,9 @@ def test_a_version_linked_to_a_file_not_its_own_is_eio_for_that_dataset(bucket_c
     forge_layouts(bucket_copy, root2, {
         "H5D_CONTIGUOUS_REF": {"file_uri": lambda _: f"{bucket}/{other_file}"},
         "H5D_CHUNKED_REF": {"file_uri": lambda uri: f"file://{uri}"}})
+    # the current domain (root mode) owns its file: even its own pool's is refused
+    forge_layouts(bucket_copy, current, {
+        "H5D_CONTIGUOUS_REF": {"file_uri": lambda _: f"{bucket}/{own_pool_file}"}})
     ro = mount_bucket(m, "-o", f"user=test_user1,ro,cache_dir={tmp_path}/fresh")
     with h5py.File(ro.path(f"{VDIR}/1.h5"), "r") as f, h5py.File(want[0], "r") as src:
         for name in ("contig", "many"):
@@ -299,6 +303,11 @@ def test_a_version_linked_to_a_file_not_its_own_is_eio_for_that_dataset(bucket_c
         for name in ("gzip", "many", "small", "vlen"):
             assert np.array_equal(f[name][:], src[name][:]), name
     assert ro.log().count("is not of the domain's pool") == 1
+    with h5py.File(ro.path(TARGET), "r") as f, h5py.File(want[1], "r") as src:
+        with pytest.raises(OSError):
+            f["contig"][:]
+        assert np.array_equal(f["gzip"][:], src["gzip"][:])
+    assert "does not name its head version (ref mode)" in ro.log()
     zarr = ro.path(f".zarr/{VDIR}/1.h5")                  # the Zarr view, by the same rule
     assert sorted(n for n in os.listdir(zarr) if not n.startswith(".")) == \
         ["gzip", "small", "vlen"]
@@ -332,10 +341,11 @@ def test_a_domain_linked_to_a_file_not_its_own_is_committed_without_a_version(
 
 @pytest.mark.not_on("rgw", reason="ref mode's store side is test_versions_ref's")
 def test_linked_domain_in_ref_mode(bucket_copy, mount_bucket, tmp_path):
-    """versions_current=ref: the domain names its head version's root, whose own file its
-    linked datasets read; each r+ keeps a version as in root mode, one after the linked
-    dataset was pooled leaves its unchanged chunks in the pool (nothing copied), and no other
-    root is left once the collector has drained."""
+    """versions_current=ref: the domain names its head version's root, whose linked datasets
+    read the pool's one copy of the file, as every version's do: an r+ copies no file at all
+    (its sparse root carries the layouts over as they are); each r+ keeps a version as in root
+    mode, one after the linked dataset was pooled leaves its unchanged chunks in the pool
+    (nothing copied), and no other root is left once the collector has drained."""
     want = expected_files(tmp_path)
     fourth = tmp_path / "expected4.h5"
     shutil.copyfile(want[2], fourth)
@@ -350,9 +360,12 @@ def test_linked_domain_in_ref_mode(bucket_copy, mount_bucket, tmp_path):
     assert versions(m) == ["1.h5", "2.h5", "3.h5", "4.h5"]
     assert os.getxattr(m.path(TARGET), "user.h5osfs.root").decode() == vroot(m, 4)
     pool = json.loads(m.get(f"{VDIR}/.h5osfs-versions"))["pool"]
-    assert pool_files(m) == set()          # the domain names each version: each has its own
-    lay, file = layouts(m, vroot(m, 4))
-    assert file == want[0].read_bytes()
+    (fkey,) = pool_files(m)                # one copy, which the domain itself reads
+    assert m.get(fkey) == want[0].read_bytes()
+    for n in (1, 2, 3, 4):
+        lay, file = layouts(m, vroot(m, n))
+        assert file is None, n
+        assert all(l["file_uri"].endswith(f"/{fkey}") for l in lay.values() if "file_uri" in l)
     harness.assert_clean([m])
     if m.backend == "posix":
         on_disk = {p.name for p in (bucket_copy / "db").iterdir()}
@@ -363,6 +376,21 @@ def test_linked_domain_in_ref_mode(bucket_copy, mount_bucket, tmp_path):
         assert ok, (n, out)
     ok, out = same(ro.path(TARGET), want[3])
     assert ok, out
+    zarr = ro.path(f".zarr/{TARGET}")          # the Zarr view reads the pool's file too
+    assert sorted(n for n in os.listdir(zarr) if not n.startswith(".")) == \
+        ["contig", "gzip", "many", "small", "vlen"]
+    assert "not of the domain's pool" not in ro.log()
+    # back to root mode: the r+'s whole root owns a copy of the file again
+    rw = mount_bucket(m, "-o", "user=test_user1,ttl=0,versions=on,ingest=link,"
+                      f"cache_dir={tmp_path}/c2")
+    change(rw.path(TARGET), edit_small)
+    root = os.getxattr(rw.path(TARGET), "user.h5osfs.root").decode()
+    lay, file = layouts(rw, root)
+    assert file == want[0].read_bytes()
+    assert all(l["file_uri"].endswith(f"/db/{root[2:19]}/{FILE_NAME}")
+               for l in lay.values() if "file_uri" in l)
+    assert root_group_file(rw, vroot(rw, 5)) == fkey[-32:]     # named again, not copied
+    assert pool_files(rw) == {fkey}
 
 
 class Mounts:
@@ -476,8 +504,8 @@ def test_a_replacement_killed_before_its_listing_leaves_no_pool_file(bucket_copy
 def test_a_root_mode_commit_finished_by_a_ref_mode_mount_names_its_root(bucket_copy, tmp_path):
     """An r+ of a linked domain in root mode is killed after its version was listed (its
     linked datasets name the pool's file); the next mount, with versions_current=ref, finishes
-    the commit. It must swap in the commit's own root, not the version: a current domain reads
-    only its own file, and that version's is the pool's. The domain then reads the change."""
+    the commit by naming the version itself, as ref mode does, and the domain reads the change
+    through the pool's file (a current domain in ref mode may: its root is a version's)."""
     want = expected_files(tmp_path)
     opts = f"user=test_user1,ttl=0,versions=on,ingest=link,cache_dir={tmp_path}/cache"
     with Mounts(bucket_copy, tmp_path / "mnt", tmp_path) as ms:
@@ -492,7 +520,7 @@ def test_a_root_mode_commit_finished_by_a_ref_mode_mount_names_its_root(bucket_c
         subprocess.run(["fusermount3", "-uz", str(ms.mnt)], check=False)
         m = ms.start("2.log", {}, opts + ",versions_current=ref")
         assert versions(m) == ["1.h5", "2.h5"]
-        assert os.getxattr(m.path(TARGET), "user.h5osfs.root").decode() != vroot(m, 2)
+        assert os.getxattr(m.path(TARGET), "user.h5osfs.root").decode() == vroot(m, 2)
         expected = tmp_path / "expected_many.h5"
         shutil.copyfile(want[0], expected)
         change(expected, edit_many)

@@ -73,9 +73,6 @@ struct versions_commit {
     /* The new root's linked file (ingest=link) is the base root's, carried over unchanged by
      * this commit (an r+): the base version's pool file has its bytes and is named again. */
     int linked_file_from_base;
-    /* Ref mode (versions_current=ref): the domain will name V itself, so V keeps its own copy
-     * of a linked file (a current domain reads no pool file) instead of a pool file. */
-    int version_is_current;
     /* Test hook: called after V's objects are durable, and after the list put. */
     void (*crash_point)(const char *stage);
 };

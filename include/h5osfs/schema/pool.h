@@ -32,13 +32,15 @@ int schema_pool_check(const char *domain_path, const char *root_id, const char *
                       const struct schema_fetch *fetch, char *why, size_t why_len);
 
 /*
- * Whether key, a pool file (schema_pool_file_key) a linked layout of the kept version at
- * domain_path ("/DIR/.versions/NAME/<x>") names, is a file of DIR/NAME's own pool (its list
- * names it, its marker names DIR/NAME). pool: that pool's id if already found ("" not yet:
+ * Whether key, a pool file (schema_pool_file_key) that a linked layout of domain_path names,
+ * is a file of its domain's own pool (its list names it, its marker names the domain), as
+ * schema_pool_check says of a pooled table: for a kept version ("/DIR/.versions/NAME/<x>"),
+ * DIR/NAME's pool; for the current domain, only in ref mode, naming root_id (a version root):
+ * a current root of its own owns its file. pool: that pool's id if already found ("" not yet:
  * set when found now). 0 (yes), -EINVAL (no, or an object needed to tell cannot be read: why
- * says which), -ENOMEM. The current domain never names one: its roots own their files.
+ * says which), -ENOMEM.
  */
-int schema_pool_file_check(const char *domain_path, const char *key,
+int schema_pool_file_check(const char *domain_path, const char *root_id, const char *key,
                            const struct schema_fetch *fetch, char pool[SCHEMA_ID_BUF], char *why,
                            size_t why_len);
 
