@@ -278,8 +278,10 @@ static int store_new_root_pooled(const struct commit_ctx *c, struct journal_rec 
     cfg->kept_in_pool = NULL;
     cfg->pool_ctx = NULL;
     versions_kept_free(pooled);
-    /* a sparse root kept as no version (it cannot be kept: logged) must not be named */
-    if (sparse && (rc == -EAGAIN || (rc == 0 && !kv->vroot[0] && st->chunks_in_pool > 0))) {
+    /* a sparse root kept as no version (it cannot be kept: logged) must not be named: its
+     * chunks, or its linked file, are the pool's, which only versions keep */
+    if (sparse && (rc == -EAGAIN ||
+                   (rc == 0 && !kv->vroot[0] && (st->chunks_in_pool > 0 || st->pool_file_left)))) {
         commit_collect(c, rec->new_root, rec->domain, ""); /* never named */
         memset(st, 0, sizeof *st);
         rc = start_new_root(c, rec);

@@ -608,9 +608,13 @@ int ingest_link_rebase(struct ingest *g, json_t *dataset)
      * left named where the new root is sparse (its version names that file again), copied
      * where it is whole (it may become the domain, which then owns its file). Any other file
      * stays where it is. */
-    if (!schema_linked_own_file(now, bucket, g->base->root) &&
-        (g->cfg->kept_in_pool || !base_pool_file(g, now, from, sizeof from)))
-        return 0;
+    if (!schema_linked_own_file(now, bucket, g->base->root)) {
+        int pooled = base_pool_file(g, now, from, sizeof from);
+        if (pooled && g->cfg->kept_in_pool)
+            g->stats->pool_file_left = 1; /* such a root must never be named: versions.h */
+        if (!pooled || g->cfg->kept_in_pool)
+            return 0;
+    }
     if (schema_linked_file_key(g->root, to, sizeof to) != 0 ||
         snprintf(uri, sizeof uri, "%s/%s", bucket, to) >= (int)sizeof uri)
         return -EIO;

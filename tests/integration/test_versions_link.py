@@ -420,6 +420,31 @@ class Mounts:
                 m.proc.wait(timeout=30)
 
 
+@pytest.mark.posix_only(reason="edits a version's root group in the bucket directory; the "
+                        "fallback is the commit's, the same on every store")
+def test_a_ref_mode_r_plus_whose_version_cannot_name_the_pool_file_stores_a_whole_root(
+        bucket_copy, mount_bucket, tmp_path):
+    """Ref mode: an r+'s sparse root carries over layouts that name the head version's pool
+    file. When its version cannot be kept that way (here the head's root group no longer says
+    which pool file it names), that sparse root must never become the domain: it owns no file,
+    and only versions keep pool files. The commit ingests a whole root instead, which gets its
+    own copy of the file, and that is kept as the version the domain names: it reads."""
+    want = expected_files(tmp_path)
+    m = mount_rw(mount_bucket, bucket_copy, tmp_path, "versions_current=ref")
+    shutil.copyfile(want[0], m.path(TARGET))
+    group = bucket_copy / "db" / vroot(m, 1)[2:19] / ".group.json"
+    doc = json.loads(group.read_text())
+    del doc["h5osfs"]["file"]
+    group.write_text(json.dumps(doc))
+    change(m.path(TARGET), edit_small)
+    assert versions(m) == ["1.h5", "2.h5"]
+    assert os.getxattr(m.path(TARGET), "user.h5osfs.root").decode() == vroot(m, 2)
+    ro = mount_bucket(m, "-o", f"user=test_user1,ro,cache_dir={tmp_path}/fresh")
+    for path in (TARGET, f"{VDIR}/2.h5"):
+        ok, out = same(ro.path(path), want[1])
+        assert ok, (path, out)
+
+
 EDIT_MANY = """
 import sys, h5py
 with h5py.File(sys.argv[1], "r+") as f:

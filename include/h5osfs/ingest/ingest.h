@@ -151,6 +151,7 @@ struct ingest_stats {
     uint64_t bytes_linked;    /* size of that file (0: none stored) */
     int file_kept;            /* that object is the file itself (keep_file) */
     int file_from_base;       /* that object is the base root's, carried over unchanged (r+) */
+    int pool_file_left;       /* layouts left naming the base version's pool file (ref mode) */
 };
 
 /*
