@@ -581,39 +581,58 @@ int ingest_link_table_chunks(struct ingest *g, struct ingest_obj *o)
 
 /* ---- r+: the base's file ---- */
 
-/* The key of the domain's version pool file uri names, when the base (a ref-mode domain names
- * its head version's root) may name it (schema_pool_file_check), into key: 1, else 0. */
-static int base_pool_file(const struct ingest *g, const char *uri, char *key, size_t len)
+/* Does uri name a file of a version pool (db/P/f/<name>)? 1 (*key points into uri), 0. */
+static int names_pool_file(const struct ingest *g, const char *uri, const char **key)
+{
+    return schema_linked_uri_key(uri, g->cfg->bucket_name, g->base->root, 1, key) == 0 &&
+           schema_pool_file_name(*key) != NULL;
+}
+
+/* May the base (a ref-mode domain names its head version's root) name pool file key, one of
+ * the domain's own pool (schema_pool_file_check; the pool kept for the rest of the ingest)?
+ * 0, or -EIO (logged): a whole root must own its file, and this one cannot be told to be
+ * the domain's to copy. */
+static int base_pool_file_ok(struct ingest *g, const char *key)
 {
     const struct schema_fetch fetch = { g->cfg->store, store_get_bytes };
-    char pool[SCHEMA_ID_BUF] = "", why[200];
-    const char *k = NULL;
-    if (schema_linked_uri_key(uri, g->cfg->bucket_name, g->base->root, 1, &k) != 0 ||
-        !schema_pool_file_name(k) ||
-        schema_pool_file_check(g->log_name, g->base->root, k, &fetch, pool, why, sizeof why) != 0)
-        return 0;
-    return snprintf(key, len, "%s", k) < (int)len;
+    char why[200] = "";
+    int rc = schema_pool_file_check(g->log_name, g->base->root, key, &fetch, g->pool_ok, why,
+                                    sizeof why);
+    if (rc != 0)
+        log_error("%s: the base names pool file %s, which cannot be carried over (%s)", g->log_name,
+                  key, *why ? why : strerror(-rc));
+    return rc == -ENOMEM ? rc : rc ? -EIO : 0;
 }
 
 int ingest_link_rebase(struct ingest *g, json_t *dataset)
 {
     char from[STORE_KEY_MAX + 1], to[STORE_KEY_MAX + 1], uri[STORE_KEY_MAX + 256];
     json_t *lay = json_object_get(json_object_get(dataset, "creationProperties"), "layout");
-    const char *now = hjson_text(json_object_get(lay, "file_uri"));
+    const char *now = hjson_text(json_object_get(lay, "file_uri")), *pooled = NULL;
     const char *bucket = g->cfg->bucket_name;
     if (!now || !bucket || !g->base ||
         schema_linked_file_key(g->base->root, from, sizeof from) != 0)
         return 0;
     /* The base's own file, in any form of its URI; or, in ref mode, its version's pool file:
-     * left named where the new root is sparse (its version names that file again), copied
-     * where it is whole (it may become the domain, which then owns its file). Any other file
-     * stays where it is. */
+     * left named where the new root is sparse (its version must name that file again, or
+     * the root is never named: pool_file_left), copied where it is whole (it may become the
+     * domain, which then owns its file). Any other file stays where it is. */
     if (!schema_linked_own_file(now, bucket, g->base->root)) {
-        int pooled = base_pool_file(g, now, from, sizeof from);
-        if (pooled && g->cfg->kept_in_pool)
-            g->stats->pool_file_left = 1; /* such a root must never be named: versions.h */
-        if (!pooled || g->cfg->kept_in_pool)
+        if (!names_pool_file(g, now, &pooled))
             return 0;
+        if (g->cfg->kept_in_pool) {
+            g->stats->pool_file_left = 1;
+            return 0;
+        }
+        int rc = base_pool_file_ok(g, pooled);
+        if (rc != 0)
+            return rc;
+        snprintf(from, sizeof from, "%s", pooled);
+    }
+    if (g->link_from[0] && strcmp(g->link_from, from) != 0) {
+        log_error("%s: the base's linked datasets name two files (%s, %s): one root holds one",
+                  g->log_name, g->link_from, from);
+        return -EIO;
     }
     if (schema_linked_file_key(g->root, to, sizeof to) != 0 ||
         snprintf(uri, sizeof uri, "%s/%s", bucket, to) >= (int)sizeof uri)

@@ -93,6 +93,8 @@ struct ingest {
     struct ingest_vref *vref; /* the virtual datasets that get a chunk table (NULL: none) */
     char link_from[STORE_KEY_MAX + 1]; /* r+: the base's linked file, which kept *_REF
                                            layouts now name under the new root ("": none) */
+    char pool_ok[SCHEMA_ID_BUF];       /* the version pool the base may name files of ("" not yet
+                                  * told: schema_pool_file_check) */
     /* Set where a JSON step ran out of memory and would otherwise have left something out
      * as if it were bad: the build fails instead (build_all), as with jansson's failures. */
     int out_of_memory;
