@@ -22,6 +22,7 @@
 #include "h5osfs/ns/ns.h"
 #include "h5osfs/schema/vlist.h"
 #include "h5osfs/domops/vtable.h"
+#include "vroot.h"
 
 #define PREFIX_LEN 17          /* "A-B" of an id: its root's directory under db/ */
 #define URI_LEN VTABLE_URI_LEN /* vtab.c's table entries: offset I64, size I32, URI */
@@ -341,10 +342,10 @@ static int copied_dataset(const struct restore_ctx *r, const struct store_keys *
 static int own_file_instead(const struct restore_ctx *r, json_t *doc)
 {
     json_t *lay = json_object_get(json_object_get(doc, "creationProperties"), "layout");
-    const char *uri = hjson_text(json_object_get(lay, "file_uri")), *key = NULL;
+    const char *key =
+        schema_pool_file_uri_key(hjson_text(json_object_get(lay, "file_uri")), r->bucket);
     char own[STORE_KEY_MAX + 1], text[STORE_KEY_MAX + 256];
-    if (!uri || schema_linked_uri_key(uri, r->bucket, r->root, 1, &key) != 0 ||
-        !schema_pool_file_name(key))
+    if (!key)
         return 0;
     if (!r->file_key[0] || strcmp(key, r->file_key) != 0)
         return -EOPNOTSUPP;
@@ -427,20 +428,14 @@ static int restore_linked_file(const struct restore_ctx *r, const char *key)
 /* The pool file V's root group names (vroot.c), copied as the new root's own file: 0 (none
  * named, or copied), -EOPNOTSUPP (a pool not domain's by its marker, a pool file gone: the
  * staged file is stored instead), or -errno. */
-static int restore_pool_file(struct restore_ctx *r, const char *domain, const char *root_group)
+static int restore_pool_file(struct restore_ctx *r, const char *domain)
 {
-    char why[200], dst[STORE_KEY_MAX + 1];
-    struct store_buf buf = { 0 };
+    char name[33], dst[STORE_KEY_MAX + 1];
     struct store_stat st;
-    int rc = store_get(r->store, root_group, JSON_MAX, &buf);
-    json_t *doc = rc == 0 ? hjson_loadb((const char *)buf.data, buf.len, why, sizeof why) : NULL;
-    store_buf_free(&buf);
-    const char *name =
-        hjson_text(json_object_get(json_object_get(doc, SCHEMA_H5OSFS_MEMBER), "file"));
-    if (rc == 0 && name &&
+    int rc = vroot_file_name(r->store, r->vroot, name);
+    if (rc == 0 && name[0] &&
         schema_pool_file_key(r->pool, name, r->file_key, sizeof r->file_key) != 0)
         rc = -EOPNOTSUPP;
-    json_decref(doc);
     if (rc != 0 || !r->file_key[0])
         return rc;
     rc = vpool_owned_by(r->store, r->pool, domain); /* the list alone may be forged */
@@ -474,15 +469,12 @@ int restore_root(struct store *store, const char *bucket_name, const char *domai
         rc = store_collect_keys(store, prefix, &keys);
     if (rc == 0)
         rc = find_tables(&r, &keys, &tables, &n_tables);
-    for (size_t i = 0; rc == 0 && i < keys.n; i++)
-        if (strcmp(keys.keys[i] + strlen(prefix), ".group.json") == 0)
-            root_group = keys.keys[i];
-    if (rc == 0 && root_group)
-        rc = restore_pool_file(&r, domain, root_group);
+    if (rc == 0)
+        rc = restore_pool_file(&r, domain);
     for (size_t i = 0; rc == 0 && i < keys.n; i++) {
         const char *k = keys.keys[i];
-        if (k == root_group)
-            continue;
+        if (strcmp(k + strlen(prefix), ".group.json") == 0)
+            root_group = k;
         else if ((ends_with(k, "/.group.json") || ends_with(k, "/.dataset.json") ||
                   ends_with(k, "/.datatype.json")) &&
                  !in_table(&r, k, tables, n_tables))

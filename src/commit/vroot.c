@@ -180,15 +180,16 @@ struct dataset_ctx {
     size_t file_named;
 };
 
-/* Does a linked layout of root name the file V keeps: root's own (which V's pool file, if
- * any, replaces) or that pool file itself (an r+ in ref mode carries the base's layouts
- * over)? */
+/* Does a linked layout of root name the file V keeps: root's own (1; V's pool file, if any,
+ * replaces it) or that pool file itself (SCHEMA_LINKED_POOL_FILE: an r+ in ref mode carries
+ * the base's layouts over)? 0: neither. */
 static int names_kept_file(const struct dataset_ctx *d, const json_t *lay, const char *root)
 {
     const char *key = NULL;
     int ok = schema_version_linked_ok(lay, d->vc->bucket_name, root, &key);
-    return ok == 1 ||
-           (ok == SCHEMA_LINKED_POOL_FILE && d->file_name[0] && strcmp(key, d->file_key) == 0);
+    return ok == SCHEMA_LINKED_POOL_FILE && (!d->file_name[0] || strcmp(key, d->file_key) != 0)
+               ? 0
+               : ok;
 }
 
 /* Plain chunked, simple shape, fixed-size type: its chunks can live in the pool. */
@@ -493,13 +494,10 @@ static int linked_table_of(struct dataset_ctx *d, const char *key, char *out, si
     const char *cls = hjson_text(json_object_get(lay, "class"));
     const char *tid = hjson_text(json_object_get(lay, "chunk_table"));
     const char *id = hjson_text(json_object_get(doc, "id"));
-    const char *pooled = NULL;
-    if (schema_version_linked_ok(lay, d->vc->bucket_name, d->vc->root, &pooled) ==
-            SCHEMA_LINKED_POOL_FILE &&
-        d->file_name[0] && strcmp(pooled, d->file_key) == 0)
-        d->file_named++;
+    int kept = names_kept_file(d, lay, d->vc->root);
+    d->file_named += kept == SCHEMA_LINKED_POOL_FILE;
     if (cls && strcmp(cls, "H5D_CHUNKED_REF_INDIRECT") == 0 && tid && id && strcmp(tid, id) != 0 &&
-        names_kept_file(d, lay, d->vc->root) && schema_obj_key(tid, out, len) != 0)
+        kept && schema_obj_key(tid, out, len) != 0)
         rc = -EOPNOTSUPP;
     json_decref(doc);
     return rc;
@@ -549,16 +547,14 @@ static int copy_linked_file(const struct dataset_ctx *d, const char *key,
     return rc == 0 ? store_copy_sized(d->vc->store, key, dst, listed->size) : rc;
 }
 
-/* The pool file the base version's root group says its linked datasets name ("" none: a
- * version kept before pool files, of no linked file, or whose group cannot be read now: the
- * file is then copied again, which costs space, not the version), into name[33]. */
-static int base_file_name(const struct dataset_ctx *d, char name[33])
+int vroot_file_name(struct store *store, const char *vroot, char name[33])
 {
     char key[STORE_KEY_MAX + 1], why[200];
     struct store_buf buf = { 0 };
     name[0] = '\0';
-    snprintf(key, sizeof key, "db/%.17s/.group.json", d->base->vroot + 2);
-    int rc = store_get(d->vc->store, key, JSON_MAX, &buf);
+    if (schema_obj_key(vroot, key, sizeof key) != 0)
+        return -EINVAL;
+    int rc = store_get(store, key, JSON_MAX, &buf);
     json_t *doc = rc == 0 ? hjson_loadb((const char *)buf.data, buf.len, why, sizeof why) : NULL;
     store_buf_free(&buf);
     const char *file =
@@ -569,6 +565,24 @@ static int base_file_name(const struct dataset_ctx *d, char name[33])
     return rc;
 }
 
+/* The pool file of d->pool the base version's linked datasets name, as d->file_name and
+ * d->file_key: 1; 0 none (no base, a version kept before pool files or of no linked file, or
+ * one whose group cannot be read now: the file is then copied again, which costs space, not
+ * the version); -ENOMEM. */
+static int base_pool_file(struct dataset_ctx *d)
+{
+    d->file_name[0] = '\0';
+    if (!d->base->vroot[0])
+        return 0;
+    if (vroot_file_name(d->vc->store, d->base->vroot, d->file_name) == -ENOMEM)
+        return -ENOMEM;
+    if (d->file_name[0] &&
+        schema_pool_file_key(d->pool, d->file_name, d->file_key, sizeof d->file_key) == 0)
+        return 1;
+    d->file_name[0] = '\0';
+    return 0;
+}
+
 /* Which pool file V's linked datasets name, for a root with a file of its own (doc/versions.md
  * §3.2): the base version's when this commit carried that file over unchanged (an r+) and
  * the pool file has its size and etag; else a new one, named by V's id digits, copied at the
@@ -576,21 +590,17 @@ static int base_file_name(const struct dataset_ctx *d, char name[33])
 static int choose_pool_file(struct dataset_ctx *d, const struct store_stat *listed)
 {
     struct store_stat st;
-    d->file_name[0] = '\0';
     /* the same size and etag: on a local bucket both are links to one inode, on S3 copies the
      * store made the same way (CopyObject keeps the ETag; UploadPartCopy gives equal ones for
      * equal parts). Anything else (a file replaced in place, another part size) is copied. */
-    if (d->vc->linked_file_from_base && d->base->vroot[0]) {
-        if (base_file_name(d, d->file_name) == -ENOMEM)
-            return -ENOMEM;
-        if (d->file_name[0] &&
-            schema_pool_file_key(d->pool, d->file_name, d->file_key, sizeof d->file_key) == 0 &&
-            store_head(d->vc->store, d->file_key, &st) == 0 && st.size == listed->size &&
-            strcmp(st.etag, listed->etag) == 0)
-            return 0;
-    }
+    int rc = d->vc->linked_file_from_base ? base_pool_file(d) : 0;
+    if (rc < 0)
+        return rc;
+    if (rc == 1 && store_head(d->vc->store, d->file_key, &st) == 0 && st.size == listed->size &&
+        strcmp(st.etag, listed->etag) == 0)
+        return 0;
     d->file_new = 1;
-    int rc = vroot_pool_file_key(d->pool, d->vroot, d->file_key, sizeof d->file_key);
+    rc = vroot_pool_file_key(d->pool, d->vroot, d->file_key, sizeof d->file_key);
     const char *name = rc == 0 ? schema_pool_file_name(d->file_key) : NULL;
     if (name)
         memcpy(d->file_name, name, 33);
@@ -685,11 +695,8 @@ int vroot_write(const struct versions_commit *vc, const char *pool, const char *
             file = i;
     if (rc == 0 && file < keys.n)
         rc = choose_pool_file(&d, &keys.listed[file]);
-    else if (rc == 0 && base->vroot[0] && base_file_name(&d, d.file_name) == -ENOMEM)
+    else if (rc == 0 && base_pool_file(&d) < 0)
         rc = -ENOMEM;
-    if (rc == 0 && file == keys.n && d.file_name[0] &&
-        schema_pool_file_key(pool, d.file_name, d.file_key, sizeof d.file_key) != 0)
-        d.file_name[0] = '\0';
     /* linked tables: a root with its own file, or one whose layouts name the base's pool file
      * (an r+ in ref mode: the layouts carried over as they were) */
     if (rc == 0 && (file < keys.n || d.file_name[0]))

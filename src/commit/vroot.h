@@ -26,6 +26,10 @@ int vroot_mint(char out[SCHEMA_ID_BUF]);
 int vroot_write(const struct versions_commit *vc, const char *pool, const char *vroot,
                 const struct base_version *base);
 
+/* The pool file name (32 hex digits) version root vroot's group says its linked datasets name,
+ * into name ("" none, or a group without one). 0, or the store's -errno. */
+int vroot_file_name(struct store *store, const char *vroot, char name[33]);
+
 /* The pool file V = vroot would put into pool for a linked file of its own (vroot_write):
  * db/<pool>/f/<V's 32 id digits>. Until V is listed no other version names it. 0 or -errno. */
 int vroot_pool_file_key(const char *pool, const char *vroot, char *key, size_t len);

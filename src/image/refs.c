@@ -97,20 +97,28 @@ static int chunk_map(struct builder *b, const json_t *lay, int file_in_pool,
     return rc ? rc : refs_present_chunks(ds, chunks, n);
 }
 
-/* A version reads only what was kept with it: its domain's pool (a table of pool URIs, whose
- * owner refs_table.c checks; or a linked file kept there, checked here: *file_in_pool) or its
- * own root's linked file (copied there by versions before pool files). A file elsewhere in the
- * bucket may have been replaced since by anyone. 0 or -EINVAL (why). */
-static int version_layout_check(struct builder *b, const json_t *lay, const char *cls,
-                                int *file_in_pool, char *why, size_t why_len)
+/* Which linked file a layout may read. A version reads only what was kept with it: its
+ * domain's pool (a table of pool URIs, whose owner refs_table.c checks; or a linked file kept
+ * there) or its own root's linked file (copied there by versions before pool files); a file
+ * elsewhere in the bucket may have been replaced since by anyone. The current domain names a
+ * pool file only in ref mode, where its root is a version's (refs_pool_file_owned checks
+ * that too); any other file_uri of it goes by the rules of linked files (refs_add_uri).
+ * *file_in_pool: the file is the domain's pool's, checked. 0 or -EINVAL (why). */
+static int linked_file_check(struct builder *b, const json_t *lay, const char *cls,
+                             int *file_in_pool, char *why, size_t why_len)
 {
     const char *key = NULL;
-    if (refs_layout_pool(lay))
+    int ok = 1;
+    if (schema_is_versions_path(b->domain_path) != 1)
+        key = schema_pool_file_uri_key(hjson_text(json_object_get(lay, "file_uri")),
+                                       b->src->bucket_name);
+    else if (refs_layout_pool(lay))
         return !json_object_get(lay, "file_uri") && strcmp(cls, "H5D_CHUNKED_REF_INDIRECT") == 0
                    ? 0
                    : why_reject(why, why_len, "a version's pooled layout names a file");
-    int ok = schema_version_linked_ok(lay, b->src->bucket_name, b->root_id, &key);
-    if (ok == SCHEMA_LINKED_POOL_FILE) {
+    else
+        ok = schema_version_linked_ok(lay, b->src->bucket_name, b->root_id, &key);
+    if (key) {
         int rc = refs_pool_file_owned(b, key, why, why_len);
         *file_in_pool = rc == 0;
         return rc;
@@ -118,21 +126,6 @@ static int version_layout_check(struct builder *b, const json_t *lay, const char
     return ok ? 0
               : why_reject(why, why_len,
                            "a version's reference layout names neither its pool nor its own file");
-}
-
-/* The current domain names a pool file only in ref mode, where its root is a version's
- * (refs_pool_file_owned checks that too): *file_in_pool. Any other file_uri goes by the rules
- * of linked files (refs_add_uri). 0 or -EINVAL (why). */
-static int current_layout_check(struct builder *b, const json_t *lay, int *file_in_pool, char *why,
-                                size_t why_len)
-{
-    const char *uri = hjson_text(json_object_get(lay, "file_uri")), *key = NULL;
-    if (!uri || schema_linked_uri_key(uri, b->src->bucket_name, b->root_id, 1, &key) != 0 ||
-        !schema_pool_file_name(key))
-        return 0;
-    int rc = refs_pool_file_owned(b, key, why, why_len);
-    *file_in_pool = rc == 0;
-    return rc;
 }
 
 int build_ref_chunks(struct builder *b, struct build_obj *o, struct image_dataset *ds,
@@ -150,9 +143,7 @@ int build_ref_chunks(struct builder *b, struct build_obj *o, struct image_datase
     if (rc != 0)
         return rc;
     int in_pool = 0;
-    rc = schema_is_versions_path(b->domain_path) == 1
-             ? version_layout_check(b, lay, cls, &in_pool, why, why_len)
-             : current_layout_check(b, lay, &in_pool, why, why_len);
+    rc = linked_file_check(b, lay, cls, &in_pool, why, why_len);
     if (rc != 0)
         return rc;
     if (strcmp(cls, "H5D_CONTIGUOUS_REF") == 0)

@@ -581,13 +581,6 @@ int ingest_link_table_chunks(struct ingest *g, struct ingest_obj *o)
 
 /* ---- r+: the base's file ---- */
 
-/* Does uri name a file of a version pool (db/P/f/<name>)? 1 (*key points into uri), 0. */
-static int names_pool_file(const struct ingest *g, const char *uri, const char **key)
-{
-    return schema_linked_uri_key(uri, g->cfg->bucket_name, g->base->root, 1, key) == 0 &&
-           schema_pool_file_name(*key) != NULL;
-}
-
 /* May the base (a ref-mode domain names its head version's root) name pool file key, one of
  * the domain's own pool (schema_pool_file_check; the pool kept for the rest of the ingest)?
  * 0, or -EIO (logged): a whole root must own its file, and this one cannot be told to be
@@ -618,7 +611,7 @@ int ingest_link_rebase(struct ingest *g, json_t *dataset)
      * the root is never named: pool_file_left), copied where it is whole (it may become the
      * domain, which then owns its file). Any other file stays where it is. */
     if (!schema_linked_own_file(now, bucket, g->base->root)) {
-        if (!names_pool_file(g, now, &pooled))
+        if (!(pooled = schema_pool_file_uri_key(now, bucket)))
             return 0;
         if (g->cfg->kept_in_pool) {
             g->stats->pool_file_left = 1;

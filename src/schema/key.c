@@ -642,6 +642,14 @@ int schema_linked_uri_key(const char *uri, const char *bucket, const char *root_
     return 0;
 }
 
+const char *schema_pool_file_uri_key(const char *uri, const char *bucket)
+{
+    const char *key = NULL;
+    return schema_linked_uri_key(uri, bucket, NULL, 1, &key) == 0 && schema_pool_file_name(key)
+               ? key
+               : NULL;
+}
+
 int schema_linked_file_key(const char *root, char *key, size_t len)
 {
     int n = snprintf(key, len, SCHEMA_OBJECT_TREE "/%.8s-%.8s/.h5osfs-file", root + 2, root + 11);
@@ -662,19 +670,17 @@ int schema_version_linked_ok(const json_t *lay, const char *bucket, const char *
     const json_t *cls = json_object_get(lay, "class"), *table = json_object_get(lay, "chunk_table");
     const json_t *file = json_object_get(lay, "file_uri");
     const char *uri = json_is_string(file) ? json_string_value(file) : NULL, *key = NULL;
-    if (!json_is_string(cls) || !uri)
-        return 0;
-    int ok = schema_linked_own_file(uri, bucket, root) ? 1
-             : schema_linked_uri_key(uri, bucket, root, 1, &key) == 0 && schema_pool_file_name(key)
-                 ? SCHEMA_LINKED_POOL_FILE
-                 : 0;
+    char of[SCHEMA_ID_BUF];
+    int ok = !json_is_string(cls) || !uri                            ? 0
+             : schema_linked_own_file(uri, bucket, root)             ? 1
+             : (key = schema_pool_file_uri_key(uri, bucket)) != NULL ? SCHEMA_LINKED_POOL_FILE
+                                                                     : 0;
+    if (ok && strcmp(json_string_value(cls), "H5D_CHUNKED_REF_INDIRECT") == 0) {
+        const char *t = json_string_value(table); /* a table of root's own */
+        if (!t || schema_id_class(t) != 'd' || schema_root_of(t, of) != 0 || strcmp(of, root) != 0)
+            ok = 0;
+    }
     if (pool_key)
         *pool_key = ok == SCHEMA_LINKED_POOL_FILE ? key : NULL;
-    if (!ok || strcmp(json_string_value(cls), "H5D_CHUNKED_REF_INDIRECT") != 0)
-        return ok;
-    const char *t = json_string_value(table);
-    char of[SCHEMA_ID_BUF];
-    return t && schema_id_class(t) == 'd' && schema_root_of(t, of) == 0 && strcmp(of, root) == 0
-               ? ok
-               : 0;
+    return ok;
 }

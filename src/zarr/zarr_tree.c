@@ -141,27 +141,23 @@ static int is_dimension_only(const json_t *dset)
     return s && strncmp(s, NETCDF_DIM_ONLY, strlen(NETCDF_DIM_ONLY)) == 0;
 }
 
-/* A version's linked dataset is read only from the file kept with it, as the image reads it:
- * any other file may have changed since the commit. *in_pool: that file is in the domain's
+/* A linked dataset is read from the file the image reads it from (refs.c linked_file_check): a
+ * version's from the file kept with it (any other may have changed since the commit), the
+ * current domain's from a pool file only in ref mode. *in_pool: that file is in the domain's
  * pool (checked: its pool kept in w->pool_ok, as a pooled table's is). */
-static int version_link_refused(struct walk *w, const json_t *dset, int *in_pool, char *why,
-                                size_t why_len)
+static int linked_file_refused(struct walk *w, const json_t *dset, int *in_pool, char *why,
+                               size_t why_len)
 {
     const json_t *lay = json_object_get(json_object_get(dset, "creationProperties"), "layout");
     const struct schema_fetch fetch = { w->store, store_get_bytes };
-    const char *key = NULL, *uri = hjson_text(json_object_get(lay, "file_uri"));
+    const char *key = NULL;
+    int ok = 1;
     *in_pool = 0;
-    if (schema_is_versions_path(w->domain) != 1) { /* a pool file only in ref mode */
-        if (!uri || schema_linked_uri_key(uri, w->bucket, w->root_id, 1, &key) != 0 ||
-            !schema_pool_file_name(key))
-            return 0;
-        int rc =
-            schema_pool_file_check(w->domain, w->root_id, key, &fetch, w->pool_ok, why, why_len);
-        *in_pool = rc == 0;
-        return rc;
-    }
-    int ok = schema_version_linked_ok(lay, w->bucket, w->root_id, &key);
-    if (ok == SCHEMA_LINKED_POOL_FILE) {
+    if (schema_is_versions_path(w->domain) != 1)
+        key = schema_pool_file_uri_key(hjson_text(json_object_get(lay, "file_uri")), w->bucket);
+    else
+        ok = schema_version_linked_ok(lay, w->bucket, w->root_id, &key);
+    if (key) {
         int rc =
             schema_pool_file_check(w->domain, w->root_id, key, &fetch, w->pool_ok, why, why_len);
         *in_pool = rc == 0;
@@ -206,7 +202,7 @@ static int add_dataset(struct walk *w, struct zarr_node *parent, const char *nam
         rc = zarr_pooled_array(w->store, w->domain, w->root_id, w->bucket, dset, a, w->pool_ok, why,
                                sizeof why);
     else if (rc == 0 && a->link != ZARR_LINK_NONE &&
-             (rc = version_link_refused(w, dset, &in_pool, why, sizeof why)) == 0)
+             (rc = linked_file_refused(w, dset, &in_pool, why, sizeof why)) == 0)
         rc = zarr_linked_array(dset, a, w->bucket, w->root_id, in_pool, why, sizeof why);
     if (rc == -EINVAL)
         log_info("%s: zarr view: dataset %s (%s) left out: %s", w->domain, name, id, why);

@@ -657,6 +657,7 @@ static void test_version_linked_ok(void)
     json_object_set_new(pool_table, "chunk_table",
                         json_string("d-a03b24ef-69f244b6-0000-000000-000001"));
     CHECK_INT(schema_version_linked_ok(pool_table, "bkt", SPEC_ROOT, &key), 0);
+    CHECK(key == NULL); /* no pool file to check once the table is refused */
     json_object_set_new(pool_table, "class", json_string("H5D_CONTIGUOUS_REF"));
     const char *not_pool[] = { "bkt/db/c03b24ef-69f244b6/f/0123456789abcdef0123456789abcde",
                                "bkt/db/c03b24ef-69f244b6/c/0123456789abcdef0123456789abcdef",

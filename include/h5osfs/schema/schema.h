@@ -115,6 +115,10 @@ int schema_pool_file_key(const char *pool, const char *name, char *buf, size_t l
  * no pool file's. Which pool, the caller checks (pool.h). */
 const char *schema_pool_file_name(const char *key);
 
+/* The key of the pool file a linked layout's file_uri names (in any form schema_linked_uri_key
+ * takes), pointing into uri; NULL: it names none. Which pool, the caller checks (pool.h). */
+const char *schema_pool_file_uri_key(const char *uri, const char *bucket);
+
 /* The marker of pool, "db/<pool's A-B>/.h5osfs-pool": whose pool it is (domops/vpool.h). */
 int schema_pool_marker_key(const char *pool, char *buf, size_t len);
 
