@@ -28,6 +28,7 @@
 #include "h5osfs/h5json/h5value.h"
 #include "h5osfs/schema/hjson.h"
 #include "h5osfs/util/log.h"
+#include "h5osfs/util/testhook.h"
 #include "h5osfs/util/why.h"
 
 /* HDF5's global state is not worth contending on: one build at a time. */
@@ -502,6 +503,7 @@ static int build_now(const struct image_source *src, const char *domain_path, co
 {
     struct builder b;
     struct image *img = NULL;
+    testhook_pause_at("image build", NULL); /* the root is chosen: another commit may follow */
     int rc = builder_init(&b, src, domain_path, root_id, &img);
     if (rc == 0)
         rc = fetch_steps(&b, rl);

@@ -38,9 +38,22 @@ static int marker_allows(const char *domain, const char *pool, const struct sche
                     : WHY("pool %s: its marker names no domain", pool);
 }
 
-/* The pool domain's version list names, into pool (SCHEMA_ID_BUF). */
-static int list_pool(const char *domain, const struct schema_fetch *fetch, char *pool, char *why,
-                     size_t why_len)
+/* Whether the list has root_id as a version: kept, or removed but not yet collected (the
+ * sweep keeps what such an entry names while its root exists). */
+static int lists_root(const struct vlist *l, const char *root_id)
+{
+    if (l->dropping || !root_id)
+        return 0;
+    for (size_t i = 0; i < l->n_entries; i++)
+        if (!l->entries[i].error && strcmp(l->entries[i].root, root_id) == 0)
+            return 1;
+    return 0;
+}
+
+/* The pool domain's version list names, into pool (SCHEMA_ID_BUF); *listed: the list has
+ * root_id (NULL: not asked) as a version. */
+static int list_pool(const char *domain, const struct schema_fetch *fetch, const char *root_id,
+                     char *pool, int *listed, char *why, size_t why_len)
 {
     char key[KEY_BUF], lwhy[160] = "";
     unsigned char *data = NULL;
@@ -57,19 +70,9 @@ static int list_pool(const char *domain, const struct schema_fetch *fetch, char 
     if (rc != 0)
         return WHY("version list %s unusable (%s)", key, *lwhy ? lwhy : strerror(-rc));
     snprintf(pool, SCHEMA_ID_BUF, "%s", l.pool);
+    *listed = lists_root(&l, root_id);
     vlist_free(&l);
     return 0;
-}
-
-/* claimed is the pool domain's version list names. */
-static int list_names_pool(const char *domain, const char *claimed,
-                           const struct schema_fetch *fetch, char *why, size_t why_len)
-{
-    char pool[SCHEMA_ID_BUF];
-    int rc = list_pool(domain, fetch, pool, why, why_len);
-    if (rc == 0 && strcmp(pool, claimed) != 0)
-        rc = WHY("pool %s is not the domain's (%s)", claimed, pool);
-    return rc == 0 ? marker_allows(domain, claimed, fetch, why, why_len) : rc;
 }
 
 /* The current domain at path is in ref mode and names root_id. */
@@ -94,6 +97,31 @@ static int current_in_ref_mode(const char *path, const char *root_id,
                      "name its head version (ref mode)");
 }
 
+/* The current domain at path, whose root being read is root_id, may name its pool: that
+ * root is a version of its list (the sweep keeps what versions name), or the domain object
+ * names it in ref mode. The list is asked first: a build that read the domain before
+ * another mount's commit swapped it to the next version still reads the one it chose. */
+static int current_may_name_pool(const char *path, const char *root_id, int listed,
+                                 const struct schema_fetch *fetch, char *why, size_t why_len)
+{
+    return listed ? 0 : current_in_ref_mode(path, root_id, fetch, why, why_len);
+}
+
+/* claimed is the pool the version list of domain names; root_id (NULL for a kept version,
+ * which its list named already) is the current domain's root being read. */
+static int list_names_pool(const char *domain, const char *root_id, const char *claimed,
+                           const struct schema_fetch *fetch, char *why, size_t why_len)
+{
+    char pool[SCHEMA_ID_BUF];
+    int listed = 0;
+    int rc = list_pool(domain, fetch, root_id, pool, &listed, why, why_len);
+    if (rc == 0 && root_id)
+        rc = current_may_name_pool(domain, root_id, listed, fetch, why, why_len);
+    if (rc == 0 && strcmp(pool, claimed) != 0)
+        rc = WHY("pool %s is not the domain's (%s)", claimed, pool);
+    return rc == 0 ? marker_allows(domain, claimed, fetch, why, why_len) : rc;
+}
+
 int schema_pool_check(const char *domain_path, const char *root_id, const char *claimed,
                       const struct schema_fetch *fetch, char *why, size_t why_len)
 {
@@ -101,10 +129,11 @@ int schema_pool_check(const char *domain_path, const char *root_id, const char *
     if (schema_is_versions_path(domain_path) == 1) {
         if (schema_version_domain_of(domain_path, domain, sizeof domain) != 0)
             return WHY("a pool layout outside a domain's versions");
-        return list_names_pool(domain, claimed, fetch, why, why_len);
+        return list_names_pool(domain, NULL, claimed, fetch, why, why_len);
     }
-    int rc = current_in_ref_mode(domain_path, root_id, fetch, why, why_len);
-    return rc == 0 ? list_names_pool(domain_path, claimed, fetch, why, why_len) : rc;
+    if (!root_id)
+        return WHY("a pool layout outside a domain's versions");
+    return list_names_pool(domain_path, root_id, claimed, fetch, why, why_len);
 }
 
 int schema_pool_file_check(const char *domain_path, const char *root_id, const char *key,
@@ -119,17 +148,19 @@ int schema_pool_file_check(const char *domain_path, const char *root_id, const c
         return schema_pool_file_key(pool, name, want, sizeof want) == 0 && strcmp(want, key) == 0
                    ? 0
                    : WHY("pool file %.200s is not of the domain's pool (%s)", key, pool);
-    int rc = 0;
+    const char *current_root = NULL;
+    int listed = 0;
     if (schema_is_versions_path(domain_path) == 1) {
         if (schema_version_domain_of(domain_path, domain, sizeof domain) != 0)
             return WHY("a pool file named outside a domain's versions");
-    } else if (snprintf(domain, sizeof domain, "%s", domain_path) >= (int)sizeof domain) {
+    } else if (!root_id || snprintf(domain, sizeof domain, "%s", domain_path) >= (int)sizeof domain) {
         return WHY("a pool file named outside a domain's versions");
     } else {
-        rc = current_in_ref_mode(domain_path, root_id, fetch, why, why_len);
+        current_root = root_id;
     }
-    if (rc == 0)
-        rc = list_pool(domain, fetch, found, why, why_len);
+    int rc = list_pool(domain, fetch, current_root, found, &listed, why, why_len);
+    if (rc == 0 && current_root)
+        rc = current_may_name_pool(domain, current_root, listed, fetch, why, why_len);
     if (rc == 0 &&
         (schema_pool_file_key(found, name, want, sizeof want) != 0 || strcmp(want, key) != 0))
         rc = WHY("pool file %.200s is not of the domain's pool (%s)", key, found);

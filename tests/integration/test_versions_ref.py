@@ -6,11 +6,13 @@ The bucket's ACL of the domain denies HSDS every write; the mount still enforces
 kept in the domain's h5osfs member."""
 import errno
 import hashlib
+import io
 import json
 import os
 import shutil
 import subprocess
 import sys
+import threading
 import time
 import zlib
 from pathlib import Path
@@ -299,12 +301,14 @@ def test_kill_at_each_stage_of_a_ref_r_plus(bucket_copy, tmp_path, stage, recove
     assert left == live_roots(m, domain), left
 
 
-@pytest.mark.posix_only(reason="edits a .domain.json by hand; the read path is the same on "
-                        "every store")
-def test_pool_layout_reads_only_where_the_domain_says_ref(bucket_copy, mount_bucket, tmp_path):
-    """The same head version root named by a .domain.json without the ref member (an older
-    h5osfs or a hand edit) is bad input: reading its data is EIO with one log line, never
-    bytes of the pool taken on trust; the version itself still reads."""
+@pytest.mark.posix_only(reason="edits a .domain.json and a version list by hand; the read path "
+                        "is the same on every store")
+def test_pool_layout_reads_only_through_a_listed_version(bucket_copy, mount_bucket, tmp_path):
+    """The current domain may read the pool only through a root its version list has (the
+    sweep keeps what listed versions name) or, failing that, that its object names in ref
+    mode. Its head version named without the ref member (an older h5osfs or a hand edit)
+    still reads, as that version; the same root once the list no longer has it either is
+    EIO with one log line, never bytes of the pool taken on trust."""
     values = np.arange(CHUNKS * PER, dtype="f4")
     domain = f"{HOME}/b.h5"
     make(bucket_copy, values, domain)
@@ -318,11 +322,66 @@ def test_pool_layout_reads_only_where_the_domain_says_ref(bucket_copy, mount_buc
     del dom["h5osfs"]["current"]
     (bucket_copy / domain / ".domain.json").write_text(json.dumps(dom))
     fresh = mount_bucket(bucket_copy, "-o", f"user=test_user1,ro,cache_dir={tmp_path}/fresh")
+    with h5py.File(fresh.path(domain), "r") as f:
+        assert np.array_equal(f["data"][:], values)
+    assert fresh.unmount() == 0
+    lst_path = bucket_copy / HOME / ".versions" / "b.h5" / ".h5osfs-versions"
+    lst = json.loads(lst_path.read_text())
+    assert lst["versions"][-1]["root"] == dom["root"]
+    del lst["versions"][-1]
+    lst_path.write_text(json.dumps(lst))
+    fresh = mount_bucket(bucket_copy, "-o", f"user=test_user1,ro,cache_dir={tmp_path}/fresh2")
     with h5py.File(fresh.path(domain), "r") as f, pytest.raises(OSError):
         f["data"][:]
     assert "does not name its head version (ref mode)" in fresh.log()
-    with h5py.File(fresh.path(f"{HOME}/.versions/b.h5/1.h5"), "r") as f:
-        assert np.array_equal(f["data"][:], values)
+
+
+@pytest.mark.posix_only(reason="two mounts of one local bucket; the build's checks are the same "
+                        "on every store")
+def test_an_open_racing_a_ref_commit_reads_a_whole_version(bucket_copy, mount_bucket, tmp_path):
+    """A reader's build is held (the test hook) after it chose the head version to read;
+    another mount then commits the next version, which the domain now names. Released, the
+    open reads one whole version, the one it chose or the new one, never EIO: the pool is
+    the domain's as long as its list keeps the root being read."""
+    values = np.arange(CHUNKS * PER, dtype="f4")
+    domain = f"{HOME}/race.h5"
+    make(bucket_copy, values, domain)
+    opts = "user=test_user1,ttl=0,versions=on,versions_current=ref"
+    writer = mount_bucket(bucket_copy, "-o", f"{opts},cache_dir={tmp_path}/c1")
+    with h5py.File(writer.path(domain), "r+") as f:
+        f["data"][0] = -1                 # version 1, by reference
+    values[0] = -1
+    gate = tmp_path / "gate"
+    gate.touch()
+    reader = mount_bucket(bucket_copy, "-o", f"user=test_user1,ro,ttl=0,cache_dir={tmp_path}/c2",
+                          extra_env={"H5OSFS_TEST_PAUSE_AT": f"image build:{gate}"})
+    got, failed = [], []
+
+    def read():                           # no h5py here: its lock would hold the writer's
+        try:
+            got.append(Path(reader.path(domain)).read_bytes())
+        except OSError as e:
+            failed.append(e)
+    t = threading.Thread(target=read)
+    t.start()
+    try:
+        t0 = time.monotonic()
+        while "H5OSFS_TEST_PAUSE_AT=image build" not in reader.log():
+            assert time.monotonic() - t0 < 120 and t.is_alive(), reader.log()[-3000:]
+            time.sleep(0.05)
+        with h5py.File(writer.path(domain), "r+") as f:
+            f["data"][5] = -5             # version 2: the domain names it now
+        after = values.copy()
+        after[5] = -5
+        assert [v["n"] for v in version_list(writer, domain)["versions"]] == [1, 2]
+    finally:
+        gate.unlink()
+        t.join()
+    assert failed == [], reader.log()[-3000:]
+    with h5py.File(io.BytesIO(got[0]), "r") as f:
+        seen = f["data"][:]
+    assert np.array_equal(seen, values) or np.array_equal(seen, after)
+    assert "cannot build" not in reader.log(), reader.log()[-3000:]
 
 
 @pytest.mark.posix_only(reason="the collector's choice is the same code on every store")

@@ -4,8 +4,10 @@
  * only for a domain's own pool, the one its version list names, and only where that domain's
  * chunks may live in it:
  *   - a kept version, DIR/.versions/NAME/<x>: the pool of DIR/NAME's list;
- *   - the current domain DIR/NAME in ref mode (versions_current=ref): its object's h5osfs
- *     member says so and names the root being read; again its list's pool.
+ *   - the current domain DIR/NAME reading a version's root (versions_current=ref): its list
+ *     has the root being read as a version or, failing that, its object's h5osfs member says
+ *     ref and names that root; again its list's pool. The list comes first: a build that
+ *     chose the head version before another mount's commit still reads it.
  * Anything else naming a pool is refused, so that no bucket writer can point one domain's
  * datasets at another's objects. Rules only: the caller's get() fetches the objects.
  */
@@ -35,8 +37,8 @@ int schema_pool_check(const char *domain_path, const char *root_id, const char *
  * Whether key, a pool file (schema_pool_file_key) that a linked layout of domain_path names,
  * is a file of its domain's own pool (its list names it, its marker names the domain), as
  * schema_pool_check says of a pooled table: for a kept version ("/DIR/.versions/NAME/<x>"),
- * DIR/NAME's pool; for the current domain, only in ref mode, naming root_id (a version root):
- * a current root of its own owns its file. pool: that pool's id if already found ("" not yet:
+ * DIR/NAME's pool; for the current domain, only where root_id is a version's root (as for
+ * schema_pool_check): a current root of its own owns its file. pool: that pool's id if already found ("" not yet:
  * set when found now). 0 (yes), -EINVAL (no, or an object needed to tell cannot be read: why
  * says which), -ENOMEM.
  */
