@@ -153,7 +153,8 @@ int schema_pool_file_check(const char *domain_path, const char *root_id, const c
     if (schema_is_versions_path(domain_path) == 1) {
         if (schema_version_domain_of(domain_path, domain, sizeof domain) != 0)
             return WHY("a pool file named outside a domain's versions");
-    } else if (!root_id || snprintf(domain, sizeof domain, "%s", domain_path) >= (int)sizeof domain) {
+    } else if (!root_id ||
+               snprintf(domain, sizeof domain, "%s", domain_path) >= (int)sizeof domain) {
         return WHY("a pool file named outside a domain's versions");
     } else {
         current_root = root_id;
