@@ -426,13 +426,13 @@ static int restore_linked_file(const struct restore_ctx *r, const char *key)
 }
 
 /* The pool file V's root group names (vroot.c), copied as the new root's own file: 0 (none
- * named, or copied), -EOPNOTSUPP (a pool not domain's by its marker, a pool file gone: the
- * staged file is stored instead), or -errno. */
+ * named, or copied), -EOPNOTSUPP (a pool not domain's by its marker, a pool file gone or not
+ * the one V kept, by its etag: the staged file is stored instead), or -errno. */
 static int restore_pool_file(struct restore_ctx *r, const char *domain)
 {
-    char name[33], dst[STORE_KEY_MAX + 1];
+    char name[33], etag[SCHEMA_POOL_ETAG_BUF], dst[STORE_KEY_MAX + 1];
     struct store_stat st;
-    int rc = vroot_file_name(r->store, r->vroot, name);
+    int rc = vroot_file_name(r->store, r->vroot, name, etag);
     if (rc == 0 && name[0] &&
         schema_pool_file_key(r->pool, name, r->file_key, sizeof r->file_key) != 0)
         rc = -EOPNOTSUPP;
@@ -444,6 +444,12 @@ static int restore_pool_file(struct restore_ctx *r, const char *domain)
         rc = schema_linked_file_key(r->root, dst, sizeof dst);
     if (rc == 0)
         rc = store_head(r->store, r->file_key, &st);
+    if (rc == 0 && etag[0] && strcmp(st.etag, etag) != 0) {
+        log_error("%s: pool file %s is not the one the version kept (etag %s, kept %s): the "
+                  "file read through the mount is stored instead",
+                  domain, r->file_key, st.etag, etag);
+        rc = -EOPNOTSUPP;
+    }
     if (rc == 0)
         rc = store_copy_sized(r->store, r->file_key, dst, st.size);
     r->stats->objects += rc == 0;

@@ -11,6 +11,7 @@
 
 #include "h5osfs/h5json/h5type.h"
 #include "h5osfs/schema/hjson.h"
+#include "h5osfs/schema/pool.h"
 #include "h5osfs/util/grow.h"
 #include "h5osfs/util/log.h"
 #include "vkept.h"
@@ -176,6 +177,7 @@ struct dataset_ctx {
      * name it. */
     char file_name[33];
     char file_key[STORE_KEY_MAX + 1];
+    char file_etag[SCHEMA_POOL_ETAG_BUF]; /* the file's etag, recorded with V ("" unknown) */
     int file_new;
     size_t file_named;
 };
@@ -536,18 +538,26 @@ static void free_linked_tables(struct dataset_ctx *d)
  * store): nobody rewrites it, but the root it came from is collected once replaced. Into the
  * pool when V's layouts name a new pool file; as V's own in ref mode; not at all when the
  * base version's pool file is named. */
-static int copy_linked_file(const struct dataset_ctx *d, const char *key,
-                            const struct store_stat *listed)
+static int copy_linked_file(struct dataset_ctx *d, const char *key, const struct store_stat *listed)
 {
     char dst[STORE_KEY_MAX + 1];
+    struct store_stat st;
     if (d->file_name[0] && !d->file_new)
         return 0;
     int rc = d->file_name[0] ? (snprintf(dst, sizeof dst, "%s", d->file_key), 0)
                              : schema_linked_file_key(d->vroot, dst, sizeof dst);
-    return rc == 0 ? store_copy_sized(d->vc->store, key, dst, listed->size) : rc;
+    if (rc == 0)
+        rc = store_copy_sized(d->vc->store, key, dst, listed->size);
+    /* the copy's own etag: an S3 copy in parts has another than its source */
+    if (rc == 0 && d->file_name[0])
+        rc = store_head(d->vc->store, dst, &st);
+    if (rc == 0 && d->file_name[0])
+        memcpy(d->file_etag, st.etag, sizeof d->file_etag);
+    return rc;
 }
 
-int vroot_file_name(struct store *store, const char *vroot, char name[33])
+int vroot_file_name(struct store *store, const char *vroot, char name[33],
+                    char etag[SCHEMA_POOL_ETAG_BUF])
 {
     char key[STORE_KEY_MAX + 1], why[200];
     struct store_buf buf = { 0 };
@@ -557,10 +567,13 @@ int vroot_file_name(struct store *store, const char *vroot, char name[33])
     int rc = store_get(store, key, JSON_MAX, &buf);
     json_t *doc = rc == 0 ? hjson_loadb((const char *)buf.data, buf.len, why, sizeof why) : NULL;
     store_buf_free(&buf);
-    const char *file =
-        hjson_text(json_object_get(json_object_get(doc, SCHEMA_H5OSFS_MEMBER), "file"));
+    const json_t *own = json_object_get(doc, SCHEMA_H5OSFS_MEMBER);
+    const char *file = hjson_text(json_object_get(own, SCHEMA_POOL_FILE));
+    const char *recorded = hjson_text(json_object_get(own, SCHEMA_POOL_FILE_ETAG));
     if (file && schema_is_md5_hex(file))
         memcpy(name, file, 33);
+    if (etag)
+        snprintf(etag, SCHEMA_POOL_ETAG_BUF, "%s", name[0] && recorded ? recorded : "");
     json_decref(doc);
     return rc;
 }
@@ -571,10 +584,10 @@ int vroot_file_name(struct store *store, const char *vroot, char name[33])
  * the version); -ENOMEM. */
 static int base_pool_file(struct dataset_ctx *d)
 {
-    d->file_name[0] = '\0';
+    d->file_name[0] = d->file_etag[0] = '\0';
     if (!d->base->vroot[0])
         return 0;
-    if (vroot_file_name(d->vc->store, d->base->vroot, d->file_name) == -ENOMEM)
+    if (vroot_file_name(d->vc->store, d->base->vroot, d->file_name, d->file_etag) == -ENOMEM)
         return -ENOMEM;
     if (d->file_name[0] &&
         schema_pool_file_key(d->pool, d->file_name, d->file_key, sizeof d->file_key) == 0)
@@ -597,9 +610,12 @@ static int choose_pool_file(struct dataset_ctx *d, const struct store_stat *list
     if (rc < 0)
         return rc;
     if (rc == 1 && store_head(d->vc->store, d->file_key, &st) == 0 && st.size == listed->size &&
-        strcmp(st.etag, listed->etag) == 0)
+        strcmp(st.etag, listed->etag) == 0) {
+        memcpy(d->file_etag, st.etag, sizeof d->file_etag);
         return 0;
+    }
     d->file_new = 1;
+    d->file_etag[0] = '\0'; /* known once copied */
     rc = vroot_pool_file_key(d->pool, d->vroot, d->file_key, sizeof d->file_key);
     const char *name = rc == 0 ? schema_pool_file_name(d->file_key) : NULL;
     if (name)
@@ -626,7 +642,11 @@ static int root_group_object(const struct dataset_ctx *d, const char *text, cons
     json_t *doc = hjson_loadb(text, strlen(text), why, sizeof why);
     int rc = json_is_object(doc) ? 0 : -EIO;
     json_t *own = rc == 0 ? json_pack("{s:s}", "pool", d->pool) : NULL;
-    if (own && d->file_name[0] && json_object_set_new(own, "file", json_string(d->file_name)) != 0)
+    if (own && d->file_name[0] &&
+        json_object_set_new(own, SCHEMA_POOL_FILE, json_string(d->file_name)) != 0)
+        json_decref(own), own = NULL;
+    if (own && d->file_name[0] && d->file_etag[0] &&
+        json_object_set_new(own, SCHEMA_POOL_FILE_ETAG, json_string(d->file_etag)) != 0)
         json_decref(own), own = NULL;
     if (rc == 0 && (!own || json_object_set_new(doc, SCHEMA_H5OSFS_MEMBER, own) != 0))
         rc = -ENOMEM;

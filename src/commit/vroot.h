@@ -11,6 +11,7 @@
 #define H5OSFS_COMMIT_VROOT_H
 
 #include "h5osfs/commit/versions.h"
+#include "h5osfs/schema/pool.h"
 #include "h5osfs/schema/schema.h"
 #include "vseal.h"
 
@@ -27,8 +28,10 @@ int vroot_write(const struct versions_commit *vc, const char *pool, const char *
                 const struct base_version *base);
 
 /* The pool file name (32 hex digits) version root vroot's group says its linked datasets name,
- * into name ("" none, or a group without one). 0, or the store's -errno. */
-int vroot_file_name(struct store *store, const char *vroot, char name[33]);
+ * into name ("" none, or a group without one), and the etag it recorded for it into etag
+ * (unless NULL; "" none: kept before etags). 0, or the store's -errno. */
+int vroot_file_name(struct store *store, const char *vroot, char name[33],
+                    char etag[SCHEMA_POOL_ETAG_BUF]);
 
 /* The pool file V = vroot would put into pool for a linked file of its own (vroot_write):
  * db/<pool>/f/<V's 32 id digits>. Until V is listed no other version names it. 0 or -errno. */

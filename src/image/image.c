@@ -24,6 +24,8 @@ void image_dataset_clear(struct image_dataset *ds)
         free(ds->uris[i]);
     free(ds->uris);
     free(ds->pieces);
+    free(ds->kept_file);
+    free(ds->kept_etag);
     memset(ds, 0, sizeof *ds);
 }
 
@@ -293,6 +295,11 @@ int image_chunk_key(const struct image_dataset *ds, uint64_t linear, char *key, 
 
 /* ---- comparing versions ---- */
 
+static int same_text(const char *a, const char *b)
+{
+    return a == b || (a && b && strcmp(a, b) == 0);
+}
+
 static int same_dataset(const struct image_dataset *a, const struct image_dataset *b)
 {
     if (strcmp(a->id, b->id) != 0 || strcmp(a->key_prefix, b->key_prefix) != 0 ||
@@ -309,6 +316,8 @@ static int same_dataset(const struct image_dataset *a, const struct image_datase
     for (size_t i = 0; i < a->n_uris; i++)
         if (strcmp(a->uris[i], b->uris[i]) != 0)
             return 0;
+    if (!same_text(a->kept_file, b->kept_file) || !same_text(a->kept_etag, b->kept_etag))
+        return 0;
     if (a->n_pieces != b->n_pieces)
         return 0;
     for (size_t i = 0; i < a->n_pieces; i++) {
@@ -318,11 +327,6 @@ static int same_dataset(const struct image_dataset *a, const struct image_datase
             return 0;
     }
     return 1;
-}
-
-static int same_text(const char *a, const char *b)
-{
-    return a == b || (a && b && strcmp(a, b) == 0);
 }
 
 /* Equal bytes can hide different omissions (an attribute left out, then deleted): a commit

@@ -80,6 +80,8 @@ static int check_uris(const struct image_dataset *d, char *why, size_t why_len)
     for (size_t i = 0; i < d->n_uris; i++)
         if (!d->uris[i] || store_key_check(d->uris[i]) != 0)
             return why_reject(why, why_len, "linked file %zu is not a key", i);
+    if (d->kept_file && store_key_check(d->kept_file) != 0)
+        return why_reject(why, why_len, "the kept pool file is not a key");
     return 0;
 }
 

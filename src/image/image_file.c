@@ -24,7 +24,9 @@
 #include "image_check.h"
 
 #define FILE_MAGIC "H5OSFSIM"
-#define FILE_FORMAT 2u        /* 2: a dataset says whether its pieces are whole pool objects */
+#define FILE_FORMAT \
+    3u                        /* 2: a dataset says whether its pieces are whole pool objects; 3: and
+                        * which pool file its version kept, with what etag */
 #define FILE_MAX (1ull << 32) /* an image's metadata is far smaller */
 
 /* ---- writing ---- */
@@ -95,6 +97,8 @@ static void put_dataset(struct out *o, const struct image_dataset *d)
     put(o, d->pieces, d->n_pieces * sizeof *d->pieces);
     put_u64(o, d->n_sub);
     put_u64(o, (uint64_t)d->pooled);
+    put_str(o, d->kept_file);
+    put_str(o, d->kept_etag);
 }
 
 static void put_image(struct out *o, const struct image *img)
@@ -303,6 +307,10 @@ static void get_dataset(struct in *in, struct image_dataset *d)
         d->pieces = get_copy(in, d->n_pieces * sizeof *d->pieces);
     d->n_sub = (uint32_t)get_upto(in, UINT32_MAX);
     d->pooled = (int)get_upto(in, 1);
+    d->kept_file = get_str(in);
+    d->kept_etag = get_str(in);
+    if ((d->kept_file == NULL) != (d->kept_etag == NULL))
+        in->bad = 1;
     if (d->rank < 0 || d->rank > IMAGE_MAX_RANK || d->origin > ORIGIN_REF_PIECES || !d->id ||
         !d->path)
         in->bad = 1;

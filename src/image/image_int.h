@@ -71,6 +71,9 @@ struct image_dataset {
     uint32_t n_sub; /* pieces per chunk: prod(dims / hyper_dims), 1 without */
     uint64_t sub_dims[IMAGE_MAX_RANK];
     int pooled; /* a version's table over its domain's pool: each piece a whole pool object */
+    /* A version's pool file (one of uris) and the etag recorded when the version was kept:
+     * every ranged read of it must come back with that etag (NULL: none recorded). */
+    char *kept_file, *kept_etag;
 };
 
 /* An HDF5 object of the file and the HSDS object it shows. */

@@ -19,6 +19,7 @@
 #include <string.h>
 
 #include "h5osfs/schema/hjson.h"
+#include "h5osfs/schema/pool.h"
 #include "h5osfs/util/why.h"
 #include "refs_int.h"
 
@@ -104,8 +105,26 @@ static int chunk_map(struct builder *b, const json_t *lay, int file_in_pool,
  * pool file only in ref mode, where its root is a version's (refs_pool_file_owned checks
  * that too); any other file_uri of it goes by the rules of linked files (refs_add_uri).
  * *file_in_pool: the file is the domain's pool's, checked. 0 or -EINVAL (why). */
+/* The etag b's root group recorded for pool file key, kept in ds for every read of the file
+ * (refs_read.c): 0 (none recorded: a version kept before etags, read as before), -EINVAL
+ * (the group names another file), -ENOMEM. */
+static int keep_file_etag(struct builder *b, const char *key, struct image_dataset *ds, char *why,
+                          size_t why_len)
+{
+    const struct build_obj *root = build_find(b, b->root_id);
+    char etag[SCHEMA_POOL_ETAG_BUF];
+    int rc = schema_pool_file_recorded(root ? root->json : NULL, key, etag, why, why_len);
+    if (rc != 0 || !etag[0])
+        return rc;
+    free(ds->kept_file);
+    free(ds->kept_etag);
+    ds->kept_file = strdup(key);
+    ds->kept_etag = strdup(etag);
+    return ds->kept_file && ds->kept_etag ? 0 : -ENOMEM;
+}
+
 static int linked_file_check(struct builder *b, const json_t *lay, const char *cls,
-                             int *file_in_pool, char *why, size_t why_len)
+                             struct image_dataset *ds, int *file_in_pool, char *why, size_t why_len)
 {
     const char *key = NULL;
     int ok = 1;
@@ -121,7 +140,7 @@ static int linked_file_check(struct builder *b, const json_t *lay, const char *c
     if (key) {
         int rc = refs_pool_file_owned(b, key, why, why_len);
         *file_in_pool = rc == 0;
-        return rc;
+        return rc == 0 ? keep_file_etag(b, key, ds, why, why_len) : rc;
     }
     return ok ? 0
               : why_reject(why, why_len,
@@ -143,7 +162,7 @@ int build_ref_chunks(struct builder *b, struct build_obj *o, struct image_datase
     if (rc != 0)
         return rc;
     int in_pool = 0;
-    rc = linked_file_check(b, lay, cls, &in_pool, why, why_len);
+    rc = linked_file_check(b, lay, cls, ds, &in_pool, why, why_len);
     if (rc != 0)
         return rc;
     if (strcmp(cls, "H5D_CONTIGUOUS_REF") == 0)

@@ -172,6 +172,25 @@ int schema_pool_file_check(const char *domain_path, const char *root_id, const c
     return rc;
 }
 
+int schema_pool_file_recorded(const json_t *group, const char *key, char etag[SCHEMA_POOL_ETAG_BUF],
+                              char *why, size_t why_len)
+{
+    const json_t *own = json_object_get(group, SCHEMA_H5OSFS_MEMBER);
+    const char *file = hjson_text(json_object_get(own, SCHEMA_POOL_FILE));
+    const char *recorded = hjson_text(json_object_get(own, SCHEMA_POOL_FILE_ETAG));
+    const char *name = schema_pool_file_name(key);
+    etag[0] = '\0';
+    if (!recorded)
+        return 0;
+    if (!file || !name || strcmp(file, name) != 0)
+        return WHY("pool file %.200s is not the one its version kept (%.40s)", key ? key : "",
+                   file ? file : "none");
+    if (!*recorded || strlen(recorded) >= SCHEMA_POOL_ETAG_BUF)
+        return WHY("the etag its version kept for pool file %.200s is no store's", key);
+    memcpy(etag, recorded, strlen(recorded) + 1);
+    return 0;
+}
+
 int schema_pool_marker_dump(const char *domain, const char *moving_from, char **out)
 {
     json_t *doc = json_pack("{s:s}", "domain", domain);

@@ -11,6 +11,7 @@
 
 #include "h5osfs/schema/pool.h"
 #include "h5osfs/util/log.h"
+#include "h5osfs/util/why.h"
 
 #define TREES_PRUNE_AT 64
 #define VLEN_CHUNK_MAX (1u << 30) /* a decoded vlen chunk: HSDS caps items at 1 MB each */
@@ -526,6 +527,16 @@ static int read_stored_chunk(struct zarr_view *v, const char *domain, const stru
     if (rc == 0 && c->ranged && buf.len != c->size) {
         snprintf(why, sizeof why, "linked file ends inside %llu+%llu", (unsigned long long)c->off,
                  (unsigned long long)c->size);
+        store_buf_free(&buf);
+        rc = -EIO;
+    }
+    /* a version's pool file is the one it kept, by its etag (pool.h) */
+    if (rc == 0 && c->ranged && a->link_etag && strcmp(c->key, a->link_key) == 0 &&
+        strcmp(buf.etag, a->link_etag) != 0) {
+        why_set(why, sizeof why,
+                "the pool file is not the one the version kept (etag %.64s, "
+                "kept %.64s)",
+                buf.etag, a->link_etag);
         store_buf_free(&buf);
         rc = -EIO;
     }

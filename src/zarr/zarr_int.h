@@ -64,7 +64,8 @@ struct zarr_array {
     int fill_chunks;          /* and chunks not stored are files of fill values */
     unsigned char *fill_elem; /* then: one element of the fill value, itemsize bytes */
     enum zarr_link link;
-    char *link_key;                 /* the linked file's key (the layout's file_uri) */
+    char *link_key;  /* the linked file's key (the layout's file_uri) */
+    char *link_etag; /* a version's pool file: the etag it kept, which every read must have */
     char link_table[SCHEMA_ID_BUF]; /* ZARR_LINK_TABLE, _POOL: the chunk table dataset */
     char pool[SCHEMA_ID_BUF];       /* ZARR_LINK_POOL: the pool its entries name, checked */
     char *pool_bucket;              /* and the bucket their URIs name */

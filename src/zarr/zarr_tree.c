@@ -22,6 +22,7 @@ struct walk {
     const char *bucket;  /* linked layouts' file_uri names files of it */
     const char *root_id; /* and of no domain but this root's */
     const char *domain;
+    const json_t *root_group;    /* its "h5osfs" member records the version's pool file */
     struct strmap *seen;         /* group ids walked (hard links may form cycles) */
     struct strmap *names;        /* dataset id -> its first link name (owned) */
     char pool_ok[SCHEMA_ID_BUF]; /* the version pool the domain may name, once checked */
@@ -38,6 +39,7 @@ static void array_free(struct zarr_array *a)
     json_decref(a->meta);
     free(a->fill_elem);
     free(a->link_key);
+    free(a->link_etag);
     free(a->pool_bucket);
     strmap_free(a->chunks, free);
     pthread_mutex_destroy(&a->lock);
@@ -145,14 +147,15 @@ static int is_dimension_only(const json_t *dset)
  * version's from the file kept with it (any other may have changed since the commit), the
  * current domain's from a pool file only in ref mode. *in_pool: that file is in the domain's
  * pool (checked: its pool kept in w->pool_ok, as a pooled table's is). */
-static int linked_file_refused(struct walk *w, const json_t *dset, int *in_pool, char *why,
-                               size_t why_len)
+static int linked_file_refused(struct walk *w, const json_t *dset, int *in_pool,
+                               char etag[SCHEMA_POOL_ETAG_BUF], char *why, size_t why_len)
 {
     const json_t *lay = json_object_get(json_object_get(dset, "creationProperties"), "layout");
     const struct schema_fetch fetch = { w->store, store_get_bytes };
     const char *key = NULL;
     int ok = 1;
     *in_pool = 0;
+    etag[0] = '\0';
     if (schema_is_versions_path(w->domain) != 1)
         key = schema_pool_file_uri_key(hjson_text(json_object_get(lay, "file_uri")), w->bucket);
     else
@@ -161,7 +164,7 @@ static int linked_file_refused(struct walk *w, const json_t *dset, int *in_pool,
         int rc =
             schema_pool_file_check(w->domain, w->root_id, key, &fetch, w->pool_ok, why, why_len);
         *in_pool = rc == 0;
-        return rc;
+        return rc == 0 ? schema_pool_file_recorded(w->root_group, key, etag, why, why_len) : rc;
     }
     if (ok)
         return 0;
@@ -174,7 +177,7 @@ static int linked_file_refused(struct walk *w, const json_t *dset, int *in_pool,
 static int add_dataset(struct walk *w, struct zarr_node *parent, const char *name, const char *id,
                        json_t *dset, int rc)
 {
-    char why[ZARR_WHY_MAX] = "";
+    char why[ZARR_WHY_MAX] = "", etag[SCHEMA_POOL_ETAG_BUF] = "";
     int in_pool = 0;
     if (rc != 0)
         return rc == -ENOMEM ? rc : 0;
@@ -202,8 +205,10 @@ static int add_dataset(struct walk *w, struct zarr_node *parent, const char *nam
         rc = zarr_pooled_array(w->store, w->domain, w->root_id, w->bucket, dset, a, w->pool_ok, why,
                                sizeof why);
     else if (rc == 0 && a->link != ZARR_LINK_NONE &&
-             (rc = linked_file_refused(w, dset, &in_pool, why, sizeof why)) == 0)
+             (rc = linked_file_refused(w, dset, &in_pool, etag, why, sizeof why)) == 0)
         rc = zarr_linked_array(dset, a, w->bucket, w->root_id, in_pool, why, sizeof why);
+    if (rc == 0 && etag[0] && !(a->link_etag = strdup(etag)))
+        rc = -ENOMEM;
     if (rc == -EINVAL)
         log_info("%s: zarr view: dataset %s (%s) left out: %s", w->domain, name, id, why);
     if (rc == 0 && (rc = add_kid(parent, n)) == 0)
@@ -616,6 +621,7 @@ int zarr_tree_build(struct store *store, const char *bucket, const char *domain,
         rc = strmap_put(w.seen, root_id, (void *)1, NULL);
         if (rc == 0 && (rc = load_object(&w, root_id, &root)) != 0 && rc != -ENOMEM)
             rc = -EIO; /* no root group, no group: logged */
+        w.root_group = root;
         if (rc == 0)
             rc = walk_tree(&w, t->top, root);
         if (rc == 0)

@@ -107,10 +107,11 @@ def pool_files(m):
     return keys(m, f"db/{pool[2:19]}/f/")
 
 
-def root_group_file(m, root):
-    """The pool file name a version root's group says its linked datasets name (or None)."""
+def root_group_file(m, root, member="file"):
+    """The pool file name a version root's group says its linked datasets name (or None); with
+    member="file_etag", the etag it recorded for that file."""
     group = json.loads(root_objects(m, root)[".group.json"])
-    return group.get("h5osfs", {}).get("file")
+    return group.get("h5osfs", {}).get(member)
 
 
 def forge_layouts(bucket_dir, root, edits):
@@ -167,6 +168,8 @@ def test_every_commit_of_a_linked_domain_is_a_version(bucket_copy, mount_bucket,
     assert len(files) == 1, files                     # one copy for the three versions
     (fkey,) = files
     assert m.get(fkey) == source                      # unchanged
+    etags = {root_group_file(m, vroot(m, n), "file_etag") for n in (1, 2, 3)}
+    assert len(etags) == 1 and None not in etags, etags   # the one file's, kept by each
     for n in (1, 2, 3):
         root = vroot(m, n)
         lay, file = layouts(m, root)
@@ -188,6 +191,65 @@ def test_every_commit_of_a_linked_domain_is_a_version(bucket_copy, mount_bucket,
     for n, w in enumerate(want, 1):
         ok, out = same(ro.path(f"{VDIR}/{n}.h5"), w)
         assert ok, (n, out)
+
+
+def forged_copy(src):
+    """src's bytes with one value of its contiguous dataset changed: the same size, every
+    dataset still decodes."""
+    data = bytearray(src.read_bytes())
+    with h5py.File(src, "r") as f:
+        off = f["contig"].id.get_offset() + 8 * 10
+        value = -f["contig"][10] - 1
+    data[off:off + 8] = np.float64(value).tobytes()
+    return bytes(data)
+
+
+@pytest.mark.not_on("rgw", reason="the etag check is the same code on every S3 server")
+def test_a_replaced_pool_file_is_eio_in_every_version_naming_it(bucket_copy, mount_bucket,
+                                                                 tmp_path):
+    """A pool file is not named by its bytes: each version's root group records the etag the
+    file had when the version was kept. The file replaced in the bucket by bytes of the same
+    size, which decode fine: every linked read of each version naming it, through the .h5 and
+    the .zarr view, is EIO with a log line naming the file, never those bytes; the versions'
+    copied datasets and the current domain (its own file) read; the next commit copies the
+    domain's file into the pool again, and its version reads."""
+    want = expected_files(tmp_path)
+    m = mount_rw(mount_bucket, bucket_copy, tmp_path)
+    shutil.copyfile(want[0], m.path(TARGET))
+    change(m.path(TARGET), edit_small)                # version 2 names the same pool file
+    (fkey,) = pool_files(m)
+    forged = forged_copy(want[0])
+    assert m.unmount() == 0
+    if m.backend == "posix":    # a new file in its place (a local bucket's is a link to the root's)
+        path = bucket_copy / fkey
+        (path.parent / "forged").write_bytes(forged)
+        os.replace(path.parent / "forged", path)
+    else:
+        m.put(fkey, forged)
+    ro = mount_bucket(m, "-o", f"user=test_user1,ro,cache_dir={tmp_path}/fresh")
+    for n in (1, 2):
+        with h5py.File(ro.path(f"{VDIR}/{n}.h5"), "r") as f, h5py.File(want[n - 1], "r") as src:
+            for name in ("contig", "gzip", "many"):
+                with pytest.raises(OSError):
+                    f[name][:]
+            for name in ("small", "vlen"):
+                assert np.array_equal(f[name][:], src[name][:]), (n, name)
+    assert f"pool file {fkey} is not the one the version kept" in ro.log()
+    chunks = [p for p in os.scandir(ro.path(f".zarr/{VDIR}/1.h5/contig"))
+              if not p.name.startswith(".")]
+    assert chunks
+    for p in chunks:
+        with pytest.raises(OSError):
+            open(p.path, "rb").read()
+    assert "the pool file is not the one the version kept" in ro.log()
+    ok, out = same(ro.path(TARGET), want[1])
+    assert ok, out
+    assert ro.unmount() == 0
+    m = mount_rw(mount_bucket, m, tmp_path)
+    change(m.path(TARGET), edit_many)                 # version 3: a new pool file
+    assert len(pool_files(m)) == 2
+    ok, out = same(m.path(f"{VDIR}/3.h5"), want[2])
+    assert ok, out
 
 
 @pytest.mark.not_on("rgw", reason="the restore's store side is the same code as on s3rver")
@@ -366,6 +428,8 @@ def test_linked_domain_in_ref_mode(bucket_copy, mount_bucket, tmp_path):
         lay, file = layouts(m, vroot(m, n))
         assert file is None, n
         assert all(l["file_uri"].endswith(f"/{fkey}") for l in lay.values() if "file_uri" in l)
+    etags = {root_group_file(m, vroot(m, n), "file_etag") for n in (1, 2, 3, 4)}
+    assert len(etags) == 1 and None not in etags, etags     # carried over by each r+
     harness.assert_clean([m])
     if m.backend == "posix":
         on_disk = {p.name for p in (bucket_copy / "db").iterdir()}
@@ -390,6 +454,7 @@ def test_linked_domain_in_ref_mode(bucket_copy, mount_bucket, tmp_path):
     assert all(l["file_uri"].endswith(f"/db/{root[2:19]}/{FILE_NAME}")
                for l in lay.values() if "file_uri" in l)
     assert root_group_file(rw, vroot(rw, 5)) == fkey[-32:]     # named again, not copied
+    assert root_group_file(rw, vroot(rw, 5), "file_etag") in etags
     assert pool_files(rw) == {fkey}
 
 

@@ -16,6 +16,8 @@
 
 #include <stddef.h>
 
+#include <jansson.h>
+
 #include "h5osfs/schema/schema.h"
 
 struct schema_fetch {
@@ -45,6 +47,23 @@ int schema_pool_check(const char *domain_path, const char *root_id, const char *
 int schema_pool_file_check(const char *domain_path, const char *root_id, const char *key,
                            const struct schema_fetch *fetch, char pool[SCHEMA_ID_BUF], char *why,
                            size_t why_len);
+
+/*
+ * A version root's group names the pool file its linked datasets read, and the store's etag of
+ * that file when the version was kept: "h5osfs": {"pool": P, "file": NAME, "file_etag": E}.
+ * Pool files are not named by their content (a multi-GiB MD5 per commit), so the etag is what
+ * tells a reader that the file is still the one the version kept: every ranged read of it
+ * must come back with E (a local bucket's etag is a change token: inode, size, mtime).
+ */
+#define SCHEMA_POOL_FILE "file"
+#define SCHEMA_POOL_FILE_ETAG "file_etag"
+#define SCHEMA_POOL_ETAG_BUF 65 /* store_stat.etag */
+
+/* The etag group (a version root group's JSON) recorded for pool file key, into etag ("" when
+ * it records none: a version kept before etags). 0, or -EINVAL (why) when it records another
+ * file, or an etag no store gives. */
+int schema_pool_file_recorded(const json_t *group, const char *key, char etag[SCHEMA_POOL_ETAG_BUF],
+                              char *why, size_t why_len);
 
 /* A pool's marker (db/<P>/.h5osfs-pool, schema_pool_marker_key; domops/vpool.h), naming the
  * domain path whose pool it is: {"domain": "/DIR/NAME"}; while an mv hands the pool on,
