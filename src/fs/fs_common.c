@@ -22,7 +22,7 @@ static struct timespec timespec_of(double t)
     if (!(t > 0) || t > 1e15)
         return ts; /* absent or absurd timestamps show as the epoch */
     ts.tv_sec = (time_t)t;
-    ts.tv_nsec = (long)((t - floor(t)) * 1e9);
+    ts.tv_nsec = (long)((t - (double)ts.tv_sec) * 1e9); /* t > 0: the cast is floor() */
     return ts;
 }
 
