@@ -6,8 +6,9 @@
 The genuine image is the one a build makes (the target writes it when FUZZ_IMAGE_FILE_SEED is
 set); the others change its fields with tests/integration/imagefile.py, as a bucket writer can:
 into fuzz/corpus/fuzz_image_file/ the well-formed linked layouts a build makes (contiguous,
-chunk map, sub-chunks), into fuzz/regress/fuzz_image_file/ the forgeries of issue 24 and their
-neighbours, each of which the checks must reject (the first three crashed the daemon).
+chunk map, sub-chunks; a version's pool file with the etag it kept, issue 26), into
+fuzz/regress/fuzz_image_file/ the forgeries of issue 24 and their neighbours, each of which
+the checks must reject (the first three crashed the daemon), and a pool file without its etag.
 """
 import copy
 import os
@@ -99,12 +100,24 @@ def grid(d1, d2):
     d2["grid"][1] = 1
 
 
+def kept_etag(d1, d2):
+    """A version's pool file with the etag it kept (issue 26): here not the file's, so every
+    read of it is EIO."""
+    chunk_map(d1, d2)
+    d1.update(kept_file=LINKED, kept_etag="0123456789abcdef")
+
+
+def kept_file_alone(d1, d2):
+    chunk_map(d1, d2)
+    d1.update(kept_file=LINKED, kept_etag=None)
+
+
 CORPUS = {"genuine": None, "contiguous": contiguous, "chunk_map": chunk_map,
-          "sub_chunks": sub_chunks}
+          "sub_chunks": sub_chunks, "issue26-kept_etag": kept_etag}
 REGRESS = {"itemsize": itemsize, "sub_dim_0": sub_dim_0, "rank_0": rank_0,
            "foreign_id": foreign_id, "foreign_prefix": foreign_prefix,
            "short_extent": short_extent, "piece_outside": piece_outside,
-           "uri_outside": uri_outside, "grid": grid}
+           "uri_outside": uri_outside, "grid": grid, "issue26-kept_file_alone": kept_file_alone}
 
 
 def main():
@@ -115,7 +128,8 @@ def main():
         out = os.path.join(HERE, where, "fuzz_image_file")
         os.makedirs(out, exist_ok=True)
         for name, change in seeds.items():
-            with open(os.path.join(out, "issue24-" + name), "wb") as f:
+            fname = name if name.startswith("issue") else "issue24-" + name
+            with open(os.path.join(out, fname), "wb") as f:
                 f.write(raw if change is None else variant(img, change))
 
 

@@ -609,8 +609,11 @@ static int choose_pool_file(struct dataset_ctx *d, const struct store_stat *list
     int rc = d->vc->linked_file_from_base ? base_pool_file(d) : 0;
     if (rc < 0)
         return rc;
+    /* and the etag the base version kept, where it kept one: a file replaced since is not
+     * named again (the root's own file, whatever it holds, is copied instead) */
     if (rc == 1 && store_head(d->vc->store, d->file_key, &st) == 0 && st.size == listed->size &&
-        strcmp(st.etag, listed->etag) == 0) {
+        strcmp(st.etag, listed->etag) == 0 &&
+        (!d->file_etag[0] || strcmp(st.etag, d->file_etag) == 0)) {
         memcpy(d->file_etag, st.etag, sizeof d->file_etag);
         return 0;
     }

@@ -80,9 +80,14 @@ static int check_uris(const struct image_dataset *d, char *why, size_t why_len)
     for (size_t i = 0; i < d->n_uris; i++)
         if (!d->uris[i] || store_key_check(d->uris[i]) != 0)
             return why_reject(why, why_len, "linked file %zu is not a key", i);
-    if (d->kept_file && store_key_check(d->kept_file) != 0)
-        return why_reject(why, why_len, "the kept pool file is not a key");
-    return 0;
+    if (!d->kept_file)
+        return 0;
+    if (!d->kept_etag || strlen(d->kept_etag) >= 65)
+        return why_reject(why, why_len, "the kept pool file has no usable etag");
+    for (size_t i = 0; i < d->n_uris; i++)
+        if (strcmp(d->uris[i], d->kept_file) == 0)
+            return 0;
+    return why_reject(why, why_len, "the kept pool file is none of its linked files");
 }
 
 /* The sub-chunks of H5D_CHUNKED_REF_INDIRECT with hyper_dims (refs.c sub_geometry). */

@@ -98,13 +98,6 @@ static int chunk_map(struct builder *b, const json_t *lay, int file_in_pool,
     return rc ? rc : refs_present_chunks(ds, chunks, n);
 }
 
-/* Which linked file a layout may read. A version reads only what was kept with it: its
- * domain's pool (a table of pool URIs, whose owner refs_table.c checks; or a linked file kept
- * there) or its own root's linked file (copied there by versions before pool files); a file
- * elsewhere in the bucket may have been replaced since by anyone. The current domain names a
- * pool file only in ref mode, where its root is a version's (refs_pool_file_owned checks
- * that too); any other file_uri of it goes by the rules of linked files (refs_add_uri).
- * *file_in_pool: the file is the domain's pool's, checked. 0 or -EINVAL (why). */
 /* The etag b's root group recorded for pool file key, kept in ds for every read of the file
  * (refs_read.c): 0 (none recorded: a version kept before etags, read as before), -EINVAL
  * (the group names another file), -ENOMEM. */
@@ -123,6 +116,14 @@ static int keep_file_etag(struct builder *b, const char *key, struct image_datas
     return ds->kept_file && ds->kept_etag ? 0 : -ENOMEM;
 }
 
+/* Which linked file a layout may read. A version reads only what was kept with it: its
+ * domain's pool (a table of pool URIs, whose owner refs_table.c checks; or a linked file kept
+ * there, with the etag it had then) or its own root's linked file (copied there by versions
+ * before pool files); a file elsewhere in the bucket may have been replaced since by anyone.
+ * The current domain names a pool file only where its root is a version's, as in ref mode
+ * (refs_pool_file_owned checks that too); any other file_uri of it goes by the rules of
+ * linked files (refs_add_uri). *file_in_pool: the file is the domain's pool's, checked. 0 or
+ * -EINVAL (why). */
 static int linked_file_check(struct builder *b, const json_t *lay, const char *cls,
                              struct image_dataset *ds, int *file_in_pool, char *why, size_t why_len)
 {

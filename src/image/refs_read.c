@@ -36,17 +36,17 @@ static int fetch_range(const struct chunk_job *job, uint32_t uri, uint64_t off, 
     if (uri >= ds->n_uris || len > REF_RANGE_MAX)
         return -EIO;
     int rc = store_get_range(job->img->store, ds->uris[uri], off, len, out);
+    if (rc == 0 && out->len != len) {
+        log_error("%s: %s: %s ends at %" PRIu64 ", before the linked bytes %" PRIu64 "+%" PRIu64,
+                  job->img->domain_path, ds->path, ds->uris[uri], off + out->len, off, len);
+        store_buf_free(out);
+        return -EIO;
+    }
     /* a version's pool file is named by no digest of its bytes: its etag tells (pool.h) */
     if (rc == 0 && ds->kept_etag && strcmp(ds->uris[uri], ds->kept_file) == 0 &&
         strcmp(out->etag, ds->kept_etag) != 0) {
         log_error("%s: %s: pool file %s is not the one the version kept (etag %s, kept %s): EIO",
                   job->img->domain_path, ds->path, ds->uris[uri], out->etag, ds->kept_etag);
-        store_buf_free(out);
-        return -EIO;
-    }
-    if (rc == 0 && out->len != len) {
-        log_error("%s: %s: %s ends at %" PRIu64 ", before the linked bytes %" PRIu64 "+%" PRIu64,
-                  job->img->domain_path, ds->path, ds->uris[uri], off + out->len, off, len);
         store_buf_free(out);
         return -EIO;
     }

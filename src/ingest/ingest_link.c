@@ -493,6 +493,12 @@ int ingest_link_store_file(struct ingest *g)
          * above the multipart threshold; one CopyObject takes at most 5 GiB) */
         struct store_stat from;
         rc = store_head(g->cfg->store, g->link_from, &from);
+        if (rc == 0 && g->link_from_etag[0] && strcmp(from.etag, g->link_from_etag) != 0) {
+            log_error("%s: pool file %s is not the one the base version kept (etag %s, kept "
+                      "%s): not carried over",
+                      g->log_name, g->link_from, from.etag, g->link_from_etag);
+            return -EIO;
+        }
         if (rc == 0)
             rc = store_copy_sized(g->cfg->store, g->link_from, key, from.size);
         g->stats->file_from_base = rc == 0;
@@ -581,16 +587,43 @@ int ingest_link_table_chunks(struct ingest *g, struct ingest_obj *o)
 
 /* ---- r+: the base's file ---- */
 
+/* The etag the base version's root group kept for its pool file key, into g->link_from_etag
+ * ("" none kept: a version from before etags). 0 or -errno; why says what failed. */
+static int base_kept_etag(struct ingest *g, const char *key, char *why, size_t why_len)
+{
+    char gkey[STORE_KEY_MAX + 1], etag[SCHEMA_POOL_ETAG_BUF];
+    unsigned char *data = NULL;
+    size_t len = 0;
+    int rc = schema_obj_key(g->base->root, gkey, sizeof gkey) == 0 ? 0 : -EINVAL;
+    if (rc == 0)
+        rc = store_get_bytes(g->cfg->store, gkey, 1u << 20, &data, &len);
+    json_t *group = rc == 0 ? hjson_loadb((const char *)data, len, why, why_len) : NULL;
+    free(data);
+    if (rc == 0 && !group)
+        rc = -EINVAL;
+    if (rc == 0)
+        rc = schema_pool_file_recorded(group, key, etag, why, why_len);
+    json_decref(group);
+    if (rc == 0)
+        snprintf(g->link_from_etag, sizeof g->link_from_etag, "%s", etag);
+    else if (!*why)
+        snprintf(why, why_len, "its root group cannot be read: %s", strerror(-rc));
+    return rc;
+}
+
 /* May the base (a ref-mode domain names its head version's root) name pool file key, one of
  * the domain's own pool (schema_pool_file_check; the pool kept for the rest of the ingest)?
- * 0, or -EIO (logged): a whole root must own its file, and this one cannot be told to be
- * the domain's to copy. */
+ * Its version's kept etag is noted for the copy (ingest_link_store_file). 0, or -EIO
+ * (logged): a whole root must own its file, and this one cannot be told to be the domain's
+ * to copy. */
 static int base_pool_file_ok(struct ingest *g, const char *key)
 {
     const struct schema_fetch fetch = { g->cfg->store, store_get_bytes };
     char why[200] = "";
     int rc = schema_pool_file_check(g->log_name, g->base->root, key, &fetch, g->pool_ok, why,
                                     sizeof why);
+    if (rc == 0)
+        rc = base_kept_etag(g, key, why, sizeof why);
     if (rc != 0)
         log_error("%s: the base names pool file %s, which cannot be carried over (%s)", g->log_name,
                   key, *why ? why : strerror(-rc));

@@ -180,9 +180,9 @@ int schema_pool_file_recorded(const json_t *group, const char *key, char etag[SC
     const char *recorded = hjson_text(json_object_get(own, SCHEMA_POOL_FILE_ETAG));
     const char *name = schema_pool_file_name(key);
     etag[0] = '\0';
-    if (!recorded)
+    if (!recorded || !file) /* an etag belongs to the file named beside it */
         return 0;
-    if (!file || !name || strcmp(file, name) != 0)
+    if (!name || strcmp(file, name) != 0)
         return WHY("pool file %.200s is not the one its version kept (%.40s)", key ? key : "",
                    file ? file : "none");
     if (!*recorded || strlen(recorded) >= SCHEMA_POOL_ETAG_BUF)

@@ -113,8 +113,26 @@ static int check_edge(struct refs *r, struct zarr_array *a, const char *dir, con
     return rc;
 }
 
+/* A version's pool file is no longer the one it kept (its etag, pool.h): references to it
+ * would hand readers, who check nothing, bytes the version never held. Asked once per
+ * array, when the references are made. 1 changed or unreadable (logged), 0 the same. */
+static int kept_file_changed(struct refs *r, const struct zarr_array *a)
+{
+    struct store_stat st;
+    if (!a->link_etag || !a->link_key)
+        return 0;
+    int rc = store_head(zarr_view_store(r->v), a->link_key, &st);
+    if (rc == 0 && strcmp(st.etag, a->link_etag) == 0)
+        return 0;
+    log_warn("%s: kerchunk references: array %s left out: its pool file %s is not the one "
+             "the version kept (%s)",
+             r->domain, a->id, a->link_key, rc ? strerror(-rc) : st.etag);
+    return 1;
+}
+
 /* An array whose chunk files are its objects: its metadata and one reference per chunk. Arrays
- * served decoded have no object to point at and are left out. */
+ * served decoded have no object to point at and are left out, and so are those of a pool file
+ * replaced since its version was kept. */
 static int add_array(struct refs *r, struct zarr_node *n, const char *dir)
 {
     struct zarr_array *a = n->array;
@@ -124,6 +142,8 @@ static int add_array(struct refs *r, struct zarr_node *n, const char *dir)
     int rc = zarr_settle(zarr_view_store(r->v), r->domain, a);
     int stored =
         a->serve == ZARR_SERVE_RAW || a->serve == ZARR_SERVE_BLOSC || a->serve == ZARR_SERVE_ZLIB;
+    if (rc == 0 && stored && kept_file_changed(r, a))
+        stored = 0;
     if (rc == 0 && stored)
         rc = zarr_meta_zarray(a, 1, &zarray, &len);
     if (rc == 0 && stored)

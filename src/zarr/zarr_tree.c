@@ -145,8 +145,9 @@ static int is_dimension_only(const json_t *dset)
 
 /* A linked dataset is read from the file the image reads it from (refs.c linked_file_check): a
  * version's from the file kept with it (any other may have changed since the commit), the
- * current domain's from a pool file only in ref mode. *in_pool: that file is in the domain's
- * pool (checked: its pool kept in w->pool_ok, as a pooled table's is). */
+ * current domain's from a pool file only where its root is a version's (ref mode). *in_pool:
+ * that file is in the domain's pool (checked: its pool kept in w->pool_ok, as a pooled
+ * table's is); etag: what its version kept for it ("" none). */
 static int linked_file_refused(struct walk *w, const json_t *dset, int *in_pool,
                                char etag[SCHEMA_POOL_ETAG_BUF], char *why, size_t why_len)
 {

@@ -55,6 +55,7 @@ def _dataset(r):
     d["pieces"] = [PIECE.unpack(r.take(PIECE.size)) for _ in range(n)]
     d["n_sub"] = r.u64()
     d["pooled"] = r.u64()      # format 2: its pieces are whole pool objects
+    d["kept_file"], d["kept_etag"] = r.str(), r.str()   # format 3: a version's pool file
     return d
 
 
@@ -136,6 +137,8 @@ def encode(img):
             w.raw(PIECE.pack(*p))
         w.u64(d["n_sub"])
         w.u64(d["pooled"])
+        w.str(d["kept_file"])
+        w.str(d["kept_etag"])
     w.u64(len(img["objects"]))
     for addr, oid in img["objects"]:
         w.u64(addr)

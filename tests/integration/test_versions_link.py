@@ -11,6 +11,7 @@ past linked tables and deletes a pool file once no version names it. In ref mode
 which the domain names itself, keeps its own copy. Before this, each version copied the whole
 file (S3: 2.0 GiB for 6 commits of a 256 MiB file), and before that such a commit was
 "committed without a version"."""
+import errno
 import json
 import os
 import shutil
@@ -210,8 +211,9 @@ def test_a_replaced_pool_file_is_eio_in_every_version_naming_it(bucket_copy, mou
     """A pool file is not named by its bytes: each version's root group records the etag the
     file had when the version was kept. The file replaced in the bucket by bytes of the same
     size, which decode fine: every linked read of each version naming it, through the .h5 and
-    the .zarr view, is EIO with a log line naming the file, never those bytes; the versions'
-    copied datasets and the current domain (its own file) read; the next commit copies the
+    the .zarr view, is EIO with a log line naming the file, never those bytes; its kerchunk
+    references leave those arrays out (their readers check nothing); the versions' copied
+    datasets and the current domain (its own file) read; the next commit copies the
     domain's file into the pool again, and its version reads."""
     want = expected_files(tmp_path)
     m = mount_rw(mount_bucket, bucket_copy, tmp_path)
@@ -220,12 +222,7 @@ def test_a_replaced_pool_file_is_eio_in_every_version_naming_it(bucket_copy, mou
     (fkey,) = pool_files(m)
     forged = forged_copy(want[0])
     assert m.unmount() == 0
-    if m.backend == "posix":    # a new file in its place (a local bucket's is a link to the root's)
-        path = bucket_copy / fkey
-        (path.parent / "forged").write_bytes(forged)
-        os.replace(path.parent / "forged", path)
-    else:
-        m.put(fkey, forged)
+    replace_pool_file(m, bucket_copy, fkey, forged)
     ro = mount_bucket(m, "-o", f"user=test_user1,ro,cache_dir={tmp_path}/fresh")
     for n in (1, 2):
         with h5py.File(ro.path(f"{VDIR}/{n}.h5"), "r") as f, h5py.File(want[n - 1], "r") as src:
@@ -242,6 +239,10 @@ def test_a_replaced_pool_file_is_eio_in_every_version_naming_it(bucket_copy, mou
         with pytest.raises(OSError):
             open(p.path, "rb").read()
     assert "the pool file is not the one the version kept" in ro.log()
+    refs = json.loads(open(ro.path(f".kerchunk/{VDIR}/1.h5.json")).read())["refs"]
+    assert not [k for k in refs if k.split("/")[0] in ("contig", "gzip", "many")], sorted(refs)
+    assert "small/.zarray" in refs
+    assert "kerchunk references: array" in ro.log()
     ok, out = same(ro.path(TARGET), want[1])
     assert ok, out
     assert ro.unmount() == 0
@@ -250,6 +251,50 @@ def test_a_replaced_pool_file_is_eio_in_every_version_naming_it(bucket_copy, mou
     assert len(pool_files(m)) == 2
     ok, out = same(m.path(f"{VDIR}/3.h5"), want[2])
     assert ok, out
+
+
+def replace_pool_file(m, bucket_copy, fkey, data):
+    """Other bytes at pool file fkey, as a bucket writer puts them: a new file in its place on a
+    local bucket (where the pool's file is a link to a root's), a PutObject on S3."""
+    if m.backend == "posix":
+        path = bucket_copy / fkey
+        (path.parent / "forged").write_bytes(data)
+        os.replace(path.parent / "forged", path)
+    else:
+        m.put(fkey, data)
+
+
+@pytest.mark.not_on("rgw", reason="the etag check is the same code on every S3 server")
+def test_a_replaced_pool_file_is_never_carried_into_a_new_root(bucket_copy, mount_bucket,
+                                                               tmp_path):
+    """In ref mode the domain reads its head version's pool file. An r+ that makes a whole root
+    (the folder back in root mode) copies that file as the new root's own at its commit; the
+    file replaced in the bucket between the r+'s open (which read the kept bytes) and its
+    close would have been copied, and the new version would have recorded the new file's
+    etag: the commit fails with EIO instead (logged), the list and the domain stay as they
+    were, and version 2 reads EIO for its linked data, never the new bytes."""
+    want = expected_files(tmp_path)
+    m = mount_rw(mount_bucket, bucket_copy, tmp_path, "versions_current=ref")
+    shutil.copyfile(want[0], m.path(TARGET))
+    change(m.path(TARGET), edit_small)
+    (fkey,) = pool_files(m)
+    before = os.getxattr(m.path(TARGET), "user.h5osfs.root").decode()
+    assert m.unmount() == 0
+    rw = mount_rw(mount_bucket, m, tmp_path)        # root mode: a whole root
+    fobj = open(rw.path(TARGET), "r+b")              # the OS close, which commits, by hand
+    with h5py.File(fobj, "r+") as f:
+        edit_small_again(f)
+    replace_pool_file(rw, bucket_copy, fkey, forged_copy(want[0]))
+    with pytest.raises(OSError) as e:
+        fobj.close()
+    assert e.value.errno == errno.EIO
+    assert "is not the one the base version kept" in rw.log()
+    assert versions(rw) == ["1.h5", "2.h5"]
+    assert os.getxattr(rw.path(TARGET), "user.h5osfs.root").decode() == before
+    with h5py.File(rw.path(f"{VDIR}/2.h5"), "r") as f:
+        assert f["small"][0] == -5
+        with pytest.raises(OSError):
+            f["contig"][:]
 
 
 @pytest.mark.not_on("rgw", reason="the restore's store side is the same code as on s3rver")

@@ -28,6 +28,7 @@
 
 #include "h5osfs/codec/codec.h"
 #include "h5osfs/ingest/ingest.h"
+#include "h5osfs/schema/pool.h"
 #include "h5osfs/util/strmap.h"
 
 #define INGEST_MAX_RANK 32
@@ -95,6 +96,8 @@ struct ingest {
                                            layouts now name under the new root ("": none) */
     char pool_ok[SCHEMA_ID_BUF];       /* the version pool the base may name files of ("" not yet
                                   * told: schema_pool_file_check) */
+    char link_from_etag[SCHEMA_POOL_ETAG_BUF]; /* link_from a pool file: the etag its base
+                                                * version kept ("" none) */
     /* Set where a JSON step ran out of memory and would otherwise have left something out
      * as if it were bad: the build fails instead (build_all), as with jansson's failures. */
     int out_of_memory;

@@ -60,8 +60,8 @@ int schema_pool_file_check(const char *domain_path, const char *root_id, const c
 #define SCHEMA_POOL_ETAG_BUF 65 /* store_stat.etag */
 
 /* The etag group (a version root group's JSON) recorded for pool file key, into etag ("" when
- * it records none: a version kept before etags). 0, or -EINVAL (why) when it records another
- * file, or an etag no store gives. */
+ * it records none: a version kept before etags, or a group that names no file). 0, or -EINVAL
+ * (why) when it names another file, or an etag no store gives. */
 int schema_pool_file_recorded(const json_t *group, const char *key, char etag[SCHEMA_POOL_ETAG_BUF],
                               char *why, size_t why_len);
 
