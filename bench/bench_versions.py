@@ -51,7 +51,6 @@ import json
 import os
 import shutil
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -262,6 +261,14 @@ def g1_check(work, bucket, src, expected, commits):
 S3 = None    # with --s3: the harness.S3Server G2's buckets are uploaded to
 
 
+def s3_load_fresh(name, bucket):
+    """bucket (a local directory) uploaded as S3 bucket name, emptied first: the server's
+    data directory outlives a run, and what an earlier run left there (another mode's pool
+    and versions) would be counted and continued."""
+    shutil.rmtree(S3.data_dir / name, ignore_errors=True)
+    S3.load(name, bucket)
+
+
 def g2_bucket(work, label, chunks):
     bucket = work / f"g2-{label}" / "bucket"
     shutil.rmtree(bucket.parent, ignore_errors=True)
@@ -274,7 +281,7 @@ def g2_bucket(work, label, chunks):
     if S3 is None:
         return bucket
     t0 = time.perf_counter()
-    S3.load(f"g2-{label}", bucket)
+    s3_load_fresh(f"g2-{label}", bucket)
     log(f"  {label}: uploaded to {S3.endpoint} in {time.perf_counter() - t0:.1f} s")
     return f"s3://g2-{label}"
 
@@ -456,7 +463,7 @@ def gl(args, work):
         shutil.rmtree(bucket.parent, ignore_errors=True)
         bench_cp.make_bucket(bucket)
         if S3 is not None:
-            S3.load(f"gl-{label}", bucket)
+            s3_load_fresh(f"gl-{label}", bucket)
             bucket = f"s3://gl-{label}"
         m = Mounted(bucket, work / f"gl-{label}" / "mnt", work / f"gl-{label}" / "cache",
                     work / f"gl-{label}" / "h5osfs.log", opts)

@@ -259,6 +259,16 @@ def finish_all(daemons, exit_timeout=EXIT_TIMEOUT):
     return out
 
 
+def await_pause(m, stage, alive, limit=120):
+    """Until mount m's daemon holds at test hook stage (H5OSFS_TEST_PAUSE_AT=stage:gate in its
+    environment) while alive() is true (the thread or daemon that gets it there still runs).
+    The limit only ends a hang with the log; no outcome depends on time."""
+    t0 = time.monotonic()
+    while f"H5OSFS_TEST_PAUSE_AT={stage}" not in m.log():
+        assert time.monotonic() - t0 < limit and alive(), m.log()[-3000:]
+        time.sleep(0.05)
+
+
 def assert_clean(daemons, exit_timeout=EXIT_TIMEOUT):
     problems = finish_all(daemons, exit_timeout)
     assert not problems, "\n".join(problems)

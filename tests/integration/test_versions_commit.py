@@ -262,10 +262,7 @@ def test_a_first_commit_that_meets_another_lineage_loses_and_leaves_no_pool(
     t = threading.Thread(target=cp)
     t.start()
     try:
-        t0 = time.monotonic()
-        while "H5OSFS_TEST_PAUSE_AT=vroot" not in m.log():
-            assert time.monotonic() - t0 < 120 and t.is_alive(), m.log()[-3000:]
-            time.sleep(0.05)
+        harness.await_pause(m, "vroot", t.is_alive)
         other = {"format": 1, "domain": "/" + TARGET, "pool": new_root_id(), "next": 2,
                  "versions": [{"n": 1, "root": new_root_id(), "time": time.time(),
                                "by": "other@host", "parent": 0, "size": 0, "stamp": "",

@@ -12,7 +12,6 @@ import shutil
 import subprocess
 import sys
 import threading
-import time
 
 import numpy as np
 import pytest
@@ -331,10 +330,7 @@ def test_a_restore_from_a_forged_pool_object_stores_the_file(bucket_copy, mount_
     cp = threading.Thread(target=shutil.copyfile, args=(f"{vdir(m, f'{HOME}/v.h5')}/1.h5", target))
     cp.start()
     try:
-        t0 = time.monotonic()
-        while "H5OSFS_TEST_PAUSE_AT=committing" not in m.log():
-            assert time.monotonic() - t0 < 60, m.log()[-3000:]
-            time.sleep(0.05)
+        harness.await_pause(m, "committing", cp.is_alive)
         m.put(key, other)
     finally:
         gate.unlink()

@@ -365,10 +365,7 @@ def test_an_open_racing_a_ref_commit_reads_a_whole_version(bucket_copy, mount_bu
     t = threading.Thread(target=read)
     t.start()
     try:
-        t0 = time.monotonic()
-        while "H5OSFS_TEST_PAUSE_AT=image build" not in reader.log():
-            assert time.monotonic() - t0 < 120 and t.is_alive(), reader.log()[-3000:]
-            time.sleep(0.05)
+        harness.await_pause(reader, "image build", t.is_alive)
         with h5py.File(writer.path(domain), "r+") as f:
             f["data"][5] = -5             # version 2: the domain names it now
         after = values.copy()
