@@ -14,6 +14,7 @@
 #include <string.h>
 
 #include "build.h"
+#include "h5osfs/schema/pool.h"
 #include "h5osfs/util/why.h"
 
 /* a * b into *out: 0, or -1 when it does not fit 64 bits */
@@ -82,7 +83,7 @@ static int check_uris(const struct image_dataset *d, char *why, size_t why_len)
             return why_reject(why, why_len, "linked file %zu is not a key", i);
     if (!d->kept_file)
         return 0;
-    if (!d->kept_etag || strlen(d->kept_etag) >= 65)
+    if (!d->kept_etag || !d->kept_etag[0] || strlen(d->kept_etag) >= SCHEMA_POOL_ETAG_BUF)
         return why_reject(why, why_len, "the kept pool file has no usable etag");
     for (size_t i = 0; i < d->n_uris; i++)
         if (strcmp(d->uris[i], d->kept_file) == 0)

@@ -44,8 +44,12 @@ static int contiguous(struct builder *b, const json_t *lay, int file_in_pool,
     if (refs_json_u64(json_object_get(lay, "offset"), &off) ||
         refs_json_u64(json_object_get(lay, "size"), &size) || !file)
         return why_reject(why, why_len, "H5D_CONTIGUOUS_REF without file_uri, offset and size");
-    if (size == 0)
-        return 1; /* nothing linked: chunks live in the bucket (spec §8.1) */
+    if (size == 0) {         /* nothing linked: chunks live in the bucket (spec §8.1) */
+        free(ds->kept_file); /* nor a kept file to check */
+        free(ds->kept_etag);
+        ds->kept_file = ds->kept_etag = NULL;
+        return 1;
+    }
     if (total > REF_GRID_MAX)
         return why_reject(why, why_len, "more than %u linked chunks", REF_GRID_MAX);
     int rc = refs_add_uri(b, ds, file, file_in_pool, &uri, why, why_len);

@@ -481,6 +481,23 @@ static int link_size(struct ingest *g, uint64_t *size)
     return 0;
 }
 
+/* The file at key still has the etag its base version kept (g->link_from_etag, if any):
+ * 0, or -EIO (logged). */
+static int base_file_unchanged(struct ingest *g, const char *key, const char *when)
+{
+    struct store_stat now;
+    if (!g->link_from_etag[0])
+        return 0;
+    int rc = store_head(g->cfg->store, key, &now);
+    if (rc == 0 && strcmp(now.etag, g->link_from_etag) == 0)
+        return 0;
+    log_error("%s: pool file %s is not the one the base version kept (%s%s, kept %s): not "
+              "carried over (%s)",
+              g->log_name, key, rc ? "" : "etag ", rc ? strerror(-rc) : now.etag, g->link_from_etag,
+              when);
+    return -EIO;
+}
+
 int ingest_link_store_file(struct ingest *g)
 {
     char key[STORE_KEY_MAX + 1];
@@ -493,14 +510,13 @@ int ingest_link_store_file(struct ingest *g)
          * above the multipart threshold; one CopyObject takes at most 5 GiB) */
         struct store_stat from;
         rc = store_head(g->cfg->store, g->link_from, &from);
-        if (rc == 0 && g->link_from_etag[0] && strcmp(from.etag, g->link_from_etag) != 0) {
-            log_error("%s: pool file %s is not the one the base version kept (etag %s, kept "
-                      "%s): not carried over",
-                      g->log_name, g->link_from, from.etag, g->link_from_etag);
-            return -EIO;
-        }
+        if (rc == 0 && g->link_from_etag[0] && strcmp(from.etag, g->link_from_etag) != 0)
+            return base_file_unchanged(g, g->link_from, "at the copy");
         if (rc == 0)
             rc = store_copy_sized(g->cfg->store, g->link_from, key, from.size);
+        /* replaced while it was copied: the copy may hold the new bytes */
+        if (rc == 0 && base_file_unchanged(g, g->link_from, "after the copy") != 0)
+            return -EIO;
         g->stats->file_from_base = rc == 0;
         if (rc != 0)
             log_error("%s: the linked file %s could not be carried over to %s: %s", g->log_name,
@@ -596,10 +612,10 @@ static int base_kept_etag(struct ingest *g, const char *key, char *why, size_t w
     size_t len = 0;
     int rc = schema_obj_key(g->base->root, gkey, sizeof gkey) == 0 ? 0 : -EINVAL;
     if (rc == 0)
-        rc = store_get_bytes(g->cfg->store, gkey, 1u << 20, &data, &len);
+        rc = store_get_bytes(g->cfg->store, gkey, INGEST_JSON_MAX, &data, &len);
     json_t *group = rc == 0 ? hjson_loadb((const char *)data, len, why, why_len) : NULL;
     free(data);
-    if (rc == 0 && !group)
+    if (rc == 0 && !json_is_object(group))
         rc = -EINVAL;
     if (rc == 0)
         rc = schema_pool_file_recorded(group, key, etag, why, why_len);
@@ -620,10 +636,15 @@ static int base_pool_file_ok(struct ingest *g, const char *key)
 {
     const struct schema_fetch fetch = { g->cfg->store, store_get_bytes };
     char why[200] = "";
+    if (strcmp(g->link_from, key) == 0)
+        return 0; /* checked for an earlier dataset of this ingest */
     int rc = schema_pool_file_check(g->log_name, g->base->root, key, &fetch, g->pool_ok, why,
                                     sizeof why);
     if (rc == 0)
         rc = base_kept_etag(g, key, why, sizeof why);
+    /* before any chunk is stored: a file replaced already fails the commit at once */
+    if (rc == 0 && base_file_unchanged(g, key, "at the start") != 0)
+        return -EIO;
     if (rc != 0)
         log_error("%s: the base names pool file %s, which cannot be carried over (%s)", g->log_name,
                   key, *why ? why : strerror(-rc));

@@ -115,7 +115,8 @@ static int check_edge(struct refs *r, struct zarr_array *a, const char *dir, con
 
 /* A version's pool file is no longer the one it kept (its etag, pool.h): references to it
  * would hand readers, who check nothing, bytes the version never held. Asked once per
- * array, when the references are made. 1 changed or unreadable (logged), 0 the same. */
+ * array, when the references are made. 1 changed or gone (logged), 0 the same, or the
+ * store's -errno (the references are not made now: a failed HEAD proves nothing). */
 static int kept_file_changed(struct refs *r, const struct zarr_array *a)
 {
     struct store_stat st;
@@ -124,9 +125,11 @@ static int kept_file_changed(struct refs *r, const struct zarr_array *a)
     int rc = store_head(zarr_view_store(r->v), a->link_key, &st);
     if (rc == 0 && strcmp(st.etag, a->link_etag) == 0)
         return 0;
+    if (rc != 0 && rc != -ENOENT)
+        return rc;
     log_warn("%s: kerchunk references: array %s left out: its pool file %s is not the one "
              "the version kept (%s)",
-             r->domain, a->id, a->link_key, rc ? strerror(-rc) : st.etag);
+             r->domain, a->id, a->link_key, rc ? "gone" : st.etag);
     return 1;
 }
 
@@ -142,7 +145,10 @@ static int add_array(struct refs *r, struct zarr_node *n, const char *dir)
     int rc = zarr_settle(zarr_view_store(r->v), r->domain, a);
     int stored =
         a->serve == ZARR_SERVE_RAW || a->serve == ZARR_SERVE_BLOSC || a->serve == ZARR_SERVE_ZLIB;
-    if (rc == 0 && stored && kept_file_changed(r, a))
+    int changed = rc == 0 && stored ? kept_file_changed(r, a) : 0;
+    if (changed < 0)
+        rc = changed == -ENOMEM ? changed : -EIO;
+    if (changed)
         stored = 0;
     if (rc == 0 && stored)
         rc = zarr_meta_zarray(a, 1, &zarray, &len);

@@ -297,6 +297,34 @@ def test_a_replaced_pool_file_is_never_carried_into_a_new_root(bucket_copy, moun
             f["contig"][:]
 
 
+@pytest.mark.posix_only(reason="the base's root group is read by the same code on every store")
+def test_a_whole_root_from_a_ref_base_with_a_large_root_group_commits(bucket_copy, mount_bucket,
+                                                                      tmp_path):
+    """The base version's root group, which records the pool file's etag, is read whole by an
+    r+ that makes a whole root from a ref-mode base: a root group of several MB (here 2.5 MB
+    of attributes) is read as any JSON of the ingest is, and the commit and its version
+    read (it was refused with EIO, "File too large", when read with a 1 MiB cap)."""
+    src = tmp_path / "attrs.h5"
+    make_linked_source(src)
+    with h5py.File(src, "r+") as f:
+        for i in range(20):
+            f.attrs[f"big{i}"] = np.linspace(0, 1, 7000)
+    want = tmp_path / "want.h5"
+    shutil.copyfile(src, want)
+    change(want, edit_small)
+    m = mount_rw(mount_bucket, bucket_copy, tmp_path, "versions_current=ref")
+    shutil.copyfile(src, m.path(TARGET))
+    group = bucket_copy / "db" / vroot(m, 1)[2:19] / ".group.json"
+    assert group.stat().st_size > 2 << 20
+    assert m.unmount() == 0
+    rw = mount_rw(mount_bucket, m, tmp_path)        # root mode: a whole root
+    change(rw.path(TARGET), edit_small)
+    assert versions(rw) == ["1.h5", "2.h5"]
+    for path in (TARGET, f"{VDIR}/2.h5"):
+        ok, out = same(rw.path(path), want)
+        assert ok, (path, out)
+
+
 @pytest.mark.not_on("rgw", reason="the restore's store side is the same code as on s3rver")
 def test_restore_of_a_linked_version_copies_its_file(bucket_copy, mount_bucket, tmp_path):
     """cp .versions/v.h5/1.h5 v.h5 restores version 1 (no new file linked from the staged
