@@ -24,9 +24,9 @@
 #include "image_check.h"
 
 #define FILE_MAGIC "H5OSFSIM"
-#define FILE_FORMAT \
-    3u                        /* 2: a dataset says whether its pieces are whole pool objects; 3: and
-                        * which pool file its version kept, with what etag */
+/* 2: a dataset says whether its pieces are whole pool objects; 3: and which pool file its
+ * version kept, with what etag */
+#define FILE_FORMAT 3u
 #define FILE_MAX (1ull << 32) /* an image's metadata is far smaller */
 
 /* ---- writing ---- */

@@ -40,9 +40,9 @@ int schema_pool_check(const char *domain_path, const char *root_id, const char *
  * is a file of its domain's own pool (its list names it, its marker names the domain), as
  * schema_pool_check says of a pooled table: for a kept version ("/DIR/.versions/NAME/<x>"),
  * DIR/NAME's pool; for the current domain, only where root_id is a version's root (as for
- * schema_pool_check): a current root of its own owns its file. pool: that pool's id if already found ("" not yet:
- * set when found now). 0 (yes), -EINVAL (no, or an object needed to tell cannot be read: why
- * says which), -ENOMEM.
+ * schema_pool_check): a current root of its own owns its file. pool: that pool's id if
+ * already found ("" not yet: set when found now). 0 (yes), -EINVAL (no, or an object needed
+ * to tell cannot be read: why says which), -ENOMEM.
  */
 int schema_pool_file_check(const char *domain_path, const char *root_id, const char *key,
                            const struct schema_fetch *fetch, char pool[SCHEMA_ID_BUF], char *why,
