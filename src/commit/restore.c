@@ -427,7 +427,8 @@ static int restore_linked_file(const struct restore_ctx *r, const char *key)
 
 /* The pool file V's root group names (vroot.c), copied as the new root's own file: 0 (none
  * named, or copied), -EOPNOTSUPP (a pool not domain's by its marker, a pool file gone or not
- * the one V kept, by its etag: the staged file is stored instead), or -errno. */
+ * the one V kept, by its etag) or -EBADMSG (a group that says no such thing as a commit
+ * writes): the staged file is stored instead; or -errno. */
 static int restore_pool_file(struct restore_ctx *r, const char *domain)
 {
     char name[33], etag[SCHEMA_POOL_ETAG_BUF], dst[STORE_KEY_MAX + 1];

@@ -559,21 +559,20 @@ static int copy_linked_file(struct dataset_ctx *d, const char *key, const struct
 int vroot_file_name(struct store *store, const char *vroot, char name[33],
                     char etag[SCHEMA_POOL_ETAG_BUF])
 {
-    char key[STORE_KEY_MAX + 1], why[200];
+    char key[STORE_KEY_MAX + 1], why[200], kept[SCHEMA_POOL_ETAG_BUF];
     struct store_buf buf = { 0 };
     name[0] = '\0';
+    if (etag)
+        etag[0] = '\0';
     if (schema_obj_key(vroot, key, sizeof key) != 0)
         return -EINVAL;
     int rc = store_get(store, key, JSON_MAX, &buf);
     json_t *doc = rc == 0 ? hjson_loadb((const char *)buf.data, buf.len, why, sizeof why) : NULL;
     store_buf_free(&buf);
-    const json_t *own = json_object_get(doc, SCHEMA_H5OSFS_MEMBER);
-    const char *file = hjson_text(json_object_get(own, SCHEMA_POOL_FILE));
-    const char *recorded = hjson_text(json_object_get(own, SCHEMA_POOL_FILE_ETAG));
-    if (file && schema_is_md5_hex(file))
-        memcpy(name, file, 33);
-    if (etag)
-        snprintf(etag, SCHEMA_POOL_ETAG_BUF, "%s", name[0] && recorded ? recorded : "");
+    if (rc == 0 && (!doc || schema_pool_file_named(doc, name, kept, why, sizeof why) != 0))
+        rc = -EBADMSG;
+    if (rc == 0 && etag)
+        memcpy(etag, kept, sizeof kept);
     json_decref(doc);
     return rc;
 }

@@ -29,7 +29,9 @@ int vroot_write(const struct versions_commit *vc, const char *pool, const char *
 
 /* The pool file name (32 hex digits) version root vroot's group says its linked datasets name,
  * into name ("" none, or a group without one), and the etag it recorded for it into etag
- * (unless NULL; "" none: kept before etags). 0, or the store's -errno. */
+ * (unless NULL; "" none: kept before etags), as schema_pool_file_named reads them. 0,
+ * -EBADMSG for a group that is no JSON or a member no commit writes (name and etag ""), or
+ * the store's -errno. */
 int vroot_file_name(struct store *store, const char *vroot, char name[33],
                     char etag[SCHEMA_POOL_ETAG_BUF]);
 

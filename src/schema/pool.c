@@ -172,22 +172,37 @@ int schema_pool_file_check(const char *domain_path, const char *root_id, const c
     return rc;
 }
 
-int schema_pool_file_recorded(const json_t *group, const char *key, char etag[SCHEMA_POOL_ETAG_BUF],
-                              char *why, size_t why_len)
+int schema_pool_file_named(const json_t *group, char name[33], char etag[SCHEMA_POOL_ETAG_BUF],
+                           char *why, size_t why_len)
 {
     const json_t *own = json_object_get(group, SCHEMA_H5OSFS_MEMBER);
     const char *file = hjson_text(json_object_get(own, SCHEMA_POOL_FILE));
-    const char *recorded = hjson_text(json_object_get(own, SCHEMA_POOL_FILE_ETAG));
-    const char *name = schema_pool_file_name(key);
-    etag[0] = '\0';
-    if (!recorded || !file) /* an etag belongs to the file named beside it */
+    const char *kept = hjson_text(json_object_get(own, SCHEMA_POOL_FILE_ETAG));
+    name[0] = etag[0] = '\0';
+    if (!file) /* an etag belongs to the file named beside it: none named, none kept */
         return 0;
-    if (!name || strcmp(file, name) != 0)
-        return WHY("pool file %.200s is not the one its version kept (%.40s)", key ? key : "",
-                   file ? file : "none");
-    if (!*recorded || strlen(recorded) >= SCHEMA_POOL_ETAG_BUF)
-        return WHY("the etag its version kept for pool file %.200s is no store's", key);
-    memcpy(etag, recorded, strlen(recorded) + 1);
+    if (schema_is_md5_hex(file) != 1)
+        return WHY("a version names a pool file %.40s that no commit names", file);
+    if (kept && (!*kept || strlen(kept) >= SCHEMA_POOL_ETAG_BUF))
+        return WHY("the etag a version kept for pool file %s is no store's", file);
+    memcpy(name, file, 33);
+    if (kept)
+        memcpy(etag, kept, strlen(kept) + 1);
+    return 0;
+}
+
+int schema_pool_file_recorded(const json_t *group, const char *key, char etag[SCHEMA_POOL_ETAG_BUF],
+                              char *why, size_t why_len)
+{
+    char named[33];
+    const char *name = schema_pool_file_name(key);
+    int rc = schema_pool_file_named(group, named, etag, why, why_len);
+    if (rc != 0 || !etag[0]) /* none kept: a version kept before etags, or of no file */
+        return rc;
+    if (!name || strcmp(named, name) != 0) {
+        etag[0] = '\0';
+        return WHY("pool file %.200s is not the one its version kept (%s)", key ? key : "", named);
+    }
     return 0;
 }
 

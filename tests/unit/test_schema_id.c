@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "check.h"
+#include "h5osfs/schema/pool.h"
 
 #define N(a) (sizeof(a) / sizeof((a)[0]))
 #define KEY_BUF 1024
@@ -691,6 +692,85 @@ static void test_version_linked_ok(void)
     json_decref(no_file);
 }
 
+/* A version root group's "h5osfs" member as a commit writes it, and forged ones: each is
+ * read as what it names, or refused whole (name and etag left empty). */
+static json_t *pool_member(const char *file, const char *etag)
+{
+    json_t *own = json_object();
+    if (file)
+        json_object_set_new(own, SCHEMA_POOL_FILE, json_string(file));
+    if (etag)
+        json_object_set_new(own, SCHEMA_POOL_FILE_ETAG, json_string(etag));
+    json_t *group = json_object();
+    json_object_set_new(group, SCHEMA_H5OSFS_MEMBER, own);
+    return group;
+}
+
+static int named(const char *file, const char *etag, char name[33], char kept[SCHEMA_POOL_ETAG_BUF])
+{
+    char why[200] = "";
+    json_t *group = pool_member(file, etag);
+    int rc = schema_pool_file_named(group, name, kept, why, sizeof why);
+    CHECK(rc == 0 ? why[0] == '\0' : why[0] != '\0');
+    json_decref(group);
+    return rc;
+}
+
+static void test_pool_file_named(void)
+{
+    const char *md5 = "0123456789abcdef0123456789abcdef";
+    char name[33] = "x", kept[SCHEMA_POOL_ETAG_BUF] = "x", long_etag[SCHEMA_POOL_ETAG_BUF + 1];
+    CHECK_INT(named(md5, "\"9e107d9d372bb6826bd81d3542a419d6\"", name, kept), 0);
+    CHECK_STR(name, md5);
+    CHECK_STR(kept, "\"9e107d9d372bb6826bd81d3542a419d6\"");
+    CHECK_INT(named(md5, NULL, name, kept), 0); /* kept before etags */
+    CHECK_STR(name, md5);
+    CHECK_STR(kept, "");
+    CHECK_INT(named(NULL, NULL, name, kept), 0); /* no linked file */
+    CHECK(name[0] == '\0' && kept[0] == '\0');
+    strcpy(kept, "x");
+    CHECK_INT(named(NULL, "e", name, kept), 0); /* an etag of no file names nothing */
+    CHECK(name[0] == '\0' && kept[0] == '\0');
+    memset(long_etag, 'e', SCHEMA_POOL_ETAG_BUF);
+    long_etag[SCHEMA_POOL_ETAG_BUF] = '\0';
+    const char *forged[][2] = { { "../f/0123456789abcdef0123456789ab", "e" },
+                                { "0123456789ABCDEF0123456789ABCDEF", "e" },
+                                { md5, "" },
+                                { md5, long_etag } };
+    for (size_t i = 0; i < N(forged); i++) {
+        strcpy(name, "x");
+        strcpy(kept, "x");
+        CHECK_INT(named(forged[i][0], forged[i][1], name, kept), -EINVAL);
+        CHECK(name[0] == '\0' && kept[0] == '\0');
+    }
+    char why[200];
+    json_t *not_a_group = json_string("g");
+    CHECK_INT(schema_pool_file_named(not_a_group, name, kept, why, sizeof why), 0);
+    CHECK(name[0] == '\0' && kept[0] == '\0');
+    json_decref(not_a_group);
+
+    /* a reader's check: the etag kept for the file its layout names, and only that file */
+    char key[128];
+    snprintf(key, sizeof key, "db/b03b24ef-69f244b6/f/%s", md5);
+    json_t *group = pool_member(md5, "etag-1");
+    CHECK_INT(schema_pool_file_recorded(group, key, kept, why, sizeof why), 0);
+    CHECK_STR(kept, "etag-1");
+    CHECK_INT(schema_pool_file_recorded(group,
+                                        "db/b03b24ef-69f244b6/f/ffffffffffffffffffffffffffffffff",
+                                        kept, why, sizeof why),
+              -EINVAL);
+    CHECK_STR(kept, "");
+    json_decref(group);
+    group = pool_member(md5, NULL);
+    strcpy(kept, "x");
+    CHECK_INT(schema_pool_file_recorded(group,
+                                        "db/b03b24ef-69f244b6/f/ffffffffffffffffffffffffffffffff",
+                                        kept, why, sizeof why),
+              0); /* nothing kept to check against: read as before etags */
+    CHECK_STR(kept, "");
+    json_decref(group);
+}
+
 int main(void)
 {
     test_versions();
@@ -709,5 +789,6 @@ int main(void)
     test_domain_path_allowed();
     test_linked_uri_key();
     test_version_linked_ok();
+    test_pool_file_named();
     return check_done("schema_id");
 }

@@ -59,9 +59,17 @@ int schema_pool_file_check(const char *domain_path, const char *root_id, const c
 #define SCHEMA_POOL_FILE_ETAG "file_etag"
 #define SCHEMA_POOL_ETAG_BUF 65 /* store_stat.etag */
 
-/* The etag group (a version root group's JSON) recorded for pool file key, into etag ("" when
- * it records none: a version kept before etags, or a group that names no file). 0, or -EINVAL
- * (why) when it names another file, or an etag no store gives. */
+/* The pool file group (a version root group's JSON) names, into name (an MD5 in hex; "" none
+ * named: a version kept before pool files, or of no linked file), and the etag kept for it,
+ * into etag ("" none: a version kept before etags; an etag beside no name is none). 0, or
+ * -EINVAL (why; name and etag "") for a member no commit writes: a name that is no MD5, or an
+ * etag no store gives. The one reader of that member: commits, restores and readers ask it. */
+int schema_pool_file_named(const json_t *group, char name[33], char etag[SCHEMA_POOL_ETAG_BUF],
+                           char *why, size_t why_len);
+
+/* The etag group recorded for pool file key, into etag ("" when it records none: a version
+ * kept before etags, or a group that names no file). 0, or -EINVAL (why) when it names another
+ * file, or its member is one no commit writes (schema_pool_file_named). */
 int schema_pool_file_recorded(const json_t *group, const char *key, char etag[SCHEMA_POOL_ETAG_BUF],
                               char *why, size_t why_len);
 
