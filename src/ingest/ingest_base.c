@@ -155,12 +155,6 @@ int ingest_base_load(struct ingest *g)
     return 0;
 }
 
-static struct ingest_obj *by_base(const struct ingest *g, const char *base_id)
-{
-    uintptr_t i = (uintptr_t)strmap_get(g->by_base, base_id);
-    return i ? &g->objs[i - 1] : NULL;
-}
-
 /* ---- chunks of the file as the file chunks it (with a base) ---- */
 
 /* fn for every chunk dataset d has allocated in the file (its own chunk grid) inside its
@@ -408,7 +402,7 @@ int ingest_base_settle(struct ingest *g)
 static int want_carried(struct ingest *g, const char *id)
 {
     if (!id || schema_id_version(id) != 2 || strlen(id) != SCHEMA_ID_BUF - 1 ||
-        strncmp(id + 1, g->base->root + 1, BASE_PREFIX_LEN) != 0 || by_base(g, id) ||
+        strncmp(id + 1, g->base->root + 1, BASE_PREFIX_LEN) != 0 || ingest_by_base(g, id) ||
         strmap_get(g->carried, id))
         return 0;
     return strmap_put(g->carried, id, (void *)1, NULL) == 0 ? 1 : -ENOMEM;
@@ -459,7 +453,7 @@ int ingest_base_restore(struct ingest *g)
     int rc = 0;
     for (size_t i = 0; i < g->base->n_kept && rc == 0; i++) {
         const struct ingest_kept *k = &g->base->kept[i];
-        struct ingest_obj *o = by_base(g, k->id);
+        struct ingest_obj *o = ingest_by_base(g, k->id);
         if (!o || !o->json || !o->old)
             continue; /* OBJECT, or the object (or group) is gone: deleted through the file */
         if (k->kind == INGEST_KEPT_PLACEHOLDER)

@@ -603,11 +603,14 @@ int ingest_link_table_chunks(struct ingest *g, struct ingest_obj *o)
 
 /* ---- r+: the base's file ---- */
 
-/* The etag the base version's root group kept for its pool file key, into g->link_from_etag
- * ("" none kept: a version from before etags). 0 or -errno; why says what failed. */
-static int base_kept_etag(struct ingest *g, const char *key, char *why, size_t why_len)
+/* The base version's root group: as the ingest loaded it with the file's objects, or read
+ * now (a file whose root is not the base's). A new reference, or NULL (why). */
+static json_t *base_root_group(struct ingest *g, char *why, size_t why_len)
 {
-    char gkey[STORE_KEY_MAX + 1], etag[SCHEMA_POOL_ETAG_BUF];
+    const struct ingest_obj *root = ingest_by_base(g, g->base->root);
+    if (root && root->old)
+        return json_incref(root->old);
+    char gkey[STORE_KEY_MAX + 1];
     unsigned char *data = NULL;
     size_t len = 0;
     int rc = schema_obj_key(g->base->root, gkey, sizeof gkey) == 0 ? 0 : -EINVAL;
@@ -615,15 +618,25 @@ static int base_kept_etag(struct ingest *g, const char *key, char *why, size_t w
         rc = store_get_bytes(g->cfg->store, gkey, INGEST_JSON_MAX, &data, &len);
     json_t *group = rc == 0 ? hjson_loadb((const char *)data, len, why, why_len) : NULL;
     free(data);
-    if (rc == 0 && !json_is_object(group))
-        rc = -EINVAL;
-    if (rc == 0)
-        rc = schema_pool_file_recorded(group, key, etag, why, why_len);
+    if (rc != 0)
+        snprintf(why, why_len, "its root group cannot be read: %s", strerror(-rc));
+    else if (group && !json_is_object(group))
+        snprintf(why, why_len, "its root group is no JSON object");
+    if (!json_is_object(group))
+        json_decref(group), group = NULL;
+    return group;
+}
+
+/* The etag the base version's root group kept for its pool file key, into g->link_from_etag
+ * ("" none kept: a version from before etags). 0 or -errno; why says what failed. */
+static int base_kept_etag(struct ingest *g, const char *key, char *why, size_t why_len)
+{
+    char etag[SCHEMA_POOL_ETAG_BUF];
+    json_t *group = base_root_group(g, why, why_len);
+    int rc = group ? schema_pool_file_recorded(group, key, etag, why, why_len) : -EINVAL;
     json_decref(group);
     if (rc == 0)
         snprintf(g->link_from_etag, sizeof g->link_from_etag, "%s", etag);
-    else if (!*why)
-        snprintf(why, why_len, "its root group cannot be read: %s", strerror(-rc));
     return rc;
 }
 

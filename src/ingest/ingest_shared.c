@@ -1,6 +1,6 @@
 /*
  * ingest_shared: what every step of an ingest uses: new ids (§1.2), timestamps, the count and
- * log line of each change, whether a group tracks an order. It calls no other file of the
+ * log line of each change, whether a group tracks an order, the base's objects by id. It calls no other file of the
  * ingest, so the steps do not call back into ingest.c, which runs them (tests/meson.build,
  * --one-way).
  */
@@ -17,6 +17,7 @@
 
 #include "h5osfs/util/clock.h"
 #include "h5osfs/util/log.h"
+#include "h5osfs/util/strmap.h"
 #include "h5osfs/ingest/ingest_int.h"
 
 #define TIME_STEP 1e-6 /* timestamps of one ingest are distinct and increasing */
@@ -117,4 +118,12 @@ void ingest_change(struct ingest *g, const char *path, const char *fmt, ...)
     va_end(ap);
     log_warn("%s: %s: %s", g->log_name, path, msg);
     g->stats->changes++;
+}
+
+/* ---- the base's objects ---- */
+
+struct ingest_obj *ingest_by_base(const struct ingest *g, const char *base_id)
+{
+    uintptr_t i = g->by_base ? (uintptr_t)strmap_get(g->by_base, base_id) : 0;
+    return i && i <= g->n_objs ? &g->objs[i - 1] : NULL; /* none once the objects are freed */
 }

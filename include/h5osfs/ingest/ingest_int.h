@@ -113,6 +113,9 @@ int ingest_order_tracked(hid_t cpl, herr_t (*get)(hid_t, unsigned *));
 /* Count a change (something stored differently from the file) and log it. */
 void ingest_change(struct ingest *g, const char *path, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
+/* The object of the file that is base object base_id (ingest_base_identify), with its stored
+ * JSON in ->old once ingest_base_load ran; NULL when the file has none, or before that. */
+struct ingest_obj *ingest_by_base(const struct ingest *g, const char *base_id);
 
 /* ---- ingest_base.c ---- */
 /* A copy of JSON v of the base where every id of the base domain is the id it has in the new
