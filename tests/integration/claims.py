@@ -1,8 +1,8 @@
-"""Two pytest processes sharing one run's tests, each taking the next group nobody has taken.
+"""Pytest processes sharing one run's tests, each taking the next group nobody has taken.
 
-scripts/test.sh runs the plain pass as two processes with the same `--claims DIR`. Both walk
-the groups in one order, heaviest first, and each runs a group only if it is the first to
-claim it (a file made with O_EXCL in DIR): whichever is free takes the next, so they end
+scripts/test.sh runs the plain pass as two processes with the same `--claims DIR`, and a third
+joins when the sanitizer pass ends. All walk the groups in one order, heaviest first, and each
+runs a group only if it is the first to claim it (a file made with O_EXCL in DIR): whichever is free takes the next, so they end
 within about the time of the lightest groups of each other. The weights are the seconds each
 group took in a measured run (group_seconds.json, written by tests/tools/group_seconds.py);
 a group not in it weighs the median. A stale table costs balance only: every group is run

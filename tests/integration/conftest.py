@@ -55,6 +55,7 @@ from pathlib import Path
 import pytest
 
 import claims
+import cleanup
 import fpmode
 import harness
 # Re-exported for the test modules, which import them from here.
@@ -63,6 +64,8 @@ from harness import (default_interrupt_signals, h5osfs_bin, is_mounted,  # noqa:
 
 # --claims: the plain pass of scripts/test.sh as two processes sharing the tests.
 from claims import pytest_runtestloop  # noqa: F401
+# --remove-passed: a passed test's files removed while the run goes on (tmp_path noted).
+from cleanup import pytest_runtest_makereport, pytest_runtest_protocol, tmp_path  # noqa: F401
 
 # The S3 servers' fixtures (s3_server, s3_bucket, fault_proxy, rgw_server ...), for every module.
 from s3fixtures import (fault_proxy, fixture_buckets, rgw_server, s3_bucket,  # noqa: F401
@@ -102,6 +105,7 @@ def pytest_addoption(parser):
         help="run each backend-parametrised test once: its posix instance, or its first "
         "instance where it has none (S3-only tests); the sanitizer pass of scripts/test.sh")
     claims.add_option(parser)
+    cleanup.add_option(parser)
 
 
 def pytest_configure(config):
@@ -122,6 +126,7 @@ def pytest_configure(config):
         "markers", "plain_pass_only(reason): an instance that runs the same daemon or store "
         "code as another instance of its test, only longer (why, in reason=): the sanitizer "
         "pass (--one-backend) deselects it, the plain pass runs it")
+    cleanup.configure(config)
     config._h5osfs_posix_only = []
     config._h5osfs_store_independent = 0
     fpmode.load_plugins_then_restore()
@@ -242,6 +247,10 @@ def drop_excluded_backends(config, items):
     if dropped:
         config.hook.pytest_deselected(items=dropped)
         items[:] = keep
+
+
+def pytest_sessionfinish(session):
+    cleanup.session_finish(session)
 
 
 def pytest_terminal_summary(terminalreporter, exitstatus, config):
