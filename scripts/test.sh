@@ -117,8 +117,8 @@ stage "unit tests (clang, ASan+UBSan)" meson test -C build-fuzz --suite unit --p
 # The daemon built with AddressSanitizer and UBSan: a leak at exit or any undefined behaviour
 # makes it exit non-zero, which every mount's teardown checks. Left out of this pass: the
 # concurrency stress (minutes under ASan, and the plain pass runs it), test_packaging (it
-# builds and mounts the .deb's own binary, not $H5OSFS_BIN) and test_s3_infra (the test
-# servers' own behaviour, no daemon code).
+# builds and mounts the .deb's own binary, not $H5OSFS_BIN), test_s3_infra (the test
+# servers' own behaviour, no daemon code) and test_suite_cleanup (the suite's own tooling).
 build_asan() {
     [ -f build-asan/build.ninja ] || meson setup build-asan -Db_sanitize=address,undefined \
         -Db_lundef=false >/dev/null
@@ -139,6 +139,7 @@ asan_pass() {
         "${pytest[@]}" -q tests/integration --one-backend --basetemp "$TMPBASE/asan" --remove-passed \
         --ignore tests/integration/test_s3_infra.py \
         --ignore tests/integration/test_packaging.py \
+        --ignore tests/integration/test_suite_cleanup.py \
         -k "not concurrent_listing" --durations=30 </dev/null >"$TMPBASE/asan.log" 2>&1 || rc=$?
     echo "$((SECONDS - t0)) $rc" >"$TMPBASE/asan.status"
     return "$rc"
