@@ -68,11 +68,24 @@ static int check_pooled(const struct chunk_job *job, const char *key, const stru
     return -EIO;
 }
 
+/* Decode piece p from raw, the bytes of its object from span_off on. 0 or -EIO (logged). */
+static int decode_piece(const struct chunk_job *job, const struct ref_piece *p,
+                        const struct store_buf *raw, uint64_t span_off, unsigned char *dst,
+                        size_t dst_len)
+{
+    char why[160] = "";
+    int rc = codec_decode(&job->ds->codec, raw->data + (p->off - span_off), p->size, dst, dst_len,
+                          why, sizeof why);
+    if (rc != 0)
+        log_error("%s: %s: linked chunk %s@%" PRIu64 "+%" PRIu32 ": %s", job->img->domain_path,
+                  job->ds->path, job->ds->uris[p->uri], p->off, p->size, why);
+    return rc ? -EIO : 0;
+}
+
 static int load_piece(const struct chunk_job *job, const struct ref_piece *p, unsigned char *dst,
                       size_t dst_len)
 {
     struct store_buf raw = { 0 };
-    char why[160] = "";
     int rc = fetch_range(job, p->uri, p->off, p->size, &raw);
     if (rc != 0)
         return rc;
@@ -80,12 +93,9 @@ static int load_piece(const struct chunk_job *job, const struct ref_piece *p, un
         store_buf_free(&raw);
         return -EIO;
     }
-    rc = codec_decode(&job->ds->codec, raw.data, raw.len, dst, dst_len, why, sizeof why);
-    if (rc != 0)
-        log_error("%s: %s: linked chunk %s@%" PRIu64 "+%" PRIu32 ": %s", job->img->domain_path,
-                  job->ds->path, job->ds->uris[p->uri], p->off, p->size, why);
+    rc = decode_piece(job, p, &raw, p->off, dst, dst_len);
     store_buf_free(&raw);
-    return rc ? -EIO : 0;
+    return rc;
 }
 
 /* The first piece of chunk `linear`, or where it would be. */
@@ -102,6 +112,59 @@ static size_t first_piece(const struct image_dataset *ds, uint64_t linear)
     return lo;
 }
 
+/* A run of a chunk's pieces read with one ranged GET: HSDS links a file's small chunks as
+ * the pieces of one larger chunk (hsload's hyper chunks: 4,096 pieces of 16 bytes in one
+ * 64 KiB chunk), which one GET per piece made thousands of requests. A run is pieces of one
+ * file (never a pool object: each is checked whole against its name) lying in a span no more
+ * than RUN_SPAN_MAX long, and at most RUN_SLACK times the bytes its pieces need (or
+ * RUN_SPAN_DENSE): what lies between them in the file is read and dropped. */
+#define RUN_SPAN_MAX (4u << 20)
+#define RUN_SPAN_DENSE (64u << 10)
+#define RUN_SLACK 4
+
+struct piece_run {
+    size_t end;      /* pieces [first, end) */
+    uint64_t lo, hi; /* the span they lie in */
+};
+
+static struct piece_run piece_run_from(const struct image_dataset *ds, size_t first, size_t end)
+{
+    const struct ref_piece *p = &ds->pieces[first];
+    struct piece_run run = { first + 1, p->off, p->off + p->size };
+    uint64_t need = p->size;
+    if (schema_pool_key_md5(ds->uris[p->uri]))
+        return run;
+    for (; run.end < end; run.end++) {
+        const struct ref_piece *q = &ds->pieces[run.end];
+        uint64_t lo = q->off < run.lo ? q->off : run.lo;
+        uint64_t hi = q->off + q->size > run.hi ? q->off + q->size : run.hi;
+        if (q->uri != p->uri || hi - lo > RUN_SPAN_MAX ||
+            (hi - lo > RUN_SPAN_DENSE && hi - lo > RUN_SLACK * (need + q->size)))
+            break;
+        run.lo = lo, run.hi = hi, need += q->size;
+    }
+    return run;
+}
+
+/* Place piece p (decoded from raw, read from span_off on) into chunk buf. 0 or -EIO. */
+static int place_piece(const struct chunk_job *job, const struct ref_piece *p,
+                       const struct store_buf *raw, uint64_t span_off, unsigned char *sub,
+                       uint64_t sub_bytes, unsigned char *buf)
+{
+    const struct image_dataset *ds = job->ds;
+    uint64_t at[IMAGE_MAX_RANK], rest = p->sub;
+    for (int k = ds->rank - 1; k >= 0; k--) {
+        uint64_t f = ds->chunk_dims[k] / ds->sub_dims[k];
+        at[k] = (rest % f) * ds->sub_dims[k];
+        rest /= f;
+    }
+    int rc = raw ? decode_piece(job, p, raw, span_off, sub, sub_bytes)
+                 : load_piece(job, p, sub, sub_bytes);
+    if (rc == 0)
+        place_block(buf, ds->chunk_dims, sub, ds->sub_dims, at, ds->rank, ds->itemsize);
+    return rc;
+}
+
 static int load_pieces(const struct chunk_job *job, unsigned char *buf, size_t size)
 {
     const struct image_dataset *ds = job->ds;
@@ -114,25 +177,26 @@ static int load_pieces(const struct chunk_job *job, unsigned char *buf, size_t s
         image_fill(ds, buf, size);
         return 0;
     }
-    uint64_t sub_bytes = ds->itemsize, f[IMAGE_MAX_RANK];
-    for (int k = 0; k < ds->rank; k++) {
+    uint64_t sub_bytes = ds->itemsize;
+    for (int k = 0; k < ds->rank; k++)
         sub_bytes *= ds->sub_dims[k];
-        f[k] = ds->chunk_dims[k] / ds->sub_dims[k];
-    }
     unsigned char *sub = malloc(sub_bytes ? sub_bytes : 1);
     if (!sub)
         return -EIO;
     image_fill(ds, buf, size);
     int rc = 0;
-    for (size_t i = first; i < end && rc == 0; i++) {
-        uint64_t at[IMAGE_MAX_RANK], rest = ds->pieces[i].sub;
-        for (int k = ds->rank - 1; k >= 0; k--) {
-            at[k] = (rest % f[k]) * ds->sub_dims[k];
-            rest /= f[k];
+    for (size_t i = first; i < end && rc == 0;) {
+        struct piece_run run = piece_run_from(ds, i, end);
+        if (run.end == i + 1) { /* alone: its own GET, checked as a pool object if it is one */
+            rc = place_piece(job, &ds->pieces[i], NULL, 0, sub, sub_bytes, buf);
+            i = run.end;
+            continue;
         }
-        rc = load_piece(job, &ds->pieces[i], sub, sub_bytes);
-        if (rc == 0)
-            place_block(buf, ds->chunk_dims, sub, ds->sub_dims, at, ds->rank, ds->itemsize);
+        struct store_buf raw = { 0 };
+        rc = fetch_range(job, ds->pieces[i].uri, run.lo, run.hi - run.lo, &raw);
+        for (; rc == 0 && i < run.end; i++)
+            rc = place_piece(job, &ds->pieces[i], &raw, run.lo, sub, sub_bytes, buf);
+        store_buf_free(&raw);
     }
     free(sub);
     return rc;

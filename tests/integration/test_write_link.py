@@ -149,6 +149,34 @@ def test_link_round_trip(linking, mount_bucket, tmp_path):
     assert rc == 0, out
 
 
+def store_gets(m):
+    return json.loads(m.path(".h5osfs-stats").read_text())["store"]["requests"]["get"]
+
+
+def test_hyper_chunks_are_read_in_a_few_requests(linking, mount_bucket, tmp_path):
+    """hsload links a file's small chunks as the pieces of a larger chunk (5,000 chunks of 16
+    bytes: 4,096 to a 64 KiB chunk, hyper_dims). Reading them cost a ranged GET per piece:
+    5,000 requests, 10 s on s3rver. The pieces of a chunk lying together in the file are read
+    with one GET now, and every value is still its own."""
+    src = tmp_path / "hyper.h5"
+    with h5py.File(src, "w") as f:
+        f.create_dataset("dense", data=np.arange(20000, dtype="<i4") * 3 - 7, chunks=(4,))
+    target = f"{HOME}/hyper.h5"
+    shutil.copyfile(src, linking.path(target))
+    root = root_of(linking, target)
+    named, _ = datasets_by_path(root_objects(linking, root), root)
+    lay = named["dense"]["creationProperties"]["layout"]
+    assert lay["class"] == "H5D_CHUNKED_REF_INDIRECT" and lay["hyper_dims"] == [4], lay
+    m = remount(linking, mount_bucket, tmp_path)
+    with h5py.File(m.path(target), "r") as f:
+        d = f["dense"]
+        before = store_gets(m)
+        got = d[()]
+        gets = store_gets(m) - before
+    assert np.array_equal(got, np.arange(20000, dtype="<i4") * 3 - 7)
+    assert gets <= 8, f"{gets} GETs to read 2 chunks of 4,096 and 904 linked pieces"
+
+
 def test_offsets_count_the_user_block(linking, tmp_path):
     """HDF5 addresses start after a user block; the linked offsets are file offsets."""
     src = tmp_path / "userblock.h5"
