@@ -74,6 +74,9 @@ static int decode_piece(const struct chunk_job *job, const struct ref_piece *p,
                         size_t dst_len)
 {
     char why[160] = "";
+    if (p->off < span_off || p->off - span_off > raw->len ||
+        raw->len - (p->off - span_off) < p->size)
+        return -EIO; /* not within what was read: cannot happen (piece_run_from) */
     int rc = codec_decode(&job->ds->codec, raw->data + (p->off - span_off), p->size, dst, dst_len,
                           why, sizeof why);
     if (rc != 0)
@@ -132,13 +135,13 @@ static struct piece_run piece_run_from(const struct image_dataset *ds, size_t fi
     const struct ref_piece *p = &ds->pieces[first];
     struct piece_run run = { first + 1, p->off, p->off + p->size };
     uint64_t need = p->size;
-    if (schema_pool_key_md5(ds->uris[p->uri]))
-        return run;
+    if (run.hi < run.lo || schema_pool_key_md5(ds->uris[p->uri]))
+        return run; /* a forged offset at the end of the number range: alone, as before */
     for (; run.end < end; run.end++) {
         const struct ref_piece *q = &ds->pieces[run.end];
         uint64_t lo = q->off < run.lo ? q->off : run.lo;
         uint64_t hi = q->off + q->size > run.hi ? q->off + q->size : run.hi;
-        if (q->uri != p->uri || hi - lo > RUN_SPAN_MAX ||
+        if (q->uri != p->uri || q->off + q->size < q->off || hi - lo > RUN_SPAN_MAX ||
             (hi - lo > RUN_SPAN_DENSE && hi - lo > RUN_SLACK * (need + q->size)))
             break;
         run.lo = lo, run.hi = hi, need += q->size;
