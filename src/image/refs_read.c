@@ -126,30 +126,32 @@ static size_t first_piece(const struct image_dataset *ds, uint64_t linear)
 #define RUN_SLACK 4
 
 struct piece_run {
-    size_t end;      /* pieces [first, end) */
-    uint64_t lo, hi; /* the span they lie in */
+    size_t end;       /* pieces [first, end) */
+    uint64_t lo, len; /* the span they lie in */
 };
 
 static struct piece_run piece_run_from(const struct image_dataset *ds, size_t first, size_t end)
 {
     const struct ref_piece *p = &ds->pieces[first];
-    struct piece_run run = { first + 1, p->off, p->off + p->size };
+    struct piece_run run = { first + 1, p->off, p->size };
     uint64_t need = p->size;
-    if (run.hi < run.lo || schema_pool_key_md5(ds->uris[p->uri]))
-        return run; /* a forged offset at the end of the number range: alone, as before */
+    if (p->off + p->size < p->off || schema_pool_key_md5(ds->uris[p->uri]))
+        return run; /* a forged offset at the end of the number range, or a pool object: alone */
     for (; run.end < end; run.end++) {
         const struct ref_piece *q = &ds->pieces[run.end];
+        if (q->uri != p->uri || q->off + q->size < q->off)
+            break;
         uint64_t lo = q->off < run.lo ? q->off : run.lo;
-        uint64_t hi = q->off + q->size > run.hi ? q->off + q->size : run.hi;
-        if (q->uri != p->uri || q->off + q->size < q->off || hi - lo > RUN_SPAN_MAX ||
+        uint64_t hi = q->off + q->size > run.lo + run.len ? q->off + q->size : run.lo + run.len;
+        if (hi - lo > RUN_SPAN_MAX ||
             (hi - lo > RUN_SPAN_DENSE && hi - lo > RUN_SLACK * (need + q->size)))
             break;
-        run.lo = lo, run.hi = hi, need += q->size;
+        run.lo = lo, run.len = hi - lo, need += q->size;
     }
     return run;
 }
 
-/* Place piece p (decoded from raw, read from span_off on) into chunk buf. 0 or -EIO. */
+/* Place piece p, decoded from raw (read from span_off on), into chunk buf. 0 or -EIO. */
 static int place_piece(const struct chunk_job *job, const struct ref_piece *p,
                        const struct store_buf *raw, uint64_t span_off, unsigned char *sub,
                        uint64_t sub_bytes, unsigned char *buf)
@@ -161,8 +163,7 @@ static int place_piece(const struct chunk_job *job, const struct ref_piece *p,
         at[k] = (rest % f) * ds->sub_dims[k];
         rest /= f;
     }
-    int rc = raw ? decode_piece(job, p, raw, span_off, sub, sub_bytes)
-                 : load_piece(job, p, sub, sub_bytes);
+    int rc = decode_piece(job, p, raw, span_off, sub, sub_bytes);
     if (rc == 0)
         place_block(buf, ds->chunk_dims, sub, ds->sub_dims, at, ds->rank, ds->itemsize);
     return rc;
@@ -190,13 +191,10 @@ static int load_pieces(const struct chunk_job *job, unsigned char *buf, size_t s
     int rc = 0;
     for (size_t i = first; i < end && rc == 0;) {
         struct piece_run run = piece_run_from(ds, i, end);
-        if (run.end == i + 1) { /* alone: its own GET, checked as a pool object if it is one */
-            rc = place_piece(job, &ds->pieces[i], NULL, 0, sub, sub_bytes, buf);
-            i = run.end;
-            continue;
-        }
         struct store_buf raw = { 0 };
-        rc = fetch_range(job, ds->pieces[i].uri, run.lo, run.hi - run.lo, &raw);
+        rc = fetch_range(job, ds->pieces[i].uri, run.lo, run.len, &raw);
+        if (rc == 0) /* a pool object is always a run of its own: checked whole */
+            rc = check_pooled(job, ds->uris[ds->pieces[i].uri], &raw);
         for (; rc == 0 && i < run.end; i++)
             rc = place_piece(job, &ds->pieces[i], &raw, run.lo, sub, sub_bytes, buf);
         store_buf_free(&raw);
