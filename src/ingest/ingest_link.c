@@ -481,21 +481,28 @@ static int link_size(struct ingest *g, uint64_t *size)
     return 0;
 }
 
-/* The file at key still has the etag its base version kept (g->link_from_etag, if any):
- * 0, or -EIO (logged). */
+/* A HEAD of the file at key (its rc and now) says it still has the etag its base version
+ * kept (g->link_from_etag, if any): 0, or -EIO (logged). */
+static int kept_etag_holds(struct ingest *g, const char *key, int rc, const struct store_stat *now,
+                           const char *when)
+{
+    if (!g->link_from_etag[0] || (rc == 0 && strcmp(now->etag, g->link_from_etag) == 0))
+        return 0;
+    log_error("%s: pool file %s is not the one the base version kept (%s%s, kept %s): not "
+              "carried over (%s)",
+              g->log_name, key, rc ? "" : "etag ", rc ? strerror(-rc) : now->etag,
+              g->link_from_etag, when);
+    return -EIO;
+}
+
+/* The file at key, asked now, still has the etag its base version kept: 0, or -EIO. */
 static int base_file_unchanged(struct ingest *g, const char *key, const char *when)
 {
     struct store_stat now;
     if (!g->link_from_etag[0])
         return 0;
     int rc = store_head(g->cfg->store, key, &now);
-    if (rc == 0 && strcmp(now.etag, g->link_from_etag) == 0)
-        return 0;
-    log_error("%s: pool file %s is not the one the base version kept (%s%s, kept %s): not "
-              "carried over (%s)",
-              g->log_name, key, rc ? "" : "etag ", rc ? strerror(-rc) : now.etag, g->link_from_etag,
-              when);
-    return -EIO;
+    return kept_etag_holds(g, key, rc, &now, when);
 }
 
 int ingest_link_store_file(struct ingest *g)
@@ -510,8 +517,8 @@ int ingest_link_store_file(struct ingest *g)
          * above the multipart threshold; one CopyObject takes at most 5 GiB) */
         struct store_stat from;
         rc = store_head(g->cfg->store, g->link_from, &from);
-        if (rc == 0 && g->link_from_etag[0] && strcmp(from.etag, g->link_from_etag) != 0)
-            return base_file_unchanged(g, g->link_from, "at the copy");
+        if (rc == 0 && kept_etag_holds(g, g->link_from, rc, &from, "at the copy") != 0)
+            return -EIO;
         if (rc == 0)
             rc = store_copy_sized(g->cfg->store, g->link_from, key, from.size);
         /* replaced while it was copied: the copy may hold the new bytes */

@@ -1,8 +1,8 @@
 /*
  * ingest_shared: what every step of an ingest uses: new ids (§1.2), timestamps, the count and
- * log line of each change, whether a group tracks an order, the base's objects by id. It calls no other file of the
- * ingest, so the steps do not call back into ingest.c, which runs them (tests/meson.build,
- * --one-way).
+ * log line of each change, whether a group tracks an order, the base's objects by id. It calls
+ * no other file of the ingest, so the steps do not call back into ingest.c, which runs them
+ * (tests/meson.build, --one-way).
  */
 #include "h5osfs/ingest/ingest.h"
 
