@@ -5,8 +5,9 @@ bucket, on s3rver and on Ceph RGW (--backends rgw; its objects in memory, loaded
 run): the open alone (h5py.File and the dataset), and with the first value
 (and the last, --last). Each N gets its own bucket, written as objects (bench/hsds_bucket.py):
 int8 chunks of 16 values as bench_read_all.py's 10^6-chunk domain (value i of chunk c is
-(c + i) % 127), so a 4 KiB page of the file holds 256 chunks and the first value costs 256
-chunk GETs whatever the policy (the kernel reads whole pages).
+(c + i) % 127), so a 4 KiB page of the file holds 256 chunks: a build that reads such a file
+through the page cache makes 256 chunk GETs for the first value (the kernel reads whole
+pages); one that reads it past the page cache (doc/design.md, "Reading fast") makes 1.
 
 Binaries alternate (A B A B ...) when --base is given (a build of the commit to compare with).
 

@@ -420,7 +420,9 @@ static int read_range(struct image *img, struct image_reader *r, uint64_t from, 
 static void read_image(struct image *img, int flags)
 {
     /* no prefetcher: its worker threads would make runs irreproducible */
-    struct image_reader reader = { .cache = chunk_cache_new(CACHE_BYTES), .prefetch = NULL };
+    struct image_reader reader = { .cache = chunk_cache_new(CACHE_BYTES),
+                                   .prefetch = NULL,
+                                   .exact = image_reads_exact(img) };
     unsigned char *buf = malloc(READ_PIECE);
     if (!reader.cache || !buf)
         abort();

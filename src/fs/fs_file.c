@@ -124,6 +124,7 @@ static void read_image(struct fs *fs, const struct ns_info *info, struct image *
     image_table_hold(fs->images, f->root, +1);
     f->reader.cache = fs->cfg.cache;
     f->reader.prefetch = fs->cfg.prefetch;
+    f->reader.exact = image_reads_exact(img);
 }
 
 /* A reader of a committed version: the image of exactly that version, or -ESTALE when the
@@ -187,9 +188,10 @@ void fs_hand_out(struct fs *fs, struct fuse_file_info *fi, struct fs_file *f)
 {
     fs_handle_track(fs, &f->link, fs_file_dispose);
     fi->fh = (uint64_t)(uintptr_t)f;
-    fi->keep_cache = f->img != NULL;           /* the node is this version: its pages stay right */
-    fi->direct_io = f->stg != NULL || f->text; /* staged bytes change under other handles;
-                                                   the statistics are longer than st_size */
+    fi->keep_cache = f->img != NULL; /* the node is this version: its pages stay right */
+    /* staged bytes change under other handles; the statistics are longer than st_size; a page
+     * of tiny chunks would be fetched whole for one value */
+    fi->direct_io = f->stg != NULL || f->text || (f->img && f->reader.exact);
 }
 
 /*

@@ -317,6 +317,25 @@ int extent_map_restore(struct extent_map *map, struct segment *segs, size_t n, u
     return 0;
 }
 
+/* Segments are sorted, so one pass counts each page's run of one dataset's chunks; a build
+ * declares a dataset's chunks together (build_declare.c), so a page's are one run. */
+uint64_t extent_busiest_page(const struct extent_map *map, uint64_t page)
+{
+    uint64_t most = 0, count = 0, last = UINT64_MAX;
+    uint32_t dset = UINT32_MAX;
+    for (size_t i = 0; i < map->n_segs; i++) {
+        const struct segment *s = &map->segs[i];
+        if (s->kind != SEGMENT_CHUNK)
+            continue;
+        uint64_t p = s->off / page;
+        count = p == last && s->dset == dset ? count + 1 : 1;
+        last = p;
+        dset = s->dset;
+        most = count > most ? count : most;
+    }
+    return most;
+}
+
 uint64_t extent_size(const struct extent_map *map)
 {
     return map->size;

@@ -66,6 +66,9 @@ int extent_finish(struct extent_map *map, uint64_t eof);
  * holes: zeros). */
 uint64_t extent_size(const struct extent_map *map);
 const struct segment *extent_segments(const struct extent_map *map, size_t *n);
+/* After extent_finish: the most chunk extents of one dataset that begin, one after another, in
+ * one page (page > 0 bytes, aligned) of the file. O(segments). */
+uint64_t extent_busiest_page(const struct extent_map *map, uint64_t page);
 /* Index of the first segment that ends after off (n when none does). */
 size_t extent_find(const struct extent_map *map, uint64_t off);
 

@@ -101,6 +101,24 @@ uint64_t image_size(const struct image *img)
     return extent_size(img->map);
 }
 
+/* Up to this many chunks of one dataset in a page (chunks of 512 bytes), a reader of one value
+ * costs a handful of GETs through the page cache. Chunks of different datasets in a page (a
+ * domain of many small datasets, one chunk each) do not count: their readers read whole
+ * datasets, and the metadata of such a domain is what the page cache serves best. */
+#define PAGE_CHUNKS_CACHED 8
+
+int image_reads_exact(struct image *img)
+{
+    int known = atomic_load(&img->reads_exact);
+    if (known == 0) {
+        long page = sysconf(_SC_PAGESIZE);
+        uint64_t most = extent_busiest_page(img->map, page > 0 ? (uint64_t)page : 4096);
+        known = most > PAGE_CHUNKS_CACHED ? 2 : 1;
+        atomic_store(&img->reads_exact, known);
+    }
+    return known == 2;
+}
+
 int image_changed_in_store(const struct image *img)
 {
     return atomic_load(&img->changed_in_store);

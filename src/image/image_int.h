@@ -128,6 +128,9 @@ struct image {
     /* a chunk object changed in the store since the image served it: this version can no
      * longer be served whole, and the next open builds another (image_changed_in_store) */
     atomic_int changed_in_store;
+    /* image_reads_exact, once known: 0 not yet, 1 no, 2 yes (the same answer however many
+     * threads find it) */
+    atomic_int reads_exact;
 };
 
 /* A chunk to load: which image, dataset and chunk (linear index in the grid). */

@@ -6,6 +6,9 @@
 #define READAHEAD_MAX_RANK 32 /* image_int.h's IMAGE_MAX_RANK: no dataset has more */
 /* the kernel's parallel read-ahead arrives slightly out of order: allow some slack */
 #define READAHEAD_SLACK (4u << 20)
+/* a reader past the page cache (exact) sends its own reads, in its order: a page of slack (the
+ * index metadata HDF5 reads between chunks), or values far apart would pass for a file read */
+#define READAHEAD_EXACT_SLACK 4096u
 
 static int dataset_of(const struct readahead_io *io, uint32_t dset, struct readahead_dataset *ds)
 {
@@ -250,8 +253,8 @@ static void stride_ahead(struct image_reader *r, const struct readahead_io *io, 
 
 int readahead_access(struct image_reader *r, uint64_t off, size_t len, uint64_t *run_from)
 {
-    uint64_t expect = r->expect;
-    int sequential = off <= expect + READAHEAD_SLACK && off + READAHEAD_SLACK >= expect;
+    uint64_t expect = r->expect, slack = r->exact ? READAHEAD_EXACT_SLACK : READAHEAD_SLACK;
+    int sequential = off <= expect + slack && off + slack >= expect;
     r->expect = off + len;
     if (!sequential) {
         r->window = 0;
@@ -321,6 +324,8 @@ static struct image_through *find_through(struct image_reader *r, size_t seg)
 void readahead_read_through(struct image_reader *r, const struct readahead_io *io, size_t seg,
                             uint64_t n, uint64_t run_from)
 {
+    if (r->exact)
+        return; /* no page of it is kept by the kernel */
     const struct segment *s = &io->segs[seg];
     struct image_through *t = find_through(r, seg);
     if (!t) {

@@ -31,7 +31,8 @@
  * - drops: a chunk whose every byte one sequential run read, a run that began before the
  *   chunk, is dropped (io->drop) once read through, however its reads were ordered; a run that
  *   began inside the chunk or in the page its first byte lies in (a jump landed there) keeps
- *   it.
+ *   it. An exact reader (image_reader.exact: the kernel keeps no pages) drops nothing, and its
+ *   reads are in order only within a page of each other.
  * - a full queue (io->queue < 0) stops the asking of that decision; nothing waits.
  * Several threads may call it for one reader at once: the fields are atomic, and a race can
  * only lose or repeat a request or a drop, never change a byte read.
@@ -59,7 +60,8 @@ struct readahead_dataset {
 struct readahead_io {
     const struct segment *segs; /* the file's segments, in file order */
     size_t n_segs;
-    uint64_t page;           /* the kernel's page: a READ begins on one and spans whole ones */
+    uint64_t page;           /* the kernel's page: a READ begins on one and spans whole ones,
+                              * but for an exact reader's (image_reader.exact: any bytes) */
     uint64_t cache_capacity; /* bytes */
     void *ctx;
     /* Dataset dset: 0, or -1 when there is none. */

@@ -7,6 +7,7 @@ tests write domains of N chunk objects straight into the bucket (as HSDS lays th
 count the requests of /.h5osfs-stats: deterministic, no timing."""
 import errno
 import json
+import os
 import sys
 import time
 
@@ -25,18 +26,20 @@ pytestmark = pytest.mark.backends("posix", "s3")
 USER = "test_user1"
 HOME = f"home/{USER}"
 CHUNK = 4096                # int8 elements per chunk: one chunk is one page of the file
+TINY = 16                   # int8 elements per chunk of a tiny-chunk domain: 256 in a page
 TTL = 1
 SEEN_LIMIT = TTL + 10       # s: how long a rewrite may take to show (ttl, then a rebuild)
 
 
-def chunk(i, base=0):
-    return ((np.arange(CHUNK) + i + base) % 127).astype(np.int8)
+def chunk(i, base=0, length=CHUNK):
+    return ((np.arange(length) + i + base) % 127).astype(np.int8)
 
 
-def add_domain(bucket, name, n):
-    """Domain HOME/name: one int8 dataset /data of n chunk objects. -> its chunk key prefix."""
-    root = hsds_bucket.make_domain(bucket, f"/{HOME}/{name}", "i1", (n * CHUNK,), (CHUNK,),
-                                   lambda idx: chunk(idx[0]).tobytes(), user=USER)
+def add_domain(bucket, name, n, length=CHUNK):
+    """Domain HOME/name: one int8 dataset /data of n chunk objects of length elements. -> its
+    chunk key prefix."""
+    root = hsds_bucket.make_domain(bucket, f"/{HOME}/{name}", "i1", (n * length,), (length,),
+                                   lambda idx: chunk(idx[0], length=length).tobytes(), user=USER)
     (dset_dir,) = (bucket / "db" / root[2:19] / "d").iterdir()
     return (dset_dir.relative_to(bucket)).as_posix() + "/"
 
@@ -45,13 +48,13 @@ def requests(m):
     return json.loads(m.path(".h5osfs-stats").read_text())["store"]["requests"]
 
 
-def open_cost(m, name, n):
+def open_cost(m, name, n, length=CHUNK):
     """The requests of an open and a read of the first and last values of HOME/name."""
     before = requests(m)
     with h5py.File(m.path(f"{HOME}/{name}"), "r") as f:
         d = f["data"]
-        assert d[0] == chunk(0)[0]
-        assert d[n * CHUNK - 1] == chunk(n - 1)[CHUNK - 1]
+        assert d[0] == chunk(0, length=length)[0]
+        assert d[n * length - 1] == chunk(n - 1, length=length)[length - 1]
     after = requests(m)
     return {k: after[k] - before[k] for k in ("list", "get", "head")}
 
@@ -72,6 +75,32 @@ def test_open_costs_the_same_requests_at_any_scale(bucket_copy, mount_bucket):
     assert large["list"] == small["list"], costs
     assert large["get"] == small["get"], costs
     assert large["head"] <= small["head"], costs
+
+
+def test_a_value_in_chunks_of_a_few_bytes_costs_one_get(bucket_copy, mount_bucket):
+    """Chunks of 16 bytes: 256 of them in a page of the file. The kernel reads whole pages, so
+    the first and last values cost 2 x 256 chunk GETs (issue 29: 492 GETs for two values).
+    Such a file is read past the page cache: each value costs one GET, as in chunks of a page;
+    and every byte of the file, read in pieces at odd offsets, is the byte read whole."""
+    n = 1000
+    add_domain(bucket_copy, "pages.h5", 200)
+    add_domain(bucket_copy, "tiny.h5", n, TINY)
+    m = mount_bucket(bucket_copy, "-o", f"user={USER}")
+    m.path(HOME).stat()                 # the folders looked up before the count
+    pages = open_cost(m, "pages.h5", 200)
+    tiny = open_cost(m, "tiny.h5", n, TINY)
+    assert tiny["get"] == pages["get"], (tiny, pages)
+    want = np.concatenate([chunk(i, length=TINY) for i in range(n)])
+    assert np.array_equal(read_data(m, "tiny.h5"), want)
+    path = m.path(f"{HOME}/tiny.h5")
+    whole = path.read_bytes()
+    assert len(whole) == path.stat().st_size
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        for off in range(1, len(whole), 4093):
+            assert os.pread(fd, 37, off) == whole[off:off + 37], off
+    finally:
+        os.close(fd)
 
 
 def read_data(m, name):

@@ -74,8 +74,43 @@ static void test_empty(void)
     extent_map_free(m);
 }
 
+/* Chunk extents of one dataset in one page are counted; other datasets' and pages' are not. */
+#define PAGE 4096u
+static void test_busiest_page(void)
+{
+    struct extent_map *m = extent_map_new();
+    unsigned char meta[64] = { 0 };
+    CHECK_INT(extent_write_bytes(m, 0, meta, sizeof meta), 0);
+    for (uint64_t i = 0; i < 3; i++) /* page 0: 3 of dataset 1, after the bytes */
+        CHECK_INT(extent_write_chunk(m, 64 + i * 16, 16, (struct extent_tag){ 1, i }), 0);
+    for (uint64_t i = 0; i < 5; i++) /* page 1: one chunk each of 5 datasets */
+        CHECK_INT(
+            extent_write_chunk(m, PAGE + i * 16, 16, (struct extent_tag){ 10 + (uint32_t)i, 0 }),
+            0);
+    for (uint64_t i = 0; i < 4; i++) /* pages 2-3: 2 of dataset 2 in each */
+        CHECK_INT(
+            extent_write_chunk(m, 2 * PAGE + (PAGE - 32) + i * 16, 16, (struct extent_tag){ 2, i }),
+            0);
+    CHECK_INT(extent_finish(m, 4 * PAGE), 0);
+    CHECK_INT(extent_busiest_page(m, PAGE), 3);
+    extent_map_free(m);
+
+    m = extent_map_new(); /* 256 chunks of 16 bytes: a whole page of one dataset */
+    for (uint64_t i = 0; i < 300; i++)
+        CHECK_INT(extent_write_chunk(m, 4000 + i * 16, 16, (struct extent_tag){ 0, i }), 0);
+    CHECK_INT(extent_finish(m, 4000 + 300 * 16), 0); /* 6 in page 0, 256 in page 1 */
+    CHECK_INT(extent_busiest_page(m, PAGE), 256);
+    extent_map_free(m);
+
+    m = extent_map_new();
+    CHECK_INT(extent_finish(m, 0), 0);
+    CHECK_INT(extent_busiest_page(m, PAGE), 0);
+    extent_map_free(m);
+}
+
 int main(void)
 {
+    test_busiest_page();
     test_overwrites();
     test_appends_merge();
     test_empty();

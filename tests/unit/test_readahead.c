@@ -353,6 +353,48 @@ static void test_front_to_back_drops_what_it_read(void)
     free(f);
 }
 
+/* The same read of a file the kernel keeps no pages of (direct I/O): queued ahead as before,
+ * nothing dropped, since the cache holds the only copy of what was read. */
+static void test_front_to_back_of_an_exact_file_keeps_what_it_read(void)
+{
+    struct fake *f = fake_new(CACHE_DEFAULT);
+    f->r.exact = 1;
+    uint64_t size = META_BYTES + (uint64_t)CHUNKS * CHUNK_BYTES;
+    for (uint64_t off = 0; off < size; off += READ_MAX)
+        read_once(f, off, READ_MAX);
+    char want[1024] = "";
+    run_of(want, sizeof want, 'A', 3, 35); /* the first three loaded by the reader itself */
+    CHECK_STR(decisions(f), want);
+    CHECK_INT(f->own_loads, 3);
+    for (unsigned c = 0; c < CHUNKS; c++)
+        CHECK_INT(f->cached[c], 1);
+    free(f);
+}
+
+/* Values 6 KiB apart, read one by one (chunks of 2 KiB): for a reader through the page cache
+ * that is a file read (within the kernel's slack), and the window opens at its third chunk;
+ * an exact reader sends only its own reads, so these are jumps, which earn guesses (bounded by
+ * what goes unused), never the window. */
+static int file_order_loads(int exact)
+{
+    chunk_bytes = 2048;
+    struct fake *f = fake_new(CACHE_DEFAULT);
+    f->r.exact = exact;
+    open_file(f);
+    for (unsigned c = 0; c < CHUNKS; c += 3)
+        read_once(f, chunk_off(c / GRID, c % GRID), 1);
+    int loads = strchr(decisions(f), 'A') != NULL;
+    free(f);
+    chunk_bytes = 2u << 20;
+    return loads;
+}
+
+static void test_an_exact_reader_of_values_is_not_read_ahead(void)
+{
+    CHECK_INT(file_order_loads(0), 1);
+    CHECK_INT(file_order_loads(1), 0);
+}
+
 /* A full queue stops the asking: nothing waits, and the next read asks for the rest. */
 static void test_a_full_queue_stops_asking(void)
 {
@@ -454,6 +496,8 @@ int main(void)
     test_two_values_cost_two_chunks();
     test_a_hyperslab();
     test_front_to_back_drops_what_it_read();
+    test_front_to_back_of_an_exact_file_keeps_what_it_read();
+    test_an_exact_reader_of_values_is_not_read_ahead();
     test_a_full_queue_stops_asking();
     test_what_cannot_be_loaded_is_not_asked_for();
     test_unaligned_chunks();
