@@ -12,9 +12,11 @@ pages); one that reads it past the page cache (doc/design.md, "Reading fast") ma
 Binaries alternate (A B A B ...) when --base is given (a build of the commit to compare with).
 
 The daemon's peak resident memory (VmHWM, read just before it stops) is printed per run.
+--whole then reads the whole dataset (values checked): its time, requests and the daemon's CPU
+seconds (utime + stime from /proc) for that read.
 
 usage: bench/bench_open.py [--work DIR] [--sizes 1000,10000] [--backends posix,s3,rgw]
-                           [--base BIN] [--reps N] [--last]
+                           [--base BIN] [--reps N] [--last] [--whole]
 """
 import argparse
 import json
@@ -66,7 +68,27 @@ def peak_rss_mib(pid):
     return float("nan")
 
 
-def one_run(binary, bucket, work, server, last):
+def cpu_seconds(pid):
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / __import__("os").sysconf("SC_CLK_TCK")
+
+
+def read_whole(d, pid, mnt):
+    """d[:] with its values checked -> (seconds, requests, daemon CPU seconds)."""
+    before, cpu0 = requests(mnt), cpu_seconds(pid)
+    t0 = time.perf_counter()
+    got = d[:]
+    t = time.perf_counter() - t0
+    cpu = cpu_seconds(pid) - cpu0
+    after = requests(mnt)
+    n = got.shape[0] // 16
+    want = (np.arange(16)[None, :] + np.arange(n)[:, None]) % 127
+    assert np.array_equal(got.reshape(n, 16), want.astype(np.int8))
+    return t, {k: after.get(k, 0) - before.get(k, 0) for k in after}, cpu
+
+
+def one_run(binary, bucket, work, server, last, whole=False):
     mnt = work / "mnt"
     mnt.mkdir(exist_ok=True)
     cache = work / "cache"
@@ -92,13 +114,14 @@ def one_run(binary, bucket, work, server, last):
             if last:
                 n = d.shape[0]
                 assert d[n - 1] == chunk(n // 16 - 1)[15]
-        t = time.perf_counter() - t0
-        after = requests(mnt)
+            t = time.perf_counter() - t0
+            after = requests(mnt)
+            read = read_whole(d, daemon.proc.pid, mnt) if whole else None
         rss = peak_rss_mib(daemon.proc.pid)
     finally:
         daemon.stop(120)
     return t, t_open, {k: after.get(k, 0) - before.get(k, 0) for k in after}, \
-        {k: opened.get(k, 0) - before.get(k, 0) for k in opened}, rss
+        {k: opened.get(k, 0) - before.get(k, 0) for k in opened}, rss, read
 
 
 def main():
@@ -109,6 +132,7 @@ def main():
     ap.add_argument("--base", help="the binary to compare with (alternating)")
     ap.add_argument("--reps", type=int, default=3)
     ap.add_argument("--last", action="store_true", help="read the last value too")
+    ap.add_argument("--whole", action="store_true", help="then read the whole dataset")
     a = ap.parse_args()
     work = Path(a.work)
     work.mkdir(parents=True, exist_ok=True)
@@ -142,7 +166,7 @@ def main():
             res = {label: [] for label, _ in bins}
             for _ in range(a.reps):
                 for label, binary in bins:
-                    res[label].append(one_run(binary, bucket, work, account, a.last))
+                    res[label].append(one_run(binary, bucket, work, account, a.last, a.whole))
             for label, runs in res.items():
                 t = statistics.median(r[0] for r in runs)
                 t_open = statistics.median(r[1] for r in runs)
@@ -151,6 +175,11 @@ def main():
                 fmt = lambda r: " ".join(f"{k}={v}" for k, v in sorted(r.items()) if v)  # noqa
                 print(f"{backend:5} N={n:<7} {label:4} open {t_open:7.3f} s [{fmt(req_open)}]"
                       f"  +value {t:7.3f} s [{fmt(req)}]  peak RSS {rss:.1f} MiB", flush=True)
+                if a.whole:
+                    tw = statistics.median(r[5][0] for r in runs)
+                    cw = statistics.median(r[5][2] for r in runs)
+                    print(f"{'':5} {'':9} {label:4} whole {tw:7.3f} s [{fmt(runs[-1][5][1])}]"
+                          f"  daemon CPU {cw:.2f} s", flush=True)
     if server:
         server.stop()
     if rgw:

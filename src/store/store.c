@@ -125,6 +125,11 @@ int store_get_bytes(void *st, const char *key, size_t max, unsigned char **data,
     return rc;
 }
 
+int store_keeps_files(const struct store *st)
+{
+    return st && st->ops->open_object != NULL;
+}
+
 int store_open_object(struct store *st, const char *key, int *fd, struct store_stat *out)
 {
     *fd = -1;

@@ -77,11 +77,13 @@ def test_open_costs_the_same_requests_at_any_scale(bucket_copy, mount_bucket):
     assert large["head"] <= small["head"], costs
 
 
-def test_a_value_in_chunks_of_a_few_bytes_costs_one_get(bucket_copy, mount_bucket):
+def test_a_value_in_chunks_of_a_few_bytes_costs_one_get(bucket_copy, mount_bucket, backend):
     """Chunks of 16 bytes: 256 of them in a page of the file. The kernel reads whole pages, so
     the first and last values cost 2 x 256 chunk GETs (issue 29: 492 GETs for two values).
-    Such a file is read past the page cache: each value costs one GET, as in chunks of a page;
-    and every byte of the file, read in pieces at odd offsets, is the byte read whole."""
+    Over S3 such a file is read past the page cache: each value costs one GET, as in chunks of
+    a page. A local bucket keeps the page cache (a chunk is a file read there, and a whole read
+    past the cache costs a round trip per chunk): a value costs its page. Either way every
+    byte of the file, read in pieces at odd offsets, is the byte read whole."""
     n = 1000
     add_domain(bucket_copy, "pages.h5", 200)
     add_domain(bucket_copy, "tiny.h5", n, TINY)
@@ -89,7 +91,10 @@ def test_a_value_in_chunks_of_a_few_bytes_costs_one_get(bucket_copy, mount_bucke
     m.path(HOME).stat()                 # the folders looked up before the count
     pages = open_cost(m, "pages.h5", 200)
     tiny = open_cost(m, "tiny.h5", n, TINY)
-    assert tiny["get"] == pages["get"], (tiny, pages)
+    if backend == "posix":
+        assert tiny["get"] > pages["get"] + 256, (tiny, pages)
+    else:
+        assert tiny["get"] == pages["get"], (tiny, pages)
     want = np.concatenate([chunk(i, length=TINY) for i in range(n)])
     assert np.array_equal(read_data(m, "tiny.h5"), want)
     path = m.path(f"{HOME}/tiny.h5")

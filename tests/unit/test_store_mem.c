@@ -56,6 +56,7 @@ static void test_mem_flat(void)
     struct store *st = open_mem(&ctx);
     struct store_stat s;
     char buf[256];
+    CHECK_INT(store_keeps_files(st), 0); /* as S3: no object is a local file */
     /* "a" and "a/b" are both objects, as S3 allows */
     CHECK_INT(cf_put_str(st, "a", "file"), 0);
     CHECK_INT(cf_put_str(st, "a/b", "below"), 0);

@@ -144,6 +144,7 @@ static void test_round_trip(void)
 {
     char *dir = make_dir();
     struct store *st = open_store(dir);
+    CHECK_INT(store_keeps_files(st), 1); /* objects are files: a request is a system call */
     cf_round_trip(st);
     CHECK_INT(count_temp_files(dir), 0);
     store_close(st);

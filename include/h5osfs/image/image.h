@@ -59,10 +59,11 @@ void image_layout_stamp(const struct image_source *src, char out[IMAGE_STAMP_BUF
 /* A number no other build of this process had: the identity of this version of the file. */
 uint64_t image_serial(const struct image *img);
 /* True when some page of the file (the kernel's page) holds more than a few chunk extents of
- * one dataset (chunks of less than 512 bytes in 4 KiB pages): the kernel reads whole pages, so
- * a reader of one value would make the daemon fetch every chunk of its page (256 GETs for
- * chunks of 16 bytes). Such a file is read past the page cache, each READ exactly the bytes
- * the reader asked for. One such dataset decides for the whole file. */
+ * one dataset (chunks of less than 512 bytes in 4 KiB pages) and the store is a server (not
+ * local files): the kernel reads whole pages, so a reader of one value would make the daemon
+ * GET every chunk of its page (256 GETs for chunks of 16 bytes). Such a file is read past the
+ * page cache, each READ exactly the bytes the reader asked for. One such dataset decides for
+ * the whole file. */
 int image_reads_exact(struct image *img);
 /* True when both images have the same bytes (same layout, metadata and chunk sources), and
  * were made after listings that saw the same chunk objects (key, size, etag): a chunk that

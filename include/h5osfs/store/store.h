@@ -144,6 +144,9 @@ int store_get_bytes(void *st, const char *key, size_t max, unsigned char **data,
  * that hands them on without copying them (splice). Counted as a GET of size bytes.
  * -EOPNOTSUPP where the store keeps no files (S3, memory), -ENOENT, or -errno (logged). */
 int store_open_object(struct store *st, const char *key, int *fd, struct store_stat *out);
+/* True where every object is a local file (store_open_object works): a request costs system
+ * calls, not a round trip to a server, nor a fee. */
+int store_keeps_files(const struct store *st);
 int store_get_range(struct store *st, const char *key, uint64_t off, uint64_t len,
                     struct store_buf *out);
 int store_put(struct store *st, const char *key, const void *data, size_t len);
