@@ -183,10 +183,16 @@ static void evict_one(struct chunk_cache *c, struct chunk_entry *v)
     free_entry(v);
 }
 
+/* What the loaded entries hold, chunk bytes and entries (locked). */
+static uint64_t charged(const struct chunk_cache *c)
+{
+    return c->st.bytes + c->st.entries * (uint64_t)CHUNK_CACHE_ENTRY_COST;
+}
+
 /* Drop least recently used idle entries until the total fits; held entries are not idle. */
 static void evict(struct chunk_cache *c)
 {
-    while (c->st.bytes > c->max_bytes && c->idle_tail)
+    while (charged(c) > c->max_bytes && c->idle_tail)
         evict_one(c, c->idle_tail);
 }
 

@@ -223,7 +223,7 @@ static void test_size_mismatch(void)
 
 static void test_lru_order(void)
 {
-    struct chunk_cache *c = chunk_cache_new(300);
+    struct chunk_cache *c = chunk_cache_new(3 * (100 + CHUNK_CACHE_ENTRY_COST)); /* 3 of 100 */
     CHECK_INT(touch(c, "a", 100), 1);
     CHECK_INT(touch(c, "b", 100), 1);
     CHECK_INT(touch(c, "c", 100), 1);
@@ -241,7 +241,7 @@ static void test_lru_order(void)
     CHECK_INT(touch(c, "b", 100), 0);
     CHECK_INT(touch(c, "c", 100), 1);
     CHECK_INT(stats(c).evictions, 4);
-    CHECK_INT(touch(c, "big", 1000), 1); /* larger than the limit: loaded, not kept */
+    CHECK_INT(touch(c, "big", 2000), 1); /* larger than the limit: loaded, not kept */
     struct chunk_cache_stats st = stats(c);
     CHECK_INT(st.entries, 0); /* and it pushed everything else out first */
     CHECK_INT(st.bytes, 0);
@@ -249,9 +249,25 @@ static void test_lru_order(void)
     chunk_cache_free(c);
 }
 
+/* Entries of a few bytes count what they cost: 1,000 chunks of 16 bytes in a cache of 64 KiB
+ * keep at most 64 KiB / (16 + the entry's cost) of them, not 4,096. */
+static void test_tiny_entries_count_their_cost(void)
+{
+    struct chunk_cache *c = chunk_cache_new(64u << 10);
+    char key[16];
+    for (int i = 0; i < 1000; i++) {
+        snprintf(key, sizeof key, "k%d", i);
+        CHECK_INT(touch(c, key, 16), 1);
+    }
+    struct chunk_cache_stats st = stats(c);
+    CHECK_INT(st.entries, (64u << 10) / (16 + CHUNK_CACHE_ENTRY_COST));
+    CHECK_INT(st.bytes, 16 * st.entries);
+    chunk_cache_free(c);
+}
+
 static void test_held_not_evicted(void)
 {
-    struct chunk_cache *c = chunk_cache_new(200);
+    struct chunk_cache *c = chunk_cache_new(2 * (100 + CHUNK_CACHE_ENTRY_COST)); /* 2 of 100 */
     struct load_ctx ca = { .key = "a" }, cb = { .key = "b" }, cc = { .key = "c" };
     struct chunk_entry *a, *b, *e;
     CHECK_INT(chunk_cache_get(c, "a", 100, test_load, &ca, &a), 0);
@@ -649,9 +665,9 @@ static void test_prefetcher_skips_what_is_there(void)
  * evicted unused; a get that finds it loaded is no miss. */
 static void test_spread_accounting(void)
 {
-    struct chunk_cache *c = chunk_cache_new(300);
+    struct chunk_cache *c = chunk_cache_new(300 + 3 * CHUNK_CACHE_ENTRY_COST);
     struct load_ctx a = { .key = "a" }, b = { .key = "b" }, x = { .key = "x" };
-    CHECK_INT(chunk_cache_capacity(c), 300);
+    CHECK_INT(chunk_cache_capacity(c), 300 + 3 * CHUNK_CACHE_ENTRY_COST);
     CHECK_INT(chunk_cache_preload(c, "a", 100, test_load, &a, 1), 0);
     CHECK_INT(stats(c).spread_loaded, 1);
     struct chunk_entry *e;
@@ -674,7 +690,8 @@ static void test_spread_accounting(void)
     CHECK(!found.spread_taken);
     CHECK_INT(stats(c).misses, misses + 1); /* loaded by this get */
     chunk_entry_put(c, e);
-    /* 350 bytes > 300: the least recently used, "a", went first; then "b", never got */
+    /* 350 bytes > 300 (and 3 entries' cost): the least recently used, "a", went first; then
+     * "b", never got */
     CHECK_INT(touch(c, "y", 100), 1);
     struct chunk_cache_stats st = stats(c);
     CHECK_INT(st.spread_loaded, 2);
@@ -819,6 +836,7 @@ int main(int argc, char **argv)
     test_size_mismatch();
     test_lru_order();
     test_held_not_evicted();
+    test_tiny_entries_count_their_cost();
     test_no_caching();
     test_failing_loader();
     test_retry_after();

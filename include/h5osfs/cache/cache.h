@@ -32,6 +32,12 @@ struct chunk_file {
  * copy of it. */
 typedef int (*chunk_load_fn)(void *ctx, size_t size, void **data, struct chunk_file *file);
 
+/* What an entry costs beside its chunk's bytes (the entry, its key, its place in the index,
+ * the allocator's headers): charged against max_bytes, so that a cache of chunks of a few
+ * bytes (10^6 chunks of 16 bytes: ~16 MB of data, ~250 MB of entries) stays within it. */
+#define CHUNK_CACHE_ENTRY_COST 256u
+
+/* A cache of at most max_bytes: each entry counts its size plus CHUNK_CACHE_ENTRY_COST. */
 struct chunk_cache *chunk_cache_new(uint64_t max_bytes);
 /* Remember a failed load for this many seconds (default 0): gets within that time return the
  * same error at once. The kernel re-reads a page whose read failed; that re-read must not
