@@ -3,6 +3,8 @@
 
 #include <stdatomic.h>
 
+#include "h5osfs/cache/cache.h"
+
 #define READAHEAD_MAX_RANK 32 /* image_int.h's IMAGE_MAX_RANK: no dataset has more */
 /* the kernel's parallel read-ahead arrives slightly out of order: allow some slack */
 #define READAHEAD_SLACK (4u << 20)
@@ -138,14 +140,22 @@ static uint64_t spread_chunks_allowed(unsigned jumps)
     return 1ull << (doublings < IMAGE_SPREAD_DOUBLINGS ? doublings : IMAGE_SPREAD_DOUBLINGS);
 }
 
+/* What a guessed chunk of len bytes holds of the cache: what the cache charges for it, so
+ * that guesses of chunks of a few bytes are bounded as the cache is. */
+static uint64_t guess_cost(uint64_t len)
+{
+    return len + CHUNK_CACHE_ENTRY_COST;
+}
+
 /* Queue one guess; 0 to go on, -1 when the queue is full or the room is used up. */
 static int guess(struct image_reader *r, const struct readahead_io *io, uint32_t dset,
                  uint64_t linear, uint64_t len, struct spread_room *room)
 {
     int rc = io->queue(io->ctx, PREFETCH_SPREAD, dset, linear, len);
     if (rc == 0) {
-        r->spread_guessed += len;
-        room->bytes = room->bytes > len ? room->bytes - len : 0;
+        uint64_t cost = guess_cost(len);
+        r->spread_guessed += cost;
+        room->bytes = room->bytes > cost ? room->bytes - cost : 0;
         room->chunks--;
     }
     return rc < 0 || room->bytes == 0 || room->chunks == 0 ? -1 : 0;
@@ -346,5 +356,5 @@ void readahead_read_through(struct image_reader *r, const struct readahead_io *i
 
 void readahead_taken(struct image_reader *r, uint64_t len)
 {
-    r->spread_taken += len;
+    r->spread_taken += guess_cost(len);
 }

@@ -62,7 +62,7 @@ struct readahead_io {
     size_t n_segs;
     uint64_t page;           /* the kernel's page: a READ begins on one and spans whole ones,
                               * but for an exact reader's (image_reader.exact: any bytes) */
-    uint64_t cache_capacity; /* bytes */
+    uint64_t cache_capacity; /* bytes, as the cache charges them (CHUNK_CACHE_ENTRY_COST) */
     void *ctx;
     /* Dataset dset: 0, or -1 when there is none. */
     int (*dataset)(void *ctx, uint32_t dset, struct readahead_dataset *out);

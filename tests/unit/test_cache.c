@@ -249,8 +249,8 @@ static void test_lru_order(void)
     chunk_cache_free(c);
 }
 
-/* Entries of a few bytes count what they cost: 1,000 chunks of 16 bytes in a cache of 64 KiB
- * keep at most 64 KiB / (16 + the entry's cost) of them, not 4,096. */
+/* Entries of a few bytes count what they cost: of 1,000 chunks of 16 bytes, a cache of 64 KiB
+ * keeps 64 KiB / (16 + the entry's cost) = 240, not all 1,000 (16,000 bytes of data). */
 static void test_tiny_entries_count_their_cost(void)
 {
     struct chunk_cache *c = chunk_cache_new(64u << 10);

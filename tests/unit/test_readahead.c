@@ -274,7 +274,7 @@ static void test_a_new_column_of_chunks_is_loaded_before_it_is_read(void)
     read_column(f, 4); /* its first two guessed, the rest asked for at its second */
     CHECK_STR(decisions(f), "A16 A22 A28 A34");
     CHECK_INT(f->own_loads - loads, 0);
-    CHECK_INT(f->r.spread_taken, 8ull * CHUNK_BYTES);
+    CHECK_INT(f->r.spread_taken, 8ull * (CHUNK_BYTES + CHUNK_CACHE_ENTRY_COST)); /* as charged */
     free(f);
 }
 
@@ -395,6 +395,29 @@ static void test_an_exact_reader_of_values_is_not_read_ahead(void)
     CHECK_INT(file_order_loads(1), 0);
 }
 
+/* Guesses of chunks of a few bytes count what the cache charges for them: with a 2 KiB cache a
+ * reader may hold 256 bytes of unused guesses and guess 64 per miss, which 16 and 4 such
+ * chunks fill by their bytes, but one fills by its cost. 10 values, each after metadata. */
+static void test_tiny_guesses_count_their_cost(void)
+{
+    static const unsigned order[] = { 0, 20, 7, 33, 14, 27, 3, 30, 11, 24 };
+    chunk_bytes = 16;
+    struct fake *f = fake_new(2048);
+    f->r.exact = 1; /* such chunks are read past the page cache (over S3) */
+    open_file(f);
+    decisions(f);
+    for (size_t i = 0; i < sizeof order / sizeof *order; i++) {
+        read_once(f, 0, 16); /* metadata far before: each value is a jump */
+        read_once(f, chunk_off(order[i] / GRID, order[i] % GRID), 1);
+    }
+    unsigned guesses = 0;
+    for (const char *d = decisions(f); *d; d++)
+        guesses += *d == 'S';
+    CHECK(guesses <= 2); /* by their bytes alone: 17 */
+    free(f);
+    chunk_bytes = 2u << 20;
+}
+
 /* A full queue stops the asking: nothing waits, and the next read asks for the rest. */
 static void test_a_full_queue_stops_asking(void)
 {
@@ -498,6 +521,7 @@ int main(void)
     test_front_to_back_drops_what_it_read();
     test_front_to_back_of_an_exact_file_keeps_what_it_read();
     test_an_exact_reader_of_values_is_not_read_ahead();
+    test_tiny_guesses_count_their_cost();
     test_a_full_queue_stops_asking();
     test_what_cannot_be_loaded_is_not_asked_for();
     test_unaligned_chunks();

@@ -44,7 +44,7 @@ struct chunk_cache *chunk_cache_new(uint64_t max_bytes);
  * start another round of store retries. */
 void chunk_cache_set_retry_after(struct chunk_cache *cache, double seconds);
 void chunk_cache_free(struct chunk_cache *cache);
-/* The byte limit it was made with. */
+/* The byte limit it was made with (chunk bytes and CHUNK_CACHE_ENTRY_COST per entry). */
 uint64_t chunk_cache_capacity(const struct chunk_cache *cache);
 
 /* The entry for key, loaded with load(ctx, …) if absent. 0 or the loader's -errno. */
