@@ -191,7 +191,7 @@ void fs_hand_out(struct fs *fs, struct fuse_file_info *fi, struct fs_file *f)
     fi->keep_cache = f->img != NULL; /* the node is this version: its pages stay right */
     /* staged bytes change under other handles; the statistics are longer than st_size; a page
      * of tiny chunks would be fetched whole for one value */
-    fi->direct_io = f->stg != NULL || f->text || (f->img && f->reader.exact);
+    fi->direct_io = f->stg != NULL || f->text || f->reader.exact;
 }
 
 /*

@@ -101,6 +101,12 @@ uint64_t image_size(const struct image *img)
     return extent_size(img->map);
 }
 
+uint64_t image_kernel_page(void)
+{
+    long page = sysconf(_SC_PAGESIZE);
+    return page > 0 ? (uint64_t)page : 4096;
+}
+
 /* Up to this many chunks of one dataset in a page (chunks of 512 bytes), a reader of one value
  * costs a handful of GETs through the page cache. Chunks of different datasets in a page (a
  * domain of many small datasets, one chunk each) do not count: their readers read whole
@@ -115,8 +121,7 @@ int image_reads_exact(struct image *img)
 {
     int known = atomic_load(&img->reads_exact);
     if (known == 0) {
-        long page = sysconf(_SC_PAGESIZE);
-        uint64_t most = extent_busiest_page(img->map, page > 0 ? (uint64_t)page : 4096);
+        uint64_t most = extent_busiest_page(img->map, image_kernel_page());
         known = most > PAGE_CHUNKS_CACHED && !store_keeps_files(img->store) ? 2 : 1;
         atomic_store(&img->reads_exact, known);
     }

@@ -152,6 +152,9 @@ int image_chunk_key(const struct image_dataset *ds, uint64_t linear, char *key, 
 
 void image_dataset_clear(struct image_dataset *ds);
 
+/* The kernel's page size: the least a buffered READ of a file covers. */
+uint64_t image_kernel_page(void);
+
 /* A new empty image of domain_path (one reference, a serial of its own, an empty map). */
 struct image *image_alloc(const struct image_source *src, const char *domain_path);
 

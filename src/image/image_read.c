@@ -383,12 +383,6 @@ static void policy_drop(void *ctx, uint32_t dset, uint64_t chunk)
     chunk_cache_drop(p->r->cache, key);
 }
 
-static uint64_t page_size(void)
-{
-    long page = sysconf(_SC_PAGESIZE);
-    return page > 0 ? (uint64_t)page : 4096;
-}
-
 static struct readahead_io policy_io(struct policy_ctx *p)
 {
     struct readahead_io io = { .ctx = p,
@@ -398,7 +392,7 @@ static struct readahead_io policy_io(struct policy_ctx *p)
                                .drop = policy_drop };
     io.segs = extent_segments(p->img->map, &io.n_segs);
     io.cache_capacity = chunk_cache_capacity(p->r->cache);
-    io.page = page_size();
+    io.page = image_kernel_page();
     return io;
 }
 

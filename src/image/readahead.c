@@ -140,20 +140,13 @@ static uint64_t spread_chunks_allowed(unsigned jumps)
     return 1ull << (doublings < IMAGE_SPREAD_DOUBLINGS ? doublings : IMAGE_SPREAD_DOUBLINGS);
 }
 
-/* What a guessed chunk of len bytes holds of the cache: what the cache charges for it, so
- * that guesses of chunks of a few bytes are bounded as the cache is. */
-static uint64_t guess_cost(uint64_t len)
-{
-    return len + CHUNK_CACHE_ENTRY_COST;
-}
-
 /* Queue one guess; 0 to go on, -1 when the queue is full or the room is used up. */
 static int guess(struct image_reader *r, const struct readahead_io *io, uint32_t dset,
                  uint64_t linear, uint64_t len, struct spread_room *room)
 {
     int rc = io->queue(io->ctx, PREFETCH_SPREAD, dset, linear, len);
     if (rc == 0) {
-        uint64_t cost = guess_cost(len);
+        uint64_t cost = chunk_cache_charge(len); /* bounded as the cache is */
         r->spread_guessed += cost;
         room->bytes = room->bytes > cost ? room->bytes - cost : 0;
         room->chunks--;
@@ -356,5 +349,5 @@ void readahead_read_through(struct image_reader *r, const struct readahead_io *i
 
 void readahead_taken(struct image_reader *r, uint64_t len)
 {
-    r->spread_taken += guess_cost(len);
+    r->spread_taken += chunk_cache_charge(len);
 }

@@ -37,6 +37,12 @@ typedef int (*chunk_load_fn)(void *ctx, size_t size, void **data, struct chunk_f
  * bytes (10^6 chunks of 16 bytes: ~16 MB of data, ~250 MB of entries) stays within it. */
 #define CHUNK_CACHE_ENTRY_COST 256u
 
+/* What a chunk of size bytes counts against the limit. */
+static inline uint64_t chunk_cache_charge(uint64_t size)
+{
+    return size + CHUNK_CACHE_ENTRY_COST;
+}
+
 /* A cache of at most max_bytes: each entry counts its size plus CHUNK_CACHE_ENTRY_COST. */
 struct chunk_cache *chunk_cache_new(uint64_t max_bytes);
 /* Remember a failed load for this many seconds (default 0): gets within that time return the
