@@ -498,5 +498,7 @@ void chunk_cache_stats(struct chunk_cache *cache, struct chunk_cache_stats *out)
 {
     cache_lock(cache);
     *out = cache->st;
+    out->charged = charged(cache);
     cache_unlock(cache);
+    out->capacity = cache->max_bytes;
 }

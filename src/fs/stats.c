@@ -26,15 +26,16 @@ static json_t *store_json(const struct fs_stats *s)
 static json_t *cache_json(const struct fs_stats *s)
 {
     return json_pack(
-        "{s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I}", "hits",
+        "{s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I}", "hits",
         (json_int_t)s->cache.hits, "misses", (json_int_t)s->cache.misses, "waits",
         (json_int_t)s->cache.waits, "evictions", (json_int_t)s->cache.evictions, "bytes",
-        (json_int_t)s->cache.bytes, "entries", (json_int_t)s->cache.entries, "read_ahead_queued",
-        (json_int_t)s->read_ahead.queued, "read_ahead_dropped", (json_int_t)s->read_ahead.dropped,
-        "read_ahead_present", (json_int_t)s->read_ahead.present, "spread_queued",
-        (json_int_t)s->read_ahead.spread, "spread_loaded", (json_int_t)s->cache.spread_loaded,
-        "spread_used", (json_int_t)s->cache.spread_used, "spread_unused",
-        (json_int_t)s->cache.spread_unused);
+        (json_int_t)s->cache.bytes, "entries", (json_int_t)s->cache.entries, "charged",
+        (json_int_t)s->cache.charged, "capacity", (json_int_t)s->cache.capacity,
+        "read_ahead_queued", (json_int_t)s->read_ahead.queued, "read_ahead_dropped",
+        (json_int_t)s->read_ahead.dropped, "read_ahead_present", (json_int_t)s->read_ahead.present,
+        "spread_queued", (json_int_t)s->read_ahead.spread, "spread_loaded",
+        (json_int_t)s->cache.spread_loaded, "spread_used", (json_int_t)s->cache.spread_used,
+        "spread_unused", (json_int_t)s->cache.spread_unused);
 }
 
 static json_t *images_json(const struct fs_stats *s)

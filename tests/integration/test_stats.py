@@ -56,6 +56,13 @@ def test_stats_count_what_reads_do(mount_bucket):
     assert gets >= 2                                    # the JSON objects, a chunk at least
     assert after["store"]["bytes_read"] > before["store"]["bytes_read"]
     assert after["chunk_cache"]["misses"] > before["chunk_cache"]["misses"]
+    with h5py.File(m.path(f"{HOME}/sample2.h5"), "r") as f:  # one value: its chunk stays held
+        with h5py.File(SOURCE / "sample2.h5", "r") as src:
+            assert f["multichunk_f32_gzip"][300, 1500] == src["multichunk_f32_gzip"][300, 1500]
+    cache = stats(m)["chunk_cache"]
+    assert cache["capacity"] == 1 << 30                 # the default cache_size, 1G
+    assert cache["entries"] > 0 and cache["bytes"] >= 256 * 1024 * 4
+    assert cache["charged"] == cache["bytes"] + 256 * cache["entries"]
     assert after["store"]["failures"] == 0
     assert after["uptime_seconds"] > before["uptime_seconds"]
 

@@ -262,6 +262,9 @@ static void test_tiny_entries_count_their_cost(void)
     struct chunk_cache_stats st = stats(c);
     CHECK_INT(st.entries, (64u << 10) / (16 + CHUNK_CACHE_ENTRY_COST));
     CHECK_INT(st.bytes, 16 * st.entries);
+    CHECK_INT(st.charged, st.bytes + st.entries * CHUNK_CACHE_ENTRY_COST);
+    CHECK(st.charged <= st.capacity);
+    CHECK_INT(st.capacity, 64u << 10);
     chunk_cache_free(c);
 }
 

@@ -87,6 +87,8 @@ void chunk_entry_put(struct chunk_cache *cache, struct chunk_entry *e);
 struct chunk_cache_stats {
     uint64_t hits, misses, waits, evictions, bytes, entries;
     uint64_t spread_loaded, spread_used, spread_unused; /* unused: evicted before any get */
+    uint64_t charged;  /* what the held entries count against capacity: bytes + entries' cost */
+    uint64_t capacity; /* chunk_cache_capacity */
 };
 void chunk_cache_stats(struct chunk_cache *cache, struct chunk_cache_stats *out);
 
