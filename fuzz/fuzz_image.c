@@ -26,7 +26,8 @@
  * The bucket directory (in /dev/shm when it exists) is made once; every run rewrites the
  * domain's objects. Chunk segments larger than READ_CHUNK_MAX are not read (a real reader
  * could, but allocating 2 GiB per input would only measure the machine); everything else of
- * the file is read, in odd-sized pieces that cross segment boundaries.
+ * the file is read, in odd-sized pieces that cross segment boundaries; an input of odd length
+ * is read as a reader past the page cache is (image_reader.exact, chosen over S3 only).
  *
  * Checks: image_build returns 0, -EIO or -ENOMEM and leaves no HDF5 id open; image_read returns
  * the whole length or -EIO. When the file was read whole without EIO and is at most 64 MiB, it
@@ -74,6 +75,7 @@
 #define RUN_LIST 1   /* a version list (V): the domain has versions */
 #define RUN_DOMAIN 2 /* the domain's object (D): build the current domain, maybe in ref mode */
 #define RUN_SECRET 4 /* the input holds SECRET's bytes itself */
+#define RUN_EXACT 8  /* read as past the page cache (image_reader.exact), as over S3 */
 #define SECRET_TEXT "H5OSFS-FUZZ-SECRET:"
 #define BUCKET_NAME "fuzzb"
 #define LINKED_KEY "linked/f.h5"
@@ -422,7 +424,7 @@ static void read_image(struct image *img, int flags)
     /* no prefetcher: its worker threads would make runs irreproducible */
     struct image_reader reader = { .cache = chunk_cache_new(CACHE_BYTES),
                                    .prefetch = NULL,
-                                   .exact = image_reads_exact(img) };
+                                   .exact = image_reads_exact(img) || (flags & RUN_EXACT) };
     unsigned char *buf = malloc(READ_PIECE);
     if (!reader.cache || !buf)
         abort();
@@ -499,6 +501,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
      * name, an attribute, the version's own pool objects): then they prove nothing */
     if (memmem(data, size, SECRET_TEXT, strlen(SECRET_TEXT)))
         run |= RUN_SECRET;
+    /* the bucket is a local one, which keeps the page cache: an exact reader only by choice */
+    if (size & 1)
+        run |= RUN_EXACT;
 
     struct image_source src = { .store = g_store, .bucket_name = BUCKET_NAME };
     struct image *img = NULL;
