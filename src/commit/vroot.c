@@ -180,6 +180,7 @@ struct dataset_ctx {
     char file_etag[SCHEMA_POOL_ETAG_BUF]; /* the file's etag, recorded with V ("" unknown) */
     int file_new;
     size_t file_named;
+    int *etags; /* VSEAL_ETAGS_*: what the commit's first sealed chunks told */
 };
 
 /* Does a linked layout of root name the file V keeps: root's own (1; V's pool file, if any,
@@ -362,7 +363,7 @@ static int pooled_dataset(const struct dataset_ctx *d, const char *json_key, jso
     if (rc == 0)
         vtab_point_at_base(chunks, n, base.entries, grid, rank);
     if (rc == 0)
-        vseal_chunks(d->vc, d->pool, d->base, chunks, n);
+        vseal_chunks(d->vc, d->pool, d->base, chunks, n, d->etags);
     for (size_t i = 0; rc == 0 && i < n; i++) {
         rc = chunks[i].rc;
         if (d->vc->stats) {
@@ -707,7 +708,10 @@ int vroot_write(const struct versions_commit *vc, const char *pool, const char *
     char prefix[32], file_key[STORE_KEY_MAX + 1];
     snprintf(prefix, sizeof prefix, "db/%.17s/", vc->root + 2);
     int rc = list_with_stats(vc->store, prefix, &keys);
-    struct dataset_ctx d = { .vc = vc, .pool = pool, .vroot = vroot, .keys = &keys, .base = base };
+    int etags = VSEAL_ETAGS_UNKNOWN;
+    struct dataset_ctx d = {
+        .vc = vc, .pool = pool, .vroot = vroot, .keys = &keys, .base = base, .etags = &etags
+    };
     const char *root_group = NULL;
     size_t file = keys.n; /* the root's linked file, if it has one */
     if (rc == 0)

@@ -20,6 +20,8 @@ struct seal_job {
     const char *pool;
     const struct base_version *base;
     struct sealed *chunks;
+    int *etags;                 /* vseal_chunks' */
+    size_t probes[2], n_probes; /* chunks sealed by their bytes first, to test the ETags */
 };
 
 /* Does the pool object at key (whose HEAD gave st) hold the bytes its key names? A bucket
@@ -135,27 +137,80 @@ static int seal_by_bytes(struct seal_job *j, struct sealed *s, char *key, size_t
     return rc == -EFBIG ? -EOPNOTSUPP : rc;
 }
 
+static void set_uri(struct seal_job *j, struct sealed *s, const char *key, int rc)
+{
+    if (rc == 0 && snprintf(s->uri, sizeof s->uri, "%s/%s", j->vc->bucket_name, key) >= URI_LEN)
+        rc = -ENAMETOOLONG;
+    s->rc = rc;
+}
+
 /* One chunk into the pool, at the key its MD5 names (content addressed: written once). */
 static void seal_one(void *ctx, size_t i)
 {
     struct seal_job *j = ctx;
     struct sealed *s = &j->chunks[i];
     char key[STORE_KEY_MAX + 1];
+    for (size_t p = 0; p < j->n_probes; p++)
+        if (j->probes[p] == i)
+            return; /* sealed already */
     if (!schema_is_md5_hex(s->listed->etag) && take_base_entry(j, s)) {
         s->rc = 0;
         return;
     }
-    int rc = seal_by_etag(j, s, key, sizeof key);
+    int rc = *j->etags == VSEAL_ETAGS_MD5 ? seal_by_etag(j, s, key, sizeof key) : 1;
     if (rc == 1)
         rc = seal_by_bytes(j, s, key, sizeof key);
-    if (rc == 0 && snprintf(s->uri, sizeof s->uri, "%s/%s", j->vc->bucket_name, key) >= URI_LEN)
-        rc = -ENAMETOOLONG;
-    s->rc = rc;
+    set_uri(j, s, key, rc);
+}
+
+/*
+ * S3 makes a single-part object's ETag the MD5 of its bytes, but not under SSE-KMS or SSE-C,
+ * where it is 32 hex digits all the same: keyed by one, a pool object would sit under another
+ * MD5's key, and every read of the version would fail. So a commit trusts the ETags only once
+ * those of the oldest and the newest chunk its first such dataset lists are their MD5s: both
+ * are read, hashed and sealed by their bytes (a bucket's encryption changes for new objects,
+ * so the two ends of the listing tell where a change lies). Else every chunk is read.
+ */
+static void probe_etags(struct seal_job *j, size_t n)
+{
+    size_t oldest = n, newest = n;
+    for (size_t i = 0; i < n; i++) {
+        const struct store_stat *st = j->chunks[i].listed;
+        if (!schema_is_md5_hex(st->etag) || st->size >= CHUNK_MAX)
+            continue;
+        if (oldest == n || st->mtime < j->chunks[oldest].listed->mtime)
+            oldest = i;
+        if (newest == n || st->mtime > j->chunks[newest].listed->mtime)
+            newest = i;
+    }
+    if (oldest == n)
+        return; /* no ETag to trust here */
+    j->probes[j->n_probes++] = oldest;
+    if (newest != oldest)
+        j->probes[j->n_probes++] = newest;
+    *j->etags = VSEAL_ETAGS_MD5;
+    for (size_t p = 0; p < j->n_probes; p++) {
+        struct sealed *s = &j->chunks[j->probes[p]];
+        char key[STORE_KEY_MAX + 1];
+        int rc = seal_by_bytes(j, s, key, sizeof key);
+        set_uri(j, s, key, rc);
+        const char *md5 = rc == 0 ? schema_pool_key_md5(key) : NULL;
+        if (md5 && strcmp(md5, s->listed->etag) != 0 && *j->etags == VSEAL_ETAGS_MD5)
+            log_warn("%s: the store's ETags are not the MD5s of their bytes (%s: ETag %s, MD5 "
+                     "%s; SSE-KMS or SSE-C?): every chunk of this version is read and hashed",
+                     j->vc->domain, s->key, s->listed->etag, md5);
+        if (!md5 || strcmp(md5, s->listed->etag) != 0)
+            *j->etags = VSEAL_ETAGS_NOT_MD5; /* not proven: the bytes decide */
+    }
 }
 
 void vseal_chunks(const struct versions_commit *vc, const char *pool,
-                  const struct base_version *base, struct sealed *chunks, size_t n)
+                  const struct base_version *base, struct sealed *chunks, size_t n, int *etags)
 {
-    struct seal_job job = { vc, pool, base, chunks };
+    struct seal_job job = {
+        .vc = vc, .pool = pool, .base = base, .chunks = chunks, .etags = etags
+    };
+    if (*etags == VSEAL_ETAGS_UNKNOWN)
+        probe_etags(&job, n);
     pfor(n, vc->workers ? vc->workers : 1, seal_one, &job);
 }

@@ -41,10 +41,17 @@ struct base_version {
     int is_root;               /* the base root is that version's root (versions_current=ref) */
 };
 
+/* What a commit knows of the store's listed ETags (vseal_chunks' *etags, one per commit,
+ * UNKNOWN at its start): whether one that looks like an MD5 (32 hex digits) is one. */
+#define VSEAL_ETAGS_UNKNOWN 0
+#define VSEAL_ETAGS_MD5 1     /* two were proven: such ETags key their chunks unread */
+#define VSEAL_ETAGS_NOT_MD5 2 /* SSE-KMS, SSE-C: every chunk is read and hashed */
+
 /* Seal chunks[0..n) into pool (vc->workers at once). Each chunk's rc says how it went: 0 with
  * its uri and size (fresh, copied, from_base told), -EOPNOTSUPP for a chunk of 2 GiB or more,
- * else the store's -errno. */
+ * else the store's -errno. While *etags is UNKNOWN, the oldest and the newest chunk listed
+ * with an MD5-like ETag are read first and tell (the rest of the commit keeps the answer). */
 void vseal_chunks(const struct versions_commit *vc, const char *pool,
-                  const struct base_version *base, struct sealed *chunks, size_t n);
+                  const struct base_version *base, struct sealed *chunks, size_t n, int *etags);
 
 #endif

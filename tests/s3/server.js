@@ -21,6 +21,9 @@
 //   --exit-on-stdin-eof    stop when stdin closes (so a killed parent never leaves it behind)
 //   --if-match-bare        compare If-Match with the unquoted ETag byte for byte, as Ceph RGW 16
 //                          does (a quoted "etag", RFC 7232's form, then never matches)
+//   --etag-not-md5         each PutObject's ETag is 32 hex digits that are not the MD5 of its
+//                          bytes, new at every put and copy, as AWS S3 answers under SSE-KMS
+//                          or SSE-C (each object is encrypted with a key of its own)
 // Environment:
 //   S3_ACCESS_KEY_ID, S3_SECRET_ACCESS_KEY   one more key pair, beside s3rver's S3RVER/S3RVER
 //   S3_TENANTS   more key pairs, each in a tenant of its own (JSON: [{"tenant", "access_key",
@@ -85,6 +88,7 @@ function usage(msg) {
 const opts = {
   port: 0, address: '127.0.0.1', directory: null, verify: true, anonymousOk: false,
   publicBuckets: [], keepAliveMs: null, exitOnStdinEof: false, ifMatchBare: false,
+  etagNotMd5: false,
 };
 const argv = process.argv.slice(2);
 for (let i = 0; i < argv.length; i++) {
@@ -102,6 +106,7 @@ for (let i = 0; i < argv.length; i++) {
   else if (a === '--keep-alive-ms') opts.keepAliveMs = Number(value());
   else if (a === '--exit-on-stdin-eof') opts.exitOnStdinEof = true;
   else if (a === '--if-match-bare') opts.ifMatchBare = true;
+  else if (a === '--etag-not-md5') opts.etagNotMd5 = true;
   else usage(`unknown argument ${a}`);
 }
 if (!opts.directory) usage('--directory is required');
@@ -244,7 +249,11 @@ FilesystemStore.prototype.putObject = async function putObjectAtomically(object)
     await fs.promises.rm(partPath, { force: true });
     throw err;
   }
-  const digest = md5.digest('hex');
+  let digest = md5.digest('hex');
+  if (opts.etagNotMd5) {
+    digest = crypto.createHash('md5').update(digest).update(crypto.randomBytes(16))
+      .digest('hex');
+  }
   await inKeyOrder(objectPath, async () => {
     try {
       await checkPutConditions(objectPath);
@@ -256,6 +265,18 @@ FilesystemStore.prototype.putObject = async function putObjectAtomically(object)
     await this.putMetadata(object.bucket, object.key, object.metadata, digest);
   });
   return { size, md5: digest };
+};
+
+// --etag-not-md5: a copy is a new object, with an ETag of its own (its put got one above).
+const copyKeepingEtag = FilesystemStore.prototype.copyObject;
+FilesystemStore.prototype.copyObject = async function copyObjectNewEtag(
+  srcBucket, srcKey, destBucket, destKey, replacementMetadata) {
+  const metadata = await copyKeepingEtag.call(this, srcBucket, srcKey, destBucket, destKey,
+                                              replacementMetadata);
+  if (!opts.etagNotMd5) return metadata;
+  const md5Path = this.getResourcePath(destBucket, destKey, 'object.md5');
+  await writeFileAtomically(md5Path, crypto.randomBytes(16).toString('hex'));
+  return this.getMetadata(destBucket, destKey);
 };
 
 const extraKey = process.env.S3_ACCESS_KEY_ID;
