@@ -372,8 +372,15 @@ void op_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode,
                                      : 0;
     if (rc == 0)
         rc = create_file(fs, &caller, path, fi->flags, f, &info, &version);
+    if (rc == 0 && version != INODE_STAGED) /* an existing domain, opened to be written */
+        rc = inode_writer_path(fs->inodes, path);
     if (rc == 0)
         rc = inode_lookup(fs->inodes, path, version, &info, &e.ino, &e.generation);
+    /* the node made for the writer says so (0); it cannot be a readers' one (1) */
+    if (rc == 0 && version != INODE_STAGED && inode_writer_node(fs->inodes, e.ino) != 0) {
+        inode_forget(fs->inodes, e.ino, 1);
+        rc = -ESTALE;
+    }
     free(path);
     if (rc != 0) {
         fs_file_free(fs, f);

@@ -188,10 +188,13 @@ void fs_hand_out(struct fs *fs, struct fuse_file_info *fi, struct fs_file *f)
 {
     fs_handle_track(fs, &f->link, fs_file_dispose);
     fi->fh = (uint64_t)(uintptr_t)f;
-    fi->keep_cache = f->img != NULL; /* the node is this version: its pages stay right */
+    /* the node is this version: its pages stay right, unless it is a writer's, whose size
+     * the kernel changes as it writes (inode.h) */
+    int written = f->img && !f->reader.exact && !inode_reader_caches(fs->inodes, f->ino);
+    fi->keep_cache = f->img != NULL && !written;
     /* staged bytes change under other handles; the statistics are longer than st_size; a page
      * of tiny chunks would be fetched whole for one value */
-    fi->direct_io = f->stg != NULL || f->text || f->reader.exact;
+    fi->direct_io = f->stg != NULL || f->text || f->reader.exact || written;
 }
 
 /*
@@ -291,10 +294,14 @@ void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
     int rc = f ? fs_version_attributes(fs, ino, &path, &version, &info) : -ENOMEM;
     if (rc == 0)
         rc = settle_version(fs, path, version, fi->flags, &info, &looked_up);
+    if (rc == -ESTALE && open_for_writing(fi->flags) && inode_writer_path(fs->inodes, path) != 0)
+        rc = -ENOMEM; /* else the lookup the kernel makes again hands out a writer's node */
     if (rc == 0)
         rc = fs_caller_rights(fs, &caller, path, &info);
     if (rc == 0)
         rc = fs_check_open(fs, &info, fi->flags);
+    if (rc == 0 && open_for_writing(fi->flags) && (rc = inode_writer_node(fs->inodes, ino)) == 1)
+        rc = -ESTALE; /* the kernel opens the writer's node instead (inode.h) */
     if (rc == 0 && looked_up) {
         read_image(fs, &info, looked_up, f);
         looked_up = NULL;
@@ -419,7 +426,9 @@ static void reply_commit(fuse_req_t req, struct fuse_file_info *fi, int closing)
     struct fs *fs = fs_of(req);
     struct fs_file *f = (struct fs_file *)(uintptr_t)fi->fh;
     f->fresh = 0;
-    int rc = f->stg ? staging_commit(fs->staging, f->stg) : 0;
+    /* a reader of a file not committed yet shares its staged entry, but only a writer's open
+     * commits it: a reader's close must not store what the writer has written so far */
+    int rc = f->stg && f->stg_opened ? staging_commit(fs->staging, f->stg) : 0;
     if (closing)
         fs_file_closed(fs, f);
     if (f->stg)

@@ -18,11 +18,14 @@ struct inode {
     int current;         /* the node by_path has for its path (not replaced since) */
     uint64_t version;    /* see inode.h */
     struct ns_info info; /* attributes of that version, as the last lookup gave them */
+    int written;         /* a writer's node (inode_writer_node) */
+    int cached;          /* a reader was handed it with the page cache (inode_reader_caches) */
 };
 
 struct inode_table {
     pthread_mutex_t lock;   /* guards by_path, the node list, every node's fields */
     struct strmap *by_path; /* path -> its current struct inode */
+    struct strmap *writing; /* paths whose next node is a writer's (inode_writer_node) */
     struct inode all;       /* head of the list of every node */
     uint64_t next_generation;
 };
@@ -41,8 +44,10 @@ int inode_table_new(struct inode_table **out)
     if (!t)
         return -ENOMEM;
     t->by_path = strmap_new();
-    if (!t->by_path || pthread_mutex_init(&t->lock, NULL) != 0) {
+    t->writing = strmap_new();
+    if (!t->by_path || !t->writing || pthread_mutex_init(&t->lock, NULL) != 0) {
         strmap_free(t->by_path, NULL);
+        strmap_free(t->writing, NULL);
         free(t);
         return -ENOMEM;
     }
@@ -57,6 +62,7 @@ void inode_table_free(struct inode_table *table)
     if (!table)
         return;
     strmap_free(table->by_path, NULL);
+    strmap_free(table->writing, NULL);
     while (table->all.next != &table->all)
         free_node(table->all.next); /* the kernel's last references went with the mount */
     pthread_mutex_destroy(&table->lock);
@@ -120,6 +126,8 @@ static struct inode *node_for(struct inode_table *table, const char *path, uint6
     if (!fresh)
         return NULL;
     fresh->version = version;
+    /* the flag stays until the writer opens it: the kernel may forget this node first */
+    fresh->written = strmap_get(table->writing, path) != NULL;
     if (strmap_put(table->by_path, path, fresh, (void **)&old) != 0) {
         free_node(fresh);
         return NULL;
@@ -162,6 +170,64 @@ void inode_settle(struct inode_table *table, fuse_ino_t ino, uint64_t version,
         node->info = *info;
     }
     pthread_mutex_unlock(&table->lock);
+}
+
+/* A writer is coming to path (locked). A current node that no reader caches pages of becomes
+ * the writer's (0); one that a reader does leaves the path (it lives on for the kernel's
+ * references, as an older version's node does), and the next node made for the path is the
+ * writer's (1). */
+static int hand_path_to_writer(struct inode_table *table, const char *path)
+{
+    struct inode *current = strmap_get(table->by_path, path);
+    if (current && (current->written || !current->cached)) {
+        current->written = 1;
+        return 0;
+    }
+    if (current) {
+        strmap_remove(table->by_path, path);
+        current->current = 0;
+    }
+    return strmap_put(table->writing, path, table, NULL) != 0 ? -ENOMEM : 1;
+}
+
+int inode_writer_node(struct inode_table *table, fuse_ino_t ino)
+{
+    if (ino == FUSE_ROOT_ID)
+        return 0;
+    pthread_mutex_lock(&table->lock);
+    struct inode *node = (struct inode *)(uintptr_t)ino;
+    int rc = 0;
+    if (node->version == INODE_STAGED || node->version == INODE_NO_VERSION) {
+        rc = 0; /* a staged file's readers read past the page cache already */
+    } else if (node->written || !node->cached) {
+        node->written = 1;
+        strmap_remove(table->writing, node->path); /* the writer has its node */
+    } else {
+        rc = hand_path_to_writer(table, node->path); /* ino is the readers': not the writer's */
+        rc = rc < 0 ? rc : 1;
+    }
+    pthread_mutex_unlock(&table->lock);
+    return rc;
+}
+
+int inode_writer_path(struct inode_table *table, const char *path)
+{
+    pthread_mutex_lock(&table->lock);
+    int rc = hand_path_to_writer(table, path);
+    pthread_mutex_unlock(&table->lock);
+    return rc < 0 ? rc : 0;
+}
+
+int inode_reader_caches(struct inode_table *table, fuse_ino_t ino)
+{
+    if (ino == FUSE_ROOT_ID)
+        return 1;
+    pthread_mutex_lock(&table->lock);
+    struct inode *node = (struct inode *)(uintptr_t)ino;
+    node->cached |= !node->written;
+    int cached = !node->written;
+    pthread_mutex_unlock(&table->lock);
+    return cached;
 }
 
 fuse_ino_t inode_of(struct inode_table *table, const char *path)

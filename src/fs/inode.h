@@ -50,6 +50,28 @@ int inode_lookup(struct inode_table *table, const char *path, uint64_t version,
 void inode_settle(struct inode_table *table, fuse_ino_t ino, uint64_t version,
                   const struct ns_info *info);
 
+/*
+ * A writer never writes through a node readers cache pages of: the kernel changes the size of
+ * the inode it writes through (O_TRUNC, writes past the end) and drops its pages, under every
+ * reader of that inode, whose version would then read cut, or padded with zeros. A node no
+ * reader was handed with the page cache simply becomes the writer's (written). Else the
+ * writer gets a node of its own, for the same version: the readers' node leaves the path, and
+ * the next node made for it is the writer's. A reader who opens a writer's node by name
+ * (the kernel's cached entry) reads past the page cache: exactly its version, whatever size
+ * the kernel shows.
+ *
+ * inode_writer_node: an open for writing of ino. 0: go on (ino is the writer's, a staged
+ * file's, a directory); 1: ino is the readers' (now left by the path): answer ESTALE, and the
+ * kernel looks the name up again (once) and opens the writer's node; -ENOMEM.
+ * inode_writer_path: an open for writing by name (a create of an existing domain): the node
+ * inode_lookup gives next for path is the writer's. 0 or -ENOMEM.
+ * inode_reader_caches: a reader's open of ino; 1: its handle may use the page cache (the node
+ * is marked as cached by a reader), 0: a writer's node, to be read past the page cache.
+ */
+int inode_writer_node(struct inode_table *table, fuse_ino_t ino);
+int inode_writer_path(struct inode_table *table, const char *path);
+int inode_reader_caches(struct inode_table *table, fuse_ino_t ino);
+
 /* The inode number of path's node, 0 if the kernel holds none. */
 fuse_ino_t inode_of(struct inode_table *table, const char *path);
 

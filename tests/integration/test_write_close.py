@@ -203,3 +203,69 @@ def test_opens_on_a_busy_machine_while_cp_replaces_get_whole_versions(writable, 
     assert cp_errors == [], cp_errors[:5]
     assert sum(sum(r["seen"].values()) for r in results) == 600
     assert copies[0] >= 2, (copies, results)
+
+
+def test_readers_while_cp_replaces_a_domain_read_whole_versions_byte_for_byte(
+        bucket_copy, mount_bucket, tmp_path):
+    """cp over a domain writes through the inode the kernel has for the path: its O_TRUNC and
+    writes change that inode's size, which the kernel keeps for ttl, and drop its pages. A
+    writer now gets a node of its own, so readers of the stored version keep theirs: a reader
+    that opened before the replacements and one that opens again and again while cp replaces
+    the domain (a small and a large version, in turn) read whole versions, byte for byte,
+    never one cut at the writer's size or padded with another's bytes or zeros."""
+    m = mount_bucket(bucket_copy, "-o", f"user=test_user1,cache_dir={tmp_path}/cache")
+    sources = {"small": tmp_path / "small.h5", "large": tmp_path / "large.h5"}
+    make_file_of(sources["small"], 1000, "small")
+    make_file_of(sources["large"], 600000, "large")
+    target = m.path(f"{HOME}/replaced.h5")
+    stored = {}
+    for tag in ("large", "small"):
+        subprocess.run(["cp", str(sources[tag]), str(target)], check=True, stdin=subprocess.DEVNULL)
+        stored[tag] = target.read_bytes()
+    held = os.open(target, os.O_RDONLY)                      # the small version, open throughout
+    done = threading.Event()
+
+    def replace():
+        try:
+            for _ in range(10):
+                for tag in ("large", "small"):
+                    subprocess.run(["cp", str(sources[tag]), str(target)], check=True,
+                                   stdin=subprocess.DEVNULL)
+        finally:
+            done.set()
+
+    writer = threading.Thread(target=replace)
+    reads, wrong = 0, []
+    try:
+        writer.start()
+        while not done.is_set() or reads == 0:
+            with open(target, "rb") as f:
+                got = f.read()
+            reads += 1
+            if got not in stored.values():
+                wrong.append(len(got))
+        writer.join()
+        held_bytes = b"".join(iter(lambda: os.read(held, 1 << 20), b""))
+    finally:
+        os.close(held)
+        writer.join()
+    assert wrong == [], (reads, wrong[:10])
+    assert held_bytes == stored["small"]
+
+
+def test_a_readers_close_never_commits_what_a_writer_has_written_so_far(
+        writable, bucket_copy, tmp_path):
+    """A new file that h5py is writing (flushed: valid HDF5 so far) read by another process
+    (cat, the same user): cat's close commits nothing; the writer's close stores the file
+    whole, once."""
+    target = writable.path(f"{HOME}/growing.h5")
+    with h5py.File(target, "w") as f:
+        f["first"] = np.arange(10)
+        f.flush()
+        r = subprocess.run(["cat", str(target)], stdin=subprocess.DEVNULL, capture_output=True)
+        assert r.returncode == 0, r.stderr
+        assert not (bucket_copy / HOME / "growing.h5" / ".domain.json").exists()
+        f["second"] = np.arange(5)
+    with h5py.File(target, "r") as f:
+        assert sorted(f) == ["first", "second"]
+    assert writable.log().count("growing.h5: committed") == 1
