@@ -388,16 +388,31 @@ static int unlink_version_name(const struct domops *d, const char *user, const c
     return rc;
 }
 
+/* A tag's name, by the rule for a domain's (schema_name_allowed), logged as may_name logs
+ * it: before the folder is compared, since a path with a name no domain may have is in no
+ * version folder and would read as another folder (EXDEV). */
+static int may_name_tag(const char *to)
+{
+    const char *why, *slash = strrchr(to, '/');
+    int rc = schema_name_allowed(slash ? slash + 1 : NULL, &why);
+    if (rc != 0)
+        log_info("%s: refused: %s", to, why);
+    return rc;
+}
+
 int domops_link(const struct domops *d, const char *user, const char *from, const char *to)
 {
     char domain[STORE_KEY_MAX + 2], to_domain[STORE_KEY_MAX + 2], root[SCHEMA_ID_BUF];
     unsigned rights;
     if (schema_version_domain_of(from, domain, sizeof domain) != 0)
         return -EROFS; /* a domain has one name, as before versions: only tags are links */
+    int rc = may_name_tag(to);
+    if (rc != 0)
+        return rc;
     if (schema_version_domain_of(to, to_domain, sizeof to_domain) != 0 ||
         strcmp(domain, to_domain) != 0)
         return -EXDEV; /* a tag names a version of the same domain, in the same folder */
-    int rc = version_rights(d, user, domain, &rights, root);
+    rc = version_rights(d, user, domain, &rights, root);
     if (rc != 0)
         return rc;
     if (!user || (!(rights & SCHEMA_ACL_UPDATE) && !is_admin(d, user)))

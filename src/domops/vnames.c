@@ -158,8 +158,9 @@ int vnames_tag(struct store *store, const char *owner, const char *domain, const
     struct tag_change t = { .c = { .apply = add_tag }, .existing = existing, .tag = tag };
     int rc = change_list(store, domain, &t.c);
     if (rc == -EINVAL)
-        log_info("%s: refused tag %s: a tag is a valid name not of the form <number>.h5", domain,
-                 tag);
+        log_info("%s: refused tag %s: a tag is a name a domain may have, not the version "
+                 "list's own (" VLIST_OBJECT_NAME ") and not of the form <number>.h5",
+                 domain, tag);
     if (rc != 0)
         return rc;
     testhook_crash_at("tagged");

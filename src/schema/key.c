@@ -383,19 +383,28 @@ static int refused(const char **why, const char *reason, int err)
     return err;
 }
 
+static const char not_valid[] = "not a valid name (empty, \".\", \"..\", not UTF-8, a control "
+                                "character, or longer than 255 bytes)";
+static const char reserved[] = "the bucket reserves the name (\".domain.json\" names a folder's "
+                               "own object, \"" SCHEMA_TMP_NAME_PREFIX "*\" the store's temporary "
+                               "files)";
+
+int schema_name_allowed(const char *name, const char **why)
+{
+    size_t len = name ? strlen(name) : 0;
+    if (!schema_name_valid(name, len))
+        return refused(why, not_valid, -EINVAL);
+    if (!name_not_reserved(name, len))
+        return refused(why, reserved, -EINVAL);
+    return refused(why, NULL, 0);
+}
+
 int schema_domain_path_allowed(const char *path, const char **why)
 {
     if (!path || path[0] != '/' || !path_names_valid(path + 1, strlen(path + 1)))
-        return refused(why,
-                       "not a valid name (empty, \".\", \"..\", not UTF-8, a control "
-                       "character, or longer than 255 bytes)",
-                       -EINVAL);
+        return refused(why, not_valid, -EINVAL);
     if (!path_names_all(path + 1, strlen(path + 1), name_not_reserved))
-        return refused(why,
-                       "the bucket reserves the name (\".domain.json\" names a folder's "
-                       "own object, \"" SCHEMA_TMP_NAME_PREFIX "*\" the store's temporary "
-                       "files)",
-                       -EINVAL);
+        return refused(why, reserved, -EINVAL);
     if (schema_is_versions_path(path) == 1)
         return refused(why,
                        "\"" SCHEMA_VERSIONS_DIR "\" holds versions, made by h5osfs's version "

@@ -501,10 +501,17 @@ const struct vlist_entry *vlist_listed_as(const struct vlist *l, const char *cur
     return NULL;
 }
 
+/* A tag is a name a domain may have, not "<n>.h5" (a version's number), and not the list's
+ * own name: its domain object DIR/.versions/NAME/<tag>/.domain.json would nest below it. */
+static int tag_allowed(const char *tag)
+{
+    return schema_name_allowed(tag, NULL) == 0 && strcmp(tag, VLIST_OBJECT_NAME) != 0 &&
+           !vlist_number_name(tag, NULL) && strlen(tag) <= VLIST_NAME_MAX;
+}
+
 int vlist_name(struct vlist *l, const char *existing, const char *tag)
 {
-    if (!tag || schema_name_valid(tag, strlen(tag)) != 1 || vlist_number_name(tag, NULL) ||
-        strlen(tag) > VLIST_NAME_MAX)
+    if (!tag_allowed(tag))
         return -EINVAL;
     if (vlist_lookup(l, tag))
         return -EEXIST;

@@ -11,9 +11,10 @@ import threading
 import time
 from pathlib import Path
 
+import h5py
 import pytest
 
-from conftest import (BUCKET, Mount, assert_unchanged, bucket_snapshot, h5osfs_bin, is_mounted,
+from conftest import (BUCKET, SOURCE, Mount, assert_unchanged, bucket_snapshot, h5osfs_bin, is_mounted,
                       list_like_aws, run_refused, set_child_subreaper, wait_exit)
 
 pytestmark = pytest.mark.backends("posix", "s3", "rgw")
@@ -330,6 +331,14 @@ def test_xattr_small_buffer(mount_bucket):
 
 # ---- writes ----
 
+# POSIX ACLs as cp -p, cp -a, mv and install set them: an ACL that only says what the mode
+# says (version 2; user::rw- group::r-- other::r--), which the kernel parses before the daemon
+# sees it.
+ACL_ACCESS = "system.posix_acl_access"
+ACL_DEFAULT = "system.posix_acl_default"
+MODE_ACL = bytes.fromhex("02000000" "01000600ffffffff" "04000400ffffffff" "20000400ffffffff")
+
+
 def write_attempts(m, tree):
     dom = m.path(first_domain(tree))
     other = m.path(sorted(p for p, (k, _) in tree.items() if k == "domain")[1])
@@ -363,6 +372,10 @@ def write_attempts(m, tree):
         "setxattr": lambda: os.setxattr(dom, XATTR_ROOT, b"g-0"),
         "setxattr_new": lambda: os.setxattr(dom, "user.test", b"x"),
         "removexattr": lambda: os.removexattr(dom, XATTR_OWNER),
+        "setxattr_acl": lambda: os.setxattr(dom, ACL_ACCESS, MODE_ACL),
+        "setxattr_acl_default": lambda: os.setxattr(folder, ACL_DEFAULT, MODE_ACL),
+        "removexattr_acl": lambda: os.removexattr(dom, ACL_ACCESS),
+        "removexattr_acl_default": lambda: os.removexattr(folder, ACL_DEFAULT),
         "symlink": lambda: os.symlink("sample1.h5", folder / "sym"),
         "link": lambda: os.link(dom, folder / "hard.h5"),
         "mknod": lambda: os.mknod(folder / "fifo", stat.S_IFIFO | 0o644),
@@ -374,14 +387,18 @@ def write_attempts(m, tree):
 # file without writing an HDF5 file into it must leave the bucket as it was: nothing is stored
 # for a file created and closed empty, an O_TRUNC open with no write keeps the domain (an empty
 # file is no HDF5 file), truncate(2) to 0 is refused (EINVAL), modes and times are accepted and
-# not kept (rights come from ACLs). Links, nodes and xattrs are not part of the schema: EROFS.
+# not kept (rights come from ACLs). Links, nodes and xattrs are not part of the schema: EROFS,
+# but POSIX ACLs, which have no place either, are ENOTSUP: the answer of a file system without
+# ACLs, which cp, mv and install take as nothing to keep (EROFS failed them).
 NAMESPACE_CHANGES = {"mkdir", "mkdir_in_root", "rmdir", "unlink", "rename", "rename_over",
                      "rename_dir"}
 RW_OUTCOMES = {"create": None, "create_excl": None, "create_in_root": errno.EACCES,
                "open_wronly": None, "open_rdwr": None, "open_append": None,
                "open_rdonly_trunc": None, "open_wronly_trunc": None, "truncate": errno.EINVAL,
                "chmod": None, "chmod_dir": None, "chown": None, "utime": None,
-               "utime_now": None}
+               "utime_now": None, "setxattr_acl": errno.ENOTSUP,
+               "setxattr_acl_default": errno.ENOTSUP, "removexattr_acl": errno.ENOTSUP,
+               "removexattr_acl_default": errno.ENOTSUP}
 
 
 def outcome(attempt):
@@ -420,6 +437,33 @@ def test_changes_that_store_nothing(mount_bucket, bucket_copy, ro, tmp_path):
     assert_unchanged(m, before, bucket_copy.parent)
     assert m.unmount() == 0
     assert_unchanged(m, before, bucket_copy.parent)
+
+
+@pytest.mark.not_on("rgw", reason="answered by the daemon before the store; s3rver covers S3")
+def test_cp_p_install_and_mv_into_the_mount_store_the_file(bucket_copy, mount_bucket, tmp_path):
+    """cp -p, cp -a, install -m 644 and mv of a local file into the mount exit 0 and store it:
+    their setxattr of system.posix_acl_access is ENOTSUP, which they take as a file system
+    without ACLs. Before: EROFS, and each reported failure."""
+    m = mount_bucket(bucket_copy, "-o", f"user=test_user1,cache_dir={tmp_path}/cache")
+    home = m.path("home/test_user1")
+    moved = tmp_path / "moved.h5"
+    moved.write_bytes((SOURCE / "sample1.h5").read_bytes())
+    runs = {"cp_p.h5": ["cp", "-p", str(SOURCE / "sample1.h5"), str(home / "cp_p.h5")],
+            "cp_a.h5": ["cp", "-a", str(SOURCE / "sample1.h5"), str(home / "cp_a.h5")],
+            "install.h5": ["install", "-m", "644", str(SOURCE / "sample1.h5"),
+                           str(home / "install.h5")],
+            "mv.h5": ["mv", str(moved), str(home / "mv.h5")]}
+    failures = []
+    for name, argv in runs.items():
+        r = subprocess.run(argv, capture_output=True, text=True, stdin=subprocess.DEVNULL)
+        if r.returncode != 0:
+            failures.append(f"{argv[0]} {argv[1]}: rc {r.returncode}: {r.stderr.strip()}")
+    assert not failures, failures
+    assert not moved.exists()
+    for name in runs:
+        with h5py.File(home / name, "r") as f, h5py.File(SOURCE / "sample1.h5", "r") as g:
+            assert sorted(f) == sorted(g), name
+    assert m.unmount() == 0
 
 
 # ---- concurrency ----

@@ -65,6 +65,47 @@ def test_tag_reads_as_its_version_and_names_go_by_rm(bucket_copy, mount_bucket, 
         [(1, [], "removing"), (2, ["2.h5"], "kept")]
 
 
+# (tag, the reason `cp` to that name in a folder logs, or a tag's own): names no tag may take.
+# The kernel passes names up to 1024 bytes to the daemon, so 300 bytes reaches its rule.
+BAD_TAGS = [(".domain.json", "the bucket reserves the name"),
+            (".h5osfs-tmp.x.h5", "the bucket reserves the name"),
+            (".h5osfs-versions", "not the version list's own"),
+            ("new\nline", "not a valid name"),
+            ("L" * 300, "not a valid name")]
+
+
+@pytest.mark.not_on("rgw", reason="refused before the store; s3rver covers the S3 side")
+def test_a_tag_takes_no_reserved_or_invalid_name(bucket_copy, mount_bucket, tmp_path):
+    """ln of a version to .domain.json (the key of the version folder's own object), to
+    .h5osfs-tmp.*, to .h5osfs-versions (the version list's object), or to a name with a control
+    character or longer than 255 bytes is EINVAL with one log line, as cp to such a name is;
+    nothing is stored and the list is as before. Before: the reserved names were listed as tags
+    (their domain objects nested under the list's or the folder's object) and the invalid ones
+    EXDEV with nothing logged."""
+    m = mount_bucket(bucket_copy, "-o",
+                     f"user=test_user1,ttl=0,versions=on,cache_dir={tmp_path}/c1")
+    two_versions(m)
+    lst = m.get(f"{VDIR}/.h5osfs-versions")
+    keys = store_keys(m, f"{HOME}/.versions/")
+    failures = []
+    for tag, reason in BAD_TAGS:
+        logged = len(m.log())
+        try:
+            os.link(m.path(f"{VDIR}/2.h5"), m.path(f"{VDIR}/{tag}"))
+            failures.append(f"{tag[:20]!r}: linked")
+        except OSError as e:
+            if e.errno != errno.EINVAL:
+                failures.append(f"{tag[:20]!r}: {errno.errorcode.get(e.errno, e.errno)}")
+        refusals = [line for line in m.log()[logged:].splitlines() if "refused" in line]
+        if len(refusals) != 1 or reason not in refusals[0]:
+            failures.append(f"{tag[:20]!r}: logged {refusals}, not one line saying {reason!r}")
+    assert not failures, failures
+    assert m.get(f"{VDIR}/.h5osfs-versions") == lst
+    assert store_keys(m, f"{HOME}/.versions/") == keys
+    assert sorted(os.listdir(m.path(VDIR))) == ["1.h5", "2.h5"]
+    assert m.unmount() == 0
+
+
 @pytest.mark.posix_only(reason="kills the daemon; the list put is the same code on every store")
 @pytest.mark.parametrize("stage", ["tagged", "unnamed"])
 def test_kill_right_after_a_name_change_leaves_every_name_readable(bucket_copy, tmp_path, stage):

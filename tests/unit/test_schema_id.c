@@ -576,6 +576,36 @@ static void test_domain_path_allowed(void)
     }
 }
 
+/* One name (a version's tag, which no path rule sees whole): the same rule and reasons as
+ * schema_domain_path_allowed's for each part, and db is an ordinary name. */
+static void test_name_allowed(void)
+{
+    static const char *allowed[] = { "x.h5", "db", ".domain.jsonx", ".h5osfs-tmp", "paper.h5" };
+    static const char *refused[] = { ".domain.json", ".h5osfs-tmp.x.h5", "", ".", "..", "a\nb",
+                                     "\xff" };
+    char path[300];
+    for (size_t i = 0; i < N(allowed); i++) {
+        const char *why = "unset";
+        CHECK_INT(schema_name_allowed(allowed[i], &why), 0);
+        CHECK(why == NULL);
+    }
+    for (size_t i = 0; i < N(refused); i++) {
+        const char *why = NULL, *path_why = NULL;
+        CHECK_INT(schema_name_allowed(refused[i], &why), -EINVAL);
+        snprintf(path, sizeof path, "/home/%s", refused[i]);
+        CHECK_INT(schema_domain_path_allowed(path, &path_why), -EINVAL);
+        CHECK(why != NULL && path_why != NULL && strcmp(why, path_why) == 0);
+    }
+    char long_name[257];
+    memset(long_name, 'L', 256);
+    long_name[256] = '\0';
+    CHECK_INT(schema_name_allowed(long_name, NULL), -EINVAL);
+    long_name[255] = '\0';
+    CHECK_INT(schema_name_allowed(long_name, NULL), 0);
+    CHECK_INT(schema_name_allowed("a/b", NULL), -EINVAL); /* two names, not one */
+    CHECK_INT(schema_name_allowed(NULL, NULL), -EINVAL);
+}
+
 /* file_uri -> key (spec §8): only keys of this bucket, and of no domain but the root's own. */
 static void test_linked_uri_key(void)
 {
@@ -787,6 +817,7 @@ int main(void)
     test_name_lengths();
     test_names();
     test_domain_path_allowed();
+    test_name_allowed();
     test_linked_uri_key();
     test_version_linked_ok();
     test_pool_file_named();

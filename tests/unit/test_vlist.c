@@ -237,6 +237,11 @@ static void test_names(void)
     CHECK_INT(vlist_name(&l, "2.h5", "paper.h5"), -EEXIST);
     CHECK_INT(vlist_name(&l, "1.h5", "7.h5"), -EINVAL);
     CHECK_INT(vlist_name(&l, "1.h5", "a/b"), -EINVAL);
+    CHECK_INT(vlist_name(&l, "1.h5", "a\nb"), -EINVAL);
+    /* names whose domain objects would nest below the folder's or the list's own object */
+    CHECK_INT(vlist_name(&l, "1.h5", ".domain.json"), -EINVAL);
+    CHECK_INT(vlist_name(&l, "1.h5", VLIST_OBJECT_NAME), -EINVAL);
+    CHECK_INT(vlist_name(&l, "1.h5", ".h5osfs-tmp.x.h5"), -EINVAL);
     CHECK_INT(vlist_name(&l, "9.h5", "t"), -ENOENT);
     CHECK(vlist_lookup(&l, "paper.h5") == &l.entries[0]);
     CHECK_INT(vlist_unname(&l, "2.h5", 2), -EBUSY); /* the head's number */

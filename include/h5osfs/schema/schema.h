@@ -77,6 +77,10 @@ int schema_name_valid(const char *name, size_t len);
  */
 int schema_domain_path_allowed(const char *path, const char **why);
 
+/* The same rule for one name (no '/'), wherever it is to be: 0, or -EINVAL for a name that is
+ * not valid or that the bucket reserves, with *why as schema_domain_path_allowed gives it. */
+int schema_name_allowed(const char *name, const char **why);
+
 /* ---- versions (issue 26; doc/versions.md §3) ---- */
 
 /* The hidden folder beside a domain that holds its versions: DIR/.versions/NAME/. */

@@ -106,9 +106,9 @@ const struct vlist_entry *vlist_listed_as(const struct vlist *l, const char *cur
  * finds one lost to that other writer. */
 const struct vlist_entry *vlist_committed_on(const struct vlist *l, const char *base);
 
-/* Give the version called existing the extra name tag. -EINVAL: tag is "<digits>.h5" or not a
- * valid name; -EEXIST: tag names a version already; -ENOENT: no valid version is called
- * existing. */
+/* Give the version called existing the extra name tag. -EINVAL: tag is "<digits>.h5",
+ * VLIST_OBJECT_NAME, or a name no domain may have (schema_name_allowed); -EEXIST: tag names a
+ * version already; -ENOENT: no valid version is called existing. */
 int vlist_name(struct vlist *l, const char *existing, const char *tag);
 
 /* Drop name; a version left without a name becomes VLIST_REMOVING. -EBUSY: name is head's
