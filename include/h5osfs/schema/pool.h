@@ -49,6 +49,13 @@ int schema_pool_file_check(const char *domain_path, const char *root_id, const c
                            size_t why_len);
 
 /*
+ * Does group, a root group's JSON, say it is a version over pool ("h5osfs": {"pool": P},
+ * written with each version: domops/vpool.h)? 1 yes, 0 no (why says what it names instead).
+ * The proof the collector asks before deleting a version root, and a read before serving one.
+ */
+int schema_pool_root_names(const json_t *group, const char *pool, char *why, size_t why_len);
+
+/*
  * A version root's group names the pool file its linked datasets read, and the store's etag of
  * that file when the version was kept: "h5osfs": {"pool": P, "file": NAME, "file_etag": E}.
  * Pool files are not named by their content (a multi-GiB MD5 per commit), so the etag is what
