@@ -197,6 +197,46 @@ int schema_pool_root_names(const json_t *group, const char *pool, char *why, siz
     return 0;
 }
 
+/* The pool of the current domain's root root_id when that root is a version of it (its list
+ * has it, or its object names it in ref mode), into pool: 1, its list's and its marker allows
+ * the domain; 0, a plain root the domain object names (as an older h5osfs or a hand edit
+ * leaves it); -EINVAL (why), -ENOMEM. */
+static int current_version_pool(const char *domain, const char *root_id,
+                                const struct schema_fetch *fetch, char *pool, char *why,
+                                size_t why_len)
+{
+    int listed = 0, rc = list_pool(domain, fetch, root_id, pool, &listed, why, why_len);
+    if (rc == -ENOMEM)
+        return rc;
+    if (!listed && current_in_ref_mode(domain, root_id, fetch, why, why_len) != 0)
+        return 0; /* its pooled tables are refused on their own (schema_pool_check) */
+    if (rc == 0)
+        rc = marker_allows(domain, pool, fetch, why, why_len);
+    return rc == 0 ? 1 : rc;
+}
+
+int schema_pool_root_check(const char *domain_path, const char *root_id, const json_t *group,
+                           const struct schema_fetch *fetch, char pool[SCHEMA_ID_BUF], char *why,
+                           size_t why_len)
+{
+    char found[SCHEMA_ID_BUF], what[100];
+    int rc;
+    pool[0] = '\0';
+    if (schema_is_versions_path(domain_path) == 1)
+        rc = own_pool(domain_path, root_id, fetch, found, why, why_len);
+    else if (!root_pool(group) || !root_id)
+        return 0; /* a plain root: the domain object's to name, as HSDS reads it */
+    else if ((rc = current_version_pool(domain_path, root_id, fetch, found, why, why_len)) <= 0)
+        return rc;
+    else
+        rc = 0;
+    if (rc == 0 && !schema_pool_root_names(group, found, what, sizeof what))
+        rc = WHY("root %s is not a version over pool %s (%s)", root_id, found, what);
+    if (rc == 0)
+        memcpy(pool, found, SCHEMA_ID_BUF);
+    return rc;
+}
+
 int schema_pool_file_named(const json_t *group, char name[33], char etag[SCHEMA_POOL_ETAG_BUF],
                            char *why, size_t why_len)
 {
