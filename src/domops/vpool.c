@@ -162,15 +162,10 @@ int vpool_root_of(struct store *store, const char *root, const char *pool, const
     store_buf_free(&buf);
     if (rc == -ENOENT)
         return rc; /* a pool has none, nor has a root the collector got to first */
-    const char *named =
-        hjson_text(json_object_get(json_object_get(doc, SCHEMA_H5OSFS_MEMBER), "pool"));
-    int ours = named && strcmp(named, pool) == 0;
+    int ours = doc && schema_pool_root_names(doc, pool, why, sizeof why);
     if (!ours && rc == 0)
         log_error("%s: root %s is not a version over pool %s (%s): not collected", domain, root,
-                  pool,
-                  named  ? "its root group names another pool"
-                  : *why ? why
-                         : "its root group names no pool");
+                  pool, why);
     json_decref(doc);
     return ours ? 1 : rc == 0 ? 0 : rc;
 }

@@ -12,6 +12,7 @@
 
 #include "build.h"
 #include "h5osfs/schema/hjson.h"
+#include "h5osfs/schema/pool.h"
 #include "h5osfs/util/grow.h"
 #include "h5osfs/util/log.h"
 #include "h5osfs/util/pfor.h"
@@ -157,11 +158,25 @@ static int fetch_ahead(struct builder *b)
     return rc;
 }
 
+/* A version's root is whatever its list names, and the list is a key that a writer of the
+ * domain's folder may forge: before anything of the root is built, its group (read here
+ * anyway) must say it is a version over the domain's own pool; so must a ref-mode domain's
+ * head version (schema/pool.h). The pool found is kept for the pooled datasets, which would
+ * otherwise read the list and the marker again. */
+static int root_is_the_domains(struct builder *b, const json_t *root, char *why, size_t why_len)
+{
+    const struct schema_fetch fetch = { b->src->store, store_get_bytes };
+    return schema_pool_root_check(b->domain_path, b->root_id, root, &fetch, b->pool_ok, why,
+                                  why_len);
+}
+
 int build_discover(struct builder *b)
 {
     json_t *root;
-    char why[320];
+    char why[320] = "";
     int rc = build_load_json(b, b->root_id, &root, why, sizeof why);
+    if (rc == 0 && (rc = root_is_the_domains(b, root, why, sizeof why)) != 0)
+        json_decref(root);
     if (rc != 0) {
         log_error("%s: root group: %s", b->domain_path, why);
         return rc == -ENOMEM ? rc : -EIO;

@@ -136,11 +136,35 @@ int schema_pool_check(const char *domain_path, const char *root_id, const char *
     return list_names_pool(domain_path, root_id, claimed, fetch, why, why_len);
 }
 
+/* The pool domain_path, whose root being read is root_id, may name (pool.h): its list's, for
+ * the current domain only where that root is a version of it, and only while the pool's
+ * marker allows the domain. into pool (SCHEMA_ID_BUF). 0, -EINVAL (why), -ENOMEM. */
+static int own_pool(const char *domain_path, const char *root_id, const struct schema_fetch *fetch,
+                    char *pool, char *why, size_t why_len)
+{
+    char domain[KEY_BUF];
+    const char *current_root = NULL;
+    int listed = 0;
+    if (schema_is_versions_path(domain_path) == 1) {
+        if (schema_version_domain_of(domain_path, domain, sizeof domain) != 0)
+            return WHY("a pool named outside a domain's versions");
+    } else if (!root_id ||
+               snprintf(domain, sizeof domain, "%s", domain_path) >= (int)sizeof domain) {
+        return WHY("a pool named outside a domain's versions");
+    } else {
+        current_root = root_id;
+    }
+    int rc = list_pool(domain, fetch, current_root, pool, &listed, why, why_len);
+    if (rc == 0 && current_root)
+        rc = current_may_name_pool(domain, current_root, listed, fetch, why, why_len);
+    return rc == 0 ? marker_allows(domain, pool, fetch, why, why_len) : rc;
+}
+
 int schema_pool_file_check(const char *domain_path, const char *root_id, const char *key,
                            const struct schema_fetch *fetch, char pool[SCHEMA_ID_BUF], char *why,
                            size_t why_len)
 {
-    char domain[KEY_BUF], want[KEY_BUF], found[SCHEMA_ID_BUF];
+    char want[KEY_BUF], found[SCHEMA_ID_BUF];
     const char *name = schema_pool_file_name(key);
     if (!name)
         return WHY("%.200s is no pool file", key ? key : "(none)");
@@ -148,25 +172,66 @@ int schema_pool_file_check(const char *domain_path, const char *root_id, const c
         return schema_pool_file_key(pool, name, want, sizeof want) == 0 && strcmp(want, key) == 0
                    ? 0
                    : WHY("pool file %.200s is not of the domain's pool (%s)", key, pool);
-    const char *current_root = NULL;
-    int listed = 0;
-    if (schema_is_versions_path(domain_path) == 1) {
-        if (schema_version_domain_of(domain_path, domain, sizeof domain) != 0)
-            return WHY("a pool file named outside a domain's versions");
-    } else if (!root_id ||
-               snprintf(domain, sizeof domain, "%s", domain_path) >= (int)sizeof domain) {
-        return WHY("a pool file named outside a domain's versions");
-    } else {
-        current_root = root_id;
-    }
-    int rc = list_pool(domain, fetch, current_root, found, &listed, why, why_len);
-    if (rc == 0 && current_root)
-        rc = current_may_name_pool(domain, current_root, listed, fetch, why, why_len);
+    int rc = own_pool(domain_path, root_id, fetch, found, why, why_len);
     if (rc == 0 &&
         (schema_pool_file_key(found, name, want, sizeof want) != 0 || strcmp(want, key) != 0))
         rc = WHY("pool file %.200s is not of the domain's pool (%s)", key, found);
     if (rc == 0)
-        rc = marker_allows(domain, found, fetch, why, why_len);
+        memcpy(pool, found, SCHEMA_ID_BUF);
+    return rc;
+}
+
+/* The pool a root group says it is a version over, or NULL. */
+static const char *root_pool(const json_t *group)
+{
+    return hjson_text(json_object_get(json_object_get(group, SCHEMA_H5OSFS_MEMBER), "pool"));
+}
+
+int schema_pool_root_names(const json_t *group, const char *pool, char *why, size_t why_len)
+{
+    const char *named = root_pool(group);
+    if (named && strcmp(named, pool) == 0)
+        return 1;
+    snprintf(why, why_len, "%s",
+             named ? "its root group names another pool" : "its root group names no pool");
+    return 0;
+}
+
+/* The pool of the current domain's root root_id when that root is a version of it (its list
+ * has it, or its object names it in ref mode), into pool: 1, its list's and its marker allows
+ * the domain; 0, a plain root the domain object names (as an older h5osfs or a hand edit
+ * leaves it); -EINVAL (why), -ENOMEM. */
+static int current_version_pool(const char *domain, const char *root_id,
+                                const struct schema_fetch *fetch, char *pool, char *why,
+                                size_t why_len)
+{
+    int listed = 0, rc = list_pool(domain, fetch, root_id, pool, &listed, why, why_len);
+    if (rc == -ENOMEM)
+        return rc;
+    if (!listed && current_in_ref_mode(domain, root_id, fetch, why, why_len) != 0)
+        return 0; /* its pooled tables are refused on their own (schema_pool_check) */
+    if (rc == 0)
+        rc = marker_allows(domain, pool, fetch, why, why_len);
+    return rc == 0 ? 1 : rc;
+}
+
+int schema_pool_root_check(const char *domain_path, const char *root_id, const json_t *group,
+                           const struct schema_fetch *fetch, char pool[SCHEMA_ID_BUF], char *why,
+                           size_t why_len)
+{
+    char found[SCHEMA_ID_BUF], what[100];
+    int rc;
+    pool[0] = '\0';
+    if (schema_is_versions_path(domain_path) == 1)
+        rc = own_pool(domain_path, root_id, fetch, found, why, why_len);
+    else if (!root_pool(group) || !root_id)
+        return 0; /* a plain root: the domain object's to name, as HSDS reads it */
+    else if ((rc = current_version_pool(domain_path, root_id, fetch, found, why, why_len)) <= 0)
+        return rc;
+    else
+        rc = 0;
+    if (rc == 0 && !schema_pool_root_names(group, found, what, sizeof what))
+        rc = WHY("root %s is not a version over pool %s (%s)", root_id, found, what);
     if (rc == 0)
         memcpy(pool, found, SCHEMA_ID_BUF);
     return rc;

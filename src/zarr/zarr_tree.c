@@ -608,6 +608,20 @@ static int list_domain(struct walk *w, struct zarr_node *top, const char *root_i
     return rc;
 }
 
+/* A version's root is whatever its forgeable list names: nothing of it is shown unless its
+ * group says it is a version over the domain's own pool (schema/pool.h), as the image build
+ * asks. The pool found is kept for the pooled arrays. 0, -EIO (logged), -ENOMEM. */
+static int root_is_the_domains(struct walk *w, const json_t *root)
+{
+    char why[ZARR_WHY_MAX] = "";
+    const struct schema_fetch fetch = { w->store, store_get_bytes };
+    int rc =
+        schema_pool_root_check(w->domain, w->root_id, root, &fetch, w->pool_ok, why, sizeof why);
+    if (rc != 0 && rc != -ENOMEM)
+        log_error("%s: zarr view: root group: %s", w->domain, why);
+    return rc == 0 || rc == -ENOMEM ? rc : -EIO;
+}
+
 int zarr_tree_build(struct store *store, const char *bucket, const char *domain,
                     const char *root_id, struct zarr_tree **out)
 {
@@ -622,6 +636,8 @@ int zarr_tree_build(struct store *store, const char *bucket, const char *domain,
         rc = strmap_put(w.seen, root_id, (void *)1, NULL);
         if (rc == 0 && (rc = load_object(&w, root_id, &root)) != 0 && rc != -ENOMEM)
             rc = -EIO; /* no root group, no group: logged */
+        if (rc == 0)
+            rc = root_is_the_domains(&w, root);
         w.root_group = root;
         if (rc == 0)
             rc = walk_tree(&w, t->top, root);

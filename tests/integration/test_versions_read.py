@@ -139,3 +139,42 @@ def test_a_table_outside_the_pool_is_eio_for_that_version(two_versions, mount_bu
     assert ".versions" not in os.listdir(m.path(HOME))
     if target != "missing_root":
         assert "outside pool" in m.log()
+
+
+@pytest.mark.parametrize("target", ["other_domain", "other_version"])
+def test_a_list_naming_another_domains_root_is_eio_for_that_version(two_versions, mount_bucket,
+                                                                   tmp_path, target):
+    """The list is a key the domain's folder writer may write: an entry pointed at another
+    domain's root (one its ACL hides from the reader, or a version of it, whose root group
+    names that domain's pool) serves nothing of it, not even its groups and attributes: that
+    version is EIO with one log line, the other version and the domain read as before."""
+    bucket, _, _ = two_versions
+    other = f"{HOME}/sample3.h5"
+    root = json.loads((bucket / other / ".domain.json").read_text())["root"]
+    if target == "other_version":
+        root = make_version(bucket, other)[1]                  # over sample3.h5's own pool
+    edit_json(bucket / other / ".domain.json",
+              lambda d: d["acls"].update(test_user1={r: False for r in d["acls"]["test_user1"]}))
+
+    def forge(doc):                     # lists kept before sizes were may lack "size"
+        doc["versions"][1]["root"] = root
+        doc["versions"][1].pop("size", None)
+    edit_json(bucket / VDIR / ".h5osfs-versions", forge)
+    m = mount_bucket(bucket, "-o", f"user=test_user1,ro,cache_dir={tmp_path}/cache")
+    with pytest.raises(PermissionError):
+        open(m.path(other), "rb").read()
+    with pytest.raises(OSError) as e:               # before anything of it: its groups too
+        with open(m.path(f"{VDIR}/2.h5"), "rb"):
+            pass
+    assert e.value.errno == errno.EIO
+    with pytest.raises(OSError) as e:               # nor its tree in the Zarr view
+        os.listdir(m.path(f".zarr/{VDIR}/2.h5"))
+    assert e.value.errno == errno.EIO
+    refused = [line for line in m.log().splitlines()
+               if f"{VDIR}/2.h5: " in line and f"root {root} is not a version over pool" in line]
+    assert "zarr view" not in refused[0] and "zarr view" in refused[-1], refused   # each view
+    assert os.listdir(m.path(f".zarr/{VDIR}/1.h5"))
+    ok, out = same(m.path(f"{VDIR}/1.h5"), m.path(f"{HOME}/{NAME}"))
+    assert ok, out
+    with open(m.path(f"{HOME}/{NAME}"), "rb") as f:
+        assert f.read(8) == b"\x89HDF\r\n\x1a\n"

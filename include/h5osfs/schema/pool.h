@@ -49,6 +49,27 @@ int schema_pool_file_check(const char *domain_path, const char *root_id, const c
                            size_t why_len);
 
 /*
+ * Does group, a root group's JSON, say it is a version over pool ("h5osfs": {"pool": P},
+ * written with each version: domops/vpool.h)? 1 yes, 0 no (why says what it names instead).
+ * The proof the collector asks before deleting a version root, and a read before serving one.
+ */
+int schema_pool_root_names(const json_t *group, const char *pool, char *why, size_t why_len);
+
+/*
+ * Whether group, the JSON of root_id's root group, may be served as domain_path's root: a kept
+ * version's must be a version over its domain's own pool (the one schema_pool_check allows:
+ * its list's, whose marker names the domain), or a list writer could show another domain's
+ * groups and attributes through this one; so must a current domain's root that names a pool
+ * and is a version of it (its list has it, or its object names it in ref mode: the head
+ * version's root). Any other root is the domain object's to name, as HSDS reads it (a pool its
+ * tables name is refused by schema_pool_check). 0 with pool that pool ("" none checked),
+ * -EINVAL (no, or an object needed to tell cannot be read: why says which), -ENOMEM.
+ */
+int schema_pool_root_check(const char *domain_path, const char *root_id, const json_t *group,
+                           const struct schema_fetch *fetch, char pool[SCHEMA_ID_BUF], char *why,
+                           size_t why_len);
+
+/*
  * A version root's group names the pool file its linked datasets read, and the store's etag of
  * that file when the version was kept: "h5osfs": {"pool": P, "file": NAME, "file_etag": E}.
  * Pool files are not named by their content (a multi-GiB MD5 per commit), so the etag is what
