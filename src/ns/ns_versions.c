@@ -257,6 +257,33 @@ static int append(struct ns_dir *dir, size_t *cap, const char *name, const struc
     return 0;
 }
 
+/* Does a valid entry of l have number n? */
+static int number_taken(const struct vlist *l, uint64_t n)
+{
+    for (size_t i = 0; i < l->n_entries; i++)
+        if (!l->entries[i].error && l->entries[i].n == n)
+            return 1;
+    return 0;
+}
+
+/* A broken entry shows as its number, EIO on open (logged then), unless it has none (then it
+ * is only logged, once) or a valid entry has that number (that one is listed, once). */
+static int list_broken(struct ns *ns, const struct vpath *v, const struct vlist *l,
+                       const struct vlist_entry *e, const struct ns_info *current, unsigned rights,
+                       struct ns_dir *out, size_t *cap)
+{
+    struct ns_info info;
+    char own[32];
+    if (e->n == 0) {
+        ns_warn_once(ns, v->domain, "a version list entry without a valid number is not shown",
+                     e->error);
+        return 0;
+    }
+    snprintf(own, sizeof own, "%llu.h5", (unsigned long long)e->n);
+    version_info(ns, v->domain, e, own, current, rights, &info);
+    return number_taken(l, e->n) ? 0 : append(out, cap, own, &info);
+}
+
 /* Numbers ascending, then tags: an entry's names in the list's order, broken ones by number. */
 static int list_names(struct ns *ns, const struct vpath *v, const struct vlist *l,
                       const struct ns_info *current, unsigned rights, struct ns_dir *out)
@@ -266,12 +293,8 @@ static int list_names(struct ns *ns, const struct vpath *v, const struct vlist *
     for (size_t i = 0; rc == 0 && i < l->n_entries; i++) {
         const struct vlist_entry *e = &l->entries[i];
         struct ns_info info;
-        char own[32];
-        if (e->error && e->n > 0) {
-            snprintf(own, sizeof own, "%llu.h5", (unsigned long long)e->n);
-            version_info(ns, v->domain, e, own, current, rights, &info);
-            rc = append(out, &cap, own, &info);
-        }
+        if (e->error)
+            rc = list_broken(ns, v, l, e, current, rights, out, &cap);
         for (size_t k = 0; rc == 0 && !e->error && k < e->n_names; k++) {
             version_info(ns, v->domain, e, e->names[k], current, rights, &info);
             rc = append(out, &cap, e->names[k], &info);

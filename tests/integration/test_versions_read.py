@@ -94,6 +94,27 @@ def test_a_malformed_entry_costs_that_version_only(two_versions, mount_bucket, t
 
 
 @pytest.mark.posix_only(reason="bad input is read the same on every store")
+@pytest.mark.parametrize("forged", ["no number", "a number twice"])
+def test_an_entry_without_its_own_number_is_logged_and_listed_once(two_versions, mount_bucket,
+                                                                   tmp_path, forged):
+    """An entry whose n is no number cannot be listed under one: it is logged (once), not
+    dropped silently. An entry that takes another's number (its names then name another
+    number) is broken: that number is listed once, and reads as the valid entry's version."""
+    bucket, _, _ = two_versions
+    lst = bucket / VDIR / ".h5osfs-versions"
+    edit_json(lst, lambda d: d["versions"][0].update(n="two" if forged == "no number" else 2))
+    m = mount_bucket(bucket, "-o", f"user=test_user1,ro,cache_dir={tmp_path}/cache")
+    names = os.listdir(m.path(VDIR))
+    assert names == ["2.h5"], names
+    assert same(m.path(f"{VDIR}/2.h5"), m.path(f"{HOME}/sample2.h5"))[0]
+    if forged == "no number":
+        assert m.log().count("a version list entry without a valid number is not shown: n is "
+                             "not a positive integer") == 1, m.log()[-2000:]
+    else:
+        assert "version 2 unreadable: a name is another version's number" in m.log()
+
+
+@pytest.mark.posix_only(reason="bad input is read the same on every store")
 def test_an_unparseable_list_leaves_the_domain_readable(two_versions, mount_bucket, tmp_path):
     bucket, _, _ = two_versions
     (bucket / VDIR / ".h5osfs-versions").write_text("{not json")
