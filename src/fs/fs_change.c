@@ -5,9 +5,7 @@
 
 /* ---- writes and changes ---- */
 
-/* Device nodes, symlinks, hard links and xattrs (but a folder's user.h5osfs.ingest and
- * user.h5osfs.versions, and POSIX ACLs: is_posix_acl): HSDS has no object that could hold
- * them. */
+/* Device nodes, symlinks and hard links: HSDS has no object that could hold them. */
 static void reply_erofs(fuse_req_t req)
 {
     fuse_reply_err(req, EROFS);
@@ -455,16 +453,12 @@ static int set_versions(fuse_req_t req, fuse_ino_t ino, const struct schema_vers
     return rc;
 }
 
-/* POSIX ACLs have no place in HSDS either, but EROFS would fail cp -p, cp -a, mv and install,
- * which take only ENOTSUP (or ENOSYS) to mean "no ACLs here" and go on. A read-only mount
- * refuses every change with EROFS. */
-static int is_posix_acl(const char *name)
-{
-    return strcmp(name, "system.posix_acl_access") == 0 ||
-           strcmp(name, "system.posix_acl_default") == 0;
-}
-
-static void reply_acl_change(fuse_req_t req)
+/* Extended attributes but a folder's user.h5osfs.ingest and user.h5osfs.versions have no
+ * place in HSDS either (the others shown are computed), and EROFS would fail the tools that
+ * copy them along: cp -p, cp -a, mv and install (POSIX ACLs), Python's shutil.copy2 and
+ * copytree (every attribute listed): they take ENOTSUP to mean "none kept here" and go on. A
+ * read-only mount refuses every change with EROFS. */
+static void reply_no_xattr(fuse_req_t req)
 {
     fuse_reply_err(req, fs_of(req)->cfg.read_only ? EROFS : ENOTSUP);
 }
@@ -473,10 +467,6 @@ void op_setxattr(fuse_req_t req, fuse_ino_t ino, const char *name, const char *v
                  int flags)
 {
     struct schema_versions versions;
-    if (is_posix_acl(name)) {
-        reply_acl_change(req);
-        return;
-    }
     if (strcmp(name, FS_XATTR_VERSIONS) == 0) {
         if (schema_versions_parse(value, size, &versions) != 0)
             fuse_reply_err(req, EINVAL); /* only on, off, keep:N or ref */
@@ -486,7 +476,7 @@ void op_setxattr(fuse_req_t req, fuse_ino_t ino, const char *name, const char *v
     }
     enum schema_ingest mode = schema_ingest_parse(value, size);
     if (strcmp(name, FS_XATTR_INGEST) != 0)
-        reply_erofs(req);
+        reply_no_xattr(req);
     else if (mode == SCHEMA_INGEST_UNSET)
         fuse_reply_err(req, EINVAL); /* only "link" or "copy" */
     else
@@ -495,12 +485,10 @@ void op_setxattr(fuse_req_t req, fuse_ino_t ino, const char *name, const char *v
 
 void op_removexattr(fuse_req_t req, fuse_ino_t ino, const char *name)
 {
-    if (is_posix_acl(name))
-        reply_acl_change(req);
-    else if (strcmp(name, FS_XATTR_VERSIONS) == 0)
+    if (strcmp(name, FS_XATTR_VERSIONS) == 0)
         fuse_reply_err(req, -set_versions(req, ino, NULL, XATTR_REPLACE));
     else if (strcmp(name, FS_XATTR_INGEST) != 0)
-        reply_erofs(req);
+        reply_no_xattr(req);
     else
         fuse_reply_err(req, -set_ingest(req, ino, SCHEMA_INGEST_UNSET, XATTR_REPLACE));
 }

@@ -387,16 +387,18 @@ def write_attempts(m, tree):
 # file without writing an HDF5 file into it must leave the bucket as it was: nothing is stored
 # for a file created and closed empty, an O_TRUNC open with no write keeps the domain (an empty
 # file is no HDF5 file), truncate(2) to 0 is refused (EINVAL), modes and times are accepted and
-# not kept (rights come from ACLs). Links, nodes and xattrs are not part of the schema: EROFS,
-# but POSIX ACLs, which have no place either, are ENOTSUP: the answer of a file system without
-# ACLs, which cp, mv and install take as nothing to keep (EROFS failed them).
+# not kept (rights come from ACLs). Links and nodes are not part of the schema: EROFS. Nor are
+# xattrs (but a folder's two settings) and POSIX ACLs: ENOTSUP, the answer of a file system
+# without them, which cp, mv, install and shutil.copy2 take as nothing to keep (EROFS failed
+# them).
 NAMESPACE_CHANGES = {"mkdir", "mkdir_in_root", "rmdir", "unlink", "rename", "rename_over",
                      "rename_dir"}
 RW_OUTCOMES = {"create": None, "create_excl": None, "create_in_root": errno.EACCES,
                "open_wronly": None, "open_rdwr": None, "open_append": None,
                "open_rdonly_trunc": None, "open_wronly_trunc": None, "truncate": errno.EINVAL,
                "chmod": None, "chmod_dir": None, "chown": None, "utime": None,
-               "utime_now": None, "setxattr_acl": errno.ENOTSUP,
+               "utime_now": None, "setxattr": errno.ENOTSUP, "setxattr_new": errno.ENOTSUP,
+               "removexattr": errno.ENOTSUP, "setxattr_acl": errno.ENOTSUP,
                "setxattr_acl_default": errno.ENOTSUP, "removexattr_acl": errno.ENOTSUP,
                "removexattr_acl_default": errno.ENOTSUP}
 
@@ -437,6 +439,26 @@ def test_changes_that_store_nothing(mount_bucket, bucket_copy, ro, tmp_path):
     assert_unchanged(m, before, bucket_copy.parent)
     assert m.unmount() == 0
     assert_unchanged(m, before, bucket_copy.parent)
+
+
+@pytest.mark.posix_only(reason="answered by the daemon before the store")
+def test_shutil_copy2_and_copytree_within_the_mount_store_the_files(bucket_copy, mount_bucket,
+                                                                    tmp_path):
+    """Python's shutil.copy2 and copytree copy a file's listed extended attributes along
+    (user.h5osfs.root, owner, ...), which the mount computes and cannot keep: ENOTSUP, which
+    they take as nothing to keep. Before: EROFS, and both failed."""
+    import shutil
+    m = mount_bucket(bucket_copy, "-o", f"user=test_user1,cache_dir={tmp_path}/cache")
+    home = Path(m.path("home/test_user1"))
+    assert os.listxattr(home / "sample3.h5")          # something for copystat to copy
+    shutil.copy2(home / "sample3.h5", home / "copy2.h5")
+    (home / "tree").mkdir()
+    shutil.copy2(home / "sample3.h5", home / "tree" / "s3.h5")
+    shutil.copytree(home / "tree", home / "tree_copy")
+    for copy, source in (("copy2.h5", "sample3.h5"), ("tree_copy/s3.h5", "sample3.h5")):
+        r = subprocess.run(["h5diff", str(home / copy), str(SOURCE / source)],
+                           capture_output=True, text=True, stdin=subprocess.DEVNULL)
+        assert r.returncode == 0, (copy, r.stdout, r.stderr)
 
 
 @pytest.mark.not_on("rgw", reason="answered by the daemon before the store; s3rver covers S3")
