@@ -372,10 +372,12 @@ int commit_staged(const struct commit_ctx *c, struct journal_rec *rec,
     if (!staged)
         return -ENOMEM;
     int rc = commit_new_root(c, rec, staged, base, file_kept);
-    if (rc != 0 && rc != -ESTALE) /* a lost race is logged where it is found, never retried */
-        log_error("%s: commit of the staged file %s failed: %s (kept; retried at the next "
-                  "flush or mount)",
-                  rec->domain, staged, strerror(-rc));
+    /* a lost race is logged where it is found; bytes that are no storable HDF5 file (EINVAL)
+     * are rejected by staging, never retried */
+    if (rc != 0 && rc != -ESTALE)
+        log_error("%s: commit of the staged file %s failed: %s (%s)", rec->domain, staged,
+                  strerror(-rc),
+                  rc == -EINVAL ? "not retried" : "kept; retried at the next flush or mount");
     free(staged);
     return rc;
 }
