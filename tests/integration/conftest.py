@@ -708,6 +708,17 @@ def mount_bucket(tmp_path, mount_source):
     harness.assert_clean(mounts)
 
 
+def mount_own_server(srv, name, tmp_path, i, opts=""):
+    """Mount number i of bucket name on an S3 server the test started itself (S3Server), as
+    test_user1 with ttl=0 and a cache_dir of its own (opts: more, after a comma)."""
+    mnt = tmp_path / f"mnt{i}"
+    mnt.mkdir()
+    src = MountSource("s3", BUCKET, f"s3://{name}", ("-o", f"endpoint={srv.endpoint}"),
+                      srv.env())
+    return Mount(src, mnt, tmp_path / f"h5osfs{i}.log",
+                 ("-o", f"user=test_user1,ttl=0,cache_dir={tmp_path}/cache{i}{opts}"))
+
+
 @pytest.fixture
 def bucket_copy(tmp_path):
     """A writable copy of the fixture bucket, named hsdstest like the original."""

@@ -341,12 +341,7 @@ def test_etags_that_are_no_md5s_never_key_the_pool(backend, tmp_path):
         name = srv.new_bucket(conftest.BUCKET)
 
         def mount(i, opts):
-            mnt = tmp_path / f"mnt{i}"
-            mnt.mkdir()
-            src = MountSource("s3", conftest.BUCKET, f"s3://{name}",
-                              ("-o", f"endpoint={srv.endpoint}"), srv.env())
-            mounts.append(Mount(src, mnt, tmp_path / f"h5osfs{i}.log",
-                                ("-o", f"user=test_user1,ttl=0,cache_dir={tmp_path}/c{i}{opts}")))
+            mounts.append(conftest.mount_own_server(srv, name, tmp_path, i, opts))
             return mounts[-1]
 
         m = mount(0, ",versions=on")

@@ -16,7 +16,7 @@ import pytest
 
 import conftest
 import harness
-from conftest import SOURCE, Mount, MountSource
+from conftest import SOURCE, Mount
 
 pytestmark = pytest.mark.backends("posix", "s3", "rgw")
 
@@ -270,12 +270,7 @@ def test_commits_on_a_server_that_wants_if_match_bare(backend, tmp_path):
     try:
         name = srv.new_bucket(conftest.BUCKET)
         for i in (0, 1):
-            mnt = tmp_path / f"mnt{i}"
-            mnt.mkdir()
-            src = MountSource("s3", conftest.BUCKET, f"s3://{name}",
-                              ("-o", f"endpoint={srv.endpoint}"), srv.env())
-            mounts.append(Mount(src, mnt, tmp_path / f"h5osfs{i}.log",
-                                ("-o", f"user=test_user1,ttl=0,cache_dir={tmp_path}/cache{i}")))
+            mounts.append(conftest.mount_own_server(srv, name, tmp_path, i))
         a, b = mounts
         make_domain(a, "bare.h5", tmp_path)                 # a create: If-None-Match
         for attr in ("x", "y"):                             # replacements: If-Match
