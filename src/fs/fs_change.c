@@ -85,8 +85,8 @@ static int truncate_of_open(struct fs *fs, fuse_req_t req, fuse_ino_t ino, int *
     return found != NULL;
 }
 
-/* The answer is ino's version's attributes: a writer's truncate of a committed domain
- * changes its staged file, not the version other handles of the inode read. */
+/* The answer is what the kernel is told of ino (fs_kernel_attributes): a writer's truncate of
+ * a committed domain changes its staged file, which only the writer's node shows. */
 void op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int to_set,
                 struct fuse_file_info *fi)
 {
@@ -110,7 +110,7 @@ void op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int to_set,
         path = NULL;
     }
     if (rc == 0)
-        rc = fs_version_attributes(fs, ino, &path, &version, &info);
+        rc = fs_kernel_attributes(fs, ino, &path, &version, &info);
     if (rc == 0) {
         fs_fill_stat(fs, ino, &info, &st);
         fuse_reply_attr(req, &st, fs_attr_timeout(fs, version));
@@ -372,14 +372,9 @@ void op_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode,
     if (rc == 0)
         rc = create_file(fs, &caller, path, fi->flags, f, &info, &version);
     if (rc == 0 && version != INODE_STAGED) /* an existing domain, opened to be written */
-        rc = inode_writer_path(fs->inodes, path);
-    if (rc == 0)
+        rc = inode_lookup_writer(fs->inodes, path, version, &info, &e.ino, &e.generation);
+    else if (rc == 0)
         rc = inode_lookup(fs->inodes, path, version, &info, &e.ino, &e.generation);
-    /* the node made for the writer says so (0); it cannot be a readers' one (1) */
-    if (rc == 0 && version != INODE_STAGED && inode_writer_node(fs->inodes, e.ino) != 0) {
-        inode_forget(fs->inodes, e.ino, 1);
-        rc = -ESTALE;
-    }
     free(path);
     if (rc != 0) {
         fs_file_free(fs, f);

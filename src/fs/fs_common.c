@@ -201,6 +201,28 @@ int fs_version_attributes(struct fs *fs, fuse_ino_t ino, char **path, uint64_t *
     return rc;
 }
 
+int fs_kernel_attributes(struct fs *fs, fuse_ino_t ino, char **path, uint64_t *version,
+                         struct ns_info *info)
+{
+    int rc = fs_version_attributes(fs, ino, path, version, info);
+    if (rc != 0 || *version == INODE_STAGED || !inode_is_writers(fs->inodes, ino))
+        return rc;
+    *version = INODE_STAGED; /* the kernel keeps nothing: the staged file changes */
+    struct staged *s = fs->staging ? staging_find(fs->staging, *path) : NULL;
+    if (!s)
+        return 0; /* its writers are done: the version it was opened on */
+    struct ns_info staged;
+    int known = staging_size_known(s);
+    staging_info(s, &staged);
+    staging_release(fs->staging, s);
+    if (!known)
+        return 0; /* an r+ not staged yet: the version's size is the file's */
+    info->size = staged.size;
+    info->mtime = staged.mtime;
+    info->ctime = staged.ctime;
+    return 0;
+}
+
 /* ---- rights: each request's caller's (doc/design.md, "Rights") ---- */
 
 void fs_caller_of(struct fs *fs, fuse_req_t req, struct caller *c)

@@ -15,8 +15,9 @@ void op_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
     char *dir = inode_path(fs->inodes, parent);
     char *path = dir ? fs_child_path(dir, name) : NULL;
     int rc = path ? fs_resolve_image(fs, path, &info, &version, &img) : -ENOMEM;
-    if (rc == 0)
-        rc = inode_lookup(fs->inodes, path, version, &info, &e.ino, &e.generation);
+    if (rc == 0) /* a writer's second lookup gets a node of its own (inode.h) */
+        rc = inode_lookup_by(fs->inodes, path, version, &info, fuse_req_ctx(req)->pid, &e.ino,
+                             &e.generation);
     if (rc == 0 && img)
         recent_add(fs->recent, img); /* the open that follows gets this version */
     if (img)
@@ -58,7 +59,7 @@ void op_getattr(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
     struct stat st;
     uint64_t version;
     char *path = NULL;
-    int rc = fs_version_attributes(fs, ino, &path, &version, &info);
+    int rc = fs_kernel_attributes(fs, ino, &path, &version, &info);
     if (rc != 0) {
         fuse_reply_err(req, -rc);
         return;

@@ -294,14 +294,19 @@ void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
     int rc = f ? fs_version_attributes(fs, ino, &path, &version, &info) : -ENOMEM;
     if (rc == 0)
         rc = settle_version(fs, path, version, fi->flags, &info, &looked_up);
-    if (rc == -ESTALE && open_for_writing(fi->flags) && inode_writer_path(fs->inodes, path) != 0)
+    pid_t tid = fuse_req_ctx(req)->pid;
+    if (rc == -ESTALE && open_for_writing(fi->flags) && inode_writer_wanted(fs->inodes, path, tid))
         rc = -ENOMEM; /* else the lookup the kernel makes again hands out a writer's node */
     if (rc == 0)
         rc = fs_caller_rights(fs, &caller, path, &info);
     if (rc == 0)
         rc = fs_check_open(fs, &info, fi->flags);
-    if (rc == 0 && open_for_writing(fi->flags) && (rc = inode_writer_node(fs->inodes, ino)) == 1)
+    if (rc == 0 && open_for_writing(fi->flags) &&
+        (rc = inode_writer_node(fs->inodes, ino, tid)) == 1)
         rc = -ESTALE; /* the kernel opens the writer's node instead (inode.h) */
+    if (rc == 0 && !open_for_writing(fi->flags) && version != INODE_STAGED &&
+        inode_is_writers(fs->inodes, ino))
+        rc = -ESTALE; /* a reader by the name a writer looked up: the readers' node instead */
     if (rc == 0 && looked_up) {
         read_image(fs, &info, looked_up, f);
         looked_up = NULL;

@@ -138,6 +138,12 @@ int fs_resolve_image(struct fs *fs, const char *path, struct ns_info *info, uint
 int fs_stat_ino(struct fs *fs, fuse_ino_t ino, char **path, struct ns_info *info);
 int fs_version_attributes(struct fs *fs, fuse_ino_t ino, char **path, uint64_t *version,
                           struct ns_info *info);
+/* What the kernel is told of ino (getattr, setattr): fs_version_attributes, but a writer's node
+ * (inode.h) shows the size and times of the file its writer has staged, as any file system
+ * shows a file being written (h5py's "w" over a domain checks that O_TRUNC emptied it), and
+ * the kernel keeps none of them (*version is then INODE_STAGED: no attribute timeout). */
+int fs_kernel_attributes(struct fs *fs, fuse_ino_t ino, char **path, uint64_t *version,
+                         struct ns_info *info);
 
 /* ---- fs_dir.c: lookup, attributes, directories, extended attributes ---- */
 void op_access(fuse_req_t req, fuse_ino_t ino, int mask);

@@ -25,7 +25,7 @@ struct inode {
 struct inode_table {
     pthread_mutex_t lock;   /* guards by_path, the node list, every node's fields */
     struct strmap *by_path; /* path -> its current struct inode */
-    struct strmap *writing; /* paths whose next node is a writer's (inode_writer_node) */
+    struct strmap *writing; /* path -> the thread whose next lookup of it is a writer's */
     struct inode all;       /* head of the list of every node */
     uint64_t next_generation;
 };
@@ -126,8 +126,6 @@ static struct inode *node_for(struct inode_table *table, const char *path, uint6
     if (!fresh)
         return NULL;
     fresh->version = version;
-    /* the flag stays until the writer opens it: the kernel may forget this node first */
-    fresh->written = strmap_get(table->writing, path) != NULL;
     if (strmap_put(table->by_path, path, fresh, (void **)&old) != 0) {
         free_node(fresh);
         return NULL;
@@ -172,50 +170,96 @@ void inode_settle(struct inode_table *table, fuse_ino_t ino, uint64_t version,
     pthread_mutex_unlock(&table->lock);
 }
 
-/* A writer is coming to path (locked). A current node that no reader caches pages of becomes
- * the writer's (0); one that a reader does leaves the path (it lives on for the kernel's
- * references, as an older version's node does), and the next node made for the path is the
- * writer's (1). */
-static int hand_path_to_writer(struct inode_table *table, const char *path)
+/* A writer's node for path at version, of the kernel's references but never the path's: a
+ * lookup of the path by anyone else gets the readers' node (locked). NULL on ENOMEM. */
+static struct inode *writer_node(struct inode_table *table, const char *path, uint64_t version)
 {
-    struct inode *current = strmap_get(table->by_path, path);
-    if (current && (current->written || !current->cached)) {
-        current->written = 1;
-        return 0;
+    struct inode *node = node_new(table, path);
+    if (node) {
+        node->version = version;
+        node->written = 1;
     }
-    if (current) {
-        strmap_remove(table->by_path, path);
-        current->current = 0;
-    }
-    return strmap_put(table->writing, path, table, NULL) != 0 ? -ENOMEM : 1;
+    return node;
 }
 
-int inode_writer_node(struct inode_table *table, fuse_ino_t ino)
+static void hand_out(struct inode *node, const struct ns_info *info, fuse_ino_t *ino, uint64_t *gen)
+{
+    node->info = *info;
+    node->nlookup++;
+    *ino = (fuse_ino_t)(uintptr_t)node;
+    *gen = node->generation;
+}
+
+int inode_lookup_by(struct inode_table *table, const char *path, uint64_t version,
+                    const struct ns_info *info, pid_t tid, fuse_ino_t *ino, uint64_t *gen)
+{
+    if (strcmp(path, "/") == 0)
+        return inode_lookup(table, path, version, info, ino, gen);
+    pthread_mutex_lock(&table->lock);
+    /* the wish stays until the writer opens a writer's node (inode_writer_node): the kernel
+     * may look the name up twice, and forget the first answer, which differs from its entry */
+    void *waiting = strmap_get(table->writing, path);
+    int for_writer = waiting && (pid_t)(intptr_t)waiting == tid;
+    struct inode *node =
+        for_writer ? writer_node(table, path, version) : node_for(table, path, version);
+    if (node)
+        hand_out(node, info, ino, gen);
+    pthread_mutex_unlock(&table->lock);
+    return node ? 0 : -ENOMEM;
+}
+
+int inode_lookup_writer(struct inode_table *table, const char *path, uint64_t version,
+                        const struct ns_info *info, fuse_ino_t *ino, uint64_t *gen)
+{
+    pthread_mutex_lock(&table->lock);
+    struct inode *node = writer_node(table, path, version);
+    if (node)
+        hand_out(node, info, ino, gen);
+    pthread_mutex_unlock(&table->lock);
+    return node ? 0 : -ENOMEM;
+}
+
+int inode_writer_wanted(struct inode_table *table, const char *path, pid_t tid)
+{
+    pthread_mutex_lock(&table->lock);
+    int rc = strmap_put(table->writing, path, (void *)(intptr_t)tid, NULL) != 0 ? -ENOMEM : 0;
+    pthread_mutex_unlock(&table->lock);
+    return rc;
+}
+
+int inode_writer_node(struct inode_table *table, fuse_ino_t ino, pid_t tid)
 {
     if (ino == FUSE_ROOT_ID)
         return 0;
     pthread_mutex_lock(&table->lock);
     struct inode *node = (struct inode *)(uintptr_t)ino;
     int rc = 0;
-    if (node->version == INODE_STAGED || node->version == INODE_NO_VERSION) {
+    if (node->written) {
+        void *waiting = strmap_get(table->writing, node->path);
+        if (waiting && (pid_t)(intptr_t)waiting == tid)
+            strmap_remove(table->writing, node->path); /* the wish is granted */
+    } else if (node->version == INODE_STAGED || node->version == INODE_NO_VERSION) {
         rc = 0; /* a staged file's readers read past the page cache already */
-    } else if (node->written || !node->cached) {
-        node->written = 1;
-        strmap_remove(table->writing, node->path); /* the writer has its node */
+    } else if (!node->cached) {
+        node->written = 1; /* no reader holds its pages: the writer's, and no longer the path's */
+        if (node->current)
+            strmap_remove(table->by_path, node->path);
+        node->current = 0;
     } else {
-        rc = hand_path_to_writer(table, node->path); /* ino is the readers': not the writer's */
-        rc = rc < 0 ? rc : 1;
+        rc = strmap_put(table->writing, node->path, (void *)(intptr_t)tid, NULL) != 0 ? -ENOMEM : 1;
     }
     pthread_mutex_unlock(&table->lock);
     return rc;
 }
 
-int inode_writer_path(struct inode_table *table, const char *path)
+int inode_is_writers(struct inode_table *table, fuse_ino_t ino)
 {
+    if (ino == FUSE_ROOT_ID)
+        return 0;
     pthread_mutex_lock(&table->lock);
-    int rc = hand_path_to_writer(table, path);
+    int written = ((const struct inode *)(uintptr_t)ino)->written;
     pthread_mutex_unlock(&table->lock);
-    return rc < 0 ? rc : 0;
+    return written;
 }
 
 int inode_reader_caches(struct inode_table *table, fuse_ino_t ino)
@@ -282,11 +326,28 @@ static int collect_moved(const char *key, void *value, void *ctx)
     return 1; /* out of the map; put back under the new path below */
 }
 
+/* Writers' nodes are no path's (writer_node), so the map does not move them (locked). */
+static int rename_writers(struct inode_table *table, const char *from, const char *to)
+{
+    size_t from_len = strlen(from);
+    for (struct inode *node = table->all.next; node != &table->all; node = node->next) {
+        char *path = NULL;
+        if (!node->written || node->current || strncmp(node->path, from, from_len) != 0 ||
+            (node->path[from_len] && node->path[from_len] != '/'))
+            continue;
+        if (asprintf(&path, "%s%s", to, node->path + from_len) < 0)
+            return -ENOMEM;
+        free(node->path);
+        node->path = path;
+    }
+    return 0;
+}
+
 int inode_rename(struct inode_table *table, const char *from, const char *to)
 {
     struct moved m = { from, strlen(from), NULL, 0, 0, 0 };
-    int rc = 0;
     pthread_mutex_lock(&table->lock);
+    int rc = rename_writers(table, from, to);
     strmap_filter(table->by_path, collect_moved, &m);
     for (size_t i = 0; i < m.n; i++) {
         struct inode *node = m.nodes[i];

@@ -17,6 +17,7 @@
 #define H5OSFS_FS_INODE_H
 
 #include <stdint.h>
+#include <sys/types.h>
 
 #include <fuse_lowlevel.h>
 
@@ -51,26 +52,35 @@ void inode_settle(struct inode_table *table, fuse_ino_t ino, uint64_t version,
                   const struct ns_info *info);
 
 /*
- * A writer never writes through a node readers cache pages of: the kernel changes the size of
- * the inode it writes through (O_TRUNC, writes past the end) and drops its pages, under every
- * reader of that inode, whose version would then read cut, or padded with zeros. A node no
- * reader was handed with the page cache simply becomes the writer's (written). Else the
- * writer gets a node of its own, for the same version: the readers' node leaves the path, and
- * the next node made for it is the writer's. A reader who opens a writer's node by name
- * (the kernel's cached entry) reads past the page cache: exactly its version, whatever size
- * the kernel shows.
+ * Writers and readers of a domain never share a node. The kernel keeps one size and one page
+ * cache per inode: a writer's O_TRUNC and writes past the end change that size and drop those
+ * pages under every reader of it (whose version then read cut, or padded with zeros), and the
+ * writer's fstat must show its own file (h5py's "w" checks that O_TRUNC emptied it) where a
+ * reader's must show its version's. So a writer's node (written) is never the path's: lookups
+ * of the path by others get the readers' node.
  *
- * inode_writer_node: an open for writing of ino. 0: go on (ino is the writer's, a staged
- * file's, a directory); 1: ino is the readers' (now left by the path): answer ESTALE, and the
- * kernel looks the name up again (once) and opens the writer's node; -ENOMEM.
- * inode_writer_path: an open for writing by name (a create of an existing domain): the node
- * inode_lookup gives next for path is the writer's. 0 or -ENOMEM.
+ * inode_writer_node: an open for writing of ino by thread tid. 0: go on (ino is a writer's, a
+ * staged file's, a directory's; or no reader was handed it with the page cache, and it has
+ * just become the writer's, no longer the path's); 1: ino is the readers': answer ESTALE, and
+ * the kernel's second lookup of the name by tid (inode_lookup_by) makes the writer's node;
+ * -ENOMEM.
+ * inode_writer_wanted: the next lookup of path by tid is a writer's (an open for writing that
+ * found the path's version changed answers ESTALE too). 0 or -ENOMEM.
+ * inode_lookup_by: inode_lookup, by thread tid: a writer's node if tid is the writer waiting
+ * for one.
+ * inode_lookup_writer: a create of an existing domain: a writer's node at once.
  * inode_reader_caches: a reader's open of ino; 1: its handle may use the page cache (the node
  * is marked as cached by a reader), 0: a writer's node, to be read past the page cache.
+ * inode_is_writers: 1 for a writer's node.
  */
-int inode_writer_node(struct inode_table *table, fuse_ino_t ino);
-int inode_writer_path(struct inode_table *table, const char *path);
+int inode_writer_node(struct inode_table *table, fuse_ino_t ino, pid_t tid);
+int inode_writer_wanted(struct inode_table *table, const char *path, pid_t tid);
+int inode_lookup_by(struct inode_table *table, const char *path, uint64_t version,
+                    const struct ns_info *info, pid_t tid, fuse_ino_t *ino, uint64_t *gen);
+int inode_lookup_writer(struct inode_table *table, const char *path, uint64_t version,
+                        const struct ns_info *info, fuse_ino_t *ino, uint64_t *gen);
 int inode_reader_caches(struct inode_table *table, fuse_ino_t ino);
+int inode_is_writers(struct inode_table *table, fuse_ino_t ino);
 
 /* The inode number of path's node, 0 if the kernel holds none. */
 fuse_ino_t inode_of(struct inode_table *table, const char *path);

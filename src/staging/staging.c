@@ -234,6 +234,14 @@ void staging_info(struct staged *s, struct ns_info *info)
     pthread_mutex_unlock(&s->lock);
 }
 
+int staging_size_known(struct staged *s)
+{
+    pthread_mutex_lock(&s->lock);
+    int known = !s->fill_pending;
+    pthread_mutex_unlock(&s->lock);
+    return known;
+}
+
 int staging_is_new(struct staged *s)
 {
     pthread_mutex_lock(&s->lock);

@@ -105,6 +105,9 @@ void staging_counts(struct staging *t, struct staging_counts *out);
 void staging_info(struct staged *s, struct ns_info *info);
 /* 1 if the entry has never been committed (no domain in the bucket is behind it). */
 int staging_is_new(struct staged *s);
+/* 1 if the entry's size is its file's: not an r+ whose domain's file is still to be staged
+ * (it is staged at its first read or write, and is the base version's size until then). */
+int staging_size_known(struct staged *s);
 
 /* Names of staged entries directly inside directory dir (for readdir); *names is an array of
  * malloc'd strings (free each, then the array). */
