@@ -328,6 +328,8 @@ static int list_query(const char *prefix, const char *delimiter, const char *tok
     int rc = s3_query_add(&q, "continuation-token", token);
     if (rc == 0)
         rc = s3_query_add(&q, "delimiter", delimiter);
+    if (rc == 0) /* a key with characters XML 1.0 cannot hold breaks a raw listing's XML */
+        rc = s3_query_add(&q, "encoding-type", "url");
     if (rc == 0)
         rc = s3_query_add(&q, "list-type", "2");
     if (rc == 0)

@@ -86,6 +86,7 @@ struct list_ctx {
     size_t cap_objects, cap_prefixes;
     struct store_entry cur;
     int truncated;
+    int url_encoded; /* <EncodingType>url: keys and prefixes come URL-encoded */
     int failed;
 };
 
@@ -166,6 +167,8 @@ static void list_end(struct xml_walk *w, const char *name)
     } else if (at(w, "CommonPrefixes", "Prefix")) {
         if (push_prefix(c, w->text) != 0)
             c->failed = -ENOMEM;
+    } else if (at(w, "ListBucketResult", "EncodingType")) {
+        c->url_encoded = strcmp(w->text, "url") == 0;
     } else if (at(w, "ListBucketResult", "IsTruncated")) {
         c->truncated = strcmp(w->text, "true") == 0;
     } else if (at(w, "ListBucketResult", "NextContinuationToken")) {
@@ -174,6 +177,49 @@ static void list_end(struct xml_walk *w, const char *name)
         if (!c->out->next_token)
             c->failed = -ENOMEM;
     }
+}
+
+static int hex_digit(char c)
+{
+    return c >= '0' && c <= '9'   ? c - '0'
+           : c >= 'a' && c <= 'f' ? c - 'a' + 10
+           : c >= 'A' && c <= 'F' ? c - 'A' + 10
+                                  : -1;
+}
+
+/* A key S3 URL-encoded (encoding-type=url: %XX for a byte, '+' for a space, as AWS and its
+ * SDKs do; Ceph RGW encodes a space as %20 and '+' as %2B), decoded in place. -EINVAL for a
+ * broken escape or a NUL byte, which no key holds. */
+static int url_decode(char *s)
+{
+    char *out = s;
+    for (const char *in = s; *in; in++) {
+        int hi, lo;
+        if (*in == '+') {
+            *out++ = ' ';
+        } else if (*in != '%') {
+            *out++ = *in;
+        } else if ((hi = hex_digit(in[1])) < 0 || (lo = hex_digit(in[2])) < 0 ||
+                   (hi == 0 && lo == 0)) {
+            return -EINVAL;
+        } else {
+            *out++ = (char)(hi << 4 | lo);
+            in += 2;
+        }
+    }
+    *out = '\0';
+    return 0;
+}
+
+static int url_decode_page(struct store_list *l)
+{
+    for (size_t i = 0; i < l->n_objects; i++)
+        if (url_decode(l->objects[i].key) != 0)
+            return -EINVAL;
+    for (size_t i = 0; i < l->n_prefixes; i++)
+        if (url_decode(l->prefixes[i]) != 0)
+            return -EINVAL;
+    return 0;
 }
 
 static int by_entry_key(const void *a, const void *b)
@@ -206,6 +252,8 @@ int s3_parse_list(const char *xml, size_t len, struct store_list *out, int *trun
     free(c.cur.key);
     if (rc == 0)
         rc = c.failed;
+    if (rc == 0 && c.url_encoded)
+        rc = url_decode_page(out);
     if (rc != 0) {
         store_list_free(out);
         return rc;

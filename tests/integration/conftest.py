@@ -415,16 +415,17 @@ class S3Backend:
 
     def listing(self, prefix):
         """{key: (size, etag, last_modified)} of every key below prefix."""
-        from s3client import parse_xml
+        from s3client import key_decoder, parse_xml
         out, token = {}, None
         while True:
-            q = [("list-type", "2"), ("prefix", prefix)]
+            q = [("list-type", "2"), ("encoding-type", "url"), ("prefix", prefix)]
             if token:
                 q.append(("continuation-token", token))
             r = self.client().request("GET", S3_BUCKET, query=q).check(f"LIST {prefix}")
             root = parse_xml(r.body)
+            name = key_decoder(root)
             for c in root.iter("Contents"):
-                out[c.findtext("Key")] = (int(c.findtext("Size")), c.findtext("ETag").strip('"'),
+                out[name(c.findtext("Key"))] = (int(c.findtext("Size")), c.findtext("ETag").strip('"'),
                                           c.findtext("LastModified"))
             if root.findtext("IsTruncated") != "true":
                 return out

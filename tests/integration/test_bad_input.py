@@ -260,7 +260,12 @@ NOT_UTF8 = "not UTF-8: an S3 key is a UTF-8 string, so no S3 bucket can hold thi
     pytest.param(b"bad\xc0\xafname.h5", id="overlong_utf8",
                  marks=pytest.mark.posix_only(reason=NOT_UTF8)),
     pytest.param(b"bad\nname.h5", id="newline"),
-    pytest.param(b"bad\x7fname.h5", id="del")])
+    pytest.param(b"bad\x7fname.h5", id="del"),
+    # XML 1.0 cannot hold it: S3 lists such a key only URL-encoded (encoding-type=url, which
+    # h5osfs asks for); before, it made the whole folder's listing EIO on a real S3 server
+    pytest.param(b"bad\x01name.h5", id="control",
+                 marks=pytest.mark.not_on("s3", reason="s3rver ignores encoding-type=url and "
+                                          "sends the key raw, which no XML parser takes"))])
 def test_unusable_name_is_hidden(tmp_path, mount_bucket, name):
     bucket = make_bucket(tmp_path)
     add_domain(bucket, b"home/" + name)

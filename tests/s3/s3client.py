@@ -23,6 +23,13 @@ EMPTY_SHA256 = hashlib.sha256(b"").hexdigest()
 UNSIGNED = "UNSIGNED-PAYLOAD"
 
 
+def key_decoder(listing):
+    """How the keys of a parsed ListObjectsV2 answer asked with encoding-type=url read: S3
+    encodes them as a form does (a space is '+'); a server that ignores encoding-type (s3rver)
+    says no EncodingType and sends them as they are."""
+    return urllib.parse.unquote_plus if listing.findtext("EncodingType") == "url" else str
+
+
 def parse_xml(body):
     """Parses an S3 XML answer with namespaces stripped from tag names: s3rver answers in
     http://doc.s3.amazonaws.com/2006-03-01/, AWS in http://s3.amazonaws.com/doc/2006-03-01/."""
@@ -244,7 +251,7 @@ class S3Client:
                         token=None, start_after=None):
         """One page: {'keys': [(key, size, etag)], 'prefixes': [...], 'truncated': bool,
         'token': next continuation token or None}."""
-        q = [("list-type", "2")]
+        q = [("list-type", "2"), ("encoding-type", "url")]  # keys XML 1.0 cannot hold too
         for name, value in (("prefix", prefix), ("delimiter", delimiter),
                             ("max-keys", None if max_keys is None else str(max_keys)),
                             ("continuation-token", token), ("start-after", start_after)):
@@ -252,9 +259,10 @@ class S3Client:
                 q.append((name, value))
         r = self.request("GET", bucket, query=q).check(f"ListObjectsV2 {bucket}")
         root = parse_xml(r.body)
-        keys = [(c.findtext("Key"), int(c.findtext("Size")), c.findtext("ETag"))
+        name = key_decoder(root)
+        keys = [(name(c.findtext("Key")), int(c.findtext("Size")), c.findtext("ETag"))
                 for c in root.iter("Contents")]
-        prefixes = [p.findtext("Prefix") for p in root.iter("CommonPrefixes")]
+        prefixes = [name(p.findtext("Prefix")) for p in root.iter("CommonPrefixes")]
         return {"keys": keys, "prefixes": prefixes,
                 "truncated": root.findtext("IsTruncated") == "true",
                 "token": root.findtext("NextContinuationToken")}

@@ -56,6 +56,49 @@ static void test_list(void)
     store_list_free(&l);
 }
 
+/* encoding-type=url: a key with a character XML 1.0 cannot hold (a control character) comes
+ * encoded, and is decoded as AWS encodes (%XX, '+' for a space); without EncodingType a '%' is
+ * the key's own. A broken escape or a NUL byte fails the page (no key holds one). */
+static void test_url_encoded_list(void)
+{
+    static const char page[] =
+        "<ListBucketResult><EncodingType>url</EncodingType><IsTruncated>false</IsTruncated>"
+        "<Contents><Key>home/ctl%01name.h5/.domain.json</Key><Size>1</Size></Contents>"
+        "<Contents><Key>home/a+b%2Bc%20d%C3%BC</Key><Size>2</Size></Contents>"
+        "<CommonPrefixes><Prefix>home/sub%2Fx/</Prefix></CommonPrefixes>"
+        "</ListBucketResult>";
+    struct store_list l;
+    int truncated = 1;
+    CHECK_INT(s3_parse_list(page, strlen(page), &l, &truncated), 0);
+    CHECK_INT(truncated, 0);
+    CHECK_INT(l.n_objects, 2);
+    CHECK_INT(l.n_prefixes, 1);
+    if (l.n_objects == 2 && l.n_prefixes == 1) {
+        CHECK_STR(l.objects[0].key, "home/a b+c d\xc3\xbc");
+        CHECK_STR(l.objects[1].key, "home/ctl\001name.h5/.domain.json");
+        CHECK_STR(l.prefixes[0], "home/sub/x/");
+    }
+    store_list_free(&l);
+
+    static const char raw[] = "<ListBucketResult><Contents><Key>a%41+b</Key></Contents>"
+                              "</ListBucketResult>";
+    CHECK_INT(s3_parse_list(raw, strlen(raw), &l, &truncated), 0);
+    if (l.n_objects == 1)
+        CHECK_STR(l.objects[0].key, "a%41+b");
+    store_list_free(&l);
+
+    static const char *const broken[] = {
+        "<ListBucketResult><EncodingType>url</EncodingType><Contents><Key>a%zz</Key></Contents>"
+        "</ListBucketResult>",
+        "<ListBucketResult><EncodingType>url</EncodingType><Contents><Key>a%4</Key></Contents>"
+        "</ListBucketResult>",
+        "<ListBucketResult><EncodingType>url</EncodingType><Contents><Key>a%00b</Key></Contents>"
+        "</ListBucketResult>",
+    };
+    for (size_t i = 0; i < sizeof broken / sizeof *broken; i++)
+        CHECK(s3_parse_list(broken[i], strlen(broken[i]), &l, &truncated) < 0);
+}
+
 /* store.h: a page is sorted by key in byte order, whatever order the server sent (fuzz_s3_xml
  * found pages passed on as they came). */
 static void test_unsorted_list(void)
@@ -259,6 +302,7 @@ int main(int argc, char **argv)
     test_list();
     test_unsorted_list();
     test_keyless_contents();
+    test_url_encoded_list();
     if (argc > 1)
         test_s3rver_pages(argv[1]);
     else
