@@ -381,9 +381,11 @@ static int list_page(struct s3_store *s3, const char *prefix, const char *delimi
     free(full);
     if (rc != 0)
         return rc;
-    struct s3_request req = {
-        .method = "GET", .key = NULL, .query = query, .max_body = S3_JSON_LIST_MAX
-    };
+    struct s3_request req = { .method = "GET",
+                              .key = NULL,
+                              .query = query,
+                              .max_body = S3_JSON_LIST_MAX,
+                              .list_prefix = prefix ? prefix : "" };
     rc = s3_perform(s3, &req, &resp);
     free(query);
     if (rc != 0)

@@ -629,6 +629,8 @@ static void report_failure(const struct s3_store *s3, const struct s3_request *r
     describe_failure(resp, a, tries, retried, what, sizeof what);
     if (req->why)
         snprintf(req->why, req->why_len, "%s", what);
+    else if (req->list_prefix)
+        log_error("s3 LIST %s/%s%s: %s", s3->bucket, s3->prefix, req->list_prefix, what);
     else
         log_error("s3 %s %s/%s%s: %s", req->method, s3->bucket, s3->prefix,
                   req->key ? req->key : "", what);

@@ -556,6 +556,25 @@ def test_a_domain_the_store_fails_to_describe_is_listed_and_fails_alone(s3_bucke
     m.assert_serving()
 
 
+def test_a_listing_that_keeps_failing_is_eio_and_its_log_line_names_the_prefix(
+        s3_bucket, fault_proxy, s3_mount):
+    """A folder whose listing the store keeps failing: EIO for that folder, and one log line
+    saying which listing (it named the bucket alone: "s3 GET hsdstest/: HTTP 500 ...")."""
+    m = s3_mount(s3_bucket.url, "-o", "ttl=0,retries=1,retry_time=2,timeout=10",
+                 endpoint=fault_proxy.endpoint)          # the mount's own probe lists too
+    rule = fault_proxy.add_rule("error", method="GET", query="list-type=2", times=None)
+    with pytest.raises(OSError) as e:
+        os.listdir(m.path(HOME))
+    assert e.value.errno == errno.EIO
+    assert fault_proxy.fired(rule["id"]) >= 2
+    lines = error_lines(m.log())
+    assert lines and all(f" LIST {s3_bucket.name}/" in l and "HTTP 500" in l
+                         for l in lines), m.log()
+    assert any(f"{HOME}/" in l for l in lines), m.log()
+    fault_proxy.remove_rule(rule["id"])
+    m.assert_serving()
+
+
 def test_rmdir_of_a_folder_whose_child_the_store_fails_to_describe_is_enotempty(
         s3_bucket, fault_proxy, s3_mount):
     """rmdir decides emptiness from the listing: when a failed GET left the child out, the

@@ -55,9 +55,10 @@ struct s3_request {
     const char *copy_range;            /* PUT: x-amz-copy-source-range "bytes=a-b" or NULL */
     const char *if_match;              /* PUT: If-Match "\"etag\"", If-None-Match "*", or NULL */
     const char *if_none_match;
-    size_t max_body; /* response bodies beyond this fail with -EFBIG */
-    char *why;       /* set: a final error status or failure is described here */
-    size_t why_len;  /* (one line, as the log would say it) instead of logged */
+    size_t max_body;         /* response bodies beyond this fail with -EFBIG */
+    const char *list_prefix; /* a listing: the log names it "LIST prefix", not the bucket */
+    char *why;               /* set: a final error status or failure is described here */
+    size_t why_len;          /* (one line, as the log would say it) instead of logged */
 };
 
 struct s3_response {
