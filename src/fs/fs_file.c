@@ -305,7 +305,7 @@ void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
         (rc = inode_writer_node(fs->inodes, ino, tid)) == 1)
         rc = -ESTALE; /* the kernel opens the writer's node instead (inode.h) */
     if (rc == 0 && !open_for_writing(fi->flags) && version != INODE_STAGED &&
-        inode_writers_only(fs->inodes, ino))
+        inode_is_writers(fs->inodes, ino))
         rc = -ESTALE; /* a reader by the name a writer looked up: the readers' node instead */
     if (rc == 0 && looked_up) {
         read_image(fs, &info, looked_up, f);

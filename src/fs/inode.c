@@ -20,8 +20,8 @@ struct inode {
     struct ns_info info; /* attributes of that version, as the last lookup gave them */
     int written;         /* a writer's node (inode_writer_node) */
     int cached;          /* a reader was handed it with the page cache (inode_reader_caches) */
-    pid_t looked_up_by;  /* the thread of its last lookup (inode_lookup_by), 0: not known */
-    int converted;       /* a readers' node that became a writer's (inode_writer_node) */
+    pid_t looked_up_by;  /* the thread of its lookups (inode_lookup_by), 0: none known */
+    int shared;          /* another thread looked it up too (a reader may open it) */
 };
 
 struct inode_table {
@@ -206,6 +206,7 @@ int inode_lookup_by(struct inode_table *table, const char *path, uint64_t versio
         for_writer ? writer_node(table, path, version) : node_for(table, path, version);
     if (node) {
         hand_out(node, info, ino, gen);
+        node->shared |= node->looked_up_by && node->looked_up_by != tid;
         node->looked_up_by = tid;
     }
     pthread_mutex_unlock(&table->lock);
@@ -244,11 +245,11 @@ int inode_writer_node(struct inode_table *table, fuse_ino_t ino, pid_t tid)
             strmap_remove(table->writing, node->path); /* the wish is granted */
     } else if (node->version == INODE_STAGED || node->version == INODE_NO_VERSION) {
         rc = 0; /* a staged file's readers read past the page cache already */
-    } else if (!node->cached && node->looked_up_by == tid) {
-        /* the writer's own lookup handed it out last and no reader holds its pages: the
-         * writer's, no longer the path's; a reader whose lookup came before may still open
-         * it (inode_writers_only) */
-        node->written = node->converted = 1;
+    } else if (!node->cached && !node->shared && node->looked_up_by == tid) {
+        /* only the writer's own lookups handed it out, and no reader holds its pages: the
+         * writer's, no longer the path's (a node another thread looked up may be opened by
+         * a reader any time, and a reader's second open must never meet a writer's node) */
+        node->written = 1;
         if (node->current)
             strmap_remove(table->by_path, node->path);
         node->current = 0;
@@ -267,17 +268,6 @@ int inode_is_writers(struct inode_table *table, fuse_ino_t ino)
     int written = ((const struct inode *)(uintptr_t)ino)->written;
     pthread_mutex_unlock(&table->lock);
     return written;
-}
-
-int inode_writers_only(struct inode_table *table, fuse_ino_t ino)
-{
-    if (ino == FUSE_ROOT_ID)
-        return 0;
-    pthread_mutex_lock(&table->lock);
-    const struct inode *node = (const struct inode *)(uintptr_t)ino;
-    int only = node->written && !node->converted;
-    pthread_mutex_unlock(&table->lock);
-    return only;
 }
 
 int inode_reader_caches(struct inode_table *table, fuse_ino_t ino)

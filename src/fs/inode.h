@@ -60,7 +60,7 @@ void inode_settle(struct inode_table *table, fuse_ino_t ino, uint64_t version,
  * of the path by others get the readers' node.
  *
  * inode_writer_node: an open for writing of ino by thread tid. 0: go on (ino is a writer's, a
- * staged file's, a directory's; or tid's own lookup handed it out last and no reader was
+ * staged file's, a directory's; or only tid's own lookups handed it out and no reader was
  * handed it with the page cache: it has just become the writer's, no longer the path's); 1:
  * ino is the readers' (or may be): answer ESTALE, and
  * the kernel's second lookup of the name by tid (inode_lookup_by) makes the writer's node;
@@ -73,10 +73,6 @@ void inode_settle(struct inode_table *table, fuse_ino_t ino, uint64_t version,
  * inode_reader_caches: a reader's open of ino; 1: its handle may use the page cache (the node
  * is marked as cached by a reader), 0: a writer's node, to be read past the page cache.
  * inode_is_writers: 1 for a writer's node.
- * inode_writers_only: 1 for a writer's node made as one (a reader's open of it answers ESTALE:
- * its second lookup gets the readers'); 0 for a readers' node the writer took: a reader whose
- * lookup came first may open it, and is served past the page cache (a second ESTALE would
- * fail that open).
  */
 int inode_writer_node(struct inode_table *table, fuse_ino_t ino, pid_t tid);
 int inode_writer_wanted(struct inode_table *table, const char *path, pid_t tid);
@@ -86,7 +82,6 @@ int inode_lookup_writer(struct inode_table *table, const char *path, uint64_t ve
                         const struct ns_info *info, fuse_ino_t *ino, uint64_t *gen);
 int inode_reader_caches(struct inode_table *table, fuse_ino_t ino);
 int inode_is_writers(struct inode_table *table, fuse_ino_t ino);
-int inode_writers_only(struct inode_table *table, fuse_ino_t ino);
 
 /* The inode number of path's node, 0 if the kernel holds none. */
 fuse_ino_t inode_of(struct inode_table *table, const char *path);
