@@ -188,13 +188,12 @@ void fs_hand_out(struct fs *fs, struct fuse_file_info *fi, struct fs_file *f)
 {
     fs_handle_track(fs, &f->link, fs_file_dispose);
     fi->fh = (uint64_t)(uintptr_t)f;
-    /* the node is this version: its pages stay right, unless it is a writer's, whose size
-     * the kernel changes as it writes (inode.h) */
-    int written = f->img && !f->reader.exact && !inode_reader_caches(fs->inodes, f->ino);
-    fi->keep_cache = f->img != NULL && !written;
+    /* the node is this version (a reader never opens a writer's: inode.h): its pages stay
+     * right */
+    fi->keep_cache = f->img != NULL;
     /* staged bytes change under other handles; the statistics are longer than st_size; a page
      * of tiny chunks would be fetched whole for one value */
-    fi->direct_io = f->stg != NULL || f->text || f->reader.exact || written;
+    fi->direct_io = f->stg != NULL || f->text || f->reader.exact;
 }
 
 /*
@@ -304,9 +303,8 @@ void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
     if (rc == 0 && open_for_writing(fi->flags) &&
         (rc = inode_writer_node(fs->inodes, ino, tid)) == 1)
         rc = -ESTALE; /* the kernel opens the writer's node instead (inode.h) */
-    if (rc == 0 && !open_for_writing(fi->flags) && version != INODE_STAGED &&
-        inode_is_writers(fs->inodes, ino))
-        rc = -ESTALE; /* a reader by the name a writer looked up: the readers' node instead */
+    if (rc == 0 && !open_for_writing(fi->flags) && version != INODE_STAGED)
+        rc = inode_reader_open(fs->inodes, ino); /* never a writer's node (inode.h) */
     if (rc == 0 && looked_up) {
         read_image(fs, &info, looked_up, f);
         looked_up = NULL;

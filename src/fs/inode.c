@@ -19,7 +19,7 @@ struct inode {
     uint64_t version;    /* see inode.h */
     struct ns_info info; /* attributes of that version, as the last lookup gave them */
     int written;         /* a writer's node (inode_writer_node) */
-    int cached;          /* a reader was handed it with the page cache (inode_reader_caches) */
+    int cached;          /* a reader opened it (inode_reader_open) */
     pid_t looked_up_by;  /* the thread of its lookups (inode_lookup_by), 0: none known */
     int shared;          /* another thread looked it up too (a reader may open it) */
 };
@@ -138,6 +138,15 @@ static struct inode *node_for(struct inode_table *table, const char *path, uint6
     return fresh;
 }
 
+/* Count one lookup of node, handed out with the attributes info (locked). */
+static void hand_out(struct inode *node, const struct ns_info *info, fuse_ino_t *ino, uint64_t *gen)
+{
+    node->info = *info;
+    node->nlookup++;
+    *ino = (fuse_ino_t)(uintptr_t)node;
+    *gen = node->generation;
+}
+
 int inode_lookup(struct inode_table *table, const char *path, uint64_t version,
                  const struct ns_info *info, fuse_ino_t *ino, uint64_t *gen)
 {
@@ -148,12 +157,8 @@ int inode_lookup(struct inode_table *table, const char *path, uint64_t version,
     }
     pthread_mutex_lock(&table->lock);
     struct inode *node = node_for(table, path, version);
-    if (node) {
-        node->info = *info;
-        node->nlookup++;
-        *ino = (fuse_ino_t)(uintptr_t)node;
-        *gen = node->generation;
-    }
+    if (node)
+        hand_out(node, info, ino, gen);
     pthread_mutex_unlock(&table->lock);
     return node ? 0 : -ENOMEM;
 }
@@ -184,12 +189,16 @@ static struct inode *writer_node(struct inode_table *table, const char *path, ui
     return node;
 }
 
-static void hand_out(struct inode *node, const struct ns_info *info, fuse_ino_t *ino, uint64_t *gen)
+/* tid's wish that its next lookup of path hand out a writer's node (locked): 0 or -ENOMEM. */
+static int wish(struct inode_table *table, const char *path, pid_t tid)
 {
-    node->info = *info;
-    node->nlookup++;
-    *ino = (fuse_ino_t)(uintptr_t)node;
-    *gen = node->generation;
+    return strmap_put(table->writing, path, (void *)(intptr_t)tid, NULL) != 0 ? -ENOMEM : 0;
+}
+
+static int wished_by(const struct inode_table *table, const char *path, pid_t tid)
+{
+    void *waiting = strmap_get(table->writing, path);
+    return waiting && (pid_t)(intptr_t)waiting == tid;
 }
 
 int inode_lookup_by(struct inode_table *table, const char *path, uint64_t version,
@@ -200,10 +209,8 @@ int inode_lookup_by(struct inode_table *table, const char *path, uint64_t versio
     pthread_mutex_lock(&table->lock);
     /* the wish stays until the writer opens a writer's node (inode_writer_node): the kernel
      * may look the name up twice, and forget the first answer, which differs from its entry */
-    void *waiting = strmap_get(table->writing, path);
-    int for_writer = waiting && (pid_t)(intptr_t)waiting == tid;
-    struct inode *node =
-        for_writer ? writer_node(table, path, version) : node_for(table, path, version);
+    struct inode *node = wished_by(table, path, tid) ? writer_node(table, path, version)
+                                                     : node_for(table, path, version);
     if (node) {
         hand_out(node, info, ino, gen);
         node->shared |= node->looked_up_by && node->looked_up_by != tid;
@@ -227,7 +234,7 @@ int inode_lookup_writer(struct inode_table *table, const char *path, uint64_t ve
 int inode_writer_wanted(struct inode_table *table, const char *path, pid_t tid)
 {
     pthread_mutex_lock(&table->lock);
-    int rc = strmap_put(table->writing, path, (void *)(intptr_t)tid, NULL) != 0 ? -ENOMEM : 0;
+    int rc = wish(table, path, tid);
     pthread_mutex_unlock(&table->lock);
     return rc;
 }
@@ -240,8 +247,7 @@ int inode_writer_node(struct inode_table *table, fuse_ino_t ino, pid_t tid)
     struct inode *node = (struct inode *)(uintptr_t)ino;
     int rc = 0;
     if (node->written) {
-        void *waiting = strmap_get(table->writing, node->path);
-        if (waiting && (pid_t)(intptr_t)waiting == tid)
+        if (wished_by(table, node->path, tid))
             strmap_remove(table->writing, node->path); /* the wish is granted */
     } else if (node->version == INODE_STAGED || node->version == INODE_NO_VERSION) {
         rc = 0; /* a staged file's readers read past the page cache already */
@@ -254,7 +260,7 @@ int inode_writer_node(struct inode_table *table, fuse_ino_t ino, pid_t tid)
             strmap_remove(table->by_path, node->path);
         node->current = 0;
     } else {
-        rc = strmap_put(table->writing, node->path, (void *)(intptr_t)tid, NULL) != 0 ? -ENOMEM : 1;
+        rc = wish(table, node->path, tid) != 0 ? -ENOMEM : 1;
     }
     pthread_mutex_unlock(&table->lock);
     return rc;
@@ -270,16 +276,16 @@ int inode_is_writers(struct inode_table *table, fuse_ino_t ino)
     return written;
 }
 
-int inode_reader_caches(struct inode_table *table, fuse_ino_t ino)
+int inode_reader_open(struct inode_table *table, fuse_ino_t ino)
 {
     if (ino == FUSE_ROOT_ID)
-        return 1;
+        return 0;
     pthread_mutex_lock(&table->lock);
     struct inode *node = (struct inode *)(uintptr_t)ino;
-    node->cached |= !node->written;
-    int cached = !node->written;
+    int rc = node->written ? -ESTALE : 0;
+    node->cached |= !node->written; /* from now on no writer takes it (inode_writer_node) */
     pthread_mutex_unlock(&table->lock);
-    return cached;
+    return rc;
 }
 
 fuse_ino_t inode_of(struct inode_table *table, const char *path)
@@ -317,10 +323,16 @@ struct moved {
     int failed;
 };
 
+/* Is path from (of length len) or below it? */
+static int at_or_below(const char *path, const char *from, size_t len)
+{
+    return strncmp(path, from, len) == 0 && (!path[len] || path[len] == '/');
+}
+
 static int collect_moved(const char *key, void *value, void *ctx)
 {
     struct moved *m = ctx;
-    if (strncmp(key, m->from, m->from_len) != 0 || (key[m->from_len] && key[m->from_len] != '/'))
+    if (!at_or_below(key, m->from, m->from_len))
         return 0;
     if (m->n == m->cap) {
         struct inode **n = grow_array(m->nodes, &m->cap, m->cap + 1, sizeof *n, 16);
@@ -340,8 +352,7 @@ static int rename_writers(struct inode_table *table, const char *from, const cha
     size_t from_len = strlen(from);
     for (struct inode *node = table->all.next; node != &table->all; node = node->next) {
         char *path = NULL;
-        if (!node->written || node->current || strncmp(node->path, from, from_len) != 0 ||
-            (node->path[from_len] && node->path[from_len] != '/'))
+        if (!node->written || node->current || !at_or_below(node->path, from, from_len))
             continue;
         if (asprintf(&path, "%s%s", to, node->path + from_len) < 0)
             return -ENOMEM;

@@ -61,17 +61,17 @@ void inode_settle(struct inode_table *table, fuse_ino_t ino, uint64_t version,
  *
  * inode_writer_node: an open for writing of ino by thread tid. 0: go on (ino is a writer's, a
  * staged file's, a directory's; or only tid's own lookups handed it out and no reader was
- * handed it with the page cache: it has just become the writer's, no longer the path's); 1:
- * ino is the readers' (or may be): answer ESTALE, and
- * the kernel's second lookup of the name by tid (inode_lookup_by) makes the writer's node;
+ * opened it: it has just become the writer's, no longer the path's); 1: ino is the readers'
+ * (or may be): answer ESTALE, and the kernel's second lookup of the name by tid (inode_lookup_by) makes the writer's node;
  * -ENOMEM.
  * inode_writer_wanted: the next lookup of path by tid is a writer's (an open for writing that
  * found the path's version changed answers ESTALE too). 0 or -ENOMEM.
  * inode_lookup_by: inode_lookup, by thread tid: a writer's node if tid is the writer waiting
  * for one.
  * inode_lookup_writer: a create of an existing domain: a writer's node at once.
- * inode_reader_caches: a reader's open of ino; 1: its handle may use the page cache (the node
- * is marked as cached by a reader), 0: a writer's node, to be read past the page cache.
+ * inode_reader_open: a reader's open of ino: 0, and no writer takes ino from then on; or
+ * -ESTALE for a writer's node (the name's entry the kernel kept from a writer's lookup): the
+ * kernel's second lookup gets the readers' node.
  * inode_is_writers: 1 for a writer's node.
  */
 int inode_writer_node(struct inode_table *table, fuse_ino_t ino, pid_t tid);
@@ -80,7 +80,7 @@ int inode_lookup_by(struct inode_table *table, const char *path, uint64_t versio
                     const struct ns_info *info, pid_t tid, fuse_ino_t *ino, uint64_t *gen);
 int inode_lookup_writer(struct inode_table *table, const char *path, uint64_t version,
                         const struct ns_info *info, fuse_ino_t *ino, uint64_t *gen);
-int inode_reader_caches(struct inode_table *table, fuse_ino_t ino);
+int inode_reader_open(struct inode_table *table, fuse_ino_t ino);
 int inode_is_writers(struct inode_table *table, fuse_ino_t ino);
 
 /* The inode number of path's node, 0 if the kernel holds none. */
