@@ -195,12 +195,13 @@ static void probe_etags(struct seal_job *j, size_t n)
         int rc = seal_by_bytes(j, s, key, sizeof key);
         set_uri(j, s, key, rc);
         const char *md5 = rc == 0 ? schema_pool_key_md5(key) : NULL;
-        if (md5 && strcmp(md5, s->listed->etag) != 0 && *j->etags == VSEAL_ETAGS_MD5)
+        if (md5 && strcmp(md5, s->listed->etag) == 0)
+            continue;
+        if (md5 && *j->etags == VSEAL_ETAGS_MD5)
             log_warn("%s: the store's ETags are not the MD5s of their bytes (%s: ETag %s, MD5 "
                      "%s; SSE-KMS or SSE-C?): every chunk of this version is read and hashed",
                      j->vc->domain, s->key, s->listed->etag, md5);
-        if (!md5 || strcmp(md5, s->listed->etag) != 0)
-            *j->etags = VSEAL_ETAGS_NOT_MD5; /* not proven: the bytes decide */
+        *j->etags = VSEAL_ETAGS_NOT_MD5; /* not proven: the bytes decide */
     }
 }
 
